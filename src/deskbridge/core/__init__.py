@@ -1,0 +1,1 @@
+"""Format-agnostic engine: identity, revisions, tasks, plans, lifecycle, files, events, audit, policy."""

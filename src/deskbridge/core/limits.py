@@ -1,0 +1,70 @@
+"""Every numeric limit of the engine in one place, each named with its unit.
+
+Kinds and transports import these instead of writing their own numbers, so a limit is changed once.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+MIB: Final = 1024 * 1024
+
+REQUEST_HISTORY_MAX: Final = 256
+"""How many requestId results each caller's de-duplication history keeps (oldest dropped first)."""
+
+TASK_HISTORY_MAX: Final = 256
+"""How many finished tasks are kept for status queries."""
+
+TASK_HISTORY_TTL_S: Final = 30 * 60
+"""Seconds a finished task stays queryable (30 min)."""
+
+TASK_LOG_MAX_ENTRIES: Final = 5000
+"""Entries in one task's log ring; older entries are dropped and the read says `truncated`."""
+
+TASK_LOG_ENTRY_MAX_BYTES: Final = 4 * 1024
+"""Bytes of one log entry (UTF-8); longer entries are cut and marked."""
+
+TASK_LOG_TOTAL_MAX_BYTES: Final = 1 * MIB
+"""Bytes of one task's whole log ring."""
+
+TASK_LOG_PAGE_MAX_BYTES: Final = 64 * 1024
+"""Bytes of log returned by one read."""
+
+PLAN_TTL_S: Final = 10 * 60
+"""Seconds a change plan stays appliable (10 min)."""
+
+PLAN_PAGE_MAX_ITEMS: Final = 200
+"""Changes in one page of a plan preview."""
+
+PLAN_PAGE_MAX_BYTES: Final = 256 * 1024
+"""Bytes of diff text in one page of a plan preview."""
+
+RESPONSE_MAX_BYTES: Final = 512 * 1024
+"""Bytes of one tool response body (text), well under the clients' own caps (Claude Code: 25k tokens)."""
+
+LIST_PAGE_DEFAULT: Final = 100
+"""Items in a list page when the caller gives no limit."""
+
+LIST_PAGE_MAX: Final = 1000
+"""Items in a list page at most."""
+
+IMPORT_MAX_FILES: Final = 10_000
+IMPORT_FILE_MAX_BYTES: Final = 8 * MIB
+IMPORT_TOTAL_MAX_BYTES: Final = 64 * MIB
+EXPORT_MAX_FILES: Final = 10_000
+EXPORT_TOTAL_MAX_BYTES: Final = 128 * MIB
+
+SCRIPT_SOURCE_MAX_BYTES: Final = 1 * MIB
+SCRIPT_TIMEOUT_S: Final = 5 * 60
+
+UI_BARRIER_TIMEOUT_S: Final = 3.0
+"""Seconds the draft barrier waits for every connected editor to answer."""
+
+APPROVAL_TIMEOUT_S: Final = 120.0
+"""Seconds a person has to answer an approval request before it counts as declined."""
+
+AUDIT_MEMORY_MAX: Final = 1000
+"""Audit records kept in memory."""
+
+PATH_MAX_CHARS: Final = 4096
+"""Characters of a path argument at most."""

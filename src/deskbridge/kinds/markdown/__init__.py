@@ -1,0 +1,1 @@
+"""The markdown workspace kind."""

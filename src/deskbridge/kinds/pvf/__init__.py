@@ -1,0 +1,1 @@
+"""The pvf workspace kind."""

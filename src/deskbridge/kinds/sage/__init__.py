@@ -1,0 +1,1 @@
+"""The sage workspace kind."""
