@@ -1,0 +1,383 @@
+"""The `Archive` protocol every PVF family implements, plus the shared overlay, save and verify machinery.
+
+Contract for family implementations (classic: `archive/classic.py`; nkpi: `archive/nkpi.py`):
+
+* Opening parses only headers, tables and names; payloads are decrypted/inflated on first `read`.
+* Paths are archive-internal, `/`-separated; lookups are case-insensitive (`norm_path`), as in every tool
+  (research/pvf.md §1A "Path normalisation").
+* `read(path)` returns the decoded payload bytes (classic: decrypted and trimmed to dataLen; nkpi: the
+  inflated file bytes). Staged content wins over the original.
+* `stage(path, data)` puts a new payload (or `None` = delete) in an in-memory overlay; nothing touches the
+  disk until `save`/`save_copy`. `stage_text(path, text)` compiles editable text first.
+* `save(target=None, *, backup=False)` writes the archive (to its source by default) through an atomic
+  replace, verifies the written file (re-open + every staged file reads back identical) *before* the
+  replace, and then re-binds the object to the written file with an empty overlay.
+  `save_copy(target)` does the same into another file and leaves this object's source and overlay alone.
+  An archive without staged changes is written byte-identical to its source.
+
+Families subclass `ArchiveBase` and implement the `_`-prefixed hooks; `open_archive` in
+`archive/__init__.py` detects the family. nkpi entry points expected by `open_archive` (module
+`archive/nkpi.py`): `looks_like_nkpi(head: bytes) -> bool` and
+`open_nkpi(source: Path | bytes, *, encoding: str | None, keys: object | None) -> Archive`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO, Protocol, runtime_checkable
+
+from deskbridge.core.errors import BridgeError, ErrorCode
+
+Progress = Callable[[int, int], None]
+"""`progress(done, total)` callback for long work (CLI progress bars); units are chosen by the caller."""
+
+
+def norm_path(path: str) -> str:
+    """Lookup key of an archive path: `\\` → `/`, no leading `/`, lower case (research §1A)."""
+    return path.replace("\\", "/").lstrip("/").lower()
+
+
+def corrupt(offset: int, expected: str, *, what: str = "archive", **data: Any) -> BridgeError:
+    """A `PVF_CORRUPT` error naming the byte offset and what was expected there."""
+    return BridgeError(
+        ErrorCode.PVF_CORRUPT,
+        f"{what} is damaged at offset {offset}: expected {expected}",
+        data={"offset": offset, "expected": expected, **data},
+    )
+
+
+def not_found(path: str) -> BridgeError:
+    return BridgeError(ErrorCode.NOT_FOUND, f"no file '{path}' in the archive", data={"path": path})
+
+
+@dataclass(frozen=True, slots=True)
+class FileInfo:
+    """What the archive knows about one file without reading its payload."""
+
+    path: str
+    size: int
+    """Payload size in bytes (staged size when staged)."""
+    kind: str
+    """"script" (token stream), "text" or "binary"; a cheap guess from the name/type until read."""
+    staged: bool = False
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    """Family fields: classic `name_hash`, `checksum`, `offset`; nkpi `chunk`, `data_offset`, `data_type`."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "size": self.size, "kind": self.kind, "staged": self.staged, **self.extra}
+
+
+@dataclass(frozen=True, slots=True)
+class SaveReport:
+    """What a save wrote and how it was checked."""
+
+    target: Path
+    bytes_written: int
+    changed: tuple[str, ...]
+    """Paths whose payload was added, replaced or deleted."""
+    verified: int
+    """How many changed files were read back from the written file and compared."""
+    byte_identical: bool
+    """True when nothing was staged and the original bytes were written unchanged."""
+    backup: Path | None
+    seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "target": str(self.target), "bytesWritten": self.bytes_written, "changed": list(self.changed),
+            "verified": self.verified, "byteIdentical": self.byte_identical,
+            "backup": None if self.backup is None else str(self.backup), "seconds": round(self.seconds, 4),
+        }
+
+
+@runtime_checkable
+class Archive(Protocol):
+    """One open PVF archive of any family (see the module docstring for the contract)."""
+
+    family: str
+    """"classic" or "nkpi"."""
+    variant: str
+    """classic: "classic"; nkpi: "legacy" | "guard" | "protected" | "paged"."""
+    encoding: str
+    """Codec name for archive text (classic pack encoding, e.g. "cp950"; nkpi: "utf-8"/"utf-16-le")."""
+    source: Path | None
+    warnings: list[BridgeError]
+    """Non-fatal findings (ENCODING_MISMATCH, checksum mismatches) collected while opening/reading."""
+
+    def paths(self) -> list[str]: ...
+    def exists(self, path: str) -> bool: ...
+    def read(self, path: str) -> bytes: ...
+    def file_info(self, path: str) -> FileInfo: ...
+    def read_text(self, path: str) -> str: ...
+    def text_to_payload(self, path: str, text: str) -> bytes: ...
+    def stage(self, path: str, data: bytes | None) -> None: ...
+    def stage_text(self, path: str, text: str) -> None: ...
+    def staged(self) -> Mapping[str, bytes | None]: ...
+    def save(self, target: Path | str | None = None, *, backup: bool = False,
+             progress: Progress | None = None) -> SaveReport: ...
+    def save_copy(self, target: Path | str, *, backup: bool = False,
+                  progress: Progress | None = None) -> SaveReport: ...
+    def close(self) -> None: ...
+
+
+class ArchiveBase(ABC):
+    """Overlay bookkeeping and the save/verify pipeline shared by both families.
+
+    A family implements: `_original_keys()` (norm key → display path, in archive order), `_read_original(key)`,
+    `_original_info(key)`, `_write(out, progress)` (the whole archive with the overlay applied),
+    `_write_unchanged(out, progress)` (the source bytes verbatim), `_reopen(path)` (re-bind after save) and
+    the text hooks `read_text`/`text_to_payload`.
+    """
+
+    family: str = ""
+    variant: str = ""
+    encoding: str = ""
+
+    def __init__(self, source: Path | None) -> None:
+        self.source = source
+        self.warnings: list[BridgeError] = []
+        self._overlay: dict[str, bytes | None] = {}
+        self._overlay_names: dict[str, str] = {}
+
+    # ----------------------------------------------------------------------------------------- hooks
+
+    @abstractmethod
+    def _original_keys(self) -> Mapping[str, str]: ...
+
+    @abstractmethod
+    def _read_original(self, key: str) -> bytes: ...
+
+    @abstractmethod
+    def _original_info(self, key: str) -> FileInfo: ...
+
+    @abstractmethod
+    def _write(self, out: BinaryIO, progress: Progress | None) -> None: ...
+
+    @abstractmethod
+    def _write_unchanged(self, out: BinaryIO, progress: Progress | None) -> None: ...
+
+    @abstractmethod
+    def _reopen(self, path: Path) -> None: ...
+
+    @abstractmethod
+    def read_text(self, path: str) -> str: ...
+
+    @abstractmethod
+    def text_to_payload(self, path: str, text: str) -> bytes: ...
+
+    # ----------------------------------------------------------------------------------------- reading
+
+    def paths(self) -> list[str]:
+        """Every path (original order, staged new files last, staged deletions left out)."""
+        orig = self._original_keys()
+        out = [p for k, p in orig.items() if self._overlay.get(k, b"") is not None]
+        out.extend(self._overlay_names[k] for k, v in self._overlay.items() if v is not None and k not in orig)
+        return out
+
+    def exists(self, path: str) -> bool:
+        key = norm_path(path)
+        if key in self._overlay:
+            return self._overlay[key] is not None
+        return key in self._original_keys()
+
+    def read(self, path: str) -> bytes:
+        key = norm_path(path)
+        if key in self._overlay:
+            data = self._overlay[key]
+            if data is None:
+                raise not_found(path)
+            return data
+        if key not in self._original_keys():
+            raise not_found(path)
+        return self._read_original(key)
+
+    def file_info(self, path: str) -> FileInfo:
+        key = norm_path(path)
+        if key in self._overlay:
+            data = self._overlay[key]
+            if data is None:
+                raise not_found(path)
+            base = self._original_info(key) if key in self._original_keys() else None
+            return FileInfo(self._overlay_names[key], len(data), guess_kind(key, data), True,
+                            base.extra if base else {})
+        if key not in self._original_keys():
+            raise not_found(path)
+        return self._original_info(key)
+
+    # ----------------------------------------------------------------------------------------- staging
+
+    def stage(self, path: str, data: bytes | None) -> None:
+        """Put `data` (or a deletion when `None`) in the overlay; a later stage of the same path wins."""
+        key = norm_path(path)
+        if not key or key.endswith("/"):
+            raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"'{path}' is not a file path")
+        if data is None and key not in self._original_keys():
+            self._overlay.pop(key, None)
+            return
+        if data is not None and key in self._original_keys():
+            with contextlib.suppress(BridgeError):
+                if self._read_original(key) == data:
+                    self._overlay.pop(key, None)  # staging the original bytes back is no change at all
+                    return
+        self._overlay[key] = None if data is None else bytes(data)
+        self._overlay_names[key] = self._original_keys().get(key, path.replace("\\", "/").lstrip("/"))
+
+    def stage_text(self, path: str, text: str) -> None:
+        self.stage(path, self.text_to_payload(path, text))
+
+    def staged(self) -> Mapping[str, bytes | None]:
+        return {self._overlay_names[k]: v for k, v in self._overlay.items()}
+
+    def discard(self, path: str | None = None) -> None:
+        """Drop the staged change of `path`, or every staged change."""
+        if path is None:
+            self._overlay.clear()
+            self._overlay_names.clear()
+        else:
+            self._overlay.pop(norm_path(path), None)
+
+    @property
+    def dirty(self) -> bool:
+        return bool(self._overlay)
+
+    def iter_overlay(self) -> Iterator[tuple[str, bytes | None]]:
+        yield from self._overlay.items()
+
+    # ----------------------------------------------------------------------------------------- saving
+
+    def save(self, target: Path | str | None = None, *, backup: bool = False,
+             progress: Progress | None = None) -> SaveReport:
+        """Write to `target` (default: the source), verify, then re-bind to the written file."""
+        if target is None:
+            if self.source is None:
+                raise BridgeError(ErrorCode.SAVE_AS_REQUIRED, "this archive was opened from bytes; give a target")
+            target = self.source
+        report = self._save_to(Path(target), backup=backup, progress=progress)
+        self._reopen(report.target)
+        self.source = report.target
+        self.discard()
+        return report
+
+    def save_copy(self, target: Path | str, *, backup: bool = False,
+                  progress: Progress | None = None) -> SaveReport:
+        """Write a copy to `target`; this object keeps its source and its staged changes."""
+        target = Path(target)
+        if self.source is not None and target.exists() and os.path.samefile(target, self.source):
+            raise BridgeError(ErrorCode.SAME_AS_SOURCE, f"'{target}' is the open archive itself; use save")
+        return self._save_to(target, backup=backup, progress=progress)
+
+    def _save_to(self, target: Path, *, backup: bool, progress: Progress | None) -> SaveReport:
+        t0 = time.perf_counter()
+        unchanged = not self._overlay
+        writer = self._write_unchanged if unchanged else self._write
+        changed = tuple(sorted(self._overlay_names[k] for k in self._overlay))
+        expected = dict(self._overlay)
+
+        def verify(tmp: Path) -> int:
+            return 0 if unchanged else self._verify_written(tmp, expected)
+
+        size, bak, verified = write_verified(target, lambda out: writer(out, progress), verify, backup=backup)
+        return SaveReport(target, size, changed, verified, unchanged, bak, time.perf_counter() - t0)
+
+    def _verify_written(self, path: Path, expected: Mapping[str, bytes | None]) -> int:
+        """Re-open the written file with the same family reader; every staged payload must read back equal."""
+        from deskbridge.kinds.pvf.archive import open_archive  # local: the package imports this module
+
+        again = open_archive(path, encoding=self.encoding or None)
+        try:
+            for key, data in expected.items():
+                name = self._overlay_names.get(key, key)
+                if data is None:
+                    if again.exists(key):
+                        raise BridgeError(ErrorCode.INTERNAL, f"verify failed: deleted '{name}' is still present")
+                elif again.read(key) != data:
+                    raise BridgeError(ErrorCode.INTERNAL, f"verify failed: '{name}' reads back different bytes")
+            return len(expected)
+        finally:
+            again.close()
+
+    def close(self) -> None:
+        """Release file handles; the object must not be used afterwards."""
+        return None
+
+    def __enter__(self) -> ArchiveBase:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+SCRIPT_SUFFIXES = frozenset({
+    ".equ", ".stk", ".skl", ".mob", ".lst", ".npc", ".dgn", ".twn", ".map", ".atk", ".obj", ".ptl", ".act",
+    ".ai", ".key", ".aic", ".cha", ".shp", ".qst", ".etc", ".tbl", ".cre", ".rcp", ".lay", ".til", ".ui",
+})
+TEXT_SUFFIXES = frozenset({".str", ".nut", ".txt", ".als", ".xml", ".ini", ".csv"})
+
+
+def guess_kind(path: str, data: bytes | None = None) -> str:
+    """"script", "text" or "binary" from the payload when given (classic scripts start B0 D0), else the name."""
+    if data is not None and data[:2] == b"\xb0\xd0":
+        return "script"
+    suffix = os.path.splitext(path)[1].lower()
+    if suffix in TEXT_SUFFIXES:
+        return "text"
+    if suffix in SCRIPT_SUFFIXES and data is None:
+        return "script"
+    return "binary"
+
+
+# TODO(core.files): switch to deskbridge.core.files.atomic_write once it is committed; it does not yet offer
+# a verify step between writing the temp file and the rename, which this helper needs.
+def write_verified(
+    target: Path,
+    fill: Callable[[BinaryIO], None],
+    verify: Callable[[Path], int],
+    *,
+    backup: bool = False,
+) -> tuple[int, Path | None, int]:
+    """Stream into a temp file next to `target`, fsync, `verify(temp)`, keep `.bak` if asked, then rename.
+
+    Returns (bytes written, backup path, verify count). On any failure the target is untouched.
+    """
+    target = Path(target)
+    if target.is_dir():
+        raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"'{target}' is a directory; give a file path")
+    tmp = target.with_name(f".deskbridge-tmp-{os.getpid()}-{time.monotonic_ns()}-{target.name}")
+    bak: Path | None = None
+    try:
+        with open(tmp, "wb") as out:
+            fill(out)
+            out.flush()
+            os.fsync(out.fileno())
+            size = out.tell()
+        verified = verify(tmp)
+        if backup and target.exists():
+            bak = target.with_name(target.name + ".bak")
+            bak_tmp = bak.with_name(bak.name + ".tmp")
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(bak_tmp)
+            try:
+                os.link(target, bak_tmp)
+            except OSError:
+                import shutil
+
+                shutil.copy2(target, bak_tmp)
+            os.replace(bak_tmp, bak)
+        os.replace(tmp, target)
+        with contextlib.suppress(OSError):
+            fd = os.open(target.parent, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return size, bak, verified

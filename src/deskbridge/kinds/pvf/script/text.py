@@ -1,0 +1,343 @@
+"""The PVF script text dialect shared by both families: token model, lexer and pretty printer.
+
+Specified in `docs/pvf-script-text.md`. In short (research/pvf.md §2A, §2B, §5.7-8):
+
+* Tokens are separated by any whitespace (TAB, space, newline); layout carries no meaning.
+* `123`, `-5`                 int (signed 32-bit)
+* `1.5`, `8000.0`, `1.0e-07`   float32; a `.` is mandatory; printed as the shortest text that reads back to
+                              the same float32 bits (`format_float32`)
+* `` `text` ``                string; a backtick inside is doubled (`` `a``b` `` = a`b); may span lines
+* `[name]`, `[/name]`         section tag / end tag (no `]` or line break inside)
+* `{N=123}`, `` {N=`text`} `` typed token: raw binary token type N with an int value or a string value
+* `` <id::key`text`> ``       string link: table id + key; the text is display-only and ignored on compile
+* `word`                      bare word (nkpi type-3 tags; a syntax error for classic)
+* `#` at the start of a token starts a comment to the end of the line (`#PVF_File` is such a comment)
+
+Codecs (`classic_codec.py`, `nkpi_codec.py`) map binary tokens to these `Token`s and back; this module
+never knows a family's type codes. API for codecs: `lex(text) -> list[Token]`, `print_tokens(tokens, ...)`,
+the constructors `int_token`, `float_token`, `section_token`, `string_token`, `typed_token`, `link_token`,
+`word_token`, and the checks `is_section_text`, `is_link_key`, `is_word` (use a typed token when they fail).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from deskbridge.core.errors import BridgeError, ErrorCode
+
+INT32_MIN = -(1 << 31)
+INT32_MAX = (1 << 31) - 1
+
+
+class Kind(StrEnum):
+    """Token kinds of the text dialect."""
+
+    INT = "int"
+    FLOAT = "float"
+    SECTION = "section"
+    STRING = "string"
+    TYPED = "typed"
+    LINK = "link"
+    WORD = "word"
+
+
+@dataclass(frozen=True, slots=True)
+class Token:
+    """One text token. `value`: INT int; FLOAT float32 bits as unsigned int; SECTION the tag with brackets
+    (`[name]`); STRING/WORD the text; TYPED int or str; LINK the key. `pos` = offset in the source text."""
+
+    kind: Kind
+    value: int | str
+    code: int = -1
+    """TYPED only: the binary token type N of `{N=…}`."""
+    link_id: int = 0
+    link_text: str = ""
+    pos: int = field(default=-1, compare=False)
+
+    @property
+    def is_end_tag(self) -> bool:
+        return self.kind is Kind.SECTION and str(self.value).startswith("[/")
+
+    @property
+    def is_string_like(self) -> bool:
+        return self.kind in (Kind.STRING, Kind.LINK) or (self.kind is Kind.TYPED and isinstance(self.value, str))
+
+
+def int_token(value: int) -> Token:
+    return Token(Kind.INT, value)
+
+
+def float_token(bits: int) -> Token:
+    return Token(Kind.FLOAT, bits & 0xFFFFFFFF)
+
+
+def section_token(tag: str) -> Token:
+    return Token(Kind.SECTION, tag)
+
+
+def string_token(text: str) -> Token:
+    return Token(Kind.STRING, text)
+
+
+def typed_token(code: int, value: int | str) -> Token:
+    return Token(Kind.TYPED, value, code=code)
+
+
+def link_token(link_id: int, key: str, text: str = "") -> Token:
+    return Token(Kind.LINK, key, link_id=link_id, link_text=text)
+
+
+def word_token(word: str) -> Token:
+    return Token(Kind.WORD, word)
+
+
+# ------------------------------------------------------------------------------------------------ floats
+
+_F32 = struct.Struct("<f")
+_U32 = struct.Struct("<I")
+
+
+def format_float32(bits: int) -> str | None:
+    """Shortest decimal text that reads back to these float32 bits, always with a `.`; None for inf/NaN.
+
+    Positional for exponents -7..20 (`0.1`, `8000.0`), else scientific with a mantissa dot (`3.4e+38`,
+    `1.0e-10`). Reading back goes text → double → float32, the same path `parse_float32` uses.
+    """
+    raw = _U32.pack(bits & 0xFFFFFFFF)
+    value = _F32.unpack(raw)[0]
+    if math.isinf(value) or math.isnan(value):
+        return None
+    for digits in range(1, 10):
+        sci = f"{value:.{digits - 1}e}"
+        if _F32.pack(float(sci)) == raw:
+            break
+    mant, _, exp_text = sci.partition("e")
+    exp = int(exp_text)
+    neg = mant.startswith("-")
+    ds = mant.lstrip("-").replace(".", "").rstrip("0") or "0"
+    if -7 <= exp <= 20:
+        if exp >= 0:
+            ip = (ds[: exp + 1]).ljust(exp + 1, "0")
+            fp = ds[exp + 1 :] or "0"
+        else:
+            ip = "0"
+            fp = "0" * (-exp - 1) + ds
+        text = f"{ip}.{fp}"
+    else:
+        text = f"{ds[0]}.{ds[1:] or '0'}e{'+' if exp >= 0 else '-'}{abs(exp):02d}"
+    return "-" + text if neg else text
+
+
+def parse_float32(text: str) -> int:
+    """float32 bits of decimal `text` (via double, like `format_float32`); ValueError when out of range."""
+    try:
+        return _U32.unpack(_F32.pack(float(text)))[0]
+    except OverflowError as exc:
+        raise ValueError(f"{text} is outside the float32 range") from exc
+
+
+# ------------------------------------------------------------------------------------------------ lexer
+
+_STR = r"(?:[^`]++|``)*+"  # possessive: linear time even on an unterminated string (fuzzed)
+_TOKEN_RE = re.compile(
+    r"(?P<ws>\s+)"
+    r"|(?P<comment>\#[^\n]*+)"
+    rf"|`(?P<str>{_STR})`"
+    r"|(?P<sec>\[[^\]\r\n]*+\])"
+    rf"|\{{(?P<code>\d{{1,3}})=(?:(?P<tint>[-+]?\d{{1,12}})|`(?P<tstr>{_STR})`)\}}"
+    rf"|<(?P<lid>\d{{1,10}})::(?P<lkey>[^`\r\n]*+)`(?P<ltext>{_STR})`>"
+    r"|(?P<flt>[-+]?(?:\d++\.\d*+|\.\d++)(?:[eE][-+]?\d++)?)(?=\s|\Z)"
+    r"|(?P<int>[-+]?\d++)(?=\s|\Z)"
+    r"|(?P<word>[^\s`\[\]{}<>#][^\s`]*+)"
+    r"|(?P<bad>.)",
+    re.S,
+)
+_WORD_RE = re.compile(r"[^\s`\[\]{}<>#][^\s`]*")
+_NUMBER_RE = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
+_SECTION_RE = re.compile(r"\[[^\]\r\n]*\]")
+_LINK_KEY_RE = re.compile(r"[^`\r\n]*")
+
+
+def line_col(text: str, pos: int) -> tuple[int, int]:
+    """1-based line and column of offset `pos` in `text`."""
+    line = text.count("\n", 0, pos) + 1
+    return line, pos - (text.rfind("\n", 0, pos) + 1) + 1
+
+
+def syntax_error(text: str, pos: int, message: str) -> BridgeError:
+    """A `SCRIPT_SYNTAX` error at offset `pos` of `text`, with line and column."""
+    line, col = line_col(text, pos)
+    return BridgeError(ErrorCode.SCRIPT_SYNTAX, f"line {line}, column {col}: {message}",
+                       data={"line": line, "column": col, "offset": pos})
+
+
+def _check_int(text: str, pos: int, raw: str) -> int:
+    value = int(raw)
+    if not INT32_MIN <= value <= INT32_MAX:
+        raise syntax_error(text, pos, f"integer {raw} is outside the signed 32-bit range")
+    return value
+
+
+_BAD_HINTS = {
+    "`": "string is not closed with a backtick",
+    "[": "section tag is not closed with ']' on the same line",
+    "{": "typed token must look like {N=123} or {N=`text`}",
+    "<": "string link must look like <id::key`text`>",
+}
+
+
+def lex(text: str) -> list[Token]:
+    """Split script text into tokens; `SCRIPT_SYNTAX` (with line/column) on anything malformed."""
+    out: list[Token] = []
+    append = out.append
+    for m in _TOKEN_RE.finditer(text):
+        group = m.lastgroup
+        pos = m.start()
+        if group == "ws" or group == "comment":
+            continue
+        if group == "int":
+            append(Token(Kind.INT, _check_int(text, pos, m.group("int")), pos=pos))
+        elif group == "str":
+            append(Token(Kind.STRING, m.group("str").replace("``", "`"), pos=pos))
+        elif group == "sec":
+            append(Token(Kind.SECTION, m.group("sec"), pos=pos))
+        elif group == "flt":
+            try:
+                bits = parse_float32(m.group("flt"))
+            except ValueError as exc:
+                raise syntax_error(text, pos, str(exc)) from None
+            append(Token(Kind.FLOAT, bits, pos=pos))
+        elif group == "code" or m.group("code") is not None:
+            code = int(m.group("code"))
+            if code > 255:
+                raise syntax_error(text, pos, f"token type {code} is outside 0..255")
+            tint = m.group("tint")
+            value: int | str = _check_int(text, pos, tint) if tint is not None else m.group("tstr").replace("``", "`")
+            append(Token(Kind.TYPED, value, code=code, pos=pos))
+        elif m.group("lid") is not None:
+            lid = int(m.group("lid"))
+            if lid > INT32_MAX:
+                raise syntax_error(text, pos, f"string link id {lid} is outside the signed 32-bit range")
+            append(Token(Kind.LINK, m.group("lkey"), link_id=lid,
+                         link_text=m.group("ltext").replace("``", "`"), pos=pos))
+        elif group == "word":
+            append(Token(Kind.WORD, m.group("word"), pos=pos))
+        else:
+            ch = m.group("bad")
+            raise syntax_error(text, pos, _BAD_HINTS.get(ch, f"unexpected character {ch!r}"))
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ checks
+
+
+def is_section_text(tag: str) -> bool:
+    """True when `tag` prints as a `[...]` section token and lexes back unchanged."""
+    return _SECTION_RE.fullmatch(tag) is not None
+
+
+def is_link_key(key: str) -> bool:
+    return _LINK_KEY_RE.fullmatch(key) is not None
+
+
+def is_word(word: str) -> bool:
+    """True when `word` prints bare and lexes back as the same WORD (not a number, no specials)."""
+    return _WORD_RE.fullmatch(word) is not None and _NUMBER_RE.fullmatch(word) is None
+
+
+def quote(text: str) -> str:
+    return "`" + text.replace("`", "``") + "`"
+
+
+# ------------------------------------------------------------------------------------------------ printer
+
+
+def token_text(tok: Token) -> str:
+    """Canonical text of one token (what `lex` reads back to an equal token)."""
+    kind = tok.kind
+    if kind is Kind.INT:
+        return str(tok.value)
+    if kind is Kind.STRING:
+        return quote(str(tok.value))
+    if kind is Kind.SECTION or kind is Kind.WORD:
+        return str(tok.value)
+    if kind is Kind.FLOAT:
+        text = format_float32(int(tok.value))
+        if text is None:
+            raise ValueError("inf/NaN floats have no decimal text; print them as a typed token")
+        return text
+    if kind is Kind.TYPED:
+        value = tok.value
+        return f"{{{tok.code}={quote(value) if isinstance(value, str) else value}}}"
+    return f"<{tok.link_id}::{tok.value}{quote(tok.link_text)}>"
+
+
+def _containers(tokens: Sequence[Token]) -> set[int]:
+    """Indexes of section tags that have a matching end tag (they nest their content)."""
+    stack: list[tuple[str, int]] = []
+    found: set[int] = set()
+    for i, tok in enumerate(tokens):
+        if tok.kind is not Kind.SECTION:
+            continue
+        tag = str(tok.value)
+        if tag.startswith("[/"):
+            name = "[" + tag[2:]
+            for j in range(len(stack) - 1, -1, -1):
+                if stack[j][0] == name:
+                    found.add(stack[j][1])
+                    found.add(i)
+                    del stack[j:]
+                    break
+        else:
+            stack.append((tag, i))
+    return found
+
+
+def print_tokens(
+    tokens: Sequence[Token],
+    *,
+    header: str | None = None,
+    record_width: int | None = None,
+) -> str:
+    """Lay tokens out as editable text.
+
+    Layout (docs/pvf-script-text.md "Layout"): a top-level section tag starts after a blank line; a tag
+    with a matching end tag indents what lies between by one TAB; values go on the lines under their tag,
+    one TAB deeper, TAB-separated, each string-like value starting a new line. `record_width`: put exactly
+    that many values per line instead (registries: `id TAB `path``). `header`: a first line (a `#` comment).
+    """
+    lines: list[str] = [header] if header is not None else []
+    containers = _containers(tokens)
+    depth = 0
+    value_indent = 0
+    cur: list[str] = []
+    for i, tok in enumerate(tokens):
+        if tok.kind is Kind.SECTION:
+            if cur:
+                lines.append("\t" * value_indent + "\t".join(cur))
+                cur = []
+            closes = i in containers and tok.is_end_tag
+            if closes:
+                depth -= 1
+            if depth == 0 and lines:
+                lines.append("")
+            lines.append("\t" * depth + str(tok.value))
+            if i in containers and not closes:
+                depth += 1
+                value_indent = depth
+            else:
+                value_indent = depth if closes else depth + 1
+            continue
+        text = token_text(tok)
+        if cur and (len(cur) == record_width if record_width else tok.is_string_like):
+            lines.append("\t" * value_indent + "\t".join(cur))
+            cur = []
+        cur.append(text)
+    if cur:
+        lines.append("\t" * value_indent + "\t".join(cur))
+    return "\n".join(lines) + "\n"
