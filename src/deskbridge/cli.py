@@ -1,28 +1,239 @@
-"""The `deskbridge` command: serve a workspace, speak MCP over stdio, and the per-kind tools."""
+"""The `deskbridge` command: serve a workspace over HTTP, speak MCP over stdio, manage token and settings."""
 
 from __future__ import annotations
 
+import errno
+import logging
+import socket
+import sys
+import webbrowser
+from pathlib import Path
+from typing import Annotated, Any
+
 import typer
+from rich.console import Console
 
 from deskbridge import __version__
+from deskbridge.core.errors import BridgeError
 from deskbridge.kinds.pvf.cli import app as pvf_app
 from deskbridge.kinds.sage.cli import app as sage_app
 
 app = typer.Typer(
     name="deskbridge",
-    help="Let AI agents work on your local project data safely and live.",
+    help="Let AI agents work on your local project data safely and live.\n\n"
+    "Start with `deskbridge serve PATH` (a .pvf archive, a mod folder, or Markdown notes) and connect your "
+    "MCP client to the printed endpoint, or let the client run `deskbridge mcp PATH` over stdio.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode="markdown",
 )
 app.add_typer(pvf_app, name="pvf", help="DNF Script.pvf archives: info, ls, cat, extract, pack, verify, synth.")
 app.add_typer(sage_app, name="sage", help="Red Alert 3 / C&C3 mod index queries.")
+token_app = typer.Typer(help="Show or rotate the MCP bearer token.", no_args_is_help=True)
+config_app = typer.Typer(help="Show or change persisted settings.", no_args_is_help=True)
+app.add_typer(token_app, name="token")
+app.add_typer(config_app, name="config")
+
+err = Console(stderr=True, highlight=False)
+out = Console(highlight=False)
+
+
+def fail(error: BridgeError) -> typer.Exit:
+    """Print a business error the way ruff and uv do (`error:` then `help:`) and exit 2."""
+    err.print(f"[bold red]error:[/] {error.message}")
+    err.print(f"[bold cyan]help:[/] {error.hint}")
+    return typer.Exit(2)
+
+
+PathArg = Annotated[Path | None, typer.Argument(help="What to open: a .pvf file, a mod folder, a .md file or folder.")]
+KindOpt = Annotated[str | None, typer.Option("--kind", help="Force the kind: pvf, markdown, sage (or probe).")]
+SdkOpt = Annotated[Path | None, typer.Option("--sdk", help="SAGE SDK folder (with SageXml/ and Schemas/).")]
+
+
+def _kind_options(sdk: Path | None) -> dict[str, Any]:
+    return {"sdk": str(sdk)} if sdk else {}
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """Bind the listening socket ourselves, so a busy port is a clear error and there is no check-then-bind race."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host.strip("[]"), port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise BridgeError("INVALID_ARGUMENT", f"port {port} on {host} is already in use",
+                              hint=f"Stop the other program, or pick another port: `deskbridge serve --port {port + 1}` "
+                              f"or `deskbridge config set port {port + 1}`.") from exc
+        raise BridgeError("INVALID_ARGUMENT", f"cannot listen on {host}:{port}: {exc.strerror}") from exc
+    sock.listen(128)
+    sock.set_inheritable(True)
+    return sock
+
+
+@app.command()
+def serve(
+    path: PathArg = None,
+    kind: KindOpt = None,
+    sdk: SdkOpt = None,
+    host: Annotated[str, typer.Option(help="Address to listen on. Loopback only unless --allow-remote.")] = "127.0.0.1",
+    port: Annotated[int | None, typer.Option(help="Port (default: the `port` setting, 17891).")] = None,
+    allow_remote: Annotated[bool, typer.Option("--allow-remote", help="Allow a non-loopback --host (you must "
+                                               "trust your network: anyone with the token can act).")] = False,
+    no_browser: Annotated[bool, typer.Option("--no-browser", help="Do not open the web UI.")] = False,
+) -> None:
+    """Serve PATH: the web UI at http://127.0.0.1:PORT/ and MCP (Streamable HTTP) at /mcp."""
+    from deskbridge.web.security import is_loopback
+
+    if not is_loopback(host) and not allow_remote:
+        raise fail(BridgeError("ACCESS_DENIED", f"refusing to listen on non-loopback address {host!r}",
+                               hint="deskbridge is local by default. Pass --allow-remote as well if you really "
+                               "mean to expose it (the bearer token then protects it)."))
+    try:
+        _serve(path, kind, sdk, host, port, allow_remote, no_browser)
+    except BridgeError as error:
+        raise fail(error) from error
+
+
+def _serve(path: Path | None, kind: str | None, sdk: Path | None, host: str, port: int | None,
+           allow_remote: bool, no_browser: bool) -> None:
+    import uvicorn
+
+    from deskbridge.app import App
+    from deskbridge.integrations.snippets import http_snippet
+    from deskbridge.web.app import build_web_app
+    from deskbridge.web.security import is_loopback
+
+    application = App.create()
+    port = port or application.settings.port
+    if path is not None:
+        application.open(path, kind=kind, options=_kind_options(sdk))
+    sock = bind_socket(host, port)
+    extra_hosts = [] if is_loopback(host) else [host]
+    web = build_web_app(application, port=port, extra_hosts=extra_hosts)
+    shown_host = host if ":" not in host else f"[{host}]"
+    base = f"http://{shown_host}:{port}"
+    if allow_remote and not is_loopback(host):
+        err.print(f"[bold yellow]warning:[/] listening on {host}: anyone who can reach it and has the token can act.")
+    err.print(f"[bold]deskbridge {__version__}[/] serving "
+              f"{application.workspace.kind + ' ' + str(application.workspace.path) if application.workspace else 'no workspace'}")
+    err.print(f"  web UI:       {base}/?k={application.ui_secret}")
+    err.print(f"  MCP endpoint: {base}/mcp  (token in {application.dirs.token_file}; `deskbridge token show`)")
+    err.print("  client config (Claude Code / Cursor / Claude Desktop):")
+    err.print(http_snippet("claude-code", f"{base}/mcp", "<token: deskbridge token show>"), markup=False)
+    if not no_browser:
+        webbrowser.open(f"{base}/?k={application.ui_secret}")
+    config = uvicorn.Config(web, log_level="warning", lifespan="on", timeout_graceful_shutdown=3)
+    server = uvicorn.Server(config)
+    server.run(sockets=[sock])
+
+
+@app.command()
+def mcp(path: PathArg = None, kind: KindOpt = None, sdk: SdkOpt = None) -> None:
+    """Serve PATH over MCP stdio (for clients that start the server themselves). Logs go to stderr."""
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
+    from deskbridge.mcp.stdio import run_stdio
+
+    try:
+        run_stdio(path, kind=kind, options=_kind_options(sdk))
+    except BridgeError as error:
+        raise fail(error) from error
+
+
+@app.command()
+def demo(
+    port: Annotated[int | None, typer.Option(help="Port (default: the `port` setting).")] = None,
+    no_browser: Annotated[bool, typer.Option("--no-browser", help="Do not open the web UI.")] = False,
+    exit_after: Annotated[float | None, typer.Option(help="Stop after N seconds (for scripted runs).",
+                                                     hidden=True)] = None,
+) -> None:
+    """Generate a sample workspace under the user data directory and serve it."""
+    from deskbridge.demo import make_demo_workspace
+
+    try:
+        target, kind = make_demo_workspace()
+        err.print(f"sample workspace: {target}")
+        if exit_after is not None:
+            _serve_briefly(target, kind, port, exit_after)
+            return
+        _serve(target, kind, None, "127.0.0.1", port, False, no_browser)
+    except BridgeError as error:
+        raise fail(error) from error
+
+
+def _serve_briefly(target: Path, kind: str | None, port: int | None, seconds: float) -> None:
+    """Start the server, list the tools through a real MCP client over HTTP, then stop (used by `make demo` in CI)."""
+    import anyio
+
+    from deskbridge.testing import running_server
+
+    async def main() -> None:
+        async with running_server(target, kind=kind, port=port or 0) as srv:
+            tools = await srv.list_tool_names()
+            err.print(f"demo server at {srv.base_url}: {len(tools)} tools ({', '.join(tools[:6])}…)")
+            await anyio.sleep(seconds)
+
+    anyio.run(main)
 
 
 @app.command()
 def version() -> None:
     """Print the deskbridge version."""
-    typer.echo(__version__)
+    out.print(__version__)
+
+
+@token_app.command("show")
+def token_show() -> None:
+    """Print the MCP bearer token (created on first use, stored owner-only in the config directory)."""
+    from deskbridge.settings import load_or_create_token
+
+    out.print(load_or_create_token(), markup=False)
+
+
+@token_app.command("rotate")
+def token_rotate() -> None:
+    """Replace the token. Running servers pick it up at restart; update your clients' config."""
+    from deskbridge.settings import load_or_create_token
+
+    out.print(load_or_create_token(rotate=True), markup=False)
+
+
+@config_app.command("show")
+def config_show() -> None:
+    """Print the settings (JSON) and where they live."""
+    import json
+
+    from deskbridge.settings import deskbridge_dirs, load_settings
+
+    try:
+        settings = load_settings()
+    except BridgeError as error:
+        raise fail(error) from error
+    out.print(json.dumps(settings.model_dump(by_alias=True), indent=2), markup=False)
+    err.print(f"file: {deskbridge_dirs().settings_file}")
+
+
+@config_app.command("set")
+def config_set(
+    key: Annotated[str, typer.Argument(help="Setting name, e.g. port, require_approval, sage.sdk, approval_rules.edit")],
+    value: Annotated[str, typer.Argument(help="New value; JSON (true, 17892, [\"a\"]) or plain text.")],
+) -> None:
+    """Change one setting, e.g. `deskbridge config set port 17892` or `deskbridge config set require_approval false`."""
+    from deskbridge.settings import load_settings, save_settings, set_setting
+
+    try:
+        settings = set_setting(load_settings(), key, value)
+        path = save_settings(settings)
+    except BridgeError as error:
+        raise fail(error) from error
+    err.print(f"saved {key} in {path}")
 
 
 def main() -> None:
     app()
+
+
+if __name__ == "__main__":
+    main()

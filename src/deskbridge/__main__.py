@@ -1,0 +1,5 @@
+"""`python -m deskbridge` is the `deskbridge` command."""
+
+from deskbridge.cli import main
+
+main()

@@ -1,0 +1,170 @@
+"""Composes one App: the open workspace plus the shared services; the web UI, MCP and CLI all use this instance."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import secrets
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+from pydantic import ValidationError
+
+from deskbridge.core.errors import BridgeError, ErrorCode, internal
+from deskbridge.core.limits import RESPONSE_MAX_BYTES
+from deskbridge.core.tools import CallContext, ToolSpec
+from deskbridge.kinds.base import KindServices, KindWorkspace, find_kind
+from deskbridge.settings import Dirs, Settings, deskbridge_dirs, load_or_create_token, load_settings
+
+
+def _validation_message(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:5]:
+        where = ".".join(str(p) for p in err["loc"]) or "arguments"
+        parts.append(f"{where}: {err['msg']}")
+    return "; ".join(parts)
+
+
+@dataclass
+class App:
+    """The running program: settings, services and at most one open workspace."""
+
+    settings: Settings
+    dirs: Dirs
+    events: Any
+    audit: Any
+    approvals: Any
+    token: str
+    ui_secret: str = field(default_factory=lambda: secrets.token_urlsafe(24))
+    workspace: KindWorkspace | None = None
+    security_policy: Any = None
+    """The HTTP security policy once `serve` built it, so a token rotation takes effect at once."""
+    _tools: dict[str, ToolSpec] = field(default_factory=dict)
+
+    # -- composition ---------------------------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, *, dirs: Dirs | None = None, settings: Settings | None = None) -> App:
+        from deskbridge.core.audit import AuditLog
+        from deskbridge.core.events import EventBus
+        from deskbridge.core.policy import ApprovalBroker
+
+        dirs = dirs or deskbridge_dirs()
+        settings = settings or load_settings(dirs)
+        events = EventBus()
+        audit_path = dirs.data / "audit.jsonl" if settings.audit_log else None
+        audit = AuditLog(path=audit_path)
+        approvals = ApprovalBroker(events)
+        return cls(settings=settings, dirs=dirs, events=events, audit=audit, approvals=approvals,
+                   token=load_or_create_token(dirs))
+
+    def open(self, path: Path, *, kind: str | None = None, options: dict[str, Any] | None = None) -> KindWorkspace:
+        """Open a workspace of the detected (or named) kind; its tools replace the previous ones."""
+        path = path.expanduser().resolve()
+        entry = find_kind(path, kind)
+        services = KindServices(settings=self.settings, dirs=self.dirs, events=self.events, audit=self.audit,
+                                approvals=self.approvals, options=dict(options or {}))
+        workspace = entry.open(path, services)
+        self.workspace = workspace
+        self._tools = {}
+        for spec in workspace.tools():
+            for name in (spec.name, *spec.aliases):
+                if name in self._tools:
+                    raise ValueError(f"tool name {name!r} registered twice")
+                self._tools[name] = spec
+        self.events.publish("status", {"kind": workspace.kind, "path": str(workspace.path)})
+        return workspace
+
+    async def start(self) -> None:
+        if self.workspace is not None:
+            await self.workspace.start()
+
+    async def stop(self) -> None:
+        if self.workspace is not None:
+            await self.workspace.stop()
+
+    # -- tools -----------------------------------------------------------------------------------------------
+
+    def tool_specs(self) -> list[ToolSpec]:
+        """Listed tools (aliases are accepted on call but not listed), in a stable order."""
+        seen: dict[str, ToolSpec] = {}
+        for spec in self._tools.values():
+            seen.setdefault(spec.name, spec)
+        return sorted(seen.values(), key=lambda s: s.name)
+
+    def find_tool(self, name: str) -> ToolSpec | None:
+        return self._tools.get(name)
+
+    async def invoke(self, name: str, arguments: dict[str, Any], call: CallContext) -> dict[str, Any]:
+        """Validate, run and audit one tool call. Every transport comes through here."""
+        started = time.perf_counter()
+        spec = self.find_tool(name)
+        outcome = "ok"
+        try:
+            if spec is None:
+                if self.workspace is None:
+                    raise BridgeError(ErrorCode.NO_WORKSPACE, f"unknown tool {name!r}: no workspace is open")
+                raise BridgeError(ErrorCode.NOT_FOUND, f"unknown tool {name!r}",
+                                  hint="Call tools/list to see the tools of the open workspace.")
+            try:
+                args = spec.args.model_validate(arguments)
+            except ValidationError as exc:
+                raise BridgeError(ErrorCode.INVALID_ARGUMENT, _validation_message(exc),
+                                  hint="Fix the arguments as described; the tool's input schema lists them.") from exc
+            try:
+                if inspect.iscoroutinefunction(spec.handler):
+                    result = await spec.handler(call, args)
+                else:
+                    result = await anyio.to_thread.run_sync(spec.handler, call, args)
+                    if inspect.isawaitable(result):
+                        result = await result
+            except BridgeError:
+                raise
+            except Exception as exc:  # a bug, not the caller's fault: say so, keep the server alive
+                raise internal(exc) from exc
+            size = len(json.dumps(result, ensure_ascii=False, default=str))
+            if size > RESPONSE_MAX_BYTES:
+                raise BridgeError(ErrorCode.LIMIT_EXCEEDED,
+                                  f"the result of {name} is {size} bytes, over the {RESPONSE_MAX_BYTES}-byte cap",
+                                  hint="Ask for less: use a smaller limit, a filter, or follow the cursor.")
+            return result
+        except BridgeError as error:
+            outcome = str(error.code)
+            raise
+        finally:
+            self.audit.record(
+                caller=call.caller, client=call.client_name, tool=name,
+                target=_target_of(arguments) or "", outcome=outcome,
+                duration_ms=(time.perf_counter() - started) * 1000, arg_names=arguments.keys(),
+            )
+
+    def rotate_token(self) -> str:
+        """A new MCP token, effective immediately for new requests; clients must be given the new one."""
+        self.token = load_or_create_token(self.dirs, rotate=True)
+        if self.security_policy is not None:
+            self.security_policy.mcp_token = self.token
+        self.events.publish("settings", {"tokenRotated": True})
+        return self.token
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "workspace": self.workspace.status() if self.workspace is not None else None,
+            "mcpEnabled": self.settings.mcp_enabled,
+            "requireApproval": self.settings.require_approval,
+            "tools": len(self.tool_specs()),
+        }
+
+
+_TARGET_KEYS = ("path", "docId", "target", "id", "name", "type")
+
+
+def _target_of(arguments: dict[str, Any]) -> str | None:
+    """What the call was about, for the audit: a path or id, never content."""
+    for key in _TARGET_KEYS:
+        value = arguments.get(key)
+        if isinstance(value, str) and len(value) <= 512:
+            return value
+    return None

@@ -1,0 +1,130 @@
+"""The interface between the platform and a workspace kind, and how a path picks its kind.
+
+A kind opens a path into a `KindWorkspace`: the tools it offers (served over MCP), the web API routes it adds
+under `/api/<kind>`, an optional browser UI, and start/stop hooks for background work (indexing, watching).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from starlette.routing import BaseRoute
+
+from deskbridge.core.errors import BridgeError, ErrorCode
+from deskbridge.core.tools import ToolSpec
+
+
+@dataclass
+class KindServices:
+    """What the platform hands a kind when it opens: shared services, never a second copy of state."""
+
+    settings: Any
+    """`deskbridge.settings.Settings` as loaded at start."""
+    dirs: Any
+    """`deskbridge.settings.Dirs`."""
+    events: Any
+    """`deskbridge.core.events.EventBus`."""
+    audit: Any
+    """`deskbridge.core.audit.AuditLog`."""
+    approvals: Any
+    """`deskbridge.core.policy.ApprovalBroker`."""
+    options: dict[str, Any]
+    """Kind-specific options from the command line (e.g. `{"sdk": "..."}` for sage)."""
+
+
+@runtime_checkable
+class KindWorkspace(Protocol):
+    """An opened workspace of one kind."""
+
+    kind: str
+    """Short kind name: 'pvf', 'markdown', 'sage' (also the tool prefix family)."""
+    path: Path
+    """What was opened (file or folder)."""
+
+    def tools(self) -> list[ToolSpec]: ...
+
+    def api_routes(self) -> list[BaseRoute]: ...
+
+    def static_dir(self) -> Path | None:
+        """Folder with the kind's built browser UI (`index.html`), or None for the platform page."""
+        ...
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    def status(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class KindEntry:
+    """How to recognise and open one kind. `opener` is 'module:function' so unused kinds are never imported."""
+
+    name: str
+    detect: Callable[[Path], bool]
+    opener: str
+    description: str
+
+    def open(self, path: Path, services: KindServices) -> KindWorkspace:
+        module_name, _, func_name = self.opener.partition(":")
+        opener = getattr(importlib.import_module(module_name), func_name)
+        return opener(path, services)
+
+
+MARKDOWN_SUFFIXES = (".md", ".markdown", ".mdown", ".txt")
+
+
+def _is_pvf(path: Path) -> bool:
+    return path.is_file() and path.suffix.lower() == ".pvf"
+
+
+def _is_sage(path: Path) -> bool:
+    for candidate in (path, *path.parents) if path.is_dir() else path.parents:
+        data = candidate / "Data"
+        if (data / "Mod.xml").is_file() or (data / "mod.xml").is_file() or any(candidate.glob("*.babproj")):
+            return True
+        if (data / "additionalmaps").is_dir() and any((data / "additionalmaps").glob("mapmetadata_*.xml")):
+            return True
+    return False
+
+
+def _is_markdown(path: Path) -> bool:
+    if path.is_file():
+        return path.suffix.lower() in MARKDOWN_SUFFIXES
+    return path.is_dir()
+
+
+KINDS: tuple[KindEntry, ...] = (
+    KindEntry("pvf", _is_pvf, "deskbridge.kinds.pvf.workspace:open_workspace", "a DNF Script.pvf archive"),
+    KindEntry("sage", _is_sage, "deskbridge.kinds.sage.workspace:open_workspace", "a RA3 / C&C3 mod project"),
+    KindEntry("markdown", _is_markdown, "deskbridge.kinds.markdown.workspace:open_workspace",
+              "a Markdown document or a folder of them"),
+    KindEntry("probe", lambda _p: False, "deskbridge.kinds.probe:open_workspace",
+              "a tiny built-in kind for transport tests and the MCP conformance suite"),
+)
+
+
+def find_kind(path: Path, kind: str | None = None) -> KindEntry:
+    """The kind named, or the first whose detector accepts the path (pvf, then sage, then markdown)."""
+    if kind:
+        for entry in KINDS:
+            if entry.name == kind:
+                return entry
+        names = ", ".join(e.name for e in KINDS)
+        raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"unknown kind {kind!r}", hint=f"Use one of: {names}.")
+    if not path.exists():
+        raise BridgeError(ErrorCode.NOT_FOUND, f"{str(path)!r} does not exist",
+                          hint="Pass an existing .pvf file, mod folder, Markdown file or folder.")
+    for entry in KINDS:
+        if entry.detect(path):
+            return entry
+    raise BridgeError(
+        ErrorCode.INVALID_ARGUMENT,
+        f"{str(path)!r} is not a kind deskbridge knows",
+        hint="Open a .pvf archive, a mod folder with Data/Mod.xml, or a .md/.markdown/.txt file or folder; "
+        "or name the kind with --kind.",
+    )

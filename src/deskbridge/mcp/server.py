@@ -1,0 +1,136 @@
+"""Builds the low-level MCP `Server` that serves the App's tools, turning business errors into `isError` results.
+
+We use the low-level server, not `MCPServer`, because our tools are described once as `ToolSpec`s (pydantic
+models) and we want exact schemas, our own validation messages and one place that audits every call.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import TYPE_CHECKING, Any
+
+import mcp_types as types
+from mcp.server import Server, ServerRequestContext
+
+from deskbridge import __version__
+from deskbridge.core.errors import BridgeError
+from deskbridge.core.tools import CallContext, ToolSpec
+
+if TYPE_CHECKING:
+    from deskbridge.app import App
+
+logger = logging.getLogger(__name__)
+
+INSTRUCTIONS = (
+    "deskbridge lets you work on the person's open workspace safely. Read before you write: every read returns a "
+    "revision; pass it back as expectedRevision when you change something. Writes may need the person's approval. "
+    "Errors come back with a code, a message and a hint that says what to call next. Lists are paginated: follow "
+    "nextCursor instead of asking for everything."
+)
+
+
+def mcp_tool(spec: ToolSpec) -> types.Tool:
+    """The MCP description of a tool: schema from its pydantic model, honest annotations."""
+    return types.Tool(
+        name=spec.name,
+        title=spec.title,
+        description=spec.description,
+        input_schema=spec.input_schema(),
+        annotations=types.ToolAnnotations(
+            title=spec.title,
+            read_only_hint=spec.read_only,
+            destructive_hint=spec.destructive if not spec.read_only else False,
+            idempotent_hint=spec.idempotent,
+            open_world_hint=False,
+        ),
+    )
+
+
+def tool_result(payload: dict[str, Any], *, is_error: bool = False) -> types.CallToolResult:
+    """Both forms the spec asks for: structured content and the same JSON as text for older clients."""
+    text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)],
+        structured_content=payload,
+        is_error=is_error,
+    )
+
+
+def error_result(error: BridgeError) -> types.CallToolResult:
+    return tool_result(error.to_dict(), is_error=True)
+
+
+def _caller_of(ctx: ServerRequestContext[Any, Any]) -> tuple[str, str]:
+    """(caller id, client name). The session id scopes dedup and task ownership; stdio is one caller."""
+    client_name = "unknown"
+    params = ctx.session.client_params
+    if params is not None and params.client_info is not None:
+        client_name = params.client_info.name
+    elif ctx.meta is not None:
+        info = (ctx.meta.model_extra or {}).get("io.modelcontextprotocol/clientInfo") if hasattr(
+            ctx.meta, "model_extra") else None
+        if isinstance(info, dict) and isinstance(info.get("name"), str):
+            client_name = info["name"]
+    request = ctx.request
+    session_id = None
+    headers = getattr(request, "headers", None)
+    if headers is not None:
+        session_id = headers.get("mcp-session-id")
+        if session_id is None:
+            return f"mcp:http:{client_name}", client_name
+        return f"mcp:{session_id}", client_name
+    return "mcp:stdio", client_name
+
+
+def _elicitor(ctx: ServerRequestContext[Any, Any]):
+    """A yes/no question through MCP elicitation, or None when this client/connection cannot be asked."""
+    caps = ctx.session.client_capabilities
+    if caps is None or caps.elicitation is None or not ctx.session.can_send_request:
+        return None
+
+    async def ask(question: str) -> bool | None:
+        schema: dict[str, Any] = {
+            "type": "object",
+            "properties": {"approve": {"type": "boolean", "title": "Approve", "description": question}},
+            "required": ["approve"],
+        }
+        try:
+            result = await ctx.session.elicit_form(question, schema, related_request_id=ctx.request_id)
+        except Exception:  # the client went away or cannot answer: treat as "no answer"
+            logger.info("elicitation failed", exc_info=True)
+            return None
+        if result.action != "accept" or not result.content:
+            return False
+        return bool(result.content.get("approve"))
+
+    return ask
+
+
+def build_mcp_server(app: App) -> Server[Any]:
+    """One low-level server per App; its tool list always reflects the currently open workspace."""
+
+    async def list_tools(ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None):
+        return types.ListToolsResult(tools=[mcp_tool(spec) for spec in app.tool_specs()])
+
+    async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams):
+        caller, client_name = _caller_of(ctx)
+
+        async def progress(done: float, total: float | None = None, message: str | None = None) -> None:
+            await ctx.session.report_progress(done, total, message)
+
+        call = CallContext(caller=caller, client_name=client_name, progress=progress, elicit=_elicitor(ctx))
+        try:
+            payload = await app.invoke(params.name, params.arguments or {}, call)
+        except BridgeError as error:
+            return error_result(error)
+        return tool_result(payload)
+
+    return Server(
+        "deskbridge",
+        version=__version__,
+        title="deskbridge",
+        instructions=INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )

@@ -1,0 +1,197 @@
+"""One Starlette app per App: `/mcp` (MCP Streamable HTTP), `/` (browser UI), `/api` (JSON API), `/api/events` (SSE).
+
+Routes here only validate input, call the App or its services, and shape the result; no rule lives here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from deskbridge.core.errors import BridgeError, ErrorCode
+from deskbridge.core.tools import CallContext
+from deskbridge.mcp.server import build_mcp_server
+from deskbridge.web.security import UI_COOKIE, SecurityMiddleware, SecurityPolicy
+
+if TYPE_CHECKING:
+    from deskbridge.app import App
+
+STATIC_DIR = Path(__file__).parent / "static"
+
+ERROR_STATUS: dict[ErrorCode, int] = {
+    ErrorCode.NOT_FOUND: 404,
+    ErrorCode.INVALID_ARGUMENT: 400,
+    ErrorCode.ACCESS_DENIED: 403,
+    ErrorCode.LIMIT_EXCEEDED: 413,
+    ErrorCode.INTERNAL: 500,
+    ErrorCode.NO_WORKSPACE: 409,
+}
+
+
+def error_response(error: BridgeError) -> JSONResponse:
+    """A business error as JSON; conflicts (stale, busy, pending…) are 409 unless listed above."""
+    return JSONResponse({"error": error.to_dict()}, status_code=ERROR_STATUS.get(error.code, 409))
+
+
+async def _json_body(request: Request) -> dict[str, Any]:
+    try:
+        body = await request.json()
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise BridgeError(ErrorCode.INVALID_ARGUMENT, "the request body is not JSON") from exc
+    if not isinstance(body, dict):
+        raise BridgeError(ErrorCode.INVALID_ARGUMENT, "the request body must be a JSON object")
+    return body
+
+
+def api_routes(app: App) -> list[BaseRoute]:
+    """The platform's JSON API used by every kind's UI: status, settings, token, tools, approvals, audit, events."""
+
+    async def status(request: Request) -> Response:
+        return JSONResponse(app.status())
+
+    async def settings_get(request: Request) -> Response:
+        return JSONResponse(app.settings.model_dump(by_alias=True))
+
+    async def settings_post(request: Request) -> Response:
+        from deskbridge.settings import Settings, save_settings
+
+        try:
+            body = await _json_body(request)
+            merged = app.settings.model_dump(by_alias=True) | body
+            new = Settings.model_validate(merged)
+        except BridgeError as error:
+            return error_response(error)
+        except ValueError as exc:
+            return error_response(BridgeError(ErrorCode.INVALID_ARGUMENT, str(exc)))
+        save_settings(new, app.dirs)
+        app.settings = new
+        app.events.publish("settings", new.model_dump(by_alias=True))
+        return JSONResponse(new.model_dump(by_alias=True))
+
+    async def token_get(request: Request) -> Response:
+        return JSONResponse({"token": app.token})
+
+    async def token_rotate(request: Request) -> Response:
+        app.rotate_token()
+        return JSONResponse({"token": app.token})
+
+    async def tools_call(request: Request) -> Response:
+        """The UI calls the same tools as MCP clients, as caller 'ui' (one engine, one set of rules)."""
+        try:
+            body = await _json_body(request)
+            call = CallContext(caller="ui", client_name="browser")
+            result = await app.invoke(request.path_params["name"], body.get("arguments") or {}, call)
+        except BridgeError as error:
+            return error_response(error)
+        return JSONResponse(result)
+
+    async def approvals_list(request: Request) -> Response:
+        return JSONResponse({"pending": [req.to_dict() for req in app.approvals.pending()]})
+
+    async def approvals_answer(request: Request) -> Response:
+        try:
+            body = await _json_body(request)
+            approved = body.get("approved")
+            if not isinstance(approved, bool):
+                raise BridgeError(ErrorCode.INVALID_ARGUMENT, "'approved' must be true or false")
+            app.approvals.answer(request.path_params["id"], approved)
+        except BridgeError as error:
+            return error_response(error)
+        return JSONResponse({"ok": True})
+
+    async def audit(request: Request) -> Response:
+        limit = min(int(request.query_params.get("limit", "100") or 100), 1000)
+        return JSONResponse({"records": [record.to_dict() for record in app.audit.recent(limit)]})
+
+    async def events(request: Request) -> Response:
+        async def stream() -> AsyncIterator[bytes]:
+            # An open event stream is how the broker knows a person can answer approvals in the browser.
+            app.approvals.attach_ui()
+            try:
+                with contextlib.closing(app.events.subscribe()) as subscription:
+                    yield b": connected\n\n"
+                    async for event in subscription:
+                        payload = json.dumps(event.data, ensure_ascii=False, default=str)
+                        yield f"id: {event.seq}\nevent: {event.topic}\ndata: {payload}\n\n".encode()
+            finally:
+                app.approvals.detach_ui()
+
+        headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+        return StreamingResponse(stream(), media_type="text/event-stream", headers=headers)
+
+    return [
+        Route("/api/status", status),
+        Route("/api/settings", settings_get, methods=["GET"]),
+        Route("/api/settings", settings_post, methods=["POST"]),
+        Route("/api/token", token_get, methods=["GET"]),
+        Route("/api/token/rotate", token_rotate, methods=["POST"]),
+        Route("/api/tools/{name}", tools_call, methods=["POST"]),
+        Route("/api/approvals", approvals_list),
+        Route("/api/approvals/{id}", approvals_answer, methods=["POST"]),
+        Route("/api/audit", audit),
+        Route("/api/events", events),
+    ]
+
+
+def build_web_app(app: App, *, port: int, extra_hosts: list[str] | None = None,
+                  require_token: bool = True) -> Starlette:
+    """The whole HTTP surface of one running App."""
+    mcp_server = build_mcp_server(app)
+    # Host/Origin are checked once, by SecurityMiddleware, for every route; the SDK's own copy of the check
+    # is switched off so that --allow-remote has a single list to configure.
+    session_manager = StreamableHTTPSessionManager(
+        app=mcp_server,
+        security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+    )
+    mcp_endpoint = StreamableHTTPASGIApp(session_manager)
+
+    async def index(request: Request) -> Response:
+        key = request.query_params.get("k")
+        if key is not None:
+            # The launch URL carries the per-launch UI secret once; keep it in a strict cookie and drop it from
+            # the address bar so it is not bookmarked or shared.
+            response = RedirectResponse("/", status_code=303)
+            response.set_cookie(UI_COOKIE, key, httponly=True, samesite="strict", path="/")
+            return response
+        static = app.workspace.static_dir() if app.workspace is not None else None
+        page = (static / "index.html") if static is not None else STATIC_DIR / "index.html"
+        return FileResponse(page, headers={"Cache-Control": "no-store"})
+
+    routes: list[BaseRoute] = [
+        Route("/mcp", mcp_endpoint, methods=["GET", "POST", "DELETE"]),
+        Route("/", index),
+        *api_routes(app),
+    ]
+    if app.workspace is not None:
+        routes.append(Mount(f"/api/{app.workspace.kind}", routes=list(app.workspace.api_routes())))
+        static = app.workspace.static_dir()
+        if static is not None:
+            routes.append(Mount("/static", StaticFiles(directory=static), name="static"))
+    if app.workspace is None or app.workspace.static_dir() is None:
+        routes.append(Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"))
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        async with session_manager.run():
+            await app.start()
+            try:
+                yield
+            finally:
+                await app.stop()
+
+    policy = SecurityPolicy(port=port, mcp_token=app.token, ui_secret=app.ui_secret,
+                            extra_hosts=list(extra_hosts or []), require_token=require_token)
+    app.security_policy = policy
+    return Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(SecurityMiddleware, policy=policy)])

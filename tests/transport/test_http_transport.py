@@ -1,0 +1,164 @@
+"""MCP over Streamable HTTP, end to end: a real server on loopback, the SDK client, both protocol eras."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx2
+import pytest
+
+from deskbridge.testing import running_server
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    (tmp_path / "hello.txt").write_text("hello, world\n", "utf-8")
+    return tmp_path
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_client_lists_and_calls_tools_in_both_eras(folder: Path, mode: str) -> None:
+    async with running_server(folder, kind="probe") as srv, srv.client(mode=mode) as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        assert {"probe_echo", "probe_read_file", "probe_slow", "probe_fail"} <= set(tools)
+        echo = tools["probe_echo"]
+        assert echo.annotations.read_only_hint is True
+        assert echo.annotations.open_world_hint is False
+        assert echo.input_schema["type"] == "object" and "text" in echo.input_schema["properties"]
+        result = await client.call_tool("probe_read_file", {"path": "hello.txt"})
+        assert not result.is_error
+        assert result.structured_content["text"] == "hello, world\n"
+        expected = "2026-07-28" if mode == "auto" else "2025-11-25"
+        assert client.protocol_version == expected
+
+
+async def test_business_errors_are_is_error_results_with_code_and_hint(folder: Path) -> None:
+    async with running_server(folder, kind="probe") as srv, srv.client() as client:
+        result = await client.call_tool("probe_fail", {"code": "STALE_WORKSPACE"})
+        assert result.is_error
+        assert result.structured_content["code"] == "STALE_WORKSPACE"
+        assert "read it again" in result.structured_content["hint"]
+
+
+async def test_bad_arguments_are_invalid_argument_not_a_protocol_error(folder: Path) -> None:
+    async with running_server(folder, kind="probe") as srv, srv.client() as client:
+        result = await client.call_tool("probe_echo", {"text": "x", "surprise": 1})
+        assert result.is_error and result.structured_content["code"] == "INVALID_ARGUMENT"
+        assert "surprise" in result.structured_content["message"]
+
+
+async def test_unknown_tool_says_to_list_tools(folder: Path) -> None:
+    async with running_server(folder, kind="probe") as srv, srv.client() as client:
+        result = await client.call_tool("probe_nope", {})
+        assert result.is_error and result.structured_content["code"] == "NOT_FOUND"
+        assert "tools/list" in result.structured_content["hint"]
+
+
+async def test_path_escape_is_refused(folder: Path) -> None:
+    async with running_server(folder, kind="probe") as srv, srv.client() as client:
+        result = await client.call_tool("probe_read_file", {"path": "../../etc/passwd"})
+        assert result.is_error and result.structured_content["code"] == "ACCESS_DENIED"
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_progress_notifications_reach_the_client(folder: Path, mode: str) -> None:
+    seen: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total, message))
+
+    async with running_server(folder, kind="probe") as srv, srv.client(mode=mode) as client:
+        result = await client.call_tool("probe_slow", {"steps": 3, "delay_ms": 1}, progress_callback=on_progress)
+        assert not result.is_error
+    assert [p for p, _, _ in seen] == [1, 2, 3]
+    assert seen[-1][1] == 3 and seen[-1][2] == "step 3 of 3"
+
+
+async def test_calls_are_audited_without_argument_values(folder: Path) -> None:
+    async with running_server(folder, kind="probe") as srv:
+        async with srv.client() as client:
+            await client.call_tool("probe_echo", {"text": "secret-value-123"})
+        records = [r.to_dict() for r in srv.app.audit.recent()]
+    echo = [r for r in records if r["tool"] == "probe_echo"]
+    assert echo and echo[-1]["outcome"] == "ok" and echo[-1]["args"] == ["text"]
+    assert "secret-value-123" not in repr(records)
+
+
+# -- HTTP security: every refusal a person or a browser page could run into ------------------------------------
+
+INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "curl", "version": "1"}}}
+ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+async def test_mcp_without_token_is_401(folder: Path) -> None:
+    async with running_server(folder, kind="probe") as srv, httpx2.AsyncClient() as http:
+        r = await http.post(srv.mcp_url, json=INIT, headers=ACCEPT)
+        assert r.status_code == 401
+        assert r.headers["www-authenticate"].startswith("Bearer")
+        assert "deskbridge token show" in r.json()["error"]["hint"]
+        r = await http.post(srv.mcp_url, json=INIT, headers={**ACCEPT, "Authorization": "Bearer wrong"})
+        assert r.status_code == 401
+
+
+async def test_mcp_with_token_is_accepted(folder: Path) -> None:
+    async with running_server(folder, kind="probe") as srv, httpx2.AsyncClient() as http:
+        r = await http.post(srv.mcp_url, json=INIT, headers={**ACCEPT, **srv.auth_headers()})
+        assert r.status_code == 200
+
+
+@pytest.mark.parametrize("path", ["/mcp", "/api/status", "/"])
+async def test_bad_host_is_421_on_every_route(folder: Path, path: str) -> None:
+    async with running_server(folder, kind="probe") as srv, httpx2.AsyncClient() as http:
+        r = await http.post(srv.base_url + path, json=INIT,
+                            headers={**ACCEPT, **srv.auth_headers(), **srv.ui_headers(), "Host": "evil.example.com"})
+        assert r.status_code == 421
+
+
+@pytest.mark.parametrize("path", ["/mcp", "/api/status"])
+async def test_bad_origin_is_403_on_every_route(folder: Path, path: str) -> None:
+    async with running_server(folder, kind="probe") as srv, httpx2.AsyncClient() as http:
+        r = await http.post(srv.base_url + path, json=INIT,
+                            headers={**ACCEPT, **srv.auth_headers(), **srv.ui_headers(),
+                                     "Origin": "http://evil.example.com"})
+        assert r.status_code == 403
+
+
+async def test_own_origin_is_accepted(folder: Path) -> None:
+    async with running_server(folder, kind="probe") as srv, httpx2.AsyncClient() as http:
+        r = await http.get(srv.base_url + "/api/status", headers={**srv.ui_headers(), "Origin": srv.base_url})
+        assert r.status_code == 200
+
+
+async def test_ui_api_needs_the_launch_secret_not_the_mcp_token(folder: Path) -> None:
+    async with running_server(folder, kind="probe") as srv, httpx2.AsyncClient() as http:
+        assert (await http.get(srv.base_url + "/api/status")).status_code == 401
+        assert (await http.get(srv.base_url + "/api/status", headers=srv.auth_headers())).status_code == 401
+        assert (await http.get(srv.base_url + "/api/status", headers=srv.ui_headers())).status_code == 200
+
+
+async def test_launch_url_sets_a_strict_cookie_and_drops_the_secret(folder: Path) -> None:
+    async with running_server(folder, kind="probe") as srv, httpx2.AsyncClient(base_url=srv.base_url) as http:
+        r = await http.get(f"/?k={srv.app.ui_secret}")
+        assert r.status_code == 303 and r.headers["location"] == "/"
+        cookie = r.headers["set-cookie"]
+        assert "httponly" in cookie.lower() and "samesite=strict" in cookie.lower()
+        assert (await http.get("/api/status")).status_code == 200
+
+
+async def test_rotated_token_takes_effect_at_once(folder: Path) -> None:
+    async with running_server(folder, kind="probe") as srv, httpx2.AsyncClient() as http:
+        old = srv.app.token
+        r = await http.post(srv.base_url + "/api/token/rotate", headers=srv.ui_headers())
+        assert r.status_code == 200 and r.json()["token"] != old
+        r = await http.post(srv.mcp_url, json=INIT, headers={**ACCEPT, "Authorization": f"Bearer {old}"})
+        assert r.status_code == 401
+        r = await http.post(srv.mcp_url, json=INIT, headers={**ACCEPT, **srv.auth_headers()})
+        assert r.status_code == 200

@@ -1,0 +1,87 @@
+"""`deskbridge mcp` over stdio and the `serve` refusals, run as real subprocesses."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from mcp import Client, StdioServerParameters
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_stdio_server_answers(tmp_path: Path, mode: str) -> None:
+    (tmp_path / "a.txt").write_text("stdio works", "utf-8")
+    params = StdioServerParameters(command=sys.executable, args=["-m", "deskbridge", "mcp", str(tmp_path),
+                                                                 "--kind", "probe"], env=dict(os.environ))
+    async with Client(params, mode=mode) as client:
+        names = [t.name for t in (await client.list_tools()).tools]
+        assert "probe_read_file" in names
+        result = await client.call_tool("probe_read_file", {"path": "a.txt"})
+        assert result.structured_content["text"] == "stdio works"
+        failed = await client.call_tool("probe_read_file", {"path": "missing.txt"})
+        assert failed.is_error and failed.structured_content["code"] == "NOT_FOUND"
+
+
+def run_cli(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "deskbridge", *args], capture_output=True, text=True,
+                          timeout=timeout, env=dict(os.environ))
+
+
+def test_non_loopback_bind_is_refused_without_allow_remote(tmp_path: Path) -> None:
+    proc = run_cli("serve", str(tmp_path), "--kind", "probe", "--host", "0.0.0.0", "--no-browser")
+    assert proc.returncode == 2
+    assert "non-loopback" in proc.stderr and "--allow-remote" in proc.stderr
+
+
+def test_busy_port_names_the_port_and_how_to_choose_another(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        proc = run_cli("serve", str(tmp_path), "--kind", "probe", "--port", str(port), "--no-browser")
+    assert proc.returncode == 2
+    assert f"port {port}" in proc.stderr and "--port" in proc.stderr
+
+
+def test_unknown_path_is_a_clear_error(tmp_path: Path) -> None:
+    proc = run_cli("mcp", str(tmp_path / "nope.pvf"))
+    assert proc.returncode == 2
+    assert "does not exist" in proc.stderr and "help:" in proc.stderr
+
+
+def test_token_show_is_stable_and_rotate_changes_it() -> None:
+    first = run_cli("token", "show").stdout.strip()
+    assert len(first) == 64 and first == run_cli("token", "show").stdout.strip()
+    rotated = run_cli("token", "rotate").stdout.strip()
+    assert rotated != first and run_cli("token", "show").stdout.strip() == rotated
+
+
+def test_token_file_is_owner_only(deskbridge_home: Path) -> None:
+    run_cli("token", "show")
+    token_file = deskbridge_home / "config" / "token"
+    assert token_file.stat().st_mode & 0o077 == 0
+
+
+def test_config_set_and_show_round_trip() -> None:
+    assert run_cli("config", "set", "port", "18000").returncode == 0
+    assert run_cli("config", "set", "require_approval", "false").returncode == 0
+    shown = run_cli("config", "show").stdout
+    assert '"port": 18000' in shown and '"require_approval": false' in shown
+
+
+def test_config_set_rejects_unknown_keys_and_bad_values() -> None:
+    unknown = run_cli("config", "set", "colour", "blue")
+    assert unknown.returncode == 2 and "unknown setting" in unknown.stderr
+    bad = run_cli("config", "set", "port", "99999")
+    assert bad.returncode == 2 and "port" in bad.stderr
