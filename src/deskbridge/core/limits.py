@@ -68,3 +68,18 @@ AUDIT_MEMORY_MAX: Final = 1000
 
 PATH_MAX_CHARS: Final = 4096
 """Characters of a path argument at most."""
+
+EVENT_QUEUE_MAX: Final = 1000
+"""Events buffered per event-bus subscriber; past it the subscriber gets one `lagged` event instead."""
+
+AUDIT_TARGET_MAX_CHARS: Final = 512
+"""Characters of an audit record's target (a path or a name); longer targets are cut and marked."""
+
+APPROVAL_DIFF_MAX_BYTES: Final = 64 * 1024
+"""Bytes of diff text shown in one approval request (UTF-8); longer diffs are cut and marked."""
+
+APPROVAL_PENDING_MAX: Final = 64
+"""Approval requests waiting for an answer at once; one more is declined as over the limit."""
+
+PATH_COMPONENT_MAX_BYTES: Final = 255
+"""Bytes (UTF-8) of one path component, the common file-system maximum (ext4, NTFS, APFS)."""

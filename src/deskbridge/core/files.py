@@ -1,0 +1,473 @@
+"""Crash-safe disk writes: atomic replace, no-overwrite publish of files and directories, and file identity.
+
+Rules (ARCHITECTURE.md principle 4):
+
+* Every write goes to a temporary file *in the target's directory* (same file system, so the final rename
+  is atomic), is flushed and fsynced, then renamed over the target; the directory is fsynced so the rename
+  itself survives a power cut. A reader, or a process killed at any instant, sees the old file or the
+  complete new one — never a mix (tested by `tests/core/test_files_crash.py`, REL-CRASH).
+* "Must not exist" targets are published with an atomic no-overwrite rename — never check-then-rename:
+  Linux `renameat2(RENAME_NOREPLACE)`, macOS `renamex_np(RENAME_EXCL)`, Windows `MoveFileExW` without
+  `MOVEFILE_REPLACE_EXISTING`. Where the file system lacks it (old kernels, some network file systems) a
+  file is published by `link()` + `unlink()` of the temp (link fails with EEXIST atomically) and a
+  directory by `mkdir()` of the target followed by `rename()` onto that empty directory (rename onto a
+  non-empty directory fails, so nothing is merged or replaced).
+* `FileIdentity` (device, inode, size, mtime_ns, SHA-256 of the content) detects a file changed by another
+  program (`SOURCE_CHANGED`, `TARGET_CHANGED`); the content hash catches changes that keep size and mtime.
+  A check right before the rename narrows, but cannot close, the window against programs that ignore our
+  locks — ordinary file systems offer no cross-process transaction (seed "保存").
+* On failure the original is intact and the error's `data` says `diskTouched` (temporary bytes were
+  written, then removed) and `diskCommitted` (the target now holds the new content), so a caller never
+  retries blindly after a write that did land.
+
+A crash can leave a temporary file named `.deskbridge-tmp-*` next to the target; `remove_stale_temps`
+deletes them (call it when opening a workspace).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import functools
+import hashlib
+import os
+import platform
+import secrets
+import shutil
+import stat
+import sys
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from deskbridge.core.errors import BridgeError, ErrorCode
+
+TEMP_PREFIX = ".deskbridge-tmp-"
+"""Name prefix of every temporary file or directory we create next to a target."""
+
+BACKUP_SUFFIX = ".bak"
+
+_HASH_CHUNK = 1024 * 1024
+
+Content = bytes | bytearray | memoryview | Callable[[BinaryIO], None]
+"""What to write: the bytes themselves, or a function that streams them into the open temp file."""
+
+
+# --------------------------------------------------------------------------------------------- identity
+
+
+@dataclass(frozen=True)
+class FileIdentity:
+    """Enough to tell whether a file is still the one we saw: same inode, size, mtime and content hash."""
+
+    device: int
+    inode: int
+    size: int
+    mtime_ns: int
+    sha256: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """Non-sensitive, JSON-safe; callers hand it back as the 'observed identity' for an overwrite."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> FileIdentity:
+        try:
+            return cls(
+                device=int(data["device"]),
+                inode=int(data["inode"]),
+                size=int(data["size"]),
+                mtime_ns=int(data["mtime_ns"]),
+                sha256=str(data["sha256"]),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise BridgeError(
+                ErrorCode.INVALID_ARGUMENT,
+                f"file identity is malformed ({exc}); pass the identity object exactly as returned",
+            ) from exc
+
+
+def hash_file(path: Path | str) -> str:
+    """SHA-256 of a file's content, read in 1 MiB chunks (OpenSSL's SHA-256 uses the CPU's SHA extensions)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(_HASH_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def file_identity(path: Path | str) -> FileIdentity:
+    """Identity of an existing regular file; `NOT_FOUND` when it is missing, `INVALID_ARGUMENT` for a directory."""
+    p = Path(path)
+    try:
+        st = p.stat()
+        if not stat.S_ISREG(st.st_mode):
+            raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"'{p}' is not a regular file")
+        digest = hash_file(p)
+        st2 = p.stat()
+    except FileNotFoundError as exc:
+        raise BridgeError(ErrorCode.NOT_FOUND, f"'{p}' does not exist") from exc
+    # If the file moved under us while hashing, report the later stat: a later comparison then fails
+    # safely (the hash belongs to a mix) rather than vouching for content we never saw.
+    if (st2.st_size, st2.st_mtime_ns, st2.st_ino) != (st.st_size, st.st_mtime_ns, st.st_ino):
+        digest = "changed-while-hashing"
+    return FileIdentity(st2.st_dev, st2.st_ino, st2.st_size, st2.st_mtime_ns, digest)
+
+
+def current_identity(path: Path | str) -> FileIdentity | None:
+    """Identity of `path`, or None when nothing is there."""
+    try:
+        return file_identity(path)
+    except BridgeError as exc:
+        if exc.code == ErrorCode.NOT_FOUND:
+            return None
+        raise
+
+
+def same_file(a: Path | str, b: Path | str) -> bool:
+    """True when both names lead to the same file (symlinks, `..`, hard links and case aliases included)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+# --------------------------------------------------------------------------------------------- low level
+
+
+def fsync_dir(directory: Path | str) -> None:
+    """Make a rename/creation in `directory` durable. No-op on Windows, where directories cannot be opened."""
+    if sys.platform == "win32":
+        return
+    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _temp_name(target: Path) -> Path:
+    # Keep the name short enough for 255-byte components whatever the target's name is.
+    stem = target.name[:80]
+    return target.with_name(f"{TEMP_PREFIX}{stem}-{secrets.token_hex(6)}")
+
+
+def _write_temp(target: Path, content: Content, mode: int | None) -> Path:
+    """Create, fill, flush and fsync a temp file next to `target`; remove it again if anything fails."""
+    tmp = _temp_name(target)
+    # O_EXCL: never reuse a name; 0o666 lets the umask decide the permissions of a new file, as for open().
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            if callable(content):
+                content(f)
+            else:
+                f.write(content)
+            f.flush()
+            os.fsync(f.fileno())
+        if mode is not None:
+            os.chmod(tmp, stat.S_IMODE(mode))
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return tmp
+
+
+_RENAME_NOREPLACE = 1  # linux/fs.h
+_RENAME_EXCL = 0x00000004  # macOS sys/stdio.h, renamex_np
+_AT_FDCWD = -100
+_MOVEFILE_WRITE_THROUGH = 0x8
+_SYS_RENAMEAT2 = {"x86_64": 316, "amd64": 316, "aarch64": 276, "arm64": 276, "riscv64": 276, "i686": 353, "i386": 353}
+_UNSUPPORTED_ERRNOS = {errno.ENOSYS, errno.EINVAL, getattr(errno, "ENOTSUP", -1), getattr(errno, "EOPNOTSUPP", -1)}
+
+
+def _raise_errno(err: int, src: Path, dst: Path) -> None:
+    raise OSError(err, os.strerror(err), str(src), None, str(dst))
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _native_noreplace(src: Path, dst: Path) -> bool:
+    """Atomic rename that fails with EEXIST if `dst` exists. False when this platform/FS cannot do it."""
+    if sys.platform.startswith("linux"):
+        libc = _libc()
+        fn = getattr(libc, "renameat2", None)  # glibc ≥ 2.28; else the raw system call
+        if fn is not None:
+            res = fn(_AT_FDCWD, os.fsencode(src), _AT_FDCWD, os.fsencode(dst), _RENAME_NOREPLACE)
+        else:
+            nr = _SYS_RENAMEAT2.get(platform.machine().lower())
+            if nr is None:
+                return False
+            res = libc.syscall(nr, _AT_FDCWD, os.fsencode(src), _AT_FDCWD, os.fsencode(dst), _RENAME_NOREPLACE)
+        if res == 0:
+            return True
+        err = ctypes.get_errno()
+        if err in _UNSUPPORTED_ERRNOS:
+            return False
+        _raise_errno(err, src, dst)
+    if sys.platform == "darwin":  # pragma: no cover - not testable on the Linux CI
+        libc = _libc()
+        fn = getattr(libc, "renamex_np", None)  # macOS 10.12+
+        if fn is None:
+            return False
+        if fn(os.fsencode(src), os.fsencode(dst), _RENAME_EXCL) == 0:
+            return True
+        err = ctypes.get_errno()
+        if err in _UNSUPPORTED_ERRNOS:
+            return False
+        _raise_errno(err, src, dst)
+    if sys.platform == "win32":  # pragma: no cover - not testable on the Linux CI
+        kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)  # type: ignore[attr-defined]
+        # Without MOVEFILE_REPLACE_EXISTING, MoveFileExW fails if the target exists (files and directories).
+        if kernel32.MoveFileExW(str(src), str(dst), _MOVEFILE_WRITE_THROUGH):
+            return True
+        werr = ctypes.get_last_error()  # type: ignore[attr-defined]
+        if werr in (80, 183):  # ERROR_FILE_EXISTS, ERROR_ALREADY_EXISTS
+            _raise_errno(errno.EEXIST, src, dst)
+        raise ctypes.WinError(werr)  # type: ignore[attr-defined]
+    return False
+
+
+def _fallback_noreplace(src: Path, dst: Path) -> None:
+    if src.is_dir() and not src.is_symlink():
+        # mkdir is an atomic "create if absent"; rename onto our own empty directory then replaces only it.
+        # If another program slipped content into it meanwhile, rename fails with ENOTEMPTY and we leave
+        # their content alone.
+        os.mkdir(dst)
+        try:
+            os.rename(src, dst)
+        except OSError as exc:
+            if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                _raise_errno(errno.EEXIST, src, dst)
+            with contextlib.suppress(OSError):
+                os.rmdir(dst)
+            raise
+        return
+    os.link(src, dst)  # EEXIST if dst exists — atomic, never replaces
+    os.unlink(src)
+
+
+def rename_noreplace(src: Path | str, dst: Path | str) -> None:
+    """Rename `src` to `dst` atomically, raising `FileExistsError` if `dst` exists (file or directory)."""
+    src, dst = Path(src), Path(dst)
+    if not _native_noreplace(src, dst):
+        _fallback_noreplace(src, dst)
+
+
+# --------------------------------------------------------------------------------------------- public API
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """Where the content landed, its new identity, and the backup of the previous content if one was made."""
+
+    path: Path
+    identity: FileIdentity
+    backup_path: Path | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "writtenPath": str(self.path),
+            "identity": self.identity.to_dict(),
+            "backupPath": None if self.backup_path is None else str(self.backup_path),
+        }
+
+
+def _disk_error(exc: OSError, target: Path, *, touched: bool, committed: bool) -> BridgeError:
+    data = {"path": str(target), "diskTouched": touched, "diskCommitted": committed, "originalIntact": not committed}
+    if committed:
+        msg = f"'{target}' was written, but making it durable failed: {exc.strerror or exc}"
+        return BridgeError(ErrorCode.INTERNAL, msg, "The new content is in place; do not retry the write.", data)
+    reason = exc.strerror or str(exc)
+    msg = f"could not write '{target}': {reason}; the original is intact"
+    if isinstance(exc, PermissionError):
+        return BridgeError(ErrorCode.ACCESS_DENIED, msg, "Choose a writable location or fix the permissions, then retry.", data)
+    if exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", -1), errno.EFBIG):
+        return BridgeError(ErrorCode.LIMIT_EXCEEDED, msg, "Free disk space (or choose another disk), then retry.", data)
+    return BridgeError(ErrorCode.INTERNAL, msg, "Nothing was changed; check the path and the disk, then retry.", data)
+
+
+def _check_identity(target: Path, expected: FileIdentity, code: ErrorCode) -> None:
+    now = current_identity(target)
+    if now != expected:
+        raise BridgeError(
+            code,
+            f"'{target}' changed since it was observed" if now else f"'{target}' no longer exists",
+            data={"path": str(target), "identity": None if now is None else now.to_dict(),
+                  "diskTouched": False, "diskCommitted": False, "originalIntact": True},
+        )
+
+
+def _make_backup(target: Path) -> Path:
+    """Keep the current content as `<name>.bak`, replacing an older backup atomically."""
+    bak = target.with_name(target.name + BACKUP_SUFFIX)
+    tmp = _temp_name(bak)
+    try:
+        os.link(target, tmp)  # cheap and exact: the .bak shares the old inode, which the rename keeps alive
+    except OSError:
+        shutil.copy2(target, tmp)
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+    try:
+        os.replace(tmp, bak)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return bak
+
+
+def atomic_write(
+    path: Path | str,
+    content: Content,
+    *,
+    backup: bool = False,
+    expected_identity: FileIdentity | None = None,
+    changed_code: ErrorCode = ErrorCode.SOURCE_CHANGED,
+) -> WriteResult:
+    """Replace (or create) `path` with `content` atomically; the old file or the new one, never a mix.
+
+    `expected_identity`: the file must still be exactly this (checked again right before the rename),
+    else `changed_code` (`SOURCE_CHANGED` for save, `TARGET_CHANGED` for an overwriting save-as).
+    `backup`: keep the previous content as `<name>.bak`. Permission bits of an existing file are kept.
+    """
+    target = Path(path)
+    if target.is_dir():
+        raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"'{target}' is a directory; give a file path")
+    if expected_identity is not None:
+        _check_identity(target, expected_identity, changed_code)  # fail fast before writing anything
+    try:
+        mode = target.stat().st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as exc:
+        raise _disk_error(exc, target, touched=False, committed=False) from exc
+    try:
+        tmp = _write_temp(target, content, mode)
+    except OSError as exc:
+        raise _disk_error(exc, target, touched=True, committed=False) from exc
+    committed = False
+    try:
+        if expected_identity is not None:
+            _check_identity(target, expected_identity, changed_code)
+        backup_path = _make_backup(target) if backup and mode is not None else None
+        os.replace(tmp, target)
+        committed = True
+        fsync_dir(target.parent)
+    except BridgeError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        exc.data["diskTouched"] = True
+        raise
+    except OSError as exc:
+        if not committed:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        raise _disk_error(exc, target, touched=True, committed=committed) from exc
+    return WriteResult(target, file_identity(target), backup_path)
+
+
+def publish_new(path: Path | str, content: Content) -> WriteResult:
+    """Create `path` with `content` only if nothing is there — atomically; else `TARGET_EXISTS`, disk untouched."""
+    target = Path(path)
+    try:
+        tmp = _write_temp(target, content, None)
+    except OSError as exc:
+        raise _disk_error(exc, target, touched=True, committed=False) from exc
+    try:
+        rename_noreplace(tmp, target)
+    except FileExistsError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        existing = None
+        with contextlib.suppress(BridgeError, OSError):
+            existing = file_identity(target).to_dict()
+        raise BridgeError(
+            ErrorCode.TARGET_EXISTS,
+            f"'{target}' already exists",
+            data={"path": str(target), "identity": existing, "diskTouched": True,
+                  "diskCommitted": False, "originalIntact": True},
+        ) from exc
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise _disk_error(exc, target, touched=True, committed=False) from exc
+    try:
+        fsync_dir(target.parent)
+    except OSError as exc:
+        raise _disk_error(exc, target, touched=True, committed=True) from exc
+    return WriteResult(target, file_identity(target))
+
+
+def publish_directory(path: Path | str, fill: Callable[[Path], None]) -> Path:
+    """Build a directory with `fill(tmp_dir)` next to `path`, then publish it there only if `path` is absent.
+
+    The target never exists half-written: either the complete directory appears at once or nothing does
+    (`TARGET_EXISTS` when the name is taken, also when taken while `fill` ran). Files written by `fill`
+    should use plain writes; they are fsynced here before publishing.
+    """
+    target = Path(path)
+    if target.exists() or target.is_symlink():
+        # Early and cheap; the authoritative check is the no-overwrite rename below.
+        raise BridgeError(ErrorCode.TARGET_EXISTS, f"'{target}' already exists",
+                          data={"path": str(target), "diskTouched": False, "diskCommitted": False})
+    tmp = _temp_name(target)
+    try:
+        os.mkdir(tmp)
+    except OSError as exc:
+        raise _disk_error(exc, target, touched=False, committed=False) from exc
+    try:
+        fill(tmp)
+        _fsync_tree(tmp)
+        rename_noreplace(tmp, target)
+    except FileExistsError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise BridgeError(ErrorCode.TARGET_EXISTS, f"'{target}' already exists",
+                          data={"path": str(target), "diskTouched": True, "diskCommitted": False}) from exc
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise _disk_error(exc, target, touched=True, committed=False) from exc
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    with contextlib.suppress(OSError):
+        fsync_dir(target.parent)
+    return target
+
+
+def _fsync_tree(root: Path) -> None:
+    for dirpath, _dirnames, filenames in os.walk(root):
+        for name in filenames:
+            p = os.path.join(dirpath, name)
+            if os.path.islink(p):
+                continue
+            with open(p, "rb") as f:
+                os.fsync(f.fileno())
+        fsync_dir(dirpath)
+
+
+def remove_stale_temps(directory: Path | str) -> int:
+    """Delete temporary files/directories a crashed write left in `directory`; returns how many."""
+    removed = 0
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return 0
+    for entry in entries:
+        if not entry.name.startswith(TEMP_PREFIX):
+            continue
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path)
+            else:
+                os.unlink(entry.path)
+            removed += 1
+        except OSError:
+            continue
+    return removed

@@ -1,0 +1,199 @@
+"""Safe path resolution: turn a caller's path into a real path inside the allowed roots, or refuse it.
+
+Order of checks (each a typed `BridgeError` with a hint, REL-PATHS in TARGETS.md):
+
+1. shape — empty, NUL, control characters, overlong (`PATH_MAX_CHARS`, `PATH_COMPONENT_MAX_BYTES`);
+2. Windows forms, refused on every platform because project data travels between systems —
+   device paths (`\\\\?\\`, `\\\\.\\`), UNC (`\\\\server\\share`, `//server/share`), drive letters (`C:`),
+   alternate data streams (`a:b`), reserved device names (CON, NUL, COM1 … also `nul.txt`, `CON .md`)
+   and names ending in a dot or a space (Windows silently strips them, so they alias another name);
+   backslashes count as separators, so `..\\..\\x` is traversal, not a funny file name;
+3. traversal — any `..` component is refused outright, even one that would land inside the root: a path
+   that needs `..` is a path the model should not have been given;
+4. symlinks — the path is resolved with `os.path.realpath` (every existing component, including the
+   parent of a not-yet-existing file and a dangling final symlink), then compared with each root's own
+   real path by whole components (`os.path.commonpath`), so `/root_evil` is not inside `/root`
+   (CVE-2025-53110, the MCP filesystem server's prefix bypass).
+
+Case aliasing: `case_collisions` groups names equal under Unicode NFC + casefold; `resolve_path(...,
+check_case=True)` refuses a new entry whose name differs only by case from an existing sibling, which on
+a case-insensitive disk (Windows, macOS) would overwrite it.
+
+Checks run on strings and one `realpath`; nothing is created. The remaining race (a symlink swapped in
+after the check) needs an attacker who can already write inside the root; writes go through
+`core.files`, which never follows a symlink at the temp-file step (O_EXCL) and renames within the
+resolved directory.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import unicodedata
+from collections.abc import Iterable, Sequence
+from pathlib import Path, PurePosixPath
+
+from deskbridge.core import limits
+from deskbridge.core.errors import BridgeError, ErrorCode
+
+_RESERVED_STEMS = frozenset(
+    {"CON", "PRN", "AUX", "NUL", "CONIN$", "CONOUT$", "CLOCK$"}
+    | {f"COM{c}" for c in "0123456789¹²³"}
+    | {f"LPT{c}" for c in "0123456789¹²³"}
+)
+_DRIVE = re.compile(r"^[A-Za-z]:")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_ILLEGAL_PORTABLE = set('<>:"|?*')
+
+
+def _invalid(msg: str, hint: str | None = None) -> BridgeError:
+    return BridgeError(ErrorCode.INVALID_ARGUMENT, msg, hint)
+
+
+def _denied(msg: str, hint: str | None = None) -> BridgeError:
+    return BridgeError(ErrorCode.ACCESS_DENIED, msg, hint)
+
+
+def is_reserved_name(name: str) -> bool:
+    """True for Windows device names with or without an extension (`CON`, `nul.txt`, `COM1.tar.gz`, `aux `)."""
+    stem = name.split(".", 1)[0].rstrip(" ").upper()
+    return stem in _RESERVED_STEMS
+
+
+def check_component(name: str) -> None:
+    """Refuse one path component that is unsafe or non-portable (see module docstring, step 2)."""
+    if name in ("", "."):
+        raise _invalid("a path has an empty component", "Remove doubled or trailing slashes.")
+    if name == "..":
+        raise _denied("'..' is not allowed in a path", "Give the path from the workspace root without '..'.")
+    if len(name.encode("utf-8", "surrogatepass")) > limits.PATH_COMPONENT_MAX_BYTES:
+        raise _invalid(f"a path component is longer than {limits.PATH_COMPONENT_MAX_BYTES} bytes",
+                       "Use a shorter file or folder name.")
+    if _CONTROL.search(name):
+        raise _invalid("a path contains a control character", "Remove control characters from the name.")
+    bad = _ILLEGAL_PORTABLE.intersection(name)
+    if bad:
+        raise _invalid(f"the name {name!r} contains {''.join(sorted(bad))!r}, not allowed in portable names",
+                       "Remove the characters < > : \" | ? * from the name.")
+    if name[-1] in ". ":
+        raise _invalid(f"the name {name!r} ends with a dot or a space (Windows would silently change it)",
+                       "Remove the trailing dot or space.")
+    if is_reserved_name(name):
+        raise _invalid(f"the name {name!r} is a reserved device name on Windows",
+                       "Rename it; CON, PRN, AUX, NUL, COM1-9 and LPT1-9 cannot be file names, even with an extension.")
+
+
+def _check_shape(raw: str) -> str:
+    if not isinstance(raw, str):
+        raise _invalid("a path must be a string")
+    if raw == "":
+        raise _invalid("the path is empty")
+    if "\x00" in raw:
+        raise _invalid("a path contains a NUL byte", "Remove the NUL character from the path.")
+    if len(raw) > limits.PATH_MAX_CHARS:
+        raise _invalid(f"the path is longer than {limits.PATH_MAX_CHARS} characters", "Use a shorter path.")
+    s = raw.replace("\\", "/")
+    if s.startswith(("//?/", "//./", "/??/")):
+        raise _denied(f"device paths are not allowed: {raw!r}", "Give an ordinary path inside the workspace.")
+    if s.startswith("//") and len(s) > 2 and s[2] != "/":
+        raise _denied(f"network (UNC) paths are not allowed: {raw!r}", "Copy the files to a local folder first.")
+    if _DRIVE.match(s) and os.name != "nt":
+        raise _denied(f"drive-letter paths are not valid here: {raw!r}", "Give a path on this machine, inside the workspace.")
+    return s
+
+
+def safe_relative_path(raw: str) -> str:
+    """Normalise a relative path *inside* a container (an archive, an export folder): 'a/b/c', no escapes.
+
+    Backslashes become '/', a single leading './' is dropped; absolute paths, drive letters, `..`, empty
+    components and unsafe names are refused. The result is safe to join under any directory.
+    """
+    s = _check_shape(raw)
+    if s.startswith("/") or _DRIVE.match(s):
+        raise _denied(f"expected a relative path, got {raw!r}", "Give the path relative to the workspace root.")
+    while s.startswith("./"):
+        s = s[2:]
+    parts = s.split("/")
+    for part in parts:
+        check_component(part)
+    return "/".join(parts)
+
+
+def _realpath(p: str) -> str:
+    return os.path.realpath(p, strict=False)
+
+
+def _inside(candidate: str, root: str) -> bool:
+    # Whole-component comparison: '/srv/root_evil' is not inside '/srv/root' (CVE-2025-53110).
+    try:
+        return os.path.commonpath([candidate, root]) == root
+    except ValueError:  # different drives on Windows
+        return False
+
+
+def resolve_path(
+    raw: str,
+    roots: Sequence[Path | str],
+    *,
+    must_exist: bool = False,
+    check_case: bool = False,
+) -> Path:
+    """The real, absolute path of `raw` if it lies inside one of `roots` after following symlinks.
+
+    Relative paths are taken from the first root. `must_exist`: `NOT_FOUND` when nothing is there.
+    `check_case`: refuse a *new* name that differs only by case from an existing sibling.
+    """
+    if not roots:
+        raise _denied("no folder is allowed in the current access scope", "Open a workspace or widen the access scope.")
+    s = _check_shape(raw)
+    is_abs = s.startswith("/") or bool(_DRIVE.match(s))
+    rel = s.lstrip("/") if s.startswith("/") else s
+    if _DRIVE.match(rel):
+        rel = rel[2:].lstrip("/")
+    for part in (p for p in rel.split("/") if p not in ("", ".")):
+        check_component(part)
+    real_roots = [_realpath(os.path.abspath(os.fspath(r))) for r in roots]
+    joined = os.path.abspath(s) if is_abs else os.path.join(real_roots[0], s)
+    real = _realpath(joined)
+    if not any(_inside(real, r) for r in real_roots):
+        raise _denied(
+            f"{raw!r} is outside the allowed folders",
+            "Stay inside the workspace folder (symbolic links leading out of it are refused too).",
+        )
+    if must_exist and not os.path.lexists(real):
+        raise BridgeError(ErrorCode.NOT_FOUND, f"{raw!r} does not exist")
+    if check_case and not os.path.lexists(real):
+        clash = case_alias_of(Path(real))
+        if clash is not None:
+            raise _invalid(
+                f"{raw!r} differs only by letter case from the existing '{clash.name}'",
+                "Use the existing name exactly, or choose a name that differs by more than case.",
+            )
+    return Path(real)
+
+
+def case_key(name: str) -> str:
+    """The key under which two names collide on a case-insensitive file system (NFC + casefold)."""
+    return unicodedata.normalize("NFC", name).casefold()
+
+
+def case_alias_of(path: Path) -> Path | None:
+    """An existing sibling of `path` whose name differs from it only by case, or None."""
+    key = case_key(path.name)
+    try:
+        with os.scandir(path.parent) as it:
+            for entry in it:
+                if entry.name != path.name and case_key(entry.name) == key:
+                    return path.parent / entry.name
+    except OSError:
+        return None
+    return None
+
+
+def case_collisions(paths: Iterable[str]) -> list[list[str]]:
+    """Groups of relative paths that would land on the same file on a case-insensitive disk."""
+    groups: dict[str, list[str]] = {}
+    for p in paths:
+        key = "/".join(case_key(c) for c in PurePosixPath(p.replace("\\", "/")).parts)
+        groups.setdefault(key, []).append(p)
+    return [sorted(g) for g in groups.values() if len(set(g)) > 1]

@@ -1,0 +1,276 @@
+"""Atomic replace, no-overwrite publish, file identity and failure reporting of `core.files`."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+from deskbridge.core import files
+from deskbridge.core.errors import BridgeError, ErrorCode
+from deskbridge.core.files import (
+    FileIdentity,
+    atomic_write,
+    file_identity,
+    publish_directory,
+    publish_new,
+    remove_stale_temps,
+    rename_noreplace,
+)
+
+
+def leftovers(d):
+    return [p.name for p in d.iterdir() if p.name.startswith(files.TEMP_PREFIX)]
+
+
+def test_atomic_write_creates_and_replaces_content(tmp_path):
+    target = tmp_path / "a.txt"
+    r1 = atomic_write(target, b"one")
+    assert target.read_bytes() == b"one" and r1.identity.size == 3
+    r2 = atomic_write(target, lambda f: f.write(b"two-streamed"))
+    assert target.read_bytes() == b"two-streamed"
+    assert r2.identity.sha256 != r1.identity.sha256
+    assert leftovers(tmp_path) == []
+
+
+def test_atomic_write_keeps_permission_bits(tmp_path):
+    target = tmp_path / "a.sh"
+    target.write_bytes(b"old")
+    os.chmod(target, 0o750)
+    atomic_write(target, b"new")
+    assert (target.stat().st_mode & 0o777) == 0o750
+
+
+def test_backup_holds_the_previous_content(tmp_path):
+    target = tmp_path / "Script.pvf"
+    target.write_bytes(b"v1")
+    r = atomic_write(target, b"v2", backup=True)
+    assert r.backup_path == tmp_path / "Script.pvf.bak"
+    assert r.backup_path.read_bytes() == b"v1"
+    atomic_write(target, b"v3", backup=True)
+    assert r.backup_path.read_bytes() == b"v2" and target.read_bytes() == b"v3"
+
+
+def test_backup_of_a_new_file_is_not_made(tmp_path):
+    r = atomic_write(tmp_path / "new.txt", b"x", backup=True)
+    assert r.backup_path is None
+
+
+def test_write_with_matching_identity_succeeds(tmp_path):
+    target = tmp_path / "s.pvf"
+    target.write_bytes(b"orig")
+    seen = file_identity(target)
+    atomic_write(target, b"new", expected_identity=seen)
+    assert target.read_bytes() == b"new"
+
+
+def test_source_changed_on_disk_is_refused_and_nothing_written(tmp_path):
+    target = tmp_path / "s.pvf"
+    target.write_bytes(b"orig")
+    seen = file_identity(target)
+    target.write_bytes(b"edited by another program")
+    with pytest.raises(BridgeError) as ei:
+        atomic_write(target, b"ours", expected_identity=seen)
+    assert ei.value.code == ErrorCode.SOURCE_CHANGED
+    assert ei.value.data["diskCommitted"] is False
+    assert target.read_bytes() == b"edited by another program"
+    assert leftovers(tmp_path) == []
+
+
+def test_same_size_same_mtime_change_is_caught_by_the_content_hash(tmp_path):
+    target = tmp_path / "s.bin"
+    target.write_bytes(b"aaaa")
+    seen = file_identity(target)
+    with open(target, "r+b") as f:
+        f.write(b"bbbb")
+    os.utime(target, ns=(seen.mtime_ns, seen.mtime_ns))
+    with pytest.raises(BridgeError) as ei:
+        atomic_write(target, b"ours", expected_identity=seen, changed_code=ErrorCode.TARGET_CHANGED)
+    assert ei.value.code == ErrorCode.TARGET_CHANGED
+
+
+def test_change_between_temp_write_and_rename_is_caught(tmp_path):
+    target = tmp_path / "s.txt"
+    target.write_bytes(b"orig")
+    seen = file_identity(target)
+
+    def slow_writer(f):
+        f.write(b"ours")
+        target.write_bytes(b"theirs, written while we serialised")
+
+    with pytest.raises(BridgeError) as ei:
+        atomic_write(target, slow_writer, expected_identity=seen)
+    assert ei.value.code == ErrorCode.SOURCE_CHANGED
+    assert ei.value.data["diskTouched"] is True and ei.value.data["diskCommitted"] is False
+    assert target.read_bytes() == b"theirs, written while we serialised"
+    assert leftovers(tmp_path) == []
+
+
+def test_expected_identity_of_a_missing_file_is_target_changed(tmp_path):
+    target = tmp_path / "gone.txt"
+    target.write_bytes(b"x")
+    seen = file_identity(target)
+    target.unlink()
+    with pytest.raises(BridgeError) as ei:
+        atomic_write(target, b"y", expected_identity=seen, changed_code=ErrorCode.TARGET_CHANGED)
+    assert ei.value.code == ErrorCode.TARGET_CHANGED and not target.exists()
+
+
+def test_failing_serialiser_leaves_original_intact_and_no_temp(tmp_path):
+    target = tmp_path / "a.txt"
+    target.write_bytes(b"orig")
+
+    def boom(f):
+        f.write(b"half")
+        raise RuntimeError("serialiser bug")
+
+    with pytest.raises(RuntimeError):
+        atomic_write(target, boom)
+    assert target.read_bytes() == b"orig" and leftovers(tmp_path) == []
+
+
+@pytest.mark.skipif(sys.platform == "win32" or os.geteuid() == 0, reason="needs POSIX permissions, non-root")
+def test_unwritable_directory_reports_access_denied_disk_untouched(tmp_path):
+    d = tmp_path / "ro"
+    d.mkdir()
+    (d / "a.txt").write_bytes(b"orig")
+    os.chmod(d, 0o555)
+    try:
+        with pytest.raises(BridgeError) as ei:
+            atomic_write(d / "a.txt", b"new")
+    finally:
+        os.chmod(d, 0o755)
+    assert ei.value.code == ErrorCode.ACCESS_DENIED
+    assert ei.value.data["originalIntact"] is True and ei.value.data["diskCommitted"] is False
+    assert (d / "a.txt").read_bytes() == b"orig"
+
+
+def test_writing_onto_a_directory_is_refused(tmp_path):
+    with pytest.raises(BridgeError) as ei:
+        atomic_write(tmp_path, b"x")
+    assert ei.value.code == ErrorCode.INVALID_ARGUMENT
+
+
+def test_publish_new_refuses_an_existing_target_and_leaves_it_alone(tmp_path):
+    target = tmp_path / "out.pvf"
+    publish_new(target, b"first")
+    with pytest.raises(BridgeError) as ei:
+        publish_new(target, b"second")
+    assert ei.value.code == ErrorCode.TARGET_EXISTS
+    assert ei.value.data["identity"]["size"] == 5  # so the caller can retry an explicit overwrite
+    assert target.read_bytes() == b"first" and leftovers(tmp_path) == []
+
+
+def test_publish_new_refuses_an_existing_symlink_even_dangling(tmp_path):
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "nowhere")
+    with pytest.raises(BridgeError) as ei:
+        publish_new(link, b"x")
+    assert ei.value.code == ErrorCode.TARGET_EXISTS
+    assert not (tmp_path / "nowhere").exists()
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["renameat2", "link-fallback"])
+def test_rename_noreplace_never_replaces(tmp_path, monkeypatch, native):
+    if not native:
+        monkeypatch.setattr(files, "_native_noreplace", lambda s, d: False)
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    src.write_bytes(b"new")
+    dst.write_bytes(b"old")
+    with pytest.raises(FileExistsError):
+        rename_noreplace(src, dst)
+    assert dst.read_bytes() == b"old" and src.read_bytes() == b"new"
+    dst.unlink()
+    rename_noreplace(src, dst)
+    assert dst.read_bytes() == b"new" and not src.exists()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="renameat2 is Linux-only")
+def test_linux_uses_renameat2_natively(tmp_path):
+    src, dst = tmp_path / "a", tmp_path / "b"
+    src.write_bytes(b"x")
+    assert files._native_noreplace(src, dst) is True
+    assert dst.read_bytes() == b"x"
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["renameat2", "mkdir-fallback"])
+def test_publish_directory_is_all_or_nothing_and_never_merges(tmp_path, monkeypatch, native):
+    if not native:
+        monkeypatch.setattr(files, "_native_noreplace", lambda s, d: False)
+    out = tmp_path / "mod-1.0"
+
+    def fill(d):
+        (d / "pvf").mkdir()
+        (d / "pvf" / "a.equ").write_bytes(b"x")
+        (d / "pack.json").write_text("{}")
+
+    assert publish_directory(out, fill) == out
+    assert (out / "pvf" / "a.equ").read_bytes() == b"x"
+    with pytest.raises(BridgeError) as ei:
+        publish_directory(out, fill)
+    assert ei.value.code == ErrorCode.TARGET_EXISTS
+    assert sorted(p.name for p in out.iterdir()) == ["pack.json", "pvf"]
+    assert leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["renameat2", "mkdir-fallback"])
+def test_publish_directory_loses_a_race_cleanly(tmp_path, monkeypatch, native):
+    if not native:
+        monkeypatch.setattr(files, "_native_noreplace", lambda s, d: False)
+    out = tmp_path / "export"
+
+    def fill(d):
+        (d / "ours.txt").write_text("ours")
+        out.mkdir()  # another program takes the name while we build
+        (out / "theirs.txt").write_text("theirs")
+
+    with pytest.raises(BridgeError) as ei:
+        publish_directory(out, fill)
+    assert ei.value.code == ErrorCode.TARGET_EXISTS
+    assert [p.name for p in out.iterdir()] == ["theirs.txt"]
+    assert leftovers(tmp_path) == []
+
+
+def test_publish_directory_failure_in_fill_cleans_up(tmp_path):
+    def fill(d):
+        (d / "x").write_text("x")
+        raise ValueError("bad export")
+
+    with pytest.raises(ValueError):
+        publish_directory(tmp_path / "out", fill)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_identity_round_trips_through_a_dict_and_rejects_garbage(tmp_path):
+    p = tmp_path / "f"
+    p.write_bytes(b"abc")
+    ident = file_identity(p)
+    assert FileIdentity.from_dict(ident.to_dict()) == ident
+    with pytest.raises(BridgeError) as ei:
+        FileIdentity.from_dict({"device": 1})
+    assert ei.value.code == ErrorCode.INVALID_ARGUMENT
+
+
+def test_identity_of_missing_file_is_not_found(tmp_path):
+    with pytest.raises(BridgeError) as ei:
+        file_identity(tmp_path / "nope")
+    assert ei.value.code == ErrorCode.NOT_FOUND
+
+
+def test_same_file_sees_through_symlinks_and_hard_links(tmp_path):
+    a = tmp_path / "a"
+    a.write_bytes(b"x")
+    (tmp_path / "l").symlink_to(a)
+    os.link(a, tmp_path / "h")
+    assert files.same_file(a, tmp_path / "l") and files.same_file(a, tmp_path / "h")
+    assert files.same_file(a, tmp_path / "sub" / ".." / "a") is True
+    assert not files.same_file(a, tmp_path / "b")
+
+
+def test_remove_stale_temps_deletes_only_our_temp_files(tmp_path):
+    (tmp_path / f"{files.TEMP_PREFIX}x-123").write_bytes(b"partial")
+    (tmp_path / f"{files.TEMP_PREFIX}d-1").mkdir()
+    (tmp_path / "keep.txt").write_bytes(b"k")
+    assert remove_stale_temps(tmp_path) == 2
+    assert [p.name for p in tmp_path.iterdir()] == ["keep.txt"]

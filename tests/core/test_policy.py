@@ -1,0 +1,225 @@
+"""Access scopes, approval rules and the approval broker (UI answer, elicitation, timeout, nobody)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from deskbridge.core import limits
+from deskbridge.core.errors import BridgeError, ErrorCode
+from deskbridge.core.events import EventBus
+from deskbridge.core.policy import (
+    AccessScope,
+    ApprovalBroker,
+    ApprovalRequest,
+    ApprovalRules,
+    Decision,
+    approval_rules_from,
+)
+
+
+def req(**kw) -> ApprovalRequest:
+    base = dict(caller="mcp:1", client="Claude Code", tool="md_replace", target="doc.md", summary="replace 2 lines")
+    base.update(kw)
+    return ApprovalRequest(**base)
+
+
+# -- scopes ---------------------------------------------------------------------------------------------
+
+
+def test_document_scope_allows_only_the_document(tmp_path):
+    doc = tmp_path / "doc.md"
+    doc.write_text("x")
+    (tmp_path / "other.md").write_text("y")
+    scope = AccessScope.document(doc)
+    assert scope.resolve(str(doc)) == doc.resolve()
+    assert scope.resolve("doc.md") == doc.resolve()
+    with pytest.raises(BridgeError) as ei:
+        scope.resolve("other.md")
+    assert ei.value.code == ErrorCode.ACCESS_DENIED
+
+
+def test_folder_scope_allows_everything_below_and_nothing_beside(tmp_path):
+    (tmp_path / "proj" / "a").mkdir(parents=True)
+    (tmp_path / "proj_evil").mkdir()
+    scope = AccessScope.folder(tmp_path / "proj")
+    assert scope.resolve("a/new.xml").name == "new.xml"
+    with pytest.raises(BridgeError):
+        scope.resolve(str(tmp_path / "proj_evil" / "x"))
+
+
+def test_custom_scope_with_several_roots(tmp_path):
+    (tmp_path / "mod").mkdir()
+    (tmp_path / "sdk").mkdir()
+    scope = AccessScope.custom([tmp_path / "mod", tmp_path / "sdk"])
+    assert scope.resolve(str(tmp_path / "sdk" / "x.xsd")).parent == (tmp_path / "sdk").resolve()
+    assert scope.to_dict()["kind"] == "custom"
+
+
+def test_empty_custom_scope_allows_nothing(tmp_path):
+    with pytest.raises(BridgeError) as ei:
+        AccessScope.custom([]).resolve(str(tmp_path))
+    assert ei.value.code == ErrorCode.ACCESS_DENIED
+
+
+# -- rules ----------------------------------------------------------------------------------------------
+
+
+def test_rules_lookup_order_switch_override_default_fallback():
+    rules = ApprovalRules(defaults={"md_replace": True, "md_read": False}, overrides={"md_replace": False})
+    assert rules.requires_approval("md_replace") is False  # settings override the kind's default
+    assert rules.requires_approval("md_read") is False
+    assert rules.requires_approval("md_delete") is True  # unlisted write: fail safe
+    assert rules.requires_approval("md_outline", read_only=True) is False
+    rules.enabled = False
+    assert rules.requires_approval("md_delete") is False
+
+
+def test_rules_from_settings():
+    rules = approval_rules_from({"save": True}, {"enabled": True, "overrides": {"save": False}}, read_only_ops=["read"])
+    assert not rules.requires_approval("save") and not rules.requires_approval("read")
+    assert not approval_rules_from({"save": True}, {"enabled": False}).requires_approval("save")
+
+
+# -- broker ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_ui_approves_through_the_event_bus():
+    bus = EventBus()
+    broker = ApprovalBroker(bus, timeout_s=5)
+    broker.attach_ui()
+    async with bus.subscribe("approval") as sub:
+        pending = asyncio.create_task(broker.request(req(diff="-a\n+b\n")))
+        ev = await sub.get(2)
+        assert ev.data["event"] == "requested"
+        shown = ev.data["request"]
+        assert shown["tool"] == "md_replace" and shown["diff"] == "-a\n+b\n"
+        assert [r.id for r in broker.pending()] == [shown["id"]]
+        broker.answer(shown["id"], True)
+        result = await pending
+        assert result.approved and result.by == "ui"
+        resolved = await sub.get(2)
+        assert resolved.data == {"event": "resolved", "id": shown["id"], "decision": "approved"}
+    assert broker.pending() == []
+
+
+@pytest.mark.anyio
+async def test_ui_decline_makes_require_raise_approval_declined():
+    bus = EventBus()
+    broker = ApprovalBroker(bus, timeout_s=5)
+    broker.attach_ui()
+    async with bus.subscribe("approval") as sub:
+        pending = asyncio.create_task(broker.require(req()))
+        ev = await sub.get(2)
+        broker.answer(ev.data["request"]["id"], False)
+        with pytest.raises(BridgeError) as ei:
+            await pending
+    assert ei.value.code == ErrorCode.APPROVAL_DECLINED and ei.value.data["decision"] == "declined"
+
+
+@pytest.mark.anyio
+async def test_answer_from_another_thread_is_delivered():
+    bus = EventBus()
+    broker = ApprovalBroker(bus, timeout_s=5)
+    broker.attach_ui()
+    async with bus.subscribe("approval") as sub:
+        pending = asyncio.create_task(broker.request(req()))
+        rid = (await sub.get(2)).data["request"]["id"]
+        t = threading.Thread(target=broker.answer, args=(rid, True))
+        t.start()
+        t.join()
+        assert (await asyncio.wait_for(pending, 2)).approved
+
+
+@pytest.mark.anyio
+async def test_unanswered_request_times_out_as_declined_and_late_answer_is_not_found():
+    broker = ApprovalBroker(EventBus(), timeout_s=0.05)
+    broker.attach_ui()
+    with pytest.raises(BridgeError) as ei:
+        await broker.require(req())
+    assert ei.value.code == ErrorCode.APPROVAL_DECLINED and ei.value.data["decision"] == "timed_out"
+    with pytest.raises(BridgeError) as e2:
+        broker.answer(ei.value.data["approvalId"], True)
+    assert e2.value.code == ErrorCode.NOT_FOUND
+    assert broker.pending() == []
+
+
+@pytest.mark.anyio
+async def test_without_ui_the_elicit_callback_asks():
+    broker = ApprovalBroker(EventBus())
+    asked = []
+
+    async def elicit(question: str) -> bool | None:
+        asked.append(question)
+        return True
+
+    result = await broker.request(req(), elicit=elicit)
+    assert result.approved and result.by == "elicit"
+    assert "md_replace" in asked[0] and "doc.md" in asked[0]
+
+    async def cancel(question: str) -> bool | None:
+        return None
+
+    assert (await broker.request(req(), elicit=cancel)).decision is Decision.DECLINED
+
+
+@pytest.mark.anyio
+async def test_ui_is_preferred_over_elicit_when_attached():
+    bus = EventBus()
+    broker = ApprovalBroker(bus, timeout_s=5)
+    broker.attach_ui()
+
+    async def elicit(q):
+        raise AssertionError("must not elicit while a UI is attached")
+
+    async with bus.subscribe("approval") as sub:
+        t = asyncio.create_task(broker.request(req(), elicit=elicit))
+        broker.answer((await sub.get(2)).data["request"]["id"], True)
+        assert (await t).by == "ui"
+
+
+@pytest.mark.anyio
+async def test_nobody_to_ask_is_declined_never_approved():
+    broker = ApprovalBroker(EventBus())
+    broker.attach_ui()
+    broker.detach_ui()
+    with pytest.raises(BridgeError) as ei:
+        await broker.require(req())
+    assert ei.value.code == ErrorCode.APPROVAL_DECLINED and "web UI" in ei.value.hint
+
+
+@pytest.mark.anyio
+async def test_long_diff_is_cut_at_the_limit():
+    bus = EventBus()
+    broker = ApprovalBroker(bus, timeout_s=5)
+    broker.attach_ui()
+    cap = limits.APPROVAL_DIFF_MAX_BYTES
+    async with bus.subscribe("approval") as sub:
+        for diff, truncated in (("x" * cap, False), ("x" * (cap + 1), True)):
+            t = asyncio.create_task(broker.request(req(diff=diff)))
+            shown = (await sub.get(2)).data["request"]
+            assert shown["diffTruncated"] is truncated
+            assert (shown["diff"] == diff) is (not truncated)
+            broker.answer(shown["id"], False)
+            await t
+            await sub.get(2)
+
+
+@pytest.mark.anyio
+async def test_pending_requests_are_capped(monkeypatch):
+    monkeypatch.setattr(limits, "APPROVAL_PENDING_MAX", 2)
+    broker = ApprovalBroker(EventBus(), timeout_s=5)
+    broker.attach_ui()
+    waiting = [asyncio.create_task(broker.request(req())) for _ in range(2)]
+    await asyncio.sleep(0.01)
+    assert len(broker.pending()) == 2
+    with pytest.raises(BridgeError) as ei:
+        await broker.request(req())
+    assert ei.value.code == ErrorCode.LIMIT_EXCEEDED
+    for r in broker.pending():
+        broker.answer(r.id, False)
+    results = await asyncio.gather(*waiting)
+    assert [r.decision for r in results] == [Decision.DECLINED, Decision.DECLINED]
