@@ -1,0 +1,511 @@
+"""The markdown kind's service: open documents, their collab state, edits, selection, drafts, save and close.
+
+This is the single source of truth the web routes (md-ui's `web.py`), the MCP tools (`tools.py`, `ui_tools.py`)
+and the CLI all call. Callers named `mcp:<client>` are AI clients: their edits, overwrites and opens outside
+the workspace ask the person first (approvals.py) and every call is audited; the browser (`ui`) and the CLI act
+for the person and are not asked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import itertools
+import logging
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from deskbridge.core.errors import BridgeError, ErrorCode
+from deskbridge.kinds.markdown import diskio
+from deskbridge.kinds.markdown.approvals import (
+    ApprovalRequest,
+    Approvals,
+    ApprovalSettings,
+    AuditRecord,
+    OperationAudit,
+    local_diff,
+    unified_diff,
+)
+from deskbridge.kinds.markdown.collab import Edit, Update, map_range
+from deskbridge.kinds.markdown.document import MarkdownDocument
+from deskbridge.kinds.markdown.drafts import DraftTracker
+from deskbridge.kinds.markdown.scope import AccessScope, Workspace
+
+log = logging.getLogger(__name__)
+
+OPEN_DOCUMENTS_MAX = 64
+"""Documents open at once; opening more asks to close one first."""
+
+
+def is_ai(caller: str) -> bool:
+    return caller.startswith("mcp:")
+
+
+class MarkdownService:
+    """All open Markdown documents of one workspace (a document or a folder) and what may be done to them."""
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        scope: AccessScope | str = AccessScope.CURRENT_FOLDER,
+        custom_folder: Path | None = None,
+        policy: Any | None = None,
+        events: Any | None = None,
+        audit: Any | None = None,
+        approval_settings: ApprovalSettings | None = None,
+    ) -> None:
+        self.workspace = Workspace.create(Path(root), scope, custom_folder)
+        self.events = events
+        self.approvals = Approvals(policy, approval_settings)
+        self.audit = OperationAudit(audit)
+        self.drafts = DraftTracker(self.publish)
+        self.docs: dict[str, MarkdownDocument] = {}
+        self.current_id: str | None = None
+        self._ids = itertools.count(1)
+        self._write_lock = asyncio.Lock()
+        self.ui_state: Any | None = None
+        """Set by the md-ui side (`ui_state.py`) so status tools can report theme/layout."""
+        if self.workspace.document is not None:
+            self.open_path(self.workspace.document)
+
+    # --- events ----------------------------------------------------------------------------------------
+
+    def publish(self, topic: str, data: dict[str, Any]) -> None:
+        """Send an event to the browser (SSE) through the core bus; sync or async buses both work."""
+        if self.events is None:
+            return
+        fn = getattr(self.events, "publish", self.events)
+        try:
+            result = fn(topic, data)
+            if inspect.isawaitable(result):
+                task = asyncio.ensure_future(result)
+                task.add_done_callback(lambda t: t.exception())
+        except Exception:  # an event that cannot be delivered must not fail the edit
+            log.exception("markdown: publishing %s failed", topic)
+
+    # --- documents -------------------------------------------------------------------------------------
+
+    def _new_id(self) -> str:
+        return f"d{next(self._ids)}"
+
+    def get(self, doc_id: str | None = None) -> MarkdownDocument:
+        """The open document `doc_id`, or the current one when None."""
+        key = doc_id or self.current_id
+        if key is None:
+            raise BridgeError(ErrorCode.NO_WORKSPACE, "no document is open", hint="Open a document first (md_open_document).")
+        doc = self.docs.get(key)
+        if doc is None:
+            raise BridgeError(
+                ErrorCode.NOT_FOUND,
+                f"no open document has id '{key}'",
+                data={"openDocuments": sorted(self.docs)},
+            )
+        return doc
+
+    def find_open(self, path: Path) -> MarkdownDocument | None:
+        for doc in self.docs.values():
+            if doc.path == path:
+                return doc
+        return None
+
+    def open_path(self, path: Path, *, encoding: str | None = None, make_current: bool = True) -> MarkdownDocument:
+        """Open (or return the already open) document at a resolved path; no scope or approval checks."""
+        existing = self.find_open(path)
+        if existing is not None:
+            if make_current:
+                self.set_current(existing.doc_id)
+            return existing
+        if len(self.docs) >= OPEN_DOCUMENTS_MAX:
+            raise BridgeError(
+                ErrorCode.LIMIT_EXCEEDED, f"{OPEN_DOCUMENTS_MAX} documents are open; close one before opening another"
+            )
+        doc = MarkdownDocument.load(self._new_id(), path, encoding)
+        self.docs[doc.doc_id] = doc
+        self.publish("doc", {"type": "opened", **self.describe(doc)})
+        if make_current or self.current_id is None:
+            self.set_current(doc.doc_id)
+        return doc
+
+    def new_document(self, text: str = "") -> MarkdownDocument:
+        """An untitled document (saved later with save-as)."""
+        doc = MarkdownDocument.new(self._new_id(), text)
+        self.docs[doc.doc_id] = doc
+        self.publish("doc", {"type": "opened", **self.describe(doc)})
+        self.set_current(doc.doc_id)
+        return doc
+
+    def set_current(self, doc_id: str) -> None:
+        """The document the person is looking at (MCP tools without a docId act on it)."""
+        self.get(doc_id)
+        if self.current_id != doc_id:
+            self.current_id = doc_id
+            self.publish("doc", {"type": "current", "docId": doc_id})
+
+    def describe(self, doc: MarkdownDocument) -> dict[str, Any]:
+        """Metadata without the text: id, path, name, version, revision, dirty, external change."""
+        return {
+            "docId": doc.doc_id,
+            "path": self.workspace.relative(doc.path) if doc.path else None,
+            "absolutePath": str(doc.path) if doc.path else None,
+            "fileName": doc.name,
+            "version": doc.version,
+            "revision": doc.revision,
+            "dirty": doc.dirty,
+            "encoding": doc.encoding,
+            "current": doc.doc_id == self.current_id,
+            "externalChange": doc.external_change is not None,
+        }
+
+    def list_open(self) -> list[dict[str, Any]]:
+        return [self.describe(d) for d in self.docs.values()]
+
+    def read(self, doc_id: str | None = None) -> dict[str, Any]:
+        """Text plus metadata, taken at one version (the web API's document shape)."""
+        doc = self.get(doc_id)
+        text, version = doc.collab.snapshot()
+        return {**self.describe(doc), "text": text, "version": version, "revision": f"{version}-{doc.epoch}"}
+
+    # --- collab (browser) ------------------------------------------------------------------------------
+
+    def push(self, doc_id: str, version: int, updates: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        """A browser pushes its updates on top of `version`; `ok: False` means pull and rebase first."""
+        doc = self.get(doc_id)
+        if not doc.collab.push(version, updates):
+            return {"ok": False, "version": doc.version}
+        if updates:
+            self._announce(doc, str(updates[-1].get("clientID")))
+        return {"ok": True, "version": doc.version}
+
+    async def pull(self, doc_id: str, version: int, timeout: float = 25.0) -> dict[str, Any]:
+        doc = self.get(doc_id)
+        found = await doc.collab.pull(version, timeout)
+        return {"updates": [u.to_wire() for u in found], "version": version + len(found)}
+
+    def _announce(self, doc: MarkdownDocument, client_id: str) -> None:
+        self.publish(
+            "doc",
+            {
+                "type": "update",
+                "docId": doc.doc_id,
+                "version": doc.version,
+                "revision": doc.revision,
+                "clientID": client_id,
+                "dirty": doc.dirty,
+            },
+        )
+
+    # --- selection and drafts (browser reports) -------------------------------------------------------
+
+    def report_selection(self, doc_id: str, anchor: int, head: int, version: int | None = None) -> None:
+        """The browser's selection in UTF-16 offsets of the document at `version` (default: current)."""
+        doc = self.get(doc_id)
+        _text, current = doc.collab.snapshot()
+        om = doc.collab.offsets
+        # Offsets of an older version are converted against the current text: exact for BMP-only text, and
+        # the browser re-reports on every selection change anyway.
+        a = om.utf16_to_cp(min(max(anchor, 0), om.length_utf16))
+        h = om.utf16_to_cp(min(max(head, 0), om.length_utf16))
+        doc.set_selection(a, h, current if version is None else min(version, current))
+
+    def selection(self, doc_id: str | None = None) -> dict[str, Any]:
+        doc = self.get(doc_id)
+        sel = doc.current_selection()
+        if sel is None:
+            return {"docId": doc.doc_id, "text": "", "startOffset": 0, "length": 0, "reported": False,
+                    "revision": doc.revision}
+        start, end = sel
+        om = doc.collab.offsets
+        line, col = om.cp_to_line_col(start)
+        return {
+            "docId": doc.doc_id,
+            "text": doc.text[start:end],
+            "startOffset": start,
+            "length": end - start,
+            "line": line,
+            "column": col,
+            "reported": True,
+            "revision": doc.revision,
+        }
+
+    def report_drafts(self, doc_id: str, client_id: str, pending: int) -> None:
+        self.get(doc_id)
+        self.drafts.report(doc_id, client_id, pending)
+
+    # --- edits -----------------------------------------------------------------------------------------
+
+    async def apply_edits(
+        self,
+        doc_id: str | None,
+        edits: list[Edit],
+        *,
+        caller: str,
+        client: str = "unknown",
+        tool: str,
+        base_version: int,
+        summary: str,
+    ) -> dict[str, Any]:
+        """Apply code-point edits computed against the text at `base_version` (ascending, non-overlapping).
+
+        Edits are rebased over every update accepted since `base_version` (the person keeps typing while an
+        approval is open); if any of those touched an edited range the edit is refused with STALE_WORKSPACE,
+        so neither side loses a character. AI callers are asked for approval with the unified diff.
+        """
+        doc = self.get(doc_id)
+        approved: bool | None = None
+        try:
+            edits = self._rebase(doc, edits, base_version)
+            if is_ai(caller):
+                seen_version = doc.version
+                diff = self._diff(doc, doc.text, edits)
+                approved = await self.approvals.ask(
+                    ApprovalRequest("markdown", "edit", client, tool, doc.name, summary, diff)
+                )
+                # the person may have typed while deciding: rebase again over what arrived meanwhile
+                edits = self._rebase(doc, edits, seen_version)
+            before_len = len(doc.text)
+            update = doc.collab.apply(caller if is_ai(caller) else f"server:{caller}", edits)
+            self._announce(doc, update.client_id)
+            result = {
+                **self.describe(doc),
+                "previousLength": before_len,
+                "currentLength": len(doc.text),
+                "changes": [self._edit_summary(doc, e, update) for e in edits[:20]],
+            }
+            self._audit(caller, client, tool, doc, "edit", approved, None)
+            return result
+        except BridgeError as exc:
+            self._audit(caller, client, tool, doc, "edit", approved, exc.code.value)
+            raise
+
+    def _diff(self, doc: MarkdownDocument, text: str, edits: list[Edit]) -> str:
+        name = doc.name
+        if len(edits) == 1:
+            e = edits[0]
+            return local_diff(text, e.start, e.end, e.insert, name)
+        from deskbridge.kinds.markdown.collab import apply_edits as _apply
+
+        return unified_diff(text, _apply(text, edits), name)
+
+    def _rebase(self, doc: MarkdownDocument, edits: list[Edit], base_version: int) -> list[Edit]:
+        if base_version == doc.version:
+            return edits
+        later = doc.collab.edits_since(base_version)
+        out = edits
+        for update_edits in later:
+            moved: list[Edit] = []
+            for e in out:
+                r = map_range(e.start, e.end, update_edits)
+                if r is None:
+                    raise self._stale(doc, e.start, e.end, "the text at this range changed since your revision")
+                moved.append(Edit(r[0], r[1], e.insert))
+            out = moved
+        return out
+
+    def _stale(self, doc: MarkdownDocument, start: int, end: int, why: str) -> BridgeError:
+        from deskbridge.kinds.markdown.edits import context_around
+
+        return BridgeError(
+            ErrorCode.STALE_WORKSPACE,
+            f"{why}; read it again and retry with revision {doc.revision}",
+            data={"revision": doc.revision, **context_around(doc.text, min(start, len(doc.text)), min(end, len(doc.text)))},
+        )
+
+    def _edit_summary(self, doc: MarkdownDocument, e: Edit, update: Update) -> dict[str, Any]:
+        return {"startOffset": e.start, "removedLength": e.end - e.start, "insertedLength": len(e.insert)}
+
+    # --- save / save as / close / reload ---------------------------------------------------------------
+
+    async def save(self, doc_id: str | None = None, *, caller: str = "ui", client: str = "unknown",
+                   tool: str = "save") -> dict[str, Any]:
+        """Write the document to its file; SOURCE_CHANGED when another program changed the file meanwhile."""
+        doc = self.get(doc_id)
+        try:
+            if doc.path is None:
+                raise BridgeError(ErrorCode.SAVE_AS_REQUIRED, f"'{doc.name}' has never been saved")
+            await self.drafts.barrier(doc.doc_id)
+            async with self._write_lock:
+                on_disk = diskio.identity_of(doc.path)
+                if doc.identity is not None and not diskio.same_content(on_disk, doc.identity):
+                    doc.external_change = {"detectedAt": time.time(), **(on_disk.to_dict() if on_disk else {"deleted": True})}
+                    self.publish("doc", {"type": "external-change", "docId": doc.doc_id})
+                    raise BridgeError(
+                        ErrorCode.SOURCE_CHANGED,
+                        f"'{doc.name}' was changed on disk by another program since it was opened; nothing was written",
+                        data={"docId": doc.doc_id, "path": str(doc.path)},
+                    )
+                text, version = doc.collab.snapshot()
+                data = doc.file_bytes()
+                diskio.atomic_write(doc.path, data)
+                doc.mark_saved(text, version, diskio.identity_of(doc.path, data))
+            self.publish("doc", {"type": "saved", **self.describe(doc)})
+            self._audit(caller, client, tool, doc, "save", None, None)
+            return {**self.describe(doc), "bytesWritten": len(data)}
+        except BridgeError as exc:
+            self._audit(caller, client, tool, doc, "save", None, exc.code.value)
+            raise
+
+    async def save_as(self, doc_id: str | None, raw_path: str, *, overwrite: bool = False, caller: str = "ui",
+                      client: str = "unknown", tool: str = "save_as") -> dict[str, Any]:
+        """Write the document to another file in scope; an existing target needs `overwrite` (+ approval)."""
+        doc = self.get(doc_id)
+        approved: bool | None = None
+        try:
+            target = self.workspace.resolve(raw_path, must_exist=False, check_scope=True)
+            if doc.path is not None and target == doc.path:
+                raise BridgeError(ErrorCode.SAME_AS_SOURCE, f"'{raw_path}' is the open file itself")
+            other = self.find_open(target)
+            if other is not None:
+                raise BridgeError(ErrorCode.TARGET_EXISTS, f"'{raw_path}' is open as another document; close it first")
+            await self.drafts.barrier(doc.doc_id)
+            text, version = doc.collab.snapshot()
+            data = doc.file_bytes()
+            if target.exists():
+                if not overwrite:
+                    raise BridgeError(ErrorCode.TARGET_EXISTS, f"'{raw_path}' already exists", data={"path": raw_path})
+                if is_ai(caller):
+                    old = target.read_bytes().decode("utf-8", "replace")
+                    approved = await self.approvals.ask(ApprovalRequest(
+                        "markdown", "overwrite", client, tool, self.workspace.relative(target),
+                        f"overwrite {target.name} with {doc.name}", unified_diff(old, text, target.name)))
+                async with self._write_lock:
+                    diskio.atomic_write(target, data)
+            else:
+                async with self._write_lock:
+                    diskio.publish_new(target, data)
+            doc.path = target
+            doc.mark_saved(text, version, diskio.identity_of(target, data))
+            self.publish("doc", {"type": "saved", **self.describe(doc)})
+            self._audit(caller, client, tool, doc, "save_as", approved, None)
+            return {**self.describe(doc), "bytesWritten": len(data)}
+        except BridgeError as exc:
+            self._audit(caller, client, tool, doc, "save_as", approved, exc.code.value)
+            raise
+
+    async def open(self, raw_path: str, *, encoding: str | None = None, caller: str = "ui",
+                   client: str = "unknown", tool: str = "open") -> dict[str, Any]:
+        """Open a document by path; for AI callers a path outside the scope asks the person first."""
+        approved: bool | None = None
+        target_name = raw_path
+        try:
+            try:
+                target = self.workspace.resolve(raw_path, must_exist=True, check_scope=True)
+            except BridgeError as exc:
+                if exc.code is not ErrorCode.ACCESS_DENIED or not is_ai(caller) or "UNC" in exc.message:
+                    raise
+                target = self.workspace.resolve(raw_path, must_exist=True, check_scope=False)
+                approved = await self.approvals.ask(ApprovalRequest(
+                    "markdown", "open_outside", client, tool, str(target),
+                    f"open {target.name}, which is outside the workspace ({self.workspace.scope_description()})"))
+                if approved is False:
+                    raise  # approval disabled by settings does not widen the scope
+            target_name = self.workspace.relative(target)
+            doc = self.open_path(target, encoding=encoding)
+            self._audit_target(caller, client, tool, target_name, "open", approved, None)
+            return self.describe(doc)
+        except BridgeError as exc:
+            self._audit_target(caller, client, tool, target_name, "open", approved, exc.code.value)
+            raise
+
+    async def close(self, doc_id: str | None = None, *, discard: bool = False) -> dict[str, Any]:
+        """Close a document; UNSAVED_CHANGES when it is dirty and `discard` is not given."""
+        doc = self.get(doc_id)
+        await self.drafts.barrier(doc.doc_id)
+        if doc.dirty and not discard:
+            raise BridgeError(ErrorCode.UNSAVED_CHANGES, f"'{doc.name}' has unsaved changes",
+                              hint="Save it first, or close with discard true.")
+        del self.docs[doc.doc_id]
+        self.drafts.forget(doc.doc_id)
+        if self.current_id == doc.doc_id:
+            self.current_id = next(iter(self.docs), None)
+        self.publish("doc", {"type": "closed", "docId": doc.doc_id})
+        return {"docId": doc.doc_id, "closed": True}
+
+    def check_external_changes(self) -> list[str]:
+        """Compare every open document with its file; mark and announce those changed on disk."""
+        changed: list[str] = []
+        for doc in list(self.docs.values()):
+            if doc.path is None or doc.external_change is not None:
+                continue
+            if diskio.quick_unchanged(doc.path, doc.identity):
+                continue
+            now = diskio.identity_of(doc.path)
+            if diskio.same_content(now, doc.identity):
+                doc.identity = now
+                continue
+            doc.external_change = {"detectedAt": time.time(), **(now.to_dict() if now else {"deleted": True})}
+            self.publish("doc", {"type": "external-change", "docId": doc.doc_id, "dirty": doc.dirty})
+            changed.append(doc.doc_id)
+        return changed
+
+    def reload_from_disk(self, doc_id: str) -> dict[str, Any]:
+        """Take the file's new content (the person chose "reload"): one update replacing the whole text."""
+        doc = self.get(doc_id)
+        if doc.path is None:
+            raise BridgeError(ErrorCode.SAVE_AS_REQUIRED, "this document has no file to reload from")
+        fresh = MarkdownDocument.load(doc.doc_id, doc.path, doc.encoding)
+        text = doc.text
+        if fresh.text != text:
+            doc.collab.apply("disk", [Edit(0, len(text), fresh.text)])
+            self._announce(doc, "disk")
+        doc.newline, doc.bom = fresh.newline, fresh.bom
+        doc.mark_saved(doc.text, doc.version, fresh.identity)
+        self.publish("doc", {"type": "reloaded", **self.describe(doc)})
+        return self.describe(doc)
+
+    def keep_local(self, doc_id: str) -> dict[str, Any]:
+        """Keep the editor's text over the changed file (the person chose "keep"); the next save writes it."""
+        doc = self.get(doc_id)
+        if doc.path is not None:
+            doc.identity = diskio.identity_of(doc.path)
+        doc.external_change = None
+        self.publish("doc", {"type": "kept", **self.describe(doc)})
+        return self.describe(doc)
+
+    # --- audit -----------------------------------------------------------------------------------------
+
+    def _audit(self, caller: str, client: str, tool: str, doc: MarkdownDocument, operation: str,
+               approved: bool | None, error: str | None) -> None:
+        target = self.workspace.relative(doc.path) if doc.path else doc.name
+        self._audit_target(caller, client, tool, target, operation, approved, error)
+
+    def _audit_target(self, caller: str, client: str, tool: str, target: str, operation: str,
+                      approved: bool | None, error: str | None) -> None:
+        if not is_ai(caller):
+            return
+        self.audit.record(AuditRecord(time.time(), client or caller, tool, target, operation, approved, error is None, error))
+        self.publish("audit", {"kind": "markdown", "tool": tool, "target": target, "ok": error is None})
+
+    def audit_read(self, caller: str, client: str, tool: str, doc_id: str | None = None) -> None:
+        """Record a read-only MCP call (seed §16.3: reads are audited too)."""
+        target = ""
+        if doc_id or self.current_id:
+            try:
+                doc = self.get(doc_id)
+                target = self.workspace.relative(doc.path) if doc.path else doc.name
+            except BridgeError:
+                target = doc_id or ""
+        self._audit_target(caller, client, tool, target, "read", None, None)
+
+    def status(self) -> dict[str, Any]:
+        from deskbridge import __version__
+
+        current = None
+        if self.current_id in self.docs:
+            current = self.describe(self.docs[self.current_id])
+        ui = {}
+        if self.ui_state is not None:
+            snap = getattr(self.ui_state, "snapshot", None)
+            ui = snap() if callable(snap) else {}
+        return {
+            "version": __version__,
+            "workspace": str(self.workspace.root),
+            "scope": self.workspace.scope.value,
+            "openDocuments": len(self.docs),
+            "currentFilePath": current["absolutePath"] if current else None,
+            "isDirty": bool(current and current["dirty"]),
+            "requireApproval": self.approvals.settings.require_approval,
+            **{k: ui[k] for k in ("theme", "typography", "cultureName") if k in ui},
+        }

@@ -1,0 +1,172 @@
+"""The service as the browser and an AI client use it: open, read, edit with checks, approve, save, reopen."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from deskbridge.core.errors import BridgeError, ErrorCode
+from deskbridge.kinds.markdown.approvals import ApprovalSettings
+from deskbridge.kinds.markdown.collab import Edit
+from deskbridge.kinds.markdown.service import MarkdownService
+
+
+class Person:
+    """An approval broker that answers like a person and remembers what they were shown."""
+
+    def __init__(self, answer: bool = True) -> None:
+        self.answer = answer
+        self.seen = []
+
+    async def request(self, req):
+        self.seen.append(req)
+        return self.answer
+
+
+class Bus:
+    def __init__(self) -> None:
+        self.events = []
+
+    def publish(self, topic, data):
+        self.events.append((topic, data))
+
+
+@pytest.fixture
+def notes(tmp_path: Path) -> Path:
+    (tmp_path / "notes.md").write_text("# Notes\r\n\r\nHello world\r\n", encoding="utf-8", newline="")
+    (tmp_path / "other.md").write_text("# Other\n", encoding="utf-8")
+    return tmp_path
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_open_edit_save_keeps_the_files_line_endings(notes):
+    person, bus = Person(), Bus()
+    svc = MarkdownService(notes / "notes.md", policy=person, events=bus)
+    doc = svc.read()
+    assert doc["text"] == "# Notes\n\nHello world\n"
+    at = doc["text"].index("world")
+    res = run(svc.apply_edits(None, [Edit(at, at + 5, "there")], caller="mcp:test", client="Claude",
+                              tool="md_apply_text_edit", base_version=doc["version"], summary="greet"))
+    assert res["dirty"] and res["currentLength"] == res["previousLength"]
+    assert "-Hello world" in person.seen[0].diff and "+Hello there" in person.seen[0].diff
+    assert any(t == "doc" and e["type"] == "update" for t, e in bus.events)
+    run(svc.save(caller="mcp:test"))
+    assert (notes / "notes.md").read_bytes() == b"# Notes\r\n\r\nHello there\r\n"
+    assert not svc.read()["dirty"]
+    audit = svc.audit.recent()
+    assert [a["tool"] for a in audit][:2] == ["save", "md_apply_text_edit"]
+    assert all("there" not in str(a) for a in audit)
+
+
+def test_declined_edit_changes_nothing(notes):
+    svc = MarkdownService(notes / "notes.md", policy=Person(answer=False))
+    with pytest.raises(BridgeError) as err:
+        run(svc.apply_edits(None, [Edit(0, 1, "X")], caller="mcp:t", tool="t", base_version=0, summary=""))
+    assert err.value.code is ErrorCode.APPROVAL_DECLINED
+    assert svc.read()["text"].startswith("# Notes")
+
+
+def test_edit_from_an_old_revision_is_rebased_over_typing_elsewhere(notes):
+    svc = MarkdownService(notes / "notes.md", approval_settings=ApprovalSettings(require_approval=False))
+    text = svc.read()["text"]
+    at = text.index("Hello")
+    # the person types at the top meanwhile (UTF-16 JSON from the browser)
+    assert svc.push("d1", 0, [{"clientID": "tab", "changes": [[0, "Intro "], len(text)]}])["ok"]
+    run(svc.apply_edits(None, [Edit(at, at + 5, "Bye")], caller="mcp:t", tool="t", base_version=0, summary=""))
+    assert svc.read()["text"] == "Intro # Notes\n\nBye world\n"
+
+
+def test_edit_of_text_the_person_changed_meanwhile_is_refused_with_context(notes):
+    svc = MarkdownService(notes / "notes.md", approval_settings=ApprovalSettings(require_approval=False))
+    text = svc.read()["text"]
+    at = text.index("Hello")
+    svc.push("d1", 0, [{"clientID": "tab", "changes": [at + 1, [1, "E"], len(text) - at - 2]}])
+    with pytest.raises(BridgeError) as err:
+        run(svc.apply_edits(None, [Edit(at, at + 5, "Bye")], caller="mcp:t", tool="t", base_version=0, summary=""))
+    assert err.value.code is ErrorCode.STALE_WORKSPACE
+    assert err.value.data["currentText"] == "HEllo"
+
+
+def test_save_refuses_to_overwrite_a_file_changed_by_another_program(notes):
+    svc = MarkdownService(notes / "notes.md", approval_settings=ApprovalSettings(require_approval=False))
+    run(svc.apply_edits(None, [Edit(0, 0, "x")], caller="ui", tool="t", base_version=0, summary=""))
+    (notes / "notes.md").write_text("changed elsewhere\n", encoding="utf-8")
+    with pytest.raises(BridgeError) as err:
+        run(svc.save())
+    assert err.value.code is ErrorCode.SOURCE_CHANGED
+    assert (notes / "notes.md").read_text() == "changed elsewhere\n"
+    assert svc.read()["externalChange"]
+    svc.reload_from_disk("d1")
+    assert svc.read()["text"] == "changed elsewhere\n" and not svc.read()["dirty"]
+
+
+def test_paths_outside_the_scope_and_unc_are_refused(notes, tmp_path_factory):
+    outside = tmp_path_factory.mktemp("outside") / "secret.md"
+    outside.write_text("secret")
+    svc = MarkdownService(notes, policy=Person(answer=False))
+    for raw in ("../" + outside.parent.name + "/secret.md", str(outside)):
+        with pytest.raises(BridgeError) as err:
+            run(svc.open(raw, caller="mcp:t"))
+        assert err.value.code in (ErrorCode.APPROVAL_DECLINED, ErrorCode.ACCESS_DENIED)
+    with pytest.raises(BridgeError) as err:
+        run(svc.open("//server/share/x.md", caller="mcp:t"))
+    assert err.value.code is ErrorCode.ACCESS_DENIED
+    with pytest.raises(BridgeError) as err:
+        run(svc.open("notes.exe", caller="mcp:t"))
+    assert err.value.code is ErrorCode.INVALID_ARGUMENT
+    assert run(svc.open("other.md", caller="mcp:t"))["fileName"] == "other.md"
+
+
+def test_save_as_never_overwrites_silently(notes):
+    svc = MarkdownService(notes, policy=Person())
+    run(svc.open("notes.md"))
+    with pytest.raises(BridgeError) as err:
+        run(svc.save_as(None, "other.md", caller="mcp:t"))
+    assert err.value.code is ErrorCode.TARGET_EXISTS
+    res = run(svc.save_as(None, "copy.md", caller="mcp:t"))
+    assert res["fileName"] == "copy.md" and (notes / "copy.md").exists()
+
+
+def test_close_with_unsaved_changes_needs_discard(notes):
+    svc = MarkdownService(notes / "notes.md")
+    run(svc.apply_edits(None, [Edit(0, 0, "x")], caller="ui", tool="t", base_version=0, summary=""))
+    with pytest.raises(BridgeError) as err:
+        run(svc.close())
+    assert err.value.code is ErrorCode.UNSAVED_CHANGES
+    assert run(svc.close(discard=True))["closed"]
+
+
+def test_unsynced_browser_drafts_block_save_until_flushed(notes):
+    svc = MarkdownService(notes / "notes.md")
+    svc.report_drafts("d1", "tab", 2)
+
+    async def scenario():
+        async def flush_soon():
+            await asyncio.sleep(0.05)
+            svc.report_drafts("d1", "tab", 0)
+
+        flusher = asyncio.create_task(flush_soon())
+        result = await svc.save()
+        await flusher
+        return result
+
+    assert run(scenario())["dirty"] is False
+    svc.report_drafts("d1", "tab", 1)
+    with pytest.raises(BridgeError) as err:
+        asyncio.run(svc.drafts.barrier("d1", timeout_s=0.05))
+    assert err.value.code is ErrorCode.UI_DRAFT_PENDING
+
+
+def test_selection_follows_later_edits(notes):
+    svc = MarkdownService(notes / "notes.md")
+    text = svc.read()["text"]
+    at = text.index("world")
+    svc.report_selection("d1", at, at + 5)
+    svc.push("d1", 1 - 1, [{"clientID": "tab", "changes": [[0, "😀"], len(text)]}])
+    sel = svc.selection()
+    assert sel["text"] == "world" and sel["startOffset"] == at + 1
