@@ -1,0 +1,459 @@
+"""Open, read, edit and save nkpi-family `Script.pvf` archives (90US, 90CN, 110US, 100CN, 115CN).
+
+Detection order (PF `docs/PVF变体架构.md`, research/pvf.md §1B): LegacyNkpi ("legacy", 90US) → header
+guard ("guard") → ProtectedNkpi wide-seed keys ("protected", 90CN) → page-guarded "paged" (110US/100CN/
+115CN; needs user key material) → unknown keys recovered from known plaintext ("recovered"). Sections
+whose scheme key does not fit are recovered one by one. Opening reads only the header, file table, hash
+table, name pools and GRPI; chunks are decrypted and inflated on first read and kept in a small LRU.
+
+Entry points used by `archive/__init__.py`: `looks_like_nkpi(head)` and `open_nkpi(source, encoding=,
+keys=)`; key material comes from `nkpi_paged.load_keys(...)` (an `NkpiKeys`).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import BinaryIO
+
+import numpy as np
+
+from deskbridge.core.errors import BridgeError, ErrorCode
+
+from . import nkpi_header as hdr
+from .base import ArchiveBase, FileInfo, Progress, norm_path
+from .nkpi_cipher import MAGIC_DATA, SCHEMES, KeyScheme, crypt
+from .nkpi_errors import corrupt, key_required, unsupported
+from .nkpi_paged import GUARD_SIZE, PAGE_SIZE, NkpiKeys, aes_cbc_decrypt, guard_length, load_keys
+from .nkpi_pools import PoolKeys, StringPools
+from .nkpi_recover import inflate_exact, recover_word_seed, recover_zlib_seed
+from .nkpi_tables import check_files, parse_grpi, parse_hash_table
+
+DATA_SCRIPT = 1
+DATA_UTF16 = 3
+CHUNK_CACHE_BYTES = 64 * 1024 * 1024
+"""Decompressed chunks kept in the LRU (real chunks are ~73 KB, so this holds hundreds)."""
+_KNOWN_POOL_MASKS = ((SCHEMES["legacy"].mask_a, SCHEMES["legacy"].mask_w), (SCHEMES["paged"].mask_a, SCHEMES["paged"].mask_w))
+
+
+def looks_like_nkpi(head: bytes) -> bool:
+    """True when the first 48 bytes decrypt to "nkpi" under a known scheme or a recoverable seed."""
+    if len(head) < hdr.HEADER_SIZE:
+        return False
+    for scheme in SCHEMES.values():
+        if scheme.name != "paged" and hdr.decrypt(head, scheme) is not None:
+            return True
+    return False
+
+
+class _Source:
+    """Random access to the archive bytes, undoing AES page guards of paged archives on the fly."""
+
+    def __init__(self, source: Path | bytes, keys: NkpiKeys | None) -> None:
+        self.path: Path | None = None
+        self._file = None
+        if isinstance(source, (bytes, bytearray, memoryview)):
+            self._buf: bytes | mmap.mmap = bytes(source)
+        else:
+            self.path = Path(source)
+            try:
+                self._file = open(self.path, "rb")  # noqa: SIM115 - kept open for lazy reads, closed by close()
+            except OSError as exc:
+                raise BridgeError(ErrorCode.NOT_FOUND, f"cannot open '{source}': {exc.strerror}") from exc
+            size = os.fstat(self._file.fileno()).st_size
+            self._buf = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+        self.size = len(self._buf)
+        self.keys = keys
+        self.paged = False
+        self._guards: dict[int, bytes] = {}
+
+    def raw(self, offset: int, length: int) -> bytes:
+        """Bytes exactly as stored (ciphertext, page guards included)."""
+        return bytes(self._buf[offset : offset + length])
+
+    def read(self, offset: int, length: int) -> bytes:
+        """Bytes with page guards removed (for paged archives); bounds already checked by the caller."""
+        if offset < 0 or length < 0 or offset + length > self.size:
+            raise corrupt(offset, f"{length} bytes inside the {self.size}-byte file")
+        data = self._buf[offset : offset + length]
+        if not self.paged:
+            return bytes(data)
+        out = bytearray(data)
+        first, last = offset // PAGE_SIZE, (offset + length - 1) // PAGE_SIZE if length else -1
+        for page in range(first, last + 1):
+            start = page * PAGE_SIZE
+            glen = guard_length(page, self.size)
+            lo, hi = max(offset, start), min(offset + length, start + glen)
+            if lo < hi:
+                plain = self.guard_plain(page)
+                out[lo - offset : hi - offset] = plain[lo - start : hi - start]
+        return bytes(out)
+
+    def guard_plain(self, page: int) -> bytes:
+        hit = self._guards.get(page)
+        if hit is None:
+            assert self.keys is not None
+            start = page * PAGE_SIZE
+            glen = guard_length(page, self.size)
+            hit = aes_cbc_decrypt(self.keys.page_key(page), bytes(self._buf[start : start + glen]))
+            self._guards[page] = hit
+        return hit
+
+    def close(self) -> None:
+        if isinstance(self._buf, mmap.mmap):
+            self._buf.close()
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+def _detect(src: _Source) -> tuple[KeyScheme, hdr.Header, bool]:
+    """(scheme, header, recovered) for the archive, or a typed error naming what was seen."""
+    size = src.size
+    if size < hdr.HEADER_SIZE:
+        raise corrupt(0, "a 48-byte nkpi header", f"a {size}-byte file")
+    raw = src.raw(0, hdr.HEADER_SIZE)
+    found = hdr.identify(raw, size)
+    if found:
+        return found[0], found[1], False
+    if src.keys:
+        src.paged = True
+        head = src.read(0, hdr.HEADER_SIZE)
+        found = hdr.identify(head, size, ("paged",))
+        if found:
+            return found[0], found[1], False
+        src.paged = False
+    rec = hdr.recover(raw, size)
+    if rec is not None:
+        seed, guarded, header = rec
+        base = SCHEMES["guard" if guarded else "legacy"]
+        return replace(base, name="recovered", header=seed), header, True
+    for name in ("legacy", "guard", "protected"):
+        if hdr.decrypt(raw, SCHEMES[name]) is not None:
+            h = hdr.decrypt(raw, SCHEMES[name])
+            assert h is not None
+            raise corrupt(0, f"header sizes adding up to the file size {size}",
+                          f"a {name} nkpi header whose sections add up to {h.total_size}")
+    if src.keys:
+        raise unsupported("the page keys given do not decrypt this file to an nkpi header; "
+                          "check that they belong to this client build", first_bytes=raw[:16].hex())
+    if size >= GUARD_SIZE:
+        raise key_required(
+            "this file has no classic or nkpi header in the clear; if it is a paged nkpi archive "
+            "(110US/100CN/115CN), pass its sk.dat and key parameters (or the page keys)",
+            first_bytes=raw[:16].hex(),
+        )
+    raise unsupported(f"not an nkpi archive: the first bytes {raw[:8].hex()} decrypt to no known header",
+                      first_bytes=raw[:16].hex())
+
+
+class NkpiArchive(ArchiveBase):
+    """One open nkpi archive (see the module docstring); implements the `Archive` protocol of `base.py`."""
+
+    family = "nkpi"
+
+    def __init__(self, source: Path | bytes, *, encoding: str | None = None, keys: NkpiKeys | None = None) -> None:
+        super().__init__(None if isinstance(source, (bytes, bytearray, memoryview)) else Path(source))
+        self.keys = keys if isinstance(keys, NkpiKeys) else NkpiKeys()
+        self._requested_encoding = encoding
+        self._load(source)
+
+    # ------------------------------------------------------------------------------------------ opening
+    def _load(self, source: Path | bytes) -> None:
+        src = _Source(source, self.keys)
+        try:
+            self._parse(src)
+        except BaseException:
+            src.close()
+            raise
+        self._src = src
+
+    def _parse(self, src: _Source) -> None:
+        scheme, header, recovered = _detect(src)
+        size = src.size
+        hdr.check_sizes(header, size)
+        # File table is plaintext; its size was validated against the file size above.
+        ft = src.read(header.file_table_offset, 24 * header.file_count)
+        files = np.frombuffer(ft, dtype=np.dtype([("name", "<u4"), ("path", "<u4"), ("chunk", "<i4"),
+                                                   ("offset", "<i4"), ("size", "<i4"), ("type", "<i4")]))
+        # Hash table (key HASH): word 0 is the pair count == FileCount, which also recovers an unknown seed.
+        ht_raw = src.read(header.hash_table_offset, header.hash_table_size)
+        hash_seed = scheme.hash
+        if header.hash_table_size:
+            hash_seed, rec = self._section_seed(
+                ht_raw, scheme.hash, 0, header.file_count, lambda p: self._hash_ok(p, header), header.hash_table_offset,
+                "hash table")
+            recovered |= rec
+            parse_hash_table(crypt(ht_raw, hash_seed), header.hash_table_offset)
+        # Name table: two zlib pools under the pool keys; masks from the known schemes.
+        nt_raw = src.read(header.name_table_offset, header.name_table_size)
+        pools, rec = self._parse_pools(nt_raw, header.name_table_offset, scheme)
+        recovered |= rec
+        # GRPI (key GRPI): the last cumulative size must equal BodySize, which also recovers an unknown seed.
+        gr_raw = src.read(header.grpi_offset, 8 * header.group_count)
+        grpi_seed = scheme.grpi
+        if header.group_count:
+            last = 2 * (header.group_count - 1)
+            grpi_seed, rec = self._section_seed(
+                gr_raw, scheme.grpi, last, header.body_size, lambda p: self._grpi_ok(p, header), header.grpi_offset,
+                "GRPI")
+            recovered |= rec
+        grpi = parse_grpi(crypt(gr_raw, grpi_seed), header.grpi_offset, header.body_size)
+        check_files(files, grpi, header.file_table_offset, pools.valid)
+        self.scheme = replace(scheme, hash=hash_seed, grpi=grpi_seed, pool_a=pools.keys.seed_a,
+                              pool_w=pools.keys.seed_w, mask_a=pools.keys.mask_a, mask_w=pools.keys.mask_w)
+        self.header = header
+        self.files = files
+        self.grpi = grpi
+        self.pools = pools
+        self._chunk_ends = grpi["comp_end"].astype(np.int64)
+        self._body_seed: int | None = scheme.body
+        self._body_checked = False
+        self._recovered = recovered
+        self.variant = "paged" if src.paged else ("recovered" if recovered or scheme.name == "recovered" else scheme.name)
+        self.encoding = pools.encoding
+        self._cache: OrderedDict[int, bytes] = OrderedDict()
+        self._cache_bytes = 0
+        self._keys_map: dict[str, str] | None = None
+        self._index: dict[str, int] | None = None
+        self._check_body_key(src)
+
+    @staticmethod
+    def _hash_ok(plain: bytes, header: hdr.Header) -> bool:
+        try:
+            pairs, _ = parse_hash_table(plain, header.hash_table_offset)
+        except BridgeError:
+            return False
+        return len(pairs) == header.file_count
+
+    @staticmethod
+    def _grpi_ok(plain: bytes, header: hdr.Header) -> bool:
+        try:
+            parse_grpi(plain, header.grpi_offset, header.body_size)
+        except BridgeError:
+            return False
+        return True
+
+    def _section_seed(self, raw: bytes, seed: int, word: int, plain_word: int, ok, offset: int, label: str) -> tuple[int, bool]:  # type: ignore[no-untyped-def]
+        """The scheme's seed if it decrypts the section sensibly, else one recovered from a known word."""
+        if ok(crypt(raw, seed)):
+            return seed, False
+        found = recover_word_seed(raw, word, plain_word, MAGIC_DATA, lambda s: ok(crypt(raw, s)))
+        if found is None:
+            raise corrupt(offset, f"a {label} readable under the archive's key or a recoverable one")
+        return found, True
+
+    def _parse_pools(self, raw: bytes, base: int, scheme: KeyScheme) -> tuple[StringPools, bool]:
+        masks = [(scheme.mask_a, scheme.mask_w)] + [m for m in _KNOWN_POOL_MASKS if m != (scheme.mask_a, scheme.mask_w)]
+        first_error: BridgeError | None = None
+        for mask_a, mask_w in masks:
+            try:
+                return StringPools.parse(raw, base, PoolKeys(scheme.pool_a, scheme.pool_w, mask_a, mask_w),
+                                         encoding=self._requested_encoding)
+            except BridgeError as exc:
+                first_error = first_error or exc
+        assert first_error is not None
+        raise first_error
+
+    def _check_body_key(self, src: _Source) -> None:
+        """Confirm the body key on the first non-empty chunk; recover it when it does not inflate."""
+        for i in range(len(self.grpi)):
+            comp = self._chunk_cipher(i, src)
+            if not comp:
+                continue
+            raw_len = int(self.grpi["raw"][i])
+            if inflate_exact(crypt(comp, self._body_seed or 0), raw_len) is not None:
+                return
+            seed = recover_zlib_seed(comp, raw_len, MAGIC_DATA)
+            if seed is None:
+                raise corrupt(self.header.body_offset + self._chunk_start(i),
+                              f"chunk {i}: a zlib stream inflating to {raw_len} bytes under the body key")
+            self._body_seed = seed
+            self.scheme = replace(self.scheme, body=seed)
+            if self.variant != "paged":
+                self.variant = "recovered"
+            return
+
+    # ------------------------------------------------------------------------------------------ chunks
+    def _chunk_start(self, i: int) -> int:
+        return int(self._chunk_ends[i - 1]) if i else 0
+
+    def _chunk_cipher(self, i: int, src: _Source | None = None) -> bytes:
+        src = src or self._src
+        start, end = self._chunk_start(i), int(self._chunk_ends[i])
+        return src.read(self.header.body_offset + start, end - start)
+
+    def chunk(self, i: int) -> bytes:
+        """Decompressed chunk `i` (LRU-cached); bounded inflate so a lying size cannot exhaust memory."""
+        hit = self._cache.get(i)
+        if hit is not None:
+            self._cache.move_to_end(i)
+            return hit
+        raw_len = int(self.grpi["raw"][i])
+        comp = self._chunk_cipher(i)
+        plain = inflate_exact(crypt(comp, self.scheme.body), raw_len) if comp else (b"" if raw_len == 0 else None)
+        if plain is None:
+            raise corrupt(self.header.body_offset + self._chunk_start(i),
+                          f"chunk {i}: a zlib stream inflating to exactly {raw_len} bytes")
+        self._cache[i] = plain
+        self._cache_bytes += len(plain)
+        while self._cache_bytes > CHUNK_CACHE_BYTES and len(self._cache) > 1:
+            _, old = self._cache.popitem(last=False)
+            self._cache_bytes -= len(old)
+        return plain
+
+    # ------------------------------------------------------------------------------------------ names
+    def entry_path(self, i: int) -> str:
+        """Full path of file-table entry `i`: directory string + "/" + name string."""
+        e = self.files[i]
+        name = self.pools.resolve(int(e["name"]))
+        folder = self.pools.resolve(int(e["path"]))
+        return f"{folder}/{name}" if folder else name
+
+    def _build_index(self) -> None:
+        names: dict[str, str] = {}
+        index: dict[str, int] = {}
+        resolve = self.pools.resolve
+        for i, (name_off, path_off) in enumerate(zip(self.files["name"].tolist(), self.files["path"].tolist(), strict=True)):
+            name = resolve(name_off)
+            folder = resolve(path_off)
+            path = f"{folder}/{name}" if folder else name
+            key = norm_path(path)
+            if key in index:  # duplicate entries: the first wins, like a dictionary keyed by path
+                continue
+            names[key] = path
+            index[key] = i
+        self._keys_map, self._index = names, index
+
+    def _original_keys(self) -> Mapping[str, str]:
+        if self._keys_map is None:
+            self._build_index()
+        assert self._keys_map is not None
+        return self._keys_map
+
+    def _entry(self, key: str) -> int:
+        if self._index is None:
+            self._build_index()
+        assert self._index is not None
+        return self._index[key]
+
+    def _read_original(self, key: str) -> bytes:
+        e = self.files[self._entry(key)]
+        start = int(e["offset"])
+        return self.chunk(int(e["chunk"]))[start : start + int(e["size"])]
+
+    def _original_info(self, key: str) -> FileInfo:
+        i = self._entry(key)
+        e = self.files[i]
+        dt = int(e["type"])
+        kind = "script" if dt == DATA_SCRIPT else "text" if dt == DATA_UTF16 else "binary"
+        return FileInfo(self._original_keys()[key], int(e["size"]), kind, False,
+                        {"chunk": int(e["chunk"]), "data_offset": int(e["offset"]), "data_type": dt, "index": i})
+
+    def data_type(self, path: str) -> int:
+        """DataType of a path: its entry's, or for a new file 3 for `.str` and 1 otherwise (PF `createFile`)."""
+        key = norm_path(path)
+        if key in self._original_keys():
+            return int(self.files[self._entry(key)]["type"])
+        return DATA_UTF16 if key.endswith(".str") else DATA_SCRIPT
+
+    # ------------------------------------------------------------------------------------------ text
+    def read_text(self, path: str) -> str:
+        from deskbridge.kinds.pvf.script import nkpi_codec as codec
+
+        data = self.read(path)
+        dt = self.data_type(path)
+        if dt == DATA_UTF16:
+            return codec.decode_utf16_text(data)[0]
+        if dt == DATA_SCRIPT:
+            return codec.decompile(data, self.pools, lst=norm_path(path).endswith(".lst"))
+        raise BridgeError(ErrorCode.UNSUPPORTED_CHANGE, f"'{path}' has DataType {dt}, which has no text form",
+                          data={"path": path, "data_type": dt})
+
+    def text_to_payload(self, path: str, text: str) -> bytes:
+        from deskbridge.kinds.pvf.script import nkpi_codec as codec
+
+        key = norm_path(path)
+        original = self._read_original(key) if key in self._original_keys() else None
+        dt = self.data_type(path)
+        if dt == DATA_UTF16:
+            was = codec.decode_utf16_text(original)[1] if original is not None else False
+            return codec.encode_utf16_text(text, mojibake=was)
+        if dt == DATA_SCRIPT:
+            return codec.compile_text(text, self.pools, original=original)
+        raise BridgeError(ErrorCode.UNSUPPORTED_CHANGE, f"'{path}' has DataType {dt}, which has no text form")
+
+    def string(self, offset: int) -> str:
+        """The pool string at a magic offset (script string tokens, file and folder names)."""
+        return self.pools.resolve(offset)
+
+    # ------------------------------------------------------------------------------------------ saving
+    def _write_unchanged(self, out: BinaryIO, progress: Progress | None) -> None:
+        step = 16 * 1024 * 1024
+        for pos in range(0, self._src.size, step):
+            out.write(self._src.raw(pos, step))
+            if progress:
+                progress(min(pos + step, self._src.size), self._src.size)
+
+    def _write(self, out: BinaryIO, progress: Progress | None) -> None:
+        from .nkpi_writer import write_archive
+
+        write_archive(self, out, progress)
+
+    def _verify_written(self, path: Path, expected: Mapping[str, bytes | None]) -> int:
+        again = NkpiArchive(path, encoding=self.encoding, keys=self.keys)
+        try:
+            for key, data in expected.items():
+                name = self._overlay_names.get(key, key)
+                if data is None:
+                    if again.exists(key):
+                        raise BridgeError(ErrorCode.INTERNAL, f"verify failed: deleted '{name}' is still present")
+                elif again.read(key) != data:
+                    raise BridgeError(ErrorCode.INTERNAL, f"verify failed: '{name}' reads back different bytes")
+            return len(expected)
+        finally:
+            again.close()
+
+    def _reopen(self, path: Path) -> None:
+        self._src.close()
+        self._load(path)
+
+    def close(self) -> None:
+        self._src.close()
+
+    def info(self) -> dict[str, object]:
+        """Header fields and layout for `pvf info`."""
+        h = self.header
+        return {
+            "family": self.family, "variant": self.variant, "encoding": self.encoding,
+            "files": h.file_count, "chunks": h.group_count, "bodySize": h.body_size,
+            "hashTableSize": h.hash_table_size, "nameTableSize": h.name_table_size,
+            "poolA": self.pools.size_a, "poolW": self.pools.size_w,
+            "decompressedSize": int(self.grpi["raw"].astype(np.int64).sum()) if len(self.grpi) else 0,
+            "fileSize": self._src.size,
+        }
+
+
+def open_nkpi(source: Path | str | bytes, *, encoding: str | None = None, keys: object | None = None) -> NkpiArchive:
+    """Open an nkpi archive from a path or bytes; `keys` is an `NkpiKeys` for paged archives."""
+    if isinstance(source, str):
+        source = Path(source)
+    return NkpiArchive(source, encoding=encoding, keys=as_keys(keys))
+
+
+def as_keys(keys: object | None) -> NkpiKeys | None:
+    """Accept `NkpiKeys`, a key-file path, or a mapping of `load_keys` parameters."""
+    if keys is None or isinstance(keys, NkpiKeys):
+        return keys
+    if isinstance(keys, (str, Path)):
+        return load_keys(key_file=keys)
+    if isinstance(keys, Mapping):
+        return load_keys(**dict(keys))
+    raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"unusable key material of type {type(keys).__name__}")
+
+
+__all__ = ["NkpiArchive", "NkpiKeys", "looks_like_nkpi", "open_nkpi"]

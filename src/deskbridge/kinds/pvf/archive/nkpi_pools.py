@@ -1,0 +1,228 @@
+"""The nkpi name table: the sTrA (single-byte/UTF-8) and sTrW (UTF-16LE) string pools (research/pvf.md §1B).
+
+On disk: an 8-byte prefix kept verbatim, then for sTrA and then sTrW `u32 encSize ^ mask, u32 rawLen ^ encSize,
+encSize bytes` (LCG magic 0x269EC9 over a zlib stream). Every string reference in the archive (file and
+directory names, script string tokens) is a "magic offset": even → sTrA byte `off >> 1`, odd → sTrW byte
+`(off >> 1) * 2`. New strings reuse an existing equal string; otherwise non-ASCII goes to sTrW — the client
+resolves CJK only from the UTF-16 pool (PF CHANGELOG v0.5.0) — and ASCII to sTrA unless sTrA is empty (110US).
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from .nkpi_cipher import MAGIC_POOL, crypt
+from .nkpi_errors import corrupt
+from .nkpi_recover import inflate_exact, recover_zlib_seed
+
+PREFIX_SIZE = 8
+_POOL_HEAD = struct.Struct("<II")
+MAX_POOL_RAW = 1 << 31
+"""Largest decompressed pool (magic offsets are 32-bit, so a pool beyond 2 GiB cannot be addressed)."""
+STRA_ENCODINGS = ("utf-8", "gbk", "big5", "cp949")
+"""Candidates for sTrA: pvfine assumes UTF-8, pvfVSCode guesses among GBK/Big5/EUC-KR/UTF-8 (research §5.4)."""
+
+
+@dataclass
+class PoolKeys:
+    """Seeds and size masks of the two pools (from the key scheme, or recovered)."""
+
+    seed_a: int
+    seed_w: int
+    mask_a: int
+    mask_w: int
+
+
+def _read_pool(
+    table: bytes, pos: int, base: int, seed: int, mask: int, label: str, allow_recover: bool
+) -> tuple[bytes, int, int, bool]:
+    """One pool: (raw bytes, position after it, seed used, whether the seed was recovered)."""
+    if pos + 8 > len(table):
+        raise corrupt(base + pos, f"the {label} pool header (8 bytes)", f"{len(table) - pos} bytes left")
+    f_size, f_raw = _POOL_HEAD.unpack_from(table, pos)
+    enc_size = f_size ^ mask
+    raw_len = f_raw ^ enc_size
+    end = pos + 8 + enc_size
+    if end > len(table):
+        raise corrupt(base + pos, f"{label} pool size inside the name table ({len(table) - pos - 8} bytes)",
+                      str(enc_size))
+    if raw_len > MAX_POOL_RAW or (enc_size and raw_len > enc_size * 1032 + 64) or (raw_len and not enc_size):
+        raise corrupt(base + pos + 4, f"{label} pool length within zlib's bound", str(raw_len))
+    cipher = table[pos + 8 : end]
+    if enc_size == 0:
+        return b"", end, seed, False
+    plain = inflate_exact(crypt(cipher, seed, MAGIC_POOL), raw_len)
+    recovered = False
+    if plain is None and allow_recover:
+        found = recover_zlib_seed(cipher, raw_len, MAGIC_POOL)
+        if found is not None:
+            seed, recovered = found, True
+            plain = inflate_exact(crypt(cipher, seed, MAGIC_POOL), raw_len)
+    if plain is None:
+        raise corrupt(base + pos + 8, f"{label} pool: a zlib stream inflating to {raw_len} bytes")
+    return plain, end, seed, recovered
+
+
+def _detect_stra_encoding(pool: bytes) -> str:
+    """UTF-8 when the pool is valid UTF-8, else the candidate with the fewest undecodable bytes."""
+    best, best_bad = "utf-8", None
+    for enc in STRA_ENCODINGS:
+        bad = pool.decode(enc, errors="replace").count("\ufffd")
+        if bad == 0:
+            return enc
+        if best_bad is None or bad < best_bad:
+            best, best_bad = enc, bad
+    return best
+
+
+class StringPools:
+    """Both pools decompressed, with magic-offset resolution, reverse lookup and appending."""
+
+    def __init__(self, prefix: bytes, a: bytes, w: bytes, keys: PoolKeys, encoding: str | None = None) -> None:
+        self.prefix = prefix
+        self._a = bytearray(a)
+        self._w = bytearray(w)
+        self.keys = keys
+        self.encoding = encoding or _detect_stra_encoding(a)
+        self.original_size_a = len(a)
+        self.original_size_w = len(w)
+        self.dirty = False
+        self._lookup_a: dict[str, int] | None = None
+        self._lookup_w: dict[str, int] | None = None
+        self._cache: dict[int, str] = {}
+
+    # --- reading -------------------------------------------------------------------------------------
+    @classmethod
+    def parse(
+        cls, table: bytes, base: int, keys: PoolKeys, *, encoding: str | None = None, allow_recover: bool = True
+    ) -> tuple[StringPools, bool]:
+        """Pools from the raw name table at archive offset `base`; also says whether a seed was recovered."""
+        if len(table) < PREFIX_SIZE:
+            raise corrupt(base, "a name table of at least 8 bytes", f"{len(table)} bytes")
+        a, pos, seed_a, rec_a = _read_pool(table, PREFIX_SIZE, base, keys.seed_a, keys.mask_a, "sTrA", allow_recover)
+        w, pos, seed_w, rec_w = _read_pool(table, pos, base, keys.seed_w, keys.mask_w, "sTrW", allow_recover)
+        if pos != len(table):
+            raise corrupt(base + pos, "the name table to end after the sTrW pool", f"{len(table) - pos} extra bytes")
+        if len(w) % 2:
+            raise corrupt(base, "an even-length UTF-16 pool", f"{len(w)} bytes")
+        pools = cls(table[:PREFIX_SIZE], a, w, PoolKeys(seed_a, seed_w, keys.mask_a, keys.mask_w), encoding)
+        return pools, rec_a or rec_w
+
+    @property
+    def size_a(self) -> int:
+        return len(self._a)
+
+    @property
+    def size_w(self) -> int:
+        return len(self._w)
+
+    def raw_a(self) -> bytes:
+        return bytes(self._a)
+
+    def raw_w(self) -> bytes:
+        return bytes(self._w)
+
+    def valid(self, offsets: np.ndarray) -> np.ndarray:
+        """Which magic offsets point inside their pool (vectorised, for validating a million entries)."""
+        off = offsets.astype(np.int64)
+        odd = (off & 1).astype(bool)
+        pos = np.where(odd, (off >> 1) * 2, off >> 1)
+        return np.where(odd, pos + 2 <= len(self._w), pos < len(self._a))
+
+    def is_valid(self, off: int) -> bool:
+        return (off >> 1) * 2 + 2 <= len(self._w) if off & 1 else (off >> 1) < len(self._a)
+
+    def resolve(self, off: int) -> str:
+        """The string at a magic offset (sTrA up to NUL, sTrW up to an aligned NUL code unit)."""
+        hit = self._cache.get(off)
+        if hit is not None:
+            return hit
+        if not self.is_valid(off):
+            raise corrupt(off, "a string offset inside the name pools", f"offset {off}")
+        if off & 1:
+            pos = (off >> 1) * 2
+            end = pos
+            w = self._w
+            while True:
+                end = w.find(b"\0\0", end)
+                if end < 0:
+                    end = len(w) - (len(w) - pos) % 2
+                    break
+                if (end - pos) % 2 == 0:
+                    break
+                end += 1
+            s = w[pos:end].decode("utf-16-le", errors="surrogatepass")
+        else:
+            pos = off >> 1
+            end = self._a.find(b"\0", pos)
+            if end < 0:
+                end = len(self._a)
+            s = self._a[pos:end].decode(self.encoding, errors="surrogateescape")
+        if len(self._cache) < 1 << 16:
+            self._cache[off] = s
+        return s
+
+    # --- lookup and appending ------------------------------------------------------------------------
+    def _build_lookup(self) -> None:
+        look_a: dict[str, int] = {}
+        pos = 0
+        for part in bytes(self._a).split(b"\0"):
+            look_a.setdefault(part.decode(self.encoding, errors="surrogateescape"), pos * 2)
+            pos += len(part) + 1
+        look_w: dict[str, int] = {}
+        pos = 0
+        text = bytes(self._w).decode("utf-16-le", errors="surrogatepass")
+        for part in text.split("\0"):
+            look_w.setdefault(part, pos * 2 + 1)
+            pos += len(part) + 1
+        self._lookup_a, self._lookup_w = look_a, look_w
+
+    def find(self, s: str) -> int | None:
+        """The canonical offset of an existing string: the UTF-16 pool first for non-ASCII, sTrA first otherwise."""
+        if self._lookup_a is None:
+            self._build_lookup()
+        assert self._lookup_a is not None and self._lookup_w is not None
+        first, second = (self._lookup_w, self._lookup_a) if not s.isascii() else (self._lookup_a, self._lookup_w)
+        off = first.get(s)
+        return off if off is not None else second.get(s)
+
+    def add(self, s: str) -> int:
+        """The offset of `s`, appending it to the right pool when it is not there yet."""
+        off = self.find(s)
+        if off is not None:
+            return off
+        if "\0" in s:
+            raise ValueError("strings in the name pools cannot contain NUL")
+        assert self._lookup_a is not None and self._lookup_w is not None
+        to_w = not s.isascii() or len(self._a) == 0
+        if to_w:
+            if len(self._w) == 0:
+                self._w += b"\0\0"  # keep offset 1 = "" as every pool seen starts with the empty string
+                self._lookup_w.setdefault("", 1)
+            pos = len(self._w)
+            self._w += s.encode("utf-16-le", errors="surrogatepass") + b"\0\0"
+            off = pos + 1
+            self._lookup_w[s] = off
+        else:
+            pos = len(self._a)
+            self._a += s.encode(self.encoding, errors="surrogateescape") + b"\0"
+            off = pos * 2
+            self._lookup_a[s] = off
+        if len(self._a) > MAX_POOL_RAW or len(self._w) > MAX_POOL_RAW:
+            raise ValueError("the name pools would exceed 2 GiB")
+        self.dirty = True
+        return off
+
+    # --- writing -------------------------------------------------------------------------------------
+    def serialize(self, level: int = 6) -> bytes:
+        """The on-disk name table (prefix + both pools, recompressed and encrypted)."""
+        out = [self.prefix]
+        for raw, seed, mask in ((self._a, self.keys.seed_a, self.keys.mask_a), (self._w, self.keys.seed_w, self.keys.mask_w)):
+            enc = crypt(zlib.compress(bytes(raw), level), seed, MAGIC_POOL) if raw else b""
+            out.append(_POOL_HEAD.pack(len(enc) ^ mask, len(raw) ^ len(enc)))
+            out.append(enc)
+        return b"".join(out)

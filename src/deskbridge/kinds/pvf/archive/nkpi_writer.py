@@ -1,0 +1,194 @@
+"""Writing an edited nkpi archive: only dirty chunks are recompressed (research/pvf.md §1B "Writer", PF `save.go`).
+
+Untouched chunks are copied as ciphertext; a chunk holding a replaced or deleted file is rebuilt from its
+live files in DataOffset order (files that shared bytes keep sharing them), recompressed with zlib and
+re-encrypted; new files go to one appended chunk (split every 16 MiB so no chunk grows unbounded). The
+file table keeps its order with new files appended (what pvfVSCode and pvfine do); the hash table is rebuilt
+only when files were added or removed; the name table only when the pools gained strings; GRPI and the
+header are always re-encrypted. Paged archives get their AES page guards re-applied while streaming out.
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import TYPE_CHECKING, BinaryIO
+
+import numpy as np
+
+from . import nkpi_header as hdr
+from .nkpi_cipher import MAGIC_DATA, crypt
+from .nkpi_paged import PAGE_SIZE, NkpiKeys, aes_cbc_encrypt, guard_length
+from .nkpi_tables import FILE_DTYPE, build_grpi, build_hash_table
+
+if TYPE_CHECKING:
+    from .base import Progress
+    from .nkpi import NkpiArchive
+
+NEW_CHUNK_MAX = 16 * 1024 * 1024
+ZLIB_LEVEL = 6
+"""zlib's default level: the vectors' chunks (pvfVSCode/pako) and pvfine (Go) both write `78 9C` streams."""
+
+
+class _PageGuardWriter:
+    """File-like wrapper that AES-encrypts the first 0x2800 bytes of every 10 MiB page on the way out."""
+
+    def __init__(self, out: BinaryIO, keys: NkpiKeys, total: int) -> None:
+        self._out, self._keys, self._total = out, keys, total
+        self._pos = 0
+        self._pending = bytearray()
+
+    def write(self, data: bytes) -> None:
+        mv = memoryview(data)
+        while len(mv):
+            page = self._pos // PAGE_SIZE
+            in_page = self._pos - page * PAGE_SIZE
+            glen = guard_length(page, self._total)
+            if in_page < glen:
+                take = min(len(mv), glen - in_page)
+                self._pending += mv[:take]
+                if len(self._pending) == glen:
+                    self._out.write(aes_cbc_encrypt(self._keys.page_key(page), bytes(self._pending)))
+                    self._pending.clear()
+            else:
+                take = min(len(mv), (page + 1) * PAGE_SIZE - self._pos)
+                self._out.write(mv[:take])
+            self._pos += take
+            mv = mv[take:]
+
+
+def _rebuild_chunk(ar: NkpiArchive, c: int, members: np.ndarray, replaced: dict[int, bytes],
+                   files: np.ndarray) -> bytes:
+    """New plaintext of chunk `c`; updates the members' DataOffset/DataSize in `files`."""
+    old = ar.chunk(c)
+    order = members[np.argsort(files["offset"][members], kind="stable")]
+    parts: list[bytes] = []
+    pos = 0
+    shared: dict[tuple[int, int], int] = {}
+    for i in order.tolist():
+        data = replaced.get(i)
+        if data is None:
+            key = (int(files["offset"][i]), int(files["size"][i]))
+            if key in shared:
+                files["offset"][i] = shared[key]
+                continue
+            data = old[key[0] : key[0] + key[1]]
+            shared[key] = pos
+        files["offset"][i] = pos
+        files["size"][i] = len(data)
+        parts.append(data)
+        pos += len(data)
+    return b"".join(parts)
+
+
+def write_archive(ar: NkpiArchive, out: BinaryIO, progress: Progress | None = None) -> None:
+    """Stream the archive with its staged overlay applied into `out`."""
+    keys_map = ar._original_keys()
+    files = ar.files.copy()
+    live = np.ones(len(files), dtype=bool)
+    replaced: dict[int, bytes] = {}
+    dirty: set[int] = set()
+    new_files: list[tuple[str, bytes]] = []
+    for key, data in ar.iter_overlay():
+        if key in keys_map:
+            i = ar._entry(key)
+            dirty.add(int(files["chunk"][i]))
+            if data is None:
+                live[i] = False
+            else:
+                replaced[i] = data
+        elif data is not None:
+            new_files.append((ar._overlay_names[key], data))
+
+    chunk_plain: dict[int, bytes] = {}
+    if dirty:
+        by_chunk = files["chunk"]
+        for c in sorted(dirty):
+            members = np.flatnonzero((by_chunk == c) & live)
+            chunk_plain[c] = _rebuild_chunk(ar, c, members, replaced, files)
+    files = files[live]
+
+    # New files: names into the pools, payloads into appended chunks.
+    group_count = len(ar.grpi)
+    extra: list[np.void] = []
+    buf: list[bytes] = []
+    buf_len = 0
+    for path, data in new_files:
+        folder, _, name = path.rpartition("/")
+        if buf and buf_len + len(data) > NEW_CHUNK_MAX:
+            chunk_plain[group_count] = b"".join(buf)
+            group_count, buf, buf_len = group_count + 1, [], 0
+        entry = np.zeros(1, dtype=FILE_DTYPE)[0]
+        entry["name"], entry["path"] = ar.pools.add(name), ar.pools.add(folder)
+        entry["chunk"], entry["offset"], entry["size"] = group_count, buf_len, len(data)
+        entry["type"] = ar.data_type(path)
+        extra.append(entry)
+        buf.append(data)
+        buf_len += len(data)
+    if buf:
+        chunk_plain[group_count] = b"".join(buf)
+        group_count += 1
+    if extra:
+        files = np.concatenate([files, np.array(extra, dtype=FILE_DTYPE)])
+
+    src, h, scheme = ar._src, ar.header, ar.scheme
+    new_cipher = {c: crypt(zlib.compress(p, ZLIB_LEVEL), scheme.body, MAGIC_DATA) for c, p in chunk_plain.items()}
+    comp_sizes: list[int] = []
+    raw_sizes: list[int] = []
+    for c in range(group_count):
+        if c in new_cipher:
+            comp_sizes.append(len(new_cipher[c]))
+            raw_sizes.append(len(chunk_plain[c]))
+        else:
+            comp_sizes.append(int(ar._chunk_ends[c]) - ar._chunk_start(c))
+            raw_sizes.append(int(ar.grpi["raw"][c]))
+
+    structural = bool(new_files) or not bool(live.all())
+    if structural:
+        hash_table = crypt(build_hash_table(files, ar.pools.resolve), scheme.hash, MAGIC_DATA)
+    else:
+        hash_table = src.read(h.hash_table_offset, h.hash_table_size)
+    name_table = ar.pools.serialize() if ar.pools.dirty else src.read(h.name_table_offset, h.name_table_size)
+    grpi = crypt(build_grpi(comp_sizes, raw_sizes), scheme.grpi, MAGIC_DATA)
+    new_h = h.with_sizes(
+        file_count=len(files), body_size=sum(comp_sizes), group_count=group_count,
+        hash_table_size=len(hash_table), name_table_size=len(name_table),
+    )
+    total = new_h.total_size
+    sink: BinaryIO | _PageGuardWriter = _PageGuardWriter(out, ar.keys, total) if ar.variant == "paged" else out
+    done = 0
+
+    def emit(data: bytes) -> None:
+        nonlocal done
+        sink.write(data)
+        done += len(data)
+        if progress:
+            progress(done, total)
+
+    emit(hdr.encrypt(new_h, scheme))
+    emit(files.tobytes())
+    emit(hash_table)
+    emit(name_table)
+    emit(grpi)
+    run_start = None  # copy runs of untouched chunks in one read
+    for c in range(len(ar.grpi)):
+        if c in new_cipher:
+            if run_start is not None:
+                _copy_run(ar, run_start, c, emit)
+                run_start = None
+            emit(new_cipher[c])
+        elif run_start is None:
+            run_start = c
+    if run_start is not None:
+        _copy_run(ar, run_start, len(ar.grpi), emit)
+    for c in range(len(ar.grpi), group_count):
+        emit(new_cipher[c])
+
+
+def _copy_run(ar: NkpiArchive, first: int, stop: int, emit) -> None:  # type: ignore[no-untyped-def]
+    """Copy the ciphertext of chunks first..stop-1 verbatim, in pieces of at most 16 MiB."""
+    start = ar._chunk_start(first)
+    end = int(ar._chunk_ends[stop - 1])
+    base = ar.header.body_offset
+    step = 16 * 1024 * 1024
+    for pos in range(start, end, step):
+        emit(ar._src.read(base + pos, min(step, end - pos)))

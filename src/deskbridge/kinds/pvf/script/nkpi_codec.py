@@ -1,0 +1,214 @@
+"""nkpi script payloads (DataType 1) and UTF-16 text files (DataType 3) ↔ the shared text dialect, losslessly.
+
+Binary (research/pvf.md §2B, PF `file.go`): no header, `len/5` records of `u8 type + i32 value`. Types:
+0 int, 2 float32, 3 tag/label string, 5 and 7 block strings, 6 inline string, 8 string-table reference,
+10 multi-line command text ref; string values are magic pool offsets (see `archive/nkpi_pools.py`).
+Text mapping: 0 → `123`; 2 → `1.5` (inf/NaN → `{2=bits}`); 3 → `[tag]` or a bare word, else `` {3=`…`} ``;
+6 → `` `…` ``; 5/7/8/10 → `` {N=`…`} ``; anything else → `{N=value}` (raw value, also used for a string
+offset that is invalid or would not compile back to the same offset). Compiling looks strings up first in the
+file's original tokens (so an unchanged file compiles back byte-identical even where the pools hold the same
+string twice), then in the pools, appending new strings by the pool rule.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from typing import Protocol
+
+import numpy as np
+
+from deskbridge.core.errors import BridgeError, ErrorCode
+from deskbridge.kinds.pvf.script.text import (
+    Kind,
+    Token,
+    float_token,
+    format_float32,
+    int_token,
+    is_section_text,
+    is_word,
+    lex,
+    print_tokens,
+    section_token,
+    string_token,
+    syntax_error,
+    typed_token,
+    word_token,
+)
+
+T_INT, T_FLOAT, T_TAG, T_BLOCK5, T_STRING, T_BLOCK7, T_REF8, T_CMD10 = 0, 2, 3, 5, 6, 7, 8, 10
+STRING_TYPES = frozenset({T_TAG, T_BLOCK5, T_STRING, T_BLOCK7, T_REF8, T_CMD10})
+RECORD = 5
+_REC_DTYPE = np.dtype([("t", "u1"), ("v", "<i4")])
+
+
+class Pools(Protocol):
+    """What the codec needs from an archive's string pools."""
+
+    def resolve(self, off: int) -> str: ...
+    def is_valid(self, off: int) -> bool: ...
+    def add(self, s: str) -> int: ...
+
+
+def records(payload: bytes) -> np.ndarray:
+    """The (type, value) records of a script payload; `PVF_CORRUPT` when it is not a whole token stream."""
+    if len(payload) % RECORD:
+        raise BridgeError(
+            ErrorCode.PVF_CORRUPT,
+            f"nkpi script payload of {len(payload)} bytes is not a whole number of 5-byte tokens",
+            data={"offset": len(payload) - len(payload) % RECORD, "expected": "5-byte token records"},
+        )
+    return np.frombuffer(payload, dtype=_REC_DTYPE)
+
+
+def _string_ok(s: str) -> bool:
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates from undecodable pool bytes: keep the raw offset
+        return False
+    return True
+
+
+def to_tokens(payload: bytes, pools: Pools) -> list[Token]:
+    """Text tokens for a script payload (see the module docstring for the mapping)."""
+    out: list[Token] = []
+    seen: dict[tuple[bool, str], int] = {}  # a string compiles to the first offset it had in this file
+    for t, v in records(payload).tolist():
+        if t == T_INT:
+            out.append(int_token(v))
+            continue
+        if t == T_FLOAT:
+            bits = v & 0xFFFFFFFF
+            out.append(float_token(bits) if format_float32(bits) is not None else typed_token(t, v))
+            continue
+        if t not in STRING_TYPES or not pools.is_valid(v & 0xFFFFFFFF):
+            out.append(typed_token(t, v))
+            continue
+        s = pools.resolve(v & 0xFFFFFFFF)
+        first = seen.setdefault((t == T_TAG, s), v)
+        if first != v or not _string_ok(s):
+            out.append(typed_token(t, v))
+        elif t == T_TAG:
+            out.append(section_token(s) if is_section_text(s) else word_token(s) if is_word(s) else typed_token(t, s))
+        elif t == T_STRING:
+            out.append(string_token(s))
+        else:
+            out.append(typed_token(t, s))
+    return out
+
+
+def decompile(payload: bytes, pools: Pools, *, lst: bool = False) -> str:
+    """Editable text of a script payload; `.lst` registries print one `id TAB `path`` record per line."""
+    return print_tokens(to_tokens(payload, pools), record_width=2 if lst else None)
+
+
+def _hints(original: bytes | None, pools: Pools) -> dict[tuple[bool, str], int]:
+    """String → offset as the original payload used them (first use wins), for byte-identical recompiles."""
+    hints: dict[tuple[bool, str], int] = {}
+    if not original or len(original) % RECORD:
+        return hints
+    for t, v in records(original).tolist():
+        if t in STRING_TYPES and pools.is_valid(v & 0xFFFFFFFF):
+            hints.setdefault((t == T_TAG, pools.resolve(v & 0xFFFFFFFF)), v)
+    return hints
+
+
+def _iter_records(tokens: list[Token], text: str, pools: Pools, hints: dict[tuple[bool, str], int]) -> Iterator[tuple[int, int]]:
+    def offset(s: str, tag: bool) -> int:
+        hit = hints.get((tag, s))
+        if hit is None:
+            try:
+                hit = pools.add(s)
+            except ValueError as exc:
+                raise syntax_error(text, tok.pos, str(exc)) from None
+            hints[(tag, s)] = hit
+        return hit - (1 << 32) if hit >= 1 << 31 else hit
+
+    for tok in tokens:
+        kind = tok.kind
+        if kind is Kind.INT:
+            yield T_INT, int(tok.value)
+        elif kind is Kind.FLOAT:
+            bits = int(tok.value)
+            yield T_FLOAT, bits - (1 << 32) if bits >= 1 << 31 else bits
+        elif kind is Kind.SECTION or kind is Kind.WORD:
+            yield T_TAG, offset(str(tok.value), True)
+        elif kind is Kind.STRING:
+            yield T_STRING, offset(str(tok.value), False)
+        elif kind is Kind.TYPED:
+            if isinstance(tok.value, str):
+                yield tok.code, offset(tok.value, tok.code == T_TAG)
+            else:
+                yield tok.code, int(tok.value)
+        else:
+            raise syntax_error(text, tok.pos, "string links <id::key`…`> do not exist in nkpi scripts; "
+                               "write {8=`<table::key>`} for a string-table reference")
+
+
+def compile_text(text: str, pools: Pools, *, original: bytes | None = None) -> bytes:
+    """Script payload for `text`; strings missing from the pools are appended to them."""
+    tokens = lex(text)
+    hints = _hints(original, pools)
+    recs = list(_iter_records(tokens, text, pools, hints))
+    arr = np.empty(len(recs), dtype=_REC_DTYPE)
+    if recs:
+        arr["t"] = [r[0] for r in recs]
+        arr["v"] = [r[1] for r in recs]
+    return arr.tobytes()
+
+
+# --- DataType 3: UTF-16LE text (.str) ------------------------------------------------------------------
+
+_BOX_LOW, _BOX_HIGH = 0x2500, 0x25FF
+
+
+def _looks_like_korean_mojibake(text: str) -> bool:
+    """EUC-KR bytes painted through CP437 show as dense box-drawing/Latin-1 symbols (PF `fixKoreanMojibake`)."""
+    letters = [c for c in text if not c.isascii()]
+    if len(letters) < 4:
+        return False
+    box = sum(1 for c in letters if _BOX_LOW <= ord(c) <= _BOX_HIGH)
+    return box * 4 >= len(letters)
+
+
+def fix_korean_mojibake(text: str) -> str | None:
+    """Readable Korean for CP437-painted EUC-KR text, or None when it is not that (exact round trip only)."""
+    if not _looks_like_korean_mojibake(text):
+        return None
+    try:
+        fixed = text.encode("cp437").decode("cp949")
+    except (UnicodeEncodeError, UnicodeDecodeError):
+        return None
+    return fixed if paint_korean_mojibake(fixed) == text else None
+
+
+def paint_korean_mojibake(text: str) -> str | None:
+    """The CP437-painted form of Korean text (what a KR-server pack stores), or None if not representable."""
+    try:
+        return text.encode("cp949").decode("cp437")
+    except (UnicodeEncodeError, UnicodeDecodeError):
+        return None
+
+
+def decode_utf16_text(payload: bytes) -> tuple[str, bool]:
+    """(text, was_mojibake) of a DataType 3 payload; NUL padding stays in the text as `\\0` characters."""
+    if len(payload) % 2:
+        raise BridgeError(ErrorCode.PVF_CORRUPT, f"UTF-16 text payload has an odd length {len(payload)}",
+                          data={"offset": len(payload) - 1, "expected": "whole UTF-16 code units"})
+    text = payload.decode("utf-16-le", errors="surrogatepass")
+    fixed = fix_korean_mojibake(text)
+    return (fixed, True) if fixed is not None else (text, False)
+
+
+def encode_utf16_text(text: str, *, mojibake: bool = False) -> bytes:
+    """The DataType 3 payload for `text`; `mojibake` re-paints Korean the way the original file stored it."""
+    if mojibake:
+        painted = paint_korean_mojibake(text)
+        if painted is not None:
+            text = painted
+    return text.encode("utf-16-le", errors="surrogatepass")
+
+
+def pack_records(recs: list[tuple[int, int]]) -> bytes:
+    """Raw records → payload (used by the synthesiser and tests)."""
+    return b"".join(struct.pack("<Bi", t, v) for t, v in recs)
