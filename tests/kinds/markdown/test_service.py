@@ -8,9 +8,11 @@ from pathlib import Path
 import pytest
 
 from deskbridge.core.errors import BridgeError, ErrorCode
-from deskbridge.kinds.markdown.approvals import ApprovalSettings
+from deskbridge.core.tools import CallContext
 from deskbridge.kinds.markdown.collab import Edit
 from deskbridge.kinds.markdown.service import MarkdownService
+
+AI = CallContext(caller="mcp:s1", client_name="Claude")
 
 
 class Person:
@@ -20,9 +22,10 @@ class Person:
         self.answer = answer
         self.seen = []
 
-    async def request(self, req):
+    async def require(self, req, elicit=None):
         self.seen.append(req)
-        return self.answer
+        if not self.answer:
+            raise BridgeError(ErrorCode.APPROVAL_DECLINED, "declined")
 
 
 class Bus:
@@ -50,51 +53,51 @@ def test_open_edit_save_keeps_the_files_line_endings(notes):
     doc = svc.read()
     assert doc["text"] == "# Notes\n\nHello world\n"
     at = doc["text"].index("world")
-    res = run(svc.apply_edits(None, [Edit(at, at + 5, "there")], caller="mcp:test", client="Claude",
+    res = run(svc.apply_edits(None, [Edit(at, at + 5, "there")], ctx=AI,
                               tool="md_apply_text_edit", base_version=doc["version"], summary="greet"))
     assert res["dirty"] and res["currentLength"] == res["previousLength"]
     assert "-Hello world" in person.seen[0].diff and "+Hello there" in person.seen[0].diff
     assert any(t == "doc" and e["type"] == "update" for t, e in bus.events)
-    run(svc.save(caller="mcp:test"))
+    run(svc.save(ctx=AI, tool="md_save"))
     assert (notes / "notes.md").read_bytes() == b"# Notes\r\n\r\nHello there\r\n"
     assert not svc.read()["dirty"]
     audit = svc.audit.recent()
-    assert [a["tool"] for a in audit][:2] == ["save", "md_apply_text_edit"]
+    assert [a["tool"] for a in audit][:2] == ["md_save", "md_apply_text_edit"]
     assert all("there" not in str(a) for a in audit)
 
 
 def test_declined_edit_changes_nothing(notes):
     svc = MarkdownService(notes / "notes.md", policy=Person(answer=False))
     with pytest.raises(BridgeError) as err:
-        run(svc.apply_edits(None, [Edit(0, 1, "X")], caller="mcp:t", tool="t", base_version=0, summary=""))
+        run(svc.apply_edits(None, [Edit(0, 1, "X")], ctx=AI, tool="t", base_version=0, summary=""))
     assert err.value.code is ErrorCode.APPROVAL_DECLINED
     assert svc.read()["text"].startswith("# Notes")
 
 
 def test_edit_from_an_old_revision_is_rebased_over_typing_elsewhere(notes):
-    svc = MarkdownService(notes / "notes.md", approval_settings=ApprovalSettings(require_approval=False))
+    svc = MarkdownService(notes / "notes.md", approval_settings={"enabled": False})
     text = svc.read()["text"]
     at = text.index("Hello")
     # the person types at the top meanwhile (UTF-16 JSON from the browser)
     assert svc.push("d1", 0, [{"clientID": "tab", "changes": [[0, "Intro "], len(text)]}])["ok"]
-    run(svc.apply_edits(None, [Edit(at, at + 5, "Bye")], caller="mcp:t", tool="t", base_version=0, summary=""))
+    run(svc.apply_edits(None, [Edit(at, at + 5, "Bye")], ctx=AI, tool="t", base_version=0, summary=""))
     assert svc.read()["text"] == "Intro # Notes\n\nBye world\n"
 
 
 def test_edit_of_text_the_person_changed_meanwhile_is_refused_with_context(notes):
-    svc = MarkdownService(notes / "notes.md", approval_settings=ApprovalSettings(require_approval=False))
+    svc = MarkdownService(notes / "notes.md", approval_settings={"enabled": False})
     text = svc.read()["text"]
     at = text.index("Hello")
     svc.push("d1", 0, [{"clientID": "tab", "changes": [at + 1, [1, "E"], len(text) - at - 2]}])
     with pytest.raises(BridgeError) as err:
-        run(svc.apply_edits(None, [Edit(at, at + 5, "Bye")], caller="mcp:t", tool="t", base_version=0, summary=""))
+        run(svc.apply_edits(None, [Edit(at, at + 5, "Bye")], ctx=AI, tool="t", base_version=0, summary=""))
     assert err.value.code is ErrorCode.STALE_WORKSPACE
     assert err.value.data["currentText"] == "HEllo"
 
 
 def test_save_refuses_to_overwrite_a_file_changed_by_another_program(notes):
-    svc = MarkdownService(notes / "notes.md", approval_settings=ApprovalSettings(require_approval=False))
-    run(svc.apply_edits(None, [Edit(0, 0, "x")], caller="ui", tool="t", base_version=0, summary=""))
+    svc = MarkdownService(notes / "notes.md", approval_settings={"enabled": False})
+    run(svc.apply_edits(None, [Edit(0, 0, "x")], tool="t", base_version=0, summary=""))
     (notes / "notes.md").write_text("changed elsewhere\n", encoding="utf-8")
     with pytest.raises(BridgeError) as err:
         run(svc.save())
@@ -111,30 +114,30 @@ def test_paths_outside_the_scope_and_unc_are_refused(notes, tmp_path_factory):
     svc = MarkdownService(notes, policy=Person(answer=False))
     for raw in ("../" + outside.parent.name + "/secret.md", str(outside)):
         with pytest.raises(BridgeError) as err:
-            run(svc.open(raw, caller="mcp:t"))
+            run(svc.open(raw, ctx=AI))
         assert err.value.code in (ErrorCode.APPROVAL_DECLINED, ErrorCode.ACCESS_DENIED)
     with pytest.raises(BridgeError) as err:
-        run(svc.open("//server/share/x.md", caller="mcp:t"))
+        run(svc.open("//server/share/x.md", ctx=AI))
     assert err.value.code is ErrorCode.ACCESS_DENIED
     with pytest.raises(BridgeError) as err:
-        run(svc.open("notes.exe", caller="mcp:t"))
+        run(svc.open("notes.exe", ctx=AI))
     assert err.value.code is ErrorCode.INVALID_ARGUMENT
-    assert run(svc.open("other.md", caller="mcp:t"))["fileName"] == "other.md"
+    assert run(svc.open("other.md", ctx=AI))["fileName"] == "other.md"
 
 
 def test_save_as_never_overwrites_silently(notes):
     svc = MarkdownService(notes, policy=Person())
     run(svc.open("notes.md"))
     with pytest.raises(BridgeError) as err:
-        run(svc.save_as(None, "other.md", caller="mcp:t"))
+        run(svc.save_as(None, "other.md", ctx=AI))
     assert err.value.code is ErrorCode.TARGET_EXISTS
-    res = run(svc.save_as(None, "copy.md", caller="mcp:t"))
+    res = run(svc.save_as(None, "copy.md", ctx=AI))
     assert res["fileName"] == "copy.md" and (notes / "copy.md").exists()
 
 
 def test_close_with_unsaved_changes_needs_discard(notes):
     svc = MarkdownService(notes / "notes.md")
-    run(svc.apply_edits(None, [Edit(0, 0, "x")], caller="ui", tool="t", base_version=0, summary=""))
+    run(svc.apply_edits(None, [Edit(0, 0, "x")], tool="t", base_version=0, summary=""))
     with pytest.raises(BridgeError) as err:
         run(svc.close())
     assert err.value.code is ErrorCode.UNSAVED_CHANGES

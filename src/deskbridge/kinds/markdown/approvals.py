@@ -8,21 +8,16 @@ the core approval broker (no answer in time = declined). Audit records never con
 
 from __future__ import annotations
 
-import asyncio
-import dataclasses
 import difflib
+import re
 import time
-from collections import deque
-from dataclasses import dataclass, field
-from typing import Any, Final, Protocol
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
 
+from deskbridge.core.audit import Approval, AuditLog
 from deskbridge.core.errors import BridgeError, ErrorCode
-from deskbridge.core.limits import APPROVAL_TIMEOUT_S
-
-try:  # pragma: no cover - depends on which core modules have landed
-    from deskbridge.core import policy as _core_policy  # type: ignore[attr-defined]
-except ImportError:  # pragma: no cover
-    _core_policy = None
+from deskbridge.core.policy import ApprovalBroker, ApprovalRequest, ApprovalRules, approval_rules_from
+from deskbridge.core.tools import CallContext
 
 AUDIT_KEEP: Final = 100
 """Records `md_get_operation_audit` returns at most (seed §9.3: the last 100)."""
@@ -42,36 +37,11 @@ NEEDS_APPROVAL_BY_DEFAULT: Final[dict[str, bool]] = {
 """Operation → whether it asks the person when settings say nothing (seed §3.3, issue #3)."""
 
 
-@dataclass
-class ApprovalSettings:
-    """The person's approval settings for the markdown kind."""
-
-    require_approval: bool = True
-    """False turns every approval off (the person trusts the client)."""
-    operations: dict[str, bool] = field(default_factory=dict)
-    """Per-operation override, e.g. {"edit": False} to let edits through without asking."""
-
-    def needs_approval(self, operation: str) -> bool:
-        if not self.require_approval:
-            return False
-        return self.operations.get(operation, NEEDS_APPROVAL_BY_DEFAULT.get(operation, True))
-
-
-@dataclass(frozen=True)
-class ApprovalRequest:
-    """What the person sees: client, tool, target, a one-line summary and the unified diff."""
-
-    kind: str
-    operation: str
-    client: str
-    tool: str
-    target: str
-    summary: str
-    diff: str = ""
-
-
-class ApprovalBroker(Protocol):
-    async def request(self, request: Any) -> Any: ...
+def approval_rules(settings: ApprovalRules | Mapping[str, Any] | None = None) -> ApprovalRules:
+    """The markdown kind's rules: our defaults, then the settings `{enabled, overrides: {operation: bool}}`."""
+    if isinstance(settings, ApprovalRules):
+        return settings
+    return approval_rules_from(NEEDS_APPROVAL_BY_DEFAULT, settings)
 
 
 def unified_diff(before: str, after: str, name: str, *, context: int = 3) -> str:
@@ -122,8 +92,6 @@ def local_diff(text: str, start: int, end: int, insert: str, name: str) -> str:
 
 
 def _shift_hunks(diff: str, shift: int) -> str:
-    import re
-
     def fix(m: re.Match[str]) -> str:
         a, al, b, bl = m.group(1), m.group(2), m.group(3), m.group(4)
         return f"@@ -{int(a) + shift}{al or ''} +{int(b) + shift}{bl or ''} @@"
@@ -131,121 +99,63 @@ def _shift_hunks(diff: str, shift: int) -> str:
     return re.sub(r"^@@ -(\d+)(,\d+)? \+(\d+)(,\d+)? @@", fix, diff, flags=re.MULTILINE)
 
 
-def _core_request(request: ApprovalRequest) -> Any:
-    """Build the core broker's request object from ours, passing the fields it knows."""
-    core_cls = getattr(_core_policy, "ApprovalRequest", None) if _core_policy else None
-    if core_cls is None:
-        return request
-    ours = dataclasses.asdict(request)
-    if dataclasses.is_dataclass(core_cls):
-        known = {f.name for f in dataclasses.fields(core_cls)}
-    else:
-        known = set(getattr(core_cls, "model_fields", {}) or ours)
-    try:
-        return core_cls(**{k: v for k, v in ours.items() if k in known})
-    except TypeError:
-        return request
-
-
-def _approved(answer: Any) -> bool:
-    if isinstance(answer, bool):
-        return answer
-    for attr in ("approved", "accepted", "ok"):
-        if hasattr(answer, attr):
-            return bool(getattr(answer, attr))
-    if isinstance(answer, dict):
-        return bool(answer.get("approved") or answer.get("accepted"))
-    return bool(answer)
-
-
 class Approvals:
-    """Asks the person through the broker when settings require it; raises APPROVAL_DECLINED on no/timeout."""
+    """Asks the person through the core broker when the rules require it; APPROVAL_DECLINED on no/timeout."""
 
-    def __init__(
-        self,
-        broker: ApprovalBroker | None,
-        settings: ApprovalSettings | None = None,
-        *,
-        timeout_s: float = APPROVAL_TIMEOUT_S,
-    ) -> None:
+    def __init__(self, broker: ApprovalBroker | None, rules: ApprovalRules) -> None:
         self.broker = broker
-        self.settings = settings or ApprovalSettings()
-        self.timeout_s = timeout_s
+        self.rules = rules
 
-    async def ask(self, request: ApprovalRequest) -> bool:
-        """Return True when approval was needed and given, False when none was needed; raise when declined."""
-        if not self.settings.needs_approval(request.operation):
+    def needed(self, operation: str) -> bool:
+        return self.rules.requires_approval(operation)
+
+    async def ask(self, ctx: CallContext, operation: str, tool: str, target: str, summary: str,
+                  diff: str | None = None) -> bool:
+        """True when approval was needed and given, False when none was needed; raises when declined."""
+        if not self.needed(operation):
             return False
         if self.broker is None:
             raise BridgeError(
                 ErrorCode.APPROVAL_DECLINED,
-                f"'{request.tool}' needs the person's approval but no approval channel is connected",
+                f"{tool} on {target!r} needs the person's approval but no approval channel is connected",
                 hint="Open the deskbridge web UI so the person can answer, or ask them to relax the setting.",
             )
-        try:
-            answer = await asyncio.wait_for(self.broker.request(_core_request(request)), self.timeout_s)
-        except TimeoutError:
-            raise BridgeError(
-                ErrorCode.APPROVAL_DECLINED,
-                f"the person did not answer the approval for '{request.tool}' within {self.timeout_s:.0f} s",
-            ) from None
-        if isinstance(answer, BridgeError):
-            raise answer
-        if not _approved(answer):
-            raise BridgeError(ErrorCode.APPROVAL_DECLINED, f"the person declined '{request.tool}' on {request.target}")
+        request = ApprovalRequest(caller=ctx.caller, client=ctx.client_name, tool=tool, target=target,
+                                  summary=summary, diff=diff)
+        await self.broker.require(request, elicit=ctx.elicit)
         return True
 
 
-@dataclass(frozen=True)
-class AuditRecord:
-    """One MCP operation (seed §9.3): no document text, no replacement text, no token."""
-
-    time: float
-    client: str
-    tool: str
-    target: str
-    operation: str
-    approved: bool | None
-    ok: bool
-    error: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.time)),
-            "client": self.client,
-            "tool": self.tool,
-            "target": self.target,
-            "operation": self.operation,
-            "approved": self.approved,
-            "ok": self.ok,
-            "error": self.error,
-        }
-
-
 class OperationAudit:
-    """The last `AUDIT_KEEP` markdown operations in memory, also forwarded to the core audit log."""
+    """The markdown operations of AI clients, kept in the core audit log; `recent` serves the audit tool."""
 
-    def __init__(self, core_audit: Any | None = None) -> None:
-        self._records: deque[AuditRecord] = deque(maxlen=AUDIT_KEEP)
-        self._core = core_audit
+    def __init__(self, core_audit: AuditLog | None = None) -> None:
+        self.log = core_audit if core_audit is not None else AuditLog(memory_max=AUDIT_KEEP)
 
-    def record(self, rec: AuditRecord) -> None:
-        self._records.append(rec)
-        if self._core is not None:
-            fn = getattr(self._core, "record", None) or getattr(self._core, "append", None)
-            if fn is not None:
-                try:
-                    fn(
-                        kind="markdown",
-                        caller=rec.client,
-                        tool=rec.tool,
-                        target=rec.target,
-                        outcome="ok" if rec.ok else (rec.error or "error"),
-                        approved=rec.approved,
-                    )
-                except TypeError:
-                    fn(rec.to_dict())
+    def record(self, ctx: CallContext, tool: str, target: str, *, approved: bool | None, error: str | None,
+               duration_ms: float = 0.0, arg_names: Iterable[str] = ()) -> None:
+        approval = Approval.NONE if approved is None else (Approval.APPROVED if approved else Approval.DECLINED)
+        if error == ErrorCode.APPROVAL_DECLINED.value:
+            approval = Approval.DECLINED
+        self.log.record(caller=ctx.caller, client=ctx.client_name, tool=tool, target=target,
+                        outcome=error or "ok", approval=approval, duration_ms=duration_ms, arg_names=arg_names)
 
     def recent(self, limit: int = AUDIT_KEEP) -> list[dict[str, Any]]:
-        items = list(self._records)[-limit:]
-        return [r.to_dict() for r in reversed(items)]
+        """Newest first, markdown tools only (the core log is shared by every kind)."""
+        out: list[dict[str, Any]] = []
+        for rec in reversed(self.log.recent()):
+            if not rec.tool.startswith("md_"):
+                continue
+            out.append({
+                "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(rec.timestamp)),
+                "client": rec.client,
+                "tool": rec.tool,
+                "target": rec.target,
+                "approval": str(rec.approval),
+                "ok": rec.outcome == "ok",
+                "error": None if rec.outcome == "ok" else rec.outcome,
+                "durationMs": rec.duration_ms,
+            })
+            if len(out) >= limit:
+                break
+        return out

@@ -127,7 +127,7 @@ class MarkdownDocument:
             encoding=decoded.encoding,
             newline=decoded.newline,
             bom=decoded.bom,
-            identity=diskio.identity_of(path, data),
+            identity=diskio.identity_of(path),
             saved_text=decoded.text,
         )
 

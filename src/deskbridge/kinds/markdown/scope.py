@@ -2,8 +2,8 @@
 
 Scopes: `CurrentDocument` (only the document the person opened), `CurrentFolder` (the opened folder, or the
 opened document's folder), `CustomFolder` (a folder the person chose). Paths are resolved with symlinks
-followed and then checked against the allowed root; UNC paths, NUL bytes, over-long paths and other
-extensions are refused. The core's `paths` module does the resolution when it is present.
+followed and then checked against the allowed root by the core (`core.paths.resolve_path`: UNC, NUL,
+over-long, reserved names and symlink escapes refused); other extensions are refused here.
 """
 
 from __future__ import annotations
@@ -15,12 +15,7 @@ from pathlib import Path
 from typing import Final
 
 from deskbridge.core.errors import BridgeError, ErrorCode
-from deskbridge.core.limits import PATH_MAX_CHARS
-
-try:  # pragma: no cover - depends on which core modules have landed
-    from deskbridge.core import paths as _core_paths  # type: ignore[attr-defined]
-except ImportError:  # pragma: no cover
-    _core_paths = None
+from deskbridge.core.paths import resolve_path
 
 MARKDOWN_SUFFIXES: Final = frozenset({".md", ".markdown", ".mdown", ".txt"})
 """Extensions a document may have (seed §9.1)."""
@@ -91,14 +86,16 @@ class Workspace:
         """
         if not isinstance(raw, str) or not raw.strip():
             raise BridgeError(ErrorCode.INVALID_ARGUMENT, "the path is empty")
-        if len(raw) > PATH_MAX_CHARS or "\x00" in raw:
-            raise BridgeError(ErrorCode.INVALID_ARGUMENT, "the path is too long or contains a NUL byte")
         if _looks_unc(raw):
             raise BridgeError(ErrorCode.ACCESS_DENIED, "network (UNC) paths are not allowed", data={"path": raw})
-        candidate = Path(raw).expanduser()
-        if not candidate.is_absolute():
-            candidate = self.allowed_root / candidate
-        resolved = Path(os.path.realpath(candidate))
+        raw = os.path.expanduser(raw)
+        if check_scope:
+            resolved = resolve_path(raw, [self.allowed_root])
+        else:
+            # Syntax and symlink checks only: an absolute path anywhere (the caller asks the person first).
+            if not os.path.isabs(raw):
+                raw = os.path.join(self.allowed_root, raw)
+            resolved = resolve_path(raw, [Path(os.path.abspath(os.sep))])
         if not is_markdown_name(resolved.name):
             raise BridgeError(
                 ErrorCode.INVALID_ARGUMENT,

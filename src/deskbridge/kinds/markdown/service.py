@@ -13,22 +13,22 @@ import inspect
 import itertools
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from deskbridge.core.errors import BridgeError, ErrorCode
+from deskbridge.core.policy import ApprovalRules
+from deskbridge.core.tools import CallContext
 from deskbridge.kinds.markdown import diskio
 from deskbridge.kinds.markdown.approvals import (
-    ApprovalRequest,
     Approvals,
-    ApprovalSettings,
-    AuditRecord,
     OperationAudit,
+    approval_rules,
     local_diff,
     unified_diff,
 )
-from deskbridge.kinds.markdown.collab import Edit, Update, map_range
+from deskbridge.kinds.markdown.collab import Edit, map_range
 from deskbridge.kinds.markdown.document import MarkdownDocument
 from deskbridge.kinds.markdown.drafts import DraftTracker
 from deskbridge.kinds.markdown.scope import AccessScope, Workspace
@@ -39,8 +39,12 @@ OPEN_DOCUMENTS_MAX = 64
 """Documents open at once; opening more asks to close one first."""
 
 
-def is_ai(caller: str) -> bool:
-    return caller.startswith("mcp:")
+UI = CallContext(caller="ui", client_name="deskbridge web UI")
+"""The person acting through the browser: never asked for approval, not audited as an AI operation."""
+
+
+def is_ai(ctx: CallContext) -> bool:
+    return ctx.caller.startswith("mcp:")
 
 
 class MarkdownService:
@@ -55,11 +59,11 @@ class MarkdownService:
         policy: Any | None = None,
         events: Any | None = None,
         audit: Any | None = None,
-        approval_settings: ApprovalSettings | None = None,
+        approval_settings: ApprovalRules | Mapping[str, Any] | None = None,
     ) -> None:
         self.workspace = Workspace.create(Path(root), scope, custom_folder)
         self.events = events
-        self.approvals = Approvals(policy, approval_settings)
+        self.approvals = Approvals(policy, approval_rules(approval_settings))
         self.audit = OperationAudit(audit)
         self.drafts = DraftTracker(self.publish)
         self.docs: dict[str, MarkdownDocument] = {}
@@ -241,11 +245,10 @@ class MarkdownService:
         doc_id: str | None,
         edits: list[Edit],
         *,
-        caller: str,
-        client: str = "unknown",
-        tool: str,
+        ctx: CallContext = UI,
+        tool: str = "edit",
         base_version: int,
-        summary: str,
+        summary: str = "",
     ) -> dict[str, Any]:
         """Apply code-point edits computed against the text at `base_version` (ascending, non-overlapping).
 
@@ -255,29 +258,33 @@ class MarkdownService:
         """
         doc = self.get(doc_id)
         approved: bool | None = None
+        started = time.perf_counter()
         try:
             edits = self._rebase(doc, edits, base_version)
-            if is_ai(caller):
+            if is_ai(ctx):
                 seen_version = doc.version
-                diff = self._diff(doc, doc.text, edits)
-                approved = await self.approvals.ask(
-                    ApprovalRequest("markdown", "edit", client, tool, doc.name, summary, diff)
-                )
+                if self.approvals.needed("edit"):
+                    diff = self._diff(doc, doc.text, edits)
+                    approved = await self.approvals.ask(ctx, "edit", tool, self._target(doc), summary or tool, diff)
                 # the person may have typed while deciding: rebase again over what arrived meanwhile
                 edits = self._rebase(doc, edits, seen_version)
             before_len = len(doc.text)
-            update = doc.collab.apply(caller if is_ai(caller) else f"server:{caller}", edits)
+            client_id = ctx.caller if is_ai(ctx) else f"server:{ctx.caller}"
+            update = doc.collab.apply(client_id, edits)
             self._announce(doc, update.client_id)
             result = {
                 **self.describe(doc),
                 "previousLength": before_len,
                 "currentLength": len(doc.text),
-                "changes": [self._edit_summary(doc, e, update) for e in edits[:20]],
+                "changes": [
+                    {"startOffset": e.start, "removedLength": e.end - e.start, "insertedLength": len(e.insert)}
+                    for e in edits[:20]
+                ],
             }
-            self._audit(caller, client, tool, doc, "edit", approved, None)
+            self._audit(ctx, tool, self._target(doc), approved, None, started)
             return result
         except BridgeError as exc:
-            self._audit(caller, client, tool, doc, "edit", approved, exc.code.value)
+            self._audit(ctx, tool, self._target(doc), approved, exc.code.value, started)
             raise
 
     def _diff(self, doc: MarkdownDocument, text: str, edits: list[Edit]) -> str:
@@ -313,100 +320,104 @@ class MarkdownService:
             data={"revision": doc.revision, **context_around(doc.text, min(start, len(doc.text)), min(end, len(doc.text)))},
         )
 
-    def _edit_summary(self, doc: MarkdownDocument, e: Edit, update: Update) -> dict[str, Any]:
-        return {"startOffset": e.start, "removedLength": e.end - e.start, "insertedLength": len(e.insert)}
-
     # --- save / save as / close / reload ---------------------------------------------------------------
 
-    async def save(self, doc_id: str | None = None, *, caller: str = "ui", client: str = "unknown",
-                   tool: str = "save") -> dict[str, Any]:
+    async def save(self, doc_id: str | None = None, *, ctx: CallContext = UI, tool: str = "save") -> dict[str, Any]:
         """Write the document to its file; SOURCE_CHANGED when another program changed the file meanwhile."""
         doc = self.get(doc_id)
+        started = time.perf_counter()
         try:
             if doc.path is None:
-                raise BridgeError(ErrorCode.SAVE_AS_REQUIRED, f"'{doc.name}' has never been saved")
+                raise BridgeError(ErrorCode.SAVE_AS_REQUIRED, f"'{doc.name}' has never been saved",
+                                  hint="Use save-as with a path inside the workspace.")
             await self.drafts.barrier(doc.doc_id)
             async with self._write_lock:
                 on_disk = diskio.identity_of(doc.path)
-                if doc.identity is not None and not diskio.same_content(on_disk, doc.identity):
-                    doc.external_change = {"detectedAt": time.time(), **(on_disk.to_dict() if on_disk else {"deleted": True})}
-                    self.publish("doc", {"type": "external-change", "docId": doc.doc_id})
+                if not diskio.same_content(on_disk, doc.identity):
+                    self._mark_external(doc, on_disk)
                     raise BridgeError(
                         ErrorCode.SOURCE_CHANGED,
-                        f"'{doc.name}' was changed on disk by another program since it was opened; nothing was written",
+                        f"'{doc.name}' was changed on disk by another program since it was opened; "
+                        "nothing was written",
                         data={"docId": doc.doc_id, "path": str(doc.path)},
                     )
                 text, version = doc.collab.snapshot()
                 data = doc.file_bytes()
-                diskio.atomic_write(doc.path, data)
-                doc.mark_saved(text, version, diskio.identity_of(doc.path, data))
+                identity = diskio.atomic_write(doc.path, data, on_disk)
+                doc.mark_saved(text, version, identity)
             self.publish("doc", {"type": "saved", **self.describe(doc)})
-            self._audit(caller, client, tool, doc, "save", None, None)
+            self._audit(ctx, tool, self._target(doc), None, None, started)
             return {**self.describe(doc), "bytesWritten": len(data)}
         except BridgeError as exc:
-            self._audit(caller, client, tool, doc, "save", None, exc.code.value)
+            self._audit(ctx, tool, self._target(doc), None, exc.code.value, started)
             raise
 
-    async def save_as(self, doc_id: str | None, raw_path: str, *, overwrite: bool = False, caller: str = "ui",
-                      client: str = "unknown", tool: str = "save_as") -> dict[str, Any]:
+    async def save_as(self, doc_id: str | None, raw_path: str, *, overwrite: bool = False, ctx: CallContext = UI,
+                      tool: str = "save_as") -> dict[str, Any]:
         """Write the document to another file in scope; an existing target needs `overwrite` (+ approval)."""
         doc = self.get(doc_id)
         approved: bool | None = None
+        started = time.perf_counter()
+        target_name = raw_path
         try:
             target = self.workspace.resolve(raw_path, must_exist=False, check_scope=True)
+            target_name = self.workspace.relative(target)
             if doc.path is not None and target == doc.path:
                 raise BridgeError(ErrorCode.SAME_AS_SOURCE, f"'{raw_path}' is the open file itself")
-            other = self.find_open(target)
-            if other is not None:
+            if self.find_open(target) is not None:
                 raise BridgeError(ErrorCode.TARGET_EXISTS, f"'{raw_path}' is open as another document; close it first")
             await self.drafts.barrier(doc.doc_id)
             text, version = doc.collab.snapshot()
             data = doc.file_bytes()
-            if target.exists():
+            existing = diskio.identity_of(target)
+            if existing is not None:
                 if not overwrite:
-                    raise BridgeError(ErrorCode.TARGET_EXISTS, f"'{raw_path}' already exists", data={"path": raw_path})
-                if is_ai(caller):
-                    old = target.read_bytes().decode("utf-8", "replace")
-                    approved = await self.approvals.ask(ApprovalRequest(
-                        "markdown", "overwrite", client, tool, self.workspace.relative(target),
-                        f"overwrite {target.name} with {doc.name}", unified_diff(old, text, target.name)))
+                    raise BridgeError(ErrorCode.TARGET_EXISTS, f"'{raw_path}' already exists",
+                                      data={"path": target_name})
+                if is_ai(ctx) and self.approvals.needed("overwrite"):
+                    old = target.read_bytes().decode("utf-8", "replace").replace("\r\n", "\n")
+                    approved = await self.approvals.ask(
+                        ctx, "overwrite", tool, target_name, f"overwrite {target.name} with {doc.name}",
+                        unified_diff(old, text, target.name))
                 async with self._write_lock:
-                    diskio.atomic_write(target, data)
+                    identity = diskio.atomic_write(target, data, existing, target_changed=True)
             else:
                 async with self._write_lock:
-                    diskio.publish_new(target, data)
+                    identity = diskio.publish_new(target, data)
             doc.path = target
-            doc.mark_saved(text, version, diskio.identity_of(target, data))
+            doc.mark_saved(text, version, identity)
             self.publish("doc", {"type": "saved", **self.describe(doc)})
-            self._audit(caller, client, tool, doc, "save_as", approved, None)
+            self._audit(ctx, tool, target_name, approved, None, started)
             return {**self.describe(doc), "bytesWritten": len(data)}
         except BridgeError as exc:
-            self._audit(caller, client, tool, doc, "save_as", approved, exc.code.value)
+            self._audit(ctx, tool, target_name, approved, exc.code.value, started)
             raise
 
-    async def open(self, raw_path: str, *, encoding: str | None = None, caller: str = "ui",
-                   client: str = "unknown", tool: str = "open") -> dict[str, Any]:
+    async def open(self, raw_path: str, *, encoding: str | None = None, ctx: CallContext = UI,
+                   tool: str = "open") -> dict[str, Any]:
         """Open a document by path; for AI callers a path outside the scope asks the person first."""
         approved: bool | None = None
         target_name = raw_path
+        started = time.perf_counter()
         try:
             try:
                 target = self.workspace.resolve(raw_path, must_exist=True, check_scope=True)
             except BridgeError as exc:
-                if exc.code is not ErrorCode.ACCESS_DENIED or not is_ai(caller) or "UNC" in exc.message:
+                if exc.code is not ErrorCode.ACCESS_DENIED or "UNC" in exc.message:
                     raise
+                if is_ai(ctx) and not self.approvals.needed("open_outside"):
+                    raise  # approval switched off must not widen the scope silently
                 target = self.workspace.resolve(raw_path, must_exist=True, check_scope=False)
-                approved = await self.approvals.ask(ApprovalRequest(
-                    "markdown", "open_outside", client, tool, str(target),
-                    f"open {target.name}, which is outside the workspace ({self.workspace.scope_description()})"))
-                if approved is False:
-                    raise  # approval disabled by settings does not widen the scope
+                if is_ai(ctx):
+                    approved = await self.approvals.ask(
+                        ctx, "open_outside", tool, str(target),
+                        f"open {target.name}, which is outside the workspace ({self.workspace.scope_description()})")
             target_name = self.workspace.relative(target)
             doc = self.open_path(target, encoding=encoding)
-            self._audit_target(caller, client, tool, target_name, "open", approved, None)
+            self._audit(ctx, tool, target_name, approved, None, started)
             return self.describe(doc)
         except BridgeError as exc:
-            self._audit_target(caller, client, tool, target_name, "open", approved, exc.code.value)
+            self._audit(ctx, tool, target_name, approved, exc.code.value, started)
             raise
 
     async def close(self, doc_id: str | None = None, *, discard: bool = False) -> dict[str, Any]:
@@ -435,10 +446,14 @@ class MarkdownService:
             if diskio.same_content(now, doc.identity):
                 doc.identity = now
                 continue
-            doc.external_change = {"detectedAt": time.time(), **(now.to_dict() if now else {"deleted": True})}
-            self.publish("doc", {"type": "external-change", "docId": doc.doc_id, "dirty": doc.dirty})
+            self._mark_external(doc, now)
             changed.append(doc.doc_id)
         return changed
+
+    def _mark_external(self, doc: MarkdownDocument, now: diskio.FileIdentity | None) -> None:
+        doc.external_change = {"detectedAt": time.time(), "deleted": now is None}
+        self.publish("doc", {"type": "external-change", "docId": doc.doc_id, "dirty": doc.dirty,
+                             "deleted": now is None})
 
     def reload_from_disk(self, doc_id: str) -> dict[str, Any]:
         """Take the file's new content (the person chose "reload"): one update replacing the whole text."""
@@ -464,30 +479,27 @@ class MarkdownService:
         self.publish("doc", {"type": "kept", **self.describe(doc)})
         return self.describe(doc)
 
-    # --- audit -----------------------------------------------------------------------------------------
+    # --- audit ---------------------------------------------------------------------------------------
 
-    def _audit(self, caller: str, client: str, tool: str, doc: MarkdownDocument, operation: str,
-               approved: bool | None, error: str | None) -> None:
-        target = self.workspace.relative(doc.path) if doc.path else doc.name
-        self._audit_target(caller, client, tool, target, operation, approved, error)
+    def _target(self, doc: MarkdownDocument) -> str:
+        return self.workspace.relative(doc.path) if doc.path else doc.name
 
-    def _audit_target(self, caller: str, client: str, tool: str, target: str, operation: str,
-                      approved: bool | None, error: str | None) -> None:
-        if not is_ai(caller):
+    def _audit(self, ctx: CallContext, tool: str, target: str, approved: bool | None, error: str | None,
+               started: float | None = None) -> None:
+        if not is_ai(ctx):
             return
-        self.audit.record(AuditRecord(time.time(), client or caller, tool, target, operation, approved, error is None, error))
+        duration = (time.perf_counter() - started) * 1000 if started is not None else 0.0
+        self.audit.record(ctx, tool, target, approved=approved, error=error, duration_ms=duration)
         self.publish("audit", {"kind": "markdown", "tool": tool, "target": target, "ok": error is None})
 
-    def audit_read(self, caller: str, client: str, tool: str, doc_id: str | None = None) -> None:
+    def audit_read(self, ctx: CallContext, tool: str, doc_id: str | None = None, error: str | None = None) -> None:
         """Record a read-only MCP call (seed §16.3: reads are audited too)."""
         target = ""
-        if doc_id or self.current_id:
-            try:
-                doc = self.get(doc_id)
-                target = self.workspace.relative(doc.path) if doc.path else doc.name
-            except BridgeError:
-                target = doc_id or ""
-        self._audit_target(caller, client, tool, target, "read", None, None)
+        try:
+            target = self._target(self.get(doc_id))
+        except BridgeError:
+            target = doc_id or ""
+        self._audit(ctx, tool, target, None, error)
 
     def status(self) -> dict[str, Any]:
         from deskbridge import __version__
@@ -506,6 +518,6 @@ class MarkdownService:
             "openDocuments": len(self.docs),
             "currentFilePath": current["absolutePath"] if current else None,
             "isDirty": bool(current and current["dirty"]),
-            "requireApproval": self.approvals.settings.require_approval,
+            "requireApproval": self.approvals.rules.enabled,
             **{k: ui[k] for k in ("theme", "typography", "cultureName") if k in ui},
         }

@@ -1,0 +1,271 @@
+"""The markdown kind's browser JSON API: the routes the CodeMirror editor calls, mounted by the platform under
+`/api/<kind>` (today `/api/markdown`).
+
+Routes only validate input and call the document service (md-contract.md "Web API"); no editing rule lives here.
+The collab wire is CodeMirror's (`@codemirror/collab`): push `{version, updates:[{clientID, changes}]}` → `{ok}` or
+409 `{version}`; pull `?version=N` long-polls up to 25 s → `{updates}`. Positions on this wire are UTF-16 units.
+Host/Origin checks and the per-launch UI secret are enforced by the platform middleware in front of every route.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any, Final
+from urllib.parse import quote
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from deskbridge.core.errors import BridgeError, ErrorCode, internal
+from deskbridge.kinds.markdown.ui_state import UiState
+
+PULL_WAIT_MAX_S: Final = 25.0
+"""Seconds one pull request waits for news (the contract's long-poll limit; below common proxy timeouts)."""
+
+BODY_MAX_BYTES: Final = 8 * 1024 * 1024
+"""Bytes of one JSON request body (a push of a pasted large document fits; anything bigger is refused)."""
+
+EXPORT_FORMATS: Final = ("html", "pdf", "png", "docx")
+RICH_TARGETS: Final = ("wechat", "zhihu", "juejin")
+
+_STATUS: Final[dict[ErrorCode, int]] = {
+    ErrorCode.NOT_FOUND: 404,
+    ErrorCode.INVALID_ARGUMENT: 400,
+    ErrorCode.ACCESS_DENIED: 403,
+    ErrorCode.LIMIT_EXCEEDED: 413,
+    ErrorCode.INTERNAL: 500,
+    ErrorCode.NOT_READY: 503,
+}
+
+
+def error_response(error: BridgeError) -> JSONResponse:
+    """The platform's error shape `{error: {code, message, hint, data?}}`; conflicts are 409."""
+    return JSONResponse({"error": error.to_dict()}, status_code=_STATUS.get(error.code, 409))
+
+
+async def _maybe_await(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
+
+
+def _service_call(service: Any, name: str) -> Callable[..., Any]:
+    """The service's method `name`, or NOT_READY naming it when the service does not offer it (yet)."""
+    method = getattr(service, name, None)
+    if method is None:
+        raise BridgeError(
+            ErrorCode.NOT_READY,
+            f"the markdown service does not offer {name!r}",
+            hint="This build of deskbridge lacks that operation; update deskbridge.",
+        )
+    return method
+
+
+async def _json_body(request: Request) -> dict[str, Any]:
+    raw = await request.body()
+    if len(raw) > BODY_MAX_BYTES:
+        raise BridgeError(ErrorCode.LIMIT_EXCEEDED, f"the request body is over {BODY_MAX_BYTES} bytes")
+    if not raw:
+        return {}
+    try:
+        body = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise BridgeError(ErrorCode.INVALID_ARGUMENT, "the request body is not JSON") from exc
+    if not isinstance(body, dict):
+        raise BridgeError(ErrorCode.INVALID_ARGUMENT, "the request body must be a JSON object")
+    return body
+
+
+def _int_arg(value: Any, name: str, *, minimum: int = 0) -> int:
+    if isinstance(value, bool):
+        raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"{name} must be an integer")
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"{name} must be an integer, got {value!r}") from None
+    if number < minimum:
+        raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"{name} must be ≥ {minimum}, got {number}")
+    return number
+
+
+def _str_arg(body: dict[str, Any], name: str, *, required: bool = True, max_len: int = 4096) -> str | None:
+    value = body.get(name)
+    if value is None and not required:
+        return None
+    if not isinstance(value, str) or (required and not value) or len(value) > max_len:
+        raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"{name} must be a non-empty string of ≤ {max_len} characters")
+    return value
+
+
+def _choice(value: str | None, allowed: tuple[str, ...], name: str) -> str:
+    folded = (value or "").strip().lower()
+    if folded not in allowed:
+        raise BridgeError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"{name} {value!r} is not one of: {', '.join(allowed)}",
+            data={"allowed": list(allowed)},
+        )
+    return folded
+
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+def _guarded(handler: Callable[[Request], Awaitable[Any]]) -> Endpoint:
+    """Turn a handler returning a dict (or a Response) into an endpoint; BridgeErrors become JSON errors."""
+
+    async def endpoint(request: Request) -> Response:
+        try:
+            result = await handler(request)
+        except BridgeError as error:
+            return error_response(error)
+        except Exception as exc:  # never leak a traceback to the page
+            return error_response(internal(exc))
+        return result if isinstance(result, Response) else JSONResponse(result)
+
+    return endpoint
+
+
+def markdown_routes(service: Any, ui_state: UiState | None = None) -> list[Route]:
+    """The routes of the markdown editor's API, relative to where the platform mounts them (`/api/markdown`).
+
+    `service` is the kind's `MarkdownService`; the methods called are listed in docs/markdown-ui.md ("Server
+    API"). `ui_state` is the shared `UiState` (a private one is made when none is given).
+    """
+    state = ui_state if ui_state is not None else UiState(events=getattr(service, "events", None))
+
+    async def call(name: str, *args: Any, **kwargs: Any) -> Any:
+        return await _maybe_await(_service_call(service, name)(*args, **kwargs))
+
+    # -- documents and files -----------------------------------------------------------------------------
+    async def list_docs(request: Request) -> Any:
+        return {"docs": await call("list_documents")}
+
+    async def list_files(request: Request) -> Any:
+        return {"files": await call("list_files")}
+
+    async def open_doc(request: Request) -> Any:
+        body = await _json_body(request)
+        return await call("open_document", _str_arg(body, "path"), caller="ui")
+
+    async def get_doc(request: Request) -> Any:
+        return await call("get_document", request.path_params["doc_id"])
+
+    # -- collab ------------------------------------------------------------------------------------------
+    async def push(request: Request) -> Any:
+        doc_id = request.path_params["doc_id"]
+        body = await _json_body(request)
+        version = _int_arg(body.get("version"), "version")
+        updates = body.get("updates")
+        if not isinstance(updates, list):
+            raise BridgeError(ErrorCode.INVALID_ARGUMENT, "updates must be a list of {clientID, changes}")
+        collab = await call("collab", doc_id)
+        if not await _maybe_await(collab.push(version, updates)):
+            # Behind: the client pulls what it missed, rebases its local changes and pushes again.
+            return JSONResponse({"ok": False, "version": collab.version}, status_code=409)
+        return {"ok": True, "version": collab.version}
+
+    async def pull(request: Request) -> Any:
+        doc_id = request.path_params["doc_id"]
+        version = _int_arg(request.query_params.get("version"), "version")
+        wait = min(float(request.query_params.get("wait", PULL_WAIT_MAX_S) or 0), PULL_WAIT_MAX_S)
+        collab = await call("collab", doc_id)
+        updates = await collab.pull(version, max(wait, 0.0))
+        return {"updates": [u.to_wire() for u in updates], "version": version + len(updates)}
+
+    async def preview(request: Request) -> Any:
+        doc_id = request.path_params["doc_id"]
+        collab = await call("collab", doc_id)
+        version = collab.version
+        html = await call("render_html", doc_id)
+        return {"html": html, "version": version}
+
+    async def selection(request: Request) -> Any:
+        doc_id = request.path_params["doc_id"]
+        body = await _json_body(request)
+        anchor = _int_arg(body.get("anchor"), "anchor")
+        head = _int_arg(body.get("head", anchor), "head")
+        version = _int_arg(body.get("version", 0), "version")
+        client = _str_arg(body, "clientId", required=False, max_len=200) or "ui"
+        await call("set_selection", doc_id, anchor=anchor, head=head, version=version, client_id=client)
+        return {"ok": True}
+
+    async def save(request: Request) -> Any:
+        return await call("save_document", request.path_params["doc_id"], caller="ui")
+
+    async def external(request: Request) -> Any:
+        body = await _json_body(request)
+        action = _choice(_str_arg(body, "action"), ("reload", "keep"), "action")
+        return await call("resolve_external_change", request.path_params["doc_id"], action, caller="ui")
+
+    async def export(request: Request) -> Any:
+        doc_id = request.path_params["doc_id"]
+        fmt = _choice(request.query_params.get("format"), EXPORT_FORMATS, "format")
+        typography = state.snapshot()["typography"]
+        data, filename, media_type = await call("export_document", doc_id, fmt, typography=typography)
+        # RFC 6266 / 5987: an ASCII fallback plus the UTF-8 name, so 中文.md exports keep their name.
+        ascii_name = filename.encode("ascii", "replace").decode().replace("?", "_").replace('"', "_")
+        disposition = f"attachment; filename=\"{ascii_name}\"; filename*=UTF-8''{quote(filename)}"
+        return Response(data, media_type=media_type, headers={"Content-Disposition": disposition})
+
+    async def rich(request: Request) -> Any:
+        doc_id = request.path_params["doc_id"]
+        target = _choice(request.query_params.get("target", "wechat"), RICH_TARGETS, "target")
+        typography = state.snapshot()["typography"]
+        html = await call("rich_html", doc_id, target, typography=typography)
+        return {"html": html, "target": target}
+
+    # -- UI state, clients, draft barrier ----------------------------------------------------------------
+    async def ui_get(request: Request) -> Any:
+        return state.snapshot()
+
+    async def ui_post(request: Request) -> Any:
+        return state.update(await _json_body(request), source="ui")
+
+    async def client_hello(request: Request) -> Any:
+        body = await _json_body(request)
+        client = _str_arg(body, "clientId", max_len=200)
+        register = getattr(service, "register_ui_client", None)
+        if register is not None:
+            await _maybe_await(register(client))
+        return {"ok": True, "ui": state.snapshot()}
+
+    async def client_bye(request: Request) -> Any:
+        body = await _json_body(request)
+        client = _str_arg(body, "clientId", max_len=200)
+        unregister = getattr(service, "unregister_ui_client", None)
+        if unregister is not None:
+            await _maybe_await(unregister(client))
+        return {"ok": True}
+
+    async def draft_ack(request: Request) -> Any:
+        body = await _json_body(request)
+        operation = _str_arg(body, "operationId", max_len=200)
+        pending = _int_arg(body.get("pending", 0), "pending")
+        client = _str_arg(body, "clientId", required=False, max_len=200) or "ui"
+        await call("ack_draft", operation, client_id=client, pending=pending)
+        return {"ok": True}
+
+    def r(path: str, handler: Callable[[Request], Awaitable[Any]], method: str = "GET") -> Route:
+        return Route(path, _guarded(handler), methods=[method])
+
+    return [
+        r("/docs", list_docs),
+        r("/files", list_files),
+        r("/open", open_doc, "POST"),
+        r("/docs/{doc_id}", get_doc),
+        r("/docs/{doc_id}/push", push, "POST"),
+        r("/docs/{doc_id}/pull", pull),
+        r("/docs/{doc_id}/preview", preview),
+        r("/docs/{doc_id}/selection", selection, "POST"),
+        r("/docs/{doc_id}/save", save, "POST"),
+        r("/docs/{doc_id}/external", external, "POST"),
+        r("/docs/{doc_id}/export", export),
+        r("/docs/{doc_id}/rich", rich),
+        r("/ui", ui_get),
+        r("/ui", ui_post, "POST"),
+        r("/clients/hello", client_hello, "POST"),
+        r("/clients/bye", client_bye, "POST"),
+        r("/drafts/ack", draft_ack, "POST"),
+    ]
