@@ -1,0 +1,77 @@
+"""Open any `Script.pvf`: detect the family from the first bytes and hand over to its reader.
+
+Classic archives start with `i32 guidLen` (0x24) and an ASCII GUID (research/pvf.md §0); everything else is
+offered to the nkpi reader (`archive/nkpi.py`: `looks_like_nkpi(head)` and `open_nkpi(source, *, encoding,
+keys)`), which knows its variants and raises `UNSUPPORTED_VARIANT` / `KEY_REQUIRED` itself. Bytes neither
+reader accepts give `UNSUPPORTED_VARIANT` naming what was seen.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from deskbridge.core.errors import BridgeError, ErrorCode
+from deskbridge.kinds.pvf.archive.base import Archive, ArchiveBase, FileInfo, SaveReport, norm_path
+from deskbridge.kinds.pvf.archive.classic import ClassicArchive, looks_like_classic
+
+__all__ = ["Archive", "ArchiveBase", "FileInfo", "SaveReport", "detect_family", "norm_path", "open_archive"]
+
+_HEAD_BYTES = 64
+
+
+def _head(source: Path | str | bytes) -> bytes:
+    if isinstance(source, bytes | bytearray | memoryview):
+        return bytes(source[:_HEAD_BYTES])
+    try:
+        with open(source, "rb") as fh:
+            return fh.read(_HEAD_BYTES)
+    except FileNotFoundError:
+        raise BridgeError(ErrorCode.NOT_FOUND, f"no file '{source}'") from None
+    except IsADirectoryError:
+        raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"'{source}' is a directory, not a .pvf file") from None
+
+
+def _nkpi_module() -> Any | None:
+    try:
+        from deskbridge.kinds.pvf.archive import nkpi
+    except ImportError:
+        return None
+    return nkpi
+
+
+def detect_family(source: Path | str | bytes) -> str:
+    """"classic" or "nkpi" from the first bytes; UNSUPPORTED_VARIANT when neither fits."""
+    head = _head(source)
+    if looks_like_classic(head):
+        return "classic"
+    nkpi = _nkpi_module()
+    looks = getattr(nkpi, "looks_like_nkpi", None) if nkpi is not None else None
+    if looks is not None and looks(head):
+        return "nkpi"
+    raise _unknown(head)
+
+
+def _unknown(head: bytes) -> BridgeError:
+    return BridgeError(
+        ErrorCode.UNSUPPORTED_VARIANT,
+        f"not a PVF archive this version reads: first bytes {head[:16].hex(' ')} match neither a classic "
+        "GUID header (i32 length 1..256 + ASCII GUID) nor an nkpi header",
+        data={"head_hex": head[:16].hex()},
+    )
+
+
+def open_archive(source: Path | str | bytes, *, encoding: str | None = None, keys: Any = None) -> Archive:
+    """Open a PVF archive from a path or bytes; only headers, tables and names are parsed now."""
+    head = _head(source)
+    if len(head) < 8:
+        raise BridgeError(ErrorCode.PVF_CORRUPT, f"file of {len(head)} bytes is too short for any PVF header",
+                          data={"offset": 0, "expected": "a header of at least 48 bytes"})
+    if looks_like_classic(head):
+        return ClassicArchive.open(source, encoding=encoding)
+    nkpi = _nkpi_module()
+    if nkpi is not None and hasattr(nkpi, "open_nkpi"):
+        looks = getattr(nkpi, "looks_like_nkpi", None)
+        if looks is None or looks(head) or keys is not None:
+            return nkpi.open_nkpi(source if isinstance(source, bytes) else Path(source), encoding=encoding, keys=keys)
+    raise _unknown(head)

@@ -1,0 +1,414 @@
+"""Classic PVF archives (GUID header, XOR 0x81A79011): lazy reader, overlay writer, and a from-scratch builder.
+
+Layout (research/pvf.md §1A): `i32 guidLen, guid, i32 fileVersion, i32 treeLen, u32 treeChecksum,
+i32 fileCount`, the encrypted tree (`u32 nameHash, u32 pathLen, path (CP949), i32 dataLen, u32 checksum,
+i32 relOffset` per file), then the data blocks (relative offsets from the end of the tree), then an optional
+trailer. Opening reads the header and the tree only (every size is checked against the file size first);
+payloads are decrypted on `read`. Writing (docs/pvf-format.md "Classic writer"): entries sorted by name hash
+ascending, blocks contiguous and 4-aligned, unchanged blocks copied as ciphertext, changed ones keyed with
+`crc32(padded data, nameHash)`, tree CRC = `crc32(tree, fileCount)`, the source's trailer kept.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+import zlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from deskbridge.core.errors import BridgeError, ErrorCode
+from deskbridge.kinds.pvf.archive import classic_cipher as cc
+from deskbridge.kinds.pvf.archive.base import (
+    ArchiveBase,
+    FileInfo,
+    Progress,
+    corrupt,
+    guess_kind,
+    norm_path,
+)
+from deskbridge.kinds.pvf.strings.encodings import (
+    PATH_ENCODING,
+    detect_encoding,
+    mismatch_warning,
+    resolve_encoding,
+)
+
+GUID_LEN_MAX = 256
+_HEAD = struct.Struct("<iiIi")
+_ENTRY_HEAD = struct.Struct("<II")
+_ENTRY_TAIL = struct.Struct("<iIi")
+STRINGTABLE = "stringtable.bin"
+COPY_CHUNK = 8 << 20
+
+
+def looks_like_classic(head: bytes) -> bool:
+    """First bytes are `i32 guidLen` in 1..256 followed by printable ASCII (a GUID) — research §0."""
+    if len(head) < 8:
+        return False
+    g = struct.unpack_from("<i", head, 0)[0]
+    if not 1 <= g <= GUID_LEN_MAX:
+        return False
+    sample = head[4:4 + min(g, len(head) - 4)]
+    return all(0x20 <= b < 0x7F or b == 0 for b in sample)
+
+
+@dataclass(frozen=True, slots=True)
+class ClassicHeader:
+    guid: bytes
+    file_version: int
+    tree_len: int
+    tree_checksum: int
+    file_count: int
+    data_start: int
+    data_end: int
+    trailer: bytes
+
+    @property
+    def guid_text(self) -> str:
+        return self.guid.rstrip(b"\0").decode("ascii", "replace")
+
+    def to_dict(self) -> dict[str, object]:
+        return {"guid": self.guid_text, "guidLen": len(self.guid), "fileVersion": self.file_version,
+                "treeLen": self.tree_len, "treeChecksum": self.tree_checksum, "fileCount": self.file_count,
+                "dataStart": self.data_start, "dataEnd": self.data_end, "trailer": self.trailer.hex()}
+
+
+@dataclass(slots=True)
+class _Entry:
+    path_raw: bytes
+    path: str
+    name_hash: int
+    size: int
+    checksum: int
+    rel: int
+
+
+def _parse(buf: bytes | mmap.mmap | memoryview) -> tuple[ClassicHeader, list[_Entry], list[BridgeError]]:
+    size = len(buf)
+    if size < 4:
+        raise corrupt(0, "a 4-byte GUID length", file_size=size)
+    g = struct.unpack_from("<i", buf, 0)[0]
+    if not 1 <= g <= GUID_LEN_MAX:
+        raise corrupt(0, f"GUID length 1..{GUID_LEN_MAX} (got {g})")
+    if 4 + g + 16 > size:
+        raise corrupt(4 + g, "fileVersion, treeLen, treeChecksum, fileCount after the GUID", file_size=size)
+    guid = bytes(buf[4:4 + g])
+    version, tree_len, tree_crc, count = _HEAD.unpack_from(buf, 4 + g)
+    tree_at = 20 + g
+    if tree_len < 0 or tree_len % 4 or tree_at + tree_len > size:
+        raise corrupt(8 + g, f"a dword-aligned tree length inside the file (got {tree_len}, file {size})")
+    if count < 0 or count * 20 > tree_len:
+        raise corrupt(16 + g, f"a file count that fits the tree (got {count} for {tree_len} bytes)")
+    tree = cc.decrypt(buf[tree_at:tree_at + tree_len], tree_crc)
+    warnings: list[BridgeError] = []
+    if cc.tree_checksum(tree, count) != tree_crc:
+        warnings.append(BridgeError(ErrorCode.PVF_CORRUPT, "the file tree checksum does not match its content",
+                                    data={"offset": 12 + g, "expected": tree_crc}))
+    data_start = tree_at + tree_len
+    data_room = size - data_start
+    entries: list[_Entry] = []
+    pos = 0
+    data_end = data_start
+    unpack_head, unpack_tail = _ENTRY_HEAD.unpack_from, _ENTRY_TAIL.unpack_from
+    for i in range(count):
+        if pos + 8 > tree_len:
+            raise corrupt(tree_at + pos, f"entry {i} of {count} (tree ends)")
+        nh, plen = unpack_head(tree, pos)
+        if plen > tree_len - pos - 20:
+            raise corrupt(tree_at + pos + 4, f"entry {i}: a path length that fits the tree (got {plen})")
+        raw = tree[pos + 8:pos + 8 + plen]
+        dlen, crc, rel = unpack_tail(tree, pos + 8 + plen)
+        if dlen < 0 or rel < 0 or rel + dlen > data_room:
+            raise corrupt(tree_at + pos + 8 + plen, f"entry {i}: a data block inside the file "
+                          f"(offset {rel}, length {dlen}, room {data_room})")
+        stripped = raw.rstrip(b"\0")
+        try:
+            text = stripped.decode("ascii")
+        except UnicodeDecodeError:
+            text = stripped.decode(PATH_ENCODING, "replace")
+        entries.append(_Entry(raw, text.replace("\\", "/"), nh, dlen, crc, rel))
+        end = data_start + rel + cc.aligned(dlen)
+        if end > data_end:
+            data_end = end
+        pos += 20 + plen
+    data_end = min(data_end, size)
+    header = ClassicHeader(guid, version, tree_len, tree_crc, count, data_start, data_end, bytes(buf[data_end:size]))
+    return header, entries, warnings
+
+
+class ClassicArchive(ArchiveBase):
+    """An open classic archive; see `archive/base.py` for the protocol."""
+
+    family = "classic"
+    variant = "classic"
+
+    def __init__(self, source: Path | None, buf: bytes | mmap.mmap, encoding: str | None,
+                 fh: BinaryIO | None = None) -> None:
+        super().__init__(source)
+        self._fh = fh
+        self._buf = buf
+        self.header, self._entries, parse_warnings = _parse(buf)
+        self.warnings.extend(parse_warnings)
+        self._keys: dict[str, str] = {}
+        self._index: dict[str, int] = {}
+        for i, e in enumerate(self._entries):
+            key = norm_path(e.path)
+            if key not in self._index:  # later duplicates stay in the archive but are not addressable
+                self._index[key] = i
+                self._keys[key] = e.path
+        self._encoding = resolve_encoding(encoding) if encoding else None
+        self._strings_ctx = None
+
+    # ------------------------------------------------------------------------------------------- open
+
+    @classmethod
+    def open(cls, source: Path | str | bytes, *, encoding: str | None = None) -> ClassicArchive:
+        if isinstance(source, bytes | bytearray | memoryview):
+            return cls(None, bytes(source), encoding)
+        path = Path(source)
+        fh = open(path, "rb")  # noqa: SIM115 - kept open for the mmap's lifetime, closed in close()
+        try:
+            size = os.fstat(fh.fileno()).st_size
+            buf: bytes | mmap.mmap = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+            return cls(path, buf, encoding, fh)
+        except BaseException:
+            fh.close()
+            raise
+
+    def close(self) -> None:
+        if isinstance(self._buf, mmap.mmap):
+            self._buf.close()
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+    def _reopen(self, path: Path) -> None:
+        enc = self.encoding
+        self.close()
+        fresh = ClassicArchive.open(path, encoding=enc)
+        self._fh, self._buf = fresh._fh, fresh._buf
+        self.header, self._entries = fresh.header, fresh._entries
+        self._keys, self._index = fresh._keys, fresh._index
+        self._strings_ctx = None
+
+    # ------------------------------------------------------------------------------------------- encoding
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        """Pack text encoding: the caller's choice, else detected from stringtable.bin on first use."""
+        if self._encoding is None:
+            detection = detect_encoding(self._stringtable_entries())
+            self._encoding = detection.encoding
+            self.detection = detection
+        return self._encoding
+
+    def check_encoding(self) -> BridgeError | None:
+        """ENCODING_MISMATCH warning when the chosen encoding reads stringtable.bin clearly worse than another."""
+        detection = detect_encoding(self._stringtable_entries())
+        warning = mismatch_warning(self.encoding, detection)
+        if warning is not None and all(w.message != warning.message for w in self.warnings):
+            self.warnings.append(warning)
+        return warning
+
+    def _stringtable_entries(self) -> list[bytes]:
+        from deskbridge.kinds.pvf.strings.stringtable import StringTable
+
+        if not self.exists(STRINGTABLE):
+            return []
+        try:
+            return StringTable.parse(self.read(STRINGTABLE), "latin-1").entries()
+        except BridgeError:
+            return []
+
+    # ------------------------------------------------------------------------------------------- reading
+
+    def _original_keys(self) -> Mapping[str, str]:
+        return self._keys
+
+    def _read_original(self, key: str) -> bytes:
+        e = self._entries[self._index[key]]
+        return self._read_entry(e)
+
+    def _read_entry(self, e: _Entry) -> bytes:
+        start = self.header.data_start + e.rel
+        block = self._buf[start:start + cc.aligned(e.size)]
+        return cc.decrypt(block, e.checksum, e.size)
+
+    def _original_info(self, key: str) -> FileInfo:
+        e = self._entries[self._index[key]]
+        return FileInfo(e.path, e.size, guess_kind(key), False,
+                        {"name_hash": e.name_hash, "checksum": e.checksum, "offset": e.rel})
+
+    def raw_entries(self) -> list[dict[str, object]]:
+        """Every tree entry in archive order (duplicates included), for `ls --json` and diagnostics."""
+        return [{"path": e.path, "size": e.size, "name_hash": e.name_hash, "checksum": e.checksum,
+                 "offset": e.rel} for e in self._entries]
+
+    def verify_checksums(self, progress: Progress | None = None) -> list[str]:
+        """Paths whose stored key matches no known writer's rule (research §1A, data/pvf README)."""
+        bad = []
+        total = len(self._entries)
+        for i, e in enumerate(self._entries):
+            if e.checksum not in cc.accepted_checksums(self._read_entry(e), e.name_hash):
+                bad.append(e.path)
+            if progress is not None and i % 2048 == 0:
+                progress(i, total)
+        return bad
+
+    # ------------------------------------------------------------------------------------------- text
+
+    @property
+    def strings(self):  # -> ClassicStrings (lazy; import cycle avoided)
+        if self._strings_ctx is None:
+            from deskbridge.kinds.pvf.archive.classic_text import ClassicStrings
+
+            self._strings_ctx = ClassicStrings(self)
+        return self._strings_ctx
+
+    def read_text(self, path: str) -> str:
+        return self.strings.read_text(path)
+
+    def text_to_payload(self, path: str, text: str) -> bytes:
+        return self.strings.text_to_payload(path, text)
+
+    def stage(self, path: str, data: bytes | None) -> None:
+        super().stage(path, data)
+        if self._strings_ctx is not None:
+            self._strings_ctx.invalidate(path)
+
+    # ------------------------------------------------------------------------------------------- writing
+
+    def _write_unchanged(self, out: BinaryIO, progress: Progress | None) -> None:
+        size = len(self._buf)
+        for start in range(0, size, COPY_CHUNK):
+            out.write(self._buf[start:start + COPY_CHUNK])
+            if progress is not None:
+                progress(min(size, start + COPY_CHUNK), size)
+
+    def _write(self, out: BinaryIO, progress: Progress | None) -> None:
+        plan: list[_Planned] = []
+        seen: set[str] = set()
+        for e in self._entries:
+            key = norm_path(e.path)
+            dup = key in seen
+            seen.add(key)
+            if not dup and key in self._overlay:
+                data = self._overlay[key]
+                if data is None:
+                    continue
+                plan.append(_Planned.from_payload(e.path_raw, e.name_hash, data))
+            else:
+                plan.append(_Planned(e.path_raw, e.name_hash, e.size, e.checksum, None,
+                                     self.header.data_start + e.rel))
+        for key, data in self._overlay.items():
+            if data is not None and key not in self._index:
+                raw = encode_path(self._overlay_names[key])
+                plan.append(_Planned.from_payload(raw, cc.name_hash(raw), data))
+        write_archive(out, self.header.guid, self.header.file_version, plan, self._buf, self.header.trailer,
+                      progress)
+
+
+def encode_path(path: str) -> bytes:
+    """Archive path → CP949 bytes as stored for new files: `/` separators, lower case (pvfUtility rule)."""
+    try:
+        return path.replace("\\", "/").lstrip("/").lower().encode(PATH_ENCODING)
+    except UnicodeEncodeError:
+        raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"path '{path}' cannot be written in CP949") from None
+
+
+@dataclass(slots=True)
+class _Planned:
+    """One file of an archive being written: its tree fields and where its (encrypted) block comes from."""
+
+    path_raw: bytes
+    name_hash: int
+    size: int
+    checksum: int
+    block: bytes | None
+    """Encrypted block, or None to copy `aligned(size)` bytes from the source at `src`."""
+    src: int = 0
+
+    @classmethod
+    def from_payload(cls, path_raw: bytes, nhash: int, data: bytes) -> _Planned:
+        crc = cc.file_checksum(data, nhash)
+        return cls(path_raw, nhash, len(data), crc, cc.encrypt(data, crc))
+
+
+def build_tree(plan: list[_Planned]) -> tuple[bytes, list[int]]:
+    """Plain tree bytes (padded to 4) and the relative offsets, in `plan` order."""
+    parts: list[bytes] = []
+    offsets: list[int] = []
+    rel = 0
+    head, tail = _ENTRY_HEAD.pack, _ENTRY_TAIL.pack
+    for p in plan:
+        parts.append(head(p.name_hash, len(p.path_raw)))
+        parts.append(p.path_raw)
+        parts.append(tail(p.size, p.checksum, rel))
+        offsets.append(rel)
+        rel += cc.aligned(p.size)
+    if rel > 0x7FFFFFFF:
+        raise BridgeError(ErrorCode.LIMIT_EXCEEDED, "the data section would exceed 2 GiB (classic offsets are i32)")
+    return cc.padded(b"".join(parts)), offsets
+
+
+def write_archive(out: BinaryIO, guid: bytes, version: int, plan: list[_Planned],
+                  source: bytes | mmap.mmap | None, trailer: bytes, progress: Progress | None = None) -> None:
+    """Write a whole classic archive: sort by name hash (stable), tree, blocks (runs copied from `source`)."""
+    plan.sort(key=lambda p: p.name_hash)
+    tree, _ = build_tree(plan)
+    crc = cc.tree_checksum(tree, len(plan))
+    out.write(struct.pack("<i", len(guid)) + guid + _HEAD.pack(version, len(tree), crc, len(plan)))
+    out.write(cc.encrypt(tree, crc))
+    total = len(plan)
+    run_start = run_len = 0
+    for i, p in enumerate(plan):
+        n = cc.aligned(p.size)
+        if p.block is None:
+            if run_len and run_start + run_len == p.src:
+                run_len += n
+                continue
+            _copy(out, source, run_start, run_len)
+            run_start, run_len = p.src, n
+        else:
+            _copy(out, source, run_start, run_len)
+            run_len = 0
+            out.write(p.block)
+        if progress is not None and i % 4096 == 0:
+            progress(i, total)
+    _copy(out, source, run_start, run_len)
+    out.write(trailer)
+    if progress is not None:
+        progress(total, total)
+
+
+def _copy(out: BinaryIO, source: bytes | mmap.mmap | None, start: int, length: int) -> None:
+    if not length:
+        return
+    assert source is not None
+    end = start + length
+    for pos in range(start, end, COPY_CHUNK):
+        chunk = source[pos:min(end, pos + COPY_CHUNK)]
+        out.write(chunk)
+        if len(chunk) < min(end, pos + COPY_CHUNK) - pos:  # block ran past EOF: pad like a zeroed tail
+            out.write(b"\0" * (min(end, pos + COPY_CHUNK) - pos - len(chunk)))
+
+
+def build_classic(out: BinaryIO, files: Iterable[tuple[str, bytes]], *, guid: bytes | None = None,
+                  version: int = 66282, trailer: bytes = b"", progress: Progress | None = None) -> int:
+    """Write a new classic archive from (path, payload) pairs; returns the file count."""
+    plan = []
+    for path, data in files:
+        raw = encode_path(path)
+        plan.append(_Planned.from_payload(raw, cc.name_hash(raw), data))
+    if guid is None:
+        guid = b"00000000-0000-0000-0000-000000000000"
+    write_archive(out, guid, version, plan, None, trailer, progress)
+    return len(plan)
+
+
+def crc_of(data: bytes, seed: int) -> int:
+    return zlib.crc32(data, seed)

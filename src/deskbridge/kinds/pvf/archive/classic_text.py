@@ -1,0 +1,188 @@
+"""Text views of a classic archive's files: scripts, `.str`/`.nut` text, the string table listing, links.
+
+`read_text(path)` / `text_to_payload(path, text)` are the archive's editable-text API (used by the CLI
+`cat`/`extract`/`pack` and later by the MCP workspace). Compiling new strings appends them to
+`stringtable.bin`, which is then staged with the script (docs/pvf-script-text.md "Strings").
+"""
+
+from __future__ import annotations
+
+import posixpath
+from typing import TYPE_CHECKING
+
+from deskbridge.core.errors import BridgeError, ErrorCode
+from deskbridge.kinds.pvf.archive.base import norm_path
+from deskbridge.kinds.pvf.lists import N_STRING_LST, Registry, parse_classic_list
+from deskbridge.kinds.pvf.script import classic_codec
+from deskbridge.kinds.pvf.script import text as dialect
+from deskbridge.kinds.pvf.strings.strfile import StrFile
+from deskbridge.kinds.pvf.strings.stringtable import StringTable
+
+if TYPE_CHECKING:
+    from deskbridge.kinds.pvf.archive.classic import ClassicArchive
+
+STRINGTABLE = "stringtable.bin"
+STRINGTABLE_HEADER = "#PVF_StringTable"
+NUT_ENCODING = "cp949"
+"""`.nut` Squirrel scripts are CP949 whatever the pack encoding (pvf-parser-ts `encodingForKey`)."""
+_CONTROL_OK = frozenset("\t\r\n")
+
+
+def text_encoding_for(path: str, pack_encoding: str) -> str:
+    return NUT_ENCODING if norm_path(path).endswith(".nut") else pack_encoding
+
+
+def decode_text(data: bytes, encoding: str) -> str | None:
+    """Strictly decoded text, or None when the bytes are not clean text in `encoding` (binary payload)."""
+    try:
+        text = data.decode(encoding)
+    except UnicodeDecodeError:
+        return None
+    body = text.rstrip("\0")
+    if any((ord(c) < 0x20 and c not in _CONTROL_OK) or c == "\x7f" for c in body):
+        return None
+    return text
+
+
+class ClassicStrings:
+    """The string table, link resolution and text conversions of one classic archive."""
+
+    def __init__(self, archive: ClassicArchive) -> None:
+        self.archive = archive
+        self._table: StringTable | None = None
+        self._nstring: Registry | None = None
+        self._str_cache: dict[str, dict[str, str]] = {}
+        self._self_staging = False
+
+    # ------------------------------------------------------------------------------------------- tables
+
+    @property
+    def table(self) -> StringTable:
+        if self._table is None:
+            enc = self.archive.encoding
+            data = self.archive.read(STRINGTABLE) if self.archive.exists(STRINGTABLE) else b""
+            self._table = StringTable.parse(data, enc)
+        return self._table
+
+    def nstring(self) -> Registry:
+        if self._nstring is None:
+            reg = Registry(N_STRING_LST, root_relative=True)
+            if self.archive.exists(N_STRING_LST):
+                try:
+                    reg = parse_classic_list(N_STRING_LST, self.archive.read(N_STRING_LST), self.table)
+                    reg.root_relative = True  # n_string.lst paths are root-relative (research §2A)
+                except BridgeError as exc:
+                    self.archive.warnings.append(exc)
+            self._nstring = reg
+        return self._nstring
+
+    def str_entries(self, path: str) -> dict[str, str]:
+        key = norm_path(path)
+        if key not in self._str_cache:
+            entries: dict[str, str] = {}
+            if self.archive.exists(key):
+                text = decode_text(self.archive.read(key), self.archive.encoding)
+                if text is not None:
+                    entries = StrFile.from_text(text).entries()
+            self._str_cache[key] = entries
+        return self._str_cache[key]
+
+    def link_text(self, table_id: int, key: str) -> str | None:
+        """Text of `<table_id::key>`: n_string.lst entry → `.str` file → `key>value` (None when unresolved)."""
+        path = self.nstring().get(table_id)
+        if path is None:
+            return None
+        return self.str_entries(path).get(key)
+
+    def invalidate(self, path: str) -> None:
+        key = norm_path(path)
+        if key == STRINGTABLE and not self._self_staging:
+            self._table = None
+            self._nstring = None
+        elif key == N_STRING_LST:
+            self._nstring = None
+        self._str_cache.pop(key, None)
+
+    # ------------------------------------------------------------------------------------------- text
+
+    def record_width(self, path: str) -> int | None:
+        return 2 if norm_path(path).endswith(".lst") else None
+
+    def decompile(self, path: str, data: bytes) -> str:
+        return classic_codec.decompile(data, self.table, self.link_text, record_width=self.record_width(path))
+
+    def read_text(self, path: str) -> str:
+        """Editable text of a file; INVALID_ARGUMENT for binary payloads (read them as bytes)."""
+        data = self.archive.read(path)
+        key = norm_path(path)
+        if key == STRINGTABLE:
+            return self.stringtable_listing()
+        if classic_codec.is_script(data):
+            return self.decompile(path, data)
+        text = decode_text(data, text_encoding_for(path, self.archive.encoding))
+        if text is None:
+            raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"'{path}' is binary, not text; read its bytes instead",
+                              data={"path": path, "size": len(data)})
+        return text
+
+    def stringtable_listing(self) -> str:
+        table = self.table
+        lines = [STRINGTABLE_HEADER]
+        for i in range(len(table)):
+            s = table.get(i)
+            if s is None or "\0" in s or table.raw(i).rstrip(b"\0") != table.raw(i):
+                raise BridgeError(ErrorCode.INVALID_ARGUMENT,
+                                  f"stringtable.bin entry {i} is not clean text in {table.encoding}; read its bytes",
+                                  data={"index": i})
+            lines.append(dialect.quote(s))
+        return "\n".join(lines) + "\n"
+
+    def text_to_payload(self, path: str, text: str) -> bytes:
+        """Editable text → payload bytes; a script that adds strings also stages the grown stringtable.bin."""
+        key = norm_path(path)
+        if key == STRINGTABLE:
+            return self._listing_to_table(text)
+        if text.lstrip("\ufeff \t\r\n").startswith(classic_codec.HEADER_LINE) or self._is_script_path(key):
+            table = self.table
+            before = table.appended
+            payload = classic_codec.compile_text(text.lstrip("\ufeff"), table)
+            if table.appended != before:
+                self._self_staging = True
+                try:
+                    self.archive.stage(STRINGTABLE, table.to_bytes())
+                finally:
+                    self._self_staging = False
+            return payload
+        enc = text_encoding_for(path, self.archive.encoding)
+        try:
+            return text.encode(enc)
+        except UnicodeEncodeError as exc:
+            raise BridgeError(ErrorCode.ENCODING_MISMATCH,
+                              f"'{path}' has characters {enc} cannot hold (position {exc.start})",
+                              data={"path": path, "encoding": enc, "position": exc.start}) from None
+
+    def _is_script_path(self, key: str) -> bool:
+        if self.archive.exists(key):
+            return classic_codec.is_script(self.archive.read(key))
+        return False
+
+    def _listing_to_table(self, text: str) -> bytes:
+        tokens = dialect.lex(text)
+        wanted = []
+        for tok in tokens:
+            if tok.kind is not dialect.Kind.STRING:
+                raise dialect.syntax_error(text, max(tok.pos, 0), "stringtable.bin text holds one `string` per line")
+            wanted.append(str(tok.value))
+        table = self.table
+        for i in range(len(table)):
+            if i >= len(wanted) or table.get(i) != wanted[i]:
+                raise BridgeError(ErrorCode.UNSUPPORTED_CHANGE,
+                                  f"stringtable.bin entry {i} was changed or removed; entries can only be appended",
+                                  hint="Scripts refer to strings by index: keep existing lines, add new ones at the end.")
+        for s in wanted[len(table):]:
+            table.append(s)
+        return table.to_bytes()
+
+
+def lst_base_dir(list_path: str) -> str:
+    return posixpath.dirname(norm_path(list_path))

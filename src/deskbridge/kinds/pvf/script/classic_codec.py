@@ -1,0 +1,156 @@
+"""Classic PVF script codec: binary token stream ↔ the shared text dialect, lossless both ways.
+
+Binary (research/pvf.md §2A): `B0 D0` then 5-byte records `u8 type + i32 value`. Types: 2 int,
+3 IntEx, 4 float32, 5 section, 6 command, 7 string, 8 command separator (5-8 and 10 hold a stringtable.bin
+index), 9 string-link id (followed by 10 = key index).
+
+Text mapping (docs/pvf-script-text.md): 2 `123`; 3 `{3=123}`; 4 `1.5`; 5 `[tag]`; 7 `` `s` ``;
+6/8 `` {6=`s`} ``; 9+10 `` <id::key`text`> `` (text from n_string.lst → .str, display only). Whatever would
+not read back to the same bytes is printed in the raw typed form `{N=value}`: a string index that is out of
+range, not decodable, or a later duplicate of an earlier equal string; a non-finite float; a 9 without a
+10; any other type code. Compiling never turns a link into a plain string (the pvfUtility trap).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+import numpy as np
+
+from deskbridge.core.errors import BridgeError, ErrorCode
+from deskbridge.kinds.pvf.archive.base import corrupt
+from deskbridge.kinds.pvf.script import text as dialect
+from deskbridge.kinds.pvf.script.text import Kind, Token
+
+MAGIC = b"\xb0\xd0"
+HEADER_LINE = "#PVF_File"
+T_INT, T_INTEX, T_FLOAT, T_SECTION, T_COMMAND, T_STRING, T_SEPARATOR, T_LINK_ID, T_LINK_KEY = range(2, 11)
+STRING_TYPES = frozenset({T_SECTION, T_COMMAND, T_STRING, T_SEPARATOR, T_LINK_KEY})
+TOKEN_DTYPE = np.dtype([("t", "u1"), ("v", "<u4")])
+MAX_SCRIPT_BYTES = 64 << 20
+"""Scripts larger than this are refused (64 MiB; real ones are far smaller)."""
+
+
+class StringSource(Protocol):
+    """What the codec needs from stringtable.bin (`strings.stringtable.StringTable` implements it)."""
+
+    def get(self, index: int) -> str | None: ...
+    def is_canonical(self, index: int) -> bool: ...
+    def intern(self, text: str) -> int: ...
+
+
+LinkText = Callable[[int, str], str | None]
+"""`link_text(table_id, key)` → the text a string link shows (None when it cannot be resolved)."""
+
+
+def is_script(data: bytes) -> bool:
+    return data[:2] == MAGIC
+
+
+def read_tokens(data: bytes) -> np.ndarray:
+    """Structured array (t: u1, v: u4) of the records; PVF_CORRUPT on a missing header or a cut record."""
+    if data[:2] != MAGIC:
+        raise corrupt(0, "script header B0 D0", what="script")
+    body = len(data) - 2
+    if body % 5:
+        raise corrupt(2 + body - body % 5, f"a whole 5-byte token ({body % 5} trailing bytes)", what="script")
+    return np.frombuffer(data, dtype=TOKEN_DTYPE, offset=2)
+
+
+def _signed(v: int) -> int:
+    return v - (1 << 32) if v & 0x80000000 else v
+
+
+def _string_token(code: int, index: int, strings: StringSource) -> Token:
+    if strings.is_canonical(index):
+        s = strings.get(index)
+        assert s is not None
+        if code == T_STRING:
+            return dialect.string_token(s)
+        if code == T_SECTION and dialect.is_section_text(s):
+            return dialect.section_token(s)
+        return dialect.typed_token(code, s)
+    return dialect.typed_token(code, _signed(index))
+
+
+def to_tokens(data: bytes, strings: StringSource, link_text: LinkText | None = None) -> list[Token]:
+    """Binary script → dialect tokens (see the module docstring for the mapping)."""
+    if len(data) > MAX_SCRIPT_BYTES:
+        raise BridgeError(ErrorCode.LIMIT_EXCEEDED, f"script of {len(data)} bytes is over the 64 MiB limit")
+    recs = read_tokens(data)
+    types = recs["t"].tolist()
+    values = recs["v"].tolist()
+    out: list[Token] = []
+    append = out.append
+    n = len(types)
+    i = 0
+    while i < n:
+        t, v = types[i], values[i]
+        if t == T_INT:
+            append(Token(Kind.INT, _signed(v)))
+        elif t in (T_STRING, T_SECTION, T_COMMAND, T_SEPARATOR):
+            append(_string_token(t, v, strings))
+        elif t == T_FLOAT:
+            append(dialect.float_token(v) if dialect.format_float32(v) is not None
+                   else dialect.typed_token(T_FLOAT, _signed(v)))
+        elif t == T_LINK_ID and i + 1 < n and types[i + 1] == T_LINK_KEY and v <= dialect.INT32_MAX:
+            key_index = values[i + 1]
+            key = strings.get(key_index) if strings.is_canonical(key_index) else None
+            if key is not None and dialect.is_link_key(key):
+                text = link_text(v, key) if link_text is not None else None
+                append(dialect.link_token(v, key, text or ""))
+            else:
+                append(dialect.typed_token(T_LINK_ID, v))
+                append(_string_token(T_LINK_KEY, key_index, strings))
+            i += 1
+        elif t == T_LINK_KEY:
+            append(_string_token(t, v, strings))
+        else:
+            append(dialect.typed_token(t, _signed(v)))
+        i += 1
+    return out
+
+
+def decompile(data: bytes, strings: StringSource, link_text: LinkText | None = None, *,
+              record_width: int | None = None) -> str:
+    """Binary script → editable text starting with `#PVF_File` (`record_width=2` for `.lst` registries)."""
+    return dialect.print_tokens(to_tokens(data, strings, link_text), header=HEADER_LINE, record_width=record_width)
+
+
+def from_tokens(tokens: list[Token], strings: StringSource, source_text: str = "") -> bytes:
+    """Dialect tokens → binary script; unknown strings are appended to the string table."""
+    recs = np.empty(len(tokens) + sum(1 for t in tokens if t.kind is Kind.LINK), dtype=TOKEN_DTYPE)
+    ts = recs["t"]
+    vs = recs["v"]
+    j = 0
+    for tok in tokens:
+        kind = tok.kind
+        value = tok.value
+        if kind is Kind.INT:
+            ts[j], vs[j] = T_INT, int(value) & 0xFFFFFFFF
+        elif kind is Kind.STRING:
+            ts[j], vs[j] = T_STRING, strings.intern(str(value))
+        elif kind is Kind.SECTION:
+            ts[j], vs[j] = T_SECTION, strings.intern(str(value))
+        elif kind is Kind.FLOAT:
+            ts[j], vs[j] = T_FLOAT, int(value)
+        elif kind is Kind.TYPED:
+            ts[j] = tok.code
+            vs[j] = strings.intern(value) if isinstance(value, str) else value & 0xFFFFFFFF
+        elif kind is Kind.LINK:
+            ts[j], vs[j] = T_LINK_ID, tok.link_id
+            j += 1
+            ts[j], vs[j] = T_LINK_KEY, strings.intern(str(value))
+        else:
+            raise dialect.syntax_error(
+                source_text, max(tok.pos, 0),
+                f"bare word {str(value)[:40]!r}: classic scripts quote strings with backticks (`{value}`)",
+            )
+        j += 1
+    return MAGIC + recs.tobytes()
+
+
+def compile_text(text: str, strings: StringSource) -> bytes:
+    """Editable text → binary script (byte-identical to the original for text `decompile` produced)."""
+    return from_tokens(dialect.lex(text), strings, text)

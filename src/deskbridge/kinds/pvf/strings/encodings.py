@@ -1,0 +1,169 @@
+"""Pack text encodings for classic archives, their auto-detection, and the Korean CP437 mojibake round trip.
+
+pvfUtility offers TW=cp950 (default), CN=cp936, KR=cp949, JP=cp932, UTF-8 (research/pvf.md §2A
+"Encodings"); paths are always CP949. Detection scores the strings of `stringtable.bin` per candidate
+(pvf-parser-ts does the same with a printable/CJK ratio): strings that fail to decode cost a lot, and each
+decoded CJK character earns a point when it sits in the candidate's *common-character* block — Big5 level 1
+(0xA440-0xC67E) for cp950, GB2312 level 1 (0xB0A1-0xD7FE) for cp936, the KS X 1001 Hangul block for cp949,
+kana for cp932 — plus a bonus for the most frequent characters of that language. Bytes of one encoding read
+with another mostly land outside those blocks, which is what separates TW from CN (the main source of false
+"corruption" reports, research §2A).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from deskbridge.core.errors import BridgeError, ErrorCode
+
+PATH_ENCODING = "cp949"
+DEFAULT_ENCODING = "cp950"
+
+ALIASES: dict[str, str] = {
+    "tw": "cp950", "big5": "cp950", "cp950": "cp950", "950": "cp950",
+    "cn": "cp936", "gbk": "cp936", "gb2312": "cp936", "cp936": "cp936", "936": "cp936", "gb18030": "gb18030",
+    "kr": "cp949", "euc-kr": "cp949", "euckr": "cp949", "cp949": "cp949", "949": "cp949",
+    "jp": "cp932", "sjis": "cp932", "shift_jis": "cp932", "cp932": "cp932", "932": "cp932",
+    "utf8": "utf-8", "utf-8": "utf-8", "65001": "utf-8",
+}
+CANDIDATES: tuple[str, ...] = ("cp950", "cp936", "cp949", "cp932", "utf-8")
+
+
+def resolve_encoding(name: str) -> str:
+    """Codec name for a user choice (`tw`, `CN`, `big5`, `cp949`, `utf8` …); INVALID_ARGUMENT otherwise."""
+    key = name.strip().lower()
+    if key in ALIASES:
+        return ALIASES[key]
+    raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"unknown pack encoding '{name}'",
+                      hint="Use one of tw (cp950), cn (cp936), kr (cp949), jp (cp932), utf8.")
+
+
+_COMMON_HANT = set(
+    "的一是不了人我在有他這中大來上國個到說們為子和你地出道也時年得就那要下以生會自著去之過家學對可她裡後小麼心多天"
+    "而能好都然沒日於起還發成事只作當想看文無開手十用主行方又如前所本見經頭面公同三已老從動兩長知民樣現分將外但身些與"
+    "高意進把法此實回二理美點月明其種聲全工己話兒者向情部正名定女問力機給等幾很業最間新什打便位因重被走電四第門相次東"
+    "裝備攻擊防禦技能體智精神魔法劍藥水級物品寶箱任務怪獸商店價格效果傷害恢復屬性強化"
+)
+_COMMON_HANS = set(
+    "的一是不了人我在有他这中大来上国个到说们为子和你地出道也时年得就那要下以生会自着去之过家学对可她里后小么心多天"
+    "而能好都然没日于起还发成事只作当想看文无开手十用主行方又如前所本见经头面公同三已老从动两长知民样现分将外但身些与"
+    "高意进把法此实回二理美点月明其种声全工己话儿者向情部正名定女问力机给等几很业最间新什打便位因重被走电四第门相次东"
+    "装备攻击防御技能体智精神魔法剑药水级物品宝箱任务怪兽商店价格效果伤害恢复属性强化"
+)
+_COMMON_HANGUL = set("이다는의에을하고가기지서한로리사자어도있수를그대아나시것인게요니해들정주면보일전스라까만경")
+
+
+@dataclass(frozen=True, slots=True)
+class Detection:
+    """The chosen encoding, every candidate's score, and whether the choice is clear."""
+
+    encoding: str
+    scores: dict[str, float]
+    confident: bool
+
+
+def _in_block(ch: str, codec: str, lo: int, hi: int, trail_lo: int = 0) -> bool:
+    try:
+        b = ch.encode(codec)
+    except UnicodeEncodeError:
+        return False
+    if len(b) != 2:
+        return False
+    code = (b[0] << 8) | b[1]
+    return lo <= code <= hi and b[1] >= trail_lo
+
+
+def _char_score(ch: str, codec: str) -> float:
+    o = ord(ch)
+    if o < 0x80:
+        return 0.0
+    if o == 0xFFFD or 0xE000 <= o <= 0xF8FF or o < 0xA0:
+        return -2.0
+    if codec == "cp950":
+        return (1.0 if _in_block(ch, "cp950", 0xA440, 0xC67E) else 0.0) + (1.0 if ch in _COMMON_HANT else 0.0)
+    if codec == "cp936":
+        return (1.0 if _in_block(ch, "gb2312", 0xB0A1, 0xD7FE, 0xA1) else 0.0) + (1.0 if ch in _COMMON_HANS else 0.0)
+    if codec == "cp949":
+        if 0xAC00 <= o <= 0xD7A3:
+            return (1.0 if _in_block(ch, "euc-kr", 0xB0A1, 0xC8FE, 0xA1) else 0.0) + (1.0 if ch in _COMMON_HANGUL else 0.0)
+        return 0.0
+    if codec == "cp932":
+        if 0x3040 <= o <= 0x30FF:
+            return 2.0
+        return 1.0 if ch in _COMMON_HANT or ch in _COMMON_HANS else 0.0
+    if codec == "utf-8":
+        return 2.0 if (0x3040 <= o <= 0x30FF or 0x4E00 <= o <= 0x9FFF or 0xAC00 <= o <= 0xD7A3) else 0.5
+    return 0.0
+
+
+def detect_encoding(strings: Iterable[bytes], *, limit: int = 20000) -> Detection:
+    """Pick the pack encoding that makes the most of these raw strings read as plausible text.
+
+    Only strings with bytes >= 0x80 count (ASCII reads the same everywhere); at most `limit` of them.
+    With no such string the default (cp950) is returned, marked not confident.
+    """
+    samples: list[bytes] = []
+    for s in strings:
+        if any(b >= 0x80 for b in s):
+            samples.append(s)
+            if len(samples) >= limit:
+                break
+    if not samples:
+        return Detection(DEFAULT_ENCODING, dict.fromkeys(CANDIDATES, 0.0), False)
+    scores: dict[str, float] = {}
+    for codec in CANDIDATES:
+        total = 0.0
+        chars = 0
+        for raw in samples:
+            try:
+                text = raw.rstrip(b"\0").decode(codec)
+            except UnicodeDecodeError:
+                total -= 8.0
+                continue
+            for ch in text:
+                if ord(ch) >= 0x80:
+                    total += _char_score(ch, codec)
+                    chars += 1
+        scores[codec] = total / max(1, len(samples))
+    ranked = sorted(CANDIDATES, key=lambda c: (-scores[c], CANDIDATES.index(c)))
+    best, second = ranked[0], ranked[1]
+    confident = scores[best] > 0 and scores[best] >= 1.15 * max(scores[second], 0.0) + 0.1
+    return Detection(best, scores, confident)
+
+
+def mismatch_warning(encoding: str, detection: Detection) -> BridgeError | None:
+    """An ENCODING_MISMATCH warning when the user's choice scores clearly worse than the detected one."""
+    if detection.encoding == encoding or not detection.confident:
+        return None
+    mine, best = detection.scores.get(encoding, 0.0), detection.scores[detection.encoding]
+    if mine >= 0.8 * best:
+        return None
+    return BridgeError(
+        ErrorCode.ENCODING_MISMATCH,
+        f"strings read poorly as {encoding}; they look like {detection.encoding}",
+        data={"chosen": encoding, "detected": detection.encoding,
+              "scores": {k: round(v, 3) for k, v in detection.scores.items()}},
+    )
+
+
+def fix_korean_mojibake(text: str) -> str | None:
+    """EUC-KR bytes that were shown through CP437 (`╟╤▒╣` for 한국) decoded back to Korean, else None.
+
+    Only applied when box-drawing/CP437-high characters dominate (pvfine `fixKoreanMojibake`, research §2B).
+    """
+    high = [ch for ch in text if ord(ch) >= 0x80]
+    if len(high) < 2:
+        return None
+    boxy = sum(1 for ch in high if 0x2500 <= ord(ch) <= 0x25FF or ch in "ÇüéâäàåçêëèïîìÄÅÉæÆôöòûùÿÖÜ¢£¥₧ƒáíóúñÑªº¿⌐¬½¼¡«»αßΓπΣσµτΦΘΩδ∞φε∩≡±≥≤⌠⌡÷≈°∙·√ⁿ²■")
+    if boxy < 0.6 * len(high):
+        return None
+    try:
+        return text.encode("cp437").decode("cp949")
+    except (UnicodeEncodeError, UnicodeDecodeError):
+        return None
+
+
+def encode_korean_mojibake(text: str) -> str:
+    """The inverse of `fix_korean_mojibake`: Korean text painted back through CP437 (for writing such packs)."""
+    return text.encode("cp949").decode("cp437")

@@ -1,0 +1,140 @@
+"""Classic `stringtable.bin`: read, look up by index or value, append, and regenerate (research/pvf.md §2A).
+
+Layout: `u32 count; u32 offsets[count+1]; bytes`, offsets relative to byte 4, string i =
+`data[off[i]+4 : off[i+1]+4]`, not NUL-terminated, in the pack encoding. Lookup by value is
+first-occurrence (pvfUtility). Regeneration writes offsets starting at `4*count + 4` with the raw entries
+back to back (pvf-parser-ts / pvfVSCode); an unchanged table serialises to its original bytes.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+from deskbridge.core.errors import BridgeError, ErrorCode
+from deskbridge.kinds.pvf.archive.base import corrupt
+
+MAX_STRING_BYTES = 1 << 20
+"""Longest single entry we accept when appending (1 MiB); real entries are short."""
+
+
+class StringTable:
+    """Indexed strings of a classic pack; `intern` appends unknown strings (the table grows, never reorders)."""
+
+    def __init__(self, entries: list[bytes], encoding: str, original: bytes | None = None) -> None:
+        self._raw = entries
+        self.encoding = encoding
+        self._original = original
+        self._decoded: dict[int, str | None] = {}
+        self._index: dict[str, int] | None = None
+        self.appended = 0
+
+    @classmethod
+    def parse(cls, data: bytes, encoding: str) -> StringTable:
+        """Parse `stringtable.bin` bytes; PVF_CORRUPT (offset + expectation) on a bad count or offsets."""
+        size = len(data)
+        if size == 0:
+            return cls([], encoding, b"")
+        if size < 8:
+            raise corrupt(0, "u32 count and at least one u32 offset", what="stringtable.bin")
+        count = struct.unpack_from("<I", data, 0)[0]
+        if 4 + 4 * (count + 1) > size:
+            raise corrupt(0, f"{count} strings need {4 + 4 * (count + 1)} bytes of offsets, file has {size}",
+                          what="stringtable.bin")
+        offs = np.frombuffer(data, dtype="<u4", count=count + 1, offset=4).astype(np.int64) + 4
+        if count and (np.any(offs[1:] < offs[:-1]) or offs[0] < 4 * count + 8 or offs[-1] > size):
+            bad = int(np.argmax(offs[1:] < offs[:-1])) if np.any(offs[1:] < offs[:-1]) else count
+            raise corrupt(8 + 4 * bad, "offsets ascending and inside the file", what="stringtable.bin")
+        starts = offs.tolist()
+        entries = [data[starts[i]:starts[i + 1]] for i in range(count)]
+        return cls(entries, encoding, bytes(data))
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+    def raw(self, index: int) -> bytes:
+        return self._raw[index]
+
+    def get(self, index: int) -> str | None:
+        """Decoded string (trailing NULs trimmed), or None when out of range or not decodable."""
+        try:
+            return self._decoded[index]
+        except KeyError:
+            pass
+        if not 0 <= index < len(self._raw):
+            return None
+        try:
+            text: str | None = self._raw[index].rstrip(b"\0").decode(self.encoding)
+        except UnicodeDecodeError:
+            text = None
+        self._decoded[index] = text
+        return text
+
+    def _build_index(self) -> dict[str, int]:
+        if self._index is None:
+            index: dict[str, int] = {}
+            for i in range(len(self._raw)):
+                s = self.get(i)
+                if s is not None and s not in index:
+                    index[s] = i
+            self._index = index
+        return self._index
+
+    def index_of(self, text: str) -> int | None:
+        """First index whose string equals `text`."""
+        return self._build_index().get(text)
+
+    def is_canonical(self, index: int) -> bool:
+        """True when `index` is what `index_of(get(index))` returns (so text → index round-trips)."""
+        s = self.get(index)
+        return s is not None and self.index_of(s) == index
+
+    def intern(self, text: str) -> int:
+        """Index of `text`, appending it when new; ENCODING_MISMATCH when the pack encoding cannot hold it."""
+        found = self.index_of(text)
+        if found is not None:
+            return found
+        return self.append(text)
+
+    def append(self, text: str) -> int:
+        """Append `text` as a new entry even if an equal one exists (lookups keep the first); its index."""
+        try:
+            raw = text.encode(self.encoding)
+        except UnicodeEncodeError as exc:
+            raise BridgeError(
+                ErrorCode.ENCODING_MISMATCH,
+                f"{text[:40]!r} cannot be written in the pack encoding {self.encoding}",
+                hint="Use characters the pack encoding has, or open the archive with the right encoding.",
+                data={"encoding": self.encoding, "position": exc.start},
+            ) from None
+        if len(raw) > MAX_STRING_BYTES:
+            raise BridgeError(ErrorCode.LIMIT_EXCEEDED, f"string of {len(raw)} bytes is over the 1 MiB limit")
+        index = len(self._raw)
+        self._raw.append(raw)
+        self._decoded[index] = text
+        self._build_index().setdefault(text, index)
+        self.appended += 1
+        return index
+
+    def entries(self) -> list[bytes]:
+        return list(self._raw)
+
+    def to_bytes(self) -> bytes:
+        """Serialise; byte-identical to the parsed input when nothing was appended."""
+        if self.appended == 0 and self._original is not None:
+            return self._original
+        return build_stringtable(self._raw)
+
+
+def build_stringtable(entries: list[bytes]) -> bytes:
+    """`count, offsets[count+1] (relative to byte 4, first = 4*count+4), entries back to back`."""
+    count = len(entries)
+    lengths = np.fromiter((len(e) for e in entries), dtype=np.int64, count=count)
+    offs = np.empty(count + 1, dtype=np.int64)
+    offs[0] = 4 * count + 4
+    np.cumsum(lengths, out=offs[1:])
+    offs[1:] += offs[0]
+    if offs[-1] > 0xFFFFFFFF:
+        raise BridgeError(ErrorCode.LIMIT_EXCEEDED, "stringtable.bin would exceed 4 GiB")
+    return struct.pack("<I", count) + offs.astype("<u4").tobytes() + b"".join(entries)
