@@ -73,6 +73,17 @@ class ProbeWorkspace:
     async def _status(self, ctx: CallContext, args: NoArgs) -> dict[str, Any]:
         return self.status()
 
+    # The MCP conformance suite calls fixture tools by these exact names (research/mcp.md §3.1); they reuse the
+    # probe's own handlers so the suite exercises the real paths: a plain result, progress, a business error.
+    async def _conformance_text(self, ctx: CallContext, args: NoArgs) -> dict[str, Any]:
+        return {"text": "This is a simple text response for testing."}
+
+    async def _conformance_progress(self, ctx: CallContext, args: NoArgs) -> dict[str, Any]:
+        return await self._slow(ctx, SlowArgs(steps=3, delay_ms=5))
+
+    async def _conformance_error(self, ctx: CallContext, args: NoArgs) -> dict[str, Any]:
+        return await self._fail(ctx, FailArgs(code="INVALID_ARGUMENT"))
+
     def tools(self) -> list[ToolSpec]:
         return [
             ToolSpec("probe_echo", "Echo text", "Return the text unchanged (transport check).", EchoArgs,
@@ -85,6 +96,12 @@ class ProbeWorkspace:
                      self._fail, read_only=True, idempotent=True),
             ToolSpec("probe_status", "Probe status", "The opened folder and call count.", NoArgs,
                      self._status, read_only=True, idempotent=True),
+            ToolSpec("test_simple_text", "Conformance: text", "Conformance fixture: a plain result.", NoArgs,
+                     self._conformance_text, read_only=True, idempotent=True),
+            ToolSpec("test_tool_with_progress", "Conformance: progress", "Conformance fixture: three progress "
+                     "notifications.", NoArgs, self._conformance_progress, read_only=True, idempotent=True),
+            ToolSpec("test_error_handling", "Conformance: error", "Conformance fixture: an isError result.",
+                     NoArgs, self._conformance_error, read_only=True, idempotent=True),
         ]
 
     def api_routes(self) -> list[BaseRoute]:

