@@ -1,0 +1,427 @@
+"""Walk a mod's streams through their includes and assemble a `SageIndex` from per-file records.
+
+Stream and include semantics follow BAB (research/sage.md §2.2, §2.4): the static stream starts at
+`Data/Mod.xml`; each `Data/additionalmaps/mapmetadata_*.xml` starts a `global:<name>` stream; `all`
+pulls a document into the stream, `instance` makes it visible without emitting it, `reference` names an
+external stream — read from its compiled `.manifest` when the SDK has one, otherwise walked as visible
+only. Defines merge through every include kind; a define seen again from another document without
+`override="true"` is a `duplicate-define`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+from deskbridge.kinds.sage.manifest import ManifestError, parse_manifest
+from deskbridge.kinds.sage.model import (
+    MODE_RANK,
+    AssetDef,
+    DefineDef,
+    Diagnostic,
+    IncludeEdge,
+    SageIndex,
+)
+from deskbridge.kinds.sage.paths import CaseFoldTree, PathResolver
+from deskbridge.kinds.sage.records import R_VALUE, FileRecords
+from deskbridge.kinds.sage.schema import SchemaModel
+from deskbridge.kinds.sage.store import RecordStore, is_art
+
+MAX_INCLUDE_DEPTH = 300
+"""Deeper include chains are reported as `include-cycle` (the extension's limit)."""
+
+MAPMETADATA = re.compile(r"^mapmetadata_.*\.xml$", re.IGNORECASE)
+
+Progress = Callable[[int, int, str], None]
+
+
+def _no_progress(done: int, total: int, message: str) -> None:
+    return None
+
+
+def stream_entries(project: Path, tree: CaseFoldTree) -> dict[str, str]:
+    """`static` → Data/Mod.xml and `global:<name>` → each additionalmaps/mapmetadata_*.xml, if present."""
+    out: dict[str, str] = {}
+    mod = tree.find(str(project), ["data", "mod.xml"])
+    if mod and tree.is_file(mod):
+        out["static"] = mod
+    maps = tree.find(str(project), ["data", "additionalmaps"])
+    listing = tree.listing(maps) if maps else None
+    if maps and listing:
+        for name, is_dir in sorted(set(listing.values())):
+            if not is_dir and MAPMETADATA.match(name):
+                out[f"global:{name[:-4]}"] = os.path.join(maps, name)
+    return out
+
+
+class IndexBuilder:
+    """Builds indexes for one project; holds the resolver and the record store between builds."""
+
+    def __init__(self, project: Path, sdk: Path | None, resolver: PathResolver, store: RecordStore,
+                 model: Callable[[], SchemaModel | None]) -> None:
+        self.project = project
+        self.sdk = sdk
+        self.resolver = resolver
+        self.store = store
+        self.model = model
+        self.last_file_count = 0
+
+    # --- walking ----------------------------------------------------------------------------------
+    def build(self, build_id: int, with_art: bool, progress: Progress = _no_progress) -> SageIndex:
+        t0 = time.perf_counter()
+        parsed0, hits0 = self.store.parsed, self.store.cache_hits
+        walk = _Walk(self, with_art, progress)
+        entries = stream_entries(self.project, self.resolver.tree)
+        if not entries:
+            walk.diag("", 0, "no-entry", "error",
+                      "The project has no Data/Mod.xml and no Data/additionalmaps/mapmetadata_*.xml.")
+        if self.sdk is None:
+            walk.diag("", 0, "sdk-not-configured", "info",
+                      "No mod SDK configured: vanilla includes (DATA:static.xml …) cannot be resolved. "
+                      "Pass --sdk or set DESKBRIDGE_SAGE_SDK.")
+        for stream, entry in entries.items():
+            walk.stream(stream, entry)
+        t_walk = time.perf_counter()
+        index = SageIndex(
+            project=self.project, sdk=self.sdk, build_id=build_id,
+            generated_at=datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            phase="art" if with_art else "xml",
+            complete=with_art or not walk.art_pending,
+            model=self.model(),
+            streams=entries,
+        )
+        _assemble(index, walk)
+        index.deferred_art = sorted(walk.art_pending)
+        index.source_candidates = self._source_candidates(index)
+        self.last_file_count = len(index.files)
+        index.stats.update(
+            indexedFiles=len(index.files),
+            parsedFiles=self.store.parsed - parsed0,
+            recordsCacheHits=self.store.cache_hits - hits0,
+            shallowScannedFiles=sum(1 for r in index.files.values() if r.shallow),
+            deferredArtFiles=len(index.deferred_art),
+            resolveCalls=self.resolver.calls,
+            streamCount=len(entries),
+            manifestAssetCount=len(walk.manifest_assets),
+            walkMs=round((t_walk - t0) * 1000, 1),
+            elapsedMs=round((time.perf_counter() - t0) * 1000, 1),
+        )
+        progress(len(index.files), len(index.files), f"indexed {len(index.files)} files")
+        return index
+
+    def _source_candidates(self, index: SageIndex) -> list[str]:
+        """Project XML files no stream reaches: candidates for a missing include (or leftovers)."""
+        out: list[str] = []
+        for dirpath, dirnames, filenames in os.walk(self.project):
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+            for f in sorted(filenames):
+                if f.casefold().endswith(".xml"):
+                    p = os.path.join(dirpath, f)
+                    if p not in index.files:
+                        out.append(p)
+        return out
+
+    def manifest_for(self, target: str) -> str | None:
+        """The SDK's compiled manifest for a referenced stream (`static.xml` → `builtmods/…/static.manifest`)."""
+        if self.sdk is None:
+            return None
+        stem = os.path.splitext(os.path.basename(target))[0]
+        tree = self.resolver.tree
+        for parts in (["builtmods", "sagexml", stem + ".manifest"], ["builtmods", stem + ".manifest"]):
+            hit = tree.find(str(self.sdk), parts)
+            if hit and tree.is_file(hit):
+                return hit
+        return None
+
+
+class _Walk:
+    """State of one walk over all streams."""
+
+    def __init__(self, builder: IndexBuilder, with_art: bool, progress: Progress) -> None:
+        self.b = builder
+        self.with_art = with_art
+        self.progress = progress
+        self.files: dict[str, FileRecords] = {}
+        self.membership: dict[str, dict[str, str]] = {}
+        self.edges: list[IncludeEdge] = []
+        self.diagnostics: list[Diagnostic] = []
+        self.fragment_owners: dict[str, list[tuple[str, int]]] = {}
+        self.manifest_assets: list[AssetDef] = []
+        self.manifests_loaded: dict[str, list[AssetDef] | None] = {}
+        self.art_pending: set[str] = set()
+        self._edges_done: set[str] = set()
+        self._chain: list[str] = []
+        self._visited: dict[str, int] = {}
+        self._stream = ""
+
+    def diag(self, file: str, line: int, code: str, severity: str, message: str) -> None:
+        self.diagnostics.append(Diagnostic(file, line, code, severity, message))
+
+    def stream(self, name: str, entry: str) -> None:
+        self._stream = name
+        self._visited = {}
+        self._visit(entry, "all")
+
+    def _visit(self, path: str, mode: str) -> None:
+        rank = MODE_RANK[mode]
+        prev = self._visited.get(path)
+        if prev is not None and prev <= rank:
+            return
+        self._visited[path] = rank
+        streams = self.membership.setdefault(path, {})
+        if self._stream not in streams or MODE_RANK[streams[self._stream]] > rank:
+            streams[self._stream] = mode
+        if is_art(path) and not self.with_art:
+            self.art_pending.add(path)
+            return
+        rec = self.files.get(path)
+        if rec is None:
+            rec = self.b.store.get(path)
+            if rec is None:
+                self.diag(path, 0, "include-not-found", "warning", "the file vanished while indexing")
+                return
+            self.files[path] = rec
+            if len(self.files) % 100 == 0:
+                self.progress(len(self.files), max(self.b.last_file_count, len(self.files)),
+                              f"read {len(self.files)} files")
+        first_time = path not in self._edges_done
+        self._edges_done.add(path)
+        self._chain.append(path)
+        try:
+            for kind, source, line in rec.includes:
+                if kind not in ("all", "instance", "reference"):
+                    if first_time:
+                        self.diag(path, line, "invalid-include-type", "error",
+                                  f"Include type {kind!r} is not one of all, instance, reference")
+                    kind = "all"
+                child_mode = mode if kind == "all" else ("instance" if mode == "all" else mode)
+                if kind == "reference":
+                    child_mode = "reference"
+                self._follow(path, kind, source, line, child_mode, first_time)
+            for href, _xpointer, line, nested in rec.xincludes:
+                target = self._follow(path, "xi:include", href, line, mode, first_time)
+                if target and nested and first_time:
+                    owner = _asset_at(rec, line)
+                    if owner >= 0:
+                        self.fragment_owners.setdefault(target, []).append((path, owner))
+        finally:
+            self._chain.pop()
+
+    def _follow(self, path: str, kind: str, source: str, line: int, child_mode: str,
+                first_time: bool) -> str | None:
+        target = self.b.resolver.resolve(source, path)
+        manifest = ""
+        if target and kind == "reference":
+            manifest = self.b.manifest_for(target) or ""
+        if first_time:
+            self.edges.append(IncludeEdge(path, kind, source, line, target, manifest))
+            if target is None:
+                self.diag(path, line, "include-not-found", "warning",
+                          f"{kind} include {source!r} does not resolve to a file")
+        if target is None:
+            return None
+        if manifest and self._load_manifest(manifest, target):
+            streams = self.membership.setdefault(target, {})
+            streams.setdefault(self._stream, "reference")
+            return target
+        if target in self._chain or len(self._chain) >= MAX_INCLUDE_DEPTH:
+            if first_time:
+                self.diag(path, line, "include-cycle", "error",
+                          f"{kind} include {source!r} leads back to a file already being included")
+            return target
+        self._visit(target, child_mode)
+        return target
+
+    def _load_manifest(self, manifest: str, target: str) -> bool:
+        if manifest not in self.manifests_loaded:
+            try:
+                parsed = parse_manifest(Path(manifest).read_bytes())
+            except (OSError, ManifestError) as exc:
+                self.diag(manifest, 0, "manifest-error", "warning",
+                          f"cannot read {manifest}: {exc}; walking {target} instead")
+                self.manifests_loaded[manifest] = None
+                return False
+            defs = [AssetDef(a.type, a.id, "", 0, "manifest", -1, manifest, a.source) for a in parsed.assets]
+            self.manifests_loaded[manifest] = defs
+            self.manifest_assets.extend(defs)
+        return self.manifests_loaded[manifest] is not None
+
+
+def _asset_at(rec: FileRecords, line: int) -> int:
+    """Index of the asset whose definition contains `line` (the last one starting at or before it)."""
+    best = -1
+    for i, (_t, _id, start) in enumerate(rec.assets):
+        if start <= line:
+            best = i
+        else:
+            break
+    return best
+
+
+def _assemble(index: SageIndex, walk: _Walk) -> None:
+    index.files = walk.files
+    index.membership = walk.membership
+    index.includes = walk.edges
+    index.fragment_owners = walk.fragment_owners
+    diags = index.diagnostics = walk.diagnostics
+    assets = index.assets
+    by_id = index.by_id
+    project_prefix = str(index.project) + "/"
+    refs_to = index.refs_to
+    for path, rec in walk.files.items():
+        origin = "project" if path.startswith(project_prefix) else "sdk"
+        for code, severity, line, message in rec.diagnostics:
+            diags.append(Diagnostic(path, line, code, severity, message))
+        for i, (atype, aid, line) in enumerate(rec.assets):
+            d = AssetDef(atype, aid, path, line, origin, i)
+            key = aid.casefold()
+            assets.setdefault(atype, {}).setdefault(key, []).append(d)
+            by_id.setdefault(key, []).append(d)
+        for name, value, line, override in rec.defines:
+            dd = DefineDef(name, value, path, line, override)
+            index.defines.setdefault(name.casefold(), []).append(dd)
+        for r in rec.refs:
+            refs_to.setdefault(r[R_VALUE].casefold(), []).append((path, r))
+    diags.extend(_duplicate_defines(index))
+    for d in walk.manifest_assets:
+        key = d.id.casefold()
+        assets.setdefault(d.type, {}).setdefault(key, []).append(d)
+        by_id.setdefault(key, []).append(d)
+    ref_count = sum(len(r.refs) for r in walk.files.values())
+    index.stats.update(
+        assetCount=sum(len(v) for v in by_id.values()),
+        referenceCount=ref_count,
+        defineCount=sum(len(v) for v in index.defines.values()),
+    )
+
+
+def _same_links(a: FileRecords, b: FileRecords) -> bool:
+    """True when two versions of a file include the same things, so the walk would not change.
+
+    Nested `xi:include`s are tied to the asset that holds them, so their owners must not move either."""
+    if [(k, s) for k, s, _ in a.includes] != [(k, s) for k, s, _ in b.includes]:
+        return False
+    if [(h, x, n) for h, x, _, n in a.xincludes] != [(h, x, n) for h, x, _, n in b.xincludes]:
+        return False
+    return not any(n for *_, n in b.xincludes) or (
+        [_asset_at(a, ln) for _, _, ln, n in a.xincludes if n] == [_asset_at(b, ln) for _, _, ln, n in b.xincludes if n])
+
+
+def patch_index(old: SageIndex, changed: dict[str, FileRecords], build_id: int) -> SageIndex | None:
+    """A new index equal to a full rebuild after `changed` files were edited, or None when the edit
+    changed the include graph (then only a full walk is correct).
+
+    A save usually touches one file and leaves its includes alone, so the streams, memberships and
+    include edges stay valid and only that file's definitions, defines, references and diagnostics move.
+    Everything the old index shares is copied on write: the old index keeps answering unchanged.
+    """
+    for path, rec in changed.items():
+        prev = old.files.get(path)
+        if prev is None or not _same_links(prev, rec):
+            return None
+    t0 = time.perf_counter()
+    new = SageIndex(
+        project=old.project, sdk=old.sdk, build_id=build_id,
+        generated_at=datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        phase=old.phase, complete=old.complete, model=old.model,
+        files={**old.files, **changed}, membership=old.membership, streams=old.streams,
+        includes=old.includes, fragment_owners=old.fragment_owners,
+        source_candidates=old.source_candidates, deferred_art=old.deferred_art,
+    )
+    order = {p: i for i, p in enumerate(new.files)}
+    prefix = str(old.project) + "/"
+    assets = dict(old.assets)
+    by_id = dict(old.by_id)
+    refs_to = dict(old.refs_to)
+    defines = dict(old.defines)
+    copied_types: set[str] = set()
+    touched_ids: set[str] = set()
+    touched_refs: set[str] = set()
+    touched_defines: set[str] = set()
+    for path, rec in changed.items():
+        prev = old.files[path]
+        touched_ids.update(a[1].casefold() for a in (*prev.assets, *rec.assets))
+        touched_refs.update(r[R_VALUE].casefold() for r in (*prev.refs, *rec.refs))
+        touched_defines.update(d[0].casefold() for d in (*prev.defines, *rec.defines))
+        for atype, _aid, _line in (*prev.assets, *rec.assets):
+            if atype not in copied_types:
+                assets[atype] = dict(assets.get(atype, {}))
+                copied_types.add(atype)
+    paths = set(changed)
+    for key in touched_ids:
+        by_id[key] = [d for d in by_id.get(key, ()) if d.file not in paths]
+        for atype in copied_types:
+            inner = assets[atype]
+            if key in inner:
+                inner[key] = [d for d in inner[key] if d.file not in paths]
+    for key in touched_refs:
+        refs_to[key] = [s for s in refs_to.get(key, ()) if s[0] not in paths]
+    for key in touched_defines:
+        defines[key] = [d for d in defines.get(key, ()) if d.file not in paths]
+    for path, rec in changed.items():
+        origin = "project" if path.startswith(prefix) else "sdk"
+        for i, (atype, aid, line) in enumerate(rec.assets):
+            d = AssetDef(atype, aid, path, line, origin, i)
+            key = aid.casefold()
+            assets[atype].setdefault(key, []).append(d)
+            by_id.setdefault(key, []).append(d)
+        for name, value, line, override in rec.defines:
+            defines.setdefault(name.casefold(), []).append(DefineDef(name, value, path, line, override))
+        for r in rec.refs:
+            refs_to.setdefault(r[R_VALUE].casefold(), []).append((path, r))
+    # Keep walk order, which the queries rely on for "which definition wins".
+    manifest_last = len(order)
+    for key in touched_ids:
+        by_id[key].sort(key=lambda d: (order.get(d.file, manifest_last), d.line))
+        for atype in copied_types:
+            lst = assets[atype].get(key)
+            if lst is not None:
+                if lst:
+                    lst.sort(key=lambda d: (order.get(d.file, manifest_last), d.line))
+                else:
+                    del assets[atype][key]
+        if not by_id[key]:
+            del by_id[key]
+    for key in touched_refs:
+        refs_to[key].sort(key=lambda s: (order[s[0]], s[1][3], s[1][4]))
+        if not refs_to[key]:
+            del refs_to[key]
+    for key in touched_defines:
+        defines[key].sort(key=lambda d: (order[d.file], d.line))
+        if not defines[key]:
+            del defines[key]
+    new.assets, new.by_id, new.refs_to, new.defines = assets, by_id, refs_to, defines
+    new.diagnostics = [d for d in old.diagnostics if d.file not in paths and d.code != "duplicate-define"]
+    for path, rec in changed.items():
+        new.diagnostics.extend(Diagnostic(path, line, code, sev, msg) for code, sev, line, msg in rec.diagnostics)
+    new.diagnostics.extend(_duplicate_defines(new))
+    new.stats = dict(old.stats)
+    new.stats.update(
+        assetCount=sum(len(v) for v in by_id.values()),
+        referenceCount=sum(len(v) for v in refs_to.values()),
+        defineCount=sum(len(v) for v in defines.values()),
+        parsedFiles=len(changed), recordsCacheHits=0, walkMs=0.0, patchedFiles=len(changed),
+        elapsedMs=round((time.perf_counter() - t0) * 1000, 1),
+    )
+    return new
+
+
+def _duplicate_defines(index: SageIndex) -> list[Diagnostic]:
+    """BAB's rule (research/sage.md §2.7): a define name seen again from another document needs
+    `override="true"`; names compare case-sensitively, as BAB's DefinitionSet does."""
+    out: list[Diagnostic] = []
+    for defs in index.defines.values():
+        first: dict[str, DefineDef] = {}
+        for dd in defs:
+            f = first.get(dd.name)
+            if f is None:
+                first[dd.name] = dd
+            elif f.file != dd.file and not dd.override:
+                out.append(Diagnostic(dd.file, dd.line, "duplicate-define", "error",
+                                      f"define {dd.name!r} is already defined in {index.display(f.file)}:"
+                                      f"{f.line}; add override=\"true\" to replace it"))
+    return out

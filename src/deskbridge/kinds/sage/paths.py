@@ -1,0 +1,200 @@
+"""SAGE path resolution: `DATA:` / `ART:` / `AUDIO:` / `ROOT:` aliases, relative includes, and case-folded lookup.
+
+Facts from research/sage.md §2.3: BAB's resolver tries each search path in order and the first existing file
+wins; a search path `*` is the including document's folder; `ART:` with no directory part only tries
+`<artPath>/<first two letters>/<file>`; Windows tools ignore letter case, accept backslashes and strip
+trailing dots. On Linux we answer all of that from a per-directory listing keyed by case-folded names
+(one `scandir` per directory, no `stat` per candidate path).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ALIASES = ("data", "art", "audio", "root")
+
+
+class CaseFoldTree:
+    """Lazily listed directories, mapping case-folded entry names to their real names."""
+
+    def __init__(self) -> None:
+        self._listings: dict[str, dict[str, tuple[str, bool]] | None] = {}
+
+    def listing(self, directory: str) -> dict[str, tuple[str, bool]] | None:
+        """`{folded name: (real name, is_dir)}` of one directory, or None when it is not a directory."""
+        cached = self._listings.get(directory, False)
+        if cached is not False:
+            return cached  # type: ignore[return-value]
+        entries: dict[str, tuple[str, bool]] | None
+        try:
+            entries = {}
+            with os.scandir(directory) as it:
+                for entry in it:
+                    try:
+                        is_dir = entry.is_dir()
+                    except OSError:
+                        is_dir = False
+                    # Exact names win over case-folded twins (Linux can hold both `a.xml` and `A.xml`).
+                    entries.setdefault(entry.name.casefold(), (entry.name, is_dir))
+                    if entry.name.casefold() != entry.name:
+                        entries[entry.name] = (entry.name, is_dir)
+        except OSError:
+            entries = None
+        self._listings[directory] = entries
+        return entries
+
+    def forget(self, directory: str) -> None:
+        """Drop one directory's listing (the watcher saw something appear or vanish there)."""
+        self._listings.pop(directory, None)
+
+    def clear(self) -> None:
+        self._listings.clear()
+
+    def find(self, base: str, parts: Iterable[str]) -> str | None:
+        """The real path of `base/parts…` matched case-insensitively, or None. `base` itself must exist."""
+        current = base
+        for part in parts:
+            if part in ("", "."):
+                continue
+            if part == "..":
+                current = os.path.dirname(current)
+                continue
+            listing = self.listing(current)
+            if listing is None:
+                return None
+            hit = listing.get(part) or listing.get(part.casefold())
+            if hit is None:
+                return None
+            current = os.path.join(current, hit[0])
+        return current
+
+    def is_file(self, path: str) -> bool:
+        parent, name = os.path.split(path)
+        listing = self.listing(parent)
+        if listing is None:
+            return False
+        hit = listing.get(name)
+        return hit is not None and not hit[1]
+
+
+def split_source(source: str) -> list[str]:
+    """Path components of an include source: backslashes become separators, trailing dots/spaces go
+    (Windows strips them; research/sage.md §2.3 counts two `….xml.` includes in EA's data)."""
+    parts = source.replace("\\", "/").split("/")
+    return [p.rstrip(". ") if p not in (".", "..") else p for p in parts]
+
+
+@dataclass
+class SearchPaths:
+    """Ordered search folders per alias; `*` means the including document's folder."""
+
+    data: list[str] = field(default_factory=list)
+    art: list[str] = field(default_factory=list)
+    audio: list[str] = field(default_factory=list)
+    root: list[str] = field(default_factory=list)
+
+    def for_alias(self, alias: str) -> list[str]:
+        return getattr(self, alias)
+
+
+def default_search_paths(project: Path, sdk: Path | None, extra: Iterable[Path] = ()) -> SearchPaths:
+    """The RA3 SDK build script's order (research/sage.md §2.3:
+    `/data:".;.\\Mods\\{mod}\\Data;.\\Mods;.\\SageXml"`, same shape for art and audio), run from the SDK
+    folder, with the mod's parent folder added for `DATA:<ModFolder>/Data/…` includes."""
+
+    def existing(paths: Iterable[Path | None]) -> list[str]:
+        out: list[str] = []
+        for p in paths:
+            if p is None:
+                continue
+            s = str(p)
+            if s not in out and os.path.isdir(s):
+                out.append(s)
+        return out
+
+    def sub(base: Path | None, name: str) -> Path | None:
+        if base is None:
+            return None
+        tree = CaseFoldTree()
+        hit = tree.find(str(base), [name])
+        return Path(hit) if hit else None
+
+    extra = list(extra)
+    sdk_mods = sub(sdk, "Mods")
+    return SearchPaths(
+        data=existing([sdk, sub(project, "Data"), sdk_mods, project.parent, sub(sdk, "SageXml"), *extra]),
+        art=existing([sdk, sub(project, "Art"), sdk_mods, project.parent, sub(sdk, "Art")]),
+        audio=existing([sdk, sub(project, "Audio"), sdk_mods, project.parent, sub(sdk, "Audio")]),
+        root=existing([sdk, project]),
+    )
+
+
+class PathResolver:
+    """Resolve include sources to real files, remembering every answer until `invalidate()`."""
+
+    def __init__(self, search: SearchPaths, tree: CaseFoldTree | None = None) -> None:
+        self.search = search
+        self.tree = tree or CaseFoldTree()
+        self._memo: dict[tuple[str, str], str | None] = {}
+        self.calls = 0
+        self.memo_hits = 0
+
+    def invalidate(self, directories: Iterable[str] = ()) -> None:
+        """Forget answers (all of them: a new file can change which search path wins)."""
+        for d in directories:
+            self.tree.forget(d)
+        self._memo.clear()
+
+    def resolve(self, source: str, from_file: str | None) -> str | None:
+        """The real path `source` names when written in `from_file`, or None when nothing matches."""
+        self.calls += 1
+        base_dir = os.path.dirname(from_file) if from_file else ""
+        key = (source, base_dir)
+        if key in self._memo:
+            self.memo_hits += 1
+            return self._memo[key]
+        found = self._resolve(source.strip(), base_dir)
+        self._memo[key] = found
+        return found
+
+    def _resolve(self, source: str, base_dir: str) -> str | None:
+        if not source:
+            return None
+        alias, sep, rest = source.partition(":")
+        if sep and len(alias) == 1 and alias.isalpha():
+            # A drive letter (`C:\\…`): treat as rooted, as BAB does for rooted paths.
+            return self._find_rooted(source)
+        if not sep:
+            if source.startswith(("/", "\\")):
+                return self._find_rooted(source)
+            return self._find_in(base_dir, split_source(source)) if base_dir else None
+        alias = alias.strip().casefold()
+        if alias not in ALIASES or ":" in rest:
+            return None  # BAB: unknown alias / more than one colon are illegal paths
+        parts = [p for p in split_source(rest) if p]
+        if not parts:
+            return None
+        roots = self.search.for_alias(alias)
+        if alias == "art" and len(parts) == 1:
+            # The ART two-letter rule: `ART:AUTank_SKN.w3x` lives in `<art>/AU/AUTank_SKN.w3x`.
+            parts = [parts[0][:2], parts[0]]
+        for root in roots:
+            hit = self._find_in(base_dir if root == "*" else root, parts)
+            if hit:
+                return hit
+        return None
+
+    def _find_in(self, base: str, parts: list[str]) -> str | None:
+        if not base:
+            return None
+        hit = self.tree.find(base, parts)
+        return hit if hit and self.tree.is_file(hit) else None
+
+    def _find_rooted(self, source: str) -> str | None:
+        parts = split_source(source)
+        if parts and parts[0].endswith(":"):
+            return None  # Windows drive paths do not exist on this machine
+        return self._find_in("/", [p for p in parts if p])

@@ -1,0 +1,392 @@
+"""Read-only questions answered from one `SageIndex`: definitions, references, includes, defines, streams.
+
+Every list is paginated with an opaque cursor and never dumps the whole index. Functions raise
+`BridgeError` for business errors, with a hint naming the tool to call next.
+"""
+
+from __future__ import annotations
+
+import base64
+import difflib
+from pathlib import Path
+from typing import Any
+
+from lxml import etree
+
+from deskbridge.core import limits
+from deskbridge.core.errors import BridgeError, ErrorCode
+from deskbridge.kinds.sage.model import AssetDef, SageIndex
+from deskbridge.kinds.sage.records import (
+    R_ASSET,
+    R_ATTR,
+    R_COL,
+    R_ELEMENT,
+    R_END,
+    R_KIND,
+    R_LINE,
+    R_PARENT,
+    R_TYPE,
+    R_VALUE,
+    Ref,
+    decode_text,
+)
+
+EXCERPT_MAX_LINES = 400
+"""Lines of XML returned by `get_definition` at most; longer definitions say `truncated`."""
+EXCERPT_MAX_BYTES = 32 * 1024
+INHERITANCE_MAX = 8
+"""Links followed by `get_inheritance_chain` (and by forward references), as BAB chains stay short."""
+
+
+# --- pagination ---------------------------------------------------------------------------------------
+def encode_cursor(offset: int) -> str:
+    return base64.urlsafe_b64encode(f"o:{offset}".encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str | None) -> int:
+    if not cursor:
+        return 0
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        if raw.startswith("o:") and (n := int(raw[2:])) >= 0:
+            return n
+    except (ValueError, UnicodeDecodeError):
+        pass
+    raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"cursor {cursor!r} is not one this server issued",
+                      hint="Pass the nextCursor from the previous page, or omit cursor to start over.")
+
+
+def check_limit(limit: int | None) -> int:
+    if limit is None:
+        return limits.LIST_PAGE_DEFAULT
+    if limit < 1 or limit > limits.LIST_PAGE_MAX:
+        raise BridgeError(ErrorCode.LIMIT_EXCEEDED, f"limit {limit} is outside 1..{limits.LIST_PAGE_MAX}",
+                          hint=f"Ask for at most {limits.LIST_PAGE_MAX} items and follow nextCursor.")
+    return limit
+
+
+def page(items: list[Any], cursor: str | None, limit: int | None) -> dict[str, Any]:
+    start = decode_cursor(cursor)
+    n = check_limit(limit)
+    chunk = items[start:start + n]
+    nxt = start + n if start + n < len(items) else None
+    return {"items": chunk, "total": len(items), "nextCursor": encode_cursor(nxt) if nxt is not None else None}
+
+
+# --- shapes -------------------------------------------------------------------------------------------
+def asset_json(index: SageIndex, d: AssetDef) -> dict[str, Any]:
+    streams = index.streams_of(d.file) if d.file else {}
+    out: dict[str, Any] = {
+        "type": d.type, "id": d.id, "file": index.display(d.file), "line": d.line, "origin": d.origin,
+        "streams": streams, "viaInstance": bool(streams) and "all" not in streams.values(),
+    }
+    if d.manifest:
+        out["manifest"] = d.manifest
+        out["manifestSource"] = d.source
+    return out
+
+
+def owner_of(index: SageIndex, path: str, r: Ref) -> dict[str, str] | None:
+    rec = index.files.get(path)
+    if rec is None:
+        return None
+    if r[R_ASSET] >= 0:
+        t, i, _ = rec.assets[r[R_ASSET]]
+        return {"type": t, "id": i}
+    owners = index.fragment_owners.get(path)
+    if owners:
+        opath, oi = owners[0]
+        orec = index.files.get(opath)
+        if orec is not None and 0 <= oi < len(orec.assets):
+            t, i, _ = orec.assets[oi]
+            return {"type": t, "id": i, "viaFragment": index.display(path)}
+    return None
+
+
+def site_json(index: SageIndex, path: str, r: Ref) -> dict[str, Any]:
+    return {
+        "file": index.display(path), "line": r[R_LINE], "column": r[R_COL], "endColumn": r[R_END],
+        "kind": r[R_KIND], "element": r[R_ELEMENT], "parent": r[R_PARENT] or None,
+        "attribute": r[R_ATTR] or None, "targetType": r[R_TYPE], "value": r[R_VALUE],
+        "from": owner_of(index, path, r),
+    }
+
+
+# --- lookups ------------------------------------------------------------------------------------------
+def _check_type(index: SageIndex, asset_type: str | None) -> None:
+    if asset_type is None or asset_type in index.assets:
+        return
+    known = set(index.assets) | set(index.model.asset_types if index.model else ())
+    if asset_type in known:
+        return
+    close = difflib.get_close_matches(asset_type, sorted(known), n=5)
+    folded = [t for t in known if t.casefold() == asset_type.casefold()]
+    raise BridgeError(ErrorCode.NOT_FOUND, f"No asset type {asset_type!r} in this project or its schema "
+                      "(type names are case-sensitive).",
+                      hint="Use one of the suggested type names, or call sage_get_status for the types "
+                      "with definitions.", data={"candidates": folded + close})
+
+
+def definitions(index: SageIndex, ident: str, asset_type: str | None = None) -> list[AssetDef]:
+    _check_type(index, asset_type)
+    if asset_type is None:
+        return list(index.by_id.get(ident.casefold(), ()))
+    return list(index.assets.get(asset_type, {}).get(ident.casefold(), ()))
+
+
+def effective(index: SageIndex, defs: list[AssetDef]) -> AssetDef:
+    """The definition that wins: the last one compiled into a stream (`all`), else the last visible one.
+    Later documents override earlier ones in BAB's include order."""
+    in_stream = [d for d in defs if "all" in index.streams_of(d.file).values()]
+    return (in_stream or defs)[-1]
+
+
+def find_asset(index: SageIndex, ident: str, asset_type: str | None = None, cursor: str | None = None,
+               limit: int | None = None) -> dict[str, Any]:
+    defs = definitions(index, ident, asset_type)
+    out = page([asset_json(index, d) for d in defs], cursor, limit)
+    out["id"] = ident
+    if not defs:
+        out["hint"] = "No definition: check the id's spelling, or search with sage_list_assets_by_type."
+    return out
+
+
+def find_references(index: SageIndex, ident: str, asset_type: str | None = None,
+                    cursor: str | None = None, limit: int | None = None) -> dict[str, Any]:
+    _check_type(index, asset_type)
+    sites = index.refs_to.get(ident.casefold(), ())
+    if asset_type is not None:
+        sites = [s for s in sites if index.assignable(asset_type, s[1][R_TYPE])]
+    start = decode_cursor(cursor)
+    n = check_limit(limit)
+    chunk = sites[start:start + n]
+    nxt = start + n if start + n < len(sites) else None
+    return {"id": ident, "type": asset_type, "items": [site_json(index, p, r) for p, r in chunk],
+            "total": len(sites), "nextCursor": encode_cursor(nxt) if nxt is not None else None}
+
+
+def list_assets_by_type(index: SageIndex, asset_type: str, prefix: str | None = None,
+                        cursor: str | None = None, limit: int | None = None) -> dict[str, Any]:
+    _check_type(index, asset_type)
+    by_key = index.assets.get(asset_type, {})
+    pf = (prefix or "").casefold()
+    keys = sorted(k for k in by_key if k.startswith(pf))
+    rows = []
+    start = decode_cursor(cursor)
+    n = check_limit(limit)
+    for k in keys[start:start + n]:
+        defs = by_key[k]
+        eff = effective(index, defs)
+        rows.append({"id": eff.id, "definitions": len(defs), "file": index.display(eff.file), "line": eff.line,
+                     "origin": eff.origin})
+    nxt = start + n if start + n < len(keys) else None
+    return {"type": asset_type, "prefix": prefix, "items": rows, "total": len(keys),
+            "nextCursor": encode_cursor(nxt) if nxt is not None else None}
+
+
+def _not_found(asset_type: str, ident: str) -> BridgeError:
+    return BridgeError(ErrorCode.NOT_FOUND, f"No definition of {asset_type} {ident!r}.",
+                       hint="Call sage_find_asset with the id alone to see which types define it.")
+
+
+def get_definition(index: SageIndex, asset_type: str, ident: str, which: int | None = None) -> dict[str, Any]:
+    defs = definitions(index, ident, asset_type)
+    if not defs:
+        raise _not_found(asset_type, ident)
+    if which is not None and not 0 <= which < len(defs):
+        raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"which={which} but there are {len(defs)} definitions",
+                          hint=f"Pass which between 0 and {len(defs) - 1}, or omit it for the winning one.")
+    d = defs[which] if which is not None else effective(index, defs)
+    out = asset_json(index, d)
+    out["definitionCount"] = len(defs)
+    out["which"] = defs.index(d)
+    if not d.file:
+        out.update(startLine=None, endLine=None, excerpt=None,
+                   note="Defined only in a compiled manifest; there is no XML to show.")
+        return out
+    start, end, excerpt, truncated = _excerpt(d.file, d.line, d.type)
+    out.update(startLine=start, endLine=end, excerpt=excerpt, truncated=truncated)
+    return out
+
+
+def _excerpt(path: str, line: int, element: str) -> tuple[int, int, str, bool]:
+    """Lines of one top-level element: found by reparsing the file (one file, on demand)."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise BridgeError(ErrorCode.NOT_FOUND, f"cannot read {path}: {exc.strerror}",
+                          hint="The file changed on disk; retry after the re-index (sage_get_status).") from exc
+    lines = decode_text(data).split("\n")
+    end = line
+    try:
+        root = etree.fromstring(data, etree.XMLParser(recover=True, huge_tree=True, resolve_entities=False,
+                                                      no_network=True))
+        children = [c for c in root.iterchildren(tag=etree.Element)] if root is not None else []
+        for i, c in enumerate(children):
+            if (c.sourceline or 0) >= line and c.tag.rpartition("}")[2] == element:
+                nxt = children[i + 1].sourceline if i + 1 < len(children) else None
+                tail = etree.tostring(c, encoding="unicode", with_tail=False).count("\n")
+                end = (c.sourceline or line) + tail
+                if nxt is not None:
+                    end = min(end, nxt - 1)
+                break
+    except etree.XMLSyntaxError:
+        pass
+    end = max(end, line)
+    text_lines = lines[line - 1:end]
+    truncated = False
+    if len(text_lines) > EXCERPT_MAX_LINES:
+        text_lines, truncated = text_lines[:EXCERPT_MAX_LINES], True
+    text = "\n".join(text_lines)
+    if len(text.encode()) > EXCERPT_MAX_BYTES:
+        text, truncated = text.encode()[:EXCERPT_MAX_BYTES].decode(errors="ignore"), True
+    return line, end, text, truncated
+
+
+def resolve_include(index: SageIndex, resolver: Any, source: str, from_file: str | None = None) -> dict[str, Any]:
+    base = index.real_path(from_file) if from_file else index.streams.get("static") or str(
+        index.project / "Data" / "Mod.xml")
+    target = resolver.resolve(source, base)
+    alias = source.partition(":")[0].casefold() if ":" in source and len(source.partition(":")[0]) > 1 else ""
+    searched = resolver.search.for_alias(alias) if alias in ("data", "art", "audio", "root") else [
+        str(Path(base).parent)]
+    out: dict[str, Any] = {
+        "source": source, "from": index.display(base), "resolved": index.display(target) if target else None,
+        "searchPaths": [index.display(p) or p for p in searched],
+    }
+    if target:
+        out["active"] = bool(index.streams_of(target))
+        out["streams"] = index.streams_of(target)
+    else:
+        out["hint"] = ("Nothing matches in the search paths (case-insensitive). Check the path, or the SDK "
+                       "and searchPaths configuration.")
+    return out
+
+
+def is_file_active(index: SageIndex, path: str) -> dict[str, Any]:
+    real = index.real_path(path)
+    found = real if real in index.membership else None
+    if found is None:
+        folded = real.casefold()
+        found = next((p for p in index.membership if p.casefold() == folded), None)
+    included_by = [
+        {"file": index.display(e.file), "line": e.line, "kind": e.kind, "source": e.source}
+        for e in index.includes if found is not None and e.target == found
+    ][:limits.LIST_PAGE_DEFAULT]
+    streams = index.membership.get(found, {}) if found else {}
+    return {
+        "path": index.display(found or real), "active": bool(streams),
+        "streams": [{"stream": s, "how": how} for s, how in streams.items()],
+        "compiled": any(how == "all" for how in streams.values()),
+        "includedBy": included_by,
+        "note": None if streams else "No stream includes this file: edits to it have no effect in game.",
+    }
+
+
+def find_define(index: SageIndex, name: str, cursor: str | None = None, limit: int | None = None) -> dict[str, Any]:
+    defs = index.defines.get(name.lstrip("$").casefold(), [])
+    rows = [{"name": d.name, "value": d.value, "file": index.display(d.file), "line": d.line,
+             "override": d.override, "exactCase": d.name == name.lstrip("$")} for d in defs]
+    out = page(rows, cursor, limit)
+    out["name"] = name
+    return out
+
+
+def unreferenced(index: SageIndex, asset_type: str | None = None, include_sdk: bool = False,
+                 cursor: str | None = None, limit: int | None = None) -> dict[str, Any]:
+    """Project definitions nothing references (inheritFrom counts as a reference)."""
+    _check_type(index, asset_type)
+    types = [asset_type] if asset_type else sorted(index.assets)
+    rows = []
+    for t in types:
+        for key, defs in sorted(index.assets.get(t, {}).items()):
+            d = defs[-1]
+            if not include_sdk and not any(x.origin == "project" for x in defs):
+                continue
+            sites = index.refs_to.get(key, ())
+            if any(index.assignable(t, r[R_TYPE]) and not _self_override(index, p, r, t, key) for p, r in sites):
+                continue
+            rows.append({"type": t, "id": d.id, "file": index.display(d.file), "line": d.line,
+                         "origin": d.origin})
+    out = page(rows, cursor, limit)
+    out["type"] = asset_type
+    return out
+
+
+def _self_override(index: SageIndex, path: str, r: Ref, asset_type: str, key: str) -> bool:
+    """`<X id="A" inheritFrom="A">` names the asset it overrides, not a use of it."""
+    if r[R_KIND] != "inheritFrom":
+        return False
+    rec = index.files.get(path)
+    return rec is not None and rec.assets[r[R_ASSET]][1].casefold() == key
+
+
+def inherit_target(index: SageIndex, d: AssetDef) -> tuple[Ref | None, AssetDef | None]:
+    """The `inheritFrom` of one definition and what it resolves to (self-inheritance skips itself)."""
+    rec = index.files.get(d.file)
+    if rec is None:
+        return None, None
+    ref = next((r for r in rec.refs if r[R_ASSET] == d.index and r[R_KIND] == "inheritFrom"), None)
+    if ref is None:
+        return None, None
+    cands = [c for c in index.resolve(ref[R_TYPE], ref[R_VALUE]) if c is not d]
+    if not cands:
+        return ref, None
+    if ref[R_VALUE].casefold() == d.id.casefold():
+        # An override: BAB looks past Self, so take the definition visible before this one.
+        earlier = [c for c in cands if c.origin != "project" or c.file != d.file]
+        return ref, (earlier or cands)[0]
+    return ref, effective(index, cands)
+
+
+def get_inheritance_chain(index: SageIndex, asset_type: str, ident: str) -> dict[str, Any]:
+    defs = definitions(index, ident, asset_type)
+    if not defs:
+        raise _not_found(asset_type, ident)
+    d: AssetDef | None = effective(index, defs)
+    chain = []
+    seen: set[int] = set()
+    stop = "root"
+    while d is not None:
+        if id(d) in seen:
+            stop = "cycle"
+            break
+        seen.add(id(d))
+        ref, parent = inherit_target(index, d)
+        step = asset_json(index, d)
+        step["inheritFrom"] = f"{ref[R_TYPE]}:{ref[R_VALUE]}" if ref else None
+        chain.append(step)
+        if ref is None:
+            break
+        if parent is None:
+            stop = "missing"
+            break
+        if len(chain) >= INHERITANCE_MAX:
+            stop = "limit"
+            break
+        d = parent
+    return {"type": asset_type, "id": ident, "chain": chain, "stop": stop}
+
+
+def list_diagnostics(index: SageIndex, code: str | None = None, file: str | None = None,
+                     cursor: str | None = None, limit: int | None = None) -> dict[str, Any]:
+    diags = index.all_diagnostics() if code in (None, "unresolved-reference",
+                                                "unresolved-reference-indexing") else index.diagnostics
+    real = index.real_path(file) if file else None
+    rows = [{"file": index.display(d.file), "line": d.line, "code": d.code, "severity": d.severity,
+             "message": d.message}
+            for d in diags if (code is None or d.code == code) and (real is None or d.file == real)]
+    out = page(rows, cursor, limit)
+    out["code"] = code
+    return out
+
+
+def diagnostic_counts(index: SageIndex) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for d in index.all_diagnostics():
+        counts[d.code] = counts.get(d.code, 0) + 1
+    return counts
+
+
+def asset_type_counts(index: SageIndex) -> dict[str, int]:
+    return {t: sum(len(v) for v in ids.values()) for t, ids in sorted(index.assets.items())}

@@ -1,0 +1,366 @@
+"""Extract the compact per-file records of one SAGE XML document: assets, defines, includes, references.
+
+Facts (research/sage.md §2.1–2.8): the root is `<AssetDeclaration xmlns="uri:ea.com:eala:asset">`; BAB reads
+only `Includes`, `Defines` and `Tags` specially and every other root child is an asset that must carry
+an `id`; `xi:include` may sit at the root (with the `xpointer(/n:X/child::*)` form) or inside an asset;
+`inheritFrom` is `Id` or `Type:Id`; values starting with `$` or `=` are define macros / expressions and
+`Poid` ids are pipeline-local, so neither is a reference. Real files are sometimes malformed; lxml's
+recovering parser keeps what it can and every error becomes a `parse-error` diagnostic.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from lxml import etree
+
+from deskbridge.kinds.sage.schema import SchemaModel
+
+NS = "{uri:ea.com:eala:asset}"
+XAI_JOIN = "{uri:ea.com:eala:asset:instance}joinAction"
+XI_INCLUDE = "{http://www.w3.org/2001/XInclude}include"
+SPECIAL_ROOT_CHILDREN = frozenset({"Includes", "Defines", "Tags"})
+INCLUDE_KINDS = frozenset({"all", "instance", "reference"})
+JOIN_ACTIONS = frozenset({"append", "overwrite", "override", "replace", "remove"})
+"""`xai:joinAction` values BAB accepts, case-insensitively (research/sage.md §2.6 NodeJoiner.cs)."""
+
+FILE_MAX_BYTES = 256 * 1024 * 1024
+"""Files larger than this are not parsed (the largest real `.w3x` seen is 22.8 MB)."""
+PARSE_ERRORS_MAX = 20
+"""Parse errors kept per file; the rest are counted in the last message."""
+
+_JOINED = etree.XPath("//*[@xai:joinAction]", namespaces={"xai": "uri:ea.com:eala:asset:instance"})
+_BRACKET_INDEX = re.compile(r"\\?\[[0-9]+\]$")
+
+# Reference tuple fields, kept positional for compactness (35 k of them on the benchmark data).
+R_ASSET, R_TYPE, R_VALUE, R_LINE, R_COL, R_END, R_KIND, R_ELEMENT, R_PARENT, R_ATTR = range(10)
+Ref = tuple[int, str, str, int, int, int, str, str, str, str]
+"""(asset index in the file, target type, target id, line, column, end column, kind, element, parent,
+attribute) — kind is `attribute`, `content` or `inheritFrom`; columns are 1-based, end exclusive."""
+
+
+@dataclass(slots=True)
+class FileRecords:
+    """What one file contributes to the index; small, JSON-able, and cached per file."""
+
+    root: str = ""
+    """Local name of the root element ('' when nothing parsed); fragments have a root other than
+    AssetDeclaration."""
+    assets: list[tuple[str, str, int]] = field(default_factory=list)
+    """(type, id, line) of every top-level asset."""
+    defines: list[tuple[str, str, int, bool]] = field(default_factory=list)
+    """(name, value, line, override)."""
+    includes: list[tuple[str, str, int]] = field(default_factory=list)
+    """(kind as written, lower-cased; source; line) of `<Includes><Include/>`."""
+    xincludes: list[tuple[str, str, int, bool]] = field(default_factory=list)
+    """(href, xpointer, line, nested) of every `xi:include`; nested = inside an asset, not at the root."""
+    refs: list[Ref] = field(default_factory=list)
+    joins: list[tuple[str, str, int]] = field(default_factory=list)
+    """(element, joinAction value, line) of every `xai:joinAction`."""
+    diagnostics: list[tuple[str, str, int, str]] = field(default_factory=list)
+    """(code, severity, line, message)."""
+    shallow: bool = False
+    """True for art files, where only top-level records were read."""
+
+    def to_json(self) -> list[Any]:
+        return [self.root, self.assets, self.defines, self.includes, self.xincludes, self.refs,
+                self.joins, self.diagnostics, self.shallow]
+
+    @classmethod
+    def from_json(cls, raw: list[Any]) -> FileRecords:
+        intern = sys.intern
+        return cls(
+            root=raw[0],
+            assets=[(intern(a[0]), a[1], a[2]) for a in raw[1]],
+            defines=[tuple(d) for d in raw[2]],  # type: ignore[misc]
+            includes=[tuple(i) for i in raw[3]],  # type: ignore[misc]
+            xincludes=[tuple(x) for x in raw[4]],  # type: ignore[misc]
+            refs=[(r[0], intern(r[1]), r[2], r[3], r[4], r[5], intern(r[6]), intern(r[7]), intern(r[8]),
+                   intern(r[9])) for r in raw[5]],
+            joins=[tuple(j) for j in raw[6]],  # type: ignore[misc]
+            diagnostics=[tuple(d) for d in raw[7]],  # type: ignore[misc]
+            shallow=bool(raw[8]),
+        )
+
+
+def _parser() -> etree.XMLParser:
+    return etree.XMLParser(recover=True, remove_comments=True, remove_pis=True, huge_tree=True,
+                           resolve_entities=False, no_network=True, load_dtd=False)
+
+
+def decode_text(data: bytes) -> str:
+    """Text of an XML file for locating columns: UTF-16 by BOM, else UTF-8 (BOM dropped), never failing."""
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        return data.decode("utf-16", errors="replace")
+    return data.decode("utf-8-sig", errors="replace")
+
+
+def _local(tag: Any, cache: dict[str, str] = {}) -> str:  # noqa: B006 - a deliberate module-level memo
+    hit = cache.get(tag)
+    if hit is None:
+        hit = tag.rpartition("}")[2] if isinstance(tag, str) else ""
+        hit = sys.intern(hit)
+        cache[tag] = hit
+    return hit
+
+
+class _Locator:
+    """Find the column range of a value on (or just after) an element's start line."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+        self._lines: list[str] | None = None
+
+    def lines(self) -> list[str]:
+        if self._lines is None:
+            self._lines = decode_text(self._data).split("\n")
+        return self._lines
+
+    def start_line(self, line: int, element: str) -> int:
+        """The line where `<element` opens: libxml2 reports the line where the start tag *ends*."""
+        lines = self.lines()
+        needle = "<" + element
+        for ln in range(min(line, len(lines)) - 1, max(line - 200, 0) - 1, -1):
+            text = lines[ln]
+            pos = text.find(needle)
+            while pos >= 0:
+                after = text[pos + len(needle):pos + len(needle) + 1]
+                if not after or after in " \t\r/>":
+                    return ln + 1
+                pos = text.find(needle, pos + 1)
+        return line
+
+    def attribute(self, line: int, element: str, name: str, value: str) -> tuple[int, int, int]:
+        lines = self.lines()
+        pat = re.compile(r"(?<![\w:.-])" + re.escape(name) + r"\s*=\s*([\"'])")
+        first = self.start_line(line, element)
+        for ln in range(max(first - 1, 0), min(line, len(lines))):
+            m = pat.search(lines[ln], lines[ln].find("<" + element) + 1 if ln == first - 1 else 0)
+            if m:
+                start = m.end()
+                end = lines[ln].find(m.group(1), start)
+                return ln + 1, start + 1, (end if end >= 0 else start + len(value)) + 1
+        return line, 0, 0
+
+    def content(self, line: int, value: str) -> tuple[int, int, int]:
+        lines = self.lines()
+        for ln in range(max(line - 1, 0), min(line + 40, len(lines))):
+            text = lines[ln]
+            start = text.find(">") + 1 if ln == line - 1 else 0
+            col = text.find(value, start)
+            if col >= 0:
+                return ln + 1, col + 1, col + 1 + len(value)
+        return line, 0, 0
+
+
+def _split_ref(value: str, ref_type: str) -> tuple[str, str] | None:
+    """(target type, id) of a reference value, or None for macros, expressions and empty values."""
+    value = value.strip()
+    if not value or value[0] in "$=":
+        return None
+    if ":" in value:
+        prefix, _, value = value.rpartition(":")
+        prefix = prefix.rpartition(":")[2].strip()
+        if prefix:
+            ref_type = prefix
+    value = _BRACKET_INDEX.sub("", value).strip()
+    return (ref_type, value) if value else None
+
+
+def extract_records(data: bytes, model: SchemaModel | None) -> FileRecords:
+    """Records of one XML document. Never raises for bad input: problems become diagnostics."""
+    rec = FileRecords()
+    if len(data) > FILE_MAX_BYTES:
+        rec.diagnostics.append(("parse-error", "error", 0, f"file is larger than {FILE_MAX_BYTES} bytes"))
+        return rec
+    parser = _parser()
+    try:
+        root = etree.fromstring(data, parser) if data.strip() else None
+    except etree.XMLSyntaxError as exc:  # recover=True still raises when nothing at all is usable
+        root = None
+        rec.diagnostics.append(("parse-error", "error", exc.lineno or 0, str(exc.msg or exc)))
+    _parse_errors(parser, rec)
+    if root is None:
+        if not rec.diagnostics:
+            rec.diagnostics.append(("parse-error", "error", 0, "no XML element found"))
+        return rec
+    rec.root = _local(root.tag)
+    if rec.root != "AssetDeclaration":
+        # A fragment pulled in by `xi:include` (e.g. `<CreateObjectDie>`): its references are typed by
+        # the fallback element map and belong to the asset that includes it.
+        if model is not None:
+            _walk(root, model.fallback.get(rec.root), -1, model, rec, _Locator(data), "")
+            rec.refs.sort(key=lambda r: (r[R_LINE], r[R_COL]))
+        _xincludes(root, rec)
+        return rec
+    locator = _Locator(data)
+    seen: dict[tuple[str, str], int] = {}
+    for child in root.iterchildren(tag=etree.Element):
+        name = _local(child.tag)
+        line = child.sourceline or 0
+        if name in SPECIAL_ROOT_CHILDREN:
+            if name == "Includes":
+                for inc in child.iterchildren(tag=etree.Element):
+                    if _local(inc.tag) == "Include":
+                        rec.includes.append(((inc.get("type") or "").strip().lower(),
+                                             (inc.get("source") or "").strip(), inc.sourceline or 0))
+            elif name == "Defines":
+                for d in child.iterchildren(tag=etree.Element):
+                    if _local(d.tag) == "Define" and d.get("name"):
+                        rec.defines.append((d.get("name", ""), d.get("value", ""), d.sourceline or 0,
+                                            (d.get("override") or "").strip().lower() == "true"))
+            continue
+        if child.tag == XI_INCLUDE:
+            continue  # collected below with the nested ones
+        if name == "Include":
+            rec.diagnostics.append(("include-outside-includes", "error", line,
+                                    "<Include> must sit inside <Includes>; BAB ignores it here"))
+            continue
+        asset_id = child.get("id")
+        if not asset_id:
+            rec.diagnostics.append(("missing-id", "error", line, f"<{name}> has no id attribute"))
+            continue
+        key = (name, asset_id.casefold())
+        if key in seen:
+            rec.diagnostics.append(("duplicate-instance", "error", line,
+                                    f"{name}:{asset_id} is defined twice in this file "
+                                    f"(first on line {seen[key]})"))
+        else:
+            seen[key] = line
+        index = len(rec.assets)
+        rec.assets.append((name, asset_id, locator.start_line(line, name)))
+        inherit = child.get("inheritFrom")
+        if inherit:
+            split = _split_ref(inherit, name)
+            if split:
+                ln, col, end = locator.attribute(line, name, "inheritFrom", inherit)
+                rec.refs.append((index, split[0], split[1], ln, col, end, "inheritFrom", name, "",
+                                 "inheritFrom"))
+        if model is not None:
+            _walk(child, model.asset_types.get(name) or model.fallback.get(name), index, model, rec,
+                  locator, "")
+    _xincludes(root, rec)
+    rec.refs.sort(key=lambda r: (r[R_LINE], r[R_COL]))
+    for el in _JOINED(root):
+        rec.joins.append((_local(el.tag), el.get(XAI_JOIN, ""), el.sourceline or 0))
+        if el.get(XAI_JOIN, "").strip().lower() not in JOIN_ACTIONS:
+            rec.diagnostics.append(("invalid-join-action", "error", el.sourceline or 0,
+                                    f"xai:joinAction={el.get(XAI_JOIN)!r}; valid values: Append, Replace, "
+                                    "Remove"))
+    return rec
+
+
+def _parse_errors(parser: etree.XMLParser, rec: FileRecords) -> None:
+    errors = [e for e in parser.error_log if e.level >= etree.ErrorLevels.ERROR]
+    for e in errors[:PARSE_ERRORS_MAX]:
+        rec.diagnostics.append(("parse-error", "error", e.line or 0, e.message.strip()))
+    if len(errors) > PARSE_ERRORS_MAX:
+        rec.diagnostics.append(("parse-error", "error", 0,
+                                f"{len(errors) - PARSE_ERRORS_MAX} more parse errors not listed"))
+
+
+def _xincludes(root: etree._Element, rec: FileRecords) -> None:
+    for xi in root.iter(XI_INCLUDE):
+        nested = xi.getparent() is not root
+        rec.xincludes.append(((xi.get("href") or "").strip(), (xi.get("xpointer") or "").strip(),
+                              xi.sourceline or 0, nested))
+
+
+def _walk(top: etree._Element, top_type: str | None, index: int, model: SchemaModel, rec: FileRecords,
+          locator: _Locator, top_parent: str) -> None:
+    """Typed references below one asset: each element's type comes from its parent's type (the same name
+    means different things under different parents), falling back to the name's global meaning."""
+    children_of = model.children
+    attr_refs = model.attr_refs
+    content_refs = model.content_refs
+    with_refs = model.with_refs
+    fallback = model.fallback
+    refs = rec.refs
+    stack: list[tuple[etree._Element, str | None, str]] = [(top, top_type, top_parent)]
+    while stack:
+        el, t, parent = stack.pop()
+        name = _local(el.tag)
+        if t is not None:
+            specs = attr_refs.get(t)
+            if specs:
+                for attr, (ref_type, is_list) in specs.items():
+                    value = el.get(attr)
+                    if value:
+                        _emit(refs, locator, index, el, name, parent, attr, value, ref_type, is_list)
+            spec = content_refs.get(t)
+            if spec is not None:
+                text = el.text
+                if text and text.strip():
+                    _emit(refs, locator, index, el, name, parent, "", text, spec[0], spec[1])
+        kids = children_of.get(t) if t is not None else None
+        for child in el.iterchildren(tag=etree.Element):
+            cname = _local(child.tag)
+            ct = kids.get(cname) if kids else None
+            if ct is None:
+                ct = fallback.get(cname)
+                if ct is None:
+                    if child.tag != XI_INCLUDE:
+                        stack.append((child, None, name))  # unknown element: look below it anyway
+                    continue
+            if ct in with_refs:
+                stack.append((child, ct, name))
+
+
+def _emit(refs: list[Ref], locator: _Locator, index: int, el: etree._Element, element: str, parent: str,
+          attr: str, value: str, ref_type: str, is_list: bool) -> None:
+    line = el.sourceline or 0
+    values = value.split() if is_list else [value]
+    for v in values:
+        split = _split_ref(v, ref_type)
+        if split is None:
+            continue
+        if attr:
+            ln, col, end = locator.attribute(line, element, attr, value)
+            if is_list and col:
+                offset = value.find(v)
+                col, end = col + offset, col + offset + len(v)
+        else:
+            ln, col, end = locator.content(line, v.strip())
+        refs.append((index, sys.intern(split[0]), split[1], ln, col, end,
+                     "attribute" if attr else "content", element, parent, attr))
+
+
+def shallow_scan(data: bytes) -> FileRecords:
+    """Top-level assets and includes of an art file (`.w3x`) without building its DOM (files reach 20 MB)."""
+    rec = FileRecords(shallow=True)
+    if len(data) > FILE_MAX_BYTES:
+        rec.diagnostics.append(("parse-error", "error", 0, f"file is larger than {FILE_MAX_BYTES} bytes"))
+        return rec
+    depth = 0
+    in_includes = False
+    try:
+        for event, el in etree.iterparse(io.BytesIO(data), events=("start", "end"), recover=True,
+                                         huge_tree=True, resolve_entities=False, no_network=True,
+                                         remove_comments=True):
+            if event == "start":
+                depth += 1
+                if depth == 1:
+                    rec.root = _local(el.tag)
+                elif depth == 2:
+                    name = _local(el.tag)
+                    in_includes = name == "Includes"
+                    if name not in SPECIAL_ROOT_CHILDREN and el.get("id"):
+                        rec.assets.append((name, el.get("id", ""), el.sourceline or 0))
+                elif depth == 3 and in_includes and _local(el.tag) == "Include":
+                    rec.includes.append(((el.get("type") or "").strip().lower(),
+                                         (el.get("source") or "").strip(), el.sourceline or 0))
+            else:
+                depth -= 1
+                if depth == 1:
+                    el.clear()
+                    parent = el.getparent()
+                    if parent is not None:
+                        while el.getprevious() is not None:
+                            del parent[0]
+    except etree.XMLSyntaxError as exc:
+        rec.diagnostics.append(("parse-error", "error", exc.lineno or 0, str(exc.msg or exc)))
+    return rec

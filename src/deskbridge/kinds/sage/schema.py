@@ -1,0 +1,360 @@
+"""Compile the SDK's XSD set once into a compact model of which attributes and element contents are references.
+
+What the model answers (research/sage.md §2.5): the type of an element given its parent's type, the
+target asset type of every reference attribute and reference element content — declared in any of the
+three styles (a named `*Ref` simple type with `xas:refType`, `xas:refType` on the attribute/element
+itself, or a complex type with `xas:refType` and simple content) — and each type's base-type chain, so a
+reference to a base type (`BaseAssetType`, `BaseAudioEventInfo`) accepts every subtype. `Poid` ids are
+pipeline-local names, never references. The compiled model is cached on disk keyed by the XSD files'
+content hashes.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lxml import etree
+
+from deskbridge.kinds.sage._atomic import atomic_write
+from deskbridge.kinds.sage.paths import CaseFoldTree
+
+XS = "{http://www.w3.org/2001/XMLSchema}"
+XAS_REFTYPE = "{uri:ea.com:eala:asset:schema}refType"
+MODEL_VERSION = 2
+"""Bump when the compiled model's shape changes, so old caches are ignored."""
+
+RefSpec = tuple[str, bool]
+"""(target asset type, value is a whitespace-separated list)."""
+
+
+@dataclass
+class SchemaModel:
+    """The compiled XSD knowledge the record extractor and the queries need."""
+
+    asset_types: dict[str, str] = field(default_factory=dict)
+    """Top-level asset element name → its type key (from `AssetDeclaration`'s choice)."""
+    children: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Type key → {child element name → child type key}, base types included."""
+    attr_refs: dict[str, dict[str, RefSpec]] = field(default_factory=dict)
+    """Type key → {attribute name → reference spec}, base types included."""
+    content_refs: dict[str, RefSpec] = field(default_factory=dict)
+    """Type key → reference spec of the element's text content."""
+    bases: dict[str, str] = field(default_factory=dict)
+    """Complex type → its base complex type."""
+    fallback: dict[str, str] = field(default_factory=dict)
+    """Element name → type key when the name means one type everywhere (types fragment files' roots)."""
+    with_refs: set[str] = field(default_factory=set)
+    """Type keys whose subtree can hold a reference; the extractor skips every other subtree."""
+    digest: str = ""
+
+    def chain(self, asset_type: str) -> list[str]:
+        """`asset_type`, its type key and every base type, nearest first."""
+        out = [asset_type]
+        t: str | None = self.asset_types.get(asset_type, asset_type)
+        seen: set[str] = set()
+        while t and t not in seen:
+            if t != asset_type:
+                out.append(t)
+            seen.add(t)
+            t = self.bases.get(t)
+        return out
+
+    def assignable(self, asset_type: str, ref_type: str) -> bool:
+        """True when an asset of `asset_type` may stand where `ref_type` is expected."""
+        return asset_type == ref_type or ref_type in self.chain(asset_type)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": MODEL_VERSION,
+            "digest": self.digest,
+            "assetTypes": self.asset_types,
+            "children": self.children,
+            "attrRefs": {k: {a: list(v) for a, v in d.items()} for k, d in self.attr_refs.items()},
+            "contentRefs": {k: list(v) for k, v in self.content_refs.items()},
+            "bases": self.bases,
+            "fallback": self.fallback,
+            "withRefs": sorted(self.with_refs),
+        }
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> SchemaModel:
+        return cls(
+            asset_types=raw["assetTypes"],
+            children=raw["children"],
+            attr_refs={k: {a: (v[0], bool(v[1])) for a, v in d.items()} for k, d in raw["attrRefs"].items()},
+            content_refs={k: (v[0], bool(v[1])) for k, v in raw["contentRefs"].items()},
+            bases=raw["bases"],
+            fallback=raw["fallback"],
+            with_refs=set(raw["withRefs"]),
+            digest=raw["digest"],
+        )
+
+
+def _local(qname: str | None) -> str | None:
+    """`xs:string` → None (built-ins are never references); `at:Foo` / `Foo` → `Foo`."""
+    if not qname:
+        return None
+    prefix, _, name = qname.rpartition(":")
+    if prefix == "xs":
+        return None
+    return name
+
+
+class _Compiler:
+    """One pass over every reachable XSD document, then flattening."""
+
+    def __init__(self) -> None:
+        # simple type → (own refType, base simple type, list item type)
+        self.simple: dict[str, tuple[str | None, str | None, str | None]] = {}
+        # complex type → own attrs {name: (type, refType)}, own children {name: type key},
+        # base complex type, simple-content base, own refType
+        self.c_attrs: dict[str, dict[str, tuple[str | None, str | None]]] = {}
+        self.c_children: dict[str, dict[str, str]] = {}
+        self.c_base: dict[str, str] = {}
+        self.c_content: dict[str, str] = {}
+        self.c_ref: dict[str, str] = {}
+        self.elem_ref: dict[str, str] = {}  # synthetic key for `<xs:element type=… xas:refType=…>`
+        self.top_elements: dict[str, str] = {}
+        self.declared_as: dict[str, set[str]] = {}
+
+    # --- collection -------------------------------------------------------------------------------
+    def add_document(self, root: etree._Element) -> None:
+        for node in root.iterchildren(tag=etree.Element):
+            tag = node.tag
+            name = node.get("name")
+            if not name:
+                continue
+            if tag == XS + "simpleType":
+                self._simple(name, node, node.get(XAS_REFTYPE))
+            elif tag == XS + "complexType":
+                self._complex(name, node)
+            elif tag == XS + "element":
+                self.top_elements[name] = self._element_type(name, node, owner="")
+
+    def _simple(self, name: str, node: etree._Element, ref: str | None) -> None:
+        base = item = None
+        for child in node.iterchildren(tag=etree.Element):
+            if child.tag == XS + "restriction":
+                base = _local(child.get("base"))
+                inner = child.find(XS + "simpleType")
+                if base is None and inner is not None:
+                    base = f"{name}~base"
+                    self._simple(base, inner, inner.get(XAS_REFTYPE))
+            elif child.tag == XS + "list":
+                item = _local(child.get("itemType"))
+                inner = child.find(XS + "simpleType")
+                if item is None and inner is not None:
+                    item = f"{name}~item"
+                    self._simple(item, inner, inner.get(XAS_REFTYPE))
+        self.simple[name] = (ref, base, item)
+
+    def _complex(self, name: str, node: etree._Element) -> None:
+        attrs: dict[str, tuple[str | None, str | None]] = {}
+        children: dict[str, str] = {}
+        if node.get(XAS_REFTYPE):
+            self.c_ref[name] = node.get(XAS_REFTYPE)  # type: ignore[assignment]
+        stack = [node]
+        while stack:
+            cur = stack.pop()
+            for child in cur.iterchildren(tag=etree.Element):
+                tag = child.tag[len(XS):] if child.tag.startswith(XS) else ""
+                if tag == "attribute":
+                    aname = child.get("name")
+                    if not aname:
+                        continue
+                    atype = _local(child.get("type"))
+                    inner = child.find(XS + "simpleType")
+                    if atype is None and inner is not None:
+                        atype = f"{name}@{aname}"
+                        self._simple(atype, inner, inner.get(XAS_REFTYPE))
+                    attrs[aname] = (atype, child.get(XAS_REFTYPE))
+                elif tag == "element":
+                    ename = child.get("name")
+                    if ename:
+                        children[ename] = self._element_type(ename, child, owner=name)
+                elif tag in ("extension", "restriction"):
+                    base = _local(child.get("base"))
+                    if base:
+                        if cur.tag == XS + "simpleContent":
+                            self.c_content[name] = base
+                        else:
+                            self.c_base[name] = base
+                    stack.append(child)
+                elif tag in ("sequence", "choice", "all", "complexContent", "simpleContent"):
+                    stack.append(child)
+        self.c_attrs[name] = attrs
+        self.c_children[name] = children
+
+    def _element_type(self, ename: str, node: etree._Element, owner: str) -> str:
+        ref = node.get(XAS_REFTYPE)
+        etype = _local(node.get("type"))
+        if etype is None:
+            inner_c = node.find(XS + "complexType")
+            inner_s = node.find(XS + "simpleType")
+            if inner_c is not None:
+                etype = f"{owner}/{ename}"
+                self._complex(etype, inner_c)
+            elif inner_s is not None:
+                etype = f"{owner}/{ename}"
+                self._simple(etype, inner_s, inner_s.get(XAS_REFTYPE))
+        if ref:
+            key = f"{etype or ''}=>{ref}"
+            self.elem_ref[key] = ref
+            etype = key
+        etype = etype or ""
+        self.declared_as.setdefault(ename, set()).add(etype)
+        return etype
+
+    # --- resolution -------------------------------------------------------------------------------
+    def simple_ref(self, name: str | None, own_ref: str | None = None) -> RefSpec | None:
+        """The reference a value of simple type `name` makes, or None (Poid ids never reference)."""
+        is_list = False
+        ref = own_ref
+        seen: set[str] = set()
+        t = name
+        while t and t not in seen:
+            seen.add(t)
+            if t == "Poid":
+                return None
+            entry = self.simple.get(t)
+            if entry is None:
+                break
+            own, base, item = entry
+            ref = ref or own
+            if item:
+                is_list = True
+                t = item
+            else:
+                t = base
+        return (ref, is_list) if ref else None
+
+    def content_ref(self, key: str) -> RefSpec | None:
+        if key in self.elem_ref:
+            return self.simple_ref(key.split("=>", 1)[0] or None, self.elem_ref[key])
+        if key in self.simple:
+            return self.simple_ref(key)
+        if key in self.c_ref or key in self.c_content:
+            return self.simple_ref(self.c_content.get(key), self.c_ref.get(key))
+        return None
+
+    def complex_chain(self, key: str) -> list[str]:
+        out, seen, t = [], set(), key
+        while t and t not in seen and (t in self.c_attrs):
+            out.append(t)
+            seen.add(t)
+            t = self.c_base.get(t)
+        return out
+
+    def build(self) -> SchemaModel:
+        model = SchemaModel()
+        decl = self.top_elements.get("AssetDeclaration")
+        model.asset_types = {
+            name: t for name, t in self.c_children.get(decl or "", {}).items()
+            if name not in ("Tags", "Includes", "Defines")
+        }
+        for key in self.c_attrs:
+            children: dict[str, str] = {}
+            attrs: dict[str, RefSpec] = {}
+            for t in reversed(self.complex_chain(key)):
+                children.update(self.c_children[t])
+                for aname, (atype, aref) in self.c_attrs[t].items():
+                    spec = self.simple_ref(atype, aref)
+                    if spec:
+                        attrs[aname] = spec
+                    else:
+                        attrs.pop(aname, None)
+            if children:
+                model.children[key] = children
+            if attrs:
+                model.attr_refs[key] = attrs
+            if key in self.c_base:
+                model.bases[key] = self.c_base[key]
+        for key in {*self.simple, *self.c_attrs, *self.elem_ref}:
+            spec = self.content_ref(key)
+            if spec:
+                model.content_refs[key] = spec
+        model.fallback = {n: next(iter(ts)) for n, ts in self.declared_as.items() if len(ts) == 1}
+        for name, t in model.asset_types.items():
+            model.fallback.setdefault(name, t)
+        # Which types can hold a reference anywhere below them: a fixpoint over the child graph.
+        with_refs = set(model.attr_refs) | set(model.content_refs)
+        changed = True
+        while changed:
+            changed = False
+            for key, kids in model.children.items():
+                if key not in with_refs and any(k in with_refs for k in kids.values()):
+                    with_refs.add(key)
+                    changed = True
+        model.with_refs = with_refs
+        return model
+
+
+def schema_files(schema_dir: Path) -> list[Path]:
+    """Every `.xsd` under the SDK's schema folder, in a stable order."""
+    out: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(schema_dir):
+        dirnames.sort()
+        out.extend(Path(dirpath) / f for f in sorted(filenames) if f.casefold().endswith(".xsd"))
+    return out
+
+
+def schema_digest(entry: Path) -> str:
+    """SHA-1 over every XSD file's relative path and content: the compiled model's cache key."""
+    h = hashlib.sha1(f"v{MODEL_VERSION}".encode())
+    base = entry.parent
+    for path in schema_files(base):
+        h.update(str(path.relative_to(base)).encode())
+        h.update(hashlib.sha1(path.read_bytes()).digest())
+    return h.hexdigest()
+
+
+def compile_schema(entry: Path) -> SchemaModel:
+    """Parse `entry` and everything it `xs:include`s (case-insensitively, as the EA files need)."""
+    compiler = _Compiler()
+    tree = CaseFoldTree()
+    parser = etree.XMLParser(remove_comments=True, recover=True, resolve_entities=False, no_network=True)
+    todo = [str(entry)]
+    seen: set[str] = set()
+    while todo:
+        path = todo.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        try:
+            root = etree.parse(path, parser).getroot()
+        except (OSError, etree.XMLSyntaxError):
+            continue
+        if root is None:
+            continue
+        for inc in root.iterchildren(XS + "include", XS + "redefine"):
+            loc = inc.get("schemaLocation")
+            if loc:
+                hit = tree.find(os.path.dirname(path), loc.replace("\\", "/").split("/"))
+                if hit:
+                    todo.append(hit)
+        compiler.add_document(root)
+    return compiler.build()
+
+
+def load_schema(entry: Path, cache_dir: Path | None) -> SchemaModel:
+    """The compiled model for the SDK whose entry schema is `entry`, from the disk cache when valid."""
+    digest = schema_digest(entry)
+    cache_file = cache_dir / "schema" / f"{digest}.json.gz" if cache_dir else None
+    if cache_file is not None:
+        try:
+            raw = json.loads(gzip.decompress(cache_file.read_bytes()))
+            if raw.get("version") == MODEL_VERSION and raw.get("digest") == digest:
+                return SchemaModel.from_json(raw)
+        except (OSError, ValueError, KeyError, TypeError, EOFError):
+            pass
+    model = compile_schema(entry)
+    model.digest = digest
+    if cache_file is not None:
+        atomic_write(cache_file, gzip.compress(json.dumps(model.to_json()).encode(), compresslevel=5))
+    return model

@@ -1,0 +1,72 @@
+"""Where deskbridge keeps its cache, data and config, and the `sage` part of the user config.
+
+Both functions are deliberately small so the lead can later point them at the shared settings module.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import platformdirs
+
+HOME_ENV = "DESKBRIDGE_HOME"
+"""Environment variable that moves every deskbridge directory under one base (tests use a tmp_path)."""
+
+SDK_ENV = "DESKBRIDGE_SAGE_SDK"
+"""Environment variable naming the RA3 / C&C3 mod SDK folder."""
+
+
+@dataclass(frozen=True)
+class DeskbridgeDirs:
+    """The three per-user directories deskbridge writes to."""
+
+    cache: Path
+    """Disposable data (per-file records, compiled schema model)."""
+    data: Path
+    """Data worth keeping (public snapshots)."""
+    config: Path
+    """The user's `config.json`."""
+
+
+def deskbridge_dirs() -> DeskbridgeDirs:
+    """The platformdirs locations, or `$DESKBRIDGE_HOME/{cache,data,config}` when that variable is set."""
+    home = os.environ.get(HOME_ENV)
+    if home:
+        base = Path(home)
+        return DeskbridgeDirs(cache=base / "cache", data=base / "data", config=base / "config")
+    return DeskbridgeDirs(
+        cache=Path(platformdirs.user_cache_dir("deskbridge")),
+        data=Path(platformdirs.user_data_dir("deskbridge")),
+        config=Path(platformdirs.user_config_dir("deskbridge")),
+    )
+
+
+@dataclass(frozen=True)
+class SageConfig:
+    """The `"sage"` object of `config.json`: `{"sdk": "...", "searchPaths": ["..."]}`."""
+
+    sdk: Path | None = None
+    """The mod SDK folder (holds `Schemas/` and `SageXml/`)."""
+    search_paths: tuple[Path, ...] = field(default=())
+    """Extra DATA: search folders, tried after the SDK's own."""
+
+
+def read_sage_config() -> SageConfig:
+    """Read the `sage` key of the user config; a missing or unreadable file means no configuration."""
+    path = deskbridge_dirs().config / "config.json"
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return SageConfig()
+    sage = raw.get("sage") if isinstance(raw, dict) else None
+    if not isinstance(sage, dict):
+        return SageConfig()
+    sdk = sage.get("sdk")
+    paths = sage.get("searchPaths") or []
+    return SageConfig(
+        sdk=Path(sdk).expanduser() if isinstance(sdk, str) and sdk else None,
+        search_paths=tuple(Path(p).expanduser() for p in paths if isinstance(p, str) and p),
+    )

@@ -1,0 +1,135 @@
+"""Per-file records with a validated on-disk cache, so a warm start or a save re-parses only what changed.
+
+A cached entry is trusted when size, mtime_ns and ctime_ns all match; when the file's mtime is within the
+filesystem's timestamp granularity of the moment the entry was cached ("racy" — FAT32 has 2 s, and tools
+can rewrite files keeping their mtime), its SHA-1 is compared too (research/sage.md §1.5). The cache is one
+gzip JSON file per project, written atomically.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from deskbridge.kinds.sage._atomic import atomic_write
+from deskbridge.kinds.sage.records import FileRecords, extract_records, shallow_scan
+from deskbridge.kinds.sage.schema import SchemaModel
+
+CACHE_VERSION = 1
+RACY_WINDOW_NS = 2_000_000_000
+"""Entries whose file mtime is this close to the caching time are hash-checked (FAT32's 2 s granularity)."""
+
+ART_SUFFIXES = (".w3x",)
+
+
+def is_art(path: str) -> bool:
+    return path.casefold().endswith(ART_SUFFIXES)
+
+
+class RecordStore:
+    """Records of every file the index has read, keyed by real path."""
+
+    def __init__(self, model: Callable[[], SchemaModel | None], cache_file: Path | None,
+                 model_digest: str = "") -> None:
+        self._model = model
+        self.cache_file = cache_file
+        self.model_digest = model_digest
+        # path -> [size, mtime_ns, ctime_ns, sha1, cached_at_ns, records]
+        self._entries: dict[str, list] = {}
+        self._trusted: set[str] = set()
+        self.dirty = False
+        self.parsed = 0
+        self.cache_hits = 0
+        self.hash_checks = 0
+
+    # --- disk -------------------------------------------------------------------------------------
+    def load(self) -> int:
+        """Read the disk cache; returns how many entries it held (0 when absent, stale or unreadable)."""
+        if self.cache_file is None:
+            return 0
+        try:
+            raw = json.loads(gzip.decompress(self.cache_file.read_bytes()))
+            if raw.get("version") != CACHE_VERSION or raw.get("model") != self.model_digest:
+                return 0
+            entries = raw["entries"]
+        except (OSError, ValueError, KeyError, TypeError, EOFError):
+            return 0
+        self._entries = {p: [e[0], e[1], e[2], e[3], e[4], e[5]] for p, e in entries.items()}
+        return len(self._entries)
+
+    def save(self) -> bool:
+        """Write the cache when something changed; True when written."""
+        if self.cache_file is None or not self.dirty:
+            return False
+        out = {}
+        for path, e in self._entries.items():
+            rec = e[5]
+            out[path] = [e[0], e[1], e[2], e[3], e[4], rec.to_json() if isinstance(rec, FileRecords) else rec]
+        body = json.dumps({"version": CACHE_VERSION, "model": self.model_digest, "entries": out},
+                          separators=(",", ":"))
+        atomic_write(self.cache_file, gzip.compress(body.encode(), compresslevel=3))
+        self.dirty = False
+        return True
+
+    # --- lookups ----------------------------------------------------------------------------------
+    def invalidate(self, paths: Iterable[str]) -> None:
+        """Stop trusting these files until they are checked against the disk again."""
+        for p in paths:
+            self._trusted.discard(p)
+
+    def distrust_all(self) -> None:
+        self._trusted.clear()
+
+    def get(self, path: str) -> FileRecords | None:
+        """Records of `path` (parsed or from cache), or None when the file cannot be read."""
+        entry = self._entries.get(path)
+        if entry is not None and path in self._trusted:
+            return self._records(entry)
+        try:
+            st = os.stat(path)
+        except OSError:
+            self._entries.pop(path, None)
+            self._trusted.discard(path)
+            return None
+        if entry is not None and entry[0] == st.st_size and entry[1] == st.st_mtime_ns \
+                and entry[2] == st.st_ctime_ns:
+            if st.st_mtime_ns < entry[4] - RACY_WINDOW_NS:
+                self._trusted.add(path)
+                self.cache_hits += 1
+                return self._records(entry)
+            self.hash_checks += 1
+            try:
+                data = Path(path).read_bytes()
+            except OSError:
+                return None
+            if hashlib.sha1(data).hexdigest() == entry[3]:
+                self._trusted.add(path)
+                self.cache_hits += 1
+                return self._records(entry)
+            return self._parse(path, data, st)
+        try:
+            data = Path(path).read_bytes()
+        except OSError:
+            return None
+        return self._parse(path, data, st)
+
+    def _records(self, entry: list) -> FileRecords:
+        rec = entry[5]
+        if not isinstance(rec, FileRecords):
+            rec = FileRecords.from_json(rec)
+            entry[5] = rec
+        return rec
+
+    def _parse(self, path: str, data: bytes, st: os.stat_result) -> FileRecords:
+        rec = shallow_scan(data) if is_art(path) else extract_records(data, self._model())
+        self.parsed += 1
+        self._entries[path] = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, hashlib.sha1(data).hexdigest(),
+                               time.time_ns(), rec]
+        self._trusted.add(path)
+        self.dirty = True
+        return rec
