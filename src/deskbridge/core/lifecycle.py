@@ -1,0 +1,375 @@
+"""Open, close, save and save-a-copy of a workspace: the order of checks, the UI draft barrier, the disk commit.
+
+The kind supplies *how* (a `Store`: load a source from a path, serialise the current state to a file);
+this module supplies *when* and *whether*:
+
+1. exclusive lifecycle admission — one lifecycle operation at a time; refused while a write task runs
+   (`TASK_BUSY`) or a write plan is pending (`PLAN_PENDING`; open/close also refuse a pending export plan,
+   `EXPORT_PLAN_PENDING`). While it runs, new writes, plans and tasks get `NOT_READY` at once (we chose
+   refusing over waiting: a lifecycle operation can take seconds, and a caller that is told "not ready,
+   retry" decides for itself, while a hidden wait could outlive the caller's own timeout);
+2. identity — `workspaceId` / expected revision / `workspaceEpoch`, else `STALE_WORKSPACE`;
+3. the UI draft barrier — every registered editor must answer `prepare` with its draft state within the
+   timeout (`UI_NOT_READY` otherwise, `UI_DRAFT_PENDING` if any has a draft); editors stay frozen until
+   `release`. `dirtyPolicy: discard` never skips it (seed "未保存内容与关闭策略");
+4. dirty policy for open/close — `reject` (default, `UNSAVED_CHANGES`), `save`, `discard`;
+5. the disk work off the event loop (`asyncio.to_thread`), with file identity checks: `SOURCE_CHANGED`,
+   `SAME_AS_SOURCE`, `TARGET_EXISTS`, `TARGET_CHANGED`, `SAVE_AS_REQUIRED`;
+6. the swap/commit under `Engine.lock`, and an event on topic `workspace`.
+
+Results say `diskCommitted` and carry any warnings of maintenance after the commit (`Store.after_save`),
+so a caller never retries a save that did land (seed "保存").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import secrets
+import threading
+from collections.abc import AsyncIterator
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
+
+from deskbridge.core import files, limits
+from deskbridge.core.errors import BridgeError, ErrorCode
+from deskbridge.core.events import EventBus
+from deskbridge.core.files import FileIdentity
+from deskbridge.core.workspace import Source, Workspace
+
+if TYPE_CHECKING:
+    from deskbridge.core.engine import Engine
+
+
+class DirtyPolicy(StrEnum):
+    REJECT = "reject"
+    SAVE = "save"
+    DISCARD = "discard"
+
+
+class Store(Protocol):
+    """What a kind implements so the engine can open and save it. Both run in a worker thread."""
+
+    def load(self, path: Path | None) -> Source:
+        """Parse `path` into a read-only source (None: a new, empty workspace). Raise `BridgeError` if bad."""
+        ...
+
+    def serialize(self, workspace: Workspace, out: BinaryIO) -> None:
+        """Write the workspace's current committed state (source + overlay) to `out`."""
+        ...
+
+
+# --------------------------------------------------------------------------------------------- barrier
+
+
+class _Round:
+    def __init__(self, expected: set[str], loop: asyncio.AbstractEventLoop) -> None:
+        self.expected = expected
+        self.answers: dict[str, dict[str, Any]] = {}
+        self.loop = loop
+        self.complete = asyncio.Event()
+
+
+class DraftBarrier:
+    """Asks every registered editor (browser tab, script window) whether it holds an unsynced draft.
+
+    The web layer calls `register(client_id)` when an editor connects and `unregister` when it leaves,
+    forwards `prepare`/`release` events (topic `ui`) to it, and passes its answer to `ack`. Thread-safe.
+    """
+
+    def __init__(self, bus: EventBus, timeout_s: float = limits.UI_BARRIER_TIMEOUT_S) -> None:
+        self.bus = bus
+        self.timeout_s = timeout_s
+        self._lock = threading.Lock()
+        self._clients: set[str] = set()
+        self._rounds: dict[str, _Round] = {}
+
+    def register(self, client_id: str) -> None:
+        with self._lock:
+            self._clients.add(client_id)
+
+    def unregister(self, client_id: str) -> None:
+        with self._lock:
+            self._clients.discard(client_id)
+
+    def clients(self) -> list[str]:
+        with self._lock:
+            return sorted(self._clients)
+
+    async def check(self, operation_id: str, workspace: Workspace, operation: str) -> None:
+        """Pass only when every registered editor answered in time without a draft; editors stay frozen."""
+        with self._lock:
+            expected = set(self._clients)
+            if not expected:
+                return
+            rnd = _Round(expected, asyncio.get_running_loop())
+            self._rounds[operation_id] = rnd
+        self.bus.publish("ui", {"event": "prepare", "operationId": operation_id, "operation": operation,
+                                "workspaceId": workspace.id, "revision": workspace.revision,
+                                "clients": sorted(expected)})
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(rnd.complete.wait(), self.timeout_s)
+        with self._lock:
+            self._rounds.pop(operation_id, None)
+            missing = sorted(rnd.expected - set(rnd.answers))
+            drafts = sorted(c for c, a in rnd.answers.items() if a.get("hasDrafts"))
+        if missing:
+            raise BridgeError(ErrorCode.UI_NOT_READY,
+                              f"{len(missing)} editor(s) did not confirm their draft state in time",
+                              data={"operationId": operation_id, "clients": missing})
+        if drafts:
+            raise BridgeError(ErrorCode.UI_DRAFT_PENDING, f"{len(drafts)} editor(s) hold unsynced edits",
+                              data={"operationId": operation_id, "clients": drafts,
+                                    "details": {c: rnd.answers[c].get("detail") for c in drafts}})
+
+    def ack(self, operation_id: str, client_id: str, has_drafts: bool, detail: Any = None) -> None:
+        """An editor's answer. `UI_NOT_READY` for an unknown/finished operation or an unregistered editor."""
+        with self._lock:
+            rnd = self._rounds.get(operation_id)
+            if rnd is None:
+                raise BridgeError(ErrorCode.UI_NOT_READY, f"operation {operation_id!r} is not waiting for editors",
+                                  "The answer came too late or for an unknown operation; the operation was refused.")
+            if client_id not in rnd.expected:
+                raise BridgeError(ErrorCode.UI_NOT_READY, f"editor {client_id!r} is not registered for this operation",
+                                  "Register the editor first; it will be asked in the next operation.")
+            rnd.answers[client_id] = {"hasDrafts": bool(has_drafts), "detail": detail}
+            done = set(rnd.answers) >= rnd.expected
+        if done:
+            rnd.loop.call_soon_threadsafe(rnd.complete.set)
+
+    def release(self, operation_id: str, outcome: str) -> None:
+        """Unfreeze the editors (always called, success or failure)."""
+        self.bus.publish("ui", {"event": "release", "operationId": operation_id, "outcome": outcome})
+
+
+# --------------------------------------------------------------------------------------------- lifecycle
+
+
+class Lifecycle:
+    """The lifecycle operations of one `Engine`; see the module docstring for the order of checks."""
+
+    def __init__(self, engine: Engine, store: Store, barrier: DraftBarrier, *, backup_on_save: bool = True) -> None:
+        self.engine = engine
+        self.store = store
+        self.barrier = barrier
+        self.backup_on_save = backup_on_save
+
+    @contextlib.asynccontextmanager
+    async def _exclusive(self, operation: str, *, refuse_export_plan: bool) -> AsyncIterator[str]:
+        eng = self.engine
+        op_id = "op-" + secrets.token_hex(6)
+        with eng.lock:
+            eng.admit_lifecycle(operation, refuse_export_plan=refuse_export_plan)
+            eng.lifecycle_op = operation
+        outcome = "failed"
+        try:
+            yield op_id
+            outcome = "ok"
+        finally:
+            with eng.lock:
+                eng.lifecycle_op = None
+            self.barrier.release(op_id, outcome)
+
+    # -- open / close ----------------------------------------------------------------------------------
+
+    async def open(
+        self,
+        path: Path | str | None,
+        *,
+        expected_epoch: int | None = None,
+        workspace_id: str | None = None,
+        expected_revision: int | None = None,
+        dirty_policy: DirtyPolicy | str = DirtyPolicy.REJECT,
+        caller: str = "ui",
+    ) -> dict[str, Any]:
+        """Open `path` (None: a new workspace without a source file) in place of the current workspace."""
+        policy = DirtyPolicy(dirty_policy)
+        target = None if path is None else Path(path)
+        if target is not None and not target.is_absolute():
+            raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"{str(target)!r} is not an absolute path",
+                              "Give the full path of the file to open.")
+        eng = self.engine
+        async with self._exclusive("open", refuse_export_plan=True) as op_id:
+            old = eng.check_lifecycle_identity(expected_epoch, workspace_id, expected_revision)
+            if old is not None:
+                await self.barrier.check(op_id, old, "open")
+                await self._settle_dirty(old, policy)
+            # Parse the candidate before touching the current workspace: a failure keeps everything as it was.
+            source, identity = await asyncio.to_thread(self._load, target)
+            with eng.lock:
+                ws = Workspace(source=source, source_path=target, source_identity=identity)
+                eng.workspace = ws
+                eng.epoch += 1
+                ws_epoch = eng.epoch
+            if target is not None:
+                await asyncio.to_thread(files.remove_stale_temps, target.parent)
+            info = {"operationId": op_id, "workspaceId": ws.id, "workspaceEpoch": ws_epoch,
+                    "revision": ws.revision, "sourcePath": None if target is None else str(target),
+                    "sourceDirty": False, "caller": caller,
+                    "previousWorkspaceId": None if old is None else old.id}
+            eng.bus.publish("workspace", {"event": "opened", **info})
+            return info
+
+    def _load(self, target: Path | None) -> tuple[Source, FileIdentity | None]:
+        if target is None:
+            return self.store.load(None), None
+        identity = files.file_identity(target)  # NOT_FOUND / not a regular file
+        return self.store.load(target), identity
+
+    async def close(
+        self,
+        *,
+        workspace_id: str,
+        expected_revision: int | None = None,
+        dirty_policy: DirtyPolicy | str = DirtyPolicy.REJECT,
+        caller: str = "ui",
+    ) -> dict[str, Any]:
+        policy = DirtyPolicy(dirty_policy)
+        eng = self.engine
+        async with self._exclusive("close", refuse_export_plan=True) as op_id:
+            ws = eng.check_lifecycle_identity(None, workspace_id, expected_revision)
+            if ws is None:
+                raise BridgeError(ErrorCode.NO_WORKSPACE, "no workspace is open", data=eng.identity_data())
+            await self.barrier.check(op_id, ws, "close")
+            await self._settle_dirty(ws, policy)
+            with eng.lock:
+                eng.workspace = None
+                eng.epoch += 1
+                epoch = eng.epoch
+            info = {"operationId": op_id, "closedWorkspaceId": ws.id, "workspaceEpoch": epoch, "caller": caller}
+            eng.bus.publish("workspace", {"event": "closed", **info})
+            return info
+
+    async def _settle_dirty(self, ws: Workspace, policy: DirtyPolicy) -> None:
+        if not ws.dirty or policy is DirtyPolicy.DISCARD:
+            return
+        if policy is DirtyPolicy.REJECT:
+            raise BridgeError(ErrorCode.UNSAVED_CHANGES,
+                              f"the workspace has unsaved changes (revision {ws.revision}, saved {ws.saved_revision})",
+                              data=self.engine.identity_data())
+        await self._save_source(ws)
+
+    # -- save ------------------------------------------------------------------------------------------
+
+    async def save(self, *, workspace_id: str, expected_revision: int | None = None,
+                   caller: str = "ui") -> dict[str, Any]:
+        """Write the committed state to the source file (atomic, with `.bak`), refusing external changes."""
+        async with self._exclusive("save", refuse_export_plan=False) as op_id:
+            ws = self.engine.check_lifecycle_identity(None, workspace_id, expected_revision)
+            if ws is None:
+                raise BridgeError(ErrorCode.NO_WORKSPACE, "no workspace is open", data=self.engine.identity_data())
+            if ws.source_path is None:
+                raise BridgeError(ErrorCode.SAVE_AS_REQUIRED, "this workspace has no source file yet")
+            await self.barrier.check(op_id, ws, "save")
+            result = await self._save_source(ws)
+            result.update(operationId=op_id, caller=caller)
+            self.engine.bus.publish("workspace", {"event": "saved", **_event_view(result)})
+            return result
+
+    async def _save_source(self, ws: Workspace) -> dict[str, Any]:
+        if ws.source_path is None:
+            raise BridgeError(ErrorCode.SAVE_AS_REQUIRED, "this workspace has no source file yet")
+        revision = ws.revision  # stable: lifecycle admission blocks commits until we are done
+        path = ws.source_path
+
+        def write() -> files.WriteResult:
+            serialise = lambda out: self.store.serialize(ws, out)  # noqa: E731
+            if ws.source_identity is None:
+                try:
+                    return files.publish_new(path, serialise)
+                except BridgeError as exc:
+                    if exc.code is ErrorCode.TARGET_EXISTS:
+                        raise BridgeError(ErrorCode.SOURCE_CHANGED,
+                                          f"'{path}' was created by another program since this workspace began",
+                                          data=exc.data) from exc
+                    raise
+            return files.atomic_write(path, serialise, backup=self.backup_on_save,
+                                      expected_identity=ws.source_identity, changed_code=ErrorCode.SOURCE_CHANGED)
+
+        written = await asyncio.to_thread(write)
+        with self.engine.lock:
+            ws.source_identity = written.identity
+            ws.saved_revision = revision
+        warnings = await self._after_save(ws, path)
+        return {"writtenPath": str(path), "sourcePath": str(path), "savedRevision": revision,
+                "revision": ws.revision, "sourceDirty": ws.dirty, "identity": written.identity.to_dict(),
+                "backupPath": None if written.backup_path is None else str(written.backup_path),
+                "diskCommitted": True, "warnings": warnings}
+
+    async def _after_save(self, ws: Workspace, path: Path) -> list[str]:
+        hook = getattr(self.store, "after_save", None)
+        if hook is None:
+            return []
+        try:
+            await asyncio.to_thread(hook, ws, path)
+        except Exception as exc:  # the file is on disk; report, never turn it into "not saved"
+            return [f"saved, but maintenance after saving failed: {type(exc).__name__}: {exc}"]
+        return []
+
+    async def save_copy(
+        self,
+        target: Path | str,
+        *,
+        workspace_id: str,
+        expected_revision: int | None = None,
+        overwrite: bool = False,
+        observed_identity: FileIdentity | dict[str, Any] | None = None,
+        caller: str = "ui",
+    ) -> dict[str, Any]:
+        """Save-as: write a copy to `target`; the source path, `dirty` state and workspaceId stay as they are."""
+        dest = self._check_copy_target(target)
+        if isinstance(observed_identity, dict):
+            observed_identity = FileIdentity.from_dict(observed_identity)
+        if overwrite and observed_identity is None:
+            raise BridgeError(ErrorCode.INVALID_ARGUMENT, "overwrite needs the identity of the target you observed",
+                              "Retry without overwrite to get TARGET_EXISTS with the target's identity, then pass it.")
+        async with self._exclusive("save_as", refuse_export_plan=False) as op_id:
+            ws = self.engine.check_lifecycle_identity(None, workspace_id, expected_revision)
+            if ws is None:
+                raise BridgeError(ErrorCode.NO_WORKSPACE, "no workspace is open", data=self.engine.identity_data())
+            if ws.source_path is not None and (
+                files.same_file(dest, ws.source_path) or os.path.normcase(dest) == os.path.normcase(ws.source_path)
+            ):
+                raise BridgeError(ErrorCode.SAME_AS_SOURCE, f"'{dest}' is the workspace's own source file")
+            await self.barrier.check(op_id, ws, "save_as")
+            revision = ws.revision
+
+            def write() -> files.WriteResult:
+                serialise = lambda out: self.store.serialize(ws, out)  # noqa: E731
+                if not overwrite:
+                    return files.publish_new(dest, serialise)
+                return files.atomic_write(dest, serialise, expected_identity=observed_identity,
+                                          changed_code=ErrorCode.TARGET_CHANGED)
+
+            written = await asyncio.to_thread(write)
+            result = {"writtenPath": str(dest), "sourcePath": None if ws.source_path is None else str(ws.source_path),
+                      "snapshotRevision": revision, "revision": ws.revision, "sourceDirty": ws.dirty,
+                      "identity": written.identity.to_dict(), "diskCommitted": True,
+                      "operationId": op_id, "caller": caller}
+            self.engine.bus.publish("workspace", {"event": "copy-saved", **_event_view(result)})
+            return result
+
+    def _check_copy_target(self, target: Path | str) -> Path:
+        scope = self.engine.scope
+        if scope is not None:
+            dest = scope.resolve(str(target))
+        else:
+            raw = Path(target)
+            if not raw.is_absolute():
+                raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"{str(target)!r} is not an absolute path",
+                                  "Give the full path of the copy to write.")
+            # Resolve the parent (symlinks, `..`) but not the name itself: a symlink at the target is
+            # a thing that exists there, to be refused or overwritten explicitly.
+            dest = Path(os.path.realpath(raw.parent)) / raw.name
+        if not dest.parent.is_dir():
+            raise BridgeError(ErrorCode.NOT_FOUND, f"the folder '{dest.parent}' does not exist",
+                              "Create the folder first, or choose an existing one.")
+        if dest.is_dir():
+            raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"'{dest}' is a folder", "Give a file path to write the copy to.")
+        return dest
+
+
+def _event_view(result: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in result.items() if k != "identity"}

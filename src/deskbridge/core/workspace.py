@@ -1,0 +1,152 @@
+"""One open workspace: its opaque identity, its revision, and the overlay of committed changes over the source.
+
+* `workspaceId` — opaque, new on every open (also when the same path is reopened), so a handle to an
+  old workspace can never act on a new one.
+* `workspaceEpoch` — lives in the `Engine`, not here: it advances on every open *and* close, so a caller
+  that saw "nothing open at epoch 4" can open race-free (seed "工作区一致性").
+* `revision` — advances by exactly one on every committed change (an edit, an applied plan); reads
+  return it and writes carry the revision they expect.
+* the overlay — generic `key → new value | DELETED` over a read-only source the kind supplies (a PVF
+  archive's files, a document's single text, a mod folder's files). The source is never mutated; saving
+  serialises source + overlay, and `saved_revision` records what is on disk, so `dirty` is exact.
+
+Thread-safety: a `Workspace` has no lock of its own; every mutation happens under `Engine.lock`.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from deskbridge.core.errors import BridgeError, ErrorCode
+from deskbridge.core.files import FileIdentity
+
+
+class _Deleted:
+    """Marker for "this key was deleted by a committed change"."""
+
+    _instance: _Deleted | None = None
+
+    def __new__(cls) -> _Deleted:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "DELETED"
+
+    def __reduce__(self) -> str:
+        return "DELETED"
+
+
+DELETED: Any = _Deleted()
+"""Overlay value meaning the key no longer exists."""
+
+
+class Source(Protocol):
+    """What a kind supplies as the read-only base of a workspace."""
+
+    def get(self, key: str) -> Any:
+        """The value of `key`; raise `KeyError` when the source has no such key."""
+        ...
+
+    def all_keys(self) -> Iterable[str]:
+        """Every key the source holds, in its natural order."""
+        ...
+
+
+class MappingSource:
+    """A `Source` over a plain mapping (tests, small documents)."""
+
+    def __init__(self, data: Mapping[str, Any] | None = None) -> None:
+        self._data = dict(data or {})
+
+    def get(self, key: str) -> Any:
+        return self._data[key]
+
+    def all_keys(self) -> Iterable[str]:
+        return list(self._data)
+
+
+def new_workspace_id() -> str:
+    return "ws-" + secrets.token_hex(8)
+
+
+@dataclass
+class Workspace:
+    """The state of one open workspace. Create it through `Engine.open`, not directly."""
+
+    source: Source
+    source_path: Path | None = None
+    source_identity: FileIdentity | None = None
+    """Identity of the source file when opened or last saved; a different one on disk is `SOURCE_CHANGED`."""
+    id: str = field(default_factory=new_workspace_id)
+    revision: int = 1
+    saved_revision: int = 1
+    """The revision that the source file holds (after open or the last successful save)."""
+    overlay: dict[str, Any] = field(default_factory=dict)
+    last_changed: dict[str, int] = field(default_factory=dict)
+    """Revision at which each overlay key was last committed (for "what changed since" queries)."""
+
+    @property
+    def dirty(self) -> bool:
+        """True when committed changes are not in the source file yet."""
+        return self.revision != self.saved_revision
+
+    # -- reads ----------------------------------------------------------------------------------------
+
+    def read(self, key: str) -> Any:
+        """The current committed value of `key`; `NOT_FOUND` when it does not exist."""
+        if key in self.overlay:
+            value = self.overlay[key]
+            if value is DELETED:
+                raise BridgeError(ErrorCode.NOT_FOUND, f"{key!r} was deleted in this workspace")
+            return value
+        try:
+            return self.source.get(key)
+        except KeyError:
+            raise BridgeError(ErrorCode.NOT_FOUND, f"{key!r} does not exist in the workspace") from None
+
+    def exists(self, key: str) -> bool:
+        if key in self.overlay:
+            return self.overlay[key] is not DELETED
+        try:
+            self.source.get(key)
+        except KeyError:
+            return False
+        return True
+
+    def all_keys(self) -> Iterator[str]:
+        """Every current key: the source's, minus deleted ones, plus added ones (source order first)."""
+        seen = set()
+        for k in self.source.all_keys():
+            seen.add(k)
+            if self.overlay.get(k, None) is not DELETED:
+                yield k
+        for k, v in self.overlay.items():
+            if k not in seen and v is not DELETED:
+                yield k
+
+    def changed_keys(self) -> list[str]:
+        return list(self.overlay)
+
+    # -- writes (called by the Engine under its lock) ------------------------------------------------
+
+    def commit(self, changes: Mapping[str, Any]) -> int:
+        """Put `changes` into the overlay and advance the revision by exactly one; returns it."""
+        self.revision += 1
+        for key, value in changes.items():
+            self.overlay[key] = value
+            self.last_changed[key] = self.revision
+        return self.revision
+
+    def identity(self) -> dict[str, Any]:
+        return {"workspaceId": self.id, "revision": self.revision}
+
+
+def stale_workspace(message: str, current: dict[str, Any]) -> BridgeError:
+    """`STALE_WORKSPACE` carrying the current id/epoch/revision so the caller can re-read and retry."""
+    return BridgeError(ErrorCode.STALE_WORKSPACE, message, data=current)
