@@ -71,7 +71,6 @@ def open_archive(source: Path | str | bytes, *, encoding: str | None = None, key
         return ClassicArchive.open(source, encoding=encoding)
     nkpi = _nkpi_module()
     if nkpi is not None and hasattr(nkpi, "open_nkpi"):
-        looks = getattr(nkpi, "looks_like_nkpi", None)
-        if looks is None or looks(head) or keys is not None:
-            return nkpi.open_nkpi(source if isinstance(source, bytes) else Path(source), encoding=encoding, keys=keys)
+        # the nkpi reader names its own failures (UNSUPPORTED_VARIANT with what it saw, KEY_REQUIRED for paged)
+        return nkpi.open_nkpi(source if isinstance(source, bytes) else Path(source), encoding=encoding, keys=keys)
     raise _unknown(head)

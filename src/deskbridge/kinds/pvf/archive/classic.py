@@ -312,10 +312,12 @@ class ClassicArchive(ArchiveBase):
                       progress)
 
 
-def encode_path(path: str) -> bytes:
-    """Archive path → CP949 bytes as stored for new files: `/` separators, lower case (pvfUtility rule)."""
+def encode_path(path: str, *, keep_case: bool = False) -> bytes:
+    """Archive path → CP949 bytes as stored for new files: `/` separators, lower case (pvfUtility rule)
+    unless `keep_case` (pack of an extracted tree keeps the names it was given)."""
+    path = path.replace("\\", "/").lstrip("/")
     try:
-        return path.replace("\\", "/").lstrip("/").lower().encode(PATH_ENCODING)
+        return (path if keep_case else path.lower()).encode(PATH_ENCODING)
     except UnicodeEncodeError:
         raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"path '{path}' cannot be written in CP949") from None
 
@@ -398,11 +400,12 @@ def _copy(out: BinaryIO, source: bytes | mmap.mmap | None, start: int, length: i
 
 
 def build_classic(out: BinaryIO, files: Iterable[tuple[str, bytes]], *, guid: bytes | None = None,
-                  version: int = 66282, trailer: bytes = b"", progress: Progress | None = None) -> int:
+                  version: int = 66282, trailer: bytes = b"", keep_case: bool = False,
+                  progress: Progress | None = None) -> int:
     """Write a new classic archive from (path, payload) pairs; returns the file count."""
     plan = []
     for path, data in files:
-        raw = encode_path(path)
+        raw = encode_path(path, keep_case=keep_case)
         plan.append(_Planned.from_payload(raw, cc.name_hash(raw), data))
     if guid is None:
         guid = b"00000000-0000-0000-0000-000000000000"

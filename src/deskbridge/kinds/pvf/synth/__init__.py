@@ -1,0 +1,32 @@
+"""Synthetic PVF archives for tests and benchmarks: presets, and one `synth` entry point per family."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from deskbridge.core.errors import BridgeError, ErrorCode
+from deskbridge.kinds.pvf.archive.base import Progress
+
+PRESETS: dict[str, tuple[str, int]] = {
+    "small": ("classic", 2_000),
+    "classic-200k": ("classic", 200_000),
+    "nkpi-1m": ("nkpi", 1_000_000),
+}
+"""Named sizes from TARGETS.md: preset → (family, files)."""
+
+
+def synth(path: str | Path, *, family: str, files: int, seed: int, variant: str | None = None,
+          encoding: str | None = None, progress: Progress | None = None) -> int:
+    """Write a deterministic synthetic archive; classic here, nkpi via `synth/nkpi.py` (`synth_nkpi`)."""
+    if family == "classic":
+        from deskbridge.kinds.pvf.synth.classic import synth_classic
+
+        return synth_classic(path, files, seed, encoding=encoding or "cp950", progress=progress)
+    if family == "nkpi":
+        try:
+            from deskbridge.kinds.pvf.synth.nkpi import synth_nkpi
+        except ImportError:
+            raise BridgeError(ErrorCode.UNSUPPORTED_VARIANT, "the nkpi synthesiser is not installed") from None
+        result = synth_nkpi(path, files, seed, variant or "legacy", progress=progress)
+        return int(result) if isinstance(result, int) else files
+    raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"unknown family '{family}'; use classic or nkpi")

@@ -1,0 +1,295 @@
+"""Extract an archive to an editable directory tree, pack such a tree back, and verify an archive end to end.
+
+Extract writes each file at its archive path: scripts as dialect text (UTF-8), text files (`.str`, `.nut`)
+as UTF-8, and everything that is not clean text as raw payload bytes; `.deskbridge-pvf.json` records the
+family, variant, encoding, header fields and each file's mode, so pack knows how to turn it back into a
+payload. Round trip contract: extract → pack → extract leaves every payload unchanged (tested).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from deskbridge.core.errors import BridgeError, ErrorCode
+from deskbridge.kinds.pvf.archive import open_archive
+from deskbridge.kinds.pvf.archive.base import TEXT_SUFFIXES, Progress, norm_path, write_verified
+from deskbridge.kinds.pvf.strings.encodings import DEFAULT_ENCODING, resolve_encoding
+
+MANIFEST = ".deskbridge-pvf.json"
+MODE_SCRIPT, MODE_TEXT, MODE_RAW, MODE_TABLE = "script", "text", "raw", "stringtable"
+
+
+def _safe_target(root: Path, path: str) -> Path:
+    """Where an archive path lands under `root`; refuses traversal, absolute and empty components."""
+    parts = path.replace("\\", "/").split("/")
+    if not path or any(p in ("", ".", "..") or ":" in p or "\0" in p for p in parts):
+        raise BridgeError(ErrorCode.ACCESS_DENIED, f"archive path '{path}' cannot be extracted safely",
+                          data={"path": path})
+    return root.joinpath(*parts)
+
+
+def _mode_of(ar: Any, path: str, data: bytes) -> str:
+    if norm_path(path) == "stringtable.bin":
+        return MODE_TABLE
+    if ar.family == "classic":
+        return MODE_SCRIPT if data[:2] == b"\xb0\xd0" else MODE_TEXT
+    data_type = getattr(ar, "data_type", None)
+    if callable(data_type) and data_type(path) == 1:
+        return MODE_SCRIPT
+    return MODE_TEXT
+
+
+def extract_tree(ar: Any, out: Path, *, raw: bool = False, progress: Progress | None = None) -> dict[str, Any]:
+    """Write every file of `ar` under `out` (text where lossless, else raw) and the manifest."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    modes: dict[str, str] = {}
+    paths = ar.paths()
+    counts = {"text": 0, "raw": 0}
+    for i, path in enumerate(paths):
+        data = ar.read(path)
+        target = _safe_target(out, path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        mode = MODE_RAW
+        content = data
+        if not raw:
+            try:
+                text = ar.read_text(path)
+                mode = _mode_of(ar, path, data)
+                content = text.encode("utf-8")
+            except BridgeError:
+                mode = MODE_RAW
+        modes[path] = mode
+        counts["raw" if mode == MODE_RAW else "text"] += 1
+        target.write_bytes(content)
+        if progress is not None and i % 512 == 0:
+            progress(i, len(paths))
+    header = getattr(ar, "header", None)
+    manifest = {
+        "version": 1, "family": ar.family, "variant": ar.variant, "encoding": ar.encoding,
+        "header": header.to_dict() if header is not None and hasattr(header, "to_dict") else None,
+        "files": modes,
+    }
+    (out / MANIFEST).write_text(json.dumps(manifest, ensure_ascii=False, indent=1), encoding="utf-8")
+    if progress is not None:
+        progress(len(paths), len(paths))
+    return {"files": len(paths), **counts}
+
+
+def _walk(root: Path) -> list[str]:
+    found = []
+    for dirpath, _dirs, names in os.walk(root):
+        for name in names:
+            full = Path(dirpath) / name
+            rel = full.relative_to(root).as_posix()
+            if rel == MANIFEST or name.startswith(".deskbridge-tmp-"):
+                continue
+            found.append(rel)
+    return sorted(found)
+
+
+def _guess_mode(path: str, data: bytes) -> str:
+    if norm_path(path) == "stringtable.bin":
+        return MODE_TABLE if data.startswith(b"#PVF_StringTable") else MODE_RAW
+    if data.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"#PVF_File"):
+        return MODE_SCRIPT
+    return MODE_TEXT if os.path.splitext(path)[1].lower() in TEXT_SUFFIXES else MODE_RAW
+
+
+def pack_tree(directory: Path, out: Path, *, like: Path | None = None, encoding: str | None = None,
+              keys: Any = None, progress: Progress | None = None) -> dict[str, Any]:
+    """Build an archive at `out` from an extracted tree (see the module docstring)."""
+    root = Path(directory)
+    if not root.is_dir():
+        raise BridgeError(ErrorCode.NOT_FOUND, f"no directory '{root}'")
+    manifest: dict[str, Any] = {}
+    if (root / MANIFEST).is_file():
+        try:
+            manifest = json.loads((root / MANIFEST).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"{MANIFEST} is not valid JSON: {exc}") from None
+    like_ar = open_archive(like, keys=keys) if like is not None else None
+    family = like_ar.family if like_ar is not None else manifest.get("family", "classic")
+    if family != "classic":
+        if like_ar is None:
+            raise BridgeError(ErrorCode.INVALID_ARGUMENT, "packing an nkpi tree needs --like ARCHIVE "
+                              "(its variant, keys and header come from there)")
+        return _pack_by_staging(root, out, like_ar, manifest, progress)
+    enc = resolve_encoding(encoding) if encoding else (
+        like_ar.encoding if like_ar is not None else manifest.get("encoding") or DEFAULT_ENCODING)
+    return _pack_classic(root, out, enc, like_ar, manifest, progress)
+
+
+def _read_modes(root: Path, manifest: dict[str, Any]) -> list[tuple[str, str, bytes]]:
+    modes = {norm_path(k): v for k, v in (manifest.get("files") or {}).items()}
+    out = []
+    for rel in _walk(root):
+        data = (root / rel).read_bytes()
+        out.append((rel, modes.get(norm_path(rel)) or _guess_mode(rel, data), data))
+    return out
+
+
+def _pack_classic(root: Path, out: Path, enc: str, like_ar: Any, manifest: dict[str, Any],
+                  progress: Progress | None) -> dict[str, Any]:
+    from deskbridge.kinds.pvf.archive.classic import build_classic
+    from deskbridge.kinds.pvf.archive.classic_text import text_encoding_for
+    from deskbridge.kinds.pvf.script import classic_codec
+    from deskbridge.kinds.pvf.script import text as dialect
+    from deskbridge.kinds.pvf.strings.stringtable import StringTable
+
+    files = _read_modes(root, manifest)
+    table = StringTable([], enc)
+    for rel, mode, data in files:
+        if norm_path(rel) == "stringtable.bin":
+            if mode == MODE_RAW:
+                table = StringTable.parse(data, enc)
+            else:
+                text = data.decode("utf-8")
+                for tok in dialect.lex(text):
+                    if tok.kind is not dialect.Kind.STRING:
+                        raise dialect.syntax_error(text, tok.pos, "stringtable.bin text holds one `string` per line")
+                    table.append(str(tok.value))
+                table.appended = 0
+                table._original = None
+    payloads: list[tuple[str, bytes]] = []
+    table_at = None
+    for i, (rel, mode, data) in enumerate(files):
+        if norm_path(rel) == "stringtable.bin":
+            table_at = len(payloads)
+            payloads.append((rel, b""))
+            continue
+        try:
+            if mode == MODE_SCRIPT:
+                payloads.append((rel, classic_codec.compile_text(data.decode("utf-8").lstrip("\ufeff"), table)))
+            elif mode == MODE_TEXT:
+                payloads.append((rel, data.decode("utf-8").encode(text_encoding_for(rel, enc))))
+            else:
+                payloads.append((rel, data))
+        except BridgeError as exc:
+            exc.data.setdefault("path", rel)
+            exc.message = f"{rel}: {exc.message}"
+            raise
+        except UnicodeError as exc:
+            raise BridgeError(ErrorCode.ENCODING_MISMATCH, f"{rel}: {exc}", data={"path": rel}) from None
+        if progress is not None and i % 512 == 0:
+            progress(i, len(files))
+    table_bytes = table.to_bytes() if (len(table) or table_at is not None) else b""
+    if table_at is not None:
+        payloads[table_at] = (payloads[table_at][0], table_bytes)
+    elif len(table):
+        payloads.append(("stringtable.bin", table_bytes))
+    header = like_ar.header if like_ar is not None else None
+    mh = manifest.get("header") or {}
+    guid = header.guid if header is not None else (mh.get("guid") or "").encode("ascii") or None
+    version = header.file_version if header is not None else int(mh.get("fileVersion", 66282))
+    trailer = header.trailer if header is not None else bytes.fromhex(mh.get("trailer", ""))
+
+    def fill(fh) -> None:  # type: ignore[no-untyped-def]
+        build_classic(fh, payloads, guid=guid, version=version, trailer=trailer, keep_case=True)
+
+    expected = {norm_path(p): d for p, d in payloads}
+
+    def verify(tmp: Path) -> int:
+        again = open_archive(tmp, encoding=enc)
+        try:
+            for key, data in expected.items():
+                if again.read(key) != data:
+                    raise BridgeError(ErrorCode.INTERNAL, f"verify failed: '{key}' reads back different bytes")
+        finally:
+            again.close()
+        return len(expected)
+
+    write_verified(Path(out), fill, verify)
+    if progress is not None:
+        progress(len(files), len(files))
+    return {"files": len(payloads), "family": "classic", "encoding": enc}
+
+
+def _pack_by_staging(root: Path, out: Path, like_ar: Any, manifest: dict[str, Any],
+                     progress: Progress | None) -> dict[str, Any]:
+    """Any family: stage every file of the tree onto the --like archive (deleting what the tree lacks), save a copy."""
+    files = _read_modes(root, manifest)
+    present = set()
+    for i, (rel, mode, data) in enumerate(files):
+        present.add(norm_path(rel))
+        if mode == MODE_RAW:
+            like_ar.stage(rel, data)
+        else:
+            like_ar.stage_text(rel, data.decode("utf-8"))
+        if progress is not None and i % 512 == 0:
+            progress(i, len(files))
+    for path in like_ar.paths():
+        if norm_path(path) not in present:
+            like_ar.stage(path, None)
+    like_ar.save_copy(out)
+    return {"files": len(files), "family": like_ar.family, "encoding": like_ar.encoding}
+
+
+def verify_archive(ar: Any, progress: Progress | None = None) -> dict[str, Any]:
+    """Read every file; scripts/text must convert to text and back to identical bytes; classic checksums."""
+    report: dict[str, Any] = {"files": 0, "scripts": 0, "text": 0, "binary": 0,
+                              "unreadable": [], "roundtrip": [], "checksum": []}
+    paths = ar.paths()
+    report["files"] = len(paths)
+    checksums = getattr(ar, "verify_checksums", None)
+    if callable(checksums):
+        report["checksum"] = checksums()
+    for i, path in enumerate(paths):
+        try:
+            data = ar.read(path)
+        except BridgeError as exc:
+            report["unreadable"].append(f"{path}: {exc.message}")
+            continue
+        try:
+            text = ar.read_text(path)
+        except BridgeError:
+            report["binary"] += 1
+            continue
+        mode = _mode_of(ar, path, data)
+        report["scripts" if mode == MODE_SCRIPT else "text"] += 1
+        if norm_path(path) == "stringtable.bin":
+            continue
+        try:
+            if _payload_of(ar, path, text) != data:
+                report["roundtrip"].append(path)
+        except BridgeError as exc:
+            report["roundtrip"].append(f"{path}: {exc.message}")
+        if progress is not None and i % 512 == 0:
+            progress(i, len(paths))
+    report["warnings"] = [w.to_dict() for w in ar.warnings]
+    return report
+
+
+class _ScratchStrings:
+    """A string table view that gives new strings provisional indexes without growing the real table."""
+
+    def __init__(self, table: Any) -> None:
+        self.table = table
+        self.extra: dict[str, int] = {}
+
+    def get(self, index: int) -> str | None:
+        return self.table.get(index)
+
+    def is_canonical(self, index: int) -> bool:
+        return self.table.is_canonical(index)
+
+    def intern(self, text: str) -> int:
+        found = self.table.index_of(text)
+        if found is None:
+            found = self.extra.setdefault(text, len(self.table) + len(self.extra))
+        return found
+
+
+def _payload_of(ar: Any, path: str, text: str) -> bytes:
+    """text → payload without touching the archive's staged state (classic: compile against a scratch view)."""
+    if ar.family == "classic":
+        from deskbridge.kinds.pvf.archive.classic_text import text_encoding_for
+        from deskbridge.kinds.pvf.script import classic_codec
+
+        if text.startswith(classic_codec.HEADER_LINE):
+            return classic_codec.compile_text(text, _ScratchStrings(ar.strings.table))
+        return text.encode(text_encoding_for(path, ar.encoding))
+    return ar.text_to_payload(path, text)
