@@ -1,0 +1,181 @@
+"""MCP-LAT and MCP-LOAD (TARGETS.md): one small read over Streamable HTTP, and 32 concurrent clients for 30 s.
+
+MCP-LAT also runs the reference `@modelcontextprotocol/server-filesystem` (Node) side by side: both servers read
+the same file over stdio through the same SDK client, alternating, and the ratio is printed.
+
+    python bench/mcp_latency.py [--calls 500] [--load-seconds 30] [--clients 32]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx2
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import ROOT, rss_bytes, served, summary_ms, write_result
+
+PEER_DIR = ROOT / ".tools" / "peers"
+PEER_PKG = "@modelcontextprotocol/server-filesystem"
+PROTOCOL = "2026-07-28"
+
+
+def call_body(request_id: int, path: str) -> dict:
+    meta = {"io.modelcontextprotocol/protocolVersion": PROTOCOL, "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"}}
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+            "params": {"name": "probe_read_file", "arguments": {"path": path}, "_meta": meta}}
+
+
+def headers(port: int, token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream",
+            "Content-Type": "application/json", "MCP-Protocol-Version": PROTOCOL, "Mcp-Method": "tools/call",
+            "Mcp-Name": "probe_read_file"}
+
+
+def ok(response: httpx2.Response) -> bool:
+    if response.status_code != 200:
+        return False
+    text = response.text
+    payload = text[text.index("{"):] if text.startswith(("event:", "data:")) else text
+    payload = payload.strip().splitlines()[0] if "\n" in payload else payload
+    return '"isError":false' in payload.replace(" ", "") or '"isError"' not in payload
+
+
+async def http_latency(port: int, token: str, calls: int) -> dict:
+    url = f"http://127.0.0.1:{port}/mcp"
+    samples = []
+    async with httpx2.AsyncClient(headers=headers(port, token)) as http:
+        for i in range(calls + 50):
+            start = time.perf_counter()
+            response = await http.post(url, json=call_body(i, "note.txt"))
+            elapsed = time.perf_counter() - start
+            if not ok(response):
+                raise RuntimeError(f"bad response: {response.status_code} {response.text[:200]}")
+            if i >= 50:
+                samples.append(elapsed)
+    return summary_ms(samples)
+
+
+async def load(port: int, token: str, pid: int, clients: int, seconds: float) -> dict:
+    url = f"http://127.0.0.1:{port}/mcp"
+    latencies: list[float] = []
+    errors = 0
+    # Warm up, then take the RSS baseline: growth is measured over the steady run.
+    async with httpx2.AsyncClient(headers=headers(port, token)) as http:
+        for i in range(200):
+            await http.post(url, json=call_body(i, "note.txt"))
+    rss_start = rss_bytes(pid)
+    stop_at = time.monotonic() + seconds
+
+    async def worker(n: int) -> None:
+        nonlocal errors
+        async with httpx2.AsyncClient(headers=headers(port, token), timeout=10) as http:
+            i = 0
+            while time.monotonic() < stop_at:
+                i += 1
+                start = time.perf_counter()
+                try:
+                    response = await http.post(url, json=call_body(i, "note.txt"))
+                    good = ok(response)
+                except httpx2.HTTPError:
+                    good = False
+                latencies.append(time.perf_counter() - start)
+                errors += 0 if good else 1
+
+    await asyncio.gather(*(worker(n) for n in range(clients)))
+    rss_end = rss_bytes(pid)
+    stats = summary_ms(latencies)
+    return {**stats, "clients": clients, "seconds": seconds, "requests": len(latencies), "errors": errors,
+            "throughput_rps": round(len(latencies) / seconds, 1), "rss_start_mb": round(rss_start / 2**20, 1),
+            "rss_end_mb": round(rss_end / 2**20, 1),
+            "rss_growth_pct": round((rss_end - rss_start) / rss_start * 100, 2) if rss_start else None}
+
+
+def ensure_peer() -> Path | None:
+    entry = PEER_DIR / "node_modules" / PEER_PKG / "dist" / "index.js"
+    if entry.exists():
+        return entry
+    if shutil.which("npm") is None:
+        return None
+    PEER_DIR.mkdir(parents=True, exist_ok=True)
+    if not (PEER_DIR / "package.json").exists():
+        subprocess.run(["npm", "init", "-y"], cwd=PEER_DIR, check=True, capture_output=True)
+    subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--silent", PEER_PKG], cwd=PEER_DIR, check=True)
+    return entry if entry.exists() else None
+
+
+async def stdio_side_by_side(folder: Path, calls: int) -> dict:
+    """Same SDK client, same file, alternating calls: deskbridge (stdio) vs server-filesystem (stdio)."""
+    from mcp import Client, StdioServerParameters
+
+    peer = ensure_peer()
+    if peer is None or shutil.which("node") is None:
+        return {"skipped": "node/npm not available for the peer server"}
+    env = dict(os.environ)
+    ours = StdioServerParameters(command=sys.executable,
+                                 args=["-m", "deskbridge", "mcp", str(folder), "--kind", "probe"], env=env)
+    theirs = StdioServerParameters(command="node", args=[str(peer), str(folder)], env=env)
+    target = str(folder / "note.txt")
+    samples: dict[str, list[float]] = {"deskbridge": [], "server-filesystem": []}
+    async with Client(ours) as a, Client(theirs) as b:
+        for i in range(calls + 20):
+            for name, client, tool, args in (("deskbridge", a, "probe_read_file", {"path": "note.txt"}),
+                                             ("server-filesystem", b, "read_text_file", {"path": target})):
+                start = time.perf_counter()
+                result = await client.call_tool(tool, args)
+                elapsed = time.perf_counter() - start
+                if result.is_error:
+                    raise RuntimeError(f"{name} failed: {result.content}")
+                if i >= 20:
+                    samples[name].append(elapsed)
+    ours_s, theirs_s = summary_ms(samples["deskbridge"]), summary_ms(samples["server-filesystem"])
+    return {"deskbridge": ours_s, "server-filesystem": theirs_s,
+            "ratio_peer_over_ours": round(theirs_s["median_ms"] / ours_s["median_ms"], 2)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--calls", type=int, default=500)
+    parser.add_argument("--load-seconds", type=float, default=30)
+    parser.add_argument("--clients", type=int, default=32)
+    args = parser.parse_args()
+
+    folder = Path(tempfile.mkdtemp(prefix="deskbridge-bench-"))
+    (folder / "note.txt").write_text("A small note the benchmark reads.\n" * 20, "utf-8")
+    os.environ["DESKBRIDGE_HOME"] = tempfile.mkdtemp(prefix="deskbridge-bench-home-")
+    results: dict = {}
+    with served(folder, "--kind", "probe") as (port, token, proc):
+        results["MCP-LAT"] = asyncio.run(http_latency(port, token, args.calls))
+        results["MCP-LOAD"] = asyncio.run(load(port, token, proc.pid, args.clients, args.load_seconds))
+    results["MCP-LAT-stdio-vs-peer"] = asyncio.run(stdio_side_by_side(folder, args.calls // 2))
+
+    lat, ld, peer = results["MCP-LAT"], results["MCP-LOAD"], results["MCP-LAT-stdio-vs-peer"]
+    print(f"{'target':<26}{'figure':>44}   goal")
+    print(f"{'MCP-LAT (HTTP, median)':<26}{lat['median_ms']:>40.2f} ms   <= 3 ms")
+    print(f"{'MCP-LAT (HTTP, p99)':<26}{lat['p99_ms']:>40.2f} ms")
+    if "skipped" not in peer:
+        print(f"{'MCP-LAT stdio deskbridge':<26}{peer['deskbridge']['median_ms']:>40.2f} ms")
+        print(f"{'MCP-LAT stdio peer (Node)':<26}{peer['server-filesystem']['median_ms']:>40.2f} ms")
+        print(f"{'peer / deskbridge':<26}{peer['ratio_peer_over_ours']:>41.2f}x   >= 1.0 (not slower)")
+    else:
+        print(f"peer: {peer['skipped']}")
+    print(f"{'MCP-LOAD requests':<26}{ld['requests']:>44}   ({ld['throughput_rps']} req/s, {ld['clients']} clients)")
+    print(f"{'MCP-LOAD errors':<26}{ld['errors']:>44}   0")
+    print(f"{'MCP-LOAD p99':<26}{ld['p99_ms']:>40.2f} ms   <= 50 ms")
+    print(f"{'MCP-LOAD RSS growth':<26}{ld['rss_growth_pct']:>42.2f} %   <= 10 %")
+    print(f"results: {write_result('mcp_latency', results)}")
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()
