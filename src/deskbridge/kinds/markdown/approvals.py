@@ -12,6 +12,7 @@ import difflib
 import re
 import time
 from collections.abc import Iterable, Mapping
+from contextvars import ContextVar
 from typing import Any, Final
 
 from deskbridge.core.audit import Approval, AuditLog
@@ -35,6 +36,10 @@ NEEDS_APPROVAL_BY_DEFAULT: Final[dict[str, bool]] = {
     "save_as": False,
 }
 """Operation → whether it asks the person when settings say nothing (seed §3.3, issue #3)."""
+
+
+APPROVAL_OUTCOME: ContextVar[bool | None] = ContextVar("markdown_approval_outcome", default=None)
+"""Set inside a tool call when the person was asked: True approved, False declined (read by the audit)."""
 
 
 def approval_rules(settings: ApprovalRules | Mapping[str, Any] | None = None) -> ApprovalRules:
@@ -122,30 +127,36 @@ class Approvals:
             )
         request = ApprovalRequest(caller=ctx.caller, client=ctx.client_name, tool=tool, target=target,
                                   summary=summary, diff=diff)
-        await self.broker.require(request, elicit=ctx.elicit)
+        try:
+            await self.broker.require(request, elicit=ctx.elicit)
+        except BridgeError as exc:
+            if exc.code is ErrorCode.APPROVAL_DECLINED:
+                APPROVAL_OUTCOME.set(False)
+            raise
+        APPROVAL_OUTCOME.set(True)
         return True
 
 
 class OperationAudit:
-    """The markdown operations of AI clients, kept in the core audit log; `recent` serves the audit tool."""
+    """The last `AUDIT_KEEP` markdown tool calls with their approval outcome, for `md_get_operation_audit`.
 
-    def __init__(self, core_audit: AuditLog | None = None) -> None:
-        self.log = core_audit if core_audit is not None else AuditLog(memory_max=AUDIT_KEEP)
+    The platform's `App.invoke` already writes every call to the shared core audit log (without knowing
+    whether a person was asked); this ring adds the approval outcome and stays markdown-only.
+    """
+
+    def __init__(self) -> None:
+        self.log = AuditLog(memory_max=AUDIT_KEEP)
 
     def record(self, ctx: CallContext, tool: str, target: str, *, approved: bool | None, error: str | None,
                duration_ms: float = 0.0, arg_names: Iterable[str] = ()) -> None:
         approval = Approval.NONE if approved is None else (Approval.APPROVED if approved else Approval.DECLINED)
-        if error == ErrorCode.APPROVAL_DECLINED.value:
-            approval = Approval.DECLINED
         self.log.record(caller=ctx.caller, client=ctx.client_name, tool=tool, target=target,
                         outcome=error or "ok", approval=approval, duration_ms=duration_ms, arg_names=arg_names)
 
     def recent(self, limit: int = AUDIT_KEEP) -> list[dict[str, Any]]:
-        """Newest first, markdown tools only (the core log is shared by every kind)."""
+        """Newest first; no content, no tokens (only tool, target, outcome, approval, duration)."""
         out: list[dict[str, Any]] = []
         for rec in reversed(self.log.recent()):
-            if not rec.tool.startswith("md_"):
-                continue
             out.append({
                 "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(rec.timestamp)),
                 "client": rec.client,

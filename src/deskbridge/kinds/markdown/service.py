@@ -64,7 +64,8 @@ class MarkdownService:
         self.workspace = Workspace.create(Path(root), scope, custom_folder)
         self.events = events
         self.approvals = Approvals(policy, approval_rules(approval_settings))
-        self.audit = OperationAudit(audit)
+        self.audit = OperationAudit()
+        self.core_audit = audit
         self.drafts = DraftTracker(self.publish)
         self.docs: dict[str, MarkdownDocument] = {}
         self.current_id: str | None = None
@@ -257,35 +258,28 @@ class MarkdownService:
         so neither side loses a character. AI callers are asked for approval with the unified diff.
         """
         doc = self.get(doc_id)
-        approved: bool | None = None
-        started = time.perf_counter()
-        try:
-            edits = self._rebase(doc, edits, base_version)
-            if is_ai(ctx):
-                seen_version = doc.version
-                if self.approvals.needed("edit"):
-                    diff = self._diff(doc, doc.text, edits)
-                    approved = await self.approvals.ask(ctx, "edit", tool, self._target(doc), summary or tool, diff)
-                # the person may have typed while deciding: rebase again over what arrived meanwhile
-                edits = self._rebase(doc, edits, seen_version)
-            before_len = len(doc.text)
-            client_id = ctx.caller if is_ai(ctx) else f"server:{ctx.caller}"
-            update = doc.collab.apply(client_id, edits)
-            self._announce(doc, update.client_id)
-            result = {
-                **self.describe(doc),
-                "previousLength": before_len,
-                "currentLength": len(doc.text),
-                "changes": [
-                    {"startOffset": e.start, "removedLength": e.end - e.start, "insertedLength": len(e.insert)}
-                    for e in edits[:20]
-                ],
-            }
-            self._audit(ctx, tool, self._target(doc), approved, None, started)
-            return result
-        except BridgeError as exc:
-            self._audit(ctx, tool, self._target(doc), approved, exc.code.value, started)
-            raise
+        edits = self._rebase(doc, edits, base_version)
+        if is_ai(ctx):
+            seen_version = doc.version
+            if self.approvals.needed("edit"):
+                diff = self._diff(doc, doc.text, edits)
+                await self.approvals.ask(ctx, "edit", tool, self._target(doc), summary or tool, diff)
+            # the person may have typed while deciding: rebase again over what arrived meanwhile
+            edits = self._rebase(doc, edits, seen_version)
+        before_len = len(doc.text)
+        client_id = ctx.caller if is_ai(ctx) else f"server:{ctx.caller}"
+        update = doc.collab.apply(client_id, edits)
+        self._announce(doc, update.client_id)
+        result = {
+            **self.describe(doc),
+            "previousLength": before_len,
+            "currentLength": len(doc.text),
+            "changes": [
+                {"startOffset": e.start, "removedLength": e.end - e.start, "insertedLength": len(e.insert)}
+                for e in edits[:20]
+            ],
+        }
+        return result
 
     def _diff(self, doc: MarkdownDocument, text: str, edits: list[Edit]) -> str:
         name = doc.name
@@ -325,100 +319,77 @@ class MarkdownService:
     async def save(self, doc_id: str | None = None, *, ctx: CallContext = UI, tool: str = "save") -> dict[str, Any]:
         """Write the document to its file; SOURCE_CHANGED when another program changed the file meanwhile."""
         doc = self.get(doc_id)
-        started = time.perf_counter()
-        try:
-            if doc.path is None:
-                raise BridgeError(ErrorCode.SAVE_AS_REQUIRED, f"'{doc.name}' has never been saved",
-                                  hint="Use save-as with a path inside the workspace.")
-            await self.drafts.barrier(doc.doc_id)
-            async with self._write_lock:
-                on_disk = diskio.identity_of(doc.path)
-                if not diskio.same_content(on_disk, doc.identity):
-                    self._mark_external(doc, on_disk)
-                    raise BridgeError(
-                        ErrorCode.SOURCE_CHANGED,
-                        f"'{doc.name}' was changed on disk by another program since it was opened; "
-                        "nothing was written",
-                        data={"docId": doc.doc_id, "path": str(doc.path)},
-                    )
-                text, version = doc.collab.snapshot()
-                data = doc.file_bytes()
-                identity = diskio.atomic_write(doc.path, data, on_disk)
-                doc.mark_saved(text, version, identity)
-            self.publish("doc", {"type": "saved", **self.describe(doc)})
-            self._audit(ctx, tool, self._target(doc), None, None, started)
-            return {**self.describe(doc), "bytesWritten": len(data)}
-        except BridgeError as exc:
-            self._audit(ctx, tool, self._target(doc), None, exc.code.value, started)
-            raise
+        if doc.path is None:
+            raise BridgeError(ErrorCode.SAVE_AS_REQUIRED, f"'{doc.name}' has never been saved",
+                              hint="Use save-as with a path inside the workspace.")
+        await self.drafts.barrier(doc.doc_id)
+        async with self._write_lock:
+            on_disk = diskio.identity_of(doc.path)
+            if not diskio.same_content(on_disk, doc.identity):
+                self._mark_external(doc, on_disk)
+                raise BridgeError(
+                    ErrorCode.SOURCE_CHANGED,
+                    f"'{doc.name}' was changed on disk by another program since it was opened; "
+                    "nothing was written",
+                    data={"docId": doc.doc_id, "path": str(doc.path)},
+                )
+            text, version = doc.collab.snapshot()
+            data = doc.file_bytes()
+            identity = diskio.atomic_write(doc.path, data, on_disk)
+            doc.mark_saved(text, version, identity)
+        self.publish("doc", {"type": "saved", **self.describe(doc)})
+        return {**self.describe(doc), "bytesWritten": len(data)}
 
     async def save_as(self, doc_id: str | None, raw_path: str, *, overwrite: bool = False, ctx: CallContext = UI,
                       tool: str = "save_as") -> dict[str, Any]:
         """Write the document to another file in scope; an existing target needs `overwrite` (+ approval)."""
         doc = self.get(doc_id)
-        approved: bool | None = None
-        started = time.perf_counter()
-        target_name = raw_path
-        try:
-            target = self.workspace.resolve(raw_path, must_exist=False, check_scope=True)
-            target_name = self.workspace.relative(target)
-            if doc.path is not None and target == doc.path:
-                raise BridgeError(ErrorCode.SAME_AS_SOURCE, f"'{raw_path}' is the open file itself")
-            if self.find_open(target) is not None:
-                raise BridgeError(ErrorCode.TARGET_EXISTS, f"'{raw_path}' is open as another document; close it first")
-            await self.drafts.barrier(doc.doc_id)
-            text, version = doc.collab.snapshot()
-            data = doc.file_bytes()
-            existing = diskio.identity_of(target)
-            if existing is not None:
-                if not overwrite:
-                    raise BridgeError(ErrorCode.TARGET_EXISTS, f"'{raw_path}' already exists",
-                                      data={"path": target_name})
-                if is_ai(ctx) and self.approvals.needed("overwrite"):
-                    old = target.read_bytes().decode("utf-8", "replace").replace("\r\n", "\n")
-                    approved = await self.approvals.ask(
-                        ctx, "overwrite", tool, target_name, f"overwrite {target.name} with {doc.name}",
-                        unified_diff(old, text, target.name))
-                async with self._write_lock:
-                    identity = diskio.atomic_write(target, data, existing, target_changed=True)
-            else:
-                async with self._write_lock:
-                    identity = diskio.publish_new(target, data)
-            doc.path = target
-            doc.mark_saved(text, version, identity)
-            self.publish("doc", {"type": "saved", **self.describe(doc)})
-            self._audit(ctx, tool, target_name, approved, None, started)
-            return {**self.describe(doc), "bytesWritten": len(data)}
-        except BridgeError as exc:
-            self._audit(ctx, tool, target_name, approved, exc.code.value, started)
-            raise
+        target = self.workspace.resolve(raw_path, must_exist=False, check_scope=True)
+        target_name = self.workspace.relative(target)
+        if doc.path is not None and target == doc.path:
+            raise BridgeError(ErrorCode.SAME_AS_SOURCE, f"'{raw_path}' is the open file itself")
+        if self.find_open(target) is not None:
+            raise BridgeError(ErrorCode.TARGET_EXISTS, f"'{raw_path}' is open as another document; close it first")
+        await self.drafts.barrier(doc.doc_id)
+        text, version = doc.collab.snapshot()
+        data = doc.file_bytes()
+        existing = diskio.identity_of(target)
+        if existing is not None:
+            if not overwrite:
+                raise BridgeError(ErrorCode.TARGET_EXISTS, f"'{raw_path}' already exists",
+                                  data={"path": target_name})
+            if is_ai(ctx) and self.approvals.needed("overwrite"):
+                old = target.read_bytes().decode("utf-8", "replace").replace("\r\n", "\n")
+                await self.approvals.ask(
+                    ctx, "overwrite", tool, target_name, f"overwrite {target.name} with {doc.name}",
+                    unified_diff(old, text, target.name))
+            async with self._write_lock:
+                identity = diskio.atomic_write(target, data, existing, target_changed=True)
+        else:
+            async with self._write_lock:
+                identity = diskio.publish_new(target, data)
+        doc.path = target
+        doc.mark_saved(text, version, identity)
+        self.publish("doc", {"type": "saved", **self.describe(doc)})
+        return {**self.describe(doc), "bytesWritten": len(data)}
 
     async def open(self, raw_path: str, *, encoding: str | None = None, ctx: CallContext = UI,
                    tool: str = "open") -> dict[str, Any]:
         """Open a document by path; for AI callers a path outside the scope asks the person first."""
-        approved: bool | None = None
-        target_name = raw_path
-        started = time.perf_counter()
         try:
-            try:
-                target = self.workspace.resolve(raw_path, must_exist=True, check_scope=True)
-            except BridgeError as exc:
-                if exc.code is not ErrorCode.ACCESS_DENIED or "UNC" in exc.message:
-                    raise
-                if is_ai(ctx) and not self.approvals.needed("open_outside"):
-                    raise  # approval switched off must not widen the scope silently
-                target = self.workspace.resolve(raw_path, must_exist=True, check_scope=False)
-                if is_ai(ctx):
-                    approved = await self.approvals.ask(
-                        ctx, "open_outside", tool, str(target),
-                        f"open {target.name}, which is outside the workspace ({self.workspace.scope_description()})")
-            target_name = self.workspace.relative(target)
-            doc = self.open_path(target, encoding=encoding)
-            self._audit(ctx, tool, target_name, approved, None, started)
-            return self.describe(doc)
+            target = self.workspace.resolve(raw_path, must_exist=True, check_scope=True)
         except BridgeError as exc:
-            self._audit(ctx, tool, target_name, approved, exc.code.value, started)
-            raise
+            if exc.code is not ErrorCode.ACCESS_DENIED or "UNC" in exc.message:
+                raise
+            if is_ai(ctx) and not self.approvals.needed("open_outside"):
+                raise  # approval switched off must not widen the scope silently
+            target = self.workspace.resolve(raw_path, must_exist=True, check_scope=False)
+            if is_ai(ctx):
+                await self.approvals.ask(
+                    ctx, "open_outside", tool, str(target),
+                    f"open {target.name}, which is outside the workspace ({self.workspace.scope_description()})")
+        doc = self.open_path(target, encoding=encoding)
+        return self.describe(doc)
 
     async def close(self, doc_id: str | None = None, *, discard: bool = False) -> dict[str, Any]:
         """Close a document; UNSAVED_CHANGES when it is dirty and `discard` is not given."""
@@ -483,23 +454,6 @@ class MarkdownService:
 
     def _target(self, doc: MarkdownDocument) -> str:
         return self.workspace.relative(doc.path) if doc.path else doc.name
-
-    def _audit(self, ctx: CallContext, tool: str, target: str, approved: bool | None, error: str | None,
-               started: float | None = None) -> None:
-        if not is_ai(ctx):
-            return
-        duration = (time.perf_counter() - started) * 1000 if started is not None else 0.0
-        self.audit.record(ctx, tool, target, approved=approved, error=error, duration_ms=duration)
-        self.publish("audit", {"kind": "markdown", "tool": tool, "target": target, "ok": error is None})
-
-    def audit_read(self, ctx: CallContext, tool: str, doc_id: str | None = None, error: str | None = None) -> None:
-        """Record a read-only MCP call (seed §16.3: reads are audited too)."""
-        target = ""
-        try:
-            target = self._target(self.get(doc_id))
-        except BridgeError:
-            target = doc_id or ""
-        self._audit(ctx, tool, target, None, error)
 
     def status(self) -> dict[str, Any]:
         from deskbridge import __version__
