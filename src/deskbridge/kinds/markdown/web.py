@@ -12,21 +12,30 @@ from __future__ import annotations
 import inspect
 import json
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any, Final
 from urllib.parse import quote
 
+import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from deskbridge.core.errors import BridgeError, ErrorCode, internal
+from deskbridge.kinds.markdown.render import PREVIEW, render_html
 from deskbridge.kinds.markdown.ui_state import UiState
+
+STATIC_DIR: Final = Path(__file__).parent / "static"
+"""The built editor (index.html, app.js, app.css, fonts); `KindWorkspace.static_dir()` returns this."""
 
 PULL_WAIT_MAX_S: Final = 25.0
 """Seconds one pull request waits for news (the contract's long-poll limit; below common proxy timeouts)."""
 
 BODY_MAX_BYTES: Final = 8 * 1024 * 1024
 """Bytes of one JSON request body (a push of a pasted large document fits; anything bigger is refused)."""
+
+FILES_MAX: Final = 2000
+"""Files listed in the sidebar at most (the list says `truncated` beyond)."""
 
 EXPORT_FORMATS: Final = ("html", "pdf", "png", "docx")
 RICH_TARGETS: Final = ("wechat", "zhihu", "juejin")
@@ -51,7 +60,7 @@ async def _maybe_await(value: Any) -> Any:
 
 
 def _service_call(service: Any, name: str) -> Callable[..., Any]:
-    """The service's method `name`, or NOT_READY naming it when the service does not offer it (yet)."""
+    """The service's optional method `name` (export lands separately), or NOT_READY naming it."""
     method = getattr(service, name, None)
     if method is None:
         raise BridgeError(
@@ -130,80 +139,83 @@ def _guarded(handler: Callable[[Request], Awaitable[Any]]) -> Endpoint:
 def markdown_routes(service: Any, ui_state: UiState | None = None) -> list[Route]:
     """The routes of the markdown editor's API, relative to where the platform mounts them (`/api/markdown`).
 
-    `service` is the kind's `MarkdownService`; the methods called are listed in docs/markdown-ui.md ("Server
-    API"). `ui_state` is the shared `UiState` (a private one is made when none is given).
+    `service` is the kind's `MarkdownService` (service.py); `ui_state` the shared `UiState` (a private one is
+    made when none is given). The service learns the UI state so its status tool can report theme and layout.
     """
     state = ui_state if ui_state is not None else UiState(events=getattr(service, "events", None))
-
-    async def call(name: str, *args: Any, **kwargs: Any) -> Any:
-        return await _maybe_await(_service_call(service, name)(*args, **kwargs))
+    if getattr(service, "ui_state", None) is None:
+        service.ui_state = state
 
     # -- documents and files -----------------------------------------------------------------------------
     async def list_docs(request: Request) -> Any:
-        return {"docs": await call("list_documents")}
+        return {"docs": service.list_open(), "current": service.current_id}
 
     async def list_files(request: Request) -> Any:
-        return {"files": await call("list_files")}
+        limit = min(_int_arg(request.query_params.get("limit", FILES_MAX), "limit", minimum=1), FILES_MAX)
+        paths = await anyio.to_thread.run_sync(lambda: service.workspace.iter_documents(limit + 1))
+        files = [{"path": service.workspace.relative(p), "name": p.name} for p in paths[:limit]]
+        return {"files": files, "truncated": len(paths) > limit}
 
     async def open_doc(request: Request) -> Any:
         body = await _json_body(request)
-        return await call("open_document", _str_arg(body, "path"), caller="ui")
+        return await service.open(_str_arg(body, "path"))
 
     async def get_doc(request: Request) -> Any:
-        return await call("get_document", request.path_params["doc_id"])
+        return service.read(request.path_params["doc_id"])
 
     # -- collab ------------------------------------------------------------------------------------------
     async def push(request: Request) -> Any:
-        doc_id = request.path_params["doc_id"]
         body = await _json_body(request)
         version = _int_arg(body.get("version"), "version")
         updates = body.get("updates")
         if not isinstance(updates, list):
             raise BridgeError(ErrorCode.INVALID_ARGUMENT, "updates must be a list of {clientID, changes}")
-        collab = await call("collab", doc_id)
-        if not await _maybe_await(collab.push(version, updates)):
+        result = service.push(request.path_params["doc_id"], version, updates)
+        if not result.get("ok"):
             # Behind: the client pulls what it missed, rebases its local changes and pushes again.
-            return JSONResponse({"ok": False, "version": collab.version}, status_code=409)
-        return {"ok": True, "version": collab.version}
+            return JSONResponse(result, status_code=409)
+        return result
 
     async def pull(request: Request) -> Any:
-        doc_id = request.path_params["doc_id"]
         version = _int_arg(request.query_params.get("version"), "version")
-        wait = min(float(request.query_params.get("wait", PULL_WAIT_MAX_S) or 0), PULL_WAIT_MAX_S)
-        collab = await call("collab", doc_id)
-        updates = await collab.pull(version, max(wait, 0.0))
-        return {"updates": [u.to_wire() for u in updates], "version": version + len(updates)}
+        try:
+            wait = float(request.query_params.get("wait", PULL_WAIT_MAX_S))
+        except ValueError:
+            raise BridgeError(ErrorCode.INVALID_ARGUMENT, "wait must be a number of seconds") from None
+        return await service.pull(request.path_params["doc_id"], version, max(0.0, min(wait, PULL_WAIT_MAX_S)))
 
     async def preview(request: Request) -> Any:
-        doc_id = request.path_params["doc_id"]
-        collab = await call("collab", doc_id)
-        version = collab.version
-        html = await call("render_html", doc_id)
+        doc = service.get(request.path_params["doc_id"])
+        text, version = doc.collab.snapshot()
+        # Rendering a very large document takes a while; keep the event loop (and every other editor) responsive.
+        html = await anyio.to_thread.run_sync(render_html, text, PREVIEW)
         return {"html": html, "version": version}
 
     async def selection(request: Request) -> Any:
-        doc_id = request.path_params["doc_id"]
         body = await _json_body(request)
         anchor = _int_arg(body.get("anchor"), "anchor")
         head = _int_arg(body.get("head", anchor), "head")
-        version = _int_arg(body.get("version", 0), "version")
-        client = _str_arg(body, "clientId", required=False, max_len=200) or "ui"
-        await call("set_selection", doc_id, anchor=anchor, head=head, version=version, client_id=client)
+        version = body.get("version")
+        service.report_selection(
+            request.path_params["doc_id"], anchor, head, None if version is None else _int_arg(version, "version")
+        )
         return {"ok": True}
 
     async def save(request: Request) -> Any:
-        return await call("save_document", request.path_params["doc_id"], caller="ui")
+        return await service.save(request.path_params["doc_id"])
 
     async def external(request: Request) -> Any:
         body = await _json_body(request)
         action = _choice(_str_arg(body, "action"), ("reload", "keep"), "action")
-        return await call("resolve_external_change", request.path_params["doc_id"], action, caller="ui")
+        doc_id = request.path_params["doc_id"]
+        return service.reload_from_disk(doc_id) if action == "reload" else service.keep_local(doc_id)
 
     async def export(request: Request) -> Any:
         doc_id = request.path_params["doc_id"]
         fmt = _choice(request.query_params.get("format"), EXPORT_FORMATS, "format")
         typography = state.snapshot()["typography"]
-        data, filename, media_type = await call("export_document", doc_id, fmt, typography=typography)
+        exporter = _service_call(service, "export_bytes")
+        data, filename, media_type = await _maybe_await(exporter(doc_id, fmt, typography=typography))
         # RFC 6266 / 5987: an ASCII fallback plus the UTF-8 name, so 中文.md exports keep their name.
         ascii_name = filename.encode("ascii", "replace").decode().replace("?", "_").replace('"', "_")
         disposition = f"attachment; filename=\"{ascii_name}\"; filename*=UTF-8''{quote(filename)}"
@@ -213,38 +225,22 @@ def markdown_routes(service: Any, ui_state: UiState | None = None) -> list[Route
         doc_id = request.path_params["doc_id"]
         target = _choice(request.query_params.get("target", "wechat"), RICH_TARGETS, "target")
         typography = state.snapshot()["typography"]
-        html = await call("rich_html", doc_id, target, typography=typography)
+        html = await _maybe_await(_service_call(service, "rich_html")(doc_id, target, typography=typography))
         return {"html": html, "target": target}
 
-    # -- UI state, clients, draft barrier ----------------------------------------------------------------
+    # -- UI state and the draft barrier ------------------------------------------------------------------
     async def ui_get(request: Request) -> Any:
         return state.snapshot()
 
     async def ui_post(request: Request) -> Any:
         return state.update(await _json_body(request), source="ui")
 
-    async def client_hello(request: Request) -> Any:
+    async def draft_report(request: Request) -> Any:
+        """An editor's count of local changes the server has not accepted yet (0 = in sync), per document."""
         body = await _json_body(request)
+        doc_id = _str_arg(body, "docId", max_len=200)
         client = _str_arg(body, "clientId", max_len=200)
-        register = getattr(service, "register_ui_client", None)
-        if register is not None:
-            await _maybe_await(register(client))
-        return {"ok": True, "ui": state.snapshot()}
-
-    async def client_bye(request: Request) -> Any:
-        body = await _json_body(request)
-        client = _str_arg(body, "clientId", max_len=200)
-        unregister = getattr(service, "unregister_ui_client", None)
-        if unregister is not None:
-            await _maybe_await(unregister(client))
-        return {"ok": True}
-
-    async def draft_ack(request: Request) -> Any:
-        body = await _json_body(request)
-        operation = _str_arg(body, "operationId", max_len=200)
-        pending = _int_arg(body.get("pending", 0), "pending")
-        client = _str_arg(body, "clientId", required=False, max_len=200) or "ui"
-        await call("ack_draft", operation, client_id=client, pending=pending)
+        service.report_drafts(doc_id, client, _int_arg(body.get("pending", 0), "pending"))
         return {"ok": True}
 
     def r(path: str, handler: Callable[[Request], Awaitable[Any]], method: str = "GET") -> Route:
@@ -265,7 +261,6 @@ def markdown_routes(service: Any, ui_state: UiState | None = None) -> list[Route
         r("/docs/{doc_id}/rich", rich),
         r("/ui", ui_get),
         r("/ui", ui_post, "POST"),
-        r("/clients/hello", client_hello, "POST"),
-        r("/clients/bye", client_bye, "POST"),
-        r("/drafts/ack", draft_ack, "POST"),
+        r("/drafts", draft_report, "POST"),
+        r("/drafts/ack", draft_report, "POST"),
     ]

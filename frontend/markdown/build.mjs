@@ -1,0 +1,66 @@
+// Build the editor bundle once into src/deskbridge/kinds/markdown/static (committed, so users need no Node).
+// `npm ci && npm run build`. KaTeX is split into its own chunk, loaded only when a page shows math; only its
+// woff2 fonts are shipped (every current browser reads woff2), which keeps the committed bundle small.
+
+import * as esbuild from 'esbuild';
+import { cpSync, rmSync, mkdirSync, readdirSync, statSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { dirname, join, relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const out = join(here, '../../src/deskbridge/kinds/markdown/static');
+
+const woff2Only = {
+  name: 'katex-woff2-only',
+  setup(build) {
+    build.onLoad({ filter: /katex(\.min)?\.css$/ }, async (args) => {
+      const css = await readFile(args.path, 'utf8');
+      return { contents: css.replace(/,\s*url\([^)]*\.(?:woff|ttf)\)\s*format\("(?:woff|truetype)"\)/g, ''), loader: 'css' };
+    });
+  },
+};
+
+// See src/html-lite.js: keep lang-markdown's HTML blocks without bundling the CSS/JS grammars.
+const htmlLite = {
+  name: 'html-lite',
+  setup(build) {
+    build.onResolve({ filter: /^@codemirror\/lang-html$/ }, () => ({ path: join(here, 'src/html-lite.js') }));
+  },
+};
+
+for (const name of ['app.js', 'app.css', 'katex.css', 'chunks', 'fonts']) rmSync(join(out, name), { recursive: true, force: true });
+mkdirSync(out, { recursive: true });
+
+const result = await esbuild.build({
+  entryPoints: { app: join(here, 'src/main.js'), katex: join(here, 'node_modules/katex/dist/katex.min.css') },
+  bundle: true,
+  splitting: true,
+  format: 'esm',
+  minify: true,
+  sourcemap: false,
+  target: ['chrome109', 'firefox115', 'safari16'],
+  outdir: out,
+  chunkNames: 'chunks/[name]-[hash]',
+  assetNames: 'fonts/[name]',
+  loader: { '.woff2': 'file' },
+  legalComments: 'eof',
+  metafile: true,
+  plugins: [woff2Only, htmlLite],
+  logLevel: 'warning',
+});
+cpSync(join(here, 'index.html'), join(out, 'index.html'));
+
+function walk(dir) {
+  return readdirSync(dir).flatMap((name) => {
+    const p = join(dir, name);
+    return statSync(p).isDirectory() ? walk(p) : [[relative(out, p), statSync(p).size]];
+  });
+}
+let total = 0;
+for (const [name, size] of walk(out).sort()) {
+  total += size;
+  if (!name.startsWith('fonts/')) console.log(`${(size / 1024).toFixed(1).padStart(8)} KiB  ${name}`);
+}
+console.log(`${(total / 1024).toFixed(1).padStart(8)} KiB  total (including KaTeX woff2 fonts)`);
+if (result.errors.length) process.exit(1);

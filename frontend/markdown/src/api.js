@@ -1,0 +1,75 @@
+// Every server call the editor makes, in one module: the markdown kind's routes (mounted by the platform under
+// /api/markdown) and the platform's own routes (settings, token, status, audit, approvals, events).
+// If the platform moves a route, this is the only file to change.
+
+const meta = (name, fallback) => document.querySelector(`meta[name="${name}"]`)?.content || fallback;
+
+/** Base of the markdown kind's routes (web.py `markdown_routes`). */
+export const MD = meta('deskbridge-md-api', '/api/markdown');
+/** Base of the platform's JSON API. */
+export const API = meta('deskbridge-api', '/api');
+// The per-launch UI secret normally travels in a strict cookie set by the launch URL; a page may also carry it
+// in a meta tag (tests, embedding), and then we send it as a header.
+const SECRET = meta('deskbridge-ui-secret', '');
+
+export class ApiError extends Error {
+  constructor(status, body) {
+    const err = body && body.error;
+    super(err ? `${err.message}${err.hint ? ` — ${err.hint}` : ''}` : `HTTP ${status}`);
+    this.status = status;
+    this.body = body;
+    this.code = err ? err.code : null;
+  }
+}
+
+async function request(method, url, body, { signal, raw } = {}) {
+  const headers = {};
+  if (SECRET) headers['x-deskbridge-ui'] = SECRET;
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  const res = await fetch(url, {
+    method, headers, signal, credentials: 'same-origin',
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  if (raw && res.ok) return res;
+  const text = await res.text();
+  let data = null;
+  try { data = text ? JSON.parse(text) : null; } catch { data = null; }
+  if (!res.ok) throw new ApiError(res.status, data);
+  return data;
+}
+
+const e = encodeURIComponent;
+const get = (url, opts) => request('GET', url, undefined, opts);
+const post = (url, body, opts) => request('POST', url, body ?? {}, opts);
+
+export const api = {
+  // documents and files
+  docs: () => get(`${MD}/docs`),
+  files: () => get(`${MD}/files`),
+  open: (path) => post(`${MD}/open`, { path }),
+  doc: (id) => get(`${MD}/docs/${e(id)}`),
+  // collab (@codemirror/collab authority; positions in UTF-16 units)
+  push: (id, version, updates) => post(`${MD}/docs/${e(id)}/push`, { version, updates }),
+  pull: (id, version, signal) => get(`${MD}/docs/${e(id)}/pull?version=${version}`, { signal }),
+  preview: (id) => get(`${MD}/docs/${e(id)}/preview`),
+  selection: (id, body) => post(`${MD}/docs/${e(id)}/selection`, body),
+  save: (id) => post(`${MD}/docs/${e(id)}/save`),
+  external: (id, action) => post(`${MD}/docs/${e(id)}/external`, { action }),
+  exportFile: (id, format) => get(`${MD}/docs/${e(id)}/export?format=${e(format)}`, { raw: true }),
+  rich: (id, target) => get(`${MD}/docs/${e(id)}/rich?target=${e(target)}`),
+  // view state, clients, draft barrier
+  uiGet: () => get(`${MD}/ui`),
+  uiSet: (partial) => post(`${MD}/ui`, partial),
+  /** How many local changes of `docId` the server has not accepted yet (the draft barrier waits for 0). */
+  drafts: (docId, clientId, pending) => post(`${MD}/drafts`, { docId, clientId, pending }),
+  // the platform (lead's routes)
+  settings: () => get(`${API}/settings`),
+  saveSettings: (partial) => post(`${API}/settings`, partial),
+  token: () => get(`${API}/token`),
+  rotateToken: () => post(`${API}/token/rotate`),
+  status: () => get(`${API}/status`),
+  audit: (limit = 100) => get(`${API}/audit?limit=${limit}`),
+  approvals: () => get(`${API}/approvals`),
+  answerApproval: (id, approved) => post(`${API}/approvals/${e(id)}`, { approved }),
+  eventsUrl: `${API}/events`,
+};

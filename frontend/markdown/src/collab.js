@@ -1,0 +1,177 @@
+// The browser side of the collab authority (md-contract.md "Collab authority"): push local changes, pull everyone
+// else's (the person's other tabs, and AI edits from MCP clients), rebase on conflict, count unsynced drafts.
+//
+// AI edits (clientID "mcp:<caller>") are received one update per transaction so each is one undo step, and are
+// highlighted for a moment. @codemirror/collab's receiveUpdates marks every remote transaction
+// `addToHistory: false`; for AI updates we let it build the transaction through a state whose `update` swaps that
+// annotation for our `aiEdit` annotation plus `isolateHistory`, so the history records the edit on its own.
+
+import { collab, receiveUpdates, sendableUpdates, getSyncedVersion } from '@codemirror/collab';
+import { Annotation, ChangeSet, StateEffect, StateField, Transaction } from '@codemirror/state';
+import { Decoration, EditorView } from '@codemirror/view';
+import { isolateHistory } from '@codemirror/commands';
+import { api } from './api.js';
+
+/** Annotation on a transaction that applies one AI update: `{client, id}`. */
+export const aiEdit = Annotation.define();
+
+const AI_HIGHLIGHT_MS = 1600;
+const clearAiMark = StateEffect.define();
+
+/** Marks over the text an AI update inserted; each set fades (CSS) and is removed after AI_HIGHLIGHT_MS. */
+export const aiMarks = StateField.define({
+  create: () => Decoration.none,
+  update(deco, tr) {
+    deco = deco.map(tr.changes);
+    for (const effect of tr.effects) {
+      if (effect.is(clearAiMark)) deco = deco.update({ filter: (_f, _t, value) => value.spec.id !== effect.value });
+    }
+    const ai = tr.annotation(aiEdit);
+    if (ai) {
+      const ranges = [];
+      tr.changes.iterChangedRanges((_fa, _ta, fromB, toB) => {
+        if (toB > fromB) {
+          ranges.push(Decoration.mark({ class: 'cm-ai-edit', id: ai.id, attributes: { title: ai.client } }).range(fromB, toB));
+        }
+      });
+      if (ranges.length) deco = deco.update({ add: ranges, sort: true });
+    }
+    return deco;
+  },
+  provide: (field) => EditorView.decorations.from(field),
+});
+
+const isAi = (clientID) => typeof clientID === 'string' && clientID.startsWith('mcp:');
+let markSeq = 0;
+
+/** receiveUpdates for one AI update, recorded in the undo history as its own step. */
+function receiveAiUpdate(state, update, id) {
+  const proxy = Object.create(state);
+  proxy.update = (spec) => state.update({
+    ...spec,
+    annotations: [
+      ...[].concat(spec.annotations || []).filter((a) => a.type !== Transaction.addToHistory),
+      aiEdit.of({ client: update.clientID, id }),
+      isolateHistory.of('full'),
+      Transaction.userEvent.of('input.ai'),
+    ],
+  });
+  return receiveUpdates(proxy, [update]);
+}
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Extensions for a document opened at `version`, with this tab's `clientID`. */
+export function collabExtensions(version, clientID) {
+  return [collab({ startVersion: version, clientID }), aiMarks];
+}
+
+/** One document's sync loop with the server. Create after the view has the document's state; `close()` on switch. */
+export class DocSync {
+  constructor(view, docId, { onChange, onError, onResync, onSynced } = {}) {
+    this.view = view;
+    this.docId = docId;
+    this.closed = false;
+    this.pushing = false;
+    this.awaitingPull = false;
+    this.abort = new AbortController();
+    this.onChange = onChange || (() => {});
+    this.onError = onError || (() => {});
+    this.onResync = onResync || (() => {});
+    this.onSynced = onSynced || (() => {});
+    this.pullLoop();
+  }
+
+  close() {
+    this.closed = true;
+    this.abort.abort();
+  }
+
+  /** Local changes not yet accepted by the server (the draft count the barrier asks for). */
+  pending() {
+    return sendableUpdates(this.view.state).length;
+  }
+
+  version() {
+    return getSyncedVersion(this.view.state);
+  }
+
+  /** Call on every local document change. */
+  async push() {
+    if (this.pushing || this.awaitingPull || this.closed) return;
+    const updates = sendableUpdates(this.view.state);
+    if (!updates.length) return;
+    this.pushing = true;
+    const version = getSyncedVersion(this.view.state);
+    try {
+      await api.push(this.docId, version, updates.map((u) => ({ clientID: u.clientID, changes: u.changes.toJSON() })));
+      this.awaitingPull = true; // our updates come back through the pull loop, which confirms them
+    } catch (err) {
+      if (err.status === 409) {
+        this.awaitingPull = true; // behind: the pull loop brings what we missed, then we push again (rebased)
+      } else if (!this.closed) {
+        this.onError(err);
+        await sleep(1000);
+      }
+    } finally {
+      this.pushing = false;
+    }
+    if (!this.awaitingPull && this.pending()) setTimeout(() => this.push(), 200);
+  }
+
+  /** Try to get every local change accepted within `timeoutMs`; returns what is still pending. */
+  async flush(timeoutMs = 1500) {
+    const until = Date.now() + timeoutMs;
+    while (this.pending() && Date.now() < until && !this.closed) {
+      this.push();
+      await sleep(50);
+    }
+    return this.pending();
+  }
+
+  async pullLoop() {
+    while (!this.closed) {
+      const version = getSyncedVersion(this.view.state);
+      let result;
+      try {
+        result = await api.pull(this.docId, version, this.abort.signal);
+      } catch (err) {
+        if (this.closed) return;
+        if (err.body?.error?.data?.resync) { this.onResync(err); return; }
+        this.onError(err);
+        await sleep(1000);
+        continue;
+      }
+      if (this.closed) return;
+      if (getSyncedVersion(this.view.state) !== version) continue;
+      this.receive(result.updates || []);
+      this.awaitingPull = false;
+      if (this.pending()) this.push();
+      else this.onSynced();
+    }
+  }
+
+  /** Apply pulled wire updates: the person's own and other tabs' in batches, each AI update on its own. */
+  receive(wire) {
+    if (!wire.length) return;
+    const updates = wire.map((u) => ({ clientID: u.clientID, changes: ChangeSet.fromJSON(u.changes) }));
+    let remote = false;
+    for (let i = 0; i < updates.length;) {
+      if (isAi(updates[i].clientID)) {
+        const id = ++markSeq;
+        this.view.dispatch(receiveAiUpdate(this.view.state, updates[i], id));
+        setTimeout(() => { if (!this.closed) this.view.dispatch({ effects: clearAiMark.of(id) }); }, AI_HIGHLIGHT_MS);
+        remote = true;
+        i += 1;
+      } else {
+        let j = i;
+        while (j < updates.length && !isAi(updates[j].clientID)) j += 1;
+        const tr = receiveUpdates(this.view.state, updates.slice(i, j));
+        if (!tr.changes.empty) remote = true;
+        this.view.dispatch(tr);
+        i = j;
+      }
+    }
+    this.onChange({ remote });
+  }
+}

@@ -1,0 +1,598 @@
+// The deskbridge Markdown editor page: wires the source editor, live preview, sidebar, status bar, menus, view
+// state (shared with the server's UiState and the md_ui_* tools), events from the server, and the panels.
+
+import './styles/app.css';
+import './styles/typography.css';
+import { EditorView } from '@codemirror/view';
+import { Transaction } from '@codemirror/state';
+import { openSearchPanel, closeSearchPanel } from '@codemirror/search';
+import { api } from './api.js';
+import { DocSync } from './collab.js';
+import { createState, setLineNumbers, setPhrases, outlineOf, countText } from './editor.js';
+import { runEditorCommand } from './commands.js';
+import { showPreview } from './preview.js';
+import { h, menu, retranslate, toast } from './dom.js';
+import { t, setLanguage, LANGUAGES, THEMES, TYPOGRAPHIES } from './i18n.js';
+import { mcpState } from './status.js';
+import { openPanel, showApproval, closeApproval, refreshAudit, exportDocument, copyRich } from './panels.js';
+
+const app = {
+  clientId: `ui-${Math.random().toString(36).slice(2, 10)}`,
+  ui: {
+    theme: 'system', typography: 'Simple', cultureName: 'en-US', isCompactLayout: false, isSidebarVisible: true,
+    selectedSidebarTab: 'outline', isPreviewVisible: true, isSourceMode: true, showLineNumbers: true,
+    isStatusBarVisible: true,
+  },
+  docId: null,
+  doc: null,
+  view: null,
+  sync: null,
+  serverDirty: false,
+  status: null,
+  settings: null,
+  outline: [],
+  previewVersion: -1,
+};
+window.deskbridge = app; // for people debugging in the console, and for the browser tests
+
+const $ = (sel) => document.querySelector(sel);
+function debounce(fn, ms) {
+  let timer = null;
+  return (...args) => { clearTimeout(timer); timer = setTimeout(() => fn(...args), ms); };
+}
+
+// ---------------------------------------------------------------------------------------------------- layout
+
+function build() {
+  const themeSelect = h('select#theme-select', { i18nTitle: 'theme', onchange: (e) => changeUi({ theme: e.target.value }) },
+    THEMES.map((key) => h('option', { value: key, i18n: `theme.${key}` })));
+  const typoSelect = h('select#typography-select', { i18nTitle: 'typography', onchange: (e) => changeUi({ typography: e.target.value }) },
+    TYPOGRAPHIES.map((key) => h('option', { value: key, i18n: `typo.${key}` })));
+  const langSelect = h('select#language-select', { i18nTitle: 'language', onchange: (e) => changeUi({ cultureName: e.target.value }) },
+    LANGUAGES.map(([key, name]) => h('option', { value: key }, name)));
+
+  const cmd = (name) => () => app.view && runEditorCommand(app.view, name);
+  const toggle = (field) => () => changeUi({ [field]: !app.ui[field] });
+  const fmt = (name, label, glyph) => h('button.tool', { type: 'button', i18nTitle: label, dataset: { command: name }, onclick: cmd(name) }, glyph);
+
+  const menus = h('nav.menus', {},
+    menu('menu-file', 'menu.file', [
+      { id: 'save', label: 'save', keys: 'Ctrl+S', action: saveDocument },
+      { id: 'open', label: 'openFile', action: () => openPanel('openFile', app) },
+      { sep: true },
+      { id: 'export-html', label: 'export.html', action: () => exportDocument(app, 'html') },
+      { id: 'export-pdf', label: 'export.pdf', action: () => exportDocument(app, 'pdf') },
+      { id: 'export-png', label: 'export.png', action: () => exportDocument(app, 'png') },
+      { id: 'export-docx', label: 'export.docx', action: () => exportDocument(app, 'docx') },
+      { sep: true },
+      { id: 'copy-wechat', label: 'copy.wechat', action: () => copyRich(app, 'wechat') },
+      { id: 'copy-zhihu', label: 'copy.zhihu', action: () => copyRich(app, 'zhihu') },
+      { id: 'copy-juejin', label: 'copy.juejin', action: () => copyRich(app, 'juejin') },
+      { sep: true },
+      { id: 'properties', label: 'panel.properties', action: () => openPanel('properties', app) },
+    ]),
+    menu('menu-edit', 'menu.edit', [
+      { id: 'undo', label: 'cmd.undo', keys: 'Ctrl+Z', action: cmd('undo') },
+      { id: 'redo', label: 'cmd.redo', keys: 'Ctrl+Y', action: cmd('redo') },
+      { sep: true },
+      { id: 'find', label: 'panel.find', keys: 'Ctrl+F', action: () => openPanel('find', app) },
+      { id: 'replace', label: 'panel.replace', keys: 'Ctrl+H', action: () => openPanel('replace', app) },
+      { id: 'select-all', label: 'cmd.selectAll', keys: 'Ctrl+A', action: cmd('selectAll') },
+    ]),
+    menu('menu-format', 'menu.format', [
+      'paragraph', 'heading1', 'heading2', 'heading3', null, 'bold', 'italic', 'inlineCode', 'link', 'image', null,
+      'quote', 'orderedList', 'unorderedList', 'taskList', 'codeFence', 'mathBlock', 'table', 'horizontalRule', null,
+      'clearFormatting',
+    ].map((name) => (name ? { id: `cmd-${name}`, label: `cmd.${name}`, action: cmd(name) } : { sep: true }))),
+    menu('menu-view', 'menu.view', [
+      { id: 'toggle-sidebar', label: 'layout.sidebar', check: () => app.ui.isSidebarVisible, action: toggle('isSidebarVisible') },
+      { id: 'show-outline', label: 'sidebar.outline', check: () => app.ui.isSidebarVisible && app.ui.selectedSidebarTab === 'outline',
+        action: () => changeUi({ selectedSidebarTab: 'outline', isSidebarVisible: true }) },
+      { id: 'show-files', label: 'sidebar.files', check: () => app.ui.isSidebarVisible && app.ui.selectedSidebarTab === 'files',
+        action: () => changeUi({ selectedSidebarTab: 'files', isSidebarVisible: true }) },
+      { sep: true },
+      { id: 'toggle-source', label: 'layout.source', check: () => app.ui.isSourceMode, action: toggle('isSourceMode') },
+      { id: 'toggle-preview', label: 'layout.preview', check: () => app.ui.isPreviewVisible, action: toggle('isPreviewVisible') },
+      { id: 'toggle-lines', label: 'layout.lineNumbers', check: () => app.ui.showLineNumbers, action: toggle('showLineNumbers') },
+      { id: 'toggle-status', label: 'layout.statusBar', check: () => app.ui.isStatusBarVisible, action: toggle('isStatusBarVisible') },
+      { id: 'toggle-compact', label: 'layout.compact', check: () => app.ui.isCompactLayout, action: toggle('isCompactLayout') },
+      { sep: true },
+      { id: 'refresh-preview', label: 'refreshPreview', action: () => refreshPreview(true) },
+      { id: 'word-count', label: 'panel.wordCount', action: () => openPanel('wordCount', app) },
+    ]),
+    menu('menu-help', 'menu.help', [
+      { id: 'mcp-settings', label: 'panel.mcpSettings', action: () => openPanel('mcpSettings', app) },
+      { id: 'audit', label: 'panel.audit', action: () => openPanel('audit', app) },
+      { sep: true },
+      { id: 'changelog', label: 'panel.changelog', action: () => openPanel('changelog', app) },
+      { id: 'thanks', label: 'panel.thanks', action: () => openPanel('thanks', app) },
+      { id: 'about', label: 'panel.about', action: () => openPanel('about', app) },
+    ]),
+  );
+
+  const toolbar = h('div.toolbar', { role: 'toolbar' },
+    fmt('bold', 'cmd.bold', 'B'), fmt('italic', 'cmd.italic', 'I'), fmt('inlineCode', 'cmd.inlineCode', '</>'),
+    fmt('heading1', 'cmd.heading1', 'H1'), fmt('heading2', 'cmd.heading2', 'H2'),
+    fmt('link', 'cmd.link', '🔗'), fmt('quote', 'cmd.quote', '❝'), fmt('unorderedList', 'cmd.unorderedList', '•'),
+    fmt('taskList', 'cmd.taskList', '☑'), fmt('table', 'cmd.table', '▦'), fmt('mathBlock', 'cmd.mathBlock', '∑'));
+
+  const exportMenu = menu('menu-export', 'export', [
+    { id: 'export-html', label: 'export.html', action: () => exportDocument(app, 'html') },
+    { id: 'export-pdf', label: 'export.pdf', action: () => exportDocument(app, 'pdf') },
+    { id: 'export-png', label: 'export.png', action: () => exportDocument(app, 'png') },
+    { id: 'export-docx', label: 'export.docx', action: () => exportDocument(app, 'docx') },
+    { sep: true },
+    { id: 'copy-wechat', label: 'copy.wechat', action: () => copyRich(app, 'wechat') },
+    { id: 'copy-zhihu', label: 'copy.zhihu', action: () => copyRich(app, 'zhihu') },
+    { id: 'copy-juejin', label: 'copy.juejin', action: () => copyRich(app, 'juejin') },
+  ]);
+  exportMenu.classList.add('export-menu');
+
+  const topbar = h('header.topbar', {},
+    h('div.brand', {}, h('span.logo', { 'aria-hidden': 'true' }, '◆'), h('span', {}, 'deskbridge')),
+    menus,
+    h('div.doc-title', {}, h('span#doc-name', {}, ''), h('span#dirty-dot', { i18nTitle: 'unsaved' }, '●')),
+    toolbar,
+    h('div.spacer'),
+    exportMenu,
+    h('label.picker', {}, h('span.picker-icon', { 'aria-hidden': 'true' }, '◐'), themeSelect),
+    h('label.picker', {}, h('span.picker-icon', { 'aria-hidden': 'true' }, 'Aa'), typoSelect),
+    h('label.picker', {}, h('span.picker-icon', { 'aria-hidden': 'true' }, '文'), langSelect),
+    h('button#mcp-button.chip', { type: 'button', onclick: () => openPanel('mcpSettings', app), i18nTitle: 'panel.mcpSettings' },
+      h('span#mcp-dot.dot'), h('span', {}, 'MCP')));
+
+  const banners = h('div.banners', {},
+    h('div#approvals-off-banner.banner.warn', { hidden: true, role: 'alert' },
+      h('span', { i18n: 'approvalsOff' }),
+      h('button.link', { type: 'button', i18n: 'panel.mcpSettings', onclick: () => openPanel('mcpSettings', app) })),
+    h('div#external-banner.banner.info', { hidden: true, role: 'alert' },
+      h('span', { i18n: 'externalChange' }),
+      h('button#external-reload', { type: 'button', i18n: 'reload', onclick: () => resolveExternal('reload') }),
+      h('button#external-keep', { type: 'button', i18n: 'keepMine', onclick: () => resolveExternal('keep') })),
+    h('div#error-banner.banner.error', { hidden: true, role: 'alert' }, h('span#error-text')));
+
+  const sidebar = h('aside#sidebar.sidebar', {},
+    h('div.tabs', { role: 'tablist' },
+      h('button#tab-files.tab', { type: 'button', role: 'tab', i18n: 'sidebar.files', onclick: () => changeUi({ selectedSidebarTab: 'files' }) }),
+      h('button#tab-outline.tab', { type: 'button', role: 'tab', i18n: 'sidebar.outline', onclick: () => changeUi({ selectedSidebarTab: 'outline' }) })),
+    h('div#files-list.side-list', { role: 'list' }),
+    h('div#outline-list.side-list', { role: 'list' }));
+
+  const main = h('main.workspace', {},
+    sidebar,
+    h('section#source-pane.pane.source', {}, h('div#editor')),
+    h('section#preview-pane.pane.preview-pane', {},
+      h('div#preview-scroll.preview-scroll', {}, h('article#preview.preview', { 'aria-live': 'off' }))));
+
+  const status = h('footer#statusbar.statusbar', {},
+    h('span#st-cursor'), h('span#st-lines'), h('span#st-words'), h('span#st-chars'),
+    h('span#st-dirty'), h('span#st-sync'), h('span.spacer'), h('span#st-approvals'), h('span#st-mcp'));
+
+  const root = document.getElementById('app');
+  root.append(topbar, banners, main, status, h('div#modal-layer'), h('div#toasts.toasts'));
+
+  document.addEventListener('keydown', (event) => {
+    if ((event.ctrlKey || event.metaKey) && event.key.toLowerCase() === 's') { event.preventDefault(); saveDocument(); }
+  });
+  const sourceScroll = () => app.view?.scrollDOM;
+  // Proportional scroll sync source → preview: cheap and good enough for prose.
+  document.addEventListener('scroll', (event) => {
+    if (event.target !== sourceScroll()) return;
+    const src = event.target;
+    const dst = $('#preview-scroll');
+    const ratio = src.scrollTop / Math.max(1, src.scrollHeight - src.clientHeight);
+    dst.scrollTop = ratio * (dst.scrollHeight - dst.clientHeight);
+  }, true);
+}
+
+// ---------------------------------------------------------------------------------------------- view state
+
+/** Change view state: apply now, and tell the server (which tells every other tab and answers md_ui_get_state). */
+async function changeUi(partial) {
+  applyUi({ ...app.ui, ...partial });
+  try {
+    applyUi(await api.uiSet(partial));
+  } catch (err) {
+    showError(err);
+  }
+}
+
+function applyUi(next) {
+  const previous = app.ui;
+  app.ui = { ...app.ui, ...next };
+  const ui = app.ui;
+  const html = document.documentElement;
+  html.dataset.theme = ui.theme;
+  html.dataset.compact = String(!!ui.isCompactLayout);
+  html.lang = ui.cultureName;
+  $('#preview').dataset.typo = ui.typography;
+  $('#theme-select').value = ui.theme;
+  $('#typography-select').value = ui.typography;
+  $('#language-select').value = ui.cultureName;
+  $('#sidebar').hidden = !ui.isSidebarVisible;
+  $('#statusbar').hidden = !ui.isStatusBarVisible;
+  $('#source-pane').hidden = !ui.isSourceMode;
+  $('#preview-pane').hidden = !ui.isPreviewVisible;
+  document.querySelector('.workspace').dataset.panes =
+    `${ui.isSourceMode ? 'source' : ''}${ui.isPreviewVisible ? 'preview' : ''}` || 'none';
+  const filesTab = ui.selectedSidebarTab === 'files';
+  $('#tab-files').classList.toggle('active', filesTab);
+  $('#tab-outline').classList.toggle('active', !filesTab);
+  $('#tab-files').setAttribute('aria-selected', String(filesTab));
+  $('#tab-outline').setAttribute('aria-selected', String(!filesTab));
+  $('#files-list').hidden = !filesTab;
+  $('#outline-list').hidden = filesTab;
+  if (previous.cultureName !== ui.cultureName || !document.body.dataset.translated) {
+    setLanguage(ui.cultureName);
+    retranslate();
+    document.body.dataset.translated = '1';
+    if (app.view) setPhrases(app.view, ui.cultureName);
+    renderStatus();
+    renderOutline();
+    renderFiles();
+    renderMcpStatus();
+  }
+  if (app.view && previous.showLineNumbers !== ui.showLineNumbers) setLineNumbers(app.view, ui.showLineNumbers);
+  if (app.view) app.view.requestMeasure();
+}
+
+// ------------------------------------------------------------------------------------------------ document
+
+async function loadDocument(docId) {
+  app.loadingDocId = docId;
+  const doc = await api.doc(docId).finally(() => { app.loadingDocId = null; });
+  reportedPending = 0;
+  app.sync?.close();
+  app.docId = docId;
+  app.doc = doc;
+  app.serverDirty = !!doc.dirty;
+  app.previewVersion = -1;
+  const state = createState({
+    text: doc.text, version: doc.version, clientID: app.clientId, language: app.ui.cultureName,
+    showLineNumbers: app.ui.showLineNumbers, onUpdate,
+  });
+  if (app.view) app.view.setState(state);
+  else app.view = new EditorView({ state, parent: $('#editor') });
+  app.sync = new DocSync(app.view, docId, {
+    onChange: () => { refreshPreviewSoon(); },
+    onSynced: () => { if (app.sync && app.sync.version() !== app.previewVersion) refreshPreviewSoon(); renderDirty(); },
+    onError: (err) => showError(err),
+    onResync: async () => { toast(t('resynced'), 'warn'); await loadDocument(docId); },
+  });
+  const url = new URL(location.href);
+  url.searchParams.set('doc', docId);
+  history.replaceState(null, '', url);
+  $('#doc-name').textContent = doc.fileName || doc.name || (doc.path || docId).split(/[\\/]/).pop();
+  document.title = `${$('#doc-name').textContent} — deskbridge`;
+  $('#external-banner').hidden = !(doc.externalChange || doc.external);
+  renderOutlineSoon();
+  renderStatus();
+  refreshPreview(true);
+  renderFiles();
+}
+
+function onUpdate(update) {
+  if (update.docChanged) {
+    const local = update.transactions.some((tr) => tr.docChanged && !tr.annotation(Transaction.remote));
+    if (local) app.sync?.push();
+    renderOutlineSoon();
+    renderStatsSoon();
+  }
+  if (update.docChanged || update.selectionSet) {
+    reportSelectionSoon();
+    renderCursor();
+  }
+  renderDirty();
+}
+
+async function saveDocument() {
+  if (!app.docId) return;
+  try {
+    if (app.sync && await app.sync.flush(2000)) throw new Error(t('notSynced'));
+    const result = await api.save(app.docId);
+    app.serverDirty = !!(result && result.dirty);
+    renderDirty();
+    toast(t('saved'), 'ok');
+  } catch (err) {
+    showError(err);
+  }
+}
+
+async function resolveExternal(action) {
+  try {
+    await api.external(app.docId, action);
+    $('#external-banner').hidden = true;
+    if (action === 'reload') await loadDocument(app.docId);
+  } catch (err) {
+    showError(err);
+  }
+}
+
+// ------------------------------------------------------------------------------------------------- preview
+
+let previewBusy = false;
+let previewAgain = false;
+async function refreshPreview(force = false) {
+  if (!app.docId || (!force && !app.ui.isPreviewVisible)) return;
+  if (previewBusy) { previewAgain = true; return; }
+  previewBusy = true;
+  try {
+    const { html, version } = await api.preview(app.docId);
+    app.previewVersion = version;
+    await showPreview($('#preview'), html);
+    $('#preview').dataset.version = String(version);
+  } catch (err) {
+    if (err.status !== 404) showError(err);
+  } finally {
+    previewBusy = false;
+    if (previewAgain) { previewAgain = false; refreshPreview(); }
+  }
+}
+const refreshPreviewSoon = debounce(() => refreshPreview(), 120);
+
+// ------------------------------------------------------------------------------------------- sidebar lists
+
+function renderOutline() {
+  const list = $('#outline-list');
+  if (!list) return;
+  list.replaceChildren();
+  if (!app.view) return;
+  app.outline = outlineOf(app.view.state.doc);
+  if (!app.outline.length) { list.append(h('p.empty', { i18n: 'noHeadings' })); return; }
+  app.outline.forEach((item, index) => {
+    list.append(h(`button.outline-item.level-${item.level}`, {
+      type: 'button', role: 'listitem', title: item.title,
+      onclick: () => goToHeading(item, index),
+    }, item.title || '—'));
+  });
+}
+const renderOutlineSoon = debounce(renderOutline, 250);
+
+function goToHeading(item, index) {
+  const view = app.view;
+  const line = view.state.doc.line(Math.min(item.line, view.state.doc.lines));
+  view.dispatch({ selection: { anchor: line.from }, effects: EditorView.scrollIntoView(line.from, { y: 'start', yMargin: 20 }) });
+  view.focus();
+  const heading = $('#preview').querySelectorAll('h1, h2, h3, h4, h5, h6')[index];
+  heading?.scrollIntoView({ block: 'start', behavior: 'smooth' });
+}
+
+let files = [];
+async function loadFiles() {
+  try {
+    files = (await api.files()).files || [];
+  } catch {
+    files = [];
+  }
+  renderFiles();
+}
+
+function renderFiles() {
+  const list = $('#files-list');
+  if (!list) return;
+  list.replaceChildren();
+  if (!files.length) { list.append(h('p.empty', { i18n: 'noFiles' })); return; }
+  const current = app.doc && app.doc.path;
+  for (const file of files) {
+    const path = file.path || file.name;
+    const active = current && (current === path || current.endsWith(`/${path}`) || current.endsWith(`\\${path}`));
+    list.append(h(`button.file-item${active ? '.active' : ''}`, {
+      type: 'button', role: 'listitem', title: path, onclick: () => openFile(path),
+    }, h('span.file-icon', { 'aria-hidden': 'true' }, '📄'), h('span', {}, file.name || path.split(/[\\/]/).pop())));
+  }
+}
+
+export async function openFile(path) {
+  try {
+    const opened = await api.open(path);
+    await loadDocument(opened.docId);
+  } catch (err) {
+    showError(err);
+  }
+}
+app.openFile = openFile;
+
+// -------------------------------------------------------------------------------------------- status bar
+
+let stats = { lines: 0, words: 0, chars: 0 };
+function renderStats() {
+  if (app.view) stats = countText(app.view.state.doc);
+  renderStatus();
+}
+const renderStatsSoon = debounce(renderStats, 200);
+
+function renderCursor() {
+  const el = $('#st-cursor');
+  if (!app.view || !el) return;
+  const head = app.view.state.selection.main.head;
+  const line = app.view.state.doc.lineAt(head);
+  el.textContent = t('status.cursor', { line: line.number, col: head - line.from + 1 });
+}
+
+function renderDirty() {
+  const pending = app.sync ? app.sync.pending() : 0;
+  const dirty = app.serverDirty || pending > 0;
+  const dot = $('#dirty-dot');
+  dot.classList.toggle('on', dirty);
+  $('#st-dirty').textContent = dirty ? t('unsaved') : t('saved');
+  $('#st-dirty').className = dirty ? 'dirty' : 'clean';
+  $('#st-sync').textContent = pending ? t('status.pending', { n: pending }) : t('status.synced');
+  reportDrafts(pending);
+}
+
+function renderStatus() {
+  if (!$('#st-lines')) return;
+  if (app.view && !stats.lines) stats = countText(app.view.state.doc);
+  $('#st-lines').textContent = t('status.lines', { n: stats.lines });
+  $('#st-words').textContent = t('status.words', { n: stats.words });
+  $('#st-chars').textContent = t('status.chars', { n: stats.chars });
+  renderCursor();
+  renderDirty();
+}
+app.stats = () => (app.view ? countText(app.view.state.doc) : stats);
+
+function renderMcpStatus() {
+  const status = app.status || {};
+  const settings = app.settings || {};
+  const requireApproval = settings.require_approval ?? status.requireApproval ?? true;
+  const state = mcpState(status, settings);
+  const text = t(`mcp.${state}`);
+  const mcp = $('#st-mcp');
+  if (!mcp) return;
+  mcp.textContent = `MCP: ${text}`;
+  mcp.dataset.state = state;
+  $('#mcp-dot').dataset.state = state;
+  $('#mcp-button').title = `${t('panel.mcpSettings')} — ${text}`;
+  $('#st-approvals').textContent = requireApproval ? t('approvalsOnShort') : t('approvalsOffShort');
+  $('#st-approvals').className = requireApproval ? '' : 'warn';
+  $('#approvals-off-banner').hidden = !!requireApproval;
+}
+
+async function refreshPlatform() {
+  try { app.status = await api.status(); } catch { /* platform route missing: keep last */ }
+  try { app.settings = await api.settings(); } catch { /* idem */ }
+  renderMcpStatus();
+}
+app.refreshPlatform = refreshPlatform;
+
+// ------------------------------------------------------------------------------------------------ selection
+
+const reportSelectionSoon = debounce(async () => {
+  if (!app.view || !app.sync || !app.docId) return;
+  if (app.sync.pending()) { reportSelectionSoon(); return; } // offsets must match the server's text
+  const { anchor, head } = app.view.state.selection.main;
+  try {
+    await api.selection(app.docId, { anchor, head, version: app.sync.version(), clientId: app.clientId });
+  } catch { /* the selection is advisory; the next move reports again */ }
+}, 250);
+
+// --------------------------------------------------------------------------------------------------- events
+
+function connectEvents() {
+  let source;
+  let retry = 1000;
+  const on = (topic, fn) => source.addEventListener(topic, (event) => {
+    let data = {};
+    try { data = JSON.parse(event.data || '{}'); } catch { return; }
+    fn(data);
+  });
+  const open = () => {
+    source = new EventSource(api.eventsUrl, { withCredentials: true });
+    source.onopen = () => { retry = 1000; hideError(); };
+    source.onerror = () => {
+      if (source.readyState === EventSource.CLOSED) { setTimeout(open, retry); retry = Math.min(retry * 2, 15000); }
+    };
+    on('ui', onUiEvent);
+    on('approval', onApprovalEvent);
+    on('doc', onDocEvent);
+    on('audit', () => refreshAudit(app));
+    on('status', () => refreshPlatform());
+    on('settings', (data) => { app.settings = data; renderMcpStatus(); });
+    source.addEventListener('message', (event) => { // a bus that sends {topic, data} without an event name
+      try {
+        const { topic, data } = JSON.parse(event.data);
+        ({ ui: onUiEvent, approval: onApprovalEvent, doc: onDocEvent })[topic]?.(data || {});
+      } catch { /* not ours */ }
+    });
+  };
+  open();
+}
+
+function onUiEvent(data) {
+  if (data.kind === 'state' && data.state) applyUi(data.state);
+  else if (data.kind === 'panel') openPanel(data.panel, app);
+  else if (data.kind === 'refresh') refreshPreview(true);
+  else if (data.kind === 'command' && app.view) runEditorCommand(app.view, data.command);
+}
+
+function onApprovalEvent(data) {
+  // core/policy.py: {event: 'requested', request: {id, client, tool, target, summary, diff}} then
+  // {event: 'resolved', id, decision}; a flat request object is accepted too.
+  if (data.event === 'resolved' || typeof data.approved === 'boolean' || data.decision) {
+    closeApproval(data.id);
+  } else if (data.request?.id || data.id) {
+    showApproval(app, data.request || data);
+  }
+}
+
+// service.py publishes topic 'doc' with `type`: opened, current, update, saved, closed, external-change,
+// reloaded, kept, flush-drafts.
+function onDocEvent(data) {
+  const type = data.type || data.kind;
+  if (type === 'opened' || type === 'closed') loadFiles();
+  if (type === 'current' && data.docId && data.docId !== app.docId && data.docId !== app.loadingDocId) {
+    loadDocument(data.docId).catch(showError); // an AI opened another document: show it, as Vex does
+    return;
+  }
+  if (!data.docId || data.docId !== app.docId) return;
+  if (typeof data.dirty === 'boolean') { app.serverDirty = data.dirty; renderDirty(); }
+  if (type === 'external-change') $('#external-banner').hidden = false;
+  if (type === 'reloaded' || type === 'kept') $('#external-banner').hidden = true;
+  if (type === 'flush-drafts') flushDrafts();
+}
+
+/** The draft barrier: get local changes accepted, then say how many are still pending (0 lets a save go on). */
+async function flushDrafts() {
+  if (!app.sync) return;
+  const pending = await app.sync.flush(1500);
+  reportDrafts(pending);
+}
+
+let reportedPending = 0;
+function reportDrafts(pending) {
+  if (!app.docId || pending === reportedPending) return;
+  reportedPending = pending;
+  api.drafts(app.docId, app.clientId, pending).catch(() => { reportedPending = -1; });
+}
+
+// -------------------------------------------------------------------------------------------------- errors
+
+function showError(err) {
+  const message = err && err.message ? err.message : String(err);
+  $('#error-text').textContent = message;
+  $('#error-banner').hidden = false;
+  clearTimeout(showError.timer);
+  showError.timer = setTimeout(hideError, 8000);
+}
+function hideError() { const el = $('#error-banner'); if (el) el.hidden = true; }
+app.showError = showError;
+
+// ------------------------------------------------------------------------------------------------- panels
+
+app.openSearch = (replace) => {
+  if (!app.view) return;
+  if (!app.ui.isSourceMode) changeUi({ isSourceMode: true });
+  openSearchPanel(app.view);
+  const field = app.view.dom.querySelector(replace ? '.cm-search input[name=replace]' : '.cm-search input[name=search]');
+  field?.focus();
+};
+app.closeSearch = () => app.view && closeSearchPanel(app.view);
+app.changeUi = changeUi;
+app.refreshPreview = refreshPreview;
+
+// --------------------------------------------------------------------------------------------------- start
+
+async function start() {
+  build();
+  applyUi(app.ui);
+  try { applyUi(await api.uiGet()); } catch (err) { showError(err); }
+  connectEvents();
+  refreshPlatform();
+  loadFiles();
+  try {
+    const pending = await api.approvals();
+    for (const request of pending.pending || []) showApproval(app, request);
+  } catch { /* no approvals route yet */ }
+  try {
+    const { docs } = await api.docs();
+    const wanted = new URL(location.href).searchParams.get('doc');
+    const chosen = docs.find((d) => d.docId === wanted) || docs[0];
+    if (chosen) await loadDocument(chosen.docId);
+    else $('#preview').replaceChildren(h('p.empty', { i18n: 'noDocument' }));
+  } catch (err) {
+    showError(err);
+  }
+  document.body.dataset.ready = '1';
+}
+
+start();

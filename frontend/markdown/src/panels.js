@@ -1,0 +1,323 @@
+// The editor's dialogs: MCP settings, audit log, the approval dialog with its diff, export/copy, and the small
+// informational panels (properties, word count, about, changelog, thanks).
+
+import { api } from './api.js';
+import { h, modal, toast } from './dom.js';
+import { t } from './i18n.js';
+import { mcpState } from './status.js';
+
+const $ = (sel) => document.querySelector(sel);
+
+export function openPanel(name, app) {
+  switch (name) {
+    case 'find': return app.openSearch(false);
+    case 'replace': return app.openSearch(true);
+    case 'mcpSettings': return mcpSettings(app);
+    case 'audit': return auditPanel(app);
+    case 'properties': return properties(app);
+    case 'wordCount': return wordCount(app);
+    case 'openFile': return openFileDialog(app);
+    case 'changelog': return infoPanel('changelog', 'changelogText');
+    case 'thanks': return infoPanel('thanks', 'thanksText');
+    case 'about': return infoPanel('about', 'aboutText');
+    default: return undefined;
+  }
+}
+
+function infoPanel(id, textKey) {
+  modal(`panel-${id}`, `panel.${id}`, h('div.prose', {}, t(textKey).split('\n').map((line) => h('p', {}, line))),
+    { actions: [h('button', { type: 'button', i18n: 'close', onclick: () => $(`#panel-${id}`)?.remove() })] });
+}
+
+function table(rows) {
+  return h('table.kv', {}, h('tbody', {}, rows.map(([key, value]) => h('tr', {}, h('th', { i18n: key }), h('td', {}, value)))));
+}
+
+function properties(app) {
+  const doc = app.doc || {};
+  modal('panel-properties', 'panel.properties', table([
+    ['prop.path', doc.path || '—'],
+    ['prop.docId', app.docId || '—'],
+    ['prop.version', String(app.sync ? app.sync.version() : doc.version ?? '—')],
+    ['prop.revision', String(doc.revision ?? '—')],
+    ['prop.encoding', doc.encoding || 'utf-8'],
+  ]));
+}
+
+function wordCount(app) {
+  const s = app.stats();
+  const sel = app.view ? app.view.state.selection.main : null;
+  const selected = sel ? sel.to - sel.from : 0;
+  modal('panel-wordCount', 'panel.wordCount', table([
+    ['prop.lines', String(s.lines)], ['prop.words', String(s.words)], ['prop.chars', String(s.chars)],
+    ['prop.selected', String(selected)],
+  ]));
+}
+
+function openFileDialog(app) {
+  const input = h('input#open-path', { type: 'text', autofocus: true, dataset: { i18nPlaceholder: 'openPathHint' }, placeholder: t('openPathHint') });
+  const go = () => { const path = input.value.trim(); if (path) { dlg.close(); app.openFile(path); } };
+  input.addEventListener('keydown', (e) => { if (e.key === 'Enter') go(); });
+  const dlg = modal('panel-open', 'openFile', h('label.field', {}, h('span', { i18n: 'prop.path' }), input),
+    { actions: [h('button.primary', { type: 'button', i18n: 'open', onclick: go })] });
+}
+
+// ---------------------------------------------------------------------------------------------- MCP settings
+
+const SCOPES = ['current_document', 'current_folder', 'custom_folder'];
+const RULES = ['edit', 'overwrite', 'open_outside', 'copy_rich_html', 'export', 'save', 'save_as'];
+
+async function copyText(text) {
+  try {
+    await navigator.clipboard.writeText(text);
+  } catch {
+    const area = h('textarea', { style: 'position:fixed;opacity:0' }, text);
+    document.body.append(area);
+    area.select();
+    document.execCommand('copy');
+    area.remove();
+  }
+  toast(t('copied'), 'ok', 1800);
+}
+
+async function mcpSettings(app) {
+  let settings;
+  let token = '';
+  try {
+    [settings, { token }] = await Promise.all([api.settings(), api.token().catch(() => ({ token: '' }))]);
+  } catch (err) {
+    app.showError(err);
+    return;
+  }
+  await app.refreshPlatform();
+  const port = h('input#mcp-port', { type: 'number', min: 1, max: 65535, value: String(settings.port ?? 17891) });
+  const enabled = h('input#mcp-enabled', { type: 'checkbox', checked: settings.mcp_enabled !== false });
+  const tokenInput = h('input#mcp-token.mono', { type: 'password', readOnly: true, value: token });
+  const endpoint = () => `http://127.0.0.1:${port.value || 17891}/mcp`;
+  const endpointText = h('code#mcp-endpoint', {}, endpoint());
+  port.addEventListener('input', () => { endpointText.textContent = endpoint(); });
+  const clientConfig = () => JSON.stringify({
+    mcpServers: { deskbridge: { type: 'http', url: endpoint(), headers: { Authorization: `Bearer ${tokenInput.value}` } } },
+  }, null, 2);
+
+  const scope = h('div.radios', { role: 'radiogroup' }, SCOPES.map((key) => h('label', {},
+    h('input', { type: 'radio', name: 'mcp-scope', value: key, checked: (settings.access_scope || 'current_folder') === key }),
+    h('span', { i18n: `scope.${key}` }))));
+  const roots = h('textarea#mcp-roots.mono', { rows: 2, dataset: { i18nPlaceholder: 'customRootsHint' }, placeholder: t('customRootsHint') },
+    (settings.custom_roots || []).join('\n'));
+  const requireApproval = h('input#mcp-require-approval', { type: 'checkbox', checked: settings.require_approval !== false });
+  const rules = settings.approval_rules || {};
+  const ruleNames = [...new Set([...RULES, ...Object.keys(rules)])];
+  const ruleBoxes = ruleNames.map((key) => [key, h('input', { type: 'checkbox', checked: rules[key] !== false, dataset: { rule: key } })]);
+  const state = mcpState(app.status, app.settings);
+  const live = h(`span#mcp-live.status-pill.${state}`, { i18n: `mcp.${state}` });
+
+  const body = h('form.settings', { onsubmit: (e) => e.preventDefault() },
+    h('div.row', {}, h('label.check', {}, enabled, h('span', { i18n: 'mcp.enabled' })), live),
+    h('label.field', {}, h('span', { i18n: 'mcp.address' }), h('input', { type: 'text', value: '127.0.0.1', readOnly: true, title: t('mcp.loopbackOnly') })),
+    h('label.field', {}, h('span', { i18n: 'mcp.port' }), port),
+    h('div.field', {}, h('span', { i18n: 'mcp.token' }),
+      h('div.inline', {}, tokenInput,
+        h('button#mcp-token-show', { type: 'button', i18n: 'show', onclick: (e) => {
+          const shown = tokenInput.type === 'text';
+          tokenInput.type = shown ? 'password' : 'text';
+          e.target.dataset.i18n = shown ? 'show' : 'hide';
+          e.target.textContent = t(e.target.dataset.i18n);
+        } }),
+        h('button#mcp-token-rotate', { type: 'button', i18n: 'regenerate', onclick: async () => {
+          if (!confirm(t('confirmRotate'))) return;
+          try { tokenInput.value = (await api.rotateToken()).token; toast(t('tokenRotated'), 'ok'); } catch (err) { app.showError(err); }
+        } }),
+        h('button#mcp-token-copy', { type: 'button', i18n: 'copy', onclick: () => copyText(tokenInput.value) }))),
+    h('div.field', {}, h('span', { i18n: 'mcp.endpoint' }),
+      h('div.inline', {}, endpointText,
+        h('button#mcp-endpoint-copy', { type: 'button', i18n: 'copy', onclick: () => copyText(endpoint()) }),
+        h('button#mcp-config-copy', { type: 'button', i18n: 'copyClientConfig', onclick: () => copyText(clientConfig()) }))),
+    h('fieldset', {}, h('legend', { i18n: 'mcp.scope' }), scope, roots),
+    h('fieldset', {}, h('legend', { i18n: 'mcp.approvals' }),
+      h('label.check', {}, requireApproval, h('span', { i18n: 'mcp.requireApproval' })),
+      h('div.rules', {}, ruleBoxes.map(([key, box]) => h('label.check.small', {}, box, h('span', { i18n: `rule.${key}` }))))),
+  );
+  const save = async () => {
+    const chosen = body.querySelector('input[name=mcp-scope]:checked')?.value || 'current_folder';
+    const approvalRules = Object.fromEntries(ruleBoxes.map(([key, box]) => [key, box.checked]));
+    try {
+      app.settings = await api.saveSettings({
+        mcp_enabled: enabled.checked,
+        port: Number(port.value),
+        access_scope: chosen,
+        custom_roots: roots.value.split('\n').map((s) => s.trim()).filter(Boolean),
+        require_approval: requireApproval.checked,
+        approval_rules: approvalRules,
+      });
+      dlg.close();
+      toast(t('settingsSaved'), 'ok');
+      app.refreshPlatform();
+    } catch (err) {
+      app.showError(err);
+    }
+  };
+  const dlg = modal('panel-mcpSettings', 'panel.mcpSettings', body, {
+    actions: [
+      h('button#mcp-cancel', { type: 'button', i18n: 'cancel', onclick: () => dlg.close() }),
+      h('button#mcp-save.primary', { type: 'button', i18n: 'save', onclick: save }),
+    ],
+  });
+}
+
+// ---------------------------------------------------------------------------------------------------- audit
+
+async function auditPanel(app) {
+  const body = h('div#audit-body.audit');
+  modal('panel-audit', 'panel.audit', body, {
+    wide: true,
+    actions: [h('button', { type: 'button', i18n: 'refresh', onclick: () => refreshAudit(app) })],
+  });
+  await refreshAudit(app);
+}
+
+export async function refreshAudit(app) {
+  const body = $('#audit-body');
+  if (!body) return;
+  let records = [];
+  try {
+    records = (await api.audit(100)).records || [];
+  } catch (err) {
+    app.showError(err);
+  }
+  if (!records.length) { body.replaceChildren(h('p.empty', { i18n: 'audit.none' })); return; }
+  const cell = (v) => h('td', {}, v == null || v === '' ? '—' : String(v));
+  const when = (r) => {
+    const ts = r.timestamp ?? r.time ?? r.ts;
+    const d = typeof ts === 'number' ? new Date(ts < 1e12 ? ts * 1000 : ts) : new Date(ts);
+    return Number.isNaN(d.getTime()) ? ts : d.toLocaleTimeString();
+  };
+  body.replaceChildren(h('table.audit-table', {},
+    h('thead', {}, h('tr', {}, ['audit.time', 'audit.caller', 'audit.tool', 'audit.target', 'audit.outcome', 'audit.approval', 'audit.ms']
+      .map((key) => h('th', { i18n: key })))),
+    h('tbody', {}, [...records].reverse().map((r) => h(`tr.${(r.outcome || 'ok') === 'ok' ? 'ok' : 'failed'}`, {},
+      cell(when(r)), cell(r.client_name || r.clientName || r.client || r.caller), cell(r.tool), cell(r.target),
+      cell(r.outcome ?? (r.ok === false ? r.error : 'ok')), cell(r.approval), cell(r.duration_ms ?? r.durationMs))))));
+}
+
+// ------------------------------------------------------------------------------------------------- approvals
+
+const queue = [];
+let showing = null;
+
+/** Show an approval request `{id, client, tool, target, summary, diff}`; several queue up, one dialog at a time. */
+export function showApproval(app, request) {
+  if (showing?.id === request.id || queue.some((r) => r.id === request.id)) return;
+  queue.push(request);
+  if (!showing) next(app);
+}
+
+export function closeApproval(id) {
+  const index = queue.findIndex((r) => r.id === id);
+  if (index >= 0) queue.splice(index, 1);
+  if (showing && showing.id === id) {
+    $('#approval-dialog')?.remove();
+    showing = null;
+    if (queue.length) next(window.deskbridge);
+  }
+}
+
+function diffView(diff) {
+  const pre = h('pre#approval-diff.diff');
+  const lines = String(diff || '').split('\n');
+  for (const line of lines.slice(0, 4000)) {
+    const kind = line.startsWith('+++') || line.startsWith('---') ? 'file'
+      : line.startsWith('@@') ? 'hunk' : line.startsWith('+') ? 'add' : line.startsWith('-') ? 'del' : 'ctx';
+    pre.append(h(`span.diff-line.${kind}`, {}, `${line}\n`));
+  }
+  if (lines.length > 4000) pre.append(h('span.diff-line.hunk', {}, t('diffTruncated')));
+  return pre;
+}
+
+function next(app) {
+  const request = queue.shift();
+  if (!request) return;
+  showing = request;
+  const answer = async (approved) => {
+    try {
+      await api.answerApproval(request.id, approved);
+      toast(approved ? t('approved') : t('rejected'), approved ? 'ok' : 'warn', 2000);
+    } catch (err) {
+      app.showError(err);
+    }
+    closeApproval(request.id);
+  };
+  const body = h('div.approval', {},
+    h('p.lead', { i18n: 'approvalLead' }),
+    table([
+      ['approval.client', request.client || request.client_name || '—'],
+      ['approval.tool', request.tool || '—'],
+      ['approval.target', request.target || '—'],
+      ['approval.summary', request.summary || '—'],
+    ]),
+    request.diff ? diffView(request.diff) : h('p.empty', { i18n: 'approval.noDiff' }));
+  modal('approval-dialog', 'approval.title', body, {
+    wide: true,
+    onClose: () => { if (showing?.id === request.id) { showing = null; next(app); } },
+    actions: [
+      h('button#approval-reject.danger', { type: 'button', i18n: 'reject', onclick: () => answer(false) }),
+      h('button#approval-approve.primary', { type: 'button', i18n: 'approve', onclick: () => answer(true) }),
+    ],
+  });
+}
+
+// ---------------------------------------------------------------------------------------------------- export
+
+function filenameFrom(res, fallback) {
+  const header = res.headers.get('content-disposition') || '';
+  const star = /filename\*=UTF-8''([^;]+)/i.exec(header);
+  if (star) return decodeURIComponent(star[1]);
+  const plain = /filename="?([^";]+)"?/i.exec(header);
+  return plain ? plain[1] : fallback;
+}
+
+export async function exportDocument(app, format) {
+  if (!app.docId) return;
+  toast(t('exporting'), 'info', 1500);
+  try {
+    if (app.sync) await app.sync.flush(2000);
+    const res = await api.exportFile(app.docId, format);
+    const blob = await res.blob();
+    const base = (app.doc?.name || 'document').replace(/\.[^.]+$/, '');
+    const a = h('a', { href: URL.createObjectURL(blob), download: filenameFrom(res, `${base}.${format}`) });
+    document.body.append(a);
+    a.click();
+    setTimeout(() => { URL.revokeObjectURL(a.href); a.remove(); }, 1000);
+  } catch (err) {
+    app.showError(err);
+  }
+}
+
+export async function copyRich(app, target) {
+  if (!app.docId) return;
+  try {
+    if (app.sync) await app.sync.flush(2000);
+    const { html } = await api.rich(app.docId, target);
+    const text = new DOMParser().parseFromString(html, 'text/html').body.textContent || '';
+    try {
+      await navigator.clipboard.write([new ClipboardItem({
+        'text/html': new Blob([html], { type: 'text/html' }),
+        'text/plain': new Blob([text], { type: 'text/plain' }),
+      })]);
+    } catch {
+      // Older browsers or no permission: copy through a selection of a hidden rendered copy.
+      const holder = h('div', { contenteditable: 'true', style: 'position:fixed;left:-9999px' });
+      holder.innerHTML = html;
+      document.body.append(holder);
+      const range = document.createRange();
+      range.selectNodeContents(holder);
+      getSelection().removeAllRanges();
+      getSelection().addRange(range);
+      document.execCommand('copy');
+      holder.remove();
+    }
+    toast(t('copiedRich', { target: t(`copy.${target}`) }), 'ok');
+  } catch (err) {
+    app.showError(err);
+  }
+}
