@@ -1,0 +1,150 @@
+"""Opening, staging, saving and re-reading classic archives, and the typed errors for bad bytes."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import pytest
+
+from deskbridge.core.errors import BridgeError
+from deskbridge.kinds.pvf.archive import classic_cipher as cc
+from deskbridge.kinds.pvf.archive import open_archive
+from deskbridge.kinds.pvf.archive.classic import build_classic
+from deskbridge.kinds.pvf.synth.classic import synth_classic
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("pvf") / "small.pvf"
+    synth_classic(path, 300, seed=7)
+    return path
+
+
+@pytest.fixture
+def copy(small, tmp_path) -> Path:
+    target = tmp_path / "Script.pvf"
+    target.write_bytes(small.read_bytes())
+    return target
+
+
+def test_cipher_round_trips_and_hash_matches_pvfutility():
+    data = bytes(range(13))
+    assert cc.decrypt(cc.encrypt(data, 0x1234), 0x1234, 13) == data
+    assert cc.name_hash(b"n_string.lst") == 1027731306  # value stored by pvf-parser-ts (manifest)
+
+
+def test_unmodified_save_is_byte_identical(copy):
+    before = copy.read_bytes()
+    ar = open_archive(copy)
+    report = ar.save(backup=True)
+    assert report.byte_identical and copy.read_bytes() == before
+    assert report.backup is not None and report.backup.read_bytes() == before
+
+
+def test_edit_one_script_saves_verifies_and_reads_back(copy):
+    ar = open_archive(copy)
+    path = next(p for p in ar.paths() if p.endswith(".equ"))
+    text = ar.read_text(path).replace("[name2]", "[name2]\n\t`全新的名字 new`", 1)
+    ar.stage_text(path, text)
+    assert ar.staged().keys() == {path, "stringtable.bin"}  # the new string grew the table
+    report = ar.save()
+    assert report.verified == 2 and not report.byte_identical
+    again = open_archive(copy)
+    assert "`全新的名字 new`" in again.read_text(path)
+    assert again.read_text(path) == text  # the printer's own layout reads back unchanged
+    others = [p for p in again.paths() if p not in (path, "stringtable.bin")]
+    fresh = open_archive(copy)
+    assert all(fresh.read(p) == again.read(p) for p in others[:50])
+
+
+def test_unchanged_blocks_are_copied_as_ciphertext(copy):
+    ar = open_archive(copy)
+    path = next(p for p in ar.paths() if p.endswith(".stk"))
+    before = {p: ar.file_info(p).extra["checksum"] for p in ar.paths()}
+    ar.stage(path, ar.read(path) + b"")  # identical bytes: no change at all
+    assert not ar.dirty
+    ar.stage(path, ar.read(path)[:-5])
+    ar.save()
+    again = open_archive(copy)
+    changed = [p for p in again.paths() if again.file_info(p).extra["checksum"] != before[p]]
+    assert changed == [path]
+
+
+def test_add_and_delete_files(copy):
+    ar = open_archive(copy)
+    victim = next(p for p in ar.paths() if p.endswith(".mob"))
+    ar.stage(victim, None)
+    ar.stage("etc/NEW/readme.txt", "新檔案\r\n".encode("cp950"))
+    report = ar.save_copy(copy.with_name("copy.pvf"))
+    assert report.verified == 2
+    assert ar.dirty and ar.exists("etc/new/readme.txt")  # save_copy keeps the overlay
+    again = open_archive(copy.with_name("copy.pvf"))
+    assert not again.exists(victim)
+    assert again.read_text("etc/new/readme.txt") == "新檔案\r\n"
+    hashes = [e["name_hash"] for e in again.raw_entries()]
+    assert hashes == sorted(hashes)  # tree order by name hash (pvfUtility/pvf-parser-ts rule)
+
+
+def test_save_copy_onto_itself_is_refused(copy):
+    with pytest.raises(BridgeError) as err:
+        open_archive(copy).save_copy(copy)
+    assert err.value.code == "SAME_AS_SOURCE"
+
+
+def test_compile_errors_are_typed_and_leave_nothing_staged(copy):
+    ar = open_archive(copy)
+    path = next(p for p in ar.paths() if p.endswith(".equ"))
+    with pytest.raises(BridgeError) as err:
+        ar.stage_text(path, "#PVF_File\n[name]\n\tbare words\n")
+    assert err.value.code == "SCRIPT_SYNTAX" and err.value.data["line"] == 3
+    assert not ar.dirty
+
+
+def test_unencodable_text_is_an_encoding_mismatch(copy):
+    ar = open_archive(copy, encoding="tw")
+    with pytest.raises(BridgeError) as err:
+        ar.stage_text("etc/new.str", "key>한국어\r\n")
+    assert err.value.code == "ENCODING_MISMATCH"
+
+
+def test_wrong_encoding_choice_is_a_warning_not_corruption(copy):
+    ar = open_archive(copy, encoding="kr")
+    warning = ar.check_encoding()
+    assert warning is not None and warning.code == "ENCODING_MISMATCH"
+    assert warning.data["detected"] == "cp950"
+    assert ar.read(ar.paths()[0])  # reading still works
+
+
+def _archive(files) -> bytes:
+    import io
+
+    out = io.BytesIO()
+    build_classic(out, files)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("cut", [0, 3, 10, 40, 56, 70])
+def test_truncated_archives_give_pvf_corrupt_with_offset(cut):
+    raw = _archive([("a/b.txt", b"hello"), ("c.txt", b"world!!")])
+    with pytest.raises(BridgeError) as err:
+        open_archive(raw[:cut]).read("a/b.txt")
+    assert err.value.code in ("PVF_CORRUPT", "UNSUPPORTED_VARIANT")
+    if err.value.code == "PVF_CORRUPT":
+        assert "offset" in err.value.data
+
+
+def test_hostile_sizes_are_refused_before_allocation():
+    raw = bytearray(_archive([("a.txt", b"x" * 8)]))
+    g = 36
+    struct.pack_into("<i", raw, 8 + g, 0x7FFFFFF0)  # tree length 2 GB in a tiny file
+    with pytest.raises(BridgeError) as err:
+        open_archive(bytes(raw))
+    assert err.value.code == "PVF_CORRUPT" and err.value.data["offset"] == 8 + g
+
+
+def test_unknown_bytes_name_what_was_seen():
+    with pytest.raises(BridgeError) as err:
+        open_archive(b"PK\x03\x04" + bytes(60))
+    assert err.value.code in ("UNSUPPORTED_VARIANT", "PVF_CORRUPT")
+    assert "50 4b 03 04" in err.value.message or err.value.data
