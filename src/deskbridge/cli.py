@@ -17,6 +17,7 @@ from deskbridge import __version__
 from deskbridge.core.errors import BridgeError
 from deskbridge.kinds.pvf.cli import app as pvf_app
 from deskbridge.kinds.sage.cli import app as sage_app
+from deskbridge.kinds.sage.cli import index_command, snapshot_command
 
 app = typer.Typer(
     name="deskbridge",
@@ -29,6 +30,8 @@ app = typer.Typer(
 )
 app.add_typer(pvf_app, name="pvf", help="DNF Script.pvf archives: info, ls, cat, extract, pack, verify, synth.")
 app.add_typer(sage_app, name="sage", help="Red Alert 3 / C&C3 mod index queries.")
+app.command("index", help="Index a SAGE mod without a server and print what was found.")(index_command)
+app.command("snapshot", help="Index a SAGE mod and write its public snapshot (gzip JSON).")(snapshot_command)
 token_app = typer.Typer(help="Show or rotate the MCP bearer token.", no_args_is_help=True)
 config_app = typer.Typer(help="Show or change persisted settings.", no_args_is_help=True)
 app.add_typer(token_app, name="token")
