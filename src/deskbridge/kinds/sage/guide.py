@@ -1,0 +1,39 @@
+"""The usage guide an agent reads once (`sage_get_usage_guide`): when these tools apply and how to use them."""
+
+USAGE_GUIDE = """\
+# SAGE mod index (Red Alert 3 / C&C3 / Kane's Wrath mod XML)
+
+## When this applies
+Use these tools when the workspace is a SAGE-engine mod: it has `Data/Mod.xml`,
+`Data/additionalmaps/mapmetadata_*.xml` or a `*.babproj`, and its XML files start with
+`<AssetDeclaration xmlns="uri:ea.com:eala:asset">`. A folder holding only copied `.xsd` files is not a mod.
+If unsure, call `sage_get_status`: if `projectDir` is not the project you are working on, or the state is
+`no_index`/`error`, stop using these tools and read files directly.
+
+## What the index knows
+Every asset definition reachable from the mod's streams (the mod's own files and the SDK's vanilla XML they
+include), the `$DEFINE`s, the include graph, and every typed reference (from the SDK's XSD schemas: which
+attribute or element content names which asset type). Ids compare case-insensitively; type names exactly.
+
+## Recipes
+- Where is X defined? `sage_find_asset {id}`; add `type` when one id names several kinds of asset.
+- Show me its XML: `sage_get_definition {type, id}` (the winning definition; `which` picks another).
+- Who uses X? `sage_find_references {id, type}`.
+- What does X use (weapons, projectiles, FX…)? `sage_get_asset_references {type, id, targetTypes}` —
+  start with depth 1 and a `targetTypes` filter such as `["WeaponTemplate"]`; each edge says which element
+  and attribute made the reference, where it is, and `definedIn` when it comes from an `inheritFrom` parent.
+- Where does X get its behaviour from? `sage_get_inheritance_chain {type, id}`.
+- Does editing this file do anything? `sage_is_file_active {path}` (which streams include it, and how:
+  `all` = compiled into the stream, `instance` = visible only, `reference` = another stream).
+- Where does `DATA:foo/bar.xml` point? `sage_resolve_include {source, from}`.
+- What is `$SOME_DEFINE`? `sage_find_define {name}`.
+- Dead assets: `sage_unreferenced {type}`. Problems: `sage_list_diagnostics {code}`.
+
+## Rules
+- Prefer these tools over full-text search; never read the whole index or snapshot into context.
+- Every answer has an `index` block: `stale: true` means files changed and the re-index is not done;
+  `complete: false` means art files are still being scanned. Pass `waitForIndex: true` when you need the
+  final answer, or `allowStale: false` to be refused rather than answered from an old index.
+- `get_asset_references` shows values as written; it does not apply `xai:joinAction` Replace/Remove merges.
+- Lists are paginated: follow `nextCursor`.
+"""

@@ -1,0 +1,359 @@
+"""One opened SAGE project: background index builds, the last good index, the file watcher and snapshots.
+
+States (seed §4.5): `no_index` → `building` → `ready_xml` (XML indexed, art pending) → `ready`; `stale` while
+changes seen by the watcher are not indexed yet; `error` when a build failed (the last good index keeps
+answering). Every answer carries `state, phase, complete, stale, buildId, generatedAt, projectDir`.
+The public snapshot is written after 5 s without changes — never on every save — and once more, best
+effort, on `stop()`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from deskbridge.core.errors import BridgeError, ErrorCode
+from deskbridge.kinds.sage.build import IndexBuilder, patch_index
+from deskbridge.kinds.sage.model import SageIndex
+from deskbridge.kinds.sage.paths import PathResolver, default_search_paths
+from deskbridge.kinds.sage.project import find_project_root, locate_sdk, schema_entry
+from deskbridge.kinds.sage.schema import SchemaModel, load_schema, schema_digest
+from deskbridge.kinds.sage.settings import deskbridge_dirs, read_sage_config
+from deskbridge.kinds.sage.snapshot import project_key, write_snapshot
+from deskbridge.kinds.sage.store import RecordStore
+
+log = logging.getLogger(__name__)
+
+SNAPSHOT_QUIET_S = 5.0
+"""Seconds without changes before the public snapshot is written."""
+WATCH_DEBOUNCE_MS = 300
+"""watchfiles groups changes arriving within this many milliseconds into one re-index."""
+WAIT_TIMEOUT_DEFAULT_S = 30.0
+WAIT_TIMEOUT_MAX_S = 300.0
+WATCHED_SUFFIXES = (".xml", ".w3x", ".manifest", ".xsd", ".babproj")
+
+ProgressCallback = Callable[[int, int, str], None]
+
+
+class SageService:
+    """Owns everything about one project; safe to query from the event loop while a build runs."""
+
+    def __init__(self, project: Path | str, sdk: Path | str | None = None, *,
+                 search_paths: Iterable[Path] | None = None, use_cache: bool = True,
+                 snapshot_quiet_s: float = SNAPSHOT_QUIET_S) -> None:
+        self.project = find_project_root(Path(project))
+        self.sdk = locate_sdk(sdk)
+        extra = list(search_paths) if search_paths is not None else list(read_sage_config().search_paths)
+        self.search = default_search_paths(self.project, self.sdk, extra)
+        self.resolver = PathResolver(self.search)
+        dirs = deskbridge_dirs()
+        self.cache_dir = dirs.cache / "sage" if use_cache else None
+        self.data_dir = dirs.data
+        self.snapshot_quiet_s = snapshot_quiet_s
+        self._entry = schema_entry(self.sdk) if self.sdk else None
+        self._model: SchemaModel | None = None
+        self._model_lock = threading.Lock()
+        digest = schema_digest(self._entry) if self._entry else "no-sdk"
+        cache_file = (self.cache_dir / project_key(self.project) / "records.json.gz") if self.cache_dir else None
+        self.store = RecordStore(self.model, cache_file, digest)
+        self.builder = IndexBuilder(self.project, self.sdk, self.resolver, self.store, self.model)
+        self.index: SageIndex | None = None
+        self.state = "no_index"
+        self.error: str | None = None
+        self.progress_info: dict[str, Any] = {"done": 0, "total": 0, "message": ""}
+        self._build_id = 0
+        self._pending: set[str] = set()
+        self._build_lock = asyncio.Lock()
+        self._final = asyncio.Event()
+        self._watch_task: asyncio.Task[None] | None = None
+        self._watch_stop: asyncio.Event | None = None
+        self._build_task: asyncio.Task[None] | None = None
+        self._snapshot_task: asyncio.Task[None] | None = None
+        self._snapshot_build = -1
+        self.last_snapshot: Path | None = None
+        self._cache_loaded = False
+
+    # --- schema -----------------------------------------------------------------------------------
+    def model(self) -> SchemaModel | None:
+        """The compiled XSD model, loaded on first need (a warm start from cache never needs it)."""
+        if self._entry is None:
+            return None
+        with self._model_lock:
+            if self._model is None:
+                self._model = load_schema(self._entry, self.cache_dir)
+            return self._model
+
+    # --- building (synchronous core, used by the CLI and by the async wrappers) -------------------
+    def build_sync(self, progress: ProgressCallback | None = None,
+                   publish: Callable[[SageIndex], None] | None = None) -> SageIndex:
+        """Full two-phase build: XML first (published as `ready_xml`), then art (`ready`)."""
+        progress = progress or (lambda done, total, message: None)
+        if not self._cache_loaded:
+            self.store.load()
+            self._cache_loaded = True
+        self.store.distrust_all()
+        self.resolver.invalidate()
+        self.resolver.tree.clear()
+        self._build_id += 1
+        xml = self.builder.build(self._build_id, with_art=False, progress=progress)
+        if xml.complete:
+            xml.phase = "art"
+            final = xml
+        else:
+            self._publish(xml, publish)
+            progress(len(xml.files), len(xml.files) + len(xml.deferred_art), "scanning art files")
+            self._build_id += 1
+            final = self.builder.build(self._build_id, with_art=True, progress=progress)
+        self._publish(final, publish)
+        return final
+
+    def _publish(self, index: SageIndex, publish: Callable[[SageIndex], None] | None) -> None:
+        self.index = index
+        if publish:
+            publish(index)
+        else:
+            self.state = "ready" if index.complete else "ready_xml"
+
+    def reindex_sync(self, paths: Iterable[str]) -> SageIndex:
+        """Re-index after files changed: patch the index when only contents changed, else rebuild."""
+        paths = {os.path.abspath(p) for p in paths}
+        old = self.index
+        dirs = {os.path.dirname(p) for p in paths}
+        vanished_or_new = [p for p in paths if (old is None or p not in old.files) or not os.path.exists(p)]
+        if any(p.casefold().endswith(".xsd") for p in paths):
+            with self._model_lock:
+                self._model = None
+            assert self._entry is not None
+            self.store = RecordStore(self.model, self.store.cache_file, schema_digest(self._entry))
+            self.builder.store = self.store
+            self._cache_loaded = True
+            return self.build_sync()
+        if old is None or vanished_or_new:
+            self.resolver.invalidate(dirs | {os.path.dirname(d) for d in dirs})
+            self.store.invalidate(paths)
+            return self.build_sync()
+        self.store.invalidate(paths)
+        changed = {}
+        for p in paths:
+            rec = self.store.get(p)
+            if rec is None:
+                return self.build_sync()
+            changed[p] = rec
+        self._build_id += 1
+        new = patch_index(old, changed, self._build_id)
+        if new is None:
+            self._build_id -= 1
+            return self.build_sync()
+        self.index = new
+        return new
+
+    def save_cache(self) -> bool:
+        return self.store.save()
+
+    def write_snapshot_sync(self) -> Path | None:
+        index = self.index
+        if index is None:
+            return None
+        path = write_snapshot(index, stale=bool(self._pending), data_dir=self.data_dir)
+        self._snapshot_build = index.build_id
+        self.last_snapshot = path
+        return path
+
+    # --- async lifecycle --------------------------------------------------------------------------
+    async def start(self, watch: bool = True, progress: ProgressCallback | None = None) -> None:
+        """Start the first build in the background, and the watcher."""
+        self._build_task = asyncio.create_task(self._run_build(progress))
+        if watch:
+            self._watch_stop = asyncio.Event()
+            self._watch_task = asyncio.create_task(self._watch())
+
+    async def stop(self) -> None:
+        """Stop watching, then write the snapshot and the cache once more (best effort)."""
+        if self._watch_stop is not None:
+            self._watch_stop.set()
+        for task in (self._watch_task, self._snapshot_task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+        if self._build_task is not None and not self._build_task.done():
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(self._build_task), timeout=10)
+        try:
+            if self.index is not None and self._snapshot_build != self.index.build_id:
+                await asyncio.to_thread(self.write_snapshot_sync)
+            await asyncio.to_thread(self.save_cache)
+        except Exception:  # best effort on the way out
+            log.exception("sage: final snapshot failed")
+
+    async def rebuild(self, progress: ProgressCallback | None = None) -> SageIndex | None:
+        await self._run_build(progress)
+        return self.index
+
+    async def _run_build(self, progress: ProgressCallback | None = None) -> None:
+        loop = asyncio.get_running_loop()
+
+        def report(done: int, total: int, message: str) -> None:
+            self.progress_info = {"done": done, "total": total, "message": message}
+            if progress:
+                progress(done, total, message)
+
+        def publish(index: SageIndex) -> None:
+            loop.call_soon_threadsafe(self._published, index)
+
+        async with self._build_lock:
+            self._final.clear()
+            self.state = "building"
+            try:
+                await asyncio.to_thread(self.build_sync, report, publish)
+                await asyncio.to_thread(self.save_cache)
+            except Exception as exc:
+                log.exception("sage: build failed")
+                self.error = f"{type(exc).__name__}: {exc}"
+                self.state = "error"
+                self._final.set()
+                return
+            await asyncio.sleep(0)  # let the last `_published` callback run
+            self._schedule_snapshot()
+
+    def _published(self, index: SageIndex) -> None:
+        self.index = index
+        self.error = None
+        if self._pending:
+            self.state = "stale"
+        else:
+            self.state = "ready" if index.complete else "ready_xml"
+        if index.complete and not self._pending:
+            self._final.set()
+
+    async def changed(self, paths: Iterable[str]) -> SageIndex | None:
+        """Apply a batch of changed paths (called by the watcher; callable directly in tests)."""
+        batch = {os.path.abspath(p) for p in paths if p.casefold().endswith(WATCHED_SUFFIXES)}
+        if not batch:
+            return self.index
+        self._pending |= batch
+        self._final.clear()
+        if self.index is not None:
+            self.state = "stale"
+        async with self._build_lock:
+            todo, self._pending = self._pending, set()
+            if not todo:
+                return self.index
+            try:
+                index = await asyncio.to_thread(self.reindex_sync, todo)
+            except Exception as exc:
+                log.exception("sage: re-index failed")
+                self.error = f"{type(exc).__name__}: {exc}"
+                self.state = "error"
+                self._final.set()
+                return self.index
+            self._published(index)
+        self._schedule_snapshot()
+        return self.index
+
+    async def _watch(self) -> None:
+        from watchfiles import awatch  # imported here: the CLI's one-shot commands never watch
+
+        roots = [str(self.project)] + ([str(self.sdk)] if self.sdk else [])
+        assert self._watch_stop is not None
+        async for changes in awatch(*roots, stop_event=self._watch_stop, debounce=WATCH_DEBOUNCE_MS,
+                                    recursive=True):
+            await self.changed(path for _change, path in changes)
+
+    def _schedule_snapshot(self) -> None:
+        if self._snapshot_task is not None:
+            self._snapshot_task.cancel()
+        self._snapshot_task = asyncio.create_task(self._snapshot_after_quiet())
+
+    async def _snapshot_after_quiet(self) -> None:
+        await asyncio.sleep(self.snapshot_quiet_s)
+        if self.index is None or not self.index.complete or self._pending:
+            return
+        try:
+            await asyncio.to_thread(self.write_snapshot_sync)
+            await asyncio.to_thread(self.save_cache)
+        except Exception:
+            log.exception("sage: snapshot failed")
+
+    # --- answering --------------------------------------------------------------------------------
+    def status(self) -> dict[str, Any]:
+        """The envelope every answer carries, plus progress while building."""
+        index = self.index
+        out: dict[str, Any] = {
+            "state": self.state,
+            "phase": index.phase if index else None,
+            "complete": bool(index and index.complete),
+            "stale": bool(self._pending) or self.state == "stale",
+            "buildId": index.build_id if index else None,
+            "generatedAt": index.generated_at if index else None,
+            "projectDir": str(self.project),
+        }
+        if self.state == "building":
+            out["progress"] = dict(self.progress_info)
+        if self.error:
+            out["error"] = self.error
+        return out
+
+    async def usable_index(self, wait_for_index: bool = False, timeout_s: float | None = None,
+                           allow_stale: bool = True) -> SageIndex:
+        """The index a query should use under the caller's consistency options, or a `BridgeError`."""
+        if wait_for_index:
+            timeout = WAIT_TIMEOUT_DEFAULT_S if timeout_s is None else timeout_s
+            if not 0 < timeout <= WAIT_TIMEOUT_MAX_S:
+                raise BridgeError(ErrorCode.INVALID_ARGUMENT,
+                                  f"timeoutSeconds {timeout} is outside (0, {WAIT_TIMEOUT_MAX_S}]",
+                                  hint="Pass a timeout of at most 300 seconds.")
+            if not self._is_final():
+                try:
+                    await asyncio.wait_for(self._wait_final(), timeout)
+                except TimeoutError:
+                    raise BridgeError(ErrorCode.NOT_READY,
+                                      f"The index did not become final within {timeout:g} s "
+                                      f"(state {self.state}).",
+                                      hint="Call sage_get_status to watch progress, then retry.",
+                                      data=self.status()) from None
+        index = self.index
+        if index is None:
+            raise BridgeError(ErrorCode.NOT_READY, f"The project is not indexed yet (state {self.state}).",
+                              hint="Call sage_get_status until state is ready_xml or ready, or pass "
+                              "waitForIndex true.", data=self.status())
+        if not allow_stale and not self._is_final():
+            raise BridgeError(ErrorCode.INDEX_STALE,
+                              f"The index is not final (state {self.state}, complete {index.complete}).",
+                              hint="Retry with waitForIndex true, or pass allowStale true to accept it.",
+                              data=self.status())
+        return index
+
+    def _is_final(self) -> bool:
+        return (self.index is not None and self.index.complete and not self._pending
+                and self.state == "ready")
+
+    async def _wait_final(self) -> None:
+        while not self._is_final():
+            if self.state == "error" and self._build_lock.locked() is False and self.index is not None:
+                return
+            self._final.clear()
+            if self._is_final():
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._final.wait(), 0.5)
+
+    def answer(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Attach the index envelope to a query result."""
+        body["index"] = self.status()
+        return body
+
+    def open_sync(self) -> SageIndex:
+        """Build (from the cache when valid) without an event loop: the CLI's path."""
+        t = time.perf_counter()
+        index = self.build_sync()
+        self.state = "ready" if index.complete else "ready_xml"
+        index.stats["openMs"] = round((time.perf_counter() - t) * 1000, 1)
+        return index

@@ -1,0 +1,146 @@
+"""The public snapshot (schema v1, docs/sage-snapshot.md): one gzip JSON file per project, written atomically.
+
+Layout: `<data dir>/sage/snapshots/<slug>-<sha1-12>/current.json.gz`, the one it replaced as
+`previous.json.gz`, and a small `meta.json` so `list_projects` need not decompress snapshots.
+The shape follows the seed's §4.1 (arrays, not maps); paths of project files are relative to the project.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import hashlib
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from deskbridge.kinds.sage._atomic import atomic_write
+from deskbridge.kinds.sage.model import SageIndex
+from deskbridge.kinds.sage.records import (
+    R_ASSET,
+    R_ATTR,
+    R_COL,
+    R_ELEMENT,
+    R_END,
+    R_KIND,
+    R_LINE,
+    R_TYPE,
+    R_VALUE,
+)
+from deskbridge.kinds.sage.settings import deskbridge_dirs
+
+SCHEMA_VERSION = 1
+
+
+def project_key(project: Path) -> str:
+    """`<slug>-<sha1-12>`: readable, and unique per absolute project path."""
+    text = str(project)
+    slug = re.sub(r"[^a-z0-9]+", "-", project.name.casefold()).strip("-")[:40] or "project"
+    return f"{slug}-{hashlib.sha1(text.encode()).hexdigest()[:12]}"
+
+
+def snapshot_dir(project: Path, data_dir: Path | None = None) -> Path:
+    return (data_dir or deskbridge_dirs().data) / "sage" / "snapshots" / project_key(project)
+
+
+def snapshot_json(index: SageIndex, stale: bool = False) -> dict[str, Any]:
+    """The whole public snapshot of one index as plain JSON data."""
+    assets = []
+    for defs in index.by_id.values():
+        for d in defs:
+            streams = index.streams_of(d.file) if d.file else {}
+            first = next(iter(streams.items()), (None, None))
+            row: dict[str, Any] = {"type": d.type, "id": d.id, "file": index.display(d.file), "line": d.line,
+                                   "origin": d.origin, "stream": first[0],
+                                   "viaInstance": first[1] not in (None, "all"), "streams": streams}
+            if d.manifest:
+                row["manifest"] = d.manifest
+                row["manifestSource"] = d.source
+            assets.append(row)
+    references = []
+    for path, rec in index.files.items():
+        shown = index.display(path)
+        for r in rec.refs:
+            owner = rec.assets[r[R_ASSET]] if r[R_ASSET] >= 0 else None
+            references.append({
+                "type": r[R_TYPE], "id": r[R_VALUE], "file": shown, "line": r[R_LINE], "column": r[R_COL],
+                "endColumn": r[R_END], "kind": r[R_KIND], "element": r[R_ELEMENT], "attribute": r[R_ATTR] or None,
+                "fromType": owner[0] if owner else None, "fromId": owner[1] if owner else None,
+            })
+    return {
+        "schemaVersion": SCHEMA_VERSION,
+        "project": str(index.project),
+        "sdk": str(index.sdk) if index.sdk else None,
+        "generatedAt": index.generated_at,
+        "buildId": index.build_id,
+        "phase": index.phase,
+        "complete": index.complete,
+        "stale": stale,
+        "stats": {
+            "assetCount": index.stats.get("assetCount", len(assets)),
+            "referenceCount": len(references),
+            "defineCount": index.stats.get("defineCount", 0),
+            "streamCount": len(index.streams),
+            "fileCount": len(index.files),
+            "diagnosticCount": len(index.diagnostics),
+        },
+        "streams": [{"name": n, "entry": index.display(e)} for n, e in index.streams.items()],
+        "assets": assets,
+        "defines": [{"name": d.name, "value": d.value, "file": index.display(d.file), "line": d.line,
+                     "override": d.override} for defs in index.defines.values() for d in defs],
+        "references": references,
+        "includeGraph": [{"from": index.display(e.file), "kind": e.kind, "source": e.source, "line": e.line,
+                          "to": index.display(e.target) if e.target else None,
+                          "manifest": e.via_manifest or None} for e in index.includes],
+        "sourceCandidates": [index.display(p) for p in index.source_candidates],
+    }
+
+
+def write_snapshot(index: SageIndex, stale: bool = False, data_dir: Path | None = None) -> Path:
+    """Write `current.json.gz` atomically, keeping the one it replaces as `previous.json.gz`."""
+    folder = snapshot_dir(index.project, data_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    current = folder / "current.json.gz"
+    body = json.dumps(snapshot_json(index, stale), separators=(",", ":"), ensure_ascii=False).encode()
+    data = gzip.compress(body, compresslevel=5)
+    if current.exists():
+        # Hard-link then rename, so `current` never disappears, even for a moment.
+        tmp_prev = folder / f".previous.{os.getpid()}.tmp"
+        with contextlib.suppress(FileNotFoundError):
+            tmp_prev.unlink()
+        try:
+            os.link(current, tmp_prev)
+            os.replace(tmp_prev, folder / "previous.json.gz")
+        except OSError:
+            with contextlib.suppress(FileNotFoundError):
+                tmp_prev.unlink()
+    atomic_write(current, data)
+    meta = {"schemaVersion": SCHEMA_VERSION, "project": str(index.project), "generatedAt": index.generated_at,
+            "buildId": index.build_id, "phase": index.phase, "complete": index.complete, "stale": stale,
+            "assetCount": index.stats.get("assetCount"), "bytes": len(data)}
+    atomic_write(folder / "meta.json", json.dumps(meta, indent=1).encode())
+    return current
+
+
+def read_snapshot(project: Path, data_dir: Path | None = None, which: str = "current") -> dict[str, Any]:
+    path = snapshot_dir(project, data_dir) / f"{which}.json.gz"
+    return json.loads(gzip.decompress(path.read_bytes()))
+
+
+def list_snapshots(data_dir: Path | None = None) -> list[dict[str, Any]]:
+    """`meta.json` of every project with a snapshot, newest first."""
+    base = (data_dir or deskbridge_dirs().data) / "sage" / "snapshots"
+    out = []
+    if base.is_dir():
+        for folder in sorted(base.iterdir()):
+            try:
+                meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            if isinstance(meta, dict):
+                meta["snapshot"] = str(folder / "current.json.gz")
+                out.append(meta)
+    out.sort(key=lambda m: str(m.get("generatedAt", "")), reverse=True)
+    return out

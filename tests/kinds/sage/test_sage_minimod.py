@@ -1,0 +1,166 @@
+"""Streams, include kinds, manifests, defines, references and diagnostics on a tiny synthetic mod."""
+
+from __future__ import annotations
+
+import pytest
+
+from deskbridge.core.errors import BridgeError
+from deskbridge.kinds.sage import forward, queries
+from deskbridge.kinds.sage.service import SageService
+
+
+def open_mini(minimod):
+    service = SageService(minimod.mod / "Data" / "Units", minimod.sdk)  # any path inside the project works
+    return service, service.open_sync()
+
+
+def codes(index, code):
+    return [d for d in index.all_diagnostics() if d.code == code]
+
+
+def test_streams_and_how_each_file_belongs(minimod):
+    service, index = open_mini(minimod)
+    assert service.project == minimod.mod
+    assert set(index.streams) == {"static", "global:MapMetaData_Mini"}
+    tank = queries.is_file_active(index, "Data/Units/Tank.xml")
+    assert tank["active"] and tank["compiled"]
+    assert tank["streams"] == [{"stream": "static", "how": "all"}]
+    assert tank["includedBy"][0]["source"] == "units\\Tank.xml."  # backslash, case and trailing dot
+    base = queries.is_file_active(index, "Data/Base/Base.xml")
+    assert base["streams"] == [{"stream": "static", "how": "instance"}]
+    static = queries.is_file_active(index, str(minimod.sdk / "SageXml" / "Static.xml"))
+    assert static["streams"] == [{"stream": "static", "how": "reference"}]
+    unused = queries.is_file_active(index, "Data/Unused.xml")
+    assert not unused["active"] and unused["note"]
+    assert str(minimod.mod / "Data" / "Unused.xml") in index.source_candidates
+
+
+def test_reference_include_reads_the_manifest_instead_of_walking(minimod):
+    _, index = open_mini(minimod)
+    found = queries.find_asset(index, "manifestunit")["items"]
+    assert found == [{"type": "GameObject", "id": "ManifestUnit", "file": "", "line": 0, "origin": "manifest",
+                      "streams": {}, "viaInstance": False,
+                      "manifest": str(minimod.sdk / "BuiltMods" / "SageXml" / "global.manifest"),
+                      "manifestSource": "DATA:global.xml"}]
+    assert queries.find_asset(index, "NeverWalked")["total"] == 0
+    edge = next(e for e in index.includes if e.source == "DATA:global.xml")
+    assert edge.via_manifest.endswith("global.manifest")
+
+
+def test_assets_keep_every_definition_and_ids_ignore_case(minimod):
+    minimod.write("Data/Units/Tank.xml",
+                  (minimod.mod / "Data/Units/Tank.xml").read_text().replace(
+                      "</AssetDeclaration>", '<FXList id="fx_vanilla"/></AssetDeclaration>'))
+    _, index = open_mini(minimod)
+    defs = queries.find_asset(index, "FX_VANILLA", "FXList")["items"]
+    assert [d["origin"] for d in defs] == ["sdk", "project"]
+    assert queries.find_asset(index, "tank")["items"][0]["line"] == 4
+
+
+def test_typed_references_with_positions(minimod):
+    _, index = open_mini(minimod)
+    sites = queries.find_references(index, "TankGun", "WeaponTemplate")["items"]
+    kinds = {(s["kind"], s["element"], s["attribute"]) for s in sites}
+    assert kinds == {("attribute", "Weapon", "Template"), ("inheritFrom", "WeaponTemplate", "inheritFrom")}
+    weapon = next(s for s in sites if s["kind"] == "attribute")
+    line = (minimod.mod / "Data/Units/Tank.xml").read_text().split("\n")[weapon["line"] - 1]
+    assert line[weapon["column"] - 1:weapon["endColumn"] - 1] == "TankGun"
+    assert weapon["from"] == {"type": "GameObject", "id": "Tank"}
+    # content reference, list reference; `$X`, `=Y` and the Poid id are not references
+    tank_refs = queries.find_references(index, "Tank")["items"]
+    assert {(s["kind"], s["element"]) for s in tank_refs} == {("content", "IncludeThing"),
+                                                              ("attribute", "GameObject")}
+    assert queries.find_references(index, "LocalFilter")["total"] == 0
+    assert not [r for r in index.files[str(minimod.mod / "Data/Units/Tank.xml")].refs if r[2] in ("$X", "X", "=Y")]
+
+
+def test_defines_merge_through_every_include_kind_with_the_override_rule(minimod):
+    _, index = open_mini(minimod)
+    health = queries.find_define(index, "$health")["items"]
+    assert [d["value"] for d in health] == ["100", "200"]
+    dup = codes(index, "duplicate-define")
+    assert len(dup) == 1 and "HEALTH" in dup[0].message
+    assert queries.find_define(index, "ARMOR")["items"][0]["override"] is True
+
+
+def test_diagnostics_for_missing_includes_cycles_and_duplicates(minimod):
+    minimod.write("Data/Base/Base.xml", minimod.mod.joinpath("Data/Base/Base.xml").read_text().replace(
+        "<GameObject", '<Includes><Include type="all" source="../Mod.xml"/></Includes>\n'
+        '<GameObject id="InstanceOnly"/><GameObject'))
+    _, index = open_mini(minimod)
+    missing = codes(index, "include-not-found")
+    assert [d.message for d in missing] == ["all include 'Missing.xml' does not resolve to a file"]
+    assert len(codes(index, "include-cycle")) == 1
+    assert len(codes(index, "duplicate-instance")) == 1
+
+
+def test_unresolved_references_are_reported(minimod):
+    minimod.write("Data/Units/Tank.xml", minimod.mod.joinpath("Data/Units/Tank.xml").read_text().replace(
+        'Template="TankGun"', 'Template="NoSuchGun"'))
+    _, index = open_mini(minimod)
+    unresolved = codes(index, "unresolved-reference")
+    assert [d.message for d in unresolved] == ["WeaponTemplate 'NoSuchGun' is not defined in any indexed file"]
+
+
+def test_inheritance_chain_and_forward_references(minimod):
+    _, index = open_mini(minimod)
+    chain = queries.get_inheritance_chain(index, "WeaponTemplate", "TankGunVet")
+    assert [s["id"] for s in chain["chain"]] == ["TankGunVet", "TankGun"]
+    out = forward.get_asset_references(index, "WeaponTemplate", "TankGunVet", target_types=["FXList"])
+    fx = [e for e in out["edges"] if e["via"]["kind"] == "attribute"]
+    assert fx[0]["to"]["id"] == "FX_Vanilla" and fx[0]["definedIn"] == {"type": "WeaponTemplate", "id": "TankGun"}
+    assert any(e["via"]["kind"] == "inheritFrom" for e in out["edges"])
+    out = forward.get_asset_references(index, "GameObject", "Tank", depth=2, max_edges=2)
+    assert out["truncated"] and sum(out["omittedByTargetType"].values()) >= 1
+    with pytest.raises(BridgeError) as err:
+        forward.get_asset_references(index, "GameObject", "Tank", depth=4)
+    assert err.value.code == "INVALID_ARGUMENT"
+
+
+def test_unknown_type_suggests_the_right_spelling(minimod):
+    _, index = open_mini(minimod)
+    with pytest.raises(BridgeError) as err:
+        queries.list_assets_by_type(index, "gameobject")
+    assert err.value.code == "NOT_FOUND" and "GameObject" in err.value.data["candidates"]
+
+
+def test_pagination_walks_every_item_once(minimod):
+    _, index = open_mini(minimod)
+    ids, cursor = [], None
+    while True:
+        page = queries.list_assets_by_type(index, "GameObject", cursor=cursor, limit=2)
+        ids += [r["id"] for r in page["items"]]
+        cursor = page["nextCursor"]
+        if cursor is None:
+            break
+    assert sorted(ids, key=str.casefold) == ids and len(ids) == len(set(ids)) == page["total"]
+    with pytest.raises(BridgeError):
+        queries.list_assets_by_type(index, "GameObject", cursor="garbage!")
+    with pytest.raises(BridgeError) as err:
+        queries.list_assets_by_type(index, "GameObject", limit=100_000)
+    assert err.value.code == "LIMIT_EXCEEDED"
+
+
+def test_get_definition_returns_the_xml_excerpt(minimod):
+    _, index = open_mini(minimod)
+    d = queries.get_definition(index, "GameObject", "tank")
+    assert d["startLine"] == 4 and d["endLine"] == 11
+    assert d["excerpt"].lstrip().startswith('<GameObject id="Tank"') and d["excerpt"].rstrip().endswith("</GameObject>")
+
+
+def test_resolve_include_shows_the_search_paths(minimod):
+    _, index = open_mini(minimod)
+    service = SageService(minimod.mod, minimod.sdk)
+    hit = queries.resolve_include(index, service.resolver, "DATA:GLOBALDATA\\globaldefines.xml")
+    assert hit["resolved"] == str(minimod.sdk / "SageXml" / "GlobalData" / "GlobalDefines.xml")
+    miss = queries.resolve_include(index, service.resolver, "DATA:nothing.xml")
+    assert miss["resolved"] is None and miss["hint"]
+
+
+def test_no_sdk_is_reported_once_not_as_hundreds_of_errors(minimod, monkeypatch):
+    monkeypatch.delenv("DESKBRIDGE_SAGE_SDK", raising=False)
+    service = SageService(minimod.mod)
+    index = service.open_sync()
+    assert service.sdk is None
+    assert len(codes(index, "sdk-not-configured")) == 1
+    assert queries.find_asset(index, "Tank")["total"] == 1
