@@ -1,0 +1,396 @@
+"""Open / close / save / save-as: order of checks, dirty policy, draft barrier, file identity, exclusivity."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+
+import pytest
+from memkind import JsonStore, read_json, write_json
+
+from deskbridge.core.engine import Engine
+from deskbridge.core.errors import BridgeError, ErrorCode
+from deskbridge.core.files import file_identity
+from deskbridge.core.plans import PlanKind, make_change
+from deskbridge.core.policy import AccessScope
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def src(tmp_path):
+    return write_json(tmp_path / "w.json", {"a": "1"})
+
+
+async def opened(src, **kw):
+    eng = Engine(JsonStore(), **kw)
+    info = await eng.open(src)
+    return eng, info["workspaceId"]
+
+
+async def raises(code, awaitable):
+    with pytest.raises(BridgeError) as ei:
+        await awaitable
+    assert ei.value.code == code, ei.value
+    return ei.value
+
+
+# -- save -----------------------------------------------------------------------------------------------
+
+
+async def test_save_writes_the_committed_state_keeps_a_backup_and_clears_dirty(src):
+    eng, wid = await opened(src)
+    rev = eng.commit("mcp:1", wid, {"b": "2"})
+    assert eng.status()["sourceDirty"] is True
+    async with eng.bus.subscribe("workspace") as sub:
+        out = await eng.save(workspace_id=wid, expected_revision=rev)
+        ev = await sub.get(1)
+    assert read_json(src) == {"a": "1", "b": "2"}
+    assert read_json(src.with_name("w.json.bak")) == {"a": "1"}
+    assert out["savedRevision"] == rev and out["sourceDirty"] is False and out["diskCommitted"] is True
+    assert out["identity"] == file_identity(src).to_dict()
+    assert ev.data["event"] == "saved" and ev.data["writtenPath"] == str(src)
+
+
+async def test_save_without_a_source_path_requires_save_as():
+    eng = Engine(JsonStore())
+    wid = (await eng.open(None))["workspaceId"]
+    await raises(ErrorCode.SAVE_AS_REQUIRED, eng.save(workspace_id=wid))
+
+
+async def test_save_refuses_a_source_changed_on_disk_since_open(src):
+    eng, wid = await opened(src)
+    eng.commit("ui", wid, {"a": "ours"})
+    write_json(src, {"a": "another program"})
+    err = await raises(ErrorCode.SOURCE_CHANGED, eng.save(workspace_id=wid))
+    assert err.data["diskCommitted"] is False
+    assert read_json(src) == {"a": "another program"} and eng.status()["sourceDirty"] is True
+
+
+async def test_save_refuses_a_source_changed_since_the_last_save(src):
+    eng, wid = await opened(src)
+    eng.commit("ui", wid, {"a": "one"})
+    await eng.save(workspace_id=wid)
+    eng.commit("ui", wid, {"a": "two"})
+    write_json(src, {"a": "external"})
+    await raises(ErrorCode.SOURCE_CHANGED, eng.save(workspace_id=wid))
+
+
+async def test_save_with_stale_revision_is_refused(src):
+    eng, wid = await opened(src)
+    eng.commit("ui", wid, {"a": "x"})
+    await raises(ErrorCode.STALE_WORKSPACE, eng.save(workspace_id=wid, expected_revision=1))
+
+
+async def test_failing_serialiser_leaves_the_file_and_the_dirty_state(src):
+    eng, wid = await opened(src)
+    eng.commit("ui", wid, {"a": "x"})
+    eng.lifecycle.store.fail_serialize = RuntimeError("codec bug")
+    with pytest.raises(RuntimeError):
+        await eng.save(workspace_id=wid)
+    assert read_json(src) == {"a": "1"} and eng.status()["sourceDirty"] is True
+    assert eng.status()["lifecycle"] is None  # the lifecycle flag is always released
+
+
+async def test_failure_after_the_disk_commit_is_reported_as_saved_with_a_warning(src):
+    eng, wid = await opened(src)
+    eng.commit("ui", wid, {"a": "x"})
+    eng.lifecycle.store.after_save_error = OSError("index update failed")
+    out = await eng.save(workspace_id=wid)
+    assert out["diskCommitted"] is True and out["sourceDirty"] is False
+    assert "index update failed" in out["warnings"][0]
+    assert read_json(src) == {"a": "x"}
+
+
+# -- save as (a copy) -------------------------------------------------------------------------------------
+
+
+async def test_save_copy_keeps_source_path_dirty_state_and_workspace_id(src, tmp_path):
+    eng, wid = await opened(src)
+    eng.commit("ui", wid, {"a": "changed"})
+    async with eng.bus.subscribe("workspace") as sub:
+        out = await eng.save_copy(tmp_path / "copy.json", workspace_id=wid)
+        assert (await sub.get(1)).data["event"] == "copy-saved"
+    assert read_json(tmp_path / "copy.json") == {"a": "changed"}
+    assert out["sourcePath"] == str(src) and out["sourceDirty"] is True
+    st = eng.status()
+    assert st["workspaceId"] == wid and st["sourceDirty"] is True and st["sourcePath"] == str(src)
+    assert read_json(src) == {"a": "1"}
+
+
+async def test_save_copy_onto_the_source_is_same_as_source_also_through_aliases(src, tmp_path):
+    eng, wid = await opened(src)
+    (tmp_path / "alias.json").symlink_to(src)
+    (tmp_path / "sub").mkdir()
+    for alias in (src, tmp_path / "alias.json", tmp_path / "sub" / ".." / "w.json"):
+        await raises(ErrorCode.SAME_AS_SOURCE, eng.save_copy(alias, workspace_id=wid))
+
+
+async def test_save_copy_onto_an_existing_target_needs_overwrite_with_the_observed_identity(src, tmp_path):
+    eng, wid = await opened(src)
+    target = write_json(tmp_path / "t.json", {"old": "target"})
+    err = await raises(ErrorCode.TARGET_EXISTS, eng.save_copy(target, workspace_id=wid))
+    observed = err.data["identity"]
+    assert read_json(target) == {"old": "target"}
+    await raises(ErrorCode.INVALID_ARGUMENT, eng.save_copy(target, workspace_id=wid, overwrite=True))
+    out = await eng.save_copy(target, workspace_id=wid, overwrite=True, observed_identity=observed)
+    assert read_json(target) == {"a": "1"} and out["writtenPath"] == str(target)
+
+
+async def test_overwrite_with_a_stale_observed_identity_is_target_changed(src, tmp_path):
+    eng, wid = await opened(src)
+    target = write_json(tmp_path / "t.json", {"v": "1"})
+    observed = file_identity(target)
+    write_json(target, {"v": "2, changed meanwhile"})
+    await raises(ErrorCode.TARGET_CHANGED,
+                 eng.save_copy(target, workspace_id=wid, overwrite=True, observed_identity=observed))
+    assert read_json(target) == {"v": "2, changed meanwhile"}
+
+
+@pytest.mark.parametrize(
+    "target, code",
+    [("relative.json", ErrorCode.INVALID_ARGUMENT), ("{tmp}/missing/x.json", ErrorCode.NOT_FOUND),
+     ("{tmp}", ErrorCode.INVALID_ARGUMENT)],
+)
+async def test_save_copy_target_shape_errors(src, tmp_path, target, code):
+    eng, wid = await opened(src)
+    await raises(code, eng.save_copy(target.format(tmp=tmp_path), workspace_id=wid))
+
+
+async def test_save_copy_outside_the_access_scope_is_denied(src, tmp_path):
+    (tmp_path / "allowed").mkdir()
+    eng, wid = await opened(src, scope=AccessScope.folder(tmp_path / "allowed"))
+    await raises(ErrorCode.ACCESS_DENIED, eng.save_copy(tmp_path / "x.json", workspace_id=wid))
+    out = await eng.save_copy("copy.json", workspace_id=wid)
+    assert out["writtenPath"] == str((tmp_path / "allowed" / "copy.json").resolve())
+
+
+# -- open / close --------------------------------------------------------------------------------------------
+
+
+async def test_open_failure_keeps_the_current_workspace_and_its_changes(src, tmp_path):
+    eng, wid = await opened(src)
+    eng.commit("ui", wid, {"a": "keep me"})
+    other = write_json(tmp_path / "o.json", {})
+    eng.lifecycle.store.fail_next_load = BridgeError(ErrorCode.PVF_CORRUPT, "bad header")
+    await raises(ErrorCode.PVF_CORRUPT, eng.open(other, workspace_id=wid, dirty_policy="discard"))
+    assert eng.status()["workspaceId"] == wid and eng.read(wid, "a")["value"] == "keep me"
+
+
+async def test_open_of_a_missing_file_is_not_found_and_relative_is_invalid(src, tmp_path):
+    eng = Engine(JsonStore())
+    await raises(ErrorCode.NOT_FOUND, eng.open(tmp_path / "nope.json"))
+    await raises(ErrorCode.INVALID_ARGUMENT, eng.open("w.json"))
+
+
+async def test_two_opens_of_an_empty_workspace_race_free_by_epoch(src):
+    eng = Engine(JsonStore())
+    epoch = eng.status()["workspaceEpoch"]
+    await eng.open(src, expected_epoch=epoch)
+    await raises(ErrorCode.STALE_WORKSPACE, eng.open(src, expected_epoch=epoch))
+
+
+async def test_open_over_an_open_workspace_needs_its_identity(src):
+    eng, wid = await opened(src)
+    await raises(ErrorCode.STALE_WORKSPACE, eng.open(src))
+    await raises(ErrorCode.STALE_WORKSPACE, eng.open(src, workspace_id="ws-other"))
+    await eng.open(src, workspace_id=wid, expected_revision=1)
+
+
+async def test_dirty_policy_reject_is_the_default(src):
+    eng, wid = await opened(src)
+    eng.commit("ui", wid, {"a": "x"})
+    err = await raises(ErrorCode.UNSAVED_CHANGES, eng.close(workspace_id=wid))
+    assert err.data["workspaceId"] == wid and eng.status()["open"]
+    await raises(ErrorCode.UNSAVED_CHANGES, eng.open(src, workspace_id=wid))
+
+
+async def test_dirty_policy_save_saves_then_closes(src):
+    eng, wid = await opened(src)
+    eng.commit("ui", wid, {"a": "saved on close"})
+    await eng.close(workspace_id=wid, dirty_policy="save")
+    assert read_json(src) == {"a": "saved on close"} and not eng.status()["open"]
+
+
+async def test_dirty_policy_save_that_fails_keeps_the_workspace(src):
+    eng, wid = await opened(src)
+    eng.commit("ui", wid, {"a": "x"})
+    write_json(src, {"a": "external"})
+    await raises(ErrorCode.SOURCE_CHANGED, eng.close(workspace_id=wid, dirty_policy="save"))
+    assert eng.status()["workspaceId"] == wid
+
+
+async def test_dirty_policy_discard_drops_changes_without_writing(src):
+    eng, wid = await opened(src)
+    eng.commit("ui", wid, {"a": "dropped"})
+    info = await eng.open(src, workspace_id=wid, dirty_policy="discard")
+    assert read_json(src) == {"a": "1"} and eng.read(info["workspaceId"], "a")["value"] == "1"
+
+
+async def test_close_of_a_closed_workspace_is_stale(src):
+    eng, wid = await opened(src)
+    await eng.close(workspace_id=wid)
+    await raises(ErrorCode.STALE_WORKSPACE, eng.close(workspace_id=wid))
+
+
+# -- exclusivity ------------------------------------------------------------------------------------------------
+
+
+async def test_lifecycle_refuses_while_a_write_task_runs(src, tmp_path):
+    eng, wid = await opened(src)
+    gate = asyncio.Event()
+
+    async def hold(h):
+        await gate.wait()
+
+    task = eng.start_task(hold, owner="mcp:1", label="import", write=True)
+    for op in (eng.save(workspace_id=wid), eng.close(workspace_id=wid),
+               eng.open(src, workspace_id=wid), eng.save_copy(tmp_path / "c.json", workspace_id=wid)):
+        err = await raises(ErrorCode.TASK_BUSY, op)
+        assert err.data["taskId"] == task.id
+    gate.set()
+    await eng.tasks.wait(task.id, 2)
+
+
+async def test_lifecycle_refuses_while_a_plan_is_pending_and_open_close_also_for_exports(src):
+    eng, wid = await opened(src)
+    plan = eng.create_plan(PlanKind.SCRIPT, owner="mcp:1", workspace_id=wid, revision=1,
+                           changes=[make_change("a", "1", "2")])
+    await raises(ErrorCode.PLAN_PENDING, eng.save(workspace_id=wid))
+    await raises(ErrorCode.PLAN_PENDING, eng.close(workspace_id=wid))
+    eng.discard_plan(plan.id, caller="mcp:1")
+    eng.create_plan(PlanKind.EXPORT, owner="mcp:1", workspace_id=wid, revision=1,
+                    changes=[make_change("a", "1", "1\n")])
+    await raises(ErrorCode.EXPORT_PLAN_PENDING, eng.close(workspace_id=wid))
+    await raises(ErrorCode.EXPORT_PLAN_PENDING, eng.open(src, workspace_id=wid))
+    await eng.save(workspace_id=wid)  # saving does not invalidate an export snapshot
+
+
+async def test_writes_tasks_and_plans_get_not_ready_during_a_lifecycle_operation(src):
+    eng, wid = await opened(src)
+    eng.commit("ui", wid, {"a": "x"})
+    entered, release = threading.Event(), threading.Event()
+    store = eng.lifecycle.store
+    original = store.serialize
+
+    def slow_serialize(ws, out):
+        entered.set()
+        release.wait(5)
+        original(ws, out)
+
+    store.serialize = slow_serialize
+    saving = asyncio.create_task(eng.save(workspace_id=wid))
+    await asyncio.to_thread(entered.wait, 5)
+
+    async def nothing(h):
+        return None
+
+    try:
+        for attempt in (
+            lambda: eng.commit("mcp:1", wid, {"a": "during save"}),
+            lambda: eng.start_task(nothing, owner="mcp:1", label="w", write=True),
+            lambda: eng.create_plan(PlanKind.EDIT, owner="ui", workspace_id=wid, revision=2,
+                                    changes=[make_change("a", "x", "y")]),
+        ):
+            with pytest.raises(BridgeError) as ei:
+                attempt()
+            assert ei.value.code == ErrorCode.NOT_READY and ei.value.data == {"operation": "save"}
+        await raises(ErrorCode.NOT_READY, eng.close(workspace_id=wid))
+    finally:
+        release.set()
+    await saving
+    assert eng.commit("mcp:1", wid, {"a": "after save"}) == 3
+
+
+# -- draft barrier ---------------------------------------------------------------------------------------------
+
+
+async def answer_prepares(eng, answers, after=None):
+    """Act as the editors: answer each `prepare` on the `ui` topic with the given draft state."""
+    async with eng.bus.subscribe("ui") as sub:
+        async for ev in sub:
+            if ev.data["event"] == "prepare":
+                for client, has_drafts in answers.items():
+                    eng.drafts.ack(ev.data["operationId"], client, has_drafts)
+                if after:
+                    after(ev)
+                return ev
+
+
+async def test_barrier_passes_when_every_editor_answers_without_drafts(src):
+    eng, wid = await opened(src, barrier_timeout_s=5)
+    eng.drafts.register("tab-1")
+    eng.drafts.register("script-window")
+    editors = asyncio.create_task(answer_prepares(eng, {"tab-1": False, "script-window": False}))
+    await asyncio.sleep(0)
+    async with eng.bus.subscribe("ui") as sub:
+        await eng.save(workspace_id=wid)
+        events = [sub.get_nowait().data for _ in range(2)]
+    prepare = await editors
+    assert prepare.data["clients"] == ["script-window", "tab-1"]
+    assert [e["event"] for e in events] == ["prepare", "release"] and events[1]["outcome"] == "ok"
+
+
+async def test_barrier_with_a_draft_is_ui_draft_pending_even_with_discard(src):
+    eng, wid = await opened(src, barrier_timeout_s=5)
+    eng.commit("ui", wid, {"a": "x"})
+    eng.drafts.register("tab-1")
+    editors = asyncio.create_task(answer_prepares(eng, {"tab-1": True}))
+    await asyncio.sleep(0)
+    err = await raises(ErrorCode.UI_DRAFT_PENDING, eng.close(workspace_id=wid, dirty_policy="discard"))
+    await editors
+    assert err.data["clients"] == ["tab-1"] and eng.status()["workspaceId"] == wid
+
+
+async def test_barrier_times_out_as_ui_not_ready_and_a_late_answer_is_refused(src):
+    eng, wid = await opened(src, barrier_timeout_s=0.05)
+    eng.drafts.register("tab-1")
+    eng.drafts.register("tab-2")
+    editors = asyncio.create_task(answer_prepares(eng, {"tab-1": False}))  # tab-2 never answers
+    await asyncio.sleep(0)
+    err = await raises(ErrorCode.UI_NOT_READY, eng.save(workspace_id=wid))
+    prepare = await editors
+    assert err.data["clients"] == ["tab-2"]
+    with pytest.raises(BridgeError) as ei:
+        eng.drafts.ack(prepare.data["operationId"], "tab-2", False)
+    assert ei.value.code == ErrorCode.UI_NOT_READY
+
+
+async def test_answer_from_an_unregistered_editor_is_refused(src):
+    eng, wid = await opened(src, barrier_timeout_s=5)
+    eng.drafts.register("tab-1")
+    refused = []
+
+    def intruder(ev):
+        try:
+            eng.drafts.ack(ev.data["operationId"], "unknown-tab", False)
+        except BridgeError as exc:
+            refused.append(exc.code)
+
+    editors = asyncio.create_task(answer_prepares(eng, {"tab-1": False}, after=intruder))
+    await asyncio.sleep(0)
+    await eng.save(workspace_id=wid)
+    await editors
+    assert refused == [ErrorCode.UI_NOT_READY]
+
+
+async def test_no_registered_editor_means_no_barrier(src):
+    eng, wid = await opened(src, barrier_timeout_s=0.01)
+    eng.drafts.register("tab-1")
+    eng.drafts.unregister("tab-1")
+    await eng.save(workspace_id=wid)
+
+
+async def test_same_path_reopen_runs_the_barrier_and_dirty_checks(src):
+    eng, wid = await opened(src, barrier_timeout_s=0.05)
+    eng.drafts.register("tab-1")
+    await raises(ErrorCode.UI_NOT_READY, eng.open(src, workspace_id=wid, dirty_policy="discard"))
+    assert eng.status()["workspaceId"] == wid
+
+
+async def test_stale_temp_files_next_to_the_source_are_removed_on_open(src):
+    stale = src.with_name(".deskbridge-tmp-w.json-abc")
+    stale.write_bytes(b"half")
+    await opened(src)
+    assert not stale.exists() and os.path.exists(src)
