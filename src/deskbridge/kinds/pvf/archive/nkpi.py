@@ -12,7 +12,6 @@ keys=)`; key material comes from `nkpi_paged.load_keys(...)` (an `NkpiKeys`).
 
 from __future__ import annotations
 
-import mmap
 import os
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -28,6 +27,7 @@ from . import nkpi_header as hdr
 from .base import ArchiveBase, FileInfo, Progress, norm_path
 from .nkpi_cipher import MAGIC_DATA, SCHEMES, KeyScheme, crypt
 from .nkpi_errors import corrupt, key_required, unsupported
+from .nkpi_index import KeysView, PathIndex
 from .nkpi_paged import GUARD_SIZE, PAGE_SIZE, NkpiKeys, aes_cbc_decrypt, guard_length, load_keys
 from .nkpi_pools import PoolKeys, StringPools
 from .nkpi_recover import inflate_exact, recover_word_seed, recover_zlib_seed
@@ -51,43 +51,58 @@ def looks_like_nkpi(head: bytes) -> bool:
 
 
 class _Source:
-    """Random access to the archive bytes, undoing AES page guards of paged archives on the fly."""
+    """Random access to the archive bytes, undoing AES page guards of paged archives on the fly.
+
+    Reads use `os.pread` rather than a memory map: random chunk reads through a map pull kernel read-ahead
+    pages into the process's resident set (≈130 MB for 200 random reads on nkpi-1m), `pread` does not.
+    """
 
     def __init__(self, source: Path | bytes, keys: NkpiKeys | None) -> None:
         self.path: Path | None = None
-        self._file = None
+        self._fd: int | None = None
+        self._buf: bytes = b""
         if isinstance(source, (bytes, bytearray, memoryview)):
-            self._buf: bytes | mmap.mmap = bytes(source)
+            self._buf = bytes(source)
+            self.size = len(self._buf)
         else:
             self.path = Path(source)
             try:
-                self._file = open(self.path, "rb")  # noqa: SIM115 - kept open for lazy reads, closed by close()
+                self._fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
             except OSError as exc:
                 raise BridgeError(ErrorCode.NOT_FOUND, f"cannot open '{source}': {exc.strerror}") from exc
-            size = os.fstat(self._file.fileno()).st_size
-            self._buf = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
-        self.size = len(self._buf)
+            self.size = os.fstat(self._fd).st_size
         self.keys = keys
         self.paged = False
         self._guards: dict[int, bytes] = {}
 
     def raw(self, offset: int, length: int) -> bytes:
-        """Bytes exactly as stored (ciphertext, page guards included)."""
-        return bytes(self._buf[offset : offset + length])
+        """Bytes exactly as stored (ciphertext, page guards included), clipped at the end of the file."""
+        length = max(0, min(length, self.size - offset))
+        if self._fd is None:
+            return self._buf[offset : offset + length]
+        parts = []
+        while length > 0:
+            got = os.pread(self._fd, length, offset)
+            if not got:
+                break
+            parts.append(got)
+            offset += len(got)
+            length -= len(got)
+        return b"".join(parts) if len(parts) != 1 else parts[0]
 
     def read(self, offset: int, length: int) -> bytes:
-        """Bytes with page guards removed (for paged archives); bounds already checked by the caller."""
+        """Bytes with page guards removed (for paged archives); `PVF_CORRUPT` when outside the file."""
         if offset < 0 or length < 0 or offset + length > self.size:
             raise corrupt(offset, f"{length} bytes inside the {self.size}-byte file")
-        data = self._buf[offset : offset + length]
-        if not self.paged:
-            return bytes(data)
+        data = self.raw(offset, length)
+        if len(data) != length:
+            raise corrupt(offset + len(data), f"{length} bytes (the file shrank while open)")
+        if not self.paged or not length:
+            return data
         out = bytearray(data)
-        first, last = offset // PAGE_SIZE, (offset + length - 1) // PAGE_SIZE if length else -1
-        for page in range(first, last + 1):
+        for page in range(offset // PAGE_SIZE, (offset + length - 1) // PAGE_SIZE + 1):
             start = page * PAGE_SIZE
-            glen = guard_length(page, self.size)
-            lo, hi = max(offset, start), min(offset + length, start + glen)
+            lo, hi = max(offset, start), min(offset + length, start + guard_length(page, self.size))
             if lo < hi:
                 plain = self.guard_plain(page)
                 out[lo - offset : hi - offset] = plain[lo - start : hi - start]
@@ -99,16 +114,14 @@ class _Source:
             assert self.keys is not None
             start = page * PAGE_SIZE
             glen = guard_length(page, self.size)
-            hit = aes_cbc_decrypt(self.keys.page_key(page), bytes(self._buf[start : start + glen]))
+            hit = aes_cbc_decrypt(self.keys.page_key(page), self.raw(start, glen))
             self._guards[page] = hit
         return hit
 
     def close(self) -> None:
-        if isinstance(self._buf, mmap.mmap):
-            self._buf.close()
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 def _detect(src: _Source) -> tuple[KeyScheme, hdr.Header, bool]:
@@ -218,8 +231,8 @@ class NkpiArchive(ArchiveBase):
         self.encoding = pools.encoding
         self._cache: OrderedDict[int, bytes] = OrderedDict()
         self._cache_bytes = 0
-        self._keys_map: dict[str, str] | None = None
-        self._index: dict[str, int] | None = None
+        self._keys_map: KeysView | None = None
+        self._index: PathIndex | None = None
         self._check_body_key(src)
 
     @staticmethod
@@ -314,32 +327,37 @@ class NkpiArchive(ArchiveBase):
         folder = self.pools.resolve(int(e["path"]))
         return f"{folder}/{name}" if folder else name
 
-    def _build_index(self) -> None:
-        names: dict[str, str] = {}
-        index: dict[str, int] = {}
-        resolve = self.pools.resolve
-        for i, (name_off, path_off) in enumerate(zip(self.files["name"].tolist(), self.files["path"].tolist(), strict=True)):
-            name = resolve(name_off)
-            folder = resolve(path_off)
-            path = f"{folder}/{name}" if folder else name
-            key = norm_path(path)
-            if key in index:  # duplicate entries: the first wins, like a dictionary keyed by path
-                continue
-            names[key] = path
-            index[key] = i
-        self._keys_map, self._index = names, index
+    def _path_index(self) -> PathIndex:
+        if self._index is None:
+            self._index = PathIndex(self.files, self.pools)
+        return self._index
 
     def _original_keys(self) -> Mapping[str, str]:
         if self._keys_map is None:
-            self._build_index()
-        assert self._keys_map is not None
+            self._keys_map = KeysView(self._path_index())
         return self._keys_map
 
     def _entry(self, key: str) -> int:
-        if self._index is None:
-            self._build_index()
-        assert self._index is not None
-        return self._index[key]
+        i = self._path_index().find(key)
+        if i is None:
+            raise KeyError(key)
+        return i
+
+    def paths(self) -> list[str]:
+        """Every path in file-table order (staged new files last, staged deletions left out)."""
+        index = self._path_index()
+        listed = index.display_paths()
+        shadowed = index.shadowed()
+        if shadowed:
+            listed = [p for i, p in enumerate(listed) if i not in shadowed]
+        if not self._overlay:
+            return listed
+        deleted = {k for k, v in self._overlay.items() if v is None}
+        if deleted:
+            listed = [p for p in listed if norm_path(p) not in deleted]
+        listed.extend(self._overlay_names[k] for k, v in self._overlay.items()
+                      if v is not None and index.find(k) is None)
+        return listed
 
     def _read_original(self, key: str) -> bytes:
         e = self.files[self._entry(key)]

@@ -84,8 +84,8 @@ class StringPools:
 
     def __init__(self, prefix: bytes, a: bytes, w: bytes, keys: PoolKeys, encoding: str | None = None) -> None:
         self.prefix = prefix
-        self._a = bytearray(a)
-        self._w = bytearray(w)
+        self._a: bytes | bytearray = a  # bytes until the first append: no 60 MB copy for read-only use
+        self._w: bytes | bytearray = w
         self.keys = keys
         self.encoding = encoding or _detect_stra_encoding(a)
         self.original_size_a = len(a)
@@ -122,6 +122,10 @@ class StringPools:
 
     def raw_a(self) -> bytes:
         return bytes(self._a)
+
+    def raw_a_view(self) -> bytes | bytearray:
+        """The sTrA bytes without copying (do not keep across `add`)."""
+        return self._a
 
     def raw_w(self) -> bytes:
         return bytes(self._w)
@@ -167,7 +171,8 @@ class StringPools:
         return s
 
     # --- lookup and appending ------------------------------------------------------------------------
-    def _build_lookup(self) -> None:
+    def index_all(self) -> None:
+        """Build a full string → offset dictionary (for bulk appends such as the synthesiser)."""
         look_a: dict[str, int] = {}
         pos = 0
         for part in bytes(self._a).split(b"\0"):
@@ -181,14 +186,36 @@ class StringPools:
             pos += len(part) + 1
         self._lookup_a, self._lookup_w = look_a, look_w
 
+    def _scan_a(self, s: str) -> int | None:
+        """First sTrA offset holding exactly `s`, by searching the pool bytes (no index needed)."""
+        enc = s.encode(self.encoding, errors="surrogateescape")
+        a = self._a
+        if a[: len(enc) + 1] == enc + b"\0":
+            return 0
+        pos = a.find(b"\0" + enc + b"\0")
+        return None if pos < 0 else (pos + 1) * 2
+
+    def _scan_w(self, s: str) -> int | None:
+        """First aligned sTrW offset holding exactly `s`."""
+        enc = s.encode("utf-16-le", errors="surrogatepass")
+        w = self._w
+        if w[: len(enc) + 2] == enc + b"\0\0":
+            return 1
+        needle = b"\0\0" + enc + b"\0\0"
+        pos = w.find(needle)
+        while pos >= 0 and pos % 2:
+            pos = w.find(needle, pos + 1)
+        return None if pos < 0 else pos + 2 + 1
+
     def find(self, s: str) -> int | None:
         """The canonical offset of an existing string: the UTF-16 pool first for non-ASCII, sTrA first otherwise."""
-        if self._lookup_a is None:
-            self._build_lookup()
-        assert self._lookup_a is not None and self._lookup_w is not None
-        first, second = (self._lookup_w, self._lookup_a) if not s.isascii() else (self._lookup_a, self._lookup_w)
-        off = first.get(s)
-        return off if off is not None else second.get(s)
+        if self._lookup_a is not None and self._lookup_w is not None:
+            look_a, look_w = self._lookup_a.get, self._lookup_w.get
+        else:
+            look_a, look_w = self._scan_a, self._scan_w
+        first, second = (look_w, look_a) if not s.isascii() else (look_a, look_w)
+        off = first(s)
+        return off if off is not None else second(s)
 
     def add(self, s: str) -> int:
         """The offset of `s`, appending it to the right pool when it is not there yet."""
@@ -197,21 +224,28 @@ class StringPools:
             return off
         if "\0" in s:
             raise ValueError("strings in the name pools cannot contain NUL")
-        assert self._lookup_a is not None and self._lookup_w is not None
+        if isinstance(self._a, bytes):
+            self._a = bytearray(self._a)
+        if isinstance(self._w, bytes):
+            self._w = bytearray(self._w)
+        self._cache.clear()
         to_w = not s.isascii() or len(self._a) == 0
         if to_w:
             if len(self._w) == 0:
                 self._w += b"\0\0"  # keep offset 1 = "" as every pool seen starts with the empty string
-                self._lookup_w.setdefault("", 1)
+                if self._lookup_w is not None:
+                    self._lookup_w.setdefault("", 1)
             pos = len(self._w)
             self._w += s.encode("utf-16-le", errors="surrogatepass") + b"\0\0"
             off = pos + 1
-            self._lookup_w[s] = off
+            if self._lookup_w is not None:
+                self._lookup_w[s] = off
         else:
             pos = len(self._a)
             self._a += s.encode(self.encoding, errors="surrogateescape") + b"\0"
             off = pos * 2
-            self._lookup_a[s] = off
+            if self._lookup_a is not None:
+                self._lookup_a[s] = off
         if len(self._a) > MAX_POOL_RAW or len(self._w) > MAX_POOL_RAW:
             raise ValueError("the name pools would exceed 2 GiB")
         self.dirty = True

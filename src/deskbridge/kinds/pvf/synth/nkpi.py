@@ -172,6 +172,7 @@ def synth_nkpi(path: str | Path, files: int, seed: int, variant: str = "legacy",
     rng = np.random.default_rng(seed)
     pools = StringPools(bytes(8), b"\0", b"\0\0", PoolKeys(scheme.pool_a, scheme.pool_w, scheme.mask_a, scheme.mask_w),
                         "utf-8")
+    pools.index_all()  # a million appends need the dictionary, not a scan per string
     path = Path(path)
     body_fd, body_name = tempfile.mkstemp(prefix=".synth-body-", dir=path.parent)
     try:
