@@ -41,7 +41,9 @@ class KindWorkspace(Protocol):
     """An opened workspace of one kind."""
 
     kind: str
-    """Short kind name: 'pvf', 'markdown', 'sage' (also the tool prefix family)."""
+    """Short kind name: 'pvf', 'markdown', 'sage'."""
+    api_prefix: str
+    """Where the kind's web API is mounted: `/api/<api_prefix>` ('md' for markdown; usually the kind name)."""
     path: Path
     """What was opened (file or folder)."""
 
@@ -71,8 +73,17 @@ class KindEntry:
 
     def open(self, path: Path, services: KindServices) -> KindWorkspace:
         module_name, _, func_name = self.opener.partition(":")
-        opener = getattr(importlib.import_module(module_name), func_name)
-        return opener(path, services)
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name != module_name:
+                raise
+            raise BridgeError(
+                ErrorCode.UNSUPPORTED_CHANGE,
+                f"this build of deskbridge cannot serve {self.description} as a workspace yet",
+                hint=f"Use the `deskbridge {self.name} --help` commands for this kind meanwhile.",
+            ) from exc
+        return getattr(module, func_name)(path, services)
 
 
 MARKDOWN_SUFFIXES = (".md", ".markdown", ".mdown", ".txt")

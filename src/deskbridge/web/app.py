@@ -175,7 +175,7 @@ def build_web_app(app: App, *, port: int, extra_hosts: list[str] | None = None,
         *api_routes(app),
     ]
     if app.workspace is not None:
-        routes.append(Mount(f"/api/{app.workspace.kind}", routes=list(app.workspace.api_routes())))
+        routes.append(Mount(f"/api/{app.workspace.api_prefix}", routes=list(app.workspace.api_routes())))
         static = app.workspace.static_dir()
         if static is not None:
             routes.append(Mount("/static", StaticFiles(directory=static), name="static"))
