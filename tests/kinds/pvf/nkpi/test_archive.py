@@ -1,0 +1,131 @@
+"""Opening every nkpi variant, editing, and saving: byte-identical no-op saves, dirty-chunk-only rewrites."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from deskbridge.core.errors import BridgeError, ErrorCode
+from deskbridge.kinds.pvf.archive.nkpi import open_nkpi
+from deskbridge.kinds.pvf.synth.nkpi import synth_nkpi
+
+
+def _open(path: Path):
+    keys = Path(str(path) + ".keys.json")
+    return open_nkpi(path, keys=keys if keys.exists() else None)
+
+
+@pytest.mark.parametrize("variant", ["legacy", "guard", "protected", "paged"])
+def test_each_variant_is_detected_and_readable(small_archives, variant):
+    with _open(small_archives[variant]) as ar:
+        assert ar.family == "nkpi"
+        assert ar.variant == variant
+        paths = ar.paths()
+        assert len(paths) == 300
+        assert paths[0] == "n_string.lst"
+        text = ar.read_text(paths[1])
+        assert text.startswith("[name]\n\t`")
+        assert ar.text_to_payload(paths[1], text) == ar.read(paths[1])
+
+
+def test_synth_is_deterministic(synth_dir):
+    a, b = synth_dir / "det-a.pvf", synth_dir / "det-b.pvf"
+    synth_nkpi(a, 120, 5, "legacy")
+    synth_nkpi(b, 120, 5, "legacy")
+    assert a.read_bytes() == b.read_bytes()
+
+
+@pytest.mark.parametrize("variant", ["legacy", "paged"])
+def test_noop_save_is_byte_identical(small_archives, tmp_path, variant):
+    src = small_archives[variant]
+    with _open(src) as ar:
+        report = ar.save_copy(tmp_path / "out.pvf")
+    assert report.byte_identical
+    assert (tmp_path / "out.pvf").read_bytes() == src.read_bytes()
+
+
+def _chunk_ciphers(ar) -> list[bytes]:
+    return [ar._chunk_cipher(i) for i in range(len(ar.grpi))]
+
+
+@pytest.mark.parametrize("variant", ["legacy", "protected", "paged"])
+def test_one_file_edit_rewrites_only_its_chunk(small_archives, tmp_path, variant):
+    src = tmp_path / "edit.pvf"
+    shutil.copy(small_archives[variant], src)
+    if variant == "paged":
+        shutil.copy(str(small_archives[variant]) + ".keys.json", str(src) + ".keys.json")
+    with _open(src) as ar:
+        before = _chunk_ciphers(ar)
+        target = ar.paths()[40]
+        chunk = ar.file_info(target).extra["chunk"]
+        text = ar.read_text(target).replace("[name]\n\t`", "[name]\n\t`Edited ", 1)
+        ar.stage_text(target, text)
+        expected = ar.read(target)
+        report = ar.save(backup=True)
+        assert report.changed == (target,) and report.verified == 1
+        assert report.backup is not None and report.backup.read_bytes() == small_archives[variant].read_bytes()
+    with _open(src) as again:
+        assert again.read(target) == expected
+        assert again.read_text(target).startswith("[name]\n\t`Edited ")
+        after = _chunk_ciphers(again)
+        assert len(after) == len(before)
+        changed = [i for i, (x, y) in enumerate(zip(before, after, strict=True)) if x != y]
+        assert changed == [chunk]
+
+
+def test_new_files_go_to_one_appended_chunk_and_cjk_to_the_utf16_pool(small_archives, tmp_path):
+    src = tmp_path / "add.pvf"
+    shutil.copy(small_archives["legacy"], src)
+    with open_nkpi(src) as ar:
+        chunks = len(ar.grpi)
+        size_w = ar.pools.size_w
+        ar.stage_text("equipment/new/a.equ", "[name]\n`全新的剑`\n[grade]\n3\n")
+        ar.stage_text("equipment/new/b.equ", "[name]\n`Brand New Sword`\n[attack speed]\n1.5\n")
+        ar.stage_text("equipment/new/c.str", "name_1>全新\r\n\0\0")
+        deleted = ar.paths()[10]
+        ar.stage(deleted, None)
+        ar.save()
+        assert len(ar.grpi) == chunks + 1
+        assert ar.pools.size_w > size_w  # the CJK string went to sTrW (PF CHANGELOG v0.5.0)
+        info = [ar.file_info(f"equipment/new/{n}").extra for n in ("a.equ", "b.equ", "c.str")]
+        assert {i["chunk"] for i in info} == {chunks}
+        assert [i["data_type"] for i in info] == [1, 1, 3]
+        assert not ar.exists(deleted)
+        assert len(ar.paths()) == 302
+        tok = ar.read("equipment/new/a.equ")
+        assert ar.string(int.from_bytes(tok[6:10], "little", signed=True)) == "全新的剑"
+        assert int.from_bytes(tok[6:10], "little") % 2 == 1  # odd magic offset = UTF-16 pool
+        assert ar.read_text("equipment/new/c.str") == "name_1>全新\r\n\0\0"  # NUL padding kept
+
+
+def test_existing_strings_are_reused(small_archives, tmp_path):
+    src = tmp_path / "reuse.pvf"
+    shutil.copy(small_archives["legacy"], src)
+    with open_nkpi(src) as ar:
+        ar.stage_text("etc/x.etc", "[name]\n[grade]\n`n_string.lst`\n")
+        assert not ar.pools.dirty
+
+
+def test_paged_archive_without_keys_asks_for_them(small_archives):
+    with pytest.raises(BridgeError) as err:
+        open_nkpi(small_archives["paged"])
+    assert err.value.code is ErrorCode.KEY_REQUIRED
+
+
+def test_paged_archive_with_wrong_keys_is_refused(small_archives):
+    from deskbridge.kinds.pvf.archive.nkpi_paged import NkpiKeys
+
+    with pytest.raises(BridgeError) as err:
+        open_nkpi(small_archives["paged"], keys=NkpiKeys((bytes(32),)))
+    assert err.value.code is ErrorCode.UNSUPPORTED_VARIANT
+
+
+def test_read_is_case_insensitive_and_accepts_backslashes(small_archives):
+    with open_nkpi(small_archives["legacy"]) as ar:
+        p = ar.paths()[7]
+        assert ar.read(p.upper().replace("/", "\\")) == ar.read(p)
+        with pytest.raises(BridgeError) as err:
+            ar.read("equipment/nope.equ")
+        assert err.value.code is ErrorCode.NOT_FOUND
