@@ -1,0 +1,143 @@
+"""The index on real data: RA3Afterdash built against EA's Red Alert 3 XML and schemas."""
+
+from __future__ import annotations
+
+import collections
+from pathlib import Path
+
+from lxml import etree
+
+from deskbridge.kinds.sage import forward, queries
+from deskbridge.kinds.sage.records import extract_records
+from deskbridge.kinds.sage.store import is_art
+
+
+def project_counts(index):
+    return collections.Counter(d.type for defs in index.by_id.values() for d in defs if d.origin == "project")
+
+
+def test_the_static_stream_covers_the_mod_and_the_vanilla_tree(real_index):
+    assert list(real_index.streams) == ["static"]
+    assert len(real_index.files) == 1152
+    assert real_index.stats["assetCount"] == 17168
+    hows = collections.Counter(h for m in real_index.membership.values() for h in m.values())
+    assert hows == {"all": 386, "instance": 18, "reference": 748}
+
+
+def test_asset_counts_per_type_in_the_mod(real_index):
+    counts = project_counts(real_index)
+    assert len(counts) == 35
+    assert sum(counts.values()) == 2718
+    assert (counts["GameObject"], counts["WeaponTemplate"], counts["AudioEvent"], counts["FXList"]) == (
+        109, 108, 302, 84)
+
+
+def test_every_mod_asset_is_indexed_or_its_file_is_a_source_candidate(real_index, sage_data):
+    """Independent count with a plain parser: 2,974 top-level assets in the mod's 393 files (research §3)."""
+    total = 0
+    for path in (sage_data.mod / "Data").rglob("*.xml"):
+        root = etree.parse(str(path)).getroot()
+        total += sum(1 for c in root if isinstance(c.tag, str) and c.get("id")
+                     and c.tag.rpartition("}")[2] not in ("Includes", "Defines", "Tags"))
+    assert total == 2974
+    unreached = sum(len(real_index.files.get(p).assets) if p in real_index.files else
+                    len(extract_records(Path(p).read_bytes(), real_index.model).assets)
+                    for p in real_index.source_candidates)
+    assert sum(project_counts(real_index).values()) + unreached == total
+    assert any(p.endswith("Units/VAPrydwen.xml") for p in real_index.source_candidates)
+
+
+def test_known_definitions(real_index, sage_data):
+    dog = queries.find_asset(real_index, "alliedscoutinfantry", "GameObject")["items"]
+    assert [(d["origin"], d["file"], d["line"]) for d in dog] == [
+        ("sdk", str(sage_data.sdk / "SageXml/Allied/Units/AlliedScoutInfantry.xml"), 54),
+        ("project", "Data/Mod/Units/Attack Dog/GameObject.xml", 7)]
+    assert dog[1]["streams"] == {"static": "all"} and dog[0]["streams"] == {"static": "reference"}
+    base = queries.find_asset(real_index, "BaseInfantry", "GameObject")["items"]
+    assert [(b["file"], b["line"], b["viaInstance"]) for b in base] == [
+        (str(sage_data.sdk / "SageXml/BaseObjects/BaseInfantry.xml"), 36, True)]
+    d = queries.get_definition(real_index, "GameObject", "AlliedScoutInfantry")
+    assert d["origin"] == "project" and d["excerpt"].lstrip().startswith("<GameObject")
+    assert d["endLine"] > d["startLine"]
+
+
+def test_known_reference_sites(real_index, sage_data):
+    sites = queries.find_references(real_index, "AlliedScoutInfantryMaul", "WeaponTemplate")["items"]
+    mod_site = next(s for s in sites if s["file"] == "Data/Mod/Units/Attack Dog/GameObject.xml")
+    assert (mod_site["line"], mod_site["column"], mod_site["endColumn"]) == (561, 17, 40)
+    assert (mod_site["element"], mod_site["parent"], mod_site["attribute"]) == ("Weapon", "WeaponSlotHardpoint",
+                                                                                "Template")
+    text = (sage_data.mod / mod_site["file"]).read_text(encoding="utf-8-sig").split("\n")[560]
+    assert text[16:39] == "AlliedScoutInfantryMaul"
+    tanya = queries.find_references(real_index, "SovietMortarcycle", "GameObject")["items"]
+    content = [s for s in tanya if s["kind"] == "content" and "Tanya" in s["file"]]
+    assert {s["element"] for s in content} == {"IncludeThing", "ExcludeThing"}
+
+
+def test_every_mod_include_resolves_except_art_that_is_not_shipped(real_index, sage_data):
+    mod_edges = [e for e in real_index.includes if e.file.startswith(str(sage_data.mod))]
+    assert len(mod_edges) == 1021
+    unresolved = [e for e in mod_edges if e.target is None]
+    assert unresolved and all(e.source.upper().startswith("ART:") for e in unresolved)
+    assert not list(sage_data.mod.rglob("*.w3x"))  # the repository ships no art, so ART: cannot resolve
+    by_source = {e.source: e.target for e in mod_edges}
+    assert by_source["DATA:static.xml"] == str(sage_data.sdk / "SageXml/Static.xml")  # case differs on disk
+    assert by_source["DATA:SageXml/Sounds/BaseSoundEffect.xml"] == str(
+        sage_data.sdk / "SageXml/Sounds/BaseSoundEffect.xml")
+    assert by_source["Mod/Units.xml"] == str(sage_data.mod / "Data/Mod/Units.xml")
+
+
+def test_diagnostics_on_the_known_bad_sdk_files(sage_data, real_index):
+    bad = {
+        "Includes/GarrisonableStructureBehaviors.xml": "Start tag expected",
+        "Templates/Structure.xml": "Opening and ending tag mismatch",
+        "Civilian/Mykonos_MY/Buildings/MY_Boat_01b.xml": "XML declaration allowed only at the start",
+    }
+    for rel, message in bad.items():
+        rec = extract_records((sage_data.sdk / "SageXml" / rel).read_bytes(), real_index.model)
+        errors = [d for d in rec.diagnostics if d[0] == "parse-error"]
+        assert errors and message in errors[0][3], rel
+    # recovery keeps what it can: the mismatched-tag file still yields its asset
+    rec = extract_records((sage_data.sdk / "SageXml/Templates/Structure.xml").read_bytes(), real_index.model)
+    assert rec.assets
+
+
+def test_forward_references_follow_the_inheritance_chain(real_index, sage_data):
+    out = forward.get_asset_references(real_index, "GameObject", "SovietScoutInfantry",
+                                       target_types=["WeaponTemplate"])
+    inherited = [e for e in out["edges"] if e["definedIn"] == {"type": "GameObject", "id": "BaseInfantry"}
+                 and e["via"]["kind"] == "attribute"]
+    assert inherited, out["edges"]
+    e = inherited[0]
+    assert e["to"]["id"] == "CatalystInfantryDeathWeapon" and e["to"]["type"] == "WeaponTemplate"
+    assert e["source"]["file"] == str(sage_data.sdk / "SageXml/BaseObjects/BaseInfantry.xml")
+    assert e["source"]["line"] == 104
+    assert e["from"] == {"type": "GameObject", "id": "SovietScoutInfantry"}
+    assert any(x["via"]["kind"] == "inheritFrom" and x["to"]["id"] == "BaseInfantry" for x in out["edges"])
+    # a mod unit whose weapon sits on its mod parent
+    vet = forward.get_asset_references(real_index, "GameObject", "AlliedFutureTankNeutronScramblerNode_Vet",
+                                       target_types=["WeaponTemplate"])
+    hit = next(x for x in vet["edges"] if x["to"] and x["to"]["id"] == "AlliedFutureTankNeutronWeapon_OneShotWeapon")
+    assert hit["definedIn"]["id"] == "AlliedFutureTankNeutronScramblerNode"
+    assert hit["source"]["file"] == "Data/Mod/Units/Future Tank X-1/GameObject.xml"
+
+
+def test_target_types_accept_subtypes(real_index):
+    """A reference typed `BaseAudioEventInfo` finds AudioEvent definitions (base-type chains)."""
+    out = forward.get_asset_references(real_index, "WeaponTemplate", "AlliedCommandoDesertEagles",
+                                       target_types=["BaseAudioEventInfo"])
+    assert out["edges"] and all(e["to"] is None or real_index.assignable(e["to"]["type"], "BaseAudioEventInfo")
+                                for e in out["edges"])
+
+
+def test_inheritance_chain_and_unreferenced(real_index):
+    chain = queries.get_inheritance_chain(real_index, "GameObject", "AlliedScoutInfantry")
+    assert [s["id"] for s in chain["chain"]] == ["AlliedScoutInfantry", "BaseInfantry", "BaseObject"]
+    assert chain["stop"] == "root"
+    dead = queries.unreferenced(real_index, "WeaponTemplate", limit=1000)
+    assert dead["total"] > 0 and all(r["origin"] == "project" for r in dead["items"])
+
+
+def test_no_art_is_deferred_for_this_mod(real_index):
+    assert real_index.complete and real_index.phase == "art"
+    assert not [p for p in real_index.files if is_art(p)]

@@ -1,0 +1,199 @@
+"""The service a server keeps per project: background builds, live re-index, cache, consistency, snapshots."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from deskbridge.core.errors import BridgeError
+from deskbridge.kinds.sage import queries
+from deskbridge.kinds.sage.service import SageService
+from deskbridge.kinds.sage.snapshot import read_snapshot, snapshot_dir
+
+
+@pytest.fixture
+def mod_copy(sage_data, tmp_path) -> Path:
+    dest = tmp_path / "RA3Afterdash"
+    shutil.copytree(sage_data.mod, dest)
+    return dest
+
+
+def test_incremental_reindex_after_editing_a_copy_of_a_real_file(mod_copy, sage_data):
+    service = SageService(mod_copy, sage_data.sdk)
+    before = service.open_sync()
+    weapon = mod_copy / "Data/Mod/Units/Tanya/WeaponTemplate.xml"
+    text = weapon.read_text(encoding="utf-8")
+    weapon.write_text(text.replace('id="AlliedCommandoDesertEagles"', 'id="AlliedCommandoGoldenEagles"'),
+                      encoding="utf-8")
+    after = service.reindex_sync([str(weapon)])
+    assert after.stats.get("patchedFiles") == 1  # patched, not rebuilt
+    assert after.build_id > before.build_id
+    assert queries.find_asset(after, "AlliedCommandoGoldenEagles", "WeaponTemplate")["total"] == 1
+    old = queries.find_asset(after, "AlliedCommandoDesertEagles", "WeaponTemplate")["items"]
+    assert all(d["origin"] == "sdk" for d in old)  # only the vanilla one is left
+    # the old index object is untouched: answers already handed out stay consistent
+    assert any(d["origin"] == "project" for d in
+               queries.find_asset(before, "AlliedCommandoDesertEagles", "WeaponTemplate")["items"])
+    # the patched index equals a full rebuild
+    full = SageService(mod_copy, sage_data.sdk, use_cache=False).open_sync()
+    assert after.stats["assetCount"] == full.stats["assetCount"]
+    assert after.stats["referenceCount"] == full.stats["referenceCount"]
+    assert {k: [(d.file, d.line) for d in v] for k, v in after.by_id.items()} == {
+        k: [(d.file, d.line) for d in v] for k, v in full.by_id.items()}
+
+
+def test_a_new_include_triggers_a_full_walk(mod_copy, sage_data):
+    service = SageService(mod_copy, sage_data.sdk)
+    service.open_sync()
+    units = mod_copy / "Data/Mod/Units.xml"
+    units.write_text(units.read_text(encoding="utf-8-sig").replace(
+        "</Includes>", '<Include type="all" source="Units/VAPrydwen.xml" /></Includes>'), encoding="utf-8")
+    after = service.reindex_sync([str(units)])
+    assert "patchedFiles" not in after.stats
+    assert queries.is_file_active(after, "Data/Mod/Units/VAPrydwen.xml")["compiled"]
+
+
+def test_warm_start_reads_the_cache_and_content_only_changes_invalidate_it(mod_copy, sage_data):
+    cold = SageService(mod_copy, sage_data.sdk)
+    first = cold.open_sync()
+    assert cold.save_cache()
+    assert first.stats["parsedFiles"] == 1152
+    warm = SageService(mod_copy, sage_data.sdk)
+    again = warm.open_sync()
+    assert again.stats["parsedFiles"] == 0 and again.stats["recordsCacheHits"] == 1152
+    # Same size, same mtime: only the content (and ctime) differ.
+    target = mod_copy / "Data/Mod/Units/Tanya/WeaponTemplate.xml"
+    data = target.read_bytes()
+    st = os.stat(target)
+    target.write_bytes(data.replace(b'AttackRange="140.0"', b'AttackRange="999.0"'))
+    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert os.stat(target).st_size == st.st_size and os.stat(target).st_mtime_ns == st.st_mtime_ns
+    third = SageService(mod_copy, sage_data.sdk).open_sync()
+    assert third.stats["parsedFiles"] == 1
+
+
+def test_racy_entries_are_checked_by_content_hash(mod_copy, sage_data):
+    """A file written in the same instant it was cached is re-checked by hash, not trusted by its stat."""
+    service = SageService(mod_copy, sage_data.sdk)
+    service.open_sync()
+    target = str(mod_copy / "Data/Mod/Units/Tanya/WeaponTemplate.xml")
+    entry = service.store._entries[target]
+    entry[4] = os.stat(target).st_mtime_ns  # cached "at" the file's own mtime: ambiguous
+    service.store.invalidate([target])
+    before = service.store.hash_checks
+    assert service.store.get(target) is not None
+    assert service.store.hash_checks == before + 1
+
+
+def test_consistency_options_and_states(minimod):
+    async def scenario() -> None:
+        service = SageService(minimod.mod, minimod.sdk, snapshot_quiet_s=60)
+        assert service.status()["state"] == "no_index"
+        with pytest.raises(BridgeError) as err:
+            await service.usable_index()
+        assert err.value.code == "NOT_READY" and "sage_get_status" in err.value.hint
+        await service.start(watch=False)
+        index = await service.usable_index(wait_for_index=True, timeout_s=30)
+        status = service.status()
+        assert status["state"] == "ready" and status["complete"] and not status["stale"]
+        assert status["projectDir"] == str(minimod.mod) and status["buildId"] == index.build_id
+        # a change arrives: the old index keeps answering but is flagged; strict callers are refused
+        service._pending.add(str(minimod.mod / "Data/Units/Tank.xml"))
+        service.state = "stale"
+        assert (await service.usable_index()).build_id == index.build_id
+        assert service.status()["stale"] is True
+        with pytest.raises(BridgeError) as err:
+            await service.usable_index(allow_stale=False)
+        assert err.value.code == "INDEX_STALE"
+        with pytest.raises(BridgeError) as err:
+            await service.usable_index(wait_for_index=True, timeout_s=0.2)
+        assert err.value.code == "NOT_READY"
+        service._pending.clear()
+        await service.changed([str(minimod.mod / "Data/Units/Tank.xml")])
+        assert service.status()["state"] == "ready" and not service.status()["stale"]
+        await service.stop()
+
+    asyncio.run(scenario())
+
+
+def test_the_watcher_reindexes_and_the_snapshot_waits_for_quiet(minimod, deskbridge_home):
+    async def scenario() -> None:
+        service = SageService(minimod.mod, minimod.sdk, snapshot_quiet_s=0.5)
+        await service.start(watch=True)
+        await service.usable_index(wait_for_index=True, timeout_s=30)
+        await asyncio.sleep(0.3)  # let the watcher settle in
+        tank = minimod.mod / "Data/Units/Tank.xml"
+        tank.write_text(tank.read_text().replace('id="TankGunVet"', 'id="TankGunElite"'))
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            index = service.index
+            if index is not None and queries.find_asset(index, "TankGunElite")["total"]:
+                break
+            await asyncio.sleep(0.1)
+        else:
+            pytest.fail("the watcher did not re-index the edited file")
+        folder = snapshot_dir(minimod.mod)
+        assert not (folder / "current.json.gz").exists()  # not written on every change
+        deadline = time.monotonic() + 10
+        while not (folder / "current.json.gz").exists() and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        snap = read_snapshot(minimod.mod)
+        assert any(a["id"] == "TankGunElite" for a in snap["assets"])
+        await service.stop()
+
+    asyncio.run(scenario())
+
+
+def test_stop_writes_the_snapshot_once_best_effort(minimod):
+    async def scenario() -> None:
+        service = SageService(minimod.mod, minimod.sdk, snapshot_quiet_s=600)
+        await service.start(watch=False)
+        await service.usable_index(wait_for_index=True, timeout_s=30)
+        assert not (snapshot_dir(minimod.mod) / "current.json.gz").exists()
+        await service.stop()
+        assert (snapshot_dir(minimod.mod) / "current.json.gz").exists()
+
+    asyncio.run(scenario())
+
+
+def test_snapshot_schema_v1_is_gzip_and_keeps_the_previous_one(minimod):
+    service = SageService(minimod.mod, minimod.sdk)
+    service.open_sync()
+    first = service.write_snapshot_sync()
+    assert first is not None and first.name == "current.json.gz"
+    assert first.parent.name.startswith("minimod-") and len(first.parent.name) == len("minimod-") + 12
+    service.open_sync()
+    service.write_snapshot_sync()
+    snap = json.loads(gzip.decompress(first.read_bytes()))
+    prev = read_snapshot(minimod.mod, which="previous")
+    assert prev["buildId"] < snap["buildId"]
+    assert set(snap) >= {"schemaVersion", "project", "generatedAt", "buildId", "phase", "complete", "stale",
+                         "stats", "assets", "defines", "references", "includeGraph", "sourceCandidates"}
+    assert snap["schemaVersion"] == 1 and snap["project"] == str(minimod.mod)
+    tank = next(a for a in snap["assets"] if a["id"] == "Tank")
+    assert tank == {"type": "GameObject", "id": "Tank", "file": "Data/Units/Tank.xml", "line": 4,
+                    "origin": "project", "stream": "static", "viaInstance": False, "streams": {"static": "all"}}
+    assert "Data/Unused.xml" in snap["sourceCandidates"]
+    assert not [p for p in first.parent.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_sdk_from_environment_and_config(minimod, monkeypatch, deskbridge_home):
+    monkeypatch.setenv("DESKBRIDGE_SAGE_SDK", str(minimod.sdk))
+    assert SageService(minimod.mod).sdk == minimod.sdk
+    monkeypatch.delenv("DESKBRIDGE_SAGE_SDK")
+    config = deskbridge_home / "config" / "config.json"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(json.dumps({"sage": {"sdk": str(minimod.sdk), "searchPaths": [str(minimod.root)]}}))
+    service = SageService(minimod.mod)
+    assert service.sdk == minimod.sdk and str(minimod.root) in service.search.data
+    monkeypatch.setenv("DESKBRIDGE_SAGE_SDK", str(minimod.mod))  # not an SDK
+    with pytest.raises(BridgeError) as err:
+        SageService(minimod.mod)
+    assert err.value.code == "INVALID_ARGUMENT" and "DESKBRIDGE_SAGE_SDK" in err.value.message
