@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from deskbridge.kinds.pvf.archive import nkpi_header as hdr
-from deskbridge.kinds.pvf.archive.nkpi_cipher import MAGIC_DATA, SCHEMES, crypt
+from deskbridge.kinds.pvf.archive.nkpi_cipher import MAGIC_DATA, SCHEMES, KeyScheme, crypt
 from deskbridge.kinds.pvf.archive.nkpi_paged import NkpiKeys, page_count
 from deskbridge.kinds.pvf.archive.nkpi_pools import PoolKeys, StringPools
 from deskbridge.kinds.pvf.archive.nkpi_tables import FILE_DTYPE, build_grpi, build_hash_table
@@ -158,17 +158,19 @@ def synth_keys(seed: int, pages: int) -> NkpiKeys:
 
 
 def synth_nkpi(path: str | Path, files: int, seed: int, variant: str = "legacy",
-               progress: Progress | None = None, *, keys: NkpiKeys | None = None) -> dict[str, object]:
+               progress: Progress | None = None, *, keys: NkpiKeys | None = None,
+               scheme: KeyScheme | None = None) -> dict[str, object]:
     """Write a synthetic nkpi archive with about `files` files to `path`; returns a summary.
 
     For `variant="paged"` the page keys are `keys` or `synth_keys(seed, …)`; the latter are also written to
-    `<path>.keys.json` (test material only) so `open_archive(path, keys=that file)` works.
+    `<path>.keys.json` (test material only) so `open_archive(path, keys=that file)` works. `scheme` overrides
+    the variant's seeds (tests use it to stand in for a client build whose keys are unknown).
     """
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {', '.join(VARIANTS)}")
     if files < 1:
         raise ValueError("files must be at least 1")
-    scheme = SCHEMES[variant]
+    scheme = scheme or SCHEMES[variant]
     rng = np.random.default_rng(seed)
     pools = StringPools(bytes(8), b"\0", b"\0\0", PoolKeys(scheme.pool_a, scheme.pool_w, scheme.mask_a, scheme.mask_w),
                         "utf-8")
