@@ -111,7 +111,7 @@ def _script(rng: random.Random, words: _Words, folder: str, table_id: int, key: 
         for tag in rng.sample(ATTR_TAGS, rng.randint(2, 5)):
             lines.append("\t" + quote(tag) + "\t" + str(rng.randint(-20, 300)))
         lines += ["", "[/if equip]"]
-    levels = rng.randint(10, 40)
+    levels = rng.randint(20, 60)
     lines += ["", "[level property]", "\t" + "\t".join(
         repr(rng.randint(0, 4000) / 8) if i % 3 == 2 else str(rng.randint(0, 999)) for i in range(levels * 3))]
     lines += ["", "[command]", "\t{6=`up`}\t{6=`attack`}\t{8=`->`}\t{3=" + str(rng.randint(0, 255)) + "}"]

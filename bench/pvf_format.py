@@ -1,0 +1,235 @@
+"""PVF format benchmarks (TARGETS.md): PVF-OPEN, PVF-READ, PVF-SAVE, PVF-ROUNDTRIP on classic-200k (+ nkpi-1m).
+
+Archives are generated once under `.bench-data/` (git-ignored) with the project's own synthesiser and reused.
+Prints a table and writes `bench/results/pvf_format.json`. `--quick` uses the `small` preset only;
+`--roundtrip-sample N` limits the classic-200k round trip to N scripts (default: every file).
+Open RSS is measured in a fresh subprocess (VmHWM minus the interpreter+imports baseline).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import ROOT, summary_ms, write_result
+
+DATA = ROOT / ".bench-data"
+TARGET_OPEN_S = {"classic": 1.0, "nkpi": 1.5}
+
+
+def ensure(name: str, family: str, files: int) -> Path:
+    """The archive `.bench-data/<name>.pvf`, synthesised once (seed 1)."""
+    path = DATA / f"{name}.pvf"
+    if not path.exists():
+        DATA.mkdir(exist_ok=True)
+        from deskbridge.kinds.pvf.synth import synth
+
+        print(f"generating {path} ({files} files, once)…", flush=True)
+        synth(path, family=family, files=files, seed=1)
+    return path
+
+
+_OPEN_PROBE = r"""
+import json, sys, time
+def hwm():
+    for line in open('/proc/self/status'):
+        if line.startswith('VmHWM:'):
+            return int(line.split()[1]) * 1024
+from deskbridge.kinds.pvf.archive import open_archive
+import numpy
+base = hwm()
+t = time.perf_counter()
+ar = open_archive(sys.argv[1])
+paths = ar.paths()
+data = ar.read(paths[len(paths) // 2])
+elapsed = time.perf_counter() - t
+print(json.dumps({"seconds": elapsed, "files": len(paths), "peak_rss": hwm(), "baseline_rss": base}))
+"""
+
+
+def bench_open(path: Path, runs: int = 5) -> dict[str, Any]:
+    """PVF-OPEN: open + list every path + read one file, in fresh processes (cold interpreter, warm page cache)."""
+    samples = []
+    for _ in range(runs):
+        out = subprocess.run([sys.executable, "-c", _OPEN_PROBE, str(path)], capture_output=True, text=True,
+                             check=True)
+        samples.append(json.loads(out.stdout))
+    secs = [s["seconds"] for s in samples]
+    size = path.stat().st_size
+    rss = statistics.median(s["peak_rss"] - s["baseline_rss"] for s in samples)
+    return {"archive_bytes": size, "files": samples[0]["files"], **summary_ms(secs),
+            "rss_added_bytes": int(rss), "rss_peak_bytes": int(statistics.median(s["peak_rss"] for s in samples)),
+            "rss_ratio": round(rss / size, 3)}
+
+
+def bench_read(path: Path, samples: int = 2000) -> dict[str, Any]:
+    """PVF-READ: decompile one script to text (string tables already loaded)."""
+    from deskbridge.kinds.pvf.archive import open_archive
+
+    ar = open_archive(path)
+    scripts = [p for p in ar.paths() if os.path.splitext(p)[1] in (".equ", ".stk", ".skl", ".mob", ".dgn", ".npc", ".etc")]
+    rng = random.Random(1)
+    pick = [rng.choice(scripts) for _ in range(samples)]
+    ar.read_text(pick[0])  # loads stringtable.bin and its index once
+    times = []
+    for p in pick:
+        t = time.perf_counter()
+        ar.read_text(p)
+        times.append(time.perf_counter() - t)
+    return summary_ms(times)
+
+
+def _copy_time(path: Path, tmp: Path, runs: int = 3) -> float:
+    times = []
+    for i in range(runs):
+        target = tmp / f"copy{i}.pvf"
+        t = time.perf_counter()
+        shutil.copyfile(path, target)
+        with open(target, "rb+") as fh:
+            os.fsync(fh.fileno())
+        times.append(time.perf_counter() - t)
+        target.unlink()
+    return statistics.median(times)
+
+
+def bench_save(path: Path, runs: int = 3) -> dict[str, Any]:
+    """PVF-SAVE: no-op save (byte-identical) and a one-file edit, against copying the archive file."""
+    from deskbridge.kinds.pvf.archive import open_archive
+
+    tmp = Path(tempfile.mkdtemp(prefix="pvf-bench-", dir=DATA))
+    try:
+        copy_s = _copy_time(path, tmp, runs)
+        ar = open_archive(path)
+        noop, edit = [], []
+        identical = True
+        target = tmp / "out.pvf"
+        for _ in range(runs):
+            t = time.perf_counter()
+            ar.save_copy(target)
+            noop.append(time.perf_counter() - t)
+        identical = _same_bytes(path, target)
+        script = next(p for p in ar.paths() if p.endswith(".equ"))
+        text = ar.read_text(script)
+        ar.stage_text(script, text.replace("[name2]", "[name2]\n\t`edited by bench`", 1))
+        for _ in range(runs):
+            t = time.perf_counter()
+            report = ar.save_copy(target)
+            edit.append(time.perf_counter() - t)
+        changed = list(report.changed)
+        ar.close()
+        return {"copy_ms": round(copy_s * 1000, 1), "noop_ms": round(statistics.median(noop) * 1000, 1),
+                "noop_byte_identical": identical, "edit_ms": round(statistics.median(edit) * 1000, 1),
+                "edit_changed": changed, "edit_ratio_to_copy": round(statistics.median(edit) / copy_s, 3),
+                "noop_ratio_to_copy": round(statistics.median(noop) / copy_s, 3)}
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _same_bytes(a: Path, b: Path) -> bool:
+    if a.stat().st_size != b.stat().st_size:
+        return False
+    with open(a, "rb") as fa, open(b, "rb") as fb:
+        while True:
+            x, y = fa.read(1 << 22), fb.read(1 << 22)
+            if x != y:
+                return False
+            if not x:
+                return True
+
+
+def bench_roundtrip(path: Path, sample: int | None) -> dict[str, Any]:
+    """PVF-ROUNDTRIP: every file → text → bytes must be identical (verify_archive)."""
+    from deskbridge.kinds.pvf.archive import open_archive
+    from deskbridge.kinds.pvf.tree import verify_archive
+
+    ar = open_archive(path)
+    if sample:
+
+        class _Sampled:
+            def __init__(self, inner: Any, keep: list[str]) -> None:
+                self._inner, self._keep = inner, keep
+
+            def paths(self) -> list[str]:
+                return self._keep
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(self._inner, name)
+
+        rng = random.Random(2)
+        ar = _Sampled(ar, rng.sample(ar.paths(), min(sample, len(ar.paths()))))  # type: ignore[assignment]
+    t = time.perf_counter()
+    report = verify_archive(ar)
+    elapsed = time.perf_counter() - t
+    checked = report["scripts"] + report["text"]
+    return {"files": report["files"], "checked": checked, "failures": len(report["roundtrip"]),
+            "unreadable": len(report["unreadable"]), "checksum_mismatches": len(report["checksum"]),
+            "identical_pct": round(100.0 * (checked - len(report["roundtrip"])) / max(1, checked), 4),
+            "seconds": round(elapsed, 1)}
+
+
+def bench_nkpi() -> dict[str, Any] | None:
+    """nkpi-1m via the nkpi engineer's synthesiser, with the same open/read/save measurements."""
+    try:
+        from deskbridge.kinds.pvf.synth import nkpi  # noqa: F401
+    except ImportError:
+        return None
+    path = ensure("nkpi-1m", "nkpi", 1_000_000)
+    return {"open": bench_open(path, runs=3), "read": bench_read(path, 500), "save": bench_save(path, runs=1)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="small preset only (2,000 files)")
+    parser.add_argument("--roundtrip-sample", type=int, default=0, help="files to round-trip (0 = all)")
+    parser.add_argument("--no-nkpi", action="store_true")
+    args = parser.parse_args()
+    name, files = ("small", 2_000) if args.quick else ("classic-200k", 200_000)
+    path = ensure(name, "classic", files)
+    results: dict[str, Any] = {"archive": name, "python": sys.version.split()[0]}
+    results["open"] = bench_open(path)
+    results["read"] = bench_read(path)
+    results["save"] = bench_save(path)
+    results["roundtrip"] = bench_roundtrip(path, args.roundtrip_sample or None)
+    if not args.quick and not args.no_nkpi:
+        results["nkpi-1m"] = bench_nkpi()
+    o, r, s, rt = results["open"], results["read"], results["save"], results["roundtrip"]
+    rows = [
+        ("PVF-OPEN", f"{o['median_ms']:.0f} ms, RSS +{o['rss_added_bytes'] / 2**20:.0f} MiB ({o['rss_ratio']}x of {o['archive_bytes'] / 2**20:.0f} MiB)",
+         f"<= {TARGET_OPEN_S['classic'] * 1000:.0f} ms, <= 2x", o["median_ms"] <= 1000 and o["rss_ratio"] <= 2),
+        ("PVF-READ", f"median {r['median_ms']} ms, p99 {r['p99_ms']} ms", "median <= 1 ms", r["median_ms"] <= 1),
+        ("PVF-SAVE no-op", f"{s['noop_ms']} ms, identical={s['noop_byte_identical']}", "byte-identical",
+         s["noop_byte_identical"]),
+        ("PVF-SAVE 1 edit", f"{s['edit_ms']} ms vs copy {s['copy_ms']} ms = {s['edit_ratio_to_copy']}x", "<= 1.5x copy",
+         s["edit_ratio_to_copy"] <= 1.5),
+        ("PVF-ROUNDTRIP", f"{rt['identical_pct']}% of {rt['checked']} files", "100 %", rt["failures"] == 0),
+    ]
+    nk = results.get("nkpi-1m")
+    if nk:
+        rows.append(("nkpi-1m OPEN", f"{nk['open']['median_ms']:.0f} ms, RSS {nk['open']['rss_ratio']}x", "<= 1500 ms, <= 2x",
+                     nk["open"]["median_ms"] <= 1500 and nk["open"]["rss_ratio"] <= 2))
+        rows.append(("nkpi-1m READ", f"median {nk['read']['median_ms']} ms", "median <= 1 ms", nk["read"]["median_ms"] <= 1))
+        rows.append(("nkpi-1m SAVE", f"edit {nk['save']['edit_ms']} ms, no-op identical={nk['save']['noop_byte_identical']}",
+                     "identical; dirty chunks only", nk["save"]["noop_byte_identical"]))
+    width = max(len(r[1]) for r in rows)
+    print(f"\n{'id':<16} {'measured':<{width}}  {'target':<22} ok")
+    for rid, measured, target, ok in rows:
+        print(f"{rid:<16} {measured:<{width}}  {target:<22} {'yes' if ok else 'NO'}")
+    results["table"] = [{"id": r[0], "measured": r[1], "target": r[2], "ok": bool(r[3])} for r in rows]
+    out = write_result("pvf_format", results)
+    print(f"\nwrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
