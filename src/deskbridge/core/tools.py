@@ -7,6 +7,8 @@ result carrying `{code, message, hint}`.
 
 from __future__ import annotations
 
+import copy
+import functools
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -72,8 +74,14 @@ class ToolSpec:
 
     def input_schema(self) -> dict[str, Any]:
         """JSON Schema 2020-12 of the arguments, without pydantic's `title` noise at the root."""
-        schema = self.args.model_json_schema()
-        schema.pop("title", None)
-        schema.setdefault("type", "object")
-        schema.setdefault("properties", {})
-        return schema
+        return copy.deepcopy(_schema_of(self.args))
+
+
+@functools.cache
+def _schema_of(args: type[ToolArgs]) -> dict[str, Any]:
+    # Generating a schema costs ~1 ms; the SDK asks for a tool's schema on every 2026-era call, so build it once.
+    schema = args.model_json_schema()
+    schema.pop("title", None)
+    schema.setdefault("type", "object")
+    schema.setdefault("properties", {})
+    return schema

@@ -113,6 +113,12 @@ def build_mcp_server(app: App) -> Server[Any]:
     async def list_tools(ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None):
         return types.ListToolsResult(tools=[mcp_tool(spec) for spec in app.tool_specs()])
 
+    def input_schema_of(name: str) -> dict[str, Any] | None:
+        # The SDK checks Mcp-Param headers against the tool's schema on every call; answer from the registry
+        # directly instead of letting it build the whole tools/list.
+        spec = app.find_tool(name)
+        return spec.input_schema() if spec is not None else None
+
     async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams):
         caller, client_name = _caller_of(ctx)
 
@@ -131,6 +137,7 @@ def build_mcp_server(app: App) -> Server[Any]:
         version=__version__,
         title="deskbridge",
         instructions=INSTRUCTIONS,
+        get_tool_input_schema=input_schema_of,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
