@@ -174,8 +174,8 @@ def replace_text_edits(text: str, old: str, new: str, expected_occurrences: int 
         lines = [_line_of(text, p) for p in found[:50]]
         raise BridgeError(
             ErrorCode.EXPECTED_TEXT_MISMATCH,
-            f"oldText occurs {len(found)} times (at lines {', '.join(map(str, lines[:10]))}"
-            f"{'…' if len(found) > 10 else ''}), expected {expected_occurrences}",
+            f"oldText occurs {len(found)} times (on lines {', '.join(map(str, sorted(set(lines))[:10]))}"
+            f"{'…' if len(set(lines)) > 10 else ''}), expected {expected_occurrences}",
             hint="Add surrounding text to oldText to make it unique, or pass the real expectedOccurrences.",
             data={"occurrences": len(found), "lines": lines},
         )

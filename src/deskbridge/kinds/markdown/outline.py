@@ -109,7 +109,8 @@ def outline(text: str) -> list[Heading]:
             first_line -= 1
             s = ps
         raw.append((1 if underline[0] == "=" else 2, " ".join(lines), first_line))
-    total_lines = count("\n") + 1
+    # a final '\n' ends the last line; it does not start an empty one
+    total_lines = count("\n") + (0 if text.endswith("\n") else 1)
     return _with_sections(raw, total_lines)
 
 

@@ -1,0 +1,376 @@
+"""Exports of a Markdown document: self-contained HTML, PDF and PNG (headless Chromium), Word (pandoc), and
+rich HTML with inline styles for pasting into WeChat / Zhihu / Juejin editors.
+
+All start from the one renderer (render.py). Exported HTML is self-contained: the typography CSS is inlined,
+local images become data URIs, and math is converted to MathML (latex2mathml) so it shows without scripts
+(browsers render MathML Core natively; research/markdown.md §3 "Math server-side"). The themes here are our
+own small palettes named after the typography keys; mdnice's theme CSS is GPL and is not used.
+"""
+
+from __future__ import annotations
+
+import base64
+import html as html_lib
+import mimetypes
+import re
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+from urllib.parse import unquote, urlparse
+
+from lxml import html as lxml_html
+
+from deskbridge.core.errors import BridgeError, ErrorCode
+from deskbridge.core.tools import CallContext
+from deskbridge.kinds.markdown import diskio
+from deskbridge.kinds.markdown.render import EXPORT, render_html
+
+if TYPE_CHECKING:
+    from deskbridge.kinds.markdown.service import MarkdownService
+
+CHROMIUM_PATH: Final = "/usr/bin/chromium"
+CHROMIUM_ARGS: Final = ("--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                        "--disable-component-update", "--no-first-run")
+IMAGE_MAX_BYTES: Final = 16 * 1024 * 1024
+"""A local image larger than this stays a link instead of becoming a data URI."""
+CHROMIUM_TIMEOUT_MS: Final = 60_000
+
+FORMATS: Final = {"HTML": ".html", "PDF": ".pdf", "PNG": ".png", "Word": ".docx"}
+
+# --- themes ---------------------------------------------------------------------------------------------
+
+_ACCENTS: Final = {
+    "Basic": "#333333", "Simple": "#2f6fde", "OrangeHeart": "#ef7060", "InkBlack": "#1a1a1a",
+    "ColorfulPurple": "#8e44ad", "TenderGreen": "#1bb394", "Verdant": "#35b378", "RedScarlet": "#d53b3b",
+    "BlueGlow": "#3a7bd5", "TechnologyBlue": "#0b6fb8", "LanQing": "#2e8fa3", "Yamabuki": "#d99a00",
+    "FrontendPeak": "#2a6fdb", "GeekBlack": "#444444", "RosePurple": "#b4548f", "CuteGreen": "#2fae6a",
+    "FullStackBlue": "#1f6feb", "WeChatFormat": "#07c160",
+}
+"""Accent colour per typography key (our own palette; keys as in research/markdown.md §1)."""
+
+
+def accent_of(typography: str | None) -> str:
+    return _ACCENTS.get(typography or "Simple", _ACCENTS["Simple"])
+
+
+def theme_styles(typography: str | None = None) -> dict[str, str]:
+    """Element → inline style for our typography theme (used both as CSS and as inline styles)."""
+    a = accent_of(typography)
+    return {
+        "section": "font-family:-apple-system,'Segoe UI','PingFang SC','Microsoft YaHei',sans-serif;"
+                   "font-size:16px;line-height:1.75;color:#333;word-break:break-word;",
+        "h1": f"font-size:1.8em;margin:1.2em 0 .6em;font-weight:bold;color:{a};",
+        "h2": f"font-size:1.5em;margin:1.1em 0 .6em;font-weight:bold;color:{a};border-bottom:2px solid {a};padding-bottom:.2em;",
+        "h3": f"font-size:1.25em;margin:1em 0 .5em;font-weight:bold;color:{a};",
+        "h4": "font-size:1.1em;margin:1em 0 .5em;font-weight:bold;",
+        "h5": "font-size:1em;margin:1em 0 .5em;font-weight:bold;",
+        "h6": "font-size:.95em;margin:1em 0 .5em;font-weight:bold;color:#666;",
+        "p": "margin:.8em 0;",
+        "a": f"color:{a};text-decoration:none;border-bottom:1px solid {a};",
+        "strong": f"font-weight:bold;color:{a};",
+        "em": "font-style:italic;",
+        "del": "text-decoration:line-through;color:#888;",
+        "blockquote": f"margin:1em 0;padding:.6em 1em;border-left:4px solid {a};background:#f7f7f7;color:#555;",
+        "code": "font-family:Menlo,Consolas,monospace;font-size:.9em;background:#f3f3f3;padding:.1em .35em;border-radius:3px;color:#c7254e;",
+        "pre": "margin:1em 0;padding:1em;background:#f6f8fa;border-radius:6px;overflow-x:auto;line-height:1.5;",
+        "pre code": "background:none;padding:0;color:#333;font-size:.9em;",
+        "ul": "margin:.8em 0;padding-left:1.6em;",
+        "ol": "margin:.8em 0;padding-left:1.6em;",
+        "li": "margin:.3em 0;",
+        "table": "border-collapse:collapse;margin:1em 0;width:100%;",
+        "th": f"border:1px solid #ddd;padding:.4em .8em;background:{a}1a;font-weight:bold;",
+        "td": "border:1px solid #ddd;padding:.4em .8em;",
+        "hr": f"border:none;border-top:1px solid {a}55;margin:1.5em 0;",
+        "img": "max-width:100%;display:block;margin:1em auto;",
+        "table.front-matter": "border-collapse:collapse;margin:0 0 1.5em;font-size:.9em;color:#666;",
+    }
+
+
+def theme_css(typography: str | None = None) -> str:
+    rules = []
+    for selector, style in theme_styles(typography).items():
+        css_selector = ".markdown-body" if selector == "section" else f".markdown-body {selector}"
+        rules.append(f"{css_selector}{{{style}}}")
+    return "\n".join(rules) + "\n.markdown-body{max-width:860px;margin:0 auto;padding:2em;}\n" \
+        ".markdown-body .math.block{overflow-x:auto;margin:1em 0;text-align:center;}\n"
+
+
+# --- HTML building blocks -------------------------------------------------------------------------------
+
+
+def _inline_images(root: Any, base_dir: Path | None) -> None:
+    """Local images become data URIs (remote and data URLs are left as they are)."""
+    if base_dir is None:
+        return
+    base = base_dir.resolve()
+    for img in root.iter("img"):
+        src = img.get("src") or ""
+        parsed = urlparse(src)
+        if parsed.scheme not in ("", "file") or not parsed.path:
+            continue
+        candidate = (base / unquote(parsed.path)).resolve()
+        # images outside the document's folder are not read: an export must not leak other files
+        if not candidate.is_relative_to(base) or not candidate.is_file():
+            continue
+        if candidate.stat().st_size > IMAGE_MAX_BYTES:
+            continue
+        mime = mimetypes.guess_type(candidate.name)[0] or "application/octet-stream"
+        if not mime.startswith("image/"):
+            continue
+        img.set("src", f"data:{mime};base64,{base64.b64encode(candidate.read_bytes()).decode()}")
+
+
+def _math_to_mathml(root: Any) -> None:
+    """KaTeX-ready math elements → MathML, so exports need no script."""
+    try:
+        from latex2mathml.converter import convert
+    except ImportError:  # pragma: no cover - optional dependency; math stays as TeX text
+        return
+    for el in list(root.iter()):
+        cls = el.get("class") or ""
+        if el.tag not in ("span", "div") or "math" not in cls.split():
+            continue
+        tex = el.text_content()
+        display = "block" if "block" in cls.split() else "inline"
+        try:
+            mathml = convert(tex, display=display)
+        except Exception:  # a TeX construct latex2mathml does not know: keep the TeX visible
+            continue
+        new = lxml_html.fragment_fromstring(mathml, create_parent="span" if display == "inline" else "div")
+        new.set("class", cls)
+        new.set("data-tex", tex)
+        new.tail = el.tail
+        el.getparent().replace(el, new)
+
+
+def _parse_fragment(fragment: str) -> Any:
+    return lxml_html.fragment_fromstring(fragment or "<p></p>", create_parent="section")
+
+
+def _serialize_children(root: Any) -> str:
+    out = [html_lib.escape(root.text)] if root.text else []
+    out.extend(lxml_html.tostring(child, encoding="unicode") for child in root)
+    return "".join(out)
+
+
+def body_html(text: str, base_dir: Path | None) -> str:
+    """Rendered, self-contained body HTML (images inlined, math as MathML)."""
+    root = _parse_fragment(render_html(text, EXPORT))
+    _inline_images(root, base_dir)
+    _math_to_mathml(root)
+    return _serialize_children(root)
+
+
+def export_html(text: str, *, title: str, base_dir: Path | None = None, typography: str | None = None) -> str:
+    """A complete, self-contained HTML document (no external requests)."""
+    return (
+        "<!DOCTYPE html>\n<html>\n<head>\n<meta charset=\"utf-8\">\n"
+        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+        f"<title>{html_lib.escape(title)}</title>\n<style>\n{theme_css(typography)}</style>\n</head>\n"
+        f"<body>\n<article class=\"markdown-body\">\n{body_html(text, base_dir)}</article>\n</body>\n</html>\n"
+    )
+
+
+# --- rich HTML for social platforms --------------------------------------------------------------------
+
+RICH_TARGETS: Final = ("wechat", "zhihu", "juejin")
+
+
+def rich_html(text: str, target: str, *, base_dir: Path | None = None, typography: str | None = None) -> str:
+    """Inline-styled HTML for pasting into the WeChat / Zhihu / Juejin editor: a style on every element.
+
+    Zhihu re-renders formulas from `<img class="Formula-image" data-eeimg="true" alt="TeX">` placeholders
+    (research/markdown.md §1, mdnice's converter); WeChat and Juejin get MathML.
+    """
+    if target not in RICH_TARGETS:
+        raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"target {target!r} is not one of {', '.join(RICH_TARGETS)}")
+    root = _parse_fragment(render_html(text, EXPORT))
+    _inline_images(root, base_dir)
+    if target == "zhihu":
+        for el in list(root.iter()):
+            cls = (el.get("class") or "").split()
+            if el.tag in ("span", "div") and "math" in cls:
+                img = lxml_html.Element("img", {"class": "Formula-image", "data-eeimg": "true",
+                                                "src": "", "alt": el.text_content()})
+                img.tail = el.tail
+                el.getparent().replace(el, img)
+    else:
+        _math_to_mathml(root)
+    styles = theme_styles(typography)
+    for el in root.iter():
+        if not isinstance(el.tag, str):
+            continue
+        tag = el.tag
+        style = styles.get(tag, "")
+        if tag == "code" and el.getparent() is not None and el.getparent().tag == "pre":
+            style = styles["pre code"]
+        if tag == "table" and "front-matter" in (el.get("class") or ""):
+            style = styles["table.front-matter"]
+        if tag == "section":
+            style = styles["section"]
+        if tag == "a" and not re.match(r"^(https?:|mailto:|#|/|\./|\.\./|[^:]*$)", el.get("href") or ""):
+            el.attrib.pop("href", None)
+        if style:
+            el.set("style", (style + (el.get("style") or "")).strip())
+        el.attrib.pop("class", None) if tag not in ("img", "math") else None
+        el.attrib.pop("data-source-line", None)
+    root.set("id", "deskbridge-markdown")
+    return lxml_html.tostring(root, encoding="unicode")
+
+
+# --- Word (pandoc) ------------------------------------------------------------------------------------
+
+
+def export_docx(text: str, *, base_dir: Path | None = None) -> bytes:
+    """Word via pandoc (the `pypandoc-binary` wheel ships pandoc): tables, footnotes, math as Word equations."""
+    try:
+        import pypandoc
+    except ImportError:
+        raise BridgeError(ErrorCode.NOT_FOUND, "Word export needs pandoc",
+                          hint="Install the Python package pypandoc-binary (it ships pandoc), then retry.") from None
+    with tempfile.TemporaryDirectory(prefix="deskbridge-docx-") as tmp:
+        out = Path(tmp) / "out.docx"
+        args = ["--standalone"]
+        if base_dir is not None:
+            args.append(f"--resource-path={base_dir}")
+        try:
+            pypandoc.convert_text(
+                text, "docx", format="gfm+tex_math_dollars+footnotes+yaml_metadata_block",
+                outputfile=str(out), extra_args=args, sandbox=True)
+        except (RuntimeError, OSError) as exc:
+            raise BridgeError(ErrorCode.INTERNAL, f"pandoc could not convert the document: {str(exc)[:300]}") from None
+        return out.read_bytes()
+
+
+# --- PDF / PNG (headless Chromium) ------------------------------------------------------------------------
+
+
+def chromium_available() -> bool:
+    return Path(CHROMIUM_PATH).is_file()
+
+
+async def _with_page(page_html: str, action: Any) -> bytes:
+    if not chromium_available():
+        raise BridgeError(
+            ErrorCode.NOT_FOUND,
+            f"PDF and PNG export need Chromium at {CHROMIUM_PATH}, which is not installed",
+            hint="Install it (Debian/Ubuntu: apt-get install chromium) and the Python package playwright, then retry.",
+        )
+    try:
+        from playwright.async_api import async_playwright
+    except ImportError:
+        raise BridgeError(ErrorCode.NOT_FOUND, "PDF and PNG export need the Python package playwright",
+                          hint="Install playwright (pip install playwright); the system Chromium is used.") from None
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=CHROMIUM_PATH, args=list(CHROMIUM_ARGS))
+        try:
+            page = await browser.new_page()
+            # nothing may be fetched: the document is self-contained, so every request is refused
+            await page.route("**/*", lambda route: route.abort() if not route.request.url.startswith("data:")
+                             else route.continue_())
+            await page.set_content(page_html, wait_until="load", timeout=CHROMIUM_TIMEOUT_MS)
+            return await action(page)
+        finally:
+            await browser.close()
+
+
+async def export_pdf(text: str, *, title: str, base_dir: Path | None = None, typography: str | None = None) -> bytes:
+    page_html = export_html(text, title=title, base_dir=base_dir, typography=typography)
+
+    async def pdf(page: Any) -> bytes:
+        return await page.pdf(format="A4", print_background=True, display_header_footer=True,
+                              header_template=f"<div style='font-size:8px;width:100%;text-align:center'>"
+                                              f"{html_lib.escape(title)}</div>",
+                              footer_template="<div style='font-size:8px;width:100%;text-align:center'>"
+                                              "<span class='pageNumber'></span> / <span class='totalPages'></span></div>",
+                              margin={"top": "18mm", "bottom": "18mm", "left": "15mm", "right": "15mm"})
+
+    return await _with_page(page_html, pdf)
+
+
+async def export_png(text: str, *, title: str, base_dir: Path | None = None, typography: str | None = None) -> bytes:
+    page_html = export_html(text, title=title, base_dir=base_dir, typography=typography)
+
+    async def shot(page: Any) -> bytes:
+        await page.set_viewport_size({"width": 900, "height": 800})
+        return await page.screenshot(full_page=True, type="png")
+
+    return await _with_page(page_html, shot)
+
+
+async def export_bytes(fmt: str, text: str, *, title: str, base_dir: Path | None,
+                       typography: str | None = None) -> bytes:
+    """The exported file's bytes in `fmt` (HTML, PDF, PNG, Word)."""
+    if fmt == "HTML":
+        return export_html(text, title=title, base_dir=base_dir, typography=typography).encode("utf-8")
+    if fmt == "PDF":
+        return await export_pdf(text, title=title, base_dir=base_dir, typography=typography)
+    if fmt == "PNG":
+        return await export_png(text, title=title, base_dir=base_dir, typography=typography)
+    if fmt == "Word":
+        import anyio
+
+        return await anyio.to_thread.run_sync(lambda: export_docx(text, base_dir=base_dir))
+    raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"format {fmt!r} is not one of {', '.join(FORMATS)}")
+
+
+# --- MCP-facing operations -----------------------------------------------------------------------------
+
+
+def _typography(service: MarkdownService) -> str | None:
+    ui = service.ui_state
+    snap = getattr(ui, "snapshot", None)
+    if callable(snap):
+        value = snap().get("typography")
+        return value if isinstance(value, str) else None
+    return None
+
+
+async def export_to_workspace(service: MarkdownService, doc_id: str | None, fmt: str, file_name: str | None, *,
+                              ctx: CallContext, tool: str) -> dict[str, Any]:
+    """Export into the document's folder under a free name (no-overwrite publish), after the person approves."""
+    doc = service.get(doc_id)
+    ext = FORMATS.get(fmt)
+    if ext is None:
+        raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"format {fmt!r} is not one of {', '.join(FORMATS)}")
+    folder = doc.path.parent if doc.path is not None else service.workspace.allowed_root
+    stem = Path(doc.name).stem
+    if file_name:
+        if "/" in file_name or "\\" in file_name or file_name in (".", ".."):
+            raise BridgeError(ErrorCode.INVALID_ARGUMENT, "fileName must be a plain file name (no folders)")
+        stem = Path(file_name).stem if Path(file_name).suffix.lower() == ext else file_name
+    from deskbridge.core.paths import resolve_path
+
+    folder = resolve_path(str(folder), [service.workspace.allowed_root]) if service.workspace.scope.value != "CurrentDocument" else folder
+    await service.approvals.ask(ctx, "export", tool, service.workspace.relative(folder / f"{stem}{ext}"),
+                                f"export {doc.name} as {fmt} into {folder.name or folder}")
+    text = doc.text
+    data = await export_bytes(fmt, text, title=stem, base_dir=doc.path.parent if doc.path else None,
+                              typography=_typography(service))
+    for n in range(0, 1000):
+        candidate = folder / (f"{stem}{ext}" if n == 0 else f"{stem}-{n}{ext}")
+        try:
+            diskio.publish_new(candidate, data)
+        except BridgeError as exc:
+            if exc.code is ErrorCode.TARGET_EXISTS:
+                continue
+            raise
+        service.publish("doc", {"type": "exported", "docId": doc.doc_id, "format": fmt,
+                                "path": service.workspace.relative(candidate)})
+        return {"docId": doc.doc_id, "format": fmt, "path": service.workspace.relative(candidate),
+                "bytes": len(data)}
+    raise BridgeError(ErrorCode.TARGET_EXISTS, f"no free file name for {stem}{ext} in {folder}")
+
+
+async def copy_rich_html(service: MarkdownService, doc_id: str | None, target: str, *, ctx: CallContext,
+                         tool: str) -> dict[str, Any]:
+    """After approval, hand platform-styled HTML to the editor, which writes it to the clipboard."""
+    doc = service.get(doc_id)
+    await service.approvals.ask(ctx, "copy_rich_html", tool, doc.name,
+                                f"copy {doc.name} as rich HTML for {target} to the clipboard")
+    html = rich_html(doc.text, target, base_dir=doc.path.parent if doc.path else None,
+                     typography=_typography(service))
+    plain = doc.text
+    service.publish("ui", {"type": "clipboard", "format": "rich-html", "target": target, "docId": doc.doc_id,
+                           "html": html, "text": plain})
+    return {"docId": doc.doc_id, "target": target, "bytes": len(html.encode("utf-8")), "deliveredToEditor": True}
