@@ -164,3 +164,19 @@ def test_no_sdk_is_reported_once_not_as_hundreds_of_errors(minimod, monkeypatch)
     assert service.sdk is None
     assert len(codes(index, "sdk-not-configured")) == 1
     assert queries.find_asset(index, "Tank")["total"] == 1
+
+
+def test_art_is_scanned_in_a_second_phase(minimod):
+    minimod.write("Art/AU/AUTank_SKN.w3x", '<AssetDeclaration xmlns="uri:ea.com:eala:asset">\n'
+                  '<W3DContainer id="AUTank_SKN"><Pivots/></W3DContainer>\n<W3DMesh id="AUTank_SKN.Hull"/>\n'
+                  "</AssetDeclaration>\n")
+    minimod.write("Data/Units/Tank.xml", minimod.mod.joinpath("Data/Units/Tank.xml").read_text().replace(
+        "</Includes>", '<Include type="instance" source="ART:AUTank_SKN.w3x"/></Includes>'))
+    service = SageService(minimod.mod, minimod.sdk)
+    published = []
+    index = service.build_sync(publish=lambda i: published.append((i.phase, i.complete)))
+    assert published == [("xml", False), ("art", True)]  # ready_xml first, then ready
+    assert index.stats["shallowScannedFiles"] == 1
+    mesh = queries.find_asset(index, "autank_skn.hull")["items"]
+    assert mesh[0]["type"] == "W3DMesh" and mesh[0]["file"] == "Art/AU/AUTank_SKN.w3x"
+    assert mesh[0]["streams"] == {"static": "instance"}

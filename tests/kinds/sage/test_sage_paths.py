@@ -1,0 +1,141 @@
+"""Project discovery, SDK recognition, the deskbridge directories, path aliases and the XSD model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from deskbridge.core.errors import BridgeError
+from deskbridge.kinds.sage.paths import CaseFoldTree, PathResolver, SearchPaths, default_search_paths
+from deskbridge.kinds.sage.project import find_project_root, is_sdk, locate_sdk
+from deskbridge.kinds.sage.schema import compile_schema, load_schema
+from deskbridge.kinds.sage.settings import deskbridge_dirs
+
+
+def touch(path: Path, text: str = "<AssetDeclaration/>") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def test_deskbridge_home_moves_every_directory(tmp_path, monkeypatch):
+    monkeypatch.setenv("DESKBRIDGE_HOME", str(tmp_path))
+    dirs = deskbridge_dirs()
+    assert (dirs.cache, dirs.data, dirs.config) == (tmp_path / "cache", tmp_path / "data", tmp_path / "config")
+
+
+def test_project_root_from_any_path_nearest_marker_wins(tmp_path):
+    outer = tmp_path / "outer"
+    touch(outer / "DATA" / "mod.XML")
+    inner = outer / "Mods" / "Inner"
+    touch(inner / "Data" / "AdditionalMaps" / "MapMetaData_Inner.xml")
+    deep = touch(inner / "Data" / "Units" / "Tank" / "Tank.xml")
+    assert find_project_root(deep) == inner
+    assert find_project_root(outer / "DATA") == outer
+    babproj = tmp_path / "other"
+    touch(babproj / "mod.babproj", "<BinaryAssetBuilderProject/>")
+    assert find_project_root(babproj) == babproj
+    assert find_project_root(tmp_path / "other") == babproj
+    # from a container folder, the project below is found
+    assert find_project_root(tmp_path) in (outer, babproj)
+    with pytest.raises(BridgeError) as err:
+        find_project_root(tmp_path / "missing")
+    assert err.value.code == "NOT_FOUND"
+
+
+def test_no_project_anywhere_is_a_clear_error(tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(BridgeError, match="No SAGE mod project"):
+        find_project_root(tmp_path / "empty")
+
+
+def test_sdk_layouts(tmp_path, sage_data):
+    assert is_sdk(sage_data.sdk)  # EA's repository layout: Schemas/CnC3Types.xsd
+    sdk = tmp_path / "sdk"
+    touch(sdk / "Schemas" / "xsd" / "CnC3Types.xsd")
+    assert not is_sdk(sdk)  # no SageXml yet
+    (sdk / "SageXml").mkdir()
+    assert is_sdk(sdk)
+    assert locate_sdk(sdk) == sdk
+    with pytest.raises(BridgeError, match="--sdk"):
+        locate_sdk(tmp_path)
+
+
+@pytest.fixture
+def tree(tmp_path) -> Path:
+    touch(tmp_path / "sdk" / "SageXml" / "Static.xml")
+    touch(tmp_path / "sdk" / "SageXml" / "Civilian" / "Tree.xml")
+    touch(tmp_path / "mod" / "Data" / "Units" / "Tank.xml")
+    touch(tmp_path / "mod" / "Art" / "AU" / "AUTank_SKN.w3x")
+    touch(tmp_path / "mod" / "Art" / "Tanks" / "Hull.w3x")
+    touch(tmp_path / "mod" / "Data" / "Mod.xml")
+    return tmp_path
+
+
+def test_aliases_case_backslashes_trailing_dots(tree):
+    search = default_search_paths(tree / "mod", tree / "sdk")
+    r = PathResolver(search)
+    mod_xml = str(tree / "mod" / "Data" / "Mod.xml")
+    assert r.resolve("DATA:static.xml", mod_xml) == str(tree / "sdk" / "SageXml" / "Static.xml")
+    assert r.resolve("data:CIVILIAN\\tree.xml.", mod_xml) == str(tree / "sdk" / "SageXml" / "Civilian" / "Tree.xml")
+    assert r.resolve("DATA:SageXml/Static.xml", mod_xml) == str(tree / "sdk" / "SageXml" / "Static.xml")
+    assert r.resolve("units/TANK.xml", mod_xml) == str(tree / "mod" / "Data" / "Units" / "Tank.xml")
+    assert r.resolve("./Units/../Units/Tank.xml", mod_xml) == str(tree / "mod" / "Data" / "Units" / "Tank.xml")
+    assert r.resolve("DATA:nothing.xml", mod_xml) is None
+    assert r.resolve("BOGUS:static.xml", mod_xml) is None  # unknown alias
+    assert r.resolve("DATA:a:b.xml", mod_xml) is None  # more than one colon
+    assert r.resolve("C:\\Games\\x.xml", mod_xml) is None
+
+
+def test_art_two_letter_rule(tree):
+    r = PathResolver(default_search_paths(tree / "mod", tree / "sdk"))
+    base = str(tree / "mod" / "Data" / "Mod.xml")
+    assert r.resolve("ART:autank_skn.w3x", base) == str(tree / "mod" / "Art" / "AU" / "AUTank_SKN.w3x")
+    assert r.resolve("ART:Hull.w3x", base) is None  # no directory part: only <art>/HU/ is tried
+    assert r.resolve("ART:tanks/hull.W3X", base) == str(tree / "mod" / "Art" / "Tanks" / "Hull.w3x")
+
+
+def test_star_search_path_means_the_including_folder(tree):
+    r = PathResolver(SearchPaths(data=["*"]))
+    tank_dir_file = str(tree / "mod" / "Data" / "Units" / "Other.xml")
+    assert r.resolve("DATA:tank.xml", tank_dir_file) == str(tree / "mod" / "Data" / "Units" / "Tank.xml")
+
+
+def test_lookups_list_each_directory_once(tree, monkeypatch):
+    calls = []
+    real = CaseFoldTree.listing
+
+    def counting(self, directory):
+        if directory not in self._listings:
+            calls.append(directory)
+        return real(self, directory)
+
+    r = PathResolver(default_search_paths(tree / "mod", tree / "sdk"))
+    monkeypatch.setattr(CaseFoldTree, "listing", counting)
+    base = str(tree / "mod" / "Data" / "Mod.xml")
+    for name in ["units/tank.xml", "Units/Tank.xml", "UNITS/TANK.XML", "units/missing.xml"]:
+        r.resolve(name, base)
+    assert len(calls) == len(set(calls))
+
+
+def test_schema_model_of_the_real_sdk(sage_data, tmp_path):
+    entry = sage_data.sdk / "Schemas" / "CnC3Types.xsd"
+    model = compile_schema(entry)
+    assert len(model.asset_types) > 250 and model.asset_types["GameObject"] == "GameObject"
+    # style 1: a named *Ref simple type
+    assert model.attr_refs["WeaponTemplate"]["FireFX"] == ("FXList", False)
+    # style 2: xas:refType on an element typed WeakReference (simple content)
+    assert ("GameObject", False) in model.content_refs.values()
+    # style 3: Poid ids are names, never references
+    assert "id" not in model.attr_refs.get("ObjectFilter", {})
+    # base chains let a base-typed reference accept subtypes
+    assert model.assignable("AudioEvent", "BaseAudioEventInfo")
+    assert model.assignable("W3DContainer", "BaseRenderAssetType")
+    assert not model.assignable("GameObject", "WeaponTemplate")
+    # cached on disk by the XSD files' hashes
+    first = load_schema(entry, tmp_path)
+    cached = list((tmp_path / "schema").glob("*.json.gz"))
+    assert len(cached) == 1 and cached[0].name.startswith(first.digest)
+    again = load_schema(entry, tmp_path)
+    assert again.attr_refs == first.attr_refs and again.with_refs == first.with_refs
