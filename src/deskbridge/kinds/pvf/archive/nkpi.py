@@ -169,10 +169,13 @@ class NkpiArchive(ArchiveBase):
 
     family = "nkpi"
 
-    def __init__(self, source: Path | bytes, *, encoding: str | None = None, keys: NkpiKeys | None = None) -> None:
+    def __init__(self, source: Path | bytes, *, encoding: str | None = None, keys: NkpiKeys | None = None,
+                 recover: bool = True) -> None:
         super().__init__(None if isinstance(source, (bytes, bytearray, memoryview)) else Path(source))
         self.keys = keys if isinstance(keys, NkpiKeys) else NkpiKeys()
         self._requested_encoding = encoding
+        self._recover = recover
+        """Try the 65,536-candidate zlib seed recovery for pools/body that do not inflate (≈0.5 s each)."""
         self._load(source)
 
     # ------------------------------------------------------------------------------------------ opening
@@ -189,6 +192,7 @@ class NkpiArchive(ArchiveBase):
         scheme, header, recovered = _detect(src)
         size = src.size
         hdr.check_sizes(header, size)
+        self._header_for_checks = header
         # File table is plaintext; its size was validated against the file size above.
         ft = src.read(header.file_table_offset, 24 * header.file_count)
         files = np.frombuffer(ft, dtype=np.dtype([("name", "<u4"), ("path", "<u4"), ("chunk", "<i4"),
@@ -257,6 +261,11 @@ class NkpiArchive(ArchiveBase):
             return seed, False
         found = recover_word_seed(raw, word, plain_word, MAGIC_DATA, lambda s: ok(crypt(raw, s)))
         if found is None:
+            # No other key explains it either: report what is wrong under the archive's own key.
+            if label == "GRPI":
+                parse_grpi(crypt(raw, seed), offset, self._header_for_checks.body_size)
+            else:
+                parse_hash_table(crypt(raw, seed), offset)
             raise corrupt(offset, f"a {label} readable under the archive's key or a recoverable one")
         return found, True
 
@@ -266,7 +275,7 @@ class NkpiArchive(ArchiveBase):
         for mask_a, mask_w in masks:
             try:
                 return StringPools.parse(raw, base, PoolKeys(scheme.pool_a, scheme.pool_w, mask_a, mask_w),
-                                         encoding=self._requested_encoding)
+                                         encoding=self._requested_encoding, allow_recover=self._recover)
             except BridgeError as exc:
                 first_error = first_error or exc
         assert first_error is not None
@@ -281,7 +290,7 @@ class NkpiArchive(ArchiveBase):
             raw_len = int(self.grpi["raw"][i])
             if inflate_exact(crypt(comp, self._body_seed or 0), raw_len) is not None:
                 return
-            seed = recover_zlib_seed(comp, raw_len, MAGIC_DATA)
+            seed = recover_zlib_seed(comp, raw_len, MAGIC_DATA) if self._recover else None
             if seed is None:
                 raise corrupt(self.header.body_offset + self._chunk_start(i),
                               f"chunk {i}: a zlib stream inflating to {raw_len} bytes under the body key")
@@ -456,11 +465,12 @@ class NkpiArchive(ArchiveBase):
         }
 
 
-def open_nkpi(source: Path | str | bytes, *, encoding: str | None = None, keys: object | None = None) -> NkpiArchive:
-    """Open an nkpi archive from a path or bytes; `keys` is an `NkpiKeys` for paged archives."""
+def open_nkpi(source: Path | str | bytes, *, encoding: str | None = None, keys: object | None = None,
+              recover: bool = True) -> NkpiArchive:
+    """Open an nkpi archive from a path or bytes; `keys`: `NkpiKeys`, a key-file path or `load_keys` fields."""
     if isinstance(source, str):
         source = Path(source)
-    return NkpiArchive(source, encoding=encoding, keys=as_keys(keys))
+    return NkpiArchive(source, encoding=encoding, keys=as_keys(keys), recover=recover)
 
 
 def as_keys(keys: object | None) -> NkpiKeys | None:

@@ -33,7 +33,7 @@ _BLOCK = 65536
 def key_hash(key: str) -> int:
     """The 64-bit hash of a lookup key (Horner over its UTF-8 bytes, mod 2^64)."""
     h = 0
-    for b in key.encode("utf-8", errors="surrogateescape"):
+    for b in key.encode("utf-8", errors="surrogatepass"):  # lone surrogates from odd pool bytes hash too
         h = (h * _P + b) & _MASK64
     return h
 

@@ -188,7 +188,10 @@ class StringPools:
 
     def _scan_a(self, s: str) -> int | None:
         """First sTrA offset holding exactly `s`, by searching the pool bytes (no index needed)."""
-        enc = s.encode(self.encoding, errors="surrogateescape")
+        try:
+            enc = s.encode(self.encoding, errors="surrogateescape")
+        except UnicodeEncodeError:  # e.g. a lone UTF-16 surrogate from sTrW: cannot be in sTrA
+            return None
         a = self._a
         if a[: len(enc) + 1] == enc + b"\0":
             return 0
@@ -241,8 +244,12 @@ class StringPools:
             if self._lookup_w is not None:
                 self._lookup_w[s] = off
         else:
+            try:
+                enc = s.encode(self.encoding, errors="surrogateescape")
+            except UnicodeEncodeError as exc:
+                raise ValueError(f"cannot store {s!r} in the {self.encoding} pool") from exc
             pos = len(self._a)
-            self._a += s.encode(self.encoding, errors="surrogateescape") + b"\0"
+            self._a += enc + b"\0"
             off = pos * 2
             if self._lookup_a is not None:
                 self._lookup_a[s] = off

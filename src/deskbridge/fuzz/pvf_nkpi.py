@@ -1,0 +1,171 @@
+"""Fuzz targets for the nkpi PVF parsers: whole archives, header, hash table, GRPI, name pools, the nkpi
+script codec and UTF-16 text files — with round-trip properties where the format promises one."""
+
+from __future__ import annotations
+
+import contextlib
+import struct
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+
+from deskbridge.core.errors import BridgeError
+from deskbridge.kinds.pvf.archive import nkpi_header as hdr
+from deskbridge.kinds.pvf.archive.nkpi import NkpiArchive
+from deskbridge.kinds.pvf.archive.nkpi_cipher import LEGACY, MAGIC_DATA, crypt
+from deskbridge.kinds.pvf.archive.nkpi_pools import PoolKeys, StringPools
+from deskbridge.kinds.pvf.archive.nkpi_tables import parse_grpi, parse_hash_table
+from deskbridge.kinds.pvf.script import nkpi_codec as codec
+
+_MAX_FILES = 48
+_VECTORS = Path(__file__).resolve().parents[3] / "../shared/data/pvf"
+
+
+@lru_cache(maxsize=1)
+def _pools() -> StringPools:
+    pools = StringPools(bytes(8), b"\0[name]\0sword\0a`b\0\xff\xfe\0", "\0\0巨剑\0\0".encode("utf-16-le"),
+                        PoolKeys(LEGACY.pool_a, LEGACY.pool_w, LEGACY.mask_a, LEGACY.mask_w), "utf-8")
+    return pools
+
+
+def fuzz_archive(data: bytes) -> None:
+    """Open, list, read and render an nkpi archive from arbitrary bytes (no 65,536-seed zlib recovery)."""
+    ar = NkpiArchive(data, recover=False)
+    for path in ar.paths()[:_MAX_FILES]:
+        ar.read(path)
+        ar.file_info(path)
+        with contextlib.suppress(BridgeError):
+            text = ar.read_text(path)
+            if ar.text_to_payload(path, text) != ar.read(path):
+                raise AssertionError(f"decompile → compile changed {path}")
+
+
+def fuzz_header(data: bytes) -> None:
+    """Recognise and size-check arbitrary 48-byte headers (the first 4 bytes of input choose the file size)."""
+    size = struct.unpack("<I", data[:4].ljust(4, b"\0"))[0]
+    raw = data[4:52].ljust(hdr.HEADER_SIZE, b"\0")
+    found = hdr.identify(raw, size)
+    if found:
+        hdr.check_sizes(found[1], size)
+        if hdr.encrypt(found[1], found[0]) != raw:
+            raise AssertionError("header re-encryption changed the bytes")
+
+
+def fuzz_hash_table(data: bytes) -> None:
+    pairs, ordered = parse_hash_table(data, 0)
+    if 8 + 8 * len(pairs) + 4 * len(ordered) != len(data):
+        raise AssertionError("hash table sizes do not add up")
+
+
+def fuzz_grpi(data: bytes) -> None:
+    usable = data[: len(data) - len(data) % 8]
+    body = struct.unpack_from("<i", usable, len(usable) - 8)[0] if usable else 0
+    parse_grpi(usable, 0, body)
+
+
+def fuzz_pools(data: bytes) -> None:
+    """Parse a name table; resolve a few offsets; an unchanged pool set must serialise back and re-parse."""
+    keys = PoolKeys(LEGACY.pool_a, LEGACY.pool_w, LEGACY.mask_a, LEGACY.mask_w)
+    pools, _ = StringPools.parse(data, 0, keys, allow_recover=False)
+    for off in (0, 1, 2, 3, 7, pools.size_a * 2 - 2, pools.size_w - 1):
+        if off >= 0 and pools.is_valid(off):
+            pools.resolve(off)
+    again, _ = StringPools.parse(pools.serialize(), 0, keys, allow_recover=False)
+    if again.raw_a() != pools.raw_a() or again.raw_w() != pools.raw_w():
+        raise AssertionError("pool serialise → parse changed the strings")
+
+
+def fuzz_pool_strings(data: bytes) -> None:
+    """Resolve, find and append strings over arbitrary decompressed pool contents."""
+    cut = data[0] if data else 0
+    a, w = data[1 : 1 + cut], data[1 + cut :]
+    w = w[: len(w) - len(w) % 2]
+    pools = StringPools(bytes(8), a, w, PoolKeys(1, 2, 3, 4), "utf-8")
+    for off in range(0, min(2 * len(a) + 2, 64)):
+        if pools.is_valid(off):
+            s = pools.resolve(off)
+            found = pools.find(s)  # None is fine when `off` points into the middle of a string
+            if found is not None and pools.resolve(found) != s:
+                raise AssertionError(f"string at {off} is found at {found}, which holds another string")
+    for s in ("[name]", "巨剑", ""):
+        off = pools.add(s)
+        if pools.resolve(off) != s:
+            raise AssertionError(f"added {s!r} resolves differently")
+
+
+def fuzz_script(data: bytes) -> None:
+    """Decompile arbitrary records; what decompiles must compile back byte-identical."""
+    payload = data[: len(data) - len(data) % 5]
+    pools = _pools()
+    text = codec.decompile(payload, pools)
+    if codec.compile_text(text, pools, original=payload) != payload:
+        raise AssertionError("decompile → compile changed the bytes")
+
+
+def fuzz_text(data: bytes) -> None:
+    """Compile arbitrary dialect text as nkpi; what compiles must decompile and compile to the same bytes."""
+    text = data.decode("utf-8", "replace")
+    pools = _pools()
+    payload = codec.compile_text(text, pools)
+    if codec.compile_text(codec.decompile(payload, pools), pools, original=payload) != payload:
+        raise AssertionError("compile → decompile → compile changed the bytes")
+
+
+def fuzz_utf16(data: bytes) -> None:
+    """DataType 3 text (NUL padding, Korean mojibake) must round-trip exactly."""
+    payload = data[: len(data) - len(data) % 2]
+    text, mojibake = codec.decode_utf16_text(payload)
+    if codec.encode_utf16_text(text, mojibake=mojibake) != payload:
+        raise AssertionError("UTF-16 text round trip changed the bytes")
+
+
+TARGETS = {
+    "archive": fuzz_archive,
+    "header": fuzz_header,
+    "hash_table": fuzz_hash_table,
+    "grpi": fuzz_grpi,
+    "pools": fuzz_pools,
+    "pool_strings": fuzz_pool_strings,
+    "script": fuzz_script,
+    "text": fuzz_text,
+    "utf16": fuzz_utf16,
+}
+
+
+def _seed_archives() -> list[bytes]:
+    out = [p.read_bytes() for p in sorted(_VECTORS.glob("vs_*.pvf"))] if _VECTORS.is_dir() else []
+    from deskbridge.kinds.pvf.synth.nkpi import synth_nkpi
+
+    with tempfile.TemporaryDirectory() as tmp:
+        for variant in ("legacy", "protected"):
+            path = Path(tmp) / f"{variant}.pvf"
+            synth_nkpi(path, 24, 1, variant)
+            out.append(path.read_bytes())
+    return out
+
+
+def _seeds() -> dict[str, list[bytes]]:
+    archives = _seed_archives()
+    first = archives[0]
+    ar = NkpiArchive(first)
+    h, scheme = ar.header, ar.scheme
+    hash_plain = crypt(first[h.hash_table_offset : h.name_table_offset], scheme.hash, MAGIC_DATA)
+    grpi_plain = crypt(first[h.grpi_offset : h.body_offset], scheme.grpi, MAGIC_DATA)
+    scripts = [ar.read(p) for p in ar.paths() if ar.data_type(p) == 1][:8]
+    texts = [ar.read_text(p).encode("utf-8") for p in ar.paths() if ar.data_type(p) == 1][:8]
+    utf16 = [ar.read(p) for p in ar.paths() if ar.data_type(p) == 3][:4]
+    ar.close()
+    return {
+        "archive": archives,
+        "header": [struct.pack("<I", len(a)) + a[:48] for a in archives],
+        "hash_table": [hash_plain],
+        "grpi": [grpi_plain],
+        "pools": [first[h.name_table_offset : h.grpi_offset]],
+        "pool_strings": [bytes([12]) + b"\0[name]\0abc\0" + "\0巨剑\0".encode("utf-16-le")],
+        "script": scripts,
+        "text": texts,
+        "utf16": [*utf16, "╟╤▒╣ ╛╞└╠┼█".encode("utf-16-le")],
+    }
+
+
+SEEDS = _seeds()
