@@ -176,6 +176,8 @@ class ArchiveBase(ABC):
     def paths(self) -> list[str]:
         """Every path (original order, staged new files last, staged deletions left out)."""
         orig = self._original_keys()
+        if not self._overlay:
+            return list(orig.values())
         out = [p for k, p in orig.items() if self._overlay.get(k, b"") is not None]
         out.extend(self._overlay_names[k] for k, v in self._overlay.items() if v is not None and k not in orig)
         return out

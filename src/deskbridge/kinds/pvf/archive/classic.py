@@ -87,7 +87,51 @@ class _Entry:
     rel: int
 
 
-def _parse(buf: bytes | mmap.mmap | memoryview) -> tuple[ClassicHeader, list[_Entry], list[BridgeError]]:
+class _Tree:
+    """The parsed tree as columns (one list per field): 200k entries parse and index in a fraction of a second."""
+
+    __slots__ = ("checksum", "name_hash", "path", "path_raw", "rel", "size")
+
+    def __init__(self) -> None:
+        self.path_raw: list[bytes] = []
+        self.path: list[str] = []
+        self.name_hash: list[int] = []
+        self.size: list[int] = []
+        self.checksum: list[int] = []
+        self.rel: list[int] = []
+
+    def __len__(self) -> int:
+        return len(self.size)
+
+    def __getitem__(self, i: int) -> _Entry:
+        return _Entry(self.path_raw[i], self.path[i], self.name_hash[i], self.size[i], self.checksum[i], self.rel[i])
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return (self[i] for i in range(len(self)))
+
+
+def _decode_paths(raws: list[bytes]) -> list[str]:
+    """CP949 paths (trailing NULs trimmed, `\\` → `/`), decoded in one go when possible."""
+    joined = b"\n".join(raws)
+    if joined.count(b"\n") == len(raws) - 1 and b"\0" not in joined:
+        try:
+            text = joined.decode("ascii")
+        except UnicodeDecodeError:
+            text = joined.decode(PATH_ENCODING, "replace")
+        if text.count("\n") == len(raws) - 1:
+            return text.replace("\\", "/").split("\n") if raws else []
+    out = []
+    for raw in raws:
+        stripped = raw.rstrip(b"\0")
+        try:
+            text = stripped.decode("ascii")
+        except UnicodeDecodeError:
+            text = stripped.decode(PATH_ENCODING, "replace")
+        out.append(text.replace("\\", "/"))
+    return out
+
+
+def _parse(buf: bytes | mmap.mmap | memoryview) -> tuple[ClassicHeader, _Tree, list[BridgeError]]:
     size = len(buf)
     if size < 4:
         raise corrupt(0, "a 4-byte GUID length", file_size=size)
@@ -110,34 +154,54 @@ def _parse(buf: bytes | mmap.mmap | memoryview) -> tuple[ClassicHeader, list[_En
                                     data={"offset": 12 + g, "expected": tree_crc}))
     data_start = tree_at + tree_len
     data_room = size - data_start
-    entries: list[_Entry] = []
+    t = _Tree()
+    raws, hashes, sizes, crcs, rels = t.path_raw, t.name_hash, t.size, t.checksum, t.rel
     pos = 0
-    data_end = data_start
+    data_end = 0  # relative end of the furthest block
     unpack_head, unpack_tail = _ENTRY_HEAD.unpack_from, _ENTRY_TAIL.unpack_from
+    limit = tree_len - 20
     for i in range(count):
-        if pos + 8 > tree_len:
+        if pos > limit:
             raise corrupt(tree_at + pos, f"entry {i} of {count} (tree ends)")
         nh, plen = unpack_head(tree, pos)
-        if plen > tree_len - pos - 20:
+        end = pos + 8 + plen
+        if plen > limit - pos:
             raise corrupt(tree_at + pos + 4, f"entry {i}: a path length that fits the tree (got {plen})")
-        raw = tree[pos + 8:pos + 8 + plen]
-        dlen, crc, rel = unpack_tail(tree, pos + 8 + plen)
+        dlen, crc, rel = unpack_tail(tree, end)
         if dlen < 0 or rel < 0 or rel + dlen > data_room:
-            raise corrupt(tree_at + pos + 8 + plen, f"entry {i}: a data block inside the file "
+            raise corrupt(tree_at + end, f"entry {i}: a data block inside the file "
                           f"(offset {rel}, length {dlen}, room {data_room})")
-        stripped = raw.rstrip(b"\0")
-        try:
-            text = stripped.decode("ascii")
-        except UnicodeDecodeError:
-            text = stripped.decode(PATH_ENCODING, "replace")
-        entries.append(_Entry(raw, text.replace("\\", "/"), nh, dlen, crc, rel))
-        end = data_start + rel + cc.aligned(dlen)
-        if end > data_end:
-            data_end = end
-        pos += 20 + plen
-    data_end = min(data_end, size)
+        raws.append(tree[pos + 8:end])
+        hashes.append(nh)
+        sizes.append(dlen)
+        crcs.append(crc)
+        rels.append(rel)
+        block_end = rel + dlen
+        if block_end > data_end:
+            data_end = block_end
+        pos = end + 12
+    t.path = _decode_paths(raws)
+    data_end = min(data_start + cc.aligned(data_end), size)
     header = ClassicHeader(guid, version, tree_len, tree_crc, count, data_start, data_end, bytes(buf[data_end:size]))
-    return header, entries, warnings
+    return header, t, warnings
+
+
+def _index(paths: list[str]) -> tuple[dict[str, str], dict[str, int]]:
+    """norm key → display path (archive order) and norm key → entry index; later duplicates are not
+    addressable (they stay in the archive on save)."""
+    keys = "\n".join(paths).lower().split("\n") if paths else []
+    if len(keys) != len(paths) or any(k.startswith("/") for k in keys):
+        keys = [norm_path(p) for p in paths]
+    index = dict(zip(keys, range(len(keys)), strict=True))
+    if len(index) == len(keys):
+        return dict(zip(keys, paths, strict=True)), index
+    by_key: dict[str, str] = {}
+    first: dict[str, int] = {}
+    for i, (k, p) in enumerate(zip(keys, paths, strict=True)):
+        if k not in first:
+            first[k] = i
+            by_key[k] = p
+    return by_key, first
 
 
 class ClassicArchive(ArchiveBase):
@@ -153,13 +217,7 @@ class ClassicArchive(ArchiveBase):
         self._buf = buf
         self.header, self._entries, parse_warnings = _parse(buf)
         self.warnings.extend(parse_warnings)
-        self._keys: dict[str, str] = {}
-        self._index: dict[str, int] = {}
-        for i, e in enumerate(self._entries):
-            key = norm_path(e.path)
-            if key not in self._index:  # later duplicates stay in the archive but are not addressable
-                self._index[key] = i
-                self._keys[key] = e.path
+        self._keys, self._index = _index(self._entries.path)
         self._encoding = resolve_encoding(encoding) if encoding else None
         self._strings_ctx = None
 
