@@ -27,6 +27,54 @@ STRA_ENCODINGS = ("utf-8", "gbk", "big5", "cp949")
 """Candidates for sTrA: pvfine assumes UTF-8, pvfVSCode guesses among GBK/Big5/EUC-KR/UTF-8 (research §5.4)."""
 
 
+class _Segmented:
+    """Pool bytes as the immutable original plus an appended tail.
+
+    Appending never copies the original (60+ MB on a million-file archive), and views of the original
+    (the path index keeps one) stay valid while strings are added.
+    """
+
+    __slots__ = ("base", "tail")
+
+    def __init__(self, base: bytes) -> None:
+        self.base = base
+        self.tail = bytearray()
+
+    def __len__(self) -> int:
+        return len(self.base) + len(self.tail)
+
+    def __bytes__(self) -> bytes:
+        return self.base + bytes(self.tail) if self.tail else self.base
+
+    def __iadd__(self, data: bytes) -> _Segmented:
+        self.tail += data
+        return self
+
+    def __getitem__(self, key: slice) -> bytes:
+        i, j, _ = key.indices(len(self))
+        nb = len(self.base)
+        if j <= nb:
+            return self.base[i:j]
+        if i >= nb:
+            return bytes(self.tail[i - nb : j - nb])
+        return self.base[i:] + bytes(self.tail[: j - nb])
+
+    def find(self, sub: bytes, start: int = 0) -> int:
+        """First index of `sub` at or after `start`, matches across the seam included."""
+        b, nb = self.base, len(self.base)
+        if start < nb:
+            i = b.find(sub, start)
+            if i >= 0:
+                return i
+            if self.tail and len(sub) > 1:
+                lo = max(start, nb - len(sub) + 1)
+                i = (b[lo:] + bytes(self.tail[: len(sub) - 1])).find(sub)
+                if i >= 0:
+                    return lo + i
+        j = self.tail.find(sub, max(0, start - nb))
+        return -1 if j < 0 else nb + j
+
+
 @dataclass
 class PoolKeys:
     """Seeds and size masks of the two pools (from the key scheme, or recovered)."""
@@ -84,8 +132,8 @@ class StringPools:
 
     def __init__(self, prefix: bytes, a: bytes, w: bytes, keys: PoolKeys, encoding: str | None = None) -> None:
         self.prefix = prefix
-        self._a: bytes | bytearray = a  # bytes until the first append: no 60 MB copy for read-only use
-        self._w: bytes | bytearray = w
+        self._a = _Segmented(bytes(a))
+        self._w = _Segmented(bytes(w))
         self.keys = keys
         self.encoding = encoding or _detect_stra_encoding(a)
         self.original_size_a = len(a)
@@ -123,9 +171,9 @@ class StringPools:
     def raw_a(self) -> bytes:
         return bytes(self._a)
 
-    def raw_a_view(self) -> bytes | bytearray:
-        """The sTrA bytes without copying (do not keep across `add`)."""
-        return self._a
+    def raw_a_view(self) -> bytes:
+        """The sTrA bytes as opened (immutable; strings added since are not in it)."""
+        return self._a.base
 
     def raw_w(self) -> bytes:
         return bytes(self._w)
@@ -193,7 +241,7 @@ class StringPools:
         except UnicodeEncodeError:  # e.g. a lone UTF-16 surrogate from sTrW: cannot be in sTrA
             return None
         a = self._a
-        if a[: len(enc) + 1] == enc + b"\0":
+        if a[0 : len(enc) + 1] == enc + b"\0":
             return 0
         pos = a.find(b"\0" + enc + b"\0")
         return None if pos < 0 else (pos + 1) * 2
@@ -202,7 +250,7 @@ class StringPools:
         """First aligned sTrW offset holding exactly `s`."""
         enc = s.encode("utf-16-le", errors="surrogatepass")
         w = self._w
-        if w[: len(enc) + 2] == enc + b"\0\0":
+        if w[0 : len(enc) + 2] == enc + b"\0\0":
             return 1
         needle = b"\0\0" + enc + b"\0\0"
         pos = w.find(needle)
@@ -227,10 +275,6 @@ class StringPools:
             return off
         if "\0" in s:
             raise ValueError("strings in the name pools cannot contain NUL")
-        if isinstance(self._a, bytes):
-            self._a = bytearray(self._a)
-        if isinstance(self._w, bytes):
-            self._w = bytearray(self._w)
         self._cache.clear()
         to_w = not s.isascii() or len(self._a) == 0
         if to_w:

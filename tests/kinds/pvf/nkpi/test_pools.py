@@ -1,0 +1,58 @@
+"""The nkpi string pools: magic offsets, the pool rule for new strings, reuse, and serialisation."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from deskbridge.kinds.pvf.archive.nkpi_cipher import LEGACY
+from deskbridge.kinds.pvf.archive.nkpi_pools import PoolKeys, StringPools, _Segmented
+
+KEYS = PoolKeys(LEGACY.pool_a, LEGACY.pool_w, LEGACY.mask_a, LEGACY.mask_w)
+
+
+def _pools(a: bytes = b"\0[name]\0sword\0", w: bytes = "\0巨剑\0".encode("utf-16-le")) -> StringPools:
+    return StringPools(bytes(8), a, w, KEYS, "utf-8")
+
+
+def test_magic_offsets_pick_the_pool_by_parity():
+    p = _pools()
+    assert p.resolve(2) == "[name]"  # even: sTrA byte 1
+    assert p.resolve(16) == "sword"
+    assert p.resolve(3) == "巨剑"  # odd: sTrW byte 2
+    assert p.find("sword") == 16 and p.find("巨剑") == 3
+
+
+def test_new_strings_go_ascii_to_stra_and_cjk_to_strw_and_are_reused():
+    p = _pools()
+    a = p.add("new ascii")
+    w = p.add("新的")
+    assert a % 2 == 0 and w % 2 == 1
+    assert p.add("new ascii") == a and p.add("新的") == w
+    assert p.resolve(a) == "new ascii" and p.resolve(w) == "新的"
+    assert p.dirty
+
+
+def test_an_empty_stra_sends_everything_to_the_utf16_pool():
+    p = _pools(a=b"", w=b"\0\0")
+    assert p.add("ascii") % 2 == 1  # 110US keeps sTrA empty (research §1B)
+
+
+def test_serialise_parse_round_trip_keeps_both_pools():
+    p = _pools()
+    p.add("x" * 1000)
+    p.add("한국어")
+    again, recovered = StringPools.parse(p.serialize(), 0, KEYS)
+    assert not recovered
+    assert again.raw_a() == p.raw_a() and again.raw_w() == p.raw_w()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=40), st.binary(max_size=40), st.binary(min_size=1, max_size=6), st.integers(0, 80))
+def test_segmented_find_equals_find_on_the_joined_bytes(base, tail, needle, start):
+    seg = _Segmented(base)
+    seg += tail
+    joined = base + tail
+    assert seg.find(needle, start) == joined.find(needle, start)
+    assert seg[start : start + 7] == joined[start : start + 7]
+    assert bytes(seg) == joined
