@@ -12,18 +12,30 @@ import re
 from dataclasses import dataclass
 from typing import Any, Final
 
+_LINE: Final = re.compile(
+    r"\n {0,3}(?:(?P<atx>#{1,6})(?P<title>[ \t][^\n]*)?(?=\n|$)"
+    r"|(?P<fence>`{3,}|~{3,})(?P<info>[^\n]*)"
+    r"|(?P<setext>=+|-+)[ \t]*(?=\n|$))"
+)
+"""One pass over '\n' + text: a line that is an ATX heading, a fence, or a setext underline (§4.2, §4.3,
+§4.5). The pattern starts with a literal newline, which lets `re` skip ahead quickly between lines."""
+
 _CANDIDATE: Final = re.compile(
-    r"^(?: {0,3}(?:(?P<atx>#{1,6})(?:[ \t]+(?P<title>.*?))?[ \t]*"
+    r"(?: {0,3}(?:(?P<atx>#{1,6})(?:[ \t]+(?P<title>.*?))?[ \t]*"
     r"|(?P<fence>`{3,}|~{3,})(?P<info>.*)"
     r"|(?P<setext>=+|-+)[ \t]*))$",
     re.MULTILINE,
 )
 _CLOSING_HASHES: Final = re.compile(r"(?:^|[ \t]+)#+[ \t]*$")
-_NOT_PARAGRAPH: Final = re.compile(r"^(?: {0,3}(?:[-+*>]|\d{1,9}[.)]|\||#{1,6}(?:[ \t]|$)|```|~~~)| {4,}|\t)")
+_NOT_PARAGRAPH: Final = re.compile(r"^ {0,3}(?:[-+*>]|\d{1,9}[.)]|#{1,6}(?:[ \t]|$)|```|~~~)")
+_CONTAINER: Final = re.compile(r"^ {0,3}(?:[-+*](?:[ \t]|$)|\d{1,9}[.)](?:[ \t]|$)|>)")
+"""A list item or block quote start: a paragraph under it continues it lazily (§5.1 laziness)."""
+_INTERRUPTS: Final = re.compile(r"^ {0,3}(?:#{1,6}(?:[ \t]|$)|```|~~~|(?:\*[ \t]*){3,}$|(?:_[ \t]*){3,}$)")
+"""Lines that end a paragraph above them: ATX headings, fences, thematic breaks."""
 _FRONT_MATTER: Final = re.compile(r"\A(?:---|\+\+\+)[ \t]*\n(?:.*\n)*?(?:---|\.\.\.|\+\+\+)[ \t]*(?:\n|\Z)")
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Heading:
     """One heading: level 1-6, its plain title, 1-based line, and the last line of its section."""
 
@@ -56,76 +68,135 @@ def _line_text(text: str, line_starts_pos: int) -> str:
     return text[line_starts_pos : end if end != -1 else len(text)]
 
 
+def _lines(text: str, skip_to: int):
+    """Candidate lines; the first line has no '\n' before it, so it is matched against a one-line copy."""
+    if skip_to == 0:
+        first_end = text.find("\n")
+        head = _LINE.match("\n" + (text if first_end == -1 else text[:first_end]))
+        if head is not None:
+            yield _Shifted(head)
+    yield from _LINE.finditer(text, max(0, skip_to - 1))
+
+
+class _Shifted:
+    """A match on '\n' + first line, made to look like a match in the text (start -1 → line start 0)."""
+
+    __slots__ = ("_m",)
+
+    def __init__(self, m: re.Match[str]) -> None:
+        self._m = m
+
+    def start(self) -> int:
+        return -1
+
+    def group(self, name: str) -> str | None:
+        return self._m.group(name)
+
+
 def outline(text: str) -> list[Heading]:
     """Every heading outside code fences and front matter, in document order, with section end lines."""
     raw: list[tuple[int, str, int]] = []  # (level, title, line)
     fence: str | None = None
     skip_to = front_matter_span(text)
     line_no = 1
-    pos = 0  # position up to which newlines were counted
+    memo: dict[int, bool] = {}
+    pos = 0  # text position up to which newlines were counted
     count = text.count
-    for m in _CANDIDATE.finditer(text, skip_to):
-        start = m.start()
-        line_no += count("\n", pos, start)
-        pos = start
+    for m in _lines(text, skip_to):
+        start = m.start() + 1  # the match starts at the '\n' before the line
+        atx = m.group("atx")
         if fence is not None:
             f = m.group("fence")
             if f and f[0] == fence[0] and len(f) >= len(fence) and not m.group("info").strip():
                 fence = None
             continue
-        if m.group("fence"):
+        if atx is None and m.group("fence"):
             f = m.group("fence")
             if f[0] == "`" and "`" in m.group("info"):
                 continue  # an info string with a backtick is not a fence (§4.5)
             fence = f
             continue
-        if m.group("atx"):
-            title = m.group("title") or ""
-            title = _CLOSING_HASHES.sub("", title).strip() if "#" in title else title.strip()
-            raw.append((len(m.group("atx")), title, line_no))
+        line_no += count("\n", pos, start)
+        pos = start
+        if atx is not None:
+            title = (m.group("title") or "").strip()
+            if title.endswith("#"):
+                title = _CLOSING_HASHES.sub("", title).strip()
+            raw.append((len(atx), title, line_no))
             continue
-        underline = m.group("setext")
-        if start == 0 or line_no <= 1:
-            continue
-        prev_end = start - 1
-        prev_start = text.rfind("\n", 0, prev_end) + 1
-        if prev_start < skip_to:
-            continue
-        prev = text[prev_start:prev_end]
-        if not prev.strip() or _NOT_PARAGRAPH.match(prev):
-            continue
-        if underline[0] == "-" and len(underline) < 1:
-            continue
-        # the heading text is the whole paragraph above the underline
-        lines = [prev.strip()]
-        first_line = line_no - 1
-        s = prev_start
-        while s > skip_to:
-            ps = text.rfind("\n", 0, s - 1) + 1
-            candidate = text[ps : s - 1]
-            if not candidate.strip() or _NOT_PARAGRAPH.match(candidate) or _CANDIDATE.match(candidate):
-                break
-            lines.insert(0, candidate.strip())
-            first_line -= 1
-            s = ps
-        raw.append((1 if underline[0] == "=" else 2, " ".join(lines), first_line))
+        heading = _setext(text, start, line_no, skip_to, m.group("setext"), memo)
+        if heading is not None:
+            raw.append(heading)
     # a final '\n' ends the last line; it does not start an empty one
     total_lines = count("\n") + (0 if text.endswith("\n") else 1)
     return _with_sections(raw, total_lines)
 
 
+def _setext(text: str, start: int, line_no: int, skip_to: int, underline: str,
+            memo: dict[int, bool] | None = None) -> tuple[int, str, int] | None:
+    """A setext heading whose underline starts at `start`: the paragraph above it is the title (§4.3).
+
+    Walks up the paragraph; a paragraph that continues a list item or block quote lazily is not a heading
+    (an underline cannot be a lazy continuation line).
+    """
+    if start == 0 or start <= skip_to:
+        return None
+    lines: list[str] = []
+    first_line = line_no
+    s = start
+    while s > skip_to:
+        ps = text.rfind("\n", 0, s - 1) + 1
+        if ps < skip_to:
+            break
+        line = text[ps : s - 1]
+        if not line.strip() or _INTERRUPTS.match(line):
+            break
+        if _CONTAINER.match(line):
+            return None
+        cm = _CANDIDATE.match(line)
+        if cm is not None and cm.group("setext") and (
+            cm.group("setext")[0] == "-" or _is_underline(text, ps, skip_to, memo)
+        ):
+            break  # a thematic break, or the underline of an earlier setext heading
+        lines.insert(0, line)
+        first_line -= 1
+        s = ps
+    # indented lines at the top are an indented code block: a paragraph cannot start with one (§4.4)
+    while lines and (lines[0].startswith("    ") or lines[0].lstrip(" ").startswith("\t")):
+        lines.pop(0)
+        first_line += 1
+    lines = [line.strip() for line in lines]
+    if not lines:
+        return None
+    return (1 if underline[0] == "=" else 2, " ".join(lines), first_line)
+
+
+def _is_underline(text: str, line_start: int, skip_to: int, memo: dict[int, bool] | None) -> bool:
+    """Whether the '=' line at `line_start` underlines a heading (its paragraph is not a lazy continuation)."""
+    memo = {} if memo is None else memo
+    if line_start not in memo:
+        memo[line_start] = _ends_paragraph(text, line_start) and (
+            _setext(text, line_start, 2, skip_to, "=", memo) is not None)
+    return memo[line_start]
+
+
+def _ends_paragraph(text: str, line_start: int) -> bool:
+    """True when the line before `line_start` is paragraph text (so a '===' line there is an underline)."""
+    if line_start == 0:
+        return False
+    ps = text.rfind("\n", 0, line_start - 1) + 1
+    above = text[ps : line_start - 1]
+    return bool(above.strip()) and not _NOT_PARAGRAPH.match(above)
+
+
 def _with_sections(raw: list[tuple[int, str, int]], total_lines: int) -> list[Heading]:
+    """Attach each heading's last line (before the next heading of the same or higher level) and its path."""
     out: list[Heading] = []
-    stack: list[tuple[int, str]] = []
-    ends = [total_lines] * len(raw)
-    open_idx: list[int] = []
-    for i, (level, _, line) in enumerate(raw):
-        while open_idx and raw[open_idx[-1]][0] >= level:
-            ends[open_idx.pop()] = line - 1
-        open_idx.append(i)
-    for i, (level, title, line) in enumerate(raw):
+    stack: list[tuple[int, int, tuple[str, ...]]] = []  # (level, index in out, path)
+    for level, title, line in raw:
         while stack and stack[-1][0] >= level:
-            stack.pop()
-        stack.append((level, title))
-        out.append(Heading(level, title, line, ends[i], tuple(t for _, t in stack)))
+            out[stack.pop()[1]].end_line = line - 1
+        path = (*stack[-1][2], title) if stack else (title,)
+        stack.append((level, len(out), path))
+        out.append(Heading(level, title, line, total_lines, path))
     return out
