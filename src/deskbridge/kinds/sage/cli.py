@@ -17,8 +17,8 @@ import typer
 from deskbridge.core.errors import BridgeError
 from deskbridge.kinds.sage import forward, queries
 from deskbridge.kinds.sage.guide import USAGE_GUIDE
+from deskbridge.kinds.sage.indexer import ProjectIndexer
 from deskbridge.kinds.sage.model import SageIndex
-from deskbridge.kinds.sage.service import SageService
 
 app = typer.Typer(help="Query a Red Alert 3 / C&C3 (SAGE) mod's semantic index.", no_args_is_help=True)
 
@@ -35,14 +35,14 @@ def _fail(exc: BridgeError) -> None:
     raise typer.Exit(1)
 
 
-def _open(project: Path, sdk: Path | None) -> tuple[SageService, SageIndex]:
-    service = SageService(project, sdk)
+def _open(project: Path, sdk: Path | None) -> tuple[ProjectIndexer, SageIndex]:
+    service = ProjectIndexer(project, sdk)
     index = service.open_sync()
     service.save_cache()
     return service, index
 
 
-def _run(project: Path, sdk: Path | None, ask: Callable[[SageService, SageIndex], dict[str, Any]]) -> None:
+def _run(project: Path, sdk: Path | None, ask: Callable[[ProjectIndexer, SageIndex], dict[str, Any]]) -> None:
     try:
         service, index = _open(project, sdk)
         body = service.answer(ask(service, index))

@@ -72,19 +72,10 @@ class FileRecords:
 
     @classmethod
     def from_json(cls, raw: list[Any]) -> FileRecords:
-        intern = sys.intern
-        return cls(
-            root=raw[0],
-            assets=[(intern(a[0]), a[1], a[2]) for a in raw[1]],
-            defines=[tuple(d) for d in raw[2]],  # type: ignore[misc]
-            includes=[tuple(i) for i in raw[3]],  # type: ignore[misc]
-            xincludes=[tuple(x) for x in raw[4]],  # type: ignore[misc]
-            refs=[(r[0], intern(r[1]), r[2], r[3], r[4], r[5], intern(r[6]), intern(r[7]), intern(r[8]),
-                   intern(r[9])) for r in raw[5]],
-            joins=[tuple(j) for j in raw[6]],  # type: ignore[misc]
-            diagnostics=[tuple(d) for d in raw[7]],  # type: ignore[misc]
-            shallow=bool(raw[8]),
-        )
+        """Records from the cache. The inner rows stay JSON lists (indexable like the tuples the extractor
+        makes): converting 60 k reference rows would cost more than the rest of a warm start."""
+        return cls(root=raw[0], assets=raw[1], defines=raw[2], includes=raw[3], xincludes=raw[4], refs=raw[5],
+                   joins=raw[6], diagnostics=raw[7], shallow=bool(raw[8]))
 
 
 def _parser() -> etree.XMLParser:
@@ -99,13 +90,26 @@ def decode_text(data: bytes) -> str:
     return data.decode("utf-8-sig", errors="replace")
 
 
-def _local(tag: Any, cache: dict[str, str] = {}) -> str:  # noqa: B006 - a deliberate module-level memo
-    hit = cache.get(tag)
+_LOCAL: dict[Any, str] = {}
+"""Qualified tag → local name; tags repeat endlessly, so each is split once."""
+
+
+def _local(tag: Any) -> str:
+    hit = _LOCAL.get(tag)
     if hit is None:
-        hit = tag.rpartition("}")[2] if isinstance(tag, str) else ""
-        hit = sys.intern(hit)
-        cache[tag] = hit
+        hit = sys.intern(tag.rpartition("}")[2]) if isinstance(tag, str) else ""
+        _LOCAL[tag] = hit
     return hit
+
+
+_ATTR_PATTERNS: dict[str, re.Pattern[str]] = {}
+
+
+def _attr_pattern(name: str) -> re.Pattern[str]:
+    pat = _ATTR_PATTERNS.get(name)
+    if pat is None:
+        pat = _ATTR_PATTERNS[name] = re.compile(r"(?<![\w:.-])" + re.escape(name) + r"\s*=\s*([\"'])")
+    return pat
 
 
 class _Locator:
@@ -114,6 +118,7 @@ class _Locator:
     def __init__(self, data: bytes) -> None:
         self._data = data
         self._lines: list[str] | None = None
+        self._starts: dict[tuple[int, str], int] = {}
 
     def lines(self) -> list[str]:
         if self._lines is None:
@@ -122,28 +127,49 @@ class _Locator:
 
     def start_line(self, line: int, element: str) -> int:
         """The line where `<element` opens: libxml2 reports the line where the start tag *ends*."""
+        key = (line, element)
+        hit = self._starts.get(key)
+        if hit is not None:
+            return hit
         lines = self.lines()
         needle = "<" + element
+        found = line
         for ln in range(min(line, len(lines)) - 1, max(line - 200, 0) - 1, -1):
             text = lines[ln]
             pos = text.find(needle)
             while pos >= 0:
                 after = text[pos + len(needle):pos + len(needle) + 1]
                 if not after or after in " \t\r/>":
-                    return ln + 1
+                    found = ln + 1
+                    break
                 pos = text.find(needle, pos + 1)
-        return line
+            if found != line or pos >= 0:
+                break
+        self._starts[key] = found
+        return found
 
     def attribute(self, line: int, element: str, name: str, value: str) -> tuple[int, int, int]:
+        """Search backwards from the line where the start tag ends to the line where it opens."""
         lines = self.lines()
-        pat = re.compile(r"(?<![\w:.-])" + re.escape(name) + r"\s*=\s*([\"'])")
-        first = self.start_line(line, element)
-        for ln in range(max(first - 1, 0), min(line, len(lines))):
-            m = pat.search(lines[ln], lines[ln].find("<" + element) + 1 if ln == first - 1 else 0)
-            if m:
-                start = m.end()
-                end = lines[ln].find(m.group(1), start)
-                return ln + 1, start + 1, (end if end >= 0 else start + len(value)) + 1
+        needle = name + "="
+        opener = "<" + element
+        for ln in range(min(line, len(lines)) - 1, max(line - 200, 0) - 1, -1):
+            text = lines[ln]
+            lo = text.find(opener)
+            pos = text.find(needle, lo + 1 if lo >= 0 else 0)
+            while pos > 0 and (text[pos - 1].isalnum() or text[pos - 1] in ":_.-"):
+                pos = text.find(needle, pos + 1)
+            if pos >= 0:
+                q = pos + len(needle)
+                if q < len(text) and text[q] in "\"'":
+                    end = text.find(text[q], q + 1)
+                    return ln + 1, q + 2, (end if end >= 0 else q + 1 + len(value)) + 1
+                m = _attr_pattern(name).search(text, pos)  # spaces around `=`: rare, slow path
+                if m:
+                    end = text.find(m.group(1), m.end())
+                    return ln + 1, m.end() + 1, (end if end >= 0 else m.end() + len(value)) + 1
+            if lo >= 0:
+                break
         return line, 0, 0
 
     def content(self, line: int, value: str) -> tuple[int, int, int]:
@@ -280,10 +306,11 @@ def _walk(top: etree._Element, top_type: str | None, index: int, model: SchemaMo
     with_refs = model.with_refs
     fallback = model.fallback
     refs = rec.refs
+    local = _LOCAL
     stack: list[tuple[etree._Element, str | None, str]] = [(top, top_type, top_parent)]
     while stack:
         el, t, parent = stack.pop()
-        name = _local(el.tag)
+        name = local.get(el.tag) or _local(el.tag)
         if t is not None:
             specs = attr_refs.get(t)
             if specs:
@@ -298,7 +325,7 @@ def _walk(top: etree._Element, top_type: str | None, index: int, model: SchemaMo
                     _emit(refs, locator, index, el, name, parent, "", text, spec[0], spec[1])
         kids = children_of.get(t) if t is not None else None
         for child in el.iterchildren(tag=etree.Element):
-            cname = _local(child.tag)
+            cname = local.get(child.tag) or _local(child.tag)
             ct = kids.get(cname) if kids else None
             if ct is None:
                 ct = fallback.get(cname)

@@ -72,7 +72,7 @@ class RecordStore:
             out[path] = [e[0], e[1], e[2], e[3], e[4], rec.to_json() if isinstance(rec, FileRecords) else rec]
         body = json.dumps({"version": CACHE_VERSION, "model": self.model_digest, "entries": out},
                           separators=(",", ":"))
-        atomic_write(self.cache_file, gzip.compress(body.encode(), compresslevel=3))
+        atomic_write(self.cache_file, gzip.compress(body.encode(), compresslevel=1))
         self.dirty = False
         return True
 

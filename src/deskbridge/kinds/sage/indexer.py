@@ -1,0 +1,151 @@
+"""The synchronous core of one opened SAGE project: build, incremental re-index, cache and snapshot.
+
+The CLI uses it directly (no event loop, no asyncio import on the one-shot path); `SageService` adds the
+background builds, the watcher and the consistency options on top.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from deskbridge.kinds.sage.build import IndexBuilder, patch_index
+from deskbridge.kinds.sage.model import SageIndex
+from deskbridge.kinds.sage.paths import PathResolver, default_search_paths
+from deskbridge.kinds.sage.project import find_project_root, locate_sdk, schema_entry
+from deskbridge.kinds.sage.schema import SchemaModel, load_schema, schema_digest
+from deskbridge.kinds.sage.settings import deskbridge_dirs, read_sage_config
+from deskbridge.kinds.sage.snapshot import project_key, write_snapshot
+from deskbridge.kinds.sage.store import RecordStore
+
+ProgressCallback = Callable[[int, int, str], None]
+
+
+class ProjectIndexer:
+    """Owns the index of one project: builds, incremental re-index, cache and snapshot, all synchronous."""
+
+    def __init__(self, project: Path | str, sdk: Path | str | None = None, *,
+                 search_paths: Iterable[Path] | None = None, use_cache: bool = True) -> None:
+        self.project = find_project_root(Path(project))
+        self.sdk = locate_sdk(sdk)
+        extra = list(search_paths) if search_paths is not None else list(read_sage_config().search_paths)
+        self.search = default_search_paths(self.project, self.sdk, extra)
+        self.resolver = PathResolver(self.search)
+        dirs = deskbridge_dirs()
+        self.cache_dir = dirs.cache / "sage" if use_cache else None
+        self.data_dir = dirs.data
+        self._entry = schema_entry(self.sdk) if self.sdk else None
+        self._model: SchemaModel | None = None
+        self._model_lock = threading.Lock()
+        digest = schema_digest(self._entry) if self._entry else "no-sdk"
+        cache_file = (self.cache_dir / project_key(self.project) / "records.json.gz") if self.cache_dir else None
+        self.store = RecordStore(self.model, cache_file, digest)
+        self.builder = IndexBuilder(self.project, self.sdk, self.resolver, self.store, self.model)
+        self.index: SageIndex | None = None
+        self.state = "no_index"
+        self.error: str | None = None
+        self.progress_info: dict[str, Any] = {"done": 0, "total": 0, "message": ""}
+        self._build_id = 0
+        self._pending: set[str] = set()
+        self._snapshot_build = -1
+        self.last_snapshot: Path | None = None
+        self._cache_loaded = False
+
+    # --- schema -----------------------------------------------------------------------------------
+    def model(self) -> SchemaModel | None:
+        """The compiled XSD model, loaded on first need (a warm start from cache never needs it)."""
+        if self._entry is None:
+            return None
+        with self._model_lock:
+            if self._model is None:
+                self._model = load_schema(self._entry, self.cache_dir)
+            return self._model
+
+    # --- building (synchronous core, used by the CLI and by the async wrappers) -------------------
+    def build_sync(self, progress: ProgressCallback | None = None,
+                   publish: Callable[[SageIndex], None] | None = None) -> SageIndex:
+        """Full two-phase build: XML first (published as `ready_xml`), then art (`ready`)."""
+        progress = progress or (lambda done, total, message: None)
+        if not self._cache_loaded:
+            self.store.load()
+            self._cache_loaded = True
+        self.store.distrust_all()
+        self.resolver.invalidate()
+        self.resolver.tree.clear()
+        self._build_id += 1
+        xml = self.builder.build(self._build_id, with_art=False, progress=progress)
+        if xml.complete:
+            xml.phase = "art"
+            final = xml
+        else:
+            self._publish(xml, publish)
+            progress(len(xml.files), len(xml.files) + len(xml.deferred_art), "scanning art files")
+            self._build_id += 1
+            final = self.builder.build(self._build_id, with_art=True, progress=progress)
+        self._publish(final, publish)
+        return final
+
+    def _publish(self, index: SageIndex, publish: Callable[[SageIndex], None] | None) -> None:
+        self.index = index
+        if publish:
+            publish(index)
+        else:
+            self.state = "ready" if index.complete else "ready_xml"
+
+    def reindex_sync(self, paths: Iterable[str]) -> SageIndex:
+        """Re-index after files changed: patch the index when only contents changed, else rebuild."""
+        paths = {os.path.abspath(p) for p in paths}
+        old = self.index
+        dirs = {os.path.dirname(p) for p in paths}
+        vanished_or_new = [p for p in paths if (old is None or p not in old.files) or not os.path.exists(p)]
+        if any(p.casefold().endswith(".xsd") for p in paths):
+            with self._model_lock:
+                self._model = None
+            assert self._entry is not None
+            self.store = RecordStore(self.model, self.store.cache_file, schema_digest(self._entry))
+            self.builder.store = self.store
+            self._cache_loaded = True
+            return self.build_sync()
+        if old is None or vanished_or_new:
+            self.resolver.invalidate(dirs | {os.path.dirname(d) for d in dirs})
+            self.store.invalidate(paths)
+            return self.build_sync()
+        self.store.invalidate(paths)
+        changed = {}
+        for p in paths:
+            rec = self.store.get(p)
+            if rec is None:
+                return self.build_sync()
+            changed[p] = rec
+        self._build_id += 1
+        new = patch_index(old, changed, self._build_id)
+        if new is None:
+            self._build_id -= 1
+            return self.build_sync()
+        self.index = new
+        return new
+
+    def save_cache(self) -> bool:
+        return self.store.save()
+
+    def write_snapshot_sync(self) -> Path | None:
+        index = self.index
+        if index is None:
+            return None
+        path = write_snapshot(index, stale=bool(self._pending), data_dir=self.data_dir)
+        self._snapshot_build = index.build_id
+        self.last_snapshot = path
+        return path
+
+
+    def open_sync(self) -> SageIndex:
+        """Build (from the cache when valid) without an event loop: the CLI's path."""
+        t = time.perf_counter()
+        index = self.build_sync()
+        self.state = "ready" if index.complete else "ready_xml"
+        index.stats["openMs"] = round((time.perf_counter() - t) * 1000, 1)
+        return index
