@@ -1,0 +1,101 @@
+"""Exports as a writer uses them on the sample notes: self-contained HTML, rich HTML, Word, PDF/PNG."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import io
+import zipfile
+from pathlib import Path
+
+import pytest
+from lxml import html as lxml_html
+
+from deskbridge.core.errors import BridgeError, ErrorCode
+from deskbridge.core.tools import CallContext
+from deskbridge.kinds.markdown import export
+from deskbridge.kinds.markdown.demo import make_sample_notes
+from deskbridge.kinds.markdown.service import MarkdownService
+from deskbridge.kinds.markdown.tools import markdown_tools
+
+AI = CallContext(caller="mcp:s", client_name="Claude")
+
+
+@pytest.fixture
+def notes(tmp_path: Path) -> Path:
+    return make_sample_notes(tmp_path / "notes")
+
+
+def test_html_export_is_self_contained(notes):
+    text = (notes / "README.md").read_text(encoding="utf-8")
+    page = export.export_html(text, title="Project notes", base_dir=notes)
+    tree = lxml_html.fromstring(page)
+    assert tree.xpath("//img/@src")[0].startswith("data:image/png;base64,")
+    assert tree.xpath("//style") and not tree.xpath("//link|//script")
+    assert tree.xpath("//table[@class='front-matter']//th/text()") == ["title", "tags", "updated"]
+    assert "<math" in page  # math converted to MathML, no script needed
+
+
+def test_images_outside_the_document_folder_are_not_inlined(tmp_path):
+    (tmp_path / "secret.png").write_bytes(b"\x89PNG....")
+    (tmp_path / "doc").mkdir()
+    page = export.export_html("![x](../secret.png)", title="t", base_dir=tmp_path / "doc")
+    assert "data:" not in page
+
+
+@pytest.mark.parametrize("target", export.RICH_TARGETS)
+def test_rich_html_has_an_inline_style_on_every_element(notes, target):
+    text = (notes / "README.md").read_text(encoding="utf-8")
+    root = lxml_html.fromstring(export.rich_html(text, target, base_dir=notes))
+    styled = {"section", "h1", "h2", "p", "ul", "li", "table", "th", "td", "strong", "a", "code"}
+    for el in root.iter():
+        if isinstance(el.tag, str) and el.tag in styled:
+            assert el.get("style"), f"<{el.tag}> without inline style for {target}"
+    assert not root.xpath("//style|//script|//*[@class='task-list-item']")
+    if target == "zhihu":
+        assert root.xpath("//img[@class='Formula-image']/@alt")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("pypandoc") is None, reason="pypandoc-binary is not installed")
+def test_word_export_has_native_equations(notes):
+    data = export.export_docx((notes / "README.md").read_text(encoding="utf-8"), base_dir=notes)
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        xml = z.read("word/document.xml").decode()
+    assert "<m:oMath" in xml and "Project notes" in xml
+
+
+def test_pdf_without_chromium_names_what_to_install(monkeypatch):
+    monkeypatch.setattr(export, "CHROMIUM_PATH", "/nonexistent/chromium")
+    with pytest.raises(BridgeError) as err:
+        asyncio.run(export.export_pdf("# x", title="x"))
+    assert "apt-get install chromium" in err.value.hint
+
+
+@pytest.mark.skipif(not export.chromium_available(), reason="Chromium is not installed at /usr/bin/chromium")
+def test_pdf_and_png_with_chromium(notes):
+    text = (notes / "README.md").read_text(encoding="utf-8")
+    assert asyncio.run(export.export_pdf(text, title="n", base_dir=notes)).startswith(b"%PDF")
+    assert asyncio.run(export.export_png(text, title="n", base_dir=notes)).startswith(b"\x89PNG")
+
+
+def test_mcp_export_publishes_next_to_the_document_without_overwriting(notes):
+    service = MarkdownService(notes, approval_settings={"overrides": {"export": False}})
+    asyncio.run(service.open("README.md"))
+    tool = {s.name: s for s in markdown_tools(service)}["md_ui_export_current_document"]
+    run = lambda: asyncio.run(tool.handler(AI, tool.args.model_validate({"format": "HTML"})))  # noqa: E731
+    first, second = run(), run()
+    assert (first["path"], second["path"]) == ("README.html", "README-1.html")
+    assert (notes / "README.html").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+
+
+def test_copy_rich_html_needs_approval_and_goes_to_the_editor(notes):
+    events = []
+    service = MarkdownService(notes / "ideas.md", events=lambda topic, data: events.append((topic, data)))
+    tool = {s.name: s for s in markdown_tools(service)}["md_ui_copy_rendered_html"]
+    with pytest.raises(BridgeError) as err:
+        asyncio.run(tool.handler(AI, tool.args.model_validate({"target": "wechat"})))
+    assert err.value.code is ErrorCode.APPROVAL_DECLINED
+    service.approvals.rules.enabled = False
+    asyncio.run(tool.handler(AI, tool.args.model_validate({"target": "wechat"})))
+    clip = [d for t, d in events if t == "ui" and d.get("type") == "clipboard"]
+    assert clip and "style=" in clip[0]["html"]
