@@ -170,3 +170,20 @@ def test_selection_follows_later_edits(notes):
     svc.push("d1", 1 - 1, [{"clientID": "tab", "changes": [[0, "😀"], len(text)]}])
     sel = svc.selection()
     assert sel["text"] == "world" and sel["startOffset"] == at + 1
+
+
+def test_external_change_is_detected_and_announced_once(notes):
+    bus = Bus()
+    svc = MarkdownService(notes / "notes.md", events=bus)
+    assert svc.check_external_changes() == []
+    import os
+
+    os.utime(notes / "notes.md", ns=(1, 1))  # touched, same bytes: not a change
+    assert svc.check_external_changes() == []
+    (notes / "notes.md").write_text("new text\n", encoding="utf-8")
+    assert svc.check_external_changes() == ["d1"]
+    assert svc.check_external_changes() == []
+    assert [e for t, e in bus.events if e.get("type") == "external-change"]
+    svc.keep_local("d1")
+    run(svc.save())
+    assert (notes / "notes.md").read_bytes() == b"# Notes\r\n\r\nHello world\r\n"

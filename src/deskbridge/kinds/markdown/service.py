@@ -421,6 +421,16 @@ class MarkdownService:
             changed.append(doc.doc_id)
         return changed
 
+    async def watch_disk(self, interval_s: float = 1.0) -> None:
+        """Check open documents against their files every `interval_s` (one stat each; hashing only when the
+        stat changed) and announce external changes. Run it as a task from the workspace's `start()`."""
+        while True:
+            try:
+                self.check_external_changes()
+            except Exception:  # a vanished folder or a permission error must not stop the watcher
+                log.exception("markdown: checking files for external changes failed")
+            await asyncio.sleep(interval_s)
+
     def _mark_external(self, doc: MarkdownDocument, now: diskio.FileIdentity | None) -> None:
         doc.external_change = {"detectedAt": time.time(), "deleted": now is None}
         self.publish("doc", {"type": "external-change", "docId": doc.doc_id, "dirty": doc.dirty,
