@@ -148,3 +148,19 @@ def test_unknown_bytes_name_what_was_seen():
         open_archive(b"PK\x03\x04" + bytes(60))
     assert err.value.code in ("UNSUPPORTED_VARIANT", "PVF_CORRUPT")
     assert "50 4b 03 04" in err.value.message or err.value.data
+
+
+@pytest.mark.parametrize("delta", [b"", b"x", b"\0\0\0\0\0\0\0"])
+def test_edit_fast_path_writes_exactly_what_the_general_writer_writes(copy, monkeypatch, delta):
+    import io
+
+    ar = open_archive(copy)
+    paths = ar.paths()
+    for p in (paths[3], paths[100], paths[-1]):
+        ar.stage(p, ar.read(p)[:-2] + delta)
+    fast = io.BytesIO()
+    ar._write(fast, None)
+    monkeypatch.setattr(type(ar), "_write_patched", lambda self, out, progress: False)
+    general = io.BytesIO()
+    ar._write(general, None)
+    assert fast.getvalue() == general.getvalue()

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+import numpy as np
+
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.kinds.pvf.archive import classic_cipher as cc
 from deskbridge.kinds.pvf.archive.base import (
@@ -90,9 +92,15 @@ class _Entry:
 class _Tree:
     """The parsed tree as columns (one list per field): 200k entries parse and index in a fraction of a second."""
 
-    __slots__ = ("checksum", "name_hash", "path", "path_raw", "rel", "size")
+    __slots__ = ("checksum", "name_hash", "path", "path_raw", "plain", "rel", "size", "tail", "used")
 
     def __init__(self) -> None:
+        self.plain = b""
+        """The decrypted tree, kept so an edit-only save can patch it instead of rebuilding it."""
+        self.tail: list[int] = []
+        """Offset of each entry's `dataLen, checksum, relOffset` inside `plain`."""
+        self.used = 0
+        """Bytes of `plain` the entries occupy."""
         self.path_raw: list[bytes] = []
         self.path: list[str] = []
         self.name_hash: list[int] = []
@@ -155,7 +163,7 @@ def _parse(buf: bytes | mmap.mmap | memoryview) -> tuple[ClassicHeader, _Tree, l
     data_start = tree_at + tree_len
     data_room = size - data_start
     t = _Tree()
-    raws, hashes, sizes, crcs, rels = t.path_raw, t.name_hash, t.size, t.checksum, t.rel
+    raws, hashes, sizes, crcs, rels, tails = t.path_raw, t.name_hash, t.size, t.checksum, t.rel, t.tail
     pos = 0
     data_end = 0  # relative end of the furthest block
     unpack_head, unpack_tail = _ENTRY_HEAD.unpack_from, _ENTRY_TAIL.unpack_from
@@ -172,6 +180,7 @@ def _parse(buf: bytes | mmap.mmap | memoryview) -> tuple[ClassicHeader, _Tree, l
             raise corrupt(tree_at + end, f"entry {i}: a data block inside the file "
                           f"(offset {rel}, length {dlen}, room {data_room})")
         raws.append(tree[pos + 8:end])
+        tails.append(end)
         hashes.append(nh)
         sizes.append(dlen)
         crcs.append(crc)
@@ -181,6 +190,8 @@ def _parse(buf: bytes | mmap.mmap | memoryview) -> tuple[ClassicHeader, _Tree, l
             data_end = block_end
         pos = end + 12
     t.path = _decode_paths(raws)
+    t.plain = tree
+    t.used = pos
     data_end = min(data_start + cc.aligned(data_end), size)
     header = ClassicHeader(guid, version, tree_len, tree_crc, count, data_start, data_end, bytes(buf[data_end:size]))
     return header, t, warnings
@@ -348,6 +359,8 @@ class ClassicArchive(ArchiveBase):
                 progress(min(size, start + COPY_CHUNK), size)
 
     def _write(self, out: BinaryIO, progress: Progress | None) -> None:
+        if self._write_patched(out, progress):
+            return
         plan: list[_Planned] = []
         seen: set[str] = set()
         for e in self._entries:
@@ -368,6 +381,62 @@ class ClassicArchive(ArchiveBase):
                 plan.append(_Planned.from_payload(raw, cc.name_hash(raw), data))
         write_archive(out, self.header.guid, self.header.file_version, plan, self._buf, self.header.trailer,
                       progress)
+
+
+    def _write_patched(self, out: BinaryIO, progress: Progress | None) -> bool:
+        """Edit-only fast path: same files in an already sorted, contiguous archive → patch the tree's
+        lengths/keys/offsets in place (numpy) and copy the untouched block runs. Produces exactly what the
+        general path would; returns False when it does not apply (adds, deletes, unusual layouts)."""
+        t = self._entries
+        n = len(t)
+        if not n or cc.aligned(t.used) != len(t.plain):
+            return False
+        changed: dict[int, bytes] = {}
+        for key, data in self._overlay.items():
+            if data is None or key not in self._index:
+                return False
+            changed[self._index[key]] = data
+        if len(self._index) != n:
+            return False  # duplicates: leave them to the general path
+        hashes = np.asarray(t.name_hash, dtype=np.int64)
+        sizes = np.asarray(t.size, dtype=np.int64)
+        rels = np.asarray(t.rel, dtype=np.int64)
+        old_aligned = (sizes + 3) & ~3
+        if np.any(hashes[1:] < hashes[:-1]) or rels[0] != 0 or np.any(rels[1:] != np.cumsum(old_aligned)[:-1]):
+            return False
+        blocks: dict[int, tuple[int, int, bytes]] = {}
+        new_sizes = sizes.copy()
+        for i, data in changed.items():
+            crc = cc.file_checksum(data, t.name_hash[i])
+            blocks[i] = (len(data), crc, cc.encrypt(data, crc))
+            new_sizes[i] = len(data)
+        new_aligned = (new_sizes + 3) & ~3
+        new_rels = np.zeros(n, dtype=np.int64)
+        np.cumsum(new_aligned[:-1], out=new_rels[1:])
+        if int(new_rels[-1] + new_aligned[-1]) > 0x7FFFFFFF:
+            raise BridgeError(ErrorCode.LIMIT_EXCEEDED, "the data section would exceed 2 GiB (classic offsets are i32)")
+        tree = np.frombuffer(t.plain, dtype=np.uint8).copy()
+        where = np.asarray(t.tail, dtype=np.int64) + 8
+        for k in range(4):
+            tree[where + k] = (new_rels >> (8 * k)) & 0xFF
+        for i, (size, crc, _block) in blocks.items():
+            struct.pack_into("<iI", tree, t.tail[i], size, crc)
+        plain = tree.tobytes()
+        crc = cc.tree_checksum(plain, n)
+        h = self.header
+        out.write(struct.pack("<i", len(h.guid)) + h.guid + _HEAD.pack(h.file_version, len(plain), crc, n))
+        out.write(cc.encrypt(plain, crc))
+        start = 0
+        for done, i in enumerate(sorted(blocks)):
+            _copy(out, self._buf, h.data_start + int(rels[start]), int(rels[i] - rels[start]))
+            out.write(blocks[i][2])
+            start = i + 1
+            if progress is not None:
+                progress(done, len(blocks))
+        if start < n:
+            _copy(out, self._buf, h.data_start + int(rels[start]), int(rels[-1] + old_aligned[-1] - rels[start]))
+        out.write(h.trailer)
+        return True
 
 
 def encode_path(path: str, *, keep_case: bool = False) -> bytes:

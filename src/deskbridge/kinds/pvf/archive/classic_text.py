@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import posixpath
+import re
 from typing import TYPE_CHECKING
 
 from deskbridge.core.errors import BridgeError, ErrorCode
@@ -25,7 +26,8 @@ STRINGTABLE = "stringtable.bin"
 STRINGTABLE_HEADER = "#PVF_StringTable"
 NUT_ENCODING = "cp949"
 """`.nut` Squirrel scripts are CP949 whatever the pack encoding (pvf-parser-ts `encodingForKey`)."""
-_CONTROL_OK = frozenset("\t\r\n")
+_CONTROL_RE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+"""Control characters that mark a payload as binary (TAB, CR, LF are text)."""
 
 
 def text_encoding_for(path: str, pack_encoding: str) -> str:
@@ -38,8 +40,7 @@ def decode_text(data: bytes, encoding: str) -> str | None:
         text = data.decode(encoding)
     except UnicodeDecodeError:
         return None
-    body = text.rstrip("\0")
-    if any((ord(c) < 0x20 and c not in _CONTROL_OK) or c == "\x7f" for c in body):
+    if _CONTROL_RE.search(text.rstrip("\0")) is not None:
         return None
     return text
 

@@ -97,7 +97,7 @@ def _char_score(ch: str, codec: str) -> float:
     return 0.0
 
 
-def detect_encoding(strings: Iterable[bytes], *, limit: int = 20000) -> Detection:
+def detect_encoding(strings: Iterable[bytes], *, limit: int = 2000) -> Detection:
     """Pick the pack encoding that makes the most of these raw strings read as plausible text.
 
     Only strings with bytes >= 0x80 count (ASCII reads the same everywhere); at most `limit` of them.

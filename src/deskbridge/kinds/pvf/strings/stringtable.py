@@ -28,6 +28,7 @@ class StringTable:
         self._original = original
         self._decoded: dict[int, str | None] = {}
         self._index: dict[str, int] | None = None
+        self._list: list[str | None] | None = None
         self.appended = 0
 
     @classmethod
@@ -58,6 +59,9 @@ class StringTable:
 
     def get(self, index: int) -> str | None:
         """Decoded string (trailing NULs trimmed), or None when out of range or not decodable."""
+        lst = self._list
+        if lst is not None and 0 <= index < len(lst):
+            return lst[index]
         try:
             return self._decoded[index]
         except KeyError:
@@ -71,14 +75,27 @@ class StringTable:
         self._decoded[index] = text
         return text
 
+    def _bulk_decode(self) -> list[str | None]:
+        """Every entry decoded; one decode call over NUL-joined entries when they allow it (no multibyte
+        pack encoding has a 0x00 trail byte), per entry otherwise."""
+        raw = self._raw
+        joined = b"\0".join(raw)
+        if joined.count(b"\0") == max(0, len(raw) - 1):
+            try:
+                return list(joined.decode(self.encoding).split("\0")) if raw else []
+            except UnicodeDecodeError:
+                pass
+        return [self.get(i) for i in range(len(raw))]
+
     def _build_index(self) -> dict[str, int]:
         if self._index is None:
-            index: dict[str, int] = {}
-            for i in range(len(self._raw)):
-                s = self.get(i)
-                if s is not None and s not in index:
-                    index[s] = i
-            self._index = index
+            decoded = self._bulk_decode()
+            n = len(decoded)
+            # reversed insertion keeps the first occurrence of equal strings (pvfUtility lookup rule)
+            index: dict[str | None, int] = dict(zip(reversed(decoded), range(n - 1, -1, -1), strict=True))
+            index.pop(None, None)
+            self._index = index  # type: ignore[assignment]
+            self._list = decoded
         return self._index
 
     def index_of(self, text: str) -> int | None:
@@ -114,6 +131,8 @@ class StringTable:
         self._raw.append(raw)
         self._decoded[index] = text
         self._build_index().setdefault(text, index)
+        if self._list is not None:
+            self._list.append(text)
         self.appended += 1
         return index
 
