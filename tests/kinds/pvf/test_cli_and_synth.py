@@ -86,3 +86,16 @@ def test_errors_are_reported_with_code_and_hint(tmp_path):
     result = runner.invoke(app, ["pvf", "info", str(bad)])
     assert result.exit_code == 2
     assert "PVF_CORRUPT" in result.output and "help:" in result.output
+
+
+def test_nkpi_tree_packs_onto_its_like_archive(tmp_path):
+    from pathlib import Path
+
+    vector = Path(__file__).resolve().parents[3] / "../shared/data/pvf/vs_jp_shared.pvf"
+    if not vector.is_file():
+        pytest.skip(f"interop vector not found: {vector}")
+    tree, out = tmp_path / "tree", tmp_path / "packed.pvf"
+    assert runner.invoke(app, ["pvf", "extract", str(vector), "-o", str(tree)]).exit_code == 0
+    assert runner.invoke(app, ["pvf", "pack", str(tree), "-o", str(out)]).exit_code == 2  # nkpi needs --like
+    assert runner.invoke(app, ["pvf", "pack", str(tree), "-o", str(out), "--like", str(vector)]).exit_code == 0
+    assert out.read_bytes() == vector.read_bytes()
