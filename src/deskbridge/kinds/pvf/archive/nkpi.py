@@ -369,7 +369,11 @@ class NkpiArchive(ArchiveBase):
         return listed
 
     def _read_original(self, key: str) -> bytes:
-        e = self.files[self._entry(key)]
+        return self.read_entry(self._entry(key))
+
+    def read_entry(self, i: int) -> bytes:
+        """Payload of file-table entry `i` as stored (ignores staged changes)."""
+        e = self.files[i]
         start = int(e["offset"])
         return self.chunk(int(e["chunk"]))[start : start + int(e["size"])]
 
@@ -429,17 +433,27 @@ class NkpiArchive(ArchiveBase):
     def _write(self, out: BinaryIO, progress: Progress | None) -> None:
         from .nkpi_writer import write_archive
 
-        write_archive(self, out, progress)
+        self._landed = write_archive(self, out, progress)
 
     def _verify_written(self, path: Path, expected: Mapping[str, bytes | None]) -> int:
+        """Re-open the written file; each staged file must sit where the writer put it and read back equal.
+
+        Files are checked at the file-table index the writer reported (no full path index is built, which
+        matters on a million-file archive); deletions are checked by lookup.
+        """
         again = NkpiArchive(path, encoding=self.encoding, keys=self.keys)
+        landed = getattr(self, "_landed", {})
         try:
             for key, data in expected.items():
                 name = self._overlay_names.get(key, key)
                 if data is None:
                     if again.exists(key):
                         raise BridgeError(ErrorCode.INTERNAL, f"verify failed: deleted '{name}' is still present")
-                elif again.read(key) != data:
+                    continue
+                i = landed.get(key)
+                if i is None or i >= len(again.files) or norm_path(again.entry_path(i)) != key:
+                    raise BridgeError(ErrorCode.INTERNAL, f"verify failed: '{name}' is not where it was written")
+                if again.read_entry(i) != data:
                     raise BridgeError(ErrorCode.INTERNAL, f"verify failed: '{name}' reads back different bytes")
             return len(expected)
         finally:

@@ -10,12 +10,14 @@ header are always re-encrypted. Paged archives get their AES page guards re-appl
 
 from __future__ import annotations
 
+import os
 import zlib
 from typing import TYPE_CHECKING, BinaryIO
 
 import numpy as np
 
 from . import nkpi_header as hdr
+from .base import norm_path
 from .nkpi_cipher import MAGIC_DATA, crypt
 from .nkpi_paged import PAGE_SIZE, NkpiKeys, aes_cbc_encrypt, guard_length
 from .nkpi_tables import FILE_DTYPE, build_grpi, build_hash_table
@@ -80,8 +82,12 @@ def _rebuild_chunk(ar: NkpiArchive, c: int, members: np.ndarray, replaced: dict[
     return b"".join(parts)
 
 
-def write_archive(ar: NkpiArchive, out: BinaryIO, progress: Progress | None = None) -> None:
-    """Stream the archive with its staged overlay applied into `out`."""
+def write_archive(ar: NkpiArchive, out: BinaryIO, progress: Progress | None = None) -> dict[str, int]:
+    """Stream the archive with its staged overlay applied into `out`.
+
+    Returns where each replaced or added file landed (lookup key → new file-table index), so the save can be
+    verified without building the written archive's whole path index.
+    """
     keys_map = ar._original_keys()
     files = ar.files.copy()
     live = np.ones(len(files), dtype=bool)
@@ -99,6 +105,10 @@ def write_archive(ar: NkpiArchive, out: BinaryIO, progress: Progress | None = No
         elif data is not None:
             new_files.append((ar._overlay_names[key], data))
 
+    kept_index = np.cumsum(live) - 1
+    landed = {key: int(kept_index[ar._entry(key)]) for key, data in ar.iter_overlay()
+              if data is not None and key in keys_map}
+    landed.update({norm_path(path): int(live.sum()) + k for k, (path, _) in enumerate(new_files)})
     chunk_plain: dict[int, bytes] = {}
     if dirty:
         by_chunk = files["chunk"]
@@ -160,35 +170,83 @@ def write_archive(ar: NkpiArchive, out: BinaryIO, progress: Progress | None = No
     def emit(data: bytes) -> None:
         nonlocal done
         sink.write(data)
-        done += len(data)
+        emit.advance(len(data))  # type: ignore[attr-defined]
+
+    def advance(n: int) -> None:
+        nonlocal done
+        done += n
         if progress:
             progress(done, total)
+
+    emit.advance = advance  # type: ignore[attr-defined]
 
     emit(hdr.encrypt(new_h, scheme))
     emit(files.tobytes())
     emit(hash_table)
     emit(name_table)
     emit(grpi)
+    direct = _direct_copier(ar, sink, out)
     run_start = None  # copy runs of untouched chunks in one read
     for c in range(len(ar.grpi)):
         if c in new_cipher:
             if run_start is not None:
-                _copy_run(ar, run_start, c, emit)
+                _copy_run(ar, run_start, c, emit, direct)
                 run_start = None
             emit(new_cipher[c])
         elif run_start is None:
             run_start = c
     if run_start is not None:
-        _copy_run(ar, run_start, len(ar.grpi), emit)
+        _copy_run(ar, run_start, len(ar.grpi), emit, direct)
     for c in range(len(ar.grpi), group_count):
         emit(new_cipher[c])
+    return landed
 
 
-def _copy_run(ar: NkpiArchive, first: int, stop: int, emit) -> None:  # type: ignore[no-untyped-def]
+def _direct_copier(ar: NkpiArchive, sink: object, out: BinaryIO):  # type: ignore[no-untyped-def]
+    """A kernel-side copy (`os.copy_file_range`) from the source file into `out`, or None when unavailable.
+
+    Untouched ciphertext is most of a one-file-edit save; copying it without passing through Python buffers
+    is what keeps that save close to a plain file copy. Paged archives stream through the guard writer.
+    """
+    src_fd = getattr(ar._src, "_fd", None)
+    if src_fd is None or sink is not out or not hasattr(os, "copy_file_range"):
+        return None
+    try:
+        out_fd = out.fileno()
+    except (AttributeError, OSError, ValueError):
+        return None
+
+    def copy(offset: int, length: int) -> bool:
+        out.flush()
+        pos = out.tell()
+        os.lseek(out_fd, pos, os.SEEK_SET)
+        done = 0
+        try:
+            while done < length:
+                n = os.copy_file_range(src_fd, out_fd, length - done, offset + done)
+                if n <= 0:
+                    break
+                done += n
+        except OSError:
+            pass
+        out.seek(pos + done)
+        if done < length:  # finish with ordinary reads (e.g. across file systems that refuse)
+            out.write(ar._src.read(offset + done, length - done))
+        return True
+
+    return copy
+
+
+def _copy_run(ar: NkpiArchive, first: int, stop: int, emit, direct=None) -> None:  # type: ignore[no-untyped-def]
     """Copy the ciphertext of chunks first..stop-1 verbatim, in pieces of at most 16 MiB."""
     start = ar._chunk_start(first)
     end = int(ar._chunk_ends[stop - 1])
     base = ar.header.body_offset
-    step = 16 * 1024 * 1024
+    step = 64 * 1024 * 1024
     for pos in range(start, end, step):
-        emit(ar._src.read(base + pos, min(step, end - pos)))
+        n = min(step, end - pos)
+        if direct is not None:
+            direct(base + pos, n)
+            emit.advance(n)  # type: ignore[attr-defined]
+        else:
+            emit(ar._src.read(base + pos, n))
