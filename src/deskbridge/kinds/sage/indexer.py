@@ -141,6 +141,29 @@ class ProjectIndexer:
         self.last_snapshot = path
         return path
 
+    # --- answering --------------------------------------------------------------------------------
+    def status(self) -> dict[str, Any]:
+        """The envelope every answer carries, plus progress while building."""
+        index = self.index
+        out: dict[str, Any] = {
+            "state": self.state,
+            "phase": index.phase if index else None,
+            "complete": bool(index and index.complete),
+            "stale": bool(self._pending) or self.state == "stale",
+            "buildId": index.build_id if index else None,
+            "generatedAt": index.generated_at if index else None,
+            "projectDir": str(self.project),
+        }
+        if self.state == "building":
+            out["progress"] = dict(self.progress_info)
+        if self.error:
+            out["error"] = self.error
+        return out
+
+    def answer(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Attach the index envelope to a query result."""
+        body["index"] = self.status()
+        return body
 
     def open_sync(self) -> SageIndex:
         """Build (from the cache when valid) without an event loop: the CLI's path."""

@@ -15,7 +15,6 @@ import logging
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.kinds.sage.indexer import ProgressCallback, ProjectIndexer
@@ -164,24 +163,6 @@ class SageService(ProjectIndexer):
             log.exception("sage: snapshot failed")
 
     # --- answering --------------------------------------------------------------------------------
-    def status(self) -> dict[str, Any]:
-        """The envelope every answer carries, plus progress while building."""
-        index = self.index
-        out: dict[str, Any] = {
-            "state": self.state,
-            "phase": index.phase if index else None,
-            "complete": bool(index and index.complete),
-            "stale": bool(self._pending) or self.state == "stale",
-            "buildId": index.build_id if index else None,
-            "generatedAt": index.generated_at if index else None,
-            "projectDir": str(self.project),
-        }
-        if self.state == "building":
-            out["progress"] = dict(self.progress_info)
-        if self.error:
-            out["error"] = self.error
-        return out
-
     async def usable_index(self, wait_for_index: bool = False, timeout_s: float | None = None,
                            allow_stale: bool = True) -> SageIndex:
         """The index a query should use under the caller's consistency options, or a `BridgeError`."""
@@ -225,8 +206,3 @@ class SageService(ProjectIndexer):
                 return
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._final.wait(), 0.5)
-
-    def answer(self, body: dict[str, Any]) -> dict[str, Any]:
-        """Attach the index envelope to a query result."""
-        body["index"] = self.status()
-        return body

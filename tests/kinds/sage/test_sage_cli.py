@@ -1,0 +1,49 @@
+"""`deskbridge sage …`, `index_command` and `snapshot_command`, run the way a person runs them."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import typer
+from typer.testing import CliRunner
+
+from deskbridge.kinds.sage.cli import app, index_command, snapshot_command
+
+runner = CliRunner()
+
+
+def test_index_then_query_from_the_cache(minimod):
+    out = runner.invoke(app, ["index", str(minimod.mod), "--sdk", str(minimod.sdk), "--json"])
+    assert out.exit_code == 0, out.output
+    stats = json.loads(out.output)
+    assert stats["stats"]["parsedFiles"] > 0 and stats["index"]["state"] == "ready"
+    out = runner.invoke(app, ["find-asset", "tankgun", "-p", str(minimod.mod / "Data"), "--sdk", str(minimod.sdk)])
+    assert out.exit_code == 0, out.output
+    body = json.loads(out.output)
+    assert [i["id"] for i in body["items"]] == ["TankGun"] and body["index"]["projectDir"] == str(minimod.mod)
+    out = runner.invoke(app, ["uses", "GameObject", "Tank", "--target-type", "WeaponTemplate",
+                              "-p", str(minimod.mod), "--sdk", str(minimod.sdk)])
+    edges = json.loads(out.output)["edges"]
+    assert any(e["to"] and e["to"]["id"] == "TankGun" for e in edges)
+
+
+def test_errors_say_what_happened_and_what_to_do(minimod):
+    out = runner.invoke(app, ["definition", "GameObject", "Nope", "-p", str(minimod.mod), "--sdk",
+                              str(minimod.sdk)])
+    assert out.exit_code == 1
+    assert "error: No definition of GameObject 'Nope'." in out.output and "help:" in out.output
+    out = runner.invoke(app, ["index", str(minimod.root / "nowhere")])
+    assert out.exit_code == 1 and "does not exist" in out.output
+
+
+def test_top_level_commands_can_be_mounted(minimod, deskbridge_home):
+    top = typer.Typer()
+    top.command("index")(index_command)
+    top.command("snapshot")(snapshot_command)
+    out = runner.invoke(top, ["snapshot", str(minimod.mod), "--sdk", str(minimod.sdk)])
+    assert out.exit_code == 0, out.output
+    path = Path(out.output.strip())
+    assert path.is_relative_to(deskbridge_home) and path.name == "current.json.gz"
+    assert json.loads(gzip.decompress(path.read_bytes()))["schemaVersion"] == 1
