@@ -129,3 +129,23 @@ def test_read_is_case_insensitive_and_accepts_backslashes(small_archives):
         with pytest.raises(BridgeError) as err:
             ar.read("equipment/nope.equ")
         assert err.value.code is ErrorCode.NOT_FOUND
+
+
+@pytest.mark.parametrize("variant", ["legacy", "protected"])
+def test_every_synthetic_file_round_trips_through_text(small_archives, variant):
+    with _open(small_archives[variant]) as ar:
+        for p in ar.paths():
+            assert ar.text_to_payload(p, ar.read_text(p)) == ar.read(p), p
+        assert not ar.pools.dirty
+
+
+def test_open_archive_dispatches_to_nkpi_with_keys(nkpi_vectors, small_archives):
+    from deskbridge.kinds.pvf.archive import open_archive
+
+    for path, _ in nkpi_vectors:
+        with open_archive(path) as ar:
+            assert ar.family == "nkpi"
+    paged = small_archives["paged"]
+    with open_archive(paged, keys=str(paged) + ".keys.json") as ar:
+        assert ar.variant == "paged"
+        assert len(ar.paths()) == 300
