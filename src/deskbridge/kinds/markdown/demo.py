@@ -110,3 +110,31 @@ def make_sample_notes(directory: Path) -> Path:
     if not image.exists():
         image.write_bytes(_PNG_1X1)
     return directory
+
+
+_WORDS: Final = ["alpha", "beta", "gamma", "delta", "epsilon", "markdown", "editor", "outline", "preview", "section", "table", "list", "中文", "文档", "标题", "段落", "😀", "𝄞", "café", "naïve"]
+
+
+def make_stress_document(lines: int = 120_000, seed: int = 7) -> str:
+    """A deterministic document of `lines` lines (~8-9 MB at 120,000, like Vex's stress test): headings of
+    levels 1-3, paragraphs with CJK and astral characters, fenced code with '#' lines, tables and task lists."""
+    import random
+
+    rnd = random.Random(seed)
+    out: list[str] = []
+    section = 0
+    while len(out) < lines:
+        section += 1
+        out.append("#" * rnd.choice((1, 2, 2, 3, 3, 3)) + f" Section {section} {rnd.choice(_WORDS)}")
+        out.append("")
+        kind = rnd.random()
+        if kind < 0.15:
+            out += ["```python", *(f"# not a heading {i}" for i in range(6)), "```"]
+        elif kind < 0.25:
+            out += ["| a | b |", "|---|---|", *(f"| {i} | {rnd.choice(_WORDS)} |" for i in range(5))]
+        elif kind < 0.35:
+            out += [f"- [ ] item {i} {rnd.choice(_WORDS)}" for i in range(6)]
+        for _ in range(rnd.randint(3, 12)):
+            out.append(" ".join(rnd.choice(_WORDS) for _ in range(rnd.randint(15, 36))))
+        out.append("")
+    return "\n".join(out[:lines]) + "\n"
