@@ -104,11 +104,15 @@ export class DocSync {
     this.pushing = true;
     const version = getSyncedVersion(this.view.state);
     try {
-      await api.push(this.docId, version, updates.map((u) => ({ clientID: u.clientID, changes: u.changes.toJSON() })));
-      this.awaitingPull = true; // our updates come back through the pull loop, which confirms them
+      const result = await api.push(this.docId, version, updates.map((u) => ({ clientID: u.clientID, changes: u.changes.toJSON() })));
+      // Our updates come back through the pull loop, which confirms them; it may already have (the pull can
+      // answer before the push does), so wait only when the server's version is still ahead of ours.
+      this.awaitingPull = getSyncedVersion(this.view.state) < result.version;
     } catch (err) {
       if (err.status === 409) {
-        this.awaitingPull = true; // behind: the pull loop brings what we missed, then we push again (rebased)
+        // Behind: the pull loop brings what we missed, then we push again (rebased) — unless it already did.
+        const serverVersion = err.body?.version ?? Infinity;
+        this.awaitingPull = getSyncedVersion(this.view.state) < serverVersion;
       } else if (!this.closed) {
         this.onError(err);
         await sleep(1000);

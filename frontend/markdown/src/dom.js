@@ -103,3 +103,21 @@ export function toast(message, kind = 'info', ms = 3500) {
   setTimeout(() => el.classList.add('leaving'), ms - 300);
   setTimeout(() => el.remove(), ms);
 }
+
+const ICONS = {
+  // 24×24 outline icons drawn for deskbridge (no emoji: not every system has a colour emoji font).
+  link: 'M10 14a4 4 0 0 0 5.66 0l3-3a4 4 0 0 0-5.66-5.66l-1 1M14 10a4 4 0 0 0-5.66 0l-3 3a4 4 0 0 0 5.66 5.66l1-1',
+  file: 'M6 3h8l4 4v14H6zM14 3v4h4M9 12h6M9 16h6',
+};
+
+/** An inline SVG icon that takes the text colour. */
+export function icon(name) {
+  const svg = document.createElementNS('http://www.w3.org/2000/svg', 'svg');
+  svg.setAttribute('viewBox', '0 0 24 24');
+  svg.setAttribute('class', `icon icon-${name}`);
+  svg.setAttribute('aria-hidden', 'true');
+  const path = document.createElementNS('http://www.w3.org/2000/svg', 'path');
+  path.setAttribute('d', ICONS[name]);
+  svg.append(path);
+  return svg;
+}

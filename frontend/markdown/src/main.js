@@ -11,7 +11,7 @@ import { DocSync } from './collab.js';
 import { createState, setLineNumbers, setPhrases, outlineOf, countText } from './editor.js';
 import { runEditorCommand } from './commands.js';
 import { showPreview } from './preview.js';
-import { h, menu, retranslate, toast } from './dom.js';
+import { h, icon, menu, retranslate, toast } from './dom.js';
 import { t, setLanguage, LANGUAGES, THEMES, TYPOGRAPHIES } from './i18n.js';
 import { mcpState } from './status.js';
 import { openPanel, showApproval, closeApproval, refreshAudit, exportDocument, copyRich } from './panels.js';
@@ -113,7 +113,7 @@ function build() {
   const toolbar = h('div.toolbar', { role: 'toolbar' },
     fmt('bold', 'cmd.bold', 'B'), fmt('italic', 'cmd.italic', 'I'), fmt('inlineCode', 'cmd.inlineCode', '</>'),
     fmt('heading1', 'cmd.heading1', 'H1'), fmt('heading2', 'cmd.heading2', 'H2'),
-    fmt('link', 'cmd.link', '🔗'), fmt('quote', 'cmd.quote', '❝'), fmt('unorderedList', 'cmd.unorderedList', '•'),
+    fmt('link', 'cmd.link', icon('link')), fmt('quote', 'cmd.quote', '❝'), fmt('unorderedList', 'cmd.unorderedList', '•'),
     fmt('taskList', 'cmd.taskList', '☑'), fmt('table', 'cmd.table', '▦'), fmt('mathBlock', 'cmd.mathBlock', '∑'));
 
   const exportMenu = menu('menu-export', 'export', [
@@ -378,7 +378,7 @@ function renderFiles() {
     const active = current && (current === path || current.endsWith(`/${path}`) || current.endsWith(`\\${path}`));
     list.append(h(`button.file-item${active ? '.active' : ''}`, {
       type: 'button', role: 'listitem', title: path, onclick: () => openFile(path),
-    }, h('span.file-icon', { 'aria-hidden': 'true' }, '📄'), h('span', {}, file.name || path.split(/[\\/]/).pop())));
+    }, icon('file'), h('span', {}, file.name || path.split(/[\\/]/).pop())));
   }
 }
 

@@ -117,7 +117,7 @@ async function mcpSettings(app) {
     h('label.field', {}, h('span', { i18n: 'mcp.address' }), h('input', { type: 'text', value: '127.0.0.1', readOnly: true, title: t('mcp.loopbackOnly') })),
     h('label.field', {}, h('span', { i18n: 'mcp.port' }), port),
     h('div.field', {}, h('span', { i18n: 'mcp.token' }),
-      h('div.inline', {}, tokenInput,
+      h('div.row-inline', {}, tokenInput,
         h('button#mcp-token-show', { type: 'button', i18n: 'show', onclick: (e) => {
           const shown = tokenInput.type === 'text';
           tokenInput.type = shown ? 'password' : 'text';
@@ -130,7 +130,7 @@ async function mcpSettings(app) {
         } }),
         h('button#mcp-token-copy', { type: 'button', i18n: 'copy', onclick: () => copyText(tokenInput.value) }))),
     h('div.field', {}, h('span', { i18n: 'mcp.endpoint' }),
-      h('div.inline', {}, endpointText,
+      h('div.row-inline', {}, endpointText,
         h('button#mcp-endpoint-copy', { type: 'button', i18n: 'copy', onclick: () => copyText(endpoint()) }),
         h('button#mcp-config-copy', { type: 'button', i18n: 'copyClientConfig', onclick: () => copyText(clientConfig()) }))),
     h('fieldset', {}, h('legend', { i18n: 'mcp.scope' }), scope, roots),

@@ -1,0 +1,203 @@
+"""The editor's JSON API as the browser uses it: load, push/pull, preview, selection, drafts, save, UI state."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import httpx2
+import pytest
+
+from deskbridge.core.errors import ErrorCode
+
+from .harness import make_bench
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def bench(tmp_path: Path):
+    return make_bench(tmp_path / "notes", require_approval=False)
+
+
+@pytest.fixture
+async def http(bench):
+    transport = httpx2.ASGITransport(app=bench.app)
+    async with httpx2.AsyncClient(transport=transport, base_url="http://127.0.0.1:17891") as client:
+        yield client
+
+
+MD = "/api/markdown"
+
+
+async def open_doc(http) -> dict:
+    docs = (await http.get(f"{MD}/docs")).json()["docs"]
+    return (await http.get(f"{MD}/docs/{docs[0]['docId']}")).json()
+
+
+async def test_the_editor_loads_the_open_document_and_lists_the_folder(http):
+    doc = await open_doc(http)
+    assert doc["text"].startswith("# Field notes")
+    assert doc["version"] == 0 and doc["dirty"] is False
+    files = (await http.get(f"{MD}/files")).json()
+    assert [f["path"] for f in files["files"]] == ["ideas.md", "notes.md"]
+
+
+async def test_a_push_is_accepted_then_pulled_back_by_every_editor(http, bench):
+    doc = await open_doc(http)
+    length = len(doc["text"])  # ASCII + BMP only: UTF-16 length equals len()
+    changes = [[0, "Hello ", ""], length]  # insert "Hello \n" at the start
+    r = await http.post(f"{MD}/docs/{doc['docId']}/push",
+                        json={"version": 0, "updates": [{"clientID": "tab-a", "changes": changes}]})
+    assert r.status_code == 200 and r.json() == {"ok": True, "version": 1}
+    pulled = (await http.get(f"{MD}/docs/{doc['docId']}/pull", params={"version": 0, "wait": 0})).json()
+    assert pulled["updates"] == [{"clientID": "tab-a", "changes": changes}]
+    assert bench.service.read(doc["docId"])["text"].startswith("Hello \n# Field notes")
+
+
+async def test_a_push_on_an_old_version_is_409_with_the_current_version(http):
+    doc = await open_doc(http)
+    n = len(doc["text"])
+    ok = await http.post(f"{MD}/docs/{doc['docId']}/push",
+                         json={"version": 0, "updates": [{"clientID": "a", "changes": [[0, "x"], n]}]})
+    assert ok.status_code == 200
+    stale = await http.post(f"{MD}/docs/{doc['docId']}/push",
+                            json={"version": 0, "updates": [{"clientID": "b", "changes": [[0, "y"], n]}]})
+    assert stale.status_code == 409
+    assert stale.json()["version"] == 1
+
+
+async def test_a_malformed_change_set_is_a_400_and_changes_nothing(http, bench):
+    doc = await open_doc(http)
+    r = await http.post(f"{MD}/docs/{doc['docId']}/push",
+                        json={"version": 0, "updates": [{"clientID": "a", "changes": [5]}]})
+    assert r.status_code == 400
+    assert r.json()["error"]["code"] == ErrorCode.INVALID_ARGUMENT
+    assert bench.service.read(doc["docId"])["version"] == 0
+
+
+async def test_browser_updates_cannot_pretend_to_be_an_ai(http):
+    doc = await open_doc(http)
+    r = await http.post(f"{MD}/docs/{doc['docId']}/push",
+                        json={"version": 0, "updates": [{"clientID": "mcp:evil", "changes": [[0, "x"], len(doc["text"])]}]})
+    assert r.status_code == 403
+
+
+async def test_a_long_poll_returns_as_soon_as_an_ai_edit_lands(http, bench):
+    doc = await open_doc(http)
+    pull = asyncio.create_task(http.get(f"{MD}/docs/{doc['docId']}/pull", params={"version": 0}))
+    await asyncio.sleep(0.05)
+    assert not pull.done()
+    await bench.ai_edit("the same", "one shared")
+    body = (await asyncio.wait_for(pull, 5)).json()
+    assert [u["clientID"] for u in body["updates"]] == ["mcp:pytest"]
+    assert body["version"] == 1
+
+
+async def test_the_preview_is_the_servers_html_with_math_left_for_katex(http):
+    doc = await open_doc(http)
+    body = (await http.get(f"{MD}/docs/{doc['docId']}/preview")).json()
+    assert body["version"] == 0
+    assert "<h1" in body["html"] and "Field notes" in body["html"]
+    assert 'class="math inline"' in body["html"] and 'class="math block"' in body["html"]
+    assert "<table" in body["html"] and "checkbox" in body["html"]
+
+
+async def test_the_reported_selection_is_what_md_get_selection_reads(http, bench):
+    doc = await open_doc(http)
+    start = doc["text"].index("Deskbridge")
+    r = await http.post(f"{MD}/docs/{doc['docId']}/selection",
+                        json={"anchor": start, "head": start + len("Deskbridge"), "version": 0})
+    assert r.status_code == 200
+    assert bench.service.selection(doc["docId"])["text"] == "Deskbridge"
+
+
+async def test_unsynced_drafts_block_a_save_until_the_editor_reports_zero(http, bench, tmp_path):
+    doc = await open_doc(http)
+    n = len(doc["text"])
+    await http.post(f"{MD}/docs/{doc['docId']}/push",
+                    json={"version": 0, "updates": [{"clientID": "tab", "changes": [[0, "A"], n]}]})
+    await http.post(f"{MD}/drafts", json={"docId": doc["docId"], "clientId": "tab", "pending": 2})
+    save = asyncio.create_task(http.post(f"{MD}/docs/{doc['docId']}/save"))
+    await asyncio.sleep(0.1)
+    assert not save.done()  # the barrier waits for the editor
+    await http.post(f"{MD}/drafts", json={"docId": doc["docId"], "clientId": "tab", "pending": 0})
+    r = await asyncio.wait_for(save, 5)
+    assert r.status_code == 200 and r.json()["dirty"] is False
+    assert (tmp_path / "notes" / "notes.md").read_text("utf-8").startswith("A# Field notes")
+
+
+async def test_external_change_reload_takes_the_disk_text(http, bench, tmp_path):
+    doc = await open_doc(http)
+    (tmp_path / "notes" / "notes.md").write_text("# Changed elsewhere\n", encoding="utf-8")
+    assert bench.service.check_external_changes() == [doc["docId"]]
+    assert (await http.get(f"{MD}/docs/{doc['docId']}")).json()["externalChange"] is True
+    r = await http.post(f"{MD}/docs/{doc['docId']}/external", json={"action": "reload"})
+    assert r.status_code == 200 and r.json()["externalChange"] is False
+    assert bench.service.read(doc["docId"])["text"] == "# Changed elsewhere\n"
+
+
+async def test_external_change_action_must_be_reload_or_keep(http):
+    doc = await open_doc(http)
+    r = await http.post(f"{MD}/docs/{doc['docId']}/external", json={"action": "merge"})
+    assert r.status_code == 400 and r.json()["error"]["data"]["allowed"] == ["reload", "keep"]
+
+
+async def test_opening_another_file_makes_it_current(http):
+    r = await http.post(f"{MD}/open", json={"path": "ideas.md"})
+    assert r.status_code == 200
+    body = r.json()
+    assert body["fileName"] == "ideas.md" and body["current"] is True
+    docs = (await http.get(f"{MD}/docs")).json()
+    assert docs["current"] == body["docId"]
+
+
+async def test_opening_outside_the_folder_is_refused(http):
+    r = await http.post(f"{MD}/open", json={"path": "../../etc/passwd"})
+    assert r.status_code in (400, 403, 404)
+    assert r.json()["error"]["code"] in (ErrorCode.ACCESS_DENIED, ErrorCode.INVALID_ARGUMENT, ErrorCode.NOT_FOUND)
+
+
+async def test_ui_state_changes_are_validated_and_published(http, bench):
+    sub = bench.bus.subscribe("ui")
+    r = await http.post(f"{MD}/ui", json={"theme": "dusk", "isPreviewVisible": False})
+    assert r.status_code == 200 and r.json()["theme"] == "dusk" and r.json()["isPreviewVisible"] is False
+    event = await sub.get(timeout=1)
+    assert event.data["kind"] == "state" and event.data["changed"] == ["isPreviewVisible", "theme"]
+    bad = await http.post(f"{MD}/ui", json={"theme": "neon"})
+    assert bad.status_code == 400 and "dusk" in bad.json()["error"]["data"]["allowed"]
+    assert (await http.get(f"{MD}/ui")).json()["theme"] == "dusk"
+
+
+async def test_export_downloads_with_the_documents_name(http, bench):
+    def export_bytes(doc_id, fmt, *, typography):
+        assert typography == "Simple"
+        return b"<html>ok</html>", "笔记.html", "text/html"
+
+    bench.service.export_bytes = export_bytes
+    doc = await open_doc(http)
+    r = await http.get(f"{MD}/docs/{doc['docId']}/export", params={"format": "HTML"})
+    assert r.status_code == 200 and r.content == b"<html>ok</html>"
+    assert "filename*=UTF-8''%E7%AC%94%E8%AE%B0.html" in r.headers["content-disposition"]
+    bad = await http.get(f"{MD}/docs/{doc['docId']}/export", params={"format": "exe"})
+    assert bad.status_code == 400
+
+
+async def test_a_bad_body_is_a_clear_400(http):
+    r = await http.post(f"{MD}/ui", content=b"{not json", headers={"content-type": "application/json"})
+    assert r.status_code == 400 and "not JSON" in r.json()["error"]["message"]
+    doc = await open_doc(http)
+    r = await http.get(f"{MD}/docs/{doc['docId']}/pull", params={"version": "x"})
+    assert r.status_code == 400
+    assert json.loads(r.text)["error"]["code"] == ErrorCode.INVALID_ARGUMENT
+
+
+async def test_an_unknown_document_is_404(http):
+    r = await http.get(f"{MD}/docs/nope")
+    assert r.status_code == 404
