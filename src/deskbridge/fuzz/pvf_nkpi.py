@@ -40,6 +40,82 @@ def fuzz_archive(data: bytes) -> None:
                 raise AssertionError(f"decompile → compile changed {path}")
 
 
+@lru_cache(maxsize=1)
+def _plain_image() -> tuple[list[bytes], list[bytes]]:
+    """A small legacy archive taken apart into plaintext sections (header, file table, hash table, sTrA,
+    sTrW, GRPI) and decompressed chunks, for the structure-aware target below."""
+    from deskbridge.kinds.pvf.synth.nkpi import synth_nkpi
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = _VECTORS / "vs_jp_shared.pvf"  # 12 files, < 1 KB of payload: fast to rebuild per input
+        if not path.is_file():
+            path = Path(tmp) / "seed.pvf"
+            synth_nkpi(path, 16, 2, "legacy")
+        ar = NkpiArchive(path)
+        data = path.read_bytes()
+        h = ar.header
+        sections = [
+            hdr.encode(h),
+            bytes(ar.files.tobytes()),
+            crypt(data[h.hash_table_offset : h.name_table_offset], LEGACY.hash, MAGIC_DATA),
+            ar.pools.raw_a(),
+            ar.pools.raw_w(),
+            crypt(data[h.grpi_offset : h.body_offset], LEGACY.grpi, MAGIC_DATA),
+        ]
+        chunks = [ar.chunk(i) for i in range(len(ar.grpi))]
+        ar.close()
+    return sections, chunks
+
+
+def _xor(data: bytes, mask: bytes) -> bytes:
+    if not mask:
+        return data
+    m = mask[: len(data)].ljust(len(data), b"\0")
+    return bytes(a ^ b for a, b in zip(data, m, strict=True))
+
+
+def fuzz_archive_plain(mask: bytes) -> None:
+    """Structure-aware: XOR the input over the *plaintext* sections and chunks of a real archive, re-encrypt
+    and re-compress with honest sizes (unless the mask changed them), then open, list and read everything.
+    Byte mutations of the ciphertext rarely get past the header; these reach the tables, pools and codec."""
+    import zlib
+
+    sections, chunks = _plain_image()
+    pos = 0
+
+    def take(n: int) -> bytes:
+        nonlocal pos
+        part = mask[pos : pos + n]
+        pos += n
+        return part
+
+    head_mask = take(48)
+    ft = _xor(sections[1], take(len(sections[1])))
+    ht = _xor(sections[2], take(len(sections[2])))
+    pool_a = _xor(sections[3], take(len(sections[3])))
+    pool_w = _xor(sections[4], take(len(sections[4])))
+    raw_chunks = [_xor(c, take(len(c))) for c in chunks]
+    grpi_mask = take(8 * len(chunks))
+    pools = StringPools(sections[0][:0] + bytes(8), pool_a, pool_w,
+                        PoolKeys(LEGACY.pool_a, LEGACY.pool_w, LEGACY.mask_a, LEGACY.mask_w), "utf-8")
+    name_table = pools.serialize(level=1)
+    bodies = [crypt(zlib.compress(c, 1), LEGACY.body, MAGIC_DATA) for c in raw_chunks]
+    ends = 0
+    grpi = bytearray()
+    for c, b in zip(raw_chunks, bodies, strict=True):
+        ends += len(b)
+        grpi += struct.pack("<ii", ends, len(c))
+    grpi = bytearray(_xor(bytes(grpi), grpi_mask))
+    h = hdr.decode(sections[0])
+    assert h is not None
+    h = h.with_sizes(file_count=len(ft) // 24, body_size=ends, group_count=len(chunks),
+                     hash_table_size=len(ht), name_table_size=len(name_table))
+    head = _xor(hdr.encode(h), head_mask)
+    archive = b"".join([crypt(head, LEGACY.header, MAGIC_DATA), ft, crypt(ht, LEGACY.hash, MAGIC_DATA),
+                        name_table, crypt(bytes(grpi), LEGACY.grpi, MAGIC_DATA), *bodies])
+    fuzz_archive(archive)
+
+
 def fuzz_header(data: bytes) -> None:
     """Recognise and size-check arbitrary 48-byte headers (the first 4 bytes of input choose the file size)."""
     size = struct.unpack("<I", data[:4].ljust(4, b"\0"))[0]
@@ -121,6 +197,7 @@ def fuzz_utf16(data: bytes) -> None:
 
 TARGETS = {
     "archive": fuzz_archive,
+    "archive_plain": fuzz_archive_plain,
     "header": fuzz_header,
     "hash_table": fuzz_hash_table,
     "grpi": fuzz_grpi,
@@ -157,6 +234,7 @@ def _seeds() -> dict[str, list[bytes]]:
     ar.close()
     return {
         "archive": archives,
+        "archive_plain": [b"", bytes(64)],
         "header": [struct.pack("<I", len(a)) + a[:48] for a in archives],
         "hash_table": [hash_plain],
         "grpi": [grpi_plain],

@@ -153,3 +153,11 @@ def test_open_nkpi_refuses_a_missing_file(tmp_path):
     with pytest.raises(BridgeError) as err:
         open_nkpi(tmp_path / "nope.pvf")
     assert err.value.code is ErrorCode.NOT_FOUND
+
+
+@FUZZ
+@given(st.binary(max_size=2000))
+def test_mutated_plaintext_sections_only_raise_typed_errors(mask):
+    """Mutations under the encryption: file table, hash table, pools, GRPI and chunk contents."""
+    with contextlib.suppress(BridgeError):
+        fz.fuzz_archive_plain(mask)
