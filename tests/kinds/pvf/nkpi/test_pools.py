@@ -56,3 +56,24 @@ def test_segmented_find_equals_find_on_the_joined_bytes(base, tail, needle, star
     assert seg.find(needle, start) == joined.find(needle, start)
     assert seg[start : start + 7] == joined[start : start + 7]
     assert bytes(seg) == joined
+
+
+def test_a_gbk_stra_pool_is_detected_and_warned_about(tmp_path):
+    from deskbridge.core.errors import ErrorCode
+    from deskbridge.kinds.pvf.archive.nkpi import open_nkpi
+    from deskbridge.kinds.pvf.synth.nkpi import synth_nkpi
+
+    path = tmp_path / "gbk.pvf"
+    synth_nkpi(path, 40, 1, "legacy")
+    with open_nkpi(path) as ar:
+        assert ar.warnings == [] and ar.encoding == "utf-8"
+        target = ar.paths()[2]
+        # Write GBK bytes into sTrA the way a GBK-minded tool would (pvfVSCode's guess list, research §5.4).
+        ar.pools._a += "雷霆".encode("gbk") + b"\0"
+        ar.pools.dirty = True
+        ar.stage(target, ar.read(target) + b"\x06" + (2 * (ar.pools.size_a - 5)).to_bytes(4, "little"))
+        ar.save()
+    with open_nkpi(path) as again:
+        assert again.encoding == "gbk"
+        assert [w.code for w in again.warnings] == [ErrorCode.ENCODING_MISMATCH]
+        assert again.read_text(target).rstrip().endswith("`雷霆`")

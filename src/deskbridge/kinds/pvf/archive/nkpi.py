@@ -233,11 +233,25 @@ class NkpiArchive(ArchiveBase):
         self._recovered = recovered
         self.variant = "paged" if src.paged else ("recovered" if recovered or scheme.name == "recovered" else scheme.name)
         self.encoding = pools.encoding
+        self._check_encoding()
         self._cache: OrderedDict[int, bytes] = OrderedDict()
         self._cache_bytes = 0
         self._keys_map: KeysView | None = None
         self._index: PathIndex | None = None
         self._check_body_key(src)
+
+    def _check_encoding(self) -> None:
+        """Warn (never fail) when sTrA does not read cleanly in the encoding in use (research §5.4)."""
+        sample = self.pools.raw_a_view()[: 4 * 1024 * 1024]
+        bad = sample.decode(self.encoding, errors="replace").count("\ufffd")
+        guessed = self._requested_encoding is None and self.encoding != "utf-8"
+        if bad or guessed:
+            self.warnings.append(BridgeError(
+                ErrorCode.ENCODING_MISMATCH,
+                f"the sTrA string pool is not valid UTF-8; it is read as {self.encoding}"
+                + (f" with {bad} undecodable bytes in the first 4 MiB" if bad else " (guessed)"),
+                data={"encoding": self.encoding, "undecodable": bad, "guessed": guessed},
+            ))
 
     @staticmethod
     def _hash_ok(plain: bytes, header: hdr.Header) -> bool:
