@@ -28,6 +28,7 @@ def mod_copy(sage_data, tmp_path) -> Path:
 def test_incremental_reindex_after_editing_a_copy_of_a_real_file(mod_copy, sage_data):
     service = SageService(mod_copy, sage_data.sdk)
     before = service.open_sync()
+    assert before.refs_to  # built: the patch must update it in place of a rebuild
     weapon = mod_copy / "Data/Mod/Units/Tanya/WeaponTemplate.xml"
     text = weapon.read_text(encoding="utf-8")
     weapon.write_text(text.replace('id="AlliedCommandoDesertEagles"', 'id="AlliedCommandoGoldenEagles"'),
@@ -47,6 +48,9 @@ def test_incremental_reindex_after_editing_a_copy_of_a_real_file(mod_copy, sage_
     assert after.stats["referenceCount"] == full.stats["referenceCount"]
     assert {k: [(d.file, d.line) for d in v] for k, v in after.by_id.items()} == {
         k: [(d.file, d.line) for d in v] for k, v in full.by_id.items()}
+    assert after.refs_built is not None
+    assert {k: [(f, list(r)) for f, r in v] for k, v in after.refs_to.items()} == {
+        k: [(f, list(r)) for f, r in v] for k, v in full.refs_to.items()}
 
 
 def test_a_new_include_triggers_a_full_walk(mod_copy, sage_data):

@@ -271,7 +271,6 @@ def _assemble(index: SageIndex, walk: _Walk) -> None:
     assets = index.assets
     by_id = index.by_id
     project_prefix = str(index.project) + "/"
-    refs_to = index.refs_to
     for path, rec in walk.files.items():
         origin = "project" if path.startswith(project_prefix) else "sdk"
         for code, severity, line, message in rec.diagnostics:
@@ -284,8 +283,6 @@ def _assemble(index: SageIndex, walk: _Walk) -> None:
         for name, value, line, override in rec.defines:
             dd = DefineDef(name, value, path, line, override)
             index.defines.setdefault(name.casefold(), []).append(dd)
-        for r in rec.refs:
-            refs_to.setdefault(r[R_VALUE].casefold(), []).append((path, r))
     diags.extend(_duplicate_defines(index))
     for d in walk.manifest_assets:
         key = d.id.casefold()
@@ -336,7 +333,7 @@ def patch_index(old: SageIndex, changed: dict[str, FileRecords], build_id: int) 
     prefix = str(old.project) + "/"
     assets = dict(old.assets)
     by_id = dict(old.by_id)
-    refs_to = dict(old.refs_to)
+    refs_to = dict(old.refs_built) if old.refs_built is not None else None
     defines = dict(old.defines)
     copied_types: set[str] = set()
     touched_ids: set[str] = set()
@@ -358,8 +355,9 @@ def patch_index(old: SageIndex, changed: dict[str, FileRecords], build_id: int) 
             inner = assets[atype]
             if key in inner:
                 inner[key] = [d for d in inner[key] if d.file not in paths]
-    for key in touched_refs:
-        refs_to[key] = [s for s in refs_to.get(key, ()) if s[0] not in paths]
+    if refs_to is not None:
+        for key in touched_refs:
+            refs_to[key] = [s for s in refs_to.get(key, ()) if s[0] not in paths]
     for key in touched_defines:
         defines[key] = [d for d in defines.get(key, ()) if d.file not in paths]
     for path, rec in changed.items():
@@ -371,8 +369,9 @@ def patch_index(old: SageIndex, changed: dict[str, FileRecords], build_id: int) 
             by_id.setdefault(key, []).append(d)
         for name, value, line, override in rec.defines:
             defines.setdefault(name.casefold(), []).append(DefineDef(name, value, path, line, override))
-        for r in rec.refs:
-            refs_to.setdefault(r[R_VALUE].casefold(), []).append((path, r))
+        if refs_to is not None:
+            for r in rec.refs:
+                refs_to.setdefault(r[R_VALUE].casefold(), []).append((path, r))
     # Keep walk order, which the queries rely on for "which definition wins".
     manifest_last = len(order)
     for key in touched_ids:
@@ -386,7 +385,7 @@ def patch_index(old: SageIndex, changed: dict[str, FileRecords], build_id: int) 
                     del assets[atype][key]
         if not by_id[key]:
             del by_id[key]
-    for key in touched_refs:
+    for key in touched_refs if refs_to is not None else ():
         refs_to[key].sort(key=lambda s: (order[s[0]], s[1][3], s[1][4]))
         if not refs_to[key]:
             del refs_to[key]
@@ -394,7 +393,7 @@ def patch_index(old: SageIndex, changed: dict[str, FileRecords], build_id: int) 
         defines[key].sort(key=lambda d: (order[d.file], d.line))
         if not defines[key]:
             del defines[key]
-    new.assets, new.by_id, new.refs_to, new.defines = assets, by_id, refs_to, defines
+    new.assets, new.by_id, new.refs_built, new.defines = assets, by_id, refs_to, defines
     new.diagnostics = [d for d in old.diagnostics if d.file not in paths and d.code != "duplicate-define"]
     for path, rec in changed.items():
         new.diagnostics.extend(Diagnostic(path, line, code, sev, msg) for code, sev, line, msg in rec.diagnostics)
@@ -402,7 +401,7 @@ def patch_index(old: SageIndex, changed: dict[str, FileRecords], build_id: int) 
     new.stats = dict(old.stats)
     new.stats.update(
         assetCount=sum(len(v) for v in by_id.values()),
-        referenceCount=sum(len(v) for v in refs_to.values()),
+        referenceCount=sum(len(r.refs) for r in new.files.values()),
         defineCount=sum(len(v) for v in defines.values()),
         parsedFiles=len(changed), recordsCacheHits=0, walkMs=0.0, patchedFiles=len(changed),
         elapsedMs=round((time.perf_counter() - t0) * 1000, 1),

@@ -6,6 +6,8 @@ background builds, the watcher and the consistency options on top.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 import threading
 import time
@@ -23,6 +25,21 @@ from deskbridge.kinds.sage.snapshot import project_key, write_snapshot
 from deskbridge.kinds.sage.store import RecordStore
 
 ProgressCallback = Callable[[int, int, str], None]
+
+
+@contextlib.contextmanager
+def _no_cyclic_gc() -> Any:
+    """Pause the cyclic garbage collector while a build allocates ~10^6 long-lived lists and tuples.
+
+    Each allocation burst would otherwise trigger full collections that walk the whole (acyclic) index:
+    measured ~40 % of a warm start. Reference counting still frees everything meanwhile."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 class ProjectIndexer:
@@ -69,6 +86,11 @@ class ProjectIndexer:
     def build_sync(self, progress: ProgressCallback | None = None,
                    publish: Callable[[SageIndex], None] | None = None) -> SageIndex:
         """Full two-phase build: XML first (published as `ready_xml`), then art (`ready`)."""
+        with _no_cyclic_gc():
+            return self._build(progress, publish)
+
+    def _build(self, progress: ProgressCallback | None,
+               publish: Callable[[SageIndex], None] | None) -> SageIndex:
         progress = progress or (lambda done, total, message: None)
         if not self._cache_loaded:
             self.store.load()
@@ -98,6 +120,10 @@ class ProjectIndexer:
 
     def reindex_sync(self, paths: Iterable[str]) -> SageIndex:
         """Re-index after files changed: patch the index when only contents changed, else rebuild."""
+        with _no_cyclic_gc():
+            return self._reindex(paths)
+
+    def _reindex(self, paths: Iterable[str]) -> SageIndex:
         paths = {os.path.abspath(p) for p in paths}
         old = self.index
         dirs = {os.path.dirname(p) for p in paths}
@@ -130,13 +156,15 @@ class ProjectIndexer:
         return new
 
     def save_cache(self) -> bool:
-        return self.store.save()
+        with _no_cyclic_gc():
+            return self.store.save()
 
     def write_snapshot_sync(self) -> Path | None:
         index = self.index
         if index is None:
             return None
-        path = write_snapshot(index, stale=bool(self._pending), data_dir=self.data_dir)
+        with _no_cyclic_gc():
+            path = write_snapshot(index, stale=bool(self._pending), data_dir=self.data_dir)
         self._snapshot_build = index.build_id
         self.last_snapshot = path
         return path

@@ -86,8 +86,8 @@ class SageIndex:
     by_id: dict[str, list[AssetDef]] = field(default_factory=dict)
     defines: dict[str, list[DefineDef]] = field(default_factory=dict)
     """Define name (case-folded) → definitions in walk order."""
-    refs_to: dict[str, list[tuple[str, Ref]]] = field(default_factory=dict)
-    """Target id (case-folded) → (file, reference record) of every reference site."""
+    refs_built: dict[str, list[tuple[str, Ref]]] | None = None
+    """The reverse reference map once built (see `refs_to`)."""
     fragment_owners: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
     """Fragment file → (including file, asset index) of each nested `xi:include` that pulls it in."""
     diagnostics: list[Diagnostic] = field(default_factory=list)
@@ -117,6 +117,26 @@ class SageIndex:
 
     def all_diagnostics(self) -> list[Diagnostic]:
         return self.diagnostics + self.unresolved()
+
+    @property
+    def refs_to(self) -> dict[str, list[tuple[str, Ref]]]:
+        """Target id (case-folded) → (file, reference record) of every reference site, in walk order.
+
+        Built on first use: 60 k sites cost ~40 ms, which a one-shot `find-asset` should not pay. The
+        service builds it right after publishing an index, off the query path."""
+        built = self.refs_built
+        if built is None:
+            built = {}
+            for path, rec in self.files.items():
+                for r in rec.refs:
+                    key = r[2].casefold()
+                    lst = built.get(key)
+                    if lst is None:
+                        built[key] = [(path, r)]
+                    else:
+                        lst.append((path, r))
+            self.refs_built = built
+        return built
 
     # --- helpers shared by queries ----------------------------------------------------------------
     def display(self, path: str) -> str:

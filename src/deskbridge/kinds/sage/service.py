@@ -92,7 +92,8 @@ class SageService(ProjectIndexer):
             self._final.clear()
             self.state = "building"
             try:
-                await asyncio.to_thread(self.build_sync, report, publish)
+                index = await asyncio.to_thread(self.build_sync, report, publish)
+                await asyncio.to_thread(self._warm_up, index)
                 await asyncio.to_thread(self.save_cache)
             except Exception as exc:
                 log.exception("sage: build failed")
@@ -135,8 +136,14 @@ class SageService(ProjectIndexer):
                 self._final.set()
                 return self.index
             self._published(index)
+            await asyncio.to_thread(self._warm_up, index)
         self._schedule_snapshot()
         return self.index
+
+    @staticmethod
+    def _warm_up(index: SageIndex) -> None:
+        """Build the lazily computed parts (reverse references, unresolved references) off the query path."""
+        index.unresolved()
 
     async def _watch(self) -> None:
         from watchfiles import awatch  # imported here: the CLI's one-shot commands never watch

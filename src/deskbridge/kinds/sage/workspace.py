@@ -17,7 +17,6 @@ class SageWorkspace:
     """One opened mod project. The index builds in the background; queries answer from the newest usable index."""
 
     kind = "sage"
-    api_prefix = "sage"
 
     def __init__(self, path: Path, services: KindServices) -> None:
         sdk = services.options.get("sdk") or services.settings.sage.sdk
