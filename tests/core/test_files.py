@@ -274,3 +274,20 @@ def test_remove_stale_temps_deletes_only_our_temp_files(tmp_path):
     (tmp_path / "keep.txt").write_bytes(b"k")
     assert remove_stale_temps(tmp_path) == 2
     assert [p.name for p in tmp_path.iterdir()] == ["keep.txt"]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX permission bits")
+def test_secret_file_mode_is_kept_and_new_files_can_be_private(tmp_path):
+    token = tmp_path / "token"
+    atomic_write(token, b"secret-1", new_file_mode=0o600)
+    assert (token.stat().st_mode & 0o777) == 0o600
+    seen_modes = []
+
+    def spy(f):
+        seen_modes.append(os.fstat(f.fileno()).st_mode & 0o777)  # the temp file while it holds the bytes
+        f.write(b"secret-2")
+
+    atomic_write(token, spy)
+    assert seen_modes == [0o600] and (token.stat().st_mode & 0o777) == 0o600
+    r = publish_new(tmp_path / "other", b"x", new_file_mode=0o600)
+    assert (r.path.stat().st_mode & 0o777) == 0o600

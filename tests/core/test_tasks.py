@@ -309,3 +309,20 @@ def test_bad_log_cursor_is_invalid(cursor):
     with pytest.raises(BridgeError) as ei:
         LogRing().read(cursor)
     assert ei.value.code == ErrorCode.INVALID_ARGUMENT
+
+
+async def test_a_sync_tool_in_a_worker_thread_can_start_a_task_after_bind_loop():
+    tm = TaskManager(EventBus())
+    tm.bind_loop(asyncio.get_running_loop())
+
+    async def work(h):
+        return "ran on the loop"
+
+    task = await asyncio.to_thread(tm.start, work, owner="mcp:1", label="from thread")
+    await tm.wait(task.id, 2)
+    assert tm.status(task.id)["result"] == "ran on the loop"
+
+
+def test_start_from_a_thread_without_a_loop_is_a_clear_error():
+    with pytest.raises(RuntimeError, match="bind_loop"):
+        TaskManager(EventBus()).start(lambda h: None, owner="ui", label="x")

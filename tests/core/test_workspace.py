@@ -101,3 +101,34 @@ async def test_commit_is_published_on_the_bus(tmp_path):
         ev = await sub.get(1)
     assert ev.data["event"] == "committed" and ev.data["revision"] == 2 and ev.data["caller"] == "mcp:7"
     assert ev.data["keys"] == ["k"] and ev.data["sourceDirty"] is True
+
+
+async def test_commits_from_many_threads_lose_no_update_and_never_skip_a_revision():
+    """Sync tools run in worker threads: read-modify-write with expected revisions, retried on STALE."""
+    import threading
+
+    eng = Engine(JsonStore())
+    wid = (await eng.open(None))["workspaceId"]
+    eng.commit("ui", wid, {"counter": 0})
+    per_thread, threads = 100, 6
+    stale = []
+
+    def add_one(caller):
+        done = 0
+        while done < per_thread:
+            snap = eng.read(wid, "counter")
+            try:
+                eng.commit(caller, wid, {"counter": snap["value"] + 1}, expected_revision=snap["revision"])
+                done += 1
+            except BridgeError as exc:
+                assert exc.code == ErrorCode.STALE_WORKSPACE
+                stale.append(1)
+
+    workers = [threading.Thread(target=add_one, args=(f"mcp:{i}",)) for i in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    final = eng.read(wid, "counter")
+    assert final["value"] == per_thread * threads
+    assert final["revision"] == 2 + per_thread * threads  # exactly one revision per successful commit

@@ -210,7 +210,7 @@ class Engine:
 
     def start_task(self, work: Work, *, owner: str, label: str, write: bool = False,
                    cancellable: bool = True) -> Task:
-        """Start a task on the running loop (see `core.tasks`); write tasks take the one write slot."""
+        """Start a task (see `core.tasks`; from a worker thread after `tasks.bind_loop`); write tasks take the one write slot."""
         ws_id = self.identity_data()["workspaceId"]
         return self.tasks.start(work, owner=owner, label=label, write=write, workspace_id=ws_id,
                                 cancellable=cancellable)

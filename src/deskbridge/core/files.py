@@ -154,12 +154,20 @@ def _temp_name(target: Path) -> Path:
     return target.with_name(f"{TEMP_PREFIX}{stem}-{secrets.token_hex(6)}")
 
 
-def _write_temp(target: Path, content: Content, mode: int | None) -> Path:
-    """Create, fill, flush and fsync a temp file next to `target`; remove it again if anything fails."""
+def _write_temp(target: Path, content: Content, existing_mode: int | None, new_file_mode: int = 0o666) -> Path:
+    """Create, fill, flush and fsync a temp file next to `target`; remove it again if anything fails.
+
+    The temp file is created with its final permissions *before* any byte is written: the existing
+    target's mode (so a 0600 secret never sits in a 0644 temp file), else `new_file_mode` filtered by the
+    umask exactly as `open()` would.
+    """
     tmp = _temp_name(target)
-    # O_EXCL: never reuse a name; 0o666 lets the umask decide the permissions of a new file, as for open().
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+    create_mode = stat.S_IMODE(existing_mode) if existing_mode is not None else new_file_mode
+    # O_EXCL: never reuse a name, never follow a planted symlink.
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), create_mode)
     try:
+        if existing_mode is not None and hasattr(os, "fchmod"):
+            os.fchmod(fd, stat.S_IMODE(existing_mode))  # the umask may have removed bits the original had
         with os.fdopen(fd, "wb") as f:
             if callable(content):
                 content(f)
@@ -167,8 +175,6 @@ def _write_temp(target: Path, content: Content, mode: int | None) -> Path:
                 f.write(content)
             f.flush()
             os.fsync(f.fileno())
-        if mode is not None:
-            os.chmod(tmp, stat.S_IMODE(mode))
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
@@ -330,12 +336,14 @@ def atomic_write(
     backup: bool = False,
     expected_identity: FileIdentity | None = None,
     changed_code: ErrorCode = ErrorCode.SOURCE_CHANGED,
+    new_file_mode: int = 0o666,
 ) -> WriteResult:
     """Replace (or create) `path` with `content` atomically; the old file or the new one, never a mix.
 
     `expected_identity`: the file must still be exactly this (checked again right before the rename),
     else `changed_code` (`SOURCE_CHANGED` for save, `TARGET_CHANGED` for an overwriting save-as).
-    `backup`: keep the previous content as `<name>.bak`. Permission bits of an existing file are kept.
+    `backup`: keep the previous content as `<name>.bak`. Permission bits of an existing file are kept;
+    a new file gets `new_file_mode` minus the umask (pass 0o600 for secrets).
     """
     target = Path(path)
     if target.is_dir():
@@ -349,7 +357,7 @@ def atomic_write(
     except OSError as exc:
         raise _disk_error(exc, target, touched=False, committed=False) from exc
     try:
-        tmp = _write_temp(target, content, mode)
+        tmp = _write_temp(target, content, mode, new_file_mode)
     except OSError as exc:
         raise _disk_error(exc, target, touched=True, committed=False) from exc
     committed = False
@@ -373,11 +381,11 @@ def atomic_write(
     return WriteResult(target, file_identity(target), backup_path)
 
 
-def publish_new(path: Path | str, content: Content) -> WriteResult:
+def publish_new(path: Path | str, content: Content, *, new_file_mode: int = 0o666) -> WriteResult:
     """Create `path` with `content` only if nothing is there — atomically; else `TARGET_EXISTS`, disk untouched."""
     target = Path(path)
     try:
-        tmp = _write_temp(target, content, None)
+        tmp = _write_temp(target, content, None, new_file_mode)
     except OSError as exc:
         raise _disk_error(exc, target, touched=True, committed=False) from exc
     try:

@@ -16,7 +16,8 @@ notifications follow along. Finished tasks stay queryable for `TASK_HISTORY_TTL_
 `TASK_HISTORY_MAX` of them.
 
 Thread-safety: `TaskHandle` methods may be called from worker threads (each task has a `threading.Lock`);
-`TaskManager.start` must be called on the event loop; queries may come from any thread.
+`TaskManager.start` runs on the event loop or, after `bind_loop`, from any thread; queries and `cancel` may
+come from any thread.
 """
 
 from __future__ import annotations
@@ -239,6 +240,11 @@ class TaskManager:
         self._clock = clock
         self._tasks: OrderedDict[str, Task] = OrderedDict()
         self._counter = itertools.count(1)
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def bind_loop(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The loop tasks run on when `start` is called from a worker thread (set by any call on the loop)."""
+        self._loop = loop
 
     # -- starting --------------------------------------------------------------------------------------
 
@@ -252,8 +258,19 @@ class TaskManager:
         workspace_id: str | None = None,
         cancellable: bool = True,
     ) -> Task:
-        """Admit and start a task on the running loop; returns at once (state queued or running)."""
-        loop = asyncio.get_running_loop()
+        """Admit and start a task; returns at once (state queued or running).
+
+        Callable on the event loop, or from a worker thread (a sync tool) once the loop is known — it was
+        used on the loop before, or `bind_loop` was called.
+        """
+        try:
+            loop = asyncio.get_running_loop()
+            on_loop = True
+            self._loop = loop
+        except RuntimeError:
+            if self._loop is None or self._loop.is_closed():
+                raise RuntimeError("TaskManager.start from a thread needs bind_loop(loop) first") from None
+            loop, on_loop = self._loop, False
         task = Task(
             id=f"task-{next(self._counter)}-{secrets.token_hex(4)}",
             label=label, owner=owner, write=write, workspace_id=workspace_id, cancellable=cancellable,
@@ -265,8 +282,14 @@ class TaskManager:
             self._admit(task)  # may raise TASK_BUSY / NOT_READY; nothing registered then
             self._tasks[task.id] = task
         self._publish(task, "queued")
-        task.aio = loop.create_task(self._run(task, work), name=task.id)
+        if on_loop:
+            self._spawn(task, work)
+        else:
+            loop.call_soon_threadsafe(self._spawn, task, work)
         return task
+
+    def _spawn(self, task: Task, work: Work) -> None:
+        task.aio = asyncio.get_running_loop().create_task(self._run(task, work), name=task.id)
 
     async def _run(self, task: Task, work: Work) -> None:
         handle = TaskHandle(task, self._publish)
