@@ -77,3 +77,16 @@ def test_a_gbk_stra_pool_is_detected_and_warned_about(tmp_path):
         assert again.encoding == "gbk"
         assert [w.code for w in again.warnings] == [ErrorCode.ENCODING_MISMATCH]
         assert again.read_text(target).rstrip().endswith("`雷霆`")
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.text(alphabet=st.sampled_from("ab[]/_ é巨\U0001F600"), max_size=6), min_size=1, max_size=12),
+       st.integers(0, 12))
+def test_sort_offsets_orders_by_utf16_code_units(strings, frozen):
+    p = _pools(a=b"\0", w=b"\0\0")
+    offs = [p.add(s) for s in strings[:frozen]]
+    p.freeze()
+    offs += [p.add(s) for s in strings[frozen:]]
+    uniq = list(dict.fromkeys(offs))
+    got = [p.resolve(o) for o in p.sort_offsets(uniq).tolist()]
+    assert got == sorted((p.resolve(o) for o in uniq), key=lambda s: s.encode("utf-16-be", "surrogatepass"))

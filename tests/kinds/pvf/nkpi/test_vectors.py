@@ -57,7 +57,7 @@ def test_decompile_compile_is_byte_identical_and_source_text_compiles(nkpi_vecto
 def test_hash_table_rebuild_matches_the_writer(nkpi_vectors):
     for path, meta in nkpi_vectors:
         with open_nkpi(path) as ar:
-            ours = build_hash_table(ar.files, ar.pools.resolve)
+            ours = build_hash_table(ar.files, ar.pools)
             h = ar.header
             stored = crypt(ar._src.read(h.hash_table_offset, h.hash_table_size), ar.scheme.hash, MAGIC_DATA)
             assert ours == stored

@@ -302,6 +302,60 @@ class StringPools:
         self.dirty = True
         return off
 
+    def freeze(self) -> None:
+        """Fold strings added so far into the immutable part (lets `sort_offsets` use its fast path)."""
+        for seg in (self._a, self._w):
+            if seg.tail:
+                seg.base, seg.tail = bytes(seg), bytearray()
+
+    # --- ordering ------------------------------------------------------------------------------------
+    def sort_offsets(self, offsets: np.ndarray) -> np.ndarray:
+        """`offsets` ordered by their strings in UTF-16 code-unit order, equal strings in input order.
+
+        The hash table needs this for every name and folder (a million on nkpi-1m), so plain ASCII strings of
+        the original sTrA are compared as fixed-width byte rows with numpy (ASCII byte order equals UTF-16
+        order); the rest (sTrW, non-ASCII, strings added this session) is sorted in Python and merged in by
+        binary search — for a first difference between ASCII and anything else both orders agree.
+        """
+        offsets = np.asarray(offsets, dtype=np.int64)
+        base = np.frombuffer(self._a.base, dtype=np.uint8)
+        nb = len(base)
+        pos = offsets >> 1
+        simple = ((offsets & 1) == 0) & (pos < nb)
+        lens = np.zeros(len(offsets), dtype=np.int64)
+        if nb and simple.any():
+            nul = np.append(np.flatnonzero(base == 0), nb)
+            lens[simple] = nul[np.searchsorted(nul, pos[simple])] - pos[simple]
+            high = np.flatnonzero(base >= 0x80)
+            if len(high):
+                start, end = pos[simple], pos[simple] + lens[simple]
+                ascii_only = np.searchsorted(high, end) == np.searchsorted(high, start)
+                simple[np.flatnonzero(simple)[~ascii_only]] = False
+            simple &= lens <= 512
+        s_idx = np.flatnonzero(simple)
+        width = max(1, int(lens[s_idx].max())) if len(s_idx) else 1
+        rows = np.zeros((len(s_idx), width), dtype=np.uint8)
+        cols = np.arange(width, dtype=np.int64)
+        block = max(1, (1 << 21) // width)
+        for lo in range(0, len(s_idx), block):
+            sel = s_idx[lo : lo + block]
+            idx = pos[sel][:, None] + cols[None, :]
+            keep = cols[None, :] < lens[sel][:, None]
+            rows[lo : lo + len(sel)] = np.where(keep, base[np.minimum(idx, nb - 1)], 0)
+        keys = rows.view(f"S{width}").ravel() if len(s_idx) else np.zeros(0, dtype=f"S{width}")
+        order = np.argsort(keys, kind="stable")
+        sorted_keys = keys[order]
+        result = s_idx[order]
+        c_idx = np.flatnonzero(~simple)
+        if len(c_idx):
+            texts = [self.resolve(int(offsets[i])) for i in c_idx.tolist()]
+            c_sorted = sorted(range(len(c_idx)), key=lambda k: texts[k].encode("utf-16-be", errors="surrogatepass"))
+            probes = np.array([texts[k].encode("utf-8", errors="surrogatepass") for k in c_sorted],
+                              dtype=f"S{width}")  # truncation is safe with side="right"
+            at = np.searchsorted(sorted_keys, probes, side="right")
+            result = np.insert(result, at, c_idx[c_sorted])
+        return offsets[result]
+
     # --- writing -------------------------------------------------------------------------------------
     def serialize(self, level: int = 6) -> bytes:
         """The on-disk name table (prefix + both pools, recompressed and encrypted)."""

@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .nkpi_errors import corrupt
+
+if TYPE_CHECKING:
+    from .nkpi_pools import StringPools
 
 FILE_DTYPE = np.dtype(
     [
@@ -120,7 +124,7 @@ def parse_hash_table(plain: bytes, offset: int) -> tuple[np.ndarray, np.ndarray]
     return pairs, sorted_offsets
 
 
-def build_hash_table(files: np.ndarray, resolve: Callable[[int], str]) -> bytes:
+def build_hash_table(files: np.ndarray, pools: StringPools) -> bytes:
     """The hash table the way pvfVSCode/pvfine write it: pairs in file-table order, then the de-duplicated
     name/path offsets sorted by their resolved strings in UTF-16 code-unit order (JS string comparison;
     research/pvf.md §1B, vectors README "Tree / table order"); equal strings keep first-seen order."""
@@ -130,8 +134,7 @@ def build_hash_table(files: np.ndarray, resolve: Callable[[int], str]) -> bytes:
     flat = pairs.reshape(-1)
     _, first = np.unique(flat, return_index=True)
     uniq = flat[np.sort(first)]
-    keyed = sorted(((resolve(int(o)).encode("utf-16-be"), i) for i, o in enumerate(uniq)))
-    ordered = np.array([uniq[i] for _, i in keyed], dtype="<u4")
+    ordered = pools.sort_offsets(uniq).astype("<u4")
     return b"".join(
         [
             struct.pack("<I", len(files)),

@@ -154,7 +154,7 @@ def write_archive(ar: NkpiArchive, out: BinaryIO, progress: Progress | None = No
 
     structural = bool(new_files) or not bool(live.all())
     if structural:
-        hash_table = crypt(build_hash_table(files, ar.pools.resolve), scheme.hash, MAGIC_DATA)
+        hash_table = crypt(build_hash_table(files, ar.pools), scheme.hash, MAGIC_DATA)
     else:
         hash_table = src.read(h.hash_table_offset, h.hash_table_size)
     name_table = ar.pools.serialize() if ar.pools.dirty else src.read(h.name_table_offset, h.name_table_size)
