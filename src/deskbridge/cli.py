@@ -111,6 +111,7 @@ def _serve(path: Path | None, kind: str | None, sdk: Path | None, host: str, por
     from deskbridge.integrations.snippets import http_snippet
     from deskbridge.web.app import build_web_app
     from deskbridge.web.security import is_loopback
+    from deskbridge.web.server import BridgeServer
 
     application = App.create()
     port = port or application.settings.port
@@ -132,7 +133,7 @@ def _serve(path: Path | None, kind: str | None, sdk: Path | None, host: str, por
     if not no_browser:
         webbrowser.open(f"{base}/?k={application.ui_secret}")
     config = uvicorn.Config(web, log_level="warning", lifespan="on", timeout_graceful_shutdown=3)
-    server = uvicorn.Server(config)
+    server = BridgeServer(config, application.events)
     server.run(sockets=[sock])
 
 

@@ -61,6 +61,7 @@ async def running_server(path: Path | None, *, kind: str | None = None, port: in
     """Serve `path` until the block exits. Port 0 picks a free port."""
     from deskbridge.cli import bind_socket
     from deskbridge.web.app import build_web_app
+    from deskbridge.web.server import BridgeServer
 
     application = app or App.create()
     if path is not None:
@@ -68,7 +69,8 @@ async def running_server(path: Path | None, *, kind: str | None = None, port: in
     sock = bind_socket("127.0.0.1", port)
     real_port = sock.getsockname()[1]
     web = build_web_app(application, port=real_port)
-    server = uvicorn.Server(uvicorn.Config(web, log_level="warning", lifespan="on", timeout_graceful_shutdown=1))
+    config = uvicorn.Config(web, log_level="warning", lifespan="on", timeout_graceful_shutdown=3)
+    server = BridgeServer(config, application.events)
     async with anyio.create_task_group() as tg:
         tg.start_soon(server.serve, [sock])
         while not server.started:
@@ -76,5 +78,5 @@ async def running_server(path: Path | None, *, kind: str | None = None, port: in
         try:
             yield RunningServer(app=application, port=real_port)
         finally:
-            server.should_exit = True
+            server.request_exit()
     sock.close()

@@ -41,9 +41,7 @@ class KindWorkspace(Protocol):
     """An opened workspace of one kind."""
 
     kind: str
-    """Short kind name: 'pvf', 'markdown', 'sage'."""
-    api_prefix: str
-    """Where the kind's web API is mounted: `/api/<api_prefix>` ('md' for markdown; usually the kind name)."""
+    """Short kind name: 'pvf', 'markdown', 'sage'; the kind's web API is mounted at `/api/<kind>`."""
     path: Path
     """What was opened (file or folder)."""
 

@@ -39,7 +39,6 @@ class ProbeWorkspace:
     """The probe workspace: a folder, read-only except for nothing at all."""
 
     kind = "probe"
-    api_prefix = "probe"
 
     def __init__(self, path: Path, services: KindServices) -> None:
         self.path = path.resolve()

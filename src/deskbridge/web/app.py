@@ -24,6 +24,7 @@ from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.tools import CallContext
 from deskbridge.mcp.server import build_mcp_server
 from deskbridge.web.security import UI_COOKIE, SecurityMiddleware, SecurityPolicy
+from deskbridge.web.server import SHUTDOWN_TOPIC
 
 if TYPE_CHECKING:
     from deskbridge.app import App
@@ -123,6 +124,8 @@ def api_routes(app: App) -> list[BaseRoute]:
                 with contextlib.closing(app.events.subscribe()) as subscription:
                     yield b": connected\n\n"
                     async for event in subscription:
+                        if event.topic == SHUTDOWN_TOPIC:
+                            break
                         payload = json.dumps(event.data, ensure_ascii=False, default=str)
                         yield f"id: {event.seq}\nevent: {event.topic}\ndata: {payload}\n\n".encode()
             finally:
@@ -175,7 +178,7 @@ def build_web_app(app: App, *, port: int, extra_hosts: list[str] | None = None,
         *api_routes(app),
     ]
     if app.workspace is not None:
-        routes.append(Mount(f"/api/{app.workspace.api_prefix}", routes=list(app.workspace.api_routes())))
+        routes.append(Mount(f"/api/{app.workspace.kind}", routes=list(app.workspace.api_routes())))
         static = app.workspace.static_dir()
         if static is not None:
             routes.append(Mount("/static", StaticFiles(directory=static), name="static"))

@@ -25,6 +25,7 @@ from deskbridge.kinds.markdown.ui_tools import markdown_ui_tools
 from deskbridge.kinds.markdown.web import markdown_routes
 
 STATIC_DIR = Path(__file__).parent / "static"
+FRONT_PAGES = ("README.md", "readme.md", "index.md", "Index.md")
 
 SCOPES = {
     "current_document": AccessScope.CURRENT_DOCUMENT,
@@ -41,7 +42,6 @@ class MarkdownWorkspace:
     """One opened document or folder, shared by the browser editor and every MCP client."""
 
     kind = "markdown"
-    api_prefix = "md"
 
     def __init__(self, path: Path, services: KindServices) -> None:
         settings = services.settings
@@ -53,6 +53,11 @@ class MarkdownWorkspace:
         self.service = MarkdownService(path, scope=scope, custom_folder=custom, policy=services.approvals,
                                        events=services.events, audit=services.audit, approval_settings=self.rules)
         self.ui_state = UiState(events=services.events)
+        if path.is_dir():
+            # A folder opens on its front page when it has one, so the editor is never empty on arrival.
+            front = next((path / n for n in FRONT_PAGES if (path / n).is_file()), None)
+            if front is not None and not self.service.list_open():
+                self.service.open_path(front)
         self._settings_task: asyncio.Task[None] | None = None
 
     def tools(self) -> list[ToolSpec]:
