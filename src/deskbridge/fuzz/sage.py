@@ -1,10 +1,11 @@
-"""Fuzz targets for the SAGE parsers of untrusted bytes: the XML record extractor, the art shallow scanner
-and the compiled-manifest reader."""
+"""Fuzz targets for the SAGE parsers of untrusted bytes: the XML record extractor, the art shallow scanner,
+the compiled-manifest reader and the `.babproj` reader."""
 
 from __future__ import annotations
 
 import contextlib
 
+from deskbridge.kinds.sage.babproj import parse_babproj
 from deskbridge.kinds.sage.manifest import ManifestError, build_manifest, parse_manifest
 from deskbridge.kinds.sage.records import extract_records, shallow_scan
 from deskbridge.kinds.sage.schema import SchemaModel
@@ -47,7 +48,13 @@ def fuzz_manifest(data: bytes) -> None:
         assert len(m.assets) <= len(data)
 
 
+def fuzz_babproj(data: bytes) -> None:
+    for stream in parse_babproj(data):
+        assert stream.source
+
+
 TARGETS = {
+    "babproj": fuzz_babproj,
     "records": fuzz_records,
     "records_no_schema": fuzz_records_without_schema,
     "shallow": fuzz_shallow,
@@ -63,6 +70,10 @@ _DOC = (b'<?xml version="1.0"?><AssetDeclaration xmlns="uri:ea.com:eala:asset" '
         b'<Filter><IncludeThing>A</IncludeThing></Filter></GameObject></AssetDeclaration>')
 
 SEEDS = {
+    "babproj": [b'<BinaryAssetBuilderProject xmlns="urn:xmlns:ea.com:babproject"><Stream Source="G:\\m\\data\\'
+                b'mod.xml"><Configuration Name="" Default="true"><StreamReference ReferenceName="static.xml" '
+                b'ReferenceManifest="G:\\s.manifest" ReferenceConfiguration=""/></Configuration></Stream>'
+                b'</BinaryAssetBuilderProject>'],
     "records": [_DOC, b"\xef\xbb\xbf" + _DOC, _DOC.decode().encode("utf-16")],
     "records_no_schema": [_DOC],
     "shallow": [_DOC],

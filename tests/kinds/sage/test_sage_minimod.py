@@ -6,6 +6,7 @@ import pytest
 
 from deskbridge.core.errors import BridgeError
 from deskbridge.kinds.sage import forward, queries
+from deskbridge.kinds.sage.manifest import build_manifest
 from deskbridge.kinds.sage.service import SageService
 
 
@@ -180,3 +181,28 @@ def test_art_is_scanned_in_a_second_phase(minimod):
     mesh = queries.find_asset(index, "autank_skn.hull")["items"]
     assert mesh[0]["type"] == "W3DMesh" and mesh[0]["file"] == "Art/AU/AUTank_SKN.w3x"
     assert mesh[0]["streams"] == {"static": "instance"}
+
+
+def test_babproj_streams_and_reference_manifests_from_another_machine(minimod):
+    """A `.babproj` written on Windows names `G:\\…` paths; they are mapped by their tail onto this machine."""
+    (minimod.sdk / "Custom").mkdir()
+    (minimod.sdk / "Custom" / "static.manifest").write_bytes(
+        build_manifest([("GameObject:FromBabprojManifest", "DATA:static.xml")], 5))
+    minimod.write("Data/AptUI/Page.xml", '<AssetDeclaration xmlns="uri:ea.com:eala:asset">'
+                  '<GameObject id="AptThing"/></AssetDeclaration>')
+    minimod.write("mod.babproj", """<?xml version="1.0"?>
+<BinaryAssetBuilderProject xmlns="urn:xmlns:ea.com:babproject">
+  <Stream Source="G:\\RA3 MOD SDK\\Mods\\MiniMod\\data\\mod.xml">
+    <Configuration Name="" Default="true">
+      <StreamReference ReferenceName="static.xml" ReferenceManifest="G:\\RA3 MOD SDK\\Custom\\static.manifest"
+        ReferenceConfiguration="" />
+    </Configuration>
+  </Stream>
+  <Stream Source="G:\\RA3 MOD SDK\\Mods\\MiniMod\\data\\aptui\\Page.xml"><Configuration Name="" /></Stream>
+</BinaryAssetBuilderProject>""")
+    _, index = open_mini(minimod)
+    assert "babproj:Page" in index.streams and "static" in index.streams
+    assert queries.find_asset(index, "FromBabprojManifest")["items"][0]["origin"] == "manifest"
+    assert queries.find_asset(index, "FX_Vanilla")["total"] == 0  # static.xml was not walked
+    assert queries.is_file_active(index, "Data/AptUI/Page.xml")["streams"] == [{"stream": "babproj:Page",
+                                                                                "how": "all"}]

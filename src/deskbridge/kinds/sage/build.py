@@ -17,6 +17,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
+from deskbridge.kinds.sage.babproj import map_foreign_path, parse_babproj
 from deskbridge.kinds.sage.manifest import ManifestError, parse_manifest
 from deskbridge.kinds.sage.model import (
     MODE_RANK,
@@ -41,6 +42,12 @@ Progress = Callable[[int, int, str], None]
 
 def _no_progress(done: int, total: int, message: str) -> None:
     return None
+
+
+def babproj_files(project: Path, tree: CaseFoldTree) -> list[str]:
+    listing = tree.listing(str(project)) or {}
+    return sorted(os.path.join(str(project), name) for name, is_dir in set(listing.values())
+                  if not is_dir and name.casefold().endswith(".babproj"))
 
 
 def stream_entries(project: Path, tree: CaseFoldTree) -> dict[str, str]:
@@ -69,6 +76,26 @@ class IndexBuilder:
         self.store = store
         self.model = model
         self.last_file_count = 0
+        self.babproj_refs: list[tuple[str, str]] = []
+
+    def _read_babproj(self, entries: dict[str, str]) -> None:
+        """Streams and reference manifests declared by the project's `*.babproj`, mapped onto this machine."""
+        self.babproj_refs = []
+        tree = self.resolver.tree
+        roots = [str(self.project), str(self.project.parent)] + ([str(self.sdk)] if self.sdk else [])
+        for path in babproj_files(self.project, tree):
+            try:
+                streams = parse_babproj(Path(path).read_bytes())
+            except OSError:
+                continue
+            for stream in streams:
+                source = map_foreign_path(stream.source, roots, tree)
+                if source and source not in entries.values():
+                    entries[f"babproj:{Path(source).stem}"] = source
+                for name, manifest in stream.references:
+                    mapped = map_foreign_path(manifest, roots, tree)
+                    if mapped:
+                        self.babproj_refs.append((name.replace("\\", "/").casefold(), mapped))
 
     # --- walking ----------------------------------------------------------------------------------
     def build(self, build_id: int, with_art: bool, progress: Progress = _no_progress) -> SageIndex:
@@ -76,6 +103,7 @@ class IndexBuilder:
         parsed0, hits0 = self.store.parsed, self.store.cache_hits
         walk = _Walk(self, with_art, progress)
         entries = stream_entries(self.project, self.resolver.tree)
+        self._read_babproj(entries)
         if not entries:
             walk.diag("", 0, "no-entry", "error",
                       "The project has no Data/Mod.xml and no Data/additionalmaps/mapmetadata_*.xml.")
@@ -125,8 +153,13 @@ class IndexBuilder:
                         out.append(p)
         return out
 
-    def manifest_for(self, target: str) -> str | None:
-        """The SDK's compiled manifest for a referenced stream (`static.xml` → `builtmods/…/static.manifest`)."""
+    def manifest_for(self, target: str, source: str = "") -> str | None:
+        """The compiled manifest of a referenced stream: the `.babproj` StreamReference whose name ends the
+        include's path (BAB's rule), else the SDK's `BuiltMods/SageXml/<name>.manifest`."""
+        written = source.replace("\\", "/").casefold()
+        for name, manifest in self.babproj_refs:
+            if written.endswith(name):
+                return manifest
         if self.sdk is None:
             return None
         stem = os.path.splitext(os.path.basename(target))[0]
@@ -216,7 +249,7 @@ class _Walk:
         target = self.b.resolver.resolve(source, path)
         manifest = ""
         if target and kind == "reference":
-            manifest = self.b.manifest_for(target) or ""
+            manifest = self.b.manifest_for(target, source) or ""
         if first_time:
             self.edges.append(IncludeEdge(path, kind, source, line, target, manifest))
             if target is None:
