@@ -70,7 +70,7 @@ def _check_inserted(line: Any) -> str:
     return line
 
 
-def changes_to_edits(changes: Any, text: str, offsets: OffsetMap | None = None) -> list[Edit]:
+def changes_to_edits(changes: Any, text: str | None, offsets: OffsetMap | None = None) -> list[Edit]:
     """Validate a CodeMirror ChangeSet JSON against `text` and return its edits in code points, in order.
 
     Raises INVALID_ARGUMENT when the JSON is malformed, does not cover the document exactly, splits a
@@ -78,7 +78,7 @@ def changes_to_edits(changes: Any, text: str, offsets: OffsetMap | None = None) 
     """
     if not isinstance(changes, list):
         raise _bad("changes must be a list")
-    om = offsets if offsets is not None and offsets.text is text else OffsetMap(text)
+    om = offsets if offsets is not None else OffsetMap(text)
     total = om.length_utf16
     pos16 = 0
     inserted = 0
@@ -127,14 +127,15 @@ def apply_edits(text: str, edits: Sequence[Edit]) -> str:
     return "".join(pieces)
 
 
-def edits_to_changes(edits: Sequence[Edit], text: str, offsets: OffsetMap | None = None) -> list[Any]:
+def edits_to_changes(edits: Sequence[Edit], text: str | None, offsets: OffsetMap | None = None) -> list[Any]:
     """Express code-point edits on `text` as a CodeMirror ChangeSet JSON (UTF-16 lengths)."""
-    om = offsets if offsets is not None and offsets.text is text else OffsetMap(text)
+    om = offsets if offsets is not None else OffsetMap(text)
+    length = om.length_cp
     out: list[Any] = []
     pos16 = 0
     last_cp = 0
     for e in edits:
-        if e.start < last_cp or e.end < e.start or e.end > len(text):
+        if e.start < last_cp or e.end < e.start or e.end > length:
             raise _bad("edits must be ascending, non-overlapping and inside the document")
         start16 = om.cp_to_utf16(e.start)
         end16 = om.cp_to_utf16(e.end)
@@ -198,10 +199,16 @@ def map_range(start: int, end: int, edits: Sequence[Edit]) -> tuple[int, int] | 
 
 
 class CollabDocument:
-    """The authoritative text of one document and its update log (thread-safe; pulls wait asynchronously)."""
+    """The authoritative text of one document and its update log (thread-safe; pulls wait asynchronously).
+
+    Accepting an update does not copy the text: edits are queued and the text is rebuilt when someone
+    reads it (a 10 MB document with astral characters is a 40 MB Python string, and a copy per keystroke
+    would dominate the edit → event latency). Lengths and UTF-16 conversion never need the text.
+    """
 
     def __init__(self, text: str, *, log_max: int = UPDATE_LOG_MAX) -> None:
         self._text = text
+        self._pending: list[Sequence[Edit]] = []
         self._offsets = OffsetMap(text)
         self._updates: list[Update] = []
         self._base = 0  # version of the first kept update
@@ -213,7 +220,28 @@ class CollabDocument:
 
     @property
     def text(self) -> str:
-        return self._text
+        with self._lock:
+            return self._materialize()
+
+    def _materialize(self) -> str:
+        with self._lock:
+            if self._pending:
+                text = self._text
+                for edits in self._pending:
+                    text = apply_edits(text, edits)
+                self._text, self._pending = text, []
+            return self._text
+
+    def _text_of_version(self, version: int) -> str:
+        with self._lock:
+            if version != self._base + len(self._updates):
+                raise RuntimeError("an offset map of an older version asked for its text")
+            return self._materialize()
+
+    @property
+    def length(self) -> int:
+        """Code points of the current text (no rebuild needed)."""
+        return self._offsets.length_cp
 
     @property
     def version(self) -> int:
@@ -222,16 +250,14 @@ class CollabDocument:
 
     @property
     def offsets(self) -> OffsetMap:
-        """Offset map of the current text (rebuilt lazily after every change)."""
+        """Offset map of the current text."""
         with self._lock:
-            if self._offsets.text is not self._text:
-                self._offsets = OffsetMap(self._text)
             return self._offsets
 
     def snapshot(self) -> tuple[str, int]:
         """The current text and version, taken together."""
         with self._lock:
-            return self._text, self._base + len(self._updates)
+            return self._materialize(), self._base + len(self._updates)
 
     def updates_since(self, version: int) -> list[Update]:
         """Updates after `version` (empty when current); STALE_WORKSPACE with `resync` when too old or ahead."""
@@ -263,8 +289,8 @@ class CollabDocument:
         with self._lock:
             if version != self._base + len(self._updates):
                 return False
-            text = self._text
-            offsets = self.offsets
+            offsets = self._offsets
+            offsets.ensure_tables()  # computed once; later maps derive them
             staged: list[Update] = []
             for raw in updates:
                 if not isinstance(raw, dict):
@@ -274,28 +300,36 @@ class CollabDocument:
                     raise _bad("clientID must be a non-empty string")
                 if client_id.startswith("mcp:"):
                     raise BridgeError(ErrorCode.ACCESS_DENIED, "browser updates cannot use an 'mcp:' clientID")
-                edits = changes_to_edits(raw.get("changes"), text, offsets)
+                edits = changes_to_edits(raw.get("changes"), None, offsets)
                 staged.append(Update(client_id, raw["changes"], tuple(edits)))
-                text = apply_edits(text, edits)
-                offsets = OffsetMap(text)
+                offsets = offsets.after_edits(edits, self._no_text)
             for u in staged:
-                self._append(u)
-            self._text = text
-            self._offsets = offsets
+                self._commit(u)
         if staged:
             self._wake()
         return True
 
+    @staticmethod
+    def _no_text() -> str:
+        raise RuntimeError("an intermediate offset map of a push asked for its text")
+
     def apply(self, client_id: str, edits: Sequence[Edit]) -> Update:
         """Apply code-point edits on the current text as one update by `client_id` (e.g. `mcp:claude`)."""
         with self._lock:
-            text = self._text
-            changes = edits_to_changes(edits, text, self.offsets)
+            offsets = self._offsets
+            offsets.ensure_tables()
+            changes = edits_to_changes(edits, None, offsets)
             update = Update(client_id, changes, tuple(edits))
-            self._text = apply_edits(text, edits)
-            self._append(update)
+            self._commit(update)
         self._wake()
         return update
+
+    def _commit(self, update: Update) -> None:
+        """Queue the update's edits, derive the offset map, append it to the log (lock held)."""
+        self._pending.append(update.edits)
+        self._append(update)
+        version = self._base + len(self._updates)
+        self._offsets = self._offsets.after_edits(update.edits, lambda v=version: self._text_of_version(v))
 
     def _append(self, update: Update) -> None:
         self._updates.append(update)

@@ -266,14 +266,14 @@ class MarkdownService:
                 await self.approvals.ask(ctx, "edit", tool, self._target(doc), summary or tool, diff)
             # the person may have typed while deciding: rebase again over what arrived meanwhile
             edits = self._rebase(doc, edits, seen_version)
-        before_len = len(doc.text)
+        before_len = doc.collab.length
         client_id = ctx.caller if is_ai(ctx) else f"server:{ctx.caller}"
         update = doc.collab.apply(client_id, edits)
         self._announce(doc, update.client_id)
         result = {
             **self.describe(doc),
             "previousLength": before_len,
-            "currentLength": len(doc.text),
+            "currentLength": doc.collab.length,
             "changes": [
                 {"startOffset": e.start, "removedLength": e.end - e.start, "insertedLength": len(e.insert)}
                 for e in edits[:20]
