@@ -56,3 +56,12 @@ def test_indexhash_is_read_and_preserved(small_archives, tmp_path):
     with open_nkpi(src) as again:
         assert read_indexhash(again, "list/equipment_indexhash.etc") == {10: 4000000000, 11: 17}
         assert again.read("list/equipment_indexhash.etc") == payload
+
+
+def test_archive_refs_resolve_synthetic_type8_references(small_archives):
+    with open_nkpi(small_archives["legacy"]) as ar:
+        refs = ar.refs()
+        assert refs is ar.refs()
+        text = ar.read_text(ar.paths()[1])
+        ref = text.split("{8=`", 1)[1].split("`}", 1)[0]  # e.g. <0::name_85>
+        assert refs.resolve(ref) != ref

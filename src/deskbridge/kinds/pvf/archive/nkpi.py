@@ -432,6 +432,14 @@ class NkpiArchive(ArchiveBase):
             return codec.compile_text(text, self.pools, original=original)
         raise BridgeError(ErrorCode.UNSUPPORTED_CHANGE, f"'{path}' has DataType {dt}, which has no text form")
 
+    def refs(self):  # type: ignore[no-untyped-def]
+        """`<table::key>` resolver over this archive's `n_string.lst` and `.str` tables (built once)."""
+        from .nkpi_lists import StringRefs
+
+        if getattr(self, "_refs", None) is None:
+            self._refs = StringRefs(self)
+        return self._refs
+
     def string(self, offset: int) -> str:
         """The pool string at a magic offset (script string tokens, file and folder names)."""
         return self.pools.resolve(offset)
@@ -475,6 +483,8 @@ class NkpiArchive(ArchiveBase):
 
     def _reopen(self, path: Path) -> None:
         self._src.close()
+        self._refs = None
+        self._landed = {}
         self._load(path)
 
     def close(self) -> None:
