@@ -7,7 +7,6 @@ so without this Ctrl-C would hang for the grace period and then cancel the strea
 from __future__ import annotations
 
 import asyncio
-import signal
 from types import FrameType
 from typing import Any
 
@@ -28,12 +27,16 @@ class BridgeServer(uvicorn.Server):
         self._loop = asyncio.get_running_loop()
         await super().serve(sockets)
 
-    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        # Called from a signal handler: only hand work to the loop here (the bus takes a lock).
+    def _announce(self) -> None:
+        # May run inside a signal handler: only hand work to the loop here (the bus takes a lock).
         if self._loop is not None and not self.should_exit:
             self._loop.call_soon_threadsafe(self.events.publish, SHUTDOWN_TOPIC, {})
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self._announce()
         super().handle_exit(sig, frame)
 
     def request_exit(self) -> None:
-        """Stop as if interrupted (used by tests and `demo --exit-after`)."""
-        self.handle_exit(signal.SIGINT, None)
+        """Stop from code (tests, `demo --exit-after`) without faking a signal, which uvicorn would re-raise."""
+        self._announce()
+        self.should_exit = True
