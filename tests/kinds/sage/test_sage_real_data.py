@@ -141,3 +141,11 @@ def test_inheritance_chain_and_unreferenced(real_index):
 def test_no_art_is_deferred_for_this_mod(real_index):
     assert real_index.complete and real_index.phase == "art"
     assert not [p for p in real_index.files if is_art(p)]
+
+
+def test_references_in_xi_included_fragments_belong_to_the_including_asset(real_index):
+    sites = queries.find_references(real_index, "U_PowerPointReceived")["items"]
+    frag = next(s for s in sites if s["file"].endswith("UIInGame/UIComponentSUDs.xml"))
+    owner_file = real_index.files[real_index.fragment_owners[real_index.real_path(frag["file"])][0][0]]
+    assert frag["from"]["viaFragment"].endswith("UIComponentSUDs.xml")
+    assert (frag["from"]["type"], frag["from"]["id"]) == tuple(owner_file.assets[0][:2])

@@ -236,17 +236,23 @@ class _Walk:
                     child_mode = "reference"
                 self._follow(path, kind, source, line, child_mode, first_time)
             for href, _xpointer, line, nested in rec.xincludes:
-                target = self._follow(path, "xi:include", href, line, mode, first_time)
-                if target and nested and first_time:
-                    owner = _asset_at(rec, line)
-                    if owner >= 0:
-                        self.fragment_owners.setdefault(target, []).append((path, owner))
+                owners: list[tuple[str, int]] = []
+                if first_time:
+                    if rec.root != "AssetDeclaration":
+                        # A fragment including a fragment: its content belongs to whoever includes us.
+                        owners = self.fragment_owners.get(path, [])
+                    elif nested and (owner := _asset_at(rec, line)) >= 0:
+                        owners = [(path, owner)]
+                self._follow(path, "xi:include", href, line, mode, first_time, owners)
         finally:
             self._chain.pop()
 
     def _follow(self, path: str, kind: str, source: str, line: int, child_mode: str,
-                first_time: bool) -> str | None:
+                first_time: bool, owners: list[tuple[str, int]] | None = None) -> str | None:
         target = self.b.resolver.resolve(source, path)
+        if target and owners:
+            known = self.fragment_owners.setdefault(target, [])
+            known.extend(o for o in owners if o not in known)
         manifest = ""
         if target and kind == "reference":
             manifest = self.b.manifest_for(target, source) or ""
