@@ -64,7 +64,7 @@ def test_killed_writer_never_leaves_a_partial_target(tmp_path):
         if bak.exists():
             assert bak.read_bytes() in (OLD, NEW), f"trial {trial}: partial backup"
     leftovers = [p for p in tmp_path.iterdir() if p.name.startswith(TEMP_PREFIX)]
-    removed = remove_stale_temps(tmp_path)
+    removed = remove_stale_temps(tmp_path, older_than_s=0)
     assert removed == len(leftovers)
     elapsed = time.monotonic() - started
     print(f"REL-CRASH: {TRIALS} kills in {elapsed:.1f}s, target old={outcomes['old']} new={outcomes['new']}, "

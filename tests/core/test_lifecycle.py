@@ -392,5 +392,66 @@ async def test_same_path_reopen_runs_the_barrier_and_dirty_checks(src):
 async def test_stale_temp_files_next_to_the_source_are_removed_on_open(src):
     stale = src.with_name(".deskbridge-tmp-w.json-abc")
     stale.write_bytes(b"half")
+    os.utime(stale, (1, 1))  # left by a crash long ago
+    fresh = src.with_name(".deskbridge-tmp-w.json-def")
+    fresh.write_bytes(b"another process is writing this right now")
     await opened(src)
-    assert not stale.exists() and os.path.exists(src)
+    assert not stale.exists() and fresh.exists() and os.path.exists(src)
+
+
+async def test_a_save_whose_caller_is_cancelled_still_finishes_and_records_the_commit(src):
+    """A client disconnecting mid-save must not leave a written file that the workspace thinks is foreign."""
+    eng, wid = await opened(src)
+    eng.commit("ui", wid, {"a": "x"})
+    entered, release = threading.Event(), threading.Event()
+    store = eng.lifecycle.store
+    original = store.serialize
+
+    def slow_serialize(ws, out):
+        entered.set()
+        release.wait(5)
+        original(ws, out)
+
+    store.serialize = slow_serialize
+    saving = asyncio.create_task(eng.save(workspace_id=wid))
+    await asyncio.to_thread(entered.wait, 5)
+    saving.cancel()
+    await asyncio.sleep(0.01)
+    with pytest.raises(BridgeError) as ei:  # still inside the uninterruptible commit: writers kept out
+        eng.commit("mcp:1", wid, {"a": "sneaky"})
+    assert ei.value.code == ErrorCode.NOT_READY
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await saving
+    assert read_json(src) == {"a": "x"} and eng.status()["sourceDirty"] is False
+    store.serialize = original
+    eng.commit("ui", wid, {"a": "next"})
+    await eng.save(workspace_id=wid)  # not SOURCE_CHANGED: the cancelled save's identity was recorded
+    assert read_json(src) == {"a": "next"}
+
+
+class FolderStore(JsonStore):
+    """A kind whose source is a folder: one file per key, written by the kind itself."""
+
+    def load(self, path):
+        from deskbridge.core.workspace import MappingSource
+
+        return MappingSource({p.name: p.read_text() for p in path.iterdir() if p.is_file()})
+
+    def write_source(self, ws, path, expected_identity):
+        from deskbridge.core.files import atomic_write
+
+        for key in ws.changed_keys():
+            atomic_write(path / key, ws.read(key).encode())
+        return None
+
+
+async def test_folder_kinds_write_their_own_files_through_write_source(tmp_path):
+    folder = tmp_path / "mod"
+    folder.mkdir()
+    (folder / "a.xml").write_text("<a/>")
+    eng = Engine(FolderStore())
+    wid = (await eng.open(folder))["workspaceId"]
+    eng.commit("mcp:1", wid, {"b.xml": "<b/>"})
+    out = await eng.save(workspace_id=wid)
+    assert (folder / "b.xml").read_text() == "<b/>" and out["identity"] is None and not out["sourceDirty"]

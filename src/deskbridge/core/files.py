@@ -37,6 +37,7 @@ import secrets
 import shutil
 import stat
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -299,12 +300,28 @@ def _disk_error(exc: OSError, target: Path, *, touched: bool, committed: bool) -
     return BridgeError(ErrorCode.INTERNAL, msg, "Nothing was changed; check the path and the disk, then retry.", data)
 
 
-def _check_identity(target: Path, expected: FileIdentity, code: ErrorCode) -> None:
-    now = current_identity(target)
-    if now != expected:
+def _check_identity(target: Path, expected: FileIdentity, code: ErrorCode, *, deep: bool = True) -> None:
+    """Raise `code` unless `target` is still `expected`. `deep=False` compares the stat fields only (cheap)."""
+    if deep:
+        now = current_identity(target)
+        same = now == expected
+    else:
+        try:
+            st = target.stat()
+        except FileNotFoundError:
+            now, same = None, False
+        else:
+            now = None
+            same = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) == (
+                expected.device, expected.inode, expected.size, expected.mtime_ns)
+            if not same:
+                with contextlib.suppress(BridgeError, OSError):
+                    now = file_identity(target)
+    if not same:
+        gone = now is None and not target.exists()
         raise BridgeError(
             code,
-            f"'{target}' changed since it was observed" if now else f"'{target}' no longer exists",
+            f"'{target}' no longer exists" if gone else f"'{target}' changed since it was observed",
             data={"path": str(target), "identity": None if now is None else now.to_dict(),
                   "diskTouched": False, "diskCommitted": False, "originalIntact": True},
         )
@@ -346,10 +363,14 @@ def atomic_write(
     a new file gets `new_file_mode` minus the umask (pass 0o600 for secrets).
     """
     target = Path(path)
+    if target.is_symlink():
+        # Write through the link, as editors do: replacing the link itself would cut it off its file.
+        target = Path(os.path.realpath(target))
     if target.is_dir():
         raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"'{target}' is a directory; give a file path")
     if expected_identity is not None:
-        _check_identity(target, expected_identity, changed_code)  # fail fast before writing anything
+        # Cheap stat check first (fail fast before writing); the full content check runs before the rename.
+        _check_identity(target, expected_identity, changed_code, deep=False)
     try:
         mode = target.stat().st_mode
     except FileNotFoundError:
@@ -460,9 +481,14 @@ def _fsync_tree(root: Path) -> None:
         fsync_dir(dirpath)
 
 
-def remove_stale_temps(directory: Path | str) -> int:
-    """Delete temporary files/directories a crashed write left in `directory`; returns how many."""
+def remove_stale_temps(directory: Path | str, older_than_s: float = 3600.0) -> int:
+    """Delete temporary files/directories a crashed write left in `directory`; returns how many.
+
+    Only entries untouched for `older_than_s` seconds go, so a write still running in another process
+    (another deskbridge, another workspace in the same folder) keeps its temp file.
+    """
     removed = 0
+    now = time.time()
     try:
         entries = list(os.scandir(directory))
     except OSError:
@@ -471,6 +497,8 @@ def remove_stale_temps(directory: Path | str) -> int:
         if not entry.name.startswith(TEMP_PREFIX):
             continue
         try:
+            if now - entry.stat(follow_symlinks=False).st_mtime < older_than_s:
+                continue
             if entry.is_dir(follow_symlinks=False):
                 shutil.rmtree(entry.path)
             else:

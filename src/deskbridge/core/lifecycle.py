@@ -28,10 +28,10 @@ import contextlib
 import os
 import secrets
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, TypeVar
 
 from deskbridge.core import files, limits
 from deskbridge.core.errors import BridgeError, ErrorCode
@@ -41,6 +41,8 @@ from deskbridge.core.workspace import Source, Workspace
 
 if TYPE_CHECKING:
     from deskbridge.core.engine import Engine
+
+T = TypeVar("T")
 
 
 class DirtyPolicy(StrEnum):
@@ -59,6 +61,31 @@ class Store(Protocol):
     def serialize(self, workspace: Workspace, out: BinaryIO) -> None:
         """Write the workspace's current committed state (source + overlay) to `out`."""
         ...
+
+
+# Optional Store methods, looked up with getattr:
+#   after_save(workspace, path) -> None
+#       maintenance after a successful save (index, version record); a failure becomes a warning.
+#   write_source(workspace, path, expected_identity) -> FileIdentity | None
+#       for kinds whose source is a folder (a mod project, a folder of documents): write the changed
+#       files yourself, each through `core.files`, and check for outside changes; replaces the
+#       single-file serialise + atomic replace.
+
+
+async def _uninterruptible(fn: Callable[[], T]) -> T:
+    """Run `fn` in a thread and see it finish even if the caller is cancelled (a client disconnecting).
+
+    A disk commit cannot be undone half way, and its bookkeeping (new identity, saved revision) must not
+    be lost — so on cancellation we keep waiting for the thread, then let the cancellation through.
+    The lifecycle flag stays set until then, so no commit can change what is being serialised.
+    """
+    fut = asyncio.ensure_future(asyncio.to_thread(fn))
+    try:
+        return await asyncio.shield(fut)
+    except asyncio.CancelledError:
+        with contextlib.suppress(BaseException):
+            await fut
+        raise
 
 
 # --------------------------------------------------------------------------------------------- barrier
@@ -197,14 +224,14 @@ class Lifecycle:
                 await self.barrier.check(op_id, old, "open")
                 await self._settle_dirty(old, policy)
             # Parse the candidate before touching the current workspace: a failure keeps everything as it was.
-            source, identity = await asyncio.to_thread(self._load, target)
+            source, identity = await _uninterruptible(lambda: self._load(target))
             with eng.lock:
                 ws = Workspace(source=source, source_path=target, source_identity=identity)
                 eng.workspace = ws
                 eng.epoch += 1
                 ws_epoch = eng.epoch
             if target is not None:
-                await asyncio.to_thread(files.remove_stale_temps, target.parent)
+                await asyncio.to_thread(files.remove_stale_temps, target if target.is_dir() else target.parent)
             info = {"operationId": op_id, "workspaceId": ws.id, "workspaceEpoch": ws_epoch,
                     "revision": ws.revision, "sourcePath": None if target is None else str(target),
                     "sourceDirty": False, "caller": caller,
@@ -215,7 +242,10 @@ class Lifecycle:
     def _load(self, target: Path | None) -> tuple[Source, FileIdentity | None]:
         if target is None:
             return self.store.load(None), None
-        identity = files.file_identity(target)  # NOT_FOUND / not a regular file
+        if not target.exists():
+            raise BridgeError(ErrorCode.NOT_FOUND, f"'{target}' does not exist")
+        # A folder source has no single identity; its kind checks its files in `write_source`.
+        identity = files.file_identity(target) if target.is_file() else None
         return self.store.load(target), identity
 
     async def close(
@@ -273,29 +303,40 @@ class Lifecycle:
             raise BridgeError(ErrorCode.SAVE_AS_REQUIRED, "this workspace has no source file yet")
         revision = ws.revision  # stable: lifecycle admission blocks commits until we are done
         path = ws.source_path
+        eng = self.engine
 
-        def write() -> files.WriteResult:
-            serialise = lambda out: self.store.serialize(ws, out)  # noqa: E731
-            if ws.source_identity is None:
+        def write_and_record() -> files.WriteResult | FileIdentity | None:
+            own = getattr(self.store, "write_source", None)
+            if own is not None:
+                written: files.WriteResult | FileIdentity | None = own(ws, path, ws.source_identity)
+            elif ws.source_identity is None:
                 try:
-                    return files.publish_new(path, serialise)
+                    written = files.publish_new(path, lambda out: self.store.serialize(ws, out))
                 except BridgeError as exc:
                     if exc.code is ErrorCode.TARGET_EXISTS:
                         raise BridgeError(ErrorCode.SOURCE_CHANGED,
                                           f"'{path}' was created by another program since this workspace began",
                                           data=exc.data) from exc
                     raise
-            return files.atomic_write(path, serialise, backup=self.backup_on_save,
-                                      expected_identity=ws.source_identity, changed_code=ErrorCode.SOURCE_CHANGED)
+            else:
+                written = files.atomic_write(path, lambda out: self.store.serialize(ws, out),
+                                             backup=self.backup_on_save, expected_identity=ws.source_identity,
+                                             changed_code=ErrorCode.SOURCE_CHANGED)
+            # Recorded here, in the thread, right after the commit: even if our caller is cancelled the
+            # workspace knows what is on disk (else the next save would see its own write as SOURCE_CHANGED).
+            with eng.lock:
+                ws.source_identity = written.identity if isinstance(written, files.WriteResult) else written
+                ws.saved_revision = revision
+            return written
 
-        written = await asyncio.to_thread(write)
-        with self.engine.lock:
-            ws.source_identity = written.identity
-            ws.saved_revision = revision
+        written = await _uninterruptible(write_and_record)
         warnings = await self._after_save(ws, path)
+        identity = written.identity if isinstance(written, files.WriteResult) else written
+        backup = written.backup_path if isinstance(written, files.WriteResult) else None
         return {"writtenPath": str(path), "sourcePath": str(path), "savedRevision": revision,
-                "revision": ws.revision, "sourceDirty": ws.dirty, "identity": written.identity.to_dict(),
-                "backupPath": None if written.backup_path is None else str(written.backup_path),
+                "revision": ws.revision, "sourceDirty": ws.dirty,
+                "identity": None if identity is None else identity.to_dict(),
+                "backupPath": None if backup is None else str(backup),
                 "diskCommitted": True, "warnings": warnings}
 
     async def _after_save(self, ws: Workspace, path: Path) -> list[str]:
@@ -303,7 +344,7 @@ class Lifecycle:
         if hook is None:
             return []
         try:
-            await asyncio.to_thread(hook, ws, path)
+            await _uninterruptible(lambda: hook(ws, path))
         except Exception as exc:  # the file is on disk; report, never turn it into "not saved"
             return [f"saved, but maintenance after saving failed: {type(exc).__name__}: {exc}"]
         return []
@@ -343,7 +384,7 @@ class Lifecycle:
                 return files.atomic_write(dest, serialise, expected_identity=observed_identity,
                                           changed_code=ErrorCode.TARGET_CHANGED)
 
-            written = await asyncio.to_thread(write)
+            written = await _uninterruptible(write)
             result = {"writtenPath": str(dest), "sourcePath": None if ws.source_path is None else str(ws.source_path),
                       "snapshotRevision": revision, "revision": ws.revision, "sourceDirty": ws.dirty,
                       "identity": written.identity.to_dict(), "diskCommitted": True,
