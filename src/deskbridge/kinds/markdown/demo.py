@@ -50,11 +50,11 @@ $$
 
 ## Links
 
-See the [meeting notes](meetings/2026-11-30.md) and www.commonmark.org.[^1]
+See the [meeting notes](meetings/2026-11-30.md)[^1] and www.commonmark.org.
 
 ![logo](images/dot.png)
 
-[^1]: Extended autolinks like the one above are a GFM extension.
+[^1]: Notes of the kickoff; extended autolinks like www.commonmark.org are a GFM extension.
 """,
     "meetings/2026-11-30.md": """# Meeting 2026-11-30
 

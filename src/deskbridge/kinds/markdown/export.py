@@ -92,7 +92,9 @@ def theme_css(typography: str | None = None) -> str:
         css_selector = ".markdown-body" if selector == "section" else f".markdown-body {selector}"
         rules.append(f"{css_selector}{{{style}}}")
     return "\n".join(rules) + "\n.markdown-body{max-width:860px;margin:0 auto;padding:2em;}\n" \
-        ".markdown-body .math.block{overflow-x:auto;margin:1em 0;text-align:center;}\n"
+        ".markdown-body .math.block{overflow-x:auto;margin:1em 0;text-align:center;}\n" \
+        ".markdown-body li:has(> input[type=checkbox]){list-style:none;margin-left:-1.3em;}\n" \
+        ".markdown-body li > input[type=checkbox]{margin-right:.4em;}\n"
 
 
 # --- HTML building blocks -------------------------------------------------------------------------------
@@ -212,6 +214,8 @@ def rich_html(text: str, target: str, *, base_dir: Path | None = None, typograph
             el.attrib.pop("href", None)
         if style:
             el.set("style", (style + (el.get("style") or "")).strip())
+        if tag == "li" and len(el) and el[0].tag == "input":
+            el.set("style", el.get("style", "") + "list-style:none;")
         el.attrib.pop("class", None) if tag not in ("img", "math") else None
         el.attrib.pop("data-source-line", None)
     root.set("id", "deskbridge-markdown")
