@@ -51,7 +51,8 @@ export const api = {
   // collab (@codemirror/collab authority; positions in UTF-16 units)
   push: (id, version, updates) => post(`${MD}/docs/${e(id)}/push`, { version, updates }),
   pull: (id, version, signal) => get(`${MD}/docs/${e(id)}/pull?version=${version}`, { signal }),
-  preview: (id) => get(`${MD}/docs/${e(id)}/preview`),
+  /** Server-rendered preview; `range` {from, to} (1-based lines) asks for a window of a large document. */
+  preview: (id, range) => get(`${MD}/docs/${e(id)}/preview${range ? `?from=${range.from}&to=${range.to}` : ''}`),
   selection: (id, body) => post(`${MD}/docs/${e(id)}/selection`, body),
   save: (id) => post(`${MD}/docs/${e(id)}/save`),
   external: (id, action) => post(`${MD}/docs/${e(id)}/external`, { action }),

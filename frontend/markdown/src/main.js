@@ -10,7 +10,7 @@ import { api } from './api.js';
 import { DocSync } from './collab.js';
 import { createState, setLineNumbers, setPhrases, outlineOf, countText } from './editor.js';
 import { runEditorCommand } from './commands.js';
-import { showPreview } from './preview.js';
+import { showPreview, scrollPreviewToLine } from './preview.js';
 import { h, icon, menu, retranslate, toast } from './dom.js';
 import { t, setLanguage, LANGUAGES, THEMES, TYPOGRAPHIES } from './i18n.js';
 import { mcpState } from './status.js';
@@ -39,6 +39,23 @@ const $ = (sel) => document.querySelector(sel);
 function debounce(fn, ms) {
   let timer = null;
   return (...args) => { clearTimeout(timer); timer = setTimeout(() => fn(...args), ms); };
+}
+
+/**
+ * Debounce whose delay grows with how long `fn` took last time (at least `minMs`, about `factor` × its cost):
+ * on a 120,000-line document the outline, statistics and preview must not run after every keystroke.
+ */
+function adaptive(fn, minMs, factor = 3) {
+  let timer = null;
+  let cost = 0;
+  return () => {
+    clearTimeout(timer);
+    timer = setTimeout(async () => {
+      const started = performance.now();
+      await fn();
+      cost = performance.now() - started;
+    }, Math.min(5000, Math.max(minMs, cost * factor)));
+  };
 }
 
 // ---------------------------------------------------------------------------------------------------- layout
@@ -174,10 +191,13 @@ function build() {
   document.addEventListener('keydown', (event) => {
     if ((event.ctrlKey || event.metaKey) && event.key.toLowerCase() === 's') { event.preventDefault(); saveDocument(); }
   });
-  const sourceScroll = () => app.view?.scrollDOM;
-  // Proportional scroll sync source → preview: cheap and good enough for prose.
+  // Scroll sync source → preview by the renderer's source-line marks (proportional when there are none);
+  // a large document's preview window follows the editor.
   document.addEventListener('scroll', (event) => {
-    if (event.target !== sourceScroll()) return;
+    if (!app.view || event.target !== app.view.scrollDOM) return;
+    const line = topLine();
+    if (app.previewWindow && (line < app.previewWindow.from || line > app.previewWindow.to - 300)) refreshPreviewSoon();
+    if (scrollPreviewToLine($('#preview'), line)) return;
     const src = event.target;
     const dst = $('#preview-scroll');
     const ratio = src.scrollTop / Math.max(1, src.scrollHeight - src.clientHeight);
@@ -265,8 +285,8 @@ async function loadDocument(docId) {
   $('#doc-name').textContent = doc.fileName || doc.name || (doc.path || docId).split(/[\\/]/).pop();
   document.title = `${$('#doc-name').textContent} — deskbridge`;
   $('#external-banner').hidden = !(doc.externalChange || doc.external);
-  renderOutlineSoon();
-  renderStatus();
+  renderOutline();
+  renderStats();
   refreshPreview(true);
   renderFiles();
 }
@@ -310,6 +330,18 @@ async function resolveExternal(action) {
 
 // ------------------------------------------------------------------------------------------------- preview
 
+/** Above this many characters the server previews a window of lines (web.py PREVIEW_FULL_MAX_CHARS). */
+const PREVIEW_FULL_MAX_CHARS = 200_000;
+const PREVIEW_WINDOW_BEFORE = 200;
+const PREVIEW_WINDOW_LINES = 1200;
+
+/** First line (1-based) visible at the top of the source editor. */
+function topLine() {
+  const view = app.view;
+  const block = view.lineBlockAtHeight(view.scrollDOM.scrollTop - view.documentPadding.top);
+  return view.state.doc.lineAt(Math.min(block.from, view.state.doc.length)).number;
+}
+
 let previewBusy = false;
 let previewAgain = false;
 async function refreshPreview(force = false) {
@@ -317,10 +349,17 @@ async function refreshPreview(force = false) {
   if (previewBusy) { previewAgain = true; return; }
   previewBusy = true;
   try {
-    const { html, version } = await api.preview(app.docId);
+    let range = null;
+    if (app.view && app.view.state.doc.length > PREVIEW_FULL_MAX_CHARS) {
+      const from = Math.max(1, topLine() - PREVIEW_WINDOW_BEFORE);
+      range = { from, to: from + PREVIEW_WINDOW_LINES };
+    }
+    const { html, version, window: win } = await api.preview(app.docId, range);
     app.previewVersion = version;
-    await showPreview($('#preview'), html);
+    app.previewWindow = win || null;
+    await showPreview($('#preview'), html, win ? win.from - 1 : 0);
     $('#preview').dataset.version = String(version);
+    if (win && app.view) scrollPreviewToLine($('#preview'), topLine());
   } catch (err) {
     if (err.status !== 404) showError(err);
   } finally {
@@ -328,7 +367,7 @@ async function refreshPreview(force = false) {
     if (previewAgain) { previewAgain = false; refreshPreview(); }
   }
 }
-const refreshPreviewSoon = debounce(() => refreshPreview(), 120);
+const refreshPreviewSoon = adaptive(() => refreshPreview(), 120, 1.5);
 
 // ------------------------------------------------------------------------------------------- sidebar lists
 
@@ -346,7 +385,7 @@ function renderOutline() {
     }, item.title || '—'));
   });
 }
-const renderOutlineSoon = debounce(renderOutline, 250);
+const renderOutlineSoon = adaptive(renderOutline, 250);
 
 function goToHeading(item, index) {
   const view = app.view;
@@ -399,7 +438,7 @@ function renderStats() {
   if (app.view) stats = countText(app.view.state.doc);
   renderStatus();
 }
-const renderStatsSoon = debounce(renderStats, 200);
+const renderStatsSoon = adaptive(renderStats, 200);
 
 function renderCursor() {
   const el = $('#st-cursor');

@@ -61,10 +61,30 @@ async function typesetMath(root) {
   return nodes.length;
 }
 
-/** Put server HTML into the preview element, keeping the reader's scroll position. */
-export async function showPreview(element, html) {
+/**
+ * Put server HTML into the preview element, keeping the reader's scroll position. `lineOffset` shifts the
+ * renderer's `data-source-line` marks when the HTML is a window of a large document starting at line offset+1.
+ */
+export async function showPreview(element, html, lineOffset = 0) {
   const scroll = element.parentElement ? element.parentElement.scrollTop : 0;
   element.innerHTML = sanitize(html);
+  if (lineOffset) {
+    for (const el of element.querySelectorAll('[data-source-line]')) {
+      el.dataset.sourceLine = String(Number(el.dataset.sourceLine) + lineOffset);
+    }
+  }
   await typesetMath(element);
   if (element.parentElement) element.parentElement.scrollTop = scroll;
+}
+
+/** Scroll the preview so the block rendered from source line `line` (1-based) is at the top; false if none. */
+export function scrollPreviewToLine(element, line) {
+  const scroller = element.parentElement;
+  let best = null;
+  for (const el of element.querySelectorAll('[data-source-line]')) {
+    if (Number(el.dataset.sourceLine) <= line) best = el; else break;
+  }
+  if (!best || !scroller) return false;
+  scroller.scrollTop = Math.max(0, best.offsetTop - 16); // .preview-scroll is the offsetParent (position: relative)
+  return true;
 }

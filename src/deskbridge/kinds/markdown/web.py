@@ -37,6 +37,18 @@ BODY_MAX_BYTES: Final = 8 * 1024 * 1024
 FILES_MAX: Final = 2000
 """Files listed in the sidebar at most (the list says `truncated` beyond)."""
 
+PREVIEW_FULL_MAX_CHARS: Final = 200_000
+"""Characters up to which the preview renders the whole document; larger ones are previewed in windows."""
+
+PREVIEW_WINDOW_LINES: Final = 1_200
+"""Lines in a preview window when the browser does not say."""
+
+PREVIEW_WINDOW_MAX_LINES: Final = 5_000
+"""Lines in one preview window at most."""
+
+BLOCK_SEARCH_MAX_LINES: Final = 400
+"""How far a window edge moves to reach a blank line (so a paragraph, list or table is not cut)."""
+
 EXPORT_FORMATS: Final = ("html", "pdf", "png", "docx")
 RICH_TARGETS: Final = ("wechat", "zhihu", "juejin")
 
@@ -118,6 +130,34 @@ def _choice(value: str | None, allowed: tuple[str, ...], name: str) -> str:
     return folded
 
 
+def _is_fence(line: str) -> bool:
+    stripped = line.lstrip(" ")
+    return len(line) - len(stripped) <= 3 and stripped.startswith(("```", "~~~"))
+
+
+def block_window(lines: list[str], start: int, end: int) -> tuple[int, int]:
+    """Widen the 1-based line window [start, end] to whole blocks: edges on blank lines, fences kept whole.
+
+    Approximate on purpose (a fence is any line starting with ``` or ~~~): it only decides where a preview
+    window is cut, never what the document means.
+    """
+    fences_before = sum(1 for line in lines[: start - 1] if _is_fence(line))
+    if fences_before % 2:  # the window starts inside a code fence: begin at its opening line
+        while start > 1 and not _is_fence(lines[start - 1]):
+            start -= 1
+    else:
+        floor = max(1, start - BLOCK_SEARCH_MAX_LINES)
+        while start > floor and lines[start - 2].strip():
+            start -= 1
+    ceiling = min(len(lines), end + BLOCK_SEARCH_MAX_LINES)
+    inside = sum(1 for line in lines[start - 1 : end] if _is_fence(line)) % 2 == 1
+    while end < ceiling and (inside or lines[end - 1].strip()):
+        end += 1
+        if _is_fence(lines[end - 1]):
+            inside = not inside
+    return start, end
+
+
 Endpoint = Callable[[Request], Awaitable[Response]]
 
 
@@ -187,9 +227,20 @@ def markdown_routes(service: Any, ui_state: UiState | None = None) -> list[Route
     async def preview(request: Request) -> Any:
         doc = service.get(request.path_params["doc_id"])
         text, version = doc.collab.snapshot()
-        # Rendering a very large document takes a while; keep the event loop (and every other editor) responsive.
-        html = await anyio.to_thread.run_sync(render_html, text, PREVIEW)
-        return {"html": html, "version": version}
+        first = request.query_params.get("from")
+        last = request.query_params.get("to")
+        if first is None and len(text) <= PREVIEW_FULL_MAX_CHARS:
+            html = await anyio.to_thread.run_sync(render_html, text, PREVIEW)
+            return {"html": html, "version": version}
+        # A large document is previewed a window of lines at a time (the part the person looks at): rendering
+        # all of a 120,000-line document takes seconds and would hold the interpreter on every keystroke.
+        lines = text.split("\n")
+        start = _int_arg(first or 1, "from", minimum=1)
+        end = _int_arg(last or start + PREVIEW_WINDOW_LINES, "to", minimum=start)
+        end = min(end, start + PREVIEW_WINDOW_MAX_LINES, len(lines))
+        start, end = block_window(lines, min(start, len(lines)), end)
+        html = await anyio.to_thread.run_sync(render_html, "\n".join(lines[start - 1 : end]), PREVIEW)
+        return {"html": html, "version": version, "window": {"from": start, "to": end, "total": len(lines)}}
 
     async def selection(request: Request) -> Any:
         body = await _json_body(request)

@@ -201,3 +201,30 @@ async def test_a_bad_body_is_a_clear_400(http):
 async def test_an_unknown_document_is_404(http):
     r = await http.get(f"{MD}/docs/nope")
     assert r.status_code == 404
+
+
+async def test_a_large_document_is_previewed_a_window_of_whole_blocks_at_a_time(tmp_path):
+    lines = []
+    for n in range(6000):
+        lines += [f"## Part {n}", "", "text " * 8, ""]
+    lines[4001:4001] = ["```", "code inside a fence", "```"]
+    bench = make_bench(tmp_path / "big", text="\n".join(lines) + "\n", require_approval=False)
+    transport = httpx2.ASGITransport(app=bench.app)
+    async with httpx2.AsyncClient(transport=transport, base_url="http://127.0.0.1:17891") as http:
+        doc = await open_doc(http)
+        whole = (await http.get(f"{MD}/docs/{doc['docId']}/preview")).json()
+        assert whole["window"]["from"] == 1 and whole["window"]["total"] == len(lines) + 1
+        assert whole["window"]["to"] < 2000
+        part = (await http.get(f"{MD}/docs/{doc['docId']}/preview", params={"from": 4003, "to": 4100})).json()
+        assert part["window"]["from"] == 4002  # moved back to the fence's opening line
+        assert "<pre" in part["html"] and "code inside a fence" in part["html"]
+        assert 'data-source-line="1"' in part["html"]  # lines are relative to the window; the browser shifts them
+
+
+def test_block_window_keeps_paragraphs_and_fences_whole():
+    from deskbridge.kinds.markdown.web import block_window
+
+    lines = ["para one", "still para one", "", "```", "a", "", "b", "```", "", "last"]
+    assert block_window(lines, 2, 2) == (1, 3)
+    assert block_window(lines, 6, 6) == (4, 9)  # inside the fence: opening to closing (+ blank)
+    assert block_window(lines, 10, 10) == (10, 10)
