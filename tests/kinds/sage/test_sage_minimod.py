@@ -206,3 +206,15 @@ def test_babproj_streams_and_reference_manifests_from_another_machine(minimod):
     assert queries.find_asset(index, "FX_Vanilla")["total"] == 0  # static.xml was not walked
     assert queries.is_file_active(index, "Data/AptUI/Page.xml")["streams"] == [{"stream": "babproj:Page",
                                                                                 "how": "all"}]
+
+
+def test_a_schema_change_invalidates_the_records_cache(minimod):
+    first = SageService(minimod.mod, minimod.sdk)
+    first.open_sync()
+    assert first.save_cache()
+    assert SageService(minimod.mod, minimod.sdk).open_sync().stats["parsedFiles"] == 0
+    xsd = minimod.sdk / "Schemas/xsd/CnC3Types.xsd"
+    xsd.write_text(xsd.read_text().replace('name="FireFX" type="FXListRef"', 'name="FireFX" type="xs:string"'))
+    again = SageService(minimod.mod, minimod.sdk).open_sync()
+    assert again.stats["parsedFiles"] == again.stats["indexedFiles"]
+    assert queries.find_references(again, "FX_Vanilla")["total"] == 0  # FireFX is no longer a reference

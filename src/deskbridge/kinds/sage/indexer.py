@@ -19,7 +19,7 @@ from deskbridge.kinds.sage.build import IndexBuilder, patch_index
 from deskbridge.kinds.sage.model import SageIndex
 from deskbridge.kinds.sage.paths import PathResolver, default_search_paths
 from deskbridge.kinds.sage.project import find_project_root, locate_sdk, schema_entry
-from deskbridge.kinds.sage.schema import SchemaModel, load_schema, schema_digest
+from deskbridge.kinds.sage.schema import SchemaModel, load_schema, schema_digest, schema_fingerprint
 from deskbridge.kinds.sage.settings import deskbridge_dirs, read_sage_config
 from deskbridge.kinds.sage.snapshot import project_key, write_snapshot
 from deskbridge.kinds.sage.store import RecordStore
@@ -58,9 +58,11 @@ class ProjectIndexer:
         self._entry = schema_entry(self.sdk) if self.sdk else None
         self._model: SchemaModel | None = None
         self._model_lock = threading.Lock()
-        digest = schema_digest(self._entry) if self._entry else "no-sdk"
+        entry = self._entry
+        digest = (lambda: schema_digest(entry)) if entry else (lambda: "no-sdk")
+        stat = schema_fingerprint(entry) if entry else "no-sdk"
         cache_file = (self.cache_dir / project_key(self.project) / "records.json.gz") if self.cache_dir else None
-        self.store = RecordStore(self.model, cache_file, digest)
+        self.store = RecordStore(self.model, cache_file, digest, stat)
         self.builder = IndexBuilder(self.project, self.sdk, self.resolver, self.store, self.model)
         self.index: SageIndex | None = None
         self.state = "no_index"
@@ -132,7 +134,9 @@ class ProjectIndexer:
             with self._model_lock:
                 self._model = None
             assert self._entry is not None
-            self.store = RecordStore(self.model, self.store.cache_file, schema_digest(self._entry))
+            entry = self._entry
+            self.store = RecordStore(self.model, self.store.cache_file, lambda: schema_digest(entry),
+                                     schema_fingerprint(entry))
             self.builder.store = self.store
             self._cache_loaded = True
             return self.build_sync()

@@ -35,10 +35,12 @@ class RecordStore:
     """Records of every file the index has read, keyed by real path."""
 
     def __init__(self, model: Callable[[], SchemaModel | None], cache_file: Path | None,
-                 model_digest: str = "") -> None:
+                 model_digest: Callable[[], str] = lambda: "", schema_stat: str = "") -> None:
         self._model = model
         self.cache_file = cache_file
-        self.model_digest = model_digest
+        self._digest_fn = model_digest
+        self._digest: str | None = None
+        self.schema_stat = schema_stat
         # path -> [size, mtime_ns, ctime_ns, sha1, cached_at_ns, records]
         self._entries: dict[str, list] = {}
         self._trusted: set[str] = set()
@@ -47,6 +49,13 @@ class RecordStore:
         self.cache_hits = 0
         self.hash_checks = 0
 
+    @property
+    def model_digest(self) -> str:
+        """Content digest of the schemas the cached records were extracted with."""
+        if self._digest is None:
+            self._digest = self._digest_fn()
+        return self._digest
+
     # --- disk -------------------------------------------------------------------------------------
     def load(self) -> int:
         """Read the disk cache; returns how many entries it held (0 when absent, stale or unreadable)."""
@@ -54,7 +63,11 @@ class RecordStore:
             return 0
         try:
             raw = json.loads(gzip.decompress(self.cache_file.read_bytes()))
-            if raw.get("version") != CACHE_VERSION or raw.get("model") != self.model_digest:
+            if raw.get("version") != CACHE_VERSION:
+                return 0
+            if raw.get("schemaStat") == self.schema_stat and isinstance(raw.get("model"), str):
+                self._digest = raw["model"]  # the XSD files look untouched: trust the digest they had
+            elif raw.get("model") != self.model_digest:
                 return 0
             entries = raw["entries"]
         except (OSError, ValueError, KeyError, TypeError, EOFError):
@@ -70,7 +83,8 @@ class RecordStore:
         for path, e in self._entries.items():
             rec = e[5]
             out[path] = [e[0], e[1], e[2], e[3], e[4], rec.to_json() if isinstance(rec, FileRecords) else rec]
-        body = json.dumps({"version": CACHE_VERSION, "model": self.model_digest, "entries": out},
+        body = json.dumps({"version": CACHE_VERSION, "model": self.model_digest,
+                           "schemaStat": self.schema_stat, "entries": out},
                           separators=(",", ":"))
         atomic_write(self.cache_file, gzip.compress(body.encode(), compresslevel=1))
         self.dirty = False
