@@ -149,3 +149,21 @@ def test_open_archive_dispatches_to_nkpi_with_keys(nkpi_vectors, small_archives)
     with open_archive(paged, keys=str(paged) + ".keys.json") as ar:
         assert ar.variant == "paged"
         assert len(ar.paths()) == 300
+
+
+@pytest.mark.parametrize("variant", ["legacy", "paged"])
+def test_non_ascii_and_mixed_case_paths_list_and_resolve(small_archives, tmp_path, variant):
+    src = tmp_path / "names.pvf"
+    shutil.copy(small_archives[variant], src)
+    if variant == "paged":
+        shutil.copy(str(small_archives[variant]) + ".keys.json", str(src) + ".keys.json")
+    with _open(src) as ar:
+        ar.stage_text("equipment/新しい/Item_Ä.equ", "[name]\n`x`\n")
+        ar.stage_text("Equipment/UPPER/Case.EQU", "[name]\n`y`\n")
+        ar.save()
+    with _open(src) as again:
+        paths = again.paths()
+        assert paths[-2:] == ["equipment/新しい/Item_Ä.equ", "Equipment/UPPER/Case.EQU"]
+        assert again.read_text("EQUIPMENT/新しい/item_ä.equ") == "[name]\n\t`x`\n"
+        assert again.read_text("equipment/upper/case.equ") == "[name]\n\t`y`\n"
+        assert len(paths) == 302

@@ -38,6 +38,32 @@ def key_hash(key: str) -> int:
     return h
 
 
+def _positions(arr: np.ndarray, test) -> np.ndarray:  # type: ignore[no-untyped-def]
+    """Indexes where `test(block)` holds, block by block (no pool-sized temporary mask)."""
+    step = 1 << 24
+    parts = [np.flatnonzero(test(arr[i : i + step])) + i for i in range(0, len(arr), step)]
+    return np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, dtype=np.int64)
+
+
+class _Pool:
+    """One pool as an array of code units (sTrA bytes or sTrW UTF-16 units) with its terminators and
+    non-ASCII positions, so spans of many strings can be measured at once."""
+
+    def __init__(self, units: np.ndarray) -> None:
+        self.units = units
+        self.ends = np.append(_positions(units, lambda b: b == 0), len(units))
+        self.high = _positions(units, lambda b: b >= 0x80)
+
+    def spans(self, start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(length, ascii) of the strings starting at `start` (all inside the pool)."""
+        length = self.ends[np.searchsorted(self.ends, start)] - start
+        if len(self.high):
+            ascii_only = np.searchsorted(self.high, start + length) == np.searchsorted(self.high, start)
+        else:
+            ascii_only = np.ones(len(start), dtype=bool)
+        return length, ascii_only
+
+
 class PathIndex:
     """Lookup key → first file-table entry, and the display path of every entry."""
 
@@ -45,41 +71,35 @@ class PathIndex:
         self._files = files
         self._pools = pools
         n = len(files)
-        a = np.frombuffer(pools.raw_a_view(), dtype=np.uint8)
+        self._src = (_Pool(np.frombuffer(pools.raw_a_view(), dtype=np.uint8)),
+                     _Pool(np.frombuffer(pools.raw_w_view()[: len(pools.raw_w_view()) & ~1], dtype="<u2")))
         name = files["name"].astype(np.int64)
         path = files["path"].astype(np.int64)
-        nul = np.append(np.flatnonzero(a == 0), len(a))
-        n_start = name >> 1
-        n_len = nul[np.searchsorted(nul, n_start)] - n_start
-        d_start = path >> 1
-        d_len = nul[np.searchsorted(nul, d_start)] - d_start
-        slow = ((name & 1) == 1) | ((path & 1) == 1) | (n_len > _FAST_MAX_LEN) | (d_len > 4 * _FAST_MAX_LEN)
-        high = np.flatnonzero(a >= 0x80)
-        if len(high):
-            slow |= np.searchsorted(high, n_start + n_len) > np.searchsorted(high, n_start)
-            slow |= np.searchsorted(high, d_start + d_len) > np.searchsorted(high, d_start)
+        n_kind, n_start, n_len, n_ok = self._measure(name)
+        d_kind, d_start, d_len, d_ok = self._measure(path)
+        slow = ~n_ok | ~d_ok | (n_len > _FAST_MAX_LEN)
         # int32 is enough (pools are < 2 GiB) and halves what the index keeps for a million entries.
-        self._n_start, self._n_len = n_start.astype(np.int32), n_len.astype(np.int32)
-        self._d_start, self._d_len = d_start.astype(np.int32), d_len.astype(np.int32)
+        self._n = (n_kind.astype(np.int8), n_start.astype(np.int32), n_len.astype(np.int32))
+        self._d = (d_kind.astype(np.int8), d_start.astype(np.int32), d_len.astype(np.int32))
         self._slow = slow
-        self._a = a
 
-        # Name hashes, Horner over the bytes, longest names first so each step works on a prefix.
-        fast = np.flatnonzero(~slow)
-        order = fast[np.argsort(-n_len[fast], kind="stable")]
-        lens = n_len[order]
-        starts = n_start[order]
-        h = np.zeros(len(order), dtype=np.uint64)
-        p = np.uint64(_P)
-        max_len = int(lens[0]) if len(lens) else 0
-        count = len(lens)
-        for k in range(max_len):
-            while count and lens[count - 1] <= k:
-                count -= 1
-            h[:count] = h[:count] * p + _LOWER[a[starts[:count] + k]]
+        # Name hashes: Horner over the code units (ASCII only on this path, so equal to the UTF-8 bytes a
+        # query hashes), per pool, longest names first so each step works on a prefix.
         hashes = np.zeros(n, dtype=np.uint64)
-        hashes[order] = h
+        p = np.uint64(_P)
+        for kind, pool in enumerate(self._src):
+            sel = np.flatnonzero(~slow & (n_kind == kind))
+            order = sel[np.argsort(-n_len[sel], kind="stable")]
+            lens, starts = n_len[order], n_start[order]
+            h = np.zeros(len(order), dtype=np.uint64)
+            count = len(lens)
+            for k in range(int(lens[0]) if count else 0):
+                while count and lens[count - 1] <= k:
+                    count -= 1
+                h[:count] = h[:count] * p + _LOWER[pool.units[starts[:count] + k]]
+            hashes[order] = h
         # Combine with the folder: hash(folder + "/" + name) = (h_dir*P + '/') * P^len(name) + h_name.
+        fast = np.flatnonzero(~slow)
         powers = np.array([pow(_P, i, 1 << 64) for i in range(_FAST_MAX_LEN + 1)], dtype=np.uint64)
         dir_offs, dir_inv = np.unique(path[fast], return_inverse=True)
         dir_h = np.array([(key_hash(norm_path(pools.resolve(int(o)))) * _P + ord("/")) & _MASK64
@@ -94,6 +114,19 @@ class PathIndex:
         dup = np.flatnonzero(self._sorted[1:] == self._sorted[:-1])
         self._dup_positions = dup
         self._duplicates: set[int] | None = None
+
+    def _measure(self, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(pool kind 0=sTrA/1=sTrW, start unit, length, fast-path ok) of each magic offset."""
+        kind = offsets & 1
+        start = offsets >> 1
+        length = np.zeros(len(offsets), dtype=np.int64)
+        ok = np.zeros(len(offsets), dtype=bool)
+        for k, pool in enumerate(self._src):
+            sel = np.flatnonzero((kind == k) & (start < len(pool.units)))
+            ln, ascii_only = pool.spans(start[sel])
+            length[sel] = ln
+            ok[sel] = ascii_only & (ln <= 4 * _FAST_MAX_LEN)
+        return kind, start, length, ok
 
     def __len__(self) -> int:
         return len(self._files)
@@ -130,28 +163,41 @@ class PathIndex:
     def display_paths(self) -> list[str]:
         """Every entry's path in file-table order (shadowed duplicates included; see `shadowed`)."""
         out: list[str] = []
-        a = self._a
         n = len(self._files)
+        n_kind, n_start, n_len = self._n
+        d_kind, d_start, d_len = self._d
         for lo in range(0, n, _BLOCK):
             hi = min(n, lo + _BLOCK)
-            d_len = self._d_len[lo:hi].astype(np.int64)
-            n_len = self._n_len[lo:hi].astype(np.int64)
-            has_dir = d_len > 0
-            # Spans: folder bytes + its NUL (NUL later turned into "/"), then name bytes + its NUL.
+            dl = d_len[lo:hi].astype(np.int64)
+            nl = n_len[lo:hi].astype(np.int64)
+            has_dir = dl > 0
+            # Spans: folder units + its terminator (later turned into "/"), then name units + terminator.
             src = np.empty(2 * (hi - lo), dtype=np.int64)
             ln = np.empty(2 * (hi - lo), dtype=np.int64)
-            src[0::2], ln[0::2] = self._d_start[lo:hi], np.where(has_dir, d_len + 1, 0)
-            src[1::2], ln[1::2] = self._n_start[lo:hi], n_len + 1
+            kind = np.empty(2 * (hi - lo), dtype=np.int8)
+            src[0::2], ln[0::2], kind[0::2] = d_start[lo:hi], np.where(has_dir, dl + 1, 0), d_kind[lo:hi]
+            src[1::2], ln[1::2], kind[1::2] = n_start[lo:hi], nl + 1, n_kind[lo:hi]
+            slow = self._slow[lo:hi]
+            # Slow rows (redone below) become an empty string: no folder, a lone terminator (kind 2 = zeros),
+            # so an unterminated or huge span can never be gathered.
+            ln[0::2][slow], ln[1::2][slow], kind[1::2][slow] = 0, 1, 2
+            has_dir &= ~slow
             ends = np.cumsum(ln)
             out_off = ends - ln
             total = int(ends[-1]) if len(ends) else 0
             idx = np.repeat(src - out_off, ln) + np.arange(total, dtype=np.int64)
-            buf = a[np.minimum(idx, len(a) - 1)].copy()
-            buf[idx >= len(a)] = 0
-            sep = out_off[0::2][has_dir] + d_len[has_dir]
-            buf[sep] = ord("/")
-            block = buf.tobytes().decode(self._pools.encoding, errors="surrogateescape").split("\0")[:-1]
-            if len(block) != hi - lo:  # a NUL-less tail or odd bytes: resolve this block one by one
+            kinds = np.repeat(kind, ln)
+            buf = np.zeros(total, dtype=np.uint8)
+            for k, pool in enumerate(self._src):
+                at = np.flatnonzero(kinds == k)
+                if len(at):
+                    units = pool.units
+                    got = units[np.minimum(idx[at], len(units) - 1)] if len(units) else np.zeros(len(at), np.uint8)
+                    got = np.where(idx[at] < len(units), got, 0)
+                    buf[at] = np.where(got < 0x80, got, ord("?")).astype(np.uint8)  # slow rows are redone below
+            buf[out_off[0::2][has_dir] + dl[has_dir]] = ord("/")
+            block = buf.tobytes().decode("ascii").split("\0")[:-1]
+            if len(block) != hi - lo:  # a terminator missing somewhere: resolve this block one by one
                 block = [self.resolve_path(i) for i in range(lo, hi)]
             out.extend(block)
         for i in np.flatnonzero(self._slow).tolist():

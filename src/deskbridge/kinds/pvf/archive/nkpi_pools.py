@@ -175,6 +175,10 @@ class StringPools:
         """The sTrA bytes as opened (immutable; strings added since are not in it)."""
         return self._a.base
 
+    def raw_w_view(self) -> bytes:
+        """The sTrW bytes as opened (immutable; strings added since are not in it)."""
+        return self._w.base
+
     def raw_w(self) -> bytes:
         return bytes(self._w)
 
@@ -223,14 +227,16 @@ class StringPools:
         """Build a full string → offset dictionary (for bulk appends such as the synthesiser)."""
         look_a: dict[str, int] = {}
         pos = 0
-        for part in bytes(self._a).split(b"\0"):
-            look_a.setdefault(part.decode(self.encoding, errors="surrogateescape"), pos * 2)
+        for part in bytes(self._a).split(b"\0") if len(self._a) else ():
+            if pos < len(self._a):  # the piece after a final NUL is not a string
+                look_a.setdefault(part.decode(self.encoding, errors="surrogateescape"), pos * 2)
             pos += len(part) + 1
         look_w: dict[str, int] = {}
         pos = 0
         text = bytes(self._w).decode("utf-16-le", errors="surrogatepass")
-        for part in text.split("\0"):
-            look_w.setdefault(part, pos * 2 + 1)
+        for part in text.split("\0") if text else ():
+            if pos < len(text):
+                look_w.setdefault(part, pos * 2 + 1)
             pos += len(part) + 1
         self._lookup_a, self._lookup_w = look_a, look_w
 

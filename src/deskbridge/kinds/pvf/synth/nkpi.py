@@ -172,7 +172,8 @@ def synth_nkpi(path: str | Path, files: int, seed: int, variant: str = "legacy",
         raise ValueError("files must be at least 1")
     scheme = scheme or SCHEMES[variant]
     rng = np.random.default_rng(seed)
-    pools = StringPools(bytes(8), b"\0", b"\0\0", PoolKeys(scheme.pool_a, scheme.pool_w, scheme.mask_a, scheme.mask_w),
+    # 110US keeps sTrA empty and every string in the UTF-16 pool (research §1B); the paged variant mirrors it.
+    pools = StringPools(bytes(8), b"" if variant == "paged" else b"\0", b"\0\0", PoolKeys(scheme.pool_a, scheme.pool_w, scheme.mask_a, scheme.mask_w),
                         "utf-8")
     pools.index_all()  # a million appends need the dictionary, not a scan per string
     path = Path(path)
