@@ -61,7 +61,9 @@ def test_word_export_has_native_equations(notes):
     data = export.export_docx((notes / "README.md").read_text(encoding="utf-8"), base_dir=notes)
     with zipfile.ZipFile(io.BytesIO(data)) as z:
         xml = z.read("word/document.xml").decode()
+        media = [name for name in z.namelist() if name.startswith("word/media/")]
     assert "<m:oMath" in xml and "Project notes" in xml
+    assert media  # the local image is embedded (pandoc itself reads no files: it runs sandboxed)
 
 
 def test_pdf_without_chromium_names_what_to_install(monkeypatch):

@@ -100,26 +100,51 @@ def theme_css(typography: str | None = None) -> str:
 # --- HTML building blocks -------------------------------------------------------------------------------
 
 
+def local_image_data_uri(src: str, base_dir: Path | None) -> str | None:
+    """A data URI for a local image reference inside the document's folder, else None.
+
+    Images outside the document's folder (`../`, absolute paths, symlinks out) are never read: an export
+    must not carry other files of the person's disk, e.g. when an AI wrote the image reference.
+    """
+    if base_dir is None:
+        return None
+    parsed = urlparse(src)
+    if parsed.scheme not in ("", "file") or not parsed.path:
+        return None
+    base = base_dir.resolve()
+    candidate = (base / unquote(parsed.path)).resolve()
+    if not candidate.is_relative_to(base) or not candidate.is_file():
+        return None
+    if candidate.stat().st_size > IMAGE_MAX_BYTES:
+        return None
+    mime = mimetypes.guess_type(candidate.name)[0] or "application/octet-stream"
+    if not mime.startswith("image/"):
+        return None
+    return f"data:{mime};base64,{base64.b64encode(candidate.read_bytes()).decode()}"
+
+
 def _inline_images(root: Any, base_dir: Path | None) -> None:
     """Local images become data URIs (remote and data URLs are left as they are)."""
-    if base_dir is None:
-        return
-    base = base_dir.resolve()
     for img in root.iter("img"):
-        src = img.get("src") or ""
-        parsed = urlparse(src)
-        if parsed.scheme not in ("", "file") or not parsed.path:
-            continue
-        candidate = (base / unquote(parsed.path)).resolve()
-        # images outside the document's folder are not read: an export must not leak other files
-        if not candidate.is_relative_to(base) or not candidate.is_file():
-            continue
-        if candidate.stat().st_size > IMAGE_MAX_BYTES:
-            continue
-        mime = mimetypes.guess_type(candidate.name)[0] or "application/octet-stream"
-        if not mime.startswith("image/"):
-            continue
-        img.set("src", f"data:{mime};base64,{base64.b64encode(candidate.read_bytes()).decode()}")
+        uri = local_image_data_uri(img.get("src") or "", base_dir)
+        if uri is not None:
+            img.set("src", uri)
+
+
+def _markdown_with_inlined_images(text: str, base_dir: Path | None) -> str:
+    """The Markdown with local image destinations replaced by data URIs (pandoc runs sandboxed)."""
+    from deskbridge.kinds.markdown.render import parser
+
+    sources: set[str] = set()
+    for token in parser(EXPORT).parse(text):
+        for child in token.children or ():
+            if child.type == "image":
+                sources.add(str(child.attrGet("src") or ""))
+    for src in sorted(sources, key=len, reverse=True):
+        uri = local_image_data_uri(src, base_dir)
+        if uri is not None:
+            text = text.replace(f"]({src}", f"]({uri}").replace(f"]: {src}", f"]: {uri}")
+    return text
 
 
 def _math_to_mathml(root: Any) -> None:
@@ -235,11 +260,10 @@ def export_docx(text: str, *, base_dir: Path | None = None) -> bytes:
     with tempfile.TemporaryDirectory(prefix="deskbridge-docx-") as tmp:
         out = Path(tmp) / "out.docx"
         args = ["--standalone"]
-        if base_dir is not None:
-            args.append(f"--resource-path={base_dir}")
         try:
+            # sandboxed pandoc reads no file but its input: local images go in as data URIs instead
             pypandoc.convert_text(
-                text, "docx", format="gfm+tex_math_dollars+footnotes+yaml_metadata_block",
+                _markdown_with_inlined_images(text, base_dir), "docx", format="gfm+tex_math_dollars+footnotes+yaml_metadata_block",
                 outputfile=str(out), extra_args=args, sandbox=True)
         except (RuntimeError, OSError) as exc:
             raise BridgeError(ErrorCode.INTERNAL, f"pandoc could not convert the document: {str(exc)[:300]}") from None
