@@ -156,3 +156,23 @@ def test_page_guards_on_every_page_survive_edit_and_save(tmp_path, monkeypatch):
                 assert again.read_text(p) == text
         assert again.read_text(target).startswith("[name]\n\t`X")
         assert again.read_text("etc/added.etc") == "[name]\n\t`added`\n"
+
+
+def test_growing_past_the_last_page_key_fails_cleanly(tmp_path, monkeypatch):
+    from deskbridge.kinds.pvf.archive import nkpi, nkpi_paged, nkpi_writer
+    from deskbridge.kinds.pvf.synth import nkpi as synth
+
+    for module in (nkpi, nkpi_paged, nkpi_writer, synth):
+        if hasattr(module, "PAGE_SIZE"):
+            monkeypatch.setattr(module, "PAGE_SIZE", 0x4000)
+    path = tmp_path / "tight.pvf"
+    synth_nkpi(path, 40, 9, "paged")
+    before = path.read_bytes()
+    keyfile = str(path) + ".keys.json"
+    with open_nkpi(path, keys=keyfile) as ar:
+        ar.stage("etc/big.etc", os.urandom(200_000))  # incompressible: needs pages nobody has keys for
+        with pytest.raises(BridgeError) as err:
+            ar.save()
+        assert err.value.code is ErrorCode.KEY_REQUIRED
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".deskbridge-tmp")] == []
