@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import BinaryIO
@@ -31,7 +31,7 @@ from .nkpi_index import KeysView, PathIndex
 from .nkpi_paged import GUARD_SIZE, PAGE_SIZE, NkpiKeys, aes_cbc_decrypt, guard_length, load_keys
 from .nkpi_pools import PoolKeys, StringPools
 from .nkpi_recover import inflate_exact, recover_word_seed, recover_zlib_seed
-from .nkpi_tables import check_files, parse_grpi, parse_hash_table
+from .nkpi_tables import FILE_DTYPE, check_files, parse_grpi, parse_hash_table
 
 DATA_SCRIPT = 1
 DATA_UTF16 = 3
@@ -192,18 +192,16 @@ class NkpiArchive(ArchiveBase):
         scheme, header, recovered = _detect(src)
         size = src.size
         hdr.check_sizes(header, size)
-        self._header_for_checks = header
         # File table is plaintext; its size was validated against the file size above.
         ft = src.read(header.file_table_offset, 24 * header.file_count)
-        files = np.frombuffer(ft, dtype=np.dtype([("name", "<u4"), ("path", "<u4"), ("chunk", "<i4"),
-                                                   ("offset", "<i4"), ("size", "<i4"), ("type", "<i4")]))
+        files = np.frombuffer(ft, dtype=FILE_DTYPE)
         # Hash table (key HASH): word 0 is the pair count == FileCount, which also recovers an unknown seed.
         ht_raw = src.read(header.hash_table_offset, header.hash_table_size)
         hash_seed = scheme.hash
         if header.hash_table_size:
             hash_seed, rec = self._section_seed(
-                ht_raw, scheme.hash, 0, header.file_count, lambda p: self._hash_ok(p, header), header.hash_table_offset,
-                "hash table")
+                ht_raw, scheme.hash, 0, header.file_count, lambda p: self._hash_ok(p, header),
+                lambda p: parse_hash_table(p, header.hash_table_offset), header.hash_table_offset, "hash table")
             recovered |= rec
             parse_hash_table(crypt(ht_raw, hash_seed), header.hash_table_offset)
         # Name table: two zlib pools under the pool keys; masks from the known schemes.
@@ -216,8 +214,8 @@ class NkpiArchive(ArchiveBase):
         if header.group_count:
             last = 2 * (header.group_count - 1)
             grpi_seed, rec = self._section_seed(
-                gr_raw, scheme.grpi, last, header.body_size, lambda p: self._grpi_ok(p, header), header.grpi_offset,
-                "GRPI")
+                gr_raw, scheme.grpi, last, header.body_size, lambda p: self._grpi_ok(p, header),
+                lambda p: parse_grpi(p, header.grpi_offset, header.body_size), header.grpi_offset, "GRPI")
             recovered |= rec
         grpi = parse_grpi(crypt(gr_raw, grpi_seed), header.grpi_offset, header.body_size)
         check_files(files, grpi, header.file_table_offset, pools.valid)
@@ -228,9 +226,6 @@ class NkpiArchive(ArchiveBase):
         self.grpi = grpi
         self.pools = pools
         self._chunk_ends = grpi["comp_end"].astype(np.int64)
-        self._body_seed: int | None = scheme.body
-        self._body_checked = False
-        self._recovered = recovered
         self.variant = "paged" if src.paged else ("recovered" if recovered or scheme.name == "recovered" else scheme.name)
         self.encoding = pools.encoding
         self._check_encoding()
@@ -269,17 +264,15 @@ class NkpiArchive(ArchiveBase):
             return False
         return True
 
-    def _section_seed(self, raw: bytes, seed: int, word: int, plain_word: int, ok, offset: int, label: str) -> tuple[int, bool]:  # type: ignore[no-untyped-def]
+    @staticmethod
+    def _section_seed(raw: bytes, seed: int, word: int, plain_word: int, ok: Callable[[bytes], bool],
+                      strict: Callable[[bytes], object], offset: int, label: str) -> tuple[int, bool]:
         """The scheme's seed if it decrypts the section sensibly, else one recovered from a known word."""
         if ok(crypt(raw, seed)):
             return seed, False
         found = recover_word_seed(raw, word, plain_word, MAGIC_DATA, lambda s: ok(crypt(raw, s)))
         if found is None:
-            # No other key explains it either: report what is wrong under the archive's own key.
-            if label == "GRPI":
-                parse_grpi(crypt(raw, seed), offset, self._header_for_checks.body_size)
-            else:
-                parse_hash_table(crypt(raw, seed), offset)
+            strict(crypt(raw, seed))  # no other key explains it: say what is wrong under the archive's key
             raise corrupt(offset, f"a {label} readable under the archive's key or a recoverable one")
         return found, True
 
@@ -302,13 +295,12 @@ class NkpiArchive(ArchiveBase):
             if not comp:
                 continue
             raw_len = int(self.grpi["raw"][i])
-            if inflate_exact(crypt(comp, self._body_seed or 0), raw_len) is not None:
+            if inflate_exact(crypt(comp, self.scheme.body), raw_len) is not None:
                 return
             seed = recover_zlib_seed(comp, raw_len, MAGIC_DATA) if self._recover else None
             if seed is None:
                 raise corrupt(self.header.body_offset + self._chunk_start(i),
                               f"chunk {i}: a zlib stream inflating to {raw_len} bytes under the body key")
-            self._body_seed = seed
             self.scheme = replace(self.scheme, body=seed)
             if self.variant != "paged":
                 self.variant = "recovered"
