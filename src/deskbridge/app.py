@@ -141,6 +141,23 @@ class App:
                 duration_ms=(time.perf_counter() - started) * 1000, arg_names=arguments.keys(),
             )
 
+    def update_settings(self, changes: dict[str, Any]) -> Settings:
+        """Validate, persist and apply changed settings in place, so every holder of `settings` sees them at once."""
+        from pydantic import ValidationError
+
+        from deskbridge.settings import save_settings
+
+        try:
+            fresh = Settings.model_validate(self.settings.model_dump(by_alias=True) | changes)
+        except ValidationError as exc:
+            raise BridgeError(ErrorCode.INVALID_ARGUMENT, _validation_message(exc),
+                              hint="`deskbridge config show` lists the settings and their current values.") from exc
+        save_settings(fresh, self.dirs)
+        for name in Settings.model_fields:
+            setattr(self.settings, name, getattr(fresh, name))
+        self.events.publish("settings", self.settings.model_dump(by_alias=True))
+        return self.settings
+
     def rotate_token(self) -> str:
         """A new MCP token, effective immediately for new requests; clients must be given the new one."""
         self.token = load_or_create_token(self.dirs, rotate=True)

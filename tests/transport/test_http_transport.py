@@ -162,3 +162,24 @@ async def test_rotated_token_takes_effect_at_once(folder: Path) -> None:
         assert r.status_code == 401
         r = await http.post(srv.mcp_url, json=INIT, headers={**ACCEPT, **srv.auth_headers()})
         assert r.status_code == 200
+
+
+async def test_settings_api_validates_and_applies_in_place(folder: Path) -> None:
+    async with running_server(folder, kind="probe") as srv, httpx2.AsyncClient() as http:
+        live = srv.app.settings
+        bad = await http.post(srv.base_url + "/api/settings", json={"port": 0}, headers=srv.ui_headers())
+        assert bad.status_code == 400 and bad.json()["error"]["code"] == "INVALID_ARGUMENT"
+        good = await http.post(srv.base_url + "/api/settings", json={"require_approval": False},
+                               headers=srv.ui_headers())
+        assert good.status_code == 200 and good.json()["require_approval"] is False
+        assert live.require_approval is False  # the object every kind holds, not a copy
+
+
+async def test_the_browser_calls_the_same_tools_as_caller_ui(folder: Path) -> None:
+    async with running_server(folder, kind="probe") as srv, httpx2.AsyncClient() as http:
+        r = await http.post(srv.base_url + "/api/tools/probe_echo", json={"arguments": {"text": "hi"}},
+                            headers=srv.ui_headers())
+        assert r.status_code == 200 and r.json() == {"text": "hi", "caller": "ui"}
+        r = await http.post(srv.base_url + "/api/tools/probe_fail", json={"arguments": {"code": "NOT_FOUND"}},
+                            headers=srv.ui_headers())
+        assert r.status_code == 404 and r.json()["error"]["code"] == "NOT_FOUND"

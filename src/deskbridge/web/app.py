@@ -66,20 +66,11 @@ def api_routes(app: App) -> list[BaseRoute]:
         return JSONResponse(app.settings.model_dump(by_alias=True))
 
     async def settings_post(request: Request) -> Response:
-        from deskbridge.settings import Settings, save_settings
-
         try:
-            body = await _json_body(request)
-            merged = app.settings.model_dump(by_alias=True) | body
-            new = Settings.model_validate(merged)
+            updated = app.update_settings(await _json_body(request))
         except BridgeError as error:
             return error_response(error)
-        except ValueError as exc:
-            return error_response(BridgeError(ErrorCode.INVALID_ARGUMENT, str(exc)))
-        save_settings(new, app.dirs)
-        app.settings = new
-        app.events.publish("settings", new.model_dump(by_alias=True))
-        return JSONResponse(new.model_dump(by_alias=True))
+        return JSONResponse(updated.model_dump(by_alias=True))
 
     async def token_get(request: Request) -> Response:
         return JSONResponse({"token": app.token})

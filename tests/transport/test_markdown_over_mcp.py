@@ -1,0 +1,86 @@
+"""The markdown kind served by `deskbridge serve`, driven by a real MCP client over HTTP: reads, guarded edits,
+refusals, and approval through MCP elicitation when no browser is attached."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import mcp_types as types
+import pytest
+
+from deskbridge.testing import running_server
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def notes(tmp_path: Path) -> Path:
+    (tmp_path / "README.md").write_text("# Notes\n\n## Intro\n\nHello world.\n", "utf-8")
+    return tmp_path
+
+
+def answer(approve: bool, seen: list[str]):
+    async def callback(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        seen.append(params.message)
+        return types.ElicitResult(action="accept", content={"approve": approve})
+
+    return callback
+
+
+async def read(client: Any) -> dict[str, Any]:
+    result = await client.call_tool("md_get_current_document", {})
+    assert not result.is_error, result.structured_content
+    return result.structured_content
+
+
+@pytest.mark.parametrize("approve", [True, False])
+async def test_edit_asks_through_elicitation_without_a_browser(notes: Path, approve: bool) -> None:
+    seen: list[str] = []
+    async with running_server(notes) as srv, srv.client(mode="legacy",
+                                                        elicitation_callback=answer(approve, seen)) as client:
+        doc = await read(client)
+        result = await client.call_tool("md_replace_text", {
+            "oldText": "Hello world.", "newText": "Hello deskbridge.", "expectedRevision": doc["revision"]})
+        after = await read(client)
+    assert seen, "the person was not asked"
+    if approve:
+        assert not result.is_error, result.structured_content
+        assert "Hello deskbridge." in after["markdown"]
+    else:
+        assert result.is_error and result.structured_content["code"] == "APPROVAL_DECLINED"
+        assert "Hello world." in after["markdown"]
+
+
+async def test_stale_revision_is_refused_and_changes_nothing(notes: Path) -> None:
+    async with running_server(notes) as srv:
+        async with httpx2.AsyncClient() as http:  # the person turns approvals off in the settings panel
+            off = await http.post(srv.base_url + "/api/settings", json={"require_approval": False},
+                                  headers=srv.ui_headers())
+            assert off.status_code == 200
+        async with srv.client() as client:
+            doc = await read(client)
+            first = await client.call_tool("md_replace_text", {
+                "oldText": "Hello world.", "newText": "One.", "expectedRevision": doc["revision"]})
+            assert not first.is_error, first.structured_content
+            stale = await client.call_tool("md_replace_text", {
+                "oldText": "One.", "newText": "Two.", "expectedRevision": doc["revision"]})
+            assert stale.is_error and stale.structured_content["code"] == "STALE_WORKSPACE"
+            assert "One." in (await read(client))["markdown"]
+
+
+async def test_outside_scope_open_is_refused(notes: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    elsewhere = tmp_path_factory.mktemp("elsewhere") / "secret.md"
+    elsewhere.write_text("# secret\n", "utf-8")
+    async with running_server(notes) as srv, srv.client() as client:
+        result = await client.call_tool("md_open_document", {"path": str(elsewhere)})
+        assert result.is_error
+        assert result.structured_content["code"] in ("ACCESS_DENIED", "APPROVAL_DECLINED")
+        traversal = await client.call_tool("md_open_document", {"path": "../../etc/passwd"})
+        assert traversal.is_error and traversal.structured_content["code"] in ("ACCESS_DENIED", "INVALID_ARGUMENT")
