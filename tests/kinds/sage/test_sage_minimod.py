@@ -218,3 +218,21 @@ def test_a_schema_change_invalidates_the_records_cache(minimod):
     again = SageService(minimod.mod, minimod.sdk).open_sync()
     assert again.stats["parsedFiles"] == again.stats["indexedFiles"]
     assert queries.find_references(again, "FX_Vanilla")["total"] == 0  # FireFX is no longer a reference
+
+
+def test_persisted_include_answers_are_dropped_when_a_folder_changes(minimod, monkeypatch):
+    monkeypatch.setattr("deskbridge.kinds.sage.paths.RACY_DIR_NS", 0)  # trust folders made just now
+    first = SageService(minimod.mod, minimod.sdk)
+    first.open_sync()
+    assert first.save_cache()
+    warm = SageService(minimod.mod, minimod.sdk)
+    warm.open_sync()
+    assert warm.resolver.memo_hits == warm.resolver.calls > first.resolver.memo_hits  # all from the cache
+    # A mod file now shadows the SDK's static.xml (DATA: tries the mod's Data before SageXml).
+    minimod.write("Data/STATIC.xml", '<AssetDeclaration xmlns="uri:ea.com:eala:asset">'
+                  '<GameObject id="ModStatic"/></AssetDeclaration>')
+    again = SageService(minimod.mod, minimod.sdk)
+    index = again.open_sync()
+    edge = next(e for e in index.includes if e.source == "DATA:static.xml")
+    assert edge.target == str(minimod.mod / "Data" / "STATIC.xml")
+    assert queries.find_asset(index, "ModStatic")["total"] == 1

@@ -94,12 +94,14 @@ class ProjectIndexer:
     def _build(self, progress: ProgressCallback | None,
                publish: Callable[[SageIndex], None] | None) -> SageIndex:
         progress = progress or (lambda done, total, message: None)
-        if not self._cache_loaded:
-            self.store.load()
-            self._cache_loaded = True
         self.store.distrust_all()
         self.resolver.invalidate()
         self.resolver.tree.clear()
+        if not self._cache_loaded:
+            self.store.load()
+            self._cache_loaded = True
+            if self.store.extras.get("resolver"):
+                self.resolver.import_state(self.store.extras["resolver"])
         self._build_id += 1
         xml = self.builder.build(self._build_id, with_art=False, progress=progress)
         if xml.complete:
@@ -160,6 +162,11 @@ class ProjectIndexer:
         return new
 
     def save_cache(self) -> bool:
+        """Write the records cache (and the resolver's answers) when anything changed."""
+        state = self.resolver.export_state()
+        if state is not None and state != self.store.extras.get("resolver"):
+            self.store.extras["resolver"] = state
+            self.store.dirty = True
         with _no_cyclic_gc():
             return self.store.save()
 

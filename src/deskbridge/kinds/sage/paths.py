@@ -10,11 +10,15 @@ trailing dots. On Linux we answer all of that from a per-directory listing keyed
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ALIASES = ("data", "art", "audio", "root")
+RACY_DIR_NS = 2_000_000_000
+"""Directories modified this recently are not trusted to stay as listed (coarse filesystem clocks)."""
 
 
 class CaseFoldTree:
@@ -22,6 +26,8 @@ class CaseFoldTree:
 
     def __init__(self) -> None:
         self._listings: dict[str, dict[str, tuple[str, bool]] | None] = {}
+        self.mtimes: dict[str, int | None] = {}
+        """Directory → its mtime_ns when listed (None: not a directory), to validate persisted answers."""
 
     def listing(self, directory: str) -> dict[str, tuple[str, bool]] | None:
         """`{folded name: (real name, is_dir)}` of one directory, or None when it is not a directory."""
@@ -30,6 +36,10 @@ class CaseFoldTree:
             return cached  # type: ignore[return-value]
         entries: dict[str, tuple[str, bool]] | None
         try:
+            st = os.stat(directory)
+            # A directory changed within the clock's granularity of this listing may change again unseen.
+            racy = st.st_mtime_ns > time.time_ns() - RACY_DIR_NS
+            self.mtimes[directory] = None if racy else st.st_mtime_ns
             entries = {}
             with os.scandir(directory) as it:
                 for entry in it:
@@ -43,15 +53,18 @@ class CaseFoldTree:
                         entries[entry.name] = (entry.name, is_dir)
         except OSError:
             entries = None
+            self.mtimes.setdefault(directory, -1)
         self._listings[directory] = entries
         return entries
 
     def forget(self, directory: str) -> None:
         """Drop one directory's listing (the watcher saw something appear or vanish there)."""
         self._listings.pop(directory, None)
+        self.mtimes.pop(directory, None)
 
     def clear(self) -> None:
         self._listings.clear()
+        self.mtimes.clear()
 
     def find(self, base: str, parts: Iterable[str]) -> str | None:
         """The real path of `base/parts…` matched case-insensitively, or None. `base` itself must exist."""
@@ -147,6 +160,30 @@ class PathResolver:
         for d in directories:
             self.tree.forget(d)
         self._memo.clear()
+
+    def export_state(self) -> dict[str, Any] | None:
+        """Every answer so far with the mtimes of the directories they depend on (for the disk cache)."""
+        if any(m is None for m in self.tree.mtimes.values()):
+            return None  # a directory was changing while listed: do not persist
+        return {"dirs": self.tree.mtimes, "memo": [[s, b, t] for (s, b), t in self._memo.items()]}
+
+    def import_state(self, state: Any) -> bool:
+        """Reuse persisted answers when no directory they depend on changed (an entry added, removed or
+        renamed changes its directory's mtime); returns whether they were taken."""
+        try:
+            dirs, memo = state["dirs"], state["memo"]
+            for directory, mtime in dirs.items():
+                try:
+                    now = os.stat(directory).st_mtime_ns
+                except OSError:
+                    now = -1
+                if now != mtime:
+                    return False
+            self._memo.update(((s, b), t) for s, b, t in memo)
+        except (KeyError, TypeError, ValueError):
+            return False
+        self.tree.mtimes.update(dirs)
+        return True
 
     def resolve(self, source: str, from_file: str | None) -> str | None:
         """The real path `source` names when written in `from_file`, or None when nothing matches."""

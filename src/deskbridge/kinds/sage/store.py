@@ -15,6 +15,7 @@ import os
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 from deskbridge.kinds.sage._atomic import atomic_write
 from deskbridge.kinds.sage.records import FileRecords, extract_records, shallow_scan
@@ -41,6 +42,8 @@ class RecordStore:
         self._digest_fn = model_digest
         self._digest: str | None = None
         self.schema_stat = schema_stat
+        self.extras: dict[str, Any] = {}
+        """Small cached facts besides records (the path resolver's answers), saved with them."""
         # path -> [size, mtime_ns, ctime_ns, sha1, cached_at_ns, records]
         self._entries: dict[str, list] = {}
         self._trusted: set[str] = set()
@@ -70,6 +73,7 @@ class RecordStore:
             elif raw.get("model") != self.model_digest:
                 return 0
             entries = raw["entries"]
+            self.extras = raw.get("extras") or {}
         except (OSError, ValueError, KeyError, TypeError, EOFError):
             return 0
         self._entries = {p: [e[0], e[1], e[2], e[3], e[4], e[5]] for p, e in entries.items()}
@@ -84,7 +88,7 @@ class RecordStore:
             rec = e[5]
             out[path] = [e[0], e[1], e[2], e[3], e[4], rec.to_json() if isinstance(rec, FileRecords) else rec]
         body = json.dumps({"version": CACHE_VERSION, "model": self.model_digest,
-                           "schemaStat": self.schema_stat, "entries": out},
+                           "schemaStat": self.schema_stat, "extras": self.extras, "entries": out},
                           separators=(",", ":"))
         atomic_write(self.cache_file, gzip.compress(body.encode(), compresslevel=1))
         self.dirty = False
