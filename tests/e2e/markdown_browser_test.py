@@ -256,23 +256,19 @@ def test_a_tool_command_formats_the_persons_selection(editor):
     assert "- [ ] **enjoy it**" in server_text(bench)
 
 
-def test_export_downloads_the_file_in_the_browser(editor):
-    bench, page = editor
-    if not hasattr(bench.service, "export_bytes"):
-        # Until the md-doc exporter lands, stand in with the server renderer so the browser leg is exercised.
-        from deskbridge.kinds.markdown.render import render_html
-
-        def export_bytes(doc_id, fmt, *, typography):
-            body = render_html(bench.service.read(doc_id)["text"])
-            return f"<!doctype html><html><body>{body}</body></html>".encode(), "notes.html", "text/html"
-
-        bench.service.export_bytes = export_bytes
+@pytest.mark.parametrize(("action", "name", "magic"), [
+    ("export-html", "notes.html", b"<!DOCTYPE html"),
+    ("export-docx", "notes.docx", b"PK"),
+    ("export-pdf", "notes.pdf", b"%PDF"),
+])
+def test_export_downloads_the_file_in_the_browser(editor, action, name, magic):
+    _bench, page = editor
     page.click("#menu-export .menu-button")
-    with page.expect_download() as info:
-        page.click("#menu-export [data-action=export-html]")
+    with page.expect_download(timeout=90_000) as info:
+        page.click(f"#menu-export [data-action={action}]")
     download = info.value
-    assert download.suggested_filename == "notes.html"
-    assert b"Field notes" in Path(download.path()).read_bytes()
+    assert download.suggested_filename == name
+    assert Path(download.path()).read_bytes()[: len(magic)].upper() == magic.upper()
 
 
 def test_an_external_change_offers_reload(editor, tmp_path):

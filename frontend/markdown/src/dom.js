@@ -97,8 +97,10 @@ export function modal(id, titleKey, body, { wide = false, actions = [], onClose 
   return { el: dialog, close };
 }
 
-export function toast(message, kind = 'info', ms = 3500) {
-  const el = h(`div.toast.${kind}`, { role: kind === 'error' ? 'alert' : 'status' }, message);
+/** A short message in the corner; `action` {label, run} adds a button (e.g. a clipboard write needing a click). */
+export function toast(message, kind = 'info', ms = 3500, action = null) {
+  const el = h(`div.toast.${kind}`, { role: kind === 'error' ? 'alert' : 'status' }, h('span', {}, message),
+    action ? h('button.toast-action', { type: 'button', onclick: () => { action.run(); el.remove(); } }, action.label) : null);
   document.getElementById('toasts').append(el);
   setTimeout(() => el.classList.add('leaving'), ms - 300);
   setTimeout(() => el.remove(), ms);

@@ -43,6 +43,8 @@ const S = {
   'copy.zhihu': ['Copy for Zhihu', '复制到知乎', '複製到知乎', 'Zhihu 用にコピー'],
   'copy.juejin': ['Copy for Juejin', '复制到掘金', '複製到掘金', 'Juejin 用にコピー'],
   exporting: ['Exporting…', '正在导出…', '正在匯出…', 'エクスポート中…'],
+  exportedTo: ['An AI client exported {path}', 'AI 客户端已导出 {path}', 'AI 用戶端已匯出 {path}', 'AI クライアントが {path} をエクスポートしました'],
+  aiClipboardReady: ['Rich HTML for {target} is ready — click to copy it', '{target} 富文本已准备好，点击复制', '{target} 富文本已準備好，點擊複製', '{target} 用のリッチ HTML の準備ができました。クリックしてコピー'],
   copiedRich: ['Rich HTML copied ({target})', '已复制富文本（{target}）', '已複製富文本（{target}）', 'リッチ HTML をコピーしました（{target}）'],
   'panel.properties': ['Properties', '属性', '內容', 'プロパティ'],
   'panel.find': ['Find', '查找', '尋找', '検索'],

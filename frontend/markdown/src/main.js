@@ -14,7 +14,7 @@ import { showPreview, scrollPreviewToLine } from './preview.js';
 import { h, icon, menu, retranslate, toast } from './dom.js';
 import { t, setLanguage, LANGUAGES, THEMES, TYPOGRAPHIES } from './i18n.js';
 import { mcpState } from './status.js';
-import { openPanel, showApproval, closeApproval, refreshAudit, exportDocument, copyRich } from './panels.js';
+import { openPanel, showApproval, closeApproval, refreshAudit, exportDocument, copyRich, deliverClipboard } from './panels.js';
 
 const app = {
   clientId: `ui-${Math.random().toString(36).slice(2, 10)}`,
@@ -538,7 +538,8 @@ function connectEvents() {
 }
 
 function onUiEvent(data) {
-  if (data.kind === 'state' && data.state) applyUi(data.state);
+  if (data.type === 'clipboard' && data.html) deliverClipboard(app, data); // export.py copy_rich_html
+  else if (data.kind === 'state' && data.state) applyUi(data.state);
   else if (data.kind === 'panel') openPanel(data.panel, app);
   else if (data.kind === 'refresh') refreshPreview(true);
   else if (data.kind === 'command' && app.view) runEditorCommand(app.view, data.command);
@@ -568,6 +569,7 @@ function onDocEvent(data) {
   if (type === 'external-change') $('#external-banner').hidden = false;
   if (type === 'reloaded' || type === 'kept') $('#external-banner').hidden = true;
   if (type === 'flush-drafts') flushDrafts();
+  if (type === 'exported' && data.path) toast(t('exportedTo', { path: data.path }), 'ok', 5000);
 }
 
 /** The draft barrier: get local changes accepted, then say how many are still pending (0 lets a save go on). */

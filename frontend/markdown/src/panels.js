@@ -293,18 +293,42 @@ export async function exportDocument(app, format) {
   }
 }
 
+/** Write rich HTML (plus a plain-text fallback) to the clipboard; false when the browser refuses. */
+async function writeRichClipboard(html, text) {
+  try {
+    await navigator.clipboard.write([new ClipboardItem({
+      'text/html': new Blob([html], { type: 'text/html' }),
+      'text/plain': new Blob([text], { type: 'text/plain' }),
+    })]);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * An AI client's approved md_ui_copy_rendered_html: the server sends the HTML; the clipboard is written here.
+ * Browsers may require a click for clipboard access, so when the direct write is refused the person gets a button.
+ */
+export async function deliverClipboard(app, data) {
+  const label = t(`copy.${data.target}`);
+  if (await writeRichClipboard(data.html, data.text || '')) {
+    toast(t('copiedRich', { target: label }), 'ok');
+    return;
+  }
+  toast(t('aiClipboardReady', { target: label }), 'info', 30000, {
+    label: t('copy'),
+    run: () => writeRichClipboard(data.html, data.text || '').then((ok) => ok && toast(t('copied'), 'ok', 1800)),
+  });
+}
+
 export async function copyRich(app, target) {
   if (!app.docId) return;
   try {
     if (app.sync) await app.sync.flush(2000);
     const { html } = await api.rich(app.docId, target);
     const text = new DOMParser().parseFromString(html, 'text/html').body.textContent || '';
-    try {
-      await navigator.clipboard.write([new ClipboardItem({
-        'text/html': new Blob([html], { type: 'text/html' }),
-        'text/plain': new Blob([text], { type: 'text/plain' }),
-      })]);
-    } catch {
+    if (!await writeRichClipboard(html, text)) {
       // Older browsers or no permission: copy through a selection of a hidden rendered copy.
       const holder = h('div', { contenteditable: 'true', style: 'position:fixed;left:-9999px' });
       holder.innerHTML = html;

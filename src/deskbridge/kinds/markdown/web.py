@@ -9,7 +9,6 @@ Host/Origin checks and the per-launch UI secret are enforced by the platform mid
 
 from __future__ import annotations
 
-import inspect
 import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -22,6 +21,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from deskbridge.core.errors import BridgeError, ErrorCode, internal
+from deskbridge.kinds.markdown.export import FORMATS, RICH_TARGETS, export_bytes, rich_html
 from deskbridge.kinds.markdown.render import PREVIEW, render_html
 from deskbridge.kinds.markdown.ui_state import UiState
 
@@ -49,8 +49,13 @@ PREVIEW_WINDOW_MAX_LINES: Final = 5_000
 BLOCK_SEARCH_MAX_LINES: Final = 400
 """How far a window edge moves to reach a blank line (so a paragraph, list or table is not cut)."""
 
-EXPORT_FORMATS: Final = ("html", "pdf", "png", "docx")
-RICH_TARGETS: Final = ("wechat", "zhihu", "juejin")
+EXPORT_FORMATS: Final = {
+    "html": ("HTML", "text/html; charset=utf-8"),
+    "pdf": ("PDF", "application/pdf"),
+    "png": ("PNG", "image/png"),
+    "docx": ("Word", "application/vnd.openxmlformats-officedocument.wordprocessingml.document"),
+}
+"""The browser's format names → export.py's format names and the download's media type."""
 
 _STATUS: Final[dict[ErrorCode, int]] = {
     ErrorCode.NOT_FOUND: 404,
@@ -65,22 +70,6 @@ _STATUS: Final[dict[ErrorCode, int]] = {
 def error_response(error: BridgeError) -> JSONResponse:
     """The platform's error shape `{error: {code, message, hint, data?}}`; conflicts are 409."""
     return JSONResponse({"error": error.to_dict()}, status_code=_STATUS.get(error.code, 409))
-
-
-async def _maybe_await(value: Any) -> Any:
-    return await value if inspect.isawaitable(value) else value
-
-
-def _service_call(service: Any, name: str) -> Callable[..., Any]:
-    """The service's optional method `name` (export lands separately), or NOT_READY naming it."""
-    method = getattr(service, name, None)
-    if method is None:
-        raise BridgeError(
-            ErrorCode.NOT_READY,
-            f"the markdown service does not offer {name!r}",
-            hint="This build of deskbridge lacks that operation; update deskbridge.",
-        )
-    return method
 
 
 async def _json_body(request: Request) -> dict[str, Any]:
@@ -262,21 +251,26 @@ def markdown_routes(service: Any, ui_state: UiState | None = None) -> list[Route
         return service.reload_from_disk(doc_id) if action == "reload" else service.keep_local(doc_id)
 
     async def export(request: Request) -> Any:
-        doc_id = request.path_params["doc_id"]
-        fmt = _choice(request.query_params.get("format"), EXPORT_FORMATS, "format")
-        typography = state.snapshot()["typography"]
-        exporter = _service_call(service, "export_bytes")
-        data, filename, media_type = await _maybe_await(exporter(doc_id, fmt, typography=typography))
+        """The person's own export: the browser downloads the file (an AI's export goes through approval)."""
+        doc = service.get(request.path_params["doc_id"])
+        fmt = _choice(request.query_params.get("format"), tuple(EXPORT_FORMATS), "format")
+        name, media_type = EXPORT_FORMATS[fmt]
+        stem = Path(doc.name).stem or "document"
+        data = await export_bytes(name, doc.text, title=stem, base_dir=doc.path.parent if doc.path else None,
+                                  typography=state.snapshot()["typography"])
+        filename = f"{stem}{FORMATS[name]}"
         # RFC 6266 / 5987: an ASCII fallback plus the UTF-8 name, so 中文.md exports keep their name.
         ascii_name = filename.encode("ascii", "replace").decode().replace("?", "_").replace('"', "_")
         disposition = f"attachment; filename=\"{ascii_name}\"; filename*=UTF-8''{quote(filename)}"
         return Response(data, media_type=media_type, headers={"Content-Disposition": disposition})
 
     async def rich(request: Request) -> Any:
-        doc_id = request.path_params["doc_id"]
+        """Inline-styled HTML for the person's "copy to WeChat/Zhihu/Juejin"; the browser writes the clipboard."""
+        doc = service.get(request.path_params["doc_id"])
         target = _choice(request.query_params.get("target", "wechat"), RICH_TARGETS, "target")
-        typography = state.snapshot()["typography"]
-        html = await _maybe_await(_service_call(service, "rich_html")(doc_id, target, typography=typography))
+        html = await anyio.to_thread.run_sync(
+            lambda: rich_html(doc.text, target, base_dir=doc.path.parent if doc.path else None,
+                              typography=state.snapshot()["typography"]))
         return {"html": html, "target": target}
 
     # -- UI state and the draft barrier ------------------------------------------------------------------

@@ -176,16 +176,24 @@ async def test_ui_state_changes_are_validated_and_published(http, bench):
 
 
 async def test_export_downloads_with_the_documents_name(http, bench):
-    def export_bytes(doc_id, fmt, *, typography):
-        assert typography == "Simple"
-        return b"<html>ok</html>", "笔记.html", "text/html"
+    (bench.root / "中文笔记.md").write_text("# 标题\n\nBody $x^2$\n", encoding="utf-8")
+    opened = (await http.post(f"{MD}/open", json={"path": "中文笔记.md"})).json()
+    r = await http.get(f"{MD}/docs/{opened['docId']}/export", params={"format": "HTML"})
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
+    assert "filename*=UTF-8''%E4%B8%AD%E6%96%87%E7%AC%94%E8%AE%B0.html" in r.headers["content-disposition"]
+    page = r.content.decode("utf-8")
+    assert "<h1" in page and "标题" in page and "<math" in page  # self-contained: math as MathML
+    bad = await http.get(f"{MD}/docs/{opened['docId']}/export", params={"format": "exe"})
+    assert bad.status_code == 400 and bad.json()["error"]["data"]["allowed"] == ["html", "pdf", "png", "docx"]
 
-    bench.service.export_bytes = export_bytes
+
+async def test_rich_html_for_a_platform_has_inline_styles(http):
     doc = await open_doc(http)
-    r = await http.get(f"{MD}/docs/{doc['docId']}/export", params={"format": "HTML"})
-    assert r.status_code == 200 and r.content == b"<html>ok</html>"
-    assert "filename*=UTF-8''%E7%AC%94%E8%AE%B0.html" in r.headers["content-disposition"]
-    bad = await http.get(f"{MD}/docs/{doc['docId']}/export", params={"format": "exe"})
+    r = await http.get(f"{MD}/docs/{doc['docId']}/rich", params={"target": "wechat"})
+    body = r.json()
+    assert r.status_code == 200 and body["target"] == "wechat"
+    assert 'style="' in body["html"] and "Field notes" in body["html"]
+    bad = await http.get(f"{MD}/docs/{doc['docId']}/rich", params={"target": "weibo"})
     assert bad.status_code == 400
 
 
