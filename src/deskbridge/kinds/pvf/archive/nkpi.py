@@ -75,9 +75,17 @@ class _Source:
         self.paged = False
         self._guards: dict[int, bytes] = {}
 
+    def suspend(self) -> None:
+        """Close the file handle until the next read (Windows cannot replace a file that is open)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
     def raw(self, offset: int, length: int) -> bytes:
         """Bytes exactly as stored (ciphertext, page guards included), clipped at the end of the file."""
         length = max(0, min(length, self.size - offset))
+        if self._fd is None and self.path is not None:
+            self._fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
         if self._fd is None:
             return self._buf[offset : offset + length]
         parts = []
@@ -119,9 +127,8 @@ class _Source:
         return hit
 
     def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        self.suspend()
+        self.path = None
 
 
 def _detect(src: _Source) -> tuple[KeyScheme, hdr.Header, bool]:
@@ -443,11 +450,19 @@ class NkpiArchive(ArchiveBase):
             out.write(self._src.raw(pos, step))
             if progress:
                 progress(min(pos + step, self._src.size), self._src.size)
+        self._release_if_replacing()
+
+    def _release_if_replacing(self) -> None:
+        """Close the source handle once it is fully read when the save will rename over it (Windows cannot
+        replace an open file); any later read reopens it, e.g. after a failed rename."""
+        if getattr(self, "_replacing_source", False):
+            self._src.suspend()
 
     def _write(self, out: BinaryIO, progress: Progress | None) -> None:
         from .nkpi_writer import write_archive
 
         self._landed = write_archive(self, out, progress)
+        self._release_if_replacing()
 
     def _verify_written(self, path: Path, expected: Mapping[str, bytes | None]) -> int:
         """Re-open the written file; each staged file must sit where the writer put it and read back equal.
@@ -472,6 +487,14 @@ class NkpiArchive(ArchiveBase):
             return len(expected)
         finally:
             again.close()
+
+    def _save_to(self, target: Path, *, backup: bool, progress: Progress | None):  # type: ignore[no-untyped-def]
+        self._replacing_source = (self.source is not None and target.exists()
+                                  and os.path.samefile(target, self.source))
+        try:
+            return super()._save_to(target, backup=backup, progress=progress)
+        finally:
+            self._replacing_source = False
 
     def _reopen(self, path: Path) -> None:
         self._src.close()
