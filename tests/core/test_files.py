@@ -301,3 +301,17 @@ def test_writing_through_a_symlink_keeps_the_link_and_updates_its_file(tmp_path)
     link.symlink_to(real)
     atomic_write(link, b"new", expected_identity=file_identity(link))
     assert link.is_symlink() and real.read_bytes() == b"new"
+
+
+@pytest.mark.parametrize(
+    "writer",
+    [
+        lambda f: f.write(b"streamed content"),
+        lambda f: (f.write(b"XXXXXXXX content"), f.seek(0), f.write(b"streamed")),  # patches a header
+        lambda f: os.write(f.fileno(), b"streamed content"),  # bypasses write()
+    ],
+    ids=["plain-writes", "seek-and-patch", "raw-fd"],
+)
+def test_new_identity_hash_is_right_however_the_writer_writes(tmp_path, writer):
+    r = atomic_write(tmp_path / "f.bin", writer)
+    assert r.identity == file_identity(tmp_path / "f.bin")

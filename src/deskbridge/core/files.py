@@ -37,6 +37,7 @@ import secrets
 import shutil
 import stat
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -155,12 +156,40 @@ def _temp_name(target: Path) -> Path:
     return target.with_name(f"{TEMP_PREFIX}{stem}-{secrets.token_hex(6)}")
 
 
-def _write_temp(target: Path, content: Content, existing_mode: int | None, new_file_mode: int = 0o666) -> Path:
-    """Create, fill, flush and fsync a temp file next to `target`; remove it again if anything fails.
+class _HashingFile:
+    """The temp file as a writer sees it: writes are hashed on the way, so the new identity needs no re-read.
+
+    Anything that could write around `write` (seeking, `fileno()` for `os.write`/`tofile`, `writelines`,
+    `truncate`) turns the running hash off; the temp file is then hashed after writing instead.
+    """
+
+    def __init__(self, f: BinaryIO) -> None:
+        self._f = f
+        self._hash: Any = hashlib.sha256()
+
+    def write(self, data: Any) -> int:
+        n = self._f.write(data)
+        if self._hash is not None:
+            self._hash.update(memoryview(data).cast("B")[: n if n is not None else None])
+        return n
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("seek", "fileno", "writelines", "truncate", "raw", "detach"):
+            self._hash = None
+        return getattr(self._f, name)
+
+    def hexdigest(self) -> str | None:
+        return None if self._hash is None else self._hash.hexdigest()
+
+
+def _write_temp(
+    target: Path, content: Content, existing_mode: int | None, new_file_mode: int = 0o666
+) -> tuple[Path, str]:
+    """Create, fill, flush and fsync a temp file next to `target`; returns it and its SHA-256.
 
     The temp file is created with its final permissions *before* any byte is written: the existing
     target's mode (so a 0600 secret never sits in a 0644 temp file), else `new_file_mode` filtered by the
-    umask exactly as `open()` would.
+    umask exactly as `open()` would. A failure removes the temp file again.
     """
     tmp = _temp_name(target)
     create_mode = stat.S_IMODE(existing_mode) if existing_mode is not None else new_file_mode
@@ -171,16 +200,57 @@ def _write_temp(target: Path, content: Content, existing_mode: int | None, new_f
             os.fchmod(fd, stat.S_IMODE(existing_mode))  # the umask may have removed bits the original had
         with os.fdopen(fd, "wb") as f:
             if callable(content):
-                content(f)
+                proxy = _HashingFile(f)
+                content(proxy)  # type: ignore[arg-type]
+                digest = proxy.hexdigest()
             else:
                 f.write(content)
+                digest = hashlib.sha256(content).hexdigest()
             f.flush()
             os.fsync(f.fileno())
+        if digest is None:
+            digest = hash_file(tmp)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    return tmp
+    return tmp, digest
+
+
+class _BackgroundCheck:
+    """Hashes the current target in a thread while the new content is being written (2 cores, 1 wait)."""
+
+    def __init__(self, target: Path) -> None:
+        self.target = target
+        self.identity: FileIdentity | None = None
+        self.stat_key: tuple[int, ...] | None = None
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="deskbridge-identity", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            before = _stat_key(self.target)
+            self.identity = current_identity(self.target)
+            after = _stat_key(self.target)
+            self.stat_key = before if before == after else None
+        except BaseException as exc:  # reported by result()
+            self.error = exc
+
+    def result(self) -> tuple[FileIdentity | None, tuple[int, ...] | None]:
+        self._thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.identity, self.stat_key
+
+
+def _stat_key(path: Path) -> tuple[int, ...] | None:
+    """Everything a content write changes, ctime included (which `utime` cannot set back)."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 _RENAME_NOREPLACE = 1  # linux/fs.h
@@ -377,14 +447,25 @@ def atomic_write(
         mode = None
     except OSError as exc:
         raise _disk_error(exc, target, touched=False, committed=False) from exc
+    check = _BackgroundCheck(target) if expected_identity is not None else None
     try:
-        tmp = _write_temp(target, content, mode, new_file_mode)
+        tmp, digest = _write_temp(target, content, mode, new_file_mode)
     except OSError as exc:
+        if check is not None:
+            check.result()
         raise _disk_error(exc, target, touched=True, committed=False) from exc
+    except BaseException:
+        if check is not None:
+            check.result()
+        raise
     committed = False
     try:
-        if expected_identity is not None:
-            _check_identity(target, expected_identity, changed_code)
+        if check is not None and expected_identity is not None:
+            # Full content check (hashed while we wrote), then — right before the rename — proof that
+            # nothing touched the file since it was hashed: any write moves its ctime.
+            seen, key = check.result()
+            if seen != expected_identity or key is None or _stat_key(target) != key:
+                _check_identity(target, expected_identity, changed_code)  # in doubt: look again, deeply
         backup_path = _make_backup(target) if backup and mode is not None else None
         os.replace(tmp, target)
         committed = True
@@ -399,14 +480,15 @@ def atomic_write(
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
         raise _disk_error(exc, target, touched=True, committed=committed) from exc
-    return WriteResult(target, file_identity(target), backup_path)
+    st = target.stat()
+    return WriteResult(target, FileIdentity(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, digest), backup_path)
 
 
 def publish_new(path: Path | str, content: Content, *, new_file_mode: int = 0o666) -> WriteResult:
     """Create `path` with `content` only if nothing is there — atomically; else `TARGET_EXISTS`, disk untouched."""
     target = Path(path)
     try:
-        tmp = _write_temp(target, content, None, new_file_mode)
+        tmp, digest = _write_temp(target, content, None, new_file_mode)
     except OSError as exc:
         raise _disk_error(exc, target, touched=True, committed=False) from exc
     try:
@@ -429,9 +511,10 @@ def publish_new(path: Path | str, content: Content, *, new_file_mode: int = 0o66
         raise _disk_error(exc, target, touched=True, committed=False) from exc
     try:
         fsync_dir(target.parent)
+        st = target.stat()
     except OSError as exc:
         raise _disk_error(exc, target, touched=True, committed=True) from exc
-    return WriteResult(target, file_identity(target))
+    return WriteResult(target, FileIdentity(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, digest))
 
 
 def publish_directory(path: Path | str, fill: Callable[[Path], None]) -> Path:
