@@ -11,6 +11,7 @@ recovering parser keeps what it can and every error becomes a `parse-error` diag
 from __future__ import annotations
 
 import io
+import operator
 import re
 import sys
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ _BRACKET_INDEX = re.compile(r"\\?\[[0-9]+\]$")
 
 # Reference tuple fields, kept positional for compactness (35 k of them on the benchmark data).
 R_ASSET, R_TYPE, R_VALUE, R_LINE, R_COL, R_END, R_KIND, R_ELEMENT, R_PARENT, R_ATTR = range(10)
+_BY_POSITION = operator.itemgetter(R_LINE, R_COL)
 Ref = tuple[int, str, str, int, int, int, str, str, str, str]
 """(asset index in the file, target type, target id, line, column, end column, kind, element, parent,
 attribute) — kind is `attribute`, `content` or `inheritFrom`; columns are 1-based, end exclusive."""
@@ -185,6 +187,8 @@ class _Locator:
 
 def _split_ref(value: str, ref_type: str) -> tuple[str, str] | None:
     """(target type, id) of a reference value, or None for macros, expressions and empty values."""
+    if value and value[0] not in "$= \t\r\n" and value[-1] not in "] \t\r\n" and ":" not in value:
+        return ref_type, value  # the common case, without any string surgery
     value = value.strip()
     if not value or value[0] in "$=":
         return None
@@ -193,7 +197,9 @@ def _split_ref(value: str, ref_type: str) -> tuple[str, str] | None:
         prefix = prefix.rpartition(":")[2].strip()
         if prefix:
             ref_type = prefix
-    value = _BRACKET_INDEX.sub("", value).strip()
+    if value.endswith("]"):
+        value = _BRACKET_INDEX.sub("", value)
+    value = value.strip()
     return (ref_type, value) if value else None
 
 
@@ -220,7 +226,7 @@ def extract_records(data: bytes, model: SchemaModel | None) -> FileRecords:
         # the fallback element map and belong to the asset that includes it.
         if model is not None:
             _walk(root, model.fallback.get(rec.root), -1, model, rec, _Locator(data), "")
-            rec.refs.sort(key=lambda r: (r[R_LINE], r[R_COL]))
+            rec.refs.sort(key=_BY_POSITION)
         _xincludes(root, rec)
         return rec
     locator = _Locator(data)
@@ -270,7 +276,7 @@ def extract_records(data: bytes, model: SchemaModel | None) -> FileRecords:
             _walk(child, model.asset_types.get(name) or model.fallback.get(name), index, model, rec,
                   locator, "")
     _xincludes(root, rec)
-    rec.refs.sort(key=lambda r: (r[R_LINE], r[R_COL]))
+    rec.refs.sort(key=_BY_POSITION)
     for el in _JOINED(root):
         rec.joins.append((_local(el.tag), el.get(XAI_JOIN, ""), el.sourceline or 0))
         if el.get(XAI_JOIN, "").strip().lower() not in JOIN_ACTIONS:
@@ -300,7 +306,7 @@ def _walk(top: etree._Element, top_type: str | None, index: int, model: SchemaMo
           locator: _Locator, top_parent: str) -> None:
     """Typed references below one asset: each element's type comes from its parent's type (the same name
     means different things under different parents), falling back to the name's global meaning."""
-    children_of = model.children
+    children_of = _walk_children(model)
     attr_refs = model.attr_refs
     content_refs = model.content_refs
     with_refs = model.with_refs
@@ -325,16 +331,35 @@ def _walk(top: etree._Element, top_type: str | None, index: int, model: SchemaMo
                     _emit(refs, locator, index, el, name, parent, "", text, spec[0], spec[1])
         kids = children_of.get(t) if t is not None else None
         for child in el.iterchildren(tag=etree.Element):
-            cname = local.get(child.tag) or _local(child.tag)
+            ctag = child.tag
+            cname = local.get(ctag) or _local(ctag)
             ct = kids.get(cname) if kids else None
             if ct is None:
                 ct = fallback.get(cname)
                 if ct is None:
-                    if child.tag != XI_INCLUDE:
+                    if ctag != XI_INCLUDE:
                         stack.append((child, None, name))  # unknown element: look below it anyway
                     continue
-            if ct in with_refs:
-                stack.append((child, ct, name))
+                if ct not in with_refs:
+                    continue
+            elif not ct:
+                continue  # declared here, and nothing below it can reference anything
+            stack.append((child, ct, name))
+
+
+def _walk_children(model: SchemaModel) -> dict[str, dict[str, str]]:
+    """`model.children` with ref-free child types replaced by '' so the walk decides with one lookup."""
+    cached = _WALK_CHILDREN.get(id(model))
+    if cached is not None and cached[0] is model:
+        return cached[1]
+    with_refs = model.with_refs
+    out = {t: {n: (ct if ct in with_refs else "") for n, ct in kids.items()} for t, kids in model.children.items()}
+    _WALK_CHILDREN.clear()  # one model at a time is the norm; never grow
+    _WALK_CHILDREN[id(model)] = (model, out)
+    return out
+
+
+_WALK_CHILDREN: dict[int, tuple[SchemaModel, dict[str, dict[str, str]]]] = {}
 
 
 def _emit(refs: list[Ref], locator: _Locator, index: int, el: etree._Element, element: str, parent: str,
