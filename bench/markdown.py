@@ -29,7 +29,7 @@ from deskbridge.core.events import EventBus
 from deskbridge.core.tools import CallContext
 from deskbridge.kinds.markdown.demo import make_stress_document
 from deskbridge.kinds.markdown.outline import outline
-from deskbridge.kinds.markdown.render import PreviewRenderer, render_spec
+from deskbridge.kinds.markdown.render import render_spec
 from deskbridge.kinds.markdown.service import MarkdownService
 from deskbridge.kinds.markdown.tools import markdown_tools
 
@@ -63,7 +63,7 @@ def bench_spec() -> dict[str, Any]:
 
 
 async def measure_edit_to_event(service: MarkdownService, bus: EventBus, edits: int,
-                                preview: PreviewRenderer | None = None) -> dict[str, Any]:
+                                preview: bool = False) -> dict[str, Any]:
     """Time `edits` MCP text edits from the tool call until the `doc` update event is delivered to a bus
     subscriber; with `preview`, also the incremental preview render that follows."""
     tool = {s.name: s for s in markdown_tools(service)}["md_apply_text_edit"]
@@ -71,8 +71,8 @@ async def measure_edit_to_event(service: MarkdownService, bus: EventBus, edits: 
     to_event: list[float] = []
     to_preview: list[float] = []
     try:
-        if preview is not None:
-            preview.render(service.get().text)  # the preview the browser already shows
+        if preview:
+            service.preview_html()  # the preview the browser already shows
         for i in range(edits):
             doc = service.get()
             text = doc.text
@@ -86,8 +86,8 @@ async def measure_edit_to_event(service: MarkdownService, bus: EventBus, edits: 
                 if event.data.get("type") == "update":
                     break
             to_event.append(time.perf_counter() - start)
-            if preview is not None:
-                preview.render(service.get().text)
+            if preview:
+                service.preview_html()  # what the web UI's preview route serves next
                 to_preview.append(time.perf_counter() - start)
     finally:
         sub.close()
@@ -105,7 +105,7 @@ def bench_edit(text: str, edits: int) -> dict[str, Any]:
         service = MarkdownService(path, events=bus, approval_settings={"enabled": False})
 
         async def run() -> dict[str, Any]:
-            return await measure_edit_to_event(service, bus, edits, PreviewRenderer())
+            return await measure_edit_to_event(service, bus, edits, preview=True)
 
         return asyncio.run(run())
 

@@ -31,6 +31,8 @@ from deskbridge.kinds.markdown.approvals import (
 from deskbridge.kinds.markdown.collab import Edit, map_range
 from deskbridge.kinds.markdown.document import MarkdownDocument
 from deskbridge.kinds.markdown.drafts import DraftTracker
+from deskbridge.kinds.markdown.outline import Heading, outline
+from deskbridge.kinds.markdown.render import PreviewRenderer
 from deskbridge.kinds.markdown.scope import AccessScope, Workspace
 
 log = logging.getLogger(__name__)
@@ -71,6 +73,9 @@ class MarkdownService:
         self.current_id: str | None = None
         self._ids = itertools.count(1)
         self._write_lock = asyncio.Lock()
+        self._renderers: dict[str, PreviewRenderer] = {}
+        self._preview_cache: dict[str, tuple[int, str]] = {}
+        self._outline_cache: dict[str, tuple[int, list[Heading]]] = {}
         self.ui_state: Any | None = None
         """Set by the md-ui side (`ui_state.py`) so status tools can report theme/layout."""
         if self.workspace.document is not None:
@@ -172,6 +177,34 @@ class MarkdownService:
         doc = self.get(doc_id)
         text, version = doc.collab.snapshot()
         return {**self.describe(doc), "text": text, "version": version, "revision": f"{version}-{doc.epoch}"}
+
+    # --- derived views (cached per document version) ------------------------------------------------
+
+    def preview_html(self, doc_id: str | None = None) -> tuple[str, int]:
+        """The preview HTML of the current text and the version it shows (only changed sections re-render).
+
+        The web UI's preview route and `md_get_rendered_html` both use this, so there is one renderer and
+        one cache per document."""
+        doc = self.get(doc_id)
+        text, version = doc.collab.snapshot()
+        cached = self._preview_cache.get(doc.doc_id)
+        if cached is not None and cached[0] == version:
+            return cached[1], version
+        renderer = self._renderers.setdefault(doc.doc_id, PreviewRenderer())
+        html = renderer.render(text, doc.collab.offsets.newline_positions)
+        self._preview_cache[doc.doc_id] = (version, html)
+        return html, version
+
+    def outline(self, doc_id: str | None = None) -> tuple[list[Heading], int]:
+        """The heading outline of the current text and its version (cached until the next update)."""
+        doc = self.get(doc_id)
+        text, version = doc.collab.snapshot()
+        cached = self._outline_cache.get(doc.doc_id)
+        if cached is not None and cached[0] == version:
+            return cached[1], version
+        heads = outline(text)
+        self._outline_cache[doc.doc_id] = (version, heads)
+        return heads, version
 
     # --- collab (browser) ------------------------------------------------------------------------------
 
@@ -400,6 +433,8 @@ class MarkdownService:
                               hint="Save it first, or close with discard true.")
         del self.docs[doc.doc_id]
         self.drafts.forget(doc.doc_id)
+        for cache in (self._renderers, self._preview_cache, self._outline_cache):
+            cache.pop(doc.doc_id, None)
         if self.current_id == doc.doc_id:
             self.current_id = next(iter(self.docs), None)
         self.publish("doc", {"type": "closed", "docId": doc.doc_id})

@@ -21,8 +21,6 @@ from deskbridge.kinds.markdown import export as export_mod
 from deskbridge.kinds.markdown.approvals import APPROVAL_OUTCOME, AUDIT_KEEP
 from deskbridge.kinds.markdown.collab import Edit
 from deskbridge.kinds.markdown.edits import check_expected_text, replace_text_edits, resolve_range
-from deskbridge.kinds.markdown.outline import outline
-from deskbridge.kinds.markdown.render import EXPORT, render_html
 from deskbridge.kinds.markdown.search import Query, search_files
 from deskbridge.kinds.markdown.sections import find_section, patch_section_edit, read_lines
 from deskbridge.kinds.markdown.service import MarkdownService
@@ -239,8 +237,8 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
 
     async def get_outline(ctx: CallContext, args: DocArgs) -> dict[str, Any]:
         doc = service.get(args.doc_id)
-        text, version = doc.collab.snapshot()
-        items = [h.to_dict() for h in outline(text)]
+        heads, version = service.outline(doc.doc_id)
+        items = [h.to_dict() for h in heads]
         truncated = len(items) > 5000
         return {"docId": doc.doc_id, "revision": f"{version}-{doc.epoch}", "items": items[:5000], "truncated": truncated}
 
@@ -279,8 +277,7 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
 
     async def get_rendered_html(ctx: CallContext, args: HtmlArgs) -> dict[str, Any]:
         doc = service.get(args.doc_id)
-        text, version = doc.collab.snapshot()
-        html = render_html(text, EXPORT)
+        html, version = service.preview_html(doc.doc_id)
         raw = html.encode("utf-8")
         truncated = len(raw) > HTML_MAX_BYTES
         if truncated:
