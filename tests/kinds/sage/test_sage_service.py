@@ -201,3 +201,23 @@ def test_sdk_from_environment_and_config(minimod, monkeypatch, deskbridge_home):
     with pytest.raises(BridgeError) as err:
         SageService(minimod.mod)
     assert err.value.code == "INVALID_ARGUMENT" and "DESKBRIDGE_SAGE_SDK" in err.value.message
+
+
+def test_a_failed_build_keeps_the_last_good_index_answering(minimod, monkeypatch):
+    async def scenario() -> None:
+        service = SageService(minimod.mod, minimod.sdk, snapshot_quiet_s=600)
+        await service.start(watch=False)
+        good = await service.usable_index(wait_for_index=True, timeout_s=30)
+
+        def broken(*args, **kwargs):
+            raise OSError("disk on fire")
+
+        monkeypatch.setattr(service.builder, "build", broken)
+        await service.rebuild()
+        status = service.status()
+        assert status["state"] == "error" and "disk on fire" in status["error"]
+        assert (await service.usable_index()).build_id == good.build_id
+        assert queries.find_asset(service.index, "Tank")["total"] == 1
+        await service.stop()
+
+    asyncio.run(scenario())
