@@ -183,3 +183,13 @@ async def test_the_browser_calls_the_same_tools_as_caller_ui(folder: Path) -> No
         r = await http.post(srv.base_url + "/api/tools/probe_fail", json={"arguments": {"code": "NOT_FOUND"}},
                             headers=srv.ui_headers())
         assert r.status_code == 404 and r.json()["error"]["code"] == "NOT_FOUND"
+
+
+async def test_mcp_switched_off_in_settings_answers_503_with_the_way_back(folder: Path) -> None:
+    async with running_server(folder, kind="probe") as srv, httpx2.AsyncClient() as http:
+        srv.app.update_settings({"mcp_enabled": False})
+        r = await http.post(srv.mcp_url, json=INIT, headers={**ACCEPT, **srv.auth_headers()})
+        assert r.status_code == 503 and "mcp_enabled true" in r.json()["error"]["hint"]
+        srv.app.update_settings({"mcp_enabled": True})
+        r = await http.post(srv.mcp_url, json=INIT, headers={**ACCEPT, **srv.auth_headers()})
+        assert r.status_code == 200

@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.tools import CallContext
@@ -139,6 +140,25 @@ def api_routes(app: App) -> list[BaseRoute]:
     ]
 
 
+class MCPEndpoint:
+    """The SDK's Streamable HTTP endpoint, behind the `mcp_enabled` switch (read on every request, so the person can
+    turn MCP off from the settings panel while the server runs)."""
+
+    def __init__(self, app: App, sdk_endpoint: ASGIApp) -> None:
+        self.app = app
+        self.sdk_endpoint = sdk_endpoint
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not self.app.settings.mcp_enabled:
+            response = JSONResponse({"error": {
+                "code": "MCP_DISABLED", "message": "MCP is turned off in deskbridge's settings",
+                "hint": "Turn it on in the web UI's MCP settings or run `deskbridge config set mcp_enabled true`."}},
+                status_code=503)
+            await response(scope, receive, send)
+            return
+        await self.sdk_endpoint(scope, receive, send)
+
+
 def build_web_app(app: App, *, port: int, extra_hosts: list[str] | None = None,
                   require_token: bool = True) -> Starlette:
     """The whole HTTP surface of one running App."""
@@ -149,7 +169,7 @@ def build_web_app(app: App, *, port: int, extra_hosts: list[str] | None = None,
         app=mcp_server,
         security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
-    mcp_endpoint = StreamableHTTPASGIApp(session_manager)
+    mcp_endpoint = MCPEndpoint(app, StreamableHTTPASGIApp(session_manager))
 
     async def index(request: Request) -> Response:
         key = request.query_params.get("k")
