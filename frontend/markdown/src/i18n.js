@@ -58,6 +58,7 @@ const S = {
   'cmd.undo': ['Undo', '撤销', '復原', '元に戻す'],
   'cmd.redo': ['Redo', '重做', '重做', 'やり直し'],
   'cmd.selectAll': ['Select all', '全选', '全選', 'すべて選択'],
+  'cmd.copy': ['Copy', '复制', '複製', 'コピー'],
   'cmd.paragraph': ['Paragraph', '正文', '內文', '本文'],
   'cmd.heading1': ['Heading 1', '标题 1', '標題 1', '見出し 1'],
   'cmd.heading2': ['Heading 2', '标题 2', '標題 2', '見出し 2'],
