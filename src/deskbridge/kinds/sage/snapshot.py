@@ -104,7 +104,7 @@ def write_snapshot(index: SageIndex, stale: bool = False, data_dir: Path | None 
     folder.mkdir(parents=True, exist_ok=True)
     current = folder / "current.json.gz"
     body = json.dumps(snapshot_json(index, stale), separators=(",", ":"), ensure_ascii=False).encode()
-    data = gzip.compress(body, compresslevel=5)
+    data = gzip.compress(body, compresslevel=3)
     if current.exists():
         # Hard-link then rename, so `current` never disappears, even for a moment.
         tmp_prev = folder / f".previous.{os.getpid()}.tmp"
