@@ -164,6 +164,10 @@ def test_no_sdk_is_reported_once_not_as_hundreds_of_errors(minimod, monkeypatch)
     index = service.open_sync()
     assert service.sdk is None
     assert len(codes(index, "sdk-not-configured")) == 1
+    # DATA:static.xml and friends are not each reported; a missing relative include still is
+    assert [d.message for d in codes(index, "include-not-found")] == [
+        "all include 'Missing.xml' does not resolve to a file"]
+    assert index.stats["suppressedIncludeNotFound"] == 3  # static, global, GlobalDefines
     assert queries.find_asset(index, "Tank")["total"] == 1
 
 

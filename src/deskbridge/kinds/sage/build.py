@@ -135,6 +135,7 @@ class IndexBuilder:
             resolveCalls=self.resolver.calls,
             streamCount=len(entries),
             manifestAssetCount=len(walk.manifest_assets),
+            suppressedIncludeNotFound=walk.suppressed,
             walkMs=round((t_walk - t0) * 1000, 1),
             elapsedMs=round((time.perf_counter() - t0) * 1000, 1),
         )
@@ -186,6 +187,7 @@ class _Walk:
         self.manifest_assets: list[AssetDef] = []
         self.manifests_loaded: dict[str, list[AssetDef] | None] = {}
         self.art_pending: set[str] = set()
+        self.suppressed = 0
         self._edges_done: set[str] = set()
         self._chain: list[str] = []
         self._visited: dict[str, int] = {}
@@ -258,7 +260,9 @@ class _Walk:
             manifest = self.b.manifest_for(target, source) or ""
         if first_time:
             self.edges.append(IncludeEdge(path, kind, source, line, target, manifest))
-            if target is None:
+            if target is None and self.b.sdk is None and _has_alias(source):
+                self.suppressed += 1  # one `sdk-not-configured` says it all (research/sage.md §1.4)
+            elif target is None:
                 self.diag(path, line, "include-not-found", "warning",
                           f"{kind} include {source!r} does not resolve to a file")
         if target is None:
@@ -288,6 +292,11 @@ class _Walk:
             self.manifests_loaded[manifest] = defs
             self.manifest_assets.extend(defs)
         return self.manifests_loaded[manifest] is not None
+
+
+def _has_alias(source: str) -> bool:
+    alias, sep, _ = source.partition(":")
+    return bool(sep) and alias.strip().casefold() in ("data", "art", "audio", "root")
 
 
 def _asset_at(rec: FileRecords, line: int) -> int:
