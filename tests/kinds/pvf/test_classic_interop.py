@@ -90,3 +90,17 @@ def test_full_rewrite_reproduces_the_tools_bytes(vector):
     out = io.BytesIO()
     ar._write(out, None)  # the edit path (re-sorted tree, copied ciphertext) with nothing staged
     assert out.getvalue() == raw
+
+
+def test_links_and_registries_resolve_like_the_tools():
+    if not (DATA / "pt_tw_shared.pvf").is_file():
+        pytest.skip("pt_tw_shared.pvf not found")
+    ar = open_archive(DATA / "pt_tw_shared.pvf")
+    assert ar.resolve_link(1, "name_mp") == "魔力藥水"
+    assert ar.resolve_link(9, "name_mp") is None
+    reg = ar.registry("equipment/equipment.lst")
+    assert reg.resolve(2) == "equipment/character/swordman/weapon/longsword.equ"
+    assert ar.exists(reg.resolve(301))
+    from deskbridge.kinds.pvf.archive import Archive
+
+    assert isinstance(ar, Archive)

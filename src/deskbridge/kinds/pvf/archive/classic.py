@@ -341,6 +341,16 @@ class ClassicArchive(ArchiveBase):
     def read_text(self, path: str) -> str:
         return self.strings.read_text(path)
 
+    def resolve_link(self, table_id: int, key: str) -> str | None:
+        """Text of the string link `<table_id::key>` (n_string.lst → `.str` → `key>value`), None if unresolved."""
+        return self.strings.link_text(table_id, key)
+
+    def registry(self, list_path: str):  # -> lists.Registry
+        """The `.lst` registry at `list_path` (ids → directory-relative paths; `resolve(id)` → archive path)."""
+        from deskbridge.kinds.pvf.lists import parse_classic_list
+
+        return parse_classic_list(self.file_info(list_path).path, self.read(list_path), self.strings.table)
+
     def text_to_payload(self, path: str, text: str) -> bytes:
         return self.strings.text_to_payload(path, text)
 
