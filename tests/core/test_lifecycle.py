@@ -455,3 +455,19 @@ async def test_folder_kinds_write_their_own_files_through_write_source(tmp_path)
     eng.commit("mcp:1", wid, {"b.xml": "<b/>"})
     out = await eng.save(workspace_id=wid)
     assert (folder / "b.xml").read_text() == "<b/>" and out["identity"] is None and not out["sourceDirty"]
+
+
+async def test_editors_are_released_after_a_failed_operation_and_not_bothered_before_the_barrier(src):
+    eng, wid = await opened(src, barrier_timeout_s=5)
+    eng.drafts.register("tab-1")
+    async with eng.bus.subscribe("ui") as sub:
+        await raises(ErrorCode.STALE_WORKSPACE, eng.save(workspace_id="ws-old"))  # refused before asking
+        assert sub.get_nowait() is None
+        eng.commit("ui", wid, {"a": "x"})
+        write_json(src, {"a": "external"})
+        editors = asyncio.create_task(answer_prepares(eng, {"tab-1": False}))
+        await asyncio.sleep(0)
+        await raises(ErrorCode.SOURCE_CHANGED, eng.save(workspace_id=wid))  # fails after the barrier
+        await editors
+        events = [sub.get_nowait().data for _ in range(2)]
+    assert [e["event"] for e in events] == ["prepare", "release"] and events[1]["outcome"] == "failed"

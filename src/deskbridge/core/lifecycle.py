@@ -112,6 +112,8 @@ class DraftBarrier:
         self._lock = threading.Lock()
         self._clients: set[str] = set()
         self._rounds: dict[str, _Round] = {}
+        self._frozen: set[str] = set()
+        """Operations whose `prepare` went out and whose `release` has not."""
 
     def register(self, client_id: str) -> None:
         with self._lock:
@@ -133,6 +135,7 @@ class DraftBarrier:
                 return
             rnd = _Round(expected, asyncio.get_running_loop())
             self._rounds[operation_id] = rnd
+            self._frozen.add(operation_id)
         self.bus.publish("ui", {"event": "prepare", "operationId": operation_id, "operation": operation,
                                 "workspaceId": workspace.id, "revision": workspace.revision,
                                 "clients": sorted(expected)})
@@ -167,7 +170,11 @@ class DraftBarrier:
             rnd.loop.call_soon_threadsafe(rnd.complete.set)
 
     def release(self, operation_id: str, outcome: str) -> None:
-        """Unfreeze the editors (always called, success or failure)."""
+        """Unfreeze the editors after an operation that asked them (called on success and failure alike)."""
+        with self._lock:
+            if operation_id not in self._frozen:
+                return
+            self._frozen.discard(operation_id)
         self.bus.publish("ui", {"event": "release", "operationId": operation_id, "outcome": outcome})
 
 
