@@ -172,6 +172,7 @@ def markdown_routes(service: Any, ui_state: UiState | None = None) -> list[Route
     made when none is given). The service learns the UI state so its status tool can report theme and layout.
     """
     state = ui_state if ui_state is not None else UiState(events=getattr(service, "events", None))
+    render_lock = anyio.Lock()
     if getattr(service, "ui_state", None) is None:
         service.ui_state = state
 
@@ -219,7 +220,10 @@ def markdown_routes(service: Any, ui_state: UiState | None = None) -> list[Route
         first = request.query_params.get("from")
         last = request.query_params.get("to")
         if first is None and len(text) <= PREVIEW_FULL_MAX_CHARS:
-            html = await anyio.to_thread.run_sync(render_html, text, PREVIEW)
+            # The service's cached, incremental renderer (also behind md_get_rendered_html); one render at a
+            # time, off the event loop.
+            async with render_lock:
+                html, version = await anyio.to_thread.run_sync(service.preview_html, doc.doc_id)
             return {"html": html, "version": version}
         # A large document is previewed a window of lines at a time (the part the person looks at): rendering
         # all of a 120,000-line document takes seconds and would hold the interpreter on every keystroke.
