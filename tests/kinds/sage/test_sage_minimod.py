@@ -240,3 +240,14 @@ def test_persisted_include_answers_are_dropped_when_a_folder_changes(minimod, mo
     edge = next(e for e in index.includes if e.source == "DATA:static.xml")
     assert edge.target == str(minimod.mod / "Data" / "STATIC.xml")
     assert queries.find_asset(index, "ModStatic")["total"] == 1
+
+
+def test_edits_to_unreached_files_change_nothing_but_new_files_rebuild(minimod):
+    service = SageService(minimod.mod, minimod.sdk)
+    before = service.open_sync()
+    unused = minimod.mod / "Data/Unused.xml"
+    unused.write_text(unused.read_text().replace("Orphan", "StillOrphan"))
+    assert service.reindex_sync([str(unused)]) is before  # nothing includes it: same index
+    fresh = minimod.write("Data/Units/Fresh.xml", '<AssetDeclaration xmlns="uri:ea.com:eala:asset"/>')
+    after = service.reindex_sync([str(fresh)])
+    assert after is not before and str(fresh) in after.source_candidates

@@ -130,22 +130,26 @@ class ProjectIndexer:
     def _reindex(self, paths: Iterable[str]) -> SageIndex:
         paths = {os.path.abspath(p) for p in paths}
         old = self.index
-        dirs = {os.path.dirname(p) for p in paths}
-        vanished_or_new = [p for p in paths if (old is None or p not in old.files) or not os.path.exists(p)]
-        if any(p.casefold().endswith(".xsd") for p in paths):
+        schema_dir = str(self._entry.parent) if self._entry else None
+        if schema_dir and any(p.casefold().endswith(".xsd") and p.startswith(schema_dir + os.sep) for p in paths):
+            # The schemas changed: every record may type its references differently.
             with self._model_lock:
                 self._model = None
-            assert self._entry is not None
             entry = self._entry
+            assert entry is not None
             self.store = RecordStore(self.model, self.store.cache_file, lambda: schema_digest(entry),
                                      schema_fingerprint(entry))
             self.builder.store = self.store
             self._cache_loaded = True
             return self.build_sync()
-        if old is None or vanished_or_new:
-            self.resolver.invalidate(dirs | {os.path.dirname(d) for d in dirs})
-            self.store.invalidate(paths)
+        if old is None:
             return self.build_sync()
+        relevant = {p for p in paths if not self._cannot_matter(old, p)}
+        if not relevant:
+            return old
+        if any(p not in old.files or not os.path.exists(p) for p in relevant):
+            return self.build_sync()  # files appeared or vanished: includes may resolve differently
+        paths = relevant
         self.store.invalidate(paths)
         changed = {}
         for p in paths:
@@ -160,6 +164,16 @@ class ProjectIndexer:
             return self.build_sync()
         self.index = new
         return new
+
+    def _cannot_matter(self, old: SageIndex, path: str) -> bool:
+        """A file no stream reaches, which already existed at the last build, cannot change any answer."""
+        if path in old.files or path.casefold().endswith((".babproj", ".manifest")):
+            return False
+        if not path.casefold().endswith((".xml", ".w3x")):
+            return True
+        folder, name = os.path.split(path)
+        listing = self.resolver.tree.cached_listing(folder)  # as seen by the last build, not as now
+        return bool(listing) and name in listing and os.path.exists(path)
 
     def save_cache(self) -> bool:
         """Write the records cache (and the resolver's answers) when anything changed."""

@@ -57,6 +57,10 @@ class CaseFoldTree:
         self._listings[directory] = entries
         return entries
 
+    def cached_listing(self, directory: str) -> dict[str, tuple[str, bool]] | None:
+        """The listing taken earlier, without listing again (None when never listed)."""
+        return self._listings.get(directory)
+
     def forget(self, directory: str) -> None:
         """Drop one directory's listing (the watcher saw something appear or vanish there)."""
         self._listings.pop(directory, None)
