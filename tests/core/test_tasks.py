@@ -12,6 +12,7 @@ from deskbridge.core import limits
 from deskbridge.core.engine import Engine
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.events import EventBus
+from deskbridge.core.plans import PlanKind, make_change
 from deskbridge.core.tasks import LogRing, TaskManager, TaskState
 
 pytestmark = pytest.mark.anyio
@@ -326,3 +327,47 @@ async def test_a_sync_tool_in_a_worker_thread_can_start_a_task_after_bind_loop()
 def test_start_from_a_thread_without_a_loop_is_a_clear_error():
     with pytest.raises(RuntimeError, match="bind_loop"):
         TaskManager(EventBus()).start(lambda h: None, owner="ui", label="x")
+
+
+async def test_shutdown_cancels_what_it_may_and_waits_for_commits():
+    eng = Engine(JsonStore())
+    await eng.open(None)
+    gate = asyncio.Event()
+    committed = []
+
+    async def long_read(h):
+        await asyncio.sleep(3600)
+
+    async def committing(h):
+        await gate.wait()
+        committed.append(True)
+
+    reader = eng.start_task(long_read, owner="mcp:1", label="search")
+    saver = eng.start_task(committing, owner="ui", label="save", cancellable=False)
+    wid = eng.identity_data()["workspaceId"]
+    plan = eng.create_plan(PlanKind.EDIT, owner="ui", workspace_id=wid, revision=1,
+                           changes=[make_change("k", None, "v")])
+    await asyncio.sleep(0)
+    asyncio.get_running_loop().call_later(0.05, gate.set)
+    out = await eng.shutdown(timeout_s=5)
+    assert out == {"stillRunningTasks": [], "discardedPlans": [plan.id]}
+    assert eng.tasks.status(reader.id)["state"] == "cancelled"
+    assert eng.tasks.status(saver.id)["state"] == "succeeded" and committed == [True]
+
+
+async def test_a_task_outliving_a_reopen_cannot_write_into_the_new_workspace():
+    eng = Engine(JsonStore())
+    first = await eng.open(None)
+    gate = asyncio.Event()
+
+    async def indexer(h):  # a background read task that commits its result at the end
+        await gate.wait()
+        return eng.commit("ui", h.workspace_id, {"index": "built for the old workspace"})
+
+    task = eng.start_task(indexer, owner="ui", label="index")
+    second = await eng.open(None, workspace_id=first["workspaceId"])
+    gate.set()
+    await eng.tasks.wait(task.id, 2)
+    assert eng.tasks.status(task.id)["error"]["code"] == "STALE_WORKSPACE"
+    with pytest.raises(BridgeError):
+        eng.read(second["workspaceId"], "index")

@@ -316,6 +316,23 @@ class Engine:
         self.bus.publish("plan", {"event": "discarded", "planId": plan_id, "caller": caller})
         return info
 
+    async def shutdown(self, timeout_s: float = 30.0) -> dict[str, Any]:
+        """Stop serving: cancel cancellable tasks, wait for uncancellable commits, drop pending plans.
+
+        The workspace itself stays as it is (unsaved changes are not touched); returns what was done.
+        """
+        still_running = await self.tasks.shutdown(timeout_s)
+        dropped = []
+        with self.lock:
+            for kind in (PlanKind.SCRIPT, PlanKind.EXPORT):
+                plan = self.plans.pending(kind)
+                if plan is not None:
+                    plan.state = PlanState.DISCARDED
+                    dropped.append(plan.id)
+        for plan_id in dropped:
+            self.bus.publish("plan", {"event": "discarded", "planId": plan_id, "caller": "shutdown"})
+        return {"stillRunningTasks": still_running, "discardedPlans": dropped}
+
     # -- lifecycle -----------------------------------------------------------------------------------------
 
     async def open(self, path: Path | str | None, *, expected_epoch: int | None = None,

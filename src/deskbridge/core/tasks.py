@@ -23,6 +23,7 @@ come from any thread.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import itertools
 import secrets
@@ -186,6 +187,12 @@ class TaskHandle:
     @property
     def task_id(self) -> str:
         return self._task.id
+
+    @property
+    def workspace_id(self) -> str | None:
+        """The workspace the task was admitted for: pass it to commits, so a task that outlives a
+        reopen gets `STALE_WORKSPACE` instead of writing its old result into the new workspace."""
+        return self._task.workspace_id
 
     def progress(self, done: float, total: float | None = None, message: str | None = None) -> None:
         """Report progress. `done` never goes backwards (a smaller value is ignored, the message still shows)."""
@@ -412,6 +419,20 @@ class TaskManager:
             fn()
         else:
             loop.call_soon_threadsafe(fn)
+
+    async def shutdown(self, timeout_s: float = 30.0) -> list[str]:
+        """Cancel every cancellable task and wait (up to `timeout_s`) for all to finish — including the
+        uncancellable ones, which are committing to disk. Returns the ids still running after the wait."""
+        with self.lock:
+            live = [t for t in self._tasks.values() if not t.state.finished]
+        for t in live:
+            if t.cancellable:
+                with contextlib.suppress(BridgeError):
+                    self.cancel(t.id, UI_CALLER)
+        waits = [t.done_event.wait() for t in live if t.done_event is not None]
+        if waits:
+            await asyncio.wait([asyncio.ensure_future(w) for w in waits], timeout=timeout_s)
+        return [t.id for t in live if not t.state.finished]
 
     # -- housekeeping ----------------------------------------------------------------------------------
 
