@@ -315,3 +315,70 @@ def test_writing_through_a_symlink_keeps_the_link_and_updates_its_file(tmp_path)
 def test_new_identity_hash_is_right_however_the_writer_writes(tmp_path, writer):
     r = atomic_write(tmp_path / "f.bin", writer)
     assert r.identity == file_identity(tmp_path / "f.bin")
+
+
+class _FakeFn:
+    """Stands in for a libc/kernel32 function: records its arguments and fails with a chosen errno."""
+
+    def __init__(self, result, err=0):
+        self.calls = []
+        self.result, self.err = result, err
+
+    def __call__(self, *args):
+        self.calls.append(args)
+        return self.result
+
+
+@pytest.mark.parametrize(
+    "result, err, expect",
+    [(0, 0, True), (-1, 17, FileExistsError), (-1, 45, False), (-1, 13, PermissionError)],
+    ids=["renamed", "EEXIST", "ENOTSUP-falls-back", "EACCES"],
+)
+def test_macos_renamex_np_is_called_with_rename_excl(tmp_path, monkeypatch, result, err, expect):
+    import ctypes
+    import errno as errno_mod
+
+    fn = _FakeFn(result)
+    monkeypatch.setattr(sys, "platform", "darwin")
+    monkeypatch.setattr(files, "_libc", lambda: type("Libc", (), {"renamex_np": fn})())
+    monkeypatch.setattr(ctypes, "get_errno", lambda: err)
+    monkeypatch.setattr(files, "_UNSUPPORTED_ERRNOS", {errno_mod.ENOSYS, errno_mod.EINVAL, 45})
+    src, dst = tmp_path / "a", tmp_path / "b"
+    if isinstance(expect, type):
+        with pytest.raises(expect):
+            files._native_noreplace(src, dst)
+    else:
+        assert files._native_noreplace(src, dst) is expect
+    assert fn.calls == [(os.fsencode(src), os.fsencode(dst), 0x4)]
+
+
+@pytest.mark.parametrize("ok, last_error, expect", [(1, 0, True), (0, 183, FileExistsError), (0, 80, FileExistsError)])
+def test_windows_movefileexw_never_passes_replace_existing(tmp_path, monkeypatch, ok, last_error, expect):
+    import ctypes
+
+    fn = _FakeFn(ok)
+    monkeypatch.setattr(sys, "platform", "win32")
+    monkeypatch.setattr(ctypes, "WinDLL", lambda *a, **k: type("K32", (), {"MoveFileExW": fn})(), raising=False)
+    monkeypatch.setattr(ctypes, "get_last_error", lambda: last_error, raising=False)
+    src, dst = tmp_path / "a", tmp_path / "b"
+    if isinstance(expect, type):
+        with pytest.raises(expect):
+            files._native_noreplace(src, dst)
+    else:
+        assert files._native_noreplace(src, dst) is True
+    (_src, _dst, flags), = fn.calls
+    assert flags & 0x1 == 0  # MOVEFILE_REPLACE_EXISTING is never set
+    assert flags & 0x8  # MOVEFILE_WRITE_THROUGH: durable before returning
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux renameat2 errno handling")
+def test_linux_without_renameat2_support_falls_back_to_link(tmp_path, monkeypatch):
+    import ctypes
+
+    fn = _FakeFn(-1)
+    monkeypatch.setattr(files, "_libc", lambda: type("Libc", (), {"renameat2": fn})())
+    monkeypatch.setattr(ctypes, "get_errno", lambda: 38)  # ENOSYS: old kernel
+    src, dst = tmp_path / "a", tmp_path / "b"
+    src.write_bytes(b"x")
+    rename_noreplace(src, dst)
+    assert dst.read_bytes() == b"x" and not src.exists() and len(fn.calls) == 1
