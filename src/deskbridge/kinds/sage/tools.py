@@ -114,6 +114,7 @@ def sage_tools(service: SageService) -> list[ToolSpec]:
             body["stats"] = dict(index.stats)
             body["diagnostics"] = queries.diagnostic_counts(index)
             body["assetTypes"] = queries.asset_type_counts(index)
+        body["snapshot"] = str(service.last_snapshot) if service.last_snapshot else None
         return service.answer(body)
 
     async def list_projects(ctx: CallContext, args: StatusArgs) -> dict[str, Any]:
