@@ -471,3 +471,22 @@ async def test_editors_are_released_after_a_failed_operation_and_not_bothered_be
         await editors
         events = [sub.get_nowait().data for _ in range(2)]
     assert [e["event"] for e in events] == ["prepare", "release"] and events[1]["outcome"] == "failed"
+
+
+async def test_closing_an_untitled_workspace_with_save_policy_needs_save_as(tmp_path):
+    eng = Engine(JsonStore())
+    wid = (await eng.open(None))["workspaceId"]
+    eng.commit("ui", wid, {"a": "draft"})
+    await raises(ErrorCode.SAVE_AS_REQUIRED, eng.close(workspace_id=wid, dirty_policy="save"))
+    assert eng.status()["workspaceId"] == wid
+
+
+async def test_save_as_with_adopt_makes_the_copy_the_new_source(tmp_path):
+    eng = Engine(JsonStore())
+    wid = (await eng.open(None))["workspaceId"]
+    eng.commit("ui", wid, {"a": "text"})
+    out = await eng.save_copy(tmp_path / "new.json", workspace_id=wid, adopt=True)
+    assert out["sourcePath"] == str(tmp_path / "new.json") and out["sourceDirty"] is False
+    eng.commit("ui", wid, {"a": "more"})
+    await eng.save(workspace_id=wid)  # now goes to the adopted file
+    assert read_json(tmp_path / "new.json") == {"a": "more"}

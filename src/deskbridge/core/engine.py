@@ -354,10 +354,10 @@ class Engine:
 
     async def save_copy(self, target: Path | str, *, workspace_id: str, expected_revision: int | None = None,
                         overwrite: bool = False, observed_identity: FileIdentity | dict[str, Any] | None = None,
-                        caller: str = "ui") -> dict[str, Any]:
+                        adopt: bool = False, caller: str = "ui") -> dict[str, Any]:
         return await self.lifecycle.save_copy(target, workspace_id=workspace_id,
                                               expected_revision=expected_revision, overwrite=overwrite,
-                                              observed_identity=observed_identity, caller=caller)
+                                              observed_identity=observed_identity, adopt=adopt, caller=caller)
 
 
 def _plan_event(info: dict[str, Any]) -> dict[str, Any]:

@@ -364,9 +364,14 @@ class Lifecycle:
         expected_revision: int | None = None,
         overwrite: bool = False,
         observed_identity: FileIdentity | dict[str, Any] | None = None,
+        adopt: bool = False,
         caller: str = "ui",
     ) -> dict[str, Any]:
-        """Save-as: write a copy to `target`; the source path, `dirty` state and workspaceId stay as they are."""
+        """Save-as: write a copy to `target`; the source path, `dirty` state and workspaceId stay as they are.
+
+        `adopt=True` (for a new, untitled document): the copy becomes the workspace's source — later saves
+        go there and the workspace is clean. The seed's archive semantics are the default (a copy only).
+        """
         dest = self._check_copy_target(target)
         if isinstance(observed_identity, dict):
             observed_identity = FileIdentity.from_dict(observed_identity)
@@ -387,9 +392,14 @@ class Lifecycle:
             def write() -> files.WriteResult:
                 serialise = lambda out: self.store.serialize(ws, out)  # noqa: E731
                 if not overwrite:
-                    return files.publish_new(dest, serialise)
-                return files.atomic_write(dest, serialise, expected_identity=observed_identity,
-                                          changed_code=ErrorCode.TARGET_CHANGED)
+                    written = files.publish_new(dest, serialise)
+                else:
+                    written = files.atomic_write(dest, serialise, expected_identity=observed_identity,
+                                                 changed_code=ErrorCode.TARGET_CHANGED)
+                if adopt:  # recorded in the thread, like a save: survives a cancelled caller
+                    with self.engine.lock:
+                        ws.source_path, ws.source_identity, ws.saved_revision = dest, written.identity, revision
+                return written
 
             written = await _uninterruptible(write)
             result = {"writtenPath": str(dest), "sourcePath": None if ws.source_path is None else str(ws.source_path),
