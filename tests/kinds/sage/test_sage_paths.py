@@ -139,3 +139,15 @@ def test_schema_model_of_the_real_sdk(sage_data, tmp_path):
     assert len(cached) == 1 and cached[0].name.startswith(first.digest)
     again = load_schema(entry, tmp_path)
     assert again.attr_refs == first.attr_refs and again.with_refs == first.with_refs
+
+
+@pytest.mark.parametrize("home", [True, False])
+def test_the_same_directories_as_the_shared_settings_module(tmp_path, monkeypatch, home):
+    from deskbridge.settings import deskbridge_dirs as shared_dirs
+
+    if home:
+        monkeypatch.setenv("DESKBRIDGE_HOME", str(tmp_path))
+    else:
+        monkeypatch.delenv("DESKBRIDGE_HOME", raising=False)
+    mine, shared = deskbridge_dirs(), shared_dirs()
+    assert (mine.cache, mine.data, mine.config) == (shared.cache, shared.data, shared.config)

@@ -1,6 +1,7 @@
 """Where deskbridge keeps its cache, data and config, and the `sage` part of the user config.
 
-Both functions are deliberately small so the lead can later point them at the shared settings module.
+The same directories and file as `deskbridge.settings` (the shared settings module), read without pydantic:
+the one-shot CLI and a warm start must not pay ~100 ms of imports for two keys.
 """
 
 from __future__ import annotations
@@ -35,12 +36,12 @@ def deskbridge_dirs() -> DeskbridgeDirs:
     """The platformdirs locations, or `$DESKBRIDGE_HOME/{cache,data,config}` when that variable is set."""
     home = os.environ.get(HOME_ENV)
     if home:
-        base = Path(home)
+        base = Path(home).expanduser()
         return DeskbridgeDirs(cache=base / "cache", data=base / "data", config=base / "config")
     return DeskbridgeDirs(
-        cache=Path(platformdirs.user_cache_dir("deskbridge")),
-        data=Path(platformdirs.user_data_dir("deskbridge")),
-        config=Path(platformdirs.user_config_dir("deskbridge")),
+        cache=Path(platformdirs.user_cache_dir("deskbridge", appauthor=False)),
+        data=Path(platformdirs.user_data_dir("deskbridge", appauthor=False)),
+        config=Path(platformdirs.user_config_dir("deskbridge", appauthor=False)),
     )
 
 
