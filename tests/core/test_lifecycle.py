@@ -490,3 +490,8 @@ async def test_save_as_with_adopt_makes_the_copy_the_new_source(tmp_path):
     eng.commit("ui", wid, {"a": "more"})
     await eng.save(workspace_id=wid)  # now goes to the adopted file
     assert read_json(tmp_path / "new.json") == {"a": "more"}
+
+
+async def test_unknown_dirty_policy_is_invalid(src):
+    eng, wid = await opened(src)
+    await raises(ErrorCode.INVALID_ARGUMENT, eng.close(workspace_id=wid, dirty_policy="force"))

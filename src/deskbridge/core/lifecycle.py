@@ -46,9 +46,19 @@ T = TypeVar("T")
 
 
 class DirtyPolicy(StrEnum):
+    """What open/close do with unsaved changes: refuse (default), save them first, or drop them."""
+
     REJECT = "reject"
     SAVE = "save"
     DISCARD = "discard"
+
+    @classmethod
+    def parse(cls, value: DirtyPolicy | str) -> DirtyPolicy:
+        try:
+            return cls(value)
+        except ValueError:
+            raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"dirtyPolicy {value!r} is not one of reject, save, discard",
+                              "Pass dirtyPolicy 'reject' (default), 'save' or 'discard'.") from None
 
 
 class Store(Protocol):
@@ -219,7 +229,7 @@ class Lifecycle:
         caller: str = "ui",
     ) -> dict[str, Any]:
         """Open `path` (None: a new workspace without a source file) in place of the current workspace."""
-        policy = DirtyPolicy(dirty_policy)
+        policy = DirtyPolicy.parse(dirty_policy)
         target = None if path is None else Path(path)
         if target is not None and not target.is_absolute():
             raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"{str(target)!r} is not an absolute path",
@@ -263,7 +273,7 @@ class Lifecycle:
         dirty_policy: DirtyPolicy | str = DirtyPolicy.REJECT,
         caller: str = "ui",
     ) -> dict[str, Any]:
-        policy = DirtyPolicy(dirty_policy)
+        policy = DirtyPolicy.parse(dirty_policy)
         eng = self.engine
         async with self._exclusive("close", refuse_export_plan=True) as op_id:
             ws = eng.check_lifecycle_identity(None, workspace_id, expected_revision)
