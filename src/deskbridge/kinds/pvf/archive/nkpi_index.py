@@ -186,15 +186,18 @@ class PathIndex:
             out_off = ends - ln
             total = int(ends[-1]) if len(ends) else 0
             idx = np.repeat(src - out_off, ln) + np.arange(total, dtype=np.int64)
-            kinds = np.repeat(kind, ln)
-            buf = np.zeros(total, dtype=np.uint8)
-            for k, pool in enumerate(self._src):
-                at = np.flatnonzero(kinds == k)
-                if len(at):
-                    units = pool.units
-                    got = units[np.minimum(idx[at], len(units) - 1)] if len(units) else np.zeros(len(at), np.uint8)
-                    got = np.where(idx[at] < len(units), got, 0)
-                    buf[at] = np.where(got < 0x80, got, ord("?")).astype(np.uint8)  # slow rows are redone below
+            used = np.unique(kind[(ln > 0) & (kind < 2)])
+            if len(used) == 1:  # the usual case: every string of the block lives in one pool
+                units = self._src[int(used[0])].units
+                buf = units[np.minimum(idx, len(units) - 1)].astype(np.uint8)
+            else:
+                kinds = np.repeat(kind, ln)
+                buf = np.zeros(total, dtype=np.uint8)
+                for k, pool in enumerate(self._src):
+                    at = np.flatnonzero(kinds == k)
+                    if len(at) and len(pool.units):
+                        buf[at] = pool.units[np.minimum(idx[at], len(pool.units) - 1)].astype(np.uint8)
+            buf[out_off[1::2] + ln[1::2] - 1] = 0  # name terminators (and the lone one of slow rows)
             buf[out_off[0::2][has_dir] + dl[has_dir]] = ord("/")
             block = buf.tobytes().decode("ascii").split("\0")[:-1]
             if len(block) != hi - lo:  # a terminator missing somewhere: resolve this block one by one
