@@ -495,3 +495,15 @@ async def test_save_as_with_adopt_makes_the_copy_the_new_source(tmp_path):
 async def test_unknown_dirty_policy_is_invalid(src):
     eng, wid = await opened(src)
     await raises(ErrorCode.INVALID_ARGUMENT, eng.close(workspace_id=wid, dirty_policy="force"))
+
+
+async def test_reported_draft_state_shows_in_status_but_the_barrier_still_asks(src):
+    eng, wid = await opened(src, barrier_timeout_s=0.05)
+    eng.drafts.register("tab-1")
+    eng.drafts.register("tab-2")
+    eng.drafts.report("tab-1", False)
+    eng.drafts.report("stranger", True)  # unregistered editors are ignored
+    assert eng.status()["editorDrafts"] == {"tab-1": False, "tab-2": None}
+    # tab-1 reported "no draft", but a report is no answer to this operation: still UI_NOT_READY
+    err = await raises(ErrorCode.UI_NOT_READY, eng.save(workspace_id=wid))
+    assert err.data["clients"] == ["tab-1", "tab-2"]

@@ -103,6 +103,7 @@ class Engine:
                 "pendingPlan": None if write_plan is None else write_plan.id,
                 "pendingExportPlan": None if export_plan is None else export_plan.id,
                 "editors": self.drafts.clients(),
+                "editorDrafts": self.drafts.reported_drafts(),
             }
 
     def current(self, workspace_id: str | None, expected_revision: int | None = None) -> Workspace:

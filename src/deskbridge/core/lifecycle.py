@@ -124,6 +124,8 @@ class DraftBarrier:
         self._rounds: dict[str, _Round] = {}
         self._frozen: set[str] = set()
         """Operations whose `prepare` went out and whose `release` has not."""
+        self._reported: dict[str, bool] = {}
+        """Draft state each editor last reported on its own, for status displays only."""
 
     def register(self, client_id: str) -> None:
         with self._lock:
@@ -132,6 +134,22 @@ class DraftBarrier:
     def unregister(self, client_id: str) -> None:
         with self._lock:
             self._clients.discard(client_id)
+            self._reported.pop(client_id, None)
+
+    def report(self, client_id: str, has_drafts: bool) -> None:
+        """An editor says whether it holds a draft, unasked — shown in status (e.g. workspace_info).
+
+        Never trusted for a lifecycle decision: a report can be late, which is why `check` always asks
+        (seed "前端同步与任务边界": a dirty flag reported with delay does not close the race).
+        """
+        with self._lock:
+            if client_id in self._clients:
+                self._reported[client_id] = bool(has_drafts)
+
+    def reported_drafts(self) -> dict[str, bool | None]:
+        """Each registered editor's last reported draft state (None: it never reported)."""
+        with self._lock:
+            return {c: self._reported.get(c) for c in sorted(self._clients)}
 
     def clients(self) -> list[str]:
         with self._lock:
