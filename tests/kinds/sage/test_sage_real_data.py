@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 from pathlib import Path
 
+import pytest
 from lxml import etree
 
 from deskbridge.kinds.sage import forward, queries
@@ -149,3 +150,19 @@ def test_references_in_xi_included_fragments_belong_to_the_including_asset(real_
     owner_file = real_index.files[real_index.fragment_owners[real_index.real_path(frag["file"])][0][0]]
     assert frag["from"]["viaFragment"].endswith("UIComponentSUDs.xml")
     assert (frag["from"]["type"], frag["from"]["id"]) == tuple(owner_file.assets[0][:2])
+
+
+def test_definitions_list_their_join_actions(real_index):
+    """RA3Afterdash overrides vanilla units with xai:joinAction edits; get_definition shows them."""
+    for defs in real_index.assets["GameObject"].values():
+        d = defs[-1]
+        rec = real_index.files.get(d.file)
+        if d.origin == "project" and rec is not None and rec.joins:
+            out = queries.get_definition(real_index, "GameObject", d.id)
+            if out["joinActions"]:
+                action = out["joinActions"][0]
+                assert out["startLine"] <= action["line"] <= out["endLine"]
+                line = out["excerpt"].split("\n")[action["line"] - out["startLine"]]
+                assert "joinAction" in line or action["element"] in line
+                return
+    pytest.skip("no project GameObject with xai:joinAction in this data")

@@ -206,6 +206,10 @@ def get_definition(index: SageIndex, asset_type: str, ident: str, which: int | N
         return out
     start, end, excerpt, truncated = _excerpt(d.file, d.line, d.type)
     out.update(startLine=start, endLine=end, excerpt=excerpt, truncated=truncated)
+    rec = index.files.get(d.file)
+    # xai:joinAction edits (Replace/Remove/Append) change what the parent asset's children become.
+    out["joinActions"] = [{"element": e, "action": a, "line": ln} for e, a, ln in (rec.joins if rec else ())
+                          if start <= ln <= end][:limits.LIST_PAGE_DEFAULT]
     return out
 
 
