@@ -161,3 +161,16 @@ def test_mutated_plaintext_sections_only_raise_typed_errors(mask):
     """Mutations under the encryption: file table, hash table, pools, GRPI and chunk contents."""
     with contextlib.suppress(BridgeError):
         fz.fuzz_archive_plain(mask)
+
+
+def test_one_damaged_chunk_leaves_the_rest_readable(legacy_bytes):
+    h = hdr.decrypt(legacy_bytes[:48], LEGACY)
+    data = bytearray(legacy_bytes)
+    data[h.body_offset + 2] ^= 0xFF  # inside chunk 0's deflate stream
+    ar = NkpiArchive(bytes(data), recover=False)
+    bad = [p for p in ar.paths() if ar.file_info(p).extra["chunk"] == 0]
+    good = [p for p in ar.paths() if ar.file_info(p).extra["chunk"] == 1]
+    assert ar.read_text(good[0]).startswith("[name]")
+    with pytest.raises(BridgeError) as err:
+        ar.read(bad[0])
+    assert err.value.code is ErrorCode.PVF_CORRUPT and err.value.data["offset"] == h.body_offset

@@ -296,22 +296,30 @@ class NkpiArchive(ArchiveBase):
         raise first_error
 
     def _check_body_key(self, src: _Source) -> None:
-        """Confirm the body key on the first non-empty chunk; recover it when it does not inflate."""
+        """Confirm the body key on up to three non-empty chunks; recover it when none of them inflates.
+
+        One damaged chunk must not make the whole archive unreadable: if the key works on any probe the
+        archive opens, and only reads from the damaged chunk fail (`PVF_CORRUPT` at that chunk).
+        """
+        probes: list[tuple[int, bytes, int]] = []
         for i in range(len(self.grpi)):
             comp = self._chunk_cipher(i, src)
-            if not comp:
-                continue
-            raw_len = int(self.grpi["raw"][i])
-            if inflate_exact(crypt(comp, self.scheme.body), raw_len) is not None:
-                return
-            seed = recover_zlib_seed(comp, raw_len, MAGIC_DATA) if self._recover else None
-            if seed is None:
-                raise corrupt(self.header.body_offset + self._chunk_start(i),
-                              f"chunk {i}: a zlib stream inflating to {raw_len} bytes under the body key")
+            if comp:
+                probes.append((i, comp, int(self.grpi["raw"][i])))
+                if len(probes) == 3:
+                    break
+        if not probes or any(inflate_exact(crypt(c, self.scheme.body), n) is not None for _, c, n in probes):
+            return
+        i, comp, raw_len = probes[0]
+        seed = recover_zlib_seed(comp, raw_len, MAGIC_DATA) if self._recover else None
+        if seed is not None:
             self.scheme = replace(self.scheme, body=seed)
             if self.variant != "paged":
                 self.variant = "recovered"
             return
+        self.warnings.append(corrupt(self.header.body_offset + self._chunk_start(i),
+                                     f"chunk {i}: a zlib stream inflating to {raw_len} bytes under the body key "
+                                     "(reads from damaged chunks will fail)"))
 
     # ------------------------------------------------------------------------------------------ chunks
     def _chunk_start(self, i: int) -> int:
