@@ -135,9 +135,12 @@ def patch_section_edit(text: str, path: str, op: PatchOp, content: str) -> tuple
     return section, Edit(section.body_start + keep, section.end, lead + new[keep:])
 
 
-def read_lines(text: str, first_line: int, last_line: int | None, *, max_bytes: int) -> dict[str, Any]:
-    """Lines first..last (1-based, inclusive) capped at `max_bytes` of UTF-8; says `truncated` and where to go on."""
-    om = OffsetMap(text)
+def read_lines(text: str, first_line: int, last_line: int | None, *, max_bytes: int,
+               offsets: OffsetMap | None = None) -> dict[str, Any]:
+    """Lines first..last (1-based, inclusive) capped at `max_bytes` of UTF-8; says `truncated` and where to go on.
+
+    Pass the document's `offsets` map (whose text is `text`) to reuse its line table."""
+    om = offsets if offsets is not None else OffsetMap(text)
     total = om.line_count
     if first_line < 1 or first_line > total:
         raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"startLine {first_line} is outside the document (1..{total})")

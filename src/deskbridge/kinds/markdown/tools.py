@@ -53,6 +53,13 @@ class ReadDocumentArgs(ToolArgs):
     max_bytes: int = Field(READ_MAX_BYTES, alias="maxBytes", ge=1024, le=READ_MAX_BYTES, description="Cap on returned text (UTF-8 bytes); the answer says `truncated` and `nextStartLine`.")
 
 
+class OutlineArgs(ToolArgs):
+    doc_id: str | None = _DOC_ID
+    cursor: str | None = Field(None, description="nextCursor from the previous page of headings.")
+    limit: int = Field(1000, ge=1, le=2000, description="Headings per page.")
+    max_level: int = Field(6, alias="maxLevel", ge=1, le=6, description="Only headings up to this level.")
+
+
 class ReadSectionArgs(ToolArgs):
     doc_id: str | None = _DOC_ID
     heading_path: str = Field(alias="headingPath", min_length=1, max_length=2000, description="Heading titles from outside in, separated by '>', e.g. 'Intro > Setup'. Outer levels may be left out when the rest is unique.")
@@ -218,7 +225,8 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
     async def get_current_document(ctx: CallContext, args: ReadDocumentArgs) -> dict[str, Any]:
         doc = service.get(args.doc_id)
         text, version = doc.collab.snapshot()
-        page = read_lines(text, args.start_line, args.end_line, max_bytes=args.max_bytes)
+        page = read_lines(text, args.start_line, args.end_line, max_bytes=args.max_bytes,
+                          offsets=doc.collab.offsets if doc.version == version else None)
         return {
             "docId": doc.doc_id,
             "filePath": str(doc.path) if doc.path else None,
@@ -235,18 +243,23 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
             **({"nextStartLine": page["nextStartLine"]} if "nextStartLine" in page else {}),
         }
 
-    async def get_outline(ctx: CallContext, args: DocArgs) -> dict[str, Any]:
+    async def get_outline(ctx: CallContext, args: OutlineArgs) -> dict[str, Any]:
         doc = service.get(args.doc_id)
         heads, version = service.outline(doc.doc_id)
-        items = [h.to_dict() for h in heads]
-        truncated = len(items) > 5000
-        return {"docId": doc.doc_id, "revision": f"{version}-{doc.epoch}", "items": items[:5000], "truncated": truncated}
+        wanted = [h for h in heads if h.level <= args.max_level]
+        start = int(args.cursor) if args.cursor and args.cursor.isdigit() else 0
+        page = wanted[start : start + args.limit]
+        more = start + args.limit < len(wanted)
+        return {"docId": doc.doc_id, "revision": f"{version}-{doc.epoch}", "items": [h.to_dict() for h in page],
+                "total": len(wanted), "truncated": more, "nextCursor": str(start + args.limit) if more else None}
 
     async def read_section(ctx: CallContext, args: ReadSectionArgs) -> dict[str, Any]:
         doc = service.get(args.doc_id)
         text, version = doc.collab.snapshot()
-        section = find_section(text, args.heading_path)
-        page = read_lines(text, section.heading.line, section.heading.end_line, max_bytes=args.max_bytes)
+        heads, _ = service.outline(doc.doc_id)
+        section = find_section(text, args.heading_path, heads)
+        page = read_lines(text, section.heading.line, section.heading.end_line, max_bytes=args.max_bytes,
+                          offsets=doc.collab.offsets if doc.version == version else None)
         return {
             "docId": doc.doc_id,
             "revision": f"{version}-{doc.epoch}",
@@ -459,7 +472,8 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
              ReadDocumentArgs, get_current_document, read_only=True, vex="get_current_document"),
         spec("md_get_document_outline", "Outline of a document",
              "Headings with level, title, line, endLine and the heading path to use with md_read_section and "
-             "md_patch_section.", DocArgs, get_outline, read_only=True, vex="get_document_outline"),
+             "md_patch_section; paginated (nextCursor), maxLevel filters.", OutlineArgs, get_outline,
+             read_only=True, vex="get_document_outline"),
         spec("md_read_section", "Read one section",
              "The text of the section under a heading path (heading line to the next heading of the same or "
              "higher level), with its line range.", ReadSectionArgs, read_section, read_only=True),
