@@ -88,9 +88,16 @@ def serve(
     port: Annotated[int | None, typer.Option(help="Port (default: the `port` setting, 17891).")] = None,
     allow_remote: Annotated[bool, typer.Option("--allow-remote", help="Allow a non-loopback --host (you must "
                                                "trust your network: anyone with the token can act).")] = False,
+    allowed_host: Annotated[list[str] | None, typer.Option(
+        "--allowed-host", help="With --allow-remote: a host name or address clients use to reach this machine "
+        "(repeatable). Requests naming any other Host are refused (DNS-rebinding protection).")] = None,
     no_browser: Annotated[bool, typer.Option("--no-browser", help="Do not open the web UI.")] = False,
 ) -> None:
-    """Serve PATH: the web UI at http://127.0.0.1:PORT/ and MCP (Streamable HTTP) at /mcp."""
+    """Serve PATH: the web UI at http://127.0.0.1:PORT/ and MCP (Streamable HTTP) at /mcp.
+
+    Examples: `deskbridge serve notes/`, `deskbridge serve Script.pvf --port 17900`,
+    `deskbridge serve MyMod --sdk ~/ra3-sdk`.
+    """
     from deskbridge.web.security import is_loopback
 
     if not is_loopback(host) and not allow_remote:
@@ -98,13 +105,13 @@ def serve(
                                hint="deskbridge is local by default. Pass --allow-remote as well if you really "
                                "mean to expose it (the bearer token then protects it)."))
     try:
-        _serve(path, kind, sdk, host, port, allow_remote, no_browser)
+        _serve(path, kind, sdk, host, port, allow_remote, no_browser, allowed_host or [])
     except BridgeError as error:
         raise fail(error) from error
 
 
 def _serve(path: Path | None, kind: str | None, sdk: Path | None, host: str, port: int | None,
-           allow_remote: bool, no_browser: bool) -> None:
+           allow_remote: bool, no_browser: bool, allowed_hosts: list[str] | None = None) -> None:
     import uvicorn
 
     from deskbridge.app import App
@@ -118,7 +125,11 @@ def _serve(path: Path | None, kind: str | None, sdk: Path | None, host: str, por
     if path is not None:
         application.open(path, kind=kind, options=_kind_options(sdk))
     sock = bind_socket(host, port)
-    extra_hosts = [] if is_loopback(host) else [host]
+    wildcard = host in ("0.0.0.0", "::")
+    extra_hosts = [] if is_loopback(host) else [*([] if wildcard else [host]), *(allowed_hosts or [])]
+    if wildcard and not allowed_hosts:
+        err.print("[bold yellow]warning:[/] listening on all addresses, but only loopback Host names are accepted; "
+                  "add --allowed-host NAME for each name clients use to reach this machine.")
     web = build_web_app(application, port=port, extra_hosts=extra_hosts)
     shown_host = host if ":" not in host else f"[{host}]"
     base = f"http://{shown_host}:{port}"

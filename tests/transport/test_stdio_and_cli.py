@@ -85,3 +85,37 @@ def test_config_set_rejects_unknown_keys_and_bad_values() -> None:
     assert unknown.returncode == 2 and "unknown setting" in unknown.stderr
     bad = run_cli("config", "set", "port", "99999")
     assert bad.returncode == 2 and "port" in bad.stderr
+
+
+def test_allow_remote_serves_with_a_warning_and_only_the_named_hosts(tmp_path: Path, deskbridge_home: Path) -> None:
+    import time
+
+    import httpx2
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "deskbridge", "serve", str(tmp_path), "--kind", "probe",
+                             "--host", "0.0.0.0", "--allow-remote", "--allowed-host", "studio.local",
+                             "--port", str(port), "--no-browser"], stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ))
+    try:
+        for _ in range(200):
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                    break
+            except OSError:
+                time.sleep(0.05)
+        token = (deskbridge_home / "config" / "token").read_text().strip()
+        headers = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"}
+        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+        url = f"http://127.0.0.1:{port}/mcp"
+        named = httpx2.post(url, json=init, headers={**headers, "Host": f"studio.local:{port}"})
+        assert named.status_code == 200
+        other = httpx2.post(url, json=init, headers={**headers, "Host": f"evil.example.com:{port}"})
+        assert other.status_code == 421
+    finally:
+        proc.terminate()
+        _, stderr = proc.communicate(timeout=10)
+    assert "warning:" in stderr and "anyone who can reach it" in stderr
