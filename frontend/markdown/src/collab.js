@@ -164,6 +164,8 @@ export class DocSync {
       if (isAi(updates[i].clientID)) {
         const id = ++markSeq;
         this.view.dispatch(receiveAiUpdate(this.view.state, updates[i], id));
+        // For page scripts and measurements (tests/e2e/markdown_browser_bench.py): an AI edit is on screen.
+        window.dispatchEvent(new CustomEvent('deskbridge:ai-edit', { detail: { client: updates[i].clientID, docId: this.docId } }));
         setTimeout(() => { if (!this.closed) this.view.dispatch({ effects: clearAiMark.of(id) }); }, AI_HIGHLIGHT_MS);
         remote = true;
         i += 1;
