@@ -119,7 +119,7 @@ class IndexBuilder:
             generated_at=datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
             phase="art" if with_art else "xml",
             complete=with_art or not walk.art_pending,
-            model=self.model(),
+            model_loader=self.model,
             streams=entries,
         )
         _assemble(index, walk)
@@ -372,7 +372,7 @@ def patch_index(old: SageIndex, changed: dict[str, FileRecords], build_id: int) 
     new = SageIndex(
         project=old.project, sdk=old.sdk, build_id=build_id,
         generated_at=datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
-        phase=old.phase, complete=old.complete, model=old.model,
+        phase=old.phase, complete=old.complete, model_loader=old.model_loader,
         files={**old.files, **changed}, membership=old.membership, streams=old.streams,
         includes=old.includes, fragment_owners=old.fragment_owners,
         source_candidates=old.source_candidates, deferred_art=old.deferred_art,

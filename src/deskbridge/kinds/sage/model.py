@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -74,7 +75,8 @@ class SageIndex:
     phase: str = "xml"
     """`xml` (art not scanned yet) or `art` (final)."""
     complete: bool = False
-    model: SchemaModel | None = None
+    model_loader: Callable[[], SchemaModel | None] | None = None
+    """Gives the compiled XSD model on first need: a warm start answering `find_asset` never loads it."""
     files: dict[str, FileRecords] = field(default_factory=dict)
     membership: dict[str, dict[str, str]] = field(default_factory=dict)
     """File → {stream → how it belongs}."""
@@ -96,6 +98,7 @@ class SageIndex:
     stats: dict[str, Any] = field(default_factory=dict)
     _chains: dict[str, frozenset[str]] = field(default_factory=dict)
     _unresolved: list[Diagnostic] | None = None
+    _model: SchemaModel | None = None
 
     def unresolved(self) -> list[Diagnostic]:
         """`unresolved-reference` diagnostics, computed on first use (60 k sites cost ~80 ms) and kept.
@@ -117,6 +120,12 @@ class SageIndex:
 
     def all_diagnostics(self) -> list[Diagnostic]:
         return self.diagnostics + self.unresolved()
+
+    @property
+    def model(self) -> SchemaModel | None:
+        if self._model is None and self.model_loader is not None:
+            self._model = self.model_loader()
+        return self._model
 
     @property
     def refs_to(self) -> dict[str, list[tuple[str, Ref]]]:
