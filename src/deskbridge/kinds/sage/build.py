@@ -318,7 +318,7 @@ def _assemble(index: SageIndex, walk: _Walk) -> None:
     diags = index.diagnostics = walk.diagnostics
     assets = index.assets
     by_id = index.by_id
-    project_prefix = str(index.project) + "/"
+    project_prefix = str(index.project) + os.sep
     for path, rec in walk.files.items():
         origin = "project" if path.startswith(project_prefix) else "sdk"
         for code, severity, line, message in rec.diagnostics:
@@ -378,7 +378,7 @@ def patch_index(old: SageIndex, changed: dict[str, FileRecords], build_id: int) 
         source_candidates=old.source_candidates, deferred_art=old.deferred_art,
     )
     order = {p: i for i, p in enumerate(new.files)}
-    prefix = str(old.project) + "/"
+    prefix = str(old.project) + os.sep
     assets = dict(old.assets)
     by_id = dict(old.by_id)
     refs_to = dict(old.refs_built) if old.refs_built is not None else None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -153,8 +154,9 @@ class SageIndex:
         if not path:
             return ""
         root = str(self.project)
-        if path.startswith(root + "/"):
-            return path[len(root) + 1:]
+        if path.startswith(root + os.sep):
+            # Project files print as `Data/…` on every platform, as the snapshot schema promises.
+            return path[len(root) + 1:].replace(os.sep, "/")
         return path
 
     def real_path(self, shown: str) -> str:
@@ -163,7 +165,7 @@ class SageIndex:
         return str(p if p.is_absolute() else self.project / p)
 
     def origin_of(self, path: str) -> str:
-        return "project" if path.startswith(str(self.project) + "/") else "sdk"
+        return "project" if path.startswith(str(self.project) + os.sep) else "sdk"
 
     def type_chain(self, asset_type: str) -> frozenset[str]:
         chain = self._chains.get(asset_type)
