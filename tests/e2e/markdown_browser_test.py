@@ -271,6 +271,27 @@ def test_export_downloads_the_file_in_the_browser(editor, action, name, magic):
     assert Path(download.path()).read_bytes()[: len(magic)].upper() == magic.upper()
 
 
+def _png(width: int = 3, height: int = 2) -> bytes:
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    rows = b"".join(b"\x00" + b"\xff\x80\x00" * width for _ in range(height))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+
+
+def test_a_local_image_shows_in_the_preview(editor):
+    bench, page = editor
+    (bench.root / "img").mkdir()
+    (bench.root / "img" / "dot.png").write_bytes(_png())
+    type_at_end(page, "\n![a dot](img/dot.png)\n")
+    page.wait_for_function("() => { const i = document.querySelector('#preview img[alt=\"a dot\"]');"
+                           " return i && i.complete && i.naturalWidth === 3; }")
+
+
 def test_an_external_change_offers_reload(editor, tmp_path):
     bench, page = editor
     (tmp_path / "notes" / "notes.md").write_text("# Rewritten on disk\n", encoding="utf-8")

@@ -53,6 +53,8 @@ export const api = {
   pull: (id, version, signal) => get(`${MD}/docs/${e(id)}/pull?version=${version}`, { signal }),
   /** Server-rendered preview; `range` {from, to} (1-based lines) asks for a window of a large document. */
   preview: (id, range) => get(`${MD}/docs/${e(id)}/preview${range ? `?from=${range.from}&to=${range.to}` : ''}`),
+  /** Prefix for images the document refers to by relative path. */
+  assetBase: (id) => `${MD}/docs/${e(id)}/asset/`,
   selection: (id, body) => post(`${MD}/docs/${e(id)}/selection`, body),
   save: (id) => post(`${MD}/docs/${e(id)}/save`),
   external: (id, action) => post(`${MD}/docs/${e(id)}/external`, { action }),

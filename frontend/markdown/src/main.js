@@ -357,7 +357,7 @@ async function refreshPreview(force = false) {
     const { html, version, window: win } = await api.preview(app.docId, range);
     app.previewVersion = version;
     app.previewWindow = win || null;
-    await showPreview($('#preview'), html, win ? win.from - 1 : 0);
+    await showPreview($('#preview'), html, win ? win.from - 1 : 0, api.assetBase(app.docId));
     $('#preview').dataset.version = String(version);
     if (win && app.view) scrollPreviewToLine($('#preview'), topLine());
   } catch (err) {

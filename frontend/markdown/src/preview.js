@@ -8,7 +8,7 @@ const URL_ATTRS = new Set(['href', 'src', 'xlink:href', 'action', 'formaction', 
  * Remove scripts, event handlers and javascript: URLs. The page's Content-Security-Policy already forbids inline
  * script; this second layer keeps a hostile document from even trying (an AI can write any HTML into a .md file).
  */
-export function sanitize(html) {
+export function sanitize(html, assetBase = null) {
   const doc = new DOMParser().parseFromString(`<body>${html}</body>`, 'text/html');
   const walker = doc.createTreeWalker(doc.body, NodeFilter.SHOW_ELEMENT);
   const drop = [];
@@ -22,6 +22,9 @@ export function sanitize(html) {
         node.removeAttribute(attr.name);
       }
     }
+    // A local image (relative path) is fetched through the document's asset route (web.py `asset`).
+    const src = node.tagName === 'IMG' ? node.getAttribute('src') : null;
+    if (assetBase && src && !/^([a-z][a-z0-9+.-]*:|\/\/|\/|#)/i.test(src)) node.setAttribute('src', assetBase + src);
     if (node.tagName === 'A' && /^https?:/i.test(node.getAttribute('href') || '')) {
       node.setAttribute('target', '_blank');
       node.setAttribute('rel', 'noopener noreferrer');
@@ -65,9 +68,9 @@ async function typesetMath(root) {
  * Put server HTML into the preview element, keeping the reader's scroll position. `lineOffset` shifts the
  * renderer's `data-source-line` marks when the HTML is a window of a large document starting at line offset+1.
  */
-export async function showPreview(element, html, lineOffset = 0) {
+export async function showPreview(element, html, lineOffset = 0, assetBase = null) {
   const scroll = element.parentElement ? element.parentElement.scrollTop : 0;
-  element.innerHTML = sanitize(html);
+  element.innerHTML = sanitize(html, assetBase);
   if (lineOffset) {
     for (const el of element.querySelectorAll('[data-source-line]')) {
       el.dataset.sourceLine = String(Number(el.dataset.sourceLine) + lineOffset);

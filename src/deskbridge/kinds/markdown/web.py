@@ -17,10 +17,11 @@ from urllib.parse import quote
 
 import anyio
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from deskbridge.core.errors import BridgeError, ErrorCode, internal
+from deskbridge.core.paths import resolve_path
 from deskbridge.kinds.markdown.export import FORMATS, RICH_TARGETS, export_bytes, rich_html
 from deskbridge.kinds.markdown.render import PREVIEW, render_html
 from deskbridge.kinds.markdown.ui_state import UiState
@@ -48,6 +49,15 @@ PREVIEW_WINDOW_MAX_LINES: Final = 5_000
 
 BLOCK_SEARCH_MAX_LINES: Final = 400
 """How far a window edge moves to reach a blank line (so a paragraph, list or table is not cut)."""
+
+ASSET_TYPES: Final = {
+    ".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".gif": "image/gif", ".webp": "image/webp",
+    ".svg": "image/svg+xml", ".bmp": "image/bmp", ".avif": "image/avif", ".ico": "image/x-icon",
+}
+"""Files the preview may load from the document's folder (images only)."""
+
+ASSET_MAX_BYTES: Final = 32 * 1024 * 1024
+"""Bytes of one image the preview loads at most."""
 
 EXPORT_FORMATS: Final = {
     "html": ("HTML", "text/html; charset=utf-8"),
@@ -235,6 +245,32 @@ def markdown_routes(service: Any, ui_state: UiState | None = None) -> list[Route
         html = await anyio.to_thread.run_sync(render_html, "\n".join(lines[start - 1 : end]), PREVIEW)
         return {"html": html, "version": version, "window": {"from": start, "to": end, "total": len(lines)}}
 
+    async def asset(request: Request) -> Any:
+        """An image the document refers to by a relative path, so the preview shows local pictures.
+
+        Only image types, only inside the document's folder or the opened workspace folder; served with a
+        CSP that forbids scripts, because an SVG opened directly would otherwise run in this origin.
+        """
+        doc = service.get(request.path_params["doc_id"])
+        if doc.path is None:
+            raise BridgeError(ErrorCode.NOT_FOUND, "an unsaved document has no folder to take images from")
+        raw = request.path_params["path"]  # already percent-decoded by the server
+        media_type = ASSET_TYPES.get(Path(raw).suffix.lower())
+        if media_type is None:
+            raise BridgeError(ErrorCode.ACCESS_DENIED, f"'{Path(raw).name}' is not an image the preview may show",
+                              data={"allowed": sorted(ASSET_TYPES)})
+        folder = doc.path.parent
+        root = service.workspace.root
+        roots = [folder, root] if folder.is_relative_to(root) else [folder]
+        path = resolve_path(raw, roots, must_exist=True)
+        size = path.stat().st_size
+        if size > ASSET_MAX_BYTES:
+            raise BridgeError(ErrorCode.LIMIT_EXCEEDED, f"'{path.name}' is {size} bytes; the preview shows images "
+                              f"up to {ASSET_MAX_BYTES} bytes")
+        return FileResponse(path, media_type=media_type, headers={
+            "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; img-src data:",
+            "X-Content-Type-Options": "nosniff", "Cache-Control": "no-cache"})
+
     async def selection(request: Request) -> Any:
         body = await _json_body(request)
         anchor = _int_arg(body.get("anchor"), "anchor")
@@ -303,6 +339,7 @@ def markdown_routes(service: Any, ui_state: UiState | None = None) -> list[Route
         r("/docs/{doc_id}/push", push, "POST"),
         r("/docs/{doc_id}/pull", pull),
         r("/docs/{doc_id}/preview", preview),
+        r("/docs/{doc_id}/asset/{path:path}", asset),
         r("/docs/{doc_id}/selection", selection, "POST"),
         r("/docs/{doc_id}/save", save, "POST"),
         r("/docs/{doc_id}/external", external, "POST"),

@@ -236,3 +236,22 @@ def test_block_window_keeps_paragraphs_and_fences_whole():
     assert block_window(lines, 2, 2) == (1, 3)
     assert block_window(lines, 6, 6) == (4, 9)  # inside the fence: opening to closing (+ blank)
     assert block_window(lines, 10, 10) == (10, 10)
+
+
+async def test_local_images_are_served_for_the_preview_and_nothing_else(http, bench):
+    (bench.root / "img").mkdir()
+    png = b"\x89PNG\r\n\x1a\n" + b"0" * 16
+    (bench.root / "img" / "pic.png").write_bytes(png)
+    (bench.root / "img" / "x.svg").write_text("<svg xmlns='http://www.w3.org/2000/svg'><script>1</script></svg>")
+    doc = await open_doc(http)
+    base = f"{MD}/docs/{doc['docId']}/asset"
+    r = await http.get(f"{base}/img/pic.png")
+    assert r.status_code == 200 and r.content == png and r.headers["content-type"] == "image/png"
+    svg = await http.get(f"{base}/img/x.svg")
+    assert "default-src 'none'" in svg.headers["content-security-policy"]  # its script can never run
+    assert (await http.get(f"{base}/notes.md")).status_code == 403  # not an image
+    assert (await http.get(f"{base}/img/missing.png")).status_code == 404
+    outside = tmp_outside = bench.root.parent / "secret.png"
+    tmp_outside.write_bytes(png)
+    assert (await http.get(f"{base}/..%2Fsecret.png")).status_code in (403, 404)
+    assert (await http.get(f"{base}/{outside}")).status_code in (403, 404)
