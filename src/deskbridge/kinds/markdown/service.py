@@ -28,7 +28,7 @@ from deskbridge.kinds.markdown.approvals import (
     local_diff,
     unified_diff,
 )
-from deskbridge.kinds.markdown.collab import Edit, map_range
+from deskbridge.kinds.markdown.collab import Edit, map_position, map_range
 from deskbridge.kinds.markdown.document import MarkdownDocument
 from deskbridge.kinds.markdown.drafts import DraftTracker
 from deskbridge.kinds.markdown.outline import Heading, outline
@@ -47,6 +47,22 @@ UI = CallContext(caller="ui", client_name="deskbridge web UI")
 
 def is_ai(ctx: CallContext) -> bool:
     return ctx.caller.startswith("mcp:")
+
+
+def _map_loosely(start: int, end: int, later: list[list[Edit]]) -> tuple[int, int]:
+    """Where a range went through later updates, widened to cover text inserted into or over it (to show
+    the person's and the AI's view of "the text there now" in a refusal)."""
+    for edits in later:
+        new_start = map_position(start, edits, assoc=-1)
+        new_end = map_position(end, edits, assoc=1)
+        if new_start is None:
+            hit = next(e for e in edits if e.start < start < e.end)
+            new_start = map_position(hit.start, edits, assoc=-1) or 0
+        if new_end is None:
+            hit = next(e for e in edits if e.start < end < e.end)
+            new_end = (map_position(hit.start, edits, assoc=-1) or 0) + len(hit.insert)
+        start, end = new_start, max(new_start, new_end)
+    return start, end
 
 
 class MarkdownService:
@@ -328,14 +344,17 @@ class MarkdownService:
             return edits
         later = doc.collab.edits_since(base_version)
         out = edits
+        moved_all: list[list[Edit]] = []
         for update_edits in later:
             moved: list[Edit] = []
             for e in out:
                 r = map_range(e.start, e.end, update_edits)
                 if r is None:
-                    raise self._stale(doc, e.start, e.end, "the text at this range changed since your revision")
+                    start, end = _map_loosely(e.start, e.end, doc.collab.edits_since(base_version)[len(moved_all):])
+                    raise self._stale(doc, start, end, "the text at this range changed since your revision")
                 moved.append(Edit(r[0], r[1], e.insert))
             out = moved
+            moved_all.append(update_edits)
         return out
 
     def _stale(self, doc: MarkdownDocument, start: int, end: int, why: str) -> BridgeError:
