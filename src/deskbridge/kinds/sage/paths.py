@@ -235,7 +235,10 @@ class PathResolver:
         return hit if hit and self.tree.is_file(hit) else None
 
     def _find_rooted(self, source: str) -> str | None:
+        """Absolute paths (rare in mod XML): as-is when they exist here, else matched case-insensitively."""
+        if os.path.isabs(source) and os.path.isfile(source):
+            return os.path.normpath(source)
         parts = split_source(source)
         if parts and parts[0].endswith(":"):
-            return None  # Windows drive paths do not exist on this machine
+            return None  # a drive of another machine
         return self._find_in("/", [p for p in parts if p])
