@@ -166,3 +166,14 @@ def test_definitions_list_their_join_actions(real_index):
                 assert "joinAction" in line or action["element"] in line
                 return
     pytest.skip("no project GameObject with xai:joinAction in this data")
+
+
+def test_deep_forward_references_stay_bounded(real_index):
+    out = forward.get_asset_references(real_index, "GameObject", "JapanFortressShip", depth=3, max_edges=50)
+    assert out["edgeCount"] == 50 and out["truncated"]
+    assert sum(out["omittedByTargetType"].values()) > 0
+    assert {e["depth"] for e in out["edges"]} <= {1, 2, 3}
+    narrowed = forward.get_asset_references(real_index, "GameObject", "JapanFortressShip", depth=2,
+                                            target_types=["WeaponTemplate"], max_edges=1000)
+    kinds = {e["to"]["type"] for e in narrowed["edges"] if e["to"] and e["via"]["kind"] != "inheritFrom"}
+    assert kinds == {"WeaponTemplate"}
