@@ -382,3 +382,43 @@ def test_linux_without_renameat2_support_falls_back_to_link(tmp_path, monkeypatc
     src.write_bytes(b"x")
     rename_noreplace(src, dst)
     assert dst.read_bytes() == b"x" and not src.exists() and len(fn.calls) == 1
+
+
+@pytest.mark.parametrize(
+    "err, code",
+    [(PermissionError(13, "Permission denied"), ErrorCode.ACCESS_DENIED),
+     (OSError(28, "No space left on device"), ErrorCode.LIMIT_EXCEEDED),
+     (OSError(5, "Input/output error"), ErrorCode.INTERNAL)],
+    ids=["EACCES", "ENOSPC", "EIO"],
+)
+def test_disk_errors_keep_the_original_and_say_nothing_was_committed(tmp_path, monkeypatch, err, code):
+    target = tmp_path / "a.txt"
+    target.write_bytes(b"orig")
+    real_open = os.open
+
+    def failing_open(path, *args, **kwargs):
+        if files.TEMP_PREFIX in os.fspath(path):
+            raise err
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", failing_open)
+    with pytest.raises(BridgeError) as ei:
+        atomic_write(target, b"new")
+    monkeypatch.undo()
+    assert ei.value.code == code and ei.value.hint
+    assert ei.value.data["diskCommitted"] is False and ei.value.data["originalIntact"] is True
+    assert target.read_bytes() == b"orig" and leftovers(tmp_path) == []
+
+
+def test_failure_after_the_rename_says_the_write_landed(tmp_path, monkeypatch):
+    target = tmp_path / "a.txt"
+    target.write_bytes(b"orig")
+
+    def broken_dir_fsync(_d):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(files, "fsync_dir", broken_dir_fsync)
+    with pytest.raises(BridgeError) as ei:
+        atomic_write(target, b"new")
+    assert ei.value.data["diskCommitted"] is True and "do not retry" in ei.value.hint
+    assert target.read_bytes() == b"new"
