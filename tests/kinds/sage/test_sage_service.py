@@ -133,6 +133,7 @@ def test_the_watcher_reindexes_and_the_snapshot_waits_for_quiet(minimod, deskbri
         await service.start(watch=True)
         await service.usable_index(wait_for_index=True, timeout_s=30)
         await asyncio.sleep(0.3)  # let the watcher settle in
+        assert service.status()["watching"] is True
         tank = minimod.mod / "Data/Units/Tank.xml"
         tank.write_text(tank.read_text().replace('id="TankGunVet"', 'id="TankGunElite"'))
         deadline = time.monotonic() + 15

@@ -15,6 +15,7 @@ import logging
 import os
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.kinds.sage.indexer import ProgressCallback, ProjectIndexer
@@ -45,6 +46,7 @@ class SageService(ProjectIndexer):
         self._watch_stop: asyncio.Event | None = None
         self._build_task: asyncio.Task[None] | None = None
         self._snapshot_task: asyncio.Task[None] | None = None
+        self.watch_error: str | None = None
 
     # --- async lifecycle --------------------------------------------------------------------------
     async def start(self, watch: bool = True, progress: ProgressCallback | None = None) -> None:
@@ -140,6 +142,13 @@ class SageService(ProjectIndexer):
         self._schedule_snapshot()
         return self.index
 
+    def status(self) -> dict[str, Any]:
+        out = super().status()
+        out["watching"] = self._watch_task is not None and not self._watch_task.done()
+        if self.watch_error:
+            out["watchError"] = self.watch_error
+        return out
+
     @staticmethod
     def _warm_up(index: SageIndex) -> None:
         """Build the lazily computed parts (reverse references, unresolved references) off the query path."""
@@ -150,9 +159,15 @@ class SageService(ProjectIndexer):
 
         roots = [str(self.project)] + ([str(self.sdk)] if self.sdk else [])
         assert self._watch_stop is not None
-        async for changes in awatch(*roots, stop_event=self._watch_stop, debounce=WATCH_DEBOUNCE_MS,
-                                    recursive=True):
-            await self.changed(path for _change, path in changes)
+        try:
+            async for changes in awatch(*roots, stop_event=self._watch_stop, debounce=WATCH_DEBOUNCE_MS,
+                                        recursive=True):
+                await self.changed(path for _change, path in changes)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # e.g. the inotify watch limit: keep answering, say live updates stopped
+            log.exception("sage: watcher stopped")
+            self.watch_error = f"{type(exc).__name__}: {exc}"
 
     def _schedule_snapshot(self) -> None:
         if self._snapshot_task is not None:
