@@ -323,3 +323,23 @@ async def test_preview_filter_and_warnings(eng):
     page = eng.preview_plan(plan.id, key_filter="A")
     assert [i["changeKey"] for i in page["items"]] == ["a"]
     assert page["warnings"] == [{"warningId": w.id, "message": "dep", "changeKeys": ["a"]}]
+
+
+async def test_leaving_out_a_required_change_needs_an_acknowledged_dependency_warning(eng):
+    wid, rev = ident(eng)
+    changes = [make_change("stringtable.bin", "s\n", "s2\n"),
+               make_change("a", "alpha\n", "ALPHA\n", requires=["stringtable.bin", "not-in-plan"])]
+    plan = script_plan(eng, changes=changes)
+    assert eng.preview_plan(plan.id)["items"][1]["requires"] == ["stringtable.bin", "not-in-plan"]
+    with pytest.raises(BridgeError) as ei:
+        eng.apply_plan(plan.id, caller="mcp:1", change_keys=["a"], expected_revision=rev)
+    (warning,) = ei.value.data["warnings"]
+    assert "stringtable.bin" in warning["message"] and "not-in-plan" not in warning["message"]
+    assert ei.value.data["unacknowledgedWarningIds"] == [warning["warningId"]]
+    # selecting the dependency too needs no acknowledgement…
+    eng.apply_plan(plan.id, caller="mcp:1", change_keys=["a", "stringtable.bin"], expected_revision=rev)
+    # …and the same omission in a fresh plan gets the same warning id, so it can be acknowledged up front
+    plan2 = script_plan(eng, changes=[make_change("stringtable.bin", "s2\n", "s3\n"),
+                                      make_change("a", "ALPHA\n", "x\n", requires=["stringtable.bin"])])
+    out = eng.apply_plan(plan2.id, caller="mcp:1", change_keys=["a"], acknowledged_warning_ids=[warning["warningId"]])
+    assert out["applied"] == 1 and eng.read(wid, "stringtable.bin")["value"] == "s2\n"

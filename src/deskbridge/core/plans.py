@@ -94,6 +94,9 @@ class Change:
     """{old: {size, sha256} | None, new: {size, sha256} | None} for non-text values."""
     meta: dict[str, Any] = field(default_factory=dict)
     """Kind-specific, JSON-safe details shown in the preview (type, overwrite, dependency hints…)."""
+    requires: tuple[str, ...] = ()
+    """changeKeys in the same plan this change depends on (a string-table entry, a registry line).
+    Selecting it without them is allowed only after acknowledging the dependency warning."""
 
     def to_dict(self, diff_budget: int | None = None) -> tuple[dict[str, Any], bool, int]:
         """Preview form, the diff cut to `diff_budget` bytes; returns (item, cut?, diff bytes used)."""
@@ -112,12 +115,14 @@ class Change:
             item["diffTruncated"] = cut
         if self.binary is not None:
             item["binary"] = self.binary
+        if self.requires:
+            item["requires"] = list(self.requires)
         if self.meta:
             item.update(self.meta)
         return item, cut, used
 
 
-def make_change(key: str, old: Any, new: Any, **meta: Any) -> Change:
+def make_change(key: str, old: Any, new: Any, *, requires: Sequence[str] = (), **meta: Any) -> Change:
     """A change from the old value (None: absent) to the new one (DELETED or None: delete)."""
     if new is None:
         new = DELETED
@@ -126,9 +131,9 @@ def make_change(key: str, old: Any, new: Any, **meta: Any) -> Change:
     action = "add" if old is None else "delete" if new is DELETED else "modify"
     new_val = None if new is DELETED else new
     if (old is None or _is_text(old)) and (new_val is None or _is_text(new_val)):
-        return Change(key, action, new, diff=text_diff(key, old, new_val), meta=dict(meta))
+        return Change(key, action, new, diff=text_diff(key, old, new_val), meta=dict(meta), requires=tuple(requires))
     binary = {"old": None if old is None else _describe(old), "new": None if new_val is None else _describe(new_val)}
-    return Change(key, action, new, binary=binary, meta=dict(meta))
+    return Change(key, action, new, binary=binary, meta=dict(meta), requires=tuple(requires))
 
 
 @dataclass
@@ -328,10 +333,27 @@ class PlanBook:
                               data={"unknownKeys": unknown[:50]})
         selected = set(change_keys)
         acked = set(acknowledged)
-        missing = [w.id for w in plan.warnings
-                   if (not w.keys or selected.intersection(w.keys)) and w.id not in acked]
+        missing = [w for w in plan.warnings if (not w.keys or selected.intersection(w.keys)) and w.id not in acked]
+        missing += [w for w in dependency_warnings(plan, selected) if w.id not in acked]
         if missing:
             raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"{len(missing)} warnings are not acknowledged",
-                              "Read the warnings in the preview and pass their warningIds in acknowledgedWarningIds.",
-                              data={"unacknowledgedWarningIds": missing})
+                              "Read the warnings (here and in the preview), then select the missing dependencies "
+                              "or pass the warningIds in acknowledgedWarningIds.",
+                              data={"unacknowledgedWarningIds": [w.id for w in missing],
+                                    "warnings": [w.to_dict() for w in missing[:50]]})
         return [plan.changes[k] for k in dict.fromkeys(change_keys)]
+
+
+def dependency_warnings(plan: Plan, selected: set[str]) -> list[PlanWarning]:
+    """One warning per selected change whose required changes (in this plan) are left out.
+
+    The id is stable (same change, same missing keys → same id), so a caller who chose to leave a
+    dependency out on purpose can acknowledge it, as the seed's export rule asks ("依赖警告").
+    """
+    out = []
+    for key in sorted(selected):
+        change = plan.changes[key]
+        lacking = sorted(d for d in change.requires if d in plan.changes and d not in selected)
+        if lacking:
+            out.append(PlanWarning(f"{key} depends on {', '.join(lacking)}, which is not selected", keys=(key,)))
+    return out
