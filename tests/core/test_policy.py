@@ -157,13 +157,14 @@ async def test_without_ui_the_elicit_callback_asks():
         return True
 
     result = await broker.request(req(), elicit=elicit)
-    assert result.approved and result.by == "elicit"
+    assert result.approved and result.by == "elicit" and result.for_audit == "approved"
     assert "md_replace" in asked[0] and "doc.md" in asked[0]
 
     async def cancel(question: str) -> bool | None:
         return None
 
-    assert (await broker.request(req(), elicit=cancel)).decision is Decision.DECLINED
+    declined = await broker.request(req(), elicit=cancel)
+    assert declined.decision is Decision.DECLINED and declined.for_audit == "declined"
 
 
 @pytest.mark.anyio

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from deskbridge.core import limits
+from deskbridge.core.audit import Approval
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.events import EventBus
 from deskbridge.core.paths import resolve_path
@@ -144,6 +145,11 @@ class ApprovalResult:
     @property
     def approved(self) -> bool:
         return self.decision is Decision.APPROVED
+
+    @property
+    def for_audit(self) -> Approval:
+        """How the audit trail records it: approved, or declined (a timeout or nobody to ask included)."""
+        return Approval.APPROVED if self.approved else Approval.DECLINED
 
 
 Elicit = Callable[[str], Awaitable[bool | None]]
