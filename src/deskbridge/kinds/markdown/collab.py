@@ -259,6 +259,11 @@ class CollabDocument:
         with self._lock:
             return self._materialize(), self._base + len(self._updates)
 
+    def snapshot_with_offsets(self) -> tuple[str, int, OffsetMap]:
+        """The current text, version and offset map, taken together."""
+        with self._lock:
+            return self._materialize(), self._base + len(self._updates), self._offsets
+
     def updates_since(self, version: int) -> list[Update]:
         """Updates after `version` (empty when current); STALE_WORKSPACE with `resync` when too old or ahead."""
         with self._lock:

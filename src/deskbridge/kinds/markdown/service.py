@@ -12,6 +12,7 @@ import asyncio
 import inspect
 import itertools
 import logging
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -89,6 +90,7 @@ class MarkdownService:
         self.current_id: str | None = None
         self._ids = itertools.count(1)
         self._write_lock = asyncio.Lock()
+        self._render_lock = threading.Lock()
         self._renderers: dict[str, PreviewRenderer] = {}
         self._preview_cache: dict[str, tuple[int, str]] = {}
         self._outline_cache: dict[str, tuple[int, list[Heading]]] = {}
@@ -202,14 +204,15 @@ class MarkdownService:
         The web UI's preview route and `md_get_rendered_html` both use this, so there is one renderer and
         one cache per document."""
         doc = self.get(doc_id)
-        text, version = doc.collab.snapshot()
-        cached = self._preview_cache.get(doc.doc_id)
-        if cached is not None and cached[0] == version:
-            return cached[1], version
-        renderer = self._renderers.setdefault(doc.doc_id, PreviewRenderer())
-        html = renderer.render(text, doc.collab.offsets.newline_positions)
-        self._preview_cache[doc.doc_id] = (version, html)
-        return html, version
+        with self._render_lock:  # the web UI renders from worker threads; one render at a time per service
+            text, version, offsets = doc.collab.snapshot_with_offsets()
+            cached = self._preview_cache.get(doc.doc_id)
+            if cached is not None and cached[0] == version:
+                return cached[1], version
+            renderer = self._renderers.setdefault(doc.doc_id, PreviewRenderer())
+            html = renderer.render(text, offsets.newline_positions)
+            self._preview_cache[doc.doc_id] = (version, html)
+            return html, version
 
     def outline(self, doc_id: str | None = None) -> tuple[list[Heading], int]:
         """The heading outline of the current text and its version (cached until the next update)."""

@@ -12,6 +12,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, Literal
 
+import anyio
 from pydantic import Field
 
 from deskbridge.core.errors import BridgeError, ErrorCode
@@ -224,9 +225,8 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
 
     async def get_current_document(ctx: CallContext, args: ReadDocumentArgs) -> dict[str, Any]:
         doc = service.get(args.doc_id)
-        text, version = doc.collab.snapshot()
-        page = read_lines(text, args.start_line, args.end_line, max_bytes=args.max_bytes,
-                          offsets=doc.collab.offsets if doc.version == version else None)
+        text, version, offsets = doc.collab.snapshot_with_offsets()
+        page = read_lines(text, args.start_line, args.end_line, max_bytes=args.max_bytes, offsets=offsets)
         return {
             "docId": doc.doc_id,
             "filePath": str(doc.path) if doc.path else None,
@@ -255,11 +255,12 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
 
     async def read_section(ctx: CallContext, args: ReadSectionArgs) -> dict[str, Any]:
         doc = service.get(args.doc_id)
-        text, version = doc.collab.snapshot()
-        heads, _ = service.outline(doc.doc_id)
-        section = find_section(text, args.heading_path, heads)
+        heads, outline_version = service.outline(doc.doc_id)
+        text, version, offsets = doc.collab.snapshot_with_offsets()
+        # if an update landed between the two reads, find_section outlines this text itself
+        section = find_section(text, args.heading_path, heads if outline_version == version else None)
         page = read_lines(text, section.heading.line, section.heading.end_line, max_bytes=args.max_bytes,
-                          offsets=doc.collab.offsets if doc.version == version else None)
+                          offsets=offsets)
         return {
             "docId": doc.doc_id,
             "revision": f"{version}-{doc.epoch}",
@@ -290,7 +291,7 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
 
     async def get_rendered_html(ctx: CallContext, args: HtmlArgs) -> dict[str, Any]:
         doc = service.get(args.doc_id)
-        html, version = service.preview_html(doc.doc_id)
+        html, version = await anyio.to_thread.run_sync(service.preview_html, doc.doc_id)
         raw = html.encode("utf-8")
         truncated = len(raw) > HTML_MAX_BYTES
         if truncated:
