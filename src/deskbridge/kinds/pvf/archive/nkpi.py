@@ -75,6 +75,12 @@ class _Source:
         self.paged = False
         self._guards: dict[int, bytes] = {}
 
+    def fd(self) -> int | None:
+        """The open file descriptor (reopened if suspended), or None for an in-memory source."""
+        if self._fd is None and self.path is not None:
+            self._fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+        return self._fd
+
     def suspend(self) -> None:
         """Close the file handle until the next read (Windows cannot replace a file that is open)."""
         if self._fd is not None:
@@ -177,12 +183,14 @@ class NkpiArchive(ArchiveBase):
     family = "nkpi"
 
     def __init__(self, source: Path | bytes, *, encoding: str | None = None, keys: NkpiKeys | None = None,
-                 recover: bool = True) -> None:
+                 recover: bool = True, _pools_of: NkpiArchive | None = None) -> None:
         super().__init__(None if isinstance(source, (bytes, bytearray, memoryview)) else Path(source))
         self.keys = keys if isinstance(keys, NkpiKeys) else NkpiKeys()
         self._requested_encoding = encoding
         self._recover = recover
         """Try the 65,536-candidate zlib seed recovery for pools/body that do not inflate (≈0.5 s each)."""
+        self._pools_of = _pools_of
+        """Save verification: reuse this archive's parsed pools when the written name table is byte-equal."""
         self._load(source)
 
     # ------------------------------------------------------------------------------------------ opening
@@ -213,7 +221,12 @@ class NkpiArchive(ArchiveBase):
             parse_hash_table(crypt(ht_raw, hash_seed), header.hash_table_offset)
         # Name table: two zlib pools under the pool keys; masks from the known schemes.
         nt_raw = src.read(header.name_table_offset, header.name_table_size)
-        pools, rec = self._parse_pools(nt_raw, header.name_table_offset, scheme)
+        twin = self._pools_of
+        if (twin is not None and not twin.pools.dirty and twin.header.name_table_size == len(nt_raw)
+                and twin._src.read(twin.header.name_table_offset, len(nt_raw)) == nt_raw):
+            pools, rec = twin.pools, False  # identical bytes: skip inflating 60 MB again
+        else:
+            pools, rec = self._parse_pools(nt_raw, header.name_table_offset, scheme)
         recovered |= rec
         # GRPI (key GRPI): the last cumulative size must equal BodySize, which also recovers an unknown seed.
         gr_raw = src.read(header.grpi_offset, 8 * header.group_count)
@@ -453,11 +466,17 @@ class NkpiArchive(ArchiveBase):
 
     # ------------------------------------------------------------------------------------------ saving
     def _write_unchanged(self, out: BinaryIO, progress: Progress | None) -> None:
-        step = 16 * 1024 * 1024
-        for pos in range(0, self._src.size, step):
-            out.write(self._src.raw(pos, step))
+        """The source bytes verbatim (page guards included): kernel-side copy where possible."""
+        from .nkpi_writer import kernel_copy
+
+        size = self._src.size
+        step = 64 * 1024 * 1024
+        for pos in range(0, size, step):
+            n = min(step, size - pos)
+            if not kernel_copy(self._src, out, pos, n):
+                out.write(self._src.raw(pos, n))
             if progress:
-                progress(min(pos + step, self._src.size), self._src.size)
+                progress(pos + n, size)
         self._release_if_replacing()
 
     def _release_if_replacing(self) -> None:
@@ -478,7 +497,7 @@ class NkpiArchive(ArchiveBase):
         Files are checked at the file-table index the writer reported (no full path index is built, which
         matters on a million-file archive); deletions are checked by lookup.
         """
-        again = NkpiArchive(path, encoding=self.encoding, keys=self.keys)
+        again = NkpiArchive(path, encoding=self.encoding, keys=self.keys, _pools_of=self)
         landed = getattr(self, "_landed", {})
         try:
             for key, data in expected.items():
@@ -492,6 +511,7 @@ class NkpiArchive(ArchiveBase):
                     raise BridgeError(ErrorCode.INTERNAL, f"verify failed: '{name}' is not where it was written")
                 if again.read_entry(i) != data:
                     raise BridgeError(ErrorCode.INTERNAL, f"verify failed: '{name}' reads back different bytes")
+            self._release_if_replacing()
             return len(expected)
         finally:
             again.close()

@@ -153,15 +153,14 @@ def write_archive(ar: NkpiArchive, out: BinaryIO, progress: Progress | None = No
             raw_sizes.append(int(ar.grpi["raw"][c]))
 
     structural = bool(new_files) or not bool(live.all())
-    if structural:
-        hash_table = crypt(build_hash_table(files, ar.pools), scheme.hash, MAGIC_DATA)
-    else:
-        hash_table = src.read(h.hash_table_offset, h.hash_table_size)
-    name_table = ar.pools.serialize() if ar.pools.dirty else src.read(h.name_table_offset, h.name_table_size)
+    # None = unchanged, copied from the source below
+    hash_table = crypt(build_hash_table(files, ar.pools), scheme.hash, MAGIC_DATA) if structural else None
+    name_table = ar.pools.serialize() if ar.pools.dirty else None
     grpi = crypt(build_grpi(comp_sizes, raw_sizes), scheme.grpi, MAGIC_DATA)
     new_h = h.with_sizes(
         file_count=len(files), body_size=sum(comp_sizes), group_count=group_count,
-        hash_table_size=len(hash_table), name_table_size=len(name_table),
+        hash_table_size=h.hash_table_size if hash_table is None else len(hash_table),
+        name_table_size=h.name_table_size if name_table is None else len(name_table),
     )
     total = new_h.total_size
     sink: BinaryIO | _PageGuardWriter = _PageGuardWriter(out, ar.keys, total) if ar.variant == "paged" else out
@@ -180,12 +179,18 @@ def write_archive(ar: NkpiArchive, out: BinaryIO, progress: Progress | None = No
 
     emit.advance = advance  # type: ignore[attr-defined]
 
+    direct = _direct_copier(ar, sink, out)
     emit(hdr.encrypt(new_h, scheme))
     emit(files.tobytes())
-    emit(hash_table)
-    emit(name_table)
+    for data, offset, size in ((hash_table, h.hash_table_offset, h.hash_table_size),
+                               (name_table, h.name_table_offset, h.name_table_size)):
+        if data is not None:
+            emit(data)
+        elif direct is not None and direct(offset, size):
+            emit.advance(size)  # type: ignore[attr-defined]
+        else:
+            emit(src.read(offset, size))
     emit(grpi)
-    direct = _direct_copier(ar, sink, out)
     run_start = None  # copy runs of untouched chunks in one read
     for c in range(len(ar.grpi)):
         if c in new_cipher:
@@ -202,39 +207,42 @@ def write_archive(ar: NkpiArchive, out: BinaryIO, progress: Progress | None = No
     return landed
 
 
-def _direct_copier(ar: NkpiArchive, sink: object, out: BinaryIO):  # type: ignore[no-untyped-def]
-    """A kernel-side copy (`os.copy_file_range`) from the source file into `out`, or None when unavailable.
+def kernel_copy(src: object, out: BinaryIO, offset: int, length: int) -> bool:
+    """Copy `length` raw source bytes from `offset` to the end of `out` with `os.copy_file_range`.
 
-    Untouched ciphertext is most of a one-file-edit save; copying it without passing through Python buffers
-    is what keeps that save close to a plain file copy. Paged archives stream through the guard writer.
+    Untouched ciphertext is most of a save; copying it in the kernel keeps a save close to a plain file copy.
+    Returns False (nothing written) when the platform, the source (bytes) or `out` does not allow it.
     """
-    src_fd = getattr(ar._src, "_fd", None)
-    if src_fd is None or sink is not out or not hasattr(os, "copy_file_range"):
-        return None
+    src_fd = getattr(src, "fd", lambda: None)()
+    if src_fd is None or not hasattr(os, "copy_file_range"):
+        return False
     try:
         out_fd = out.fileno()
     except (AttributeError, OSError, ValueError):
+        return False
+    out.flush()
+    pos = out.tell()
+    os.lseek(out_fd, pos, os.SEEK_SET)
+    done = 0
+    try:
+        while done < length:
+            n = os.copy_file_range(src_fd, out_fd, length - done, offset + done)
+            if n <= 0:
+                break
+            done += n
+    except OSError:
+        pass
+    out.seek(pos + done)
+    if done < length:  # finish with ordinary reads (e.g. file systems that refuse part of it)
+        out.write(src.raw(offset + done, length - done))  # type: ignore[attr-defined]
+    return True
+
+
+def _direct_copier(ar: NkpiArchive, sink: object, out: BinaryIO):  # type: ignore[no-untyped-def]
+    """`kernel_copy` bound to this save, or None when the output streams through the page-guard writer."""
+    if sink is not out:
         return None
-
-    def copy(offset: int, length: int) -> bool:
-        out.flush()
-        pos = out.tell()
-        os.lseek(out_fd, pos, os.SEEK_SET)
-        done = 0
-        try:
-            while done < length:
-                n = os.copy_file_range(src_fd, out_fd, length - done, offset + done)
-                if n <= 0:
-                    break
-                done += n
-        except OSError:
-            pass
-        out.seek(pos + done)
-        if done < length:  # finish with ordinary reads (e.g. across file systems that refuse)
-            out.write(ar._src.read(offset + done, length - done))
-        return True
-
-    return copy
+    return lambda offset, length: kernel_copy(ar._src, out, offset, length)
 
 
 def _copy_run(ar: NkpiArchive, first: int, stop: int, emit, direct=None) -> None:  # type: ignore[no-untyped-def]
@@ -245,8 +253,7 @@ def _copy_run(ar: NkpiArchive, first: int, stop: int, emit, direct=None) -> None
     step = 64 * 1024 * 1024
     for pos in range(start, end, step):
         n = min(step, end - pos)
-        if direct is not None:
-            direct(base + pos, n)
+        if direct is not None and direct(base + pos, n):
             emit.advance(n)  # type: ignore[attr-defined]
         else:
             emit(ar._src.read(base + pos, n))
