@@ -98,3 +98,13 @@ def test_classic_lists_are_directory_relative():
     with pytest.raises(BridgeError) as err:
         parse_classic_list("x.lst", data[:-5], table)
     assert err.value.code == "PVF_CORRUPT"
+
+
+def test_cp950_duplicate_code_points_are_not_silently_rewritten():
+    data = "// box ".encode("cp950") + b"\xf9\xf9" + b"\r\nk>v\r\n"  # F9F9 decodes to U+2550, which encodes as A2A4
+    with pytest.raises(BridgeError) as err:
+        StrFile.decode(data, "cp950")
+    assert err.value.code == "ENCODING_MISMATCH"
+    from deskbridge.kinds.pvf.archive.classic_text import decode_text
+
+    assert decode_text(data, "cp950") is None  # so extract keeps such a file as raw bytes

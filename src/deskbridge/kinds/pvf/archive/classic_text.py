@@ -35,12 +35,13 @@ def text_encoding_for(path: str, pack_encoding: str) -> str:
 
 
 def decode_text(data: bytes, encoding: str) -> str | None:
-    """Strictly decoded text, or None when the bytes are not clean text in `encoding` (binary payload)."""
+    """Strictly decoded text, or None when the bytes are not clean text in `encoding` (binary payload) or
+    would not encode back to the same bytes (cp950 has duplicate code points, e.g. F9F9 and A2A4 → ═)."""
     try:
         text = data.decode(encoding)
     except UnicodeDecodeError:
         return None
-    if _CONTROL_RE.search(text.rstrip("\0")) is not None:
+    if _CONTROL_RE.search(text.rstrip("\0")) is not None or text.encode(encoding) != data:
         return None
     return text
 
@@ -82,9 +83,9 @@ class ClassicStrings:
         if key not in self._str_cache:
             entries: dict[str, str] = {}
             if self.archive.exists(key):
-                text = decode_text(self.archive.read(key), self.archive.encoding)
-                if text is not None:
-                    entries = StrFile.from_text(text).entries()
+                # lookups only: a lenient decode still resolves the keys of a file that is not clean text
+                text = self.archive.read(key).decode(self.archive.encoding, "replace")
+                entries = StrFile.from_text(text).entries()
             self._str_cache[key] = entries
         return self._str_cache[key]
 
@@ -131,7 +132,7 @@ class ClassicStrings:
         lines = [STRINGTABLE_HEADER]
         for i in range(len(table)):
             s = table.get(i)
-            if s is None or "\0" in s or table.raw(i).rstrip(b"\0") != table.raw(i):
+            if s is None or "\0" in s or s.encode(table.encoding) != table.raw(i):
                 raise BridgeError(ErrorCode.INVALID_ARGUMENT,
                                   f"stringtable.bin entry {i} is not clean text in {table.encoding}; read its bytes",
                                   data={"index": i})

@@ -34,6 +34,13 @@ class StrFile:
                 f".str bytes are not valid {encoding} at offset {exc.start}",
                 data={"encoding": encoding, "offset": exc.start},
             ) from None
+        if text.encode(encoding) != data:
+            raise BridgeError(
+                ErrorCode.ENCODING_MISMATCH,
+                f".str bytes do not survive decoding and re-encoding as {encoding} (duplicate code points)",
+                hint="Edit this file as raw bytes, or open the archive with its real encoding.",
+                data={"encoding": encoding},
+            )
         return cls.from_text(text)
 
     @classmethod
