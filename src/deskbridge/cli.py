@@ -85,7 +85,7 @@ def serve(
     kind: KindOpt = None,
     sdk: SdkOpt = None,
     host: Annotated[str, typer.Option(help="Address to listen on. Loopback only unless --allow-remote.")] = "127.0.0.1",
-    port: Annotated[int | None, typer.Option(help="Port (default: the `port` setting, 17891).")] = None,
+    port: Annotated[int | None, typer.Option(help="Port (default: the `port` setting, 17891; 0 picks a free one).")] = None,
     allow_remote: Annotated[bool, typer.Option("--allow-remote", help="Allow a non-loopback --host (you must "
                                                "trust your network: anyone with the token can act).")] = False,
     allowed_host: Annotated[list[str] | None, typer.Option(
@@ -121,10 +121,11 @@ def _serve(path: Path | None, kind: str | None, sdk: Path | None, host: str, por
     from deskbridge.web.server import BridgeServer
 
     application = App.create()
-    port = port or application.settings.port
+    port = application.settings.port if port is None else port
     if path is not None:
         application.open(path, kind=kind, options=_kind_options(sdk))
     sock = bind_socket(host, port)
+    port = sock.getsockname()[1]  # --port 0 asks the system for a free port
     wildcard = host in ("0.0.0.0", "::")
     extra_hosts = [] if is_loopback(host) else [*([] if wildcard else [host]), *(allowed_hosts or [])]
     if wildcard and not allowed_hosts:
@@ -144,7 +145,7 @@ def _serve(path: Path | None, kind: str | None, sdk: Path | None, host: str, por
     if not no_browser:
         webbrowser.open(f"{base}/?k={application.ui_secret}")
     config = uvicorn.Config(web, log_level="warning", lifespan="on", timeout_graceful_shutdown=3)
-    server = BridgeServer(config, application.events)
+    server = BridgeServer(config, web.state.shutdown)
     server.run(sockets=[sock])
 
 

@@ -70,7 +70,7 @@ async def running_server(path: Path | None, *, kind: str | None = None, port: in
     real_port = sock.getsockname()[1]
     web = build_web_app(application, port=real_port)
     config = uvicorn.Config(web, log_level="warning", lifespan="on", timeout_graceful_shutdown=3)
-    server = BridgeServer(config, application.events)
+    server = BridgeServer(config, web.state.shutdown)
     async with anyio.create_task_group() as tg:
         tg.start_soon(server.serve, [sock])
         while not server.started:

@@ -119,3 +119,42 @@ def test_allow_remote_serves_with_a_warning_and_only_the_named_hosts(tmp_path: P
         proc.terminate()
         _, stderr = proc.communicate(timeout=10)
     assert "warning:" in stderr and "anyone who can reach it" in stderr
+
+
+def test_ctrl_c_ends_open_event_streams_and_long_polls_promptly(tmp_path: Path, deskbridge_home: Path) -> None:
+    import re
+    import signal
+    import threading
+    import time
+
+    import httpx2
+
+    (tmp_path / "README.md").write_text("# Notes\n", "utf-8")
+    proc = subprocess.Popen([sys.executable, "-m", "deskbridge", "serve", str(tmp_path), "--port", "0",
+                             "--no-browser"], stderr=subprocess.PIPE, text=True, env=dict(os.environ))
+    url = None
+    lines: list[str] = []
+    while url is None:
+        line = proc.stderr.readline()
+        assert line, "".join(lines)
+        lines.append(line)
+        match = re.search(r"(http://127\.0\.0\.1:\d+)/\?k=(\S+)", line)
+        if match:
+            url, secret = match.group(1), match.group(2)
+    headers = {"X-Deskbridge-UI": secret}
+
+    def hold(path: str) -> None:
+        with httpx2.Client(timeout=30) as http, http.stream("GET", url + path, headers=headers) as stream:
+            for _ in stream.iter_bytes():
+                pass
+
+    threads = [threading.Thread(target=hold, args=(p,), daemon=True)
+               for p in ("/api/events", "/api/markdown/docs/d1/pull?version=0&wait=25")]
+    for t in threads:
+        t.start()
+    time.sleep(1.0)
+    started = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    _, rest = proc.communicate(timeout=15)
+    assert time.monotonic() - started < 2.5
+    assert "Traceback" not in rest and "ERROR" not in rest, rest

@@ -25,7 +25,7 @@ from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.tools import CallContext
 from deskbridge.mcp.server import build_mcp_server
 from deskbridge.web.security import UI_COOKIE, SecurityMiddleware, SecurityPolicy
-from deskbridge.web.server import SHUTDOWN_TOPIC
+from deskbridge.web.server import EndOnShutdown, ShutdownSignal
 
 if TYPE_CHECKING:
     from deskbridge.app import App
@@ -116,8 +116,6 @@ def api_routes(app: App) -> list[BaseRoute]:
                 with contextlib.closing(app.events.subscribe()) as subscription:
                     yield b": connected\n\n"
                     async for event in subscription:
-                        if event.topic == SHUTDOWN_TOPIC:
-                            break
                         payload = json.dumps(event.data, ensure_ascii=False, default=str)
                         yield f"id: {event.seq}\nevent: {event.topic}\ndata: {payload}\n\n".encode()
             finally:
@@ -205,7 +203,13 @@ def build_web_app(app: App, *, port: int, extra_hosts: list[str] | None = None,
             finally:
                 await app.stop()
 
+    shutdown = ShutdownSignal()
     policy = SecurityPolicy(port=port, mcp_token=app.token, ui_secret=app.ui_secret,
                             extra_hosts=list(extra_hosts or []), require_token=require_token)
     app.security_policy = policy
-    return Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(SecurityMiddleware, policy=policy)])
+    web = Starlette(routes=routes, lifespan=lifespan, middleware=[
+        Middleware(SecurityMiddleware, policy=policy),
+        Middleware(EndOnShutdown, signal=shutdown),
+    ])
+    web.state.shutdown = shutdown
+    return web
