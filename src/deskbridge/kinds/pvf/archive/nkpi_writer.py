@@ -58,6 +58,23 @@ class _PageGuardWriter:
             mv = mv[take:]
 
 
+class _Emitter:
+    """Writes parts in order and reports progress in bytes (also for parts copied by the kernel)."""
+
+    def __init__(self, sink: BinaryIO | _PageGuardWriter, total: int, progress: Progress | None) -> None:
+        self._sink, self._total, self._progress = sink, total, progress
+        self.done = 0
+
+    def __call__(self, data: bytes) -> None:
+        self._sink.write(data)
+        self.advance(len(data))
+
+    def advance(self, n: int) -> None:
+        self.done += n
+        if self._progress:
+            self._progress(self.done, self._total)
+
+
 def _rebuild_chunk(ar: NkpiArchive, c: int, members: np.ndarray, replaced: dict[int, bytes],
                    files: np.ndarray) -> bytes:
     """New plaintext of chunk `c`; updates the members' DataOffset/DataSize in `files`."""
@@ -164,21 +181,7 @@ def write_archive(ar: NkpiArchive, out: BinaryIO, progress: Progress | None = No
     )
     total = new_h.total_size
     sink: BinaryIO | _PageGuardWriter = _PageGuardWriter(out, ar.keys, total) if ar.variant == "paged" else out
-    done = 0
-
-    def emit(data: bytes) -> None:
-        nonlocal done
-        sink.write(data)
-        emit.advance(len(data))  # type: ignore[attr-defined]
-
-    def advance(n: int) -> None:
-        nonlocal done
-        done += n
-        if progress:
-            progress(done, total)
-
-    emit.advance = advance  # type: ignore[attr-defined]
-
+    emit = _Emitter(sink, total, progress)
     direct = _direct_copier(ar, sink, out)
     emit(hdr.encrypt(new_h, scheme))
     emit(files.tobytes())
@@ -187,7 +190,7 @@ def write_archive(ar: NkpiArchive, out: BinaryIO, progress: Progress | None = No
         if data is not None:
             emit(data)
         elif direct is not None and direct(offset, size):
-            emit.advance(size)  # type: ignore[attr-defined]
+            emit.advance(size)
         else:
             emit(src.read(offset, size))
     emit(grpi)
@@ -245,7 +248,7 @@ def _direct_copier(ar: NkpiArchive, sink: object, out: BinaryIO):  # type: ignor
     return lambda offset, length: kernel_copy(ar._src, out, offset, length)
 
 
-def _copy_run(ar: NkpiArchive, first: int, stop: int, emit, direct=None) -> None:  # type: ignore[no-untyped-def]
+def _copy_run(ar: NkpiArchive, first: int, stop: int, emit: _Emitter, direct=None) -> None:  # type: ignore[no-untyped-def]
     """Copy the ciphertext of chunks first..stop-1 verbatim, in pieces of at most 16 MiB."""
     start = ar._chunk_start(first)
     end = int(ar._chunk_ends[stop - 1])
@@ -254,6 +257,6 @@ def _copy_run(ar: NkpiArchive, first: int, stop: int, emit, direct=None) -> None
     for pos in range(start, end, step):
         n = min(step, end - pos)
         if direct is not None and direct(base + pos, n):
-            emit.advance(n)  # type: ignore[attr-defined]
+            emit.advance(n)
         else:
             emit(ar._src.read(base + pos, n))
