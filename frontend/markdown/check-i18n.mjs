@@ -26,7 +26,7 @@ for (const name of readdirSync(join(here, 'src')).filter((n) => n.endsWith('.js'
 // Keys built from a list at run time.
 const families = {
   theme: THEMES, typo: TYPOGRAPHIES, cmd: Object.keys(editorCommands),
-  mcp: ['running', 'stopped', 'portBusy', 'tokenMissing', 'enabled', 'address', 'port', 'token', 'endpoint', 'scope', 'approvals', 'requireApproval', 'loopbackOnly'],
+  mcp: ['running', 'stopped', 'portBusy', 'tokenMissing', 'enabled', 'address', 'port', 'token', 'endpoint', 'scope', 'approvals', 'requireApproval', 'loopbackOnly', 'portRestart'],
   scope: ['current_document', 'current_folder', 'custom_folder'],
   rule: ['edit', 'overwrite', 'open_outside', 'copy_rich_html', 'export', 'save', 'save_as'],
   copy: ['wechat', 'zhihu', 'juejin'],

@@ -114,6 +114,7 @@ const S = {
   'mcp.address': ['Listen address', '监听地址', '監聽位址', '待ち受けアドレス'],
   'mcp.loopbackOnly': ['Only this computer can connect (loopback).', '只允许本机连接（回环地址）。', '只允許本機連線（迴路位址）。', 'このコンピューターからのみ接続できます（ループバック）。'],
   'mcp.port': ['Port', '端口', '連接埠', 'ポート'],
+  'mcp.portRestart': ['Takes effect when deskbridge restarts', '重启 deskbridge 后生效', '重新啟動 deskbridge 後生效', 'deskbridge の再起動後に有効'],
   'mcp.token': ['Token', 'Token', 'Token', 'トークン'],
   'mcp.endpoint': ['Endpoint', 'Endpoint', 'Endpoint', 'エンドポイント'],
   'mcp.scope': ['Access scope', '允许访问范围', '允許存取範圍', 'アクセス範囲'],

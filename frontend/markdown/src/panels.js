@@ -95,7 +95,12 @@ async function mcpSettings(app) {
   const tokenInput = h('input#mcp-token.mono', { type: 'password', readOnly: true, value: token });
   const endpoint = () => `http://127.0.0.1:${port.value || 17891}/mcp`;
   const endpointText = h('code#mcp-endpoint', {}, endpoint());
-  port.addEventListener('input', () => { endpointText.textContent = endpoint(); });
+  // The port of the running server changes only when deskbridge restarts; say so instead of pretending.
+  const portNote = h('small.note', { i18n: 'mcp.portRestart', hidden: true });
+  port.addEventListener('input', () => {
+    endpointText.textContent = endpoint();
+    portNote.hidden = String(port.value) === String(location.port || settings.port);
+  });
   const clientConfig = () => JSON.stringify({
     mcpServers: { deskbridge: { type: 'http', url: endpoint(), headers: { Authorization: `Bearer ${tokenInput.value}` } } },
   }, null, 2);
@@ -115,7 +120,7 @@ async function mcpSettings(app) {
   const body = h('form.settings', { onsubmit: (e) => e.preventDefault() },
     h('div.row', {}, h('label.check', {}, enabled, h('span', { i18n: 'mcp.enabled' })), live),
     h('label.field', {}, h('span', { i18n: 'mcp.address' }), h('input', { type: 'text', value: '127.0.0.1', readOnly: true, title: t('mcp.loopbackOnly') })),
-    h('label.field', {}, h('span', { i18n: 'mcp.port' }), port),
+    h('label.field', {}, h('span', { i18n: 'mcp.port' }), h('span.row-inline', {}, port, portNote)),
     h('div.field', {}, h('span', { i18n: 'mcp.token' }),
       h('div.row-inline', {}, tokenInput,
         h('button#mcp-token-show', { type: 'button', i18n: 'show', onclick: (e) => {
