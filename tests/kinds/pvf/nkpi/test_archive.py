@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import shutil
 from pathlib import Path
 
@@ -167,3 +168,12 @@ def test_non_ascii_and_mixed_case_paths_list_and_resolve(small_archives, tmp_pat
         assert again.read_text("EQUIPMENT/新しい/item_ä.equ") == "[name]\n\t`x`\n"
         assert again.read_text("equipment/upper/case.equ") == "[name]\n\t`y`\n"
         assert len(paths) == 302
+
+
+def test_save_reports_progress_up_to_the_written_size(small_archives, tmp_path):
+    with _open(small_archives["legacy"]) as ar:
+        calls: list[tuple[int, int]] = []
+        ar.stage_text(ar.paths()[4], "[name]\n`p`\n")
+        report = ar.save_copy(tmp_path / "p.pvf", progress=lambda d, t: calls.append((d, t)))
+    assert calls and calls[-1][0] == calls[-1][1] == report.bytes_written
+    assert all(a[0] <= b[0] for a, b in itertools.pairwise(calls))
