@@ -176,3 +176,14 @@ def test_growing_past_the_last_page_key_fails_cleanly(tmp_path, monkeypatch):
         assert err.value.code is ErrorCode.KEY_REQUIRED
     assert path.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".deskbridge-tmp")] == []
+
+
+def test_paged_archive_with_unknown_section_keys_is_recovered(tmp_path):
+    scheme = replace(c.PAGED, header=0x0BADCAFE, hash=0x1234ABCD, grpi=0x0F0F0F0F, body=0x7777AAAA)
+    path = tmp_path / "other-client.pvf"
+    synth_nkpi(path, 50, 6, "paged", scheme=scheme)
+    with open_nkpi(path, keys=str(path) + ".keys.json") as ar:
+        assert ar.variant == "paged"
+        assert (ar.scheme.header, ar.scheme.hash, ar.scheme.grpi, ar.scheme.body) == (
+            0x0BADCAFE, 0x1234ABCD, 0x0F0F0F0F, 0x7777AAAA)
+        assert ar.read_text(ar.paths()[2]).startswith("[name]")

@@ -152,6 +152,11 @@ def _detect(src: _Source) -> tuple[KeyScheme, hdr.Header, bool]:
         found = hdr.identify(head, size, ("paged",))
         if found:
             return found[0], found[1], False
+        # 100CN/115CN may key their sections differently from 110US: recover under the page guards too.
+        rec = hdr.recover(head, size)
+        if rec is not None:
+            seed, guarded, header = rec
+            return replace(SCHEMES["paged"], header=seed, guard=guarded), header, True
         src.paged = False
     rec = hdr.recover(raw, size)
     if rec is not None:
