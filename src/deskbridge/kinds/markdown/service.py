@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from deskbridge import __version__
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.policy import ApprovalRules
 from deskbridge.core.tools import CallContext
@@ -30,8 +31,10 @@ from deskbridge.kinds.markdown.approvals import (
     unified_diff,
 )
 from deskbridge.kinds.markdown.collab import Edit, map_position, map_range
+from deskbridge.kinds.markdown.collab import apply_edits as apply_edits_to
 from deskbridge.kinds.markdown.document import MarkdownDocument
 from deskbridge.kinds.markdown.drafts import DraftTracker
+from deskbridge.kinds.markdown.edits import context_around
 from deskbridge.kinds.markdown.outline import Heading, outline
 from deskbridge.kinds.markdown.render import PreviewRenderer
 from deskbridge.kinds.markdown.scope import AccessScope, Workspace
@@ -338,9 +341,7 @@ class MarkdownService:
         if len(edits) == 1:
             e = edits[0]
             return local_diff(text, e.start, e.end, e.insert, name)
-        from deskbridge.kinds.markdown.collab import apply_edits as _apply
-
-        return unified_diff(text, _apply(text, edits), name)
+        return unified_diff(text, apply_edits_to(text, edits), name)
 
     def _rebase(self, doc: MarkdownDocument, edits: list[Edit], base_version: int) -> list[Edit]:
         if base_version == doc.version:
@@ -361,8 +362,6 @@ class MarkdownService:
         return out
 
     def _stale(self, doc: MarkdownDocument, start: int, end: int, why: str) -> BridgeError:
-        from deskbridge.kinds.markdown.edits import context_around
-
         return BridgeError(
             ErrorCode.STALE_WORKSPACE,
             f"{why}; read it again and retry with revision {doc.revision}",
@@ -523,8 +522,6 @@ class MarkdownService:
         return self.workspace.relative(doc.path) if doc.path else doc.name
 
     def status(self) -> dict[str, Any]:
-        from deskbridge import __version__
-
         current = None
         if self.current_id in self.docs:
             current = self.describe(self.docs[self.current_id])

@@ -16,12 +16,11 @@ import anyio
 from pydantic import Field
 
 from deskbridge.core.errors import BridgeError, ErrorCode
-from deskbridge.core.limits import RESPONSE_MAX_BYTES
 from deskbridge.core.tools import CallContext, NoArgs, ToolArgs, ToolSpec
 from deskbridge.kinds.markdown import export as export_mod
 from deskbridge.kinds.markdown.approvals import APPROVAL_OUTCOME, AUDIT_KEEP
-from deskbridge.kinds.markdown.collab import Edit
-from deskbridge.kinds.markdown.edits import check_expected_text, replace_text_edits, resolve_range
+from deskbridge.kinds.markdown.collab import Edit, map_range
+from deskbridge.kinds.markdown.edits import Range, check_expected_text, replace_text_edits, resolve_range
 from deskbridge.kinds.markdown.search import Query, search_files
 from deskbridge.kinds.markdown.sections import find_section, patch_section_edit, read_lines
 from deskbridge.kinds.markdown.service import MarkdownService
@@ -174,10 +173,6 @@ class CopyRichHtmlArgs(ToolArgs):
 
 def _aliases(short: str) -> tuple[str, ...]:
     return (f"vex_{short}", f"vex.{short}")
-
-
-def _base_version(service: MarkdownService, doc_id: str | None, revision: str) -> int:
-    return service.get(doc_id).version_of(revision)
 
 
 def _require_current(service: MarkdownService, doc_id: str | None, revision: str) -> None:
@@ -364,8 +359,6 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
                               f"the range has {end - start} code points but expectedText has {len(args.expected_text)}")
         # service.apply_edits maps the range through later updates and refuses it if any touched it; the
         # text inside an untouched range is the text it had at `base`, which must be expectedText.
-        from deskbridge.kinds.markdown.collab import map_range
-
         doc = service.get(args.doc_id)
         mapped: tuple[int, int] | None = (start, end)
         for edits in doc.collab.edits_since(base):
@@ -373,8 +366,6 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
             if mapped is None:
                 raise service._stale(doc, min(start, len(doc.text)), min(end, len(doc.text)),
                                      "the text at this range changed since your revision")
-        from deskbridge.kinds.markdown.edits import Range
-
         check_expected_text(doc.text, Range(*mapped), args.expected_text)
         return await service.apply_edits(args.doc_id, [Edit(mapped[0], mapped[1], args.replacement)], ctx=ctx,
                                          tool="md_apply_text_edit", base_version=doc.version,
@@ -409,8 +400,6 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
         if sel is None:
             raise BridgeError(ErrorCode.NOT_FOUND, "the editor has not reported a selection for this document",
                               hint="Ask the person to select the text in the editor, then call md_get_selection.")
-        from deskbridge.kinds.markdown.edits import Range
-
         check_expected_text(doc.text, Range(*sel), args.expected_text)
         return await service.apply_edits(args.doc_id, [Edit(sel[0], sel[1], args.text)], ctx=ctx,
                                          tool="md_replace_selection", base_version=doc.version,
@@ -538,4 +527,4 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
     ]
 
 
-__all__ = ["RESPONSE_MAX_BYTES", "markdown_tools"]
+__all__ = ["markdown_tools"]
