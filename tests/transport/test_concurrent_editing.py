@@ -22,11 +22,6 @@ pytestmark = pytest.mark.anyio
 ROUNDS = 12
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def utf16_len(text: str) -> int:
     return len(text.encode("utf-16-le")) // 2
 

@@ -13,11 +13,6 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def folder(tmp_path: Path) -> Path:
     (tmp_path / "hello.txt").write_text("hello, world\n", "utf-8")
     return tmp_path

@@ -16,11 +16,6 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def notes(tmp_path: Path) -> Path:
     (tmp_path / "README.md").write_text("# Notes\n\n## Intro\n\nHello world.\n", "utf-8")
     return tmp_path

@@ -11,11 +11,6 @@ from deskbridge.testing import running_server
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 async def test_find_asset_and_references_over_http(shared_data: Path) -> None:
     sage = shared_data / "sage"
     options = {"sdk": str(sage / "ra3-sdk")}

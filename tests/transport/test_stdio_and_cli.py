@@ -14,11 +14,6 @@ from mcp import Client, StdioServerParameters
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 async def test_stdio_server_answers(tmp_path: Path, mode: str) -> None:
     (tmp_path / "a.txt").write_text("stdio works", "utf-8")
