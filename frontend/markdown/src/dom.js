@@ -81,17 +81,18 @@ export function menu(id, labelKey, items) {
 const layer = () => document.getElementById('modal-layer');
 
 /** Show a modal dialog; returns {el, close}. `wide` for big content (audit, diff). */
-export function modal(id, titleKey, body, { wide = false, actions = [], onClose } = {}) {
+export function modal(id, titleKey, body, { wide = false, actions = [], onClose, dismissable = true } = {}) {
   document.getElementById(id)?.remove();
   const close = () => { dialog.remove(); onClose?.(); };
-  const dialog = h(`div.modal-backdrop#${id}`, { onclick: (event) => { if (event.target === dialog) close(); } },
+  // A non-dismissable dialog (an approval) closes only through one of its answers.
+  const dialog = h(`div.modal-backdrop#${id}`, { onclick: (event) => { if (dismissable && event.target === dialog) close(); } },
     h(`div.modal${wide ? '.wide' : ''}`, { role: 'dialog', 'aria-modal': 'true', 'aria-labelledby': `${id}-title` },
       h('header.modal-head', {},
         h(`h2#${id}-title`, { i18n: titleKey }),
-        h('button.icon-button.modal-close', { type: 'button', i18nTitle: 'close', onclick: close }, '×')),
+        dismissable ? h('button.icon-button.modal-close', { type: 'button', i18nTitle: 'close', onclick: close }, '×') : null),
       h('div.modal-body', {}, body),
       actions.length ? h('footer.modal-foot', {}, actions) : null));
-  dialog.addEventListener('keydown', (event) => { if (event.key === 'Escape') close(); });
+  dialog.addEventListener('keydown', (event) => { if (dismissable && event.key === 'Escape') close(); });
   layer().append(dialog);
   (dialog.querySelector('[autofocus]') || dialog.querySelector('.modal-foot button, .modal-close')).focus();
   return { el: dialog, close };

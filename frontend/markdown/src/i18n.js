@@ -152,6 +152,7 @@ const S = {
   'audit.ms': ['ms', '毫秒', '毫秒', 'ミリ秒'],
   'approval.title': ['An AI client asks to change your document', 'AI 客户端请求修改文档', 'AI 用戶端請求修改文件', 'AI クライアントが文書の変更を求めています'],
   approvalLead: ['Review the change below. Nothing changes unless you approve.', '请检查下面的改动。除非你同意，否则不会有任何修改。', '請檢查下面的變更。除非你同意，否則不會有任何修改。', '以下の変更を確認してください。承認しない限り何も変わりません。'],
+  'approval.timeLeft': ['({time} left)', '（剩余 {time}）', '（剩餘 {time}）', '（残り {time}）'],
   'approval.client': ['Client', '客户端来源', '用戶端來源', 'クライアント'],
   'approval.tool': ['Tool', '工具名', '工具名稱', 'ツール'],
   'approval.target': ['Target', '目标文件', '目標檔案', '対象ファイル'],

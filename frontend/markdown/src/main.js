@@ -189,7 +189,10 @@ function build() {
   root.append(topbar, banners, main, status, h('div#modal-layer'), h('div#toasts.toasts'));
 
   document.addEventListener('keydown', (event) => {
-    if ((event.ctrlKey || event.metaKey) && event.key.toLowerCase() === 's') { event.preventDefault(); saveDocument(); }
+    if (!(event.ctrlKey || event.metaKey) || event.altKey) return;
+    const key = event.key.toLowerCase();
+    if (key === 's') { event.preventDefault(); saveDocument(); }
+    if (key === 'h') { event.preventDefault(); app.openSearch(true); }
   });
   // Scroll sync source → preview by the renderer's source-line marks (proportional when there are none);
   // a large document's preview window follows the editor.
@@ -454,6 +457,8 @@ function renderDirty() {
   const dot = $('#dirty-dot');
   dot.classList.toggle('on', dirty);
   $('#st-dirty').textContent = dirty ? t('unsaved') : t('saved');
+  const name = $('#doc-name').textContent;
+  if (name) document.title = `${dirty ? '● ' : ''}${name} — deskbridge`;
   $('#st-dirty').className = dirty ? 'dirty' : 'clean';
   $('#st-sync').textContent = pending ? t('status.pending', { n: pending }) : t('status.synced');
   reportDrafts(pending);
@@ -629,7 +634,10 @@ async function start() {
     const wanted = new URL(location.href).searchParams.get('doc');
     const chosen = docs.find((d) => d.docId === wanted) || docs[0];
     if (chosen) await loadDocument(chosen.docId);
-    else $('#preview').replaceChildren(h('p.empty', { i18n: 'noDocument' }));
+    else {
+      $('#preview').replaceChildren(h('p.empty', { i18n: 'noDocument' }));
+      applyUi({ selectedSidebarTab: 'files', isSidebarVisible: true }); // only here: let the person pick a file
+    }
   } catch (err) {
     showError(err);
   }

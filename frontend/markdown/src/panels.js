@@ -252,8 +252,16 @@ function next(app) {
     }
     closeApproval(request.id);
   };
+  // The broker declines after its timeout (core limits.APPROVAL_TIMEOUT_S, 120 s); show the time left.
+  const deadline = (request.created ? request.created * 1000 : Date.now()) + (request.timeoutS || 120) * 1000;
+  const countdown = h('span#approval-countdown.countdown');
+  const tick = () => {
+    const left = Math.max(0, Math.round((deadline - Date.now()) / 1000));
+    countdown.textContent = t('approval.timeLeft', { time: `${Math.floor(left / 60)}:${String(left % 60).padStart(2, '0')}` });
+    if (document.getElementById('approval-dialog')) setTimeout(tick, 1000);
+  };
   const body = h('div.approval', {},
-    h('p.lead', { i18n: 'approvalLead' }),
+    h('p.lead', {}, h('span', { i18n: 'approvalLead' }), ' ', countdown),
     table([
       ['approval.client', request.client || request.client_name || '—'],
       ['approval.tool', request.tool || '—'],
@@ -263,12 +271,14 @@ function next(app) {
     request.diff ? diffView(request.diff) : h('p.empty', { i18n: 'approval.noDiff' }));
   modal('approval-dialog', 'approval.title', body, {
     wide: true,
+    dismissable: false,
     onClose: () => { if (showing?.id === request.id) { showing = null; next(app); } },
     actions: [
       h('button#approval-reject.danger', { type: 'button', i18n: 'reject', onclick: () => answer(false) }),
       h('button#approval-approve.primary', { type: 'button', i18n: 'approve', onclick: () => answer(true) }),
     ],
   });
+  tick();
 }
 
 // ---------------------------------------------------------------------------------------------------- export
