@@ -13,8 +13,10 @@ from typing import Any
 import anyio
 from pydantic import ValidationError
 
+from deskbridge.core.audit import Approval
 from deskbridge.core.errors import BridgeError, ErrorCode, internal
 from deskbridge.core.limits import RESPONSE_MAX_BYTES
+from deskbridge.core.policy import LAST_APPROVAL
 from deskbridge.core.tools import CallContext, ToolSpec
 from deskbridge.kinds.base import KindServices, KindWorkspace, find_kind
 from deskbridge.settings import Dirs, Settings, deskbridge_dirs, load_or_create_token, load_settings
@@ -103,6 +105,7 @@ class App:
         started = time.perf_counter()
         spec = self.find_tool(name)
         outcome = "ok"
+        LAST_APPROVAL.set(None)
         try:
             if spec is None:
                 if self.workspace is None:
@@ -135,8 +138,10 @@ class App:
             outcome = str(error.code)
             raise
         finally:
+            approval = LAST_APPROVAL.get()
             self.audit.record(
                 caller=call.caller, client=call.client_name, tool=name,
+                approval=approval.for_audit if approval is not None else Approval.NONE,
                 target=_target_of(arguments) or "", outcome=outcome,
                 duration_ms=(time.perf_counter() - started) * 1000, arg_names=arguments.keys(),
             )

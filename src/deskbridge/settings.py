@@ -86,13 +86,6 @@ class Settings(BaseModel):
     sage: SageSettings = Field(default_factory=SageSettings)
 
 
-def _create_private(path: Path) -> None:
-    """Make sure `path` exists with owner-only permissions; `atomic_write` keeps an existing file's bits."""
-    fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o600)
-    os.close(fd)
-    os.chmod(path, 0o600)
-
-
 def load_settings(dirs: Dirs | None = None) -> Settings:
     """Read the settings file; a missing file means defaults, a broken one is a clear error."""
     dirs = dirs or deskbridge_dirs()
@@ -116,8 +109,7 @@ def save_settings(settings: Settings, dirs: Dirs | None = None) -> Path:
     dirs = dirs or deskbridge_dirs()
     dirs.config.mkdir(parents=True, exist_ok=True)
     text = json.dumps(settings.model_dump(by_alias=True), indent=2, ensure_ascii=False) + "\n"
-    _create_private(dirs.settings_file)
-    atomic_write(dirs.settings_file, text.encode("utf-8"))
+    atomic_write(dirs.settings_file, text.encode("utf-8"), new_file_mode=0o600)
     return dirs.settings_file
 
 
@@ -159,6 +151,5 @@ def load_or_create_token(dirs: Dirs | None = None, *, rotate: bool = False) -> s
 
     dirs.config.mkdir(parents=True, exist_ok=True)
     token = secrets.token_hex(TOKEN_BYTES)
-    _create_private(path)
-    atomic_write(path, (token + "\n").encode("ascii"))
+    atomic_write(path, (token + "\n").encode("ascii"), new_file_mode=0o600)
     return token

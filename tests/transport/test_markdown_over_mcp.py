@@ -44,7 +44,9 @@ async def test_edit_asks_through_elicitation_without_a_browser(notes: Path, appr
         result = await client.call_tool("md_replace_text", {
             "oldText": "Hello world.", "newText": "Hello deskbridge.", "expectedRevision": doc["revision"]})
         after = await read(client)
+        audit = [r.to_dict() for r in srv.app.audit.recent() if r.tool == "md_replace_text"]
     assert seen, "the person was not asked"
+    assert audit[-1]["approval"] == ("approved" if approve else "declined")
     if approve:
         assert not result.is_error, result.structured_content
         assert "Hello deskbridge." in after["markdown"]

@@ -17,6 +17,7 @@ own loop via `call_soon_threadsafe`).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import secrets
 import threading
 import time
@@ -154,6 +155,9 @@ class ApprovalResult:
 
 Elicit = Callable[[str], Awaitable[bool | None]]
 
+LAST_APPROVAL: contextvars.ContextVar[ApprovalResult | None] = contextvars.ContextVar("last_approval", default=None)
+"""The decision of the latest approval asked in this context (one tool call); None when nobody was asked."""
+
 
 def _cap_diff(diff: str | None) -> tuple[str | None, bool]:
     if diff is None:
@@ -196,15 +200,19 @@ class ApprovalBroker:
     async def request(
         self, req: ApprovalRequest, *, elicit: Elicit | None = None, timeout_s: float | None = None
     ) -> ApprovalResult:
-        """Ask a person; returns the decision (never raises for a "no")."""
+        """Ask a person; returns the decision (never raises for a "no"). The decision is also left in
+        `LAST_APPROVAL`, so whoever audits the surrounding tool call can record it."""
         timeout = self.timeout_s if timeout_s is None else timeout_s
         req.diff, req.diff_truncated = _cap_diff(req.diff)
         req.created = time.time()
         if self.ui_attached:
-            return await self._ask_ui(req, timeout)
-        if elicit is not None:
-            return await self._ask_elicit(req, elicit, timeout)
-        return ApprovalResult(Decision.NO_ONE_TO_ASK, "none")
+            result = await self._ask_ui(req, timeout)
+        elif elicit is not None:
+            result = await self._ask_elicit(req, elicit, timeout)
+        else:
+            result = ApprovalResult(Decision.NO_ONE_TO_ASK, "none")
+        LAST_APPROVAL.set(result)
+        return result
 
     async def require(
         self, req: ApprovalRequest, *, elicit: Elicit | None = None, timeout_s: float | None = None
