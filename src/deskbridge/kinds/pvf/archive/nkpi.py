@@ -223,7 +223,6 @@ class NkpiArchive(ArchiveBase):
                 ht_raw, scheme.hash, 0, header.file_count, lambda p: self._hash_ok(p, header),
                 lambda p: parse_hash_table(p, header.hash_table_offset), header.hash_table_offset, "hash table")
             recovered |= rec
-            parse_hash_table(crypt(ht_raw, hash_seed), header.hash_table_offset)
         # Name table: two zlib pools under the pool keys; masks from the known schemes.
         nt_raw = src.read(header.name_table_offset, header.name_table_size)
         twin = self._pools_of
@@ -263,7 +262,7 @@ class NkpiArchive(ArchiveBase):
     def _check_encoding(self) -> None:
         """Warn (never fail) when sTrA does not read cleanly in the encoding in use (research §5.4)."""
         sample = self.pools.raw_a_view()[: 4 * 1024 * 1024]
-        bad = sample.decode(self.encoding, errors="replace").count("\ufffd")
+        bad = 0 if sample.isascii() else sample.decode(self.encoding, errors="replace").count("\ufffd")
         guessed = self._requested_encoding is None and self.encoding != "utf-8"
         if bad or guessed:
             self.warnings.append(BridgeError(

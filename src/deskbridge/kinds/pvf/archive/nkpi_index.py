@@ -94,13 +94,19 @@ class PathIndex:
         for kind, pool in enumerate(self._src):
             sel = np.flatnonzero(~slow & (n_kind == kind))
             order = sel[np.argsort(-n_len[sel], kind="stable")]
-            lens, starts = n_len[order], n_start[order]
+            lens, pos = n_len[order], n_start[order].copy()
             h = np.zeros(len(order), dtype=np.uint64)
-            count = len(lens)
-            for k in range(int(lens[0]) if count else 0):
-                while count and lens[count - 1] <= k:
-                    count -= 1
-                h[:count] = h[:count] * p + _LOWER[pool.units[starts[:count] + k]]
+            unit = np.empty(len(order), dtype=pool.units.dtype)
+            low = np.empty(len(order), dtype=np.uint64)
+            # counts[k] = how many names are longer than k (lens is sorted longest first)
+            counts = np.searchsorted(-lens, -np.arange(int(lens[0]) if len(lens) else 0), side="left")
+            for count in counts.tolist():
+                np.take(pool.units, pos[:count], out=unit[:count])
+                np.take(_LOWER, unit[:count], out=low[:count])
+                hc = h[:count]
+                hc *= p
+                hc += low[:count]
+                pos[:count] += 1
             hashes[order] = h
         # Combine with the folder: hash(folder + "/" + name) = (h_dir*P + '/') * P^len(name) + h_name.
         fast = np.flatnonzero(~slow)

@@ -117,6 +117,8 @@ def _read_pool(
 
 def _detect_stra_encoding(pool: bytes) -> str:
     """UTF-8 when the pool is valid UTF-8, else the candidate with the fewest undecodable bytes."""
+    if pool.isascii():  # the common case, checked without decoding 60 MB
+        return "utf-8"
     best, best_bad = "utf-8", None
     for enc in STRA_ENCODINGS:
         bad = pool.decode(enc, errors="replace").count("\ufffd")
