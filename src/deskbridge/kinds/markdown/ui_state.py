@@ -7,8 +7,10 @@ bus topic `ui` so open browser tabs apply it live. Allowed values follow the Vex
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, Final, Protocol
 
 from deskbridge.core.errors import BridgeError, ErrorCode
@@ -122,6 +124,36 @@ def default_state() -> dict[str, Any]:
     }
 
 
+UI_STATE_FILE: Final = "markdown-ui.json"
+"""File in the config directory that keeps the view state between runs (see `UiState.persistent`)."""
+
+
+def load_saved_state(path: Path) -> dict[str, Any]:
+    """The saved view state, keeping only fields that are still valid (an old or hand-edited file never fails)."""
+    try:
+        raw = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(raw, dict):
+        return {}
+    kept: dict[str, Any] = {}
+    for key, value in raw.items():
+        try:
+            kept.update(UiState._validated({key: value}))
+        except BridgeError:
+            continue
+    return kept
+
+
+def save_state(path: Path, state: Mapping[str, Any]) -> None:
+    """Write the view state atomically (owner-only; it is harmless, but it is the person's)."""
+    from deskbridge.core.files import atomic_write
+
+    data = {k: v for k, v in state.items() if k != "revision"}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode("utf-8"), new_file_mode=0o600)
+
+
 class UiState:
     """The view state shared by every browser tab and every MCP client; thread-safe, publishes each change.
 
@@ -141,6 +173,11 @@ class UiState:
         self._revision = 0
         if initial:
             self._state.update(self._validated(initial))
+
+    @classmethod
+    def persistent(cls, path: Path, events: EventSink | None = None) -> UiState:
+        """A UiState that starts from the file at `path` and writes every change back to it."""
+        return cls(events=events, initial=load_saved_state(path), on_change=lambda state: save_state(path, state))
 
     # -- reading -----------------------------------------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:

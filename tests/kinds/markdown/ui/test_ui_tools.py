@@ -149,3 +149,20 @@ def test_initial_state_is_validated():
     assert UiState(initial={"theme": "Night-Sky"}).snapshot()["theme"] == "night-sky"
     with pytest.raises(BridgeError):
         UiState(initial={"theme": "plaid"})
+
+
+def test_a_persistent_state_survives_a_restart(tmp_path):
+    path = tmp_path / "config" / "markdown-ui.json"
+    first = UiState.persistent(path)
+    first.update({"theme": "dusk", "cultureName": "ja-JP", "isCompactLayout": True})
+    again = UiState.persistent(path).snapshot()
+    assert (again["theme"], again["cultureName"], again["isCompactLayout"]) == ("dusk", "ja-JP", True)
+
+
+def test_a_damaged_or_outdated_state_file_is_ignored_field_by_field(tmp_path):
+    path = tmp_path / "markdown-ui.json"
+    path.write_text('{"theme": "neon", "typography": "GeekBlack", "fontSize": 3}', encoding="utf-8")
+    state = UiState.persistent(path).snapshot()
+    assert state["theme"] == "system" and state["typography"] == "GeekBlack"
+    path.write_text("{not json", encoding="utf-8")
+    assert UiState.persistent(path).snapshot()["theme"] == "system"
