@@ -66,40 +66,73 @@ def unified_diff(before: str, after: str, name: str, *, context: int = 3) -> str
     return "".join(out)
 
 
-def local_diff(text: str, start: int, end: int, insert: str, name: str) -> str:
-    """Unified diff of replacing text[start:end] with `insert`, computed on the touched lines only.
-
-    Diffing a 10 MB document line by line for a one-word edit costs seconds; the touched lines plus a few
-    context lines give the same hunk, renumbered to the real line numbers.
-    """
-    line_start = text.rfind("\n", 0, start) + 1
-    line_end = text.find("\n", end)
-    line_end = len(text) if line_end == -1 else line_end + 1
-    # widen by three lines each side for context
-    lo = line_start
-    for _ in range(3):
+def _window(text: str, start: int, end: int, context: int = 3) -> tuple[int, int]:
+    """Code-point span of the lines touched by [start, end) plus `context` lines each side."""
+    lo = text.rfind("\n", 0, start) + 1
+    hi = text.find("\n", end)
+    hi = len(text) if hi == -1 else hi + 1
+    for _ in range(context):
         if lo == 0:
             break
         lo = text.rfind("\n", 0, lo - 1) + 1
-    hi = line_end
-    for _ in range(3):
+    for _ in range(context):
         if hi >= len(text):
             break
         nxt = text.find("\n", hi)
         hi = len(text) if nxt == -1 else nxt + 1
-    before = text[lo:hi]
-    after = text[lo:start] + insert + text[end:hi]
-    first_line = text.count("\n", 0, lo)  # 0-based line number of `lo`
-    diff = unified_diff(before, after, name)
-    if first_line == 0:
+    return lo, hi
+
+
+def local_diff(text: str, start: int, end: int, insert: str, name: str) -> str:
+    """Unified diff of replacing text[start:end] with `insert`, computed on the touched lines only."""
+    return edits_diff(text, [(start, end, insert)], name)
+
+
+def edits_diff(text: str, edits: list[tuple[int, int, str]], name: str) -> str:
+    """Unified diff of ascending, non-overlapping edits, computed on the touched lines only.
+
+    Diffing a 10 MB document line by line for a few words costs seconds; each group of nearby edits is
+    diffed on its own lines plus context, and the hunks are renumbered to the real line numbers.
+    """
+    groups: list[tuple[int, int, list[tuple[int, int, str]]]] = []
+    for start, end, insert in edits:
+        lo, hi = _window(text, start, end)
+        if groups and lo <= groups[-1][1]:
+            groups[-1] = (groups[-1][0], max(hi, groups[-1][1]), [*groups[-1][2], (start, end, insert)])
+        else:
+            groups.append((lo, hi, [(start, end, insert)]))
+    header = f"--- a/{name}\n+++ b/{name}\n"
+    hunks: list[str] = []
+    line_delta = 0
+    size = 0
+    for lo, hi, members in groups:
+        pieces, last = [], lo
+        for start, end, insert in members:
+            pieces += [text[last:start], insert]
+            last = end
+        pieces.append(text[last:hi])
+        before, after = text[lo:hi], "".join(pieces)
+        first_line = text.count("\n", 0, lo)
+        diff = unified_diff(before, after, name)
+        body = diff.split("\n", 2)[2] if diff.count("\n") >= 2 else ""
+        hunks.append(_shift_hunks(body, first_line, first_line + line_delta))
+        line_delta += after.count("\n") - before.count("\n")
+        size += len(hunks[-1])
+        if size > DIFF_MAX_CHARS:
+            hunks.append("... (diff truncated)\n")
+            break
+    return header + "".join(hunks) if any(hunks) else ""
+
+
+def _shift_hunks(diff: str, old_shift: int, new_shift: int | None = None) -> str:
+    """Renumber hunk headers of a diff computed on an excerpt: old side by `old_shift`, new side by `new_shift`."""
+    new_shift = old_shift if new_shift is None else new_shift
+    if not old_shift and not new_shift:
         return diff
-    return _shift_hunks(diff, first_line)
 
-
-def _shift_hunks(diff: str, shift: int) -> str:
     def fix(m: re.Match[str]) -> str:
         a, al, b, bl = m.group(1), m.group(2), m.group(3), m.group(4)
-        return f"@@ -{int(a) + shift}{al or ''} +{int(b) + shift}{bl or ''} @@"
+        return f"@@ -{int(a) + old_shift}{al or ''} +{int(b) + new_shift}{bl or ''} @@"
 
     return re.sub(r"^@@ -(\d+)(,\d+)? \+(\d+)(,\d+)? @@", fix, diff, flags=re.MULTILINE)
 

@@ -27,11 +27,10 @@ from deskbridge.kinds.markdown.approvals import (
     Approvals,
     OperationAudit,
     approval_rules,
-    local_diff,
+    edits_diff,
     unified_diff,
 )
 from deskbridge.kinds.markdown.collab import Edit, map_position, map_range
-from deskbridge.kinds.markdown.collab import apply_edits as apply_edits_to
 from deskbridge.kinds.markdown.document import MarkdownDocument
 from deskbridge.kinds.markdown.drafts import DraftTracker
 from deskbridge.kinds.markdown.edits import context_around
@@ -337,11 +336,7 @@ class MarkdownService:
         return result
 
     def _diff(self, doc: MarkdownDocument, text: str, edits: list[Edit]) -> str:
-        name = doc.name
-        if len(edits) == 1:
-            e = edits[0]
-            return local_diff(text, e.start, e.end, e.insert, name)
-        return unified_diff(text, apply_edits_to(text, edits), name)
+        return edits_diff(text, [(e.start, e.end, e.insert) for e in edits], doc.name)
 
     def _rebase(self, doc: MarkdownDocument, edits: list[Edit], base_version: int) -> list[Edit]:
         if base_version == doc.version:
