@@ -341,3 +341,25 @@ def test_find_and_replace_uses_the_codemirror_panel(editor):
     page.click(".cm-search button[name=replaceAll]")
     wait_synced(page, bench)
     assert "| dusk | serene |" in server_text(bench)
+
+
+def test_ctrl_s_saves_what_the_person_sees(editor):
+    bench, page = editor
+    type_at_end(page, "\nSaved by the person.")
+    page.keyboard.press("Control+s")
+    page.wait_for_selector("#st-dirty.clean")
+    assert (bench.root / "notes.md").read_text("utf-8").endswith("\nSaved by the person.")
+    assert page.title() == "notes.md — deskbridge"
+
+
+def test_the_editor_follows_when_an_ai_opens_another_document(editor):
+    bench, page = editor
+    from deskbridge.core.tools import CallContext
+
+    bench.call(bench.service.open("ideas.md", ctx=CallContext(caller="mcp:pytest", client_name="pytest-agent")))
+    page.wait_for_function("() => document.querySelector('#doc-name').textContent === 'ideas.md'")
+    page.wait_for_function("() => window.deskbridge.view.state.doc.toString().startsWith('# Ideas')")
+    page.wait_for_function("() => document.querySelector('#preview h1').textContent === 'Ideas'")
+    page.click("#tab-files")
+    page.click("#files-list .file-item >> text=notes.md")
+    page.wait_for_function("() => document.querySelector('#doc-name').textContent === 'notes.md'")

@@ -420,7 +420,8 @@ function renderFiles() {
     const active = current && (current === path || current.endsWith(`/${path}`) || current.endsWith(`\\${path}`));
     list.append(h(`button.file-item${active ? '.active' : ''}`, {
       type: 'button', role: 'listitem', title: path, onclick: () => openFile(path),
-    }, icon('file'), h('span', {}, file.name || path.split(/[\\/]/).pop())));
+    }, icon('file'), h('span.file-name', {}, file.name || path.split(/[\\/]/).pop()),
+    path.includes('/') ? h('span.file-dir', {}, path.slice(0, path.lastIndexOf('/'))) : null));
   }
 }
 
