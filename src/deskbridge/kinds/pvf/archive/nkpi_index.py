@@ -93,7 +93,7 @@ class PathIndex:
         p = np.uint64(_P)
         for kind, pool in enumerate(self._src):
             sel = np.flatnonzero(~slow & (n_kind == kind))
-            order = sel[np.argsort(-n_len[sel], kind="stable")]
+            order = sel[np.argsort((-n_len[sel]).astype(np.int16), kind="stable")]  # int16: radix sort
             lens, pos = n_len[order], n_start[order].copy()
             h = np.zeros(len(order), dtype=np.uint64)
             unit = np.empty(len(order), dtype=pool.units.dtype)
@@ -195,7 +195,8 @@ class PathIndex:
             ends = np.cumsum(ln)
             out_off = ends - ln
             total = int(ends[-1]) if len(ends) else 0
-            idx = np.repeat(src - out_off, ln) + np.arange(total, dtype=np.int64)
+            idx = np.repeat(src - out_off, ln)
+            idx += np.arange(total, dtype=np.int64)
             used = np.unique(kind[(ln > 0) & (kind < 2)])
             if len(used) == 1:  # the usual case: every string of the block lives in one pool
                 units = self._src[int(used[0])].units
