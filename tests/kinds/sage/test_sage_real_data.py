@@ -177,3 +177,13 @@ def test_deep_forward_references_stay_bounded(real_index):
                                             target_types=["WeaponTemplate"], max_edges=1000)
     kinds = {e["to"]["type"] for e in narrowed["edges"] if e["to"] and e["via"]["kind"] != "inheritFrom"}
     assert kinds == {"WeaponTemplate"}
+
+
+def test_snapshot_text_is_exactly_the_snapshot_json(real_index):
+    import json
+
+    from deskbridge.kinds.sage.snapshot import snapshot_json, snapshot_text
+
+    fast = json.loads(snapshot_text(real_index))
+    assert fast == json.loads(json.dumps(snapshot_json(real_index)))
+    assert len(fast["references"]) == fast["stats"]["referenceCount"] == 59699

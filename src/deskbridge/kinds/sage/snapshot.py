@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import re
+from json.encoder import encode_basestring  # type: ignore[attr-defined]
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +46,7 @@ def snapshot_dir(project: Path, data_dir: Path | None = None) -> Path:
     return (data_dir or deskbridge_dirs().data) / "sage" / "snapshots" / project_key(project)
 
 
-def snapshot_json(index: SageIndex, stale: bool = False) -> dict[str, Any]:
+def snapshot_json(index: SageIndex, stale: bool = False, with_references: bool = True) -> dict[str, Any]:
     """The whole public snapshot of one index as plain JSON data."""
     assets = []
     for defs in index.by_id.values():
@@ -60,7 +61,7 @@ def snapshot_json(index: SageIndex, stale: bool = False) -> dict[str, Any]:
                 row["manifestSource"] = d.source
             assets.append(row)
     references = []
-    for path, rec in index.files.items():
+    for path, rec in index.files.items() if with_references else ():
         shown = index.display(path)
         for r in rec.refs:
             owner = rec.assets[r[R_ASSET]] if r[R_ASSET] >= 0 else None
@@ -80,7 +81,7 @@ def snapshot_json(index: SageIndex, stale: bool = False) -> dict[str, Any]:
         "stale": stale,
         "stats": {
             "assetCount": index.stats.get("assetCount", len(assets)),
-            "referenceCount": len(references),
+            "referenceCount": sum(len(rec.refs) for rec in index.files.values()),
             "defineCount": index.stats.get("defineCount", 0),
             "streamCount": len(index.streams),
             "fileCount": len(index.files),
@@ -98,12 +99,46 @@ def snapshot_json(index: SageIndex, stale: bool = False) -> dict[str, Any]:
     }
 
 
+_REF_ROW = ('{"type":%s,"id":%s,"file":%s,"line":%d,"column":%d,"endColumn":%d,"kind":%s,"element":%s,'
+            '"attribute":%s,"fromType":%s,"fromId":%s}')
+
+
+def snapshot_text(index: SageIndex, stale: bool = False) -> str:
+    """`snapshot_json` serialised, with the 60 k reference rows formatted directly: the same JSON as
+    `json.dumps(snapshot_json(...))` at about half the cost, which keeps SNAP well under a second."""
+    head = json.dumps(snapshot_json(index, stale, with_references=False), separators=(",", ":"),
+                      ensure_ascii=False)
+    memo: dict[str, str] = {}
+
+    def enc(value: str | None) -> str:
+        if value is None:
+            return "null"
+        hit = memo.get(value)
+        if hit is None:
+            hit = memo[value] = encode_basestring(value)
+        return hit
+
+    rows: list[str] = []
+    for path, rec in index.files.items():
+        shown = enc(index.display(path))
+        assets = rec.assets
+        for r in rec.refs:
+            owner = assets[r[R_ASSET]] if r[R_ASSET] >= 0 else None
+            rows.append(_REF_ROW % (enc(r[R_TYPE]), encode_basestring(r[R_VALUE]), shown, r[R_LINE], r[R_COL],
+                                    r[R_END], enc(r[R_KIND]), enc(r[R_ELEMENT]), enc(r[R_ATTR] or None),
+                                    enc(owner[0]) if owner else "null",
+                                    encode_basestring(owner[1]) if owner else "null"))
+    # A key written by json.dumps cannot occur inside a string value (its quotes would be escaped).
+    cut = head.rindex('"references":[]') + len('"references":[')
+    return head[:cut] + ",".join(rows) + head[cut:]
+
+
 def write_snapshot(index: SageIndex, stale: bool = False, data_dir: Path | None = None) -> Path:
     """Write `current.json.gz` atomically, keeping the one it replaces as `previous.json.gz`."""
     folder = snapshot_dir(index.project, data_dir)
     folder.mkdir(parents=True, exist_ok=True)
     current = folder / "current.json.gz"
-    body = json.dumps(snapshot_json(index, stale), separators=(",", ":"), ensure_ascii=False).encode()
+    body = snapshot_text(index, stale).encode()
     data = gzip.compress(body, compresslevel=3)
     if current.exists():
         # Hard-link then rename, so `current` never disappears, even for a moment.
