@@ -12,7 +12,14 @@ import contextlib
 import json
 
 from deskbridge.core.errors import BridgeError
-from deskbridge.kinds.markdown.collab import CollabDocument, Edit, apply_edits, changes_to_edits, map_range
+from deskbridge.kinds.markdown.collab import (
+    CollabDocument,
+    Edit,
+    apply_edits,
+    changes_to_edits,
+    edits_to_changes,
+    map_range,
+)
 from deskbridge.kinds.markdown.document import decode_file, encode_text
 from deskbridge.kinds.markdown.edits import replace_text_edits, resolve_range
 from deskbridge.kinds.markdown.offsets import OffsetMap, utf16_len
@@ -68,6 +75,39 @@ def fuzz_changeset_bytes(data: bytes) -> None:
         return
     new = apply_edits(text, edits)
     new.encode("utf-8")
+
+
+def fuzz_collab_sequence(data: bytes) -> None:
+    """Interleaved browser pushes and server edits: the queued (lazy) text and the derived offset tables always
+    equal a plain replay and a fresh scan."""
+    doc = CollabDocument(_BASE)
+    model = _BASE
+    pieces = ["", "x", "😀", "\n", "中文", "a\nb", "𝄞\n"]
+    i = 0
+    while i + 3 < len(data):
+        op, a, b, c = data[i], data[i + 1], data[i + 2], data[i + 3]
+        i += 4
+        length = len(model)
+        start = a % (length + 1)
+        end = min(length, start + b % 6)
+        insert = pieces[c % len(pieces)]
+        edits = [Edit(start, end, insert)]
+        if op % 3 == 0:
+            doc.apply("mcp:fuzz", edits)
+        else:
+            changes = edits_to_changes(edits, model)
+            assert doc.push(doc.version, [{"clientID": "tab", "changes": changes}])
+        model = apply_edits(model, edits)
+        if op % 5 == 0:  # read sometimes, so both lazy and materialized paths run
+            assert doc.text == model
+        om = doc.offsets
+        assert om.length_cp == len(model) and om.length_utf16 == utf16_len(model)
+        if op % 7 == 0:
+            fresh = OffsetMap(model)
+            probe = (a * 7919) % (len(model) + 1)
+            assert om.cp_to_utf16(probe) == fresh.cp_to_utf16(probe)
+            assert list(om.newline_positions) == list(fresh.newline_positions)
+    assert doc.text == model
 
 
 def fuzz_offsets(data: bytes) -> None:
@@ -169,6 +209,7 @@ def fuzz_render(data: bytes) -> None:
 TARGETS = {
     "md_changeset_json": fuzz_changeset_json,
     "md_changeset_bytes": fuzz_changeset_bytes,
+    "md_collab_sequence": fuzz_collab_sequence,
     "md_offsets": fuzz_offsets,
     "md_edit_ranges": fuzz_edit_ranges,
     "md_file_bytes": fuzz_file_bytes,
