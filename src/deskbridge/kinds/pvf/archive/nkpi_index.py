@@ -27,7 +27,7 @@ _FAST_MAX_LEN = 96
 _LOWER = np.arange(256, dtype=np.uint64)
 _LOWER[ord("A") : ord("Z") + 1] += 32
 _LOWER[ord("\\")] = ord("/")
-_BLOCK = 65536
+_BLOCK = 16384
 
 
 def key_hash(key: str) -> int:
@@ -77,14 +77,13 @@ class PathIndex:
         n = len(files)
         self._src = (_Pool(np.frombuffer(pools.raw_a_view(), dtype=np.uint8)),
                      _Pool(np.frombuffer(pools.raw_w_view()[: len(pools.raw_w_view()) & ~1], dtype="<u2")))
-        name = files["name"].astype(np.int64)
-        path = files["path"].astype(np.int64)
-        n_kind, n_start, n_len, n_ok = self._measure(name)
+        path = files["path"]
+        n_kind, n_start, n_len, n_ok = self._measure(files["name"])
         d_kind, d_start, d_len, d_ok = self._measure(path)
         slow = ~n_ok | ~d_ok | (n_len > _FAST_MAX_LEN)
-        # int32 is enough (pools are < 2 GiB) and halves what the index keeps for a million entries.
-        self._n = (n_kind.astype(np.int8), n_start.astype(np.int32), n_len.astype(np.int32))
-        self._d = (d_kind.astype(np.int8), d_start.astype(np.int32), d_len.astype(np.int32))
+        del n_ok, d_ok
+        self._n = (n_kind, n_start, n_len)
+        self._d = (d_kind, d_start, d_len)
         self._slow = slow
 
         # Name hashes: Horner over the code units (ASCII only on this path, so equal to the UTF-8 bytes a
@@ -109,14 +108,17 @@ class PathIndex:
                 pos[:count] += 1
             hashes[order] = h
         # Combine with the folder: hash(folder + "/" + name) = (h_dir*P + '/') * P^len(name) + h_name.
-        fast = np.flatnonzero(~slow)
+        fast = np.flatnonzero(~slow & (d_len > 0))
         powers = np.array([pow(_P, i, 1 << 64) for i in range(_FAST_MAX_LEN + 1)], dtype=np.uint64)
         dir_offs, dir_inv = np.unique(path[fast], return_inverse=True)
         dir_h = np.array([(key_hash(norm_path(pools.resolve(int(o)))) * _P + ord("/")) & _MASK64
                           for o in dir_offs.tolist()], dtype=np.uint64)
-        has_dir = d_len[fast] > 0
-        combined = dir_h[dir_inv] * powers[n_len[fast]] + hashes[fast]
-        hashes[fast] = np.where(has_dir, combined, hashes[fast])
+        combined = dir_h[dir_inv]
+        del dir_inv
+        combined *= powers[n_len[fast]]
+        combined += hashes[fast]
+        hashes[fast] = combined
+        del combined, fast
         for i in np.flatnonzero(slow).tolist():
             hashes[i] = key_hash(norm_path(self.resolve_path(i)))
         self._order = np.argsort(hashes, kind="stable").astype(np.int32)
@@ -126,10 +128,12 @@ class PathIndex:
         self._duplicates: set[int] | None = None
 
     def _measure(self, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(pool kind 0=sTrA/1=sTrW, start unit, length, fast-path ok) of each magic offset."""
-        kind = offsets & 1
-        start = offsets >> 1
-        length = np.zeros(len(offsets), dtype=np.int64)
+        """(pool kind 0=sTrA/1=sTrW, start unit, length, fast-path ok) of each magic offset.
+
+        int8/int32 throughout (pools are < 2 GiB): the index keeps these for a million entries."""
+        kind = (offsets & 1).astype(np.int8)
+        start = (offsets >> 1).astype(np.int32)
+        length = np.zeros(len(offsets), dtype=np.int32)
         ok = np.zeros(len(offsets), dtype=bool)
         for k, pool in enumerate(self._src):
             sel = np.flatnonzero((kind == k) & (start < len(pool.units)))
