@@ -118,6 +118,10 @@ def test_the_served_editor_follows_a_real_mcp_client(browser, tmp_path):
         assert not themed.is_error and themed.structured_content["theme"] == "dusk"
         page.wait_for_function("() => document.documentElement.dataset.theme === 'dusk'")
 
+        page.click("#tab-files")
+        shots = Path(__file__).resolve().parents[2] / ".cache" / "screenshots"
+        shots.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(shots / "served-demo-dusk.png"))
         page.click("#menu-help .menu-button")
         page.click("#menu-help [data-action=audit]")
         page.wait_for_selector("#audit-body table")

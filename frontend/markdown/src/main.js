@@ -521,9 +521,15 @@ function connectEvents() {
     try { data = JSON.parse(event.data || '{}'); } catch { return; }
     fn(data);
   });
+  let opened = false;
   const open = () => {
     source = new EventSource(api.eventsUrl, { withCredentials: true });
-    source.onopen = () => { retry = 1000; hideError(); };
+    source.onopen = () => {
+      retry = 1000;
+      hideError();
+      if (opened) resyncAfterGap(); // events may have been missed while the stream was down
+      opened = true;
+    };
     source.onerror = () => {
       if (source.readyState === EventSource.CLOSED) { setTimeout(open, retry); retry = Math.min(retry * 2, 15000); }
     };
@@ -533,6 +539,7 @@ function connectEvents() {
     on('audit', () => refreshAudit(app));
     on('status', () => refreshPlatform());
     on('settings', (data) => { app.settings = data; renderMcpStatus(); });
+    on('lagged', resyncAfterGap); // core/events.py: this tab fell behind and events were dropped
     source.addEventListener('message', (event) => { // a bus that sends {topic, data} without an event name
       try {
         const { topic, data } = JSON.parse(event.data);
@@ -541,6 +548,16 @@ function connectEvents() {
     });
   };
   open();
+}
+
+/** Events are never the only source of truth: after a gap, read the view state, approvals and status again. */
+async function resyncAfterGap() {
+  try { applyUi(await api.uiGet()); } catch { /* keep the current view */ }
+  try {
+    for (const request of (await api.approvals()).pending || []) showApproval(app, request);
+  } catch { /* platform route missing */ }
+  refreshPlatform();
+  loadFiles();
 }
 
 function onUiEvent(data) {
