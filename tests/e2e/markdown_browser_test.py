@@ -363,3 +363,25 @@ def test_the_editor_follows_when_an_ai_opens_another_document(editor):
     page.click("#tab-files")
     page.click("#files-list .file-item >> text=notes.md")
     page.wait_for_function("() => document.querySelector('#doc-name').textContent === 'notes.md'")
+
+
+def test_undo_takes_back_the_persons_typing_and_the_ai_edit_one_step_each(editor):
+    bench, page = editor
+    type_at_end(page, "\nmine before")
+    page.wait_for_timeout(600)  # a pause ends the person's undo group, as it would between two sentences
+    bench.call(bench.ai_edit("Field notes", "Field notes by AI"))
+    page.wait_for_function("() => window.deskbridge.view.state.doc.toString().includes('by AI')")
+    page.keyboard.type(" and after")
+    text = lambda: editor_text(page)  # noqa: E731
+    page.keyboard.press("Control+z")
+    page.wait_for_function("() => !window.deskbridge.view.state.doc.toString().includes(' and after')")
+    assert "by AI" in text() and "mine before" in text()
+    page.keyboard.press("Control+z")
+    page.wait_for_function("() => !window.deskbridge.view.state.doc.toString().includes('by AI')")
+    assert "mine before" in text()
+    page.keyboard.press("Control+z")
+    page.wait_for_function("() => !window.deskbridge.view.state.doc.toString().includes('mine before')")
+    page.keyboard.press("Control+Shift+z")  # redo brings the person's line back
+    page.wait_for_function("() => window.deskbridge.view.state.doc.toString().includes('mine before')")
+    wait_synced(page, bench)
+    assert server_text(bench) == text()
