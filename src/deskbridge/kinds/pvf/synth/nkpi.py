@@ -16,9 +16,11 @@ import tempfile
 import zlib
 from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
+from deskbridge.core.files import atomic_write
 from deskbridge.kinds.pvf.archive import nkpi_header as hdr
 from deskbridge.kinds.pvf.archive.nkpi_cipher import MAGIC_DATA, SCHEMES, KeyScheme, crypt
 from deskbridge.kinds.pvf.archive.nkpi_paged import NkpiKeys, page_count
@@ -191,11 +193,10 @@ def synth_nkpi(path: str | Path, files: int, seed: int, variant: str = "legacy",
             header = hdr.Header(bytes(20), len(table), 0, sum(b.comp), len(b.comp), len(hash_plain), len(name_table))
             if variant == "paged" and keys is None:
                 keys = synth_keys(seed, page_count(header.total_size))
-                Path(str(path) + ".keys.json").write_text(
-                    json.dumps({"page_keys": [k.hex() for k in keys.page_keys], "note": "synthetic test keys"}),
-                    encoding="utf-8")
-            tmp = path.with_name(f".synth-{os.getpid()}-{path.name}")
-            with open(tmp, "wb") as raw_out:
+                note = {"page_keys": [k.hex() for k in keys.page_keys], "note": "synthetic test keys"}
+                atomic_write(Path(str(path) + ".keys.json"), json.dumps(note).encode("utf-8"), new_file_mode=0o600)
+
+            def fill(raw_out: BinaryIO) -> None:
                 out = _PageGuardWriter(raw_out, keys, header.total_size) if variant == "paged" else raw_out  # type: ignore[arg-type]
                 out.write(hdr.encrypt(header, scheme))
                 out.write(table.tobytes())
@@ -205,9 +206,8 @@ def synth_nkpi(path: str | Path, files: int, seed: int, variant: str = "legacy",
                 body.seek(0)
                 while block := body.read(16 * 1024 * 1024):
                     out.write(block)
-                raw_out.flush()
-                os.fsync(raw_out.fileno())
-            os.replace(tmp, path)
+
+            atomic_write(path, fill)
     finally:
         Path(body_name).unlink(missing_ok=True)
     summary.update(files=int(header.file_count), chunks=len(b.comp), size=header.total_size,
