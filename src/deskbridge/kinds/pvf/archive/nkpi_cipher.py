@@ -142,10 +142,3 @@ def crypt(data: bytes | bytearray | memoryview, seed: int, magic: int = MAGIC_DA
     buf[:n] = np.frombuffer(data, dtype=np.uint8)
     np.bitwise_xor(buf.view("<u4"), ks, out=buf.view("<u4"))
     return buf[:n].tobytes()
-
-
-def first_word(seed: int, magic: int = MAGIC_DATA) -> int:
-    """Keystream word 0 of `seed` — what seed recovery matches against (research §1B)."""
-    t1 = (LCG_A * seed + magic) & MASK32
-    s = (LCG_A * t1 + magic) & MASK32
-    return (t1 & 0xFFFF0000) | (s >> 16)

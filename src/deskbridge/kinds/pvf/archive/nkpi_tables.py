@@ -37,12 +37,6 @@ ZLIB_MAX_RATIO = 1032
 """Deflate cannot expand beyond ~1032:1, so a larger declared original size is corrupt (RFC 1951 bound)."""
 
 
-def parse_files(raw: bytes | memoryview, offset: int, count: int) -> np.ndarray:
-    """The file table as a read-only structured array (count × 24 bytes already bounds-checked)."""
-    arr = np.frombuffer(raw, dtype=FILE_DTYPE, count=count)
-    return arr
-
-
 def parse_grpi(plain: bytes, offset: int, body_size: int) -> np.ndarray:
     """GRPI entries, validated: cumulative sizes never decrease and end at BodySize; originals bounded."""
     g = np.frombuffer(plain, dtype=GRPI_DTYPE)
