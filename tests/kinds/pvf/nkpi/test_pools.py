@@ -90,3 +90,15 @@ def test_sort_offsets_orders_by_utf16_code_units(strings, frozen):
     uniq = list(dict.fromkeys(offs))
     got = [p.resolve(o) for o in p.sort_offsets(uniq).tolist()]
     assert got == sorted((p.resolve(o) for o in uniq), key=lambda s: s.encode("utf-16-be", "surrogatepass"))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.binary(max_size=3000), st.integers(1, 700), st.sampled_from([1, 6, 9]))
+def test_parallel_compression_is_one_valid_zlib_stream(data, segment, level):
+    import zlib
+
+    from deskbridge.kinds.pvf.archive.nkpi_pools import compress_parallel
+
+    stream = compress_parallel(data, level, segment)
+    d = zlib.decompressobj()
+    assert d.decompress(stream) == data and d.eof and not d.unused_data

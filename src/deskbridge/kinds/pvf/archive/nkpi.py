@@ -226,8 +226,7 @@ class NkpiArchive(ArchiveBase):
         # Name table: two zlib pools under the pool keys; masks from the known schemes.
         nt_raw = src.read(header.name_table_offset, header.name_table_size)
         twin = self._pools_of
-        if (twin is not None and not twin.pools.dirty and twin.header.name_table_size == len(nt_raw)
-                and twin._src.read(twin.header.name_table_offset, len(nt_raw)) == nt_raw):
+        if twin is not None and self._same_name_table(twin, nt_raw):
             pools, rec = twin.pools, False  # identical bytes: skip inflating 60 MB again
         else:
             pools, rec = self._parse_pools(nt_raw, header.name_table_offset, scheme)
@@ -258,6 +257,15 @@ class NkpiArchive(ArchiveBase):
         self._keys_map: KeysView | None = None
         self._index: PathIndex | None = None
         self._check_body_key(src)
+
+    @staticmethod
+    def _same_name_table(twin: NkpiArchive, nt_raw: bytes) -> bool:
+        """True when `nt_raw` is byte-for-byte the name table `twin` wrote (or kept) in its last save."""
+        written = getattr(twin, "_written_name_table", None)
+        if written is not None:
+            return written == nt_raw
+        return (not twin.pools.dirty and twin.header.name_table_size == len(nt_raw)
+                and twin._src.read(twin.header.name_table_offset, len(nt_raw)) == nt_raw)
 
     def _check_encoding(self) -> None:
         """Warn (never fail) when sTrA does not read cleanly in the encoding in use (research §5.4)."""
@@ -532,6 +540,7 @@ class NkpiArchive(ArchiveBase):
         self._src.close()
         self._refs = None
         self._landed = {}
+        self._written_name_table = None
         self._load(path)
 
     def close(self) -> None:

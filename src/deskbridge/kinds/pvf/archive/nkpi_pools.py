@@ -9,6 +9,7 @@ resolves CJK only from the UTF-16 pool (PF CHANGELOG v0.5.0) — and ASCII to sT
 
 from __future__ import annotations
 
+import os
 import struct
 import zlib
 from dataclasses import dataclass
@@ -25,6 +26,33 @@ MAX_POOL_RAW = 1 << 31
 """Largest decompressed pool (magic offsets are 32-bit, so a pool beyond 2 GiB cannot be addressed)."""
 STRA_ENCODINGS = ("utf-8", "gbk", "big5", "cp949")
 """Candidates for sTrA: pvfine assumes UTF-8, pvfVSCode guesses among GBK/Big5/EUC-KR/UTF-8 (research §5.4)."""
+
+
+PARALLEL_SEGMENT = 4 * 1024 * 1024
+
+
+def compress_parallel(data: bytes, level: int = 6, segment: int = PARALLEL_SEGMENT) -> bytes:
+    """One zlib stream compressed in independent segments on several threads (pigz's layout).
+
+    Each segment is raw deflate ending in a sync flush (the last one finishes the stream); zlib releases the
+    GIL, so a 60 MB pool that must be rewritten after adding one string compresses on every core. Readers
+    see an ordinary `78 9C` stream; only the size differs slightly from a single-threaded `zlib.compress`.
+    """
+    if len(data) <= segment:
+        return zlib.compress(data, level)
+    from concurrent.futures import ThreadPoolExecutor
+
+    pieces = [data[i : i + segment] for i in range(0, len(data), segment)]
+
+    def deflate(k: int) -> bytes:
+        c = zlib.compressobj(level, zlib.DEFLATED, -15)
+        last = k == len(pieces) - 1
+        return c.compress(pieces[k]) + c.flush(zlib.Z_FINISH if last else zlib.Z_SYNC_FLUSH)
+
+    with ThreadPoolExecutor(max_workers=min(len(pieces), os.cpu_count() or 2)) as pool:
+        body = b"".join(pool.map(deflate, range(len(pieces))))
+    header = b"\x78\x9c" if level == 6 else zlib.compress(b"", level)[:2]
+    return header + body + zlib.adler32(data).to_bytes(4, "big")
 
 
 class _Segmented:
@@ -369,7 +397,7 @@ class StringPools:
         """The on-disk name table (prefix + both pools, recompressed and encrypted)."""
         out = [self.prefix]
         for raw, seed, mask in ((self._a, self.keys.seed_a, self.keys.mask_a), (self._w, self.keys.seed_w, self.keys.mask_w)):
-            enc = crypt(zlib.compress(bytes(raw), level), seed, MAGIC_POOL) if raw else b""
+            enc = crypt(compress_parallel(bytes(raw), level), seed, MAGIC_POOL) if raw else b""
             out.append(_POOL_HEAD.pack(len(enc) ^ mask, len(raw) ^ len(enc)))
             out.append(enc)
         return b"".join(out)

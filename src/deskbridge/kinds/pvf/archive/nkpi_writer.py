@@ -173,6 +173,7 @@ def write_archive(ar: NkpiArchive, out: BinaryIO, progress: Progress | None = No
     # None = unchanged, copied from the source below
     hash_table = crypt(build_hash_table(files, ar.pools), scheme.hash, MAGIC_DATA) if structural else None
     name_table = ar.pools.serialize() if ar.pools.dirty else None
+    ar._written_name_table = name_table  # lets the save's verification skip re-inflating identical pools
     grpi = crypt(build_grpi(comp_sizes, raw_sizes), scheme.grpi, MAGIC_DATA)
     new_h = h.with_sizes(
         file_count=len(files), body_size=sum(comp_sizes), group_count=group_count,
