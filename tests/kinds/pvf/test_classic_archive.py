@@ -188,3 +188,17 @@ def test_any_token_stream_decompiles_and_compiles_back_byte_identical(records):
     text = classic_codec.decompile(data, table, lambda i, k: "shown`text")
     assert classic_codec.compile_text(text, table) == data
     assert table.appended == 0
+
+
+def test_two_saves_in_a_row_keep_both_edits_and_a_backup_of_the_previous(copy):
+    ar = open_archive(copy)
+    first, second = [p for p in ar.paths() if p.endswith(".skl")][:2]
+    ar.stage_text(first, ar.read_text(first) + "\n[extra one]\n\t1\n")
+    ar.save()
+    after_first = copy.read_bytes()
+    ar.stage_text(second, ar.read_text(second) + "\n[extra two]\n\t`二`\n")
+    report = ar.save(backup=True)
+    assert report.backup is not None and report.backup.read_bytes() == after_first
+    again = open_archive(copy)
+    assert "[extra one]" in again.read_text(first) and "`二`" in again.read_text(second)
+    assert not ar.dirty and ar.read_text(second) == again.read_text(second)
