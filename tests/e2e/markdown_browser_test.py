@@ -385,3 +385,12 @@ def test_undo_takes_back_the_persons_typing_and_the_ai_edit_one_step_each(editor
     page.wait_for_function("() => window.deskbridge.view.state.doc.toString().includes('mine before')")
     wait_synced(page, bench)
     assert server_text(bench) == text()
+
+
+def test_closing_the_document_elsewhere_moves_the_editor_on(editor):
+    bench, page = editor
+    bench.call(bench.service.open("ideas.md"))
+    page.wait_for_function("() => document.querySelector('#doc-name').textContent === 'ideas.md'")
+    bench.call(bench.service.close(bench.service.current_id))
+    page.wait_for_function("() => document.querySelector('#doc-name').textContent === 'notes.md'")
+    page.wait_for_function("() => window.deskbridge.view.state.doc.toString().startsWith('# Field notes')")

@@ -68,7 +68,7 @@ export function collabExtensions(version, clientID) {
 
 /** One document's sync loop with the server. Create after the view has the document's state; `close()` on switch. */
 export class DocSync {
-  constructor(view, docId, { onChange, onError, onResync, onSynced } = {}) {
+  constructor(view, docId, { onChange, onError, onResync, onSynced, onGone } = {}) {
     this.view = view;
     this.docId = docId;
     this.closed = false;
@@ -79,6 +79,7 @@ export class DocSync {
     this.onError = onError || (() => {});
     this.onResync = onResync || (() => {});
     this.onSynced = onSynced || (() => {});
+    this.onGone = onGone || (() => {});
     this.pullLoop();
   }
 
@@ -142,6 +143,7 @@ export class DocSync {
       } catch (err) {
         if (this.closed) return;
         if (err.body?.error?.data?.resync) { this.onResync(err); return; }
+        if (err.status === 404) { this.closed = true; this.onGone(err); return; } // the document was closed
         this.onError(err);
         await sleep(1000);
         continue;

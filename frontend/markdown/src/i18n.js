@@ -90,6 +90,7 @@ const S = {
   saved: ['Saved', '已保存', '已儲存', '保存済み'],
   unsaved: ['Unsaved changes', '未保存', '未儲存', '未保存'],
   notSynced: ['Some edits have not reached the server yet; try again in a moment.', '部分编辑尚未同步到服务器，请稍后再试。', '部分編輯尚未同步到伺服器，請稍後再試。', '一部の編集がまだサーバーに届いていません。少し待ってから再試行してください。'],
+  docClosed: ['This document was closed.', '此文档已被关闭。', '此文件已被關閉。', 'このドキュメントは閉じられました。'],
   resynced: ['The document was reloaded from the server.', '文档已从服务器重新载入。', '文件已從伺服器重新載入。', 'ドキュメントをサーバーから再読み込みしました。'],
   approvalsOff: ['Approvals are off: AI clients change your documents without asking.', '确认已关闭：AI 客户端修改文档时不会询问你。', '確認已關閉：AI 用戶端修改文件時不會詢問你。', '承認がオフです：AI クライアントは確認なしで文書を変更します。'],
   approvalsOnShort: ['Approvals on', '需确认', '需確認', '承認あり'],

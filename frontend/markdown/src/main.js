@@ -281,6 +281,7 @@ async function loadDocument(docId) {
     onSynced: () => { if (app.sync && app.sync.version() !== app.previewVersion) refreshPreviewSoon(); renderDirty(); },
     onError: (err) => showError(err),
     onResync: async () => { toast(t('resynced'), 'warn'); await loadDocument(docId); },
+    onGone: () => documentGone(),
   });
   const url = new URL(location.href);
   url.searchParams.set('doc', docId);
@@ -306,6 +307,24 @@ function onUpdate(update) {
     renderCursor();
   }
   renderDirty();
+}
+
+/** The open document was closed elsewhere (an AI's close, another tab): show what the server has open now. */
+async function documentGone() {
+  app.sync?.close();
+  toast(t('docClosed'), 'warn');
+  try {
+    const { docs, current } = await api.docs();
+    const next = docs.find((d) => d.docId === current) || docs[0];
+    if (next) { await loadDocument(next.docId); return; }
+  } catch (err) {
+    showError(err);
+  }
+  app.docId = null;
+  app.view?.setState(createState({ text: '', version: 0, clientID: app.clientId, language: app.ui.cultureName,
+    showLineNumbers: app.ui.showLineNumbers, onUpdate: () => {} }));
+  $('#preview').replaceChildren(h('p.empty', { i18n: 'noDocument' }));
+  $('#doc-name').textContent = '';
 }
 
 async function saveDocument() {
@@ -588,6 +607,7 @@ function onDocEvent(data) {
     return;
   }
   if (!data.docId || data.docId !== app.docId) return;
+  if (type === 'closed') { documentGone(); return; }
   if (typeof data.dirty === 'boolean') { app.serverDirty = data.dirty; renderDirty(); }
   if (type === 'external-change') $('#external-banner').hidden = false;
   if (type === 'reloaded' || type === 'kept') $('#external-banner').hidden = true;
