@@ -3,7 +3,7 @@
 // woff2 fonts are shipped (every current browser reads woff2), which keeps the committed bundle small.
 
 import * as esbuild from 'esbuild';
-import { cpSync, rmSync, mkdirSync, readdirSync, statSync } from 'node:fs';
+import { cpSync, rmSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -50,6 +50,22 @@ const result = await esbuild.build({
   logLevel: 'warning',
 });
 cpSync(join(here, 'index.html'), join(out, 'index.html'));
+
+// The bundled packages' licences (all MIT), so the committed bundle carries its notices.
+const packages = new Set();
+for (const input of Object.keys(result.metafile.inputs)) {
+  const m = /node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(input);
+  if (m) packages.add(m[1]);
+}
+const notices = [...packages].sort().map((name) => {
+  const dir = join(here, 'node_modules', name);
+  const meta = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8'));
+  const file = readdirSync(dir).find((f) => /^licen[cs]e/i.test(f));
+  const text = file ? readFileSync(join(dir, file), 'utf8').trim() : `License: ${meta.license}`;
+  return `${name} ${meta.version} (${meta.license})\n\n${text}\n`;
+});
+writeFileSync(join(out, 'THIRD-PARTY-NOTICES.txt'),
+  `Third-party software bundled in the deskbridge Markdown editor (app.js, chunks/, katex.css, fonts/).\n\n${notices.join('\n' + '-'.repeat(78) + '\n\n')}`);
 
 function walk(dir) {
   return readdirSync(dir).flatMap((name) => {
