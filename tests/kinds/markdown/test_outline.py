@@ -34,6 +34,7 @@ blocks = st.sampled_from([
     "# Title", "## Sub title ##", "### Deep", "####### seven", "#hashtag", "    # indented code",
     "Para line", "another line", "===", "---", "- item", "> quote", "", "", "```", "~~~", "```js",
     "| a | b |", "1. one", "  ## indented heading", "***", "Setext\n===", "Two\nlines\n---",
+    "<!--", "-->", "<pre>", "</pre>", "<div>", "<STYLE>", "</style>", "<span>", "<custom-tag x=1>", "</p>",
 ])
 
 

@@ -43,6 +43,7 @@ def test_preview_marks_source_lines():
 blocks = st.sampled_from([
     "# Title", "## Sub", "text line", "", "", "- item", "```", "code # x", "[ref]: http://example.com",
     "see [ref]", "Setext\n---", "> quote", "| a | b |\n|---|---|\n| 1 | 2 |", "$x$", "***",
+    "  # indented", "<div>", "<!--", "-->", "1. one", "    # code",
 ])
 
 

@@ -15,8 +15,19 @@ from typing import Any, Final
 _LINE: Final = re.compile(
     r"\n {0,3}(?:(?P<atx>#{1,6})(?P<title>[ \t][^\n]*)?(?=\n|$)"
     r"|(?P<fence>`{3,}|~{3,})(?P<info>[^\n]*)"
-    r"|(?P<setext>=+|-+)[ \t]*(?=\n|$))"
+    r"|(?P<setext>=+|-+)[ \t]*(?=\n|$)"
+    r"|(?P<html><(?:[sS][cC][rR][iI][pP][tT]|[pP][rR][eE]|[sS][tT][yY][lL][eE]|[tT][eE][xX][tT][aA][rR][eE][aA])"
+    r"(?=[ \t>]|\n|$)|<!--)"
+    r"|(?P<html6></?(?i:address|article|aside|base|basefont|blockquote|body|caption|center|col|colgroup|dd|"
+    r"details|dialog|dir|div|dl|dt|fieldset|figcaption|figure|footer|form|frame|frameset|h[1-6]|head|header|"
+    r"hr|html|iframe|legend|li|link|main|menu|menuitem|nav|noframes|ol|optgroup|option|p|param|search|"
+    r"section|summary|table|tbody|td|tfoot|th|thead|title|tr|track|ul)(?=[ \t/>]|\n|$))"
+    r"|(?P<html7></?[A-Za-z][A-Za-z0-9-]*(?:[ \t]+[^<>\n]*)?/?>[ \t]*(?=\n|$)))"
 )
+_BLANK_LINE: Final = re.compile(r"\n[ \t]*(?:\n|$)")
+"""HTML blocks of types 6 and 7 (§4.6) run to the next blank line."""
+_TYPE1_ENDS: Final = ("</script>", "</pre>", "</style>", "</textarea>")
+"""HTML blocks of types 1 (these tags) and 2 (`<!--` … `-->`) run to their end marker across blank lines (§4.6)."""
 """One pass over '\n' + text: a line that is an ATX heading, a fence, or a setext underline (§4.2, §4.3,
 §4.5). The pattern starts with a literal newline, which lets `re` skip ahead quickly between lines."""
 
@@ -27,7 +38,10 @@ _CANDIDATE: Final = re.compile(
     re.MULTILINE,
 )
 _CLOSING_HASHES: Final = re.compile(r"(?:^|[ \t]+)#+[ \t]*$")
-_NOT_PARAGRAPH: Final = re.compile(r"^ {0,3}(?:[-+*>]|\d{1,9}[.)]|#{1,6}(?:[ \t]|$)|```|~~~)")
+_NOT_PARAGRAPH: Final = re.compile(
+    r"^ {0,3}(?:[-+*](?:[ \t]|$)|>|\d{1,9}[.)](?:[ \t]|$)|#{1,6}(?:[ \t]|$)|```|~~~"
+    r"|(?:\*[ \t]*){3,}$|(?:-[ \t]*){3,}$|(?:_[ \t]*){3,}$)"
+)
 _CONTAINER: Final = re.compile(r"^ {0,3}(?:[-+*](?:[ \t]|$)|\d{1,9}[.)](?:[ \t]|$)|>)")
 """A list item or block quote start: a paragraph under it continues it lazily (§5.1 laziness)."""
 _INTERRUPTS: Final = re.compile(r"^ {0,3}(?:#{1,6}(?:[ \t]|$)|```|~~~|(?:\*[ \t]*){3,}$|(?:_[ \t]*){3,}$)")
@@ -92,6 +106,10 @@ class _Shifted:
     def group(self, name: str) -> str | None:
         return self._m.group(name)
 
+    @property
+    def lastgroup(self) -> str | None:
+        return self._m.lastgroup
+
 
 def outline(text: str) -> list[Heading]:
     """Every heading outside code fences and front matter, in document order, with section end lines."""
@@ -102,31 +120,51 @@ def outline(text: str) -> list[Heading]:
     memo: dict[int, bool] = {}
     pos = 0  # text position up to which newlines were counted
     count = text.count
+    skip_html = -1
+    lower: str | None = None
     for m in _lines(text, skip_to):
         start = m.start() + 1  # the match starts at the '\n' before the line
-        atx = m.group("atx")
+        if start < skip_html:
+            continue
+        kind = m.lastgroup  # which alternative matched (its last named group)
+        if kind == "info":  # a fence line
+            f = m.group("fence")
+            if fence is not None:
+                if f[0] == fence[0] and len(f) >= len(fence) and not m.group("info").strip():
+                    fence = None
+            elif not (f[0] == "`" and "`" in m.group("info")):  # a backtick in the info string: no fence (§4.5)
+                fence = f
+            continue
         if fence is not None:
-            f = m.group("fence")
-            if f and f[0] == fence[0] and len(f) >= len(fence) and not m.group("info").strip():
-                fence = None
             continue
-        if atx is None and m.group("fence"):
-            f = m.group("fence")
-            if f[0] == "`" and "`" in m.group("info"):
-                continue  # an info string with a backtick is not a fence (§4.5)
-            fence = f
-            continue
-        line_no += count("\n", pos, start)
-        pos = start
-        if atx is not None:
+        if kind == "title" or kind == "atx":
+            line_no += count("\n", pos, start)
+            pos = start
             title = (m.group("title") or "").strip()
             if title.endswith("#"):
                 title = _CLOSING_HASHES.sub("", title).strip()
-            raw.append((len(atx), title, line_no))
-            continue
-        heading = _setext(text, start, line_no, skip_to, m.group("setext"), memo)
-        if heading is not None:
-            raw.append(heading)
+            raw.append((len(m.group("atx")), title, line_no))
+        elif kind == "setext":
+            line_no += count("\n", pos, start)
+            pos = start
+            # a paragraph cannot reach above the end of an HTML block
+            floor = max(skip_to, skip_html if 0 <= skip_html <= start else 0)
+            heading = _setext(text, start, line_no, floor, m.group("setext"), memo)
+            if heading is not None:
+                raw.append(heading)
+        elif kind == "html":
+            html = m.group("html")
+            if html == "<!--":
+                end = text.find("-->", start)
+            else:  # type 1 ends at the first of any of the four end tags, in any letter case (§4.6)
+                if lower is None:
+                    lower = text.lower()
+                found = [e for e in (lower.find(t, start) for t in _TYPE1_ENDS) if e != -1]
+                end = min(found) if found else -1
+            skip_html = len(text) if end == -1 else text.find("\n", end) + 1 or len(text)
+        elif kind == "html6" or (kind == "html7" and _type7_can_start(text, start, max(skip_html, skip_to))):
+            blank = _BLANK_LINE.search(text, start)
+            skip_html = len(text) if blank is None else blank.start() + 1
     # a final '\n' ends the last line; it does not start an empty one
     total_lines = count("\n") + (0 if text.endswith("\n") else 1)
     return _with_sections(raw, total_lines)
@@ -178,6 +216,36 @@ def _is_underline(text: str, line_start: int, skip_to: int, memo: dict[int, bool
         memo[line_start] = _ends_paragraph(text, line_start) and (
             _setext(text, line_start, 2, skip_to, "=", memo) is not None)
     return memo[line_start]
+
+
+def _type7_can_start(text: str, line_start: int, floor: int = 0) -> bool:
+    """A type-7 HTML block cannot interrupt a paragraph (§4.6), so it starts only where the line above is not
+    paragraph text (a list or quote line above counts as text: the paragraph inside may continue lazily)."""
+    return not _in_paragraph(text, line_start - 1 if line_start else -1, floor)
+
+
+def _in_paragraph(text: str, line_end: int, floor: int = 0) -> bool:
+    """Whether the line ending at `line_end` (its '\\n') is paragraph text; indented lines are paragraph
+    text only when they continue one (else they are indented code). Walks up through indented lines."""
+    while line_end >= floor:  # nothing at or above `floor` (the end of an HTML block) continues a paragraph
+        start = text.rfind("\n", 0, line_end) + 1
+        if start < floor:
+            return False
+        line = text[start:line_end]
+        if not line.strip():
+            return False
+        if _EQUALS_LINE.match(line):  # an underline ends a paragraph; otherwise it is paragraph text
+            return not _is_underline(text, start, 0, None)
+        if _AFTER_WHICH_HTML7.match(line):
+            return False
+        if not (line.startswith("    ") or line.lstrip(" ").startswith("\t")):
+            return True
+        line_end = start - 1
+    return False
+
+
+_AFTER_WHICH_HTML7: Final = re.compile(r"^ {0,3}(?:#{1,6}(?:[ \t]|$)|```|~~~|(?:[-*_][ \t]*){3,}$|-+[ \t]*$)")
+_EQUALS_LINE: Final = re.compile(r"^ {0,3}=+[ \t]*$")
 
 
 def _ends_paragraph(text: str, line_start: int) -> bool:

@@ -179,7 +179,7 @@ class PreviewRenderer:
         heads = [h.line for h in outline(text) if h.line >= fm_end_line]
         if fm_end_line > 1:
             heads = heads[1:]  # the front matter stays with the first section (it renders joined to it)
-        cut_lines = sorted({1, *heads})
+        cut_lines = sorted({1, *(line for line in heads if _safe_cut(text, newlines, line))})
         bounds = [0 if line == 1 else int(newlines[line - 2]) + 1 for line in cut_lines] + [len(text)]
         chunks = [(line, text[bounds[i] : bounds[i + 1]]) for i, line in enumerate(cut_lines)]
         def_at = [m.start() + 1 for m in _REF_DEF_FAST.finditer(text)]
@@ -239,6 +239,13 @@ class PreviewRenderer:
                     escaped = title.replace("\\", "\\\\").replace('"', '\\"')
                     seen[label] = f"[{label}]: <{href}>" + (f' "{escaped}"' if title else "")
         return "\n".join(seen.values())
+
+
+def _safe_cut(text: str, newlines: Any, line: int) -> bool:
+    """Whether the document may be split before heading `line`: the heading starts in column 0 right after a
+    blank line, so no list item, quote, paragraph or HTML block (types 6-7) can continue across the cut."""
+    start = int(newlines[line - 2]) + 1
+    return not (start < 2 or start >= len(text) or text[start - 2] != "\n" or text[start] in " \t")
 
 
 _SOURCE_LINE: Final = re.compile(r'data-source-line="(\d+)"')
