@@ -187,3 +187,27 @@ def test_external_change_is_detected_and_announced_once(notes):
     svc.keep_local("d1")
     run(svc.save())
     assert (notes / "notes.md").read_bytes() == b"# Notes\r\n\r\nHello world\r\n"
+
+
+def test_save_as_cannot_escape_the_folder(tmp_path):
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "a.md").write_text("# A\n", encoding="utf-8")
+    evil = tmp_path / "notes-evil"
+    evil.mkdir()
+    (notes / "link").symlink_to(evil, target_is_directory=True)
+    svc = MarkdownService(notes / "a.md", approval_settings={"enabled": False})
+    for target in ("../notes-evil/x.md", "link/x.md", str(evil / "x.md"), "x.md\x00.txt", "a" * 5000 + ".md",
+                   "\\\\server\\share\\x.md"):
+        with pytest.raises(BridgeError) as err:
+            run(svc.save_as(None, target, ctx=AI))
+        assert err.value.code in (ErrorCode.ACCESS_DENIED, ErrorCode.INVALID_ARGUMENT), target
+    assert list(evil.iterdir()) == []
+
+
+def test_current_document_scope_allows_only_that_file(notes):
+    svc = MarkdownService(notes / "notes.md", scope="CurrentDocument", approval_settings={"enabled": False})
+    with pytest.raises(BridgeError) as err:
+        run(svc.open("other.md", ctx=AI))
+    assert err.value.code is ErrorCode.ACCESS_DENIED
+    assert [p.name for p in svc.workspace.iter_documents()] == ["notes.md"]
