@@ -81,7 +81,7 @@ class ProjectIndexer:
             return None
         with self._model_lock:
             if self._model is None:
-                self._model = load_schema(self._entry, self.cache_dir)
+                self._model = load_schema(self._entry, self.cache_dir, self.store.model_digest)
             return self._model
 
     # --- building (synchronous core, used by the CLI and by the async wrappers) -------------------

@@ -306,7 +306,7 @@ def _walk(top: etree._Element, top_type: str | None, index: int, model: SchemaMo
           locator: _Locator, top_parent: str) -> None:
     """Typed references below one asset: each element's type comes from its parent's type (the same name
     means different things under different parents), falling back to the name's global meaning."""
-    children_of = _walk_children(model)
+    children_of = model.children
     attr_refs = model.attr_refs
     content_refs = model.content_refs
     with_refs = model.with_refs
@@ -345,21 +345,6 @@ def _walk(top: etree._Element, top_type: str | None, index: int, model: SchemaMo
             elif not ct:
                 continue  # declared here, and nothing below it can reference anything
             stack.append((child, ct, name))
-
-
-def _walk_children(model: SchemaModel) -> dict[str, dict[str, str]]:
-    """`model.children` with ref-free child types replaced by '' so the walk decides with one lookup."""
-    cached = _WALK_CHILDREN.get(id(model))
-    if cached is not None and cached[0] is model:
-        return cached[1]
-    with_refs = model.with_refs
-    out = {t: {n: (ct if ct in with_refs else "") for n, ct in kids.items()} for t, kids in model.children.items()}
-    _WALK_CHILDREN.clear()  # one model at a time is the norm; never grow
-    _WALK_CHILDREN[id(model)] = (model, out)
-    return out
-
-
-_WALK_CHILDREN: dict[int, tuple[SchemaModel, dict[str, dict[str, str]]]] = {}
 
 
 def _emit(refs: list[Ref], locator: _Locator, index: int, el: etree._Element, element: str, parent: str,

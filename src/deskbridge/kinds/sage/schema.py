@@ -26,7 +26,7 @@ from deskbridge.kinds.sage.paths import CaseFoldTree
 
 XS = "{http://www.w3.org/2001/XMLSchema}"
 XAS_REFTYPE = "{uri:ea.com:eala:asset:schema}refType"
-MODEL_VERSION = 2
+MODEL_VERSION = 3
 """Bump when the compiled model's shape changes, so old caches are ignored."""
 
 RefSpec = tuple[str, bool]
@@ -40,7 +40,8 @@ class SchemaModel:
     asset_types: dict[str, str] = field(default_factory=dict)
     """Top-level asset element name → its type key (from `AssetDeclaration`'s choice)."""
     children: dict[str, dict[str, str]] = field(default_factory=dict)
-    """Type key → {child element name → child type key}, base types included."""
+    """Type key → {child element name → child type key}, base types included; a child whose subtree
+    cannot hold any reference maps to '' so the extractor skips it with one lookup."""
     attr_refs: dict[str, dict[str, RefSpec]] = field(default_factory=dict)
     """Type key → {attribute name → reference spec}, base types included."""
     content_refs: dict[str, RefSpec] = field(default_factory=dict)
@@ -292,25 +293,31 @@ class _Compiler:
                     with_refs.add(key)
                     changed = True
         model.with_refs = with_refs
+        model.children = {t: {n: (ct if ct in with_refs else "") for n, ct in kids.items()}
+                          for t, kids in model.children.items()}
         return model
 
 
-def schema_files(schema_dir: Path) -> list[Path]:
-    """Every `.xsd` under the SDK's schema folder, in a stable order."""
-    out: list[Path] = []
-    for dirpath, dirnames, filenames in os.walk(schema_dir):
+def schema_files(schema_dir: Path) -> list[tuple[str, str]]:
+    """(relative path, absolute path) of every `.xsd` under the SDK's schema folder, in a stable order."""
+    base = str(schema_dir)
+    out: list[tuple[str, str]] = []
+    for dirpath, dirnames, filenames in os.walk(base):
         dirnames.sort()
-        out.extend(Path(dirpath) / f for f in sorted(filenames) if f.casefold().endswith(".xsd"))
+        rel_dir = os.path.relpath(dirpath, base)
+        for f in sorted(filenames):
+            if f.casefold().endswith(".xsd"):
+                out.append((f if rel_dir == "." else os.path.join(rel_dir, f), os.path.join(dirpath, f)))
     return out
 
 
 def schema_digest(entry: Path) -> str:
     """SHA-1 over every XSD file's relative path and content: the compiled model's cache key."""
     h = hashlib.sha1(f"v{MODEL_VERSION}".encode())
-    base = entry.parent
-    for path in schema_files(base):
-        h.update(str(path.relative_to(base)).encode())
-        h.update(hashlib.sha1(path.read_bytes()).digest())
+    for rel, path in schema_files(entry.parent):
+        h.update(rel.encode())
+        with open(path, "rb") as fh:
+            h.update(hashlib.sha1(fh.read()).digest())
     return h.hexdigest()
 
 
@@ -318,10 +325,9 @@ def schema_fingerprint(entry: Path) -> str:
     """SHA-1 over every XSD file's relative path, size and mtime: a cheap stand-in for `schema_digest` that
     lets a warm start skip reading 1.5 MB of schemas (the digest is recomputed whenever this differs)."""
     h = hashlib.sha1(f"v{MODEL_VERSION}".encode())
-    base = entry.parent
-    for path in schema_files(base):
-        st = path.stat()
-        h.update(f"{path.relative_to(base)}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+    for rel, path in schema_files(entry.parent):
+        st = os.stat(path)
+        h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
     return h.hexdigest()
 
 
@@ -353,9 +359,10 @@ def compile_schema(entry: Path) -> SchemaModel:
     return compiler.build()
 
 
-def load_schema(entry: Path, cache_dir: Path | None) -> SchemaModel:
-    """The compiled model for the SDK whose entry schema is `entry`, from the disk cache when valid."""
-    digest = schema_digest(entry)
+def load_schema(entry: Path, cache_dir: Path | None, digest: str | None = None) -> SchemaModel:
+    """The compiled model for the SDK whose entry schema is `entry`, from the disk cache when valid.
+    `digest` is `schema_digest(entry)` when the caller already has it."""
+    digest = digest or schema_digest(entry)
     cache_file = cache_dir / "schema" / f"{digest}.json.gz" if cache_dir else None
     if cache_file is not None:
         try:
