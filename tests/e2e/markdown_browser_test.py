@@ -394,3 +394,14 @@ def test_closing_the_document_elsewhere_moves_the_editor_on(editor):
     bench.call(bench.service.close(bench.service.current_id))
     page.wait_for_function("() => document.querySelector('#doc-name').textContent === 'notes.md'")
     page.wait_for_function("() => window.deskbridge.view.state.doc.toString().startsWith('# Field notes')")
+
+
+def test_ticking_a_task_in_the_preview_edits_the_source(editor):
+    bench, page = editor
+    page.click("#preview li:has-text('enjoy it') input[type=checkbox]")
+    page.wait_for_function("() => window.deskbridge.view.state.doc.toString().includes('- [x] enjoy it')")
+    wait_synced(page, bench)
+    assert "- [x] write the editor\n- [x] enjoy it" in server_text(bench)
+    page.dblclick("#preview h2:has-text('Tasks')")
+    head = page.evaluate("(() => { const s = window.deskbridge.view.state; return s.doc.lineAt(s.selection.main.head).text; })()")
+    assert head == "## Tasks"

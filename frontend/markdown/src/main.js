@@ -194,6 +194,14 @@ function build() {
     if (key === 's') { event.preventDefault(); saveDocument(); }
     if (key === 'h') { event.preventDefault(); app.openSearch(true); }
   });
+  // Preview → source: double-click a block to put the cursor on its first line; tick a task box to edit it.
+  $('#preview').addEventListener('dblclick', (event) => {
+    const block = event.target.closest('[data-source-line]');
+    if (block && app.view) goToLine(Number(block.dataset.sourceLine));
+  });
+  $('#preview').addEventListener('change', (event) => {
+    if (event.target.matches('input[type=checkbox]')) toggleTask(event.target);
+  });
   // Scroll sync source → preview by the renderer's source-line marks (proportional when there are none);
   // a large document's preview window follows the editor.
   document.addEventListener('scroll', (event) => {
@@ -408,6 +416,43 @@ function renderOutline() {
   });
 }
 const renderOutlineSoon = adaptive(renderOutline, 250);
+
+function goToLine(number) {
+  const view = app.view;
+  const line = view.state.doc.line(Math.max(1, Math.min(number, view.state.doc.lines)));
+  view.dispatch({ selection: { anchor: line.from }, effects: EditorView.scrollIntoView(line.from, { y: 'center' }) });
+  view.focus();
+}
+
+const TASK = /^(\s*(?:[-*+]|\d+[.)])\s+\[)([ xX])(\])/;
+
+/**
+ * The person ticked a task box in the preview: flip `[ ]`/`[x]` on the matching source line, as their own edit.
+ * The n-th box of the shown preview is the n-th task line (outside code fences) from where the preview starts.
+ */
+function toggleTask(box) {
+  const view = app.view;
+  if (!view) return;
+  const boxes = [...$('#preview').querySelectorAll('input[type=checkbox]')];
+  const index = boxes.indexOf(box);
+  const doc = view.state.doc;
+  const first = app.previewWindow ? app.previewWindow.from : 1;
+  const last = app.previewWindow ? app.previewWindow.to : doc.lines;
+  const tasks = [];
+  let fence = null;
+  for (let n = first; n <= last; n += 1) {
+    const text = doc.line(n).text;
+    const f = /^\s{0,3}(`{3,}|~{3,})/.exec(text);
+    if (fence) { if (f && f[1][0] === fence[0] && f[1].length >= fence.length) fence = null; continue; }
+    if (f) { fence = f[1]; continue; }
+    if (TASK.test(text)) tasks.push(n);
+  }
+  if (index < 0 || tasks.length !== boxes.length) { refreshPreview(true); return; } // unsure: show the truth
+  const line = doc.line(tasks[index]);
+  const m = TASK.exec(line.text);
+  const at = line.from + m[1].length;
+  view.dispatch({ changes: { from: at, to: at + 1, insert: box.checked ? 'x' : ' ' }, userEvent: 'input.toggle' });
+}
 
 function goToHeading(item, index) {
   const view = app.view;

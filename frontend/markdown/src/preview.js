@@ -25,6 +25,8 @@ export function sanitize(html, assetBase = null) {
     // A local image (relative path) is fetched through the document's asset route (web.py `asset`).
     const src = node.tagName === 'IMG' ? node.getAttribute('src') : null;
     if (assetBase && src && !/^([a-z][a-z0-9+.-]*:|\/\/|\/|#)/i.test(src)) node.setAttribute('src', assetBase + src);
+    // Task boxes become clickable: ticking one edits the source (main.js toggleTask).
+    if (node.tagName === 'INPUT' && node.getAttribute('type') === 'checkbox') node.removeAttribute('disabled');
     if (node.tagName === 'A' && /^https?:/i.test(node.getAttribute('href') || '')) {
       node.setAttribute('target', '_blank');
       node.setAttribute('rel', 'noopener noreferrer');
