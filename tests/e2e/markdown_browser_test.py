@@ -228,10 +228,13 @@ def test_turning_approvals_off_shows_a_warning(editor):
     assert page.input_value("#mcp-token") == bench.token
     assert page.inner_text("#mcp-endpoint") == "http://127.0.0.1:17891/mcp"
     assert page.inner_text("#mcp-live") == "running"
+    assert page.is_checked("[data-rule=edit]") and not page.is_checked("[data-rule=save]")  # the kind's defaults
+    page.check("[data-rule=save]")
     page.uncheck("#mcp-require-approval")
     page.click("#mcp-save")
     page.wait_for_selector("#approvals-off-banner", state="visible")
     assert bench.settings["require_approval"] is False
+    assert bench.settings["approval_rules"] == {"save": True}  # only what differs from the defaults
     assert not bench.service.approvals.needed("edit")
     assert "OFF" in page.inner_text("#st-approvals")
 

@@ -61,6 +61,8 @@ export const api = {
   exportFile: (id, format) => get(`${MD}/docs/${e(id)}/export?format=${e(format)}`, { raw: true }),
   rich: (id, target) => get(`${MD}/docs/${e(id)}/rich?target=${e(target)}`),
   // view state, clients, draft barrier
+  /** {defaults, overrides, enabled}: which operations ask the person (approvals.py). */
+  approvalRules: () => get(`${MD}/approval-rules`),
   uiGet: () => get(`${MD}/ui`),
   uiSet: (partial) => post(`${MD}/ui`, partial),
   /** How many local changes of `docId` the server has not accepted yet (the draft barrier waits for 0). */

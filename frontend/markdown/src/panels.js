@@ -83,8 +83,10 @@ async function copyText(text) {
 async function mcpSettings(app) {
   let settings;
   let token = '';
+  let ruleDefaults = {};
   try {
-    [settings, { token }] = await Promise.all([api.settings(), api.token().catch(() => ({ token: '' }))]);
+    [settings, { token }, { defaults: ruleDefaults }] = await Promise.all([
+      api.settings(), api.token().catch(() => ({ token: '' })), api.approvalRules().catch(() => ({ defaults: {} }))]);
   } catch (err) {
     app.showError(err);
     return;
@@ -112,8 +114,10 @@ async function mcpSettings(app) {
     (settings.custom_roots || []).join('\n'));
   const requireApproval = h('input#mcp-require-approval', { type: 'checkbox', checked: settings.require_approval !== false });
   const rules = settings.approval_rules || {};
-  const ruleNames = [...new Set([...RULES, ...Object.keys(rules)])];
-  const ruleBoxes = ruleNames.map((key) => [key, h('input', { type: 'checkbox', checked: rules[key] !== false, dataset: { rule: key } })]);
+  const ruleNames = [...new Set([...RULES, ...Object.keys(ruleDefaults), ...Object.keys(rules)])];
+  // Checked = asks the person: the setting's override, else the kind's default (saving asks nobody by default).
+  const asks = (key) => (key in rules ? rules[key] : (ruleDefaults[key] ?? true));
+  const ruleBoxes = ruleNames.map((key) => [key, h('input', { type: 'checkbox', checked: asks(key), dataset: { rule: key } })]);
   const state = mcpState(app.status, app.settings);
   const live = h(`span#mcp-live.status-pill.${state}`, { i18n: `mcp.${state}` });
 
@@ -145,7 +149,10 @@ async function mcpSettings(app) {
   );
   const save = async () => {
     const chosen = body.querySelector('input[name=mcp-scope]:checked')?.value || 'current_folder';
-    const approvalRules = Object.fromEntries(ruleBoxes.map(([key, box]) => [key, box.checked]));
+    // Only what differs from the defaults is stored, so a later change of a default still reaches this person.
+    const approvalRules = Object.fromEntries(ruleBoxes
+      .filter(([key, box]) => box.checked !== (ruleDefaults[key] ?? true))
+      .map(([key, box]) => [key, box.checked]));
     try {
       app.settings = await api.saveSettings({
         mcp_enabled: enabled.checked,

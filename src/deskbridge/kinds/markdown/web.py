@@ -22,6 +22,7 @@ from starlette.routing import Route
 
 from deskbridge.core.errors import BridgeError, ErrorCode, internal
 from deskbridge.core.paths import resolve_path
+from deskbridge.kinds.markdown.approvals import NEEDS_APPROVAL_BY_DEFAULT
 from deskbridge.kinds.markdown.export import FORMATS, RICH_TARGETS, export_bytes, rich_html
 from deskbridge.kinds.markdown.render import PREVIEW, render_html
 from deskbridge.kinds.markdown.ui_state import UiState
@@ -313,6 +314,12 @@ def markdown_routes(service: Any, ui_state: UiState | None = None) -> list[Route
                               typography=state.snapshot()["typography"]))
         return {"html": html, "target": target}
 
+    async def approval_rules(request: Request) -> Any:
+        """Which operations ask the person by default and which settings override, for the settings panel."""
+        rules = service.approvals.rules
+        return {"defaults": dict(NEEDS_APPROVAL_BY_DEFAULT), "overrides": dict(rules.overrides),
+                "enabled": rules.enabled}
+
     # -- UI state and the draft barrier ------------------------------------------------------------------
     async def ui_get(request: Request) -> Any:
         return state.snapshot()
@@ -345,6 +352,7 @@ def markdown_routes(service: Any, ui_state: UiState | None = None) -> list[Route
         r("/docs/{doc_id}/external", external, "POST"),
         r("/docs/{doc_id}/export", export),
         r("/docs/{doc_id}/rich", rich),
+        r("/approval-rules", approval_rules),
         r("/ui", ui_get),
         r("/ui", ui_post, "POST"),
         r("/drafts", draft_report, "POST"),

@@ -255,3 +255,9 @@ async def test_local_images_are_served_for_the_preview_and_nothing_else(http, be
     tmp_outside.write_bytes(png)
     assert (await http.get(f"{base}/..%2Fsecret.png")).status_code in (403, 404)
     assert (await http.get(f"{base}/{outside}")).status_code in (403, 404)
+
+
+async def test_the_settings_panel_learns_the_default_approval_rules(http):
+    body = (await http.get(f"{MD}/approval-rules")).json()
+    assert body["defaults"]["edit"] is True and body["defaults"]["save"] is False
+    assert body["enabled"] is False  # the bench starts with approvals off
