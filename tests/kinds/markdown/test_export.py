@@ -101,3 +101,14 @@ def test_copy_rich_html_needs_approval_and_goes_to_the_editor(notes):
     asyncio.run(tool.handler(AI, tool.args.model_validate({"target": "wechat"})))
     clip = [d for t, d in events if t == "ui" and d.get("type") == "clipboard"]
     assert clip and "style=" in clip[0]["html"]
+
+
+def test_copy_rich_html_without_an_editor_page_says_so(notes):
+    from deskbridge.core.events import EventBus
+    from deskbridge.core.policy import ApprovalBroker
+
+    service = MarkdownService(notes / "ideas.md", policy=ApprovalBroker(EventBus()))
+    tool = {s.name: s for s in markdown_tools(service)}["md_ui_copy_rendered_html"]
+    with pytest.raises(BridgeError) as err:
+        asyncio.run(tool.handler(AI, tool.args.model_validate({"target": "zhihu"})))
+    assert err.value.code is ErrorCode.UI_NOT_READY

@@ -394,6 +394,10 @@ async def copy_rich_html(service: MarkdownService, doc_id: str | None, target: s
                          tool: str) -> dict[str, Any]:
     """After approval, hand platform-styled HTML to the editor, which writes it to the clipboard."""
     doc = service.get(doc_id)
+    if getattr(service.approvals.broker, "ui_attached", True) is False:
+        # only the editor page can write the person's clipboard; without one the copy would go nowhere
+        raise BridgeError(ErrorCode.UI_NOT_READY, "no editor page is open to put the rich HTML on the clipboard",
+                          hint="Ask the person to open the deskbridge editor in the browser, then retry.")
     await service.approvals.ask(ctx, "copy_rich_html", tool, doc.name,
                                 f"copy {doc.name} as rich HTML for {target} to the clipboard")
     html = rich_html(doc.text, target, base_dir=doc.path.parent if doc.path else None,
