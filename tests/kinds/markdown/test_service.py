@@ -211,3 +211,17 @@ def test_current_document_scope_allows_only_that_file(notes):
         run(svc.open("other.md", ctx=AI))
     assert err.value.code is ErrorCode.ACCESS_DENIED
     assert [p.name for p in svc.workspace.iter_documents()] == ["notes.md"]
+
+
+def test_utf16_and_bom_files_round_trip(tmp_path):
+    (tmp_path / "w.md").write_bytes("# 标题\r\nText\r\n".encode("utf-16"))
+    (tmp_path / "b.md").write_bytes(b"\xef\xbb\xbf# BOM\n")
+    svc = MarkdownService(tmp_path, approval_settings={"enabled": False})
+    for name in ("w.md", "b.md"):
+        doc = run(svc.open(name))
+        assert "\r" not in svc.read(doc["docId"])["text"]
+        before = (tmp_path / name).read_bytes()
+        run(svc.apply_edits(doc["docId"], [Edit(0, 0, "x")], base_version=0))
+        run(svc.apply_edits(doc["docId"], [Edit(0, 1, "")], base_version=1))
+        run(svc.save(doc["docId"]))
+        assert (tmp_path / name).read_bytes() == before

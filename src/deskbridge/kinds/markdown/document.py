@@ -36,6 +36,8 @@ class DecodedFile:
 def decode_file(data: bytes, encoding: str | None = None) -> DecodedFile:
     """Decode file bytes to '\\n'-separated text, detecting BOM and line endings; typed error on bad bytes."""
     bom = data.startswith(b"\xef\xbb\xbf")
+    if encoding is None and data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        encoding = "utf-16"  # a UTF-16 byte-order mark says it all (the codec reads and writes the mark)
     enc = (encoding or "utf-8").lower()
     if enc not in SUPPORTED_ENCODINGS:
         raise BridgeError(
