@@ -251,3 +251,17 @@ def test_edits_to_unreached_files_change_nothing_but_new_files_rebuild(minimod):
     fresh = minimod.write("Data/Units/Fresh.xml", '<AssetDeclaration xmlns="uri:ea.com:eala:asset"/>')
     after = service.reindex_sync([str(fresh)])
     assert after is not before and str(fresh) in after.source_candidates
+
+
+def test_a_patched_file_keeps_its_include_diagnostics_on_their_new_lines(minimod):
+    service = SageService(minimod.mod, minimod.sdk)
+    before = service.open_sync()
+    mod_xml = minimod.mod / "Data" / "Mod.xml"
+    [missing] = [d for d in codes(before, "include-not-found")]
+    mod_xml.write_text(mod_xml.read_text().replace("<Includes>", "\n\n<Includes>"))  # two lines down
+    after = service.reindex_sync([str(mod_xml)])
+    assert after.stats.get("patchedFiles") == 1
+    [moved] = [d for d in codes(after, "include-not-found")]
+    assert moved.line == missing.line + 2 and moved.message == missing.message
+    edge = next(e for e in after.includes if e.source == "Missing.xml")
+    assert edge.line == moved.line

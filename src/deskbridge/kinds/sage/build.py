@@ -28,7 +28,7 @@ from deskbridge.kinds.sage.model import (
     SageIndex,
 )
 from deskbridge.kinds.sage.paths import CaseFoldTree, PathResolver
-from deskbridge.kinds.sage.records import R_VALUE, FileRecords
+from deskbridge.kinds.sage.records import R_VALUE, RECORD_CODES, FileRecords
 from deskbridge.kinds.sage.schema import SchemaModel
 from deskbridge.kinds.sage.store import RecordStore, is_art
 
@@ -442,7 +442,24 @@ def patch_index(old: SageIndex, changed: dict[str, FileRecords], build_id: int) 
         if not defines[key]:
             del defines[key]
     new.assets, new.by_id, new.refs_built, new.defines = assets, by_id, refs_to, defines
-    new.diagnostics = [d for d in old.diagnostics if d.file not in paths and d.code != "duplicate-define"]
+    # The include graph is unchanged, but lines may have moved: carry the walk's edges and diagnostics of
+    # the edited files over to their new lines (edges were recorded in the records' include order).
+    line_maps: dict[str, dict[int, int]] = {}
+    for path, rec in changed.items():
+        new_lines = [ln for _k, _s, ln in rec.includes] + [ln for _h, _x, ln, _n in rec.xincludes]
+        mine = [e for e in old.includes if e.file == path]
+        line_maps[path] = {e.line: ln for e, ln in zip(mine, new_lines, strict=False)}
+    if any(line_maps.values()):
+        new.includes = [
+            IncludeEdge(e.file, e.kind, e.source, line_maps[e.file].get(e.line, e.line), e.target, e.via_manifest)
+            if e.file in line_maps else e for e in old.includes]
+    new.diagnostics = []
+    for d in old.diagnostics:
+        if d.code == "duplicate-define" or (d.file in paths and d.code in RECORD_CODES):
+            continue  # recomputed below
+        if d.file in line_maps and d.line in line_maps[d.file]:
+            d = Diagnostic(d.file, line_maps[d.file][d.line], d.code, d.severity, d.message)
+        new.diagnostics.append(d)
     for path, rec in changed.items():
         new.diagnostics.extend(Diagnostic(path, line, code, sev, msg) for code, sev, line, msg in rec.diagnostics)
     new.diagnostics.extend(_duplicate_defines(new))

@@ -29,6 +29,10 @@ INCLUDE_KINDS = frozenset({"all", "instance", "reference"})
 JOIN_ACTIONS = frozenset({"append", "overwrite", "override", "replace", "remove"})
 """`xai:joinAction` values BAB accepts, case-insensitively (research/sage.md §2.6 NodeJoiner.cs)."""
 
+RECORD_CODES = frozenset({"parse-error", "missing-id", "include-outside-includes", "duplicate-instance",
+                          "invalid-join-action"})
+"""Diagnostics that come from one file's own records (the others come from walking the include graph)."""
+
 FILE_MAX_BYTES = 256 * 1024 * 1024
 """Files larger than this are not parsed (the largest real `.w3x` seen is 22.8 MB)."""
 PARSE_ERRORS_MAX = 20
