@@ -100,7 +100,7 @@ class IndexBuilder:
     # --- walking ----------------------------------------------------------------------------------
     def build(self, build_id: int, with_art: bool, progress: Progress = _no_progress) -> SageIndex:
         t0 = time.perf_counter()
-        parsed0, hits0 = self.store.parsed, self.store.cache_hits
+        parsed0, hits0, calls0 = self.store.parsed, self.store.cache_hits, self.resolver.calls
         walk = _Walk(self, with_art, progress)
         entries = stream_entries(self.project, self.resolver.tree)
         self._read_babproj(entries)
@@ -132,7 +132,7 @@ class IndexBuilder:
             recordsCacheHits=self.store.cache_hits - hits0,
             shallowScannedFiles=sum(1 for r in index.files.values() if r.shallow),
             deferredArtFiles=len(index.deferred_art),
-            resolveCalls=self.resolver.calls,
+            resolveCalls=self.resolver.calls - calls0,
             streamCount=len(entries),
             manifestAssetCount=len(walk.manifest_assets),
             suppressedIncludeNotFound=walk.suppressed,
