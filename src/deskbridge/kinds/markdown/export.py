@@ -202,6 +202,9 @@ def export_html(text: str, *, title: str, base_dir: Path | None = None, typograp
 
 RICH_TARGETS: Final = ("wechat", "zhihu", "juejin")
 
+_INHERIT: Final = "color:inherit;font-size:inherit;"
+"""Style for elements the theme says nothing about."""
+
 
 def rich_html(text: str, target: str, *, base_dir: Path | None = None, typography: str | None = None) -> str:
     """Inline-styled HTML for pasting into the WeChat / Zhihu / Juejin editor: a style on every element.
@@ -235,6 +238,9 @@ def rich_html(text: str, target: str, *, base_dir: Path | None = None, typograph
             style = styles["table.front-matter"]
         if tag == "section":
             style = styles["section"]
+        if not style:
+            # the platforms' editors keep only inline styles, so every element carries one (research §1)
+            style = _INHERIT
         if tag == "a" and not re.match(r"^(https?:|mailto:|#|/|\./|\.\./|[^:]*$)", el.get("href") or ""):
             el.attrib.pop("href", None)
         if style:
