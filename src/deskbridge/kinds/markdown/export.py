@@ -238,6 +238,8 @@ def rich_html(text: str, target: str, *, base_dir: Path | None = None, typograph
             style = styles["table.front-matter"]
         if tag == "section":
             style = styles["section"]
+        if not style and tag != "math" and any(a.tag == "math" for a in el.iterancestors()):
+            continue  # inside a formula MathML's own layout rules apply (font-size:inherit would flatten it)
         if not style:
             # the platforms' editors keep only inline styles, so every element carries one (research §1)
             style = _INHERIT
