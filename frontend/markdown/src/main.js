@@ -271,6 +271,8 @@ function applyUi(next) {
 
 async function loadDocument(docId) {
   app.loadingDocId = docId;
+  // Leaving a document: let its last keystrokes reach the server first, so switching never drops typing.
+  if (app.sync && !app.sync.closed && app.docId !== docId) await app.sync.flush(2000);
   const doc = await api.doc(docId).finally(() => { app.loadingDocId = null; });
   reportedPending = 0;
   app.sync?.close();
