@@ -408,3 +408,16 @@ def test_ticking_a_task_in_the_preview_edits_the_source(editor):
     page.dblclick("#preview h2:has-text('Tasks')")
     head = page.evaluate("(() => { const s = window.deskbridge.view.state; return s.doc.lineAt(s.selection.main.head).text; })()")
     assert head == "## Tasks"
+
+
+def test_menus_work_from_the_keyboard(editor):
+    _bench, page = editor
+    page.focus("#menu-view .menu-button")
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#menu-view.open")
+    assert page.evaluate("document.activeElement.dataset.action") == "toggle-sidebar"
+    page.keyboard.press("ArrowDown")
+    assert page.evaluate("document.activeElement.dataset.action") == "show-outline"
+    page.keyboard.press("ArrowUp")
+    page.keyboard.press("Enter")  # hide the sidebar
+    page.wait_for_selector("#sidebar", state="hidden")

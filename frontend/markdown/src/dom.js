@@ -54,9 +54,27 @@ export function menu(id, labelKey, items) {
         event.stopPropagation();
         const wasOpen = wrapper.classList.contains('open');
         closeMenus();
-        if (!wasOpen) { refreshChecks(); wrapper.classList.add('open'); openMenu = wrapper; }
+        if (!wasOpen) {
+          refreshChecks();
+          wrapper.classList.add('open');
+          openMenu = wrapper;
+          if (event.detail === 0) list.querySelector('.menu-item')?.focus(); // opened from the keyboard
+        }
       } }),
     list);
+  // Arrow keys move through the items; Escape closes and returns to the menu button.
+  list.addEventListener('keydown', (event) => {
+    const items = [...list.querySelectorAll('.menu-item')];
+    const at = items.indexOf(document.activeElement);
+    if (event.key === 'ArrowDown' || event.key === 'ArrowUp') {
+      event.preventDefault();
+      const step = event.key === 'ArrowDown' ? 1 : -1;
+      items[(at + step + items.length) % items.length].focus();
+    } else if (event.key === 'Escape') {
+      closeMenus();
+      wrapper.querySelector('.menu-button').focus();
+    }
+  });
   const checks = [];
   for (const item of items) {
     if (item.sep) { list.append(h('div.menu-sep', { role: 'separator' })); continue; }
