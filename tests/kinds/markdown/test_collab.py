@@ -109,6 +109,7 @@ def text_and_edits(draw):
     return text, edits
 
 
+@settings(deadline=None)  # shared CI machines: no per-example time limit
 @given(text_and_edits())
 def test_edits_round_trip_through_codemirror_json(case):
     text, edits = case

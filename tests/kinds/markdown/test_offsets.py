@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deskbridge.core.errors import BridgeError, ErrorCode
@@ -44,6 +44,7 @@ def test_line_and_column_are_one_based_in_code_points():
         om.line_col_to_cp(1, 9)
 
 
+@settings(deadline=None)  # shared CI machines: no per-example time limit
 @given(texts, st.data())
 def test_utf16_round_trip_matches_javascript_counting(text, data):
     om = OffsetMap(text)
@@ -54,6 +55,7 @@ def test_utf16_round_trip_matches_javascript_counting(text, data):
     assert om.utf16_to_cp(u16) == cp
 
 
+@settings(deadline=None)  # shared CI machines: no per-example time limit
 @given(texts, st.data())
 def test_utf8_round_trip(text, data):
     om = OffsetMap(text)
@@ -63,6 +65,7 @@ def test_utf8_round_trip(text, data):
     assert om.utf8_to_cp(b) == cp
 
 
+@settings(deadline=None)  # shared CI machines: no per-example time limit
 @given(texts, st.data())
 def test_line_column_round_trip(text, data):
     om = OffsetMap(text)
