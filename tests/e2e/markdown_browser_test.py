@@ -421,3 +421,36 @@ def test_menus_work_from_the_keyboard(editor):
     page.keyboard.press("ArrowUp")
     page.keyboard.press("Enter")  # hide the sidebar
     page.wait_for_selector("#sidebar", state="hidden")
+
+
+def test_two_tabs_and_an_ai_typing_at_once_converge_without_losses(editor, browser):
+    bench, first = editor
+    second = _open(browser, bench, [])
+    try:
+        async def ai_edits():
+            import asyncio
+
+            for n in range(3):
+                await asyncio.sleep(0.2)
+                await bench.ai_edit("## Math", f"## Math {n}")
+                await bench.ai_edit(f"## Math {n}", "## Math")
+
+        future = bench.submit(ai_edits())
+        first.click(".cm-content")
+        first.keyboard.press("Control+Home")
+        first.keyboard.press("End")
+        second.click(".cm-content")
+        second.keyboard.press("Control+End")
+        for a, b in zip("ABCDEFGHIJKLMNOP", "abcdefghijklmnop", strict=True):
+            first.keyboard.type(a)
+            second.keyboard.type(b)
+        future.result(20)
+        wait_synced(first, bench)
+        wait_synced(second, bench)
+        text = server_text(bench)
+        assert editor_text(first) == text == editor_text(second)
+        assert text.startswith("# Field notesABCDEFGHIJKLMNOP\n")
+        assert text.endswith("abcdefghijklmnop")
+        assert "\n## Math\n" in text
+    finally:
+        second.context.close()
