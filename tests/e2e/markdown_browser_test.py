@@ -454,3 +454,14 @@ def test_two_tabs_and_an_ai_typing_at_once_converge_without_losses(editor, brows
         assert "\n## Math\n" in text
     finally:
         second.context.close()
+
+
+def test_on_first_run_the_editor_speaks_the_browsers_language(browser, tmp_path):
+    bench = harness.make_bench(tmp_path / "notes", require_approval=False)
+    with harness.serving(bench):
+        context = browser.new_context(locale="zh-TW")
+        page = context.new_page()
+        page.goto(bench.url + "/")
+        page.wait_for_function("() => document.querySelector('#menu-file .menu-button').textContent === '檔案'")
+        assert bench.ui_state.snapshot()["cultureName"] == "zh-Hant"
+        context.close()

@@ -703,10 +703,29 @@ app.refreshPreview = refreshPreview;
 
 // --------------------------------------------------------------------------------------------------- start
 
+/** The first of the browser's languages we translate to (zh-TW/zh-HK → zh-Hant, other zh → zh-CN). */
+function preferredLanguage(languages) {
+  for (const raw of languages) {
+    const tag = String(raw || '').toLowerCase();
+    if (/^zh-(tw|hk|mo|hant)/.test(tag)) return 'zh-Hant';
+    if (tag.startsWith('zh')) return 'zh-CN';
+    if (tag.startsWith('ja')) return 'ja-JP';
+    if (tag.startsWith('en')) return 'en-US';
+  }
+  return null;
+}
+
 async function start() {
   build();
   applyUi(app.ui);
-  try { applyUi(await api.uiGet()); } catch (err) { showError(err); }
+  try {
+    applyUi(await api.uiGet());
+    // First run (nobody chose a language yet): follow the browser's language when we have it.
+    const preferred = preferredLanguage(navigator.languages || [navigator.language]);
+    if (app.ui.revision === 0 && preferred && preferred !== app.ui.cultureName) changeUi({ cultureName: preferred });
+  } catch (err) {
+    showError(err);
+  }
   connectEvents();
   refreshPlatform();
   loadFiles();
