@@ -265,3 +265,34 @@ def test_a_patched_file_keeps_its_include_diagnostics_on_their_new_lines(minimod
     assert moved.line == missing.line + 2 and moved.message == missing.message
     edge = next(e for e in after.includes if e.source == "Missing.xml")
     assert edge.line == moved.line
+
+
+def test_root_level_xi_include_splices_assets_in(minimod):
+    """XInclude at the document root: without xpointer the target's root element becomes an asset; with
+    `xpointer(/n:X/child::*)` the children of X do."""
+    minimod.write("Data/Units/Spliced.xml", '<GameObject xmlns="uri:ea.com:eala:asset" id="RootSpliced" '
+                  'inheritFrom="BaseUnit"><Behaviors><WeaponSetUpdate><WeaponSlotHardpoint>'
+                  '<Weapon Template="TankGun"/></WeaponSlotHardpoint></WeaponSetUpdate></Behaviors></GameObject>')
+    minimod.write("Data/Units/Pack.xml", '<UnitPack xmlns="uri:ea.com:eala:asset">\n'
+                  '<WeaponTemplate id="PackGun" FireFX="FX_Vanilla"/>\n<FXList id="PackFX"/>\n</UnitPack>')
+    minimod.write("Data/Units/Tank.xml", minimod.mod.joinpath("Data/Units/Tank.xml").read_text().replace(
+        "</AssetDeclaration>",
+        '<xi:include href="Spliced.xml"/>\n'
+        '<xi:include href="Pack.xml" xpointer="xmlns(n=uri:ea.com:eala:asset) xpointer(/n:UnitPack/child::*)"/>\n'
+        "</AssetDeclaration>"))
+    _, index = open_mini(minimod)
+    root = queries.find_asset(index, "RootSpliced")["items"]
+    assert [(a["type"], a["file"], a["line"]) for a in root] == [("GameObject", "Data/Units/Spliced.xml", 1)]
+    pack = queries.find_asset(index, "PackGun")["items"]
+    assert [(a["type"], a["file"], a["line"]) for a in pack] == [("WeaponTemplate", "Data/Units/Pack.xml", 2)]
+    assert queries.find_asset(index, "PackFX")["total"] == 1
+    assert queries.find_asset(index, "UnitPack")["total"] == 0  # the container is not an asset
+    # references inside spliced assets belong to them
+    users = queries.find_references(index, "TankGun", "WeaponTemplate")["items"]
+    assert {"type": "GameObject", "id": "RootSpliced"} in [u["from"] for u in users]
+    fx = [u for u in queries.find_references(index, "FX_Vanilla")["items"] if u["file"].endswith("Pack.xml")]
+    assert [u["from"] for u in fx] == [{"type": "WeaponTemplate", "id": "PackGun"}]
+    chain = queries.get_inheritance_chain(index, "GameObject", "RootSpliced")
+    assert [s["id"] for s in chain["chain"]] == ["RootSpliced", "BaseUnit"]
+    edges = forward.get_asset_references(index, "GameObject", "RootSpliced", target_types=["WeaponTemplate"])
+    assert [e["to"]["id"] for e in edges["edges"] if e["via"]["kind"] == "attribute"] == ["TankGun"]

@@ -21,6 +21,7 @@ from deskbridge.kinds.sage.babproj import map_foreign_path, parse_babproj
 from deskbridge.kinds.sage.manifest import ManifestError, parse_manifest
 from deskbridge.kinds.sage.model import (
     MODE_RANK,
+    SPLICED_ROOT,
     AssetDef,
     DefineDef,
     Diagnostic,
@@ -187,6 +188,7 @@ class _Walk:
         self.manifest_assets: list[AssetDef] = []
         self.manifests_loaded: dict[str, list[AssetDef] | None] = {}
         self.art_pending: set[str] = set()
+        self.splices: dict[str, str] = {}
         self.suppressed = 0
         self._edges_done: set[str] = set()
         self._chain: list[str] = []
@@ -237,7 +239,7 @@ class _Walk:
                 if kind == "reference":
                     child_mode = "reference"
                 self._follow(path, kind, source, line, child_mode, first_time)
-            for href, _xpointer, line, nested in rec.xincludes:
+            for href, xpointer, line, nested in rec.xincludes:
                 owners: list[tuple[str, int]] = []
                 if first_time:
                     if rec.root != "AssetDeclaration":
@@ -245,7 +247,11 @@ class _Walk:
                         owners = self.fragment_owners.get(path, [])
                     elif nested and (owner := _asset_at(rec, line)) >= 0:
                         owners = [(path, owner)]
-                self._follow(path, "xi:include", href, line, mode, first_time, owners)
+                target = self._follow(path, "xi:include", href, line, mode, first_time, owners)
+                if target and not nested and rec.root == "AssetDeclaration":
+                    # XInclude at the document root splices the target's root element in as an asset;
+                    # `xpointer(/n:X/child::*)` splices X's children instead (research/sage.md §1.4).
+                    self.splices.setdefault(target, "children" if "child::" in xpointer else "root")
         finally:
             self._chain.pop()
 
@@ -294,6 +300,17 @@ class _Walk:
         return self.manifests_loaded[manifest] is not None
 
 
+def _file_assets(rec: FileRecords, splice: str | None) -> list[tuple[int, tuple[str, str, int]]]:
+    """(index, (type, id, line)) of the assets a file defines: its top-level assets, or for a fragment
+    spliced in by a root-level `xi:include`, its root element or its children."""
+    if rec.root == "AssetDeclaration" or splice is None:
+        return list(enumerate(rec.assets))
+    if splice == "root":
+        return [(SPLICED_ROOT, rec.spliceable[0])] if rec.root_has_id else []
+    first = 1 if rec.root_has_id else 0
+    return [(i, rec.spliceable[i]) for i in range(first, len(rec.spliceable))]
+
+
 def _has_alias(source: str) -> bool:
     alias, sep, _ = source.partition(":")
     return bool(sep) and alias.strip().casefold() in ("data", "art", "audio", "root")
@@ -315,6 +332,7 @@ def _assemble(index: SageIndex, walk: _Walk) -> None:
     index.membership = walk.membership
     index.includes = walk.edges
     index.fragment_owners = walk.fragment_owners
+    index.splices = walk.splices
     diags = index.diagnostics = walk.diagnostics
     assets = index.assets
     by_id = index.by_id
@@ -323,7 +341,7 @@ def _assemble(index: SageIndex, walk: _Walk) -> None:
         origin = "project" if path.startswith(project_prefix) else "sdk"
         for code, severity, line, message in rec.diagnostics:
             diags.append(Diagnostic(path, line, code, severity, message))
-        for i, (atype, aid, line) in enumerate(rec.assets):
+        for i, (atype, aid, line) in _file_assets(rec, walk.splices.get(path)):
             d = AssetDef(atype, aid, path, line, origin, i)
             key = aid.casefold()
             assets.setdefault(atype, {}).setdefault(key, []).append(d)
@@ -366,7 +384,7 @@ def patch_index(old: SageIndex, changed: dict[str, FileRecords], build_id: int) 
     """
     for path, rec in changed.items():
         prev = old.files.get(path)
-        if prev is None or not _same_links(prev, rec):
+        if prev is None or path in old.splices or not _same_links(prev, rec):
             return None
     t0 = time.perf_counter()
     new = SageIndex(
@@ -374,7 +392,7 @@ def patch_index(old: SageIndex, changed: dict[str, FileRecords], build_id: int) 
         generated_at=datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
         phase=old.phase, complete=old.complete, model_loader=old.model_loader,
         files={**old.files, **changed}, membership=old.membership, streams=old.streams,
-        includes=old.includes, fragment_owners=old.fragment_owners,
+        includes=old.includes, fragment_owners=old.fragment_owners, splices=old.splices,
         source_candidates=old.source_candidates, deferred_art=old.deferred_art,
     )
     order = {p: i for i, p in enumerate(new.files)}

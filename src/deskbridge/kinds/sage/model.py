@@ -11,6 +11,9 @@ from typing import Any
 from deskbridge.kinds.sage.records import FileRecords, Ref
 from deskbridge.kinds.sage.schema import SchemaModel
 
+SPLICED_ROOT = -2
+"""`AssetDef.index` of an asset that is a whole fragment file spliced in by a root-level `xi:include`."""
+
 MODE_RANK = {"all": 0, "instance": 1, "reference": 2}
 """How a file belongs to a stream: `all` = compiled into it; `instance` = visible for inheritance and
 references but not emitted; `reference` = part of another stream this one references (research/sage.md §2.2)."""
@@ -91,6 +94,8 @@ class SageIndex:
     """Define name (case-folded) → definitions in walk order."""
     refs_built: dict[str, list[tuple[str, Ref]]] | None = None
     """The reverse reference map once built (see `refs_to`)."""
+    splices: dict[str, str] = field(default_factory=dict)
+    """Fragment file → `root` or `children`: spliced in as top-level assets by a root-level `xi:include`."""
     fragment_owners: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
     """Fragment file → (including file, asset index) of each nested `xi:include` that pulls it in."""
     diagnostics: list[Diagnostic] = field(default_factory=list)
@@ -182,11 +187,35 @@ class SageIndex:
         return [d for d in self.by_id.get(ident.casefold(), ()) if self.assignable(d.type, ref_type)]
 
     def refs_of(self, asset: AssetDef) -> list[Ref]:
-        """Reference records written inside one definition (including fragments it `xi:include`s)."""
+        """Reference records written inside one definition (fragments it `xi:include`s: `fragment_refs_of`)."""
         rec = self.files.get(asset.file)
         if rec is None:
             return []
+        if asset.index == SPLICED_ROOT:
+            return list(rec.refs)  # the whole file is this one asset
         return [r for r in rec.refs if r[0] == asset.index]
+
+    def owner(self, path: str, r: Ref) -> tuple[str, str, str | None] | None:
+        """(type, id, fragment file or None) of the asset a reference is written in."""
+        rec = self.files.get(path)
+        if rec is None:
+            return None
+        if rec.root == "AssetDeclaration":
+            if 0 <= r[0] < len(rec.assets):
+                t, i, _ = rec.assets[r[0]]
+                return t, i, None
+            return None
+        splice = self.splices.get(path)
+        if splice == "root" and rec.spliceable:
+            return rec.spliceable[0][0], rec.spliceable[0][1], None
+        if splice == "children" and 0 <= r[0] < len(rec.spliceable):
+            return rec.spliceable[r[0]][0], rec.spliceable[r[0]][1], None
+        for opath, oi in self.fragment_owners.get(path, ()):
+            orec = self.files.get(opath)
+            if orec is not None and 0 <= oi < len(orec.assets):
+                t, i, _ = orec.assets[oi]
+                return t, i, path
+        return None
 
     def fragment_refs_of(self, asset: AssetDef) -> list[tuple[str, Ref]]:
         out: list[tuple[str, Ref]] = []

@@ -15,7 +15,7 @@ from lxml import etree
 
 from deskbridge.core import limits
 from deskbridge.core.errors import BridgeError, ErrorCode
-from deskbridge.kinds.sage.model import AssetDef, SageIndex
+from deskbridge.kinds.sage.model import SPLICED_ROOT, AssetDef, SageIndex
 from deskbridge.kinds.sage.records import (
     R_ASSET,
     R_ATTR,
@@ -87,20 +87,13 @@ def asset_json(index: SageIndex, d: AssetDef) -> dict[str, Any]:
 
 
 def owner_of(index: SageIndex, path: str, r: Ref) -> dict[str, str] | None:
-    rec = index.files.get(path)
-    if rec is None:
+    owner = index.owner(path, r)
+    if owner is None:
         return None
-    if r[R_ASSET] >= 0:
-        t, i, _ = rec.assets[r[R_ASSET]]
-        return {"type": t, "id": i}
-    owners = index.fragment_owners.get(path)
-    if owners:
-        opath, oi = owners[0]
-        orec = index.files.get(opath)
-        if orec is not None and 0 <= oi < len(orec.assets):
-            t, i, _ = orec.assets[oi]
-            return {"type": t, "id": i, "viaFragment": index.display(path)}
-    return None
+    out = {"type": owner[0], "id": owner[1]}
+    if owner[2]:
+        out["viaFragment"] = index.display(owner[2])
+    return out
 
 
 def site_json(index: SageIndex, path: str, r: Ref) -> dict[str, Any]:
@@ -321,8 +314,8 @@ def _self_override(index: SageIndex, path: str, r: Ref, asset_type: str, key: st
     """`<X id="A" inheritFrom="A">` names the asset it overrides, not a use of it."""
     if r[R_KIND] != "inheritFrom":
         return False
-    rec = index.files.get(path)
-    return rec is not None and rec.assets[r[R_ASSET]][1].casefold() == key
+    owner = index.owner(path, r)
+    return owner is not None and owner[1].casefold() == key
 
 
 def inherit_target(index: SageIndex, d: AssetDef) -> tuple[Ref | None, AssetDef | None]:
@@ -330,7 +323,8 @@ def inherit_target(index: SageIndex, d: AssetDef) -> tuple[Ref | None, AssetDef 
     rec = index.files.get(d.file)
     if rec is None:
         return None, None
-    ref = next((r for r in rec.refs if r[R_ASSET] == d.index and r[R_KIND] == "inheritFrom"), None)
+    own = 0 if d.index == SPLICED_ROOT else d.index  # a spliced root element is `spliceable[0]`
+    ref = next((r for r in rec.refs if r[R_ASSET] == own and r[R_KIND] == "inheritFrom"), None)
     if ref is None:
         return None, None
     cands = [c for c in index.resolve(ref[R_TYPE], ref[R_VALUE]) if c is not d]

@@ -71,17 +71,22 @@ class FileRecords:
     """(code, severity, line, message)."""
     shallow: bool = False
     """True for art files, where only top-level records were read."""
+    spliceable: list[tuple[str, str, int]] = field(default_factory=list)
+    """Fragments only: (type, id, line) of the root element (first, when it has an id) and of each child
+    with an id — what a root-level `xi:include` splices in as top-level assets."""
+    root_has_id: bool = False
 
     def to_json(self) -> list[Any]:
         return [self.root, self.assets, self.defines, self.includes, self.xincludes, self.refs,
-                self.joins, self.diagnostics, self.shallow]
+                self.joins, self.diagnostics, self.shallow, self.spliceable, self.root_has_id]
 
     @classmethod
     def from_json(cls, raw: list[Any]) -> FileRecords:
         """Records from the cache. The inner rows stay JSON lists (indexable like the tuples the extractor
         makes): converting 60 k reference rows would cost more than the rest of a warm start."""
         return cls(root=raw[0], assets=raw[1], defines=raw[2], includes=raw[3], xincludes=raw[4], refs=raw[5],
-                   joins=raw[6], diagnostics=raw[7], shallow=bool(raw[8]))
+                   joins=raw[6], diagnostics=raw[7], shallow=bool(raw[8]), spliceable=raw[9],
+                   root_has_id=bool(raw[10]))
 
 
 def _parser() -> etree.XMLParser:
@@ -226,11 +231,7 @@ def extract_records(data: bytes, model: SchemaModel | None) -> FileRecords:
         return rec
     rec.root = _local(root.tag)
     if rec.root != "AssetDeclaration":
-        # A fragment pulled in by `xi:include` (e.g. `<CreateObjectDie>`): its references are typed by
-        # the fallback element map and belong to the asset that includes it.
-        if model is not None:
-            _walk(root, model.fallback.get(rec.root), -1, model, rec, _Locator(data), "")
-            rec.refs.sort(key=_BY_POSITION)
+        _fragment(root, rec, model, _Locator(data))
         _xincludes(root, rec)
         return rec
     locator = _Locator(data)
@@ -269,13 +270,7 @@ def extract_records(data: bytes, model: SchemaModel | None) -> FileRecords:
             seen[key] = line
         index = len(rec.assets)
         rec.assets.append((name, asset_id, locator.start_line(line, name)))
-        inherit = child.get("inheritFrom")
-        if inherit:
-            split = _split_ref(inherit, name)
-            if split:
-                ln, col, end = locator.attribute(line, name, "inheritFrom", inherit)
-                rec.refs.append((index, split[0], split[1], ln, col, end, "inheritFrom", name, "",
-                                 "inheritFrom"))
+        _inherit_ref(child, name, index, rec, locator)
         if model is not None:
             _walk(child, model.asset_types.get(name) or model.fallback.get(name), index, model, rec,
                   locator, "")
@@ -288,6 +283,56 @@ def extract_records(data: bytes, model: SchemaModel | None) -> FileRecords:
                                     f"xai:joinAction={el.get(XAI_JOIN)!r}; valid values: Append, Replace, "
                                     "Remove"))
     return rec
+
+
+def _inherit_ref(el: etree._Element, name: str, index: int, rec: FileRecords, locator: _Locator) -> None:
+    """`inheritFrom="Id"` (the asset's own type) or `inheritFrom="Type:Id"` as a reference."""
+    inherit = el.get("inheritFrom")
+    if inherit:
+        split = _split_ref(inherit, name)
+        if split:
+            ln, col, end = locator.attribute(el.sourceline or 0, name, "inheritFrom", inherit)
+            rec.refs.append((index, split[0], split[1], ln, col, end, "inheritFrom", name, "", "inheritFrom"))
+
+
+def _fragment(root: etree._Element, rec: FileRecords, model: SchemaModel | None, locator: _Locator) -> None:
+    """A file whose root is not `AssetDeclaration`. Pulled in by an `xi:include` inside an asset (e.g.
+    `<CreateObjectDie>` under `<Behaviors>`), its references belong to that asset; spliced in at the root of
+    a document (research/sage.md §1.4, XInclude semantics), its root — or with `xpointer(/n:X/child::*)` its
+    children — become top-level assets. References under a child with an id carry that child's position
+    in `spliceable`; the rest carry -1."""
+    if root.get("id"):
+        rec.spliceable.append((rec.root, root.get("id", ""), locator.start_line(root.sourceline or 0, rec.root)))
+        rec.root_has_id = True
+        _inherit_ref(root, rec.root, 0, rec, locator)
+    children = []
+    for child in root.iterchildren(tag=etree.Element):
+        name = _local(child.tag)
+        if child.get("id") and child.tag != XI_INCLUDE:
+            children.append((child, name, len(rec.spliceable)))
+            _inherit_ref(child, name, len(rec.spliceable), rec, locator)
+            rec.spliceable.append((name, child.get("id", ""), locator.start_line(child.sourceline or 0, name)))
+    if model is None:
+        return
+    root_type = model.fallback.get(rec.root)
+    if not children:
+        _walk(root, root_type, -1, model, rec, locator, "")
+    else:
+        # The root's own attributes, then each child on its own so its references carry its index.
+        kids = model.children.get(root_type or "", {})
+        for attr, (ref_type, is_list) in model.attr_refs.get(root_type or "", {}).items():
+            value = root.get(attr)
+            if value:
+                _emit(rec.refs, locator, -1, root, rec.root, "", attr, value, ref_type, is_list)
+        with_id = {id(c) for c, _n, _i in children}
+        for child, name, index in children:
+            ctype = model.asset_types.get(name) or kids.get(name) or model.fallback.get(name)
+            _walk(child, ctype, index, model, rec, locator, rec.root)
+        for child in root.iterchildren(tag=etree.Element):
+            if id(child) not in with_id and child.tag != XI_INCLUDE:
+                name = _local(child.tag)
+                _walk(child, kids.get(name) or model.fallback.get(name), -1, model, rec, locator, rec.root)
+    rec.refs.sort(key=_BY_POSITION)
 
 
 def _parse_errors(parser: etree.XMLParser, rec: FileRecords) -> None:

@@ -64,7 +64,7 @@ def snapshot_json(index: SageIndex, stale: bool = False, with_references: bool =
     for path, rec in index.files.items() if with_references else ():
         shown = index.display(path)
         for r in rec.refs:
-            owner = rec.assets[r[R_ASSET]] if r[R_ASSET] >= 0 else None
+            owner = index.owner(path, r)
             references.append({
                 "type": r[R_TYPE], "id": r[R_VALUE], "file": shown, "line": r[R_LINE], "column": r[R_COL],
                 "endColumn": r[R_END], "kind": r[R_KIND], "element": r[R_ELEMENT], "attribute": r[R_ATTR] or None,
@@ -121,9 +121,10 @@ def snapshot_text(index: SageIndex, stale: bool = False) -> str:
     rows: list[str] = []
     for path, rec in index.files.items():
         shown = enc(index.display(path))
+        plain = rec.root == "AssetDeclaration"
         assets = rec.assets
         for r in rec.refs:
-            owner = assets[r[R_ASSET]] if r[R_ASSET] >= 0 else None
+            owner = (assets[r[R_ASSET]] if r[R_ASSET] >= 0 else None) if plain else index.owner(path, r)
             rows.append(_REF_ROW % (enc(r[R_TYPE]), encode_basestring(r[R_VALUE]), shown, r[R_LINE], r[R_COL],
                                     r[R_END], enc(r[R_KIND]), enc(r[R_ELEMENT]), enc(r[R_ATTR] or None),
                                     enc(owner[0]) if owner else "null",
