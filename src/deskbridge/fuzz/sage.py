@@ -27,8 +27,9 @@ _MODEL = SchemaModel(
 def fuzz_records(data: bytes) -> None:
     """Extract records from arbitrary bytes; every reference must point inside the asset list and the text."""
     rec = extract_records(data, _MODEL)
+    owners = rec.assets if rec.root == "AssetDeclaration" else rec.spliceable
     for r in rec.refs:
-        assert -1 <= r[0] < len(rec.assets)
+        assert -1 <= r[0] < len(owners)
         assert r[3] >= 0 and r[4] >= 0 and (r[5] >= r[4] or r[4] == 0)
     rec.from_json(rec.to_json())
 
@@ -74,7 +75,11 @@ SEEDS = {
                 b'mod.xml"><Configuration Name="" Default="true"><StreamReference ReferenceName="static.xml" '
                 b'ReferenceManifest="G:\\s.manifest" ReferenceConfiguration=""/></Configuration></Stream>'
                 b'</BinaryAssetBuilderProject>'],
-    "records": [_DOC, b"\xef\xbb\xbf" + _DOC, _DOC.decode().encode("utf-16")],
+    "records": [_DOC, b"\xef\xbb\xbf" + _DOC, _DOC.decode().encode("utf-16"),
+                b'<UnitPack xmlns="uri:ea.com:eala:asset"><GameObject id="A" inheritFrom="B"><Behaviors>'
+                b'<Weapon Template="W"/></Behaviors></GameObject><Weapon Template="X"/></UnitPack>',
+                b'<GameObject xmlns="uri:ea.com:eala:asset" id="R" inheritFrom="GameObject:P" Upgrades="U">'
+                b'<Filter><IncludeThing>A</IncludeThing></Filter></GameObject>'],
     "records_no_schema": [_DOC],
     "shallow": [_DOC],
     "manifest": [build_manifest([("GameObject:A", "DATA:a.xml")], v) for v in (5, 6, 7)]
