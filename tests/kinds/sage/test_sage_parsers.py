@@ -30,7 +30,7 @@ def test_records_of_a_document():
 
 def test_encodings_and_bom_give_the_same_records():
     plain = extract_records(DOC, fuzz._MODEL)
-    for data in fuzz.SEEDS["records"][1:]:
+    for data in fuzz.SEEDS["records"][1:3]:  # BOM, UTF-16
         other = extract_records(data, fuzz._MODEL)
         assert other.assets == plain.assets and [r[:3] for r in other.refs] == [r[:3] for r in plain.refs]
 
