@@ -81,3 +81,17 @@ async def test_outside_scope_open_is_refused(notes: Path, tmp_path_factory: pyte
         assert result.structured_content["code"] in ("ACCESS_DENIED", "APPROVAL_DECLINED")
         traversal = await client.call_tool("md_open_document", {"path": "../../etc/passwd"})
         assert traversal.is_error and traversal.structured_content["code"] in ("ACCESS_DENIED", "INVALID_ARGUMENT")
+
+
+async def test_a_change_on_disk_is_noticed_while_serving(notes: Path) -> None:
+    import anyio
+
+    async with running_server(notes) as srv, srv.client() as client:
+        await read(client)
+        (notes / "README.md").write_text("# Changed elsewhere\n", "utf-8")
+        for _ in range(50):
+            doc = (await client.call_tool("md_list_open_documents", {})).structured_content["documents"][0]
+            if doc.get("externalChange"):
+                break
+            await anyio.sleep(0.1)
+        assert doc["externalChange"] is True

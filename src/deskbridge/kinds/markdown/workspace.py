@@ -58,7 +58,7 @@ class MarkdownWorkspace:
             front = next((path / n for n in FRONT_PAGES if (path / n).is_file()), None)
             if front is not None and not self.service.list_open():
                 self.service.open_path(front)
-        self._settings_task: asyncio.Task[None] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
 
     def tools(self) -> list[ToolSpec]:
         return [*markdown_tools(self.service), *markdown_ui_tools(self.service, self.ui_state)]
@@ -70,21 +70,22 @@ class MarkdownWorkspace:
         return STATIC_DIR
 
     async def start(self) -> None:
-        self._settings_task = asyncio.create_task(self._follow_settings())
+        self._tasks = [asyncio.create_task(self._follow_settings()),
+                       asyncio.create_task(self.service.watch_disk())]
 
     async def _follow_settings(self) -> None:
         with contextlib.closing(self.services.events.subscribe("settings")) as subscription:
             async for event in subscription:
-                if "require_approval" in event.data:
+                if "require_approval" in event.data:  # settings are one live object; copy into the rules
                     fresh = _rules_settings(self.services.settings)
                     self.rules.enabled = fresh["enabled"]
                     self.rules.overrides = fresh["overrides"]
 
     async def stop(self) -> None:
-        if self._settings_task is not None:
-            self._settings_task.cancel()
+        for task in self._tasks:
+            task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._settings_task
+                await task
         close = getattr(self.service, "close_all", None)
         if close is not None:
             await asyncio.to_thread(close)
