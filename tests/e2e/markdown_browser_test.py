@@ -289,6 +289,7 @@ def test_a_tool_command_formats_the_persons_selection(editor):
     ("export-html", "notes.html", b"<!DOCTYPE html"),
     ("export-docx", "notes.docx", b"PK"),
     ("export-pdf", "notes.pdf", b"%PDF"),
+    ("export-png", "notes.png", b"\x89PNG"),
 ])
 def test_export_downloads_the_file_in_the_browser(editor, action, name, magic):
     _bench, page = editor
