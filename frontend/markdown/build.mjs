@@ -3,6 +3,7 @@
 // woff2 fonts are shipped (every current browser reads woff2), which keeps the committed bundle small.
 
 import * as esbuild from 'esbuild';
+import { createHash } from 'node:crypto';
 import { cpSync, rmSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { dirname, join, relative } from 'node:path';
@@ -66,6 +67,15 @@ const notices = [...packages].sort().map((name) => {
 });
 writeFileSync(join(out, 'THIRD-PARTY-NOTICES.txt'),
   `Third-party software bundled in the deskbridge Markdown editor (app.js, chunks/, katex.css, fonts/).\n\n${notices.join('\n' + '-'.repeat(78) + '\n\n')}`);
+
+// Which sources this bundle was built from: tests/kinds/markdown/ui/test_static.py recomputes the digest and
+// fails when a source changed without a rebuild (the bundle is committed, so it must never go stale).
+const sourceFiles = ['build.mjs', 'index.html', 'package-lock.json',
+  ...readdirSync(join(here, 'src'), { recursive: true }).map((f) => join('src', f))]
+  .filter((f) => statSync(join(here, f)).isFile()).map((f) => f.split('\\').join('/')).sort();
+const digest = createHash('sha256');
+for (const f of sourceFiles) digest.update(`${f}\0`).update(readFileSync(join(here, f))).update('\0');
+writeFileSync(join(out, 'build-info.json'), `${JSON.stringify({ sources: digest.digest('hex'), files: sourceFiles.length }, null, 2)}\n`);
 
 function walk(dir) {
   return readdirSync(dir).flatMap((name) => {
