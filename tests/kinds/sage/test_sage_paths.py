@@ -133,6 +133,10 @@ def test_schema_model_of_the_real_sdk(sage_data, tmp_path):
     assert model.assignable("AudioEvent", "BaseAudioEventInfo")
     assert model.assignable("W3DContainer", "BaseRenderAssetType")
     assert not model.assignable("GameObject", "WeaponTemplate")
+    targets = model.reference_targets()
+    assert {"WeaponTemplate", "BaseAudioEventInfo", "W3DHierarchy"} <= targets
+    never = [t for t in model.asset_types if not set(model.chain(t)) & targets]
+    assert never and len(never) < len(model.asset_types)  # some types are never referenced by design
     # cached on disk by the XSD files' hashes
     first = load_schema(entry, tmp_path)
     cached = list((tmp_path / "schema").glob("*.json.gz"))

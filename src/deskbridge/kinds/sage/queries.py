@@ -291,9 +291,17 @@ def find_define(index: SageIndex, name: str, cursor: str | None = None, limit: i
 
 def unreferenced(index: SageIndex, asset_type: str | None = None, include_sdk: bool = False,
                  cursor: str | None = None, limit: int | None = None) -> dict[str, Any]:
-    """Project definitions nothing references (inheritFrom counts as a reference)."""
+    """Project definitions nothing references (inheritFrom counts as a reference).
+
+    Without a type, only types the schema lets something reference are listed: most of the ~290 asset
+    types (settings, map metadata, art sub-structures) are never referenced by design (research/sage.md
+    §1.4), and listing them would bury the answer."""
     _check_type(index, asset_type)
-    types = [asset_type] if asset_type else sorted(index.assets)
+    if asset_type:
+        types = [asset_type]
+    else:
+        targets = index.model.reference_targets() if index.model else set()
+        types = [t for t in sorted(index.assets) if not targets or index.type_chain(t) & targets]
     rows = []
     for t in types:
         for key, defs in sorted(index.assets.get(t, {}).items()):

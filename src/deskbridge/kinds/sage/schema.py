@@ -66,6 +66,15 @@ class SchemaModel:
             t = self.bases.get(t)
         return out
 
+    def reference_targets(self) -> set[str]:
+        """Every type name some reference in the schema can point at."""
+        cached: set[str] | None = getattr(self, "_targets", None)
+        if cached is None:
+            cached = {spec[0] for specs in self.attr_refs.values() for spec in specs.values()}
+            cached |= {spec[0] for spec in self.content_refs.values()}
+            self._targets = cached
+        return cached
+
     def assignable(self, asset_type: str, ref_type: str) -> bool:
         """True when an asset of `asset_type` may stand where `ref_type` is expected."""
         return asset_type == ref_type or ref_type in self.chain(asset_type)
