@@ -67,11 +67,13 @@ class SchemaModel:
         return out
 
     def reference_targets(self) -> set[str]:
-        """Every type name some reference in the schema can point at."""
+        """Every type name some reference in the schema can point at, except the generic roots: a
+        `BaseAssetReference` may name any asset, which says nothing about which types are meant to be used."""
         cached: set[str] | None = getattr(self, "_targets", None)
         if cached is None:
             cached = {spec[0] for specs in self.attr_refs.values() for spec in specs.values()}
             cached |= {spec[0] for spec in self.content_refs.values()}
+            cached -= {"BaseAssetType", "BaseInheritableAsset"}
             self._targets = cached
         return cached
 
