@@ -261,15 +261,16 @@ def extract_records(data: bytes, model: SchemaModel | None) -> FileRecords:
         if not asset_id:
             rec.diagnostics.append(("missing-id", "error", line, f"<{name}> has no id attribute"))
             continue
+        start = locator.start_line(line, name)
         key = (name, asset_id.casefold())
         if key in seen:
-            rec.diagnostics.append(("duplicate-instance", "error", line,
+            rec.diagnostics.append(("duplicate-instance", "error", start,
                                     f"{name}:{asset_id} is defined twice in this file "
                                     f"(first on line {seen[key]})"))
         else:
-            seen[key] = line
+            seen[key] = start
         index = len(rec.assets)
-        rec.assets.append((name, asset_id, locator.start_line(line, name)))
+        rec.assets.append((name, asset_id, start))
         _inherit_ref(child, name, index, rec, locator)
         if model is not None:
             _walk(child, model.asset_types.get(name) or model.fallback.get(name), index, model, rec,
