@@ -21,7 +21,8 @@ from deskbridge.kinds.sage._atomic import atomic_write
 from deskbridge.kinds.sage.records import FileRecords, extract_records, shallow_scan
 from deskbridge.kinds.sage.schema import SchemaModel
 
-CACHE_VERSION = 2
+CACHE_VERSION = 3
+"""Bump whenever what the extractor records changes, so caches written by older code are ignored."""
 RACY_WINDOW_NS = 2_000_000_000
 """Entries whose file mtime is this close to the caching time are hash-checked (FAT32's 2 s granularity)."""
 
