@@ -72,9 +72,13 @@ class ToolSpec:
         if not TOOL_NAME_PATTERN.match(self.name):
             raise ValueError(f"tool name {self.name!r} must match {TOOL_NAME_PATTERN.pattern}")
 
-    def input_schema(self) -> dict[str, Any]:
-        """JSON Schema 2020-12 of the arguments, without pydantic's `title` noise at the root."""
-        return copy.deepcopy(_schema_of(self.args))
+    def input_schema(self, *, shared: bool = False) -> dict[str, Any]:
+        """JSON Schema 2020-12 of the arguments, without pydantic's `title` noise at the root.
+
+        `shared=True` returns the cached schema itself (for hot read-only paths); never mutate it.
+        """
+        schema = _schema_of(self.args)
+        return schema if shared else copy.deepcopy(schema)
 
 
 @functools.cache

@@ -117,7 +117,7 @@ def build_mcp_server(app: App) -> Server[Any]:
         # The SDK checks Mcp-Param headers against the tool's schema on every call; answer from the registry
         # directly instead of letting it build the whole tools/list.
         spec = app.find_tool(name)
-        return spec.input_schema() if spec is not None else None
+        return spec.input_schema(shared=True) if spec is not None else None
 
     async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams):
         caller, client_name = _caller_of(ctx)

@@ -6,6 +6,7 @@ Routes here only validate input, call the App or its services, and shape the res
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -198,6 +199,10 @@ def build_web_app(app: App, *, port: int, extra_hosts: list[str] | None = None,
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
         async with session_manager.run():
             await app.start()
+            # Everything loaded so far (the SDK's models, the kind's index) lives as long as the server: move it
+            # out of the collector's way, so full collections stay short and do not stall requests.
+            gc.collect()
+            gc.freeze()
             try:
                 yield
             finally:

@@ -17,35 +17,45 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 
 class ShutdownSignal:
-    """Set once when the server starts to stop; safe to set from a signal handler."""
+    """Raised once when the server starts to stop; cancels every registered in-flight request.
+
+    Safe to raise from a signal handler: the work is handed to the event loop.
+    """
 
     def __init__(self) -> None:
-        self._event: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._scopes: set[anyio.CancelScope] = set()
         self.is_set = False
 
     def bind(self) -> None:
         """Attach to the running loop (called once the server runs)."""
         self._loop = asyncio.get_running_loop()
-        self._event = asyncio.Event()
 
     def set(self) -> None:
-        if self.is_set:
-            return
-        self.is_set = True
-        if self._loop is not None and self._event is not None:
-            # May run inside a signal handler: only hand the work to the loop.
-            self._loop.call_soon_threadsafe(self._event.set)
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._fire)
+        else:
+            self.is_set = True
 
-    async def wait(self) -> None:
-        if self._event is None:
-            self.bind()
-        assert self._event is not None
-        await self._event.wait()
+    def _fire(self) -> None:
+        self.is_set = True
+        for scope in list(self._scopes):
+            scope.cancel()
+
+    def register(self, scope: anyio.CancelScope) -> None:
+        if self.is_set:
+            scope.cancel()
+        self._scopes.add(scope)
+
+    def unregister(self, scope: anyio.CancelScope) -> None:
+        self._scopes.discard(scope)
 
 
 class EndOnShutdown:
-    """Cancels in-flight HTTP requests when the server stops: 503 if nothing was sent yet, else the stream ends."""
+    """Cancels in-flight HTTP requests when the server stops: 503 if nothing was sent yet, else the stream ends.
+
+    One cancel scope per request and no extra task, so the cost on the hot path stays in microseconds.
+    """
 
     def __init__(self, app: ASGIApp, signal: ShutdownSignal) -> None:
         self.app = app
@@ -65,15 +75,13 @@ class EndOnShutdown:
                 finished = True
             await send(message)
 
-        async with anyio.create_task_group() as tg:
-            async def stop_on_shutdown() -> None:
-                await self.signal.wait()
-                tg.cancel_scope.cancel()
-
-            tg.start_soon(stop_on_shutdown)
-            await self.app(scope, receive, tracking_send)
-            tg.cancel_scope.cancel()
-        if not self.signal.is_set or finished:
+        with anyio.CancelScope() as cancel_scope:
+            self.signal.register(cancel_scope)
+            try:
+                await self.app(scope, receive, tracking_send)
+            finally:
+                self.signal.unregister(cancel_scope)
+        if not cancel_scope.cancelled_caught or finished:
             return
         if started:  # a stream was cut short: end its body properly so the client sees a clean close
             await send({"type": "http.response.body", "body": b"", "more_body": False})
