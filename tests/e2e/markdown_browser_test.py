@@ -59,7 +59,7 @@ def _open(browser, bench, errors):
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     page.goto(bench.url + "/")
     page.wait_for_function("() => (document.body.dataset.ready === '1' && window.deskbridge.view)")
-    page.wait_for_function("() => (document.querySelector('#preview h1'))")
+    page.wait_for_function("() => (document.querySelector('#preview h1, #preview h2'))")
     return page
 
 
@@ -466,3 +466,23 @@ def test_on_first_run_the_editor_speaks_the_browsers_language(browser, tmp_path)
         page.wait_for_function("() => document.querySelector('#menu-file .menu-button').textContent === '檔案'")
         assert bench.ui_state.snapshot()["cultureName"] == "zh-Hant"
         context.close()
+
+
+def test_a_very_large_document_stays_editable(browser, tmp_path):
+    spec = importlib.util.spec_from_file_location("markdown_browser_bench", HERE.parent / "markdown_browser_bench.py")
+    bench_module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench_module)
+    text = bench_module.big_document(40_000)  # ~1.15 M characters: line-based highlighting, windowed preview
+    bench = harness.make_bench(tmp_path / "big", text=text, require_approval=False)
+    errors: list[str] = []
+    with harness.serving(bench):
+        page = _open(browser, bench, errors)
+        assert page.evaluate("window.deskbridge.previewWindow.total") == 40_001
+        type_at_end(page, "typed at the end")
+        bench.call(bench.ai_edit("## Section 1\n", "## Section one\n"))
+        page.wait_for_function("() => window.deskbridge.view.state.doc.toString().includes('## Section one')")
+        wait_synced(page, bench, timeout=15_000)
+        assert server_text(bench).endswith("typed at the end")
+        page.wait_for_function("() => document.querySelector('#outline-list .outline-item').textContent === 'Section one'")
+        page.context.close()
+    assert errors == []

@@ -13,6 +13,7 @@ import { HighlightStyle, syntaxHighlighting, indentOnInput, bracketMatching } fr
 import { markdown, markdownLanguage } from '@codemirror/lang-markdown';
 import { tags } from '@lezer/highlight';
 import { collabExtensions } from './collab.js';
+import { markdownLiteSupport } from './markdown-lite.js';
 import { formatKeymap } from './commands.js';
 import { cmPhrases } from './i18n.js';
 
@@ -20,7 +21,7 @@ import { cmPhrases } from './i18n.js';
 const markdownHighlight = HighlightStyle.define([
   { tag: tags.heading1, color: 'var(--syn-heading)', fontWeight: '700', fontSize: '1.18em' },
   { tag: tags.heading2, color: 'var(--syn-heading)', fontWeight: '700', fontSize: '1.1em' },
-  { tag: [tags.heading3, tags.heading4, tags.heading5, tags.heading6], color: 'var(--syn-heading)', fontWeight: '700' },
+  { tag: [tags.heading3, tags.heading4, tags.heading5, tags.heading6, tags.heading], color: 'var(--syn-heading)', fontWeight: '700' },
   { tag: tags.strong, fontWeight: '700', color: 'var(--syn-strong)' },
   { tag: tags.emphasis, fontStyle: 'italic', color: 'var(--syn-em)' },
   { tag: tags.strikethrough, textDecoration: 'line-through' },
@@ -33,6 +34,9 @@ const markdownHighlight = HighlightStyle.define([
   { tag: [tags.keyword, tags.typeName, tags.tagName], color: 'var(--syn-keyword)' },
   { tag: [tags.string, tags.attributeValue], color: 'var(--syn-string)' },
 ]);
+
+/** Above this many characters the editor highlights with the line-based `markdown-lite.js` (see there why). */
+export const FULL_PARSE_MAX_CHARS = 1_000_000;
 
 export const lineNumbersSlot = new Compartment();
 export const phrasesSlot = new Compartment();
@@ -58,7 +62,7 @@ export function createState({ text, version, clientID, language, showLineNumbers
       highlightSelectionMatches(),
       search({ top: true }),
       syntaxHighlighting(markdownHighlight),
-      markdown({ base: markdownLanguage }),
+      text.length > FULL_PARSE_MAX_CHARS ? markdownLiteSupport() : markdown({ base: markdownLanguage }),
       EditorView.lineWrapping,
       keymap.of([...formatKeymap, ...closeBracketsKeymap, ...defaultKeymap, ...searchKeymap, ...historyKeymap, indentWithTab]),
       collabExtensions(version, clientID),

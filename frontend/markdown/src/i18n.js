@@ -98,6 +98,7 @@ const S = {
   externalChange: ['This file was changed by another program.', '此文件已被其他程序修改。', '此檔案已被其他程式修改。', 'このファイルは別のプログラムによって変更されました。'],
   reload: ['Reload from disk', '从磁盘重新载入', '從磁碟重新載入', 'ディスクから再読み込み'],
   keepMine: ['Keep my version', '保留我的版本', '保留我的版本', '自分の版を保持'],
+  moreHeadings: ['… and {n} more headings', '… 另有 {n} 个标题', '… 另有 {n} 個標題', '… ほか {n} 個の見出し'],
   noHeadings: ['No headings yet', '暂无标题', '尚無標題', '見出しはまだありません'],
   noFiles: ['No Markdown files in this folder', '此文件夹中没有 Markdown 文件', '此資料夾中沒有 Markdown 檔案', 'このフォルダーに Markdown ファイルはありません'],
   noDocument: ['No document is open. Pick a file in the sidebar.', '尚未打开文档，请在侧边栏中选择文件。', '尚未開啟文件，請在側邊欄中選擇檔案。', 'ドキュメントが開かれていません。サイドバーからファイルを選んでください。'],

@@ -403,6 +403,8 @@ const refreshPreviewSoon = adaptive(() => refreshPreview(), 120, 1.5);
 
 // ------------------------------------------------------------------------------------------- sidebar lists
 
+const OUTLINE_MAX = 3000;
+
 function renderOutline() {
   const list = $('#outline-list');
   if (!list) return;
@@ -410,12 +412,14 @@ function renderOutline() {
   if (!app.view) return;
   app.outline = outlineOf(app.view.state.doc);
   if (!app.outline.length) { list.append(h('p.empty', { i18n: 'noHeadings' })); return; }
-  app.outline.forEach((item, index) => {
+  // A 120,000-line document can have tens of thousands of headings; the list shows the first OUTLINE_MAX.
+  app.outline.slice(0, OUTLINE_MAX).forEach((item, index) => {
     list.append(h(`button.outline-item.level-${item.level}`, {
       type: 'button', role: 'listitem', title: item.title,
       onclick: () => goToHeading(item, index),
     }, item.title || '—'));
   });
+  if (app.outline.length > OUTLINE_MAX) list.append(h('p.empty', {}, t('moreHeadings', { n: app.outline.length - OUTLINE_MAX })));
 }
 const renderOutlineSoon = adaptive(renderOutline, 250);
 
