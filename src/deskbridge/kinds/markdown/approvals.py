@@ -12,7 +12,6 @@ import difflib
 import re
 import time
 from collections.abc import Iterable, Mapping
-from contextvars import ContextVar
 from typing import Any, Final
 
 from deskbridge.core.audit import Approval, AuditLog
@@ -37,9 +36,6 @@ NEEDS_APPROVAL_BY_DEFAULT: Final[dict[str, bool]] = {
 }
 """Operation → whether it asks the person when settings say nothing (seed §3.3, issue #3)."""
 
-
-APPROVAL_OUTCOME: ContextVar[bool | None] = ContextVar("markdown_approval_outcome", default=None)
-"""Set inside a tool call when the person was asked: True approved, False declined (read by the audit)."""
 
 
 def approval_rules(settings: ApprovalRules | Mapping[str, Any] | None = None) -> ApprovalRules:
@@ -160,13 +156,8 @@ class Approvals:
             )
         request = ApprovalRequest(caller=ctx.caller, client=ctx.client_name, tool=tool, target=target,
                                   summary=summary, diff=diff)
-        try:
-            await self.broker.require(request, elicit=ctx.elicit)
-        except BridgeError as exc:
-            if exc.code is ErrorCode.APPROVAL_DECLINED:
-                APPROVAL_OUTCOME.set(False)
-            raise
-        APPROVAL_OUTCOME.set(True)
+        # The broker leaves its decision in core.policy.LAST_APPROVAL, which the audit reads.
+        await self.broker.require(request, elicit=ctx.elicit)
         return True
 
 

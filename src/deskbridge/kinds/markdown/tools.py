@@ -16,9 +16,10 @@ import anyio
 from pydantic import Field
 
 from deskbridge.core.errors import BridgeError, ErrorCode
+from deskbridge.core.policy import LAST_APPROVAL
 from deskbridge.core.tools import CallContext, NoArgs, ToolArgs, ToolSpec
 from deskbridge.kinds.markdown import export as export_mod
-from deskbridge.kinds.markdown.approvals import APPROVAL_OUTCOME, AUDIT_KEEP
+from deskbridge.kinds.markdown.approvals import AUDIT_KEEP
 from deskbridge.kinds.markdown.collab import Edit, map_range
 from deskbridge.kinds.markdown.edits import Range, check_expected_text, replace_text_edits, resolve_range
 from deskbridge.kinds.markdown.search import Query, search_files
@@ -195,7 +196,7 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
                 target_of: Callable[[Any], str | None] | None = None):
         async def handler(ctx: CallContext, args: Any) -> dict[str, Any]:
             started = time.perf_counter()
-            APPROVAL_OUTCOME.set(None)
+            LAST_APPROVAL.set(None)
             error: str | None = None
             try:
                 return await fn(ctx, args)
@@ -211,7 +212,9 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
                     target = (target_of(args) if target_of else None) or service._target(service.get(getattr(args, "doc_id", None)))
                 except BridgeError:
                     target = getattr(args, "doc_id", None) or ""
-                service.audit.record(ctx, name, target, approved=APPROVAL_OUTCOME.get(), error=error,
+                decision = LAST_APPROVAL.get()
+                service.audit.record(ctx, name, target, approved=None if decision is None else decision.approved,
+                                     error=error,
                                      duration_ms=(time.perf_counter() - started) * 1000,
                                      arg_names=args.model_dump(by_alias=True, exclude_none=True).keys())
         return handler
