@@ -422,3 +422,40 @@ def test_failure_after_the_rename_says_the_write_landed(tmp_path, monkeypatch):
         atomic_write(target, b"new")
     assert ei.value.data["diskCommitted"] is True and "do not retry" in ei.value.hint
     assert target.read_bytes() == b"new"
+
+
+def test_a_failing_verify_leaves_the_original_intact(tmp_path):
+    target = tmp_path / "Script.pvf"
+    target.write_bytes(b"original")
+    seen = []
+
+    def verify(tmp):
+        seen.append((tmp.parent, tmp.read_bytes()))
+        raise BridgeError(ErrorCode.INTERNAL, "verify failed: reads back different bytes")
+
+    with pytest.raises(BridgeError) as ei:
+        atomic_write(target, lambda f: f.write(b"streamed new content"), backup=True, verify=verify)
+    assert ei.value.code == ErrorCode.INTERNAL and "reads back different" in ei.value.message
+    assert seen == [(tmp_path, b"streamed new content")]  # the complete temp file, next to the target
+    assert target.read_bytes() == b"original"
+    assert not (tmp_path / "Script.pvf.bak").exists()
+    assert leftovers(tmp_path) == []
+
+
+def test_verify_errors_other_than_bridge_errors_propagate_as_they_are(tmp_path):
+    target = tmp_path / "a.txt"
+    target.write_bytes(b"old")
+
+    def verify(_tmp):
+        raise ValueError("not what I wrote")
+
+    with pytest.raises(ValueError, match="not what I wrote"):
+        atomic_write(target, b"new", expected_identity=file_identity(target), verify=verify)
+    assert target.read_bytes() == b"old" and leftovers(tmp_path) == []
+
+
+def test_a_passing_verify_lets_the_write_land(tmp_path):
+    target = tmp_path / "a.txt"
+    checked = []
+    r = atomic_write(target, b"new", verify=lambda tmp: checked.append(tmp.read_bytes()))
+    assert checked == [b"new"] and target.read_bytes() == b"new" and r.identity.size == 3

@@ -424,6 +424,7 @@ def atomic_write(
     expected_identity: FileIdentity | None = None,
     changed_code: ErrorCode = ErrorCode.SOURCE_CHANGED,
     new_file_mode: int = 0o666,
+    verify: Callable[[Path], None] | None = None,
 ) -> WriteResult:
     """Replace (or create) `path` with `content` atomically; the old file or the new one, never a mix.
 
@@ -431,6 +432,9 @@ def atomic_write(
     else `changed_code` (`SOURCE_CHANGED` for save, `TARGET_CHANGED` for an overwriting save-as).
     `backup`: keep the previous content as `<name>.bak`. Permission bits of an existing file are kept;
     a new file gets `new_file_mode` minus the umask (pass 0o600 for secrets).
+    `verify(temp_path)`: called with the complete, fsynced temp file before it is renamed over the target
+    (e.g. re-open a written archive and read the changes back); if it raises, the temp file is removed,
+    the target is untouched and the exception propagates unchanged.
     """
     target = Path(path)
     if target.is_symlink():
@@ -458,6 +462,17 @@ def atomic_write(
         if check is not None:
             check.result()
         raise
+    if verify is not None:
+        # Before the identity check, so that check (and the background hash) stays right before the rename.
+        try:
+            verify(tmp)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            if check is not None:
+                with contextlib.suppress(BaseException):
+                    check.result()
+            raise
     committed = False
     try:
         if check is not None and expected_identity is not None:

@@ -60,6 +60,20 @@ def test_edit_one_script_saves_verifies_and_reads_back(copy):
     assert all(fresh.read(p) == again.read(p) for p in others[:50])
 
 
+def test_a_save_whose_read_back_fails_leaves_the_file_and_the_edit_alone(copy):
+    before = copy.read_bytes()
+    ar = open_archive(copy)
+    path = next(p for p in ar.paths() if p.endswith(".equ"))
+    ar.stage(path, ar.read(path)[:-4])
+    ar._write = ar._write_unchanged  # a writer that loses the edit: the verify step must catch it
+    with pytest.raises(BridgeError) as err:
+        ar.save(backup=True)
+    assert err.value.code == "INTERNAL" and "reads back different bytes" in err.value.message
+    assert copy.read_bytes() == before and not copy.with_name("Script.pvf.bak").exists()
+    assert [p.name for p in copy.parent.iterdir()] == ["Script.pvf"]  # no temp file left behind
+    assert ar.dirty and ar.staged().keys() == {path}
+
+
 def test_unchanged_blocks_are_copied_as_ciphertext(copy):
     ar = open_archive(copy)
     path = next(p for p in ar.paths() if p.endswith(".stk"))

@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from deskbridge.core.errors import BridgeError, ErrorCode
+from deskbridge.core.files import atomic_write
 from deskbridge.kinds.pvf.archive import open_archive
-from deskbridge.kinds.pvf.archive.base import TEXT_SUFFIXES, Progress, norm_path, write_verified
+from deskbridge.kinds.pvf.archive.base import TEXT_SUFFIXES, Progress, norm_path
 from deskbridge.kinds.pvf.strings.encodings import DEFAULT_ENCODING, resolve_encoding
 
 MANIFEST = ".deskbridge-pvf.json"
@@ -192,7 +193,7 @@ def _pack_classic(root: Path, out: Path, enc: str, like_ar: Any, manifest: dict[
 
     expected = {norm_path(p): d for p, d in payloads}
 
-    def verify(tmp: Path) -> int:
+    def verify(tmp: Path) -> None:
         again = open_archive(tmp, encoding=enc)
         try:
             for key, data in expected.items():
@@ -200,9 +201,8 @@ def _pack_classic(root: Path, out: Path, enc: str, like_ar: Any, manifest: dict[
                     raise BridgeError(ErrorCode.INTERNAL, f"verify failed: '{key}' reads back different bytes")
         finally:
             again.close()
-        return len(expected)
 
-    write_verified(Path(out), fill, verify)
+    atomic_write(Path(out), fill, verify=verify)
     if progress is not None:
         progress(len(files), len(files))
     return {"files": len(payloads), "family": "classic", "encoding": enc}

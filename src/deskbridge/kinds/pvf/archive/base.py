@@ -9,9 +9,9 @@ Contract for family implementations (classic: `archive/classic.py`; nkpi: `archi
   inflated file bytes). Staged content wins over the original.
 * `stage(path, data)` puts a new payload (or `None` = delete) in an in-memory overlay; nothing touches the
   disk until `save`/`save_copy`. `stage_text(path, text)` compiles editable text first.
-* `save(target=None, *, backup=False)` writes the archive (to its source by default) through an atomic
-  replace, verifies the written file (re-open + every staged file reads back identical) *before* the
-  replace, and then re-binds the object to the written file with an empty overlay.
+* `save(target=None, *, backup=False)` writes the archive (to its source by default) through
+  `core.files.atomic_write`, verifies the written temp file (re-open + every staged file reads back
+  identical) in its `verify` step *before* the rename, and then re-binds the object to the written file with an empty overlay.
   `save_copy(target)` does the same into another file and leaves this object's source and overlay alone.
   An archive without staged changes is written byte-identical to its source.
 
@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Protocol, runtime_checkable
 
 from deskbridge.core.errors import BridgeError, ErrorCode
+from deskbridge.core.files import atomic_write
 
 Progress = Callable[[int, int], None]
 """`progress(done, total)` callback for long work (CLI progress bars); units are chosen by the caller."""
@@ -281,11 +282,15 @@ class ArchiveBase(ABC):
         changed = tuple(sorted(self._overlay_names[k] for k in self._overlay))
         expected = dict(self._overlay)
 
-        def verify(tmp: Path) -> int:
-            return 0 if unchanged else self._verify_written(tmp, expected)
+        verified = 0
 
-        size, bak, verified = write_verified(target, lambda out: writer(out, progress), verify, backup=backup)
-        return SaveReport(target, size, changed, verified, unchanged, bak, time.perf_counter() - t0)
+        def verify(tmp: Path) -> None:
+            nonlocal verified
+            verified = 0 if unchanged else self._verify_written(tmp, expected)
+
+        written = atomic_write(target, lambda out: writer(out, progress), backup=backup, verify=verify)
+        return SaveReport(target, written.identity.size, changed, verified, unchanged, written.backup_path,
+                          time.perf_counter() - t0)
 
     def _verify_written(self, path: Path, expected: Mapping[str, bytes | None]) -> int:
         """Re-open the written file with the same family reader; every staged payload must read back equal."""
@@ -332,54 +337,3 @@ def guess_kind(path: str, data: bytes | None = None) -> str:
     if suffix in SCRIPT_SUFFIXES and data is None:
         return "script"
     return "binary"
-
-
-# TODO(core.files): switch to deskbridge.core.files.atomic_write once it is committed; it does not yet offer
-# a verify step between writing the temp file and the rename, which this helper needs.
-def write_verified(
-    target: Path,
-    fill: Callable[[BinaryIO], None],
-    verify: Callable[[Path], int],
-    *,
-    backup: bool = False,
-) -> tuple[int, Path | None, int]:
-    """Stream into a temp file next to `target`, fsync, `verify(temp)`, keep `.bak` if asked, then rename.
-
-    Returns (bytes written, backup path, verify count). On any failure the target is untouched.
-    """
-    target = Path(target)
-    if target.is_dir():
-        raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"'{target}' is a directory; give a file path")
-    tmp = target.with_name(f".deskbridge-tmp-{os.getpid()}-{time.monotonic_ns()}-{target.name}")
-    bak: Path | None = None
-    try:
-        with open(tmp, "wb") as out:
-            fill(out)
-            out.flush()
-            os.fsync(out.fileno())
-            size = out.tell()
-        verified = verify(tmp)
-        if backup and target.exists():
-            bak = target.with_name(target.name + ".bak")
-            bak_tmp = bak.with_name(bak.name + ".tmp")
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(bak_tmp)
-            try:
-                os.link(target, bak_tmp)
-            except OSError:
-                import shutil
-
-                shutil.copy2(target, bak_tmp)
-            os.replace(bak_tmp, bak)
-        os.replace(tmp, target)
-        with contextlib.suppress(OSError):
-            fd = os.open(target.parent, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    return size, bak, verified

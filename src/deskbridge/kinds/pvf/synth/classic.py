@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from deskbridge.kinds.pvf.archive.base import Progress, write_verified
+from deskbridge.core.files import atomic_write
+from deskbridge.kinds.pvf.archive.base import Progress
 from deskbridge.kinds.pvf.archive.classic import build_classic
 from deskbridge.kinds.pvf.archive.classic_text import NUT_ENCODING
 from deskbridge.kinds.pvf.script import classic_codec
@@ -49,7 +50,7 @@ def synth_classic(path: str | Path, files: int, seed: int, *, encoding: str = "c
         nonlocal count
         count = build_classic(out, payloads, guid=GUID, keep_case=True)
 
-    write_verified(Path(path), fill, lambda _tmp: 0)
+    atomic_write(Path(path), fill)
     if progress is not None:
         progress(files, files)
     return count
