@@ -124,12 +124,39 @@ def test_unencodable_text_is_an_encoding_mismatch(copy):
     assert err.value.code == "ENCODING_MISMATCH"
 
 
-def test_wrong_encoding_choice_is_a_warning_not_corruption(copy):
+def test_wrong_encoding_choice_is_a_warning_on_open_not_corruption(copy):
+    before = copy.read_bytes()
     ar = open_archive(copy, encoding="kr")
-    warning = ar.check_encoding()
-    assert warning is not None and warning.code == "ENCODING_MISMATCH"
-    assert warning.data["detected"] == "cp950"
-    assert ar.read(ar.paths()[0])  # reading still works
+    [warning] = ar.warnings  # recorded by open itself, from a sample of stringtable.bin
+    assert warning.code == "ENCODING_MISMATCH" and warning.data["detected"] == "cp950"
+    assert warning.data["chosen"] == "cp949" and warning.data["sampledStrings"] > 100
+    assert ar.encoding == "cp949"  # the user's choice stands; nothing is re-decoded behind their back
+    assert ar.read(ar.paths()[0]) and not ar.dirty
+    assert ar.check_encoding().message == warning.message and len(ar.warnings) == 1  # the full check agrees
+    assert copy.read_bytes() == before
+
+
+@pytest.mark.parametrize("encoding", [None, "tw"])
+def test_a_fitting_or_detected_encoding_opens_without_warnings(copy, encoding):
+    assert open_archive(copy, encoding=encoding).warnings == []
+
+
+def test_real_packs_warn_about_the_other_chinese(tmp_path):
+    data = Path(__file__).resolve().parents[3] / "../shared/data/pvf"
+    if not (data / "pt_tw_shared.pvf").exists():
+        pytest.skip(f"real sample archives not found under {data}")
+    tw = open_archive(data / "pt_tw_shared.pvf", encoding="cn")
+    cn = open_archive(data / "pt_cn_shared.pvf", encoding="tw")
+    assert [w.data["detected"] for w in tw.warnings] == ["cp950"]
+    assert [w.data["detected"] for w in cn.warnings] == ["cp936"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=400), st.integers(0, 2**32 - 1))
+def test_a_damaged_stringtable_never_breaks_the_open_time_encoding_check(table, count):
+    table = struct.pack("<I", count) + table if count % 3 else table  # sometimes a plausible count
+    ar = open_archive(_archive([("stringtable.bin", table), ("a.equ", b"\xb0\xd0")]), encoding="kr")
+    assert all(w.code == "ENCODING_MISMATCH" for w in ar.warnings)
 
 
 def _archive(files) -> bytes:

@@ -49,6 +49,13 @@ def test_info_and_ls_json(small):
     assert rows and all(r["path"].startswith("skill/") for r in rows)
 
 
+def test_info_prints_the_encoding_mismatch_found_on_open(small):
+    result = runner.invoke(app, ["pvf", "info", str(small), "--encoding", "kr"])
+    assert result.exit_code == 0, result.output
+    assert "encoding: cp949" in result.output
+    assert "warning: ENCODING_MISMATCH: strings read poorly as cp949; they look like cp950" in result.output
+
+
 def test_cat_prints_text_with_links(small):
     ar = open_archive(small)
     path = next(p for p in ar.paths() if p.endswith(".equ"))

@@ -11,6 +11,7 @@ ascending, blocks contiguous and 4-aligned, unchanged blocks copied as ciphertex
 
 from __future__ import annotations
 
+import itertools
 import mmap
 import os
 import struct
@@ -45,6 +46,12 @@ _ENTRY_HEAD = struct.Struct("<II")
 _ENTRY_TAIL = struct.Struct("<iIi")
 STRINGTABLE = "stringtable.bin"
 COPY_CHUNK = 8 << 20
+ENCODING_SAMPLE_SPANS = 32
+"""Open-time encoding check: runs of consecutive strings taken at this many evenly spaced table positions…"""
+ENCODING_SAMPLE_RUN = 32
+"""…this many strings per run…"""
+ENCODING_SAMPLE_RUN_BYTES = 4096
+"""…and at most this many string bytes per run (≈ 1 k strings, ≤ 128 KiB decrypted, a few ms at any size)."""
 
 
 def looks_like_classic(head: bytes) -> bool:
@@ -231,6 +238,8 @@ class ClassicArchive(ArchiveBase):
         self._keys, self._index = _index(self._entries.path)
         self._encoding = resolve_encoding(encoding) if encoding else None
         self._strings_ctx = None
+        if self._encoding is not None:
+            self._check_chosen_encoding()
 
     # ------------------------------------------------------------------------------------------- open
 
@@ -282,6 +291,57 @@ class ClassicArchive(ArchiveBase):
         if warning is not None and all(w.message != warning.message for w in self.warnings):
             self.warnings.append(warning)
         return warning
+
+    def _check_chosen_encoding(self) -> None:
+        """On open with an explicit encoding: ENCODING_MISMATCH in `warnings` when a bounded sample of
+        stringtable.bin reads clearly better in another encoding (the full `check_encoding` reads it all)."""
+        sample = self._stringtable_sample()
+        warning = mismatch_warning(self.encoding, detect_encoding(sample))
+        if warning is not None:
+            warning.data["sampledStrings"] = len(sample)
+            self.warnings.append(warning)
+
+    def _stringtable_sample(self) -> list[bytes]:
+        """Raw strings from evenly spaced runs of stringtable.bin, decrypted straight from the archive.
+
+        The cipher works per dword with no chaining (research/pvf.md §1A), so a window of the table is
+        decrypted on its own: the count, the offsets of each run, then the run's string bytes. Anything
+        out of range ends the sample early (a damaged table is reported when it is actually read).
+        """
+        at = self._index.get(STRINGTABLE)
+        if at is None:
+            return []
+        e = self._entries[at]
+        base = self.header.data_start + e.rel
+
+        def window(lo: int, hi: int) -> bytes:
+            hi = min(hi, e.size)
+            if lo < 0 or hi <= lo:
+                return b""
+            lo4 = lo & ~3
+            return cc.decrypt(self._buf[base + lo4:base + cc.aligned(hi)], e.checksum)[lo - lo4:hi - lo4]
+
+        head = window(0, 4)
+        if len(head) < 4:
+            return []
+        count = struct.unpack("<I", head)[0]
+        if count == 0 or 4 + 4 * (count + 1) > e.size:
+            return []
+        out: list[bytes] = []
+        for k in range(min(ENCODING_SAMPLE_SPANS, count)):
+            first = k * count // ENCODING_SAMPLE_SPANS
+            last = min(count, first + ENCODING_SAMPLE_RUN)
+            raw = window(4 + 4 * first, 4 + 4 * (last + 1))
+            if len(raw) != 4 * (last - first + 1):
+                break
+            offs = [o + 4 for o in struct.unpack(f"<{last - first + 1}I", raw)]
+            lo, hi = offs[0], min(offs[-1], offs[0] + ENCODING_SAMPLE_RUN_BYTES)
+            data = window(lo, hi)
+            for a, b in itertools.pairwise(offs):
+                if b < a or b > lo + len(data):
+                    break
+                out.append(data[a - lo:b - lo])
+        return out
 
     def _stringtable_entries(self) -> list[bytes]:
         from deskbridge.kinds.pvf.strings.stringtable import StringTable
