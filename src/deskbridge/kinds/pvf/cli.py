@@ -11,17 +11,28 @@ from typing import Annotated, Any
 
 import typer
 
-from deskbridge.core.errors import BridgeError
+from deskbridge.core.errors import BridgeError, ErrorCode
 
 app = typer.Typer(help="Work with DNF Script.pvf archives.", no_args_is_help=True)
 
 EncodingOpt = Annotated[str | None, typer.Option("--encoding", "-e", help="Pack encoding: tw, cn, kr, jp, utf8 (classic; default: detect).")]
-KeysOpt = Annotated[Path | None, typer.Option("--keys", help="Key material file for paged nkpi archives (sk.dat config).")]
+KeysOpt = Annotated[Path | None, typer.Option("--keys", help="Key material file for paged nkpi archives (JSON: page_keys, or sk_dat + RSA + metadata key).")]
+SkDatOpt = Annotated[Path | None, typer.Option("--sk-dat", help="Paged nkpi: the client's sk.dat (needs the three key parameters below).")]
+RsaModulusOpt = Annotated[str | None, typer.Option("--rsa-modulus", metavar="HEX", help="Paged nkpi: RSA modulus that opens sk.dat (hex).")]
+RsaExponentOpt = Annotated[str | None, typer.Option("--rsa-private-exponent", metavar="HEX", help="Paged nkpi: RSA private exponent for sk.dat (hex).")]
+MetadataKeyOpt = Annotated[str | None, typer.Option("--metadata-key", metavar="HEX", help="Paged nkpi: 32-byte metadata key (64 hex digits).")]
+
+KEY_OPTIONS_HELP = ("pass --keys FILE (a key file), or --sk-dat PATH with --rsa-modulus HEX, "
+                    "--rsa-private-exponent HEX and --metadata-key HEX")
+"""How the CLI takes key material; shown with every KEY_REQUIRED error."""
 
 
 def _fail(exc: BridgeError) -> None:
     typer.echo(f"error: {exc.code}: {exc.message}", err=True)
-    if exc.hint:
+    if exc.code == ErrorCode.KEY_REQUIRED:
+        # The library's hint speaks of key material in general; here the user needs the option names.
+        typer.echo(f"help: this archive needs key material from the game client: {KEY_OPTIONS_HELP}", err=True)
+    elif exc.hint:
         typer.echo(f"help: {exc.hint}", err=True)
     raise typer.Exit(2)
 
@@ -52,7 +63,38 @@ def _progress(label: str, quiet: bool = False) -> Iterator[Callable[[int, int], 
         yield update
 
 
-def _open(path: Path, encoding: str | None = None, keys: Path | None = None) -> Any:
+def _hex_int(value: str, option: str) -> int:
+    digits = value.strip().lower().removeprefix("0x")
+    try:
+        return int(digits, 16)
+    except ValueError:
+        raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"{option} must be a hex number, got '{value}'") from None
+
+
+def key_material(keys: Path | None = None, sk_dat: Path | None = None, rsa_modulus: str | None = None,
+                 rsa_private_exponent: str | None = None, metadata_key: str | None = None) -> Any:
+    """The `keys=` argument of `open_archive` from the CLI options: None, the key file, or `load_keys` fields
+    (explicit options win over the key file's fields, as in `nkpi_paged.load_keys`)."""
+    fields: dict[str, Any] = {}
+    if sk_dat is not None:
+        fields["sk_dat"] = sk_dat
+    if rsa_modulus is not None:
+        fields["rsa_modulus"] = _hex_int(rsa_modulus, "--rsa-modulus")
+    if rsa_private_exponent is not None:
+        fields["rsa_private_exponent"] = _hex_int(rsa_private_exponent, "--rsa-private-exponent")
+    if metadata_key is not None:
+        fields["metadata_key"] = metadata_key.strip().lower().removeprefix("0x")
+    if not fields:
+        return keys
+    if "sk_dat" not in fields and keys is None:
+        raise BridgeError(ErrorCode.KEY_REQUIRED, "the RSA and metadata key options only work together with "
+                          "--sk-dat (or a --keys file that names sk.dat)")
+    if keys is not None:
+        fields["key_file"] = keys
+    return fields
+
+
+def _open(path: Path, encoding: str | None = None, keys: Any = None) -> Any:
     from deskbridge.kinds.pvf.archive import open_archive
 
     return open_archive(path, encoding=encoding, keys=keys)
@@ -82,10 +124,13 @@ def archive_info(ar: Any) -> dict[str, Any]:
 
 @app.command()
 def info(archive: Path, json_out: Annotated[bool, typer.Option("--json")] = False,
-         encoding: EncodingOpt = None, keys: KeysOpt = None) -> None:
+         encoding: EncodingOpt = None, keys: KeysOpt = None, sk_dat: SkDatOpt = None,
+         rsa_modulus: RsaModulusOpt = None, rsa_private_exponent: RsaExponentOpt = None,
+         metadata_key: MetadataKeyOpt = None) -> None:
     """Show family, variant, encoding, file count and header fields."""
     with _errors():
-        ar = _open(archive, encoding, keys)
+        material = key_material(keys, sk_dat, rsa_modulus, rsa_private_exponent, metadata_key)
+        ar = _open(archive, encoding, material)
         data = archive_info(ar)
     if json_out:
         typer.echo(json.dumps(data, ensure_ascii=False, indent=2))
@@ -105,10 +150,12 @@ def info(archive: Path, json_out: Annotated[bool, typer.Option("--json")] = Fals
 @app.command("ls")
 def ls_cmd(archive: Path, prefix: Annotated[str, typer.Argument(help="Only paths starting with this.")] = "",
            json_out: Annotated[bool, typer.Option("--json")] = False, encoding: EncodingOpt = None,
-           keys: KeysOpt = None) -> None:
+           keys: KeysOpt = None, sk_dat: SkDatOpt = None, rsa_modulus: RsaModulusOpt = None,
+           rsa_private_exponent: RsaExponentOpt = None, metadata_key: MetadataKeyOpt = None) -> None:
     """List the files (path and size)."""
     with _errors():
-        ar = _open(archive, encoding, keys)
+        material = key_material(keys, sk_dat, rsa_modulus, rsa_private_exponent, metadata_key)
+        ar = _open(archive, encoding, material)
         want = prefix.replace("\\", "/").lower()
         rows = [ar.file_info(p) for p in ar.paths() if p.lower().startswith(want)]
     if json_out:
@@ -120,10 +167,13 @@ def ls_cmd(archive: Path, prefix: Annotated[str, typer.Argument(help="Only paths
 
 @app.command()
 def cat(archive: Path, path: str, raw: Annotated[bool, typer.Option("--raw", help="Write the payload bytes.")] = False,
-        encoding: EncodingOpt = None, keys: KeysOpt = None) -> None:
+        encoding: EncodingOpt = None, keys: KeysOpt = None, sk_dat: SkDatOpt = None,
+        rsa_modulus: RsaModulusOpt = None, rsa_private_exponent: RsaExponentOpt = None,
+        metadata_key: MetadataKeyOpt = None) -> None:
     """Print one file as editable text (scripts decompiled), or its raw payload with --raw."""
     with _errors():
-        ar = _open(archive, encoding, keys)
+        material = key_material(keys, sk_dat, rsa_modulus, rsa_private_exponent, metadata_key)
+        ar = _open(archive, encoding, material)
         if raw:
             sys.stdout.buffer.write(ar.read(path))
             return
@@ -133,13 +183,16 @@ def cat(archive: Path, path: str, raw: Annotated[bool, typer.Option("--raw", hel
 @app.command()
 def extract(archive: Path, out: Annotated[Path, typer.Option("-o", "--out", help="Target directory (created).")],
             raw: Annotated[bool, typer.Option("--raw", help="Write decoded payload bytes, not text.")] = False,
-            encoding: EncodingOpt = None, keys: KeysOpt = None,
+            encoding: EncodingOpt = None, keys: KeysOpt = None, sk_dat: SkDatOpt = None,
+            rsa_modulus: RsaModulusOpt = None, rsa_private_exponent: RsaExponentOpt = None,
+            metadata_key: MetadataKeyOpt = None,
             quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False) -> None:
     """Write every file under OUT as editable text (scripts, .str, .lst …) or raw bytes, plus a manifest."""
     from deskbridge.kinds.pvf.tree import extract_tree
 
     with _errors(), _progress("extract", quiet) as progress:
-        ar = _open(archive, encoding, keys)
+        material = key_material(keys, sk_dat, rsa_modulus, rsa_private_exponent, metadata_key)
+        ar = _open(archive, encoding, material)
         summary = extract_tree(ar, out, raw=raw, progress=progress)
     typer.echo(f"extracted {summary['files']} files to {out} ({summary['text']} as text, {summary['raw']} raw)")
 
@@ -147,25 +200,31 @@ def extract(archive: Path, out: Annotated[Path, typer.Option("-o", "--out", help
 @app.command()
 def pack(directory: Path, out: Annotated[Path, typer.Option("-o", "--out", help="Archive to write.")],
          like: Annotated[Path | None, typer.Option("--like", help="Take family, variant, encoding and header from this archive.")] = None,
-         encoding: EncodingOpt = None, keys: KeysOpt = None,
+         encoding: EncodingOpt = None, keys: KeysOpt = None, sk_dat: SkDatOpt = None,
+         rsa_modulus: RsaModulusOpt = None, rsa_private_exponent: RsaExponentOpt = None,
+         metadata_key: MetadataKeyOpt = None,
          quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False) -> None:
     """Build an archive from an extracted tree (compiling text back to payloads)."""
     from deskbridge.kinds.pvf.tree import pack_tree
 
     with _errors(), _progress("pack", quiet) as progress:
-        summary = pack_tree(directory, out, like=like, encoding=encoding, keys=keys, progress=progress)
+        material = key_material(keys, sk_dat, rsa_modulus, rsa_private_exponent, metadata_key)
+        summary = pack_tree(directory, out, like=like, encoding=encoding, keys=material, progress=progress)
     typer.echo(f"packed {summary['files']} files into {out} ({summary['family']}, {summary['encoding']})")
 
 
 @app.command()
-def verify(archive: Path, encoding: EncodingOpt = None, keys: KeysOpt = None,
+def verify(archive: Path, encoding: EncodingOpt = None, keys: KeysOpt = None, sk_dat: SkDatOpt = None,
+           rsa_modulus: RsaModulusOpt = None, rsa_private_exponent: RsaExponentOpt = None,
+           metadata_key: MetadataKeyOpt = None,
            json_out: Annotated[bool, typer.Option("--json")] = False,
            quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False) -> None:
     """Read every file, check checksums, and round-trip every script text → bytes; exit 1 on problems."""
     from deskbridge.kinds.pvf.tree import verify_archive
 
     with _errors(), _progress("verify", quiet) as progress:
-        ar = _open(archive, encoding, keys)
+        material = key_material(keys, sk_dat, rsa_modulus, rsa_private_exponent, metadata_key)
+        ar = _open(archive, encoding, material)
         report = verify_archive(ar, progress=progress)
     if json_out:
         typer.echo(json.dumps(report, ensure_ascii=False, indent=2))
@@ -205,3 +264,6 @@ def synth(out: Annotated[Path, typer.Option("-o", "--out")],
             n = make(out, family=family, files=files or 2000, seed=seed, variant=variant,
                      encoding=resolve_encoding(encoding) if encoding else None, progress=progress)
     typer.echo(f"wrote {out} ({family}, {n} files, seed {seed})")
+    key_file = Path(f"{out}.keys.json")
+    if variant == "paged" and key_file.exists():
+        typer.echo(f"wrote synthetic test page keys to {key_file} (open with --keys {key_file})")

@@ -187,3 +187,61 @@ def test_paged_archive_with_unknown_section_keys_is_recovered(tmp_path):
         assert (ar.scheme.header, ar.scheme.hash, ar.scheme.grpi, ar.scheme.body) == (
             0x0BADCAFE, 0x1234ABCD, 0x0F0F0F0F, 0x7777AAAA)
         assert ar.read_text(ar.paths()[2]).startswith("[name]")
+
+
+def test_cli_opens_a_paged_archive_with_sk_dat_options_and_names_them_when_keys_are_missing(tmp_path):
+    from typer.testing import CliRunner
+
+    from deskbridge.cli import app
+
+    runner = CliRunner()
+    n, d, e = _rsa_pair()
+    page_keys = [os.urandom(32) for _ in range(9)]
+    meta = os.urandom(32)
+    sk = tmp_path / "sk.dat"
+    sk.write_bytes(_make_sk_dat(page_keys, meta, n, e))
+    path = tmp_path / "paged.pvf"
+    synth_nkpi(path, 60, 4, "paged", keys=load_keys(page_keys_hex=[k.hex() for k in page_keys]))
+    with open_nkpi(path, keys={"page_keys_hex": [k.hex() for k in page_keys]}) as ar:
+        script = ar.paths()[3]
+
+    bare = runner.invoke(app, ["pvf", "info", str(path)])
+    assert bare.exit_code == 2 and "KEY_REQUIRED" in bare.output
+    for option in ("--keys FILE", "--sk-dat PATH", "--rsa-modulus HEX", "--rsa-private-exponent HEX",
+                   "--metadata-key HEX"):
+        assert option in bare.output
+
+    options = ["--sk-dat", str(sk), "--rsa-modulus", f"{n:x}", "--rsa-private-exponent", hex(d),
+               "--metadata-key", meta.hex()]
+    info = runner.invoke(app, ["pvf", "info", str(path), "--json", *options])
+    assert info.exit_code == 0, info.output
+    assert json.loads(info.output)["variant"] == "paged"
+    listed = runner.invoke(app, ["pvf", "ls", str(path), *options])
+    assert listed.exit_code == 0 and script in listed.output
+    text = runner.invoke(app, ["pvf", "cat", str(path), script, *options])
+    assert text.exit_code == 0 and text.output.startswith("[name]")
+    checked = runner.invoke(app, ["pvf", "verify", str(path), "-q", *options])
+    assert checked.exit_code == 0, checked.output
+    extracted = runner.invoke(app, ["pvf", "extract", str(path), "-o", str(tmp_path / "tree"), "-q", *options])
+    assert extracted.exit_code == 0 and (tmp_path / "tree" / script).exists()
+
+    half = runner.invoke(app, ["pvf", "info", str(path), "--sk-dat", str(sk), "--rsa-modulus", f"{n:x}"])
+    assert half.exit_code == 2 and "KEY_REQUIRED" in half.output and "--metadata-key HEX" in half.output
+    wrong = runner.invoke(app, ["pvf", "info", str(path), *options[:3], "not-hex", *options[4:]])
+    assert wrong.exit_code == 2 and "--rsa-modulus must be a hex number" in wrong.output
+
+
+def test_cli_synth_paged_says_where_the_test_keys_are(tmp_path):
+    from typer.testing import CliRunner
+
+    from deskbridge.cli import app
+
+    runner = CliRunner()
+    path = tmp_path / "paged.pvf"
+    made = runner.invoke(app, ["pvf", "synth", "--family", "nkpi", "--variant", "paged", "--files", "60",
+                               "-o", str(path)])
+    assert made.exit_code == 0, made.output
+    key_file = tmp_path / "paged.pvf.keys.json"
+    assert f"test page keys to {key_file}" in made.output
+    opened = runner.invoke(app, ["pvf", "info", str(path), "--keys", str(key_file)])
+    assert opened.exit_code == 0 and "variant: paged" in opened.output
