@@ -32,6 +32,7 @@ def build(listen_port: int, upstream_port: int, token: str) -> Starlette:
         for key, value in request.headers.items():
             if key in HOP_BY_HOP:
                 continue
+            value = value.strip(" \t")  # optional whitespace is not part of the value (RFC 9110 §5.5)
             if key == "host" and value in own_hosts:
                 value = f"127.0.0.1:{upstream_port}"
             if key == "origin" and value in own_origins:

@@ -188,3 +188,25 @@ async def test_mcp_switched_off_in_settings_answers_503_with_the_way_back(folder
         srv.app.update_settings({"mcp_enabled": True})
         r = await http.post(srv.mcp_url, json=INIT, headers={**ACCEPT, **srv.auth_headers()})
         assert r.status_code == 200
+
+
+async def test_header_values_with_surrounding_spaces_mean_the_same(folder: Path) -> None:
+    """RFC 9110: optional whitespace around a field value is not part of it, whatever HTTP parser runs.
+    (Sent over a raw socket: HTTP client libraries refuse to send such values at all.)"""
+    import asyncio
+    import json
+
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                       "params": {"name": "probe_echo", "arguments": {"text": "x"}, "_meta": meta}}).encode()
+    async with running_server(folder, kind="probe") as srv:
+        head = (f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{srv.port}\r\nAuthorization: Bearer {srv.app.token}\r\n"
+                "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+                "MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call  \r\nMcp-Name: probe_echo  \r\n"
+                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()
+        reader, writer = await asyncio.open_connection("127.0.0.1", srv.port)
+        writer.write(head + body)
+        await writer.drain()
+        response = await reader.read()
+        writer.close()
+    assert response.startswith(b"HTTP/1.1 200"), response[:300]

@@ -95,6 +95,11 @@ class SecurityMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        # Surrounding spaces are not part of a header value (RFC 9110 §5.5). h11 strips them, httptools does not;
+        # strip here so every check below and the MCP SDK's Mcp-Name/Mcp-Method match see the same value.
+        headers = scope["headers"]
+        if any(v[:1] in (b" ", b"\t") or v[-1:] in (b" ", b"\t") for _, v in headers):
+            scope = {**scope, "headers": [(k, v.strip(b" \t")) for k, v in headers]}
         host = _header(scope, b"host")
         if host is None or host.lower() not in self.policy.allowed_hosts():
             await _reject(send, 421, "BAD_HOST", f"Host header {host!r} is not accepted",
