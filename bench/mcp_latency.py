@@ -101,6 +101,43 @@ async def load(port: int, token: str, pid: int, clients: int, seconds: float) ->
             "rss_growth_pct": round((rss_end - rss_start) / rss_start * 100, 2) if rss_start else None}
 
 
+WRK_SCRIPT = """wrk.method = "POST"
+wrk.body = '{body}'
+{headers}
+"""
+
+
+def _ms(text: str) -> float:
+    value, unit = float(text[:-2] if text.endswith("ms") else text[:-1].rstrip("u")), text[-2:]
+    return value if unit == "ms" else value / 1000 if text.endswith("us") else value * 1000
+
+
+def load_with_wrk(port: int, token: str, pid: int, clients: int, seconds: float) -> dict:
+    """The same load from `wrk` (C, Debian package): the load generator then costs the server almost no CPU."""
+    import re
+
+    body = json.dumps(call_body(1, "note.txt"))
+    lines = "\n".join(f'wrk.headers["{k}"] = "{v}"' for k, v in headers(port, token).items())
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
+        script.write(WRK_SCRIPT.format(body=body, headers=lines))
+    url = f"http://127.0.0.1:{port}/mcp"
+    subprocess.run(["wrk", "-t2", "-c", str(clients), "-d", "2s", "-s", script.name, url], capture_output=True)
+    rss_start = rss_bytes(pid)
+    out = subprocess.run(["wrk", "-t2", "-c", str(clients), "-d", f"{int(seconds)}s", "--latency", "-s",
+                          script.name, url], capture_output=True, text=True).stdout
+    rss_end = rss_bytes(pid)
+    pct = dict(re.findall(r"^\s+(50|75|90|99)%\s+(\S+)$", out, re.M))
+    requests = int(re.search(r"(\d+) requests in", out).group(1))
+    bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    sock = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    errors = (int(bad.group(1)) if bad else 0) + (sum(map(int, sock.groups())) if sock else 0)
+    return {"generator": "wrk", "median_ms": _ms(pct["50"]), "p99_ms": _ms(pct["99"]), "clients": clients,
+            "seconds": seconds, "requests": requests, "errors": errors,
+            "throughput_rps": round(requests / seconds, 1), "rss_start_mb": round(rss_start / 2**20, 1),
+            "rss_end_mb": round(rss_end / 2**20, 1),
+            "rss_growth_pct": round((rss_end - rss_start) / rss_start * 100, 2) if rss_start else None}
+
+
 def ensure_peer() -> Path | None:
     entry = PEER_DIR / "node_modules" / PEER_PKG / "dist" / "index.js"
     if entry.exists():
@@ -148,6 +185,8 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=500)
     parser.add_argument("--load-seconds", type=float, default=30)
     parser.add_argument("--clients", type=int, default=32)
+    parser.add_argument("--python-load", action="store_true",
+                        help="generate MCP-LOAD with httpx2 clients even when wrk (apt install wrk) is available")
     args = parser.parse_args()
 
     folder = Path(tempfile.mkdtemp(prefix="deskbridge-bench-"))
@@ -156,7 +195,11 @@ def main() -> None:
     results: dict = {}
     with served(folder, "--kind", "probe") as (port, token, proc):
         results["MCP-LAT"] = asyncio.run(http_latency(port, token, args.calls))
-        results["MCP-LOAD"] = asyncio.run(load(port, token, proc.pid, args.clients, args.load_seconds))
+        if shutil.which("wrk") and not args.python_load:
+            results["MCP-LOAD"] = load_with_wrk(port, token, proc.pid, args.clients, args.load_seconds)
+        else:
+            results["MCP-LOAD"] = asyncio.run(load(port, token, proc.pid, args.clients, args.load_seconds))
+            results["MCP-LOAD"]["generator"] = "python (httpx2 in the bench process)"
     results["MCP-LAT-stdio-vs-peer"] = asyncio.run(stdio_side_by_side(folder, args.calls // 2))
 
     lat, ld, peer = results["MCP-LAT"], results["MCP-LOAD"], results["MCP-LAT-stdio-vs-peer"]
@@ -169,7 +212,8 @@ def main() -> None:
         print(f"{'peer / deskbridge':<26}{peer['ratio_peer_over_ours']:>41.2f}x   >= 1.0 (not slower)")
     else:
         print(f"peer: {peer['skipped']}")
-    print(f"{'MCP-LOAD requests':<26}{ld['requests']:>44}   ({ld['throughput_rps']} req/s, {ld['clients']} clients)")
+    print(f"{'MCP-LOAD requests':<26}{ld['requests']:>44}   ({ld['throughput_rps']} req/s, {ld['clients']} clients, "
+          f"{ld['generator']})")
     print(f"{'MCP-LOAD errors':<26}{ld['errors']:>44}   0")
     print(f"{'MCP-LOAD p99':<26}{ld['p99_ms']:>40.2f} ms   <= 50 ms")
     print(f"{'MCP-LOAD RSS growth':<26}{ld['rss_growth_pct']:>42.2f} %   <= 10 %")
