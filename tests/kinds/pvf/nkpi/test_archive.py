@@ -132,6 +132,21 @@ def test_read_is_case_insensitive_and_accepts_backslashes(small_archives):
         assert err.value.code is ErrorCode.NOT_FOUND
 
 
+def test_a_repeated_path_resolves_to_its_first_entry(small_archives):
+    from deskbridge.kinds.pvf.archive.base import norm_path
+    from deskbridge.kinds.pvf.archive.nkpi_index import PathIndex
+
+    with open_nkpi(small_archives["legacy"]) as ar:
+        files = ar.files.copy()
+        key = norm_path(ar.paths()[150])
+        files["name"][40:260] = files["name"][150]  # 220 entries share one path: a long run of equal hashes
+        files["path"][40:260] = files["path"][150]
+        index = PathIndex(files, ar.pools)
+        assert index.find(key) == 40
+        assert index.shadowed() == set(range(41, 260))
+        assert index.find(norm_path(ar.paths()[30])) == 30  # the others still resolve
+
+
 @pytest.mark.parametrize("variant", ["legacy", "protected"])
 def test_every_synthetic_file_round_trips_through_text(small_archives, variant):
     with _open(small_archives[variant]) as ar:

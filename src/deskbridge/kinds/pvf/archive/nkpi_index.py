@@ -121,9 +121,17 @@ class PathIndex:
         del combined, fast
         for i in np.flatnonzero(slow).tolist():
             hashes[i] = key_hash(norm_path(self.resolve_path(i)))
-        self._order = np.argsort(hashes, kind="stable").astype(np.int32)
-        self._sorted = hashes[self._order]
-        dup = np.flatnonzero(self._sorted[1:] == self._sorted[:-1])
+        # numpy's default (SIMD) argsort is ~6x faster than the stable one on a million uint64s. Only equal
+        # hashes care about the order (`find` must meet the earliest entry of a repeated key first), so the
+        # stable sort runs only when some hash repeats.
+        order = np.argsort(hashes)
+        ranked = hashes[order]
+        dup = np.flatnonzero(ranked[1:] == ranked[:-1])
+        if len(dup):
+            order = np.argsort(hashes, kind="stable")
+            ranked = hashes[order]
+        self._order = order.astype(np.int32)
+        self._sorted = ranked
         self._dup_positions = dup
         self._duplicates: set[int] | None = None
 
