@@ -203,10 +203,15 @@ def test_edit_fast_path_writes_exactly_what_the_general_writer_writes(copy, monk
         ar.stage(p, ar.read(p)[:-2] + delta)
     fast = io.BytesIO()
     ar._write(fast, None)
+    on_disk = copy.with_name("fast.pvf")
+    with open(on_disk, "wb") as fh:
+        fh.write(b"x")  # not at offset 0: the kernel copy must append where the writer stands
+        ar._write(fh, None)  # into a file: the unchanged runs go through os.copy_file_range
     monkeypatch.setattr(type(ar), "_write_patched", lambda self, out, progress: False)
     general = io.BytesIO()
     ar._write(general, None)
     assert fast.getvalue() == general.getvalue()
+    assert on_disk.read_bytes() == b"x" + general.getvalue()
 
 
 _records = st.lists(st.one_of(

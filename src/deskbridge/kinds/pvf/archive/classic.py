@@ -515,15 +515,17 @@ class ClassicArchive(ArchiveBase):
         h = self.header
         out.write(struct.pack("<i", len(h.guid)) + h.guid + _HEAD.pack(h.file_version, len(plain), crc, n))
         out.write(cc.encrypt(plain, crc))
+        fd = self._fh.fileno() if self._fh is not None else None
         start = 0
         for done, i in enumerate(sorted(blocks)):
-            _copy(out, self._buf, h.data_start + int(rels[start]), int(rels[i] - rels[start]))
+            _copy(out, self._buf, h.data_start + int(rels[start]), int(rels[i] - rels[start]), fd)
             out.write(blocks[i][2])
             start = i + 1
             if progress is not None:
                 progress(done, len(blocks))
         if start < n:
-            _copy(out, self._buf, h.data_start + int(rels[start]), int(rels[-1] + old_aligned[-1] - rels[start]))
+            _copy(out, self._buf, h.data_start + int(rels[start]), int(rels[-1] + old_aligned[-1] - rels[start]),
+                  fd)
         out.write(h.trailer)
         return True
 
@@ -603,16 +605,50 @@ def write_archive(out: BinaryIO, guid: bytes, version: int, plan: list[_Planned]
         progress(total, total)
 
 
-def _copy(out: BinaryIO, source: bytes | mmap.mmap | None, start: int, length: int) -> None:
+def _copy(out: BinaryIO, source: bytes | mmap.mmap | None, start: int, length: int,
+          source_fd: int | None = None) -> None:
+    """Append `length` source bytes from `start` to `out`: in the kernel when both are files, else through
+    memory, zero-padding a block that runs past the end of a truncated source."""
     if not length:
         return
     assert source is not None
+    if source_fd is not None:
+        done = _kernel_copy(out, source_fd, start, length)
+        start, length = start + done, length - done
+        if not length:
+            return
     end = start + length
     for pos in range(start, end, COPY_CHUNK):
         chunk = source[pos:min(end, pos + COPY_CHUNK)]
         out.write(chunk)
         if len(chunk) < min(end, pos + COPY_CHUNK) - pos:  # block ran past EOF: pad like a zeroed tail
             out.write(b"\0" * (min(end, pos + COPY_CHUNK) - pos - len(chunk)))
+
+
+def _kernel_copy(out: BinaryIO, source_fd: int, start: int, length: int) -> int:
+    """`os.copy_file_range` from the source file to the end of `out`; returns the bytes copied (0 when `out`
+    has no file descriptor, or the platform or file system refuses). Untouched ciphertext is nearly all of an
+    edit save, so copying it without passing through Python keeps the save close to a file copy."""
+    if not hasattr(os, "copy_file_range"):
+        return 0
+    try:
+        out_fd = out.fileno()
+    except (AttributeError, OSError, ValueError):
+        return 0
+    out.flush()
+    pos = out.tell()
+    os.lseek(out_fd, pos, os.SEEK_SET)
+    done = 0
+    try:
+        while done < length:
+            n = os.copy_file_range(source_fd, out_fd, length - done, start + done)
+            if n <= 0:
+                break  # end of the source file: the caller pads the rest
+            done += n
+    except OSError:
+        pass  # e.g. EXDEV on older kernels: the caller copies the rest through memory
+    out.seek(pos + done)
+    return done
 
 
 def build_classic(out: BinaryIO, files: Iterable[tuple[str, bytes]], *, guid: bytes | None = None,
