@@ -235,14 +235,20 @@ def serving(bench: Bench) -> Iterator[Bench]:
     loop = asyncio.new_event_loop()
     bench.loop = loop
 
-    def run() -> None:
-        loop.run_until_complete(server.serve())
+    async def drain() -> None:
         # Long-polls and event streams the browser left open: cancel them so the loop closes cleanly.
-        pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task() and not t.done()]
         for task in pending:
             task.cancel()
-        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-        loop.close()
+        await asyncio.gather(*pending, return_exceptions=True)
+
+    def run() -> None:
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_until_complete(server.serve())
+            loop.run_until_complete(drain())
+        finally:
+            loop.close()
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
