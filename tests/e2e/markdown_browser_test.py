@@ -486,3 +486,29 @@ def test_a_very_large_document_stays_editable(browser, tmp_path):
         page.wait_for_function("() => document.querySelector('#outline-list .outline-item').textContent === 'Section one'")
         page.context.close()
     assert errors == []
+
+
+def test_a_save_waits_for_the_keystrokes_still_on_their_way(editor):
+    bench, page = editor
+    released = []
+
+    def slow_push(route):
+        # Hold the person's push back, as a slow network would, until the save has started waiting.
+        released.append(route)
+
+    page.route("**/push", slow_push)
+    type_at_end(page, "\nlast words")
+    page.wait_for_function("() => window.deskbridge.sync.pending() > 0")
+    deadline = time.monotonic() + 5
+    while bench.service.drafts.pending(bench.service.current_id) == 0:  # the editor reported its draft
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    save = bench.submit(bench.service.save())
+    time.sleep(0.3)
+    assert not save.done()  # the draft barrier holds the save
+    for route in released:
+        route.continue_()
+    page.unroute("**/push")
+    result = save.result(10)
+    assert result["dirty"] is False
+    assert (bench.root / "notes.md").read_text("utf-8").endswith("\nlast words")
