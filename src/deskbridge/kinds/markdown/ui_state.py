@@ -165,9 +165,12 @@ class UiState:
         events: EventSink | None = None,
         initial: Mapping[str, Any] | None = None,
         on_change: Callable[[dict[str, Any]], None] | None = None,
+        editor_open: Callable[[], bool] | None = None,
     ) -> None:
         self._events = events
         self._on_change = on_change
+        self._editor_open = editor_open
+        """Whether an editor tab listens (e.g. the approval broker's `ui_attached`); None when unknown."""
         self._lock = threading.Lock()
         self._state = default_state()
         self._revision = 0
@@ -175,9 +178,11 @@ class UiState:
             self._state.update(self._validated(initial))
 
     @classmethod
-    def persistent(cls, path: Path, events: EventSink | None = None) -> UiState:
+    def persistent(cls, path: Path, events: EventSink | None = None,
+                   editor_open: Callable[[], bool] | None = None) -> UiState:
         """A UiState that starts from the file at `path` and writes every change back to it."""
-        return cls(events=events, initial=load_saved_state(path), on_change=lambda state: save_state(path, state))
+        return cls(events=events, initial=load_saved_state(path), on_change=lambda state: save_state(path, state),
+                   editor_open=editor_open)
 
     # -- reading -----------------------------------------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:
@@ -229,19 +234,30 @@ class UiState:
         """Select a sidebar tab and make the sidebar visible (showing a tab of a hidden sidebar would do nothing)."""
         return self.update({"selectedSidebarTab": tab, "isSidebarVisible": True}, source=source)
 
-    # -- one-shot actions (not state) --------------------------------------------------------------------
+    # -- one-shot actions (not state): they need an open editor to mean anything --------------------------
     def open_panel(self, panel: str, *, source: str = "ui") -> str:
         chosen = pick(panel, PANELS, "panel")
+        self._require_editor(f"open the {chosen} panel")
         self._publish({"kind": "panel", "panel": chosen, "source": source})
         return chosen
 
     def refresh_preview(self, *, source: str = "ui") -> None:
+        self._require_editor("refresh the preview")
         self._publish({"kind": "refresh", "source": source})
 
     def apply_editor_command(self, command: str, *, source: str = "ui") -> str:
         chosen = pick(command, EDITOR_COMMANDS, "command")
+        self._require_editor(f"run {chosen}")
         self._publish({"kind": "command", "command": chosen, "source": source})
         return chosen
+
+    def _require_editor(self, what: str) -> None:
+        if self._editor_open is not None and not self._editor_open():
+            raise BridgeError(
+                ErrorCode.UI_NOT_READY,
+                f"cannot {what}: no editor is open",
+                hint="Ask the person to open the deskbridge editor (the URL `deskbridge serve` printed), then retry.",
+            )
 
     # -- internals ---------------------------------------------------------------------------------------
     def _publish(self, data: dict[str, Any]) -> None:

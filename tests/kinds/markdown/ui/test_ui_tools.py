@@ -166,3 +166,16 @@ def test_a_damaged_or_outdated_state_file_is_ignored_field_by_field(tmp_path):
     assert state["theme"] == "system" and state["typography"] == "GeekBlack"
     path.write_text("{not json", encoding="utf-8")
     assert UiState.persistent(path).snapshot()["theme"] == "system"
+
+
+def test_panels_and_commands_need_an_open_editor_when_the_platform_can_tell(bus):
+    open_tabs = []
+    tools = {s.name: s for s in markdown_ui_tools(None, UiState(events=bus, editor_open=lambda: bool(open_tabs)))}
+    for name, args in [("md_ui_open_panel", {"panel": "about"}), ("md_ui_refresh_preview", {}),
+                       ("md_ui_apply_editor_command", {"command": "bold"})]:
+        with pytest.raises(BridgeError) as err:
+            call(tools, name, **args)
+        assert err.value.code is ErrorCode.UI_NOT_READY and "open the deskbridge editor" in err.value.hint
+    assert call(tools, "md_ui_set_theme", themeKey="dark")["theme"] == "dark"  # state needs no editor
+    open_tabs.append("tab")
+    assert call(tools, "md_ui_open_panel", panel="about") == {"opened": "about"}
