@@ -33,6 +33,7 @@ import functools
 import hashlib
 import os
 import platform
+import queue
 import secrets
 import shutil
 import stat
@@ -156,65 +157,282 @@ def _temp_name(target: Path) -> Path:
     return target.with_name(f"{TEMP_PREFIX}{stem}-{secrets.token_hex(6)}")
 
 
+class _Hasher:
+    """SHA-256 of the temp file in write order, fed from the writer and finished in a worker thread.
+
+    Small writes are hashed on the spot. Once a writer hands over big pieces (a large `write`, or a range it
+    appended in the kernel with `copy_range`), a thread takes over: it hashes written bytes, and re-reads
+    kernel-copied ranges *from the temp file itself*, so the identity is of what landed on disk. hashlib and
+    pread release the GIL, so on 2 cores the hash runs beside the copy, the fsync and the caller's verify
+    instead of after them.
+    """
+
+    _THREAD_FROM = 1 << 20
+    """Writes of at least this many bytes start the worker (a thread costs more than hashing a small write)."""
+    _READ_CHUNK = 1 << 20
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._hash: Any = hashlib.sha256()
+        self._queue: queue.Queue[Any] | None = None
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+        self._read_fd = -1
+
+    def add_bytes(self, data: Any) -> None:
+        if self._queue is None:
+            if len(data) < self._THREAD_FROM:
+                self._hash.update(data)
+                return
+            self._start()
+        assert self._queue is not None
+        # Immutable copy: the writer may reuse a bytearray/memoryview buffer after write() returns.
+        self._queue.put(data if isinstance(data, bytes) else bytes(data))
+
+    def add_range(self, offset: int, length: int) -> None:
+        """`length` bytes at `offset` of the temp file are final (appended in the kernel); hash them from disk."""
+        if self._queue is None:
+            self._start()
+        assert self._queue is not None
+        self._queue.put((offset, length))
+
+    def _start(self) -> None:
+        # Our own descriptor: the writer closes the temp file before the hash is necessarily done.
+        self._read_fd = os.dup(self._fd)
+        self._queue = queue.Queue(maxsize=64)  # back-pressure: a fast writer cannot pile up unbounded bytes
+        self._thread = threading.Thread(target=self._run, name="deskbridge-hash", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        assert self._queue is not None
+        buf = bytearray(self._READ_CHUNK)
+        view = memoryview(buf)
+        failed = False
+        while True:
+            item = self._queue.get()
+            if item is None:
+                break
+            if failed:
+                continue  # keep draining so the writer never blocks on a full queue
+            try:
+                if isinstance(item, bytes):
+                    self._hash.update(item)
+                    continue
+                offset, length = item
+                end = offset + length
+                while offset < end:
+                    n = os.preadv(self._read_fd, [view[: min(self._READ_CHUNK, end - offset)]], offset)
+                    if n <= 0:
+                        raise OSError(errno.EIO, f"temp file ended at {offset} while hashing it")
+                    self._hash.update(view[:n])
+                    offset += n
+            except BaseException as exc:  # reported by hexdigest()
+                self._error = exc
+                failed = True
+        os.close(self._read_fd)
+
+    def hexdigest(self) -> str:
+        """Wait for the worker (if any) and return the digest; raises what the worker hit."""
+        if self._thread is not None:
+            assert self._queue is not None
+            self._queue.put(None)
+            self._thread.join()
+            self._thread = None
+        if self._error is not None:
+            raise self._error
+        return self._hash.hexdigest()
+
+    def abandon(self) -> None:
+        """Stop the worker without a result (the write failed or hashing was turned off)."""
+        if self._thread is not None:
+            self._error = self._error or RuntimeError("hash abandoned")
+            assert self._queue is not None
+            self._queue.put(None)
+            self._thread.join()
+            self._thread = None
+
+
 class _HashingFile:
     """The temp file as a writer sees it: writes are hashed on the way, so the new identity needs no re-read.
 
-    Anything that could write around `write` (seeking, `fileno()` for `os.write`/`tofile`, `writelines`,
-    `truncate`) turns the running hash off; the temp file is then hashed after writing instead.
+    `copy_range(source_fd, offset, length)` appends part of another file in the kernel
+    (`os.copy_file_range`) and keeps the running hash: the worker re-reads the copied bytes from the temp file.
+    Anything that could write around `write`/`copy_range` (seeking, `fileno()` for `os.write`/`tofile`,
+    `writelines`, `truncate`) turns the running hash off; the temp file is then hashed after writing instead.
     """
+
+    COPY_CHUNK = 4 << 20
+    """Kernel copies go in pieces of this size, so the hash of one piece runs while the next is copied."""
 
     def __init__(self, f: BinaryIO) -> None:
         self._f = f
-        self._hash: Any = hashlib.sha256()
+        self._hasher: _Hasher | None = _Hasher(f.fileno())
 
     def write(self, data: Any) -> int:
         n = self._f.write(data)
-        if self._hash is not None:
-            self._hash.update(memoryview(data).cast("B")[: n if n is not None else None])
+        if self._hasher is not None:
+            if isinstance(data, bytes) and n == len(data):
+                self._hasher.add_bytes(data)  # immutable: the worker may keep it without a copy
+            else:
+                self._hasher.add_bytes(memoryview(data).cast("B")[: n if n is not None else None])
         return n
 
+    def copy_range(self, source_fd: int, offset: int, length: int) -> int:
+        """Append `length` bytes of `source_fd` from `offset` without passing them through Python.
+
+        Returns how many bytes were appended: fewer than `length` at the source's end, or when the
+        platform or file system refuses the kernel copy (then the caller writes the rest with `write`).
+        """
+        if not hasattr(os, "copy_file_range") or length <= 0:
+            return 0
+        f = self._f
+        f.flush()
+        fd = f.fileno()
+        pos = f.tell()
+        os.lseek(fd, pos, os.SEEK_SET)
+        done = 0
+        try:
+            while done < length:
+                n = os.copy_file_range(source_fd, fd, min(self.COPY_CHUNK, length - done), offset + done)
+                if n <= 0:
+                    break  # end of the source file
+                if self._hasher is not None:
+                    self._hasher.add_range(pos + done, n)
+                done += n
+        except OSError:
+            pass  # e.g. EXDEV or EINVAL: the caller copies the rest through memory
+        f.seek(pos + done)
+        return done
+
     def __getattr__(self, name: str) -> Any:
-        if name in ("seek", "fileno", "writelines", "truncate", "raw", "detach"):
-            self._hash = None
+        if name in ("seek", "fileno", "writelines", "truncate", "raw", "detach") and self._hasher is not None:
+            self._hasher.abandon()
+            self._hasher = None
         return getattr(self._f, name)
 
-    def hexdigest(self) -> str | None:
-        return None if self._hash is None else self._hash.hexdigest()
+    def take_hasher(self) -> _Hasher | None:
+        """The running hash (None when the writer wrote around it); the caller finishes or abandons it."""
+        return self._hasher
+
+
+class _PendingTemp:
+    """A written temp file whose fsync and SHA-256 may still be finishing in threads; `result()` waits for both.
+
+    Lets `atomic_write` run the caller's `verify` while the file is made durable and hashed (they work on the
+    same page cache on different cores); the rename waits for `result()`, so nothing is published before it
+    is on disk. When the writer wrote around the running hash, the whole temp file is hashed in a thread.
+    """
+
+    def __init__(self, tmp: Path, hasher: _Hasher | None = None, digest: str | None = None,
+                 sync_fd: int | None = None) -> None:
+        self._hasher = hasher
+        self._digest = digest
+        self._hash_error: BaseException | None = None
+        self._sync_error: BaseException | None = None
+        self._hash_thread: threading.Thread | None = None
+        self._sync_thread: threading.Thread | None = None
+        if sync_fd is not None:
+            self._sync_thread = threading.Thread(target=self._fsync, args=(sync_fd,), name="deskbridge-fsync",
+                                                 daemon=True)
+            self._sync_thread.start()
+        if digest is None and hasher is None:
+            self._hash_thread = threading.Thread(target=self._hash_file, args=(tmp,), name="deskbridge-hash",
+                                                 daemon=True)
+            self._hash_thread.start()
+
+    def _fsync(self, fd: int) -> None:
+        try:
+            os.fsync(fd)
+        except BaseException as exc:  # reported by result()
+            self._sync_error = exc
+        finally:
+            os.close(fd)
+
+    def _hash_file(self, tmp: Path) -> None:
+        try:
+            self._digest = hash_file(tmp)
+        except BaseException as exc:  # reported by result()
+            self._hash_error = exc
+
+    def result(self) -> str:
+        """The temp file's SHA-256 once it is durable; raises what the fsync or the hash hit."""
+        if self._sync_thread is not None:
+            self._sync_thread.join()
+            self._sync_thread = None
+        if self._sync_error is not None:
+            self.abandon()
+            raise self._sync_error
+        if self._hasher is not None:
+            hasher, self._hasher = self._hasher, None
+            self._digest = hasher.hexdigest()
+        if self._hash_thread is not None:
+            self._hash_thread.join()
+            self._hash_thread = None
+        if self._hash_error is not None:
+            raise self._hash_error
+        assert self._digest is not None
+        return self._digest
+
+    def abandon(self) -> None:
+        """Wait for the threads without a result (the write is being given up)."""
+        if self._sync_thread is not None:
+            self._sync_thread.join()
+            self._sync_thread = None
+        if self._hasher is not None:
+            self._hasher.abandon()
+            self._hasher = None
+        if self._hash_thread is not None:
+            self._hash_thread.join()
+            self._hash_thread = None
 
 
 def _write_temp(
-    target: Path, content: Content, existing_mode: int | None, new_file_mode: int = 0o666
-) -> tuple[Path, str]:
-    """Create, fill, flush and fsync a temp file next to `target`; returns it and its SHA-256.
+    target: Path, content: Content, existing_mode: int | None, new_file_mode: int = 0o666,
+    *, background_fsync: bool = False,
+) -> tuple[Path, _PendingTemp]:
+    """Create, fill and flush a temp file next to `target`, and fsync it; returns it and its pending SHA-256.
 
     The temp file is created with its final permissions *before* any byte is written: the existing
     target's mode (so a 0600 secret never sits in a 0644 temp file), else `new_file_mode` filtered by the
-    umask exactly as `open()` would. A failure removes the temp file again.
+    umask exactly as `open()` would. `background_fsync`: the fsync runs in a thread that the returned
+    `_PendingTemp.result()` waits for (so a verify step can run meanwhile). A failure removes the temp file.
     """
     tmp = _temp_name(target)
     create_mode = stat.S_IMODE(existing_mode) if existing_mode is not None else new_file_mode
-    # O_EXCL: never reuse a name, never follow a planted symlink.
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), create_mode)
+    # O_EXCL: never reuse a name, never follow a planted symlink. O_RDWR: the hash worker re-reads
+    # kernel-copied ranges through a duplicate of this very descriptor (the inode we wrote, whatever the name).
+    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), create_mode)
+    hasher: _Hasher | None = None
+    digest: str | None = None
+    sync_fd: int | None = None
     try:
         if existing_mode is not None and hasattr(os, "fchmod"):
             os.fchmod(fd, stat.S_IMODE(existing_mode))  # the umask may have removed bits the original had
         with os.fdopen(fd, "wb") as f:
             if callable(content):
                 proxy = _HashingFile(f)
+                hasher = proxy._hasher
                 content(proxy)  # type: ignore[arg-type]
-                digest = proxy.hexdigest()
+                hasher = proxy.take_hasher()
             else:
                 f.write(content)
                 digest = hashlib.sha256(content).hexdigest()
             f.flush()
-            os.fsync(f.fileno())
-        if digest is None:
-            digest = hash_file(tmp)
+            if background_fsync:
+                sync_fd = os.dup(f.fileno())
+            else:
+                os.fsync(f.fileno())
+        pending = _PendingTemp(tmp, hasher, digest, sync_fd)  # hasher and digest None: hashed in a thread
+        hasher = sync_fd = None
     except BaseException:
+        if hasher is not None:
+            hasher.abandon()
+        if sync_fd is not None:
+            os.close(sync_fd)
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    return tmp, digest
+    return tmp, pending
 
 
 class _BackgroundCheck:
@@ -432,9 +650,10 @@ def atomic_write(
     else `changed_code` (`SOURCE_CHANGED` for save, `TARGET_CHANGED` for an overwriting save-as).
     `backup`: keep the previous content as `<name>.bak`. Permission bits of an existing file are kept;
     a new file gets `new_file_mode` minus the umask (pass 0o600 for secrets).
-    `verify(temp_path)`: called with the complete, fsynced temp file before it is renamed over the target
-    (e.g. re-open a written archive and read the changes back); if it raises, the temp file is removed,
-    the target is untouched and the exception propagates unchanged.
+    `verify(temp_path)`: called with the complete temp file before it is renamed over the target (e.g.
+    re-open a written archive and read the changes back); the temp file's fsync and content hash run in
+    threads meanwhile and finish before the rename. If it raises, the temp file is removed, the target is
+    untouched and the exception propagates unchanged.
     """
     target = Path(path)
     if target.is_symlink():
@@ -453,7 +672,7 @@ def atomic_write(
         raise _disk_error(exc, target, touched=False, committed=False) from exc
     check = _BackgroundCheck(target) if expected_identity is not None else None
     try:
-        tmp, digest = _write_temp(target, content, mode, new_file_mode)
+        tmp, pending = _write_temp(target, content, mode, new_file_mode, background_fsync=verify is not None)
     except OSError as exc:
         if check is not None:
             check.result()
@@ -467,12 +686,24 @@ def atomic_write(
         try:
             verify(tmp)
         except BaseException:
+            pending.abandon()
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             if check is not None:
                 with contextlib.suppress(BaseException):
                     check.result()
             raise
+    try:
+        digest = pending.result()  # durable and hashed (both finished while verify ran)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if check is not None:
+            with contextlib.suppress(BaseException):
+                check.result()
+        if isinstance(exc, OSError):
+            raise _disk_error(exc, target, touched=True, committed=False) from exc
+        raise
     committed = False
     try:
         if check is not None and expected_identity is not None:
@@ -503,10 +734,11 @@ def publish_new(path: Path | str, content: Content, *, new_file_mode: int = 0o66
     """Create `path` with `content` only if nothing is there — atomically; else `TARGET_EXISTS`, disk untouched."""
     target = Path(path)
     try:
-        tmp, digest = _write_temp(target, content, None, new_file_mode)
+        tmp, pending = _write_temp(target, content, None, new_file_mode)
     except OSError as exc:
         raise _disk_error(exc, target, touched=True, committed=False) from exc
     try:
+        digest = pending.result()
         rename_noreplace(tmp, target)
     except FileExistsError as exc:
         with contextlib.suppress(OSError):

@@ -29,10 +29,12 @@ from deskbridge.kinds.pvf.archive.base import (
     ArchiveBase,
     FileInfo,
     Progress,
+    SaveReport,
     corrupt,
     guess_kind,
     norm_path,
 )
+from deskbridge.kinds.pvf.archive.classic_verify import PatchedLayout, verify_patched
 from deskbridge.kinds.pvf.strings.encodings import (
     PATH_ENCODING,
     detect_encoding,
@@ -238,6 +240,8 @@ class ClassicArchive(ArchiveBase):
         self._keys, self._index = _index(self._entries.path)
         self._encoding = resolve_encoding(encoding) if encoding else None
         self._strings_ctx = None
+        self._cols: _Columns | bool | None = False  # False: not built yet (see _columns)
+        self._patched_layout: PatchedLayout | None = None
         if self._encoding is not None:
             self._check_chosen_encoding()
 
@@ -272,6 +276,7 @@ class ClassicArchive(ArchiveBase):
         self.header, self._entries = fresh.header, fresh._entries
         self._keys, self._index = fresh._keys, fresh._index
         self._strings_ctx = None
+        self._cols = False
 
     # ------------------------------------------------------------------------------------------- encoding
 
@@ -423,25 +428,18 @@ class ClassicArchive(ArchiveBase):
 
     def _write_unchanged(self, out: BinaryIO, progress: Progress | None) -> None:
         size = len(self._buf)
-        if self._fh is not None and hasattr(os, "sendfile"):
-            try:  # kernel-side copy: as fast as copying the file
-                out.flush()
-                sent = 0
-                while sent < size:
-                    n = os.sendfile(out.fileno(), self._fh.fileno(), sent, min(COPY_CHUNK * 8, size - sent))
-                    if n <= 0:
-                        break
-                    sent += n
-                    if progress is not None:
-                        progress(sent, size)
-                out.seek(sent)
-                if sent == size:
-                    return
-                out.truncate(0)
-                out.seek(0)
-            except OSError:
-                out.truncate(0)
-                out.seek(0)
+        if self._fh is not None:  # kernel-side copy: as fast as copying the file
+            sent = 0
+            while sent < size:
+                n = _kernel_copy(out, self._fh.fileno(), sent, min(COPY_CHUNK * 8, size - sent))
+                if n <= 0:
+                    break
+                sent += n
+                if progress is not None:
+                    progress(sent, size)
+            if sent:
+                _copy(out, self._buf, sent, size - sent)
+                return
         for start in range(0, size, COPY_CHUNK):
             out.write(self._buf[start:start + COPY_CHUNK])
             if progress is not None:
@@ -487,12 +485,11 @@ class ClassicArchive(ArchiveBase):
             changed[self._index[key]] = data
         if len(self._index) != n:
             return False  # duplicates: leave them to the general path
-        hashes = np.asarray(t.name_hash, dtype=np.int64)
-        sizes = np.asarray(t.size, dtype=np.int64)
-        rels = np.asarray(t.rel, dtype=np.int64)
-        old_aligned = (sizes + 3) & ~3
-        if np.any(hashes[1:] < hashes[:-1]) or rels[0] != 0 or np.any(rels[1:] != np.cumsum(old_aligned)[:-1]):
+        cols = self._columns()
+        if cols is None:
             return False
+        sizes, rels, tails = cols.sizes, cols.rels, cols.tails
+        old_aligned = (sizes + 3) & ~3
         blocks: dict[int, tuple[int, int, bytes]] = {}
         new_sizes = sizes.copy()
         for i, data in changed.items():
@@ -505,7 +502,7 @@ class ClassicArchive(ArchiveBase):
         if int(new_rels[-1] + new_aligned[-1]) > 0x7FFFFFFF:
             raise BridgeError(ErrorCode.LIMIT_EXCEEDED, "the data section would exceed 2 GiB (classic offsets are i32)")
         tree = np.frombuffer(t.plain, dtype=np.uint8).copy()
-        where = np.asarray(t.tail, dtype=np.int64) + 8
+        where = tails + 8
         for k in range(4):
             tree[where + k] = (new_rels >> (8 * k)) & 0xFF
         for i, (size, crc, _block) in blocks.items():
@@ -527,7 +524,49 @@ class ClassicArchive(ArchiveBase):
             _copy(out, self._buf, h.data_start + int(rels[start]), int(rels[-1] + old_aligned[-1] - rels[start]),
                   fd)
         out.write(h.trailer)
+        self._patched_layout = PatchedLayout(
+            h.guid, h.file_version, n, h.trailer, t.plain, tails, sizes, cols.checksums,
+            {i: (norm_path(t.path[i]), data) for i, data in changed.items()})
         return True
+
+    def _columns(self) -> _Columns | None:
+        """The tree's numeric columns as numpy arrays, when the archive has the layout the edit-only save
+        patches (sorted by name hash, blocks contiguous from offset 0); built once per opened file."""
+        if self._cols is False:
+            t = self._entries
+            hashes = np.asarray(t.name_hash, dtype=np.int64)
+            sizes = np.asarray(t.size, dtype=np.int64)
+            rels = np.asarray(t.rel, dtype=np.int64)
+            ends = np.cumsum((sizes + 3) & ~3)
+            if np.any(hashes[1:] < hashes[:-1]) or rels[0] != 0 or np.any(rels[1:] != ends[:-1]):
+                self._cols = None
+            else:
+                self._cols = _Columns(sizes, rels, np.asarray(t.tail, dtype=np.int64),
+                                      np.asarray(t.checksum, dtype=np.int64))
+        return self._cols
+
+    def _save_to(self, target: Path, *, backup: bool, progress: Progress | None) -> SaveReport:
+        self._patched_layout = None  # set by this save's writer when it takes the edit-only path
+        try:
+            return super()._save_to(target, backup=backup, progress=progress)
+        finally:
+            self._patched_layout = None
+
+    def _verify_written(self, path: Path, expected: Mapping[str, bytes | None]) -> int:
+        """Edit-only saves are checked structurally with numpy (`classic_verify`); others re-open the file."""
+        layout = self._patched_layout
+        if layout is not None and {key for key, _ in layout.changed.values()} == set(expected) and all(
+                expected[key] == data for key, data in layout.changed.values()):
+            return verify_patched(path, layout)
+        return super()._verify_written(path, expected)
+
+
+@dataclass(frozen=True, slots=True)
+class _Columns:
+    sizes: np.ndarray
+    rels: np.ndarray
+    tails: np.ndarray
+    checksums: np.ndarray
 
 
 def encode_path(path: str, *, keep_case: bool = False) -> bytes:
@@ -626,9 +665,14 @@ def _copy(out: BinaryIO, source: bytes | mmap.mmap | None, start: int, length: i
 
 
 def _kernel_copy(out: BinaryIO, source_fd: int, start: int, length: int) -> int:
-    """`os.copy_file_range` from the source file to the end of `out`; returns the bytes copied (0 when `out`
-    has no file descriptor, or the platform or file system refuses). Untouched ciphertext is nearly all of an
-    edit save, so copying it without passing through Python keeps the save close to a file copy."""
+    """Copy source bytes to the end of `out` in the kernel (`os.copy_file_range`); returns the bytes copied
+    (0 when `out` has no file descriptor, or the platform or file system refuses). Untouched ciphertext is
+    nearly all of an edit save, so copying it without passing through Python keeps the save close to a file
+    copy. `core.files.atomic_write`'s temp file offers `copy_range`, which also keeps its running content
+    hash (it hashes the copied range in a worker thread); a plain file gets the raw system call."""
+    copy_range = getattr(out, "copy_range", None)
+    if copy_range is not None:
+        return int(copy_range(source_fd, start, length))
     if not hasattr(os, "copy_file_range"):
         return 0
     try:

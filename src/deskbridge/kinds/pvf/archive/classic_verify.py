@@ -1,0 +1,163 @@
+"""Check a classic archive written by the edit-only save, structurally and with numpy, before it replaces the source.
+
+The edit-only save (`ClassicArchive._write_patched`) keeps every entry of the source in place and patches
+only `dataLen, checksum, relOffset` of the tree, so the written file can be checked without re-parsing 200 k
+entries in Python (research/pvf.md §1A layout; docs/pvf-format.md "Verify after writing"):
+
+* header: GUID, version, tree length, file count as written; the tree inside the file; its checksum
+  (`crc32(tree, fileCount)`) matches the decrypted tree read back;
+* tree structure: the entry boundaries chain (`pathLen` of every entry leads exactly to its tail, the next
+  entry starts right after it) — checked for all entries at once from the known tail offsets;
+* nothing but the patched fields differs from the source tree (paths and name hashes untouched), the
+  unchanged files keep their length and key, the entries are sorted by name hash, the blocks are
+  contiguous and 4-aligned, and the file ends with the source's trailer exactly where the blocks end;
+* every changed file: its entry's path is the staged path, its key is the writer's rule, and its block
+  read back from the file and decrypted equals the staged payload.
+
+Any failure is `INTERNAL` "verify failed: …": the caller (`core.files.atomic_write`) then removes the
+temporary file and the target is untouched.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from deskbridge.core.errors import BridgeError, ErrorCode
+from deskbridge.kinds.pvf.archive import classic_cipher as cc
+from deskbridge.kinds.pvf.archive.base import norm_path
+from deskbridge.kinds.pvf.strings.encodings import PATH_ENCODING
+
+_HEAD = struct.Struct("<iiIi")
+
+
+@dataclass(frozen=True, slots=True)
+class PatchedLayout:
+    """What an edit-only save wrote: the source's tree and the changed entries, as the verifier needs them."""
+
+    guid: bytes
+    file_version: int
+    file_count: int
+    trailer: bytes
+    source_tree: bytes
+    """The source's decrypted tree; the written tree differs from it only in patched tail fields."""
+    tails: np.ndarray
+    """int64 offset of each entry's `dataLen, checksum, relOffset` in the tree (same in source and output)."""
+    source_sizes: np.ndarray
+    source_checksums: np.ndarray
+    changed: dict[int, tuple[str, bytes]]
+    """Entry index → (lookup key, staged payload)."""
+
+
+def _fail(what: str) -> BridgeError:
+    return BridgeError(ErrorCode.INTERNAL, f"verify failed: {what}",
+                       "The archive on disk is unchanged; report this as a bug with the file that was staged.")
+
+
+def _u32(tree: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Little-endian u32 at each (unaligned) byte offset, as int64."""
+    return tree[offsets[:, None] + np.arange(4)].view("<u4").ravel().astype(np.int64)
+
+
+def _i32(tree: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    return tree[offsets[:, None] + np.arange(4)].view("<i4").ravel().astype(np.int64)
+
+
+def _pread_exact(fd: int, length: int, offset: int, what: str) -> bytes:
+    data = os.pread(fd, length, offset)
+    while len(data) < length:
+        more = os.pread(fd, length - len(data), offset + len(data))
+        if not more:
+            raise _fail(f"{what} ends early at offset {offset + len(data)}")
+        data += more
+    return data
+
+
+def _decode_path(raw: bytes) -> str:
+    stripped = raw.rstrip(b"\0")
+    try:
+        return stripped.decode("ascii").replace("\\", "/")
+    except UnicodeDecodeError:
+        return stripped.decode(PATH_ENCODING, "replace").replace("\\", "/")
+
+
+def verify_patched(path: Path, layout: PatchedLayout) -> int:
+    """Check the archive at `path` against `layout` (see the module docstring); returns the changed-file count."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+    try:
+        return _verify(fd, os.fstat(fd).st_size, layout)
+    finally:
+        os.close(fd)
+
+
+def _verify(fd: int, size: int, layout: PatchedLayout) -> int:
+    g = len(layout.guid)
+    head = _pread_exact(fd, 20 + g, 0, "the header")
+    if struct.unpack_from("<i", head, 0)[0] != g or head[4:4 + g] != layout.guid:
+        raise _fail("the GUID in the header is not the one written")
+    version, tree_len, tree_crc, count = _HEAD.unpack_from(head, 4 + g)
+    if (version, count) != (layout.file_version, layout.file_count) or tree_len != len(layout.source_tree):
+        raise _fail(f"header fields read back as version {version}, {count} files, tree {tree_len} bytes")
+    data_start = 20 + g + tree_len
+    if tree_len % 4 or data_start > size:
+        raise _fail(f"the tree ({tree_len} bytes) does not fit the file ({size} bytes)")
+    plain = cc.decrypt(_pread_exact(fd, tree_len, 20 + g, "the tree"), tree_crc)
+    if cc.tree_checksum(plain, count) != tree_crc:
+        raise _fail("the tree checksum does not match the tree read back")
+
+    tree = np.frombuffer(plain, dtype=np.uint8)
+    tails = layout.tails
+    n = len(tails)
+    if n != count or (n and int(tails[-1]) + 12 > tree_len):
+        raise _fail("the entries do not fit the tree")
+    if n == 0:
+        return 0
+    heads = np.empty(n, dtype=np.int64)
+    heads[0] = 0
+    heads[1:] = tails[:-1] + 12
+    if np.any(_u32(tree, heads + 4) != tails - heads - 8):
+        raise _fail("the tree's entry boundaries do not chain (a path length is off)")
+    hashes = _u32(tree, heads)
+    if np.any(hashes[1:] < hashes[:-1]):
+        raise _fail("the entries are not sorted by name hash")
+    sizes, checksums, rels = _i32(tree, tails), _u32(tree, tails + 4), _i32(tree, tails + 8)
+
+    # Only the patched tail fields may differ from the source tree: paths and name hashes are untouched.
+    diff = np.flatnonzero(tree != np.frombuffer(layout.source_tree, dtype=np.uint8))
+    if diff.size:
+        owner = np.searchsorted(tails, diff, side="right") - 1
+        if np.any(owner < 0) or np.any(diff - tails[np.maximum(owner, 0)] >= 12):
+            raise _fail("a path or name hash in the tree differs from the source")
+    kept = np.ones(n, dtype=bool)
+    kept[list(layout.changed)] = False
+    if np.any(sizes[kept] != layout.source_sizes[kept]) or np.any(checksums[kept] != layout.source_checksums[kept]):
+        raise _fail("an unchanged file's length or key differs from the source")
+
+    if np.any(sizes < 0):
+        raise _fail("a negative data length in the tree")
+    aligned = (sizes + 3) & ~3
+    ends = np.cumsum(aligned)
+    if rels[0] != 0 or np.any(rels[1:] != ends[:-1]):
+        raise _fail("the data blocks are not contiguous")
+    data_end = data_start + int(ends[-1])
+    if data_end + len(layout.trailer) != size:
+        raise _fail(f"the file is {size} bytes; the blocks and trailer end at {data_end + len(layout.trailer)}")
+    if _pread_exact(fd, len(layout.trailer), data_end, "the trailer") != layout.trailer:
+        raise _fail("the trailer differs from the source's")
+
+    for i, (key, data) in layout.changed.items():
+        name = _decode_path(plain[int(heads[i]) + 8:int(tails[i])])
+        if norm_path(name) != key:
+            raise _fail(f"entry {i} is '{name}', expected '{key}'")
+        if int(sizes[i]) != len(data):
+            raise _fail(f"'{name}' has length {int(sizes[i])}, expected {len(data)}")
+        if int(checksums[i]) != cc.file_checksum(data, int(hashes[i])):
+            raise _fail(f"'{name}' has the wrong key for its payload")
+        block = _pread_exact(fd, int(aligned[i]), data_start + int(rels[i]), f"'{name}'")
+        if cc.decrypt(block, int(checksums[i]), len(data)) != data:
+            raise _fail(f"'{name}' reads back different bytes")
+    return len(layout.changed)
