@@ -163,6 +163,14 @@ class App:
         self.events.publish("settings", self.settings.model_dump(by_alias=True))
         return self.settings
 
+    def _mcp_state(self) -> str:
+        """What the settings panel shows: running, stopped (switched off) or token_missing (file gone)."""
+        if not self.settings.mcp_enabled:
+            return "stopped"
+        if not self.dirs.token_file.exists():
+            return "token_missing"
+        return "running"
+
     def rotate_token(self) -> str:
         """A new MCP token, effective immediately for new requests; clients must be given the new one."""
         self.token = load_or_create_token(self.dirs, rotate=True)
@@ -174,6 +182,7 @@ class App:
     def status(self) -> dict[str, Any]:
         return {
             "workspace": self.workspace.status() if self.workspace is not None else None,
+            "mcp": {"state": self._mcp_state()},
             "mcpEnabled": self.settings.mcp_enabled,
             "requireApproval": self.settings.require_approval,
             "tools": len(self.tool_specs()),

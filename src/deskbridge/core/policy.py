@@ -130,11 +130,13 @@ class ApprovalRequest:
     id: str = ""
     created: float = 0.0
     diff_truncated: bool = False
+    timeout_s: float = 0.0
+    """How long the person has to answer (set when asked), so a dialog can show the time left."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "caller": self.caller, "client": self.client, "tool": self.tool,
                 "target": self.target, "summary": self.summary, "diff": self.diff,
-                "diffTruncated": self.diff_truncated, "created": self.created}
+                "diffTruncated": self.diff_truncated, "created": self.created, "timeoutS": self.timeout_s}
 
 
 @dataclass(frozen=True)
@@ -205,6 +207,7 @@ class ApprovalBroker:
         timeout = self.timeout_s if timeout_s is None else timeout_s
         req.diff, req.diff_truncated = _cap_diff(req.diff)
         req.created = time.time()
+        req.timeout_s = timeout
         if self.ui_attached:
             result = await self._ask_ui(req, timeout)
         elif elicit is not None:

@@ -20,7 +20,7 @@ from deskbridge.kinds.markdown.approvals import approval_rules
 from deskbridge.kinds.markdown.scope import AccessScope
 from deskbridge.kinds.markdown.service import MarkdownService
 from deskbridge.kinds.markdown.tools import markdown_tools
-from deskbridge.kinds.markdown.ui_state import UiState
+from deskbridge.kinds.markdown.ui_state import UI_STATE_FILE, UiState
 from deskbridge.kinds.markdown.ui_tools import markdown_ui_tools
 from deskbridge.kinds.markdown.web import markdown_routes
 
@@ -52,7 +52,9 @@ class MarkdownWorkspace:
         self.rules: ApprovalRules = approval_rules(_rules_settings(settings))
         self.service = MarkdownService(path, scope=scope, custom_folder=custom, policy=services.approvals,
                                        events=services.events, audit=services.audit, approval_settings=self.rules)
-        self.ui_state = UiState(events=services.events)
+        # View settings survive a restart; the view tools answer UI_NOT_READY while no editor is open.
+        self.ui_state = UiState.persistent(services.dirs.config / UI_STATE_FILE, events=services.events,
+                                           editor_open=lambda: services.approvals.ui_attached)
         if path.is_dir():
             # A folder opens on its front page when it has one, so the editor is never empty on arrival.
             front = next((path / n for n in FRONT_PAGES if (path / n).is_file()), None)
