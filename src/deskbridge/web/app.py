@@ -10,7 +10,7 @@ import gc
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
@@ -24,6 +24,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.tools import CallContext
+from deskbridge.kinds.http import error_response, json_body
 from deskbridge.mcp.server import build_mcp_server
 from deskbridge.web.security import UI_COOKIE, SecurityMiddleware, SecurityPolicy
 from deskbridge.web.server import EndOnShutdown, ShutdownSignal
@@ -32,31 +33,6 @@ if TYPE_CHECKING:
     from deskbridge.app import App
 
 STATIC_DIR = Path(__file__).parent / "static"
-
-ERROR_STATUS: dict[ErrorCode, int] = {
-    ErrorCode.NOT_FOUND: 404,
-    ErrorCode.INVALID_ARGUMENT: 400,
-    ErrorCode.ACCESS_DENIED: 403,
-    ErrorCode.LIMIT_EXCEEDED: 413,
-    ErrorCode.INTERNAL: 500,
-    ErrorCode.NO_WORKSPACE: 409,
-}
-
-
-def error_response(error: BridgeError) -> JSONResponse:
-    """A business error as JSON; conflicts (stale, busy, pending…) are 409 unless listed above."""
-    return JSONResponse({"error": error.to_dict()}, status_code=ERROR_STATUS.get(error.code, 409))
-
-
-async def _json_body(request: Request) -> dict[str, Any]:
-    try:
-        body = await request.json()
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise BridgeError(ErrorCode.INVALID_ARGUMENT, "the request body is not JSON") from exc
-    if not isinstance(body, dict):
-        raise BridgeError(ErrorCode.INVALID_ARGUMENT, "the request body must be a JSON object")
-    return body
-
 
 def api_routes(app: App) -> list[BaseRoute]:
     """The platform's JSON API used by every kind's UI: status, settings, token, tools, approvals, audit, events."""
@@ -69,7 +45,7 @@ def api_routes(app: App) -> list[BaseRoute]:
 
     async def settings_post(request: Request) -> Response:
         try:
-            updated = app.update_settings(await _json_body(request))
+            updated = app.update_settings(await json_body(request))
         except BridgeError as error:
             return error_response(error)
         return JSONResponse(updated.model_dump(by_alias=True))
@@ -84,7 +60,7 @@ def api_routes(app: App) -> list[BaseRoute]:
     async def tools_call(request: Request) -> Response:
         """The UI calls the same tools as MCP clients, as caller 'ui' (one engine, one set of rules)."""
         try:
-            body = await _json_body(request)
+            body = await json_body(request)
             call = CallContext(caller="ui", client_name="browser")
             result = await app.invoke(request.path_params["name"], body.get("arguments") or {}, call)
         except BridgeError as error:
@@ -96,7 +72,7 @@ def api_routes(app: App) -> list[BaseRoute]:
 
     async def approvals_answer(request: Request) -> Response:
         try:
-            body = await _json_body(request)
+            body = await json_body(request)
             approved = body.get("approved")
             if not isinstance(approved, bool):
                 raise BridgeError(ErrorCode.INVALID_ARGUMENT, "'approved' must be true or false")

@@ -9,7 +9,6 @@ Host/Origin checks and the per-launch UI secret are enforced by the platform mid
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Final
@@ -22,6 +21,7 @@ from starlette.routing import Route
 
 from deskbridge.core.errors import BridgeError, ErrorCode, internal
 from deskbridge.core.paths import resolve_path
+from deskbridge.kinds.http import error_response, json_body
 from deskbridge.kinds.markdown.approvals import NEEDS_APPROVAL_BY_DEFAULT
 from deskbridge.kinds.markdown.export import FORMATS, RICH_TARGETS, export_bytes, rich_html
 from deskbridge.kinds.markdown.render import PREVIEW, render_html
@@ -32,9 +32,6 @@ STATIC_DIR: Final = Path(__file__).parent / "static"
 
 PULL_WAIT_MAX_S: Final = 25.0
 """Seconds one pull request waits for news (the contract's long-poll limit; below common proxy timeouts)."""
-
-BODY_MAX_BYTES: Final = 8 * 1024 * 1024
-"""Bytes of one JSON request body (a push of a pasted large document fits; anything bigger is refused)."""
 
 FILES_MAX: Final = 2000
 """Files listed in the sidebar at most (the list says `truncated` beyond)."""
@@ -67,36 +64,6 @@ EXPORT_FORMATS: Final = {
     "docx": ("Word", "application/vnd.openxmlformats-officedocument.wordprocessingml.document"),
 }
 """The browser's format names → export.py's format names and the download's media type."""
-
-_STATUS: Final[dict[ErrorCode, int]] = {
-    ErrorCode.NOT_FOUND: 404,
-    ErrorCode.INVALID_ARGUMENT: 400,
-    ErrorCode.ACCESS_DENIED: 403,
-    ErrorCode.LIMIT_EXCEEDED: 413,
-    ErrorCode.INTERNAL: 500,
-    ErrorCode.NOT_READY: 503,
-}
-
-
-def error_response(error: BridgeError) -> JSONResponse:
-    """The platform's error shape `{error: {code, message, hint, data?}}`; conflicts are 409."""
-    return JSONResponse({"error": error.to_dict()}, status_code=_STATUS.get(error.code, 409))
-
-
-async def _json_body(request: Request) -> dict[str, Any]:
-    raw = await request.body()
-    if len(raw) > BODY_MAX_BYTES:
-        raise BridgeError(ErrorCode.LIMIT_EXCEEDED, f"the request body is over {BODY_MAX_BYTES} bytes")
-    if not raw:
-        return {}
-    try:
-        body = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise BridgeError(ErrorCode.INVALID_ARGUMENT, "the request body is not JSON") from exc
-    if not isinstance(body, dict):
-        raise BridgeError(ErrorCode.INVALID_ARGUMENT, "the request body must be a JSON object")
-    return body
-
 
 def _int_arg(value: Any, name: str, *, minimum: int = 0) -> int:
     if isinstance(value, bool):
@@ -198,7 +165,7 @@ def markdown_routes(service: Any, ui_state: UiState | None = None) -> list[Route
         return {"files": files, "truncated": len(paths) > limit}
 
     async def open_doc(request: Request) -> Any:
-        body = await _json_body(request)
+        body = await json_body(request)
         return await service.open(_str_arg(body, "path"))
 
     async def get_doc(request: Request) -> Any:
@@ -206,7 +173,7 @@ def markdown_routes(service: Any, ui_state: UiState | None = None) -> list[Route
 
     # -- collab ------------------------------------------------------------------------------------------
     async def push(request: Request) -> Any:
-        body = await _json_body(request)
+        body = await json_body(request)
         version = _int_arg(body.get("version"), "version")
         updates = body.get("updates")
         if not isinstance(updates, list):
@@ -273,7 +240,7 @@ def markdown_routes(service: Any, ui_state: UiState | None = None) -> list[Route
             "X-Content-Type-Options": "nosniff", "Cache-Control": "no-cache"})
 
     async def selection(request: Request) -> Any:
-        body = await _json_body(request)
+        body = await json_body(request)
         anchor = _int_arg(body.get("anchor"), "anchor")
         head = _int_arg(body.get("head", anchor), "head")
         version = body.get("version")
@@ -286,7 +253,7 @@ def markdown_routes(service: Any, ui_state: UiState | None = None) -> list[Route
         return await service.save(request.path_params["doc_id"])
 
     async def external(request: Request) -> Any:
-        body = await _json_body(request)
+        body = await json_body(request)
         action = _choice(_str_arg(body, "action"), ("reload", "keep"), "action")
         doc_id = request.path_params["doc_id"]
         return service.reload_from_disk(doc_id) if action == "reload" else service.keep_local(doc_id)
@@ -325,11 +292,11 @@ def markdown_routes(service: Any, ui_state: UiState | None = None) -> list[Route
         return state.snapshot()
 
     async def ui_post(request: Request) -> Any:
-        return state.update(await _json_body(request), source="ui")
+        return state.update(await json_body(request), source="ui")
 
     async def draft_report(request: Request) -> Any:
         """An editor's count of local changes the server has not accepted yet (0 = in sync), per document."""
-        body = await _json_body(request)
+        body = await json_body(request)
         doc_id = _str_arg(body, "docId", max_len=200)
         client = _str_arg(body, "clientId", max_len=200)
         service.report_drafts(doc_id, client, _int_arg(body.get("pending", 0), "pending"))

@@ -1,0 +1,49 @@
+"""JSON request and response shapes shared by every web route: the platform's API and each kind's own routes.
+
+A business error is `{"error": {code, message, hint, data?}}` with the HTTP status its code maps to (conflicts —
+stale, busy, pending — are 409); a request body is one JSON object of bounded size.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Final
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from deskbridge.core.errors import BridgeError, ErrorCode
+
+BODY_MAX_BYTES: Final = 8 * 1024 * 1024
+"""Bytes of one JSON request body at most (8 MiB)."""
+
+ERROR_STATUS: Final[dict[ErrorCode, int]] = {
+    ErrorCode.NOT_FOUND: 404,
+    ErrorCode.INVALID_ARGUMENT: 400,
+    ErrorCode.ACCESS_DENIED: 403,
+    ErrorCode.LIMIT_EXCEEDED: 413,
+    ErrorCode.INTERNAL: 500,
+    ErrorCode.NOT_READY: 503,
+}
+"""HTTP status of the codes that are not conflicts; every other code is 409."""
+
+
+def error_response(error: BridgeError) -> JSONResponse:
+    return JSONResponse({"error": error.to_dict()}, status_code=ERROR_STATUS.get(error.code, 409))
+
+
+async def json_body(request: Request) -> dict[str, Any]:
+    """The body as a JSON object (`{}` when empty); too large, not JSON or not an object is INVALID_ARGUMENT /
+    LIMIT_EXCEEDED."""
+    raw = await request.body()
+    if len(raw) > BODY_MAX_BYTES:
+        raise BridgeError(ErrorCode.LIMIT_EXCEEDED, f"the request body is over {BODY_MAX_BYTES} bytes")
+    if not raw:
+        return {}
+    try:
+        body = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise BridgeError(ErrorCode.INVALID_ARGUMENT, "the request body is not JSON") from exc
+    if not isinstance(body, dict):
+        raise BridgeError(ErrorCode.INVALID_ARGUMENT, "the request body must be a JSON object")
+    return body
