@@ -459,3 +459,63 @@ def test_a_passing_verify_lets_the_write_land(tmp_path):
     checked = []
     r = atomic_write(target, b"new", verify=lambda tmp: checked.append(tmp.read_bytes()))
     assert checked == [b"new"] and target.read_bytes() == b"new" and r.identity.size == 3
+
+
+def test_kernel_copied_ranges_keep_the_new_identity_hash_right(tmp_path):
+    source = tmp_path / "source.bin"
+    source.write_bytes(os.urandom(9 * 1024 * 1024 + 123))  # more than one kernel-copy piece
+    big = bytearray(os.urandom(2 * 1024 * 1024))  # large enough for the hash worker
+
+    def writer(f):
+        f.write(b"header")
+        with open(source, "rb") as src:
+            assert f.copy_range(src.fileno(), 100, 9 * 1024 * 1024) == 9 * 1024 * 1024
+            f.write(big)
+            big[:4] = b"XXXX"  # the writer reuses its buffer: the hash must be of what was written
+            assert f.copy_range(src.fileno(), source.stat().st_size - 10, 50) == 10  # the source ends
+        f.write(b"trailer")
+
+    expected = b"header" + source.read_bytes()[100:100 + 9 * 1024 * 1024]
+    expected_big = bytes(big)  # as it is when written
+    r = atomic_write(tmp_path / "out.bin", writer)
+    written = (tmp_path / "out.bin").read_bytes()
+    assert written[:len(expected)] == expected
+    assert written[len(expected):len(expected) + len(big)] == expected_big
+    assert written.endswith(source.read_bytes()[-10:] + b"trailer")
+    assert r.identity == file_identity(tmp_path / "out.bin")
+
+
+def test_a_failing_fsync_beside_verify_keeps_the_original(tmp_path, monkeypatch):
+    target = tmp_path / "a.pvf"
+    target.write_bytes(b"orig")
+    checked = []
+
+    def broken_fsync(_fd):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(files.os, "fsync", broken_fsync)
+    with pytest.raises(BridgeError) as ei:
+        atomic_write(target, lambda f: f.write(b"new" * 1000), verify=lambda tmp: checked.append(tmp.read_bytes()))
+    monkeypatch.undo()
+    assert checked == [b"new" * 1000]  # verify saw the complete content; the rename never happened
+    assert ei.value.data["diskCommitted"] is False and ei.value.data["originalIntact"] is True
+    assert target.read_bytes() == b"orig" and leftovers(tmp_path) == []
+
+
+def test_a_failing_verify_stops_the_hash_worker_and_cleans_up(tmp_path):
+    target = tmp_path / "a.pvf"
+    target.write_bytes(b"orig")
+    source = tmp_path / "src.bin"
+    source.write_bytes(os.urandom(5 * 1024 * 1024))
+
+    def writer(f):
+        with open(source, "rb") as src:
+            f.copy_range(src.fileno(), 0, 5 * 1024 * 1024)
+
+    def verify(tmp):
+        assert tmp.read_bytes() == source.read_bytes()
+        raise BridgeError(ErrorCode.INTERNAL, "verify failed: test")
+
+    with pytest.raises(BridgeError, match="verify failed"):
+        atomic_write(target, writer, verify=verify)
+    assert target.read_bytes() == b"orig" and leftovers(tmp_path) == []
