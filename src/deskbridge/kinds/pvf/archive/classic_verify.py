@@ -58,13 +58,10 @@ def _fail(what: str) -> BridgeError:
                        "The archive on disk is unchanged; report this as a bug with the file that was staged.")
 
 
-def _u32(tree: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    """Little-endian u32 at each (unaligned) byte offset, as int64."""
-    return tree[offsets[:, None] + np.arange(4)].view("<u4").ravel().astype(np.int64)
-
-
-def _i32(tree: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    return tree[offsets[:, None] + np.arange(4)].view("<i4").ravel().astype(np.int64)
+def _fields(tree: np.ndarray, offsets: np.ndarray, count: int, dtype: str) -> np.ndarray:
+    """`count` little-endian 4-byte fields starting at each (unaligned) byte offset: shape (n, count), int64."""
+    raw = tree[offsets[:, None] + np.arange(4 * count)]
+    return raw.view(dtype).reshape(len(offsets), count).astype(np.int64)
 
 
 def _pread_exact(fd: int, length: int, offset: int, what: str) -> bytes:
@@ -119,12 +116,14 @@ def _verify(fd: int, size: int, layout: PatchedLayout) -> int:
     heads = np.empty(n, dtype=np.int64)
     heads[0] = 0
     heads[1:] = tails[:-1] + 12
-    if np.any(_u32(tree, heads + 4) != tails - heads - 8):
+    head = _fields(tree, heads, 2, "<u4")  # nameHash, pathLen
+    if np.any(head[:, 1] != tails - heads - 8):
         raise _fail("the tree's entry boundaries do not chain (a path length is off)")
-    hashes = _u32(tree, heads)
+    hashes = head[:, 0]
     if np.any(hashes[1:] < hashes[:-1]):
         raise _fail("the entries are not sorted by name hash")
-    sizes, checksums, rels = _i32(tree, tails), _u32(tree, tails + 4), _i32(tree, tails + 8)
+    tail = _fields(tree, tails, 3, "<i4")  # dataLen, checksum, relOffset
+    sizes, checksums, rels = tail[:, 0], tail[:, 1] & 0xFFFFFFFF, tail[:, 2]
 
     # Only the patched tail fields may differ from the source tree: paths and name hashes are untouched.
     diff = np.flatnonzero(tree != np.frombuffer(layout.source_tree, dtype=np.uint8))
