@@ -178,3 +178,52 @@ def test_any_single_byte_damage_is_a_typed_error_or_outside_what_the_check_reads
     # exactly like the full re-open check, which reads only the changed files).
     at, tree_len, _crc, _count = _tree_at(written)
     assert pos >= at + tree_len
+
+
+def _same_as_a_fresh_open(ar: ClassicArchive, path: Path) -> None:
+    fresh = open_archive(path)
+    assert ar.header == fresh.header
+    assert ar.raw_entries() == fresh.raw_entries()
+    assert ar._entries.plain == fresh._entries.plain
+    assert all(ar.read(p) == fresh.read(p) for p in fresh.paths())
+
+
+def test_save_binds_to_the_written_file_without_parsing_it_again(copy, monkeypatch):
+    from deskbridge.kinds.pvf.archive import classic
+
+    parses = []
+    real_parse = classic._parse
+    monkeypatch.setattr(classic, "_parse", lambda buf: parses.append(len(buf)) or real_parse(buf))
+    ar, picked = _edited(copy)
+    parses.clear()
+    ar.save()
+    assert parses == [] and not ar.dirty
+    _same_as_a_fresh_open(ar, copy)
+    ar.stage(picked[0], b"second edit")  # the re-bound columns carry the next edit-only save
+    parses.clear()
+    ar.save()
+    assert parses == []
+    _same_as_a_fresh_open(ar, copy)
+    assert open_archive(copy).read(picked[0]) == b"second edit"
+
+
+def test_save_reparses_when_the_file_on_disk_is_not_the_one_written(copy, monkeypatch):
+    import dataclasses
+
+    from deskbridge.kinds.pvf.archive import base, classic
+
+    real_write = base.atomic_write
+
+    def written_then_replaced(*args, **kwargs):
+        result = real_write(*args, **kwargs)
+        return dataclasses.replace(result, identity=dataclasses.replace(result.identity, inode=0))
+
+    monkeypatch.setattr(base, "atomic_write", written_then_replaced)
+    parses = []
+    real_parse = classic._parse
+    monkeypatch.setattr(classic, "_parse", lambda buf: parses.append(len(buf)) or real_parse(buf))
+    ar, _picked = _edited(copy)
+    parses.clear()
+    ar.save()
+    assert len(parses) == 1  # the full re-open
+    _same_as_a_fresh_open(ar, copy)

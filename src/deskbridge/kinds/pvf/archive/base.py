@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Protocol, runtime_checkable
 
 from deskbridge.core.errors import BridgeError, ErrorCode
-from deskbridge.core.files import atomic_write
+from deskbridge.core.files import FileIdentity, atomic_write
 
 Progress = Callable[[int, int], None]
 """`progress(done, total)` callback for long work (CLI progress bars); units are chosen by the caller."""
@@ -145,6 +145,7 @@ class ArchiveBase(ABC):
         self.warnings: list[BridgeError] = []
         self._overlay: dict[str, bytes | None] = {}
         self._overlay_names: dict[str, str] = {}
+        self._last_written: FileIdentity | None = None
 
     # ----------------------------------------------------------------------------------------- hooks
 
@@ -289,6 +290,7 @@ class ArchiveBase(ABC):
             verified = 0 if unchanged else self._verify_written(tmp, expected)
 
         written = atomic_write(target, lambda out: writer(out, progress), backup=backup, verify=verify)
+        self._last_written = written.identity  # lets a family re-bind to exactly the file it wrote
         return SaveReport(target, written.identity.size, changed, verified, unchanged, written.backup_path,
                           time.perf_counter() - t0)
 

@@ -242,6 +242,8 @@ class ClassicArchive(ArchiveBase):
         self._strings_ctx = None
         self._cols: _Columns | bool | None = False  # False: not built yet (see _columns)
         self._patched_layout: PatchedLayout | None = None
+        self._patched_result: _Patched | None = None
+        self._verified: _Patched | None = None
         if self._encoding is not None:
             self._check_chosen_encoding()
 
@@ -269,6 +271,9 @@ class ClassicArchive(ArchiveBase):
             self._fh = None
 
     def _reopen(self, path: Path) -> None:
+        done, self._verified = self._verified, None
+        if done is not None and self._rebind_patched(path, done):
+            return
         enc = self.encoding
         self.close()
         fresh = ClassicArchive.open(path, encoding=enc)
@@ -527,6 +532,11 @@ class ClassicArchive(ArchiveBase):
         self._patched_layout = PatchedLayout(
             h.guid, h.file_version, n, h.trailer, t.plain, tails, sizes, cols.checksums,
             {i: (norm_path(t.path[i]), data) for i, data in changed.items()})
+        new_crcs = cols.checksums.copy()
+        for i, (_size, key, _block) in blocks.items():
+            new_crcs[i] = key
+        self._patched_result = _Patched(plain, crc, h.data_start + int(new_rels[-1] + new_aligned[-1]),
+                                        _Columns(new_sizes, new_rels, tails, new_crcs))
         return True
 
     def _columns(self) -> _Columns | None:
@@ -546,19 +556,54 @@ class ClassicArchive(ArchiveBase):
         return self._cols
 
     def _save_to(self, target: Path, *, backup: bool, progress: Progress | None) -> SaveReport:
-        self._patched_layout = None  # set by this save's writer when it takes the edit-only path
+        # Set by this save's writer when it takes the edit-only path, and by its verify when that passes.
+        self._patched_layout = self._patched_result = self._verified = None
         try:
             return super()._save_to(target, backup=backup, progress=progress)
         finally:
-            self._patched_layout = None
+            self._patched_layout = self._patched_result = None
 
     def _verify_written(self, path: Path, expected: Mapping[str, bytes | None]) -> int:
         """Edit-only saves are checked structurally with numpy (`classic_verify`); others re-open the file."""
         layout = self._patched_layout
         if layout is not None and {key for key, _ in layout.changed.values()} == set(expected) and all(
                 expected[key] == data for key, data in layout.changed.values()):
-            return verify_patched(path, layout)
+            count = verify_patched(path, layout)
+            self._verified = self._patched_result
+            return count
         return super()._verify_written(path, expected)
+
+    def _rebind_patched(self, path: Path, done: _Patched) -> bool:
+        """After a verified edit-only save: bind to the written file without parsing its tree again.
+
+        The verify step read that tree back and proved it is the source's tree with exactly `done`'s
+        lengths, keys and offsets, so the columns are patched instead of re-parsed (saves ~0.4 s on 200 k
+        files). Only when `path` is still the very file written (device, inode, size, mtime); else False.
+        """
+        ident = self._last_written
+        fh = open(path, "rb")  # noqa: SIM115 - kept open for the mmap's lifetime, closed in close()
+        try:
+            st = os.fstat(fh.fileno())
+            if ident is None or (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) != (
+                    ident.device, ident.inode, ident.size, ident.mtime_ns):
+                fh.close()
+                return False
+            buf = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        except BaseException:
+            fh.close()
+            raise
+        old, h, cols = self._entries, self.header, done.columns
+        t = _Tree()
+        t.plain, t.tail, t.used = done.plain, old.tail, old.used
+        t.path_raw, t.path, t.name_hash = old.path_raw, old.path, old.name_hash
+        t.size, t.checksum, t.rel = cols.sizes.tolist(), cols.checksums.tolist(), cols.rels.tolist()
+        self.close()
+        self._fh, self._buf, self._entries = fh, buf, t
+        self.header = ClassicHeader(h.guid, h.file_version, h.tree_len, done.tree_checksum, h.file_count,
+                                    h.data_start, done.data_end, h.trailer)
+        self._strings_ctx = None
+        self._cols = cols
+        return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -567,6 +612,16 @@ class _Columns:
     rels: np.ndarray
     tails: np.ndarray
     checksums: np.ndarray
+
+
+@dataclass(frozen=True, slots=True)
+class _Patched:
+    """The tree an edit-only save wrote, kept so `save` can re-bind to the file without re-parsing it."""
+
+    plain: bytes
+    tree_checksum: int
+    data_end: int
+    columns: _Columns
 
 
 def encode_path(path: str, *, keep_case: bool = False) -> bytes:

@@ -79,15 +79,21 @@ def padded(data: bytes) -> bytes:
     return data if n % 4 == 0 else data + b"\0" * (4 - n % 4)
 
 
+def _crc_padded(data: bytes, seed: int) -> int:
+    """crc32 of `data` zero-padded to whole dwords, without copying it (crc32 streams)."""
+    crc = zlib.crc32(data, seed)
+    return zlib.crc32(b"\0" * (-len(data) % 4), crc) if len(data) % 4 else crc
+
+
 def file_checksum(data: bytes, nhash: int) -> int:
     """pvfUtility's per-file key: crc32 over the zero-padded payload, seeded with the name hash."""
-    return zlib.crc32(padded(data), nhash)
+    return _crc_padded(data, nhash)
 
 
 def accepted_checksums(data: bytes, nhash: int) -> set[int]:
     """Every per-file key a known writer produces for this payload (PU/PT padded, pvfVSCode unpadded, PT's 0
     for an empty file) — a reader must accept all of them (data/pvf/README "Per-file checksum")."""
-    keys = {zlib.crc32(padded(data), nhash), zlib.crc32(data, nhash)}
+    keys = {_crc_padded(data, nhash), zlib.crc32(data, nhash)}
     if not data:
         keys.add(0)
     return keys
@@ -95,4 +101,4 @@ def accepted_checksums(data: bytes, nhash: int) -> set[int]:
 
 def tree_checksum(plain_tree: bytes, file_count: int) -> int:
     """dirTreeChecksum = crc32(plain tree padded to 4, fileCount) (PU `SavePvfPack`)."""
-    return zlib.crc32(padded(plain_tree), file_count & 0xFFFFFFFF)
+    return _crc_padded(plain_tree, file_count & 0xFFFFFFFF)
