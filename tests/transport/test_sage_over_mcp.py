@@ -27,3 +27,35 @@ async def test_find_asset_and_references_over_http(shared_data: Path) -> None:
         assert found.structured_content["index"]["complete"] is True
         missing = await client.call_tool("sage_get_definition", {"type": "GameObject", "id": "NoSuchUnit_xyz"})
         assert missing.is_error and missing.structured_content["code"] == "NOT_FOUND"
+
+
+async def test_every_sage_tool_answers_over_http(shared_data: Path) -> None:
+    sage = shared_data / "sage"
+    unit = {"type": "GameObject", "id": "AlliedAntiVehicleVehicleTech1"}
+    calls = {  # in order; the first waits for the index to be complete
+        "sage_find_asset": {"id": unit["id"], "waitForIndex": True},
+        "sage_get_status": {},
+        "sage_list_projects": {},
+        "sage_get_usage_guide": {},
+        "sage_find_references": {"id": unit["id"]},
+        "sage_get_definition": unit,
+        "sage_get_inheritance_chain": unit,
+        "sage_get_asset_references": {**unit, "depth": 2, "maxEdges": 50},
+        "sage_list_assets_by_type": {"type": "WeaponTemplate", "limit": 5},
+        "sage_find_define": {"name": "$BASE_SPEED"},
+        "sage_unreferenced": {"limit": 5},
+        "sage_resolve_include": {"source": "DATA:static.xml", "from": "Data/Mod.xml"},
+        "sage_is_file_active": {"path": "Data/Mod.xml"},
+        "sage_list_diagnostics": {"limit": 5},
+    }
+    options = {"sdk": str(sage / "ra3-sdk")}
+    async with running_server(sage / "mods" / "RA3Afterdash", options=options) as srv, srv.client() as client:
+        listed = {tool.name for tool in (await client.list_tools()).tools}
+        assert listed == set(calls), listed ^ set(calls)
+        for name, args in calls.items():
+            result = await client.call_tool(name, args)
+            content = result.structured_content
+            if result.is_error:  # a business answer is fine for a define that may not exist; nothing else
+                assert name == "sage_find_define" and content["code"] == "NOT_FOUND", (name, content)
+            else:
+                assert "index" in content or name in ("sage_list_projects", "sage_get_usage_guide"), (name, content)
