@@ -17,7 +17,7 @@ from deskbridge.core.audit import Approval
 from deskbridge.core.errors import BridgeError, ErrorCode, internal
 from deskbridge.core.limits import RESPONSE_MAX_BYTES
 from deskbridge.core.policy import LAST_APPROVAL
-from deskbridge.core.tools import CallContext, ToolSpec
+from deskbridge.core.tools import CallContext, InputRequired, ToolSpec
 from deskbridge.kinds.base import KindServices, KindWorkspace, find_kind
 from deskbridge.settings import Dirs, Settings, deskbridge_dirs, load_or_create_token, load_settings
 
@@ -124,7 +124,7 @@ class App:
                     result = await anyio.to_thread.run_sync(spec.handler, call, args)
                     if inspect.isawaitable(result):
                         result = await result
-            except BridgeError:
+            except (BridgeError, InputRequired):
                 raise
             except Exception as exc:  # a bug, not the caller's fault: say so, keep the server alive
                 raise internal(exc) from exc
@@ -136,6 +136,9 @@ class App:
             return result
         except BridgeError as error:
             outcome = str(error.code)
+            raise
+        except InputRequired:
+            outcome = "INPUT_REQUIRED"
             raise
         finally:
             approval = LAST_APPROVAL.get()

@@ -35,10 +35,11 @@ async def read(client: Any) -> dict[str, Any]:
     return result.structured_content
 
 
+@pytest.mark.parametrize("mode", ["legacy", "auto"])  # a live elicitation request / the 2026 InputRequiredResult
 @pytest.mark.parametrize("approve", [True, False])
-async def test_edit_asks_through_elicitation_without_a_browser(notes: Path, approve: bool) -> None:
+async def test_edit_asks_through_elicitation_without_a_browser(notes: Path, approve: bool, mode: str) -> None:
     seen: list[str] = []
-    async with running_server(notes) as srv, srv.client(mode="legacy",
+    async with running_server(notes) as srv, srv.client(mode=mode,
                                                         elicitation_callback=answer(approve, seen)) as client:
         doc = await read(client)
         result = await client.call_tool("md_replace_text", {
@@ -47,6 +48,8 @@ async def test_edit_asks_through_elicitation_without_a_browser(notes: Path, appr
         audit = [r.to_dict() for r in srv.app.audit.recent() if r.tool == "md_replace_text"]
     assert seen, "the person was not asked"
     assert audit[-1]["approval"] == ("approved" if approve else "declined")
+    if mode == "auto":  # the first round returned the question, the client's retry carried the answer
+        assert [r["outcome"] for r in audit][-2] == "INPUT_REQUIRED"
     if approve:
         assert not result.is_error, result.structured_content
         assert "Hello deskbridge." in after["markdown"]

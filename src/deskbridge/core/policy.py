@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import hashlib
 import secrets
 import threading
 import time
@@ -258,7 +259,10 @@ class ApprovalBroker:
         return result
 
     async def _ask_elicit(self, req: ApprovalRequest, elicit: Elicit, timeout: float) -> ApprovalResult:
-        question = f"{req.client} wants to run {req.tool} on {req.target}: {req.summary}. Allow?"
+        # The change id binds an answer to this exact change: a client that answers later (2026-era retries)
+        # gets asked again if the diff is no longer the same.
+        change = hashlib.sha256(f"{req.tool}\0{req.target}\0{req.diff or ''}".encode()).hexdigest()[:8]
+        question = f"{req.client} wants to run {req.tool} on {req.target}: {req.summary}. Allow? (change {change})"
         try:
             answer = await asyncio.wait_for(elicit(question), timeout)
         except TimeoutError:

@@ -20,6 +20,16 @@ TOOL_NAME_PATTERN: Final = re.compile(r"^[a-z0-9_]{1,64}$")
 """Our tool names: lower snake case, prefixed by kind (`pvf_`, `md_`, `sage_`); a subset of SEP-986."""
 
 
+class InputRequired(Exception):
+    """A tool needs the person's answer through the client before it can finish (2026-07-28 clients, which have
+    no back-channel: the transport returns the question, and the client calls again with the answer)."""
+
+    def __init__(self, key: str, question: str) -> None:
+        super().__init__(question)
+        self.key = key
+        self.question = question
+
+
 class ToolArgs(BaseModel):
     """Base for tool argument models: unknown arguments are an error, not silently ignored."""
 

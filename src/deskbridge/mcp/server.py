@@ -6,16 +6,18 @@ models) and we want exact schemas, our own validation messages and one place tha
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from deskbridge import __version__
 from deskbridge.core.errors import BridgeError
-from deskbridge.core.tools import CallContext, ToolSpec
+from deskbridge.core.tools import CallContext, InputRequired, ToolSpec
 
 if TYPE_CHECKING:
     from deskbridge.app import App
@@ -83,28 +85,56 @@ def _caller_of(ctx: ServerRequestContext[Any, Any]) -> tuple[str, str]:
     return "mcp:stdio", client_name
 
 
-def _elicitor(ctx: ServerRequestContext[Any, Any]):
-    """A yes/no question through MCP elicitation, or None when this client/connection cannot be asked."""
+APPROVE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"approve": {"type": "boolean", "title": "Approve"}},
+    "required": ["approve"],
+}
+
+
+def _approved(result: types.ElicitResult) -> bool:
+    return result.action == "accept" and bool((result.content or {}).get("approve"))
+
+
+def _elicitor(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams):
+    """A yes/no question to the person through the client, or None when this client cannot be asked.
+
+    Handshake-era sessions get a live `elicitation/create` request. 2026-07-28 requests have no back-channel: the
+    question goes back as an InputRequiredResult and the client calls again carrying the answer, which is looked
+    up here by a key derived from the question (so an answer only ever applies to the question it answered).
+    """
     caps = ctx.session.client_capabilities
-    if caps is None or caps.elicitation is None or not ctx.session.can_send_request:
+    if caps is None or caps.elicitation is None:
+        return None
+    if ctx.session.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        answers = params.input_responses or {}
+
+        async def ask_by_retry(question: str) -> bool | None:
+            key = "approve-" + hashlib.sha256(question.encode()).hexdigest()[:16]
+            answer = answers.get(key)
+            if isinstance(answer, types.ElicitResult):
+                return _approved(answer)
+            raise InputRequired(key, question)
+
+        return ask_by_retry
+    if not ctx.session.can_send_request:
         return None
 
     async def ask(question: str) -> bool | None:
-        schema: dict[str, Any] = {
-            "type": "object",
-            "properties": {"approve": {"type": "boolean", "title": "Approve", "description": question}},
-            "required": ["approve"],
-        }
         try:
-            result = await ctx.session.elicit_form(question, schema, related_request_id=ctx.request_id)
+            result = await ctx.session.elicit_form(question, APPROVE_SCHEMA, related_request_id=ctx.request_id)
         except Exception:  # the client went away or cannot answer: treat as "no answer"
             logger.info("elicitation failed", exc_info=True)
             return None
-        if result.action != "accept" or not result.content:
-            return False
-        return bool(result.content.get("approve"))
+        return _approved(result)
 
     return ask
+
+
+def input_required(request: InputRequired) -> types.InputRequiredResult:
+    elicit = types.ElicitRequest(method="elicitation/create", params=types.ElicitRequestFormParams(
+        message=request.question, requested_schema=APPROVE_SCHEMA))
+    return types.InputRequiredResult(result_type="input_required", input_requests={request.key: elicit})
 
 
 def build_mcp_server(app: App) -> Server[Any]:
@@ -125,11 +155,14 @@ def build_mcp_server(app: App) -> Server[Any]:
         async def progress(done: float, total: float | None = None, message: str | None = None) -> None:
             await ctx.session.report_progress(done, total, message)
 
-        call = CallContext(caller=caller, client_name=client_name, progress=progress, elicit=_elicitor(ctx))
+        call = CallContext(caller=caller, client_name=client_name, progress=progress,
+                           elicit=_elicitor(ctx, params))
         try:
             payload = await app.invoke(params.name, params.arguments or {}, call)
         except BridgeError as error:
             return error_result(error)
+        except InputRequired as request:
+            return input_required(request)
         return tool_result(payload)
 
     return Server(

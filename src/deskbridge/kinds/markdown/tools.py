@@ -17,7 +17,7 @@ from pydantic import Field
 
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.policy import LAST_APPROVAL
-from deskbridge.core.tools import CallContext, NoArgs, ToolArgs, ToolSpec
+from deskbridge.core.tools import CallContext, InputRequired, NoArgs, ToolArgs, ToolSpec
 from deskbridge.kinds.markdown import export as export_mod
 from deskbridge.kinds.markdown.approvals import AUDIT_KEEP
 from deskbridge.kinds.markdown.collab import Edit, map_range
@@ -202,6 +202,9 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
                 return await fn(ctx, args)
             except BridgeError as exc:
                 error = exc.code.value
+                raise
+            except InputRequired:  # the client will call again with the person's answer
+                error = "INPUT_REQUIRED"
                 raise
             except Exception:
                 error = "INTERNAL"
