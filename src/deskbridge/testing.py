@@ -7,7 +7,7 @@ middleware, token check and MCP transport as a person's server.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -80,3 +80,100 @@ async def running_server(path: Path | None, *, kind: str | None = None, port: in
         finally:
             server.request_exit()
     sock.close()
+
+
+class ServerThread:
+    """`running_server` on its own event loop in a thread, for synchronous callers (Playwright's sync API,
+    benchmark scripts). `run(coro)` executes a coroutine on the server's loop and returns its result."""
+
+    def __init__(self, path: Path | None, *, kind: str | None = None, options: dict[str, Any] | None = None) -> None:
+        import asyncio
+        import threading
+
+        self.path, self.kind, self.options = path, kind, options
+        self.loop = asyncio.new_event_loop()
+        self.ready = threading.Event()
+        self.srv: RunningServer | None = None
+        self.error: BaseException | None = None
+        self._stop: Any = None
+        self._thread = threading.Thread(target=self._run, daemon=True, name="deskbridge-server")
+
+    def _run(self) -> None:
+        import asyncio
+
+        async def main() -> None:
+            self._stop = asyncio.Event()
+            try:
+                async with running_server(self.path, kind=self.kind, options=self.options) as srv:
+                    self.srv = srv
+                    self.ready.set()
+                    await self._stop.wait()
+            except BaseException as exc:
+                self.error = exc
+                self.ready.set()
+
+        self.loop.run_until_complete(main())
+
+    def __enter__(self) -> ServerThread:
+        self._thread.start()
+        self.ready.wait(60)
+        if self.error is not None:
+            raise self.error
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(15)
+
+    def run(self, coro: Any, timeout: float = 30) -> Any:
+        import asyncio
+
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def submit(self, coro: Any) -> Any:
+        import asyncio
+
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
+        assert self.srv is not None
+        async with self.srv.client() as client:
+            return await client.call_tool(name, arguments)
+
+    @contextlib.contextmanager
+    def client(self, **kwargs: Any) -> Iterator[Callable[[str, dict[str, Any]], Any]]:
+        """One MCP client kept open on the server's loop, as an agent keeps its connection; yields a blocking
+        `call(name, arguments) -> CallToolResult`."""
+        import asyncio
+        import concurrent.futures
+
+        assert self.srv is not None
+        requests: asyncio.Queue[Any] = self.run(_make_queue())
+
+        async def session() -> None:
+            async with self.srv.client(**kwargs) as client:  # type: ignore[union-attr]
+                while (item := await requests.get()) is not None:
+                    name, arguments, future = item
+                    try:
+                        future.set_result(await client.call_tool(name, arguments))
+                    except BaseException as exc:
+                        future.set_exception(exc)
+
+        running = self.submit(session())
+
+        def call(name: str, arguments: dict[str, Any]) -> Any:
+            future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+            self.loop.call_soon_threadsafe(requests.put_nowait, (name, arguments, future))
+            return future.result(60)
+
+        try:
+            yield call
+        finally:
+            self.loop.call_soon_threadsafe(requests.put_nowait, None)
+            running.result(30)
+
+
+async def _make_queue() -> Any:
+    import asyncio
+
+    return asyncio.Queue()

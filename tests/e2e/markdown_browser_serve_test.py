@@ -6,14 +6,12 @@ Needs /usr/bin/chromium and the `playwright` package; skipped with a message oth
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from pathlib import Path
 
 import pytest
 
 from deskbridge.kinds.markdown.demo import make_sample_notes
-from deskbridge.testing import running_server
+from deskbridge.testing import ServerThread as Served
 
 CHROMIUM = Path("/usr/bin/chromium")
 
@@ -23,55 +21,6 @@ playwright_sync = pytest.importorskip("playwright.sync_api", reason="pip install
 if not CHROMIUM.exists():
     pytest.skip("Chromium is not installed at /usr/bin/chromium (apt-get install -y chromium)",
                 allow_module_level=True)
-
-
-class Served:
-    """`running_server` on its own loop in a thread, so the synchronous Playwright API can drive the page."""
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        self.loop = asyncio.new_event_loop()
-        self.ready = threading.Event()
-        self.stop: asyncio.Event | None = None
-        self.srv = None
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        async def main() -> None:
-            self.stop = asyncio.Event()
-            try:
-                async with running_server(self.folder) as srv:
-                    self.srv = srv
-                    self.ready.set()
-                    await self.stop.wait()
-            except BaseException as exc:
-                self.error = exc
-                self.ready.set()
-
-        self.loop.run_until_complete(main())
-
-    def __enter__(self) -> Served:
-        self.thread.start()
-        self.ready.wait(30)
-        if self.error is not None:
-            raise self.error
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.loop.call_soon_threadsafe(self.stop.set)
-        self.thread.join(15)
-
-    def run(self, coro, timeout: float = 30):
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
-
-    def submit(self, coro):
-        return asyncio.run_coroutine_threadsafe(coro, self.loop)
-
-    async def call_tool(self, name: str, arguments: dict):
-        async with self.srv.client() as client:
-            result = await client.call_tool(name, arguments)
-        return result
 
 
 @pytest.fixture(scope="module")
