@@ -536,7 +536,7 @@ class ClassicArchive(ArchiveBase):
         for i, (_size, key, _block) in blocks.items():
             new_crcs[i] = key
         self._patched_result = _Patched(plain, crc, h.data_start + int(new_rels[-1] + new_aligned[-1]),
-                                        _Columns(new_sizes, new_rels, tails, new_crcs))
+                                        _Columns(new_sizes, new_rels, tails, new_crcs), tuple(sorted(blocks)))
         return True
 
     def _columns(self) -> _Columns | None:
@@ -598,13 +598,16 @@ class ClassicArchive(ArchiveBase):
         except BaseException:
             fh.close()
             raise
-        old, h, cols = self._entries, self.header, done.columns
-        t = _Tree()
-        t.plain, t.tail, t.used = done.plain, old.tail, old.used
-        t.path_raw, t.path, t.name_hash = old.path_raw, old.path, old.name_hash
-        t.size, t.checksum, t.rel = cols.sizes.tolist(), cols.checksums.tolist(), cols.rels.tolist()
+        t, h, cols = self._entries, self.header, done.columns
+        # Patch the columns in place: only the changed entries' lengths and keys, and the offsets after
+        # the first of them, differ (building and freeing 200 k-element lists again costs ~30 ms).
+        for i in done.changed:
+            t.size[i], t.checksum[i] = int(cols.sizes[i]), int(cols.checksums[i])
+        first = min(done.changed)
+        t.rel[first:] = cols.rels[first:].tolist()
+        t.plain = done.plain
         self.close()
-        self._fh, self._buf, self._entries = fh, buf, t
+        self._fh, self._buf = fh, buf
         self.header = ClassicHeader(h.guid, h.file_version, h.tree_len, done.tree_checksum, h.file_count,
                                     h.data_start, done.data_end, h.trailer)
         self._strings_ctx = None
@@ -628,6 +631,8 @@ class _Patched:
     tree_checksum: int
     data_end: int
     columns: _Columns
+    changed: tuple[int, ...]
+    """Indices of the entries whose payload changed."""
 
 
 def encode_path(path: str, *, keep_case: bool = False) -> bytes:
