@@ -157,10 +157,11 @@ def _edit(ar: Any) -> None:
 def bench_save(path: Path, runs: int = 3) -> dict[str, Any]:
     """PVF-SAVE: no-op save (byte-identical) and a one-file edit, against copying the archive file.
 
-    `edit_ms` is `save_copy` of the edited archive (write + verify + rename, the figure TARGETS compares);
-    `edit_inplace_ms` is `save()` over a copy of the archive, which also re-binds the open archive to the
-    written file. Both are compared with copying the file into a new name (`copy_ms`, the target's ratio)
-    and onto an existing file (`copy_over_ms`).
+    `edit_ms` is `save_copy` of the edited archive onto an existing file (write + verify + rename; the
+    figure the table compares with `copy_ms`, copying the archive into a new file); like for like,
+    `edit_new_file_ms` saves into a new file (vs `copy_ms`) and `edit_ms` is also set against copying onto
+    an existing fsynced file (`copy_over_ms`), where both pay for freeing the replaced file's 200 MB.
+    `edit_inplace_ms` is `save()` over a copy of the archive, which also re-binds the open archive.
     """
     from deskbridge.kinds.pvf.archive import open_archive
 
@@ -184,6 +185,13 @@ def bench_save(path: Path, runs: int = 3) -> dict[str, Any]:
             report = ar.save_copy(target)
             edit.append(time.perf_counter() - t)
         changed = list(report.changed)
+        edit_new = []
+        for i in range(runs):
+            fresh = tmp / f"new{i}.pvf"
+            t = time.perf_counter()
+            ar.save_copy(fresh)
+            edit_new.append(time.perf_counter() - t)
+            fresh.unlink()
         ar.close()
         for i in range(runs):
             own = tmp / f"inplace{i}.pvf"
@@ -201,9 +209,11 @@ def bench_save(path: Path, runs: int = 3) -> dict[str, Any]:
         return {"copy_ms": round(copy_s * 1000, 1), "copy_over_ms": round(copy_over_s * 1000, 1),
                 "noop_ms": round(med(noop) * 1000, 1), "noop_byte_identical": identical,
                 "edit_ms": round(med(edit) * 1000, 1), "edit_min_ms": round(min(edit) * 1000, 1),
+                "edit_new_file_ms": round(med(edit_new) * 1000, 1),
                 "edit_inplace_ms": round(med(inplace) * 1000, 1), "edit_changed": changed,
                 "edit_ratio_to_copy": round(med(edit) / copy_s, 3),
                 "edit_ratio_to_copy_over": round(med(edit) / copy_over_s, 3),
+                "edit_new_file_ratio_to_copy": round(med(edit_new) / copy_s, 3),
                 "edit_inplace_ratio_to_copy": round(med(inplace) / copy_s, 3),
                 "noop_ratio_to_copy": round(med(noop) / copy_s, 3), "runs": runs, "load_avg_1m": round(load, 2)}
     finally:
@@ -288,8 +298,9 @@ def _rows(results: dict[str, Any]) -> list[tuple[str, str, str, bool]]:
     if s:
         rows.append(("PVF-SAVE no-op", f"{s['noop_ms']} ms, identical={s['noop_byte_identical']}", "byte-identical",
                      s["noop_byte_identical"]))
-        extra = (f"; in place {s['edit_inplace_ms']} ms; vs copy onto a file {s['edit_ratio_to_copy_over']}x"
-                 if "edit_inplace_ms" in s else "")
+        extra = (f" (like for like: into a new file {s['edit_new_file_ms']} ms = {s['edit_new_file_ratio_to_copy']}x;"
+                 f" onto a file {s['edit_ratio_to_copy_over']}x of copying onto a file); save() in place "
+                 f"{s['edit_inplace_ms']} ms" if "edit_new_file_ms" in s else "")
         rows.append(("PVF-SAVE 1 edit", f"{s['edit_ms']} ms vs copy {s['copy_ms']} ms = {s['edit_ratio_to_copy']}x"
                      f"{extra}", "<= 1.5x copy", s["edit_ratio_to_copy"] <= 1.5))
     if rt:
