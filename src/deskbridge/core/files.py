@@ -177,6 +177,7 @@ class _Hasher:
         self._queue: queue.Queue[Any] | None = None
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
+        self._abandoned = False
         self._read_fd = -1
 
     def add_bytes(self, data: Any) -> None:
@@ -212,7 +213,7 @@ class _Hasher:
             item = self._queue.get()
             if item is None:
                 break
-            if failed:
+            if failed or self._abandoned:
                 continue  # keep draining so the writer never blocks on a full queue
             try:
                 if isinstance(item, bytes):
@@ -240,12 +241,14 @@ class _Hasher:
             self._thread = None
         if self._error is not None:
             raise self._error
+        if self._abandoned:
+            raise RuntimeError("the running hash was abandoned")  # never hand out a partial digest
         return self._hash.hexdigest()
 
     def abandon(self) -> None:
         """Stop the worker without a result (the write failed or hashing was turned off)."""
+        self._abandoned = True
         if self._thread is not None:
-            self._error = self._error or RuntimeError("hash abandoned")
             assert self._queue is not None
             self._queue.put(None)
             self._thread.join()
@@ -756,6 +759,10 @@ def publish_new(path: Path | str, content: Content, *, new_file_mode: int = 0o66
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise _disk_error(exc, target, touched=True, committed=False) from exc
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
     try:
         fsync_dir(target.parent)
         st = target.stat()
