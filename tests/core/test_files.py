@@ -519,3 +519,20 @@ def test_a_failing_verify_stops_the_hash_worker_and_cleans_up(tmp_path):
     with pytest.raises(BridgeError, match="verify failed"):
         atomic_write(target, writer, verify=verify)
     assert target.read_bytes() == b"orig" and leftovers(tmp_path) == []
+
+
+def test_a_writer_failing_after_big_writes_leaves_no_temp_and_no_worker(tmp_path):
+    import threading
+
+    target = tmp_path / "a.pvf"
+    target.write_bytes(b"orig")
+
+    def writer(f):
+        for _ in range(80):  # more pieces than the worker's queue holds
+            f.write(bytes(1024 * 1024))
+        raise ValueError("serialiser broke")
+
+    with pytest.raises(ValueError, match="serialiser broke"):
+        atomic_write(target, writer)
+    assert target.read_bytes() == b"orig" and leftovers(tmp_path) == []
+    assert not [t for t in threading.enumerate() if t.name == "deskbridge-hash"]
