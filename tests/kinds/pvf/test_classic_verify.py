@@ -227,3 +227,26 @@ def test_save_reparses_when_the_file_on_disk_is_not_the_one_written(copy, monkey
     ar.save()
     assert len(parses) == 1  # the full re-open
     _same_as_a_fresh_open(ar, copy)
+
+
+def test_a_big_changed_file_is_encrypted_beside_the_copy_and_reads_back(copy, monkeypatch):
+    import io
+
+    from deskbridge.kinds.pvf.archive import classic
+
+    ar, picked = _edited(copy)
+    big = bytes(range(256)) * 6000 + b"odd"  # > 1 MiB, not dword-aligned
+    ar.stage(picked[1], big)
+    threads = []
+    real_thread = classic.threading.Thread
+    monkeypatch.setattr(classic.threading, "Thread", lambda *a, **k: threads.append(k.get("name")) or real_thread(*a, **k))
+    fast = io.BytesIO()
+    ar._write(fast, None)
+    assert threads == ["pvf-encrypt"]
+    monkeypatch.setattr(ClassicArchive, "_write_patched", lambda self, out, progress: False)
+    general = io.BytesIO()
+    ar._write(general, None)
+    assert fast.getvalue() == general.getvalue()
+    monkeypatch.undo()
+    ar.save()
+    assert open_archive(copy).read(picked[1]) == big

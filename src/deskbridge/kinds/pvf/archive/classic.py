@@ -15,6 +15,7 @@ import itertools
 import mmap
 import os
 import struct
+import threading
 import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -499,7 +500,7 @@ class ClassicArchive(ArchiveBase):
         new_sizes = sizes.copy()
         for i, data in changed.items():
             crc = cc.file_checksum(data, t.name_hash[i])
-            blocks[i] = (len(data), crc, cc.encrypt(data, crc))
+            blocks[i] = (len(data), crc, _Encrypted(data, crc))
             new_sizes[i] = len(data)
         new_aligned = (new_sizes + 3) & ~3
         new_rels = np.zeros(n, dtype=np.int64)
@@ -521,7 +522,7 @@ class ClassicArchive(ArchiveBase):
         start = 0
         for done, i in enumerate(sorted(blocks)):
             _copy(out, self._buf, h.data_start + int(rels[start]), int(rels[i] - rels[start]), fd)
-            out.write(blocks[i][2])
+            out.write(blocks[i][2].result())
             start = i + 1
             if progress is not None:
                 progress(done, len(blocks))
@@ -613,6 +614,38 @@ class ClassicArchive(ArchiveBase):
         self._strings_ctx = None
         self._cols = cols
         return True
+
+
+class _Encrypted:
+    """A changed file's encrypted block; a big one is encrypted in a thread while the tree is built and the
+    unchanged blocks before it are copied (numpy releases the GIL), small ones right away."""
+
+    BACKGROUND_FROM = 1 << 20
+
+    def __init__(self, data: bytes, key: int) -> None:
+        self._block: bytes | None = None
+        self._error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+        if len(data) < self.BACKGROUND_FROM:
+            self._block = cc.encrypt(data, key)
+        else:
+            self._thread = threading.Thread(target=self._run, args=(data, key), name="pvf-encrypt", daemon=True)
+            self._thread.start()
+
+    def _run(self, data: bytes, key: int) -> None:
+        try:
+            self._block = cc.encrypt(data, key)
+        except BaseException as exc:  # re-raised by result()
+            self._error = exc
+
+    def result(self) -> bytes:
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if self._error is not None:
+            raise self._error
+        assert self._block is not None
+        return self._block
 
 
 @dataclass(frozen=True, slots=True)
