@@ -339,3 +339,34 @@ def guess_kind(path: str, data: bytes | None = None) -> str:
     if suffix in SCRIPT_SUFFIXES and data is None:
         return "script"
     return "binary"
+
+
+def kernel_copy(out: BinaryIO, source_fd: int, start: int, length: int) -> int:
+    """Copy source bytes to the end of `out` in the kernel (`os.copy_file_range`); returns the bytes copied
+    (0 when `out` has no file descriptor, or the platform or file system refuses). Untouched ciphertext is
+    nearly all of an edit save, so copying it without passing through Python keeps the save close to a file
+    copy. `core.files.atomic_write`'s temp file offers `copy_range`, which also keeps its running content
+    hash (it hashes the copied range in a worker thread); a plain file gets the raw system call."""
+    copy_range = getattr(out, "copy_range", None)
+    if copy_range is not None:
+        return int(copy_range(source_fd, start, length))
+    if not hasattr(os, "copy_file_range"):
+        return 0
+    try:
+        out_fd = out.fileno()
+    except (AttributeError, OSError, ValueError):
+        return 0
+    out.flush()
+    pos = out.tell()
+    os.lseek(out_fd, pos, os.SEEK_SET)
+    done = 0
+    try:
+        while done < length:
+            n = os.copy_file_range(source_fd, out_fd, length - done, start + done)
+            if n <= 0:
+                break  # end of the source file: the caller pads the rest
+            done += n
+    except OSError:
+        pass  # e.g. EXDEV on older kernels: the caller copies the rest through memory
+    out.seek(pos + done)
+    return done

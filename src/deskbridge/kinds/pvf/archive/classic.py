@@ -33,6 +33,7 @@ from deskbridge.kinds.pvf.archive.base import (
     SaveReport,
     corrupt,
     guess_kind,
+    kernel_copy,
     norm_path,
 )
 from deskbridge.kinds.pvf.archive.classic_verify import PatchedLayout, verify_patched
@@ -437,7 +438,7 @@ class ClassicArchive(ArchiveBase):
         if self._fh is not None:  # kernel-side copy: as fast as copying the file
             sent = 0
             while sent < size:
-                n = _kernel_copy(out, self._fh.fileno(), sent, min(COPY_CHUNK * 8, size - sent))
+                n = kernel_copy(out, self._fh.fileno(), sent, min(COPY_CHUNK * 8, size - sent))
                 if n <= 0:
                     break
                 sent += n
@@ -751,7 +752,7 @@ def _copy(out: BinaryIO, source: bytes | mmap.mmap | None, start: int, length: i
         return
     assert source is not None
     if source_fd is not None:
-        done = _kernel_copy(out, source_fd, start, length)
+        done = kernel_copy(out, source_fd, start, length)
         start, length = start + done, length - done
         if not length:
             return
@@ -761,37 +762,6 @@ def _copy(out: BinaryIO, source: bytes | mmap.mmap | None, start: int, length: i
         out.write(chunk)
         if len(chunk) < min(end, pos + COPY_CHUNK) - pos:  # block ran past EOF: pad like a zeroed tail
             out.write(b"\0" * (min(end, pos + COPY_CHUNK) - pos - len(chunk)))
-
-
-def _kernel_copy(out: BinaryIO, source_fd: int, start: int, length: int) -> int:
-    """Copy source bytes to the end of `out` in the kernel (`os.copy_file_range`); returns the bytes copied
-    (0 when `out` has no file descriptor, or the platform or file system refuses). Untouched ciphertext is
-    nearly all of an edit save, so copying it without passing through Python keeps the save close to a file
-    copy. `core.files.atomic_write`'s temp file offers `copy_range`, which also keeps its running content
-    hash (it hashes the copied range in a worker thread); a plain file gets the raw system call."""
-    copy_range = getattr(out, "copy_range", None)
-    if copy_range is not None:
-        return int(copy_range(source_fd, start, length))
-    if not hasattr(os, "copy_file_range"):
-        return 0
-    try:
-        out_fd = out.fileno()
-    except (AttributeError, OSError, ValueError):
-        return 0
-    out.flush()
-    pos = out.tell()
-    os.lseek(out_fd, pos, os.SEEK_SET)
-    done = 0
-    try:
-        while done < length:
-            n = os.copy_file_range(source_fd, out_fd, length - done, start + done)
-            if n <= 0:
-                break  # end of the source file: the caller pads the rest
-            done += n
-    except OSError:
-        pass  # e.g. EXDEV on older kernels: the caller copies the rest through memory
-    out.seek(pos + done)
-    return done
 
 
 def build_classic(out: BinaryIO, files: Iterable[tuple[str, bytes]], *, guid: bytes | None = None,

@@ -479,13 +479,13 @@ class NkpiArchive(ArchiveBase):
     # ------------------------------------------------------------------------------------------ saving
     def _write_unchanged(self, out: BinaryIO, progress: Progress | None) -> None:
         """The source bytes verbatim (page guards included): kernel-side copy where possible."""
-        from .nkpi_writer import kernel_copy
+        from .nkpi_writer import copy_source
 
         size = self._src.size
         step = 64 * 1024 * 1024
         for pos in range(0, size, step):
             n = min(step, size - pos)
-            if not kernel_copy(self._src, out, pos, n):
+            if not copy_source(self._src, out, pos, n):
                 out.write(self._src.raw(pos, n))
             if progress:
                 progress(pos + n, size)

@@ -10,14 +10,13 @@ header are always re-encrypted. Paged archives get their AES page guards re-appl
 
 from __future__ import annotations
 
-import os
 import zlib
 from typing import TYPE_CHECKING, BinaryIO
 
 import numpy as np
 
 from . import nkpi_header as hdr
-from .base import norm_path
+from .base import kernel_copy, norm_path
 from .nkpi_cipher import MAGIC_DATA, crypt
 from .nkpi_paged import PAGE_SIZE, NkpiKeys, aes_cbc_encrypt, guard_length
 from .nkpi_tables import FILE_DTYPE, build_grpi, build_hash_table
@@ -211,32 +210,16 @@ def write_archive(ar: NkpiArchive, out: BinaryIO, progress: Progress | None = No
     return landed
 
 
-def kernel_copy(src: object, out: BinaryIO, offset: int, length: int) -> bool:
-    """Copy `length` raw source bytes from `offset` to the end of `out` with `os.copy_file_range`.
+def copy_source(src: object, out: BinaryIO, offset: int, length: int) -> bool:
+    """Copy `length` raw source bytes from `offset` to the end of `out`, in the kernel where possible
+    (`base.kernel_copy`, which keeps `atomic_write`'s running hash), the rest with ordinary reads.
 
-    Untouched ciphertext is most of a save; copying it in the kernel keeps a save close to a plain file copy.
-    Returns False (nothing written) when the platform, the source (bytes) or `out` does not allow it.
+    Returns False (nothing written) when the source is not a file (bytes in memory).
     """
     src_fd = getattr(src, "fd", lambda: None)()
-    if src_fd is None or not hasattr(os, "copy_file_range"):
+    if src_fd is None:
         return False
-    try:
-        out_fd = out.fileno()
-    except (AttributeError, OSError, ValueError):
-        return False
-    out.flush()
-    pos = out.tell()
-    os.lseek(out_fd, pos, os.SEEK_SET)
-    done = 0
-    try:
-        while done < length:
-            n = os.copy_file_range(src_fd, out_fd, length - done, offset + done)
-            if n <= 0:
-                break
-            done += n
-    except OSError:
-        pass
-    out.seek(pos + done)
+    done = kernel_copy(out, src_fd, offset, length)
     if done < length:  # finish with ordinary reads (e.g. file systems that refuse part of it)
         out.write(src.raw(offset + done, length - done))  # type: ignore[attr-defined]
     return True
@@ -246,7 +229,7 @@ def _direct_copier(ar: NkpiArchive, sink: object, out: BinaryIO):  # type: ignor
     """`kernel_copy` bound to this save, or None when the output streams through the page-guard writer."""
     if sink is not out:
         return None
-    return lambda offset, length: kernel_copy(ar._src, out, offset, length)
+    return lambda offset, length: copy_source(ar._src, out, offset, length)
 
 
 def _copy_run(ar: NkpiArchive, first: int, stop: int, emit: _Emitter, direct=None) -> None:  # type: ignore[no-untyped-def]
