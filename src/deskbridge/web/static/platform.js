@@ -32,7 +32,7 @@ async function refreshApprovals() {
 async function refreshAudit() {
   const { records } = await api("/api/audit?limit=50");
   $("auditrows").innerHTML = records.slice().reverse().map((r) =>
-    `<tr><td>${esc(r.time || r.timestamp || "")}</td><td>${esc(r.client || r.caller)}</td><td>${esc(r.tool)}</td><td>${esc(r.target)}</td><td>${esc(r.outcome)}</td></tr>`).join("");
+    `<tr><td>${esc(r.timestamp ? new Date(r.timestamp * 1000).toLocaleTimeString() : "")}</td><td>${esc(r.client || r.caller)}</td><td>${esc(r.tool)}</td><td>${esc(r.target)}</td><td>${esc(r.outcome)}</td></tr>`).join("");
 }
 $("endpoint").textContent = `${location.origin}/mcp`;
 $("show").onclick = async () => { $("token").textContent = (await api("/api/token")).token; };
