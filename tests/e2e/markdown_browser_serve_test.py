@@ -48,6 +48,8 @@ def test_the_served_editor_follows_a_real_mcp_client(browser, tmp_path):
         page.goto(f"{srv.base_url}/?k={srv.app.ui_secret}")
         page.wait_for_function("() => window.deskbridge && window.deskbridge.view && document.querySelector('#preview h1')")
         assert page.inner_text("#doc-name") == "README.md"
+        # The outline skips the YAML front matter (its closing `---` is not a Setext underline), like the server's.
+        assert page.inner_text("#outline-list .outline-item") == "Project notes"
 
         doc = served.run(served.call_tool("md_get_current_document", {}))
         assert not doc.is_error

@@ -80,15 +80,27 @@ export function setPhrases(view, language) {
   view.dispatch({ effects: phrasesSlot.reconfigure(EditorState.phrases.of(cmPhrases(language))) });
 }
 
-/** Headings of the document (ATX `#` and Setext), skipping fenced code; `line` is 1-based. */
+/** Lines taken by a leading front matter block, 0 when there is none (an unclosed block is not front matter). */
+function frontMatterLines(doc) {
+  if (!/^(---|\+\+\+)[ \t]*$/.test(doc.line(1).text)) return 0;
+  for (let n = 2; n <= doc.lines; n += 1) {
+    if (/^(---|\.\.\.|\+\+\+)[ \t]*$/.test(doc.line(n).text)) return n;
+  }
+  return 0;
+}
+
+/** Headings of the document (ATX `#` and Setext), skipping fenced code and a leading front matter block
+ * (the same rule as the server's `outline.front_matter_span`: `---`/`+++` … `---`/`...`/`+++`); `line` is 1-based. */
 export function outlineOf(doc) {
   const items = [];
   let fence = null;
   let previous = '';
   let lineNo = 0;
+  const skip = frontMatterLines(doc);
   for (const iter = doc.iterLines(); !iter.next().done;) {
     const text = iter.value;
     lineNo += 1;
+    if (lineNo <= skip) continue;
     const f = /^\s{0,3}(`{3,}|~{3,})/.exec(text);
     if (fence) {
       if (f && f[1][0] === fence[0] && f[1].length >= fence.length) fence = null;
