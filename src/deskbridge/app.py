@@ -8,7 +8,7 @@ import secrets
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from pydantic import ValidationError
@@ -20,6 +20,12 @@ from deskbridge.core.policy import LAST_APPROVAL
 from deskbridge.core.tools import CallContext, InputRequired, ToolSpec
 from deskbridge.kinds.base import KindServices, KindWorkspace, find_kind
 from deskbridge.settings import Dirs, Settings, deskbridge_dirs, load_or_create_token, load_settings
+
+if TYPE_CHECKING:
+    from deskbridge.core.audit import AuditLog
+    from deskbridge.core.events import EventBus
+    from deskbridge.core.policy import ApprovalBroker
+    from deskbridge.web.security import SecurityPolicy
 
 
 def _validation_message(exc: ValidationError) -> str:
@@ -36,13 +42,13 @@ class App:
 
     settings: Settings
     dirs: Dirs
-    events: Any
-    audit: Any
-    approvals: Any
+    events: EventBus
+    audit: AuditLog
+    approvals: ApprovalBroker
     token: str
     ui_secret: str = field(default_factory=lambda: secrets.token_urlsafe(24))
     workspace: KindWorkspace | None = None
-    security_policy: Any = None
+    security_policy: SecurityPolicy | None = None
     """The HTTP security policy once `serve` built it, so a token rotation takes effect at once."""
     _tools: dict[str, ToolSpec] = field(default_factory=dict)
 
