@@ -64,6 +64,8 @@ class App:
         settings = settings or load_settings(dirs)
         events = EventBus()
         audit_path = dirs.data / "audit.jsonl" if settings.audit_log else None
+        if audit_path is not None:
+            audit_path.parent.mkdir(parents=True, exist_ok=True)
         audit = AuditLog(path=audit_path)
         approvals = ApprovalBroker(events)
         return cls(settings=settings, dirs=dirs, events=events, audit=audit, approvals=approvals,

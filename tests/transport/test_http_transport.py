@@ -210,3 +210,18 @@ async def test_header_values_with_surrounding_spaces_mean_the_same(folder: Path)
         response = await reader.read()
         writer.close()
     assert response.startswith(b"HTTP/1.1 200"), response[:300]
+
+
+async def test_audit_log_file_gets_one_line_per_call_without_values(folder: Path, deskbridge_home: Path) -> None:
+    import json
+
+    from deskbridge.app import App
+    from deskbridge.settings import Settings, deskbridge_dirs
+
+    app = App.create(settings=Settings(audit_log=True))
+    async with running_server(folder, kind="probe", app=app) as srv, srv.client() as client:
+        await client.call_tool("probe_echo", {"text": "private words"})
+    lines = (deskbridge_dirs().data / "audit.jsonl").read_text("utf-8").splitlines()
+    record = json.loads(lines[-1])
+    assert record["tool"] == "probe_echo" and record["outcome"] == "ok" and record["args"] == ["text"]
+    assert "private words" not in "\n".join(lines)
