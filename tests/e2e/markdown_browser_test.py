@@ -1,6 +1,7 @@
 """The Markdown editor in a real browser (Debian's Chromium through Playwright), as a person uses it while an AI
 edits the same document: type and see the preview, watch AI edits arrive without losing a keystroke, approve and
-reject AI changes, switch theme/typography/language/layout, export.
+reject AI changes, switch theme/typography/language/layout, export. The editor is served by the real
+`deskbridge serve` (see tests/kinds/markdown/ui/harness.py), opened through its launch URL like a person's browser.
 
 Needs /usr/bin/chromium (`apt-get install -y chromium`) and the `playwright` Python package (never
 `playwright install`: the system Chromium is used). Skipped with a message when either is missing.
@@ -58,7 +59,7 @@ def _open(browser, bench, errors):
     context = browser.new_context(viewport={"width": 1400, "height": 860}, accept_downloads=True)
     page = context.new_page()
     page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.goto(bench.url + "/")
+    page.goto(bench.launch_url)
     page.wait_for_function("() => (document.body.dataset.ready === '1' && window.deskbridge.view)")
     page.wait_for_function("() => (document.querySelector('#preview h1, #preview h2'))")
     return page
@@ -463,7 +464,7 @@ def test_on_first_run_the_editor_speaks_the_browsers_language(browser, tmp_path)
     with harness.serving(bench):
         context = browser.new_context(locale="zh-TW")
         page = context.new_page()
-        page.goto(bench.url + "/")
+        page.goto(bench.launch_url)
         page.wait_for_function("() => document.querySelector('#menu-file .menu-button').textContent === '檔案'")
         assert bench.ui_state.snapshot()["cultureName"] == "zh-Hant"
         context.close()

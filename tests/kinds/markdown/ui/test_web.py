@@ -1,4 +1,5 @@
-"""The editor's JSON API as the browser uses it: load, push/pull, preview, selection, drafts, save, UI state."""
+"""The editor's JSON API as the browser uses it, on the real server (platform middleware and UI secret included):
+load, push/pull, preview, selection, drafts, save, UI state."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 
 from deskbridge.core.errors import ErrorCode
 
-from .harness import make_bench
+from .harness import make_bench, served
 
 pytestmark = pytest.mark.anyio
 
@@ -28,8 +29,7 @@ def bench(tmp_path: Path):
 
 @pytest.fixture
 async def http(bench):
-    transport = httpx2.ASGITransport(app=bench.app)
-    async with httpx2.AsyncClient(transport=transport, base_url="http://127.0.0.1:17891") as client:
+    async with served(bench), httpx2.AsyncClient(base_url=bench.url, headers=bench.ui_headers()) as client:
         yield client
 
 
@@ -217,8 +217,7 @@ async def test_a_large_document_is_previewed_a_window_of_whole_blocks_at_a_time(
         lines += [f"## Part {n}", "", "text " * 8, ""]
     lines[4001:4001] = ["```", "code inside a fence", "```"]
     bench = make_bench(tmp_path / "big", text="\n".join(lines) + "\n", require_approval=False)
-    transport = httpx2.ASGITransport(app=bench.app)
-    async with httpx2.AsyncClient(transport=transport, base_url="http://127.0.0.1:17891") as http:
+    async with served(bench), httpx2.AsyncClient(base_url=bench.url, headers=bench.ui_headers()) as http:
         doc = await open_doc(http)
         whole = (await http.get(f"{MD}/docs/{doc['docId']}/preview")).json()
         assert whole["window"]["from"] == 1 and whole["window"]["total"] == len(lines) + 1
