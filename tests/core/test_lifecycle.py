@@ -267,9 +267,9 @@ async def test_lifecycle_refuses_while_a_plan_is_pending_and_open_close_also_for
     await eng.save(workspace_id=wid)  # saving does not invalidate an export snapshot
 
 
-async def test_writes_tasks_and_plans_get_not_ready_during_a_lifecycle_operation(src):
-    eng, wid = await opened(src)
-    eng.commit("ui", wid, {"a": "x"})
+async def start_a_held_save(eng, wid):
+    """Start a save and hold it inside the store's serialisation until `release` is set; `restore()` puts the
+    store's own serialisation back."""
     entered, release = threading.Event(), threading.Event()
     store = eng.lifecycle.store
     original = store.serialize
@@ -282,6 +282,17 @@ async def test_writes_tasks_and_plans_get_not_ready_during_a_lifecycle_operation
     store.serialize = slow_serialize
     saving = asyncio.create_task(eng.save(workspace_id=wid))
     await asyncio.to_thread(entered.wait, 5)
+
+    def restore():
+        store.serialize = original
+
+    return saving, release, restore
+
+
+async def test_writes_tasks_and_plans_get_not_ready_during_a_lifecycle_operation(src):
+    eng, wid = await opened(src)
+    eng.commit("ui", wid, {"a": "x"})
+    saving, release, _restore = await start_a_held_save(eng, wid)
 
     async def nothing(h):
         return None
@@ -403,18 +414,7 @@ async def test_a_save_whose_caller_is_cancelled_still_finishes_and_records_the_c
     """A client disconnecting mid-save must not leave a written file that the workspace thinks is foreign."""
     eng, wid = await opened(src)
     eng.commit("ui", wid, {"a": "x"})
-    entered, release = threading.Event(), threading.Event()
-    store = eng.lifecycle.store
-    original = store.serialize
-
-    def slow_serialize(ws, out):
-        entered.set()
-        release.wait(5)
-        original(ws, out)
-
-    store.serialize = slow_serialize
-    saving = asyncio.create_task(eng.save(workspace_id=wid))
-    await asyncio.to_thread(entered.wait, 5)
+    saving, release, restore = await start_a_held_save(eng, wid)
     saving.cancel()
     await asyncio.sleep(0.01)
     with pytest.raises(BridgeError) as ei:  # still inside the uninterruptible commit: writers kept out
@@ -424,7 +424,7 @@ async def test_a_save_whose_caller_is_cancelled_still_finishes_and_records_the_c
     with pytest.raises(asyncio.CancelledError):
         await saving
     assert read_json(src) == {"a": "x"} and eng.status()["sourceDirty"] is False
-    store.serialize = original
+    restore()
     eng.commit("ui", wid, {"a": "next"})
     await eng.save(workspace_id=wid)  # not SOURCE_CHANGED: the cancelled save's identity was recorded
     assert read_json(src) == {"a": "next"}
