@@ -27,8 +27,12 @@ def percentile(values: list[float], pct: float) -> float:
 
 def summary_ms(samples_s: list[float]) -> dict[str, float]:
     ms = [s * 1000 for s in samples_s]
-    return {"n": len(ms), "median_ms": round(statistics.median(ms), 3), "p99_ms": round(percentile(ms, 99), 3),
-            "min_ms": round(min(ms), 3)}
+    return {
+        "n": len(ms),
+        "median_ms": round(statistics.median(ms), 3),
+        "p99_ms": round(percentile(ms, 99), 3),
+        "min_ms": round(min(ms), 3),
+    }
 
 
 def write_result(name: str, data: dict[str, Any]) -> Path:
@@ -52,13 +56,18 @@ def rss_bytes(pid: int) -> int:
 
 
 @contextlib.contextmanager
-def served(path: Path, *args: str, home: Path | None = None) -> Iterator[tuple[int, str, subprocess.Popen[bytes]]]:
+def served(
+    path: Path, *args: str, home: Path | None = None
+) -> Iterator[tuple[int, str, subprocess.Popen[bytes]]]:
     """`deskbridge serve PATH ARGS` in a subprocess on a free port; yields (port, token, process)."""
     home = home or Path(tempfile.mkdtemp(prefix="deskbridge-bench-home-"))
     env = {**os.environ, "DESKBRIDGE_HOME": str(home)}
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "deskbridge", "serve", str(path), *args, "--no-browser",
-                             "--port", str(port)], env=env, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "deskbridge", "serve", str(path), *args, "--no-browser", "--port", str(port)],
+        env=env,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:

@@ -46,24 +46,39 @@ def bench_outline(text: str, runs: int) -> dict[str, Any]:
         start = time.perf_counter()
         heads = outline(text)
         samples.append(time.perf_counter() - start)
-    return {**summary_ms(samples), "headings": len(heads), "lines": text.count("\n"), "chars": len(text),
-            "target_ms": 100, "anchor_vex_ms": 154}
+    return {
+        **summary_ms(samples),
+        "headings": len(heads),
+        "lines": text.count("\n"),
+        "chars": len(text),
+        "target_ms": 100,
+        "anchor_vex_ms": 154,
+    }
 
 
 def bench_spec() -> dict[str, Any]:
     cm = json.loads((DATA / "commonmark" / "spec-0.31.2.json").read_text(encoding="utf-8"))
     gfm = json.loads((DATA / "gfm" / "spec-0.29-gfm.json").read_text(encoding="utf-8"))
-    cm_fail = [c["example"] for c in cm
-               if normalize_html(render_spec(c["markdown"], gfm=False)) != normalize_html(c["html"])]
-    gfm_fail = [c["example"] for c in gfm
-                if normalize_html(render_spec(c["markdown"], gfm="(extension)" in c["section"]))
-                != normalize_html(c["html"])]
-    return {"commonmark": {"passed": len(cm) - len(cm_fail), "total": len(cm), "failed": cm_fail},
-            "gfm": {"passed": len(gfm) - len(gfm_fail), "total": len(gfm), "failed": gfm_fail}}
+    cm_fail = [
+        c["example"]
+        for c in cm
+        if normalize_html(render_spec(c["markdown"], gfm=False)) != normalize_html(c["html"])
+    ]
+    gfm_fail = [
+        c["example"]
+        for c in gfm
+        if normalize_html(render_spec(c["markdown"], gfm="(extension)" in c["section"]))
+        != normalize_html(c["html"])
+    ]
+    return {
+        "commonmark": {"passed": len(cm) - len(cm_fail), "total": len(cm), "failed": cm_fail},
+        "gfm": {"passed": len(gfm) - len(gfm_fail), "total": len(gfm), "failed": gfm_fail},
+    }
 
 
-async def measure_edit_to_event(service: MarkdownService, bus: EventBus, edits: int,
-                                preview: bool = False) -> dict[str, Any]:
+async def measure_edit_to_event(
+    service: MarkdownService, bus: EventBus, edits: int, preview: bool = False
+) -> dict[str, Any]:
     """Time `edits` MCP text edits from the tool call until the `doc` update event is delivered to a bus
     subscriber; with `preview`, also the incremental preview render that follows."""
     tool = {s.name: s for s in markdown_tools(service)}["md_apply_text_edit"]
@@ -77,8 +92,15 @@ async def measure_edit_to_event(service: MarkdownService, bus: EventBus, edits: 
             doc = service.get()
             text = doc.text
             at = text.index("Section", (len(text) // edits) * i)
-            args = tool.args.model_validate({"startOffset": at, "length": 7, "expectedText": "Section",
-                                             "replacement": "Chapter", "expectedRevision": doc.revision})
+            args = tool.args.model_validate(
+                {
+                    "startOffset": at,
+                    "length": 7,
+                    "expectedText": "Section",
+                    "replacement": "Chapter",
+                    "expectedRevision": doc.revision,
+                }
+            )
             start = time.perf_counter()
             await tool.handler(AI, args)
             while True:
@@ -111,29 +133,43 @@ def bench_edit(text: str, edits: int) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--lines", type=int, default=120_000)
     parser.add_argument("--runs", type=int, default=7, help="outline runs (median reported)")
     parser.add_argument("--edits", type=int, default=30)
     args = parser.parse_args()
 
     text = make_stress_document(args.lines)
-    results: dict[str, Any] = {"document": {"lines": text.count("\n"), "chars": len(text),
-                                            "utf8_bytes": len(text.encode())}}
+    results: dict[str, Any] = {
+        "document": {"lines": text.count("\n"), "chars": len(text), "utf8_bytes": len(text.encode())}
+    }
     results["MD-OUTLINE"] = bench_outline(text, args.runs)
     results["MD-SPEC"] = bench_spec()
     results["MD-EDIT"] = bench_edit(text, args.edits)
 
     o, s, e = results["MD-OUTLINE"], results["MD-SPEC"], results["MD-EDIT"]
     rows = [
-        ("MD-OUTLINE", f"{o['median_ms']:.1f} ms median (min {o['min_ms']:.1f}) for {o['lines']} lines, "
-                       f"{o['headings']} headings", "≤ 100 ms (Vex 154 ms)"),
-        ("MD-SPEC", f"CommonMark {s['commonmark']['passed']}/{s['commonmark']['total']}, "
-                    f"GFM {s['gfm']['passed']}/{s['gfm']['total']} (failed: {s['gfm']['failed']})",
-         "652/652 and all GFM"),
-        ("MD-EDIT", f"{e['to_event']['median_ms']:.1f} ms median to the event "
-                    f"(p99 {e['to_event']['p99_ms']:.1f}); with preview re-render "
-                    f"{e['to_event_and_preview']['median_ms']:.1f} ms", "≤ 50 ms (server leg)"),
+        (
+            "MD-OUTLINE",
+            f"{o['median_ms']:.1f} ms median (min {o['min_ms']:.1f}) for {o['lines']} lines, "
+            f"{o['headings']} headings",
+            "≤ 100 ms (Vex 154 ms)",
+        ),
+        (
+            "MD-SPEC",
+            f"CommonMark {s['commonmark']['passed']}/{s['commonmark']['total']}, "
+            f"GFM {s['gfm']['passed']}/{s['gfm']['total']} (failed: {s['gfm']['failed']})",
+            "652/652 and all GFM",
+        ),
+        (
+            "MD-EDIT",
+            f"{e['to_event']['median_ms']:.1f} ms median to the event "
+            f"(p99 {e['to_event']['p99_ms']:.1f}); with preview re-render "
+            f"{e['to_event_and_preview']['median_ms']:.1f} ms",
+            "≤ 50 ms (server leg)",
+        ),
     ]
     width = max(len(r[0]) for r in rows)
     print(f"{'id':<{width}}  {'measured':<90}  target")

@@ -24,8 +24,13 @@ from _common import write_result
 from deskbridge.kinds.markdown.demo import make_stress_document
 from deskbridge.testing import ServerThread
 
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
 
 
 def edit_repeatedly(page, call, edits: int, rng: random.Random) -> list[float]:
@@ -37,9 +42,15 @@ def edit_repeatedly(page, call, edits: int, rng: random.Random) -> list[float]:
         anchor = rng.choice(lines)[:24]
         seen = page.evaluate("window.__aiSeen.length")
         t0 = time.time() * 1000
-        result = call("md_replace_text", {
-            "oldText": anchor, "newText": f"{anchor} AI-{i}", "expectedOccurrences": doc["markdown"].count(anchor),
-            "expectedRevision": doc["revision"]})
+        result = call(
+            "md_replace_text",
+            {
+                "oldText": anchor,
+                "newText": f"{anchor} AI-{i}",
+                "expectedOccurrences": doc["markdown"].count(anchor),
+                "expectedRevision": doc["revision"],
+            },
+        )
         if result.is_error:
             continue  # the anchor also occurs beyond the page we read: pick another line next time
         page.wait_for_function(f"() => window.__aiSeen.length > {seen}", polling=5, timeout=30_000)
@@ -57,10 +68,13 @@ def measure(label: str, text: str, edits: int) -> dict:
         page = browser.new_page(viewport={"width": 1400, "height": 860})
         started = time.perf_counter()
         page.goto(f"{srv.base_url}/?k={srv.app.ui_secret}")
-        page.wait_for_function("() => window.deskbridge && window.deskbridge.view", polling=5, timeout=120_000)
+        page.wait_for_function(
+            "() => window.deskbridge && window.deskbridge.view", polling=5, timeout=120_000
+        )
         editor_ready = time.perf_counter() - started
-        page.wait_for_function("() => document.querySelector('#preview h1, #preview h2')", polling=20,
-                               timeout=300_000)
+        page.wait_for_function(
+            "() => document.querySelector('#preview h1, #preview h2')", polling=20, timeout=300_000
+        )
         preview_ready = time.perf_counter() - started
         # The page announces each AI edit it has put on screen; compare its clock with ours (same machine).
         page.evaluate("""() => { window.__aiSeen = []; window.addEventListener('deskbridge:ai-edit',
@@ -78,25 +92,41 @@ def measure(label: str, text: str, edits: int) -> dict:
         page.wait_for_function("() => window.deskbridge.sync.pending() === 0", polling=5, timeout=30_000)
         accepted = (time.perf_counter() - t0) * 1000
         browser.close()
-    return {"document": label, "characters": len(text), "editorReadyS": round(editor_ready, 2),
-            "previewReadyS": round(preview_ready, 2), "aiEdits": len(latencies),
-            "aiEditMedianMs": round(statistics.median(latencies), 1),
-            "aiEditP90Ms": round(sorted(latencies)[max(0, int(len(latencies) * 0.9) - 1)], 1),
-            "type50CharsMs": round(typed, 1), "typingAcceptedMs": round(accepted, 1)}
+    return {
+        "document": label,
+        "characters": len(text),
+        "editorReadyS": round(editor_ready, 2),
+        "previewReadyS": round(preview_ready, 2),
+        "aiEdits": len(latencies),
+        "aiEditMedianMs": round(statistics.median(latencies), 1),
+        "aiEditP90Ms": round(sorted(latencies)[max(0, int(len(latencies) * 0.9) - 1)], 1),
+        "type50CharsMs": round(typed, 1),
+        "typingAcceptedMs": round(accepted, 1),
+    }
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--lines", type=int, default=120_000)
     parser.add_argument("--edits", type=int, default=20)
     args = parser.parse_args()
-    small = "# Notes\n\n" + "".join(f"Line {i} of a short note, long enough to anchor an edit.\n" for i in range(20))
-    rows = [measure("21 lines", small, args.edits), measure(f"{args.lines:,} lines",
-                                                             make_stress_document(args.lines), args.edits)]
-    print(f"{'document':<16}{'AI edit median':>16}{'p90':>10}{'editor ready':>14}{'typing accepted':>17}   goal")
+    small = "# Notes\n\n" + "".join(
+        f"Line {i} of a short note, long enough to anchor an edit.\n" for i in range(20)
+    )
+    rows = [
+        measure("21 lines", small, args.edits),
+        measure(f"{args.lines:,} lines", make_stress_document(args.lines), args.edits),
+    ]
+    print(
+        f"{'document':<16}{'AI edit median':>16}{'p90':>10}{'editor ready':>14}{'typing accepted':>17}   goal"
+    )
     for row in rows:
-        print(f"{row['document']:<16}{row['aiEditMedianMs']:>13.1f} ms{row['aiEditP90Ms']:>7.1f} ms"
-              f"{row['editorReadyS']:>12.2f} s{row['typingAcceptedMs']:>14.1f} ms   MD-EDIT median <= 50 ms")
+        print(
+            f"{row['document']:<16}{row['aiEditMedianMs']:>13.1f} ms{row['aiEditP90Ms']:>7.1f} ms"
+            f"{row['editorReadyS']:>12.2f} s{row['typingAcceptedMs']:>14.1f} ms   MD-EDIT median <= 50 ms"
+        )
     print(f"results: {write_result('markdown_browser', {'rows': rows})}")
 
 

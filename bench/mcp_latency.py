@@ -30,23 +30,35 @@ PROTOCOL = "2026-07-28"
 
 
 def call_body(request_id: int, path: str) -> dict:
-    meta = {"io.modelcontextprotocol/protocolVersion": PROTOCOL, "io.modelcontextprotocol/clientCapabilities": {},
-            "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"}}
-    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
-            "params": {"name": "probe_read_file", "arguments": {"path": path}, "_meta": meta}}
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": PROTOCOL,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
+    }
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "tools/call",
+        "params": {"name": "probe_read_file", "arguments": {"path": path}, "_meta": meta},
+    }
 
 
 def headers(port: int, token: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream",
-            "Content-Type": "application/json", "MCP-Protocol-Version": PROTOCOL, "Mcp-Method": "tools/call",
-            "Mcp-Name": "probe_read_file"}
+    return {
+        "Authorization": f"Bearer {token}",
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "MCP-Protocol-Version": PROTOCOL,
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": "probe_read_file",
+    }
 
 
 def ok(response: httpx2.Response) -> bool:
     if response.status_code != 200:
         return False
     text = response.text
-    payload = text[text.index("{"):] if text.startswith(("event:", "data:")) else text
+    payload = text[text.index("{") :] if text.startswith(("event:", "data:")) else text
     payload = payload.strip().splitlines()[0] if "\n" in payload else payload
     return '"isError":false' in payload.replace(" ", "") or '"isError"' not in payload
 
@@ -95,10 +107,17 @@ async def load(port: int, token: str, pid: int, clients: int, seconds: float) ->
     await asyncio.gather(*(worker(n) for n in range(clients)))
     rss_end = rss_bytes(pid)
     stats = summary_ms(latencies)
-    return {**stats, "clients": clients, "seconds": seconds, "requests": len(latencies), "errors": errors,
-            "throughput_rps": round(len(latencies) / seconds, 1), "rss_start_mb": round(rss_start / 2**20, 1),
-            "rss_end_mb": round(rss_end / 2**20, 1),
-            "rss_growth_pct": round((rss_end - rss_start) / rss_start * 100, 2) if rss_start else None}
+    return {
+        **stats,
+        "clients": clients,
+        "seconds": seconds,
+        "requests": len(latencies),
+        "errors": errors,
+        "throughput_rps": round(len(latencies) / seconds, 1),
+        "rss_start_mb": round(rss_start / 2**20, 1),
+        "rss_end_mb": round(rss_end / 2**20, 1),
+        "rss_growth_pct": round((rss_end - rss_start) / rss_start * 100, 2) if rss_start else None,
+    }
 
 
 WRK_SCRIPT = """wrk.method = "POST"
@@ -121,21 +140,34 @@ def load_with_wrk(port: int, token: str, pid: int, clients: int, seconds: float)
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
         script.write(WRK_SCRIPT.format(body=body, headers=lines))
     url = f"http://127.0.0.1:{port}/mcp"
-    subprocess.run(["wrk", "-t2", "-c", str(clients), "-d", "2s", "-s", script.name, url], capture_output=True)
+    subprocess.run(
+        ["wrk", "-t2", "-c", str(clients), "-d", "2s", "-s", script.name, url], capture_output=True
+    )
     rss_start = rss_bytes(pid)
-    out = subprocess.run(["wrk", "-t2", "-c", str(clients), "-d", f"{int(seconds)}s", "--latency", "-s",
-                          script.name, url], capture_output=True, text=True).stdout
+    out = subprocess.run(
+        ["wrk", "-t2", "-c", str(clients), "-d", f"{int(seconds)}s", "--latency", "-s", script.name, url],
+        capture_output=True,
+        text=True,
+    ).stdout
     rss_end = rss_bytes(pid)
     pct = dict(re.findall(r"^\s+(50|75|90|99)%\s+(\S+)$", out, re.M))
     requests = int(re.search(r"(\d+) requests in", out).group(1))
     bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     sock = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
     errors = (int(bad.group(1)) if bad else 0) + (sum(map(int, sock.groups())) if sock else 0)
-    return {"generator": "wrk", "median_ms": _ms(pct["50"]), "p99_ms": _ms(pct["99"]), "clients": clients,
-            "seconds": seconds, "requests": requests, "errors": errors,
-            "throughput_rps": round(requests / seconds, 1), "rss_start_mb": round(rss_start / 2**20, 1),
-            "rss_end_mb": round(rss_end / 2**20, 1),
-            "rss_growth_pct": round((rss_end - rss_start) / rss_start * 100, 2) if rss_start else None}
+    return {
+        "generator": "wrk",
+        "median_ms": _ms(pct["50"]),
+        "p99_ms": _ms(pct["99"]),
+        "clients": clients,
+        "seconds": seconds,
+        "requests": requests,
+        "errors": errors,
+        "throughput_rps": round(requests / seconds, 1),
+        "rss_start_mb": round(rss_start / 2**20, 1),
+        "rss_end_mb": round(rss_end / 2**20, 1),
+        "rss_growth_pct": round((rss_end - rss_start) / rss_start * 100, 2) if rss_start else None,
+    }
 
 
 def ensure_peer() -> Path | None:
@@ -147,7 +179,9 @@ def ensure_peer() -> Path | None:
     PEER_DIR.mkdir(parents=True, exist_ok=True)
     if not (PEER_DIR / "package.json").exists():
         subprocess.run(["npm", "init", "-y"], cwd=PEER_DIR, check=True, capture_output=True)
-    subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--silent", PEER_PKG], cwd=PEER_DIR, check=True)
+    subprocess.run(
+        ["npm", "install", "--no-audit", "--no-fund", "--silent", PEER_PKG], cwd=PEER_DIR, check=True
+    )
     return entry if entry.exists() else None
 
 
@@ -159,15 +193,18 @@ async def stdio_side_by_side(folder: Path, calls: int) -> dict:
     if peer is None or shutil.which("node") is None:
         return {"skipped": "node/npm not available for the peer server"}
     env = dict(os.environ)
-    ours = StdioServerParameters(command=sys.executable,
-                                 args=["-m", "deskbridge", "mcp", str(folder), "--kind", "probe"], env=env)
+    ours = StdioServerParameters(
+        command=sys.executable, args=["-m", "deskbridge", "mcp", str(folder), "--kind", "probe"], env=env
+    )
     theirs = StdioServerParameters(command="node", args=[str(peer), str(folder)], env=env)
     target = str(folder / "note.txt")
     samples: dict[str, list[float]] = {"deskbridge": [], "server-filesystem": []}
     async with Client(ours) as a, Client(theirs) as b:
         for i in range(calls + 20):
-            for name, client, tool, args in (("deskbridge", a, "probe_read_file", {"path": "note.txt"}),
-                                             ("server-filesystem", b, "read_text_file", {"path": target})):
+            for name, client, tool, args in (
+                ("deskbridge", a, "probe_read_file", {"path": "note.txt"}),
+                ("server-filesystem", b, "read_text_file", {"path": target}),
+            ):
                 start = time.perf_counter()
                 result = await client.call_tool(tool, args)
                 elapsed = time.perf_counter() - start
@@ -176,17 +213,25 @@ async def stdio_side_by_side(folder: Path, calls: int) -> dict:
                 if i >= 20:
                     samples[name].append(elapsed)
     ours_s, theirs_s = summary_ms(samples["deskbridge"]), summary_ms(samples["server-filesystem"])
-    return {"deskbridge": ours_s, "server-filesystem": theirs_s,
-            "ratio_peer_over_ours": round(theirs_s["median_ms"] / ours_s["median_ms"], 2)}
+    return {
+        "deskbridge": ours_s,
+        "server-filesystem": theirs_s,
+        "ratio_peer_over_ours": round(theirs_s["median_ms"] / ours_s["median_ms"], 2),
+    }
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--calls", type=int, default=500)
     parser.add_argument("--load-seconds", type=float, default=30)
     parser.add_argument("--clients", type=int, default=32)
-    parser.add_argument("--python-load", action="store_true",
-                        help="generate MCP-LOAD with httpx2 clients even when wrk (apt install wrk) is available")
+    parser.add_argument(
+        "--python-load",
+        action="store_true",
+        help="generate MCP-LOAD with httpx2 clients even when wrk (apt install wrk) is available",
+    )
     args = parser.parse_args()
 
     folder = Path(tempfile.mkdtemp(prefix="deskbridge-bench-"))
@@ -212,8 +257,10 @@ def main() -> None:
         print(f"{'peer / deskbridge':<26}{peer['ratio_peer_over_ours']:>41.2f}x   >= 1.0 (not slower)")
     else:
         print(f"peer: {peer['skipped']}")
-    print(f"{'MCP-LOAD requests':<26}{ld['requests']:>44}   ({ld['throughput_rps']} req/s, {ld['clients']} clients, "
-          f"{ld['generator']})")
+    print(
+        f"{'MCP-LOAD requests':<26}{ld['requests']:>44}   ({ld['throughput_rps']} req/s, {ld['clients']} clients, "
+        f"{ld['generator']})"
+    )
     print(f"{'MCP-LOAD errors':<26}{ld['errors']:>44}   0")
     print(f"{'MCP-LOAD p99':<26}{ld['p99_ms']:>40.2f} ms   <= 50 ms")
     print(f"{'MCP-LOAD RSS growth':<26}{ld['rss_growth_pct']:>42.2f} %   <= 10 %")

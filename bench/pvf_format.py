@@ -86,9 +86,14 @@ def bench_open(path: Path, runs: int = 5, *, cold: bool = False) -> dict[str, An
     probe first so the page cache holds the file; `cold=True` evicts the file's pages before every run.
     Wall time is the figure; CPU time and the load average show how much of it the machine's load added.
     """
+
     def probe(seed: int) -> dict[str, Any]:
-        out = subprocess.run([sys.executable, "-c", _OPEN_PROBE, str(path), str(seed)], capture_output=True,
-                             text=True, check=True)
+        out = subprocess.run(
+            [sys.executable, "-c", _OPEN_PROBE, str(path), str(seed)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         return json.loads(out.stdout)
 
     if not cold:
@@ -102,13 +107,21 @@ def bench_open(path: Path, runs: int = 5, *, cold: bool = False) -> dict[str, An
     secs = [s["seconds"] for s in samples]
     size = path.stat().st_size
     rss = statistics.median(s["peak_rss"] - s["baseline_rss"] for s in samples)
-    phases = {k: round(statistics.median(s[k] for s in samples) * 1000, 1) for k in ("open_s", "list_s", "read_s")}
-    return {"archive_bytes": size, "files": samples[0]["files"], "cache": "cold" if cold else "warm",
-            **summary_ms(secs), "cpu_median_ms": round(statistics.median(s["cpu_seconds"] for s in samples) * 1000, 1),
-            "phases_median_ms": {k.removesuffix("_s"): v for k, v in phases.items()},
-            "load_avg_1m": round(statistics.median(loads), 2),
-            "rss_added_bytes": int(rss), "rss_peak_bytes": int(statistics.median(s["peak_rss"] for s in samples)),
-            "rss_ratio": round(rss / size, 3)}
+    phases = {
+        k: round(statistics.median(s[k] for s in samples) * 1000, 1) for k in ("open_s", "list_s", "read_s")
+    }
+    return {
+        "archive_bytes": size,
+        "files": samples[0]["files"],
+        "cache": "cold" if cold else "warm",
+        **summary_ms(secs),
+        "cpu_median_ms": round(statistics.median(s["cpu_seconds"] for s in samples) * 1000, 1),
+        "phases_median_ms": {k.removesuffix("_s"): v for k, v in phases.items()},
+        "load_avg_1m": round(statistics.median(loads), 2),
+        "rss_added_bytes": int(rss),
+        "rss_peak_bytes": int(statistics.median(s["peak_rss"] for s in samples)),
+        "rss_ratio": round(rss / size, 3),
+    }
 
 
 def bench_read(path: Path, samples: int = 2000) -> dict[str, Any]:
@@ -116,7 +129,11 @@ def bench_read(path: Path, samples: int = 2000) -> dict[str, Any]:
     from deskbridge.kinds.pvf.archive import open_archive
 
     ar = open_archive(path)
-    scripts = [p for p in ar.paths() if os.path.splitext(p)[1] in (".equ", ".stk", ".skl", ".mob", ".dgn", ".npc", ".etc")]
+    scripts = [
+        p
+        for p in ar.paths()
+        if os.path.splitext(p)[1] in (".equ", ".stk", ".skl", ".mob", ".dgn", ".npc", ".etc")
+    ]
     rng = random.Random(1)
     pick = [rng.choice(scripts) for _ in range(samples)]
     ar.read_text(pick[0])  # loads stringtable.bin and its index once
@@ -206,16 +223,24 @@ def bench_save(path: Path, runs: int = 3) -> dict[str, Any]:
             mine.close()
             own.unlink()
         med = statistics.median
-        return {"copy_ms": round(copy_s * 1000, 1), "copy_over_ms": round(copy_over_s * 1000, 1),
-                "noop_ms": round(med(noop) * 1000, 1), "noop_byte_identical": identical,
-                "edit_ms": round(med(edit) * 1000, 1), "edit_min_ms": round(min(edit) * 1000, 1),
-                "edit_new_file_ms": round(med(edit_new) * 1000, 1),
-                "edit_inplace_ms": round(med(inplace) * 1000, 1), "edit_changed": changed,
-                "edit_ratio_to_copy": round(med(edit) / copy_s, 3),
-                "edit_ratio_to_copy_over": round(med(edit) / copy_over_s, 3),
-                "edit_new_file_ratio_to_copy": round(med(edit_new) / copy_s, 3),
-                "edit_inplace_ratio_to_copy": round(med(inplace) / copy_s, 3),
-                "noop_ratio_to_copy": round(med(noop) / copy_s, 3), "runs": runs, "load_avg_1m": round(load, 2)}
+        return {
+            "copy_ms": round(copy_s * 1000, 1),
+            "copy_over_ms": round(copy_over_s * 1000, 1),
+            "noop_ms": round(med(noop) * 1000, 1),
+            "noop_byte_identical": identical,
+            "edit_ms": round(med(edit) * 1000, 1),
+            "edit_min_ms": round(min(edit) * 1000, 1),
+            "edit_new_file_ms": round(med(edit_new) * 1000, 1),
+            "edit_inplace_ms": round(med(inplace) * 1000, 1),
+            "edit_changed": changed,
+            "edit_ratio_to_copy": round(med(edit) / copy_s, 3),
+            "edit_ratio_to_copy_over": round(med(edit) / copy_over_s, 3),
+            "edit_new_file_ratio_to_copy": round(med(edit_new) / copy_s, 3),
+            "edit_inplace_ratio_to_copy": round(med(inplace) / copy_s, 3),
+            "noop_ratio_to_copy": round(med(noop) / copy_s, 3),
+            "runs": runs,
+            "load_avg_1m": round(load, 2),
+        }
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -256,10 +281,15 @@ def bench_roundtrip(path: Path, sample: int | None) -> dict[str, Any]:
     report = verify_archive(ar)
     elapsed = time.perf_counter() - t
     checked = report["scripts"] + report["text"]
-    return {"files": report["files"], "checked": checked, "failures": len(report["roundtrip"]),
-            "unreadable": len(report["unreadable"]), "checksum_mismatches": len(report["checksum"]),
-            "identical_pct": round(100.0 * (checked - len(report["roundtrip"])) / max(1, checked), 4),
-            "seconds": round(elapsed, 1)}
+    return {
+        "files": report["files"],
+        "checked": checked,
+        "failures": len(report["roundtrip"]),
+        "unreadable": len(report["unreadable"]),
+        "checksum_mismatches": len(report["checksum"]),
+        "identical_pct": round(100.0 * (checked - len(report["roundtrip"])) / max(1, checked), 4),
+        "seconds": round(elapsed, 1),
+    }
 
 
 def bench_nkpi(parts: set[str], runs: int) -> dict[str, Any] | None:
@@ -287,40 +317,90 @@ def _rows(results: dict[str, Any]) -> list[tuple[str, str, str, bool]]:
     rows: list[tuple[str, str, str, bool]] = []
     o, r, s, rt = (results.get(k) for k in ("open", "read", "save", "roundtrip"))
     if o:
-        rows.append(("PVF-OPEN", f"{o['median_ms']:.0f} ms (cpu {o.get('cpu_median_ms', '?')} ms, load "
-                     f"{o.get('load_avg_1m', '?')}), RSS +{o['rss_added_bytes'] / 2**20:.0f} MiB "
-                     f"({o['rss_ratio']}x of {o['archive_bytes'] / 2**20:.0f} MiB)",
-                     f"<= {TARGET_OPEN_S['classic'] * 1000:.0f} ms, <= 2x",
-                     o["median_ms"] <= TARGET_OPEN_S["classic"] * 1000 and o["rss_ratio"] <= 2))
+        rows.append(
+            (
+                "PVF-OPEN",
+                f"{o['median_ms']:.0f} ms (cpu {o.get('cpu_median_ms', '?')} ms, load "
+                f"{o.get('load_avg_1m', '?')}), RSS +{o['rss_added_bytes'] / 2**20:.0f} MiB "
+                f"({o['rss_ratio']}x of {o['archive_bytes'] / 2**20:.0f} MiB)",
+                f"<= {TARGET_OPEN_S['classic'] * 1000:.0f} ms, <= 2x",
+                o["median_ms"] <= TARGET_OPEN_S["classic"] * 1000 and o["rss_ratio"] <= 2,
+            )
+        )
     if r:
-        rows.append(("PVF-READ", f"median {r['median_ms']} ms, p99 {r['p99_ms']} ms", "median <= 1 ms",
-                     r["median_ms"] <= 1))
+        rows.append(
+            (
+                "PVF-READ",
+                f"median {r['median_ms']} ms, p99 {r['p99_ms']} ms",
+                "median <= 1 ms",
+                r["median_ms"] <= 1,
+            )
+        )
     if s:
-        rows.append(("PVF-SAVE no-op", f"{s['noop_ms']} ms, identical={s['noop_byte_identical']}", "byte-identical",
-                     s["noop_byte_identical"]))
-        extra = (f" (like for like: into a new file {s['edit_new_file_ms']} ms = {s['edit_new_file_ratio_to_copy']}x;"
-                 f" onto a file {s['edit_ratio_to_copy_over']}x of copying onto a file); save() in place "
-                 f"{s['edit_inplace_ms']} ms" if "edit_new_file_ms" in s else "")
-        rows.append(("PVF-SAVE 1 edit", f"{s['edit_ms']} ms vs copy {s['copy_ms']} ms = {s['edit_ratio_to_copy']}x"
-                     f"{extra}", "<= 1.5x copy", s["edit_ratio_to_copy"] <= 1.5))
+        rows.append(
+            (
+                "PVF-SAVE no-op",
+                f"{s['noop_ms']} ms, identical={s['noop_byte_identical']}",
+                "byte-identical",
+                s["noop_byte_identical"],
+            )
+        )
+        extra = (
+            f" (like for like: into a new file {s['edit_new_file_ms']} ms = {s['edit_new_file_ratio_to_copy']}x;"
+            f" onto a file {s['edit_ratio_to_copy_over']}x of copying onto a file); save() in place "
+            f"{s['edit_inplace_ms']} ms"
+            if "edit_new_file_ms" in s
+            else ""
+        )
+        rows.append(
+            (
+                "PVF-SAVE 1 edit",
+                f"{s['edit_ms']} ms vs copy {s['copy_ms']} ms = {s['edit_ratio_to_copy']}x{extra}",
+                "<= 1.5x copy",
+                s["edit_ratio_to_copy"] <= 1.5,
+            )
+        )
     if rt:
-        rows.append(("PVF-ROUNDTRIP", f"{rt['identical_pct']}% of {rt['checked']} files", "100 %", rt["failures"] == 0))
+        rows.append(
+            (
+                "PVF-ROUNDTRIP",
+                f"{rt['identical_pct']}% of {rt['checked']} files",
+                "100 %",
+                rt["failures"] == 0,
+            )
+        )
     nk = results.get("nkpi-1m") or {}
     if nk.get("open"):
         o = nk["open"]
         cold = nk.get("open_cold")
         cold_txt = f"; cold cache {cold['median_ms']:.0f} ms" if cold else ""
-        rows.append(("nkpi-1m OPEN", f"{o['median_ms']:.0f} ms (cpu {o.get('cpu_median_ms', '?')} ms, load "
-                     f"{o.get('load_avg_1m', '?')}){cold_txt}, RSS {o['rss_ratio']}x",
-                     f"<= {TARGET_OPEN_S['nkpi'] * 1000:.0f} ms, <= 2x",
-                     o["median_ms"] <= TARGET_OPEN_S["nkpi"] * 1000 and o["rss_ratio"] <= 2))
+        rows.append(
+            (
+                "nkpi-1m OPEN",
+                f"{o['median_ms']:.0f} ms (cpu {o.get('cpu_median_ms', '?')} ms, load "
+                f"{o.get('load_avg_1m', '?')}){cold_txt}, RSS {o['rss_ratio']}x",
+                f"<= {TARGET_OPEN_S['nkpi'] * 1000:.0f} ms, <= 2x",
+                o["median_ms"] <= TARGET_OPEN_S["nkpi"] * 1000 and o["rss_ratio"] <= 2,
+            )
+        )
     if nk.get("read"):
-        rows.append(("nkpi-1m READ", f"median {nk['read']['median_ms']} ms", "median <= 1 ms",
-                     nk["read"]["median_ms"] <= 1))
+        rows.append(
+            (
+                "nkpi-1m READ",
+                f"median {nk['read']['median_ms']} ms",
+                "median <= 1 ms",
+                nk["read"]["median_ms"] <= 1,
+            )
+        )
     if nk.get("save"):
-        rows.append(("nkpi-1m SAVE", f"edit {nk['save']['edit_ms']} ms, no-op identical="
-                     f"{nk['save']['noop_byte_identical']}", "identical; dirty chunks only",
-                     nk["save"]["noop_byte_identical"]))
+        rows.append(
+            (
+                "nkpi-1m SAVE",
+                f"edit {nk['save']['edit_ms']} ms, no-op identical={nk['save']['noop_byte_identical']}",
+                "identical; dirty chunks only",
+                nk["save"]["noop_byte_identical"],
+            )
+        )
     return rows
 
 
@@ -329,8 +409,13 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="small preset only (2,000 files)")
     parser.add_argument("--roundtrip-sample", type=int, default=0, help="files to round-trip (0 = all)")
     parser.add_argument("--no-nkpi", action="store_true")
-    parser.add_argument("--only", nargs="+", choices=PARTS, default=list(PARTS),
-                        help="measure only these parts; the other sections of the result file are kept")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        choices=PARTS,
+        default=list(PARTS),
+        help="measure only these parts; the other sections of the result file are kept",
+    )
     parser.add_argument("--runs", type=int, default=5, help="fresh-process runs per PVF-OPEN measurement")
     parser.add_argument("--save-runs", type=int, default=3, help="runs of each PVF-SAVE measurement (median)")
     args = parser.parse_args()

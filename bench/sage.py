@@ -31,8 +31,13 @@ DATA = (ROOT / ".." / "shared" / "data" / "sage").resolve()
 SDK = DATA / "ra3-sdk"
 MOD = DATA / "mods" / "RA3Afterdash"
 TARGETS_MS = {"SAGE-COLD": 1300, "SAGE-WARM": 500, "SAGE-INCR": 100, "SAGE-QUERY": 1, "SAGE-SNAP": 1000}
-ANCHORS = {"SAGE-COLD": "extension 3.80 s", "SAGE-WARM": "extension 1.38 s", "SAGE-INCR": "extension 568 ms",
-           "SAGE-QUERY": "code-index MCP 10–42 ms", "SAGE-SNAP": "—"}
+ANCHORS = {
+    "SAGE-COLD": "extension 3.80 s",
+    "SAGE-WARM": "extension 1.38 s",
+    "SAGE-INCR": "extension 568 ms",
+    "SAGE-QUERY": "code-index MCP 10–42 ms",
+    "SAGE-SNAP": "—",
+}
 
 _CHILD = r"""
 import json, sys, time
@@ -55,8 +60,13 @@ def run_child(home: Path) -> tuple[float, dict[str, Any]]:
     env = {**os.environ, "DESKBRIDGE_HOME": str(home)}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
-    out = subprocess.run([sys.executable, "-c", _CHILD, str(MOD), str(SDK)], env=env, check=True,
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-c", _CHILD, str(MOD), str(SDK)],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     wall = time.perf_counter() - t
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     info = json.loads(out.stdout.strip().splitlines()[-1])
@@ -99,8 +109,9 @@ def bench_incr(samples: int) -> dict[str, Any]:
         original = target.read_text(encoding="utf-8")
         times, full = [], []
         for i in range(samples):
-            target.write_text(original.replace('AttackRange="140.0"', f'AttackRange="{141 + i}.0"'),
-                              encoding="utf-8")
+            target.write_text(
+                original.replace('AttackRange="140.0"', f'AttackRange="{141 + i}.0"'), encoding="utf-8"
+            )
             t = time.perf_counter()
             index = service.reindex_sync([str(target)])
             times.append(time.perf_counter() - t)
@@ -134,8 +145,11 @@ def bench_query_and_snap(samples: int) -> tuple[dict[str, Any], dict[str, Any]]:
             t = time.perf_counter()
             queries.find_references(index, ident)
             fr.append(time.perf_counter() - t)
-        query = {"find_asset": summary_ms(fa), "find_references": summary_ms(fr),
-                 "median_ms": round(statistics.median([s * 1000 for s in fa + fr]), 4)}
+        query = {
+            "find_asset": summary_ms(fa),
+            "find_references": summary_ms(fr),
+            "median_ms": round(statistics.median([s * 1000 for s in fa + fr]), 4),
+        }
         snaps = []
         path = None
         for _ in range(3):
@@ -145,9 +159,14 @@ def bench_query_and_snap(samples: int) -> tuple[dict[str, Any], dict[str, Any]]:
         assert path is not None
         leftovers = [p.name for p in path.parent.iterdir() if p.name.endswith(".tmp")]
         raw = path.read_bytes()
-        snap = {**summary_ms(snaps), "bytes": len(raw), "gzip": raw[:2] == b"\x1f\x8b",
-                "atomic": not leftovers, "previousKept": (path.parent / "previous.json.gz").exists(),
-                "jsonBytes": len(json.dumps(snapshot_json(index)).encode())}
+        snap = {
+            **summary_ms(snaps),
+            "bytes": len(raw),
+            "gzip": raw[:2] == b"\x1f\x8b",
+            "atomic": not leftovers,
+            "previousKept": (path.parent / "previous.json.gz").exists(),
+            "jsonBytes": len(json.dumps(snapshot_json(index)).encode()),
+        }
         return query, snap
     finally:
         shutil.rmtree(home, ignore_errors=True)
@@ -164,7 +183,13 @@ def main() -> None:
     cold, warm = bench_cold_warm(args.runs)
     incr = bench_incr(args.incr)
     query, snap = bench_query_and_snap(args.queries)
-    results = {"SAGE-COLD": cold, "SAGE-WARM": warm, "SAGE-INCR": incr, "SAGE-QUERY": query, "SAGE-SNAP": snap}
+    results = {
+        "SAGE-COLD": cold,
+        "SAGE-WARM": warm,
+        "SAGE-INCR": incr,
+        "SAGE-QUERY": query,
+        "SAGE-SNAP": snap,
+    }
     load = os.getloadavg()
     print(f"load average {load[0]:.2f} on {os.cpu_count()} cores (wall times stretch with the load)")
     print(f"{'id':<11} {'median':>10} {'min':>10} {'target':>9}  verdict  anchor")
@@ -175,11 +200,22 @@ def main() -> None:
         verdict = "PASS" if med <= target else "MISS"
         print(f"{key:<11} {med:>8.3f}ms {mn:>8.3f}ms {target:>7}ms  {verdict:<7}  {ANCHORS[key]}")
     print(f"CPU time of one process: cold {cold['cpuMs']:.0f} ms, warm {warm['cpuMs']:.0f} ms")
-    print(f"cold: {cold['files']} files, {cold['assets']} assets, {cold['references']} references, "
-          f"max RSS {cold['maxRssBytes'] / 2**20:.0f} MiB; snapshot {snap['bytes'] / 2**20:.2f} MiB gzip")
-    out = write_result("sage", {"machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0],
-                                            "loadAverage1m": round(load[0], 2)},
-                                "targetsMs": TARGETS_MS, "results": results})
+    print(
+        f"cold: {cold['files']} files, {cold['assets']} assets, {cold['references']} references, "
+        f"max RSS {cold['maxRssBytes'] / 2**20:.0f} MiB; snapshot {snap['bytes'] / 2**20:.2f} MiB gzip"
+    )
+    out = write_result(
+        "sage",
+        {
+            "machine": {
+                "cpus": os.cpu_count(),
+                "python": sys.version.split()[0],
+                "loadAverage1m": round(load[0], 2),
+            },
+            "targetsMs": TARGETS_MS,
+            "results": results,
+        },
+    )
     print(f"wrote {out}")
 
 

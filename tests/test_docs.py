@@ -10,8 +10,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_tool_reference_is_current() -> None:
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_tool_reference.py"), "--check"],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gen_tool_reference.py"), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
 
 

@@ -68,15 +68,29 @@ class App:
             audit_path.parent.mkdir(parents=True, exist_ok=True)
         audit = AuditLog(path=audit_path)
         approvals = ApprovalBroker(events)
-        return cls(settings=settings, dirs=dirs, events=events, audit=audit, approvals=approvals,
-                   token=load_or_create_token(dirs))
+        return cls(
+            settings=settings,
+            dirs=dirs,
+            events=events,
+            audit=audit,
+            approvals=approvals,
+            token=load_or_create_token(dirs),
+        )
 
-    def open(self, path: Path, *, kind: str | None = None, options: dict[str, Any] | None = None) -> KindWorkspace:
+    def open(
+        self, path: Path, *, kind: str | None = None, options: dict[str, Any] | None = None
+    ) -> KindWorkspace:
         """Open a workspace of the detected (or named) kind; its tools replace the previous ones."""
         path = path.expanduser().resolve()
         entry = find_kind(path, kind)
-        services = KindServices(settings=self.settings, dirs=self.dirs, events=self.events, audit=self.audit,
-                                approvals=self.approvals, options=dict(options or {}))
+        services = KindServices(
+            settings=self.settings,
+            dirs=self.dirs,
+            events=self.events,
+            audit=self.audit,
+            approvals=self.approvals,
+            options=dict(options or {}),
+        )
         workspace = entry.open(path, services)
         self.workspace = workspace
         self._tools = {}
@@ -118,13 +132,19 @@ class App:
             if spec is None:
                 if self.workspace is None:
                     raise BridgeError(ErrorCode.NO_WORKSPACE, f"unknown tool {name!r}: no workspace is open")
-                raise BridgeError(ErrorCode.NOT_FOUND, f"unknown tool {name!r}",
-                                  hint="Call tools/list to see the tools of the open workspace.")
+                raise BridgeError(
+                    ErrorCode.NOT_FOUND,
+                    f"unknown tool {name!r}",
+                    hint="Call tools/list to see the tools of the open workspace.",
+                )
             try:
                 args = spec.args.model_validate(arguments)
             except ValidationError as exc:
-                raise BridgeError(ErrorCode.INVALID_ARGUMENT, _validation_message(exc),
-                                  hint="Fix the arguments as described; the tool's input schema lists them.") from exc
+                raise BridgeError(
+                    ErrorCode.INVALID_ARGUMENT,
+                    _validation_message(exc),
+                    hint="Fix the arguments as described; the tool's input schema lists them.",
+                ) from exc
             try:
                 if inspect.iscoroutinefunction(spec.handler):
                     result = await spec.handler(call, args)
@@ -138,9 +158,11 @@ class App:
                 raise internal(exc) from exc
             size = len(json.dumps(result, ensure_ascii=False, default=str))
             if size > RESPONSE_MAX_BYTES:
-                raise BridgeError(ErrorCode.LIMIT_EXCEEDED,
-                                  f"the result of {name} is {size} bytes, over the {RESPONSE_MAX_BYTES}-byte cap",
-                                  hint="Ask for less: use a smaller limit, a filter, or follow the cursor.")
+                raise BridgeError(
+                    ErrorCode.LIMIT_EXCEEDED,
+                    f"the result of {name} is {size} bytes, over the {RESPONSE_MAX_BYTES}-byte cap",
+                    hint="Ask for less: use a smaller limit, a filter, or follow the cursor.",
+                )
             return result
         except BridgeError as error:
             outcome = str(error.code)
@@ -151,10 +173,14 @@ class App:
         finally:
             approval = LAST_APPROVAL.get()
             self.audit.record(
-                caller=call.caller, client=call.client_name, tool=name,
+                caller=call.caller,
+                client=call.client_name,
+                tool=name,
                 approval=approval.for_audit if approval is not None else Approval.NONE,
-                target=_target_of(arguments) or "", outcome=outcome,
-                duration_ms=(time.perf_counter() - started) * 1000, arg_names=arguments.keys(),
+                target=_target_of(arguments) or "",
+                outcome=outcome,
+                duration_ms=(time.perf_counter() - started) * 1000,
+                arg_names=arguments.keys(),
             )
 
     def update_settings(self, changes: dict[str, Any]) -> Settings:
@@ -166,8 +192,11 @@ class App:
         try:
             fresh = Settings.model_validate(self.settings.model_dump(by_alias=True) | changes)
         except ValidationError as exc:
-            raise BridgeError(ErrorCode.INVALID_ARGUMENT, _validation_message(exc),
-                              hint="`deskbridge config show` lists the settings and their current values.") from exc
+            raise BridgeError(
+                ErrorCode.INVALID_ARGUMENT,
+                _validation_message(exc),
+                hint="`deskbridge config show` lists the settings and their current values.",
+            ) from exc
         save_settings(fresh, self.dirs)
         for name in Settings.model_fields:
             setattr(self.settings, name, getattr(fresh, name))

@@ -28,7 +28,9 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode="markdown",
 )
-app.add_typer(pvf_app, name="pvf", help="DNF Script.pvf archives: info, ls, cat, extract, pack, verify, synth.")
+app.add_typer(
+    pvf_app, name="pvf", help="DNF Script.pvf archives: info, ls, cat, extract, pack, verify, synth."
+)
 app.add_typer(sage_app, name="sage", help="Red Alert 3 / C&C3 mod index queries.")
 app.command("index", help="Index a SAGE mod without a server and print what was found.")(index_command)
 app.command("snapshot", help="Index a SAGE mod and write its public snapshot (gzip JSON).")(snapshot_command)
@@ -48,8 +50,12 @@ def fail(error: BridgeError) -> typer.Exit:
     return typer.Exit(2)
 
 
-PathArg = Annotated[Path | None, typer.Argument(help="What to open: a .pvf file, a mod folder, a .md file or folder.")]
-KindOpt = Annotated[str | None, typer.Option("--kind", help="Force the kind: pvf, markdown, sage (or probe).")]
+PathArg = Annotated[
+    Path | None, typer.Argument(help="What to open: a .pvf file, a mod folder, a .md file or folder.")
+]
+KindOpt = Annotated[
+    str | None, typer.Option("--kind", help="Force the kind: pvf, markdown, sage (or probe).")
+]
 SdkOpt = Annotated[Path | None, typer.Option("--sdk", help="SAGE SDK folder (with SageXml/ and Schemas/).")]
 
 
@@ -67,9 +73,12 @@ def bind_socket(host: str, port: int) -> socket.socket:
     except OSError as exc:
         sock.close()
         if exc.errno == errno.EADDRINUSE:
-            raise BridgeError("INVALID_ARGUMENT", f"port {port} on {host} is already in use",
-                              hint=f"Stop the other program, or pick another port: `deskbridge serve --port {port + 1}` "
-                              f"or `deskbridge config set port {port + 1}`.") from exc
+            raise BridgeError(
+                "INVALID_ARGUMENT",
+                f"port {port} on {host} is already in use",
+                hint=f"Stop the other program, or pick another port: `deskbridge serve --port {port + 1}` "
+                f"or `deskbridge config set port {port + 1}`.",
+            ) from exc
         raise BridgeError("INVALID_ARGUMENT", f"cannot listen on {host}:{port}: {exc.strerror}") from exc
     # Accepted connections inherit TCP_NODELAY on Linux. Without it a keep-alive client waits ~40 ms per call:
     # the response goes out as two writes (head, body) and Nagle holds the body for the peer's delayed ACK.
@@ -84,13 +93,27 @@ def serve(
     path: PathArg = None,
     kind: KindOpt = None,
     sdk: SdkOpt = None,
-    host: Annotated[str, typer.Option(help="Address to listen on. Loopback only unless --allow-remote.")] = "127.0.0.1",
-    port: Annotated[int | None, typer.Option(help="Port (default: the `port` setting, 17891; 0 picks a free one).")] = None,
-    allow_remote: Annotated[bool, typer.Option("--allow-remote", help="Allow a non-loopback --host (you must "
-                                               "trust your network: anyone with the token can act).")] = False,
-    allowed_host: Annotated[list[str] | None, typer.Option(
-        "--allowed-host", help="With --allow-remote: a host name or address clients use to reach this machine "
-        "(repeatable). Requests naming any other Host are refused (DNS-rebinding protection).")] = None,
+    host: Annotated[
+        str, typer.Option(help="Address to listen on. Loopback only unless --allow-remote.")
+    ] = "127.0.0.1",
+    port: Annotated[
+        int | None, typer.Option(help="Port (default: the `port` setting, 17891; 0 picks a free one).")
+    ] = None,
+    allow_remote: Annotated[
+        bool,
+        typer.Option(
+            "--allow-remote",
+            help="Allow a non-loopback --host (you must trust your network: anyone with the token can act).",
+        ),
+    ] = False,
+    allowed_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allowed-host",
+            help="With --allow-remote: a host name or address clients use to reach this machine "
+            "(repeatable). Requests naming any other Host are refused (DNS-rebinding protection).",
+        ),
+    ] = None,
     no_browser: Annotated[bool, typer.Option("--no-browser", help="Do not open the web UI.")] = False,
 ) -> None:
     """Serve PATH: the web UI at http://127.0.0.1:PORT/ and MCP (Streamable HTTP) at /mcp.
@@ -101,17 +124,30 @@ def serve(
     from deskbridge.web.security import is_loopback
 
     if not is_loopback(host) and not allow_remote:
-        raise fail(BridgeError("ACCESS_DENIED", f"refusing to listen on non-loopback address {host!r}",
-                               hint="deskbridge is local by default. Pass --allow-remote as well if you really "
-                               "mean to expose it (the bearer token then protects it)."))
+        raise fail(
+            BridgeError(
+                "ACCESS_DENIED",
+                f"refusing to listen on non-loopback address {host!r}",
+                hint="deskbridge is local by default. Pass --allow-remote as well if you really "
+                "mean to expose it (the bearer token then protects it).",
+            )
+        )
     try:
         _serve(path, kind, sdk, host, port, allow_remote, no_browser, allowed_host or [])
     except BridgeError as error:
         raise fail(error) from error
 
 
-def _serve(path: Path | None, kind: str | None, sdk: Path | None, host: str, port: int | None,
-           allow_remote: bool, no_browser: bool, allowed_hosts: list[str] | None = None) -> None:
+def _serve(
+    path: Path | None,
+    kind: str | None,
+    sdk: Path | None,
+    host: str,
+    port: int | None,
+    allow_remote: bool,
+    no_browser: bool,
+    allowed_hosts: list[str] | None = None,
+) -> None:
     import uvicorn
 
     from deskbridge.app import App
@@ -129,17 +165,25 @@ def _serve(path: Path | None, kind: str | None, sdk: Path | None, host: str, por
     wildcard = host in ("0.0.0.0", "::")
     extra_hosts = [] if is_loopback(host) else [*([] if wildcard else [host]), *(allowed_hosts or [])]
     if wildcard and not allowed_hosts:
-        err.print("[bold yellow]warning:[/] listening on all addresses, but only loopback Host names are accepted; "
-                  "add --allowed-host NAME for each name clients use to reach this machine.")
+        err.print(
+            "[bold yellow]warning:[/] listening on all addresses, but only loopback Host names are accepted; "
+            "add --allowed-host NAME for each name clients use to reach this machine."
+        )
     web = build_web_app(application, port=port, extra_hosts=extra_hosts)
     shown_host = host if ":" not in host else f"[{host}]"
     base = f"http://{shown_host}:{port}"
     if allow_remote and not is_loopback(host):
-        err.print(f"[bold yellow]warning:[/] listening on {host}: anyone who can reach it and has the token can act.")
-    err.print(f"[bold]deskbridge {__version__}[/] serving "
-              f"{application.workspace.kind + ' ' + str(application.workspace.path) if application.workspace else 'no workspace'}")
+        err.print(
+            f"[bold yellow]warning:[/] listening on {host}: anyone who can reach it and has the token can act."
+        )
+    err.print(
+        f"[bold]deskbridge {__version__}[/] serving "
+        f"{application.workspace.kind + ' ' + str(application.workspace.path) if application.workspace else 'no workspace'}"
+    )
     err.print(f"  web UI:       {base}/?k={application.ui_secret}")
-    err.print(f"  MCP endpoint: {base}/mcp  (token in {application.dirs.token_file}; `deskbridge token show`)")
+    err.print(
+        f"  MCP endpoint: {base}/mcp  (token in {application.dirs.token_file}; `deskbridge token show`)"
+    )
     err.print("  client config (Claude Code / Cursor / Claude Desktop):")
     err.print(http_snippet("claude-code", f"{base}/mcp", "<token: deskbridge token show>"), markup=False)
     if not no_browser:
@@ -165,8 +209,9 @@ def mcp(path: PathArg = None, kind: KindOpt = None, sdk: SdkOpt = None) -> None:
 def demo(
     port: Annotated[int | None, typer.Option(help="Port (default: the `port` setting).")] = None,
     no_browser: Annotated[bool, typer.Option("--no-browser", help="Do not open the web UI.")] = False,
-    exit_after: Annotated[float | None, typer.Option(help="Stop after N seconds (for scripted runs).",
-                                                     hidden=True)] = None,
+    exit_after: Annotated[
+        float | None, typer.Option(help="Stop after N seconds (for scripted runs).", hidden=True)
+    ] = None,
 ) -> None:
     """Generate a sample workspace under the user data directory and serve it."""
     from deskbridge.demo import make_demo_workspace
@@ -236,8 +281,10 @@ def config_show() -> None:
 
 @config_app.command("set")
 def config_set(
-    key: Annotated[str, typer.Argument(help="Setting name, e.g. port, require_approval, sage.sdk, approval_rules.edit")],
-    value: Annotated[str, typer.Argument(help="New value; JSON (true, 17892, [\"a\"]) or plain text.")],
+    key: Annotated[
+        str, typer.Argument(help="Setting name, e.g. port, require_approval, sage.sdk, approval_rules.edit")
+    ],
+    value: Annotated[str, typer.Argument(help='New value; JSON (true, 17892, ["a"]) or plain text.')],
 ) -> None:
     """Change one setting, e.g. `deskbridge config set port 17892` or `deskbridge config set require_approval false`."""
     from deskbridge.settings import load_settings, save_settings, set_setting

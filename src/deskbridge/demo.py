@@ -13,7 +13,9 @@ def make_demo_workspace() -> tuple[Path, str]:
     target.mkdir(parents=True, exist_ok=True)
     try:
         from deskbridge.kinds.markdown.demo import make_sample_notes
-    except ImportError:  # the markdown kind is not installed in this build: serve the folder with the probe kind
+    except (
+        ImportError
+    ):  # the markdown kind is not installed in this build: serve the folder with the probe kind
         (target / "README.md").write_text("# deskbridge demo\n\nA sample workspace.\n", "utf-8")
         return target, "probe"
     make_sample_notes(target)

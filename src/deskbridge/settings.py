@@ -120,13 +120,19 @@ def set_setting(settings: Settings, key: str, raw: str) -> Settings:
     target = data
     for part in parts[:-1]:
         if not isinstance(target.get(part), dict):
-            raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"unknown setting {key!r}",
-                              hint=f"Known settings: {', '.join(sorted(Settings.model_fields))}.")
+            raise BridgeError(
+                ErrorCode.INVALID_ARGUMENT,
+                f"unknown setting {key!r}",
+                hint=f"Known settings: {', '.join(sorted(Settings.model_fields))}.",
+            )
         target = target[part]
     leaf = parts[-1]
     if leaf not in target and not (len(parts) > 1 and parts[0] == "approval_rules"):
-        raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"unknown setting {key!r}",
-                          hint=f"Known settings: {', '.join(sorted(Settings.model_fields))}.")
+        raise BridgeError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"unknown setting {key!r}",
+            hint=f"Known settings: {', '.join(sorted(Settings.model_fields))}.",
+        )
     try:
         value: Any = json.loads(raw)
     except json.JSONDecodeError:
@@ -136,7 +142,9 @@ def set_setting(settings: Settings, key: str, raw: str) -> Settings:
         return Settings.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
-        raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"invalid value {raw!r} for {key!r}: {first['msg']}") from exc
+        raise BridgeError(
+            ErrorCode.INVALID_ARGUMENT, f"invalid value {raw!r} for {key!r}: {first['msg']}"
+        ) from exc
 
 
 def load_or_create_token(dirs: Dirs | None = None, *, rotate: bool = False) -> str:

@@ -56,8 +56,14 @@ class RunningServer:
 
 
 @contextlib.asynccontextmanager
-async def running_server(path: Path | None, *, kind: str | None = None, port: int = 0,
-                         options: dict[str, Any] | None = None, app: App | None = None) -> AsyncIterator[RunningServer]:
+async def running_server(
+    path: Path | None,
+    *,
+    kind: str | None = None,
+    port: int = 0,
+    options: dict[str, Any] | None = None,
+    app: App | None = None,
+) -> AsyncIterator[RunningServer]:
     """Serve `path` until the block exits. Port 0 picks a free port."""
     from deskbridge.cli import bind_socket
     from deskbridge.web.app import build_web_app
@@ -86,7 +92,9 @@ class ServerThread:
     """`running_server` on its own event loop in a thread, for synchronous callers (Playwright's sync API,
     benchmark scripts). `run(coro)` executes a coroutine on the server's loop and returns its result."""
 
-    def __init__(self, path: Path | None, *, kind: str | None = None, options: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, path: Path | None, *, kind: str | None = None, options: dict[str, Any] | None = None
+    ) -> None:
         import asyncio
         import threading
 

@@ -14,8 +14,16 @@ from deskbridge.core.errors import BridgeError, ErrorCode
 
 def test_record_keeps_who_what_outcome_and_approval():
     log = AuditLog()
-    rec = log.record(caller="mcp:1", client="Claude Code", tool="pvf_script_apply", target="equipment/a.equ",
-                     outcome="ok", approval=Approval.APPROVED, duration_ms=12.5, arg_names=["planId"])
+    rec = log.record(
+        caller="mcp:1",
+        client="Claude Code",
+        tool="pvf_script_apply",
+        target="equipment/a.equ",
+        outcome="ok",
+        approval=Approval.APPROVED,
+        duration_ms=12.5,
+        arg_names=["planId"],
+    )
     assert log.recent() == [rec]
     d = rec.to_dict()
     assert d["caller"] == "mcp:1" and d["client"] == "Claude Code" and d["tool"] == "pvf_script_apply"

@@ -70,6 +70,7 @@ class EngineMachine(RuleBasedStateMachine):
 
     def attempt(self, fn):
         self.steps += 1
+
         async def go():
             r = fn()
             return await r if inspect.isawaitable(r) else r
@@ -125,8 +126,11 @@ class EngineMachine(RuleBasedStateMachine):
     @rule(caller=CALLERS, key=KEY, value=VALUE, fresh=st.booleans())
     def edit(self, caller, key, value, fresh):
         wid = self.wid or self.last_wid
-        got = self.attempt(lambda: self.engine.commit(caller, wid, {key: value},
-                                                      expected_revision=self.rev if fresh else self.rev - 1))
+        got = self.attempt(
+            lambda: self.engine.commit(
+                caller, wid, {key: value}, expected_revision=self.rev if fresh else self.rev - 1
+            )
+        )
         if not self.open:
             self.expect(got, "NO_WORKSPACE")
         elif not fresh:
@@ -143,7 +147,9 @@ class EngineMachine(RuleBasedStateMachine):
         async def work(handle):
             await gate.wait()
             ident = engine.identity_data()
-            return engine.commit(caller, ident["workspaceId"], {key: value}, expected_revision=ident["revision"])
+            return engine.commit(
+                caller, ident["workspaceId"], {key: value}, expected_revision=ident["revision"]
+            )
 
         got = self.attempt(lambda: engine.start_task(work, owner=caller, label="import", write=True))
         if self.task is not None:
@@ -164,13 +170,24 @@ class EngineMachine(RuleBasedStateMachine):
         self.committed(task.result, {key: value})
 
     @precondition(lambda self: self.open)
-    @rule(caller=CALLERS, keys=st.lists(KEY, min_size=1, max_size=3, unique=True), value=VALUE, fresh=st.booleans())
+    @rule(
+        caller=CALLERS,
+        keys=st.lists(KEY, min_size=1, max_size=3, unique=True),
+        value=VALUE,
+        fresh=st.booleans(),
+    )
     def create_plan(self, caller, keys, value, fresh):
         new = {k: value + k for k in keys}
         changes = [make_change(k, self.view.get(k), new[k]) for k in keys]
-        got = self.attempt(lambda: self.engine.create_plan(
-            PlanKind.SCRIPT, owner=caller, workspace_id=self.wid, revision=self.rev if fresh else self.rev - 1,
-            changes=changes))
+        got = self.attempt(
+            lambda: self.engine.create_plan(
+                PlanKind.SCRIPT,
+                owner=caller,
+                workspace_id=self.wid,
+                revision=self.rev if fresh else self.rev - 1,
+                changes=changes,
+            )
+        )
         if self.task is not None:
             self.expect(got, "TASK_BUSY")
         elif not fresh:
@@ -185,8 +202,14 @@ class EngineMachine(RuleBasedStateMachine):
     def apply_plan(self, caller, data, give_expected):
         plan_id, base_rev, new = self.plan
         keys = data.draw(st.lists(st.sampled_from(sorted(new)), min_size=1, unique=True))
-        got = self.attempt(lambda: self.engine.apply_plan(
-            plan_id, caller=caller, change_keys=keys, expected_revision=self.rev if give_expected else None))
+        got = self.attempt(
+            lambda: self.engine.apply_plan(
+                plan_id,
+                caller=caller,
+                change_keys=keys,
+                expected_revision=self.rev if give_expected else None,
+            )
+        )
         event(f"apply: task={self.task is not None} stale={base_rev != self.rev}")
         if self.task is not None:
             self.expect(got, "TASK_BUSY")
@@ -268,7 +291,9 @@ class EngineMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.open)
     @rule(caller=CALLERS, policy=POLICY)
     def close(self, caller, policy):
-        got = self.attempt(lambda: self.engine.close(workspace_id=self.wid, dirty_policy=policy, caller=caller))
+        got = self.attempt(
+            lambda: self.engine.close(workspace_id=self.wid, dirty_policy=policy, caller=caller)
+        )
         refusal = self.lifecycle_refusal(dirty_policy=policy)
         if refusal:
             self.expect(got, refusal)
@@ -283,8 +308,11 @@ class EngineMachine(RuleBasedStateMachine):
     @rule(caller=CALLERS, policy=POLICY, fresh_epoch=st.booleans())
     def open_again(self, caller, policy, fresh_epoch):
         epoch = self.epoch if fresh_epoch else self.epoch - 1
-        got = self.attempt(lambda: self.engine.open(self.path, expected_epoch=epoch, workspace_id=self.wid,
-                                                    dirty_policy=policy, caller=caller))
+        got = self.attempt(
+            lambda: self.engine.open(
+                self.path, expected_epoch=epoch, workspace_id=self.wid, dirty_policy=policy, caller=caller
+            )
+        )
         # Order of checks: admission (task, plan), then identity, then the dirty policy.
         busy = self.lifecycle_refusal(dirty_policy=None)
         if busy:
@@ -331,7 +359,9 @@ class EngineMachine(RuleBasedStateMachine):
 
 
 EngineMachine.TestCase.settings = settings(
-    max_examples=100, stateful_step_count=50, deadline=None,
+    max_examples=100,
+    stateful_step_count=50,
+    deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 test_engine_interleavings = EngineMachine.TestCase

@@ -352,13 +352,17 @@ def test_macos_renamex_np_is_called_with_rename_excl(tmp_path, monkeypatch, resu
     assert fn.calls == [(os.fsencode(src), os.fsencode(dst), 0x4)]
 
 
-@pytest.mark.parametrize("ok, last_error, expect", [(1, 0, True), (0, 183, FileExistsError), (0, 80, FileExistsError)])
+@pytest.mark.parametrize(
+    "ok, last_error, expect", [(1, 0, True), (0, 183, FileExistsError), (0, 80, FileExistsError)]
+)
 def test_windows_movefileexw_never_passes_replace_existing(tmp_path, monkeypatch, ok, last_error, expect):
     import ctypes
 
     fn = _FakeFn(ok)
     monkeypatch.setattr(sys, "platform", "win32")
-    monkeypatch.setattr(ctypes, "WinDLL", lambda *a, **k: type("K32", (), {"MoveFileExW": fn})(), raising=False)
+    monkeypatch.setattr(
+        ctypes, "WinDLL", lambda *a, **k: type("K32", (), {"MoveFileExW": fn})(), raising=False
+    )
     monkeypatch.setattr(ctypes, "get_last_error", lambda: last_error, raising=False)
     src, dst = tmp_path / "a", tmp_path / "b"
     if isinstance(expect, type):
@@ -366,7 +370,7 @@ def test_windows_movefileexw_never_passes_replace_existing(tmp_path, monkeypatch
             files._native_noreplace(src, dst)
     else:
         assert files._native_noreplace(src, dst) is True
-    (_src, _dst, flags), = fn.calls
+    ((_src, _dst, flags),) = fn.calls
     assert flags & 0x1 == 0  # MOVEFILE_REPLACE_EXISTING is never set
     assert flags & 0x8  # MOVEFILE_WRITE_THROUGH: durable before returning
 
@@ -386,9 +390,11 @@ def test_linux_without_renameat2_support_falls_back_to_link(tmp_path, monkeypatc
 
 @pytest.mark.parametrize(
     "err, code",
-    [(PermissionError(13, "Permission denied"), ErrorCode.ACCESS_DENIED),
-     (OSError(28, "No space left on device"), ErrorCode.LIMIT_EXCEEDED),
-     (OSError(5, "Input/output error"), ErrorCode.INTERNAL)],
+    [
+        (PermissionError(13, "Permission denied"), ErrorCode.ACCESS_DENIED),
+        (OSError(28, "No space left on device"), ErrorCode.LIMIT_EXCEEDED),
+        (OSError(5, "Input/output error"), ErrorCode.INTERNAL),
+    ],
     ids=["EACCES", "ENOSPC", "EIO"],
 )
 def test_disk_errors_keep_the_original_and_say_nothing_was_committed(tmp_path, monkeypatch, err, code):
@@ -475,12 +481,12 @@ def test_kernel_copied_ranges_keep_the_new_identity_hash_right(tmp_path):
             assert f.copy_range(src.fileno(), source.stat().st_size - 10, 50) == 10  # the source ends
         f.write(b"trailer")
 
-    expected = b"header" + source.read_bytes()[100:100 + 9 * 1024 * 1024]
+    expected = b"header" + source.read_bytes()[100 : 100 + 9 * 1024 * 1024]
     expected_big = bytes(big)  # as it is when written
     r = atomic_write(tmp_path / "out.bin", writer)
     written = (tmp_path / "out.bin").read_bytes()
-    assert written[:len(expected)] == expected
-    assert written[len(expected):len(expected) + len(big)] == expected_big
+    assert written[: len(expected)] == expected
+    assert written[len(expected) : len(expected) + len(big)] == expected_big
     assert written.endswith(source.read_bytes()[-10:] + b"trailer")
     assert r.identity == file_identity(tmp_path / "out.bin")
 
@@ -495,7 +501,9 @@ def test_a_failing_fsync_beside_verify_keeps_the_original(tmp_path, monkeypatch)
 
     monkeypatch.setattr(files.os, "fsync", broken_fsync)
     with pytest.raises(BridgeError) as ei:
-        atomic_write(target, lambda f: f.write(b"new" * 1000), verify=lambda tmp: checked.append(tmp.read_bytes()))
+        atomic_write(
+            target, lambda f: f.write(b"new" * 1000), verify=lambda tmp: checked.append(tmp.read_bytes())
+        )
     monkeypatch.undo()
     assert checked == [b"new" * 1000]  # verify saw the complete content; the rename never happened
     assert ei.value.data["diskCommitted"] is False and ei.value.data["originalIntact"] is True

@@ -67,8 +67,10 @@ def test_killed_writer_never_leaves_a_partial_target(tmp_path):
     removed = remove_stale_temps(tmp_path, older_than_s=0)
     assert removed == len(leftovers)
     elapsed = time.monotonic() - started
-    print(f"REL-CRASH: {TRIALS} kills in {elapsed:.1f}s, target old={outcomes['old']} new={outcomes['new']}, "
-          f"stale temps cleaned={removed}, partial=0")
+    print(
+        f"REL-CRASH: {TRIALS} kills in {elapsed:.1f}s, target old={outcomes['old']} new={outcomes['new']}, "
+        f"stale temps cleaned={removed}, partial=0"
+    )
     # Both outcomes must occur, or the test is not exercising the race at all.
     if TRIALS >= 20:
         assert outcomes["old"] > 0 and outcomes["new"] > 0

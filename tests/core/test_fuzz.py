@@ -27,10 +27,38 @@ _ROOT = Path(tempfile.mkdtemp(prefix="deskbridge-fuzz-")) / "root"
 _REAL_ROOT = _ROOT.resolve()
 atexit.register(shutil.rmtree, _ROOT.parent, True)
 
-PIECES = st.sampled_from(["..", ".", "sub", "out", "a", "CON", "nul.txt", "", "C:", "\\\\", "//", "\x00",
-                          "é", "x" * 300, ":", "~", "$", " ", "...", "\\..\\", "/..", str(_ROOT), "root_evil"])
-PATHS = st.one_of(st.text(max_size=80), st.lists(PIECES, max_size=8).map("/".join),
-                  st.lists(PIECES, max_size=8).map("\\".join))
+PIECES = st.sampled_from(
+    [
+        "..",
+        ".",
+        "sub",
+        "out",
+        "a",
+        "CON",
+        "nul.txt",
+        "",
+        "C:",
+        "\\\\",
+        "//",
+        "\x00",
+        "é",
+        "x" * 300,
+        ":",
+        "~",
+        "$",
+        " ",
+        "...",
+        "\\..\\",
+        "/..",
+        str(_ROOT),
+        "root_evil",
+    ]
+)
+PATHS = st.one_of(
+    st.text(max_size=80),
+    st.lists(PIECES, max_size=8).map("/".join),
+    st.lists(PIECES, max_size=8).map("\\".join),
+)
 
 
 @settings(max_examples=1500, deadline=None)
@@ -56,8 +84,13 @@ def test_safe_relative_path_result_is_clean(raw):
 
 
 _BOOK = PlanBook()
-_PLAN = _BOOK.create(PlanKind.SCRIPT, owner="ui", workspace_id="ws-1", revision=1,
-                     changes=[make_change(f"k{i}", None, "v") for i in range(5)])
+_PLAN = _BOOK.create(
+    PlanKind.SCRIPT,
+    owner="ui",
+    workspace_id="ws-1",
+    revision=1,
+    changes=[make_change(f"k{i}", None, "v") for i in range(5)],
+)
 
 
 @settings(max_examples=500, deadline=None)
@@ -80,8 +113,12 @@ def test_any_log_cursor_gives_a_page_or_invalid_argument(cursor):
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.dictionaries(st.sampled_from(["device", "inode", "size", "mtime_ns", "sha256", "x"]),
-                       st.one_of(st.integers(), st.text(max_size=5), st.none(), st.lists(st.integers()))))
+@given(
+    st.dictionaries(
+        st.sampled_from(["device", "inode", "size", "mtime_ns", "sha256", "x"]),
+        st.one_of(st.integers(), st.text(max_size=5), st.none(), st.lists(st.integers())),
+    )
+)
 def test_any_identity_object_parses_or_is_invalid(data):
     with contextlib.suppress(BridgeError):
         FileIdentity.from_dict(data)

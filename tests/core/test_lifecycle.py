@@ -143,15 +143,20 @@ async def test_overwrite_with_a_stale_observed_identity_is_target_changed(src, t
     target = write_json(tmp_path / "t.json", {"v": "1"})
     observed = file_identity(target)
     write_json(target, {"v": "2, changed meanwhile"})
-    await raises(ErrorCode.TARGET_CHANGED,
-                 eng.save_copy(target, workspace_id=wid, overwrite=True, observed_identity=observed))
+    await raises(
+        ErrorCode.TARGET_CHANGED,
+        eng.save_copy(target, workspace_id=wid, overwrite=True, observed_identity=observed),
+    )
     assert read_json(target) == {"v": "2, changed meanwhile"}
 
 
 @pytest.mark.parametrize(
     "target, code",
-    [("relative.json", ErrorCode.INVALID_ARGUMENT), ("{tmp}/missing/x.json", ErrorCode.NOT_FOUND),
-     ("{tmp}", ErrorCode.INVALID_ARGUMENT)],
+    [
+        ("relative.json", ErrorCode.INVALID_ARGUMENT),
+        ("{tmp}/missing/x.json", ErrorCode.NOT_FOUND),
+        ("{tmp}", ErrorCode.INVALID_ARGUMENT),
+    ],
 )
 async def test_save_copy_target_shape_errors(src, tmp_path, target, code):
     eng, wid = await opened(src)
@@ -245,8 +250,12 @@ async def test_lifecycle_refuses_while_a_write_task_runs(src, tmp_path):
         await gate.wait()
 
     task = eng.start_task(hold, owner="mcp:1", label="import", write=True)
-    for op in (eng.save(workspace_id=wid), eng.close(workspace_id=wid),
-               eng.open(src, workspace_id=wid), eng.save_copy(tmp_path / "c.json", workspace_id=wid)):
+    for op in (
+        eng.save(workspace_id=wid),
+        eng.close(workspace_id=wid),
+        eng.open(src, workspace_id=wid),
+        eng.save_copy(tmp_path / "c.json", workspace_id=wid),
+    ):
         err = await raises(ErrorCode.TASK_BUSY, op)
         assert err.data["taskId"] == task.id
     gate.set()
@@ -255,13 +264,15 @@ async def test_lifecycle_refuses_while_a_write_task_runs(src, tmp_path):
 
 async def test_lifecycle_refuses_while_a_plan_is_pending_and_open_close_also_for_exports(src):
     eng, wid = await opened(src)
-    plan = eng.create_plan(PlanKind.SCRIPT, owner="mcp:1", workspace_id=wid, revision=1,
-                           changes=[make_change("a", "1", "2")])
+    plan = eng.create_plan(
+        PlanKind.SCRIPT, owner="mcp:1", workspace_id=wid, revision=1, changes=[make_change("a", "1", "2")]
+    )
     await raises(ErrorCode.PLAN_PENDING, eng.save(workspace_id=wid))
     await raises(ErrorCode.PLAN_PENDING, eng.close(workspace_id=wid))
     eng.discard_plan(plan.id, caller="mcp:1")
-    eng.create_plan(PlanKind.EXPORT, owner="mcp:1", workspace_id=wid, revision=1,
-                    changes=[make_change("a", "1", "1\n")])
+    eng.create_plan(
+        PlanKind.EXPORT, owner="mcp:1", workspace_id=wid, revision=1, changes=[make_change("a", "1", "1\n")]
+    )
     await raises(ErrorCode.EXPORT_PLAN_PENDING, eng.close(workspace_id=wid))
     await raises(ErrorCode.EXPORT_PLAN_PENDING, eng.open(src, workspace_id=wid))
     await eng.save(workspace_id=wid)  # saving does not invalidate an export snapshot
@@ -301,8 +312,9 @@ async def test_writes_tasks_and_plans_get_not_ready_during_a_lifecycle_operation
         for attempt in (
             lambda: eng.commit("mcp:1", wid, {"a": "during save"}),
             lambda: eng.start_task(nothing, owner="mcp:1", label="w", write=True),
-            lambda: eng.create_plan(PlanKind.EDIT, owner="ui", workspace_id=wid, revision=2,
-                                    changes=[make_change("a", "x", "y")]),
+            lambda: eng.create_plan(
+                PlanKind.EDIT, owner="ui", workspace_id=wid, revision=2, changes=[make_change("a", "x", "y")]
+            ),
         ):
             with pytest.raises(BridgeError) as ei:
                 attempt()

@@ -170,7 +170,9 @@ def test_result_never_escapes_across_the_whole_corpus(sandbox):
 
 def test_second_root_allows_absolute_paths_into_it(sandbox):
     roots = [sandbox["root"], sandbox["outside"]]
-    assert resolve_path(f"{sandbox['outside']}/secret.txt", roots) == sandbox["outside"].resolve() / "secret.txt"
+    assert (
+        resolve_path(f"{sandbox['outside']}/secret.txt", roots) == sandbox["outside"].resolve() / "secret.txt"
+    )
     # relative paths are always taken from the first root
     with pytest.raises(BridgeError):
         resolve_path("secret.txt", roots, must_exist=True)
@@ -248,7 +250,9 @@ def test_safe_relative_path_normalises(case, expected):
     assert safe_relative_path(case) == expected
 
 
-@pytest.mark.parametrize("case", ["/abs", "../x", "x/../y", "C:/x", "x//y", "x/", "nul", "\\\\srv\\s", "a\x00"])
+@pytest.mark.parametrize(
+    "case", ["/abs", "../x", "x/../y", "C:/x", "x//y", "x/", "nul", "\\\\srv\\s", "a\x00"]
+)
 def test_safe_relative_path_refuses(case):
     with pytest.raises(BridgeError):
         safe_relative_path(case)

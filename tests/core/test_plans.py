@@ -48,8 +48,9 @@ def script_plan(engine, owner="mcp:1", **kw):
         make_change("b", "beta\n", None),
         make_change("c", None, "gamma\n"),
     ]
-    return engine.create_plan(kw.pop("kind", PlanKind.SCRIPT), owner=owner, workspace_id=wid, revision=rev,
-                              changes=changes, **kw)
+    return engine.create_plan(
+        kw.pop("kind", PlanKind.SCRIPT), owner=owner, workspace_id=wid, revision=rev, changes=changes, **kw
+    )
 
 
 # -- changes ---------------------------------------------------------------------------------------------
@@ -114,8 +115,13 @@ async def test_plan_built_on_a_stale_revision_is_refused_at_creation(eng):
     wid, rev = ident(eng)
     eng.commit("ui", wid, {"a": "edited\n"})
     with pytest.raises(BridgeError) as ei:
-        eng.create_plan(PlanKind.SCRIPT, owner="mcp:1", workspace_id=wid, revision=rev,
-                        changes=[make_change("a", "alpha\n", "x\n")])
+        eng.create_plan(
+            PlanKind.SCRIPT,
+            owner="mcp:1",
+            workspace_id=wid,
+            revision=rev,
+            changes=[make_change("a", "alpha\n", "x\n")],
+        )
     assert ei.value.code == ErrorCode.STALE_WORKSPACE
 
 
@@ -179,7 +185,9 @@ async def test_unacknowledged_warnings_block_apply_and_are_listed(eng):
         eng.apply_plan(plan.id, caller="ui", change_keys=["a"])
     assert ei.value.code == ErrorCode.INVALID_ARGUMENT
     assert sorted(ei.value.data["unacknowledgedWarningIds"]) == sorted([w_dep.id, w_all.id])
-    out = eng.apply_plan(plan.id, caller="ui", change_keys=["a"], acknowledged_warning_ids=[w_dep.id, w_all.id])
+    out = eng.apply_plan(
+        plan.id, caller="ui", change_keys=["a"], acknowledged_warning_ids=[w_dep.id, w_all.id]
+    )
     assert out["applied"] == 1
 
 
@@ -216,7 +224,9 @@ async def test_failing_kind_apply_commits_nothing_and_keeps_the_plan(eng):
 
 async def test_export_plan_execution_does_not_move_the_revision_and_goes_stale_on_edit(eng):
     wid, rev = ident(eng)
-    export = script_plan(eng, kind=PlanKind.EXPORT, on_apply=lambda ch: {"outputPath": "/x", "files": len(ch)})
+    export = script_plan(
+        eng, kind=PlanKind.EXPORT, on_apply=lambda ch: {"outputPath": "/x", "files": len(ch)}
+    )
     out = eng.apply_plan(export.id, caller="mcp:1", change_keys=["a", "c"])
     assert out["result"] == {"outputPath": "/x", "files": 2} and eng.identity_data()["revision"] == rev
     export2 = script_plan(eng, kind=PlanKind.EXPORT)
@@ -327,8 +337,10 @@ async def test_preview_filter_and_warnings(eng):
 
 async def test_leaving_out_a_required_change_needs_an_acknowledged_dependency_warning(eng):
     wid, rev = ident(eng)
-    changes = [make_change("stringtable.bin", "s\n", "s2\n"),
-               make_change("a", "alpha\n", "ALPHA\n", requires=["stringtable.bin", "not-in-plan"])]
+    changes = [
+        make_change("stringtable.bin", "s\n", "s2\n"),
+        make_change("a", "alpha\n", "ALPHA\n", requires=["stringtable.bin", "not-in-plan"]),
+    ]
     plan = script_plan(eng, changes=changes)
     assert eng.preview_plan(plan.id)["items"][1]["requires"] == ["stringtable.bin", "not-in-plan"]
     with pytest.raises(BridgeError) as ei:
@@ -339,7 +351,14 @@ async def test_leaving_out_a_required_change_needs_an_acknowledged_dependency_wa
     # selecting the dependency too needs no acknowledgement…
     eng.apply_plan(plan.id, caller="mcp:1", change_keys=["a", "stringtable.bin"], expected_revision=rev)
     # …and the same omission in a fresh plan gets the same warning id, so it can be acknowledged up front
-    plan2 = script_plan(eng, changes=[make_change("stringtable.bin", "s2\n", "s3\n"),
-                                      make_change("a", "ALPHA\n", "x\n", requires=["stringtable.bin"])])
-    out = eng.apply_plan(plan2.id, caller="mcp:1", change_keys=["a"], acknowledged_warning_ids=[warning["warningId"]])
+    plan2 = script_plan(
+        eng,
+        changes=[
+            make_change("stringtable.bin", "s2\n", "s3\n"),
+            make_change("a", "ALPHA\n", "x\n", requires=["stringtable.bin"]),
+        ],
+    )
+    out = eng.apply_plan(
+        plan2.id, caller="mcp:1", change_keys=["a"], acknowledged_warning_ids=[warning["warningId"]]
+    )
     assert out["applied"] == 1 and eng.read(wid, "stringtable.bin")["value"] == "s2\n"

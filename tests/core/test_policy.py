@@ -21,7 +21,9 @@ from deskbridge.core.policy import (
 
 
 def req(**kw) -> ApprovalRequest:
-    base = dict(caller="mcp:1", client="Claude Code", tool="md_replace", target="doc.md", summary="replace 2 lines")
+    base = dict(
+        caller="mcp:1", client="Claude Code", tool="md_replace", target="doc.md", summary="replace 2 lines"
+    )
     base.update(kw)
     return ApprovalRequest(**base)
 
@@ -78,7 +80,9 @@ def test_rules_lookup_order_switch_override_default_fallback():
 
 
 def test_rules_from_settings():
-    rules = approval_rules_from({"save": True}, {"enabled": True, "overrides": {"save": False}}, read_only_ops=["read"])
+    rules = approval_rules_from(
+        {"save": True}, {"enabled": True, "overrides": {"save": False}}, read_only_ops=["read"]
+    )
     assert not rules.requires_approval("save") and not rules.requires_approval("read")
     assert not approval_rules_from({"save": True}, {"enabled": False}).requires_approval("save")
 

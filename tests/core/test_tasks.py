@@ -345,8 +345,9 @@ async def test_shutdown_cancels_what_it_may_and_waits_for_commits():
     reader = eng.start_task(long_read, owner="mcp:1", label="search")
     saver = eng.start_task(committing, owner="ui", label="save", cancellable=False)
     wid = eng.identity_data()["workspaceId"]
-    plan = eng.create_plan(PlanKind.EDIT, owner="ui", workspace_id=wid, revision=1,
-                           changes=[make_change("k", None, "v")])
+    plan = eng.create_plan(
+        PlanKind.EDIT, owner="ui", workspace_id=wid, revision=1, changes=[make_change("k", None, "v")]
+    )
     await asyncio.sleep(0)
     asyncio.get_running_loop().call_later(0.05, gate.set)
     out = await eng.shutdown(timeout_s=5)

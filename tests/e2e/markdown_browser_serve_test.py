@@ -17,18 +17,29 @@ CHROMIUM = Path("/usr/bin/chromium")
 
 pytestmark = pytest.mark.browser
 
-playwright_sync = pytest.importorskip("playwright.sync_api", reason="pip install playwright (the Python package)")
+playwright_sync = pytest.importorskip(
+    "playwright.sync_api", reason="pip install playwright (the Python package)"
+)
 if not CHROMIUM.exists():
-    pytest.skip("Chromium is not installed at /usr/bin/chromium (apt-get install -y chromium)",
-                allow_module_level=True)
+    pytest.skip(
+        "Chromium is not installed at /usr/bin/chromium (apt-get install -y chromium)",
+        allow_module_level=True,
+    )
 
 
 @pytest.fixture(scope="module")
 def browser():
     with playwright_sync.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM),
-                              args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                                    "--disable-component-update", "--no-first-run"])
+        b = p.chromium.launch(
+            executable_path=str(CHROMIUM),
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--no-first-run",
+            ],
+        )
         yield b
         b.close()
 
@@ -46,7 +57,9 @@ def test_the_served_editor_follows_a_real_mcp_client(browser, tmp_path):
         page.wait_for_selector("#error-banner", state="visible")
         # The launch URL sets the UI cookie and lands on the editor.
         page.goto(f"{srv.base_url}/?k={srv.app.ui_secret}")
-        page.wait_for_function("() => window.deskbridge && window.deskbridge.view && document.querySelector('#preview h1')")
+        page.wait_for_function(
+            "() => window.deskbridge && window.deskbridge.view && document.querySelector('#preview h1')"
+        )
         assert page.inner_text("#doc-name") == "README.md"
         # The outline skips the YAML front matter (its closing `---` is not a Setext underline), like the server's.
         assert page.inner_text("#outline-list .outline-item") == "Project notes"
@@ -55,15 +68,19 @@ def test_the_served_editor_follows_a_real_mcp_client(browser, tmp_path):
         assert not doc.is_error
         text, rev = doc.structured_content["markdown"], doc.structured_content["revision"]
         line = next(ln for ln in text.split("\n") if len(ln) > 12 and text.count(ln) == 1)
-        call = served.submit(served.call_tool("md_replace_text", {
-            "oldText": line, "newText": line + " (reviewed)", "expectedRevision": rev}))
+        call = served.submit(
+            served.call_tool(
+                "md_replace_text", {"oldText": line, "newText": line + " (reviewed)", "expectedRevision": rev}
+            )
+        )
         page.wait_for_selector("#approval-dialog")
         assert "(reviewed)" in page.inner_text("#approval-diff")
         page.click("#approval-approve")
         result = call.result(30)
         assert not result.is_error, result.structured_content
-        page.wait_for_function("() => window.deskbridge.view.state.doc.toString().includes('(reviewed)')",
-                               timeout=5000)
+        page.wait_for_function(
+            "() => window.deskbridge.view.state.doc.toString().includes('(reviewed)')", timeout=5000
+        )
 
         themed = served.run(served.call_tool("vex_ui_set_theme", {"themeKey": "dusk"}))
         assert not themed.is_error and themed.structured_content["theme"] == "dusk"

@@ -24,10 +24,14 @@ SHOTS = Path(os.environ.get("DESKBRIDGE_SCREENSHOTS", HERE.parents[2] / ".cache"
 
 pytestmark = pytest.mark.browser
 
-playwright_sync = pytest.importorskip("playwright.sync_api", reason="pip install playwright (the Python package)")
+playwright_sync = pytest.importorskip(
+    "playwright.sync_api", reason="pip install playwright (the Python package)"
+)
 if not CHROMIUM.exists():
-    pytest.skip("Chromium is not installed at /usr/bin/chromium (apt-get install -y chromium)",
-                allow_module_level=True)
+    pytest.skip(
+        "Chromium is not installed at /usr/bin/chromium (apt-get install -y chromium)",
+        allow_module_level=True,
+    )
 
 
 def _load_harness():
@@ -48,8 +52,13 @@ def browser():
     with playwright_sync.sync_playwright() as p:
         b = p.chromium.launch(
             executable_path=str(CHROMIUM),
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--no-first-run"],
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--no-first-run",
+            ],
         )
         yield b
         b.close()
@@ -86,7 +95,9 @@ def server_text(bench) -> str:
 
 
 def wait_synced(page, bench, timeout=5000):
-    page.wait_for_function("() => (window.deskbridge.sync && window.deskbridge.sync.pending() === 0)", timeout=timeout)
+    page.wait_for_function(
+        "() => (window.deskbridge.sync && window.deskbridge.sync.pending() === 0)", timeout=timeout
+    )
     deadline = time.monotonic() + timeout / 1000
     while editor_text(page) != server_text(bench):
         assert time.monotonic() < deadline, "editor and server did not converge"
@@ -108,18 +119,23 @@ def type_at_end(page, text: str, delay: float = 0) -> None:
 
 # --------------------------------------------------------------------------------------------------------- tests
 
+
 def test_typing_shows_in_the_server_rendered_preview_with_math(editor):
     bench, page = editor
     page.wait_for_selector("#preview .katex")  # KaTeX typeset the server's math markup
     type_at_end(page, "\n## Typed by a person\n\nWith *emphasis*.")
-    page.wait_for_function("() => ([...document.querySelectorAll('#preview h2')].some(h => h.textContent === 'Typed by a person'))")
+    page.wait_for_function(
+        "() => ([...document.querySelectorAll('#preview h2')].some(h => h.textContent === 'Typed by a person'))"
+    )
     wait_synced(page, bench)
     assert server_text(bench).endswith("## Typed by a person\n\nWith *emphasis*.")
     lines = server_text(bench).count("\n") + 1
     page.wait_for_function(f"() => document.querySelector('#st-lines').textContent === '{lines} lines'")
     assert page.is_visible("#dirty-dot.on")
-    page.wait_for_function("() => [...document.querySelectorAll('#outline-list .outline-item')]"
-                           ".map(e => e.textContent).join('|') === 'Field notes|Math|Tasks|Typed by a person'")
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('#outline-list .outline-item')]"
+        ".map(e => e.textContent).join('|') === 'Field notes|Math|Tasks|Typed by a person'"
+    )
     shot(page, "editor-light")
 
 
@@ -136,9 +152,12 @@ def test_an_ai_edit_arrives_within_a_second_while_the_person_keeps_typing(editor
     future = bench.submit(ai_later())
     type_at_end(page, "\n" + typed, delay=25)  # ~1.4 s of typing, the AI edit lands in the middle
     future.result(10)
-    page.wait_for_function("() => window.deskbridge.view.state.doc.toString().includes('edited by AI')", timeout=1000)
-    page.wait_for_function("() => document.querySelector('#preview h1').textContent.includes('edited by AI')",
-                           timeout=1000)
+    page.wait_for_function(
+        "() => window.deskbridge.view.state.doc.toString().includes('edited by AI')", timeout=1000
+    )
+    page.wait_for_function(
+        "() => document.querySelector('#preview h1').textContent.includes('edited by AI')", timeout=1000
+    )
     wait_synced(page, bench)
     text = server_text(bench)
     assert text.startswith("# Field notes, edited by AI\n")
@@ -148,8 +167,12 @@ def test_an_ai_edit_arrives_within_a_second_while_the_person_keeps_typing(editor
 
 def test_several_ai_edits_and_typing_interleave_without_losing_anything(editor):
     bench, page = editor
-    edits = [("Euler:", "Euler's identity:"), ("write the editor", "write the editor (done)"),
-             ("| dusk | calm |", "| dusk | serene |"), ("## Tasks", "## Tasks for today")]
+    edits = [
+        ("Euler:", "Euler's identity:"),
+        ("write the editor", "write the editor (done)"),
+        ("| dusk | calm |", "| dusk | serene |"),
+        ("## Tasks", "## Tasks for today"),
+    ]
 
     async def ai_edits():
         import asyncio
@@ -199,7 +222,9 @@ def test_an_approved_ai_edit_shows_its_diff_first(editor):
     shot(page, "approval-dialog")
     page.click("#approval-approve")
     future.result(10)
-    page.wait_for_function("() => (window.deskbridge.view.state.doc.toString().includes('Deskbridge helps'))", timeout=2000)
+    page.wait_for_function(
+        "() => (window.deskbridge.view.state.doc.toString().includes('Deskbridge helps'))", timeout=2000
+    )
     assert page.query_selector("#approval-dialog") is None
 
 
@@ -230,7 +255,9 @@ def test_turning_approvals_off_shows_a_warning(editor):
     assert page.input_value("#mcp-token") == bench.token
     assert page.inner_text("#mcp-endpoint") == "http://127.0.0.1:17891/mcp"
     assert page.inner_text("#mcp-live") == "running"
-    assert page.is_checked("[data-rule=edit]") and not page.is_checked("[data-rule=save]")  # the kind's defaults
+    assert page.is_checked("[data-rule=edit]") and not page.is_checked(
+        "[data-rule=save]"
+    )  # the kind's defaults
     page.check("[data-rule=save]")
     page.uncheck("#mcp-require-approval")
     page.click("#mcp-save")
@@ -255,7 +282,9 @@ def test_theme_typography_language_and_layout_switch_live(editor):
     shot(page, "night-sky-orangeheart")
     # an AI switches language and layout through the md_ui_* tools (they change UiState, which publishes)
     bench.ui_state.set_language("ja-JP", source="mcp:pytest")
-    page.wait_for_function("() => (document.querySelector('#menu-file .menu-button').textContent === 'ファイル')")
+    page.wait_for_function(
+        "() => (document.querySelector('#menu-file .menu-button').textContent === 'ファイル')"
+    )
     assert page.inner_text("#tab-outline") == "アウトライン"
     bench.ui_state.set_language("zh-CN", source="mcp:pytest")
     page.wait_for_function("() => (document.querySelector('#menu-file .menu-button').textContent === '文件')")
@@ -287,12 +316,15 @@ def test_a_tool_command_formats_the_persons_selection(editor):
     assert "- [ ] **enjoy it**" in server_text(bench)
 
 
-@pytest.mark.parametrize(("action", "name", "magic"), [
-    ("export-html", "notes.html", b"<!DOCTYPE html"),
-    ("export-docx", "notes.docx", b"PK"),
-    ("export-pdf", "notes.pdf", b"%PDF"),
-    ("export-png", "notes.png", b"\x89PNG"),
-])
+@pytest.mark.parametrize(
+    ("action", "name", "magic"),
+    [
+        ("export-html", "notes.html", b"<!DOCTYPE html"),
+        ("export-docx", "notes.docx", b"PK"),
+        ("export-pdf", "notes.pdf", b"%PDF"),
+        ("export-png", "notes.png", b"\x89PNG"),
+    ],
+)
 def test_export_downloads_the_file_in_the_browser(editor, action, name, magic):
     _bench, page = editor
     page.click("#menu-export .menu-button")
@@ -311,8 +343,12 @@ def _png(width: int = 3, height: int = 2) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
     rows = b"".join(b"\x00" + b"\xff\x80\x00" * width for _ in range(height))
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+        + chunk(b"IDAT", zlib.compress(rows))
+        + chunk(b"IEND", b"")
+    )
 
 
 def test_a_local_image_shows_in_the_preview(editor):
@@ -320,8 +356,10 @@ def test_a_local_image_shows_in_the_preview(editor):
     (bench.root / "img").mkdir()
     (bench.root / "img" / "dot.png").write_bytes(_png())
     type_at_end(page, "\n![a dot](img/dot.png)\n")
-    page.wait_for_function("() => { const i = document.querySelector('#preview img[alt=\"a dot\"]');"
-                           " return i && i.complete && i.naturalWidth === 3; }")
+    page.wait_for_function(
+        "() => { const i = document.querySelector('#preview img[alt=\"a dot\"]');"
+        " return i && i.complete && i.naturalWidth === 3; }"
+    )
 
 
 def test_an_external_change_offers_reload(editor, tmp_path):
@@ -362,7 +400,9 @@ def test_the_editor_follows_when_an_ai_opens_another_document(editor):
     bench, page = editor
     from deskbridge.core.tools import CallContext
 
-    bench.call(bench.service.open("ideas.md", ctx=CallContext(caller="mcp:pytest", client_name="pytest-agent")))
+    bench.call(
+        bench.service.open("ideas.md", ctx=CallContext(caller="mcp:pytest", client_name="pytest-agent"))
+    )
     page.wait_for_function("() => document.querySelector('#doc-name').textContent === 'ideas.md'")
     page.wait_for_function("() => window.deskbridge.view.state.doc.toString().startsWith('# Ideas')")
     page.wait_for_function("() => document.querySelector('#preview h1').textContent === 'Ideas'")
@@ -409,7 +449,9 @@ def test_ticking_a_task_in_the_preview_edits_the_source(editor):
     wait_synced(page, bench)
     assert "- [x] write the editor\n- [x] enjoy it" in server_text(bench)
     page.dblclick("#preview h2:has-text('Tasks')")
-    head = page.evaluate("(() => { const s = window.deskbridge.view.state; return s.doc.lineAt(s.selection.main.head).text; })()")
+    head = page.evaluate(
+        "(() => { const s = window.deskbridge.view.state; return s.doc.lineAt(s.selection.main.head).text; })()"
+    )
     assert head == "## Tasks"
 
 
@@ -430,6 +472,7 @@ def test_two_tabs_and_an_ai_typing_at_once_converge_without_losses(editor, brows
     bench, first = editor
     second = _open(browser, bench, [])
     try:
+
         async def ai_edits():
             import asyncio
 
@@ -465,7 +508,9 @@ def test_on_first_run_the_editor_speaks_the_browsers_language(browser, tmp_path)
         context = browser.new_context(locale="zh-TW")
         page = context.new_page()
         page.goto(bench.launch_url)
-        page.wait_for_function("() => document.querySelector('#menu-file .menu-button').textContent === '檔案'")
+        page.wait_for_function(
+            "() => document.querySelector('#menu-file .menu-button').textContent === '檔案'"
+        )
         assert bench.ui_state.snapshot()["cultureName"] == "zh-Hant"
         context.close()
 
@@ -473,7 +518,22 @@ def test_on_first_run_the_editor_speaks_the_browsers_language(browser, tmp_path)
 def big_document(lines: int) -> str:
     """About 86 characters a line like Vex's stress document: headings, prose, lists, code, tables."""
     rng = random.Random(7)
-    words = ["alpha", "beta", "gamma", "delta", "editor", "preview", "文档", "同步", "markdown", "outline", "sample", "quick", "brown", "fox"]
+    words = [
+        "alpha",
+        "beta",
+        "gamma",
+        "delta",
+        "editor",
+        "preview",
+        "文档",
+        "同步",
+        "markdown",
+        "outline",
+        "sample",
+        "quick",
+        "brown",
+        "fox",
+    ]
     out: list[str] = []
     section = 0
     while len(out) < lines:
@@ -481,8 +541,20 @@ def big_document(lines: int) -> str:
         out += [f"## Section {section}", ""]
         for _ in range(6):
             out.append(" ".join(rng.choice(words) for _ in range(13)) + ".")
-        out += ["", "- item one", "- item two", "", "```python", "print('hello')", "```", "",
-                "| a | b |", "| --- | --- |", "| 1 | 2 |", ""]
+        out += [
+            "",
+            "- item one",
+            "- item two",
+            "",
+            "```python",
+            "print('hello')",
+            "```",
+            "",
+            "| a | b |",
+            "| --- | --- |",
+            "| 1 | 2 |",
+            "",
+        ]
     return "\n".join(out[:lines]) + "\n"
 
 
@@ -498,7 +570,9 @@ def test_a_very_large_document_stays_editable(browser, tmp_path):
         page.wait_for_function("() => window.deskbridge.view.state.doc.toString().includes('## Section one')")
         wait_synced(page, bench, timeout=15_000)
         assert server_text(bench).endswith("typed at the end")
-        page.wait_for_function("() => document.querySelector('#outline-list .outline-item').textContent === 'Section one'")
+        page.wait_for_function(
+            "() => document.querySelector('#outline-list .outline-item').textContent === 'Section one'"
+        )
         page.context.close()
     assert errors == []
 

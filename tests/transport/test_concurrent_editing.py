@@ -37,15 +37,19 @@ async def browser(srv: RunningServer, doc_id: str, rng: random.Random, accepted:
                 await asyncio.sleep(rng.random() * 0.01)
                 text = doc["markdown"] if "markdown" in doc else doc["text"]
                 change = [utf16_len(text), [0, token]]
-                r = await http.post(f"{base}/push", json={"version": doc["version"],
-                                                          "updates": [{"clientID": "ui-test", "changes": change}]})
+                r = await http.post(
+                    f"{base}/push",
+                    json={"version": doc["version"], "updates": [{"clientID": "ui-test", "changes": change}]},
+                )
                 if r.status_code == 200:
                     accepted.append(token)
                     break
                 assert r.status_code == 409, r.text
 
 
-async def agent(srv: RunningServer, name: str, rng: random.Random, accepted: list[str], refused: list[str]) -> None:
+async def agent(
+    srv: RunningServer, name: str, rng: random.Random, accepted: list[str], refused: list[str]
+) -> None:
     """Appends tokens with md_insert_text against the revision it read; on STALE_WORKSPACE reads again."""
     async with srv.client() as client:
         for i in range(ROUNDS):
@@ -53,8 +57,10 @@ async def agent(srv: RunningServer, name: str, rng: random.Random, accepted: lis
             while True:
                 doc = (await client.call_tool("md_get_current_document", {})).structured_content
                 await asyncio.sleep(rng.random() * 0.01)
-                result = await client.call_tool("md_insert_text", {
-                    "text": token, "offset": len(doc["markdown"]), "expectedRevision": doc["revision"]})
+                result = await client.call_tool(
+                    "md_insert_text",
+                    {"text": token, "offset": len(doc["markdown"]), "expectedRevision": doc["revision"]},
+                )
                 if not result.is_error:
                     accepted.append(token)
                     break
@@ -72,9 +78,11 @@ async def test_no_lost_update_between_a_browser_and_two_agents(tmp_path: Path, s
         rng = random.Random(seed)
         accepted: list[str] = []
         refused: list[str] = []
-        await asyncio.gather(browser(srv, doc_id, random.Random(rng.random()), accepted),
-                             agent(srv, "a", random.Random(rng.random()), accepted, refused),
-                             agent(srv, "b", random.Random(rng.random()), accepted, refused))
+        await asyncio.gather(
+            browser(srv, doc_id, random.Random(rng.random()), accepted),
+            agent(srv, "a", random.Random(rng.random()), accepted, refused),
+            agent(srv, "b", random.Random(rng.random()), accepted, refused),
+        )
         async with srv.client() as client:
             final = (await client.call_tool("md_get_current_document", {})).structured_content["markdown"]
     assert len(accepted) == 3 * ROUNDS
@@ -92,12 +100,24 @@ async def test_an_agent_edit_of_text_the_person_just_changed_is_refused(tmp_path
             before = (await client.call_tool("md_get_current_document", {})).structured_content
             base = f"{srv.base_url}/api/markdown/docs/{before['docId']}"
             doc = (await http.get(base)).json()
-            typed = await http.post(f"{base}/push", json={"version": doc["version"], "updates": [
-                {"clientID": "ui-test", "changes": [6, [3, "xyz"]]}]})
+            typed = await http.post(
+                f"{base}/push",
+                json={
+                    "version": doc["version"],
+                    "updates": [{"clientID": "ui-test", "changes": [6, [3, "xyz"]]}],
+                },
+            )
             assert typed.status_code == 200
-            late = await client.call_tool("md_apply_text_edit", {
-                "startOffset": 6, "length": 3, "replacement": "AI", "expectedText": "abc",
-                "expectedRevision": before["revision"]})
+            late = await client.call_tool(
+                "md_apply_text_edit",
+                {
+                    "startOffset": 6,
+                    "length": 3,
+                    "replacement": "AI",
+                    "expectedText": "abc",
+                    "expectedRevision": before["revision"],
+                },
+            )
             assert late.is_error
             assert late.structured_content["code"] in ("STALE_WORKSPACE", "EXPECTED_TEXT_MISMATCH")
             after = (await client.call_tool("md_get_current_document", {})).structured_content

@@ -70,7 +70,9 @@ async def test_progress_notifications_reach_the_client(folder: Path, mode: str) 
         seen.append((progress, total, message))
 
     async with running_server(folder, kind="probe") as srv, srv.client(mode=mode) as client:
-        result = await client.call_tool("probe_slow", {"steps": 3, "delay_ms": 1}, progress_callback=on_progress)
+        result = await client.call_tool(
+            "probe_slow", {"steps": 3, "delay_ms": 1}, progress_callback=on_progress
+        )
         assert not result.is_error
     assert [p for p, _, _ in seen] == [1, 2, 3]
     assert seen[-1][1] == 3 and seen[-1][2] == "step 3 of 3"
@@ -88,8 +90,16 @@ async def test_calls_are_audited_without_argument_values(folder: Path) -> None:
 
 # -- HTTP security: every refusal a person or a browser page could run into ------------------------------------
 
-INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-    "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "curl", "version": "1"}}}
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "curl", "version": "1"},
+    },
+}
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
@@ -112,17 +122,22 @@ async def test_mcp_with_token_is_accepted(folder: Path) -> None:
 @pytest.mark.parametrize("path", ["/mcp", "/api/status", "/"])
 async def test_bad_host_is_421_on_every_route(folder: Path, path: str) -> None:
     async with running_server(folder, kind="probe") as srv, httpx2.AsyncClient() as http:
-        r = await http.post(srv.base_url + path, json=INIT,
-                            headers={**ACCEPT, **srv.auth_headers(), **srv.ui_headers(), "Host": "evil.example.com"})
+        r = await http.post(
+            srv.base_url + path,
+            json=INIT,
+            headers={**ACCEPT, **srv.auth_headers(), **srv.ui_headers(), "Host": "evil.example.com"},
+        )
         assert r.status_code == 421
 
 
 @pytest.mark.parametrize("path", ["/mcp", "/api/status"])
 async def test_bad_origin_is_403_on_every_route(folder: Path, path: str) -> None:
     async with running_server(folder, kind="probe") as srv, httpx2.AsyncClient() as http:
-        r = await http.post(srv.base_url + path, json=INIT,
-                            headers={**ACCEPT, **srv.auth_headers(), **srv.ui_headers(),
-                                     "Origin": "http://evil.example.com"})
+        r = await http.post(
+            srv.base_url + path,
+            json=INIT,
+            headers={**ACCEPT, **srv.auth_headers(), **srv.ui_headers(), "Origin": "http://evil.example.com"},
+        )
         assert r.status_code == 403
 
 
@@ -164,19 +179,26 @@ async def test_settings_api_validates_and_applies_in_place(folder: Path) -> None
         live = srv.app.settings
         bad = await http.post(srv.base_url + "/api/settings", json={"port": 0}, headers=srv.ui_headers())
         assert bad.status_code == 400 and bad.json()["error"]["code"] == "INVALID_ARGUMENT"
-        good = await http.post(srv.base_url + "/api/settings", json={"require_approval": False},
-                               headers=srv.ui_headers())
+        good = await http.post(
+            srv.base_url + "/api/settings", json={"require_approval": False}, headers=srv.ui_headers()
+        )
         assert good.status_code == 200 and good.json()["require_approval"] is False
         assert live.require_approval is False  # the object every kind holds, not a copy
 
 
 async def test_the_browser_calls_the_same_tools_as_caller_ui(folder: Path) -> None:
     async with running_server(folder, kind="probe") as srv, httpx2.AsyncClient() as http:
-        r = await http.post(srv.base_url + "/api/tools/probe_echo", json={"arguments": {"text": "hi"}},
-                            headers=srv.ui_headers())
+        r = await http.post(
+            srv.base_url + "/api/tools/probe_echo",
+            json={"arguments": {"text": "hi"}},
+            headers=srv.ui_headers(),
+        )
         assert r.status_code == 200 and r.json() == {"text": "hi", "caller": "ui"}
-        r = await http.post(srv.base_url + "/api/tools/probe_fail", json={"arguments": {"code": "NOT_FOUND"}},
-                            headers=srv.ui_headers())
+        r = await http.post(
+            srv.base_url + "/api/tools/probe_fail",
+            json={"arguments": {"code": "NOT_FOUND"}},
+            headers=srv.ui_headers(),
+        )
         assert r.status_code == 404 and r.json()["error"]["code"] == "NOT_FOUND"
 
 
@@ -196,14 +218,25 @@ async def test_header_values_with_surrounding_spaces_mean_the_same(folder: Path)
     import asyncio
     import json
 
-    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
-    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                       "params": {"name": "probe_echo", "arguments": {"text": "x"}, "_meta": meta}}).encode()
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    body = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": "probe_echo", "arguments": {"text": "x"}, "_meta": meta},
+        }
+    ).encode()
     async with running_server(folder, kind="probe") as srv:
-        head = (f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{srv.port}\r\nAuthorization: Bearer {srv.app.token}\r\n"
-                "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
-                "MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call  \r\nMcp-Name: probe_echo  \r\n"
-                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()
+        head = (
+            f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{srv.port}\r\nAuthorization: Bearer {srv.app.token}\r\n"
+            "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+            "MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call  \r\nMcp-Name: probe_echo  \r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+        ).encode()
         reader, writer = await asyncio.open_connection("127.0.0.1", srv.port)
         writer.write(head + body)
         await writer.drain()
@@ -212,7 +245,9 @@ async def test_header_values_with_surrounding_spaces_mean_the_same(folder: Path)
     assert response.startswith(b"HTTP/1.1 200"), response[:300]
 
 
-async def test_audit_log_file_gets_one_line_per_call_without_values(folder: Path, deskbridge_home: Path) -> None:
+async def test_audit_log_file_gets_one_line_per_call_without_values(
+    folder: Path, deskbridge_home: Path
+) -> None:
     import json
 
     from deskbridge.app import App

@@ -16,7 +16,12 @@ from deskbridge.testing import running_server
 
 pytestmark = pytest.mark.anyio
 
-NEEDS_EDITOR = {"md_ui_open_panel", "md_ui_refresh_preview", "md_ui_apply_editor_command", "md_ui_copy_rendered_html"}
+NEEDS_EDITOR = {
+    "md_ui_open_panel",
+    "md_ui_refresh_preview",
+    "md_ui_apply_editor_command",
+    "md_ui_copy_rendered_html",
+}
 
 
 async def test_every_markdown_tool_answers_over_http(tmp_path: Path) -> None:
@@ -49,24 +54,52 @@ async def test_every_markdown_tool_answers_over_http(tmp_path: Path) -> None:
         await call("md_get_rendered_html")
         await call("md_get_selection")
         await call("md_search", {"query": "file"})
-        await call("md_replace_text", {"oldText": "Hello world.", "newText": "Hello there.",
-                                       "expectedRevision": await revision()})
-        await call("md_apply_text_edit", {"startOffset": 0, "length": 1, "replacement": "#",
-                                          "expectedText": "#", "expectedRevision": await revision()})
-        await call("md_insert_text", {"text": "\nAppended.\n", "offset": len((await call(
-            "md_get_current_document"))["markdown"]), "expectedRevision": await revision()})
-        await call("md_patch_section", {"headingPath": "Intro", "operation": "append", "content": "More.\n",
-                                        "expectedRevision": await revision()})
-        async with httpx2.AsyncClient(headers=srv.ui_headers()) as http:  # the person puts the cursor at the start
-            reported = await http.post(f"{srv.base_url}/api/markdown/docs/{doc['docId']}/selection",
-                                       json={"anchor": 0, "head": 0})
+        await call(
+            "md_replace_text",
+            {"oldText": "Hello world.", "newText": "Hello there.", "expectedRevision": await revision()},
+        )
+        await call(
+            "md_apply_text_edit",
+            {
+                "startOffset": 0,
+                "length": 1,
+                "replacement": "#",
+                "expectedText": "#",
+                "expectedRevision": await revision(),
+            },
+        )
+        await call(
+            "md_insert_text",
+            {
+                "text": "\nAppended.\n",
+                "offset": len((await call("md_get_current_document"))["markdown"]),
+                "expectedRevision": await revision(),
+            },
+        )
+        await call(
+            "md_patch_section",
+            {
+                "headingPath": "Intro",
+                "operation": "append",
+                "content": "More.\n",
+                "expectedRevision": await revision(),
+            },
+        )
+        async with httpx2.AsyncClient(
+            headers=srv.ui_headers()
+        ) as http:  # the person puts the cursor at the start
+            reported = await http.post(
+                f"{srv.base_url}/api/markdown/docs/{doc['docId']}/selection", json={"anchor": 0, "head": 0}
+            )
             assert reported.status_code == 200
         await call("md_replace_selection", {"text": "Start. ", "expectedRevision": await revision()})
         await call("md_save_current_document")
         await call("md_save_current_document_as", {"path": "copy.md"})
         assert (tmp_path / "copy.md").read_text("utf-8").startswith("Start. # Notes")
         await call("md_open_document", {"path": "other.md"})
-        await call("md_replace_current_document", {"markdown": "# Rewritten\n", "expectedRevision": await revision()})
+        await call(
+            "md_replace_current_document", {"markdown": "# Rewritten\n", "expectedRevision": await revision()}
+        )
         await call("md_ui_get_state")
         await call("md_ui_set_theme", {"themeKey": "dark"})
         await call("md_ui_set_typography", {"typographyKey": "Simple"})
@@ -93,8 +126,10 @@ async def test_view_tools_reach_an_open_editor(tmp_path: Path) -> None:
         seen: list[bytes] = []
 
         async def editor() -> None:  # an open editor page is an open event stream
-            async with httpx2.AsyncClient(headers=srv.ui_headers(), timeout=None) as http, \
-                    http.stream("GET", srv.base_url + "/api/events") as stream:
+            async with (
+                httpx2.AsyncClient(headers=srv.ui_headers(), timeout=None) as http,
+                http.stream("GET", srv.base_url + "/api/events") as stream,
+            ):
                 async for chunk in stream.aiter_bytes():
                     seen.append(chunk)
 
@@ -102,9 +137,12 @@ async def test_view_tools_reach_an_open_editor(tmp_path: Path) -> None:
             tg.start_soon(editor)
             while not srv.app.approvals.ui_attached:
                 await anyio.sleep(0.02)
-            for name, args in (("md_ui_open_panel", {"panel": "about"}), ("md_ui_refresh_preview", {}),
-                               ("md_ui_apply_editor_command", {"command": "bold"}),
-                               ("md_ui_copy_rendered_html", {"target": "wechat"})):
+            for name, args in (
+                ("md_ui_open_panel", {"panel": "about"}),
+                ("md_ui_refresh_preview", {}),
+                ("md_ui_apply_editor_command", {"command": "bold"}),
+                ("md_ui_copy_rendered_html", {"target": "wechat"}),
+            ):
                 result = await client.call_tool(name, args)
                 assert not result.is_error, (name, result.structured_content)
             await anyio.sleep(0.2)

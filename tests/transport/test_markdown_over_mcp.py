@@ -35,15 +35,21 @@ async def read(client: Any) -> dict[str, Any]:
     return result.structured_content
 
 
-@pytest.mark.parametrize("mode", ["legacy", "auto"])  # a live elicitation request / the 2026 InputRequiredResult
+@pytest.mark.parametrize(
+    "mode", ["legacy", "auto"]
+)  # a live elicitation request / the 2026 InputRequiredResult
 @pytest.mark.parametrize("approve", [True, False])
 async def test_edit_asks_through_elicitation_without_a_browser(notes: Path, approve: bool, mode: str) -> None:
     seen: list[str] = []
-    async with running_server(notes) as srv, srv.client(mode=mode,
-                                                        elicitation_callback=answer(approve, seen)) as client:
+    async with (
+        running_server(notes) as srv,
+        srv.client(mode=mode, elicitation_callback=answer(approve, seen)) as client,
+    ):
         doc = await read(client)
-        result = await client.call_tool("md_replace_text", {
-            "oldText": "Hello world.", "newText": "Hello deskbridge.", "expectedRevision": doc["revision"]})
+        result = await client.call_tool(
+            "md_replace_text",
+            {"oldText": "Hello world.", "newText": "Hello deskbridge.", "expectedRevision": doc["revision"]},
+        )
         after = await read(client)
         audit = [r.to_dict() for r in srv.app.audit.recent() if r.tool == "md_replace_text"]
     assert seen, "the person was not asked"
@@ -61,16 +67,20 @@ async def test_edit_asks_through_elicitation_without_a_browser(notes: Path, appr
 async def test_stale_revision_is_refused_and_changes_nothing(notes: Path) -> None:
     async with running_server(notes) as srv:
         async with httpx2.AsyncClient() as http:  # the person turns approvals off in the settings panel
-            off = await http.post(srv.base_url + "/api/settings", json={"require_approval": False},
-                                  headers=srv.ui_headers())
+            off = await http.post(
+                srv.base_url + "/api/settings", json={"require_approval": False}, headers=srv.ui_headers()
+            )
             assert off.status_code == 200
         async with srv.client() as client:
             doc = await read(client)
-            first = await client.call_tool("md_replace_text", {
-                "oldText": "Hello world.", "newText": "One.", "expectedRevision": doc["revision"]})
+            first = await client.call_tool(
+                "md_replace_text",
+                {"oldText": "Hello world.", "newText": "One.", "expectedRevision": doc["revision"]},
+            )
             assert not first.is_error, first.structured_content
-            stale = await client.call_tool("md_replace_text", {
-                "oldText": "One.", "newText": "Two.", "expectedRevision": doc["revision"]})
+            stale = await client.call_tool(
+                "md_replace_text", {"oldText": "One.", "newText": "Two.", "expectedRevision": doc["revision"]}
+            )
             assert stale.is_error and stale.structured_content["code"] == "STALE_WORKSPACE"
             assert "One." in (await read(client))["markdown"]
 
@@ -83,7 +93,10 @@ async def test_outside_scope_open_is_refused(notes: Path, tmp_path_factory: pyte
         assert result.is_error
         assert result.structured_content["code"] in ("ACCESS_DENIED", "APPROVAL_DECLINED")
         traversal = await client.call_tool("md_open_document", {"path": "../../etc/passwd"})
-        assert traversal.is_error and traversal.structured_content["code"] in ("ACCESS_DENIED", "INVALID_ARGUMENT")
+        assert traversal.is_error and traversal.structured_content["code"] in (
+            "ACCESS_DENIED",
+            "INVALID_ARGUMENT",
+        )
 
 
 async def test_a_change_on_disk_is_noticed_while_serving(notes: Path) -> None:

@@ -17,8 +17,11 @@ pytestmark = pytest.mark.anyio
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 async def test_stdio_server_answers(tmp_path: Path, mode: str) -> None:
     (tmp_path / "a.txt").write_text("stdio works", "utf-8")
-    params = StdioServerParameters(command=sys.executable, args=["-m", "deskbridge", "mcp", str(tmp_path),
-                                                                 "--kind", "probe"], env=dict(os.environ))
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "deskbridge", "mcp", str(tmp_path), "--kind", "probe"],
+        env=dict(os.environ),
+    )
     async with Client(params, mode=mode) as client:
         names = [t.name for t in (await client.list_tools()).tools]
         assert "probe_read_file" in names
@@ -29,8 +32,13 @@ async def test_stdio_server_answers(tmp_path: Path, mode: str) -> None:
 
 
 def run_cli(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "deskbridge", *args], capture_output=True, text=True,
-                          timeout=timeout, env=dict(os.environ))
+    return subprocess.run(
+        [sys.executable, "-m", "deskbridge", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=dict(os.environ),
+    )
 
 
 def test_non_loopback_bind_is_refused_without_allow_remote(tmp_path: Path) -> None:
@@ -82,7 +90,9 @@ def test_config_set_rejects_unknown_keys_and_bad_values() -> None:
     assert bad.returncode == 2 and "port" in bad.stderr
 
 
-def test_allow_remote_serves_with_a_warning_and_only_the_named_hosts(tmp_path: Path, deskbridge_home: Path) -> None:
+def test_allow_remote_serves_with_a_warning_and_only_the_named_hosts(
+    tmp_path: Path, deskbridge_home: Path
+) -> None:
     import time
 
     import httpx2
@@ -90,10 +100,28 @@ def test_allow_remote_serves_with_a_warning_and_only_the_named_hosts(tmp_path: P
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "deskbridge", "serve", str(tmp_path), "--kind", "probe",
-                             "--host", "0.0.0.0", "--allow-remote", "--allowed-host", "studio.local",
-                             "--port", str(port), "--no-browser"], stderr=subprocess.PIPE, text=True,
-                            env=dict(os.environ))
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "deskbridge",
+            "serve",
+            str(tmp_path),
+            "--kind",
+            "probe",
+            "--host",
+            "0.0.0.0",
+            "--allow-remote",
+            "--allowed-host",
+            "studio.local",
+            "--port",
+            str(port),
+            "--no-browser",
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ),
+    )
     try:
         for _ in range(200):
             try:
@@ -103,8 +131,16 @@ def test_allow_remote_serves_with_a_warning_and_only_the_named_hosts(tmp_path: P
                 time.sleep(0.05)
         token = (deskbridge_home / "config" / "token").read_text().strip()
         headers = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"}
-        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+        init = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        }
         url = f"http://127.0.0.1:{port}/mcp"
         named = httpx2.post(url, json=init, headers={**headers, "Host": f"studio.local:{port}"})
         assert named.status_code == 200
@@ -116,7 +152,9 @@ def test_allow_remote_serves_with_a_warning_and_only_the_named_hosts(tmp_path: P
     assert "warning:" in stderr and "anyone who can reach it" in stderr
 
 
-def test_ctrl_c_ends_open_event_streams_and_long_polls_promptly(tmp_path: Path, deskbridge_home: Path) -> None:
+def test_ctrl_c_ends_open_event_streams_and_long_polls_promptly(
+    tmp_path: Path, deskbridge_home: Path
+) -> None:
     import re
     import signal
     import threading
@@ -125,8 +163,12 @@ def test_ctrl_c_ends_open_event_streams_and_long_polls_promptly(tmp_path: Path, 
     import httpx2
 
     (tmp_path / "README.md").write_text("# Notes\n", "utf-8")
-    proc = subprocess.Popen([sys.executable, "-m", "deskbridge", "serve", str(tmp_path), "--port", "0",
-                             "--no-browser"], stderr=subprocess.PIPE, text=True, env=dict(os.environ))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "deskbridge", "serve", str(tmp_path), "--port", "0", "--no-browser"],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ),
+    )
     url = None
     lines: list[str] = []
     while url is None:
@@ -143,8 +185,10 @@ def test_ctrl_c_ends_open_event_streams_and_long_polls_promptly(tmp_path: Path, 
             for _ in stream.iter_bytes():
                 pass
 
-    threads = [threading.Thread(target=hold, args=(p,), daemon=True)
-               for p in ("/api/events", "/api/markdown/docs/d1/pull?version=0&wait=25")]
+    threads = [
+        threading.Thread(target=hold, args=(p,), daemon=True)
+        for p in ("/api/events", "/api/markdown/docs/d1/pull?version=0&wait=25")
+    ]
     for t in threads:
         t.start()
     time.sleep(1.0)

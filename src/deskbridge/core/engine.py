@@ -84,8 +84,11 @@ class Engine:
         """The current `{workspaceId, workspaceEpoch, revision}` (ids None when nothing is open)."""
         with self.lock:
             ws = self.workspace
-            return {"workspaceId": None if ws is None else ws.id, "workspaceEpoch": self.epoch,
-                    "revision": None if ws is None else ws.revision}
+            return {
+                "workspaceId": None if ws is None else ws.id,
+                "workspaceEpoch": self.epoch,
+                "revision": None if ws is None else ws.revision,
+            }
 
     def status(self) -> dict[str, Any]:
         with self.lock:
@@ -94,7 +97,8 @@ class Engine:
             write_plan = self.plans.pending(PlanKind.SCRIPT)
             export_plan = self.plans.pending(PlanKind.EXPORT)
             return {
-                "open": ws is not None, **self.identity_data(),
+                "open": ws is not None,
+                **self.identity_data(),
                 "sourcePath": None if ws is None or ws.source_path is None else str(ws.source_path),
                 "sourceDirty": False if ws is None else ws.dirty,
                 "savedRevision": None if ws is None else ws.saved_revision,
@@ -113,11 +117,14 @@ class Engine:
             if ws is None:
                 raise BridgeError(ErrorCode.NO_WORKSPACE, "no workspace is open", data=self.identity_data())
             if workspace_id != ws.id:
-                raise stale_workspace(f"workspace {workspace_id!r} is no longer open (now {ws.id})",
-                                      self.identity_data())
+                raise stale_workspace(
+                    f"workspace {workspace_id!r} is no longer open (now {ws.id})", self.identity_data()
+                )
             if expected_revision is not None and expected_revision != ws.revision:
-                raise stale_workspace(f"the workspace is at revision {ws.revision}, not {expected_revision}",
-                                      self.identity_data())
+                raise stale_workspace(
+                    f"the workspace is at revision {ws.revision}, not {expected_revision}",
+                    self.identity_data(),
+                )
             return ws
 
     def check_lifecycle_identity(
@@ -126,30 +133,39 @@ class Engine:
         """Identity check for lifecycle operations; returns the open workspace (None when empty)."""
         with self.lock:
             if expected_epoch is not None and expected_epoch != self.epoch:
-                raise stale_workspace(f"the workspace epoch is {self.epoch}, not {expected_epoch}",
-                                      self.identity_data())
+                raise stale_workspace(
+                    f"the workspace epoch is {self.epoch}, not {expected_epoch}", self.identity_data()
+                )
             if self.workspace is None:
                 if workspace_id is not None:
                     raise stale_workspace(f"workspace {workspace_id!r} is closed", self.identity_data())
                 return None
             if workspace_id is None:
-                raise stale_workspace("a workspace is open; pass its workspaceId (and revision) to replace it",
-                                      self.identity_data())
+                raise stale_workspace(
+                    "a workspace is open; pass its workspaceId (and revision) to replace it",
+                    self.identity_data(),
+                )
             return self.current(workspace_id, expected_revision)
 
     # -- admission ---------------------------------------------------------------------------------------
 
     def _refuse_during_lifecycle(self) -> None:
         if self.lifecycle_op is not None:
-            raise BridgeError(ErrorCode.NOT_READY, f"a {self.lifecycle_op} operation is in progress",
-                              "Retry when it has finished (a second or two); the status tool shows it.",
-                              data={"operation": self.lifecycle_op})
+            raise BridgeError(
+                ErrorCode.NOT_READY,
+                f"a {self.lifecycle_op} operation is in progress",
+                "Retry when it has finished (a second or two); the status tool shows it.",
+                data={"operation": self.lifecycle_op},
+            )
 
     def _refuse_other_write_task(self, task: Task | None) -> None:
         running = self.tasks.running_write_task()
         if running is not None and running is not task:
-            raise BridgeError(ErrorCode.TASK_BUSY, f"write task {running.id} ({running.label}) is running",
-                              data={"taskId": running.id, "owner": running.owner})
+            raise BridgeError(
+                ErrorCode.TASK_BUSY,
+                f"write task {running.id} ({running.label}) is running",
+                data={"taskId": running.id, "owner": running.owner},
+            )
 
     def _admit_task(self, task: Task) -> None:
         self._refuse_during_lifecycle()
@@ -157,8 +173,11 @@ class Engine:
             self._refuse_other_write_task(None)
             plan = self.plans.pending(PlanKind.SCRIPT)
             if plan is not None:
-                raise BridgeError(ErrorCode.PLAN_PENDING, f"plan {plan.id} is pending",
-                                  data={"planId": plan.id, "owner": plan.owner})
+                raise BridgeError(
+                    ErrorCode.PLAN_PENDING,
+                    f"plan {plan.id} is pending",
+                    data={"planId": plan.id, "owner": plan.owner},
+                )
 
     def admit_lifecycle(self, operation: str, *, refuse_export_plan: bool) -> None:
         """Called by `Lifecycle` under the lock before it sets `lifecycle_op`."""
@@ -166,14 +185,19 @@ class Engine:
         self._refuse_other_write_task(None)
         plan = self.plans.pending(PlanKind.SCRIPT)
         if plan is not None:
-            raise BridgeError(ErrorCode.PLAN_PENDING, f"plan {plan.id} is pending; apply or discard it first",
-                              data={"planId": plan.id, "owner": plan.owner})
+            raise BridgeError(
+                ErrorCode.PLAN_PENDING,
+                f"plan {plan.id} is pending; apply or discard it first",
+                data={"planId": plan.id, "owner": plan.owner},
+            )
         if refuse_export_plan:
             export = self.plans.pending(PlanKind.EXPORT)
             if export is not None:
-                raise BridgeError(ErrorCode.EXPORT_PLAN_PENDING,
-                                  f"export plan {export.id} is pending; run or discard it first",
-                                  data={"planId": export.id, "owner": export.owner})
+                raise BridgeError(
+                    ErrorCode.EXPORT_PLAN_PENDING,
+                    f"export plan {export.id} is pending; run or discard it first",
+                    data={"planId": export.id, "owner": export.owner},
+                )
 
     # -- reads and direct commits ---------------------------------------------------------------------------
 
@@ -202,19 +226,33 @@ class Engine:
         self._publish_commit(ws, revision, caller, list(changes), source)
         return revision
 
-    def _publish_commit(self, ws: Workspace, revision: int, caller: str, keys: list[str], source: str) -> None:
-        self.bus.publish("workspace", {"event": "committed", "workspaceId": ws.id, "revision": revision,
-                                       "caller": caller, "source": source, "keyCount": len(keys),
-                                       "keys": keys[:_KEYS_IN_EVENT], "sourceDirty": ws.dirty})
+    def _publish_commit(
+        self, ws: Workspace, revision: int, caller: str, keys: list[str], source: str
+    ) -> None:
+        self.bus.publish(
+            "workspace",
+            {
+                "event": "committed",
+                "workspaceId": ws.id,
+                "revision": revision,
+                "caller": caller,
+                "source": source,
+                "keyCount": len(keys),
+                "keys": keys[:_KEYS_IN_EVENT],
+                "sourceDirty": ws.dirty,
+            },
+        )
 
     # -- tasks ---------------------------------------------------------------------------------------------
 
-    def start_task(self, work: Work, *, owner: str, label: str, write: bool = False,
-                   cancellable: bool = True) -> Task:
+    def start_task(
+        self, work: Work, *, owner: str, label: str, write: bool = False, cancellable: bool = True
+    ) -> Task:
         """Start a task (see `core.tasks`; from a worker thread after `tasks.bind_loop`); write tasks take the one write slot."""
         ws_id = self.identity_data()["workspaceId"]
-        return self.tasks.start(work, owner=owner, label=label, write=write, workspace_id=ws_id,
-                                cancellable=cancellable)
+        return self.tasks.start(
+            work, owner=owner, label=label, write=write, workspace_id=ws_id, cancellable=cancellable
+        )
 
     # -- plans ---------------------------------------------------------------------------------------------
 
@@ -236,8 +274,16 @@ class Engine:
             self._refuse_during_lifecycle()
             self._refuse_other_write_task(task)
             self.current(workspace_id, revision)  # a plan stale at birth is refused, not stored
-            plan = self.plans.create(kind, owner=owner, workspace_id=workspace_id, revision=revision,
-                                     changes=changes, warnings=warnings, on_apply=on_apply, summary=summary)
+            plan = self.plans.create(
+                kind,
+                owner=owner,
+                workspace_id=workspace_id,
+                revision=revision,
+                changes=changes,
+                warnings=warnings,
+                on_apply=on_apply,
+                summary=summary,
+            )
             info = self.plans.info(plan)
         self.bus.publish("plan", {"event": "created", **_plan_event(info)})
         return plan
@@ -246,8 +292,15 @@ class Engine:
         with self.lock:
             return self.plans.info(self.plans.get(plan_id, kind))
 
-    def preview_plan(self, plan_id: str, cursor: str | None = None, limit: int | None = None, *,
-                     kind: PlanKind | None = None, key_filter: str | None = None) -> dict[str, Any]:
+    def preview_plan(
+        self,
+        plan_id: str,
+        cursor: str | None = None,
+        limit: int | None = None,
+        *,
+        kind: PlanKind | None = None,
+        key_filter: str | None = None,
+    ) -> dict[str, Any]:
         with self.lock:
             plan = self.plans.get(plan_id, kind)
             return self.plans.preview(plan, cursor, limit, key_filter=key_filter)
@@ -273,18 +326,28 @@ class Engine:
             self._refuse_other_write_task(task)
             plan = self.plans.get(plan_id, kind)
             if plan.state is not PlanState.PENDING:
-                raise BridgeError(ErrorCode.NOT_FOUND, f"plan {plan_id} is {plan.state}",
-                                  "Build a new plan.", data={"state": str(plan.state)})
+                raise BridgeError(
+                    ErrorCode.NOT_FOUND,
+                    f"plan {plan_id} is {plan.state}",
+                    "Build a new plan.",
+                    data={"state": str(plan.state)},
+                )
             ws = self.workspace
             stale_code = ErrorCode.STALE_EXPORT if plan.kind is PlanKind.EXPORT else ErrorCode.STALE_PLAN
             current_rev = None if ws is None else ws.revision
-            if (ws is None or ws.id != plan.workspace_id or ws.revision != plan.revision
-                    or (expected_revision is not None and expected_revision != ws.revision)):
-                raise BridgeError(stale_code,
-                                  f"plan {plan_id} was built on revision {plan.revision}; the workspace is now at "
-                                  f"{current_rev}" + ("" if expected_revision is None else
-                                                      f" (you expected {expected_revision})"),
-                                  data={"planRevision": plan.revision, **self.identity_data()})
+            if (
+                ws is None
+                or ws.id != plan.workspace_id
+                or ws.revision != plan.revision
+                or (expected_revision is not None and expected_revision != ws.revision)
+            ):
+                raise BridgeError(
+                    stale_code,
+                    f"plan {plan_id} was built on revision {plan.revision}; the workspace is now at "
+                    f"{current_rev}"
+                    + ("" if expected_revision is None else f" (you expected {expected_revision})"),
+                    data={"planRevision": plan.revision, **self.identity_data()},
+                )
             selected = self.plans.select(plan, change_keys, acknowledged_warning_ids)
             if plan.kind is PlanKind.EXPORT:
                 result = plan.on_apply(selected) if plan.on_apply is not None else None
@@ -298,13 +361,26 @@ class Engine:
                 revision = ws.commit(mapping)
                 plan.state = PlanState.APPLIED
                 plan.applied_revision = revision
-                out = {"planId": plan.id, "applied": len(selected),
-                       "dropped": len(plan.changes) - len(selected), "revision": revision,
-                       "sourceDirty": ws.dirty}
+                out = {
+                    "planId": plan.id,
+                    "applied": len(selected),
+                    "dropped": len(plan.changes) - len(selected),
+                    "revision": revision,
+                    "sourceDirty": ws.dirty,
+                }
         if revision is not None:
             self._publish_commit(ws, revision, caller, [c.key for c in selected], f"plan:{plan.kind}")
-        self.bus.publish("plan", {"event": "applied", "planId": plan.id, "kind": str(plan.kind),
-                                  "caller": caller, "revision": out["revision"], "applied": len(selected)})
+        self.bus.publish(
+            "plan",
+            {
+                "event": "applied",
+                "planId": plan.id,
+                "kind": str(plan.kind),
+                "caller": caller,
+                "revision": out["revision"],
+                "applied": len(selected),
+            },
+        )
         return out
 
     def discard_plan(self, plan_id: str, *, caller: str, kind: PlanKind | None = None) -> dict[str, Any]:
@@ -336,29 +412,67 @@ class Engine:
 
     # -- lifecycle -----------------------------------------------------------------------------------------
 
-    async def open(self, path: Path | str | None, *, expected_epoch: int | None = None,
-                   workspace_id: str | None = None, expected_revision: int | None = None,
-                   dirty_policy: DirtyPolicy | str = DirtyPolicy.REJECT, caller: str = "ui") -> dict[str, Any]:
-        return await self.lifecycle.open(path, expected_epoch=expected_epoch, workspace_id=workspace_id,
-                                         expected_revision=expected_revision, dirty_policy=dirty_policy,
-                                         caller=caller)
+    async def open(
+        self,
+        path: Path | str | None,
+        *,
+        expected_epoch: int | None = None,
+        workspace_id: str | None = None,
+        expected_revision: int | None = None,
+        dirty_policy: DirtyPolicy | str = DirtyPolicy.REJECT,
+        caller: str = "ui",
+    ) -> dict[str, Any]:
+        return await self.lifecycle.open(
+            path,
+            expected_epoch=expected_epoch,
+            workspace_id=workspace_id,
+            expected_revision=expected_revision,
+            dirty_policy=dirty_policy,
+            caller=caller,
+        )
 
-    async def close(self, *, workspace_id: str, expected_revision: int | None = None,
-                    dirty_policy: DirtyPolicy | str = DirtyPolicy.REJECT, caller: str = "ui") -> dict[str, Any]:
-        return await self.lifecycle.close(workspace_id=workspace_id, expected_revision=expected_revision,
-                                          dirty_policy=dirty_policy, caller=caller)
+    async def close(
+        self,
+        *,
+        workspace_id: str,
+        expected_revision: int | None = None,
+        dirty_policy: DirtyPolicy | str = DirtyPolicy.REJECT,
+        caller: str = "ui",
+    ) -> dict[str, Any]:
+        return await self.lifecycle.close(
+            workspace_id=workspace_id,
+            expected_revision=expected_revision,
+            dirty_policy=dirty_policy,
+            caller=caller,
+        )
 
-    async def save(self, *, workspace_id: str, expected_revision: int | None = None,
-                   caller: str = "ui") -> dict[str, Any]:
-        return await self.lifecycle.save(workspace_id=workspace_id, expected_revision=expected_revision,
-                                         caller=caller)
+    async def save(
+        self, *, workspace_id: str, expected_revision: int | None = None, caller: str = "ui"
+    ) -> dict[str, Any]:
+        return await self.lifecycle.save(
+            workspace_id=workspace_id, expected_revision=expected_revision, caller=caller
+        )
 
-    async def save_copy(self, target: Path | str, *, workspace_id: str, expected_revision: int | None = None,
-                        overwrite: bool = False, observed_identity: FileIdentity | dict[str, Any] | None = None,
-                        adopt: bool = False, caller: str = "ui") -> dict[str, Any]:
-        return await self.lifecycle.save_copy(target, workspace_id=workspace_id,
-                                              expected_revision=expected_revision, overwrite=overwrite,
-                                              observed_identity=observed_identity, adopt=adopt, caller=caller)
+    async def save_copy(
+        self,
+        target: Path | str,
+        *,
+        workspace_id: str,
+        expected_revision: int | None = None,
+        overwrite: bool = False,
+        observed_identity: FileIdentity | dict[str, Any] | None = None,
+        adopt: bool = False,
+        caller: str = "ui",
+    ) -> dict[str, Any]:
+        return await self.lifecycle.save_copy(
+            target,
+            workspace_id=workspace_id,
+            expected_revision=expected_revision,
+            overwrite=overwrite,
+            observed_identity=observed_identity,
+            adopt=adopt,
+            caller=caller,
+        )
 
 
 def _plan_event(info: dict[str, Any]) -> dict[str, Any]:

@@ -326,8 +326,9 @@ class _PendingTemp:
     is on disk. When the writer wrote around the running hash, the whole temp file is hashed in a thread.
     """
 
-    def __init__(self, tmp: Path, hasher: _Hasher | None = None, digest: str | None = None,
-                 sync_fd: int | None = None) -> None:
+    def __init__(
+        self, tmp: Path, hasher: _Hasher | None = None, digest: str | None = None, sync_fd: int | None = None
+    ) -> None:
         self._hasher = hasher
         self._digest = digest
         self._hash_error: BaseException | None = None
@@ -335,12 +336,14 @@ class _PendingTemp:
         self._hash_thread: threading.Thread | None = None
         self._sync_thread: threading.Thread | None = None
         if sync_fd is not None:
-            self._sync_thread = threading.Thread(target=self._fsync, args=(sync_fd,), name="deskbridge-fsync",
-                                                 daemon=True)
+            self._sync_thread = threading.Thread(
+                target=self._fsync, args=(sync_fd,), name="deskbridge-fsync", daemon=True
+            )
             self._sync_thread.start()
         if digest is None and hasher is None:
-            self._hash_thread = threading.Thread(target=self._hash_file, args=(tmp,), name="deskbridge-hash",
-                                                 daemon=True)
+            self._hash_thread = threading.Thread(
+                target=self._hash_file, args=(tmp,), name="deskbridge-hash", daemon=True
+            )
             self._hash_thread.start()
 
     def _fsync(self, fd: int) -> None:
@@ -390,8 +393,12 @@ class _PendingTemp:
 
 
 def _write_temp(
-    target: Path, content: Content, existing_mode: int | None, new_file_mode: int = 0o666,
-    *, background_fsync: bool = False,
+    target: Path,
+    content: Content,
+    existing_mode: int | None,
+    new_file_mode: int = 0o666,
+    *,
+    background_fsync: bool = False,
 ) -> tuple[Path, _PendingTemp]:
     """Create, fill and flush a temp file next to `target`, and fsync it; returns it and its pending SHA-256.
 
@@ -478,8 +485,21 @@ _RENAME_NOREPLACE = 1  # linux/fs.h
 _RENAME_EXCL = 0x00000004  # macOS sys/stdio.h, renamex_np
 _AT_FDCWD = -100
 _MOVEFILE_WRITE_THROUGH = 0x8
-_SYS_RENAMEAT2 = {"x86_64": 316, "amd64": 316, "aarch64": 276, "arm64": 276, "riscv64": 276, "i686": 353, "i386": 353}
-_UNSUPPORTED_ERRNOS = {errno.ENOSYS, errno.EINVAL, getattr(errno, "ENOTSUP", -1), getattr(errno, "EOPNOTSUPP", -1)}
+_SYS_RENAMEAT2 = {
+    "x86_64": 316,
+    "amd64": 316,
+    "aarch64": 276,
+    "arm64": 276,
+    "riscv64": 276,
+    "i686": 353,
+    "i386": 353,
+}
+_UNSUPPORTED_ERRNOS = {
+    errno.ENOSYS,
+    errno.EINVAL,
+    getattr(errno, "ENOTSUP", -1),
+    getattr(errno, "EOPNOTSUPP", -1),
+}
 
 
 def _raise_errno(err: int, src: Path, dst: Path) -> None:
@@ -502,7 +522,9 @@ def _native_noreplace(src: Path, dst: Path) -> bool:
             nr = _SYS_RENAMEAT2.get(platform.machine().lower())
             if nr is None:
                 return False
-            res = libc.syscall(nr, _AT_FDCWD, os.fsencode(src), _AT_FDCWD, os.fsencode(dst), _RENAME_NOREPLACE)
+            res = libc.syscall(
+                nr, _AT_FDCWD, os.fsencode(src), _AT_FDCWD, os.fsencode(dst), _RENAME_NOREPLACE
+            )
         if res == 0:
             return True
         err = ctypes.get_errno()
@@ -578,17 +600,33 @@ class WriteResult:
 
 
 def _disk_error(exc: OSError, target: Path, *, touched: bool, committed: bool) -> BridgeError:
-    data = {"path": str(target), "diskTouched": touched, "diskCommitted": committed, "originalIntact": not committed}
+    data = {
+        "path": str(target),
+        "diskTouched": touched,
+        "diskCommitted": committed,
+        "originalIntact": not committed,
+    }
     if committed:
         msg = f"'{target}' was written, but making it durable failed: {exc.strerror or exc}"
-        return BridgeError(ErrorCode.INTERNAL, msg, "The new content is in place; do not retry the write.", data)
+        return BridgeError(
+            ErrorCode.INTERNAL, msg, "The new content is in place; do not retry the write.", data
+        )
     reason = exc.strerror or str(exc)
     msg = f"could not write '{target}': {reason}; the original is intact"
     if isinstance(exc, PermissionError):
-        return BridgeError(ErrorCode.ACCESS_DENIED, msg, "Choose a writable location or fix the permissions, then retry.", data)
+        return BridgeError(
+            ErrorCode.ACCESS_DENIED,
+            msg,
+            "Choose a writable location or fix the permissions, then retry.",
+            data,
+        )
     if exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", -1), errno.EFBIG):
-        return BridgeError(ErrorCode.LIMIT_EXCEEDED, msg, "Free disk space (or choose another disk), then retry.", data)
-    return BridgeError(ErrorCode.INTERNAL, msg, "Nothing was changed; check the path and the disk, then retry.", data)
+        return BridgeError(
+            ErrorCode.LIMIT_EXCEEDED, msg, "Free disk space (or choose another disk), then retry.", data
+        )
+    return BridgeError(
+        ErrorCode.INTERNAL, msg, "Nothing was changed; check the path and the disk, then retry.", data
+    )
 
 
 def _check_identity(target: Path, expected: FileIdentity, code: ErrorCode, *, deep: bool = True) -> None:
@@ -604,7 +642,11 @@ def _check_identity(target: Path, expected: FileIdentity, code: ErrorCode, *, de
         else:
             now = None
             same = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) == (
-                expected.device, expected.inode, expected.size, expected.mtime_ns)
+                expected.device,
+                expected.inode,
+                expected.size,
+                expected.mtime_ns,
+            )
             if not same:
                 with contextlib.suppress(BridgeError, OSError):
                     now = file_identity(target)
@@ -613,8 +655,13 @@ def _check_identity(target: Path, expected: FileIdentity, code: ErrorCode, *, de
         raise BridgeError(
             code,
             f"'{target}' no longer exists" if gone else f"'{target}' changed since it was observed",
-            data={"path": str(target), "identity": None if now is None else now.to_dict(),
-                  "diskTouched": False, "diskCommitted": False, "originalIntact": True},
+            data={
+                "path": str(target),
+                "identity": None if now is None else now.to_dict(),
+                "diskTouched": False,
+                "diskCommitted": False,
+                "originalIntact": True,
+            },
         )
 
 
@@ -730,7 +777,9 @@ def atomic_write(
                 os.unlink(tmp)
         raise _disk_error(exc, target, touched=True, committed=committed) from exc
     st = target.stat()
-    return WriteResult(target, FileIdentity(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, digest), backup_path)
+    return WriteResult(
+        target, FileIdentity(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, digest), backup_path
+    )
 
 
 def publish_new(path: Path | str, content: Content, *, new_file_mode: int = 0o666) -> WriteResult:
@@ -752,8 +801,13 @@ def publish_new(path: Path | str, content: Content, *, new_file_mode: int = 0o66
         raise BridgeError(
             ErrorCode.TARGET_EXISTS,
             f"'{target}' already exists",
-            data={"path": str(target), "identity": existing, "diskTouched": True,
-                  "diskCommitted": False, "originalIntact": True},
+            data={
+                "path": str(target),
+                "identity": existing,
+                "diskTouched": True,
+                "diskCommitted": False,
+                "originalIntact": True,
+            },
         ) from exc
     except OSError as exc:
         with contextlib.suppress(OSError):
@@ -781,8 +835,11 @@ def publish_directory(path: Path | str, fill: Callable[[Path], None]) -> Path:
     target = Path(path)
     if target.exists() or target.is_symlink():
         # Early and cheap; the authoritative check is the no-overwrite rename below.
-        raise BridgeError(ErrorCode.TARGET_EXISTS, f"'{target}' already exists",
-                          data={"path": str(target), "diskTouched": False, "diskCommitted": False})
+        raise BridgeError(
+            ErrorCode.TARGET_EXISTS,
+            f"'{target}' already exists",
+            data={"path": str(target), "diskTouched": False, "diskCommitted": False},
+        )
     tmp = _temp_name(target)
     try:
         os.mkdir(tmp)
@@ -794,8 +851,11 @@ def publish_directory(path: Path | str, fill: Callable[[Path], None]) -> Path:
         rename_noreplace(tmp, target)
     except FileExistsError as exc:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise BridgeError(ErrorCode.TARGET_EXISTS, f"'{target}' already exists",
-                          data={"path": str(target), "diskTouched": True, "diskCommitted": False}) from exc
+        raise BridgeError(
+            ErrorCode.TARGET_EXISTS,
+            f"'{target}' already exists",
+            data={"path": str(target), "diskTouched": True, "diskCommitted": False},
+        ) from exc
     except OSError as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         raise _disk_error(exc, target, touched=True, committed=False) from exc

@@ -57,8 +57,11 @@ class DirtyPolicy(StrEnum):
         try:
             return cls(value)
         except ValueError:
-            raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"dirtyPolicy {value!r} is not one of reject, save, discard",
-                              "Pass dirtyPolicy 'reject' (default), 'save' or 'discard'.") from None
+            raise BridgeError(
+                ErrorCode.INVALID_ARGUMENT,
+                f"dirtyPolicy {value!r} is not one of reject, save, discard",
+                "Pass dirtyPolicy 'reject' (default), 'save' or 'discard'.",
+            ) from None
 
 
 class Store(Protocol):
@@ -164,9 +167,17 @@ class DraftBarrier:
             rnd = _Round(expected, asyncio.get_running_loop())
             self._rounds[operation_id] = rnd
             self._frozen.add(operation_id)
-        self.bus.publish("ui", {"event": "prepare", "operationId": operation_id, "operation": operation,
-                                "workspaceId": workspace.id, "revision": workspace.revision,
-                                "clients": sorted(expected)})
+        self.bus.publish(
+            "ui",
+            {
+                "event": "prepare",
+                "operationId": operation_id,
+                "operation": operation,
+                "workspaceId": workspace.id,
+                "revision": workspace.revision,
+                "clients": sorted(expected),
+            },
+        )
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(rnd.complete.wait(), self.timeout_s)
         with self._lock:
@@ -174,24 +185,38 @@ class DraftBarrier:
             missing = sorted(rnd.expected - set(rnd.answers))
             drafts = sorted(c for c, a in rnd.answers.items() if a.get("hasDrafts"))
         if missing:
-            raise BridgeError(ErrorCode.UI_NOT_READY,
-                              f"{len(missing)} editor(s) did not confirm their draft state in time",
-                              data={"operationId": operation_id, "clients": missing})
+            raise BridgeError(
+                ErrorCode.UI_NOT_READY,
+                f"{len(missing)} editor(s) did not confirm their draft state in time",
+                data={"operationId": operation_id, "clients": missing},
+            )
         if drafts:
-            raise BridgeError(ErrorCode.UI_DRAFT_PENDING, f"{len(drafts)} editor(s) hold unsynced edits",
-                              data={"operationId": operation_id, "clients": drafts,
-                                    "details": {c: rnd.answers[c].get("detail") for c in drafts}})
+            raise BridgeError(
+                ErrorCode.UI_DRAFT_PENDING,
+                f"{len(drafts)} editor(s) hold unsynced edits",
+                data={
+                    "operationId": operation_id,
+                    "clients": drafts,
+                    "details": {c: rnd.answers[c].get("detail") for c in drafts},
+                },
+            )
 
     def ack(self, operation_id: str, client_id: str, has_drafts: bool, detail: Any = None) -> None:
         """An editor's answer. `UI_NOT_READY` for an unknown/finished operation or an unregistered editor."""
         with self._lock:
             rnd = self._rounds.get(operation_id)
             if rnd is None:
-                raise BridgeError(ErrorCode.UI_NOT_READY, f"operation {operation_id!r} is not waiting for editors",
-                                  "The answer came too late or for an unknown operation; the operation was refused.")
+                raise BridgeError(
+                    ErrorCode.UI_NOT_READY,
+                    f"operation {operation_id!r} is not waiting for editors",
+                    "The answer came too late or for an unknown operation; the operation was refused.",
+                )
             if client_id not in rnd.expected:
-                raise BridgeError(ErrorCode.UI_NOT_READY, f"editor {client_id!r} is not registered for this operation",
-                                  "Register the editor first; it will be asked in the next operation.")
+                raise BridgeError(
+                    ErrorCode.UI_NOT_READY,
+                    f"editor {client_id!r} is not registered for this operation",
+                    "Register the editor first; it will be asked in the next operation.",
+                )
             rnd.answers[client_id] = {"hasDrafts": bool(has_drafts), "detail": detail}
             done = set(rnd.answers) >= rnd.expected
         if done:
@@ -212,7 +237,9 @@ class DraftBarrier:
 class Lifecycle:
     """The lifecycle operations of one `Engine`; see the module docstring for the order of checks."""
 
-    def __init__(self, engine: Engine, store: Store, barrier: DraftBarrier, *, backup_on_save: bool = True) -> None:
+    def __init__(
+        self, engine: Engine, store: Store, barrier: DraftBarrier, *, backup_on_save: bool = True
+    ) -> None:
         self.engine = engine
         self.store = store
         self.barrier = barrier
@@ -250,8 +277,11 @@ class Lifecycle:
         policy = DirtyPolicy.parse(dirty_policy)
         target = None if path is None else Path(path)
         if target is not None and not target.is_absolute():
-            raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"{str(target)!r} is not an absolute path",
-                              "Give the full path of the file to open.")
+            raise BridgeError(
+                ErrorCode.INVALID_ARGUMENT,
+                f"{str(target)!r} is not an absolute path",
+                "Give the full path of the file to open.",
+            )
         eng = self.engine
         async with self._exclusive("open", refuse_export_plan=True) as op_id:
             old = eng.check_lifecycle_identity(expected_epoch, workspace_id, expected_revision)
@@ -266,11 +296,19 @@ class Lifecycle:
                 eng.epoch += 1
                 ws_epoch = eng.epoch
             if target is not None:
-                await asyncio.to_thread(files.remove_stale_temps, target if target.is_dir() else target.parent)
-            info = {"operationId": op_id, "workspaceId": ws.id, "workspaceEpoch": ws_epoch,
-                    "revision": ws.revision, "sourcePath": None if target is None else str(target),
-                    "sourceDirty": False, "caller": caller,
-                    "previousWorkspaceId": None if old is None else old.id}
+                await asyncio.to_thread(
+                    files.remove_stale_temps, target if target.is_dir() else target.parent
+                )
+            info = {
+                "operationId": op_id,
+                "workspaceId": ws.id,
+                "workspaceEpoch": ws_epoch,
+                "revision": ws.revision,
+                "sourcePath": None if target is None else str(target),
+                "sourceDirty": False,
+                "caller": caller,
+                "previousWorkspaceId": None if old is None else old.id,
+            }
             eng.bus.publish("workspace", {"event": "opened", **info})
             return info
 
@@ -303,7 +341,12 @@ class Lifecycle:
                 eng.workspace = None
                 eng.epoch += 1
                 epoch = eng.epoch
-            info = {"operationId": op_id, "closedWorkspaceId": ws.id, "workspaceEpoch": epoch, "caller": caller}
+            info = {
+                "operationId": op_id,
+                "closedWorkspaceId": ws.id,
+                "workspaceEpoch": epoch,
+                "caller": caller,
+            }
             eng.bus.publish("workspace", {"event": "closed", **info})
             return info
 
@@ -311,20 +354,25 @@ class Lifecycle:
         if not ws.dirty or policy is DirtyPolicy.DISCARD:
             return
         if policy is DirtyPolicy.REJECT:
-            raise BridgeError(ErrorCode.UNSAVED_CHANGES,
-                              f"the workspace has unsaved changes (revision {ws.revision}, saved {ws.saved_revision})",
-                              data=self.engine.identity_data())
+            raise BridgeError(
+                ErrorCode.UNSAVED_CHANGES,
+                f"the workspace has unsaved changes (revision {ws.revision}, saved {ws.saved_revision})",
+                data=self.engine.identity_data(),
+            )
         await self._save_source(ws)
 
     # -- save ------------------------------------------------------------------------------------------
 
-    async def save(self, *, workspace_id: str, expected_revision: int | None = None,
-                   caller: str = "ui") -> dict[str, Any]:
+    async def save(
+        self, *, workspace_id: str, expected_revision: int | None = None, caller: str = "ui"
+    ) -> dict[str, Any]:
         """Write the committed state to the source file (atomic, with `.bak`), refusing external changes."""
         async with self._exclusive("save", refuse_export_plan=False) as op_id:
             ws = self.engine.check_lifecycle_identity(None, workspace_id, expected_revision)
             if ws is None:
-                raise BridgeError(ErrorCode.NO_WORKSPACE, "no workspace is open", data=self.engine.identity_data())
+                raise BridgeError(
+                    ErrorCode.NO_WORKSPACE, "no workspace is open", data=self.engine.identity_data()
+                )
             if ws.source_path is None:
                 raise BridgeError(ErrorCode.SAVE_AS_REQUIRED, "this workspace has no source file yet")
             await self.barrier.check(op_id, ws, "save")
@@ -349,14 +397,20 @@ class Lifecycle:
                     written = files.publish_new(path, lambda out: self.store.serialize(ws, out))
                 except BridgeError as exc:
                     if exc.code is ErrorCode.TARGET_EXISTS:
-                        raise BridgeError(ErrorCode.SOURCE_CHANGED,
-                                          f"'{path}' was created by another program since this workspace began",
-                                          data=exc.data) from exc
+                        raise BridgeError(
+                            ErrorCode.SOURCE_CHANGED,
+                            f"'{path}' was created by another program since this workspace began",
+                            data=exc.data,
+                        ) from exc
                     raise
             else:
-                written = files.atomic_write(path, lambda out: self.store.serialize(ws, out),
-                                             backup=self.backup_on_save, expected_identity=ws.source_identity,
-                                             changed_code=ErrorCode.SOURCE_CHANGED)
+                written = files.atomic_write(
+                    path,
+                    lambda out: self.store.serialize(ws, out),
+                    backup=self.backup_on_save,
+                    expected_identity=ws.source_identity,
+                    changed_code=ErrorCode.SOURCE_CHANGED,
+                )
             # Recorded here, in the thread, right after the commit: even if our caller is cancelled the
             # workspace knows what is on disk (else the next save would see its own write as SOURCE_CHANGED).
             with eng.lock:
@@ -368,11 +422,17 @@ class Lifecycle:
         warnings = await self._after_save(ws, path)
         identity = written.identity if isinstance(written, files.WriteResult) else written
         backup = written.backup_path if isinstance(written, files.WriteResult) else None
-        return {"writtenPath": str(path), "sourcePath": str(path), "savedRevision": revision,
-                "revision": ws.revision, "sourceDirty": ws.dirty,
-                "identity": None if identity is None else identity.to_dict(),
-                "backupPath": None if backup is None else str(backup),
-                "diskCommitted": True, "warnings": warnings}
+        return {
+            "writtenPath": str(path),
+            "sourcePath": str(path),
+            "savedRevision": revision,
+            "revision": ws.revision,
+            "sourceDirty": ws.dirty,
+            "identity": None if identity is None else identity.to_dict(),
+            "backupPath": None if backup is None else str(backup),
+            "diskCommitted": True,
+            "warnings": warnings,
+        }
 
     async def _after_save(self, ws: Workspace, path: Path) -> list[str]:
         hook = getattr(self.store, "after_save", None)
@@ -404,14 +464,20 @@ class Lifecycle:
         if isinstance(observed_identity, dict):
             observed_identity = FileIdentity.from_dict(observed_identity)
         if overwrite and observed_identity is None:
-            raise BridgeError(ErrorCode.INVALID_ARGUMENT, "overwrite needs the identity of the target you observed",
-                              "Retry without overwrite to get TARGET_EXISTS with the target's identity, then pass it.")
+            raise BridgeError(
+                ErrorCode.INVALID_ARGUMENT,
+                "overwrite needs the identity of the target you observed",
+                "Retry without overwrite to get TARGET_EXISTS with the target's identity, then pass it.",
+            )
         async with self._exclusive("save_as", refuse_export_plan=False) as op_id:
             ws = self.engine.check_lifecycle_identity(None, workspace_id, expected_revision)
             if ws is None:
-                raise BridgeError(ErrorCode.NO_WORKSPACE, "no workspace is open", data=self.engine.identity_data())
+                raise BridgeError(
+                    ErrorCode.NO_WORKSPACE, "no workspace is open", data=self.engine.identity_data()
+                )
             if ws.source_path is not None and (
-                files.same_file(dest, ws.source_path) or os.path.normcase(dest) == os.path.normcase(ws.source_path)
+                files.same_file(dest, ws.source_path)
+                or os.path.normcase(dest) == os.path.normcase(ws.source_path)
             ):
                 raise BridgeError(ErrorCode.SAME_AS_SOURCE, f"'{dest}' is the workspace's own source file")
             await self.barrier.check(op_id, ws, "save_as")
@@ -422,18 +488,33 @@ class Lifecycle:
                 if not overwrite:
                     written = files.publish_new(dest, serialise)
                 else:
-                    written = files.atomic_write(dest, serialise, expected_identity=observed_identity,
-                                                 changed_code=ErrorCode.TARGET_CHANGED)
+                    written = files.atomic_write(
+                        dest,
+                        serialise,
+                        expected_identity=observed_identity,
+                        changed_code=ErrorCode.TARGET_CHANGED,
+                    )
                 if adopt:  # recorded in the thread, like a save: survives a cancelled caller
                     with self.engine.lock:
-                        ws.source_path, ws.source_identity, ws.saved_revision = dest, written.identity, revision
+                        ws.source_path, ws.source_identity, ws.saved_revision = (
+                            dest,
+                            written.identity,
+                            revision,
+                        )
                 return written
 
             written = await _uninterruptible(write)
-            result = {"writtenPath": str(dest), "sourcePath": None if ws.source_path is None else str(ws.source_path),
-                      "snapshotRevision": revision, "revision": ws.revision, "sourceDirty": ws.dirty,
-                      "identity": written.identity.to_dict(), "diskCommitted": True,
-                      "operationId": op_id, "caller": caller}
+            result = {
+                "writtenPath": str(dest),
+                "sourcePath": None if ws.source_path is None else str(ws.source_path),
+                "snapshotRevision": revision,
+                "revision": ws.revision,
+                "sourceDirty": ws.dirty,
+                "identity": written.identity.to_dict(),
+                "diskCommitted": True,
+                "operationId": op_id,
+                "caller": caller,
+            }
             self.engine.bus.publish("workspace", {"event": "copy-saved", **_event_view(result)})
             return result
 
@@ -444,16 +525,24 @@ class Lifecycle:
         else:
             raw = Path(target)
             if not raw.is_absolute():
-                raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"{str(target)!r} is not an absolute path",
-                                  "Give the full path of the copy to write.")
+                raise BridgeError(
+                    ErrorCode.INVALID_ARGUMENT,
+                    f"{str(target)!r} is not an absolute path",
+                    "Give the full path of the copy to write.",
+                )
             # Resolve the parent (symlinks, `..`) but not the name itself: a symlink at the target is
             # a thing that exists there, to be refused or overwritten explicitly.
             dest = Path(os.path.realpath(raw.parent)) / raw.name
         if not dest.parent.is_dir():
-            raise BridgeError(ErrorCode.NOT_FOUND, f"the folder '{dest.parent}' does not exist",
-                              "Create the folder first, or choose an existing one.")
+            raise BridgeError(
+                ErrorCode.NOT_FOUND,
+                f"the folder '{dest.parent}' does not exist",
+                "Create the folder first, or choose an existing one.",
+            )
         if dest.is_dir():
-            raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"'{dest}' is a folder", "Give a file path to write the copy to.")
+            raise BridgeError(
+                ErrorCode.INVALID_ARGUMENT, f"'{dest}' is a folder", "Give a file path to write the copy to."
+            )
         return dest
 
 

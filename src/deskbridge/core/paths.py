@@ -67,20 +67,28 @@ def check_component(name: str) -> None:
     if name == "..":
         raise _denied("'..' is not allowed in a path", "Give the path from the workspace root without '..'.")
     if len(name.encode("utf-8", "surrogatepass")) > limits.PATH_COMPONENT_MAX_BYTES:
-        raise _invalid(f"a path component is longer than {limits.PATH_COMPONENT_MAX_BYTES} bytes",
-                       "Use a shorter file or folder name.")
+        raise _invalid(
+            f"a path component is longer than {limits.PATH_COMPONENT_MAX_BYTES} bytes",
+            "Use a shorter file or folder name.",
+        )
     if _CONTROL.search(name):
         raise _invalid("a path contains a control character", "Remove control characters from the name.")
     bad = _ILLEGAL_PORTABLE.intersection(name)
     if bad:
-        raise _invalid(f"the name {name!r} contains {''.join(sorted(bad))!r}, not allowed in portable names",
-                       "Remove the characters < > : \" | ? * from the name.")
+        raise _invalid(
+            f"the name {name!r} contains {''.join(sorted(bad))!r}, not allowed in portable names",
+            'Remove the characters < > : " | ? * from the name.',
+        )
     if name[-1] in ". ":
-        raise _invalid(f"the name {name!r} ends with a dot or a space (Windows would silently change it)",
-                       "Remove the trailing dot or space.")
+        raise _invalid(
+            f"the name {name!r} ends with a dot or a space (Windows would silently change it)",
+            "Remove the trailing dot or space.",
+        )
     if is_reserved_name(name):
-        raise _invalid(f"the name {name!r} is a reserved device name on Windows",
-                       "Rename it; CON, PRN, AUX, NUL, COM1-9 and LPT1-9 cannot be file names, even with an extension.")
+        raise _invalid(
+            f"the name {name!r} is a reserved device name on Windows",
+            "Rename it; CON, PRN, AUX, NUL, COM1-9 and LPT1-9 cannot be file names, even with an extension.",
+        )
 
 
 def _check_shape(raw: str) -> str:
@@ -96,9 +104,14 @@ def _check_shape(raw: str) -> str:
     if s.startswith(("//?/", "//./", "/??/")):
         raise _denied(f"device paths are not allowed: {raw!r}", "Give an ordinary path inside the workspace.")
     if s.startswith("//") and len(s) > 2 and s[2] != "/":
-        raise _denied(f"network (UNC) paths are not allowed: {raw!r}", "Copy the files to a local folder first.")
+        raise _denied(
+            f"network (UNC) paths are not allowed: {raw!r}", "Copy the files to a local folder first."
+        )
     if _DRIVE.match(s) and os.name != "nt":
-        raise _denied(f"drive-letter paths are not valid here: {raw!r}", "Give a path on this machine, inside the workspace.")
+        raise _denied(
+            f"drive-letter paths are not valid here: {raw!r}",
+            "Give a path on this machine, inside the workspace.",
+        )
     return s
 
 
@@ -110,7 +123,9 @@ def safe_relative_path(raw: str) -> str:
     """
     s = _check_shape(raw)
     if s.startswith("/") or _DRIVE.match(s):
-        raise _denied(f"expected a relative path, got {raw!r}", "Give the path relative to the workspace root.")
+        raise _denied(
+            f"expected a relative path, got {raw!r}", "Give the path relative to the workspace root."
+        )
     while s.startswith("./"):
         s = s[2:]
     parts = s.split("/")
@@ -144,7 +159,9 @@ def resolve_path(
     `check_case`: refuse a *new* name that differs only by case from an existing sibling.
     """
     if not roots:
-        raise _denied("no folder is allowed in the current access scope", "Open a workspace or widen the access scope.")
+        raise _denied(
+            "no folder is allowed in the current access scope", "Open a workspace or widen the access scope."
+        )
     s = _check_shape(raw)
     is_abs = s.startswith("/") or bool(_DRIVE.match(s))
     rel = s.lstrip("/") if s.startswith("/") else s

@@ -72,8 +72,13 @@ def text_diff(key: str, old: str | None, new: str | None) -> str:
     """Unified diff of two texts with `a/key` and `b/key` headers (`/dev/null` for add or delete)."""
     a = [] if old is None else old.splitlines(keepends=True)
     b = [] if new is None else new.splitlines(keepends=True)
-    lines = difflib.unified_diff(a, b, "/dev/null" if old is None else f"a/{key}",
-                                 "/dev/null" if new is None else f"b/{key}", lineterm="\n")
+    lines = difflib.unified_diff(
+        a,
+        b,
+        "/dev/null" if old is None else f"a/{key}",
+        "/dev/null" if new is None else f"b/{key}",
+        lineterm="\n",
+    )
     out = []
     for line in lines:
         out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
@@ -131,8 +136,13 @@ def make_change(key: str, old: Any, new: Any, *, requires: Sequence[str] = (), *
     action = "add" if old is None else "delete" if new is DELETED else "modify"
     new_val = None if new is DELETED else new
     if (old is None or _is_text(old)) and (new_val is None or _is_text(new_val)):
-        return Change(key, action, new, diff=text_diff(key, old, new_val), meta=dict(meta), requires=tuple(requires))
-    binary = {"old": None if old is None else _describe(old), "new": None if new_val is None else _describe(new_val)}
+        return Change(
+            key, action, new, diff=text_diff(key, old, new_val), meta=dict(meta), requires=tuple(requires)
+        )
+    binary = {
+        "old": None if old is None else _describe(old),
+        "new": None if new_val is None else _describe(new_val),
+    }
     return Change(key, action, new, binary=binary, meta=dict(meta), requires=tuple(requires))
 
 
@@ -182,10 +192,19 @@ class Plan:
         for c in self.changes.values():
             counts[c.action] = counts.get(c.action, 0) + 1
         return {
-            "planId": self.id, "kind": str(self.kind), "owner": self.owner, "state": str(self.state),
-            "workspaceId": self.workspace_id, "revision": self.revision, "changeCount": len(self.changes),
-            "counts": counts, "warnings": [w.to_dict() for w in self.warnings], "summary": self.summary,
-            "created": self.created, "expiresIn": None, "appliedRevision": self.applied_revision,
+            "planId": self.id,
+            "kind": str(self.kind),
+            "owner": self.owner,
+            "state": str(self.state),
+            "workspaceId": self.workspace_id,
+            "revision": self.revision,
+            "changeCount": len(self.changes),
+            "counts": counts,
+            "warnings": [w.to_dict() for w in self.warnings],
+            "summary": self.summary,
+            "created": self.created,
+            "expiresIn": None,
+            "appliedRevision": self.applied_revision,
         }
 
 
@@ -204,8 +223,11 @@ def _decode_cursor(cursor: str, plan_id: str) -> int:
             raise ValueError
         return offset
     except (ValueError, TypeError, json.JSONDecodeError):
-        raise BridgeError(ErrorCode.INVALID_ARGUMENT, "the preview cursor is not valid for this plan",
-                          "Pass the nextCursor of the previous page of the same plan, or omit it.") from None
+        raise BridgeError(
+            ErrorCode.INVALID_ARGUMENT,
+            "the preview cursor is not valid for this plan",
+            "Pass the nextCursor of the previous page of the same plan, or omit it.",
+        ) from None
 
 
 class PlanBook:
@@ -232,17 +254,30 @@ class PlanBook:
         occupant = self.pending(kind)
         if occupant is not None:
             code = ErrorCode.EXPORT_PLAN_PENDING if kind is PlanKind.EXPORT else ErrorCode.PLAN_PENDING
-            raise BridgeError(code, f"plan {occupant.id} ({occupant.kind}, by {occupant.owner}) is still pending",
-                              data={"planId": occupant.id, "owner": occupant.owner})
+            raise BridgeError(
+                code,
+                f"plan {occupant.id} ({occupant.kind}, by {occupant.owner}) is still pending",
+                data={"planId": occupant.id, "owner": occupant.owner},
+            )
         by_key: dict[str, Change] = {}
         for c in changes:
             if c.key in by_key:
-                raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"change key {c.key!r} appears twice in one plan")
+                raise BridgeError(
+                    ErrorCode.INVALID_ARGUMENT, f"change key {c.key!r} appears twice in one plan"
+                )
             by_key[c.key] = c
         plan = Plan(
-            id=f"{kind}-{secrets.token_hex(8)}", kind=kind, owner=owner, workspace_id=workspace_id,
-            revision=revision, changes=by_key, warnings=list(warnings), on_apply=on_apply,
-            summary=dict(summary or {}), created=time.time(), created_mono=self._clock(),
+            id=f"{kind}-{secrets.token_hex(8)}",
+            kind=kind,
+            owner=owner,
+            workspace_id=workspace_id,
+            revision=revision,
+            changes=by_key,
+            warnings=list(warnings),
+            on_apply=on_apply,
+            summary=dict(summary or {}),
+            created=time.time(),
+            created_mono=self._clock(),
         )
         self._plans[plan.id] = plan
         return plan
@@ -260,8 +295,11 @@ class PlanBook:
         plan = self._plans.get(plan_id)
         if plan is None or (kind is not None and plan.kind is not kind):
             what = f"{kind} plan" if kind else "plan"
-            raise BridgeError(ErrorCode.NOT_FOUND, f"no {what} {plan_id!r}",
-                              "It expired (plans live 10 minutes), was applied or discarded; build it again.")
+            raise BridgeError(
+                ErrorCode.NOT_FOUND,
+                f"no {what} {plan_id!r}",
+                "It expired (plans live 10 minutes), was applied or discarded; build it again.",
+            )
         return plan
 
     def expires_in(self, plan: Plan) -> float:
@@ -294,8 +332,10 @@ class PlanBook:
         if limit is None:
             limit = limits.PLAN_PAGE_MAX_ITEMS
         if not 1 <= limit <= limits.PLAN_PAGE_MAX_ITEMS:
-            raise BridgeError(ErrorCode.LIMIT_EXCEEDED if limit > 0 else ErrorCode.INVALID_ARGUMENT,
-                              f"limit must be between 1 and {limits.PLAN_PAGE_MAX_ITEMS}")
+            raise BridgeError(
+                ErrorCode.LIMIT_EXCEEDED if limit > 0 else ErrorCode.INVALID_ARGUMENT,
+                f"limit must be between 1 and {limits.PLAN_PAGE_MAX_ITEMS}",
+            )
         max_bytes = min(max_bytes, limits.PLAN_PAGE_MAX_BYTES)
         keys = [k for k in plan.changes if key_filter is None or key_filter.lower() in k.lower()]
         start = 0 if not cursor else _decode_cursor(cursor, plan.id)
@@ -315,32 +355,52 @@ class PlanBook:
             pos += 1
         has_more = pos < len(keys)
         return {
-            "planId": plan.id, "kind": str(plan.kind), "workspaceId": plan.workspace_id,
-            "revision": plan.revision, "state": str(plan.state), "items": items, "total": len(keys),
-            "nextCursor": _encode_cursor(plan.id, pos) if has_more else None, "hasMore": has_more,
-            "truncated": truncated, "warnings": [w.to_dict() for w in plan.warnings],
+            "planId": plan.id,
+            "kind": str(plan.kind),
+            "workspaceId": plan.workspace_id,
+            "revision": plan.revision,
+            "state": str(plan.state),
+            "items": items,
+            "total": len(keys),
+            "nextCursor": _encode_cursor(plan.id, pos) if has_more else None,
+            "hasMore": has_more,
+            "truncated": truncated,
+            "warnings": [w.to_dict() for w in plan.warnings],
         }
 
     def select(self, plan: Plan, change_keys: Sequence[str], acknowledged: Iterable[str]) -> list[Change]:
         """Validate a selection: non-empty, all keys known, every relevant warning acknowledged."""
         if not change_keys:
-            raise BridgeError(ErrorCode.INVALID_ARGUMENT, "no changeKeys selected",
-                              "Pass the changeKeys to apply (see the preview); discard the plan to apply none.")
+            raise BridgeError(
+                ErrorCode.INVALID_ARGUMENT,
+                "no changeKeys selected",
+                "Pass the changeKeys to apply (see the preview); discard the plan to apply none.",
+            )
         unknown = [k for k in dict.fromkeys(change_keys) if k not in plan.changes]
         if unknown:
-            raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"{len(unknown)} changeKeys are not in plan {plan.id}",
-                              "Use the changeKeys exactly as the preview lists them.",
-                              data={"unknownKeys": unknown[:50]})
+            raise BridgeError(
+                ErrorCode.INVALID_ARGUMENT,
+                f"{len(unknown)} changeKeys are not in plan {plan.id}",
+                "Use the changeKeys exactly as the preview lists them.",
+                data={"unknownKeys": unknown[:50]},
+            )
         selected = set(change_keys)
         acked = set(acknowledged)
-        missing = [w for w in plan.warnings if (not w.keys or selected.intersection(w.keys)) and w.id not in acked]
+        missing = [
+            w for w in plan.warnings if (not w.keys or selected.intersection(w.keys)) and w.id not in acked
+        ]
         missing += [w for w in dependency_warnings(plan, selected) if w.id not in acked]
         if missing:
-            raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"{len(missing)} warnings are not acknowledged",
-                              "Read the warnings (here and in the preview), then select the missing dependencies "
-                              "or pass the warningIds in acknowledgedWarningIds.",
-                              data={"unacknowledgedWarningIds": [w.id for w in missing],
-                                    "warnings": [w.to_dict() for w in missing[:50]]})
+            raise BridgeError(
+                ErrorCode.INVALID_ARGUMENT,
+                f"{len(missing)} warnings are not acknowledged",
+                "Read the warnings (here and in the preview), then select the missing dependencies "
+                "or pass the warningIds in acknowledgedWarningIds.",
+                data={
+                    "unacknowledgedWarningIds": [w.id for w in missing],
+                    "warnings": [w.to_dict() for w in missing[:50]],
+                },
+            )
         return [plan.changes[k] for k in dict.fromkeys(change_keys)]
 
 
@@ -355,5 +415,7 @@ def dependency_warnings(plan: Plan, selected: set[str]) -> list[PlanWarning]:
         change = plan.changes[key]
         lacking = sorted(d for d in change.requires if d in plan.changes and d not in selected)
         if lacking:
-            out.append(PlanWarning(f"{key} depends on {', '.join(lacking)}, which is not selected", keys=(key,)))
+            out.append(
+                PlanWarning(f"{key} depends on {', '.join(lacking)}, which is not selected", keys=(key,))
+            )
     return out

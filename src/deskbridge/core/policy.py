@@ -80,8 +80,11 @@ class AccessScope:
         return real
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": str(self.kind), "roots": [str(r) for r in self.roots],
-                "documents": [str(d) for d in self.documents]}
+        return {
+            "kind": str(self.kind),
+            "roots": [str(r) for r in self.roots],
+            "documents": [str(d) for d in self.documents],
+        }
 
 
 # --------------------------------------------------------------------------------------------- rules
@@ -135,9 +138,18 @@ class ApprovalRequest:
     """How long the person has to answer (set when asked), so a dialog can show the time left."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "caller": self.caller, "client": self.client, "tool": self.tool,
-                "target": self.target, "summary": self.summary, "diff": self.diff,
-                "diffTruncated": self.diff_truncated, "created": self.created, "timeoutS": self.timeout_s}
+        return {
+            "id": self.id,
+            "caller": self.caller,
+            "client": self.client,
+            "tool": self.tool,
+            "target": self.target,
+            "summary": self.summary,
+            "diff": self.diff,
+            "diffTruncated": self.diff_truncated,
+            "created": self.created,
+            "timeoutS": self.timeout_s,
+        }
 
 
 @dataclass(frozen=True)
@@ -158,7 +170,9 @@ class ApprovalResult:
 
 Elicit = Callable[[str], Awaitable[bool | None]]
 
-LAST_APPROVAL: contextvars.ContextVar[ApprovalResult | None] = contextvars.ContextVar("last_approval", default=None)
+LAST_APPROVAL: contextvars.ContextVar[ApprovalResult | None] = contextvars.ContextVar(
+    "last_approval", default=None
+)
 """The decision of the latest approval asked in this context (one tool call); None when nobody was asked."""
 
 
@@ -232,8 +246,12 @@ class ApprovalBroker:
             hint = None
             if result.decision is Decision.NO_ONE_TO_ASK:
                 hint = "Open the deskbridge web UI to approve changes, or use a client that supports elicitation."
-            raise BridgeError(ErrorCode.APPROVAL_DECLINED, f"{req.tool} on {req.target!r}: {reason}", hint,
-                              data={"decision": str(result.decision), "approvalId": req.id or None})
+            raise BridgeError(
+                ErrorCode.APPROVAL_DECLINED,
+                f"{req.tool} on {req.target!r}: {reason}",
+                hint,
+                data={"decision": str(result.decision), "approvalId": req.id or None},
+            )
         return result
 
     async def _ask_ui(self, req: ApprovalRequest, timeout: float) -> ApprovalResult:
@@ -241,9 +259,11 @@ class ApprovalBroker:
         fut: asyncio.Future[bool] = loop.create_future()
         with self._lock:
             if len(self._pending) >= limits.APPROVAL_PENDING_MAX:
-                raise BridgeError(ErrorCode.LIMIT_EXCEEDED,
-                                  f"{limits.APPROVAL_PENDING_MAX} approval requests are already waiting",
-                                  "Wait for the person to answer the open requests, then retry.")
+                raise BridgeError(
+                    ErrorCode.LIMIT_EXCEEDED,
+                    f"{limits.APPROVAL_PENDING_MAX} approval requests are already waiting",
+                    "Wait for the person to answer the open requests, then retry.",
+                )
             req.id = "approval-" + secrets.token_hex(8)
             self._pending[req.id] = (req, fut, loop)
         self.bus.publish("approval", {"event": "requested", "request": req.to_dict()})
@@ -262,7 +282,9 @@ class ApprovalBroker:
         # The change id binds an answer to this exact change: a client that answers later (2026-era retries)
         # gets asked again if the diff is no longer the same.
         change = hashlib.sha256(f"{req.tool}\0{req.target}\0{req.diff or ''}".encode()).hexdigest()[:8]
-        question = f"{req.client} wants to run {req.tool} on {req.target}: {req.summary}. Allow? (change {change})"
+        question = (
+            f"{req.client} wants to run {req.tool} on {req.target}: {req.summary}. Allow? (change {change})"
+        )
         try:
             answer = await asyncio.wait_for(elicit(question), timeout)
         except TimeoutError:
@@ -277,8 +299,11 @@ class ApprovalBroker:
         with self._lock:
             entry = self._pending.pop(approval_id, None)
         if entry is None:
-            raise BridgeError(ErrorCode.NOT_FOUND, f"no approval request {approval_id!r} is waiting",
-                              "It was already answered or timed out; list the pending requests.")
+            raise BridgeError(
+                ErrorCode.NOT_FOUND,
+                f"no approval request {approval_id!r} is waiting",
+                "It was already answered or timed out; list the pending requests.",
+            )
         _req, fut, loop = entry
 
         def settle() -> None:
@@ -299,12 +324,19 @@ class ApprovalBroker:
             return sorted((r for r, _f, _l in self._pending.values()), key=lambda r: r.created)
 
 
-def approval_rules_from(defaults: Mapping[str, bool], settings: Mapping[str, Any] | None = None,
-                        *, read_only_ops: Sequence[str] = ()) -> ApprovalRules:
+def approval_rules_from(
+    defaults: Mapping[str, bool],
+    settings: Mapping[str, Any] | None = None,
+    *,
+    read_only_ops: Sequence[str] = (),
+) -> ApprovalRules:
     """Build rules from a kind's defaults and a settings mapping `{enabled: bool, overrides: {op: bool}}`."""
     settings = settings or {}
     merged = dict(defaults)
     for op in read_only_ops:
         merged.setdefault(op, False)
-    return ApprovalRules(defaults=merged, overrides=dict(settings.get("overrides", {})),
-                         enabled=bool(settings.get("enabled", True)))
+    return ApprovalRules(
+        defaults=merged,
+        overrides=dict(settings.get("overrides", {})),
+        enabled=bool(settings.get("enabled", True)),
+    )

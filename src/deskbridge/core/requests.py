@@ -69,8 +69,10 @@ class RequestLog:
         if request_id is None:
             return await call()
         if not isinstance(request_id, str) or not 0 < len(request_id) <= REQUEST_ID_MAX_CHARS:
-            raise BridgeError(ErrorCode.INVALID_ARGUMENT,
-                              f"requestId must be a string of 1 to {REQUEST_ID_MAX_CHARS} characters")
+            raise BridgeError(
+                ErrorCode.INVALID_ARGUMENT,
+                f"requestId must be a string of 1 to {REQUEST_ID_MAX_CHARS} characters",
+            )
         fp = fingerprint(params)
         loop = asyncio.get_running_loop()
         with self._lock:

@@ -111,15 +111,20 @@ class LogRing:
     def first_seq(self) -> int:
         return self._entries[0].seq if self._entries else self._next_seq
 
-    def read(self, cursor: str | None = None, max_bytes: int = limits.TASK_LOG_PAGE_MAX_BYTES) -> dict[str, Any]:
+    def read(
+        self, cursor: str | None = None, max_bytes: int = limits.TASK_LOG_PAGE_MAX_BYTES
+    ) -> dict[str, Any]:
         """One page: `{entries, nextCursor, hasMore, truncated}`; at least one entry when any is unread."""
         try:
             start = int(cursor) if cursor not in (None, "") else 0
             if start < 0:
                 raise ValueError
         except (TypeError, ValueError):
-            raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"log cursor {cursor!r} is not valid",
-                              "Pass the nextCursor of the previous read, or omit it to start over.") from None
+            raise BridgeError(
+                ErrorCode.INVALID_ARGUMENT,
+                f"log cursor {cursor!r} is not valid",
+                "Pass the nextCursor of the previous read, or omit it to start over.",
+            ) from None
         start = min(start, self._next_seq)
         truncated = start < self.first_seq
         out: list[dict[str, Any]] = []
@@ -133,8 +138,12 @@ class LogRing:
             out.append({"seq": entry.seq, "time": entry.time, "text": entry.text})
             used += entry.size
             next_seq = entry.seq + 1
-        return {"entries": out, "nextCursor": str(next_seq), "hasMore": next_seq < self._next_seq,
-                "truncated": truncated}
+        return {
+            "entries": out,
+            "nextCursor": str(next_seq),
+            "hasMore": next_seq < self._next_seq,
+            "truncated": truncated,
+        }
 
 
 # --------------------------------------------------------------------------------------------- tasks
@@ -169,11 +178,18 @@ class Task:
 
     def summary(self) -> dict[str, Any]:
         return {
-            "taskId": self.id, "label": self.label, "owner": self.owner, "write": self.write,
-            "workspaceId": self.workspace_id, "state": str(self.state), "cancellable": self.cancellable,
+            "taskId": self.id,
+            "label": self.label,
+            "owner": self.owner,
+            "write": self.write,
+            "workspaceId": self.workspace_id,
+            "state": str(self.state),
+            "cancellable": self.cancellable,
             "cancelRequested": self.cancel_event.is_set(),
             "progress": {"done": self.done, "total": self.total, "message": self.message},
-            "created": self.created, "started": self.started, "finished": self.finished_at,
+            "created": self.created,
+            "started": self.started,
+            "finished": self.finished_at,
         }
 
 
@@ -280,7 +296,11 @@ class TaskManager:
             loop, on_loop = self._loop, False
         task = Task(
             id=f"task-{next(self._counter)}-{secrets.token_hex(4)}",
-            label=label, owner=owner, write=write, workspace_id=workspace_id, cancellable=cancellable,
+            label=label,
+            owner=owner,
+            write=write,
+            workspace_id=workspace_id,
+            cancellable=cancellable,
         )
         task.done_event = asyncio.Event()
         task.in_thread = not inspect.iscoroutinefunction(work)
@@ -315,14 +335,17 @@ class TaskManager:
                     result = await result
             self._finish(task, TaskState.SUCCEEDED, result=result)
         except (TaskCancelled, asyncio.CancelledError):
-            self._finish(task, TaskState.CANCELLED,
-                         error={"code": "CANCELLED", "message": "the task was cancelled"})
+            self._finish(
+                task, TaskState.CANCELLED, error={"code": "CANCELLED", "message": "the task was cancelled"}
+            )
         except BridgeError as exc:
             self._finish(task, TaskState.FAILED, error=exc.to_dict())
         except Exception as exc:
             self._finish(task, TaskState.FAILED, error=internal(exc).to_dict())
 
-    def _finish(self, task: Task, state: TaskState, *, result: Any = None, error: dict[str, Any] | None = None) -> None:
+    def _finish(
+        self, task: Task, state: TaskState, *, result: Any = None, error: dict[str, Any] | None = None
+    ) -> None:
         with self.lock:
             with task.lock:
                 task.state = state
@@ -342,12 +365,16 @@ class TaskManager:
             self._prune()
             task = self._tasks.get(task_id)
         if task is None:
-            raise BridgeError(ErrorCode.NOT_FOUND, f"no task {task_id!r}",
-                              "It finished too long ago or never existed; list the tasks to see the current ones.")
+            raise BridgeError(
+                ErrorCode.NOT_FOUND,
+                f"no task {task_id!r}",
+                "It finished too long ago or never existed; list the tasks to see the current ones.",
+            )
         return task
 
-    def status(self, task_id: str, log_cursor: str | None = None,
-               log_max_bytes: int = limits.TASK_LOG_PAGE_MAX_BYTES) -> dict[str, Any]:
+    def status(
+        self, task_id: str, log_cursor: str | None = None, log_max_bytes: int = limits.TASK_LOG_PAGE_MAX_BYTES
+    ) -> dict[str, Any]:
         """Summary, result or error, and one page of the log from `log_cursor`."""
         task = self.get(task_id)
         with task.lock:

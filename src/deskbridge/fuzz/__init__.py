@@ -24,8 +24,27 @@ from pathlib import Path
 from deskbridge.core.errors import BridgeError
 
 Target = Callable[[bytes], None]
-INTERESTING = (0, 1, 2, 3, 4, 5, 0x24, 0x7F, 0x80, 0xFF, 0x7FFF, 0x8000, 0xFFFF, 0x7FFFFFFF, 0x80000000,
-               0xFFFFFFFF, 0xFFFFFFFE, 0x10000, 0x100000)
+INTERESTING = (
+    0,
+    1,
+    2,
+    3,
+    4,
+    5,
+    0x24,
+    0x7F,
+    0x80,
+    0xFF,
+    0x7FFF,
+    0x8000,
+    0xFFFF,
+    0x7FFFFFFF,
+    0x80000000,
+    0xFFFFFFFF,
+    0xFFFFFFFE,
+    0x10000,
+    0x100000,
+)
 
 
 def discover() -> tuple[dict[str, Target], dict[str, list[bytes]]]:
@@ -62,17 +81,17 @@ def mutate(rng: random.Random, data: bytes, pool: list[bytes], max_len: int) -> 
             buf[i:i] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 8)))
         elif op == 4 and n:
             i = rng.randrange(n)
-            del buf[i:i + rng.randint(1, 16)]
+            del buf[i : i + rng.randint(1, 16)]
         elif op == 5 and n:
-            del buf[rng.randrange(n):]
+            del buf[rng.randrange(n) :]
         elif op == 6 and pool:
             other = rng.choice(pool)
             if other:
                 i, j = rng.randrange(len(other)), rng.randrange(n + 1)
-                buf[j:j] = other[i:i + rng.randint(1, 64)]
+                buf[j:j] = other[i : i + rng.randint(1, 64)]
         elif op == 7 and n:
             i = rng.randrange(n)
-            buf[i:i] = buf[i:i + rng.randint(1, 32)]
+            buf[i:i] = buf[i : i + rng.randint(1, 32)]
         elif op == 8 and n:
             i = rng.randrange(n)
             buf[i] = rng.choice((0, 0xFF, 0x60, 0x5B, 0x5D, 0x7B, 0x3C, 0x0A, 0x09, 0xB0, 0xD0))
@@ -96,8 +115,17 @@ def _alarm(_signum: int, _frame: object) -> None:
     raise _Hang
 
 
-def run_target(name: str, fn: Target, seeds: list[bytes], inputs: int, *, seed: int = 0, max_len: int = 1 << 16,
-               time_limit_s: float = 2.0, findings_dir: Path | None = None) -> Result:
+def run_target(
+    name: str,
+    fn: Target,
+    seeds: list[bytes],
+    inputs: int,
+    *,
+    seed: int = 0,
+    max_len: int = 1 << 16,
+    time_limit_s: float = 2.0,
+    findings_dir: Path | None = None,
+) -> Result:
     """Feed `inputs` mutated inputs to `fn`; collect non-typed exceptions and hangs as findings."""
     rng = random.Random(f"{seed}:{name}")
     pool = [s for s in seeds if s] or [b""]

@@ -132,15 +132,22 @@ def fuzz_offsets(data: bytes) -> None:
 def fuzz_edit_ranges(data: bytes) -> None:
     """MCP edit ranges (offsets/lines/columns, any values) either resolve inside the text or raise BridgeError;
     ranges mapped over a concurrent edit stay inside the new text."""
-    nums = [int.from_bytes(data[i : i + 2].ljust(2, b"\0"), "little") for i in range(0, min(len(data), 16), 2)]
+    nums = [
+        int.from_bytes(data[i : i + 2].ljust(2, b"\0"), "little") for i in range(0, min(len(data), 16), 2)
+    ]
     nums += [0] * (8 - len(nums))
     om = OffsetMap(_BASE)
     try:
         if nums[0] % 2:
             rng = resolve_range(om, start_offset=nums[1] % 80, length=nums[2] % 40)
         else:
-            rng = resolve_range(om, start_line=nums[1] % 12 or 1, start_column=nums[2] % 30 or 1,
-                                end_line=nums[3] % 12 or 1, end_column=nums[4] % 30 or 1)
+            rng = resolve_range(
+                om,
+                start_line=nums[1] % 12 or 1,
+                start_column=nums[2] % 30 or 1,
+                end_line=nums[3] % 12 or 1,
+                end_column=nums[4] % 30 or 1,
+            )
     except BridgeError:
         return
     assert 0 <= rng.start <= rng.end <= len(_BASE)
@@ -170,7 +177,7 @@ def fuzz_front_matter(data: bytes) -> None:
     span = front_matter_span(text)
     assert 0 <= span <= len(text)
     if span:
-        front_matter_table(text[4 : span])
+        front_matter_table(text[4:span])
     render_html(text)
 
 

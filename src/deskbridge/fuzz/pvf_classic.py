@@ -18,8 +18,12 @@ _MAX_FILES = 64
 
 
 def _table() -> StringTable:
-    return StringTable.parse(build_stringtable([b"[name]", b"[/name]", b"item", "劍".encode("cp950"), b"a`b",
-                                                b"x", b"x", b"\xff\xfe"]), "cp950")
+    return StringTable.parse(
+        build_stringtable(
+            [b"[name]", b"[/name]", b"item", "劍".encode("cp950"), b"a`b", b"x", b"x", b"\xff\xfe"]
+        ),
+        "cp950",
+    )
 
 
 def fuzz_archive(data: bytes) -> None:
@@ -72,8 +76,12 @@ def fuzz_lst(data: bytes) -> None:
 
 
 TARGETS = {
-    "archive": fuzz_archive, "script": fuzz_script, "text": fuzz_text,
-    "stringtable": fuzz_stringtable, "str": fuzz_str, "lst": fuzz_lst,
+    "archive": fuzz_archive,
+    "script": fuzz_script,
+    "text": fuzz_text,
+    "stringtable": fuzz_stringtable,
+    "str": fuzz_str,
+    "lst": fuzz_lst,
 }
 
 

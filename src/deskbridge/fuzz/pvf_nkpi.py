@@ -23,8 +23,13 @@ _VECTORS = Path(__file__).resolve().parents[3] / "../shared/data/pvf"
 
 @lru_cache(maxsize=1)
 def _pools() -> StringPools:
-    pools = StringPools(bytes(8), b"\0[name]\0sword\0a`b\0\xff\xfe\0", "\0\0巨剑\0\0".encode("utf-16-le"),
-                        PoolKeys(LEGACY.pool_a, LEGACY.pool_w, LEGACY.mask_a, LEGACY.mask_w), "utf-8")
+    pools = StringPools(
+        bytes(8),
+        b"\0[name]\0sword\0a`b\0\xff\xfe\0",
+        "\0\0巨剑\0\0".encode("utf-16-le"),
+        PoolKeys(LEGACY.pool_a, LEGACY.pool_w, LEGACY.mask_a, LEGACY.mask_w),
+        "utf-8",
+    )
     return pools
 
 
@@ -96,8 +101,13 @@ def fuzz_archive_plain(mask: bytes) -> None:
     pool_w = _xor(sections[4], take(len(sections[4])))
     raw_chunks = [_xor(c, take(len(c))) for c in chunks]
     grpi_mask = take(8 * len(chunks))
-    pools = StringPools(sections[0][:0] + bytes(8), pool_a, pool_w,
-                        PoolKeys(LEGACY.pool_a, LEGACY.pool_w, LEGACY.mask_a, LEGACY.mask_w), "utf-8")
+    pools = StringPools(
+        sections[0][:0] + bytes(8),
+        pool_a,
+        pool_w,
+        PoolKeys(LEGACY.pool_a, LEGACY.pool_w, LEGACY.mask_a, LEGACY.mask_w),
+        "utf-8",
+    )
     name_table = pools.serialize(level=1)
     bodies = [crypt(zlib.compress(c, 1), LEGACY.body, MAGIC_DATA) for c in raw_chunks]
     ends = 0
@@ -108,11 +118,24 @@ def fuzz_archive_plain(mask: bytes) -> None:
     grpi = bytearray(_xor(bytes(grpi), grpi_mask))
     h = hdr.decode(sections[0])
     assert h is not None
-    h = h.with_sizes(file_count=len(ft) // 24, body_size=ends, group_count=len(chunks),
-                     hash_table_size=len(ht), name_table_size=len(name_table))
+    h = h.with_sizes(
+        file_count=len(ft) // 24,
+        body_size=ends,
+        group_count=len(chunks),
+        hash_table_size=len(ht),
+        name_table_size=len(name_table),
+    )
     head = _xor(hdr.encode(h), head_mask)
-    archive = b"".join([crypt(head, LEGACY.header, MAGIC_DATA), ft, crypt(ht, LEGACY.hash, MAGIC_DATA),
-                        name_table, crypt(bytes(grpi), LEGACY.grpi, MAGIC_DATA), *bodies])
+    archive = b"".join(
+        [
+            crypt(head, LEGACY.header, MAGIC_DATA),
+            ft,
+            crypt(ht, LEGACY.hash, MAGIC_DATA),
+            name_table,
+            crypt(bytes(grpi), LEGACY.grpi, MAGIC_DATA),
+            *bodies,
+        ]
+    )
     fuzz_archive(archive)
 
 

@@ -13,10 +13,15 @@ from deskbridge.kinds.sage.schema import SchemaModel
 # A hand-made model with every reference style, so fuzzing needs no SDK on disk.
 _MODEL = SchemaModel(
     asset_types={"GameObject": "GameObject", "WeaponTemplate": "WeaponTemplate"},
-    children={"GameObject": {"Behaviors": "Behaviors", "Filter": "Filter"},
-              "Behaviors": {"Weapon": "WeaponSlotWeapon"}, "Filter": {"IncludeThing": "=>GameObject"}},
-    attr_refs={"WeaponSlotWeapon": {"Template": ("WeaponTemplate", False)},
-               "GameObject": {"Upgrades": ("GameObject", True)}},
+    children={
+        "GameObject": {"Behaviors": "Behaviors", "Filter": "Filter"},
+        "Behaviors": {"Weapon": "WeaponSlotWeapon"},
+        "Filter": {"IncludeThing": "=>GameObject"},
+    },
+    attr_refs={
+        "WeaponSlotWeapon": {"Template": ("WeaponTemplate", False)},
+        "GameObject": {"Upgrades": ("GameObject", True)},
+    },
     content_refs={"=>GameObject": ("GameObject", False)},
     bases={"GameObject": "BaseAssetType"},
     fallback={"Weapon": "WeaponSlotWeapon", "IncludeThing": "=>GameObject"},
@@ -62,24 +67,32 @@ TARGETS = {
     "manifest": fuzz_manifest,
 }
 
-_DOC = (b'<?xml version="1.0"?><AssetDeclaration xmlns="uri:ea.com:eala:asset" '
-        b'xmlns:xi="http://www.w3.org/2001/XInclude" xmlns:xai="uri:ea.com:eala:asset:instance">'
-        b'<Includes><Include type="all" source="DATA:a.xml"/></Includes>'
-        b'<Defines><Define name="X" value="1"/></Defines>'
-        b'<GameObject id="A" inheritFrom="GameObject:B" Upgrades="C $D =E"><Behaviors>'
-        b'<Weapon Template="W" xai:joinAction="Replace"/><xi:include href="DATA:f.xml"/></Behaviors>'
-        b'<Filter><IncludeThing>A</IncludeThing></Filter></GameObject></AssetDeclaration>')
+_DOC = (
+    b'<?xml version="1.0"?><AssetDeclaration xmlns="uri:ea.com:eala:asset" '
+    b'xmlns:xi="http://www.w3.org/2001/XInclude" xmlns:xai="uri:ea.com:eala:asset:instance">'
+    b'<Includes><Include type="all" source="DATA:a.xml"/></Includes>'
+    b'<Defines><Define name="X" value="1"/></Defines>'
+    b'<GameObject id="A" inheritFrom="GameObject:B" Upgrades="C $D =E"><Behaviors>'
+    b'<Weapon Template="W" xai:joinAction="Replace"/><xi:include href="DATA:f.xml"/></Behaviors>'
+    b"<Filter><IncludeThing>A</IncludeThing></Filter></GameObject></AssetDeclaration>"
+)
 
 SEEDS = {
-    "babproj": [b'<BinaryAssetBuilderProject xmlns="urn:xmlns:ea.com:babproject"><Stream Source="G:\\m\\data\\'
-                b'mod.xml"><Configuration Name="" Default="true"><StreamReference ReferenceName="static.xml" '
-                b'ReferenceManifest="G:\\s.manifest" ReferenceConfiguration=""/></Configuration></Stream>'
-                b'</BinaryAssetBuilderProject>'],
-    "records": [_DOC, b"\xef\xbb\xbf" + _DOC, _DOC.decode().encode("utf-16"),
-                b'<UnitPack xmlns="uri:ea.com:eala:asset"><GameObject id="A" inheritFrom="B"><Behaviors>'
-                b'<Weapon Template="W"/></Behaviors></GameObject><Weapon Template="X"/></UnitPack>',
-                b'<GameObject xmlns="uri:ea.com:eala:asset" id="R" inheritFrom="GameObject:P" Upgrades="U">'
-                b'<Filter><IncludeThing>A</IncludeThing></Filter></GameObject>'],
+    "babproj": [
+        b'<BinaryAssetBuilderProject xmlns="urn:xmlns:ea.com:babproject"><Stream Source="G:\\m\\data\\'
+        b'mod.xml"><Configuration Name="" Default="true"><StreamReference ReferenceName="static.xml" '
+        b'ReferenceManifest="G:\\s.manifest" ReferenceConfiguration=""/></Configuration></Stream>'
+        b"</BinaryAssetBuilderProject>"
+    ],
+    "records": [
+        _DOC,
+        b"\xef\xbb\xbf" + _DOC,
+        _DOC.decode().encode("utf-16"),
+        b'<UnitPack xmlns="uri:ea.com:eala:asset"><GameObject id="A" inheritFrom="B"><Behaviors>'
+        b'<Weapon Template="W"/></Behaviors></GameObject><Weapon Template="X"/></UnitPack>',
+        b'<GameObject xmlns="uri:ea.com:eala:asset" id="R" inheritFrom="GameObject:P" Upgrades="U">'
+        b"<Filter><IncludeThing>A</IncludeThing></Filter></GameObject>",
+    ],
     "records_no_schema": [_DOC],
     "shallow": [_DOC],
     "manifest": [build_manifest([("GameObject:A", "DATA:a.xml")], v) for v in (5, 6, 7)]

@@ -31,8 +31,10 @@ def http_snippet(client: str, url: str, token: str) -> str:
         return json.dumps(body, indent=2)
     if client == "codex":
         # Codex refuses inline bearer tokens; it reads the token from an environment variable instead.
-        return (f"[mcp_servers.{SERVER_NAME}]\nurl = \"{url}\"\nbearer_token_env_var = \"DESKBRIDGE_TOKEN\"\n"
-                f"# then: export DESKBRIDGE_TOKEN={token}")
+        return (
+            f'[mcp_servers.{SERVER_NAME}]\nurl = "{url}"\nbearer_token_env_var = "DESKBRIDGE_TOKEN"\n'
+            f"# then: export DESKBRIDGE_TOKEN={token}"
+        )
     raise ValueError(f"unknown client {client!r}; use one of {', '.join(CLIENTS)}")
 
 
@@ -44,7 +46,9 @@ def stdio_snippet(client: str, path: str) -> str:
     if client in ("claude-desktop", "claude-code", "cursor"):
         return json.dumps({"mcpServers": {SERVER_NAME: {"command": cmd, "args": args}}}, indent=2)
     if client == "vscode":
-        return json.dumps({"servers": {SERVER_NAME: {"type": "stdio", "command": cmd, "args": args}}}, indent=2)
+        return json.dumps(
+            {"servers": {SERVER_NAME: {"type": "stdio", "command": cmd, "args": args}}}, indent=2
+        )
     if client == "codex":
         return f"[mcp_servers.{SERVER_NAME}]\ncommand = {json.dumps(cmd)}\nargs = {json.dumps(args)}\n"
     raise ValueError(f"unknown client {client!r}; use one of {', '.join(CLIENTS)}")

@@ -110,10 +110,18 @@ def _is_markdown(path: Path) -> bool:
 KINDS: tuple[KindEntry, ...] = (
     KindEntry("pvf", _is_pvf, "deskbridge.kinds.pvf.workspace:open_workspace", "a DNF Script.pvf archive"),
     KindEntry("sage", _is_sage, "deskbridge.kinds.sage.workspace:open_workspace", "a RA3 / C&C3 mod project"),
-    KindEntry("markdown", _is_markdown, "deskbridge.kinds.markdown.workspace:open_workspace",
-              "a Markdown document or a folder of them"),
-    KindEntry("probe", lambda _p: False, "deskbridge.kinds.probe:open_workspace",
-              "a tiny built-in kind for transport tests and the MCP conformance suite"),
+    KindEntry(
+        "markdown",
+        _is_markdown,
+        "deskbridge.kinds.markdown.workspace:open_workspace",
+        "a Markdown document or a folder of them",
+    ),
+    KindEntry(
+        "probe",
+        lambda _p: False,
+        "deskbridge.kinds.probe:open_workspace",
+        "a tiny built-in kind for transport tests and the MCP conformance suite",
+    ),
 )
 
 
@@ -126,8 +134,11 @@ def find_kind(path: Path, kind: str | None = None) -> KindEntry:
         names = ", ".join(e.name for e in KINDS)
         raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"unknown kind {kind!r}", hint=f"Use one of: {names}.")
     if not path.exists():
-        raise BridgeError(ErrorCode.NOT_FOUND, f"{str(path)!r} does not exist",
-                          hint="Pass an existing .pvf file, mod folder, Markdown file or folder.")
+        raise BridgeError(
+            ErrorCode.NOT_FOUND,
+            f"{str(path)!r} does not exist",
+            hint="Pass an existing .pvf file, mod folder, Markdown file or folder.",
+        )
     for entry in KINDS:
         if entry.detect(path):
             return entry

@@ -57,8 +57,11 @@ class ProbeWorkspace:
     def _read(self, ctx: CallContext, args: ReadArgs) -> dict[str, Any]:
         target = self._resolve(args.path)
         if not target.is_file():
-            raise BridgeError(ErrorCode.NOT_FOUND, f"no file {args.path!r} in the workspace",
-                              hint="Call probe_status to see the workspace folder, then pass a path inside it.")
+            raise BridgeError(
+                ErrorCode.NOT_FOUND,
+                f"no file {args.path!r} in the workspace",
+                hint="Call probe_status to see the workspace folder, then pass a path inside it.",
+            )
         return {"path": args.path, "text": target.read_text("utf-8", errors="replace")}
 
     async def _slow(self, ctx: CallContext, args: SlowArgs) -> dict[str, Any]:
@@ -86,22 +89,78 @@ class ProbeWorkspace:
 
     def tools(self) -> list[ToolSpec]:
         return [
-            ToolSpec("probe_echo", "Echo text", "Return the text unchanged (transport check).", EchoArgs,
-                     self._echo, read_only=True, idempotent=True),
-            ToolSpec("probe_read_file", "Read a file", "Read a UTF-8 file inside the opened folder.", ReadArgs,
-                     self._read, read_only=True, idempotent=True),
-            ToolSpec("probe_slow", "Slow call with progress", "Sleep in steps, reporting progress.", SlowArgs,
-                     self._slow, read_only=True, idempotent=True),
-            ToolSpec("probe_fail", "Fail on purpose", "Raise the business error named by `code`.", FailArgs,
-                     self._fail, read_only=True, idempotent=True),
-            ToolSpec("probe_status", "Probe status", "The opened folder and call count.", NoArgs,
-                     self._status, read_only=True, idempotent=True),
-            ToolSpec("test_simple_text", "Conformance: text", "Conformance fixture: a plain result.", NoArgs,
-                     self._conformance_text, read_only=True, idempotent=True),
-            ToolSpec("test_tool_with_progress", "Conformance: progress", "Conformance fixture: three progress "
-                     "notifications.", NoArgs, self._conformance_progress, read_only=True, idempotent=True),
-            ToolSpec("test_error_handling", "Conformance: error", "Conformance fixture: an isError result.",
-                     NoArgs, self._conformance_error, read_only=True, idempotent=True),
+            ToolSpec(
+                "probe_echo",
+                "Echo text",
+                "Return the text unchanged (transport check).",
+                EchoArgs,
+                self._echo,
+                read_only=True,
+                idempotent=True,
+            ),
+            ToolSpec(
+                "probe_read_file",
+                "Read a file",
+                "Read a UTF-8 file inside the opened folder.",
+                ReadArgs,
+                self._read,
+                read_only=True,
+                idempotent=True,
+            ),
+            ToolSpec(
+                "probe_slow",
+                "Slow call with progress",
+                "Sleep in steps, reporting progress.",
+                SlowArgs,
+                self._slow,
+                read_only=True,
+                idempotent=True,
+            ),
+            ToolSpec(
+                "probe_fail",
+                "Fail on purpose",
+                "Raise the business error named by `code`.",
+                FailArgs,
+                self._fail,
+                read_only=True,
+                idempotent=True,
+            ),
+            ToolSpec(
+                "probe_status",
+                "Probe status",
+                "The opened folder and call count.",
+                NoArgs,
+                self._status,
+                read_only=True,
+                idempotent=True,
+            ),
+            ToolSpec(
+                "test_simple_text",
+                "Conformance: text",
+                "Conformance fixture: a plain result.",
+                NoArgs,
+                self._conformance_text,
+                read_only=True,
+                idempotent=True,
+            ),
+            ToolSpec(
+                "test_tool_with_progress",
+                "Conformance: progress",
+                "Conformance fixture: three progress notifications.",
+                NoArgs,
+                self._conformance_progress,
+                read_only=True,
+                idempotent=True,
+            ),
+            ToolSpec(
+                "test_error_handling",
+                "Conformance: error",
+                "Conformance fixture: an isError result.",
+                NoArgs,
+                self._conformance_error,
+                read_only=True,
+                idempotent=True,
+            ),
         ]
 
     def api_routes(self) -> list[BaseRoute]:

@@ -70,8 +70,11 @@ def _caller_of(ctx: ServerRequestContext[Any, Any]) -> tuple[str, str]:
     if params is not None and params.client_info is not None:
         client_name = params.client_info.name
     elif ctx.meta is not None:
-        info = (ctx.meta.model_extra or {}).get("io.modelcontextprotocol/clientInfo") if hasattr(
-            ctx.meta, "model_extra") else None
+        info = (
+            (ctx.meta.model_extra or {}).get("io.modelcontextprotocol/clientInfo")
+            if hasattr(ctx.meta, "model_extra")
+            else None
+        )
         if isinstance(info, dict) and isinstance(info.get("name"), str):
             client_name = info["name"]
     request = ctx.request
@@ -122,7 +125,9 @@ def _elicitor(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequest
 
     async def ask(question: str) -> bool | None:
         try:
-            result = await ctx.session.elicit_form(question, APPROVE_SCHEMA, related_request_id=ctx.request_id)
+            result = await ctx.session.elicit_form(
+                question, APPROVE_SCHEMA, related_request_id=ctx.request_id
+            )
         except Exception:  # the client went away or cannot answer: treat as "no answer"
             logger.info("elicitation failed", exc_info=True)
             return None
@@ -132,8 +137,10 @@ def _elicitor(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequest
 
 
 def input_required(request: InputRequired) -> types.InputRequiredResult:
-    elicit = types.ElicitRequest(method="elicitation/create", params=types.ElicitRequestFormParams(
-        message=request.question, requested_schema=APPROVE_SCHEMA))
+    elicit = types.ElicitRequest(
+        method="elicitation/create",
+        params=types.ElicitRequestFormParams(message=request.question, requested_schema=APPROVE_SCHEMA),
+    )
     return types.InputRequiredResult(result_type="input_required", input_requests={request.key: elicit})
 
 
@@ -155,8 +162,9 @@ def build_mcp_server(app: App) -> Server[Any]:
         async def progress(done: float, total: float | None = None, message: str | None = None) -> None:
             await ctx.session.report_progress(done, total, message)
 
-        call = CallContext(caller=caller, client_name=client_name, progress=progress,
-                           elicit=_elicitor(ctx, params))
+        call = CallContext(
+            caller=caller, client_name=client_name, progress=progress, elicit=_elicitor(ctx, params)
+        )
         try:
             payload = await app.invoke(params.name, params.arguments or {}, call)
         except BridgeError as error:

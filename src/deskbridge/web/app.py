@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
 STATIC_DIR = Path(__file__).parent / "static"
 
+
 def api_routes(app: App) -> list[BaseRoute]:
     """The platform's JSON API used by every kind's UI: status, settings, token, tools, approvals, audit, events."""
 
@@ -125,17 +126,24 @@ class MCPEndpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not self.app.settings.mcp_enabled:
-            response = JSONResponse({"error": {
-                "code": "MCP_DISABLED", "message": "MCP is turned off in deskbridge's settings",
-                "hint": "Turn it on in the web UI's MCP settings or run `deskbridge config set mcp_enabled true`."}},
-                status_code=503)
+            response = JSONResponse(
+                {
+                    "error": {
+                        "code": "MCP_DISABLED",
+                        "message": "MCP is turned off in deskbridge's settings",
+                        "hint": "Turn it on in the web UI's MCP settings or run `deskbridge config set mcp_enabled true`.",
+                    }
+                },
+                status_code=503,
+            )
             await response(scope, receive, send)
             return
         await self.sdk_endpoint(scope, receive, send)
 
 
-def build_web_app(app: App, *, port: int, extra_hosts: list[str] | None = None,
-                  require_token: bool = True) -> Starlette:
+def build_web_app(
+    app: App, *, port: int, extra_hosts: list[str] | None = None, require_token: bool = True
+) -> Starlette:
     """The whole HTTP surface of one running App."""
     mcp_server = build_mcp_server(app)
     # Host/Origin are checked once, by SecurityMiddleware, for every route; the SDK's own copy of the check
@@ -185,12 +193,21 @@ def build_web_app(app: App, *, port: int, extra_hosts: list[str] | None = None,
                 await app.stop()
 
     shutdown = ShutdownSignal()
-    policy = SecurityPolicy(port=port, mcp_token=app.token, ui_secret=app.ui_secret,
-                            extra_hosts=list(extra_hosts or []), require_token=require_token)
+    policy = SecurityPolicy(
+        port=port,
+        mcp_token=app.token,
+        ui_secret=app.ui_secret,
+        extra_hosts=list(extra_hosts or []),
+        require_token=require_token,
+    )
     app.security_policy = policy
-    web = Starlette(routes=routes, lifespan=lifespan, middleware=[
-        Middleware(SecurityMiddleware, policy=policy),
-        Middleware(EndOnShutdown, signal=shutdown),
-    ])
+    web = Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        middleware=[
+            Middleware(SecurityMiddleware, policy=policy),
+            Middleware(EndOnShutdown, signal=shutdown),
+        ],
+    )
     web.state.shutdown = shutdown
     return web

@@ -58,11 +58,20 @@ def _header(scope: Scope, name: bytes) -> str | None:
     return None
 
 
-async def _reject(send: Send, status: int, code: str, message: str, hint: str,
-                  extra_headers: Iterable[tuple[bytes, bytes]] = ()) -> None:
+async def _reject(
+    send: Send,
+    status: int,
+    code: str,
+    message: str,
+    hint: str,
+    extra_headers: Iterable[tuple[bytes, bytes]] = (),
+) -> None:
     body = json.dumps({"error": {"code": code, "message": message, "hint": hint}}).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-               *extra_headers]
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        *extra_headers,
+    ]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
@@ -102,19 +111,32 @@ class SecurityMiddleware:
             scope = {**scope, "headers": [(k, v.strip(b" \t")) for k, v in headers]}
         host = _header(scope, b"host")
         if host is None or host.lower() not in self.policy.allowed_hosts():
-            await _reject(send, 421, "BAD_HOST", f"Host header {host!r} is not accepted",
-                          f"Connect to http://127.0.0.1:{self.policy.port}/ (DNS-rebinding protection).")
+            await _reject(
+                send,
+                421,
+                "BAD_HOST",
+                f"Host header {host!r} is not accepted",
+                f"Connect to http://127.0.0.1:{self.policy.port}/ (DNS-rebinding protection).",
+            )
             return
         origin = _header(scope, b"origin")
         if origin is not None and origin.lower() not in self.policy.allowed_origins():
-            await _reject(send, 403, "BAD_ORIGIN", f"Origin {origin!r} is not accepted",
-                          "Only pages served by this deskbridge may call it.")
+            await _reject(
+                send,
+                403,
+                "BAD_ORIGIN",
+                f"Origin {origin!r} is not accepted",
+                "Only pages served by this deskbridge may call it.",
+            )
             return
         path: str = scope.get("path", "")
         if path == "/mcp" or path.startswith("/mcp/"):
             if self.policy.require_token and not self._token_ok(scope):
                 await _reject(
-                    send, 401, "UNAUTHORIZED", "missing or wrong bearer token",
+                    send,
+                    401,
+                    "UNAUTHORIZED",
+                    "missing or wrong bearer token",
                     "Send 'Authorization: Bearer <token>'; `deskbridge token show` prints it.",
                     [(b"www-authenticate", b'Bearer realm="deskbridge"')],
                 )
@@ -122,8 +144,13 @@ class SecurityMiddleware:
         elif path.startswith("/api/"):
             secret = ui_secret_from(scope)
             if secret is None or not hmac.compare_digest(secret, self.policy.ui_secret):
-                await _reject(send, 401, "UNAUTHORIZED", "this browser session is not authorised",
-                              "Open the URL that `deskbridge serve` printed (it carries the UI secret).")
+                await _reject(
+                    send,
+                    401,
+                    "UNAUTHORIZED",
+                    "this browser session is not authorised",
+                    "Open the URL that `deskbridge serve` printed (it carries the UI secret).",
+                )
                 return
         await self.app(scope, receive, send)
 

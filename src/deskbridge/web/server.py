@@ -86,10 +86,22 @@ class EndOnShutdown:
         if started:  # a stream was cut short: end its body properly so the client sees a clean close
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         else:
-            body = json.dumps({"error": {"code": "SHUTTING_DOWN", "message": "deskbridge is stopping",
-                                         "hint": "Start `deskbridge serve` again, then retry."}}).encode()
-            await send({"type": "http.response.start", "status": 503,
-                        "headers": [(b"content-type", b"application/json")]})
+            body = json.dumps(
+                {
+                    "error": {
+                        "code": "SHUTTING_DOWN",
+                        "message": "deskbridge is stopping",
+                        "hint": "Start `deskbridge serve` again, then retry.",
+                    }
+                }
+            ).encode()
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 503,
+                    "headers": [(b"content-type", b"application/json")],
+                }
+            )
             await send({"type": "http.response.body", "body": body})
 
 

@@ -40,7 +40,9 @@ def apply_unified_diff(text: str, diff: str) -> str:
 
 @st.composite
 def document_and_edits(draw):
-    lines = draw(st.lists(st.sampled_from(["# Title", "text 😀", "", "- item", "中文"]), min_size=1, max_size=40))
+    lines = draw(
+        st.lists(st.sampled_from(["# Title", "text 😀", "", "- item", "中文"]), min_size=1, max_size=40)
+    )
     text = "\n".join(lines) + draw(st.sampled_from(["\n", ""]))
     points = sorted(draw(st.lists(st.integers(0, len(text)), min_size=2, max_size=8)))
     points = sorted(set(points)) if len(set(points)) >= 2 else [0, len(text)]

@@ -128,7 +128,9 @@ class Browser:
         self.doc, self.name = doc, name
         self.version = doc.version
         self.confirmed = doc.text
-        self.pending: list[tuple[int, str]] = []  # insertions in coordinates of the confirmed text + earlier pending
+        self.pending: list[
+            tuple[int, str]
+        ] = []  # insertions in coordinates of the confirmed text + earlier pending
 
     @property
     def view(self) -> str:
@@ -146,7 +148,9 @@ class Browser:
             base = self.confirmed
             updates = []
             for pos, s in self.pending:
-                updates.append({"clientID": self.name, "changes": edits_to_changes([Edit(pos, pos, s)], base)})
+                updates.append(
+                    {"clientID": self.name, "changes": edits_to_changes([Edit(pos, pos, s)], base)}
+                )
                 base = base[:pos] + s + base[pos:]
             if self.doc.push(self.version, updates):
                 self.confirmed, self.version, self.pending = base, self.doc.version, []

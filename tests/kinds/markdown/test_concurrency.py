@@ -67,7 +67,9 @@ def test_typing_inside_the_edited_text_during_approval_refuses_the_edit(path):
 
     service = MarkdownService(path, policy=SlowPerson(type_inside))
     tool = _tool(service, "md_replace_text")
-    args = tool.args.model_validate({"oldText": "zeta", "newText": "ZETA", "expectedRevision": service.get().revision})
+    args = tool.args.model_validate(
+        {"oldText": "zeta", "newText": "ZETA", "expectedRevision": service.get().revision}
+    )
     with pytest.raises(BridgeError) as err:
         asyncio.run(tool.handler(AI, args))
     assert err.value.code is ErrorCode.STALE_WORKSPACE
@@ -99,9 +101,15 @@ def test_random_interleavings_lose_nothing(path, seed):
         stale_rev = doc.revision
         if rnd.random() < 0.5:
             asyncio.run(type_randomly())  # the AI acts on an older revision
-        args = offset_tool.args.model_validate({
-            "startOffset": at, "length": len(word), "expectedText": word, "replacement": word.upper(),
-            "expectedRevision": stale_rev})
+        args = offset_tool.args.model_validate(
+            {
+                "startOffset": at,
+                "length": len(word),
+                "expectedText": word,
+                "replacement": word.upper(),
+                "expectedRevision": stale_rev,
+            }
+        )
         try:
             asyncio.run(offset_tool.handler(AI, args))
             replaced.append(word)
@@ -113,5 +121,11 @@ def test_random_interleavings_lose_nothing(path, seed):
     without_typing = "".join(c for c in text if c not in typed)
     for word in replaced:
         assert word.upper() in without_typing  # rebased onto the right words, not misplaced
-    assert without_typing.replace("ALPHA", "alpha").replace("GAMMA", "gamma").replace("ETA", "eta") \
-        .replace("THeta", "theta").replace("THETA", "theta") == TEXT
+    assert (
+        without_typing.replace("ALPHA", "alpha")
+        .replace("GAMMA", "gamma")
+        .replace("ETA", "eta")
+        .replace("THeta", "theta")
+        .replace("THETA", "theta")
+        == TEXT
+    )

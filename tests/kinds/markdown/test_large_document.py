@@ -62,6 +62,14 @@ def test_edit_far_down_and_read_it_back(call):
     page = call("md_get_current_document", startLine=25_000, endLine=25_000)
     line = page["markdown"]
     rev = page["revision"]
-    call("md_apply_text_edit", startLine=25_000, startColumn=1, endLine=25_000, endColumn=len(line.rstrip("\n")) + 1,
-         expectedText=line.rstrip("\n"), replacement="EDITED 😀", expectedRevision=rev)
+    call(
+        "md_apply_text_edit",
+        startLine=25_000,
+        startColumn=1,
+        endLine=25_000,
+        endColumn=len(line.rstrip("\n")) + 1,
+        expectedText=line.rstrip("\n"),
+        replacement="EDITED 😀",
+        expectedRevision=rev,
+    )
     assert call("md_get_current_document", startLine=25_000, endLine=25_000)["markdown"] == "EDITED 😀\n"

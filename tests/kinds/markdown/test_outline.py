@@ -30,12 +30,43 @@ def test_closing_hashes_and_empty_headings():
     assert [h.title for h in outline("# Title ##\n#\n### C # D ###\n")] == ["Title", "", "C # D"]
 
 
-blocks = st.sampled_from([
-    "# Title", "## Sub title ##", "### Deep", "####### seven", "#hashtag", "    # indented code",
-    "Para line", "another line", "===", "---", "- item", "> quote", "", "", "```", "~~~", "```js",
-    "| a | b |", "1. one", "  ## indented heading", "***", "Setext\n===", "Two\nlines\n---",
-    "<!--", "-->", "<pre>", "</pre>", "<div>", "<STYLE>", "</style>", "<span>", "<custom-tag x=1>", "</p>",
-])
+blocks = st.sampled_from(
+    [
+        "# Title",
+        "## Sub title ##",
+        "### Deep",
+        "####### seven",
+        "#hashtag",
+        "    # indented code",
+        "Para line",
+        "another line",
+        "===",
+        "---",
+        "- item",
+        "> quote",
+        "",
+        "",
+        "```",
+        "~~~",
+        "```js",
+        "| a | b |",
+        "1. one",
+        "  ## indented heading",
+        "***",
+        "Setext\n===",
+        "Two\nlines\n---",
+        "<!--",
+        "-->",
+        "<pre>",
+        "</pre>",
+        "<div>",
+        "<STYLE>",
+        "</style>",
+        "<span>",
+        "<custom-tag x=1>",
+        "</p>",
+    ]
+)
 
 
 @settings(max_examples=300, deadline=None)

@@ -28,16 +28,21 @@ async def test_read_edit_approve_and_save_over_http(tmp_path: Path) -> None:
         rev = doc.structured_content["revision"]
 
         # Nobody can answer yet (no editor attached, the client has no elicitation): declined, nothing changes.
-        declined = await client.call_tool("md_replace_text", {"oldText": "Write the design", "newText": "Design",
-                                                              "expectedRevision": rev})
+        declined = await client.call_tool(
+            "md_replace_text", {"oldText": "Write the design", "newText": "Design", "expectedRevision": rev}
+        )
         assert declined.is_error and declined.structured_content["code"] == "APPROVAL_DECLINED"
 
         # With the editor open, the person approves the diff they are shown.
         broker = srv.app.approvals
         broker.attach_ui()
         subscription = srv.app.events.subscribe("approval")
-        call = asyncio.create_task(client.call_tool(
-            "md_replace_text", {"oldText": "Write the design", "newText": "Design", "expectedRevision": rev}))
+        call = asyncio.create_task(
+            client.call_tool(
+                "md_replace_text",
+                {"oldText": "Write the design", "newText": "Design", "expectedRevision": rev},
+            )
+        )
         event = await subscription.get(timeout=60)  # generous: CI machines are shared
         assert "+- [ ] Design" in event.data["request"]["diff"]
         broker.answer(event.data["request"]["id"], True)

@@ -32,7 +32,9 @@ def test_footnotes_tasks_tables_strikethrough():
 
 
 def test_raw_html_handlers_and_script_are_neutralized():
-    html = render_html('<img src="x" onerror="alert(1)">\n\n<script>alert(2)</script>\n\n<a href="javascript:alert(3)">x</a>\n')
+    html = render_html(
+        '<img src="x" onerror="alert(1)">\n\n<script>alert(2)</script>\n\n<a href="javascript:alert(3)">x</a>\n'
+    )
     assert "onerror" not in html and "<script" not in html and "javascript:" not in html
 
 
@@ -40,11 +42,31 @@ def test_preview_marks_source_lines():
     assert '<h1 data-source-line="3">' in render_html("para\n\n# H\n", PREVIEW)
 
 
-blocks = st.sampled_from([
-    "# Title", "## Sub", "text line", "", "", "- item", "```", "code # x", "[ref]: http://example.com",
-    "see [ref]", "Setext\n---", "> quote", "| a | b |\n|---|---|\n| 1 | 2 |", "$x$", "***",
-    "  # indented", "<div>", "<!--", "-->", "1. one", "    # code",
-])
+blocks = st.sampled_from(
+    [
+        "# Title",
+        "## Sub",
+        "text line",
+        "",
+        "",
+        "- item",
+        "```",
+        "code # x",
+        "[ref]: http://example.com",
+        "see [ref]",
+        "Setext\n---",
+        "> quote",
+        "| a | b |\n|---|---|\n| 1 | 2 |",
+        "$x$",
+        "***",
+        "  # indented",
+        "<div>",
+        "<!--",
+        "-->",
+        "1. one",
+        "    # code",
+    ]
+)
 
 
 @settings(max_examples=150, deadline=None)

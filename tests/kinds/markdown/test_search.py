@@ -24,7 +24,11 @@ def run(files, query, live=None, **kw):
 def test_case_insensitive_by_default_with_line_and_column(files):
     res = run(files, Query("cat"))
     assert [(m["path"], m["line"], m["column"]) for m in res["matches"]] == [
-        ("a.md", 1, 1), ("a.md", 2, 1), ("a.md", 2, 11), ("b.md", 1, 1)]
+        ("a.md", 1, 1),
+        ("a.md", 2, 1),
+        ("a.md", 2, 11),
+        ("b.md", 1, 1),
+    ]
 
 
 def test_whole_word_and_regex(files):

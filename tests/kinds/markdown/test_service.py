@@ -53,8 +53,16 @@ def test_open_edit_save_keeps_the_files_line_endings(notes):
     doc = svc.read()
     assert doc["text"] == "# Notes\n\nHello world\n"
     at = doc["text"].index("world")
-    res = run(svc.apply_edits(None, [Edit(at, at + 5, "there")], ctx=AI,
-                              tool="md_apply_text_edit", base_version=doc["version"], summary="greet"))
+    res = run(
+        svc.apply_edits(
+            None,
+            [Edit(at, at + 5, "there")],
+            ctx=AI,
+            tool="md_apply_text_edit",
+            base_version=doc["version"],
+            summary="greet",
+        )
+    )
     assert res["dirty"] and res["currentLength"] == res["previousLength"]
     assert "-Hello world" in person.seen[0].diff and "+Hello there" in person.seen[0].diff
     assert any(t == "doc" and e["type"] == "update" for t, e in bus.events)
@@ -197,8 +205,14 @@ def test_save_as_cannot_escape_the_folder(tmp_path):
     evil.mkdir()
     (notes / "link").symlink_to(evil, target_is_directory=True)
     svc = MarkdownService(notes / "a.md", approval_settings={"enabled": False})
-    for target in ("../notes-evil/x.md", "link/x.md", str(evil / "x.md"), "x.md\x00.txt", "a" * 5000 + ".md",
-                   "\\\\server\\share\\x.md"):
+    for target in (
+        "../notes-evil/x.md",
+        "link/x.md",
+        str(evil / "x.md"),
+        "x.md\x00.txt",
+        "a" * 5000 + ".md",
+        "\\\\server\\share\\x.md",
+    ):
         with pytest.raises(BridgeError) as err:
             run(svc.save_as(None, target, ctx=AI))
         assert err.value.code in (ErrorCode.ACCESS_DENIED, ErrorCode.INVALID_ARGUMENT), target

@@ -76,8 +76,14 @@ def test_tool_names_and_vex_aliases(service):
 def test_read_then_edit_by_offset_with_expected_text(call):
     doc = call("vex.get_current_document")
     at = doc["markdown"].index("world")
-    res = call("md_apply_text_edit", startOffset=at, length=5, expectedText="world", replacement="there",
-               expectedRevision=doc["revision"])
+    res = call(
+        "md_apply_text_edit",
+        startOffset=at,
+        length=5,
+        expectedText="world",
+        replacement="there",
+        expectedRevision=doc["revision"],
+    )
     assert "Hello 😀 there." in call("md_get_current_document")["markdown"]
     assert res["revision"] != doc["revision"]
 
@@ -85,8 +91,14 @@ def test_read_then_edit_by_offset_with_expected_text(call):
 def test_offset_edit_with_wrong_expected_text_shows_the_current_text(call):
     doc = call("md_get_current_document")
     with pytest.raises(BridgeError) as err:
-        call("md_apply_text_edit", startOffset=0, length=5, expectedText="# Out", replacement="x",
-             expectedRevision=doc["revision"])
+        call(
+            "md_apply_text_edit",
+            startOffset=0,
+            length=5,
+            expectedText="# Out",
+            replacement="x",
+            expectedRevision=doc["revision"],
+        )
     assert err.value.code is ErrorCode.EXPECTED_TEXT_MISMATCH
     assert err.value.data["currentText"] == "# Int"
     assert err.value.data["line"] == 1
@@ -101,8 +113,16 @@ def test_edit_with_an_invented_revision_is_stale(call):
 
 def test_line_column_edit(call):
     doc = call("md_get_current_document")
-    call("md_apply_text_edit", startLine=3, startColumn=1, endLine=3, endColumn=6, expectedText="Hello",
-         replacement="Hi", expectedRevision=doc["revision"])
+    call(
+        "md_apply_text_edit",
+        startLine=3,
+        startColumn=1,
+        endLine=3,
+        endColumn=6,
+        expectedText="Hello",
+        replacement="Hi",
+        expectedRevision=doc["revision"],
+    )
     assert call("md_get_current_document")["markdown"].splitlines()[2] == "Hi 😀 world."
 
 
@@ -122,8 +142,13 @@ def test_replace_text_counts_occurrences_and_points_at_near_misses(call):
 
 def test_patch_section_appends_under_a_heading_path(call):
     rev = call("md_get_current_document")["revision"]
-    call("md_patch_section", headingPath="Intro > Setup", operation="append", content="- enjoy",
-         expectedRevision=rev)
+    call(
+        "md_patch_section",
+        headingPath="Intro > Setup",
+        operation="append",
+        content="- enjoy",
+        expectedRevision=rev,
+    )
     section = call("md_read_section", headingPath="## Setup")
     assert section["markdown"] == "## Setup\n\n- install\n- run\n- enjoy\n\n"
     assert section["startLine"] == 5
@@ -139,7 +164,10 @@ def test_ambiguous_or_missing_heading_paths_are_refused(call, service):
 def test_outline_lists_heading_paths(call):
     items = call("md_get_document_outline")["items"]
     assert [(i["level"], i["path"], i["line"], i["endLine"]) for i in items] == [
-        (1, "Intro", 1, 12), (2, "Intro > Setup", 5, 9), (2, "Intro > Usage", 10, 12)]
+        (1, "Intro", 1, 12),
+        (2, "Intro > Setup", 5, 9),
+        (2, "Intro > Usage", 10, 12),
+    ]
 
 
 def test_search_across_the_folder_is_paginated(call):
@@ -147,8 +175,11 @@ def test_search_across_the_folder_is_paginated(call):
     assert first["truncated"] and first["nextCursor"]
     second = call("md_search", query="hello", limit=1, cursor=first["nextCursor"])
     assert {first["matches"][0]["path"], second["matches"][0]["path"]} == {"notes.md", "sub/todo.md"}
-    assert call("md_search", query="hello", limit=1, cursor=second["nextCursor"])["matches"] == [] if second[
-        "nextCursor"] else True
+    assert (
+        call("md_search", query="hello", limit=1, cursor=second["nextCursor"])["matches"] == []
+        if second["nextCursor"]
+        else True
+    )
 
 
 def test_reads_are_paginated_by_lines_with_a_byte_cap(service, call):
@@ -185,6 +216,7 @@ def test_edits_ask_the_person_through_the_core_broker(folder):
     broker = ApprovalBroker(bus, timeout_s=5)
     service = MarkdownService(folder / "notes.md", policy=broker, events=bus)
     spec = {s.name: s for s in markdown_tools(service)}["md_replace_text"]
+
     async def scenario():
         sub = bus.subscribe("approval")
         broker.attach_ui()

@@ -214,11 +214,14 @@ def test_edit_fast_path_writes_exactly_what_the_general_writer_writes(copy, monk
     assert on_disk.read_bytes() == b"x" + general.getvalue()
 
 
-_records = st.lists(st.one_of(
-    st.tuples(st.sampled_from([2, 3, 4, 9]), st.integers(0, 0xFFFFFFFF)),
-    st.tuples(st.sampled_from([5, 6, 7, 8, 10]), st.integers(0, 12)),
-    st.tuples(st.integers(0, 255), st.integers(0, 0xFFFFFFFF)),
-), max_size=40)
+_records = st.lists(
+    st.one_of(
+        st.tuples(st.sampled_from([2, 3, 4, 9]), st.integers(0, 0xFFFFFFFF)),
+        st.tuples(st.sampled_from([5, 6, 7, 8, 10]), st.integers(0, 12)),
+        st.tuples(st.integers(0, 255), st.integers(0, 0xFFFFFFFF)),
+    ),
+    max_size=40,
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -227,8 +230,21 @@ def test_any_token_stream_decompiles_and_compiles_back_byte_identical(records):
     from deskbridge.kinds.pvf.script import classic_codec
     from deskbridge.kinds.pvf.strings.stringtable import StringTable, build_stringtable
 
-    entries = [b"[name]", b"[/name]", b"x", b"x", "劍".encode("cp950"), b"\xff\xff", b"a`b", b"k\r\ney",
-               b"[bad\n]", b"", b"  ", b"key", b"[name]"]
+    entries = [
+        b"[name]",
+        b"[/name]",
+        b"x",
+        b"x",
+        "劍".encode("cp950"),
+        b"\xff\xff",
+        b"a`b",
+        b"k\r\ney",
+        b"[bad\n]",
+        b"",
+        b"  ",
+        b"key",
+        b"[name]",
+    ]
     table = StringTable.parse(build_stringtable(entries), "cp950")
     data = classic_codec.MAGIC + b"".join(struct.pack("<BI", t, v) for t, v in records)
     text = classic_codec.decompile(data, table, lambda i, k: "shown`text")

@@ -37,7 +37,10 @@ def test_family_header_and_encoding(vector):
     h = vector["header"]
     assert ar.family == "classic"
     assert (ar.header.guid_text, ar.header.file_version, ar.header.file_count) == (
-        h["guid"], h["file_version"], h["file_count"])
+        h["guid"],
+        h["file_version"],
+        h["file_count"],
+    )
     expected = {"cp950": "cp950", "big5": "cp950", "gb18030": "cp936"}[vector["encoding"].split()[0]]
     assert ar.encoding == expected
     assert ar.warnings == []

@@ -61,12 +61,12 @@ def _with_tree(data: bytes, change) -> bytes:  # type: ignore[no-untyped-def]
     """`data` with its plain tree changed by `change(bytearray)`, re-keyed so the tree checksum still holds:
     only the structural checks can catch what `change` did."""
     at, tree_len, crc, count = _tree_at(data)
-    plain = bytearray(cc.decrypt(data[at:at + tree_len], crc))
+    plain = bytearray(cc.decrypt(data[at : at + tree_len], crc))
     change(plain)
     new_crc = cc.tree_checksum(bytes(plain), count)
     head = bytearray(data[:at])
     struct.pack_into("<I", head, at - 8, new_crc)
-    return bytes(head) + cc.encrypt(bytes(plain), new_crc) + data[at + tree_len:]
+    return bytes(head) + cc.encrypt(bytes(plain), new_crc) + data[at + tree_len :]
 
 
 def test_an_edit_save_is_checked_without_reopening_and_reads_back(copy, monkeypatch):
@@ -97,7 +97,7 @@ def _flip_changed_block(data: bytes, layout: PatchedLayout, ar: ClassicArchive) 
     first = min(layout.changed)
     e = again._entries[first]
     pos = at + tree_len + e.rel
-    return data[:pos] + bytes([data[pos] ^ 0x40]) + data[pos + 1:]
+    return data[:pos] + bytes([data[pos] ^ 0x40]) + data[pos + 1 :]
 
 
 def _tail(layout: PatchedLayout, i: int) -> int:
@@ -110,19 +110,51 @@ def _unchanged(layout: PatchedLayout) -> int:
 
 DAMAGE = {
     "changed block byte": (lambda d, lay, ar: _flip_changed_block(d, lay, ar), "reads back different bytes"),
-    "tree byte (checksum)": (lambda d, lay, ar: d[:_tree_at(d)[0] + 9] + bytes([d[_tree_at(d)[0] + 9] ^ 1])
-                             + d[_tree_at(d)[0] + 10:], "tree checksum"),
-    "unchanged path byte": (lambda d, lay, ar: _with_tree(d, lambda t: t.__setitem__(
-        _tail(lay, _unchanged(lay)) - 1, t[_tail(lay, _unchanged(lay)) - 1] ^ 0x20)), "differs from the source"),
-    "path length": (lambda d, lay, ar: _with_tree(d, lambda t: struct.pack_into(
-        "<I", t, 4, struct.unpack_from("<I", t, 4)[0] + 1)), "do not chain"),
-    "unchanged key": (lambda d, lay, ar: _with_tree(d, lambda t: struct.pack_into(
-        "<I", t, _tail(lay, _unchanged(lay)) + 4, 12345)), "unchanged file's length or key"),
-    "block offset": (lambda d, lay, ar: _with_tree(d, lambda t: struct.pack_into(
-        "<i", t, _tail(lay, len(lay.tails) - 1) + 8, struct.unpack_from("<i", t, _tail(lay, len(lay.tails) - 1) + 8)[0]
-        + 4)), "not contiguous"),
-    "changed key": (lambda d, lay, ar: _with_tree(d, lambda t: struct.pack_into(
-        "<I", t, _tail(lay, min(lay.changed)) + 4, 777)), "wrong key"),
+    "tree byte (checksum)": (
+        lambda d, lay, ar: (
+            d[: _tree_at(d)[0] + 9] + bytes([d[_tree_at(d)[0] + 9] ^ 1]) + d[_tree_at(d)[0] + 10 :]
+        ),
+        "tree checksum",
+    ),
+    "unchanged path byte": (
+        lambda d, lay, ar: _with_tree(
+            d,
+            lambda t: t.__setitem__(
+                _tail(lay, _unchanged(lay)) - 1, t[_tail(lay, _unchanged(lay)) - 1] ^ 0x20
+            ),
+        ),
+        "differs from the source",
+    ),
+    "path length": (
+        lambda d, lay, ar: _with_tree(
+            d, lambda t: struct.pack_into("<I", t, 4, struct.unpack_from("<I", t, 4)[0] + 1)
+        ),
+        "do not chain",
+    ),
+    "unchanged key": (
+        lambda d, lay, ar: _with_tree(
+            d, lambda t: struct.pack_into("<I", t, _tail(lay, _unchanged(lay)) + 4, 12345)
+        ),
+        "unchanged file's length or key",
+    ),
+    "block offset": (
+        lambda d, lay, ar: _with_tree(
+            d,
+            lambda t: struct.pack_into(
+                "<i",
+                t,
+                _tail(lay, len(lay.tails) - 1) + 8,
+                struct.unpack_from("<i", t, _tail(lay, len(lay.tails) - 1) + 8)[0] + 4,
+            ),
+        ),
+        "not contiguous",
+    ),
+    "changed key": (
+        lambda d, lay, ar: _with_tree(
+            d, lambda t: struct.pack_into("<I", t, _tail(lay, min(lay.changed)) + 4, 777)
+        ),
+        "wrong key",
+    ),
     "bytes after the trailer": (lambda d, lay, ar: d + b"junk", "the file is"),
     "truncated": (lambda d, lay, ar: d[:-6], "the file is"),
     "header GUID": (lambda d, lay, ar: d[:4] + b"X" + d[5:], "GUID"),
@@ -239,7 +271,9 @@ def test_a_big_changed_file_is_encrypted_beside_the_copy_and_reads_back(copy, mo
     ar.stage(picked[1], big)
     threads = []
     real_thread = classic.threading.Thread
-    monkeypatch.setattr(classic.threading, "Thread", lambda *a, **k: threads.append(k.get("name")) or real_thread(*a, **k))
+    monkeypatch.setattr(
+        classic.threading, "Thread", lambda *a, **k: threads.append(k.get("name")) or real_thread(*a, **k)
+    )
     fast = io.BytesIO()
     ar._write(fast, None)
     assert threads == ["pvf-encrypt"]

@@ -19,7 +19,9 @@ runner = CliRunner()
 @pytest.fixture(scope="module")
 def small(tmp_path_factory):
     path = tmp_path_factory.mktemp("cli") / "small.pvf"
-    result = runner.invoke(app, ["pvf", "synth", "--family", "classic", "--files", "400", "--seed", "3", "-o", str(path)])
+    result = runner.invoke(
+        app, ["pvf", "synth", "--family", "classic", "--files", "400", "--seed", "3", "-o", str(path)]
+    )
     assert result.exit_code == 0, result.output
     return path
 
@@ -72,7 +74,8 @@ def test_extract_pack_extract_keeps_every_payload(small, tmp_path):
     assert runner.invoke(app, ["pvf", "extract", str(packed), "-o", str(b)]).exit_code == 0
     orig, again = open_archive(small), open_archive(packed)
     assert {p: hashlib.sha256(orig.read(p)).digest() for p in orig.paths()} == {
-        p: hashlib.sha256(again.read(p)).digest() for p in again.paths()}
+        p: hashlib.sha256(again.read(p)).digest() for p in again.paths()
+    }
 
 
 def test_pack_compiles_an_edited_tree(small, tmp_path):
@@ -104,5 +107,7 @@ def test_nkpi_tree_packs_onto_its_like_archive(tmp_path):
     tree, out = tmp_path / "tree", tmp_path / "packed.pvf"
     assert runner.invoke(app, ["pvf", "extract", str(vector), "-o", str(tree)]).exit_code == 0
     assert runner.invoke(app, ["pvf", "pack", str(tree), "-o", str(out)]).exit_code == 2  # nkpi needs --like
-    assert runner.invoke(app, ["pvf", "pack", str(tree), "-o", str(out), "--like", str(vector)]).exit_code == 0
+    assert (
+        runner.invoke(app, ["pvf", "pack", str(tree), "-o", str(out), "--like", str(vector)]).exit_code == 0
+    )
     assert out.read_bytes() == vector.read_bytes()

@@ -22,8 +22,9 @@ def test_random_bytes_give_only_typed_errors(name, data):
 
 @pytest.mark.parametrize("name", sorted(pvf_classic.TARGETS))
 def test_mutated_seeds_give_no_findings(name, tmp_path):
-    res = run_target(f"pvf_classic.{name}", pvf_classic.TARGETS[name], pvf_classic.SEEDS[name], 400,
-                     findings_dir=tmp_path)
+    res = run_target(
+        f"pvf_classic.{name}", pvf_classic.TARGETS[name], pvf_classic.SEEDS[name], 400, findings_dir=tmp_path
+    )
     assert res.inputs == 400 and res.findings == []
 
 

@@ -38,7 +38,9 @@ def test_intern_appends_once_and_lookup_is_first_occurrence():
     assert again.get(3) == "新"
 
 
-@pytest.mark.parametrize("bad", [b"\x01", b"\x05\0\0\0\0\0\0\0", struct.pack("<3I", 1, 8, 4), struct.pack("<3I", 1, 8, 99)])
+@pytest.mark.parametrize(
+    "bad", [b"\x01", b"\x05\0\0\0\0\0\0\0", struct.pack("<3I", 1, 8, 4), struct.pack("<3I", 1, 8, 99)]
+)
 def test_bad_stringtables_are_pvf_corrupt(bad):
     with pytest.raises(BridgeError) as err:
         StringTable.parse(bad, "cp950")
@@ -70,19 +72,28 @@ def test_korean_mojibake_round_trip():
     assert fix_korean_mojibake("plain text") is None
 
 
-@pytest.mark.parametrize(("words", "codec"), [
-    (["騎士團的制式長劍，堅固耐用。", "生命藥水", "哥布林", "恢復少量HP。"], "cp950"),
-    (["骑士团的制式长剑，坚固耐用。", "生命药水", "哥布林", "恢复少量HP。"], "cp936"),
-    (["한국어 아이템", "기사의 장검", "체력 물약이다", "이것은 고블린"], "cp949"),
-    (["騎士の長剣です", "ポーション", "ゴブリン"], "cp932"),
-])
+@pytest.mark.parametrize(
+    ("words", "codec"),
+    [
+        (["騎士團的制式長劍，堅固耐用。", "生命藥水", "哥布林", "恢復少量HP。"], "cp950"),
+        (["骑士团的制式长剑，坚固耐用。", "生命药水", "哥布林", "恢复少量HP。"], "cp936"),
+        (["한국어 아이템", "기사의 장검", "체력 물약이다", "이것은 고블린"], "cp949"),
+        (["騎士の長剣です", "ポーション", "ゴブリン"], "cp932"),
+    ],
+)
 def test_detection_picks_the_pack_encoding(words, codec):
     assert detect_encoding([w.encode(codec) for w in words]).encoding == codec
 
 
 def test_encoding_names():
     assert [resolve_encoding(n) for n in ("TW", "cn", "kr", "JP", "utf8", "big5")] == [
-        "cp950", "cp936", "cp949", "cp932", "utf-8", "cp950"]
+        "cp950",
+        "cp936",
+        "cp949",
+        "cp932",
+        "utf-8",
+        "cp950",
+    ]
     with pytest.raises(BridgeError):
         resolve_encoding("latin9")
 
@@ -101,7 +112,9 @@ def test_classic_lists_are_directory_relative():
 
 
 def test_cp950_duplicate_code_points_are_not_silently_rewritten():
-    data = "// box ".encode("cp950") + b"\xf9\xf9" + b"\r\nk>v\r\n"  # F9F9 decodes to U+2550, which encodes as A2A4
+    data = (
+        "// box ".encode("cp950") + b"\xf9\xf9" + b"\r\nk>v\r\n"
+    )  # F9F9 decodes to U+2550, which encodes as A2A4
     with pytest.raises(BridgeError) as err:
         StrFile.decode(data, "cp950")
     assert err.value.code == "ENCODING_MISMATCH"

@@ -17,10 +17,20 @@ def bits(x: float) -> int:
     return struct.unpack("<I", struct.pack("<f", x))[0]
 
 
-@pytest.mark.parametrize(("value", "text"), [
-    (0.5, "0.5"), (8000.0, "8000.0"), (0.1, "0.1"), (-2.5, "-2.5"), (0.0, "0.0"), (-0.0, "-0.0"),
-    (123456.789, "123456.79"), (3.4e38, "3.4e+38"), (1e-10, "1.0e-10"),
-])
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (0.5, "0.5"),
+        (8000.0, "8000.0"),
+        (0.1, "0.1"),
+        (-2.5, "-2.5"),
+        (0.0, "0.0"),
+        (-0.0, "-0.0"),
+        (123456.789, "123456.79"),
+        (3.4e38, "3.4e+38"),
+        (1e-10, "1.0e-10"),
+    ],
+)
 def test_floats_print_shortest_with_a_mandatory_dot(value, text):
     assert d.format_float32(bits(value)) == text
     assert d.parse_float32(text) == bits(value)
@@ -42,10 +52,21 @@ def test_every_finite_float32_round_trips_through_text(b):
 
 
 def test_lexes_every_token_kind():
-    src = "#PVF_File\n[name]\t<3::name_1`破舊``短劍`>\n{3=5}\t{6=`up`}\t-7\t1.5\t`a``b`\tword\t[/name] # tail\n"
+    src = (
+        "#PVF_File\n[name]\t<3::name_1`破舊``短劍`>\n{3=5}\t{6=`up`}\t-7\t1.5\t`a``b`\tword\t[/name] # tail\n"
+    )
     toks = d.lex(src)
-    assert [t.kind for t in toks] == [Kind.SECTION, Kind.LINK, Kind.TYPED, Kind.TYPED, Kind.INT, Kind.FLOAT,
-                                      Kind.STRING, Kind.WORD, Kind.SECTION]
+    assert [t.kind for t in toks] == [
+        Kind.SECTION,
+        Kind.LINK,
+        Kind.TYPED,
+        Kind.TYPED,
+        Kind.INT,
+        Kind.FLOAT,
+        Kind.STRING,
+        Kind.WORD,
+        Kind.SECTION,
+    ]
     assert toks[1].link_id == 3 and toks[1].value == "name_1" and toks[1].link_text == "破舊`短劍"
     assert toks[2] == d.typed_token(3, 5) and toks[3] == d.typed_token(6, "up")
     assert toks[6].value == "a`b"
@@ -60,10 +81,18 @@ def test_spaces_separate_tokens_like_tabs():
     assert d.lex("1 2\t3\n4") == [d.int_token(i) for i in (1, 2, 3, 4)]
 
 
-@pytest.mark.parametrize(("src", "line", "col"), [
-    ("1\n  `open", 2, 3), ("[abc", 1, 1), ("{3=}", 1, 1), ("<1::k>", 1, 1), ("2147483648", 1, 1),
-    ("1.0e99", 1, 1), ("{300=1}", 1, 1),
-])
+@pytest.mark.parametrize(
+    ("src", "line", "col"),
+    [
+        ("1\n  `open", 2, 3),
+        ("[abc", 1, 1),
+        ("{3=}", 1, 1),
+        ("<1::k>", 1, 1),
+        ("2147483648", 1, 1),
+        ("1.0e99", 1, 1),
+        ("{300=1}", 1, 1),
+    ],
+)
 def test_syntax_errors_name_line_and_column(src, line, col):
     with pytest.raises(BridgeError) as err:
         d.lex(src)
@@ -77,12 +106,20 @@ def test_unterminated_string_is_linear_not_a_hang():
 
 
 def test_layout_nests_paired_sections_and_breaks_before_strings():
-    toks = [d.section_token("[if equip]"), d.string_token("[physical attack]"), d.int_token(10),
-            d.string_token("[magical attack]"), d.int_token(-5), d.section_token("[/if equip]"),
-            d.section_token("[price]"), d.int_token(8000)]
+    toks = [
+        d.section_token("[if equip]"),
+        d.string_token("[physical attack]"),
+        d.int_token(10),
+        d.string_token("[magical attack]"),
+        d.int_token(-5),
+        d.section_token("[/if equip]"),
+        d.section_token("[price]"),
+        d.int_token(8000),
+    ]
     assert d.print_tokens(toks, header="#PVF_File") == (
         "#PVF_File\n\n[if equip]\n\t`[physical attack]`\t10\n\t`[magical attack]`\t-5\n\n[/if equip]\n\n"
-        "[price]\n\t8000\n")
+        "[price]\n\t8000\n"
+    )
 
 
 def test_record_width_lays_out_registries():
@@ -97,8 +134,11 @@ _tokens = st.one_of(
     _text.map(d.string_token),
     _text.filter(lambda s: d.is_section_text("[" + s + "]")).map(lambda s: d.section_token("[" + s + "]")),
     st.tuples(st.integers(0, 255), st.one_of(st.integers(d.INT32_MIN, d.INT32_MAX), _text)).map(
-        lambda p: d.typed_token(*p)),
-    st.tuples(st.integers(0, d.INT32_MAX), _text.filter(d.is_link_key), _text).map(lambda p: d.link_token(*p)),
+        lambda p: d.typed_token(*p)
+    ),
+    st.tuples(st.integers(0, d.INT32_MAX), _text.filter(d.is_link_key), _text).map(
+        lambda p: d.link_token(*p)
+    ),
     _text.filter(d.is_word).map(d.word_token),
 )
 

@@ -133,9 +133,11 @@ REF_XSD = """\
 def doc(body: str, includes: str = "", defines: str = "") -> str:
     inc = f"<Includes>{includes}</Includes>" if includes else ""
     dfn = f"<Defines>{defines}</Defines>" if defines else ""
-    return (f'<?xml version="1.0" encoding="utf-8"?>\n<AssetDeclaration xmlns="uri:ea.com:eala:asset" '
-            f'xmlns:xi="http://www.w3.org/2001/XInclude" xmlns:xai="uri:ea.com:eala:asset:instance">\n'
-            f"{inc}{dfn}\n{textwrap.dedent(body)}\n</AssetDeclaration>\n")
+    return (
+        f'<?xml version="1.0" encoding="utf-8"?>\n<AssetDeclaration xmlns="uri:ea.com:eala:asset" '
+        f'xmlns:xi="http://www.w3.org/2001/XInclude" xmlns:xai="uri:ea.com:eala:asset:instance">\n'
+        f"{inc}{dfn}\n{textwrap.dedent(body)}\n</AssetDeclaration>\n"
+    )
 
 
 @dataclass
@@ -159,21 +161,37 @@ def minimod(tmp_path: Path) -> MiniMod:
     m = MiniMod(tmp_path, sdk, mod)
     m.write("Schemas/xsd/CnC3Types.xsd", XSD, sdk)
     m.write("Schemas/xsd/Includes/Ref.xsd", REF_XSD, sdk)  # the EA files include `includes/Ref.xsd`
-    m.write("SageXml/Static.xml", doc('<FXList id="FX_Vanilla"/>\n<GameObject id="BaseUnit"/>',
-                                      '<Include type="instance" source="DATA:GlobalData/GlobalDefines.xml"/>'),
-            sdk)
-    m.write("SageXml/GlobalData/GlobalDefines.xml", doc("", defines='<Define name="HEALTH" value="100"/>'), sdk)
+    m.write(
+        "SageXml/Static.xml",
+        doc(
+            '<FXList id="FX_Vanilla"/>\n<GameObject id="BaseUnit"/>',
+            '<Include type="instance" source="DATA:GlobalData/GlobalDefines.xml"/>',
+        ),
+        sdk,
+    )
+    m.write(
+        "SageXml/GlobalData/GlobalDefines.xml", doc("", defines='<Define name="HEALTH" value="100"/>'), sdk
+    )
     (sdk / "BuiltMods" / "SageXml").mkdir(parents=True)
     (sdk / "BuiltMods" / "SageXml" / "global.manifest").write_bytes(
-        build_manifest([("GameObject:ManifestUnit", "DATA:global.xml")]))
+        build_manifest([("GameObject:ManifestUnit", "DATA:global.xml")])
+    )
     m.write("SageXml/Global.xml", doc('<GameObject id="NeverWalked"/>'), sdk)
-    m.write("Data/Mod.xml", doc("", '<Include type="reference" source="DATA:static.xml"/>'
-                                    '<Include type="reference" source="DATA:global.xml"/>'
-                                    '<Include type="all" source="units\\Tank.xml."/>'
-                                    '<Include type="instance" source="Base/Base.xml"/>'
-                                    '<Include type="all" source="Missing.xml"/>'))
-    m.write("Data/Units/Tank.xml", doc(
-        """\
+    m.write(
+        "Data/Mod.xml",
+        doc(
+            "",
+            '<Include type="reference" source="DATA:static.xml"/>'
+            '<Include type="reference" source="DATA:global.xml"/>'
+            '<Include type="all" source="units\\Tank.xml."/>'
+            '<Include type="instance" source="Base/Base.xml"/>'
+            '<Include type="all" source="Missing.xml"/>',
+        ),
+    )
+    m.write(
+        "Data/Units/Tank.xml",
+        doc(
+            """\
         <GameObject id="Tank" inheritFrom="BaseUnit" Upgrades="Tank $X =Y">
           <Behaviors>
             <WeaponSetUpdate>
@@ -184,8 +202,10 @@ def minimod(tmp_path: Path) -> MiniMod:
         </GameObject>
         <WeaponTemplate id="TankGun" FireFX="FX_Vanilla"/>
         <WeaponTemplate id="TankGunVet" inheritFrom="WeaponTemplate:TankGun" FireFX="$FX"/>""",
-        '<Include type="all" source="DATA:GlobalData/GlobalDefines.xml"/>',
-        '<Define name="HEALTH" value="200"/><Define name="ARMOR" value="1" override="true"/>'))
+            '<Include type="all" source="DATA:GlobalData/GlobalDefines.xml"/>',
+            '<Define name="HEALTH" value="200"/><Define name="ARMOR" value="1" override="true"/>',
+        ),
+    )
     m.write("Data/Base/Base.xml", doc('<GameObject id="InstanceOnly"/>'))
     m.write("Data/AdditionalMaps/MapMetaData_Mini.xml", doc('<GameObject id="GlobalThing"/>'))
     m.write("Data/Unused.xml", doc('<GameObject id="Orphan"/>'))

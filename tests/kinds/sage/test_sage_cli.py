@@ -19,19 +19,34 @@ def test_index_then_query_from_the_cache(minimod):
     assert out.exit_code == 0, out.output
     stats = json.loads(out.output)
     assert stats["stats"]["parsedFiles"] > 0 and stats["index"]["state"] == "ready"
-    out = runner.invoke(app, ["find-asset", "tankgun", "-p", str(minimod.mod / "Data"), "--sdk", str(minimod.sdk)])
+    out = runner.invoke(
+        app, ["find-asset", "tankgun", "-p", str(minimod.mod / "Data"), "--sdk", str(minimod.sdk)]
+    )
     assert out.exit_code == 0, out.output
     body = json.loads(out.output)
     assert [i["id"] for i in body["items"]] == ["TankGun"] and body["index"]["projectDir"] == str(minimod.mod)
-    out = runner.invoke(app, ["uses", "GameObject", "Tank", "--target-type", "WeaponTemplate",
-                              "-p", str(minimod.mod), "--sdk", str(minimod.sdk)])
+    out = runner.invoke(
+        app,
+        [
+            "uses",
+            "GameObject",
+            "Tank",
+            "--target-type",
+            "WeaponTemplate",
+            "-p",
+            str(minimod.mod),
+            "--sdk",
+            str(minimod.sdk),
+        ],
+    )
     edges = json.loads(out.output)["edges"]
     assert any(e["to"] and e["to"]["id"] == "TankGun" for e in edges)
 
 
 def test_errors_say_what_happened_and_what_to_do(minimod):
-    out = runner.invoke(app, ["definition", "GameObject", "Nope", "-p", str(minimod.mod), "--sdk",
-                              str(minimod.sdk)])
+    out = runner.invoke(
+        app, ["definition", "GameObject", "Nope", "-p", str(minimod.mod), "--sdk", str(minimod.sdk)]
+    )
     assert out.exit_code == 1
     assert "error: No definition of GameObject 'Nope'." in out.output and "help:" in out.output
     out = runner.invoke(app, ["index", str(minimod.root / "nowhere")])

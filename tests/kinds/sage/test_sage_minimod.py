@@ -39,19 +39,31 @@ def test_streams_and_how_each_file_belongs(minimod):
 def test_reference_include_reads_the_manifest_instead_of_walking(minimod):
     _, index = open_mini(minimod)
     found = queries.find_asset(index, "manifestunit")["items"]
-    assert found == [{"type": "GameObject", "id": "ManifestUnit", "file": "", "line": 0, "origin": "manifest",
-                      "streams": {}, "viaInstance": False,
-                      "manifest": str(minimod.sdk / "BuiltMods" / "SageXml" / "global.manifest"),
-                      "manifestSource": "DATA:global.xml"}]
+    assert found == [
+        {
+            "type": "GameObject",
+            "id": "ManifestUnit",
+            "file": "",
+            "line": 0,
+            "origin": "manifest",
+            "streams": {},
+            "viaInstance": False,
+            "manifest": str(minimod.sdk / "BuiltMods" / "SageXml" / "global.manifest"),
+            "manifestSource": "DATA:global.xml",
+        }
+    ]
     assert queries.find_asset(index, "NeverWalked")["total"] == 0
     edge = next(e for e in index.includes if e.source == "DATA:global.xml")
     assert edge.via_manifest.endswith("global.manifest")
 
 
 def test_assets_keep_every_definition_and_ids_ignore_case(minimod):
-    minimod.write("Data/Units/Tank.xml",
-                  (minimod.mod / "Data/Units/Tank.xml").read_text().replace(
-                      "</AssetDeclaration>", '<FXList id="fx_vanilla"/></AssetDeclaration>'))
+    minimod.write(
+        "Data/Units/Tank.xml",
+        (minimod.mod / "Data/Units/Tank.xml")
+        .read_text()
+        .replace("</AssetDeclaration>", '<FXList id="fx_vanilla"/></AssetDeclaration>'),
+    )
     _, index = open_mini(minimod)
     defs = queries.find_asset(index, "FX_VANILLA", "FXList")["items"]
     assert [d["origin"] for d in defs] == ["sdk", "project"]
@@ -65,14 +77,18 @@ def test_typed_references_with_positions(minimod):
     assert kinds == {("attribute", "Weapon", "Template"), ("inheritFrom", "WeaponTemplate", "inheritFrom")}
     weapon = next(s for s in sites if s["kind"] == "attribute")
     line = (minimod.mod / "Data/Units/Tank.xml").read_text().split("\n")[weapon["line"] - 1]
-    assert line[weapon["column"] - 1:weapon["endColumn"] - 1] == "TankGun"
+    assert line[weapon["column"] - 1 : weapon["endColumn"] - 1] == "TankGun"
     assert weapon["from"] == {"type": "GameObject", "id": "Tank"}
     # content reference, list reference; `$X`, `=Y` and the Poid id are not references
     tank_refs = queries.find_references(index, "Tank")["items"]
-    assert {(s["kind"], s["element"]) for s in tank_refs} == {("content", "IncludeThing"),
-                                                              ("attribute", "GameObject")}
+    assert {(s["kind"], s["element"]) for s in tank_refs} == {
+        ("content", "IncludeThing"),
+        ("attribute", "GameObject"),
+    }
     assert queries.find_references(index, "LocalFilter")["total"] == 0
-    assert not [r for r in index.files[str(minimod.mod / "Data/Units/Tank.xml")].refs if r[2] in ("$X", "X", "=Y")]
+    assert not [
+        r for r in index.files[str(minimod.mod / "Data/Units/Tank.xml")].refs if r[2] in ("$X", "X", "=Y")
+    ]
 
 
 def test_defines_merge_through_every_include_kind_with_the_override_rule(minimod):
@@ -85,9 +101,16 @@ def test_defines_merge_through_every_include_kind_with_the_override_rule(minimod
 
 
 def test_diagnostics_for_missing_includes_cycles_and_duplicates(minimod):
-    minimod.write("Data/Base/Base.xml", minimod.mod.joinpath("Data/Base/Base.xml").read_text().replace(
-        "<GameObject", '<Includes><Include type="all" source="../Mod.xml"/></Includes>\n'
-        '<GameObject id="InstanceOnly"/><GameObject'))
+    minimod.write(
+        "Data/Base/Base.xml",
+        minimod.mod.joinpath("Data/Base/Base.xml")
+        .read_text()
+        .replace(
+            "<GameObject",
+            '<Includes><Include type="all" source="../Mod.xml"/></Includes>\n'
+            '<GameObject id="InstanceOnly"/><GameObject',
+        ),
+    )
     _, index = open_mini(minimod)
     missing = codes(index, "include-not-found")
     assert [d.message for d in missing] == ["all include 'Missing.xml' does not resolve to a file"]
@@ -96,11 +119,17 @@ def test_diagnostics_for_missing_includes_cycles_and_duplicates(minimod):
 
 
 def test_unresolved_references_are_reported(minimod):
-    minimod.write("Data/Units/Tank.xml", minimod.mod.joinpath("Data/Units/Tank.xml").read_text().replace(
-        'Template="TankGun"', 'Template="NoSuchGun"'))
+    minimod.write(
+        "Data/Units/Tank.xml",
+        minimod.mod.joinpath("Data/Units/Tank.xml")
+        .read_text()
+        .replace('Template="TankGun"', 'Template="NoSuchGun"'),
+    )
     _, index = open_mini(minimod)
     unresolved = codes(index, "unresolved-reference")
-    assert [d.message for d in unresolved] == ["WeaponTemplate 'NoSuchGun' is not defined in any indexed file"]
+    assert [d.message for d in unresolved] == [
+        "WeaponTemplate 'NoSuchGun' is not defined in any indexed file"
+    ]
 
 
 def test_inheritance_chain_and_forward_references(minimod):
@@ -109,7 +138,10 @@ def test_inheritance_chain_and_forward_references(minimod):
     assert [s["id"] for s in chain["chain"]] == ["TankGunVet", "TankGun"]
     out = forward.get_asset_references(index, "WeaponTemplate", "TankGunVet", target_types=["FXList"])
     fx = [e for e in out["edges"] if e["via"]["kind"] == "attribute"]
-    assert fx[0]["to"]["id"] == "FX_Vanilla" and fx[0]["definedIn"] == {"type": "WeaponTemplate", "id": "TankGun"}
+    assert fx[0]["to"]["id"] == "FX_Vanilla" and fx[0]["definedIn"] == {
+        "type": "WeaponTemplate",
+        "id": "TankGun",
+    }
     assert any(e["via"]["kind"] == "inheritFrom" for e in out["edges"])
     out = forward.get_asset_references(index, "GameObject", "Tank", depth=2, max_edges=2)
     assert out["truncated"] and sum(out["omittedByTargetType"].values()) >= 1
@@ -146,7 +178,9 @@ def test_get_definition_returns_the_xml_excerpt(minimod):
     _, index = open_mini(minimod)
     d = queries.get_definition(index, "GameObject", "tank")
     assert d["startLine"] == 4 and d["endLine"] == 11
-    assert d["excerpt"].lstrip().startswith('<GameObject id="Tank"') and d["excerpt"].rstrip().endswith("</GameObject>")
+    assert d["excerpt"].lstrip().startswith('<GameObject id="Tank"') and d["excerpt"].rstrip().endswith(
+        "</GameObject>"
+    )
 
 
 def test_resolve_include_shows_the_search_paths(minimod):
@@ -166,17 +200,25 @@ def test_no_sdk_is_reported_once_not_as_hundreds_of_errors(minimod, monkeypatch)
     assert len(codes(index, "sdk-not-configured")) == 1
     # DATA:static.xml and friends are not each reported; a missing relative include still is
     assert [d.message for d in codes(index, "include-not-found")] == [
-        "all include 'Missing.xml' does not resolve to a file"]
+        "all include 'Missing.xml' does not resolve to a file"
+    ]
     assert index.stats["suppressedIncludeNotFound"] == 3  # static, global, GlobalDefines
     assert queries.find_asset(index, "Tank")["total"] == 1
 
 
 def test_art_is_scanned_in_a_second_phase(minimod):
-    minimod.write("Art/AU/AUTank_SKN.w3x", '<AssetDeclaration xmlns="uri:ea.com:eala:asset">\n'
-                  '<W3DContainer id="AUTank_SKN"><Pivots/></W3DContainer>\n<W3DMesh id="AUTank_SKN.Hull"/>\n'
-                  "</AssetDeclaration>\n")
-    minimod.write("Data/Units/Tank.xml", minimod.mod.joinpath("Data/Units/Tank.xml").read_text().replace(
-        "</Includes>", '<Include type="instance" source="ART:AUTank_SKN.w3x"/></Includes>'))
+    minimod.write(
+        "Art/AU/AUTank_SKN.w3x",
+        '<AssetDeclaration xmlns="uri:ea.com:eala:asset">\n'
+        '<W3DContainer id="AUTank_SKN"><Pivots/></W3DContainer>\n<W3DMesh id="AUTank_SKN.Hull"/>\n'
+        "</AssetDeclaration>\n",
+    )
+    minimod.write(
+        "Data/Units/Tank.xml",
+        minimod.mod.joinpath("Data/Units/Tank.xml")
+        .read_text()
+        .replace("</Includes>", '<Include type="instance" source="ART:AUTank_SKN.w3x"/></Includes>'),
+    )
     service = SageService(minimod.mod, minimod.sdk)
     published = []
     index = service.build_sync(publish=lambda i: published.append((i.phase, i.complete)))
@@ -191,10 +233,15 @@ def test_babproj_streams_and_reference_manifests_from_another_machine(minimod):
     """A `.babproj` written on Windows names `G:\\…` paths; they are mapped by their tail onto this machine."""
     (minimod.sdk / "Custom").mkdir()
     (minimod.sdk / "Custom" / "static.manifest").write_bytes(
-        build_manifest([("GameObject:FromBabprojManifest", "DATA:static.xml")], 5))
-    minimod.write("Data/AptUI/Page.xml", '<AssetDeclaration xmlns="uri:ea.com:eala:asset">'
-                  '<GameObject id="AptThing"/></AssetDeclaration>')
-    minimod.write("mod.babproj", """<?xml version="1.0"?>
+        build_manifest([("GameObject:FromBabprojManifest", "DATA:static.xml")], 5)
+    )
+    minimod.write(
+        "Data/AptUI/Page.xml",
+        '<AssetDeclaration xmlns="uri:ea.com:eala:asset"><GameObject id="AptThing"/></AssetDeclaration>',
+    )
+    minimod.write(
+        "mod.babproj",
+        """<?xml version="1.0"?>
 <BinaryAssetBuilderProject xmlns="urn:xmlns:ea.com:babproject">
   <Stream Source="G:\\RA3 MOD SDK\\Mods\\MiniMod\\data\\mod.xml">
     <Configuration Name="" Default="true">
@@ -203,13 +250,15 @@ def test_babproj_streams_and_reference_manifests_from_another_machine(minimod):
     </Configuration>
   </Stream>
   <Stream Source="G:\\RA3 MOD SDK\\Mods\\MiniMod\\data\\aptui\\Page.xml"><Configuration Name="" /></Stream>
-</BinaryAssetBuilderProject>""")
+</BinaryAssetBuilderProject>""",
+    )
     _, index = open_mini(minimod)
     assert "babproj:Page" in index.streams and "static" in index.streams
     assert queries.find_asset(index, "FromBabprojManifest")["items"][0]["origin"] == "manifest"
     assert queries.find_asset(index, "FX_Vanilla")["total"] == 0  # static.xml was not walked
-    assert queries.is_file_active(index, "Data/AptUI/Page.xml")["streams"] == [{"stream": "babproj:Page",
-                                                                                "how": "all"}]
+    assert queries.is_file_active(index, "Data/AptUI/Page.xml")["streams"] == [
+        {"stream": "babproj:Page", "how": "all"}
+    ]
 
 
 def test_a_schema_change_invalidates_the_records_cache(minimod):
@@ -218,7 +267,9 @@ def test_a_schema_change_invalidates_the_records_cache(minimod):
     assert first.save_cache()
     assert SageService(minimod.mod, minimod.sdk).open_sync().stats["parsedFiles"] == 0
     xsd = minimod.sdk / "Schemas/xsd/CnC3Types.xsd"
-    xsd.write_text(xsd.read_text().replace('name="FireFX" type="FXListRef"', 'name="FireFX" type="xs:string"'))
+    xsd.write_text(
+        xsd.read_text().replace('name="FireFX" type="FXListRef"', 'name="FireFX" type="xs:string"')
+    )
     again = SageService(minimod.mod, minimod.sdk).open_sync()
     assert again.stats["parsedFiles"] == again.stats["indexedFiles"]
     assert queries.find_references(again, "FX_Vanilla")["total"] == 0  # FireFX is no longer a reference
@@ -233,8 +284,10 @@ def test_persisted_include_answers_are_dropped_when_a_folder_changes(minimod, mo
     warm.open_sync()
     assert warm.resolver.memo_hits == warm.resolver.calls > first.resolver.memo_hits  # all from the cache
     # A mod file now shadows the SDK's static.xml (DATA: tries the mod's Data before SageXml).
-    minimod.write("Data/STATIC.xml", '<AssetDeclaration xmlns="uri:ea.com:eala:asset">'
-                  '<GameObject id="ModStatic"/></AssetDeclaration>')
+    minimod.write(
+        "Data/STATIC.xml",
+        '<AssetDeclaration xmlns="uri:ea.com:eala:asset"><GameObject id="ModStatic"/></AssetDeclaration>',
+    )
     again = SageService(minimod.mod, minimod.sdk)
     index = again.open_sync()
     edge = next(e for e in index.includes if e.source == "DATA:static.xml")
@@ -270,16 +323,28 @@ def test_a_patched_file_keeps_its_include_diagnostics_on_their_new_lines(minimod
 def test_root_level_xi_include_splices_assets_in(minimod):
     """XInclude at the document root: without xpointer the target's root element becomes an asset; with
     `xpointer(/n:X/child::*)` the children of X do."""
-    minimod.write("Data/Units/Spliced.xml", '<GameObject xmlns="uri:ea.com:eala:asset" id="RootSpliced" '
-                  'inheritFrom="BaseUnit"><Behaviors><WeaponSetUpdate><WeaponSlotHardpoint>'
-                  '<Weapon Template="TankGun"/></WeaponSlotHardpoint></WeaponSetUpdate></Behaviors></GameObject>')
-    minimod.write("Data/Units/Pack.xml", '<UnitPack xmlns="uri:ea.com:eala:asset">\n'
-                  '<WeaponTemplate id="PackGun" FireFX="FX_Vanilla"/>\n<FXList id="PackFX"/>\n</UnitPack>')
-    minimod.write("Data/Units/Tank.xml", minimod.mod.joinpath("Data/Units/Tank.xml").read_text().replace(
-        "</AssetDeclaration>",
-        '<xi:include href="Spliced.xml"/>\n'
-        '<xi:include href="Pack.xml" xpointer="xmlns(n=uri:ea.com:eala:asset) xpointer(/n:UnitPack/child::*)"/>\n'
-        "</AssetDeclaration>"))
+    minimod.write(
+        "Data/Units/Spliced.xml",
+        '<GameObject xmlns="uri:ea.com:eala:asset" id="RootSpliced" '
+        'inheritFrom="BaseUnit"><Behaviors><WeaponSetUpdate><WeaponSlotHardpoint>'
+        '<Weapon Template="TankGun"/></WeaponSlotHardpoint></WeaponSetUpdate></Behaviors></GameObject>',
+    )
+    minimod.write(
+        "Data/Units/Pack.xml",
+        '<UnitPack xmlns="uri:ea.com:eala:asset">\n'
+        '<WeaponTemplate id="PackGun" FireFX="FX_Vanilla"/>\n<FXList id="PackFX"/>\n</UnitPack>',
+    )
+    minimod.write(
+        "Data/Units/Tank.xml",
+        minimod.mod.joinpath("Data/Units/Tank.xml")
+        .read_text()
+        .replace(
+            "</AssetDeclaration>",
+            '<xi:include href="Spliced.xml"/>\n'
+            '<xi:include href="Pack.xml" xpointer="xmlns(n=uri:ea.com:eala:asset) xpointer(/n:UnitPack/child::*)"/>\n'
+            "</AssetDeclaration>",
+        ),
+    )
     _, index = open_mini(minimod)
     root = queries.find_asset(index, "RootSpliced")["items"]
     assert [(a["type"], a["file"], a["line"]) for a in root] == [("GameObject", "Data/Units/Spliced.xml", 1)]

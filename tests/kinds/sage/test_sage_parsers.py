@@ -24,8 +24,12 @@ def test_records_of_a_document():
     assert rec.xincludes == [("DATA:f.xml", "", 1, True)]
     assert rec.joins == [("Weapon", "Replace", 1)]
     kinds = sorted((r[1], r[2], r[6]) for r in rec.refs)
-    assert kinds == [("GameObject", "A", "content"), ("GameObject", "B", "inheritFrom"),
-                     ("GameObject", "C", "attribute"), ("WeaponTemplate", "W", "attribute")]
+    assert kinds == [
+        ("GameObject", "A", "content"),
+        ("GameObject", "B", "inheritFrom"),
+        ("GameObject", "C", "attribute"),
+        ("WeaponTemplate", "W", "attribute"),
+    ]
 
 
 def test_encodings_and_bom_give_the_same_records():
@@ -36,8 +40,10 @@ def test_encodings_and_bom_give_the_same_records():
 
 
 def test_broken_xml_becomes_diagnostics_not_exceptions():
-    rec = extract_records(b'<AssetDeclaration xmlns="uri:ea.com:eala:asset"><GameObject id="A">'
-                          b'<Behaviors></GameObject>', fuzz._MODEL)
+    rec = extract_records(
+        b'<AssetDeclaration xmlns="uri:ea.com:eala:asset"><GameObject id="A"><Behaviors></GameObject>',
+        fuzz._MODEL,
+    )
     assert rec.assets == [("GameObject", "A", 1)]
     assert [d[0] for d in rec.diagnostics][:1] == ["parse-error"]
     assert extract_records(b"", None).diagnostics[0][0] == "parse-error"
@@ -45,25 +51,35 @@ def test_broken_xml_becomes_diagnostics_not_exceptions():
 
 
 def test_assets_without_id_and_includes_outside_includes_are_reported():
-    rec = extract_records(b'<AssetDeclaration xmlns="uri:ea.com:eala:asset"><GameObject/>'
-                          b'<Include type="all" source="x.xml"/><GameObject id="a"/><GameObject id="A"/>'
-                          b'<WeaponTemplate id="a" xmlns:xai="uri:ea.com:eala:asset:instance" '
-                          b'xai:joinAction="Merge"/></AssetDeclaration>', None)
-    assert [d[0] for d in rec.diagnostics] == ["missing-id", "include-outside-includes", "duplicate-instance",
-                                               "invalid-join-action"]
+    rec = extract_records(
+        b'<AssetDeclaration xmlns="uri:ea.com:eala:asset"><GameObject/>'
+        b'<Include type="all" source="x.xml"/><GameObject id="a"/><GameObject id="A"/>'
+        b'<WeaponTemplate id="a" xmlns:xai="uri:ea.com:eala:asset:instance" '
+        b'xai:joinAction="Merge"/></AssetDeclaration>',
+        None,
+    )
+    assert [d[0] for d in rec.diagnostics] == [
+        "missing-id",
+        "include-outside-includes",
+        "duplicate-instance",
+        "invalid-join-action",
+    ]
 
 
 def test_fragment_files_are_typed_by_their_root_element():
-    rec = extract_records(b'<Behaviors xmlns="uri:ea.com:eala:asset"><Weapon Template="W"/></Behaviors>',
-                          fuzz._MODEL)
+    rec = extract_records(
+        b'<Behaviors xmlns="uri:ea.com:eala:asset"><Weapon Template="W"/></Behaviors>', fuzz._MODEL
+    )
     assert rec.root == "Behaviors" and rec.assets == []
     assert [(r[0], r[1], r[2]) for r in rec.refs] == [(-1, "WeaponTemplate", "W")]
 
 
 def test_shallow_scan_reads_only_top_level_assets():
-    art = (b'<AssetDeclaration xmlns="uri:ea.com:eala:asset"><Includes><Include type="instance" '
-           b'source="ART:tex.xml"/></Includes><W3DMesh id="M1"><Vertices><V id="no"/></Vertices></W3DMesh>'
-           b'\n<W3DContainer id="C1"/></AssetDeclaration>')
+    art = (
+        b'<AssetDeclaration xmlns="uri:ea.com:eala:asset"><Includes><Include type="instance" '
+        b'source="ART:tex.xml"/></Includes><W3DMesh id="M1"><Vertices><V id="no"/></Vertices></W3DMesh>'
+        b'\n<W3DContainer id="C1"/></AssetDeclaration>'
+    )
     rec = shallow_scan(art)
     assert rec.shallow and rec.assets == [("W3DMesh", "M1", 1), ("W3DContainer", "C1", 2)]
     assert rec.includes == [("instance", "ART:tex.xml", 1)]
@@ -72,12 +88,20 @@ def test_shallow_scan_reads_only_top_level_assets():
 @pytest.mark.parametrize("version", [5, 6, 7])
 @pytest.mark.parametrize("big", [False, True])
 def test_manifest_versions(version, big):
-    data = build_manifest([("GameObject:Tank", "DATA:units.xml"),
-                           ("W3DContainer:W3DContainer:AUTANK_SKN", "ART:AUTank_SKN.w3x")], version, big)
+    data = build_manifest(
+        [
+            ("GameObject:Tank", "DATA:units.xml"),
+            ("W3DContainer:W3DContainer:AUTANK_SKN", "ART:AUTank_SKN.w3x"),
+        ],
+        version,
+        big,
+    )
     m = parse_manifest(data)
     assert m.version == version and m.big_endian == big
-    assert [(a.type, a.id, a.source) for a in m.assets] == [("GameObject", "Tank", "DATA:units.xml"),
-                                                             ("W3DContainer", "AUTANK_SKN", "ART:AUTank_SKN.w3x")]
+    assert [(a.type, a.id, a.source) for a in m.assets] == [
+        ("GameObject", "Tank", "DATA:units.xml"),
+        ("W3DContainer", "AUTANK_SKN", "ART:AUTank_SKN.w3x"),
+    ]
 
 
 def test_damaged_manifests_raise_manifest_error():
@@ -103,11 +127,14 @@ def test_fuzz_every_target_on_random_bytes(data):
 
 
 @SLOW_OK
-@given(st.sampled_from(fuzz.SEEDS["records"] + fuzz.SEEDS["manifest"]), st.integers(0, 4000),
-       st.binary(min_size=1, max_size=8))
+@given(
+    st.sampled_from(fuzz.SEEDS["records"] + fuzz.SEEDS["manifest"]),
+    st.integers(0, 4000),
+    st.binary(min_size=1, max_size=8),
+)
 def test_fuzz_mutated_seeds(seed, pos, patch):
     pos = pos % len(seed)
-    data = seed[:pos] + patch + seed[pos + len(patch):]
+    data = seed[:pos] + patch + seed[pos + len(patch) :]
     for target in fuzz.TARGETS.values():
         target(data)
     fuzz.fuzz_records(seed[:pos])  # every truncation too

@@ -22,7 +22,11 @@ def touch(path: Path, text: str = "<AssetDeclaration/>") -> Path:
 def test_deskbridge_home_moves_every_directory(tmp_path, monkeypatch):
     monkeypatch.setenv("DESKBRIDGE_HOME", str(tmp_path))
     dirs = deskbridge_dirs()
-    assert (dirs.cache, dirs.data, dirs.config) == (tmp_path / "cache", tmp_path / "data", tmp_path / "config")
+    assert (dirs.cache, dirs.data, dirs.config) == (
+        tmp_path / "cache",
+        tmp_path / "data",
+        tmp_path / "config",
+    )
 
 
 def test_project_root_from_any_path_nearest_marker_wins(tmp_path):
@@ -78,10 +82,14 @@ def test_aliases_case_backslashes_trailing_dots(tree):
     r = PathResolver(search)
     mod_xml = str(tree / "mod" / "Data" / "Mod.xml")
     assert r.resolve("DATA:static.xml", mod_xml) == str(tree / "sdk" / "SageXml" / "Static.xml")
-    assert r.resolve("data:CIVILIAN\\tree.xml.", mod_xml) == str(tree / "sdk" / "SageXml" / "Civilian" / "Tree.xml")
+    assert r.resolve("data:CIVILIAN\\tree.xml.", mod_xml) == str(
+        tree / "sdk" / "SageXml" / "Civilian" / "Tree.xml"
+    )
     assert r.resolve("DATA:SageXml/Static.xml", mod_xml) == str(tree / "sdk" / "SageXml" / "Static.xml")
     assert r.resolve("units/TANK.xml", mod_xml) == str(tree / "mod" / "Data" / "Units" / "Tank.xml")
-    assert r.resolve("./Units/../Units/Tank.xml", mod_xml) == str(tree / "mod" / "Data" / "Units" / "Tank.xml")
+    assert r.resolve("./Units/../Units/Tank.xml", mod_xml) == str(
+        tree / "mod" / "Data" / "Units" / "Tank.xml"
+    )
     assert r.resolve("DATA:nothing.xml", mod_xml) is None
     assert r.resolve("BOGUS:static.xml", mod_xml) is None  # unknown alias
     assert r.resolve("DATA:a:b.xml", mod_xml) is None  # more than one colon

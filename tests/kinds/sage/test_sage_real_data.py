@@ -30,7 +30,11 @@ def test_asset_counts_per_type_in_the_mod(real_index):
     assert len(counts) == 35
     assert sum(counts.values()) == 2718
     assert (counts["GameObject"], counts["WeaponTemplate"], counts["AudioEvent"], counts["FXList"]) == (
-        109, 108, 302, 84)
+        109,
+        108,
+        302,
+        84,
+    )
 
 
 def test_every_mod_asset_is_indexed_or_its_file_is_a_source_candidate(real_index, sage_data):
@@ -38,12 +42,20 @@ def test_every_mod_asset_is_indexed_or_its_file_is_a_source_candidate(real_index
     total = 0
     for path in (sage_data.mod / "Data").rglob("*.xml"):
         root = etree.parse(str(path)).getroot()
-        total += sum(1 for c in root if isinstance(c.tag, str) and c.get("id")
-                     and c.tag.rpartition("}")[2] not in ("Includes", "Defines", "Tags"))
+        total += sum(
+            1
+            for c in root
+            if isinstance(c.tag, str)
+            and c.get("id")
+            and c.tag.rpartition("}")[2] not in ("Includes", "Defines", "Tags")
+        )
     assert total == 2974
-    unreached = sum(len(real_index.files.get(p).assets) if p in real_index.files else
-                    len(extract_records(Path(p).read_bytes(), real_index.model).assets)
-                    for p in real_index.source_candidates)
+    unreached = sum(
+        len(real_index.files.get(p).assets)
+        if p in real_index.files
+        else len(extract_records(Path(p).read_bytes(), real_index.model).assets)
+        for p in real_index.source_candidates
+    )
     assert sum(project_counts(real_index).values()) + unreached == total
     assert any(p.endswith("Units/VAPrydwen.xml") for p in real_index.source_candidates)
 
@@ -52,11 +64,13 @@ def test_known_definitions(real_index, sage_data):
     dog = queries.find_asset(real_index, "alliedscoutinfantry", "GameObject")["items"]
     assert [(d["origin"], d["file"], d["line"]) for d in dog] == [
         ("sdk", str(sage_data.sdk / "SageXml/Allied/Units/AlliedScoutInfantry.xml"), 54),
-        ("project", "Data/Mod/Units/Attack Dog/GameObject.xml", 7)]
+        ("project", "Data/Mod/Units/Attack Dog/GameObject.xml", 7),
+    ]
     assert dog[1]["streams"] == {"static": "all"} and dog[0]["streams"] == {"static": "reference"}
     base = queries.find_asset(real_index, "BaseInfantry", "GameObject")["items"]
     assert [(b["file"], b["line"], b["viaInstance"]) for b in base] == [
-        (str(sage_data.sdk / "SageXml/BaseObjects/BaseInfantry.xml"), 36, True)]
+        (str(sage_data.sdk / "SageXml/BaseObjects/BaseInfantry.xml"), 36, True)
+    ]
     d = queries.get_definition(real_index, "GameObject", "AlliedScoutInfantry")
     assert d["origin"] == "project" and d["excerpt"].lstrip().startswith("<GameObject")
     assert d["endLine"] > d["startLine"]
@@ -66,8 +80,11 @@ def test_known_reference_sites(real_index, sage_data):
     sites = queries.find_references(real_index, "AlliedScoutInfantryMaul", "WeaponTemplate")["items"]
     mod_site = next(s for s in sites if s["file"] == "Data/Mod/Units/Attack Dog/GameObject.xml")
     assert (mod_site["line"], mod_site["column"], mod_site["endColumn"]) == (561, 17, 40)
-    assert (mod_site["element"], mod_site["parent"], mod_site["attribute"]) == ("Weapon", "WeaponSlotHardpoint",
-                                                                                "Template")
+    assert (mod_site["element"], mod_site["parent"], mod_site["attribute"]) == (
+        "Weapon",
+        "WeaponSlotHardpoint",
+        "Template",
+    )
     text = (sage_data.mod / mod_site["file"]).read_text(encoding="utf-8-sig").split("\n")[560]
     assert text[16:39] == "AlliedScoutInfantryMaul"
     tanya = queries.find_references(real_index, "SovietMortarcycle", "GameObject")["items"]
@@ -84,7 +101,8 @@ def test_every_mod_include_resolves_except_art_that_is_not_shipped(real_index, s
     by_source = {e.source: e.target for e in mod_edges}
     assert by_source["DATA:static.xml"] == str(sage_data.sdk / "SageXml/Static.xml")  # case differs on disk
     assert by_source["DATA:SageXml/Sounds/BaseSoundEffect.xml"] == str(
-        sage_data.sdk / "SageXml/Sounds/BaseSoundEffect.xml")
+        sage_data.sdk / "SageXml/Sounds/BaseSoundEffect.xml"
+    )
     assert by_source["Mod/Units.xml"] == str(sage_data.mod / "Data/Mod/Units.xml")
 
 
@@ -104,10 +122,14 @@ def test_diagnostics_on_the_known_bad_sdk_files(sage_data, real_index):
 
 
 def test_forward_references_follow_the_inheritance_chain(real_index, sage_data):
-    out = forward.get_asset_references(real_index, "GameObject", "SovietScoutInfantry",
-                                       target_types=["WeaponTemplate"])
-    inherited = [e for e in out["edges"] if e["definedIn"] == {"type": "GameObject", "id": "BaseInfantry"}
-                 and e["via"]["kind"] == "attribute"]
+    out = forward.get_asset_references(
+        real_index, "GameObject", "SovietScoutInfantry", target_types=["WeaponTemplate"]
+    )
+    inherited = [
+        e
+        for e in out["edges"]
+        if e["definedIn"] == {"type": "GameObject", "id": "BaseInfantry"} and e["via"]["kind"] == "attribute"
+    ]
     assert inherited, out["edges"]
     e = inherited[0]
     assert e["to"]["id"] == "CatalystInfantryDeathWeapon" and e["to"]["type"] == "WeaponTemplate"
@@ -116,19 +138,24 @@ def test_forward_references_follow_the_inheritance_chain(real_index, sage_data):
     assert e["from"] == {"type": "GameObject", "id": "SovietScoutInfantry"}
     assert any(x["via"]["kind"] == "inheritFrom" and x["to"]["id"] == "BaseInfantry" for x in out["edges"])
     # a mod unit whose weapon sits on its mod parent
-    vet = forward.get_asset_references(real_index, "GameObject", "AlliedFutureTankNeutronScramblerNode_Vet",
-                                       target_types=["WeaponTemplate"])
-    hit = next(x for x in vet["edges"] if x["to"] and x["to"]["id"] == "AlliedFutureTankNeutronWeapon_OneShotWeapon")
+    vet = forward.get_asset_references(
+        real_index, "GameObject", "AlliedFutureTankNeutronScramblerNode_Vet", target_types=["WeaponTemplate"]
+    )
+    hit = next(
+        x for x in vet["edges"] if x["to"] and x["to"]["id"] == "AlliedFutureTankNeutronWeapon_OneShotWeapon"
+    )
     assert hit["definedIn"]["id"] == "AlliedFutureTankNeutronScramblerNode"
     assert hit["source"]["file"] == "Data/Mod/Units/Future Tank X-1/GameObject.xml"
 
 
 def test_target_types_accept_subtypes(real_index):
     """A reference typed `BaseAudioEventInfo` finds AudioEvent definitions (base-type chains)."""
-    out = forward.get_asset_references(real_index, "WeaponTemplate", "AlliedCommandoDesertEagles",
-                                       target_types=["BaseAudioEventInfo"])
-    assert out["edges"] and all(e["to"] is None or real_index.assignable(e["to"]["type"], "BaseAudioEventInfo")
-                                for e in out["edges"])
+    out = forward.get_asset_references(
+        real_index, "WeaponTemplate", "AlliedCommandoDesertEagles", target_types=["BaseAudioEventInfo"]
+    )
+    assert out["edges"] and all(
+        e["to"] is None or real_index.assignable(e["to"]["type"], "BaseAudioEventInfo") for e in out["edges"]
+    )
 
 
 def test_inheritance_chain_and_unreferenced(real_index):
@@ -173,8 +200,14 @@ def test_deep_forward_references_stay_bounded(real_index):
     assert out["edgeCount"] == 50 and out["truncated"]
     assert sum(out["omittedByTargetType"].values()) > 0
     assert {e["depth"] for e in out["edges"]} <= {1, 2, 3}
-    narrowed = forward.get_asset_references(real_index, "GameObject", "JapanFortressShip", depth=2,
-                                            target_types=["WeaponTemplate"], max_edges=1000)
+    narrowed = forward.get_asset_references(
+        real_index,
+        "GameObject",
+        "JapanFortressShip",
+        depth=2,
+        target_types=["WeaponTemplate"],
+        max_edges=1000,
+    )
     kinds = {e["to"]["type"] for e in narrowed["edges"] if e["to"] and e["via"]["kind"] != "inheritFrom"}
     assert kinds == {"WeaponTemplate"}
 

@@ -31,8 +31,9 @@ def test_incremental_reindex_after_editing_a_copy_of_a_real_file(mod_copy, sage_
     assert before.refs_to  # built: the patch must update it in place of a rebuild
     weapon = mod_copy / "Data/Mod/Units/Tanya/WeaponTemplate.xml"
     text = weapon.read_text(encoding="utf-8")
-    weapon.write_text(text.replace('id="AlliedCommandoDesertEagles"', 'id="AlliedCommandoGoldenEagles"'),
-                      encoding="utf-8")
+    weapon.write_text(
+        text.replace('id="AlliedCommandoDesertEagles"', 'id="AlliedCommandoGoldenEagles"'), encoding="utf-8"
+    )
     after = service.reindex_sync([str(weapon)])
     assert after.stats.get("patchedFiles") == 1  # patched, not rebuilt
     assert after.build_id > before.build_id
@@ -40,25 +41,33 @@ def test_incremental_reindex_after_editing_a_copy_of_a_real_file(mod_copy, sage_
     old = queries.find_asset(after, "AlliedCommandoDesertEagles", "WeaponTemplate")["items"]
     assert all(d["origin"] == "sdk" for d in old)  # only the vanilla one is left
     # the old index object is untouched: answers already handed out stay consistent
-    assert any(d["origin"] == "project" for d in
-               queries.find_asset(before, "AlliedCommandoDesertEagles", "WeaponTemplate")["items"])
+    assert any(
+        d["origin"] == "project"
+        for d in queries.find_asset(before, "AlliedCommandoDesertEagles", "WeaponTemplate")["items"]
+    )
     # the patched index equals a full rebuild
     full = SageService(mod_copy, sage_data.sdk, use_cache=False).open_sync()
     assert after.stats["assetCount"] == full.stats["assetCount"]
     assert after.stats["referenceCount"] == full.stats["referenceCount"]
     assert {k: [(d.file, d.line) for d in v] for k, v in after.by_id.items()} == {
-        k: [(d.file, d.line) for d in v] for k, v in full.by_id.items()}
+        k: [(d.file, d.line) for d in v] for k, v in full.by_id.items()
+    }
     assert after.refs_built is not None
     assert {k: [(f, list(r)) for f, r in v] for k, v in after.refs_to.items()} == {
-        k: [(f, list(r)) for f, r in v] for k, v in full.refs_to.items()}
+        k: [(f, list(r)) for f, r in v] for k, v in full.refs_to.items()
+    }
 
 
 def test_a_new_include_triggers_a_full_walk(mod_copy, sage_data):
     service = SageService(mod_copy, sage_data.sdk)
     service.open_sync()
     units = mod_copy / "Data/Mod/Units.xml"
-    units.write_text(units.read_text(encoding="utf-8-sig").replace(
-        "</Includes>", '<Include type="all" source="Units/VAPrydwen.xml" /></Includes>'), encoding="utf-8")
+    units.write_text(
+        units.read_text(encoding="utf-8-sig").replace(
+            "</Includes>", '<Include type="all" source="Units/VAPrydwen.xml" /></Includes>'
+        ),
+        encoding="utf-8",
+    )
     after = service.reindex_sync([str(units)])
     assert "patchedFiles" not in after.stats
     assert queries.is_file_active(after, "Data/Mod/Units/VAPrydwen.xml")["compiled"]
@@ -179,12 +188,33 @@ def test_snapshot_schema_v1_is_gzip_and_keeps_the_previous_one(minimod):
     snap = json.loads(gzip.decompress(first.read_bytes()))
     prev = read_snapshot(minimod.mod, which="previous")
     assert prev["buildId"] < snap["buildId"]
-    assert set(snap) >= {"schemaVersion", "project", "generatedAt", "buildId", "phase", "complete", "stale",
-                         "stats", "assets", "defines", "references", "includeGraph", "sourceCandidates"}
+    assert set(snap) >= {
+        "schemaVersion",
+        "project",
+        "generatedAt",
+        "buildId",
+        "phase",
+        "complete",
+        "stale",
+        "stats",
+        "assets",
+        "defines",
+        "references",
+        "includeGraph",
+        "sourceCandidates",
+    }
     assert snap["schemaVersion"] == 1 and snap["project"] == str(minimod.mod)
     tank = next(a for a in snap["assets"] if a["id"] == "Tank")
-    assert tank == {"type": "GameObject", "id": "Tank", "file": "Data/Units/Tank.xml", "line": 4,
-                    "origin": "project", "stream": "static", "viaInstance": False, "streams": {"static": "all"}}
+    assert tank == {
+        "type": "GameObject",
+        "id": "Tank",
+        "file": "Data/Units/Tank.xml",
+        "line": 4,
+        "origin": "project",
+        "stream": "static",
+        "viaInstance": False,
+        "streams": {"static": "all"},
+    }
     assert "Data/Unused.xml" in snap["sourceCandidates"]
     assert not [p for p in first.parent.iterdir() if p.name.endswith(".tmp")]
 

@@ -14,10 +14,22 @@ from deskbridge.kinds.sage.service import SageService
 from deskbridge.kinds.sage.tools import sage_tools
 
 CTX = CallContext(caller="test")
-EXPECTED = {"sage_get_status", "sage_list_projects", "sage_find_asset", "sage_find_references",
-            "sage_list_assets_by_type", "sage_get_definition", "sage_resolve_include", "sage_is_file_active",
-            "sage_find_define", "sage_unreferenced", "sage_get_inheritance_chain", "sage_get_usage_guide",
-            "sage_get_asset_references", "sage_list_diagnostics"}
+EXPECTED = {
+    "sage_get_status",
+    "sage_list_projects",
+    "sage_find_asset",
+    "sage_find_references",
+    "sage_list_assets_by_type",
+    "sage_get_definition",
+    "sage_resolve_include",
+    "sage_is_file_active",
+    "sage_find_define",
+    "sage_unreferenced",
+    "sage_get_inheritance_chain",
+    "sage_get_usage_guide",
+    "sage_get_asset_references",
+    "sage_list_diagnostics",
+}
 
 
 def call(tools, tool, **raw):
@@ -55,13 +67,17 @@ def test_each_tool_answers(tools):
     assert call(tools, "sage_find_references", id="TankGun", type="WeaponTemplate")["total"] == 2
     assert call(tools, "sage_list_assets_by_type", type="WeaponTemplate", prefix="tank")["total"] == 2
     assert call(tools, "sage_get_definition", type="WeaponTemplate", id="TankGun")["excerpt"]
-    assert call(tools, "sage_resolve_include", source="DATA:static.xml", **{"from": "Data/Mod.xml"})["resolved"]
+    assert call(tools, "sage_resolve_include", source="DATA:static.xml", **{"from": "Data/Mod.xml"})[
+        "resolved"
+    ]
     assert call(tools, "sage_is_file_active", path="Data/Units/Tank.xml")["compiled"] is True
     assert call(tools, "sage_find_define", name="$HEALTH")["total"] == 2
     assert call(tools, "sage_unreferenced", type="GameObject")["total"] >= 1
     assert len(call(tools, "sage_get_inheritance_chain", type="GameObject", id="Tank")["chain"]) == 2
     assert "sage_find_asset" in call(tools, "sage_get_usage_guide")["guide"]
-    edges = call(tools, "sage_get_asset_references", type="GameObject", id="Tank", targetTypes=["WeaponTemplate"])
+    edges = call(
+        tools, "sage_get_asset_references", type="GameObject", id="Tank", targetTypes=["WeaponTemplate"]
+    )
     assert [e["to"]["id"] for e in edges["edges"] if e["via"]["kind"] == "attribute"] == ["TankGun"]
     assert call(tools, "sage_list_diagnostics", code="include-not-found")["total"] == 1
     assert call(tools, "sage_list_projects")["open"][0]["state"] == "ready"

@@ -37,7 +37,6 @@ NEEDS_APPROVAL_BY_DEFAULT: Final[dict[str, bool]] = {
 """Operation → whether it asks the person when settings say nothing (seed §3.3, issue #3)."""
 
 
-
 def approval_rules(settings: ApprovalRules | Mapping[str, Any] | None = None) -> ApprovalRules:
     """The markdown kind's rules: our defaults, then the settings `{enabled, overrides: {operation: bool}}`."""
     if isinstance(settings, ApprovalRules):
@@ -143,8 +142,9 @@ class Approvals:
     def needed(self, operation: str) -> bool:
         return self.rules.requires_approval(operation)
 
-    async def ask(self, ctx: CallContext, operation: str, tool: str, target: str, summary: str,
-                  diff: str | None = None) -> bool:
+    async def ask(
+        self, ctx: CallContext, operation: str, tool: str, target: str, summary: str, diff: str | None = None
+    ) -> bool:
         """True when approval was needed and given, False when none was needed; raises when declined."""
         if not self.needed(operation):
             return False
@@ -154,8 +154,9 @@ class Approvals:
                 f"{tool} on {target!r} needs the person's approval but no approval channel is connected",
                 hint="Open the deskbridge web UI so the person can answer, or ask them to relax the setting.",
             )
-        request = ApprovalRequest(caller=ctx.caller, client=ctx.client_name, tool=tool, target=target,
-                                  summary=summary, diff=diff)
+        request = ApprovalRequest(
+            caller=ctx.caller, client=ctx.client_name, tool=tool, target=target, summary=summary, diff=diff
+        )
         # The broker leaves its decision in core.policy.LAST_APPROVAL, which the audit reads.
         await self.broker.require(request, elicit=ctx.elicit)
         return True
@@ -171,26 +172,47 @@ class OperationAudit:
     def __init__(self) -> None:
         self.log = AuditLog(memory_max=AUDIT_KEEP)
 
-    def record(self, ctx: CallContext, tool: str, target: str, *, approved: bool | None, error: str | None,
-               duration_ms: float = 0.0, arg_names: Iterable[str] = ()) -> None:
-        approval = Approval.NONE if approved is None else (Approval.APPROVED if approved else Approval.DECLINED)
-        self.log.record(caller=ctx.caller, client=ctx.client_name, tool=tool, target=target,
-                        outcome=error or "ok", approval=approval, duration_ms=duration_ms, arg_names=arg_names)
+    def record(
+        self,
+        ctx: CallContext,
+        tool: str,
+        target: str,
+        *,
+        approved: bool | None,
+        error: str | None,
+        duration_ms: float = 0.0,
+        arg_names: Iterable[str] = (),
+    ) -> None:
+        approval = (
+            Approval.NONE if approved is None else (Approval.APPROVED if approved else Approval.DECLINED)
+        )
+        self.log.record(
+            caller=ctx.caller,
+            client=ctx.client_name,
+            tool=tool,
+            target=target,
+            outcome=error or "ok",
+            approval=approval,
+            duration_ms=duration_ms,
+            arg_names=arg_names,
+        )
 
     def recent(self, limit: int = AUDIT_KEEP) -> list[dict[str, Any]]:
         """Newest first; no content, no tokens (only tool, target, outcome, approval, duration)."""
         out: list[dict[str, Any]] = []
         for rec in reversed(self.log.recent()):
-            out.append({
-                "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(rec.timestamp)),
-                "client": rec.client,
-                "tool": rec.tool,
-                "target": rec.target,
-                "approval": str(rec.approval),
-                "ok": rec.outcome == "ok",
-                "error": None if rec.outcome == "ok" else rec.outcome,
-                "durationMs": rec.duration_ms,
-            })
+            out.append(
+                {
+                    "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(rec.timestamp)),
+                    "client": rec.client,
+                    "tool": rec.tool,
+                    "target": rec.target,
+                    "approval": str(rec.approval),
+                    "ok": rec.outcome == "ok",
+                    "error": None if rec.outcome == "ok" else rec.outcome,
+                    "durationMs": rec.duration_ms,
+                }
+            )
             if len(out) >= limit:
                 break
         return out

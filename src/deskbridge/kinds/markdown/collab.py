@@ -93,7 +93,12 @@ def changes_to_edits(changes: Any, text: str | None, offsets: OffsetMap | None =
             if pos16 > total:
                 raise _bad("the change set is longer than the document", docLength=total)
             continue
-        if not isinstance(part, list) or not part or isinstance(part[0], bool) or not isinstance(part[0], int):
+        if (
+            not isinstance(part, list)
+            or not part
+            or isinstance(part[0], bool)
+            or not isinstance(part[0], int)
+        ):
             raise _bad("each part must be a length or [deletedLength, ...insertedLines]")
         deleted = part[0]
         if deleted < 0 or pos16 + deleted > total:
@@ -102,14 +107,18 @@ def changes_to_edits(changes: Any, text: str | None, offsets: OffsetMap | None =
         insert = "\n".join(lines)
         inserted += len(insert)
         if inserted > INSERT_MAX_CHARS:
-            raise BridgeError(ErrorCode.LIMIT_EXCEEDED, f"an update inserts more than {INSERT_MAX_CHARS} characters")
+            raise BridgeError(
+                ErrorCode.LIMIT_EXCEEDED, f"an update inserts more than {INSERT_MAX_CHARS} characters"
+            )
         start = om.utf16_to_cp(pos16)
         end = om.utf16_to_cp(pos16 + deleted)
         if deleted or insert:
             edits.append(Edit(start, end, insert))
         pos16 += deleted
     if pos16 != total:
-        raise _bad(f"the change set covers {pos16} UTF-16 units but the document has {total}", docLength=total)
+        raise _bad(
+            f"the change set covers {pos16} UTF-16 units but the document has {total}", docLength=total
+        )
     return edits
 
 
@@ -290,7 +299,9 @@ class CollabDocument:
         update in the middle leaves the document untouched.
         """
         if len(updates) > PUSH_MAX_UPDATES:
-            raise BridgeError(ErrorCode.LIMIT_EXCEEDED, f"a push may carry at most {PUSH_MAX_UPDATES} updates")
+            raise BridgeError(
+                ErrorCode.LIMIT_EXCEEDED, f"a push may carry at most {PUSH_MAX_UPDATES} updates"
+            )
         with self._lock:
             if version != self._base + len(self._updates):
                 return False
@@ -304,7 +315,9 @@ class CollabDocument:
                 if not isinstance(client_id, str) or not client_id or len(client_id) > 200:
                     raise _bad("clientID must be a non-empty string")
                 if client_id.startswith("mcp:"):
-                    raise BridgeError(ErrorCode.ACCESS_DENIED, "browser updates cannot use an 'mcp:' clientID")
+                    raise BridgeError(
+                        ErrorCode.ACCESS_DENIED, "browser updates cannot use an 'mcp:' clientID"
+                    )
                 edits = changes_to_edits(raw.get("changes"), None, offsets)
                 staged.append(Update(client_id, raw["changes"], tuple(edits)))
                 offsets = offsets.after_edits(edits, self._no_text)

@@ -112,7 +112,28 @@ def make_sample_notes(directory: Path) -> Path:
     return directory
 
 
-_WORDS: Final = ["alpha", "beta", "gamma", "delta", "epsilon", "markdown", "editor", "outline", "preview", "section", "table", "list", "中文", "文档", "标题", "段落", "😀", "𝄞", "café", "naïve"]
+_WORDS: Final = [
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "epsilon",
+    "markdown",
+    "editor",
+    "outline",
+    "preview",
+    "section",
+    "table",
+    "list",
+    "中文",
+    "文档",
+    "标题",
+    "段落",
+    "😀",
+    "𝄞",
+    "café",
+    "naïve",
+]
 
 
 def make_stress_document(lines: int = 120_000, seed: int = 7) -> str:

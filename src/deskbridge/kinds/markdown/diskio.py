@@ -35,10 +35,16 @@ def quick_unchanged(path: Path, known: FileIdentity | None) -> bool:
         st = path.stat()
     except FileNotFoundError:
         return known is None
-    return known is not None and (st.st_size, st.st_mtime_ns, st.st_ino) == (known.size, known.mtime_ns, known.inode)
+    return known is not None and (st.st_size, st.st_mtime_ns, st.st_ino) == (
+        known.size,
+        known.mtime_ns,
+        known.inode,
+    )
 
 
-def atomic_write(path: Path, data: bytes, expected: FileIdentity | None, *, target_changed: bool = False) -> FileIdentity:
+def atomic_write(
+    path: Path, data: bytes, expected: FileIdentity | None, *, target_changed: bool = False
+) -> FileIdentity:
     """Replace `path` atomically, only if it is still exactly `expected` (None: no check). Returns the new identity."""
     code = ErrorCode.TARGET_CHANGED if target_changed else ErrorCode.SOURCE_CHANGED
     return files.atomic_write(path, data, expected_identity=expected, changed_code=code).identity

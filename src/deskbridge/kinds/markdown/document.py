@@ -117,7 +117,9 @@ class MarkdownDocument:
         try:
             size = path.stat().st_size
         except FileNotFoundError:
-            raise BridgeError(ErrorCode.NOT_FOUND, f"'{path}' does not exist", data={"path": str(path)}) from None
+            raise BridgeError(
+                ErrorCode.NOT_FOUND, f"'{path}' does not exist", data={"path": str(path)}
+            ) from None
         if size > DOCUMENT_MAX_BYTES:
             raise BridgeError(
                 ErrorCode.LIMIT_EXCEEDED,

@@ -78,7 +78,9 @@ def resolve_range(
         else:
             end = om.line_col_to_cp(end_line, end_column or 1)
     else:
-        raise BridgeError(ErrorCode.INVALID_ARGUMENT, "say where: startOffset (+ length), or startLine/startColumn")
+        raise BridgeError(
+            ErrorCode.INVALID_ARGUMENT, "say where: startOffset (+ length), or startLine/startColumn"
+        )
     if end < start:
         raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"the range ends ({end}) before it starts ({start})")
     return Range(start, end)
@@ -124,12 +126,20 @@ def nearest_near_miss(text: str, old: str) -> dict[str, Any] | None:
         return None
     m = _ws_pattern(old).search(text)
     if m:
-        return {"line": _line_of(text, m.start()), "startOffset": m.start(), "text": _cut(m.group(0), 400),
-                "difference": "whitespace"}
+        return {
+            "line": _line_of(text, m.start()),
+            "startOffset": m.start(),
+            "text": _cut(m.group(0), 400),
+            "difference": "whitespace",
+        }
     low = text.lower().find(old.lower())
     if low != -1:
-        return {"line": _line_of(text, low), "startOffset": low, "text": _cut(text[low : low + len(old)], 400),
-                "difference": "letter case"}
+        return {
+            "line": _line_of(text, low),
+            "startOffset": low,
+            "text": _cut(text[low : low + len(old)], 400),
+            "difference": "letter case",
+        }
     old_lines = old.split("\n")
     probe = max(old_lines, key=len).strip()
     if not probe:
@@ -150,8 +160,12 @@ def nearest_near_miss(text: str, old: str) -> dict[str, Any] | None:
             best = (r, i)
     if best[1] < 0 or best[0] < 0.5:
         return None
-    return {"line": best[1] + 1, "text": _cut(lines[best[1]], 400), "similarity": round(best[0], 2),
-            "difference": "similar line"}
+    return {
+        "line": best[1] + 1,
+        "text": _cut(lines[best[1]], 400),
+        "similarity": round(best[0], 2),
+        "difference": "similar line",
+    }
 
 
 def replace_text_edits(text: str, old: str, new: str, expected_occurrences: int = 1) -> list[Edit]:

@@ -29,8 +29,13 @@ if TYPE_CHECKING:
     from deskbridge.kinds.markdown.service import MarkdownService
 
 CHROMIUM_PATH: Final = "/usr/bin/chromium"
-CHROMIUM_ARGS: Final = ("--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                        "--disable-component-update", "--no-first-run")
+CHROMIUM_ARGS: Final = (
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+)
 IMAGE_MAX_BYTES: Final = 16 * 1024 * 1024
 """A local image larger than this stays a link instead of becoming a data URI."""
 CHROMIUM_TIMEOUT_MS: Final = 60_000
@@ -40,11 +45,24 @@ FORMATS: Final = {"HTML": ".html", "PDF": ".pdf", "PNG": ".png", "Word": ".docx"
 # --- themes ---------------------------------------------------------------------------------------------
 
 _ACCENTS: Final = {
-    "Basic": "#333333", "Simple": "#2f6fde", "OrangeHeart": "#ef7060", "InkBlack": "#1a1a1a",
-    "ColorfulPurple": "#8e44ad", "TenderGreen": "#1bb394", "Verdant": "#35b378", "RedScarlet": "#d53b3b",
-    "BlueGlow": "#3a7bd5", "TechnologyBlue": "#0b6fb8", "LanQing": "#2e8fa3", "Yamabuki": "#d99a00",
-    "FrontendPeak": "#2a6fdb", "GeekBlack": "#444444", "RosePurple": "#b4548f", "CuteGreen": "#2fae6a",
-    "FullStackBlue": "#1f6feb", "WeChatFormat": "#07c160",
+    "Basic": "#333333",
+    "Simple": "#2f6fde",
+    "OrangeHeart": "#ef7060",
+    "InkBlack": "#1a1a1a",
+    "ColorfulPurple": "#8e44ad",
+    "TenderGreen": "#1bb394",
+    "Verdant": "#35b378",
+    "RedScarlet": "#d53b3b",
+    "BlueGlow": "#3a7bd5",
+    "TechnologyBlue": "#0b6fb8",
+    "LanQing": "#2e8fa3",
+    "Yamabuki": "#d99a00",
+    "FrontendPeak": "#2a6fdb",
+    "GeekBlack": "#444444",
+    "RosePurple": "#b4548f",
+    "CuteGreen": "#2fae6a",
+    "FullStackBlue": "#1f6feb",
+    "WeChatFormat": "#07c160",
 }
 """Accent colour per typography key (our own palette; keys as in research/markdown.md §1)."""
 
@@ -58,7 +76,7 @@ def theme_styles(typography: str | None = None) -> dict[str, str]:
     a = accent_of(typography)
     return {
         "section": "font-family:-apple-system,'Segoe UI','PingFang SC','Microsoft YaHei',sans-serif;"
-                   "font-size:16px;line-height:1.75;color:#333;word-break:break-word;",
+        "font-size:16px;line-height:1.75;color:#333;word-break:break-word;",
         "h1": f"font-size:1.8em;margin:1.2em 0 .6em;font-weight:bold;color:{a};",
         "h2": f"font-size:1.5em;margin:1.1em 0 .6em;font-weight:bold;color:{a};border-bottom:2px solid {a};padding-bottom:.2em;",
         "h3": f"font-size:1.25em;margin:1em 0 .5em;font-weight:bold;color:{a};",
@@ -91,10 +109,12 @@ def theme_css(typography: str | None = None) -> str:
     for selector, style in theme_styles(typography).items():
         css_selector = ".markdown-body" if selector == "section" else f".markdown-body {selector}"
         rules.append(f"{css_selector}{{{style}}}")
-    return "\n".join(rules) + "\n.markdown-body{max-width:860px;margin:0 auto;padding:2em;}\n" \
-        ".markdown-body .math.block{overflow-x:auto;margin:1em 0;text-align:center;}\n" \
-        ".markdown-body li:has(> input[type=checkbox]){list-style:none;margin-left:-1.3em;}\n" \
+    return (
+        "\n".join(rules) + "\n.markdown-body{max-width:860px;margin:0 auto;padding:2em;}\n"
+        ".markdown-body .math.block{overflow-x:auto;margin:1em 0;text-align:center;}\n"
+        ".markdown-body li:has(> input[type=checkbox]){list-style:none;margin-left:-1.3em;}\n"
         ".markdown-body li > input[type=checkbox]{margin-right:.4em;}\n"
+    )
 
 
 # --- HTML building blocks -------------------------------------------------------------------------------
@@ -191,10 +211,10 @@ def body_html(text: str, base_dir: Path | None) -> str:
 def export_html(text: str, *, title: str, base_dir: Path | None = None, typography: str | None = None) -> str:
     """A complete, self-contained HTML document (no external requests)."""
     return (
-        "<!DOCTYPE html>\n<html>\n<head>\n<meta charset=\"utf-8\">\n"
-        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+        '<!DOCTYPE html>\n<html>\n<head>\n<meta charset="utf-8">\n'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         f"<title>{html_lib.escape(title)}</title>\n<style>\n{theme_css(typography)}</style>\n</head>\n"
-        f"<body>\n<article class=\"markdown-body\">\n{body_html(text, base_dir)}</article>\n</body>\n</html>\n"
+        f'<body>\n<article class="markdown-body">\n{body_html(text, base_dir)}</article>\n</body>\n</html>\n'
     )
 
 
@@ -213,15 +233,19 @@ def rich_html(text: str, target: str, *, base_dir: Path | None = None, typograph
     (research/markdown.md §1, mdnice's converter); WeChat and Juejin get MathML.
     """
     if target not in RICH_TARGETS:
-        raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"target {target!r} is not one of {', '.join(RICH_TARGETS)}")
+        raise BridgeError(
+            ErrorCode.INVALID_ARGUMENT, f"target {target!r} is not one of {', '.join(RICH_TARGETS)}"
+        )
     root = _parse_fragment(render_html(text, EXPORT))
     _inline_images(root, base_dir)
     if target == "zhihu":
         for el in list(root.iter()):
             cls = (el.get("class") or "").split()
             if el.tag in ("span", "div") and "math" in cls:
-                img = lxml_html.Element("img", {"class": "Formula-image", "data-eeimg": "true",
-                                                "src": "", "alt": el.text_content()})
+                img = lxml_html.Element(
+                    "img",
+                    {"class": "Formula-image", "data-eeimg": "true", "src": "", "alt": el.text_content()},
+                )
                 img.tail = el.tail
                 el.getparent().replace(el, img)
     else:
@@ -263,18 +287,28 @@ def export_docx(text: str, *, base_dir: Path | None = None) -> bytes:
     try:
         import pypandoc
     except ImportError:
-        raise BridgeError(ErrorCode.NOT_FOUND, "Word export needs pandoc",
-                          hint="Install the Python package pypandoc-binary (it ships pandoc), then retry.") from None
+        raise BridgeError(
+            ErrorCode.NOT_FOUND,
+            "Word export needs pandoc",
+            hint="Install the Python package pypandoc-binary (it ships pandoc), then retry.",
+        ) from None
     with tempfile.TemporaryDirectory(prefix="deskbridge-docx-") as tmp:
         out = Path(tmp) / "out.docx"
         args = ["--standalone"]
         try:
             # sandboxed pandoc reads no file but its input: local images go in as data URIs instead
             pypandoc.convert_text(
-                _markdown_with_inlined_images(text, base_dir), "docx", format="gfm+tex_math_dollars+footnotes+yaml_metadata_block",
-                outputfile=str(out), extra_args=args, sandbox=True)
+                _markdown_with_inlined_images(text, base_dir),
+                "docx",
+                format="gfm+tex_math_dollars+footnotes+yaml_metadata_block",
+                outputfile=str(out),
+                extra_args=args,
+                sandbox=True,
+            )
         except (RuntimeError, OSError) as exc:
-            raise BridgeError(ErrorCode.INTERNAL, f"pandoc could not convert the document: {str(exc)[:300]}") from None
+            raise BridgeError(
+                ErrorCode.INTERNAL, f"pandoc could not convert the document: {str(exc)[:300]}"
+            ) from None
         return out.read_bytes()
 
 
@@ -295,36 +329,51 @@ async def _with_page(page_html: str, action: Any) -> bytes:
     try:
         from playwright.async_api import async_playwright
     except ImportError:
-        raise BridgeError(ErrorCode.NOT_FOUND, "PDF and PNG export need the Python package playwright",
-                          hint="Install playwright (pip install playwright); the system Chromium is used.") from None
+        raise BridgeError(
+            ErrorCode.NOT_FOUND,
+            "PDF and PNG export need the Python package playwright",
+            hint="Install playwright (pip install playwright); the system Chromium is used.",
+        ) from None
     async with async_playwright() as pw:
         browser = await pw.chromium.launch(executable_path=CHROMIUM_PATH, args=list(CHROMIUM_ARGS))
         try:
             page = await browser.new_page()
             # nothing may be fetched: the document is self-contained, so every request is refused
-            await page.route("**/*", lambda route: route.abort() if not route.request.url.startswith("data:")
-                             else route.continue_())
+            await page.route(
+                "**/*",
+                lambda route: (
+                    route.abort() if not route.request.url.startswith("data:") else route.continue_()
+                ),
+            )
             await page.set_content(page_html, wait_until="load", timeout=CHROMIUM_TIMEOUT_MS)
             return await action(page)
         finally:
             await browser.close()
 
 
-async def export_pdf(text: str, *, title: str, base_dir: Path | None = None, typography: str | None = None) -> bytes:
+async def export_pdf(
+    text: str, *, title: str, base_dir: Path | None = None, typography: str | None = None
+) -> bytes:
     page_html = export_html(text, title=title, base_dir=base_dir, typography=typography)
 
     async def pdf(page: Any) -> bytes:
-        return await page.pdf(format="A4", print_background=True, display_header_footer=True,
-                              header_template=f"<div style='font-size:8px;width:100%;text-align:center'>"
-                                              f"{html_lib.escape(title)}</div>",
-                              footer_template="<div style='font-size:8px;width:100%;text-align:center'>"
-                                              "<span class='pageNumber'></span> / <span class='totalPages'></span></div>",
-                              margin={"top": "18mm", "bottom": "18mm", "left": "15mm", "right": "15mm"})
+        return await page.pdf(
+            format="A4",
+            print_background=True,
+            display_header_footer=True,
+            header_template=f"<div style='font-size:8px;width:100%;text-align:center'>"
+            f"{html_lib.escape(title)}</div>",
+            footer_template="<div style='font-size:8px;width:100%;text-align:center'>"
+            "<span class='pageNumber'></span> / <span class='totalPages'></span></div>",
+            margin={"top": "18mm", "bottom": "18mm", "left": "15mm", "right": "15mm"},
+        )
 
     return await _with_page(page_html, pdf)
 
 
-async def export_png(text: str, *, title: str, base_dir: Path | None = None, typography: str | None = None) -> bytes:
+async def export_png(
+    text: str, *, title: str, base_dir: Path | None = None, typography: str | None = None
+) -> bytes:
     page_html = export_html(text, title=title, base_dir=base_dir, typography=typography)
 
     async def shot(page: Any) -> bytes:
@@ -334,8 +383,9 @@ async def export_png(text: str, *, title: str, base_dir: Path | None = None, typ
     return await _with_page(page_html, shot)
 
 
-async def export_bytes(fmt: str, text: str, *, title: str, base_dir: Path | None,
-                       typography: str | None = None) -> bytes:
+async def export_bytes(
+    fmt: str, text: str, *, title: str, base_dir: Path | None, typography: str | None = None
+) -> bytes:
     """The exported file's bytes in `fmt` (HTML, PDF, PNG, Word)."""
     if fmt == "HTML":
         return export_html(text, title=title, base_dir=base_dir, typography=typography).encode("utf-8")
@@ -362,8 +412,15 @@ def _typography(service: MarkdownService) -> str | None:
     return None
 
 
-async def export_to_workspace(service: MarkdownService, doc_id: str | None, fmt: str, file_name: str | None, *,
-                              ctx: CallContext, tool: str) -> dict[str, Any]:
+async def export_to_workspace(
+    service: MarkdownService,
+    doc_id: str | None,
+    fmt: str,
+    file_name: str | None,
+    *,
+    ctx: CallContext,
+    tool: str,
+) -> dict[str, Any]:
     """Export into the document's folder under a free name (no-overwrite publish), after the person approves."""
     doc = service.get(doc_id)
     ext = FORMATS.get(fmt)
@@ -377,12 +434,22 @@ async def export_to_workspace(service: MarkdownService, doc_id: str | None, fmt:
         stem = Path(file_name).stem if Path(file_name).suffix.lower() == ext else file_name
     from deskbridge.core.paths import resolve_path
 
-    folder = resolve_path(str(folder), [service.workspace.allowed_root]) if service.workspace.scope.value != "CurrentDocument" else folder
-    await service.approvals.ask(ctx, "export", tool, service.workspace.relative(folder / f"{stem}{ext}"),
-                                f"export {doc.name} as {fmt} into {folder.name or folder}")
+    folder = (
+        resolve_path(str(folder), [service.workspace.allowed_root])
+        if service.workspace.scope.value != "CurrentDocument"
+        else folder
+    )
+    await service.approvals.ask(
+        ctx,
+        "export",
+        tool,
+        service.workspace.relative(folder / f"{stem}{ext}"),
+        f"export {doc.name} as {fmt} into {folder.name or folder}",
+    )
     text = doc.text
-    data = await export_bytes(fmt, text, title=stem, base_dir=doc.path.parent if doc.path else None,
-                              typography=_typography(service))
+    data = await export_bytes(
+        fmt, text, title=stem, base_dir=doc.path.parent if doc.path else None, typography=_typography(service)
+    )
     for n in range(0, 1000):
         candidate = folder / (f"{stem}{ext}" if n == 0 else f"{stem}-{n}{ext}")
         try:
@@ -391,26 +458,57 @@ async def export_to_workspace(service: MarkdownService, doc_id: str | None, fmt:
             if exc.code is ErrorCode.TARGET_EXISTS:
                 continue
             raise
-        service.publish("doc", {"type": "exported", "docId": doc.doc_id, "format": fmt,
-                                "path": service.workspace.relative(candidate)})
-        return {"docId": doc.doc_id, "format": fmt, "path": service.workspace.relative(candidate),
-                "bytes": len(data)}
+        service.publish(
+            "doc",
+            {
+                "type": "exported",
+                "docId": doc.doc_id,
+                "format": fmt,
+                "path": service.workspace.relative(candidate),
+            },
+        )
+        return {
+            "docId": doc.doc_id,
+            "format": fmt,
+            "path": service.workspace.relative(candidate),
+            "bytes": len(data),
+        }
     raise BridgeError(ErrorCode.TARGET_EXISTS, f"no free file name for {stem}{ext} in {folder}")
 
 
-async def copy_rich_html(service: MarkdownService, doc_id: str | None, target: str, *, ctx: CallContext,
-                         tool: str) -> dict[str, Any]:
+async def copy_rich_html(
+    service: MarkdownService, doc_id: str | None, target: str, *, ctx: CallContext, tool: str
+) -> dict[str, Any]:
     """After approval, hand platform-styled HTML to the editor, which writes it to the clipboard."""
     doc = service.get(doc_id)
     if getattr(service.approvals.broker, "ui_attached", True) is False:
         # only the editor page can write the person's clipboard; without one the copy would go nowhere
-        raise BridgeError(ErrorCode.UI_NOT_READY, "no editor page is open to put the rich HTML on the clipboard",
-                          hint="Ask the person to open the deskbridge editor in the browser, then retry.")
-    await service.approvals.ask(ctx, "copy_rich_html", tool, doc.name,
-                                f"copy {doc.name} as rich HTML for {target} to the clipboard")
-    html = rich_html(doc.text, target, base_dir=doc.path.parent if doc.path else None,
-                     typography=_typography(service))
+        raise BridgeError(
+            ErrorCode.UI_NOT_READY,
+            "no editor page is open to put the rich HTML on the clipboard",
+            hint="Ask the person to open the deskbridge editor in the browser, then retry.",
+        )
+    await service.approvals.ask(
+        ctx, "copy_rich_html", tool, doc.name, f"copy {doc.name} as rich HTML for {target} to the clipboard"
+    )
+    html = rich_html(
+        doc.text, target, base_dir=doc.path.parent if doc.path else None, typography=_typography(service)
+    )
     plain = doc.text
-    service.publish("ui", {"type": "clipboard", "format": "rich-html", "target": target, "docId": doc.doc_id,
-                           "html": html, "text": plain})
-    return {"docId": doc.doc_id, "target": target, "bytes": len(html.encode("utf-8")), "deliveredToEditor": True}
+    service.publish(
+        "ui",
+        {
+            "type": "clipboard",
+            "format": "rich-html",
+            "target": target,
+            "docId": doc.doc_id,
+            "html": html,
+            "text": plain,
+        },
+    )
+    return {
+        "docId": doc.doc_id,
+        "target": target,
+        "bytes": len(html.encode("utf-8")),
+        "deliveredToEditor": True,
+    }

@@ -87,10 +87,25 @@ class OffsetMap:
     lazily (a callable), so an edit needs no copy of a 40 MB string until someone reads the text.
     """
 
-    __slots__ = ("_ascii", "_astral", "_astral_u16", "_length", "_line_starts", "_newlines", "_source", "_text")
+    __slots__ = (
+        "_ascii",
+        "_astral",
+        "_astral_u16",
+        "_length",
+        "_line_starts",
+        "_newlines",
+        "_source",
+        "_text",
+    )
 
-    def __init__(self, text: str | None = None, *, source: Callable[[], str] | None = None,
-                 length: int | None = None, ascii_only: bool | None = None) -> None:
+    def __init__(
+        self,
+        text: str | None = None,
+        *,
+        source: Callable[[], str] | None = None,
+        length: int | None = None,
+        ascii_only: bool | None = None,
+    ) -> None:
         if text is None and (source is None or length is None):
             raise ValueError("OffsetMap needs the text, or a source callable and the length")
         self._text = text

@@ -132,7 +132,9 @@ def outline(text: str) -> list[Heading]:
             if fence is not None:
                 if f[0] == fence[0] and len(f) >= len(fence) and not m.group("info").strip():
                     fence = None
-            elif not (f[0] == "`" and "`" in m.group("info")):  # a backtick in the info string: no fence (§4.5)
+            elif not (
+                f[0] == "`" and "`" in m.group("info")
+            ):  # a backtick in the info string: no fence (§4.5)
                 fence = f
             continue
         if fence is not None:
@@ -170,8 +172,9 @@ def outline(text: str) -> list[Heading]:
     return _with_sections(raw, total_lines)
 
 
-def _setext(text: str, start: int, line_no: int, skip_to: int, underline: str,
-            memo: dict[int, bool] | None = None) -> tuple[int, str, int] | None:
+def _setext(
+    text: str, start: int, line_no: int, skip_to: int, underline: str, memo: dict[int, bool] | None = None
+) -> tuple[int, str, int] | None:
     """A setext heading whose underline starts at `start`: the paragraph above it is the title (§4.3).
 
     Walks up the paragraph; a paragraph that continues a list item or block quote lazily is not a heading
@@ -192,8 +195,10 @@ def _setext(text: str, start: int, line_no: int, skip_to: int, underline: str,
         if _CONTAINER.match(line):
             return None
         cm = _CANDIDATE.match(line)
-        if cm is not None and cm.group("setext") and (
-            cm.group("setext")[0] == "-" or _is_underline(text, ps, skip_to, memo)
+        if (
+            cm is not None
+            and cm.group("setext")
+            and (cm.group("setext")[0] == "-" or _is_underline(text, ps, skip_to, memo))
         ):
             break  # a thematic break, or the underline of an earlier setext heading
         lines.insert(0, line)
@@ -214,7 +219,8 @@ def _is_underline(text: str, line_start: int, skip_to: int, memo: dict[int, bool
     memo = {} if memo is None else memo
     if line_start not in memo:
         memo[line_start] = _ends_paragraph(text, line_start) and (
-            _setext(text, line_start, 2, skip_to, "=", memo) is not None)
+            _setext(text, line_start, 2, skip_to, "=", memo) is not None
+        )
     return memo[line_start]
 
 

@@ -34,7 +34,9 @@ RENDER_MAX_CHARS: Final = 16 * 1024 * 1024
 """Characters of Markdown rendered at most (bigger documents are cut and marked)."""
 
 _EVENT_ATTR: Final = re.compile(r"""\s+on[a-z]+\s*=\s*(?:"[^"]*"|'[^']*'|[^\s>]+)""", re.IGNORECASE)
-_JS_URL: Final = re.compile(r"""(\s(?:href|src|xlink:href|action|formaction)\s*=\s*["']?)\s*javascript:""", re.IGNORECASE)
+_JS_URL: Final = re.compile(
+    r"""(\s(?:href|src|xlink:href|action|formaction)\s*=\s*["']?)\s*javascript:""", re.IGNORECASE
+)
 
 
 def _math_html(content: str, options: dict[str, Any]) -> str:
@@ -57,8 +59,10 @@ def front_matter_table(yaml_text: str) -> str:
         data = yaml.safe_load(yaml_text) if yaml_text.strip() else {}
     except Exception as exc:  # any YAML error: show the raw block, never fail the render
         reason = html.escape(str(exc).splitlines()[0] if str(exc) else "invalid YAML")
-        return (f'<pre class="front-matter front-matter-invalid" title="{reason}"><code>'
-                f"{html.escape(yaml_text)}</code></pre>\n")
+        return (
+            f'<pre class="front-matter front-matter-invalid" title="{reason}"><code>'
+            f"{html.escape(yaml_text)}</code></pre>\n"
+        )
     if not isinstance(data, dict):
         return f'<pre class="front-matter"><code>{html.escape(yaml_text)}</code></pre>\n'
     rows = []
@@ -114,15 +118,22 @@ def parser(options: RenderOptions = RenderOptions()) -> MarkdownIt:
     if options.extras:
         md.use(front_matter_plugin)
         md.add_render_rule("front_matter", _render_front_matter)
-        md.use(dollarmath_plugin, allow_blank_lines=False, allow_space=False, allow_digits=False,
-               renderer=_math_html)
+        md.use(
+            dollarmath_plugin,
+            allow_blank_lines=False,
+            allow_space=False,
+            allow_digits=False,
+            renderer=_math_html,
+        )
     if options.source_lines:
         md.core.ruler.push("source_lines", _source_lines)
     if options.safe_raw_html:
         for name in ("html_block", "html_inline"):
             rule = md.renderer.rules.get(name)
             if rule is not None:
-                md.add_render_rule(name, _safe_html_rule(rule.__func__ if hasattr(rule, "__func__") else rule))
+                md.add_render_rule(
+                    name, _safe_html_rule(rule.__func__ if hasattr(rule, "__func__") else rule)
+                )
     return md
 
 
@@ -185,7 +196,9 @@ class PreviewRenderer:
         def_at = [m.start() + 1 for m in _REF_DEF_FAST.finditer(text)]
         if _REF_DEF.match(text):
             def_at.insert(0, 0)
-        defs = self._definitions([chunks[bisect.bisect_right(bounds, p) - 1] for p in def_at]) if def_at else ""
+        defs = (
+            self._definitions([chunks[bisect.bisect_right(bounds, p) - 1] for p in def_at]) if def_at else ""
+        )
         if defs != self._defs:
             self._cache, self._defs = {}, defs
         parts: list[str] = []
@@ -205,7 +218,6 @@ class PreviewRenderer:
         self._cache = fresh if len(fresh) <= self._max else {}
         return "".join(parts)
 
-
     @staticmethod
     def _render_section(md: MarkdownIt, chunk: str, defs: str) -> str:
         """Render one section with the document's definitions put in front (after any front matter), where
@@ -215,8 +227,13 @@ class PreviewRenderer:
         head_end = front_matter_span(chunk)
         prefix = defs + "\n\n"
         source = chunk[:head_end] + prefix + chunk[head_end:]
-        return md.render(source, {"line_offset": -prefix.count("\n"), "line_offset_from": head_end and
-                                  chunk.count("\n", 0, head_end)})
+        return md.render(
+            source,
+            {
+                "line_offset": -prefix.count("\n"),
+                "line_offset_from": head_end and chunk.count("\n", 0, head_end),
+            },
+        )
 
     def _definitions(self, chunks: list[tuple[int, str]]) -> str:
         """Link reference definitions of the whole document, as lines to append to each section.
@@ -231,8 +248,10 @@ class PreviewRenderer:
             if refs is None:
                 env: dict[str, Any] = {}
                 md.parse(chunk, env)
-                refs = {label: (ref.get("href", ""), ref.get("title", ""))
-                        for label, ref in (env.get("references") or {}).items()}
+                refs = {
+                    label: (ref.get("href", ""), ref.get("title", ""))
+                    for label, ref in (env.get("references") or {}).items()
+                }
                 self._refs_cache[chunk] = refs
             for label, (href, title) in refs.items():
                 if label not in seen:
@@ -252,4 +271,6 @@ _SOURCE_LINE: Final = re.compile(r'data-source-line="(\d+)"')
 
 
 def _shift_source_lines(html: str, offset: int) -> str:
-    return _SOURCE_LINE.sub(lambda m: f'data-source-line="{int(m.group(1)) + offset}"', html) if offset else html
+    return (
+        _SOURCE_LINE.sub(lambda m: f'data-source-line="{int(m.group(1)) + offset}"', html) if offset else html
+    )

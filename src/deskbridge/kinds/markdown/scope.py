@@ -48,7 +48,10 @@ class Workspace:
 
     @classmethod
     def create(
-        cls, root: Path, scope: AccessScope | str = AccessScope.CURRENT_FOLDER, custom_folder: Path | None = None
+        cls,
+        root: Path,
+        scope: AccessScope | str = AccessScope.CURRENT_FOLDER,
+        custom_folder: Path | None = None,
     ) -> Workspace:
         root = Path(root).resolve()
         scope = AccessScope(scope)
@@ -87,7 +90,9 @@ class Workspace:
         if not isinstance(raw, str) or not raw.strip():
             raise BridgeError(ErrorCode.INVALID_ARGUMENT, "the path is empty")
         if _looks_unc(raw):
-            raise BridgeError(ErrorCode.ACCESS_DENIED, "network (UNC) paths are not allowed", data={"path": raw})
+            raise BridgeError(
+                ErrorCode.ACCESS_DENIED, "network (UNC) paths are not allowed", data={"path": raw}
+            )
         raw = os.path.expanduser(raw)
         if check_scope:
             resolved = resolve_path(raw, [self.allowed_root])
@@ -111,7 +116,9 @@ class Workspace:
         if must_exist and not resolved.is_file():
             raise BridgeError(ErrorCode.NOT_FOUND, f"'{raw}' does not exist", data={"path": raw})
         if not must_exist and not resolved.parent.is_dir():
-            raise BridgeError(ErrorCode.NOT_FOUND, f"the folder of '{raw}' does not exist", data={"path": raw})
+            raise BridgeError(
+                ErrorCode.NOT_FOUND, f"the folder of '{raw}' does not exist", data={"path": raw}
+            )
         return resolved
 
     def allows(self, resolved: Path) -> bool:

@@ -35,14 +35,18 @@ class Query:
         if not self.text:
             raise BridgeError(ErrorCode.INVALID_ARGUMENT, "the search text is empty")
         if len(self.text) > PATTERN_MAX_CHARS:
-            raise BridgeError(ErrorCode.LIMIT_EXCEEDED, f"the search text is longer than {PATTERN_MAX_CHARS} characters")
+            raise BridgeError(
+                ErrorCode.LIMIT_EXCEEDED, f"the search text is longer than {PATTERN_MAX_CHARS} characters"
+            )
         body = self.text if self.regex else re.escape(self.text)
         if self.whole_word:
             body = rf"\b(?:{body})\b"
         try:
             return re.compile(body, 0 if self.case_sensitive else re.IGNORECASE)
         except re.error as exc:
-            raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"the regular expression does not compile: {exc}") from None
+            raise BridgeError(
+                ErrorCode.INVALID_ARGUMENT, f"the regular expression does not compile: {exc}"
+            ) from None
 
     def key(self) -> str:
         raw = json.dumps([self.text, self.regex, self.case_sensitive, self.whole_word])
@@ -63,8 +67,11 @@ def _decode_cursor(query: Query, cursor: str | None) -> tuple[int, int]:
             raise ValueError("cursor of another query")
         return int(data["f"]), int(data["o"])
     except (ValueError, KeyError, TypeError) as exc:
-        raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"the cursor is not valid for this search ({exc})",
-                          hint="Start the search again without a cursor.") from None
+        raise BridgeError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"the cursor is not valid for this search ({exc})",
+            hint="Start the search again without a cursor.",
+        ) from None
 
 
 def _preview(text: str, start: int, end: int) -> str:
@@ -121,16 +128,22 @@ def search_files(
             counted_to = m.start()
             col = m.start() - (text.rfind("\n", 0, m.start()) + 1) + 1
             if len(matches) >= limit:
-                return {"matches": matches, "nextCursor": _encode_cursor(query, file_index, m.start()),
-                        "truncated": True, "skippedFiles": skipped}
-            matches.append({
-                "path": relative(path),
-                "docId": doc_id,
-                "line": line,
-                "column": col,
-                "startOffset": m.start(),
-                "length": m.end() - m.start(),
-                "preview": _preview(text, m.start(), m.end()),
-            })
+                return {
+                    "matches": matches,
+                    "nextCursor": _encode_cursor(query, file_index, m.start()),
+                    "truncated": True,
+                    "skippedFiles": skipped,
+                }
+            matches.append(
+                {
+                    "path": relative(path),
+                    "docId": doc_id,
+                    "line": line,
+                    "column": col,
+                    "startOffset": m.start(),
+                    "length": m.end() - m.start(),
+                    "preview": _preview(text, m.start(), m.end()),
+                }
+            )
         file_index, offset = file_index + 1, 0
     return {"matches": matches, "nextCursor": None, "truncated": False, "skippedFiles": skipped}

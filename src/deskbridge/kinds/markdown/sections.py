@@ -75,7 +75,7 @@ def find_section(text: str, path: str, headings: list[Heading] | None = None) ->
 
 
 def _suffix_match(have: list[str], wanted: list[str]) -> bool:
-    return len(wanted) <= len(have) and have[-len(wanted):] == wanted
+    return len(wanted) <= len(have) and have[-len(wanted) :] == wanted
 
 
 def section_of(text: str, heading: Heading) -> Section:
@@ -109,7 +109,9 @@ def patch_section_edit(text: str, path: str, op: PatchOp, content: str) -> tuple
     typing elsewhere in the section does not make it stale. A blank line is kept before the next heading.
     """
     if op not in ("replace", "append", "prepend"):
-        raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"operation {op!r} is not one of replace, append, prepend")
+        raise BridgeError(
+            ErrorCode.INVALID_ARGUMENT, f"operation {op!r} is not one of replace, append, prepend"
+        )
     section = find_section(text, path)
     content = content.rstrip("\n") + "\n" if content.strip("\n") else ""
     lead = "\n" if section.body_start == len(text) and text and not text.endswith("\n") else ""
@@ -135,15 +137,18 @@ def patch_section_edit(text: str, path: str, op: PatchOp, content: str) -> tuple
     return section, Edit(section.body_start + keep, section.end, lead + new[keep:])
 
 
-def read_lines(text: str, first_line: int, last_line: int | None, *, max_bytes: int,
-               offsets: OffsetMap | None = None) -> dict[str, Any]:
+def read_lines(
+    text: str, first_line: int, last_line: int | None, *, max_bytes: int, offsets: OffsetMap | None = None
+) -> dict[str, Any]:
     """Lines first..last (1-based, inclusive) capped at `max_bytes` of UTF-8; says `truncated` and where to go on.
 
     Pass the document's `offsets` map (whose text is `text`) to reuse its line table."""
     om = offsets if offsets is not None else OffsetMap(text)
     total = om.line_count
     if first_line < 1 or first_line > total:
-        raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"startLine {first_line} is outside the document (1..{total})")
+        raise BridgeError(
+            ErrorCode.INVALID_ARGUMENT, f"startLine {first_line} is outside the document (1..{total})"
+        )
     last = total if last_line is None else max(first_line, min(last_line, total))
     start, end = om.line_span(first_line, last)
     chunk = text[start:end]
@@ -154,7 +159,9 @@ def read_lines(text: str, first_line: int, last_line: int | None, *, max_bytes: 
         nl = cut.rfind("\n")
         chunk = cut[: nl + 1] if nl != -1 else cut
         truncated = True
-        last = first_line + chunk.count("\n") - (0 if chunk.endswith("\n") else 1) if chunk else first_line - 1
+        last = (
+            first_line + chunk.count("\n") - (0 if chunk.endswith("\n") else 1) if chunk else first_line - 1
+        )
         last = max(last, first_line - 1)
     out: dict[str, Any] = {
         "text": chunk,

@@ -125,7 +125,11 @@ class MarkdownService:
         """The open document `doc_id`, or the current one when None."""
         key = doc_id or self.current_id
         if key is None:
-            raise BridgeError(ErrorCode.NO_WORKSPACE, "no document is open", hint="Open a document first (md_open_document).")
+            raise BridgeError(
+                ErrorCode.NO_WORKSPACE,
+                "no document is open",
+                hint="Open a document first (md_open_document).",
+            )
         doc = self.docs.get(key)
         if doc is None:
             raise BridgeError(
@@ -141,7 +145,9 @@ class MarkdownService:
                 return doc
         return None
 
-    def open_path(self, path: Path, *, encoding: str | None = None, make_current: bool = True) -> MarkdownDocument:
+    def open_path(
+        self, path: Path, *, encoding: str | None = None, make_current: bool = True
+    ) -> MarkdownDocument:
         """Open (or return the already open) document at a resolved path; no scope or approval checks."""
         existing = self.find_open(path)
         if existing is not None:
@@ -150,7 +156,8 @@ class MarkdownService:
             return existing
         if len(self.docs) >= OPEN_DOCUMENTS_MAX:
             raise BridgeError(
-                ErrorCode.LIMIT_EXCEEDED, f"{OPEN_DOCUMENTS_MAX} documents are open; close one before opening another"
+                ErrorCode.LIMIT_EXCEEDED,
+                f"{OPEN_DOCUMENTS_MAX} documents are open; close one before opening another",
             )
         doc = MarkdownDocument.load(self._new_id(), path, encoding)
         self.docs[doc.doc_id] = doc
@@ -273,8 +280,14 @@ class MarkdownService:
         doc = self.get(doc_id)
         sel = doc.current_selection()
         if sel is None:
-            return {"docId": doc.doc_id, "text": "", "startOffset": 0, "length": 0, "reported": False,
-                    "revision": doc.revision}
+            return {
+                "docId": doc.doc_id,
+                "text": "",
+                "startOffset": 0,
+                "length": 0,
+                "reported": False,
+                "revision": doc.revision,
+            }
         start, end = sel
         om = doc.collab.offsets
         line, col = om.cp_to_line_col(start)
@@ -349,7 +362,9 @@ class MarkdownService:
             for e in out:
                 r = map_range(e.start, e.end, update_edits)
                 if r is None:
-                    start, end = _map_loosely(e.start, e.end, doc.collab.edits_since(base_version)[len(moved_all):])
+                    start, end = _map_loosely(
+                        e.start, e.end, doc.collab.edits_since(base_version)[len(moved_all) :]
+                    )
                     raise self._stale(doc, start, end, "the text at this range changed since your revision")
                 moved.append(Edit(r[0], r[1], e.insert))
             out = moved
@@ -360,17 +375,25 @@ class MarkdownService:
         return BridgeError(
             ErrorCode.STALE_WORKSPACE,
             f"{why}; read it again and retry with revision {doc.revision}",
-            data={"revision": doc.revision, **context_around(doc.text, min(start, len(doc.text)), min(end, len(doc.text)))},
+            data={
+                "revision": doc.revision,
+                **context_around(doc.text, min(start, len(doc.text)), min(end, len(doc.text))),
+            },
         )
 
     # --- save / save as / close / reload ---------------------------------------------------------------
 
-    async def save(self, doc_id: str | None = None, *, ctx: CallContext = UI, tool: str = "save") -> dict[str, Any]:
+    async def save(
+        self, doc_id: str | None = None, *, ctx: CallContext = UI, tool: str = "save"
+    ) -> dict[str, Any]:
         """Write the document to its file; SOURCE_CHANGED when another program changed the file meanwhile."""
         doc = self.get(doc_id)
         if doc.path is None:
-            raise BridgeError(ErrorCode.SAVE_AS_REQUIRED, f"'{doc.name}' has never been saved",
-                              hint="Use save-as with a path inside the workspace.")
+            raise BridgeError(
+                ErrorCode.SAVE_AS_REQUIRED,
+                f"'{doc.name}' has never been saved",
+                hint="Use save-as with a path inside the workspace.",
+            )
         await self.drafts.barrier(doc.doc_id)
         async with self._write_lock:
             on_disk = diskio.identity_of(doc.path)
@@ -389,8 +412,15 @@ class MarkdownService:
         self.publish("doc", {"type": "saved", **self.describe(doc)})
         return {**self.describe(doc), "bytesWritten": len(data)}
 
-    async def save_as(self, doc_id: str | None, raw_path: str, *, overwrite: bool = False, ctx: CallContext = UI,
-                      tool: str = "save_as") -> dict[str, Any]:
+    async def save_as(
+        self,
+        doc_id: str | None,
+        raw_path: str,
+        *,
+        overwrite: bool = False,
+        ctx: CallContext = UI,
+        tool: str = "save_as",
+    ) -> dict[str, Any]:
         """Write the document to another file in scope; an existing target needs `overwrite` (+ approval)."""
         doc = self.get(doc_id)
         target = self.workspace.resolve(raw_path, must_exist=False, check_scope=True)
@@ -398,20 +428,28 @@ class MarkdownService:
         if doc.path is not None and target == doc.path:
             raise BridgeError(ErrorCode.SAME_AS_SOURCE, f"'{raw_path}' is the open file itself")
         if self.find_open(target) is not None:
-            raise BridgeError(ErrorCode.TARGET_EXISTS, f"'{raw_path}' is open as another document; close it first")
+            raise BridgeError(
+                ErrorCode.TARGET_EXISTS, f"'{raw_path}' is open as another document; close it first"
+            )
         await self.drafts.barrier(doc.doc_id)
         text, version = doc.collab.snapshot()
         data = doc.file_bytes()
         existing = diskio.identity_of(target)
         if existing is not None:
             if not overwrite:
-                raise BridgeError(ErrorCode.TARGET_EXISTS, f"'{raw_path}' already exists",
-                                  data={"path": target_name})
+                raise BridgeError(
+                    ErrorCode.TARGET_EXISTS, f"'{raw_path}' already exists", data={"path": target_name}
+                )
             if is_ai(ctx) and self.approvals.needed("overwrite"):
                 old = target.read_bytes().decode("utf-8", "replace").replace("\r\n", "\n")
                 await self.approvals.ask(
-                    ctx, "overwrite", tool, target_name, f"overwrite {target.name} with {doc.name}",
-                    unified_diff(old, text, target.name))
+                    ctx,
+                    "overwrite",
+                    tool,
+                    target_name,
+                    f"overwrite {target.name} with {doc.name}",
+                    unified_diff(old, text, target.name),
+                )
             async with self._write_lock:
                 identity = diskio.atomic_write(target, data, existing, target_changed=True)
         else:
@@ -422,8 +460,9 @@ class MarkdownService:
         self.publish("doc", {"type": "saved", **self.describe(doc)})
         return {**self.describe(doc), "bytesWritten": len(data)}
 
-    async def open(self, raw_path: str, *, encoding: str | None = None, ctx: CallContext = UI,
-                   tool: str = "open") -> dict[str, Any]:
+    async def open(
+        self, raw_path: str, *, encoding: str | None = None, ctx: CallContext = UI, tool: str = "open"
+    ) -> dict[str, Any]:
         """Open a document by path; for AI callers a path outside the scope asks the person first."""
         try:
             target = self.workspace.resolve(raw_path, must_exist=True, check_scope=True)
@@ -435,8 +474,12 @@ class MarkdownService:
             target = self.workspace.resolve(raw_path, must_exist=True, check_scope=False)
             if is_ai(ctx):
                 await self.approvals.ask(
-                    ctx, "open_outside", tool, str(target),
-                    f"open {target.name}, which is outside the workspace ({self.workspace.scope_description()})")
+                    ctx,
+                    "open_outside",
+                    tool,
+                    str(target),
+                    f"open {target.name}, which is outside the workspace ({self.workspace.scope_description()})",
+                )
         doc = self.open_path(target, encoding=encoding)
         return self.describe(doc)
 
@@ -445,8 +488,11 @@ class MarkdownService:
         doc = self.get(doc_id)
         await self.drafts.barrier(doc.doc_id)
         if doc.dirty and not discard:
-            raise BridgeError(ErrorCode.UNSAVED_CHANGES, f"'{doc.name}' has unsaved changes",
-                              hint="Save it first, or close with discard true.")
+            raise BridgeError(
+                ErrorCode.UNSAVED_CHANGES,
+                f"'{doc.name}' has unsaved changes",
+                hint="Save it first, or close with discard true.",
+            )
         del self.docs[doc.doc_id]
         self.drafts.forget(doc.doc_id)
         for cache in (self._renderers, self._preview_cache, self._outline_cache):
@@ -484,8 +530,10 @@ class MarkdownService:
 
     def _mark_external(self, doc: MarkdownDocument, now: diskio.FileIdentity | None) -> None:
         doc.external_change = {"detectedAt": time.time(), "deleted": now is None}
-        self.publish("doc", {"type": "external-change", "docId": doc.doc_id, "dirty": doc.dirty,
-                             "deleted": now is None})
+        self.publish(
+            "doc",
+            {"type": "external-change", "docId": doc.doc_id, "dirty": doc.dirty, "deleted": now is None},
+        )
 
     def reload_from_disk(self, doc_id: str) -> dict[str, Any]:
         """Take the file's new content (the person chose "reload"): one update replacing the whole text."""

@@ -35,8 +35,15 @@ HTML_MAX_BYTES: Final = 384 * 1024
 REPLACE_MAX_CHARS: Final = 8 * 1024 * 1024
 """Characters a whole-document replacement may have."""
 
-_DOC_ID = Field(None, alias="docId", description="Open document id (from md_list_open_documents); default: the current document.")
-_REVISION = Field(alias="expectedRevision", description="The `revision` your last read returned; the edit is refused (STALE_WORKSPACE) if that text changed since.")
+_DOC_ID = Field(
+    None,
+    alias="docId",
+    description="Open document id (from md_list_open_documents); default: the current document.",
+)
+_REVISION = Field(
+    alias="expectedRevision",
+    description="The `revision` your last read returned; the edit is refused (STALE_WORKSPACE) if that text changed since.",
+)
 _REASON = Field("", max_length=500, description="One line for the person approving the change.")
 
 
@@ -50,8 +57,19 @@ class DocArgs(ToolArgs):
 class ReadDocumentArgs(ToolArgs):
     doc_id: str | None = _DOC_ID
     start_line: int = Field(1, alias="startLine", ge=1, description="First line to return (1-based).")
-    end_line: int | None = Field(None, alias="endLine", ge=1, description="Last line to return (inclusive); default: to the end, within maxBytes.")
-    max_bytes: int = Field(READ_MAX_BYTES, alias="maxBytes", ge=1024, le=READ_MAX_BYTES, description="Cap on returned text (UTF-8 bytes); the answer says `truncated` and `nextStartLine`.")
+    end_line: int | None = Field(
+        None,
+        alias="endLine",
+        ge=1,
+        description="Last line to return (inclusive); default: to the end, within maxBytes.",
+    )
+    max_bytes: int = Field(
+        READ_MAX_BYTES,
+        alias="maxBytes",
+        ge=1024,
+        le=READ_MAX_BYTES,
+        description="Cap on returned text (UTF-8 bytes); the answer says `truncated` and `nextStartLine`.",
+    )
 
 
 class OutlineArgs(ToolArgs):
@@ -63,8 +81,19 @@ class OutlineArgs(ToolArgs):
 
 class ReadSectionArgs(ToolArgs):
     doc_id: str | None = _DOC_ID
-    heading_path: str = Field(alias="headingPath", min_length=1, max_length=2000, description="Heading titles from outside in, separated by '>', e.g. 'Intro > Setup'. Outer levels may be left out when the rest is unique.")
-    max_bytes: int = Field(READ_MAX_BYTES, alias="maxBytes", ge=1024, le=READ_MAX_BYTES, description="Cap on returned text (UTF-8 bytes).")
+    heading_path: str = Field(
+        alias="headingPath",
+        min_length=1,
+        max_length=2000,
+        description="Heading titles from outside in, separated by '>', e.g. 'Intro > Setup'. Outer levels may be left out when the rest is unique.",
+    )
+    max_bytes: int = Field(
+        READ_MAX_BYTES,
+        alias="maxBytes",
+        ge=1024,
+        le=READ_MAX_BYTES,
+        description="Cap on returned text (UTF-8 bytes).",
+    )
 
 
 class HtmlArgs(ToolArgs):
@@ -81,7 +110,9 @@ class ListArgs(ToolArgs):
 
 
 class SearchArgs(ToolArgs):
-    query: str = Field(min_length=1, max_length=500, description="Text to find (or a regular expression with regex true).")
+    query: str = Field(
+        min_length=1, max_length=500, description="Text to find (or a regular expression with regex true)."
+    )
     regex: bool = Field(False, description="Treat query as a Python regular expression.")
     case_sensitive: bool = Field(False, alias="caseSensitive")
     whole_word: bool = Field(False, alias="wholeWord")
@@ -98,15 +129,27 @@ class ReplaceDocumentArgs(ToolArgs):
 
 class TextEditArgs(ToolArgs):
     doc_id: str | None = _DOC_ID
-    start_offset: int | None = Field(None, alias="startOffset", ge=0, description="Start, in Unicode code points of the current text.")
+    start_offset: int | None = Field(
+        None, alias="startOffset", ge=0, description="Start, in Unicode code points of the current text."
+    )
     length: int | None = Field(None, ge=0, description="Code points to replace from startOffset (default 0).")
-    end_offset: int | None = Field(None, alias="endOffset", ge=0, description="Alternative to length: end offset (exclusive).")
-    start_line: int | None = Field(None, alias="startLine", ge=1, description="Alternative to offsets: 1-based line.")
-    start_column: int | None = Field(None, alias="startColumn", ge=1, description="1-based column in code points (default 1).")
+    end_offset: int | None = Field(
+        None, alias="endOffset", ge=0, description="Alternative to length: end offset (exclusive)."
+    )
+    start_line: int | None = Field(
+        None, alias="startLine", ge=1, description="Alternative to offsets: 1-based line."
+    )
+    start_column: int | None = Field(
+        None, alias="startColumn", ge=1, description="1-based column in code points (default 1)."
+    )
     end_line: int | None = Field(None, alias="endLine", ge=1)
     end_column: int | None = Field(None, alias="endColumn", ge=1)
     replacement: str = Field(max_length=REPLACE_MAX_CHARS, description="The new text for the range.")
-    expected_text: str = Field(alias="expectedText", max_length=REPLACE_MAX_CHARS, description="The exact text now in the range (\"\" for a pure insertion); a mismatch is refused with the current text around it.")
+    expected_text: str = Field(
+        alias="expectedText",
+        max_length=REPLACE_MAX_CHARS,
+        description='The exact text now in the range ("" for a pure insertion); a mismatch is refused with the current text around it.',
+    )
     expected_revision: str = _REVISION
     reason: str = _REASON
 
@@ -114,9 +157,15 @@ class TextEditArgs(ToolArgs):
 class InsertArgs(ToolArgs):
     doc_id: str | None = _DOC_ID
     text: str = Field(max_length=REPLACE_MAX_CHARS, description="Text to insert.")
-    offset: int | None = Field(None, ge=0, description="Where, in code points; default: the person's cursor (start of their selection).")
+    offset: int | None = Field(
+        None,
+        ge=0,
+        description="Where, in code points; default: the person's cursor (start of their selection).",
+    )
     line: int | None = Field(None, ge=1, description="Alternative to offset: 1-based line.")
-    column: int | None = Field(None, ge=1, description="With line: 1-based column in code points (default 1).")
+    column: int | None = Field(
+        None, ge=1, description="With line: 1-based column in code points (default 1)."
+    )
     expected_revision: str = _REVISION
     reason: str = _REASON
 
@@ -124,44 +173,81 @@ class InsertArgs(ToolArgs):
 class ReplaceSelectionArgs(ToolArgs):
     doc_id: str | None = _DOC_ID
     text: str = Field(max_length=REPLACE_MAX_CHARS, description="Replacement for the selected text.")
-    expected_text: str | None = Field(None, alias="expectedText", description="The selected text you expect (from md_get_selection); refused if different.")
+    expected_text: str | None = Field(
+        None,
+        alias="expectedText",
+        description="The selected text you expect (from md_get_selection); refused if different.",
+    )
     expected_revision: str = _REVISION
     reason: str = _REASON
 
 
 class ReplaceTextArgs(ToolArgs):
     doc_id: str | None = _DOC_ID
-    old_text: str = Field(alias="oldText", min_length=1, max_length=REPLACE_MAX_CHARS, description="Exact text to find (whitespace included).")
+    old_text: str = Field(
+        alias="oldText",
+        min_length=1,
+        max_length=REPLACE_MAX_CHARS,
+        description="Exact text to find (whitespace included).",
+    )
     new_text: str = Field(alias="newText", max_length=REPLACE_MAX_CHARS, description="Replacement.")
-    expected_occurrences: int = Field(1, alias="expectedOccurrences", ge=1, le=10_000, description="How many times oldText occurs; all are replaced, and a different count is refused.")
+    expected_occurrences: int = Field(
+        1,
+        alias="expectedOccurrences",
+        ge=1,
+        le=10_000,
+        description="How many times oldText occurs; all are replaced, and a different count is refused.",
+    )
     expected_revision: str = _REVISION
     reason: str = _REASON
 
 
 class PatchSectionArgs(ToolArgs):
     doc_id: str | None = _DOC_ID
-    heading_path: str = Field(alias="headingPath", min_length=1, max_length=2000, description="E.g. 'Intro > Setup' (see md_get_document_outline).")
-    operation: Literal["replace", "append", "prepend"] = Field(description="replace the section's body (under the heading, subsections included), append at its end, or prepend right under the heading.")
+    heading_path: str = Field(
+        alias="headingPath",
+        min_length=1,
+        max_length=2000,
+        description="E.g. 'Intro > Setup' (see md_get_document_outline).",
+    )
+    operation: Literal["replace", "append", "prepend"] = Field(
+        description="replace the section's body (under the heading, subsections included), append at its end, or prepend right under the heading."
+    )
     content: str = Field(max_length=REPLACE_MAX_CHARS, description="Markdown to put there.")
     expected_revision: str = _REVISION
     reason: str = _REASON
 
 
 class OpenArgs(ToolArgs):
-    path: str = Field(min_length=1, max_length=4096, description="Path of a .md/.markdown/.mdown/.txt file, relative to the workspace folder or absolute.")
-    encoding_name: str | None = Field(None, alias="encodingName", description="Text encoding (default utf-8).")
+    path: str = Field(
+        min_length=1,
+        max_length=4096,
+        description="Path of a .md/.markdown/.mdown/.txt file, relative to the workspace folder or absolute.",
+    )
+    encoding_name: str | None = Field(
+        None, alias="encodingName", description="Text encoding (default utf-8)."
+    )
 
 
 class SaveAsArgs(ToolArgs):
     doc_id: str | None = _DOC_ID
-    path: str = Field(min_length=1, max_length=4096, description="New file path inside the workspace (.md/.markdown/.mdown/.txt).")
+    path: str = Field(
+        min_length=1,
+        max_length=4096,
+        description="New file path inside the workspace (.md/.markdown/.mdown/.txt).",
+    )
     overwrite: bool = Field(False, description="Replace an existing file (asks the person, shows the diff).")
 
 
 class ExportArgs(ToolArgs):
     doc_id: str | None = _DOC_ID
     format: Literal["HTML", "PDF", "PNG", "Word"] = Field(description="Export format.")
-    file_name: str | None = Field(None, alias="fileName", max_length=255, description="File name in the document's folder; default: the document's name with the format's extension (a free name is chosen, nothing is overwritten).")
+    file_name: str | None = Field(
+        None,
+        alias="fileName",
+        max_length=255,
+        description="File name in the document's folder; default: the document's name with the format's extension (a free name is chosen, nothing is overwritten).",
+    )
 
 
 class CopyRichHtmlArgs(ToolArgs):
@@ -192,8 +278,11 @@ def _require_current(service: MarkdownService, doc_id: str | None, revision: str
 def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
     """The document tools of the markdown kind (the md-ui engineer's `markdown_ui_tools` adds `md_ui_*`)."""
 
-    def audited(name: str, fn: Callable[[CallContext, Any], Awaitable[dict[str, Any]]],
-                target_of: Callable[[Any], str | None] | None = None):
+    def audited(
+        name: str,
+        fn: Callable[[CallContext, Any], Awaitable[dict[str, Any]]],
+        target_of: Callable[[Any], str | None] | None = None,
+    ):
         async def handler(ctx: CallContext, args: Any) -> dict[str, Any]:
             started = time.perf_counter()
             LAST_APPROVAL.set(None)
@@ -212,14 +301,22 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
             finally:
                 target = ""
                 try:
-                    target = (target_of(args) if target_of else None) or service._target(service.get(getattr(args, "doc_id", None)))
+                    target = (target_of(args) if target_of else None) or service._target(
+                        service.get(getattr(args, "doc_id", None))
+                    )
                 except BridgeError:
                     target = getattr(args, "doc_id", None) or ""
                 decision = LAST_APPROVAL.get()
-                service.audit.record(ctx, name, target, approved=None if decision is None else decision.approved,
-                                     error=error,
-                                     duration_ms=(time.perf_counter() - started) * 1000,
-                                     arg_names=args.model_dump(by_alias=True, exclude_none=True).keys())
+                service.audit.record(
+                    ctx,
+                    name,
+                    target,
+                    approved=None if decision is None else decision.approved,
+                    error=error,
+                    duration_ms=(time.perf_counter() - started) * 1000,
+                    arg_names=args.model_dump(by_alias=True, exclude_none=True).keys(),
+                )
+
         return handler
 
     # -- reads ------------------------------------------------------------------------------------------
@@ -251,8 +348,14 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
         start = int(args.cursor) if args.cursor and args.cursor.isdigit() else 0
         page = wanted[start : start + args.limit]
         more = start + args.limit < len(wanted)
-        return {"docId": doc.doc_id, "revision": f"{version}-{doc.epoch}", "items": [h.to_dict() for h in page],
-                "total": len(wanted), "truncated": more, "nextCursor": str(start + args.limit) if more else None}
+        return {
+            "docId": doc.doc_id,
+            "revision": f"{version}-{doc.epoch}",
+            "items": [h.to_dict() for h in page],
+            "total": len(wanted),
+            "truncated": more,
+            "nextCursor": str(start + args.limit) if more else None,
+        }
 
     async def read_section(ctx: CallContext, args: ReadSectionArgs) -> dict[str, Any]:
         doc = service.get(args.doc_id)
@@ -260,8 +363,9 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
         text, version, offsets = doc.collab.snapshot_with_offsets()
         # if an update landed between the two reads, find_section outlines this text itself
         section = find_section(text, args.heading_path, heads if outline_version == version else None)
-        page = read_lines(text, section.heading.line, section.heading.end_line, max_bytes=args.max_bytes,
-                          offsets=offsets)
+        page = read_lines(
+            text, section.heading.line, section.heading.end_line, max_bytes=args.max_bytes, offsets=offsets
+        )
         return {
             "docId": doc.doc_id,
             "revision": f"{version}-{doc.epoch}",
@@ -285,7 +389,10 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
         return {
             "documents": service.list_open(),
             "currentDocId": service.current_id,
-            "files": [{"path": service.workspace.relative(p), "open": service.find_open(p) is not None} for p in page],
+            "files": [
+                {"path": service.workspace.relative(p), "open": service.find_open(p) is not None}
+                for p in page
+            ],
             "nextCursor": str(start + args.limit) if more else None,
             "scope": service.workspace.scope.value,
         }
@@ -297,7 +404,12 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
         truncated = len(raw) > HTML_MAX_BYTES
         if truncated:
             html = raw[:HTML_MAX_BYTES].decode("utf-8", "ignore")
-        return {"docId": doc.doc_id, "revision": f"{version}-{doc.epoch}", "html": html, "truncated": truncated}
+        return {
+            "docId": doc.doc_id,
+            "revision": f"{version}-{doc.epoch}",
+            "html": html,
+            "truncated": truncated,
+        }
 
     async def get_app_status(ctx: CallContext, args: NoArgs) -> dict[str, Any]:
         return service.status()
@@ -313,8 +425,14 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
         query = Query(args.query, args.regex, args.case_sensitive, args.whole_word)
         files = service.workspace.iter_documents()
         # an untitled open document is searched too
-        result = search_files(files, query, live_text=live, relative=service.workspace.relative,
-                              cursor=args.cursor, limit=args.limit)
+        result = search_files(
+            files,
+            query,
+            live_text=live,
+            relative=service.workspace.relative,
+            cursor=args.cursor,
+            limit=args.limit,
+        )
         result["scope"] = service.workspace.scope.value
         return result
 
@@ -334,8 +452,14 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
         while suffix < limit - prefix and old[len(old) - 1 - suffix] == text[len(text) - 1 - suffix]:
             suffix += 1
         edits = [] if old == text else [Edit(prefix, len(old) - suffix, text[prefix : len(text) - suffix])]
-        return await service.apply_edits(args.doc_id, edits, ctx=ctx, tool="md_replace_current_document",
-                                         base_version=doc.version, summary=args.reason or "replace the whole document")
+        return await service.apply_edits(
+            args.doc_id,
+            edits,
+            ctx=ctx,
+            tool="md_replace_current_document",
+            base_version=doc.version,
+            summary=args.reason or "replace the whole document",
+        )
 
     async def apply_text_edit(ctx: CallContext, args: TextEditArgs) -> dict[str, Any]:
         doc = service.get(args.doc_id)
@@ -343,13 +467,25 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
         if base != doc.version:
             # offsets are in the text of the expected revision: map them to now (refused if that text changed)
             return await _edit_old_revision(ctx, args, base)
-        rng = resolve_range(doc.collab.offsets, start_offset=args.start_offset, length=args.length,
-                            end_offset=args.end_offset, start_line=args.start_line, start_column=args.start_column,
-                            end_line=args.end_line, end_column=args.end_column)
+        rng = resolve_range(
+            doc.collab.offsets,
+            start_offset=args.start_offset,
+            length=args.length,
+            end_offset=args.end_offset,
+            start_line=args.start_line,
+            start_column=args.start_column,
+            end_line=args.end_line,
+            end_column=args.end_column,
+        )
         check_expected_text(doc.text, rng, args.expected_text)
-        return await service.apply_edits(args.doc_id, [Edit(rng.start, rng.end, args.replacement)], ctx=ctx,
-                                         tool="md_apply_text_edit", base_version=base,
-                                         summary=args.reason or "edit text")
+        return await service.apply_edits(
+            args.doc_id,
+            [Edit(rng.start, rng.end, args.replacement)],
+            ctx=ctx,
+            tool="md_apply_text_edit",
+            base_version=base,
+            summary=args.reason or "edit text",
+        )
 
     async def _edit_old_revision(ctx: CallContext, args: TextEditArgs, base: int) -> dict[str, Any]:
         if args.start_offset is None:
@@ -361,8 +497,10 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
         start = args.start_offset
         end = args.end_offset if args.end_offset is not None else start + (args.length or 0)
         if end - start != len(args.expected_text):
-            raise BridgeError(ErrorCode.EXPECTED_TEXT_MISMATCH,
-                              f"the range has {end - start} code points but expectedText has {len(args.expected_text)}")
+            raise BridgeError(
+                ErrorCode.EXPECTED_TEXT_MISMATCH,
+                f"the range has {end - start} code points but expectedText has {len(args.expected_text)}",
+            )
         # service.apply_edits maps the range through later updates and refuses it if any touched it; the
         # text inside an untouched range is the text it had at `base`, which must be expectedText.
         doc = service.get(args.doc_id)
@@ -370,12 +508,21 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
         for edits in doc.collab.edits_since(base):
             mapped = map_range(mapped[0], mapped[1], edits)
             if mapped is None:
-                raise service._stale(doc, min(start, len(doc.text)), min(end, len(doc.text)),
-                                     "the text at this range changed since your revision")
+                raise service._stale(
+                    doc,
+                    min(start, len(doc.text)),
+                    min(end, len(doc.text)),
+                    "the text at this range changed since your revision",
+                )
         check_expected_text(doc.text, Range(*mapped), args.expected_text)
-        return await service.apply_edits(args.doc_id, [Edit(mapped[0], mapped[1], args.replacement)], ctx=ctx,
-                                         tool="md_apply_text_edit", base_version=doc.version,
-                                         summary=args.reason or "edit text")
+        return await service.apply_edits(
+            args.doc_id,
+            [Edit(mapped[0], mapped[1], args.replacement)],
+            ctx=ctx,
+            tool="md_apply_text_edit",
+            base_version=doc.version,
+            summary=args.reason or "edit text",
+        )
 
     async def insert_text(ctx: CallContext, args: InsertArgs) -> dict[str, Any]:
         doc = service.get(args.doc_id)
@@ -383,41 +530,66 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
         if args.offset is not None:
             at = args.offset
             length_then = len(doc.text) - sum(
-                len(e.insert) - (e.end - e.start) for edits in doc.collab.edits_since(base) for e in edits)
+                len(e.insert) - (e.end - e.start) for edits in doc.collab.edits_since(base) for e in edits
+            )
             if at > length_then:
-                raise BridgeError(ErrorCode.INVALID_ARGUMENT,
-                                  f"offset {at} is past the end of the document at that revision ({length_then})")
+                raise BridgeError(
+                    ErrorCode.INVALID_ARGUMENT,
+                    f"offset {at} is past the end of the document at that revision ({length_then})",
+                )
         elif args.line is not None:
             _require_current(service, args.doc_id, args.expected_revision)
             at = doc.collab.offsets.line_col_to_cp(args.line, args.column or 1)
         else:
             sel = doc.current_selection()
             if sel is None:
-                raise BridgeError(ErrorCode.INVALID_ARGUMENT,
-                                  "no offset given and the editor has not reported a cursor; pass offset or line")
+                raise BridgeError(
+                    ErrorCode.INVALID_ARGUMENT,
+                    "no offset given and the editor has not reported a cursor; pass offset or line",
+                )
             at, base = sel[0], doc.version
-        return await service.apply_edits(args.doc_id, [Edit(at, at, args.text)], ctx=ctx, tool="md_insert_text",
-                                         base_version=base, summary=args.reason or "insert text")
+        return await service.apply_edits(
+            args.doc_id,
+            [Edit(at, at, args.text)],
+            ctx=ctx,
+            tool="md_insert_text",
+            base_version=base,
+            summary=args.reason or "insert text",
+        )
 
     async def replace_selection(ctx: CallContext, args: ReplaceSelectionArgs) -> dict[str, Any]:
         _require_current(service, args.doc_id, args.expected_revision)
         doc = service.get(args.doc_id)
         sel = doc.current_selection()
         if sel is None:
-            raise BridgeError(ErrorCode.NOT_FOUND, "the editor has not reported a selection for this document",
-                              hint="Ask the person to select the text in the editor, then call md_get_selection.")
+            raise BridgeError(
+                ErrorCode.NOT_FOUND,
+                "the editor has not reported a selection for this document",
+                hint="Ask the person to select the text in the editor, then call md_get_selection.",
+            )
         check_expected_text(doc.text, Range(*sel), args.expected_text)
-        return await service.apply_edits(args.doc_id, [Edit(sel[0], sel[1], args.text)], ctx=ctx,
-                                         tool="md_replace_selection", base_version=doc.version,
-                                         summary=args.reason or "replace the selection")
+        return await service.apply_edits(
+            args.doc_id,
+            [Edit(sel[0], sel[1], args.text)],
+            ctx=ctx,
+            tool="md_replace_selection",
+            base_version=doc.version,
+            summary=args.reason or "replace the selection",
+        )
 
     async def replace_text(ctx: CallContext, args: ReplaceTextArgs) -> dict[str, Any]:
         _require_current(service, args.doc_id, args.expected_revision)
         doc = service.get(args.doc_id)
         text, version = doc.collab.snapshot()
         edits = replace_text_edits(text, args.old_text, args.new_text, args.expected_occurrences)
-        result = await service.apply_edits(args.doc_id, edits, ctx=ctx, tool="md_replace_text", base_version=version,
-                                           summary=args.reason or f"replace {len(edits)} occurrence(s)")
+        result = await service.apply_edits(
+            args.doc_id,
+            edits,
+            ctx=ctx,
+            tool="md_replace_text",
+            base_version=version,
+            summary=args.reason or f"replace {len(edits)} occurrence(s)",
+        )
         result["replacedOccurrences"] = len(edits)
         return result
 
@@ -427,8 +599,13 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
         text, version = doc.collab.snapshot()
         section, edit = patch_section_edit(text, args.heading_path, args.operation, args.content)
         result = await service.apply_edits(
-            args.doc_id, [edit], ctx=ctx, tool="md_patch_section", base_version=version,
-            summary=args.reason or f"{args.operation} section '{' > '.join(section.heading.path)}'")
+            args.doc_id,
+            [edit],
+            ctx=ctx,
+            tool="md_patch_section",
+            base_version=version,
+            summary=args.reason or f"{args.operation} section '{' > '.join(section.heading.path)}'",
+        )
         result["section"] = section.heading.to_dict()
         return result
 
@@ -441,95 +618,233 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
         return await service.save(args.doc_id, ctx=ctx, tool="md_save_current_document")
 
     async def save_as(ctx: CallContext, args: SaveAsArgs) -> dict[str, Any]:
-        return await service.save_as(args.doc_id, args.path, overwrite=args.overwrite, ctx=ctx,
-                                     tool="md_save_current_document_as")
+        return await service.save_as(
+            args.doc_id, args.path, overwrite=args.overwrite, ctx=ctx, tool="md_save_current_document_as"
+        )
 
     # -- export -----------------------------------------------------------------------------------------
 
     async def export_document(ctx: CallContext, args: ExportArgs) -> dict[str, Any]:
-        return await export_mod.export_to_workspace(service, args.doc_id, args.format, args.file_name, ctx=ctx,
-                                                    tool="md_ui_export_current_document")
+        return await export_mod.export_to_workspace(
+            service, args.doc_id, args.format, args.file_name, ctx=ctx, tool="md_ui_export_current_document"
+        )
 
     async def copy_rich_html(ctx: CallContext, args: CopyRichHtmlArgs) -> dict[str, Any]:
-        return await export_mod.copy_rich_html(service, args.doc_id, args.target, ctx=ctx,
-                                               tool="md_ui_copy_rendered_html")
+        return await export_mod.copy_rich_html(
+            service, args.doc_id, args.target, ctx=ctx, tool="md_ui_copy_rendered_html"
+        )
 
-    def spec(name: str, title: str, description: str, args: type[ToolArgs], fn: Any, *, read_only: bool = False,
-             destructive: bool = False, idempotent: bool = False, vex: str | None = None,
-             target_of: Callable[[Any], str | None] | None = None) -> ToolSpec:
-        return ToolSpec(name, title, description, args, audited(name, fn, target_of), read_only=read_only,
-                        destructive=destructive, idempotent=idempotent or read_only,
-                        aliases=_aliases(vex) if vex else ())
+    def spec(
+        name: str,
+        title: str,
+        description: str,
+        args: type[ToolArgs],
+        fn: Any,
+        *,
+        read_only: bool = False,
+        destructive: bool = False,
+        idempotent: bool = False,
+        vex: str | None = None,
+        target_of: Callable[[Any], str | None] | None = None,
+    ) -> ToolSpec:
+        return ToolSpec(
+            name,
+            title,
+            description,
+            args,
+            audited(name, fn, target_of),
+            read_only=read_only,
+            destructive=destructive,
+            idempotent=idempotent or read_only,
+            aliases=_aliases(vex) if vex else (),
+        )
 
     return [
-        spec("md_get_current_document", "Read the current document",
-             "The Markdown text (paginated by lines, capped in bytes) with docId, revision, dirty flag and "
-             "encoding. Pass the revision back as expectedRevision when you edit.",
-             ReadDocumentArgs, get_current_document, read_only=True, vex="get_current_document"),
-        spec("md_get_document_outline", "Outline of a document",
-             "Headings with level, title, line, endLine and the heading path to use with md_read_section and "
-             "md_patch_section; paginated (nextCursor), maxLevel filters.", OutlineArgs, get_outline,
-             read_only=True, vex="get_document_outline"),
-        spec("md_read_section", "Read one section",
-             "The text of the section under a heading path (heading line to the next heading of the same or "
-             "higher level), with its line range.", ReadSectionArgs, read_section, read_only=True),
-        spec("md_get_selection", "The person's selection",
-             "The text the person has selected in the editor, its code-point offset and length.",
-             DocArgs, get_selection, read_only=True, vex="get_selection"),
-        spec("md_list_open_documents", "List documents",
-             "Open documents (docId, path, dirty, revision) and a page of the Markdown files in scope.",
-             ListArgs, list_open_documents, read_only=True, vex="list_open_documents"),
-        spec("md_get_rendered_html", "Rendered HTML",
-             "The document rendered to HTML by the same renderer as the preview (math as KaTeX-ready markup).",
-             HtmlArgs, get_rendered_html, read_only=True, vex="get_rendered_html"),
-        spec("md_get_app_status", "Editor status",
-             "Version, workspace, scope, current file and whether it is dirty, theme and typography.",
-             NoArgs, get_app_status, read_only=True, vex="get_app_status"),
-        spec("md_get_operation_audit", "Recent MCP operations",
-             "The last 100 markdown tool calls: time, client, tool, target, approval, outcome (never content).",
-             AuditArgs, get_operation_audit, read_only=True, vex="get_operation_audit"),
-        spec("md_search", "Search the documents in scope",
-             "Find text (or a regex) across the Markdown files in the access scope, open documents in their "
-             "unsaved state; paginated with nextCursor.", SearchArgs, search, read_only=True,
-             target_of=lambda a: a.query[:80]),
-        spec("md_replace_current_document", "Replace the whole document",
-             "Replace the entire text (asks the person, with a diff). Prefer md_replace_text or md_patch_section "
-             "for local changes.", ReplaceDocumentArgs, replace_document, destructive=True,
-             vex="replace_current_document"),
-        spec("md_apply_text_edit", "Edit a range",
-             "Replace the text in a range given by code-point offsets (startOffset + length/endOffset) or "
-             "line/column; expectedText must equal the current text there.", TextEditArgs, apply_text_edit,
-             destructive=True, vex="apply_text_edit"),
-        spec("md_insert_text", "Insert text",
-             "Insert at a code-point offset, a line/column, or the person's cursor.", InsertArgs, insert_text,
-             vex="insert_text"),
-        spec("md_replace_selection", "Replace the selection",
-             "Replace the text the person has selected (optionally checking it is expectedText).",
-             ReplaceSelectionArgs, replace_selection, destructive=True, vex="replace_selection"),
-        spec("md_replace_text", "Replace exact text",
-             "Replace every occurrence of oldText (exact, whitespace included) with newText when it occurs "
-             "exactly expectedOccurrences times; otherwise says how often it occurs or where the nearest "
-             "near-miss is.", ReplaceTextArgs, replace_text, destructive=True),
-        spec("md_patch_section", "Patch a section",
-             "Replace, append to, or prepend to the section under a heading path such as 'Intro > Setup'.",
-             PatchSectionArgs, patch_section, destructive=True),
-        spec("md_open_document", "Open a document",
-             "Open a .md/.markdown/.mdown/.txt file in the access scope (outside it: asks the person).",
-             OpenArgs, open_document, vex="open_document", target_of=lambda a: a.path),
-        spec("md_save_current_document", "Save",
-             "Save the document to its file (no approval needed). Refused with SOURCE_CHANGED if another "
-             "program changed the file.", DocArgs, save, idempotent=True, vex="save_current_document"),
-        spec("md_save_current_document_as", "Save as",
-             "Save to a new path in scope; an existing file needs overwrite true and the person's approval.",
-             SaveAsArgs, save_as, vex="save_current_document_as", target_of=lambda a: a.path),
-        spec("md_ui_export_current_document", "Export",
-             "Export as HTML (self-contained), PDF, PNG or Word into the document's folder under a free name "
-             "(asks the person; never overwrites).", ExportArgs, export_document,
-             vex="ui_export_current_document"),
-        spec("md_ui_copy_rendered_html", "Copy rich HTML for a platform",
-             "Style the rendered document for WeChat, Zhihu or Juejin (inline styles) and put it on the "
-             "person's clipboard through the editor (asks the person first).", CopyRichHtmlArgs,
-             copy_rich_html, vex="ui_copy_rendered_html"),
+        spec(
+            "md_get_current_document",
+            "Read the current document",
+            "The Markdown text (paginated by lines, capped in bytes) with docId, revision, dirty flag and "
+            "encoding. Pass the revision back as expectedRevision when you edit.",
+            ReadDocumentArgs,
+            get_current_document,
+            read_only=True,
+            vex="get_current_document",
+        ),
+        spec(
+            "md_get_document_outline",
+            "Outline of a document",
+            "Headings with level, title, line, endLine and the heading path to use with md_read_section and "
+            "md_patch_section; paginated (nextCursor), maxLevel filters.",
+            OutlineArgs,
+            get_outline,
+            read_only=True,
+            vex="get_document_outline",
+        ),
+        spec(
+            "md_read_section",
+            "Read one section",
+            "The text of the section under a heading path (heading line to the next heading of the same or "
+            "higher level), with its line range.",
+            ReadSectionArgs,
+            read_section,
+            read_only=True,
+        ),
+        spec(
+            "md_get_selection",
+            "The person's selection",
+            "The text the person has selected in the editor, its code-point offset and length.",
+            DocArgs,
+            get_selection,
+            read_only=True,
+            vex="get_selection",
+        ),
+        spec(
+            "md_list_open_documents",
+            "List documents",
+            "Open documents (docId, path, dirty, revision) and a page of the Markdown files in scope.",
+            ListArgs,
+            list_open_documents,
+            read_only=True,
+            vex="list_open_documents",
+        ),
+        spec(
+            "md_get_rendered_html",
+            "Rendered HTML",
+            "The document rendered to HTML by the same renderer as the preview (math as KaTeX-ready markup).",
+            HtmlArgs,
+            get_rendered_html,
+            read_only=True,
+            vex="get_rendered_html",
+        ),
+        spec(
+            "md_get_app_status",
+            "Editor status",
+            "Version, workspace, scope, current file and whether it is dirty, theme and typography.",
+            NoArgs,
+            get_app_status,
+            read_only=True,
+            vex="get_app_status",
+        ),
+        spec(
+            "md_get_operation_audit",
+            "Recent MCP operations",
+            "The last 100 markdown tool calls: time, client, tool, target, approval, outcome (never content).",
+            AuditArgs,
+            get_operation_audit,
+            read_only=True,
+            vex="get_operation_audit",
+        ),
+        spec(
+            "md_search",
+            "Search the documents in scope",
+            "Find text (or a regex) across the Markdown files in the access scope, open documents in their "
+            "unsaved state; paginated with nextCursor.",
+            SearchArgs,
+            search,
+            read_only=True,
+            target_of=lambda a: a.query[:80],
+        ),
+        spec(
+            "md_replace_current_document",
+            "Replace the whole document",
+            "Replace the entire text (asks the person, with a diff). Prefer md_replace_text or md_patch_section "
+            "for local changes.",
+            ReplaceDocumentArgs,
+            replace_document,
+            destructive=True,
+            vex="replace_current_document",
+        ),
+        spec(
+            "md_apply_text_edit",
+            "Edit a range",
+            "Replace the text in a range given by code-point offsets (startOffset + length/endOffset) or "
+            "line/column; expectedText must equal the current text there.",
+            TextEditArgs,
+            apply_text_edit,
+            destructive=True,
+            vex="apply_text_edit",
+        ),
+        spec(
+            "md_insert_text",
+            "Insert text",
+            "Insert at a code-point offset, a line/column, or the person's cursor.",
+            InsertArgs,
+            insert_text,
+            vex="insert_text",
+        ),
+        spec(
+            "md_replace_selection",
+            "Replace the selection",
+            "Replace the text the person has selected (optionally checking it is expectedText).",
+            ReplaceSelectionArgs,
+            replace_selection,
+            destructive=True,
+            vex="replace_selection",
+        ),
+        spec(
+            "md_replace_text",
+            "Replace exact text",
+            "Replace every occurrence of oldText (exact, whitespace included) with newText when it occurs "
+            "exactly expectedOccurrences times; otherwise says how often it occurs or where the nearest "
+            "near-miss is.",
+            ReplaceTextArgs,
+            replace_text,
+            destructive=True,
+        ),
+        spec(
+            "md_patch_section",
+            "Patch a section",
+            "Replace, append to, or prepend to the section under a heading path such as 'Intro > Setup'.",
+            PatchSectionArgs,
+            patch_section,
+            destructive=True,
+        ),
+        spec(
+            "md_open_document",
+            "Open a document",
+            "Open a .md/.markdown/.mdown/.txt file in the access scope (outside it: asks the person).",
+            OpenArgs,
+            open_document,
+            vex="open_document",
+            target_of=lambda a: a.path,
+        ),
+        spec(
+            "md_save_current_document",
+            "Save",
+            "Save the document to its file (no approval needed). Refused with SOURCE_CHANGED if another "
+            "program changed the file.",
+            DocArgs,
+            save,
+            idempotent=True,
+            vex="save_current_document",
+        ),
+        spec(
+            "md_save_current_document_as",
+            "Save as",
+            "Save to a new path in scope; an existing file needs overwrite true and the person's approval.",
+            SaveAsArgs,
+            save_as,
+            vex="save_current_document_as",
+            target_of=lambda a: a.path,
+        ),
+        spec(
+            "md_ui_export_current_document",
+            "Export",
+            "Export as HTML (self-contained), PDF, PNG or Word into the document's folder under a free name "
+            "(asks the person; never overwrites).",
+            ExportArgs,
+            export_document,
+            vex="ui_export_current_document",
+        ),
+        spec(
+            "md_ui_copy_rendered_html",
+            "Copy rich HTML for a platform",
+            "Style the rendered document for WeChat, Zhihu or Juejin (inline styles) and put it on the "
+            "person's clipboard through the editor (asks the person first).",
+            CopyRichHtmlArgs,
+            copy_rich_html,
+            vex="ui_copy_rendered_html",
+        ),
     ]
 
 

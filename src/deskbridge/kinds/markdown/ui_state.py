@@ -151,7 +151,9 @@ def save_state(path: Path, state: Mapping[str, Any]) -> None:
 
     data = {k: v for k, v in state.items() if k != "revision"}
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode("utf-8"), new_file_mode=0o600)
+    atomic_write(
+        path, (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode("utf-8"), new_file_mode=0o600
+    )
 
 
 class UiState:
@@ -178,11 +180,16 @@ class UiState:
             self._state.update(self._validated(initial))
 
     @classmethod
-    def persistent(cls, path: Path, events: EventSink | None = None,
-                   editor_open: Callable[[], bool] | None = None) -> UiState:
+    def persistent(
+        cls, path: Path, events: EventSink | None = None, editor_open: Callable[[], bool] | None = None
+    ) -> UiState:
         """A UiState that starts from the file at `path` and writes every change back to it."""
-        return cls(events=events, initial=load_saved_state(path), on_change=lambda state: save_state(path, state),
-                   editor_open=editor_open)
+        return cls(
+            events=events,
+            initial=load_saved_state(path),
+            on_change=lambda state: save_state(path, state),
+            editor_open=editor_open,
+        )
 
     # -- reading -----------------------------------------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:
@@ -280,7 +287,9 @@ class UiState:
                 clean[key] = pick(value, allowed, what)
             elif key in switches:
                 if not isinstance(value, bool):
-                    raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"{key} must be true or false, got {value!r}")
+                    raise BridgeError(
+                        ErrorCode.INVALID_ARGUMENT, f"{key} must be true or false, got {value!r}"
+                    )
                 clean[key] = value
             elif key == "revision":
                 continue

@@ -34,7 +34,9 @@ class SetThemeArgs(ToolArgs):
 
 
 class SetTypographyArgs(ToolArgs):
-    typography_key: str = _choice("typographyKey", TYPOGRAPHIES, "Typography theme of the preview and exports.")
+    typography_key: str = _choice(
+        "typographyKey", TYPOGRAPHIES, "Typography theme of the preview and exports."
+    )
 
 
 class SetLanguageArgs(ToolArgs):
@@ -43,7 +45,9 @@ class SetLanguageArgs(ToolArgs):
 
 class SetLayoutArgs(ToolArgs):
     sidebar_visible: bool | None = Field(None, alias="sidebarVisible", description="Show the sidebar.")
-    status_bar_visible: bool | None = Field(None, alias="statusBarVisible", description="Show the status bar.")
+    status_bar_visible: bool | None = Field(
+        None, alias="statusBarVisible", description="Show the status bar."
+    )
     preview_visible: bool | None = Field(None, alias="previewVisible", description="Show the preview pane.")
     source_mode: bool | None = Field(None, alias="sourceMode", description="Show the Markdown source pane.")
     line_numbers_visible: bool | None = Field(

@@ -49,8 +49,15 @@ BLOCK_SEARCH_MAX_LINES: Final = 400
 """How far a window edge moves to reach a blank line (so a paragraph, list or table is not cut)."""
 
 ASSET_TYPES: Final = {
-    ".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".gif": "image/gif", ".webp": "image/webp",
-    ".svg": "image/svg+xml", ".bmp": "image/bmp", ".avif": "image/avif", ".ico": "image/x-icon",
+    ".png": "image/png",
+    ".jpg": "image/jpeg",
+    ".jpeg": "image/jpeg",
+    ".gif": "image/gif",
+    ".webp": "image/webp",
+    ".svg": "image/svg+xml",
+    ".bmp": "image/bmp",
+    ".avif": "image/avif",
+    ".ico": "image/x-icon",
 }
 """Files the preview may load from the document's folder (images only)."""
 
@@ -64,6 +71,7 @@ EXPORT_FORMATS: Final = {
     "docx": ("Word", "application/vnd.openxmlformats-officedocument.wordprocessingml.document"),
 }
 """The browser's format names → export.py's format names and the download's media type."""
+
 
 def _int_arg(value: Any, name: str, *, minimum: int = 0) -> int:
     if isinstance(value, bool):
@@ -82,7 +90,9 @@ def _str_arg(body: dict[str, Any], name: str, *, required: bool = True, max_len:
     if value is None and not required:
         return None
     if not isinstance(value, str) or (required and not value) or len(value) > max_len:
-        raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"{name} must be a non-empty string of ≤ {max_len} characters")
+        raise BridgeError(
+            ErrorCode.INVALID_ARGUMENT, f"{name} must be a non-empty string of ≤ {max_len} characters"
+        )
     return value
 
 
@@ -190,7 +200,9 @@ def markdown_routes(service: Any, ui_state: UiState | None = None) -> list[Route
             wait = float(request.query_params.get("wait", PULL_WAIT_MAX_S))
         except ValueError:
             raise BridgeError(ErrorCode.INVALID_ARGUMENT, "wait must be a number of seconds") from None
-        return await service.pull(request.path_params["doc_id"], version, max(0.0, min(wait, PULL_WAIT_MAX_S)))
+        return await service.pull(
+            request.path_params["doc_id"], version, max(0.0, min(wait, PULL_WAIT_MAX_S))
+        )
 
     async def preview(request: Request) -> Any:
         doc = service.get(request.path_params["doc_id"])
@@ -225,19 +237,30 @@ def markdown_routes(service: Any, ui_state: UiState | None = None) -> list[Route
         raw = request.path_params["path"]  # already percent-decoded by the server
         media_type = ASSET_TYPES.get(Path(raw).suffix.lower())
         if media_type is None:
-            raise BridgeError(ErrorCode.ACCESS_DENIED, f"'{Path(raw).name}' is not an image the preview may show",
-                              data={"allowed": sorted(ASSET_TYPES)})
+            raise BridgeError(
+                ErrorCode.ACCESS_DENIED,
+                f"'{Path(raw).name}' is not an image the preview may show",
+                data={"allowed": sorted(ASSET_TYPES)},
+            )
         folder = doc.path.parent
         root = service.workspace.root
         roots = [folder, root] if folder.is_relative_to(root) else [folder]
         path = resolve_path(raw, roots, must_exist=True)
         size = path.stat().st_size
         if size > ASSET_MAX_BYTES:
-            raise BridgeError(ErrorCode.LIMIT_EXCEEDED, f"'{path.name}' is {size} bytes; the preview shows images "
-                              f"up to {ASSET_MAX_BYTES} bytes")
-        return FileResponse(path, media_type=media_type, headers={
-            "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; img-src data:",
-            "X-Content-Type-Options": "nosniff", "Cache-Control": "no-cache"})
+            raise BridgeError(
+                ErrorCode.LIMIT_EXCEEDED,
+                f"'{path.name}' is {size} bytes; the preview shows images up to {ASSET_MAX_BYTES} bytes",
+            )
+        return FileResponse(
+            path,
+            media_type=media_type,
+            headers={
+                "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; img-src data:",
+                "X-Content-Type-Options": "nosniff",
+                "Cache-Control": "no-cache",
+            },
+        )
 
     async def selection(request: Request) -> Any:
         body = await json_body(request)
@@ -245,7 +268,10 @@ def markdown_routes(service: Any, ui_state: UiState | None = None) -> list[Route
         head = _int_arg(body.get("head", anchor), "head")
         version = body.get("version")
         service.report_selection(
-            request.path_params["doc_id"], anchor, head, None if version is None else _int_arg(version, "version")
+            request.path_params["doc_id"],
+            anchor,
+            head,
+            None if version is None else _int_arg(version, "version"),
         )
         return {"ok": True}
 
@@ -264,8 +290,13 @@ def markdown_routes(service: Any, ui_state: UiState | None = None) -> list[Route
         fmt = _choice(request.query_params.get("format"), tuple(EXPORT_FORMATS), "format")
         name, media_type = EXPORT_FORMATS[fmt]
         stem = Path(doc.name).stem or "document"
-        data = await export_bytes(name, doc.text, title=stem, base_dir=doc.path.parent if doc.path else None,
-                                  typography=state.snapshot()["typography"])
+        data = await export_bytes(
+            name,
+            doc.text,
+            title=stem,
+            base_dir=doc.path.parent if doc.path else None,
+            typography=state.snapshot()["typography"],
+        )
         filename = f"{stem}{FORMATS[name]}"
         # RFC 6266 / 5987: an ASCII fallback plus the UTF-8 name, so 中文.md exports keep their name.
         ascii_name = filename.encode("ascii", "replace").decode().replace("?", "_").replace('"', "_")
@@ -277,15 +308,23 @@ def markdown_routes(service: Any, ui_state: UiState | None = None) -> list[Route
         doc = service.get(request.path_params["doc_id"])
         target = _choice(request.query_params.get("target", "wechat"), RICH_TARGETS, "target")
         html = await anyio.to_thread.run_sync(
-            lambda: rich_html(doc.text, target, base_dir=doc.path.parent if doc.path else None,
-                              typography=state.snapshot()["typography"]))
+            lambda: rich_html(
+                doc.text,
+                target,
+                base_dir=doc.path.parent if doc.path else None,
+                typography=state.snapshot()["typography"],
+            )
+        )
         return {"html": html, "target": target}
 
     async def approval_rules(request: Request) -> Any:
         """Which operations ask the person by default and which settings override, for the settings panel."""
         rules = service.approvals.rules
-        return {"defaults": dict(NEEDS_APPROVAL_BY_DEFAULT), "overrides": dict(rules.overrides),
-                "enabled": rules.enabled}
+        return {
+            "defaults": dict(NEEDS_APPROVAL_BY_DEFAULT),
+            "overrides": dict(rules.overrides),
+            "enabled": rules.enabled,
+        }
 
     # -- UI state and the draft barrier ------------------------------------------------------------------
     async def ui_get(request: Request) -> Any:

@@ -50,11 +50,21 @@ class MarkdownWorkspace:
         self.services = services
         self.path = path
         self.rules: ApprovalRules = approval_rules(_rules_settings(settings))
-        self.service = MarkdownService(path, scope=scope, custom_folder=custom, policy=services.approvals,
-                                       events=services.events, audit=services.audit, approval_settings=self.rules)
+        self.service = MarkdownService(
+            path,
+            scope=scope,
+            custom_folder=custom,
+            policy=services.approvals,
+            events=services.events,
+            audit=services.audit,
+            approval_settings=self.rules,
+        )
         # View settings survive a restart; the view tools answer UI_NOT_READY while no editor is open.
-        self.ui_state = UiState.persistent(services.dirs.config / UI_STATE_FILE, events=services.events,
-                                           editor_open=lambda: services.approvals.ui_attached)
+        self.ui_state = UiState.persistent(
+            services.dirs.config / UI_STATE_FILE,
+            events=services.events,
+            editor_open=lambda: services.approvals.ui_attached,
+        )
         if path.is_dir():
             # A folder opens on its front page when it has one, so the editor is never empty on arrival.
             front = next((path / n for n in FRONT_PAGES if (path / n).is_file()), None)
@@ -72,8 +82,10 @@ class MarkdownWorkspace:
         return STATIC_DIR
 
     async def start(self) -> None:
-        self._tasks = [asyncio.create_task(self._follow_settings()),
-                       asyncio.create_task(self.service.watch_disk())]
+        self._tasks = [
+            asyncio.create_task(self._follow_settings()),
+            asyncio.create_task(self.service.watch_disk()),
+        ]
 
     async def _follow_settings(self) -> None:
         with contextlib.closing(self.services.events.subscribe("settings")) as subscription:

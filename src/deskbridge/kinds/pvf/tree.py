@@ -27,8 +27,9 @@ def _safe_target(root: Path, path: str) -> Path:
     """Where an archive path lands under `root`; refuses traversal, absolute and empty components."""
     parts = path.replace("\\", "/").split("/")
     if not path or any(p in ("", ".", "..") or ":" in p or "\0" in p for p in parts):
-        raise BridgeError(ErrorCode.ACCESS_DENIED, f"archive path '{path}' cannot be extracted safely",
-                          data={"path": path})
+        raise BridgeError(
+            ErrorCode.ACCESS_DENIED, f"archive path '{path}' cannot be extracted safely", data={"path": path}
+        )
     return root.joinpath(*parts)
 
 
@@ -43,7 +44,9 @@ def _mode_of(ar: Any, path: str, data: bytes) -> str:
     return MODE_TEXT
 
 
-def extract_tree(ar: Any, out: Path, *, raw: bool = False, progress: Progress | None = None) -> dict[str, Any]:
+def extract_tree(
+    ar: Any, out: Path, *, raw: bool = False, progress: Progress | None = None
+) -> dict[str, Any]:
     """Write every file of `ar` under `out` (text where lossless, else raw) and the manifest."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -70,7 +73,10 @@ def extract_tree(ar: Any, out: Path, *, raw: bool = False, progress: Progress | 
             progress(i, len(paths))
     header = getattr(ar, "header", None)
     manifest = {
-        "version": 1, "family": ar.family, "variant": ar.variant, "encoding": ar.encoding,
+        "version": 1,
+        "family": ar.family,
+        "variant": ar.variant,
+        "encoding": ar.encoding,
         "header": header.to_dict() if header is not None and hasattr(header, "to_dict") else None,
         "files": modes,
     }
@@ -100,8 +106,15 @@ def _guess_mode(path: str, data: bytes) -> str:
     return MODE_TEXT if os.path.splitext(path)[1].lower() in TEXT_SUFFIXES else MODE_RAW
 
 
-def pack_tree(directory: Path, out: Path, *, like: Path | None = None, encoding: str | None = None,
-              keys: Any = None, progress: Progress | None = None) -> dict[str, Any]:
+def pack_tree(
+    directory: Path,
+    out: Path,
+    *,
+    like: Path | None = None,
+    encoding: str | None = None,
+    keys: Any = None,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
     """Build an archive at `out` from an extracted tree (see the module docstring)."""
     root = Path(directory)
     if not root.is_dir():
@@ -116,11 +129,16 @@ def pack_tree(directory: Path, out: Path, *, like: Path | None = None, encoding:
     family = like_ar.family if like_ar is not None else manifest.get("family", "classic")
     if family != "classic":
         if like_ar is None:
-            raise BridgeError(ErrorCode.INVALID_ARGUMENT, "packing an nkpi tree needs --like ARCHIVE "
-                              "(its variant, keys and header come from there)")
+            raise BridgeError(
+                ErrorCode.INVALID_ARGUMENT,
+                "packing an nkpi tree needs --like ARCHIVE (its variant, keys and header come from there)",
+            )
         return _pack_by_staging(root, out, like_ar, manifest, progress)
-    enc = resolve_encoding(encoding) if encoding else (
-        like_ar.encoding if like_ar is not None else manifest.get("encoding") or DEFAULT_ENCODING)
+    enc = (
+        resolve_encoding(encoding)
+        if encoding
+        else (like_ar.encoding if like_ar is not None else manifest.get("encoding") or DEFAULT_ENCODING)
+    )
     return _pack_classic(root, out, enc, like_ar, manifest, progress)
 
 
@@ -133,8 +151,9 @@ def _read_modes(root: Path, manifest: dict[str, Any]) -> list[tuple[str, str, by
     return out
 
 
-def _pack_classic(root: Path, out: Path, enc: str, like_ar: Any, manifest: dict[str, Any],
-                  progress: Progress | None) -> dict[str, Any]:
+def _pack_classic(
+    root: Path, out: Path, enc: str, like_ar: Any, manifest: dict[str, Any], progress: Progress | None
+) -> dict[str, Any]:
     from deskbridge.kinds.pvf.archive.classic import build_classic
     from deskbridge.kinds.pvf.archive.classic_text import text_encoding_for
     from deskbridge.kinds.pvf.script import classic_codec
@@ -151,7 +170,9 @@ def _pack_classic(root: Path, out: Path, enc: str, like_ar: Any, manifest: dict[
                 text = data.decode("utf-8")
                 for tok in dialect.lex(text):
                     if tok.kind is not dialect.Kind.STRING:
-                        raise dialect.syntax_error(text, tok.pos, "stringtable.bin text holds one `string` per line")
+                        raise dialect.syntax_error(
+                            text, tok.pos, "stringtable.bin text holds one `string` per line"
+                        )
                     table.append(str(tok.value))
                 table.appended = 0
                 table._original = None
@@ -164,7 +185,9 @@ def _pack_classic(root: Path, out: Path, enc: str, like_ar: Any, manifest: dict[
             continue
         try:
             if mode == MODE_SCRIPT:
-                payloads.append((rel, classic_codec.compile_text(data.decode("utf-8").lstrip("\ufeff"), table)))
+                payloads.append(
+                    (rel, classic_codec.compile_text(data.decode("utf-8").lstrip("\ufeff"), table))
+                )
             elif mode == MODE_TEXT:
                 payloads.append((rel, data.decode("utf-8").encode(text_encoding_for(rel, enc))))
             else:
@@ -198,7 +221,9 @@ def _pack_classic(root: Path, out: Path, enc: str, like_ar: Any, manifest: dict[
         try:
             for key, data in expected.items():
                 if again.read(key) != data:
-                    raise BridgeError(ErrorCode.INTERNAL, f"verify failed: '{key}' reads back different bytes")
+                    raise BridgeError(
+                        ErrorCode.INTERNAL, f"verify failed: '{key}' reads back different bytes"
+                    )
         finally:
             again.close()
 
@@ -208,8 +233,9 @@ def _pack_classic(root: Path, out: Path, enc: str, like_ar: Any, manifest: dict[
     return {"files": len(payloads), "family": "classic", "encoding": enc}
 
 
-def _pack_by_staging(root: Path, out: Path, like_ar: Any, manifest: dict[str, Any],
-                     progress: Progress | None) -> dict[str, Any]:
+def _pack_by_staging(
+    root: Path, out: Path, like_ar: Any, manifest: dict[str, Any], progress: Progress | None
+) -> dict[str, Any]:
     """Any family: stage every file of the tree onto the --like archive (deleting what the tree lacks), save a copy."""
     files = _read_modes(root, manifest)
     present = set()
@@ -230,8 +256,15 @@ def _pack_by_staging(root: Path, out: Path, like_ar: Any, manifest: dict[str, An
 
 def verify_archive(ar: Any, progress: Progress | None = None) -> dict[str, Any]:
     """Read every file; scripts/text must convert to text and back to identical bytes; classic checksums."""
-    report: dict[str, Any] = {"files": 0, "scripts": 0, "text": 0, "binary": 0,
-                              "unreadable": [], "roundtrip": [], "checksum": []}
+    report: dict[str, Any] = {
+        "files": 0,
+        "scripts": 0,
+        "text": 0,
+        "binary": 0,
+        "unreadable": [],
+        "roundtrip": [],
+        "checksum": [],
+    }
     paths = ar.paths()
     report["files"] = len(paths)
     checksums = getattr(ar, "verify_checksums", None)

@@ -44,7 +44,9 @@ def parse_babproj(data: bytes) -> list[BabStream]:
         name = el.tag.rpartition("}")[2] if isinstance(el.tag, str) else ""
         if name == "Stream" and el.get("Source"):
             streams.append(BabStream(source=el.get("Source", "")))
-        elif name == "StreamReference" and streams and el.get("ReferenceName") and el.get("ReferenceManifest"):
+        elif (
+            name == "StreamReference" and streams and el.get("ReferenceName") and el.get("ReferenceManifest")
+        ):
             streams[-1].references.append((el.get("ReferenceName", ""), el.get("ReferenceManifest", "")))
     return streams
 

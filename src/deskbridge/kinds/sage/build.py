@@ -47,8 +47,11 @@ def _no_progress(done: int, total: int, message: str) -> None:
 
 def babproj_files(project: Path, tree: CaseFoldTree) -> list[str]:
     listing = tree.listing(str(project)) or {}
-    return sorted(os.path.join(str(project), name) for name, is_dir in set(listing.values())
-                  if not is_dir and name.casefold().endswith(".babproj"))
+    return sorted(
+        os.path.join(str(project), name)
+        for name, is_dir in set(listing.values())
+        if not is_dir and name.casefold().endswith(".babproj")
+    )
 
 
 def stream_entries(project: Path, tree: CaseFoldTree) -> dict[str, str]:
@@ -69,8 +72,14 @@ def stream_entries(project: Path, tree: CaseFoldTree) -> dict[str, str]:
 class IndexBuilder:
     """Builds indexes for one project; holds the resolver and the record store between builds."""
 
-    def __init__(self, project: Path, sdk: Path | None, resolver: PathResolver, store: RecordStore,
-                 model: Callable[[], SchemaModel | None]) -> None:
+    def __init__(
+        self,
+        project: Path,
+        sdk: Path | None,
+        resolver: PathResolver,
+        store: RecordStore,
+        model: Callable[[], SchemaModel | None],
+    ) -> None:
         self.project = project
         self.sdk = sdk
         self.resolver = resolver
@@ -106,17 +115,29 @@ class IndexBuilder:
         entries = stream_entries(self.project, self.resolver.tree)
         self._read_babproj(entries)
         if not entries:
-            walk.diag("", 0, "no-entry", "error",
-                      "The project has no Data/Mod.xml and no Data/additionalmaps/mapmetadata_*.xml.")
+            walk.diag(
+                "",
+                0,
+                "no-entry",
+                "error",
+                "The project has no Data/Mod.xml and no Data/additionalmaps/mapmetadata_*.xml.",
+            )
         if self.sdk is None:
-            walk.diag("", 0, "sdk-not-configured", "info",
-                      "No mod SDK configured: vanilla includes (DATA:static.xml …) cannot be resolved. "
-                      "Pass --sdk or set DESKBRIDGE_SAGE_SDK.")
+            walk.diag(
+                "",
+                0,
+                "sdk-not-configured",
+                "info",
+                "No mod SDK configured: vanilla includes (DATA:static.xml …) cannot be resolved. "
+                "Pass --sdk or set DESKBRIDGE_SAGE_SDK.",
+            )
         for stream, entry in entries.items():
             walk.stream(stream, entry)
         t_walk = time.perf_counter()
         index = SageIndex(
-            project=self.project, sdk=self.sdk, build_id=build_id,
+            project=self.project,
+            sdk=self.sdk,
+            build_id=build_id,
             generated_at=datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
             phase="art" if with_art else "xml",
             complete=with_art or not walk.art_pending,
@@ -223,8 +244,11 @@ class _Walk:
                 return
             self.files[path] = rec
             if len(self.files) % 100 == 0:
-                self.progress(len(self.files), max(self.b.last_file_count, len(self.files)),
-                              f"read {len(self.files)} files")
+                self.progress(
+                    len(self.files),
+                    max(self.b.last_file_count, len(self.files)),
+                    f"read {len(self.files)} files",
+                )
         first_time = path not in self._edges_done
         self._edges_done.add(path)
         self._chain.append(path)
@@ -232,8 +256,13 @@ class _Walk:
             for kind, source, line in rec.includes:
                 if kind not in ("all", "instance", "reference"):
                     if first_time:
-                        self.diag(path, line, "invalid-include-type", "error",
-                                  f"Include type {kind!r} is not one of all, instance, reference")
+                        self.diag(
+                            path,
+                            line,
+                            "invalid-include-type",
+                            "error",
+                            f"Include type {kind!r} is not one of all, instance, reference",
+                        )
                     kind = "all"
                 child_mode = mode if kind == "all" else ("instance" if mode == "all" else mode)
                 if kind == "reference":
@@ -255,8 +284,16 @@ class _Walk:
         finally:
             self._chain.pop()
 
-    def _follow(self, path: str, kind: str, source: str, line: int, child_mode: str,
-                first_time: bool, owners: list[tuple[str, int]] | None = None) -> str | None:
+    def _follow(
+        self,
+        path: str,
+        kind: str,
+        source: str,
+        line: int,
+        child_mode: str,
+        first_time: bool,
+        owners: list[tuple[str, int]] | None = None,
+    ) -> str | None:
         target = self.b.resolver.resolve(source, path)
         if target and owners:
             known = self.fragment_owners.setdefault(target, [])
@@ -269,8 +306,13 @@ class _Walk:
             if target is None and self.b.sdk is None and _has_alias(source):
                 self.suppressed += 1  # one `sdk-not-configured` says it all (research/sage.md §1.4)
             elif target is None:
-                self.diag(path, line, "include-not-found", "warning",
-                          f"{kind} include {source!r} does not resolve to a file")
+                self.diag(
+                    path,
+                    line,
+                    "include-not-found",
+                    "warning",
+                    f"{kind} include {source!r} does not resolve to a file",
+                )
         if target is None:
             return None
         if manifest and self._load_manifest(manifest, target):
@@ -279,8 +321,13 @@ class _Walk:
             return target
         if target in self._chain or len(self._chain) >= MAX_INCLUDE_DEPTH:
             if first_time:
-                self.diag(path, line, "include-cycle", "error",
-                          f"{kind} include {source!r} leads back to a file already being included")
+                self.diag(
+                    path,
+                    line,
+                    "include-cycle",
+                    "error",
+                    f"{kind} include {source!r} leads back to a file already being included",
+                )
             return target
         self._visit(target, child_mode)
         return target
@@ -290,8 +337,13 @@ class _Walk:
             try:
                 parsed = parse_manifest(Path(manifest).read_bytes())
             except (OSError, ManifestError) as exc:
-                self.diag(manifest, 0, "manifest-error", "warning",
-                          f"cannot read {manifest}: {exc}; walking {target} instead")
+                self.diag(
+                    manifest,
+                    0,
+                    "manifest-error",
+                    "warning",
+                    f"cannot read {manifest}: {exc}; walking {target} instead",
+                )
                 self.manifests_loaded[manifest] = None
                 return False
             defs = [AssetDef(a.type, a.id, "", 0, "manifest", -1, manifest, a.source) for a in parsed.assets]
@@ -371,7 +423,9 @@ def _same_links(a: FileRecords, b: FileRecords) -> bool:
     if [(h, x, n) for h, x, _, n in a.xincludes] != [(h, x, n) for h, x, _, n in b.xincludes]:
         return False
     return not any(n for *_, n in b.xincludes) or (
-        [_asset_at(a, ln) for _, _, ln, n in a.xincludes if n] == [_asset_at(b, ln) for _, _, ln, n in b.xincludes if n])
+        [_asset_at(a, ln) for _, _, ln, n in a.xincludes if n]
+        == [_asset_at(b, ln) for _, _, ln, n in b.xincludes if n]
+    )
 
 
 def patch_index(old: SageIndex, changed: dict[str, FileRecords], build_id: int) -> SageIndex | None:
@@ -388,12 +442,21 @@ def patch_index(old: SageIndex, changed: dict[str, FileRecords], build_id: int) 
             return None
     t0 = time.perf_counter()
     new = SageIndex(
-        project=old.project, sdk=old.sdk, build_id=build_id,
+        project=old.project,
+        sdk=old.sdk,
+        build_id=build_id,
         generated_at=datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
-        phase=old.phase, complete=old.complete, model_loader=old.model_loader,
-        files={**old.files, **changed}, membership=old.membership, streams=old.streams,
-        includes=old.includes, fragment_owners=old.fragment_owners, splices=old.splices,
-        source_candidates=old.source_candidates, deferred_art=old.deferred_art,
+        phase=old.phase,
+        complete=old.complete,
+        model_loader=old.model_loader,
+        files={**old.files, **changed},
+        membership=old.membership,
+        streams=old.streams,
+        includes=old.includes,
+        fragment_owners=old.fragment_owners,
+        splices=old.splices,
+        source_candidates=old.source_candidates,
+        deferred_art=old.deferred_art,
     )
     order = {p: i for i, p in enumerate(new.files)}
     prefix = str(old.project) + os.sep
@@ -469,8 +532,13 @@ def patch_index(old: SageIndex, changed: dict[str, FileRecords], build_id: int) 
         line_maps[path] = {e.line: ln for e, ln in zip(mine, new_lines, strict=False)}
     if any(line_maps.values()):
         new.includes = [
-            IncludeEdge(e.file, e.kind, e.source, line_maps[e.file].get(e.line, e.line), e.target, e.via_manifest)
-            if e.file in line_maps else e for e in old.includes]
+            IncludeEdge(
+                e.file, e.kind, e.source, line_maps[e.file].get(e.line, e.line), e.target, e.via_manifest
+            )
+            if e.file in line_maps
+            else e
+            for e in old.includes
+        ]
     new.diagnostics = []
     for d in old.diagnostics:
         if d.code == "duplicate-define" or (d.file in paths and d.code in RECORD_CODES):
@@ -479,14 +547,19 @@ def patch_index(old: SageIndex, changed: dict[str, FileRecords], build_id: int) 
             d = Diagnostic(d.file, line_maps[d.file][d.line], d.code, d.severity, d.message)
         new.diagnostics.append(d)
     for path, rec in changed.items():
-        new.diagnostics.extend(Diagnostic(path, line, code, sev, msg) for code, sev, line, msg in rec.diagnostics)
+        new.diagnostics.extend(
+            Diagnostic(path, line, code, sev, msg) for code, sev, line, msg in rec.diagnostics
+        )
     new.diagnostics.extend(_duplicate_defines(new))
     new.stats = dict(old.stats)
     new.stats.update(
         assetCount=sum(len(v) for v in by_id.values()),
         referenceCount=sum(len(r.refs) for r in new.files.values()),
         defineCount=sum(len(v) for v in defines.values()),
-        parsedFiles=len(changed), recordsCacheHits=0, walkMs=0.0, patchedFiles=len(changed),
+        parsedFiles=len(changed),
+        recordsCacheHits=0,
+        walkMs=0.0,
+        patchedFiles=len(changed),
         elapsedMs=round((time.perf_counter() - t0) * 1000, 1),
     )
     return new
@@ -503,7 +576,14 @@ def _duplicate_defines(index: SageIndex) -> list[Diagnostic]:
             if f is None:
                 first[dd.name] = dd
             elif f.file != dd.file and not dd.override:
-                out.append(Diagnostic(dd.file, dd.line, "duplicate-define", "error",
-                                      f"define {dd.name!r} is already defined in {index.display(f.file)}:"
-                                      f"{f.line}; add override=\"true\" to replace it"))
+                out.append(
+                    Diagnostic(
+                        dd.file,
+                        dd.line,
+                        "duplicate-define",
+                        "error",
+                        f"define {dd.name!r} is already defined in {index.display(f.file)}:"
+                        f'{f.line}; add override="true" to replace it',
+                    )
+                )
     return out

@@ -23,8 +23,13 @@ from deskbridge.kinds.sage.model import SageIndex
 app = typer.Typer(help="Query a Red Alert 3 / C&C3 (SAGE) mod's semantic index.", no_args_is_help=True)
 
 ProjectOpt = Annotated[Path, typer.Option("--project", "-p", help="The mod folder or any path inside it.")]
-SdkOpt = Annotated[Path | None, typer.Option("--sdk", help="The mod SDK folder (Schemas/ + SageXml/); "
-                                              "default: $DESKBRIDGE_SAGE_SDK or config sage.sdk.")]
+SdkOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--sdk",
+        help="The mod SDK folder (Schemas/ + SageXml/); default: $DESKBRIDGE_SAGE_SDK or config sage.sdk.",
+    ),
+]
 CursorOpt = Annotated[str | None, typer.Option("--cursor", help="nextCursor from the previous page.")]
 LimitOpt = Annotated[int | None, typer.Option("--limit", help="Items per page (default 100, max 1000).")]
 
@@ -66,17 +71,23 @@ def index_command(
         return
     counts = queries.diagnostic_counts(index)
     if as_json:
-        json.dump({"index": service.status(), "stats": index.stats, "diagnostics": counts}, sys.stdout, indent=1)
+        json.dump(
+            {"index": service.status(), "stats": index.stats, "diagnostics": counts}, sys.stdout, indent=1
+        )
         sys.stdout.write("\n")
         return
     s = index.stats
     typer.echo(f"project  {service.project}")
     typer.echo(f"sdk      {service.sdk or '(none)'}")
     typer.echo(f"streams  {', '.join(index.streams) or '(none)'}")
-    typer.echo(f"files    {s.get('indexedFiles')} ({s.get('parsedFiles')} parsed, "
-               f"{s.get('recordsCacheHits')} from cache) in {s.get('openMs')} ms")
-    typer.echo(f"assets   {s.get('assetCount')}   references {s.get('referenceCount')}   "
-               f"defines {s.get('defineCount')}")
+    typer.echo(
+        f"files    {s.get('indexedFiles')} ({s.get('parsedFiles')} parsed, "
+        f"{s.get('recordsCacheHits')} from cache) in {s.get('openMs')} ms"
+    )
+    typer.echo(
+        f"assets   {s.get('assetCount')}   references {s.get('referenceCount')}   "
+        f"defines {s.get('defineCount')}"
+    )
     for code, n in sorted(counts.items()):
         typer.echo(f"  {code:32} {n}")
 
@@ -102,45 +113,76 @@ app.command("snapshot")(snapshot_command)
 @app.command("status")
 def status_cmd(project: ProjectOpt = Path("."), sdk: SdkOpt = None) -> None:
     """Index state, streams, counts per asset type and per diagnostic."""
-    _run(project, sdk, lambda s, i: {"streams": {n: i.display(e) for n, e in i.streams.items()},
-                                     "stats": i.stats, "diagnostics": queries.diagnostic_counts(i),
-                                     "assetTypes": queries.asset_type_counts(i)})
+    _run(
+        project,
+        sdk,
+        lambda s, i: {
+            "streams": {n: i.display(e) for n, e in i.streams.items()},
+            "stats": i.stats,
+            "diagnostics": queries.diagnostic_counts(i),
+            "assetTypes": queries.asset_type_counts(i),
+        },
+    )
 
 
 @app.command("find-asset")
-def find_asset_cmd(asset_id: str, type_: Annotated[str | None, typer.Option("--type", "-t")] = None,
-                   project: ProjectOpt = Path("."), sdk: SdkOpt = None, cursor: CursorOpt = None,
-                   limit: LimitOpt = None) -> None:
+def find_asset_cmd(
+    asset_id: str,
+    type_: Annotated[str | None, typer.Option("--type", "-t")] = None,
+    project: ProjectOpt = Path("."),
+    sdk: SdkOpt = None,
+    cursor: CursorOpt = None,
+    limit: LimitOpt = None,
+) -> None:
     """Every definition of an asset id."""
     _run(project, sdk, lambda s, i: queries.find_asset(i, asset_id, type_, cursor, limit))
 
 
 @app.command("find-references")
-def find_references_cmd(asset_id: str, type_: Annotated[str | None, typer.Option("--type", "-t")] = None,
-                        project: ProjectOpt = Path("."), sdk: SdkOpt = None, cursor: CursorOpt = None,
-                        limit: LimitOpt = None) -> None:
+def find_references_cmd(
+    asset_id: str,
+    type_: Annotated[str | None, typer.Option("--type", "-t")] = None,
+    project: ProjectOpt = Path("."),
+    sdk: SdkOpt = None,
+    cursor: CursorOpt = None,
+    limit: LimitOpt = None,
+) -> None:
     """Every place that references an asset."""
     _run(project, sdk, lambda s, i: queries.find_references(i, asset_id, type_, cursor, limit))
 
 
 @app.command("list-assets")
-def list_assets_cmd(asset_type: str, prefix: Annotated[str | None, typer.Option("--prefix")] = None,
-                    project: ProjectOpt = Path("."), sdk: SdkOpt = None, cursor: CursorOpt = None,
-                    limit: LimitOpt = None) -> None:
+def list_assets_cmd(
+    asset_type: str,
+    prefix: Annotated[str | None, typer.Option("--prefix")] = None,
+    project: ProjectOpt = Path("."),
+    sdk: SdkOpt = None,
+    cursor: CursorOpt = None,
+    limit: LimitOpt = None,
+) -> None:
     """Ids of one asset type."""
     _run(project, sdk, lambda s, i: queries.list_assets_by_type(i, asset_type, prefix, cursor, limit))
 
 
 @app.command("definition")
-def definition_cmd(asset_type: str, asset_id: str, which: Annotated[int | None, typer.Option("--which")] = None,
-                   project: ProjectOpt = Path("."), sdk: SdkOpt = None) -> None:
+def definition_cmd(
+    asset_type: str,
+    asset_id: str,
+    which: Annotated[int | None, typer.Option("--which")] = None,
+    project: ProjectOpt = Path("."),
+    sdk: SdkOpt = None,
+) -> None:
     """The XML of an asset's winning definition."""
     _run(project, sdk, lambda s, i: queries.get_definition(i, asset_type, asset_id, which))
 
 
 @app.command("resolve-include")
-def resolve_include_cmd(source: str, from_: Annotated[str | None, typer.Option("--from")] = None,
-                        project: ProjectOpt = Path("."), sdk: SdkOpt = None) -> None:
+def resolve_include_cmd(
+    source: str,
+    from_: Annotated[str | None, typer.Option("--from")] = None,
+    project: ProjectOpt = Path("."),
+    sdk: SdkOpt = None,
+) -> None:
     """Where an include source points."""
     _run(project, sdk, lambda s, i: queries.resolve_include(i, s.resolver, source, from_))
 
@@ -148,8 +190,11 @@ def resolve_include_cmd(source: str, from_: Annotated[str | None, typer.Option("
 @app.command("active")
 def active_cmd(path: str, project: ProjectOpt = Path("."), sdk: SdkOpt = None) -> None:
     """Which streams include a file, and how."""
-    _run(project, sdk, lambda s, i: queries.is_file_active(i, str(Path(path).resolve())
-                                                            if Path(path).exists() else path))
+    _run(
+        project,
+        sdk,
+        lambda s, i: queries.is_file_active(i, str(Path(path).resolve()) if Path(path).exists() else path),
+    )
 
 
 @app.command("define")
@@ -159,10 +204,14 @@ def define_cmd(name: str, project: ProjectOpt = Path("."), sdk: SdkOpt = None) -
 
 
 @app.command("unreferenced")
-def unreferenced_cmd(type_: Annotated[str | None, typer.Option("--type", "-t")] = None,
-                     include_sdk: Annotated[bool, typer.Option("--include-sdk")] = False,
-                     project: ProjectOpt = Path("."), sdk: SdkOpt = None, cursor: CursorOpt = None,
-                     limit: LimitOpt = None) -> None:
+def unreferenced_cmd(
+    type_: Annotated[str | None, typer.Option("--type", "-t")] = None,
+    include_sdk: Annotated[bool, typer.Option("--include-sdk")] = False,
+    project: ProjectOpt = Path("."),
+    sdk: SdkOpt = None,
+    cursor: CursorOpt = None,
+    limit: LimitOpt = None,
+) -> None:
     """Project assets nothing references."""
     _run(project, sdk, lambda s, i: queries.unreferenced(i, type_, include_sdk, cursor, limit))
 
@@ -174,20 +223,32 @@ def chain_cmd(asset_type: str, asset_id: str, project: ProjectOpt = Path("."), s
 
 
 @app.command("uses")
-def uses_cmd(asset_type: str, asset_id: str, depth: Annotated[int, typer.Option("--depth")] = 1,
-             target_type: Annotated[list[str] | None, typer.Option("--target-type")] = None,
-             max_edges: Annotated[int, typer.Option("--max-edges")] = forward.MAX_EDGES_DEFAULT,
-             project: ProjectOpt = Path("."), sdk: SdkOpt = None) -> None:
+def uses_cmd(
+    asset_type: str,
+    asset_id: str,
+    depth: Annotated[int, typer.Option("--depth")] = 1,
+    target_type: Annotated[list[str] | None, typer.Option("--target-type")] = None,
+    max_edges: Annotated[int, typer.Option("--max-edges")] = forward.MAX_EDGES_DEFAULT,
+    project: ProjectOpt = Path("."),
+    sdk: SdkOpt = None,
+) -> None:
     """What an asset references (forward edges with provenance)."""
-    _run(project, sdk, lambda s, i: forward.get_asset_references(i, asset_type, asset_id, depth, target_type,
-                                                                 max_edges))
+    _run(
+        project,
+        sdk,
+        lambda s, i: forward.get_asset_references(i, asset_type, asset_id, depth, target_type, max_edges),
+    )
 
 
 @app.command("diagnostics")
-def diagnostics_cmd(code: Annotated[str | None, typer.Option("--code")] = None,
-                    file: Annotated[str | None, typer.Option("--file")] = None,
-                    project: ProjectOpt = Path("."), sdk: SdkOpt = None, cursor: CursorOpt = None,
-                    limit: LimitOpt = None) -> None:
+def diagnostics_cmd(
+    code: Annotated[str | None, typer.Option("--code")] = None,
+    file: Annotated[str | None, typer.Option("--file")] = None,
+    project: ProjectOpt = Path("."),
+    sdk: SdkOpt = None,
+    cursor: CursorOpt = None,
+    limit: LimitOpt = None,
+) -> None:
     """Problems found while indexing."""
     _run(project, sdk, lambda s, i: queries.list_diagnostics(i, code, file, cursor, limit))
 

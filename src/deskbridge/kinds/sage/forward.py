@@ -45,15 +45,26 @@ def _key(d: AssetDef) -> dict[str, str]:
     return {"type": d.type, "id": d.id}
 
 
-def get_asset_references(index: SageIndex, asset_type: str, ident: str, depth: int = DEPTH_DEFAULT,
-                         target_types: list[str] | None = None,
-                         max_edges: int = MAX_EDGES_DEFAULT) -> dict[str, Any]:
+def get_asset_references(
+    index: SageIndex,
+    asset_type: str,
+    ident: str,
+    depth: int = DEPTH_DEFAULT,
+    target_types: list[str] | None = None,
+    max_edges: int = MAX_EDGES_DEFAULT,
+) -> dict[str, Any]:
     if not 1 <= depth <= DEPTH_MAX:
-        raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"depth {depth} is outside 1..{DEPTH_MAX}",
-                          hint="Use depth 1 and call again on the edges you care about.")
+        raise BridgeError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"depth {depth} is outside 1..{DEPTH_MAX}",
+            hint="Use depth 1 and call again on the edges you care about.",
+        )
     if not 1 <= max_edges <= MAX_EDGES_LIMIT:
-        raise BridgeError(ErrorCode.LIMIT_EXCEEDED, f"maxEdges {max_edges} is outside 1..{MAX_EDGES_LIMIT}",
-                          hint="Narrow with targetTypes instead of raising maxEdges.")
+        raise BridgeError(
+            ErrorCode.LIMIT_EXCEEDED,
+            f"maxEdges {max_edges} is outside 1..{MAX_EDGES_LIMIT}",
+            hint="Narrow with targetTypes instead of raising maxEdges.",
+        )
     defs = definitions(index, ident, asset_type)
     if not defs:
         raise _not_found(asset_type, ident)
@@ -108,29 +119,42 @@ def get_asset_references(index: SageIndex, asset_type: str, ident: str, depth: i
     truncated = bool(omitted) or stopped_early
     return {
         "from": {"type": start.type, "id": start.id, "file": index.display(start.file), "line": start.line},
-        "depth": depth, "targetTypes": wanted or None, "edges": edges, "edgeCount": len(edges),
-        "truncated": truncated, "omittedByTargetType": omitted,
+        "depth": depth,
+        "targetTypes": wanted or None,
+        "edges": edges,
+        "edgeCount": len(edges),
+        "truncated": truncated,
+        "omittedByTargetType": omitted,
         "note": "Values are as written; xai:joinAction merges (Replace/Remove) are not applied.",
     }
 
 
-def _add(edges: list[dict[str, Any]], omitted: dict[str, int], edge: dict[str, Any], max_edges: int,
-         ttype: str) -> None:
+def _add(
+    edges: list[dict[str, Any]], omitted: dict[str, int], edge: dict[str, Any], max_edges: int, ttype: str
+) -> None:
     if len(edges) < max_edges:
         edges.append(edge)
     else:
         omitted[ttype] = omitted.get(ttype, 0) + 1
 
 
-def _edge(index: SageIndex, node: AssetDef, cur: AssetDef, path: str, r: Ref, target: AssetDef | None,
-          level: int) -> dict[str, Any]:
+def _edge(
+    index: SageIndex, node: AssetDef, cur: AssetDef, path: str, r: Ref, target: AssetDef | None, level: int
+) -> dict[str, Any]:
     return {
         "from": _key(node),
-        "to": ({"type": target.type, "id": target.id, "file": index.display(target.file), "line": target.line}
-               if target else None),
+        "to": (
+            {"type": target.type, "id": target.id, "file": index.display(target.file), "line": target.line}
+            if target
+            else None
+        ),
         "target": {"type": r[R_TYPE], "id": r[R_VALUE]},
-        "via": {"kind": r[R_KIND], "element": r[R_ELEMENT], "parent": r[R_PARENT] or None,
-                "attribute": r[R_ATTR] or None},
+        "via": {
+            "kind": r[R_KIND],
+            "element": r[R_ELEMENT],
+            "parent": r[R_PARENT] or None,
+            "attribute": r[R_ATTR] or None,
+        },
         "source": {"file": index.display(path), "line": r[R_LINE], "column": r[R_COL]},
         "definedIn": _key(cur) if cur is not node else None,
         "depth": level,

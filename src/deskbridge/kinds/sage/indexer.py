@@ -45,8 +45,14 @@ def _no_cyclic_gc() -> Any:
 class ProjectIndexer:
     """Owns the index of one project: builds, incremental re-index, cache and snapshot, all synchronous."""
 
-    def __init__(self, project: Path | str, sdk: Path | str | None = None, *,
-                 search_paths: Iterable[Path] | None = None, use_cache: bool = True) -> None:
+    def __init__(
+        self,
+        project: Path | str,
+        sdk: Path | str | None = None,
+        *,
+        search_paths: Iterable[Path] | None = None,
+        use_cache: bool = True,
+    ) -> None:
         self.project = find_project_root(Path(project))
         self.sdk = locate_sdk(sdk)
         extra = list(search_paths) if search_paths is not None else list(read_sage_config().search_paths)
@@ -61,7 +67,9 @@ class ProjectIndexer:
         entry = self._entry
         digest = (lambda: schema_digest(entry)) if entry else (lambda: "no-sdk")
         stat = schema_fingerprint(entry) if entry else "no-sdk"
-        cache_file = (self.cache_dir / project_key(self.project) / "records.json.gz") if self.cache_dir else None
+        cache_file = (
+            (self.cache_dir / project_key(self.project) / "records.json.gz") if self.cache_dir else None
+        )
         self.store = RecordStore(self.model, cache_file, digest, stat)
         self.builder = IndexBuilder(self.project, self.sdk, self.resolver, self.store, self.model)
         self.index: SageIndex | None = None
@@ -85,8 +93,9 @@ class ProjectIndexer:
             return self._model
 
     # --- building (synchronous core, used by the CLI and by the async wrappers) -------------------
-    def build_sync(self, progress: ProgressCallback | None = None,
-                   publish: Callable[[SageIndex], None] | None = None) -> SageIndex:
+    def build_sync(
+        self, progress: ProgressCallback | None = None, publish: Callable[[SageIndex], None] | None = None
+    ) -> SageIndex:
         """Full two-phase build: XML first (published as `ready_xml`), then art (`ready`)."""
         with _no_cyclic_gc():
             index = self._build(progress, publish)
@@ -98,8 +107,9 @@ class ProjectIndexer:
             gc.freeze()
         return index
 
-    def _build(self, progress: ProgressCallback | None,
-               publish: Callable[[SageIndex], None] | None) -> SageIndex:
+    def _build(
+        self, progress: ProgressCallback | None, publish: Callable[[SageIndex], None] | None
+    ) -> SageIndex:
         progress = progress or (lambda done, total, message: None)
         self.store.distrust_all()
         self.resolver.invalidate()
@@ -138,14 +148,17 @@ class ProjectIndexer:
         paths = {os.path.abspath(p) for p in paths}
         old = self.index
         schema_dir = str(self._entry.parent) if self._entry else None
-        if schema_dir and any(p.casefold().endswith(".xsd") and p.startswith(schema_dir + os.sep) for p in paths):
+        if schema_dir and any(
+            p.casefold().endswith(".xsd") and p.startswith(schema_dir + os.sep) for p in paths
+        ):
             # The schemas changed: every record may type its references differently.
             with self._model_lock:
                 self._model = None
             entry = self._entry
             assert entry is not None
-            self.store = RecordStore(self.model, self.store.cache_file, lambda: schema_digest(entry),
-                                     schema_fingerprint(entry))
+            self.store = RecordStore(
+                self.model, self.store.cache_file, lambda: schema_digest(entry), schema_fingerprint(entry)
+            )
             self.builder.store = self.store
             self._cache_loaded = True
             return self.build_sync()

@@ -43,7 +43,7 @@ def _cstring(buf: bytes, offset: int) -> str:
     if offset < 0 or offset >= len(buf):
         return ""
     end = buf.find(b"\0", offset)
-    return buf[offset:end if end >= 0 else len(buf)].decode("latin-1")
+    return buf[offset : end if end >= 0 else len(buf)].decode("latin-1")
 
 
 def parse_manifest(data: bytes) -> Manifest:
@@ -64,8 +64,19 @@ def parse_manifest(data: bytes) -> Manifest:
     e = ">" if big else "<"
     if len(data) < pos + 44:
         raise ManifestError("manifest header is truncated")
-    (_checksum, _types_hash, count, _inst, _max_inst, _max_reloc, _max_imports, ref_size, names_ref_size,
-     name_size, source_size) = struct.unpack_from(e + "11I", data, pos)
+    (
+        _checksum,
+        _types_hash,
+        count,
+        _inst,
+        _max_inst,
+        _max_reloc,
+        _max_imports,
+        ref_size,
+        names_ref_size,
+        name_size,
+        source_size,
+    ) = struct.unpack_from(e + "11I", data, pos)
     pos += 44
     entry_size = 48 if version >= 6 else 44
     if count > MANIFEST_MAX_ASSETS:
@@ -75,11 +86,11 @@ def parse_manifest(data: bytes) -> Manifest:
         raise ManifestError(f"manifest needs {need} bytes but the file has {len(data)}")
     entries = [struct.unpack_from(e + "11I", data, pos + i * entry_size) for i in range(count)]
     pos += count * entry_size + ref_size
-    refs_buf = data[pos:pos + names_ref_size]
+    refs_buf = data[pos : pos + names_ref_size]
     pos += names_ref_size
-    names = data[pos:pos + name_size]
+    names = data[pos : pos + name_size]
     pos += name_size
-    sources = data[pos:pos + source_size]
+    sources = data[pos : pos + source_size]
     referenced: list[str] = []
     i = 0
     while i < len(refs_buf):
@@ -112,7 +123,10 @@ def build_manifest(assets: list[tuple[str, str]], version: int = 7, big_endian: 
             entries += struct.pack(e + "I", 0)
         names += name.encode("latin-1") + b"\0"
         sources += source.encode("latin-1") + b"\0"
-    header = (struct.pack("<IH", 0, version) + bytes([int(big_endian), 0]) if version == 7
-              else bytes([int(big_endian), 0]) + struct.pack(e + "H", version))
+    header = (
+        struct.pack("<IH", 0, version) + bytes([int(big_endian), 0])
+        if version == 7
+        else bytes([int(big_endian), 0]) + struct.pack(e + "H", version)
+    )
     counts = struct.pack(e + "11I", 0, 0, len(assets), 0, 0, 0, 0, 0, 0, len(names), len(sources))
     return header + counts + entries + names + sources

@@ -119,8 +119,15 @@ class SageIndex:
                 types = {d.type for d in defs} if defs else set()
                 for path, r in sites:
                     if not any(self.assignable(t, r[1]) for t in types):
-                        out.append(Diagnostic(path, r[3], code, "warning",
-                                              f"{r[1]} {r[2]!r} is not defined in any indexed file"))
+                        out.append(
+                            Diagnostic(
+                                path,
+                                r[3],
+                                code,
+                                "warning",
+                                f"{r[1]} {r[2]!r} is not defined in any indexed file",
+                            )
+                        )
             self._unresolved = out
         return self._unresolved
 
@@ -161,7 +168,7 @@ class SageIndex:
         root = str(self.project)
         if path.startswith(root + os.sep):
             # Project files print as `Data/…` on every platform, as the snapshot schema promises.
-            return path[len(root) + 1:].replace(os.sep, "/")
+            return path[len(root) + 1 :].replace(os.sep, "/")
         return path
 
     def real_path(self, shown: str) -> str:

@@ -47,8 +47,11 @@ def find_project_root(start: Path) -> Path:
     """The nearest project root at or above `start` (or, failing that, below it within a few levels)."""
     start = start.expanduser().resolve()
     if not start.exists():
-        raise BridgeError(ErrorCode.NOT_FOUND, f"The path {str(start)!r} does not exist.",
-                          hint="Pass the mod folder (the one holding Data/Mod.xml) or any path inside it.")
+        raise BridgeError(
+            ErrorCode.NOT_FOUND,
+            f"The path {str(start)!r} does not exist.",
+            hint="Pass the mod folder (the one holding Data/Mod.xml) or any path inside it.",
+        )
     tree = CaseFoldTree()
     folder = start if start.is_dir() else start.parent
     for candidate in [folder, *list(folder.parents)[:UP_LEVELS]]:

@@ -52,33 +52,48 @@ def decode_cursor(cursor: str | None) -> int:
             return n
     except (ValueError, UnicodeDecodeError):
         pass
-    raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"cursor {cursor!r} is not one this server issued",
-                      hint="Pass the nextCursor from the previous page, or omit cursor to start over.")
+    raise BridgeError(
+        ErrorCode.INVALID_ARGUMENT,
+        f"cursor {cursor!r} is not one this server issued",
+        hint="Pass the nextCursor from the previous page, or omit cursor to start over.",
+    )
 
 
 def check_limit(limit: int | None) -> int:
     if limit is None:
         return limits.LIST_PAGE_DEFAULT
     if limit < 1 or limit > limits.LIST_PAGE_MAX:
-        raise BridgeError(ErrorCode.LIMIT_EXCEEDED, f"limit {limit} is outside 1..{limits.LIST_PAGE_MAX}",
-                          hint=f"Ask for at most {limits.LIST_PAGE_MAX} items and follow nextCursor.")
+        raise BridgeError(
+            ErrorCode.LIMIT_EXCEEDED,
+            f"limit {limit} is outside 1..{limits.LIST_PAGE_MAX}",
+            hint=f"Ask for at most {limits.LIST_PAGE_MAX} items and follow nextCursor.",
+        )
     return limit
 
 
 def page(items: list[Any], cursor: str | None, limit: int | None) -> dict[str, Any]:
     start = decode_cursor(cursor)
     n = check_limit(limit)
-    chunk = items[start:start + n]
+    chunk = items[start : start + n]
     nxt = start + n if start + n < len(items) else None
-    return {"items": chunk, "total": len(items), "nextCursor": encode_cursor(nxt) if nxt is not None else None}
+    return {
+        "items": chunk,
+        "total": len(items),
+        "nextCursor": encode_cursor(nxt) if nxt is not None else None,
+    }
 
 
 # --- shapes -------------------------------------------------------------------------------------------
 def asset_json(index: SageIndex, d: AssetDef) -> dict[str, Any]:
     streams = index.streams_of(d.file) if d.file else {}
     out: dict[str, Any] = {
-        "type": d.type, "id": d.id, "file": index.display(d.file), "line": d.line, "origin": d.origin,
-        "streams": streams, "viaInstance": bool(streams) and "all" not in streams.values(),
+        "type": d.type,
+        "id": d.id,
+        "file": index.display(d.file),
+        "line": d.line,
+        "origin": d.origin,
+        "streams": streams,
+        "viaInstance": bool(streams) and "all" not in streams.values(),
     }
     if d.manifest:
         out["manifest"] = d.manifest
@@ -98,9 +113,16 @@ def owner_of(index: SageIndex, path: str, r: Ref) -> dict[str, str] | None:
 
 def site_json(index: SageIndex, path: str, r: Ref) -> dict[str, Any]:
     return {
-        "file": index.display(path), "line": r[R_LINE], "column": r[R_COL], "endColumn": r[R_END],
-        "kind": r[R_KIND], "element": r[R_ELEMENT], "parent": r[R_PARENT] or None,
-        "attribute": r[R_ATTR] or None, "targetType": r[R_TYPE], "value": r[R_VALUE],
+        "file": index.display(path),
+        "line": r[R_LINE],
+        "column": r[R_COL],
+        "endColumn": r[R_END],
+        "kind": r[R_KIND],
+        "element": r[R_ELEMENT],
+        "parent": r[R_PARENT] or None,
+        "attribute": r[R_ATTR] or None,
+        "targetType": r[R_TYPE],
+        "value": r[R_VALUE],
         "from": owner_of(index, path, r),
     }
 
@@ -114,10 +136,12 @@ def _check_type(index: SageIndex, asset_type: str | None) -> None:
         return
     close = difflib.get_close_matches(asset_type, sorted(known), n=5)
     folded = [t for t in known if t.casefold() == asset_type.casefold()]
-    raise BridgeError(ErrorCode.NOT_FOUND, f"No asset type {asset_type!r} in this project or its schema "
-                      "(type names are case-sensitive).",
-                      hint="Use one of the suggested type names, or call sage_get_status for the types "
-                      "with definitions.", data={"candidates": folded + close})
+    raise BridgeError(
+        ErrorCode.NOT_FOUND,
+        f"No asset type {asset_type!r} in this project or its schema (type names are case-sensitive).",
+        hint="Use one of the suggested type names, or call sage_get_status for the types with definitions.",
+        data={"candidates": folded + close},
+    )
 
 
 def definitions(index: SageIndex, ident: str, asset_type: str | None = None) -> list[AssetDef]:
@@ -134,8 +158,13 @@ def effective(index: SageIndex, defs: list[AssetDef]) -> AssetDef:
     return (in_stream or defs)[-1]
 
 
-def find_asset(index: SageIndex, ident: str, asset_type: str | None = None, cursor: str | None = None,
-               limit: int | None = None) -> dict[str, Any]:
+def find_asset(
+    index: SageIndex,
+    ident: str,
+    asset_type: str | None = None,
+    cursor: str | None = None,
+    limit: int | None = None,
+) -> dict[str, Any]:
     defs = definitions(index, ident, asset_type)
     out = page([asset_json(index, d) for d in defs], cursor, limit)
     out["id"] = ident
@@ -144,22 +173,37 @@ def find_asset(index: SageIndex, ident: str, asset_type: str | None = None, curs
     return out
 
 
-def find_references(index: SageIndex, ident: str, asset_type: str | None = None,
-                    cursor: str | None = None, limit: int | None = None) -> dict[str, Any]:
+def find_references(
+    index: SageIndex,
+    ident: str,
+    asset_type: str | None = None,
+    cursor: str | None = None,
+    limit: int | None = None,
+) -> dict[str, Any]:
     _check_type(index, asset_type)
     sites = index.refs_to.get(ident.casefold(), ())
     if asset_type is not None:
         sites = [s for s in sites if index.assignable(asset_type, s[1][R_TYPE])]
     start = decode_cursor(cursor)
     n = check_limit(limit)
-    chunk = sites[start:start + n]
+    chunk = sites[start : start + n]
     nxt = start + n if start + n < len(sites) else None
-    return {"id": ident, "type": asset_type, "items": [site_json(index, p, r) for p, r in chunk],
-            "total": len(sites), "nextCursor": encode_cursor(nxt) if nxt is not None else None}
+    return {
+        "id": ident,
+        "type": asset_type,
+        "items": [site_json(index, p, r) for p, r in chunk],
+        "total": len(sites),
+        "nextCursor": encode_cursor(nxt) if nxt is not None else None,
+    }
 
 
-def list_assets_by_type(index: SageIndex, asset_type: str, prefix: str | None = None,
-                        cursor: str | None = None, limit: int | None = None) -> dict[str, Any]:
+def list_assets_by_type(
+    index: SageIndex,
+    asset_type: str,
+    prefix: str | None = None,
+    cursor: str | None = None,
+    limit: int | None = None,
+) -> dict[str, Any]:
     _check_type(index, asset_type)
     by_key = index.assets.get(asset_type, {})
     pf = (prefix or "").casefold()
@@ -167,19 +211,34 @@ def list_assets_by_type(index: SageIndex, asset_type: str, prefix: str | None = 
     rows = []
     start = decode_cursor(cursor)
     n = check_limit(limit)
-    for k in keys[start:start + n]:
+    for k in keys[start : start + n]:
         defs = by_key[k]
         eff = effective(index, defs)
-        rows.append({"id": eff.id, "definitions": len(defs), "file": index.display(eff.file), "line": eff.line,
-                     "origin": eff.origin})
+        rows.append(
+            {
+                "id": eff.id,
+                "definitions": len(defs),
+                "file": index.display(eff.file),
+                "line": eff.line,
+                "origin": eff.origin,
+            }
+        )
     nxt = start + n if start + n < len(keys) else None
-    return {"type": asset_type, "prefix": prefix, "items": rows, "total": len(keys),
-            "nextCursor": encode_cursor(nxt) if nxt is not None else None}
+    return {
+        "type": asset_type,
+        "prefix": prefix,
+        "items": rows,
+        "total": len(keys),
+        "nextCursor": encode_cursor(nxt) if nxt is not None else None,
+    }
 
 
 def _not_found(asset_type: str, ident: str) -> BridgeError:
-    return BridgeError(ErrorCode.NOT_FOUND, f"No definition of {asset_type} {ident!r}.",
-                       hint="Call sage_find_asset with the id alone to see which types define it.")
+    return BridgeError(
+        ErrorCode.NOT_FOUND,
+        f"No definition of {asset_type} {ident!r}.",
+        hint="Call sage_find_asset with the id alone to see which types define it.",
+    )
 
 
 def get_definition(index: SageIndex, asset_type: str, ident: str, which: int | None = None) -> dict[str, Any]:
@@ -187,22 +246,32 @@ def get_definition(index: SageIndex, asset_type: str, ident: str, which: int | N
     if not defs:
         raise _not_found(asset_type, ident)
     if which is not None and not 0 <= which < len(defs):
-        raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"which={which} but there are {len(defs)} definitions",
-                          hint=f"Pass which between 0 and {len(defs) - 1}, or omit it for the winning one.")
+        raise BridgeError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"which={which} but there are {len(defs)} definitions",
+            hint=f"Pass which between 0 and {len(defs) - 1}, or omit it for the winning one.",
+        )
     d = defs[which] if which is not None else effective(index, defs)
     out = asset_json(index, d)
     out["definitionCount"] = len(defs)
     out["which"] = defs.index(d)
     if not d.file:
-        out.update(startLine=None, endLine=None, excerpt=None,
-                   note="Defined only in a compiled manifest; there is no XML to show.")
+        out.update(
+            startLine=None,
+            endLine=None,
+            excerpt=None,
+            note="Defined only in a compiled manifest; there is no XML to show.",
+        )
         return out
     start, end, excerpt, truncated = _excerpt(d.file, d.line, d.type)
     out.update(startLine=start, endLine=end, excerpt=excerpt, truncated=truncated)
     rec = index.files.get(d.file)
     # xai:joinAction edits (Replace/Remove/Append) change what the parent asset's children become.
-    out["joinActions"] = [{"element": e, "action": a, "line": ln} for e, a, ln in (rec.joins if rec else ())
-                          if start <= ln <= end][:limits.LIST_PAGE_DEFAULT]
+    out["joinActions"] = [
+        {"element": e, "action": a, "line": ln}
+        for e, a, ln in (rec.joins if rec else ())
+        if start <= ln <= end
+    ][: limits.LIST_PAGE_DEFAULT]
     return out
 
 
@@ -211,13 +280,17 @@ def _excerpt(path: str, line: int, element: str) -> tuple[int, int, str, bool]:
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
-        raise BridgeError(ErrorCode.NOT_FOUND, f"cannot read {path}: {exc.strerror}",
-                          hint="The file changed on disk; retry after the re-index (sage_get_status).") from exc
+        raise BridgeError(
+            ErrorCode.NOT_FOUND,
+            f"cannot read {path}: {exc.strerror}",
+            hint="The file changed on disk; retry after the re-index (sage_get_status).",
+        ) from exc
     lines = decode_text(data).split("\n")
     end = line
     try:
-        root = etree.fromstring(data, etree.XMLParser(recover=True, huge_tree=True, resolve_entities=False,
-                                                      no_network=True))
+        root = etree.fromstring(
+            data, etree.XMLParser(recover=True, huge_tree=True, resolve_entities=False, no_network=True)
+        )
         children = [c for c in root.iterchildren(tag=etree.Element)] if root is not None else []
         for i, c in enumerate(children):
             if (c.sourceline or 0) >= line and c.tag.rpartition("}")[2] == element:
@@ -230,7 +303,7 @@ def _excerpt(path: str, line: int, element: str) -> tuple[int, int, str, bool]:
     except etree.XMLSyntaxError:
         pass
     end = max(end, line)
-    text_lines = lines[line - 1:end]
+    text_lines = lines[line - 1 : end]
     truncated = False
     if len(text_lines) > EXCERPT_MAX_LINES:
         text_lines, truncated = text_lines[:EXCERPT_MAX_LINES], True
@@ -240,23 +313,35 @@ def _excerpt(path: str, line: int, element: str) -> tuple[int, int, str, bool]:
     return line, end, text, truncated
 
 
-def resolve_include(index: SageIndex, resolver: Any, source: str, from_file: str | None = None) -> dict[str, Any]:
-    base = index.real_path(from_file) if from_file else index.streams.get("static") or str(
-        index.project / "Data" / "Mod.xml")
+def resolve_include(
+    index: SageIndex, resolver: Any, source: str, from_file: str | None = None
+) -> dict[str, Any]:
+    base = (
+        index.real_path(from_file)
+        if from_file
+        else index.streams.get("static") or str(index.project / "Data" / "Mod.xml")
+    )
     target = resolver.resolve(source, base)
     alias = source.partition(":")[0].casefold() if ":" in source and len(source.partition(":")[0]) > 1 else ""
-    searched = resolver.search.for_alias(alias) if alias in ("data", "art", "audio", "root") else [
-        str(Path(base).parent)]
+    searched = (
+        resolver.search.for_alias(alias)
+        if alias in ("data", "art", "audio", "root")
+        else [str(Path(base).parent)]
+    )
     out: dict[str, Any] = {
-        "source": source, "from": index.display(base), "resolved": index.display(target) if target else None,
+        "source": source,
+        "from": index.display(base),
+        "resolved": index.display(target) if target else None,
         "searchPaths": [index.display(p) or p for p in searched],
     }
     if target:
         out["active"] = bool(index.streams_of(target))
         out["streams"] = index.streams_of(target)
     else:
-        out["hint"] = ("Nothing matches in the search paths (case-insensitive). Check the path, or the SDK "
-                       "and searchPaths configuration.")
+        out["hint"] = (
+            "Nothing matches in the search paths (case-insensitive). Check the path, or the SDK "
+            "and searchPaths configuration."
+        )
     return out
 
 
@@ -268,11 +353,13 @@ def is_file_active(index: SageIndex, path: str) -> dict[str, Any]:
         found = next((p for p in index.membership if p.casefold() == folded), None)
     included_by = [
         {"file": index.display(e.file), "line": e.line, "kind": e.kind, "source": e.source}
-        for e in index.includes if found is not None and e.target == found
-    ][:limits.LIST_PAGE_DEFAULT]
+        for e in index.includes
+        if found is not None and e.target == found
+    ][: limits.LIST_PAGE_DEFAULT]
     streams = index.membership.get(found, {}) if found else {}
     return {
-        "path": index.display(found or real), "active": bool(streams),
+        "path": index.display(found or real),
+        "active": bool(streams),
         "streams": [{"stream": s, "how": how} for s, how in streams.items()],
         "compiled": any(how == "all" for how in streams.values()),
         "includedBy": included_by,
@@ -280,17 +367,33 @@ def is_file_active(index: SageIndex, path: str) -> dict[str, Any]:
     }
 
 
-def find_define(index: SageIndex, name: str, cursor: str | None = None, limit: int | None = None) -> dict[str, Any]:
+def find_define(
+    index: SageIndex, name: str, cursor: str | None = None, limit: int | None = None
+) -> dict[str, Any]:
     defs = index.defines.get(name.lstrip("$").casefold(), [])
-    rows = [{"name": d.name, "value": d.value, "file": index.display(d.file), "line": d.line,
-             "override": d.override, "exactCase": d.name == name.lstrip("$")} for d in defs]
+    rows = [
+        {
+            "name": d.name,
+            "value": d.value,
+            "file": index.display(d.file),
+            "line": d.line,
+            "override": d.override,
+            "exactCase": d.name == name.lstrip("$"),
+        }
+        for d in defs
+    ]
     out = page(rows, cursor, limit)
     out["name"] = name
     return out
 
 
-def unreferenced(index: SageIndex, asset_type: str | None = None, include_sdk: bool = False,
-                 cursor: str | None = None, limit: int | None = None) -> dict[str, Any]:
+def unreferenced(
+    index: SageIndex,
+    asset_type: str | None = None,
+    include_sdk: bool = False,
+    cursor: str | None = None,
+    limit: int | None = None,
+) -> dict[str, Any]:
     """Project definitions nothing references (inheritFrom counts as a reference).
 
     Without a type, only types the schema lets something reference are listed: most of the ~290 asset
@@ -309,10 +412,13 @@ def unreferenced(index: SageIndex, asset_type: str | None = None, include_sdk: b
             if not include_sdk and not any(x.origin == "project" for x in defs):
                 continue
             sites = index.refs_to.get(key, ())
-            if any(index.assignable(t, r[R_TYPE]) and not _self_override(index, p, r, t, key) for p, r in sites):
+            if any(
+                index.assignable(t, r[R_TYPE]) and not _self_override(index, p, r, t, key) for p, r in sites
+            ):
                 continue
-            rows.append({"type": t, "id": d.id, "file": index.display(d.file), "line": d.line,
-                         "origin": d.origin})
+            rows.append(
+                {"type": t, "id": d.id, "file": index.display(d.file), "line": d.line, "origin": d.origin}
+            )
     out = page(rows, cursor, limit)
     out["type"] = asset_type
     return out
@@ -374,14 +480,30 @@ def get_inheritance_chain(index: SageIndex, asset_type: str, ident: str) -> dict
     return {"type": asset_type, "id": ident, "chain": chain, "stop": stop}
 
 
-def list_diagnostics(index: SageIndex, code: str | None = None, file: str | None = None,
-                     cursor: str | None = None, limit: int | None = None) -> dict[str, Any]:
-    diags = index.all_diagnostics() if code in (None, "unresolved-reference",
-                                                "unresolved-reference-indexing") else index.diagnostics
+def list_diagnostics(
+    index: SageIndex,
+    code: str | None = None,
+    file: str | None = None,
+    cursor: str | None = None,
+    limit: int | None = None,
+) -> dict[str, Any]:
+    diags = (
+        index.all_diagnostics()
+        if code in (None, "unresolved-reference", "unresolved-reference-indexing")
+        else index.diagnostics
+    )
     real = index.real_path(file) if file else None
-    rows = [{"file": index.display(d.file), "line": d.line, "code": d.code, "severity": d.severity,
-             "message": d.message}
-            for d in diags if (code is None or d.code == code) and (real is None or d.file == real)]
+    rows = [
+        {
+            "file": index.display(d.file),
+            "line": d.line,
+            "code": d.code,
+            "severity": d.severity,
+            "message": d.message,
+        }
+        for d in diags
+        if (code is None or d.code == code) and (real is None or d.file == real)
+    ]
     out = page(rows, cursor, limit)
     out["code"] = code
     return out

@@ -29,8 +29,9 @@ INCLUDE_KINDS = frozenset({"all", "instance", "reference"})
 JOIN_ACTIONS = frozenset({"append", "overwrite", "override", "replace", "remove"})
 """`xai:joinAction` values BAB accepts, case-insensitively (research/sage.md §2.6 NodeJoiner.cs)."""
 
-RECORD_CODES = frozenset({"parse-error", "missing-id", "include-outside-includes", "duplicate-instance",
-                          "invalid-join-action"})
+RECORD_CODES = frozenset(
+    {"parse-error", "missing-id", "include-outside-includes", "duplicate-instance", "invalid-join-action"}
+)
 """Diagnostics that come from one file's own records (the others come from walking the include graph)."""
 
 FILE_MAX_BYTES = 256 * 1024 * 1024
@@ -77,21 +78,49 @@ class FileRecords:
     root_has_id: bool = False
 
     def to_json(self) -> list[Any]:
-        return [self.root, self.assets, self.defines, self.includes, self.xincludes, self.refs,
-                self.joins, self.diagnostics, self.shallow, self.spliceable, self.root_has_id]
+        return [
+            self.root,
+            self.assets,
+            self.defines,
+            self.includes,
+            self.xincludes,
+            self.refs,
+            self.joins,
+            self.diagnostics,
+            self.shallow,
+            self.spliceable,
+            self.root_has_id,
+        ]
 
     @classmethod
     def from_json(cls, raw: list[Any]) -> FileRecords:
         """Records from the cache. The inner rows stay JSON lists (indexable like the tuples the extractor
         makes): converting 60 k reference rows would cost more than the rest of a warm start."""
-        return cls(root=raw[0], assets=raw[1], defines=raw[2], includes=raw[3], xincludes=raw[4], refs=raw[5],
-                   joins=raw[6], diagnostics=raw[7], shallow=bool(raw[8]), spliceable=raw[9],
-                   root_has_id=bool(raw[10]))
+        return cls(
+            root=raw[0],
+            assets=raw[1],
+            defines=raw[2],
+            includes=raw[3],
+            xincludes=raw[4],
+            refs=raw[5],
+            joins=raw[6],
+            diagnostics=raw[7],
+            shallow=bool(raw[8]),
+            spliceable=raw[9],
+            root_has_id=bool(raw[10]),
+        )
 
 
 def _parser() -> etree.XMLParser:
-    return etree.XMLParser(recover=True, remove_comments=True, remove_pis=True, huge_tree=True,
-                           resolve_entities=False, no_network=True, load_dtd=False)
+    return etree.XMLParser(
+        recover=True,
+        remove_comments=True,
+        remove_pis=True,
+        huge_tree=True,
+        resolve_entities=False,
+        no_network=True,
+        load_dtd=False,
+    )
 
 
 def decode_text(data: bytes) -> str:
@@ -149,7 +178,7 @@ class _Locator:
             text = lines[ln]
             pos = text.find(needle)
             while pos >= 0:
-                after = text[pos + len(needle):pos + len(needle) + 1]
+                after = text[pos + len(needle) : pos + len(needle) + 1]
                 if not after or after in " \t\r/>":
                     found = ln + 1
                     break
@@ -243,19 +272,36 @@ def extract_records(data: bytes, model: SchemaModel | None) -> FileRecords:
             if name == "Includes":
                 for inc in child.iterchildren(tag=etree.Element):
                     if _local(inc.tag) == "Include":
-                        rec.includes.append(((inc.get("type") or "").strip().lower(),
-                                             (inc.get("source") or "").strip(), inc.sourceline or 0))
+                        rec.includes.append(
+                            (
+                                (inc.get("type") or "").strip().lower(),
+                                (inc.get("source") or "").strip(),
+                                inc.sourceline or 0,
+                            )
+                        )
             elif name == "Defines":
                 for d in child.iterchildren(tag=etree.Element):
                     if _local(d.tag) == "Define" and d.get("name"):
-                        rec.defines.append((d.get("name", ""), d.get("value", ""), d.sourceline or 0,
-                                            (d.get("override") or "").strip().lower() == "true"))
+                        rec.defines.append(
+                            (
+                                d.get("name", ""),
+                                d.get("value", ""),
+                                d.sourceline or 0,
+                                (d.get("override") or "").strip().lower() == "true",
+                            )
+                        )
             continue
         if child.tag == XI_INCLUDE:
             continue  # collected below with the nested ones
         if name == "Include":
-            rec.diagnostics.append(("include-outside-includes", "error", line,
-                                    "<Include> must sit inside <Includes>; BAB ignores it here"))
+            rec.diagnostics.append(
+                (
+                    "include-outside-includes",
+                    "error",
+                    line,
+                    "<Include> must sit inside <Includes>; BAB ignores it here",
+                )
+            )
             continue
         asset_id = child.get("id")
         if not asset_id:
@@ -264,25 +310,36 @@ def extract_records(data: bytes, model: SchemaModel | None) -> FileRecords:
         start = locator.start_line(line, name)
         key = (name, asset_id.casefold())
         if key in seen:
-            rec.diagnostics.append(("duplicate-instance", "error", start,
-                                    f"{name}:{asset_id} is defined twice in this file "
-                                    f"(first on line {seen[key]})"))
+            rec.diagnostics.append(
+                (
+                    "duplicate-instance",
+                    "error",
+                    start,
+                    f"{name}:{asset_id} is defined twice in this file (first on line {seen[key]})",
+                )
+            )
         else:
             seen[key] = start
         index = len(rec.assets)
         rec.assets.append((name, asset_id, start))
         _inherit_ref(child, name, index, rec, locator)
         if model is not None:
-            _walk(child, model.asset_types.get(name) or model.fallback.get(name), index, model, rec,
-                  locator, "")
+            _walk(
+                child, model.asset_types.get(name) or model.fallback.get(name), index, model, rec, locator, ""
+            )
     _xincludes(root, rec)
     rec.refs.sort(key=_BY_POSITION)
     for el in _JOINED(root):
         rec.joins.append((_local(el.tag), el.get(XAI_JOIN, ""), el.sourceline or 0))
         if el.get(XAI_JOIN, "").strip().lower() not in JOIN_ACTIONS:
-            rec.diagnostics.append(("invalid-join-action", "error", el.sourceline or 0,
-                                    f"xai:joinAction={el.get(XAI_JOIN)!r}; valid values: Append, Replace, "
-                                    "Remove"))
+            rec.diagnostics.append(
+                (
+                    "invalid-join-action",
+                    "error",
+                    el.sourceline or 0,
+                    f"xai:joinAction={el.get(XAI_JOIN)!r}; valid values: Append, Replace, Remove",
+                )
+            )
     return rec
 
 
@@ -303,7 +360,9 @@ def _fragment(root: etree._Element, rec: FileRecords, model: SchemaModel | None,
     children — become top-level assets. References under a child with an id carry that child's position
     in `spliceable`; the rest carry -1."""
     if root.get("id"):
-        rec.spliceable.append((rec.root, root.get("id", ""), locator.start_line(root.sourceline or 0, rec.root)))
+        rec.spliceable.append(
+            (rec.root, root.get("id", ""), locator.start_line(root.sourceline or 0, rec.root))
+        )
         rec.root_has_id = True
         _inherit_ref(root, rec.root, 0, rec, locator)
     children = []
@@ -312,7 +371,9 @@ def _fragment(root: etree._Element, rec: FileRecords, model: SchemaModel | None,
         if child.get("id") and child.tag != XI_INCLUDE:
             children.append((child, name, len(rec.spliceable)))
             _inherit_ref(child, name, len(rec.spliceable), rec, locator)
-            rec.spliceable.append((name, child.get("id", ""), locator.start_line(child.sourceline or 0, name)))
+            rec.spliceable.append(
+                (name, child.get("id", ""), locator.start_line(child.sourceline or 0, name))
+            )
     if model is None:
         return
     root_type = model.fallback.get(rec.root)
@@ -341,19 +402,28 @@ def _parse_errors(parser: etree.XMLParser, rec: FileRecords) -> None:
     for e in errors[:PARSE_ERRORS_MAX]:
         rec.diagnostics.append(("parse-error", "error", e.line or 0, e.message.strip()))
     if len(errors) > PARSE_ERRORS_MAX:
-        rec.diagnostics.append(("parse-error", "error", 0,
-                                f"{len(errors) - PARSE_ERRORS_MAX} more parse errors not listed"))
+        rec.diagnostics.append(
+            ("parse-error", "error", 0, f"{len(errors) - PARSE_ERRORS_MAX} more parse errors not listed")
+        )
 
 
 def _xincludes(root: etree._Element, rec: FileRecords) -> None:
     for xi in root.iter(XI_INCLUDE):
         nested = xi.getparent() is not root
-        rec.xincludes.append(((xi.get("href") or "").strip(), (xi.get("xpointer") or "").strip(),
-                              xi.sourceline or 0, nested))
+        rec.xincludes.append(
+            ((xi.get("href") or "").strip(), (xi.get("xpointer") or "").strip(), xi.sourceline or 0, nested)
+        )
 
 
-def _walk(top: etree._Element, top_type: str | None, index: int, model: SchemaModel, rec: FileRecords,
-          locator: _Locator, top_parent: str) -> None:
+def _walk(
+    top: etree._Element,
+    top_type: str | None,
+    index: int,
+    model: SchemaModel,
+    rec: FileRecords,
+    locator: _Locator,
+    top_parent: str,
+) -> None:
     """Typed references below one asset: each element's type comes from its parent's type (the same name
     means different things under different parents), falling back to the name's global meaning."""
     children_of = model.children
@@ -397,8 +467,18 @@ def _walk(top: etree._Element, top_type: str | None, index: int, model: SchemaMo
             stack.append((child, ct, name))
 
 
-def _emit(refs: list[Ref], locator: _Locator, index: int, el: etree._Element, element: str, parent: str,
-          attr: str, value: str, ref_type: str, is_list: bool) -> None:
+def _emit(
+    refs: list[Ref],
+    locator: _Locator,
+    index: int,
+    el: etree._Element,
+    element: str,
+    parent: str,
+    attr: str,
+    value: str,
+    ref_type: str,
+    is_list: bool,
+) -> None:
     line = el.sourceline or 0
     values = value.split() if is_list else [value]
     for v in values:
@@ -412,8 +492,20 @@ def _emit(refs: list[Ref], locator: _Locator, index: int, el: etree._Element, el
                 col, end = col + offset, col + offset + len(v)
         else:
             ln, col, end = locator.content(line, v.strip())
-        refs.append((index, sys.intern(split[0]), split[1], ln, col, end,
-                     "attribute" if attr else "content", element, parent, attr))
+        refs.append(
+            (
+                index,
+                sys.intern(split[0]),
+                split[1],
+                ln,
+                col,
+                end,
+                "attribute" if attr else "content",
+                element,
+                parent,
+                attr,
+            )
+        )
 
 
 def shallow_scan(data: bytes) -> FileRecords:
@@ -425,9 +517,15 @@ def shallow_scan(data: bytes) -> FileRecords:
     depth = 0
     in_includes = False
     try:
-        for event, el in etree.iterparse(io.BytesIO(data), events=("start", "end"), recover=True,
-                                         huge_tree=True, resolve_entities=False, no_network=True,
-                                         remove_comments=True):
+        for event, el in etree.iterparse(
+            io.BytesIO(data),
+            events=("start", "end"),
+            recover=True,
+            huge_tree=True,
+            resolve_entities=False,
+            no_network=True,
+            remove_comments=True,
+        ):
             if event == "start":
                 depth += 1
                 if depth == 1:
@@ -438,8 +536,13 @@ def shallow_scan(data: bytes) -> FileRecords:
                     if name not in SPECIAL_ROOT_CHILDREN and el.get("id"):
                         rec.assets.append((name, el.get("id", ""), el.sourceline or 0))
                 elif depth == 3 and in_includes and _local(el.tag) == "Include":
-                    rec.includes.append(((el.get("type") or "").strip().lower(),
-                                         (el.get("source") or "").strip(), el.sourceline or 0))
+                    rec.includes.append(
+                        (
+                            (el.get("type") or "").strip().lower(),
+                            (el.get("source") or "").strip(),
+                            el.sourceline or 0,
+                        )
+                    )
             else:
                 depth -= 1
                 if depth == 1:

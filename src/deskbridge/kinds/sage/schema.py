@@ -175,7 +175,7 @@ class _Compiler:
         while stack:
             cur = stack.pop()
             for child in cur.iterchildren(tag=etree.Element):
-                tag = child.tag[len(XS):] if child.tag.startswith(XS) else ""
+                tag = child.tag[len(XS) :] if child.tag.startswith(XS) else ""
                 if tag == "attribute":
                     aname = child.get("name")
                     if not aname:
@@ -267,7 +267,8 @@ class _Compiler:
         model = SchemaModel()
         decl = self.top_elements.get("AssetDeclaration")
         model.asset_types = {
-            name: t for name, t in self.c_children.get(decl or "", {}).items()
+            name: t
+            for name, t in self.c_children.get(decl or "", {}).items()
             if name not in ("Tags", "Includes", "Defines")
         }
         for key in self.c_attrs:
@@ -304,8 +305,10 @@ class _Compiler:
                     with_refs.add(key)
                     changed = True
         model.with_refs = with_refs
-        model.children = {t: {n: (ct if ct in with_refs else "") for n, ct in kids.items()}
-                          for t, kids in model.children.items()}
+        model.children = {
+            t: {n: (ct if ct in with_refs else "") for n, ct in kids.items()}
+            for t, kids in model.children.items()
+        }
         return model
 
 

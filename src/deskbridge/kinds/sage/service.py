@@ -35,9 +35,15 @@ WATCHED_SUFFIXES = (".xml", ".w3x", ".manifest", ".xsd", ".babproj")
 class SageService(ProjectIndexer):
     """Owns everything about one project; safe to query from the event loop while a build runs."""
 
-    def __init__(self, project: Path | str, sdk: Path | str | None = None, *,
-                 search_paths: Iterable[Path] | None = None, use_cache: bool = True,
-                 snapshot_quiet_s: float = SNAPSHOT_QUIET_S) -> None:
+    def __init__(
+        self,
+        project: Path | str,
+        sdk: Path | str | None = None,
+        *,
+        search_paths: Iterable[Path] | None = None,
+        use_cache: bool = True,
+        snapshot_quiet_s: float = SNAPSHOT_QUIET_S,
+    ) -> None:
         super().__init__(project, sdk, search_paths=search_paths, use_cache=use_cache)
         self.snapshot_quiet_s = snapshot_quiet_s
         self._build_lock = asyncio.Lock()
@@ -160,8 +166,9 @@ class SageService(ProjectIndexer):
         roots = [str(self.project)] + ([str(self.sdk)] if self.sdk else [])
         assert self._watch_stop is not None
         try:
-            async for changes in awatch(*roots, stop_event=self._watch_stop, debounce=WATCH_DEBOUNCE_MS,
-                                        recursive=True):
+            async for changes in awatch(
+                *roots, stop_event=self._watch_stop, debounce=WATCH_DEBOUNCE_MS, recursive=True
+            ):
                 await self.changed(path for _change, path in changes)
         except asyncio.CancelledError:
             raise
@@ -185,39 +192,47 @@ class SageService(ProjectIndexer):
             log.exception("sage: snapshot failed")
 
     # --- answering --------------------------------------------------------------------------------
-    async def usable_index(self, wait_for_index: bool = False, timeout_s: float | None = None,
-                           allow_stale: bool = True) -> SageIndex:
+    async def usable_index(
+        self, wait_for_index: bool = False, timeout_s: float | None = None, allow_stale: bool = True
+    ) -> SageIndex:
         """The index a query should use under the caller's consistency options, or a `BridgeError`."""
         if wait_for_index:
             timeout = WAIT_TIMEOUT_DEFAULT_S if timeout_s is None else timeout_s
             if not 0 < timeout <= WAIT_TIMEOUT_MAX_S:
-                raise BridgeError(ErrorCode.INVALID_ARGUMENT,
-                                  f"timeoutSeconds {timeout} is outside (0, {WAIT_TIMEOUT_MAX_S}]",
-                                  hint="Pass a timeout of at most 300 seconds.")
+                raise BridgeError(
+                    ErrorCode.INVALID_ARGUMENT,
+                    f"timeoutSeconds {timeout} is outside (0, {WAIT_TIMEOUT_MAX_S}]",
+                    hint="Pass a timeout of at most 300 seconds.",
+                )
             if not self._is_final():
                 try:
                     await asyncio.wait_for(self._wait_final(), timeout)
                 except TimeoutError:
-                    raise BridgeError(ErrorCode.NOT_READY,
-                                      f"The index did not become final within {timeout:g} s "
-                                      f"(state {self.state}).",
-                                      hint="Call sage_get_status to watch progress, then retry.",
-                                      data=self.status()) from None
+                    raise BridgeError(
+                        ErrorCode.NOT_READY,
+                        f"The index did not become final within {timeout:g} s (state {self.state}).",
+                        hint="Call sage_get_status to watch progress, then retry.",
+                        data=self.status(),
+                    ) from None
         index = self.index
         if index is None:
-            raise BridgeError(ErrorCode.NOT_READY, f"The project is not indexed yet (state {self.state}).",
-                              hint="Call sage_get_status until state is ready_xml or ready, or pass "
-                              "waitForIndex true.", data=self.status())
+            raise BridgeError(
+                ErrorCode.NOT_READY,
+                f"The project is not indexed yet (state {self.state}).",
+                hint="Call sage_get_status until state is ready_xml or ready, or pass waitForIndex true.",
+                data=self.status(),
+            )
         if not allow_stale and not self._is_final():
-            raise BridgeError(ErrorCode.INDEX_STALE,
-                              f"The index is not final (state {self.state}, complete {index.complete}).",
-                              hint="Retry with waitForIndex true, or pass allowStale true to accept it.",
-                              data=self.status())
+            raise BridgeError(
+                ErrorCode.INDEX_STALE,
+                f"The index is not final (state {self.state}, complete {index.complete}).",
+                hint="Retry with waitForIndex true, or pass allowStale true to accept it.",
+                data=self.status(),
+            )
         return index
 
     def _is_final(self) -> bool:
-        return (self.index is not None and self.index.complete and not self._pending
-                and self.state == "ready")
+        return self.index is not None and self.index.complete and not self._pending and self.state == "ready"
 
     async def _wait_final(self) -> None:
         while not self._is_final():

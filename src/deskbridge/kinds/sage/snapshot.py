@@ -53,9 +53,16 @@ def snapshot_json(index: SageIndex, stale: bool = False, with_references: bool =
         for d in defs:
             streams = index.streams_of(d.file) if d.file else {}
             first = next(iter(streams.items()), (None, None))
-            row: dict[str, Any] = {"type": d.type, "id": d.id, "file": index.display(d.file), "line": d.line,
-                                   "origin": d.origin, "stream": first[0],
-                                   "viaInstance": first[1] not in (None, "all"), "streams": streams}
+            row: dict[str, Any] = {
+                "type": d.type,
+                "id": d.id,
+                "file": index.display(d.file),
+                "line": d.line,
+                "origin": d.origin,
+                "stream": first[0],
+                "viaInstance": first[1] not in (None, "all"),
+                "streams": streams,
+            }
             if d.manifest:
                 row["manifest"] = d.manifest
                 row["manifestSource"] = d.source
@@ -65,11 +72,21 @@ def snapshot_json(index: SageIndex, stale: bool = False, with_references: bool =
         shown = index.display(path)
         for r in rec.refs:
             owner = index.owner(path, r)
-            references.append({
-                "type": r[R_TYPE], "id": r[R_VALUE], "file": shown, "line": r[R_LINE], "column": r[R_COL],
-                "endColumn": r[R_END], "kind": r[R_KIND], "element": r[R_ELEMENT], "attribute": r[R_ATTR] or None,
-                "fromType": owner[0] if owner else None, "fromId": owner[1] if owner else None,
-            })
+            references.append(
+                {
+                    "type": r[R_TYPE],
+                    "id": r[R_VALUE],
+                    "file": shown,
+                    "line": r[R_LINE],
+                    "column": r[R_COL],
+                    "endColumn": r[R_END],
+                    "kind": r[R_KIND],
+                    "element": r[R_ELEMENT],
+                    "attribute": r[R_ATTR] or None,
+                    "fromType": owner[0] if owner else None,
+                    "fromId": owner[1] if owner else None,
+                }
+            )
     return {
         "schemaVersion": SCHEMA_VERSION,
         "project": str(index.project),
@@ -89,25 +106,45 @@ def snapshot_json(index: SageIndex, stale: bool = False, with_references: bool =
         },
         "streams": [{"name": n, "entry": index.display(e)} for n, e in index.streams.items()],
         "assets": assets,
-        "defines": [{"name": d.name, "value": d.value, "file": index.display(d.file), "line": d.line,
-                     "override": d.override} for defs in index.defines.values() for d in defs],
+        "defines": [
+            {
+                "name": d.name,
+                "value": d.value,
+                "file": index.display(d.file),
+                "line": d.line,
+                "override": d.override,
+            }
+            for defs in index.defines.values()
+            for d in defs
+        ],
         "references": references,
-        "includeGraph": [{"from": index.display(e.file), "kind": e.kind, "source": e.source, "line": e.line,
-                          "to": index.display(e.target) if e.target else None,
-                          "manifest": e.via_manifest or None} for e in index.includes],
+        "includeGraph": [
+            {
+                "from": index.display(e.file),
+                "kind": e.kind,
+                "source": e.source,
+                "line": e.line,
+                "to": index.display(e.target) if e.target else None,
+                "manifest": e.via_manifest or None,
+            }
+            for e in index.includes
+        ],
         "sourceCandidates": [index.display(p) for p in index.source_candidates],
     }
 
 
-_REF_ROW = ('{"type":%s,"id":%s,"file":%s,"line":%d,"column":%d,"endColumn":%d,"kind":%s,"element":%s,'
-            '"attribute":%s,"fromType":%s,"fromId":%s}')
+_REF_ROW = (
+    '{"type":%s,"id":%s,"file":%s,"line":%d,"column":%d,"endColumn":%d,"kind":%s,"element":%s,'
+    '"attribute":%s,"fromType":%s,"fromId":%s}'
+)
 
 
 def snapshot_text(index: SageIndex, stale: bool = False) -> str:
     """`snapshot_json` serialised, with the 60 k reference rows formatted directly: the same JSON as
     `json.dumps(snapshot_json(...))` at about half the cost, which keeps SNAP well under a second."""
-    head = json.dumps(snapshot_json(index, stale, with_references=False), separators=(",", ":"),
-                      ensure_ascii=False)
+    head = json.dumps(
+        snapshot_json(index, stale, with_references=False), separators=(",", ":"), ensure_ascii=False
+    )
     memo: dict[str, str] = {}
 
     def enc(value: str | None) -> str:
@@ -125,10 +162,22 @@ def snapshot_text(index: SageIndex, stale: bool = False) -> str:
         assets = rec.assets
         for r in rec.refs:
             owner = (assets[r[R_ASSET]] if r[R_ASSET] >= 0 else None) if plain else index.owner(path, r)
-            rows.append(_REF_ROW % (enc(r[R_TYPE]), encode_basestring(r[R_VALUE]), shown, r[R_LINE], r[R_COL],
-                                    r[R_END], enc(r[R_KIND]), enc(r[R_ELEMENT]), enc(r[R_ATTR] or None),
-                                    enc(owner[0]) if owner else "null",
-                                    encode_basestring(owner[1]) if owner else "null"))
+            rows.append(
+                _REF_ROW
+                % (
+                    enc(r[R_TYPE]),
+                    encode_basestring(r[R_VALUE]),
+                    shown,
+                    r[R_LINE],
+                    r[R_COL],
+                    r[R_END],
+                    enc(r[R_KIND]),
+                    enc(r[R_ELEMENT]),
+                    enc(r[R_ATTR] or None),
+                    enc(owner[0]) if owner else "null",
+                    encode_basestring(owner[1]) if owner else "null",
+                )
+            )
     # A key written by json.dumps cannot occur inside a string value (its quotes would be escaped).
     cut = head.rindex('"references":[]') + len('"references":[')
     return head[:cut] + ",".join(rows) + head[cut:]
@@ -153,9 +202,17 @@ def write_snapshot(index: SageIndex, stale: bool = False, data_dir: Path | None 
             with contextlib.suppress(FileNotFoundError):
                 tmp_prev.unlink()
     atomic_write(current, data)
-    meta = {"schemaVersion": SCHEMA_VERSION, "project": str(index.project), "generatedAt": index.generated_at,
-            "buildId": index.build_id, "phase": index.phase, "complete": index.complete, "stale": stale,
-            "assetCount": index.stats.get("assetCount"), "bytes": len(data)}
+    meta = {
+        "schemaVersion": SCHEMA_VERSION,
+        "project": str(index.project),
+        "generatedAt": index.generated_at,
+        "buildId": index.build_id,
+        "phase": index.phase,
+        "complete": index.complete,
+        "stale": stale,
+        "assetCount": index.stats.get("assetCount"),
+        "bytes": len(data),
+    }
     atomic_write(folder / "meta.json", json.dumps(meta, indent=1).encode())
     return current
 

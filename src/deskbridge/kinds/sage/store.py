@@ -36,8 +36,13 @@ def is_art(path: str) -> bool:
 class RecordStore:
     """Records of every file the index has read, keyed by real path."""
 
-    def __init__(self, model: Callable[[], SchemaModel | None], cache_file: Path | None,
-                 model_digest: Callable[[], str] = lambda: "", schema_stat: str = "") -> None:
+    def __init__(
+        self,
+        model: Callable[[], SchemaModel | None],
+        cache_file: Path | None,
+        model_digest: Callable[[], str] = lambda: "",
+        schema_stat: str = "",
+    ) -> None:
         self._model = model
         self.cache_file = cache_file
         self._digest_fn = model_digest
@@ -88,9 +93,16 @@ class RecordStore:
         for path, e in self._entries.items():
             rec = e[5]
             out[path] = [e[0], e[1], e[2], e[3], e[4], rec.to_json() if isinstance(rec, FileRecords) else rec]
-        body = json.dumps({"version": CACHE_VERSION, "model": self.model_digest,
-                           "schemaStat": self.schema_stat, "extras": self.extras, "entries": out},
-                          separators=(",", ":"))
+        body = json.dumps(
+            {
+                "version": CACHE_VERSION,
+                "model": self.model_digest,
+                "schemaStat": self.schema_stat,
+                "extras": self.extras,
+                "entries": out,
+            },
+            separators=(",", ":"),
+        )
         atomic_write(self.cache_file, gzip.compress(body.encode(), compresslevel=1))
         self.dirty = False
         return True
@@ -115,8 +127,12 @@ class RecordStore:
             self._entries.pop(path, None)
             self._trusted.discard(path)
             return None
-        if entry is not None and entry[0] == st.st_size and entry[1] == st.st_mtime_ns \
-                and entry[2] == st.st_ctime_ns:
+        if (
+            entry is not None
+            and entry[0] == st.st_size
+            and entry[1] == st.st_mtime_ns
+            and entry[2] == st.st_ctime_ns
+        ):
             if st.st_mtime_ns < entry[4] - RACY_WINDOW_NS:
                 self._trusted.add(path)
                 self.cache_hits += 1
@@ -147,8 +163,14 @@ class RecordStore:
     def _parse(self, path: str, data: bytes, st: os.stat_result) -> FileRecords:
         rec = shallow_scan(data) if is_art(path) else extract_records(data, self._model())
         self.parsed += 1
-        self._entries[path] = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, hashlib.sha1(data).hexdigest(),
-                               time.time_ns(), rec]
+        self._entries[path] = [
+            st.st_size,
+            st.st_mtime_ns,
+            st.st_ctime_ns,
+            hashlib.sha1(data).hexdigest(),
+            time.time_ns(),
+            rec,
+        ]
         self._trusted.add(path)
         self.dirty = True
         return rec

@@ -110,8 +110,15 @@ class Bench:
         return self.srv.ui_headers()
 
     # -- acting as an MCP client --------------------------------------------------------------------------
-    async def ai_edit(self, find: str, replacement: str, *, caller: str = AI_CALLER, doc_id: str | None = None,
-                      occurrence: int = 0) -> dict[str, Any]:
+    async def ai_edit(
+        self,
+        find: str,
+        replacement: str,
+        *,
+        caller: str = AI_CALLER,
+        doc_id: str | None = None,
+        occurrence: int = 0,
+    ) -> dict[str, Any]:
         """Replace the `occurrence`-th `find` in the current text with md_apply_text_edit, through `App.invoke`
         (what the MCP endpoint calls for every tool call: validation, approval, audit) under the caller id
         `caller`, so tests can tell its updates apart. Raises the tool's BridgeError."""
@@ -120,10 +127,18 @@ class Bench:
         at = -1
         for _ in range(occurrence + 1):
             at = text.index(find, at + 1)
-        arguments = {"docId": doc["docId"], "startOffset": at, "length": len(find), "expectedText": find,
-                     "replacement": replacement, "expectedRevision": doc["revision"], "reason": f"replace {find!r}"}
-        return await self.app.invoke("md_apply_text_edit", arguments,
-                                     CallContext(caller=caller, client_name="pytest-agent"))
+        arguments = {
+            "docId": doc["docId"],
+            "startOffset": at,
+            "length": len(find),
+            "expectedText": find,
+            "replacement": replacement,
+            "expectedRevision": doc["revision"],
+            "reason": f"replace {find!r}",
+        }
+        return await self.app.invoke(
+            "md_apply_text_edit", arguments, CallContext(caller=caller, client_name="pytest-agent")
+        )
 
     # -- from the test thread (browser tests) ---------------------------------------------------------------
     def call(self, coro: Any, timeout: float = 30.0) -> Any:

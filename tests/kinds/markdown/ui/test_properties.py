@@ -11,9 +11,14 @@ from deskbridge.kinds.markdown.ui_state import LANGUAGES, THEMES, TYPOGRAPHIES, 
 from deskbridge.kinds.markdown.web import BLOCK_SEARCH_MAX_LINES, block_window
 
 FIELDS = [*default_state(), "revision", "fontSize", "", "theme "]
-VALUES = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=12),
-                   st.sampled_from([*THEMES, *TYPOGRAPHIES, *LANGUAGES, "files", "outline"]),
-                   st.lists(st.integers(), max_size=2))
+VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.text(max_size=12),
+    st.sampled_from([*THEMES, *TYPOGRAPHIES, *LANGUAGES, "files", "outline"]),
+    st.lists(st.integers(), max_size=2),
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -33,8 +38,11 @@ def test_ui_state_updates_are_all_or_nothing(changes):
     assert len(published) == (1 if after["revision"] > before["revision"] else 0)
 
 
-LINES = st.lists(st.sampled_from(["", "text", "```", "~~~", "   ```py", "- item", "| a |", "# h"]),
-                 min_size=1, max_size=120)
+LINES = st.lists(
+    st.sampled_from(["", "text", "```", "~~~", "   ```py", "- item", "| a |", "# h"]),
+    min_size=1,
+    max_size=120,
+)
 
 
 @settings(max_examples=400, deadline=None)

@@ -24,7 +24,9 @@ def test_the_bundle_was_built_from_the_current_sources():
     for name in sorted(files):
         digest.update(name.encode() + b"\0" + (FRONTEND / name).read_bytes() + b"\0")
     info = json.loads((STATIC_DIR / "build-info.json").read_text("utf-8"))
-    assert info["sources"] == digest.hexdigest(), "frontend/markdown changed: run `npm run build` there and commit"
+    assert info["sources"] == digest.hexdigest(), (
+        "frontend/markdown changed: run `npm run build` there and commit"
+    )
 
 
 def test_the_page_loads_only_its_own_scripts():
@@ -48,7 +50,9 @@ def test_every_asset_the_bundle_refers_to_is_committed():
 
 
 def test_the_bundle_stays_small_and_has_no_source_maps():
-    sizes = {p.relative_to(STATIC_DIR).as_posix(): p.stat().st_size for p in STATIC_DIR.rglob("*") if p.is_file()}
+    sizes = {
+        p.relative_to(STATIC_DIR).as_posix(): p.stat().st_size for p in STATIC_DIR.rglob("*") if p.is_file()
+    }
     assert not [name for name in sizes if name.endswith(".map")]
     assert sizes["app.js"] <= APP_JS_MAX_BYTES
     assert sum(sizes.values()) <= BUNDLE_MAX_BYTES

@@ -37,10 +37,19 @@ def call(tools: dict, name: str, **arguments):
 
 
 def test_the_tool_list_matches_the_seed_with_vex_aliases(tools):
-    assert sorted(tools) == sorted([
-        "md_ui_get_state", "md_ui_set_theme", "md_ui_set_typography", "md_ui_set_language", "md_ui_set_layout",
-        "md_ui_show_sidebar_tab", "md_ui_open_panel", "md_ui_refresh_preview", "md_ui_apply_editor_command",
-    ])
+    assert sorted(tools) == sorted(
+        [
+            "md_ui_get_state",
+            "md_ui_set_theme",
+            "md_ui_set_typography",
+            "md_ui_set_language",
+            "md_ui_set_layout",
+            "md_ui_show_sidebar_tab",
+            "md_ui_open_panel",
+            "md_ui_refresh_preview",
+            "md_ui_apply_editor_command",
+        ]
+    )
     for name, spec in tools.items():
         assert TOOL_NAME_PATTERN.match(name)
         short = name.removeprefix("md_")
@@ -50,8 +59,18 @@ def test_the_tool_list_matches_the_seed_with_vex_aliases(tools):
 
 def test_get_state_has_the_seed_fields(tools):
     state = call(tools, "md_ui_get_state")
-    for key in ("theme", "typography", "cultureName", "isCompactLayout", "isSidebarVisible", "selectedSidebarTab",
-                "isPreviewVisible", "isSourceMode", "showLineNumbers", "isStatusBarVisible"):
+    for key in (
+        "theme",
+        "typography",
+        "cultureName",
+        "isCompactLayout",
+        "isSidebarVisible",
+        "selectedSidebarTab",
+        "isPreviewVisible",
+        "isSourceMode",
+        "showLineNumbers",
+        "isStatusBarVisible",
+    ):
         assert key in state
 
 
@@ -59,11 +78,19 @@ def test_schemas_list_the_allowed_values(tools):
     schema = tools["md_ui_set_theme"].input_schema()
     assert schema["properties"]["themeKey"]["enum"] == list(THEMES)
     assert schema["required"] == ["themeKey"]
-    assert tools["md_ui_set_typography"].input_schema()["properties"]["typographyKey"]["enum"] == list(TYPOGRAPHIES)
+    assert tools["md_ui_set_typography"].input_schema()["properties"]["typographyKey"]["enum"] == list(
+        TYPOGRAPHIES
+    )
     assert tools["md_ui_open_panel"].input_schema()["properties"]["panel"]["enum"] == list(PANELS)
     layout = tools["md_ui_set_layout"].input_schema()["properties"]
-    assert set(layout) == {"sidebarVisible", "statusBarVisible", "previewVisible", "sourceMode",
-                           "lineNumbersVisible", "compactLayout"}
+    assert set(layout) == {
+        "sidebarVisible",
+        "statusBarVisible",
+        "previewVisible",
+        "sourceMode",
+        "lineNumbersVisible",
+        "compactLayout",
+    }
 
 
 @pytest.mark.parametrize("theme", THEMES)
@@ -76,18 +103,23 @@ def test_every_theme_can_be_set_and_is_published(tools, bus, theme):
 
 
 def test_values_are_matched_without_regard_to_case(tools):
-    assert call(tools, "md_ui_set_typography", typographyKey="technologyblue")["typography"] == "TechnologyBlue"
+    assert (
+        call(tools, "md_ui_set_typography", typographyKey="technologyblue")["typography"] == "TechnologyBlue"
+    )
     assert call(tools, "md_ui_set_language", cultureName="ZH-hant")["cultureName"] == "zh-Hant"
 
 
-@pytest.mark.parametrize(("tool", "arg", "value"), [
-    ("md_ui_set_theme", "themeKey", "neon"),
-    ("md_ui_set_typography", "typographyKey", "Comic"),
-    ("md_ui_set_language", "cultureName", "fr-FR"),
-    ("md_ui_show_sidebar_tab", "tab", "search"),
-    ("md_ui_open_panel", "panel", "website"),
-    ("md_ui_apply_editor_command", "command", "paste"),
-])
+@pytest.mark.parametrize(
+    ("tool", "arg", "value"),
+    [
+        ("md_ui_set_theme", "themeKey", "neon"),
+        ("md_ui_set_typography", "typographyKey", "Comic"),
+        ("md_ui_set_language", "cultureName", "fr-FR"),
+        ("md_ui_show_sidebar_tab", "tab", "search"),
+        ("md_ui_open_panel", "panel", "website"),
+        ("md_ui_apply_editor_command", "command", "paste"),
+    ],
+)
 def test_a_value_outside_the_list_is_refused_with_the_choices(tools, bus, tool, arg, value):
     with pytest.raises(BridgeError) as err:
         call(tools, tool, **{arg: value})
@@ -170,9 +202,14 @@ def test_a_damaged_or_outdated_state_file_is_ignored_field_by_field(tmp_path):
 
 def test_panels_and_commands_need_an_open_editor_when_the_platform_can_tell(bus):
     open_tabs = []
-    tools = {s.name: s for s in markdown_ui_tools(None, UiState(events=bus, editor_open=lambda: bool(open_tabs)))}
-    for name, args in [("md_ui_open_panel", {"panel": "about"}), ("md_ui_refresh_preview", {}),
-                       ("md_ui_apply_editor_command", {"command": "bold"})]:
+    tools = {
+        s.name: s for s in markdown_ui_tools(None, UiState(events=bus, editor_open=lambda: bool(open_tabs)))
+    }
+    for name, args in [
+        ("md_ui_open_panel", {"panel": "about"}),
+        ("md_ui_refresh_preview", {}),
+        ("md_ui_apply_editor_command", {"command": "bold"}),
+    ]:
         with pytest.raises(BridgeError) as err:
             call(tools, name, **args)
         assert err.value.code is ErrorCode.UI_NOT_READY and "open the deskbridge editor" in err.value.hint

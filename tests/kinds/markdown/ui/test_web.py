@@ -53,8 +53,10 @@ async def test_a_push_is_accepted_then_pulled_back_by_every_editor(http, bench):
     doc = await open_doc(http)
     length = len(doc["text"])  # ASCII + BMP only: UTF-16 length equals len()
     changes = [[0, "Hello ", ""], length]  # insert "Hello \n" at the start
-    r = await http.post(f"{MD}/docs/{doc['docId']}/push",
-                        json={"version": 0, "updates": [{"clientID": "tab-a", "changes": changes}]})
+    r = await http.post(
+        f"{MD}/docs/{doc['docId']}/push",
+        json={"version": 0, "updates": [{"clientID": "tab-a", "changes": changes}]},
+    )
     assert r.status_code == 200 and r.json() == {"ok": True, "version": 1}
     pulled = (await http.get(f"{MD}/docs/{doc['docId']}/pull", params={"version": 0, "wait": 0})).json()
     assert pulled["updates"] == [{"clientID": "tab-a", "changes": changes}]
@@ -64,19 +66,24 @@ async def test_a_push_is_accepted_then_pulled_back_by_every_editor(http, bench):
 async def test_a_push_on_an_old_version_is_409_with_the_current_version(http):
     doc = await open_doc(http)
     n = len(doc["text"])
-    ok = await http.post(f"{MD}/docs/{doc['docId']}/push",
-                         json={"version": 0, "updates": [{"clientID": "a", "changes": [[0, "x"], n]}]})
+    ok = await http.post(
+        f"{MD}/docs/{doc['docId']}/push",
+        json={"version": 0, "updates": [{"clientID": "a", "changes": [[0, "x"], n]}]},
+    )
     assert ok.status_code == 200
-    stale = await http.post(f"{MD}/docs/{doc['docId']}/push",
-                            json={"version": 0, "updates": [{"clientID": "b", "changes": [[0, "y"], n]}]})
+    stale = await http.post(
+        f"{MD}/docs/{doc['docId']}/push",
+        json={"version": 0, "updates": [{"clientID": "b", "changes": [[0, "y"], n]}]},
+    )
     assert stale.status_code == 409
     assert stale.json()["version"] == 1
 
 
 async def test_a_malformed_change_set_is_a_400_and_changes_nothing(http, bench):
     doc = await open_doc(http)
-    r = await http.post(f"{MD}/docs/{doc['docId']}/push",
-                        json={"version": 0, "updates": [{"clientID": "a", "changes": [5]}]})
+    r = await http.post(
+        f"{MD}/docs/{doc['docId']}/push", json={"version": 0, "updates": [{"clientID": "a", "changes": [5]}]}
+    )
     assert r.status_code == 400
     assert r.json()["error"]["code"] == ErrorCode.INVALID_ARGUMENT
     assert bench.service.read(doc["docId"])["version"] == 0
@@ -84,8 +91,10 @@ async def test_a_malformed_change_set_is_a_400_and_changes_nothing(http, bench):
 
 async def test_browser_updates_cannot_pretend_to_be_an_ai(http):
     doc = await open_doc(http)
-    r = await http.post(f"{MD}/docs/{doc['docId']}/push",
-                        json={"version": 0, "updates": [{"clientID": "mcp:evil", "changes": [[0, "x"], len(doc["text"])]}]})
+    r = await http.post(
+        f"{MD}/docs/{doc['docId']}/push",
+        json={"version": 0, "updates": [{"clientID": "mcp:evil", "changes": [[0, "x"], len(doc["text"])]}]},
+    )
     assert r.status_code == 403
 
 
@@ -112,8 +121,10 @@ async def test_the_preview_is_the_servers_html_with_math_left_for_katex(http):
 async def test_the_reported_selection_is_what_md_get_selection_reads(http, bench):
     doc = await open_doc(http)
     start = doc["text"].index("Deskbridge")
-    r = await http.post(f"{MD}/docs/{doc['docId']}/selection",
-                        json={"anchor": start, "head": start + len("Deskbridge"), "version": 0})
+    r = await http.post(
+        f"{MD}/docs/{doc['docId']}/selection",
+        json={"anchor": start, "head": start + len("Deskbridge"), "version": 0},
+    )
     assert r.status_code == 200
     assert bench.service.selection(doc["docId"])["text"] == "Deskbridge"
 
@@ -121,8 +132,10 @@ async def test_the_reported_selection_is_what_md_get_selection_reads(http, bench
 async def test_unsynced_drafts_block_a_save_until_the_editor_reports_zero(http, bench, tmp_path):
     doc = await open_doc(http)
     n = len(doc["text"])
-    await http.post(f"{MD}/docs/{doc['docId']}/push",
-                    json={"version": 0, "updates": [{"clientID": "tab", "changes": [[0, "A"], n]}]})
+    await http.post(
+        f"{MD}/docs/{doc['docId']}/push",
+        json={"version": 0, "updates": [{"clientID": "tab", "changes": [[0, "A"], n]}]},
+    )
     await http.post(f"{MD}/drafts", json={"docId": doc["docId"], "clientId": "tab", "pending": 2})
     save = asyncio.create_task(http.post(f"{MD}/docs/{doc['docId']}/save"))
     await asyncio.sleep(0.1)
@@ -161,7 +174,11 @@ async def test_opening_another_file_makes_it_current(http):
 async def test_opening_outside_the_folder_is_refused(http):
     r = await http.post(f"{MD}/open", json={"path": "../../etc/passwd"})
     assert r.status_code in (400, 403, 404)
-    assert r.json()["error"]["code"] in (ErrorCode.ACCESS_DENIED, ErrorCode.INVALID_ARGUMENT, ErrorCode.NOT_FOUND)
+    assert r.json()["error"]["code"] in (
+        ErrorCode.ACCESS_DENIED,
+        ErrorCode.INVALID_ARGUMENT,
+        ErrorCode.NOT_FOUND,
+    )
 
 
 async def test_ui_state_changes_are_validated_and_published(http, bench):
@@ -225,7 +242,9 @@ async def test_a_large_document_is_previewed_a_window_of_whole_blocks_at_a_time(
         part = (await http.get(f"{MD}/docs/{doc['docId']}/preview", params={"from": 4003, "to": 4100})).json()
         assert part["window"]["from"] == 4002  # moved back to the fence's opening line
         assert "<pre" in part["html"] and "code inside a fence" in part["html"]
-        assert 'data-source-line="1"' in part["html"]  # lines are relative to the window; the browser shifts them
+        assert (
+            'data-source-line="1"' in part["html"]
+        )  # lines are relative to the window; the browser shifts them
 
 
 def test_block_window_keeps_paragraphs_and_fences_whole():
@@ -241,7 +260,9 @@ async def test_local_images_are_served_for_the_preview_and_nothing_else(http, be
     (bench.root / "img").mkdir()
     png = b"\x89PNG\r\n\x1a\n" + b"0" * 16
     (bench.root / "img" / "pic.png").write_bytes(png)
-    (bench.root / "img" / "x.svg").write_text("<svg xmlns='http://www.w3.org/2000/svg'><script>1</script></svg>")
+    (bench.root / "img" / "x.svg").write_text(
+        "<svg xmlns='http://www.w3.org/2000/svg'><script>1</script></svg>"
+    )
     doc = await open_doc(http)
     base = f"{MD}/docs/{doc['docId']}/asset"
     r = await http.get(f"{base}/img/pic.png")

@@ -67,7 +67,9 @@ def test_one_file_edit_rewrites_only_its_chunk(small_archives, tmp_path, variant
         expected = ar.read(target)
         report = ar.save(backup=True)
         assert report.changed == (target,) and report.verified == 1
-        assert report.backup is not None and report.backup.read_bytes() == small_archives[variant].read_bytes()
+        assert (
+            report.backup is not None and report.backup.read_bytes() == small_archives[variant].read_bytes()
+        )
         # The identity recorded for the next save is the hash of what is on disk (kernel copies included).
         assert ar._last_written.sha256 == hashlib.sha256(src.read_bytes()).hexdigest()
     with _open(src) as again:

@@ -16,7 +16,9 @@ from deskbridge.kinds.pvf.script import nkpi_codec as codec
 def pools() -> StringPools:
     a = b"\0[name]\0[/name]\0word\0two words\0a`b\0[name]\0"
     w = "\0巨剑\0".encode("utf-16-le")
-    return StringPools(bytes(8), a, w, PoolKeys(LEGACY.pool_a, LEGACY.pool_w, LEGACY.mask_a, LEGACY.mask_w), "utf-8")
+    return StringPools(
+        bytes(8), a, w, PoolKeys(LEGACY.pool_a, LEGACY.pool_w, LEGACY.mask_a, LEGACY.mask_w), "utf-8"
+    )
 
 
 def _f32(x: float) -> int:
@@ -25,14 +27,27 @@ def _f32(x: float) -> int:
 
 def test_each_token_type_has_its_text_form(pools):
     off = {s: pools.find(s) for s in ("[name]", "word", "two words", "a`b", "巨剑")}
-    payload = codec.pack_records([
-        (3, off["[name]"]), (6, off["巨剑"]), (0, -7), (2, _f32(8000.0)), (2, _f32(0.1)),
-        (3, off["word"]), (3, off["two words"]), (5, off["a`b"]), (7, off["word"]), (8, off["word"]),
-        (10, off["word"]), (9, 12345),
-    ])
+    payload = codec.pack_records(
+        [
+            (3, off["[name]"]),
+            (6, off["巨剑"]),
+            (0, -7),
+            (2, _f32(8000.0)),
+            (2, _f32(0.1)),
+            (3, off["word"]),
+            (3, off["two words"]),
+            (5, off["a`b"]),
+            (7, off["word"]),
+            (8, off["word"]),
+            (10, off["word"]),
+            (9, 12345),
+        ]
+    )
     text = codec.decompile(payload, pools)
-    assert text == ("[name]\n\t`巨剑`\t-7\t8000.0\t0.1\tword\n\t{3=`two words`}\n\t{5=`a``b`}\n\t{7=`word`}\n"
-                    "\t{8=`word`}\n\t{10=`word`}\t{9=12345}\n")
+    assert text == (
+        "[name]\n\t`巨剑`\t-7\t8000.0\t0.1\tword\n\t{3=`two words`}\n\t{5=`a``b`}\n\t{7=`word`}\n"
+        "\t{8=`word`}\n\t{10=`word`}\t{9=12345}\n"
+    )
     assert codec.compile_text(text, pools) == payload
 
 

@@ -50,7 +50,11 @@ def test_truncated_archive_is_corrupt_with_an_offset(legacy_bytes):
     for cut in (0, 10, 47, 48, 200, len(legacy_bytes) // 2, len(legacy_bytes) - 1):
         with pytest.raises(BridgeError) as err:
             NkpiArchive(legacy_bytes[:cut])
-        assert err.value.code in (ErrorCode.PVF_CORRUPT, ErrorCode.UNSUPPORTED_VARIANT, ErrorCode.KEY_REQUIRED)
+        assert err.value.code in (
+            ErrorCode.PVF_CORRUPT,
+            ErrorCode.UNSUPPORTED_VARIANT,
+            ErrorCode.KEY_REQUIRED,
+        )
         if err.value.code is ErrorCode.PVF_CORRUPT:
             assert "offset" in err.value.data
 
@@ -143,8 +147,14 @@ def test_any_text_either_compiles_stably_or_is_a_syntax_error(text):
 @FUZZ
 @given(st.binary(max_size=400))
 def test_tables_and_pools_parsers_only_raise_typed_errors(raw):
-    for target in (fz.fuzz_hash_table, fz.fuzz_grpi, fz.fuzz_pools, fz.fuzz_pool_strings, fz.fuzz_header,
-                   fz.fuzz_utf16):
+    for target in (
+        fz.fuzz_hash_table,
+        fz.fuzz_grpi,
+        fz.fuzz_pools,
+        fz.fuzz_pool_strings,
+        fz.fuzz_header,
+        fz.fuzz_utf16,
+    ):
         with contextlib.suppress(BridgeError):
             target(raw)
 

@@ -62,20 +62,35 @@ def test_a_zlib_section_recovers_its_seed():
     raw = b"[name]\0`sword`\0" * 300
     cipher = c.crypt(zlib.compress(raw), 0x1BADB002, c.MAGIC_POOL)
     assert recover_zlib_seed(cipher, len(raw), c.MAGIC_POOL) == 0x1BADB002
-    assert recover_zlib_seed(cipher, len(raw) + 1, c.MAGIC_POOL) is None  # must inflate to the declared length
+    assert (
+        recover_zlib_seed(cipher, len(raw) + 1, c.MAGIC_POOL) is None
+    )  # must inflate to the declared length
 
 
 def test_archive_under_unknown_keys_opens_as_recovered(tmp_path):
     rng = [0x13572468, 0x2468ACE0, 0x0F1E2D3C, 0x11223344, 0x55667788, 0x99AABBCC]
-    scheme = replace(c.LEGACY, name="unknown", header=rng[0], hash=rng[1], grpi=rng[2], pool_a=rng[3],
-                     pool_w=rng[4], body=rng[5])
+    scheme = replace(
+        c.LEGACY,
+        name="unknown",
+        header=rng[0],
+        hash=rng[1],
+        grpi=rng[2],
+        pool_a=rng[3],
+        pool_w=rng[4],
+        body=rng[5],
+    )
     path = tmp_path / "unknown.pvf"
     synth_nkpi(path, 80, 3, "legacy", scheme=scheme)
     reference = tmp_path / "known.pvf"
     synth_nkpi(reference, 80, 3, "legacy")
     with open_nkpi(path) as ar, open_nkpi(reference) as ref:
         assert ar.variant == "recovered"
-        assert (ar.scheme.header, ar.scheme.hash, ar.scheme.grpi, ar.scheme.body) == (rng[0], rng[1], rng[2], rng[5])
+        assert (ar.scheme.header, ar.scheme.hash, ar.scheme.grpi, ar.scheme.body) == (
+            rng[0],
+            rng[1],
+            rng[2],
+            rng[5],
+        )
         assert (ar.scheme.pool_a, ar.scheme.pool_w) == (rng[3], rng[4])
         assert ar.paths() == ref.paths()
         for p in ar.paths():
@@ -118,8 +133,16 @@ def test_sk_dat_unwraps_to_the_page_keys_and_opens_a_paged_archive(tmp_path):
     sk.write_bytes(_make_sk_dat(page_keys, meta, n, e))
     assert unwrap_sk_dat(sk.read_bytes(), n, d, meta) == tuple(page_keys)
     keyfile = tmp_path / "keys.json"
-    keyfile.write_text(json.dumps({"sk_dat": "sk.dat", "rsa_modulus": hex(n), "rsa_private_exponent": str(d),
-                                   "metadata_key": meta.hex()}))
+    keyfile.write_text(
+        json.dumps(
+            {
+                "sk_dat": "sk.dat",
+                "rsa_modulus": hex(n),
+                "rsa_private_exponent": str(d),
+                "metadata_key": meta.hex(),
+            }
+        )
+    )
     keys = load_keys(key_file=keyfile)
     assert "page_keys" not in repr(keys) or keys.page_keys[0].hex() not in repr(keys)  # never printed
     path = tmp_path / "paged.pvf"
@@ -185,7 +208,11 @@ def test_paged_archive_with_unknown_section_keys_is_recovered(tmp_path):
     with open_nkpi(path, keys=str(path) + ".keys.json") as ar:
         assert ar.variant == "paged"
         assert (ar.scheme.header, ar.scheme.hash, ar.scheme.grpi, ar.scheme.body) == (
-            0x0BADCAFE, 0x1234ABCD, 0x0F0F0F0F, 0x7777AAAA)
+            0x0BADCAFE,
+            0x1234ABCD,
+            0x0F0F0F0F,
+            0x7777AAAA,
+        )
         assert ar.read_text(ar.paths()[2]).startswith("[name]")
 
 
@@ -207,12 +234,25 @@ def test_cli_opens_a_paged_archive_with_sk_dat_options_and_names_them_when_keys_
 
     bare = runner.invoke(app, ["pvf", "info", str(path)])
     assert bare.exit_code == 2 and "KEY_REQUIRED" in bare.output
-    for option in ("--keys FILE", "--sk-dat PATH", "--rsa-modulus HEX", "--rsa-private-exponent HEX",
-                   "--metadata-key HEX"):
+    for option in (
+        "--keys FILE",
+        "--sk-dat PATH",
+        "--rsa-modulus HEX",
+        "--rsa-private-exponent HEX",
+        "--metadata-key HEX",
+    ):
         assert option in bare.output
 
-    options = ["--sk-dat", str(sk), "--rsa-modulus", f"{n:x}", "--rsa-private-exponent", hex(d),
-               "--metadata-key", meta.hex()]
+    options = [
+        "--sk-dat",
+        str(sk),
+        "--rsa-modulus",
+        f"{n:x}",
+        "--rsa-private-exponent",
+        hex(d),
+        "--metadata-key",
+        meta.hex(),
+    ]
     info = runner.invoke(app, ["pvf", "info", str(path), "--json", *options])
     assert info.exit_code == 0, info.output
     assert json.loads(info.output)["variant"] == "paged"
@@ -222,7 +262,9 @@ def test_cli_opens_a_paged_archive_with_sk_dat_options_and_names_them_when_keys_
     assert text.exit_code == 0 and text.output.startswith("[name]")
     checked = runner.invoke(app, ["pvf", "verify", str(path), "-q", *options])
     assert checked.exit_code == 0, checked.output
-    extracted = runner.invoke(app, ["pvf", "extract", str(path), "-o", str(tmp_path / "tree"), "-q", *options])
+    extracted = runner.invoke(
+        app, ["pvf", "extract", str(path), "-o", str(tmp_path / "tree"), "-q", *options]
+    )
     assert extracted.exit_code == 0 and (tmp_path / "tree" / script).exists()
 
     half = runner.invoke(app, ["pvf", "info", str(path), "--sk-dat", str(sk), "--rsa-modulus", f"{n:x}"])
@@ -238,8 +280,9 @@ def test_cli_synth_paged_says_where_the_test_keys_are(tmp_path):
 
     runner = CliRunner()
     path = tmp_path / "paged.pvf"
-    made = runner.invoke(app, ["pvf", "synth", "--family", "nkpi", "--variant", "paged", "--files", "60",
-                               "-o", str(path)])
+    made = runner.invoke(
+        app, ["pvf", "synth", "--family", "nkpi", "--variant", "paged", "--files", "60", "-o", str(path)]
+    )
     assert made.exit_code == 0, made.output
     key_file = tmp_path / "paged.pvf.keys.json"
     assert f"test page keys to {key_file}" in made.output

@@ -29,7 +29,10 @@ def test_string_reference_lookup_through_n_string(nkpi_vectors):
         refs = StringRefs(ar)
         assert refs.lookup(0, "name_2") == "騎士の長剣"
         assert refs.lookup(1, "name_mp") == "MPポーション"
-        assert refs.resolve("<0::name_1> / <1::name_hp> / <7::missing>") == "Rusty Short Sword / HP Potion / <7::missing>"
+        assert (
+            refs.resolve("<0::name_1> / <1::name_hp> / <7::missing>")
+            == "Rusty Short Sword / HP Potion / <7::missing>"
+        )
 
 
 def test_root_relative_lists_of_the_110us_layout(small_archives):

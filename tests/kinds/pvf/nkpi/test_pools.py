@@ -80,8 +80,10 @@ def test_a_gbk_stra_pool_is_detected_and_warned_about(tmp_path):
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(st.text(alphabet=st.sampled_from("ab[]/_ é巨\U0001F600"), max_size=6), min_size=1, max_size=12),
-       st.integers(0, 12))
+@given(
+    st.lists(st.text(alphabet=st.sampled_from("ab[]/_ é巨\U0001f600"), max_size=6), min_size=1, max_size=12),
+    st.integers(0, 12),
+)
 def test_sort_offsets_orders_by_utf16_code_units(strings, frozen):
     p = _pools(a=b"\0", w=b"\0\0")
     offs = [p.add(s) for s in strings[:frozen]]

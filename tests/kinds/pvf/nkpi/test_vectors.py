@@ -32,7 +32,10 @@ def test_every_payload_token_and_string_matches(nkpi_vectors):
                 assert hashlib.sha256(data).hexdigest() == f["data_sha256"], f["path"]
                 info = ar.file_info(f["path"])
                 assert (info.extra["chunk"], info.extra["data_offset"], info.extra["data_type"]) == (
-                    f["chunk_index"], f["data_offset"], f["data_type"])
+                    f["chunk_index"],
+                    f["data_offset"],
+                    f["data_type"],
+                )
                 if f["data_type"] != 1:
                     continue
                 for (t, v), tok in zip(codec.records(data).tolist(), f["tokens"], strict=True):
@@ -74,7 +77,9 @@ def test_extract_pack_extract_keeps_every_payload(nkpi_vectors, tmp_path: Path):
             for p, text in texts.items():
                 ar.stage_text(p, text)
             assert not ar.dirty  # every compile reproduced the original bytes
-            ar.stage("equipment/new_item.equ", ar.text_to_payload("equipment/new_item.equ", "[name]\n`New`\n"))
+            ar.stage(
+                "equipment/new_item.equ", ar.text_to_payload("equipment/new_item.equ", "[name]\n`New`\n")
+            )
             report = ar.save()
             assert report.verified == 1
         with open_nkpi(copy) as again:

@@ -41,7 +41,7 @@ def _nkpi_module() -> Any | None:
 
 
 def detect_family(source: Path | str | bytes) -> str:
-    """"classic" or "nkpi" from the first bytes; UNSUPPORTED_VARIANT when neither fits."""
+    """ "classic" or "nkpi" from the first bytes; UNSUPPORTED_VARIANT when neither fits."""
     head = _head(source)
     if looks_like_classic(head):
         return "classic"
@@ -65,12 +65,17 @@ def open_archive(source: Path | str | bytes, *, encoding: str | None = None, key
     """Open a PVF archive from a path or bytes; only headers, tables and names are parsed now."""
     head = _head(source)
     if len(head) < 8:
-        raise BridgeError(ErrorCode.PVF_CORRUPT, f"file of {len(head)} bytes is too short for any PVF header",
-                          data={"offset": 0, "expected": "a header of at least 48 bytes"})
+        raise BridgeError(
+            ErrorCode.PVF_CORRUPT,
+            f"file of {len(head)} bytes is too short for any PVF header",
+            data={"offset": 0, "expected": "a header of at least 48 bytes"},
+        )
     if looks_like_classic(head):
         return ClassicArchive.open(source, encoding=encoding)
     nkpi = _nkpi_module()
     if nkpi is not None and hasattr(nkpi, "open_nkpi"):
         # the nkpi reader names its own failures (UNSUPPORTED_VARIANT with what it saw, KEY_REQUIRED for paged)
-        return nkpi.open_nkpi(source if isinstance(source, bytes) else Path(source), encoding=encoding, keys=keys)
+        return nkpi.open_nkpi(
+            source if isinstance(source, bytes) else Path(source), encoding=encoding, keys=keys
+        )
     raise _unknown(head)

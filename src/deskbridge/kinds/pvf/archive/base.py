@@ -91,9 +91,13 @@ class SaveReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "target": str(self.target), "bytesWritten": self.bytes_written, "changed": list(self.changed),
-            "verified": self.verified, "byteIdentical": self.byte_identical,
-            "backup": None if self.backup is None else str(self.backup), "seconds": round(self.seconds, 4),
+            "target": str(self.target),
+            "bytesWritten": self.bytes_written,
+            "changed": list(self.changed),
+            "verified": self.verified,
+            "byteIdentical": self.byte_identical,
+            "backup": None if self.backup is None else str(self.backup),
+            "seconds": round(self.seconds, 4),
         }
 
 
@@ -120,10 +124,12 @@ class Archive(Protocol):
     def stage(self, path: str, data: bytes | None) -> None: ...
     def stage_text(self, path: str, text: str) -> None: ...
     def staged(self) -> Mapping[str, bytes | None]: ...
-    def save(self, target: Path | str | None = None, *, backup: bool = False,
-             progress: Progress | None = None) -> SaveReport: ...
-    def save_copy(self, target: Path | str, *, backup: bool = False,
-                  progress: Progress | None = None) -> SaveReport: ...
+    def save(
+        self, target: Path | str | None = None, *, backup: bool = False, progress: Progress | None = None
+    ) -> SaveReport: ...
+    def save_copy(
+        self, target: Path | str, *, backup: bool = False, progress: Progress | None = None
+    ) -> SaveReport: ...
     def close(self) -> None: ...
 
 
@@ -181,7 +187,9 @@ class ArchiveBase(ABC):
         if not self._overlay:
             return list(orig.values())
         out = [p for k, p in orig.items() if self._overlay.get(k, b"") is not None]
-        out.extend(self._overlay_names[k] for k, v in self._overlay.items() if v is not None and k not in orig)
+        out.extend(
+            self._overlay_names[k] for k, v in self._overlay.items() if v is not None and k not in orig
+        )
         return out
 
     def exists(self, path: str) -> bool:
@@ -208,8 +216,9 @@ class ArchiveBase(ABC):
             if data is None:
                 raise not_found(path)
             base = self._original_info(key) if key in self._original_keys() else None
-            return FileInfo(self._overlay_names[key], len(data), guess_kind(key, data), True,
-                            base.extra if base else {})
+            return FileInfo(
+                self._overlay_names[key], len(data), guess_kind(key, data), True, base.extra if base else {}
+            )
         if key not in self._original_keys():
             raise not_found(path)
         return self._original_info(key)
@@ -255,12 +264,15 @@ class ArchiveBase(ABC):
 
     # ----------------------------------------------------------------------------------------- saving
 
-    def save(self, target: Path | str | None = None, *, backup: bool = False,
-             progress: Progress | None = None) -> SaveReport:
+    def save(
+        self, target: Path | str | None = None, *, backup: bool = False, progress: Progress | None = None
+    ) -> SaveReport:
         """Write to `target` (default: the source), verify, then re-bind to the written file."""
         if target is None:
             if self.source is None:
-                raise BridgeError(ErrorCode.SAVE_AS_REQUIRED, "this archive was opened from bytes; give a target")
+                raise BridgeError(
+                    ErrorCode.SAVE_AS_REQUIRED, "this archive was opened from bytes; give a target"
+                )
             target = self.source
         report = self._save_to(Path(target), backup=backup, progress=progress)
         self._reopen(report.target)
@@ -268,8 +280,9 @@ class ArchiveBase(ABC):
         self.discard()
         return report
 
-    def save_copy(self, target: Path | str, *, backup: bool = False,
-                  progress: Progress | None = None) -> SaveReport:
+    def save_copy(
+        self, target: Path | str, *, backup: bool = False, progress: Progress | None = None
+    ) -> SaveReport:
         """Write a copy to `target`; this object keeps its source and its staged changes."""
         target = Path(target)
         if self.source is not None and target.exists() and os.path.samefile(target, self.source):
@@ -291,8 +304,15 @@ class ArchiveBase(ABC):
 
         written = atomic_write(target, lambda out: writer(out, progress), backup=backup, verify=verify)
         self._last_written = written.identity  # lets a family re-bind to exactly the file it wrote
-        return SaveReport(target, written.identity.size, changed, verified, unchanged, written.backup_path,
-                          time.perf_counter() - t0)
+        return SaveReport(
+            target,
+            written.identity.size,
+            changed,
+            verified,
+            unchanged,
+            written.backup_path,
+            time.perf_counter() - t0,
+        )
 
     def _verify_written(self, path: Path, expected: Mapping[str, bytes | None]) -> int:
         """Re-open the written file with the same family reader; every staged payload must read back equal."""
@@ -304,9 +324,13 @@ class ArchiveBase(ABC):
                 name = self._overlay_names.get(key, key)
                 if data is None:
                     if again.exists(key):
-                        raise BridgeError(ErrorCode.INTERNAL, f"verify failed: deleted '{name}' is still present")
+                        raise BridgeError(
+                            ErrorCode.INTERNAL, f"verify failed: deleted '{name}' is still present"
+                        )
                 elif again.read(key) != data:
-                    raise BridgeError(ErrorCode.INTERNAL, f"verify failed: '{name}' reads back different bytes")
+                    raise BridgeError(
+                        ErrorCode.INTERNAL, f"verify failed: '{name}' reads back different bytes"
+                    )
             return len(expected)
         finally:
             again.close()
@@ -322,15 +346,41 @@ class ArchiveBase(ABC):
         self.close()
 
 
-SCRIPT_SUFFIXES = frozenset({
-    ".equ", ".stk", ".skl", ".mob", ".lst", ".npc", ".dgn", ".twn", ".map", ".atk", ".obj", ".ptl", ".act",
-    ".ai", ".key", ".aic", ".cha", ".shp", ".qst", ".etc", ".tbl", ".cre", ".rcp", ".lay", ".til", ".ui",
-})
+SCRIPT_SUFFIXES = frozenset(
+    {
+        ".equ",
+        ".stk",
+        ".skl",
+        ".mob",
+        ".lst",
+        ".npc",
+        ".dgn",
+        ".twn",
+        ".map",
+        ".atk",
+        ".obj",
+        ".ptl",
+        ".act",
+        ".ai",
+        ".key",
+        ".aic",
+        ".cha",
+        ".shp",
+        ".qst",
+        ".etc",
+        ".tbl",
+        ".cre",
+        ".rcp",
+        ".lay",
+        ".til",
+        ".ui",
+    }
+)
 TEXT_SUFFIXES = frozenset({".str", ".nut", ".txt", ".als", ".xml", ".ini", ".csv"})
 
 
 def guess_kind(path: str, data: bytes | None = None) -> str:
-    """"script", "text" or "binary" from the payload when given (classic scripts start B0 D0), else the name."""
+    """ "script", "text" or "binary" from the payload when given (classic scripts start B0 D0), else the name."""
     if data is not None and data[:2] == b"\xb0\xd0":
         return "script"
     suffix = os.path.splitext(path)[1].lower()

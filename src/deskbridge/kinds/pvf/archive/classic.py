@@ -65,7 +65,7 @@ def looks_like_classic(head: bytes) -> bool:
     g = struct.unpack_from("<i", head, 0)[0]
     if not 1 <= g <= GUID_LEN_MAX:
         return False
-    sample = head[4:4 + min(g, len(head) - 4)]
+    sample = head[4 : 4 + min(g, len(head) - 4)]
     return all(0x20 <= b < 0x7F or b == 0 for b in sample)
 
 
@@ -85,9 +85,17 @@ class ClassicHeader:
         return self.guid.rstrip(b"\0").decode("ascii", "replace")
 
     def to_dict(self) -> dict[str, object]:
-        return {"guid": self.guid_text, "guidLen": len(self.guid), "fileVersion": self.file_version,
-                "treeLen": self.tree_len, "treeChecksum": self.tree_checksum, "fileCount": self.file_count,
-                "dataStart": self.data_start, "dataEnd": self.data_end, "trailer": self.trailer.hex()}
+        return {
+            "guid": self.guid_text,
+            "guidLen": len(self.guid),
+            "fileVersion": self.file_version,
+            "treeLen": self.tree_len,
+            "treeChecksum": self.tree_checksum,
+            "fileCount": self.file_count,
+            "dataStart": self.data_start,
+            "dataEnd": self.data_end,
+            "trailer": self.trailer.hex(),
+        }
 
 
 @dataclass(slots=True)
@@ -123,7 +131,9 @@ class _Tree:
         return len(self.size)
 
     def __getitem__(self, i: int) -> _Entry:
-        return _Entry(self.path_raw[i], self.path[i], self.name_hash[i], self.size[i], self.checksum[i], self.rel[i])
+        return _Entry(
+            self.path_raw[i], self.path[i], self.name_hash[i], self.size[i], self.checksum[i], self.rel[i]
+        )
 
     def __iter__(self):  # type: ignore[no-untyped-def]
         return (self[i] for i in range(len(self)))
@@ -159,18 +169,23 @@ def _parse(buf: bytes | mmap.mmap | memoryview) -> tuple[ClassicHeader, _Tree, l
         raise corrupt(0, f"GUID length 1..{GUID_LEN_MAX} (got {g})")
     if 4 + g + 16 > size:
         raise corrupt(4 + g, "fileVersion, treeLen, treeChecksum, fileCount after the GUID", file_size=size)
-    guid = bytes(buf[4:4 + g])
+    guid = bytes(buf[4 : 4 + g])
     version, tree_len, tree_crc, count = _HEAD.unpack_from(buf, 4 + g)
     tree_at = 20 + g
     if tree_len < 0 or tree_len % 4 or tree_at + tree_len > size:
         raise corrupt(8 + g, f"a dword-aligned tree length inside the file (got {tree_len}, file {size})")
     if count < 0 or count * 20 > tree_len:
         raise corrupt(16 + g, f"a file count that fits the tree (got {count} for {tree_len} bytes)")
-    tree = cc.decrypt(buf[tree_at:tree_at + tree_len], tree_crc)
+    tree = cc.decrypt(buf[tree_at : tree_at + tree_len], tree_crc)
     warnings: list[BridgeError] = []
     if cc.tree_checksum(tree, count) != tree_crc:
-        warnings.append(BridgeError(ErrorCode.PVF_CORRUPT, "the file tree checksum does not match its content",
-                                    data={"offset": 12 + g, "expected": tree_crc}))
+        warnings.append(
+            BridgeError(
+                ErrorCode.PVF_CORRUPT,
+                "the file tree checksum does not match its content",
+                data={"offset": 12 + g, "expected": tree_crc},
+            )
+        )
     data_start = tree_at + tree_len
     data_room = size - data_start
     t = _Tree()
@@ -188,9 +203,11 @@ def _parse(buf: bytes | mmap.mmap | memoryview) -> tuple[ClassicHeader, _Tree, l
             raise corrupt(tree_at + pos + 4, f"entry {i}: a path length that fits the tree (got {plen})")
         dlen, crc, rel = unpack_tail(tree, end)
         if dlen < 0 or rel < 0 or rel + dlen > data_room:
-            raise corrupt(tree_at + end, f"entry {i}: a data block inside the file "
-                          f"(offset {rel}, length {dlen}, room {data_room})")
-        raws.append(tree[pos + 8:end])
+            raise corrupt(
+                tree_at + end,
+                f"entry {i}: a data block inside the file (offset {rel}, length {dlen}, room {data_room})",
+            )
+        raws.append(tree[pos + 8 : end])
         tails.append(end)
         hashes.append(nh)
         sizes.append(dlen)
@@ -204,7 +221,9 @@ def _parse(buf: bytes | mmap.mmap | memoryview) -> tuple[ClassicHeader, _Tree, l
     t.plain = tree
     t.used = pos
     data_end = min(data_start + cc.aligned(data_end), size)
-    header = ClassicHeader(guid, version, tree_len, tree_crc, count, data_start, data_end, bytes(buf[data_end:size]))
+    header = ClassicHeader(
+        guid, version, tree_len, tree_crc, count, data_start, data_end, bytes(buf[data_end:size])
+    )
     return header, t, warnings
 
 
@@ -232,8 +251,9 @@ class ClassicArchive(ArchiveBase):
     family = "classic"
     variant = "classic"
 
-    def __init__(self, source: Path | None, buf: bytes | mmap.mmap, encoding: str | None,
-                 fh: BinaryIO | None = None) -> None:
+    def __init__(
+        self, source: Path | None, buf: bytes | mmap.mmap, encoding: str | None, fh: BinaryIO | None = None
+    ) -> None:
         super().__init__(source)
         self._fh = fh
         self._buf = buf
@@ -331,7 +351,7 @@ class ClassicArchive(ArchiveBase):
             if lo < 0 or hi <= lo:
                 return b""
             lo4 = lo & ~3
-            return cc.decrypt(self._buf[base + lo4:base + cc.aligned(hi)], e.checksum)[lo - lo4:hi - lo4]
+            return cc.decrypt(self._buf[base + lo4 : base + cc.aligned(hi)], e.checksum)[lo - lo4 : hi - lo4]
 
         head = window(0, 4)
         if len(head) < 4:
@@ -352,7 +372,7 @@ class ClassicArchive(ArchiveBase):
             for a, b in itertools.pairwise(offs):
                 if b < a or b > lo + len(data):
                     break
-                out.append(data[a - lo:b - lo])
+                out.append(data[a - lo : b - lo])
         return out
 
     def _stringtable_entries(self) -> list[bytes]:
@@ -376,18 +396,31 @@ class ClassicArchive(ArchiveBase):
 
     def _read_entry(self, e: _Entry) -> bytes:
         start = self.header.data_start + e.rel
-        block = self._buf[start:start + cc.aligned(e.size)]
+        block = self._buf[start : start + cc.aligned(e.size)]
         return cc.decrypt(block, e.checksum, e.size)
 
     def _original_info(self, key: str) -> FileInfo:
         e = self._entries[self._index[key]]
-        return FileInfo(e.path, e.size, guess_kind(key), False,
-                        {"name_hash": e.name_hash, "checksum": e.checksum, "offset": e.rel})
+        return FileInfo(
+            e.path,
+            e.size,
+            guess_kind(key),
+            False,
+            {"name_hash": e.name_hash, "checksum": e.checksum, "offset": e.rel},
+        )
 
     def raw_entries(self) -> list[dict[str, object]]:
         """Every tree entry in archive order (duplicates included), for `ls --json` and diagnostics."""
-        return [{"path": e.path, "size": e.size, "name_hash": e.name_hash, "checksum": e.checksum,
-                 "offset": e.rel} for e in self._entries]
+        return [
+            {
+                "path": e.path,
+                "size": e.size,
+                "name_hash": e.name_hash,
+                "checksum": e.checksum,
+                "offset": e.rel,
+            }
+            for e in self._entries
+        ]
 
     def verify_checksums(self, progress: Progress | None = None) -> list[str]:
         """Paths whose stored key matches no known writer's rule (research §1A, data/pvf README)."""
@@ -448,7 +481,7 @@ class ClassicArchive(ArchiveBase):
                 _copy(out, self._buf, sent, size - sent)
                 return
         for start in range(0, size, COPY_CHUNK):
-            out.write(self._buf[start:start + COPY_CHUNK])
+            out.write(self._buf[start : start + COPY_CHUNK])
             if progress is not None:
                 progress(min(size, start + COPY_CHUNK), size)
 
@@ -467,15 +500,18 @@ class ClassicArchive(ArchiveBase):
                     continue
                 plan.append(_Planned.from_payload(e.path_raw, e.name_hash, data))
             else:
-                plan.append(_Planned(e.path_raw, e.name_hash, e.size, e.checksum, None,
-                                     self.header.data_start + e.rel))
+                plan.append(
+                    _Planned(
+                        e.path_raw, e.name_hash, e.size, e.checksum, None, self.header.data_start + e.rel
+                    )
+                )
         for key, data in self._overlay.items():
             if data is not None and key not in self._index:
                 raw = encode_path(self._overlay_names[key])
                 plan.append(_Planned.from_payload(raw, cc.name_hash(raw), data))
-        write_archive(out, self.header.guid, self.header.file_version, plan, self._buf, self.header.trailer,
-                      progress)
-
+        write_archive(
+            out, self.header.guid, self.header.file_version, plan, self._buf, self.header.trailer, progress
+        )
 
     def _write_patched(self, out: BinaryIO, progress: Progress | None) -> bool:
         """Edit-only fast path: same files in an already sorted, contiguous archive → patch the tree's
@@ -507,7 +543,9 @@ class ClassicArchive(ArchiveBase):
         new_rels = np.zeros(n, dtype=np.int64)
         np.cumsum(new_aligned[:-1], out=new_rels[1:])
         if int(new_rels[-1] + new_aligned[-1]) > 0x7FFFFFFF:
-            raise BridgeError(ErrorCode.LIMIT_EXCEEDED, "the data section would exceed 2 GiB (classic offsets are i32)")
+            raise BridgeError(
+                ErrorCode.LIMIT_EXCEEDED, "the data section would exceed 2 GiB (classic offsets are i32)"
+            )
         tree = np.frombuffer(t.plain, dtype=np.uint8).copy()
         where = tails + 8
         for k in range(4):
@@ -528,17 +566,35 @@ class ClassicArchive(ArchiveBase):
             if progress is not None:
                 progress(done, len(blocks))
         if start < n:
-            _copy(out, self._buf, h.data_start + int(rels[start]), int(rels[-1] + old_aligned[-1] - rels[start]),
-                  fd)
+            _copy(
+                out,
+                self._buf,
+                h.data_start + int(rels[start]),
+                int(rels[-1] + old_aligned[-1] - rels[start]),
+                fd,
+            )
         out.write(h.trailer)
         self._patched_layout = PatchedLayout(
-            h.guid, h.file_version, n, h.trailer, t.plain, tails, sizes, cols.checksums,
-            {i: (norm_path(t.path[i]), data) for i, data in changed.items()})
+            h.guid,
+            h.file_version,
+            n,
+            h.trailer,
+            t.plain,
+            tails,
+            sizes,
+            cols.checksums,
+            {i: (norm_path(t.path[i]), data) for i, data in changed.items()},
+        )
         new_crcs = cols.checksums.copy()
         for i, (_size, key, _block) in blocks.items():
             new_crcs[i] = key
-        self._patched_result = _Patched(plain, crc, h.data_start + int(new_rels[-1] + new_aligned[-1]),
-                                        _Columns(new_sizes, new_rels, tails, new_crcs), tuple(sorted(blocks)))
+        self._patched_result = _Patched(
+            plain,
+            crc,
+            h.data_start + int(new_rels[-1] + new_aligned[-1]),
+            _Columns(new_sizes, new_rels, tails, new_crcs),
+            tuple(sorted(blocks)),
+        )
         return True
 
     def _columns(self) -> _Columns | None:
@@ -556,8 +612,12 @@ class ClassicArchive(ArchiveBase):
             hashes = tree[heads[:, None] + np.arange(4)].view("<u4").ravel()
             sizes, checksums, rels = fields[:, 0], fields[:, 1], fields[:, 2]
             ends = np.cumsum((sizes + 3) & ~3)
-            if (np.any(hashes[1:] < hashes[:-1]) or rels[0] != 0 or np.any(rels[1:] != ends[:-1])
-                    or np.any(sizes > 0x7FFFFFFF)):
+            if (
+                np.any(hashes[1:] < hashes[:-1])
+                or rels[0] != 0
+                or np.any(rels[1:] != ends[:-1])
+                or np.any(sizes > 0x7FFFFFFF)
+            ):
                 self._cols = None
             else:
                 self._cols = _Columns(sizes.copy(), rels.copy(), tails, checksums.copy())
@@ -574,8 +634,11 @@ class ClassicArchive(ArchiveBase):
     def _verify_written(self, path: Path, expected: Mapping[str, bytes | None]) -> int:
         """Edit-only saves are checked structurally with numpy (`classic_verify`); others re-open the file."""
         layout = self._patched_layout
-        if layout is not None and {key for key, _ in layout.changed.values()} == set(expected) and all(
-                expected[key] == data for key, data in layout.changed.values()):
+        if (
+            layout is not None
+            and {key for key, _ in layout.changed.values()} == set(expected)
+            and all(expected[key] == data for key, data in layout.changed.values())
+        ):
             count = verify_patched(path, layout)
             self._verified = self._patched_result
             return count
@@ -593,7 +656,11 @@ class ClassicArchive(ArchiveBase):
         try:
             st = os.fstat(fh.fileno())
             if ident is None or (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) != (
-                    ident.device, ident.inode, ident.size, ident.mtime_ns):
+                ident.device,
+                ident.inode,
+                ident.size,
+                ident.mtime_ns,
+            ):
                 fh.close()
                 return False
             buf = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
@@ -610,8 +677,16 @@ class ClassicArchive(ArchiveBase):
         t.plain = done.plain
         self.close()
         self._fh, self._buf = fh, buf
-        self.header = ClassicHeader(h.guid, h.file_version, h.tree_len, done.tree_checksum, h.file_count,
-                                    h.data_start, done.data_end, h.trailer)
+        self.header = ClassicHeader(
+            h.guid,
+            h.file_version,
+            h.tree_len,
+            done.tree_checksum,
+            h.file_count,
+            h.data_start,
+            done.data_end,
+            h.trailer,
+        )
         self._strings_ctx = None
         self._cols = cols
         return True
@@ -630,7 +705,9 @@ class _Encrypted:
         if len(data) < self.BACKGROUND_FROM:
             self._block = cc.encrypt(data, key)
         else:
-            self._thread = threading.Thread(target=self._run, args=(data, key), name="pvf-encrypt", daemon=True)
+            self._thread = threading.Thread(
+                target=self._run, args=(data, key), name="pvf-encrypt", daemon=True
+            )
             self._thread.start()
 
     def _run(self, data: bytes, key: int) -> None:
@@ -710,12 +787,21 @@ def build_tree(plan: list[_Planned]) -> tuple[bytes, list[int]]:
         offsets.append(rel)
         rel += cc.aligned(p.size)
     if rel > 0x7FFFFFFF:
-        raise BridgeError(ErrorCode.LIMIT_EXCEEDED, "the data section would exceed 2 GiB (classic offsets are i32)")
+        raise BridgeError(
+            ErrorCode.LIMIT_EXCEEDED, "the data section would exceed 2 GiB (classic offsets are i32)"
+        )
     return cc.padded(b"".join(parts)), offsets
 
 
-def write_archive(out: BinaryIO, guid: bytes, version: int, plan: list[_Planned],
-                  source: bytes | mmap.mmap | None, trailer: bytes, progress: Progress | None = None) -> None:
+def write_archive(
+    out: BinaryIO,
+    guid: bytes,
+    version: int,
+    plan: list[_Planned],
+    source: bytes | mmap.mmap | None,
+    trailer: bytes,
+    progress: Progress | None = None,
+) -> None:
     """Write a whole classic archive: sort by name hash (stable), tree, blocks (runs copied from `source`)."""
     plan.sort(key=lambda p: p.name_hash)
     tree, _ = build_tree(plan)
@@ -744,8 +830,9 @@ def write_archive(out: BinaryIO, guid: bytes, version: int, plan: list[_Planned]
         progress(total, total)
 
 
-def _copy(out: BinaryIO, source: bytes | mmap.mmap | None, start: int, length: int,
-          source_fd: int | None = None) -> None:
+def _copy(
+    out: BinaryIO, source: bytes | mmap.mmap | None, start: int, length: int, source_fd: int | None = None
+) -> None:
     """Append `length` source bytes from `start` to `out`: in the kernel when both are files, else through
     memory, zero-padding a block that runs past the end of a truncated source."""
     if not length:
@@ -758,15 +845,22 @@ def _copy(out: BinaryIO, source: bytes | mmap.mmap | None, start: int, length: i
             return
     end = start + length
     for pos in range(start, end, COPY_CHUNK):
-        chunk = source[pos:min(end, pos + COPY_CHUNK)]
+        chunk = source[pos : min(end, pos + COPY_CHUNK)]
         out.write(chunk)
         if len(chunk) < min(end, pos + COPY_CHUNK) - pos:  # block ran past EOF: pad like a zeroed tail
             out.write(b"\0" * (min(end, pos + COPY_CHUNK) - pos - len(chunk)))
 
 
-def build_classic(out: BinaryIO, files: Iterable[tuple[str, bytes]], *, guid: bytes | None = None,
-                  version: int = 66282, trailer: bytes = b"", keep_case: bool = False,
-                  progress: Progress | None = None) -> int:
+def build_classic(
+    out: BinaryIO,
+    files: Iterable[tuple[str, bytes]],
+    *,
+    guid: bytes | None = None,
+    version: int = 66282,
+    trailer: bytes = b"",
+    keep_case: bool = False,
+    progress: Progress | None = None,
+) -> int:
     """Write a new classic archive from (path, payload) pairs; returns the file count."""
     plan = []
     for path, data in files:

@@ -34,16 +34,16 @@ def _rotate(block: bytes | memoryview, crc: int, decrypting: bool) -> np.ndarray
     key = np.uint32((KEY ^ crc) & 0xFFFFFFFF)
     right, left = (np.uint32(6), np.uint32(26)) if decrypting else (np.uint32(26), np.uint32(6))
     for start in range(0, len(src), _CHUNK):
-        o = out[start:start + _CHUNK]
-        t = tmp[:len(o)]
+        o = out[start : start + _CHUNK]
+        t = tmp[: len(o)]
         if decrypting:  # ROR32(v ^ key, 6)
-            np.bitwise_xor(src[start:start + _CHUNK], key, out=o)
+            np.bitwise_xor(src[start : start + _CHUNK], key, out=o)
             np.right_shift(o, right, out=t)
             np.left_shift(o, left, out=o)
             np.bitwise_or(o, t, out=o)
         else:  # ROL32(v, 6) ^ key
-            np.right_shift(src[start:start + _CHUNK], right, out=t)
-            np.left_shift(src[start:start + _CHUNK], left, out=o)
+            np.right_shift(src[start : start + _CHUNK], right, out=t)
+            np.left_shift(src[start : start + _CHUNK], left, out=o)
             np.bitwise_or(o, t, out=o)
             np.bitwise_xor(o, key, out=o)
     return out

@@ -123,8 +123,11 @@ class ClassicStrings:
             return self.decompile(path, data)
         text = decode_text(data, text_encoding_for(path, self.archive.encoding))
         if text is None:
-            raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"'{path}' is binary, not text; read its bytes instead",
-                              data={"path": path, "size": len(data)})
+            raise BridgeError(
+                ErrorCode.INVALID_ARGUMENT,
+                f"'{path}' is binary, not text; read its bytes instead",
+                data={"path": path, "size": len(data)},
+            )
         return text
 
     def stringtable_listing(self) -> str:
@@ -133,9 +136,11 @@ class ClassicStrings:
         for i in range(len(table)):
             s = table.get(i)
             if s is None or "\0" in s or s.encode(table.encoding) != table.raw(i):
-                raise BridgeError(ErrorCode.INVALID_ARGUMENT,
-                                  f"stringtable.bin entry {i} is not clean text in {table.encoding}; read its bytes",
-                                  data={"index": i})
+                raise BridgeError(
+                    ErrorCode.INVALID_ARGUMENT,
+                    f"stringtable.bin entry {i} is not clean text in {table.encoding}; read its bytes",
+                    data={"index": i},
+                )
             lines.append(dialect.quote(s))
         return "\n".join(lines) + "\n"
 
@@ -159,9 +164,11 @@ class ClassicStrings:
         try:
             return text.encode(enc)
         except UnicodeEncodeError as exc:
-            raise BridgeError(ErrorCode.ENCODING_MISMATCH,
-                              f"'{path}' has characters {enc} cannot hold (position {exc.start})",
-                              data={"path": path, "encoding": enc, "position": exc.start}) from None
+            raise BridgeError(
+                ErrorCode.ENCODING_MISMATCH,
+                f"'{path}' has characters {enc} cannot hold (position {exc.start})",
+                data={"path": path, "encoding": enc, "position": exc.start},
+            ) from None
 
     def _is_script_path(self, key: str) -> bool:
         if self.archive.exists(key):
@@ -173,15 +180,19 @@ class ClassicStrings:
         wanted = []
         for tok in tokens:
             if tok.kind is not dialect.Kind.STRING:
-                raise dialect.syntax_error(text, max(tok.pos, 0), "stringtable.bin text holds one `string` per line")
+                raise dialect.syntax_error(
+                    text, max(tok.pos, 0), "stringtable.bin text holds one `string` per line"
+                )
             wanted.append(str(tok.value))
         table = self.table
         for i in range(len(table)):
             if i >= len(wanted) or table.get(i) != wanted[i]:
-                raise BridgeError(ErrorCode.UNSUPPORTED_CHANGE,
-                                  f"stringtable.bin entry {i} was changed or removed; entries can only be appended",
-                                  hint="Scripts refer to strings by index: keep existing lines, add new ones at the end.")
-        for s in wanted[len(table):]:
+                raise BridgeError(
+                    ErrorCode.UNSUPPORTED_CHANGE,
+                    f"stringtable.bin entry {i} was changed or removed; entries can only be appended",
+                    hint="Scripts refer to strings by index: keep existing lines, add new ones at the end.",
+                )
+        for s in wanted[len(table) :]:
             table.append(s)
         return table.to_bytes()
 

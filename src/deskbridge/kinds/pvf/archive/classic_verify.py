@@ -54,8 +54,11 @@ class PatchedLayout:
 
 
 def _fail(what: str) -> BridgeError:
-    return BridgeError(ErrorCode.INTERNAL, f"verify failed: {what}",
-                       "The archive on disk is unchanged; report this as a bug with the file that was staged.")
+    return BridgeError(
+        ErrorCode.INTERNAL,
+        f"verify failed: {what}",
+        "The archive on disk is unchanged; report this as a bug with the file that was staged.",
+    )
 
 
 def _fields(tree: np.ndarray, offsets: np.ndarray, count: int, dtype: str) -> np.ndarray:
@@ -94,7 +97,7 @@ def verify_patched(path: Path, layout: PatchedLayout) -> int:
 def _verify(fd: int, size: int, layout: PatchedLayout) -> int:
     g = len(layout.guid)
     head = _pread_exact(fd, 20 + g, 0, "the header")
-    if struct.unpack_from("<i", head, 0)[0] != g or head[4:4 + g] != layout.guid:
+    if struct.unpack_from("<i", head, 0)[0] != g or head[4 : 4 + g] != layout.guid:
         raise _fail("the GUID in the header is not the one written")
     version, tree_len, tree_crc, count = _HEAD.unpack_from(head, 4 + g)
     if (version, count) != (layout.file_version, layout.file_count) or tree_len != len(layout.source_tree):
@@ -133,7 +136,9 @@ def _verify(fd: int, size: int, layout: PatchedLayout) -> int:
             raise _fail("a path or name hash in the tree differs from the source")
     kept = np.ones(n, dtype=bool)
     kept[list(layout.changed)] = False
-    if np.any(sizes[kept] != layout.source_sizes[kept]) or np.any(checksums[kept] != layout.source_checksums[kept]):
+    if np.any(sizes[kept] != layout.source_sizes[kept]) or np.any(
+        checksums[kept] != layout.source_checksums[kept]
+    ):
         raise _fail("an unchanged file's length or key differs from the source")
 
     if np.any(sizes < 0):
@@ -144,12 +149,14 @@ def _verify(fd: int, size: int, layout: PatchedLayout) -> int:
         raise _fail("the data blocks are not contiguous")
     data_end = data_start + int(ends[-1])
     if data_end + len(layout.trailer) != size:
-        raise _fail(f"the file is {size} bytes; the blocks and trailer end at {data_end + len(layout.trailer)}")
+        raise _fail(
+            f"the file is {size} bytes; the blocks and trailer end at {data_end + len(layout.trailer)}"
+        )
     if _pread_exact(fd, len(layout.trailer), data_end, "the trailer") != layout.trailer:
         raise _fail("the trailer differs from the source's")
 
     for i, (key, data) in layout.changed.items():
-        name = _decode_path(plain[int(heads[i]) + 8:int(tails[i])])
+        name = _decode_path(plain[int(heads[i]) + 8 : int(tails[i])])
         if norm_path(name) != key:
             raise _fail(f"entry {i} is '{name}', expected '{key}'")
         if int(sizes[i]) != len(data):

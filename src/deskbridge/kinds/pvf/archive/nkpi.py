@@ -37,7 +37,10 @@ DATA_SCRIPT = 1
 DATA_UTF16 = 3
 CHUNK_CACHE_BYTES = 64 * 1024 * 1024
 """Decompressed chunks kept in the LRU (real chunks are ~73 KB, so this holds hundreds)."""
-_KNOWN_POOL_MASKS = ((SCHEMES["legacy"].mask_a, SCHEMES["legacy"].mask_w), (SCHEMES["paged"].mask_a, SCHEMES["paged"].mask_w))
+_KNOWN_POOL_MASKS = (
+    (SCHEMES["legacy"].mask_a, SCHEMES["legacy"].mask_w),
+    (SCHEMES["paged"].mask_a, SCHEMES["paged"].mask_w),
+)
 
 
 def looks_like_nkpi(head: bytes) -> bool:
@@ -167,19 +170,27 @@ def _detect(src: _Source) -> tuple[KeyScheme, hdr.Header, bool]:
         if hdr.decrypt(raw, SCHEMES[name]) is not None:
             h = hdr.decrypt(raw, SCHEMES[name])
             assert h is not None
-            raise corrupt(0, f"header sizes adding up to the file size {size}",
-                          f"a {name} nkpi header whose sections add up to {h.total_size}")
+            raise corrupt(
+                0,
+                f"header sizes adding up to the file size {size}",
+                f"a {name} nkpi header whose sections add up to {h.total_size}",
+            )
     if src.keys:
-        raise unsupported("the page keys given do not decrypt this file to an nkpi header; "
-                          "check that they belong to this client build", first_bytes=raw[:16].hex())
+        raise unsupported(
+            "the page keys given do not decrypt this file to an nkpi header; "
+            "check that they belong to this client build",
+            first_bytes=raw[:16].hex(),
+        )
     if size >= GUARD_SIZE:
         raise key_required(
             "this file has no classic or nkpi header in the clear; if it is a paged nkpi archive "
             "(110US/100CN/115CN), pass its sk.dat and key parameters (or the page keys)",
             first_bytes=raw[:16].hex(),
         )
-    raise unsupported(f"not an nkpi archive: the first bytes {raw[:8].hex()} decrypt to no known header",
-                      first_bytes=raw[:16].hex())
+    raise unsupported(
+        f"not an nkpi archive: the first bytes {raw[:8].hex()} decrypt to no known header",
+        first_bytes=raw[:16].hex(),
+    )
 
 
 class NkpiArchive(ArchiveBase):
@@ -187,8 +198,15 @@ class NkpiArchive(ArchiveBase):
 
     family = "nkpi"
 
-    def __init__(self, source: Path | bytes, *, encoding: str | None = None, keys: NkpiKeys | None = None,
-                 recover: bool = True, _pools_of: NkpiArchive | None = None) -> None:
+    def __init__(
+        self,
+        source: Path | bytes,
+        *,
+        encoding: str | None = None,
+        keys: NkpiKeys | None = None,
+        recover: bool = True,
+        _pools_of: NkpiArchive | None = None,
+    ) -> None:
         super().__init__(None if isinstance(source, (bytes, bytearray, memoryview)) else Path(source))
         self.keys = keys if isinstance(keys, NkpiKeys) else NkpiKeys()
         self._requested_encoding = encoding
@@ -220,8 +238,15 @@ class NkpiArchive(ArchiveBase):
         hash_seed = scheme.hash
         if header.hash_table_size:
             hash_seed, rec = self._section_seed(
-                ht_raw, scheme.hash, 0, header.file_count, lambda p: self._hash_ok(p, header),
-                lambda p: parse_hash_table(p, header.hash_table_offset), header.hash_table_offset, "hash table")
+                ht_raw,
+                scheme.hash,
+                0,
+                header.file_count,
+                lambda p: self._hash_ok(p, header),
+                lambda p: parse_hash_table(p, header.hash_table_offset),
+                header.hash_table_offset,
+                "hash table",
+            )
             recovered |= rec
         # Name table: two zlib pools under the pool keys; masks from the known schemes.
         nt_raw = src.read(header.name_table_offset, header.name_table_size)
@@ -237,19 +262,37 @@ class NkpiArchive(ArchiveBase):
         if header.group_count:
             last = 2 * (header.group_count - 1)
             grpi_seed, rec = self._section_seed(
-                gr_raw, scheme.grpi, last, header.body_size, lambda p: self._grpi_ok(p, header),
-                lambda p: parse_grpi(p, header.grpi_offset, header.body_size), header.grpi_offset, "GRPI")
+                gr_raw,
+                scheme.grpi,
+                last,
+                header.body_size,
+                lambda p: self._grpi_ok(p, header),
+                lambda p: parse_grpi(p, header.grpi_offset, header.body_size),
+                header.grpi_offset,
+                "GRPI",
+            )
             recovered |= rec
         grpi = parse_grpi(crypt(gr_raw, grpi_seed), header.grpi_offset, header.body_size)
         check_files(files, grpi, header.file_table_offset, pools.valid)
-        self.scheme = replace(scheme, hash=hash_seed, grpi=grpi_seed, pool_a=pools.keys.seed_a,
-                              pool_w=pools.keys.seed_w, mask_a=pools.keys.mask_a, mask_w=pools.keys.mask_w)
+        self.scheme = replace(
+            scheme,
+            hash=hash_seed,
+            grpi=grpi_seed,
+            pool_a=pools.keys.seed_a,
+            pool_w=pools.keys.seed_w,
+            mask_a=pools.keys.mask_a,
+            mask_w=pools.keys.mask_w,
+        )
         self.header = header
         self.files = files
         self.grpi = grpi
         self.pools = pools
         self._chunk_ends = grpi["comp_end"].astype(np.int64)
-        self.variant = "paged" if src.paged else ("recovered" if recovered or scheme.name == "recovered" else scheme.name)
+        self.variant = (
+            "paged"
+            if src.paged
+            else ("recovered" if recovered or scheme.name == "recovered" else scheme.name)
+        )
         self.encoding = pools.encoding
         self._check_encoding()
         self._cache: OrderedDict[int, bytes] = OrderedDict()
@@ -264,8 +307,11 @@ class NkpiArchive(ArchiveBase):
         written = getattr(twin, "_written_name_table", None)
         if written is not None:
             return written == nt_raw
-        return (not twin.pools.dirty and twin.header.name_table_size == len(nt_raw)
-                and twin._src.read(twin.header.name_table_offset, len(nt_raw)) == nt_raw)
+        return (
+            not twin.pools.dirty
+            and twin.header.name_table_size == len(nt_raw)
+            and twin._src.read(twin.header.name_table_offset, len(nt_raw)) == nt_raw
+        )
 
     def _check_encoding(self) -> None:
         """Warn (never fail) when sTrA does not read cleanly in the encoding in use (research §5.4)."""
@@ -273,12 +319,14 @@ class NkpiArchive(ArchiveBase):
         bad = 0 if sample.isascii() else sample.decode(self.encoding, errors="replace").count("\ufffd")
         guessed = self._requested_encoding is None and self.encoding != "utf-8"
         if bad or guessed:
-            self.warnings.append(BridgeError(
-                ErrorCode.ENCODING_MISMATCH,
-                f"the sTrA string pool is not valid UTF-8; it is read as {self.encoding}"
-                + (f" with {bad} undecodable bytes in the first 4 MiB" if bad else " (guessed)"),
-                data={"encoding": self.encoding, "undecodable": bad, "guessed": guessed},
-            ))
+            self.warnings.append(
+                BridgeError(
+                    ErrorCode.ENCODING_MISMATCH,
+                    f"the sTrA string pool is not valid UTF-8; it is read as {self.encoding}"
+                    + (f" with {bad} undecodable bytes in the first 4 MiB" if bad else " (guessed)"),
+                    data={"encoding": self.encoding, "undecodable": bad, "guessed": guessed},
+                )
+            )
 
     @staticmethod
     def _hash_ok(plain: bytes, header: hdr.Header) -> bool:
@@ -297,8 +345,16 @@ class NkpiArchive(ArchiveBase):
         return True
 
     @staticmethod
-    def _section_seed(raw: bytes, seed: int, word: int, plain_word: int, ok: Callable[[bytes], bool],
-                      strict: Callable[[bytes], object], offset: int, label: str) -> tuple[int, bool]:
+    def _section_seed(
+        raw: bytes,
+        seed: int,
+        word: int,
+        plain_word: int,
+        ok: Callable[[bytes], bool],
+        strict: Callable[[bytes], object],
+        offset: int,
+        label: str,
+    ) -> tuple[int, bool]:
         """The scheme's seed if it decrypts the section sensibly, else one recovered from a known word."""
         if ok(crypt(raw, seed)):
             return seed, False
@@ -309,12 +365,19 @@ class NkpiArchive(ArchiveBase):
         return found, True
 
     def _parse_pools(self, raw: bytes, base: int, scheme: KeyScheme) -> tuple[StringPools, bool]:
-        masks = [(scheme.mask_a, scheme.mask_w)] + [m for m in _KNOWN_POOL_MASKS if m != (scheme.mask_a, scheme.mask_w)]
+        masks = [(scheme.mask_a, scheme.mask_w)] + [
+            m for m in _KNOWN_POOL_MASKS if m != (scheme.mask_a, scheme.mask_w)
+        ]
         first_error: BridgeError | None = None
         for mask_a, mask_w in masks:
             try:
-                return StringPools.parse(raw, base, PoolKeys(scheme.pool_a, scheme.pool_w, mask_a, mask_w),
-                                         encoding=self._requested_encoding, allow_recover=self._recover)
+                return StringPools.parse(
+                    raw,
+                    base,
+                    PoolKeys(scheme.pool_a, scheme.pool_w, mask_a, mask_w),
+                    encoding=self._requested_encoding,
+                    allow_recover=self._recover,
+                )
             except BridgeError as exc:
                 first_error = first_error or exc
         assert first_error is not None
@@ -342,9 +405,13 @@ class NkpiArchive(ArchiveBase):
             if self.variant != "paged":
                 self.variant = "recovered"
             return
-        self.warnings.append(corrupt(self.header.body_offset + self._chunk_start(i),
-                                     f"chunk {i}: a zlib stream inflating to {raw_len} bytes under the body key "
-                                     "(reads from damaged chunks will fail)"))
+        self.warnings.append(
+            corrupt(
+                self.header.body_offset + self._chunk_start(i),
+                f"chunk {i}: a zlib stream inflating to {raw_len} bytes under the body key "
+                "(reads from damaged chunks will fail)",
+            )
+        )
 
     # ------------------------------------------------------------------------------------------ chunks
     def _chunk_start(self, i: int) -> int:
@@ -363,10 +430,14 @@ class NkpiArchive(ArchiveBase):
             return hit
         raw_len = int(self.grpi["raw"][i])
         comp = self._chunk_cipher(i)
-        plain = inflate_exact(crypt(comp, self.scheme.body), raw_len) if comp else (b"" if raw_len == 0 else None)
+        plain = (
+            inflate_exact(crypt(comp, self.scheme.body), raw_len) if comp else (b"" if raw_len == 0 else None)
+        )
         if plain is None:
-            raise corrupt(self.header.body_offset + self._chunk_start(i),
-                          f"chunk {i}: a zlib stream inflating to exactly {raw_len} bytes")
+            raise corrupt(
+                self.header.body_offset + self._chunk_start(i),
+                f"chunk {i}: a zlib stream inflating to exactly {raw_len} bytes",
+            )
         self._cache[i] = plain
         self._cache_bytes += len(plain)
         while self._cache_bytes > CHUNK_CACHE_BYTES and len(self._cache) > 1:
@@ -410,8 +481,11 @@ class NkpiArchive(ArchiveBase):
         deleted = {k for k, v in self._overlay.items() if v is None}
         if deleted:
             listed = [p for p in listed if norm_path(p) not in deleted]
-        listed.extend(self._overlay_names[k] for k, v in self._overlay.items()
-                      if v is not None and index.find(k) is None)
+        listed.extend(
+            self._overlay_names[k]
+            for k, v in self._overlay.items()
+            if v is not None and index.find(k) is None
+        )
         return listed
 
     def _read_original(self, key: str) -> bytes:
@@ -428,8 +502,13 @@ class NkpiArchive(ArchiveBase):
         e = self.files[i]
         dt = int(e["type"])
         kind = "script" if dt == DATA_SCRIPT else "text" if dt == DATA_UTF16 else "binary"
-        return FileInfo(self._original_keys()[key], int(e["size"]), kind, False,
-                        {"chunk": int(e["chunk"]), "data_offset": int(e["offset"]), "data_type": dt, "index": i})
+        return FileInfo(
+            self._original_keys()[key],
+            int(e["size"]),
+            kind,
+            False,
+            {"chunk": int(e["chunk"]), "data_offset": int(e["offset"]), "data_type": dt, "index": i},
+        )
 
     def data_type(self, path: str) -> int:
         """DataType of a path: its entry's, or for a new file 3 for `.str` and 1 otherwise (PF `createFile`)."""
@@ -448,8 +527,11 @@ class NkpiArchive(ArchiveBase):
             return codec.decode_utf16_text(data)[0]
         if dt == DATA_SCRIPT:
             return codec.decompile(data, self.pools, lst=norm_path(path).endswith(".lst"))
-        raise BridgeError(ErrorCode.UNSUPPORTED_CHANGE, f"'{path}' has DataType {dt}, which has no text form",
-                          data={"path": path, "data_type": dt})
+        raise BridgeError(
+            ErrorCode.UNSUPPORTED_CHANGE,
+            f"'{path}' has DataType {dt}, which has no text form",
+            data={"path": path, "data_type": dt},
+        )
 
     def text_to_payload(self, path: str, text: str) -> bytes:
         from deskbridge.kinds.pvf.script import nkpi_codec as codec
@@ -516,21 +598,28 @@ class NkpiArchive(ArchiveBase):
                 name = self._overlay_names.get(key, key)
                 if data is None:
                     if again.exists(key):
-                        raise BridgeError(ErrorCode.INTERNAL, f"verify failed: deleted '{name}' is still present")
+                        raise BridgeError(
+                            ErrorCode.INTERNAL, f"verify failed: deleted '{name}' is still present"
+                        )
                     continue
                 i = landed.get(key)
                 if i is None or i >= len(again.files) or norm_path(again.entry_path(i)) != key:
-                    raise BridgeError(ErrorCode.INTERNAL, f"verify failed: '{name}' is not where it was written")
+                    raise BridgeError(
+                        ErrorCode.INTERNAL, f"verify failed: '{name}' is not where it was written"
+                    )
                 if again.read_entry(i) != data:
-                    raise BridgeError(ErrorCode.INTERNAL, f"verify failed: '{name}' reads back different bytes")
+                    raise BridgeError(
+                        ErrorCode.INTERNAL, f"verify failed: '{name}' reads back different bytes"
+                    )
             self._release_if_replacing()
             return len(expected)
         finally:
             again.close()
 
     def _save_to(self, target: Path, *, backup: bool, progress: Progress | None):  # type: ignore[no-untyped-def]
-        self._replacing_source = (self.source is not None and target.exists()
-                                  and os.path.samefile(target, self.source))
+        self._replacing_source = (
+            self.source is not None and target.exists() and os.path.samefile(target, self.source)
+        )
         try:
             return super()._save_to(target, backup=backup, progress=progress)
         finally:
@@ -550,17 +639,28 @@ class NkpiArchive(ArchiveBase):
         """Header fields and layout for `pvf info`."""
         h = self.header
         return {
-            "family": self.family, "variant": self.variant, "encoding": self.encoding,
-            "files": h.file_count, "chunks": h.group_count, "bodySize": h.body_size,
-            "hashTableSize": h.hash_table_size, "nameTableSize": h.name_table_size,
-            "poolA": self.pools.size_a, "poolW": self.pools.size_w,
+            "family": self.family,
+            "variant": self.variant,
+            "encoding": self.encoding,
+            "files": h.file_count,
+            "chunks": h.group_count,
+            "bodySize": h.body_size,
+            "hashTableSize": h.hash_table_size,
+            "nameTableSize": h.name_table_size,
+            "poolA": self.pools.size_a,
+            "poolW": self.pools.size_w,
             "decompressedSize": int(self.grpi["raw"].astype(np.int64).sum()) if len(self.grpi) else 0,
             "fileSize": self._src.size,
         }
 
 
-def open_nkpi(source: Path | str | bytes, *, encoding: str | None = None, keys: object | None = None,
-              recover: bool = True) -> NkpiArchive:
+def open_nkpi(
+    source: Path | str | bytes,
+    *,
+    encoding: str | None = None,
+    keys: object | None = None,
+    recover: bool = True,
+) -> NkpiArchive:
     """Open an nkpi archive from a path or bytes; `keys`: `NkpiKeys`, a key-file path or `load_keys` fields."""
     if isinstance(source, str):
         source = Path(source)

@@ -127,13 +127,23 @@ def check_sizes(header: Header, file_size: int) -> None:
 
 
 def fits(header: Header | None, file_size: int) -> bool:
-    return header is not None and header.total_size == file_size and min(
-        header.file_count, header.body_size, header.group_count, header.hash_table_size,
-        header.name_table_size,
-    ) >= 0
+    return (
+        header is not None
+        and header.total_size == file_size
+        and min(
+            header.file_count,
+            header.body_size,
+            header.group_count,
+            header.hash_table_size,
+            header.name_table_size,
+        )
+        >= 0
+    )
 
 
-def identify(raw: bytes, file_size: int, schemes: tuple[str, ...] = ("legacy", "guard", "protected")) -> tuple[KeyScheme, Header] | None:
+def identify(
+    raw: bytes, file_size: int, schemes: tuple[str, ...] = ("legacy", "guard", "protected")
+) -> tuple[KeyScheme, Header] | None:
     """The first known scheme under which the raw header decrypts to "nkpi" with consistent sizes."""
     for name in schemes:
         scheme = SCHEMES[name]

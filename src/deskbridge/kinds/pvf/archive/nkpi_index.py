@@ -75,8 +75,10 @@ class PathIndex:
         self._files = files
         self._pools = pools
         n = len(files)
-        self._src = (_Pool(np.frombuffer(pools.raw_a_view(), dtype=np.uint8)),
-                     _Pool(np.frombuffer(pools.raw_w_view()[: len(pools.raw_w_view()) & ~1], dtype="<u2")))
+        self._src = (
+            _Pool(np.frombuffer(pools.raw_a_view(), dtype=np.uint8)),
+            _Pool(np.frombuffer(pools.raw_w_view()[: len(pools.raw_w_view()) & ~1], dtype="<u2")),
+        )
         path = files["path"]
         n_kind, n_start, n_len, n_ok = self._measure(files["name"])
         d_kind, d_start, d_len, d_ok = self._measure(path)
@@ -111,8 +113,13 @@ class PathIndex:
         fast = np.flatnonzero(~slow & (d_len > 0))
         powers = np.array([pow(_P, i, 1 << 64) for i in range(_FAST_MAX_LEN + 1)], dtype=np.uint64)
         dir_offs, dir_inv = np.unique(path[fast], return_inverse=True)
-        dir_h = np.array([(key_hash(norm_path(pools.resolve(int(o)))) * _P + ord("/")) & _MASK64
-                          for o in dir_offs.tolist()], dtype=np.uint64)
+        dir_h = np.array(
+            [
+                (key_hash(norm_path(pools.resolve(int(o)))) * _P + ord("/")) & _MASK64
+                for o in dir_offs.tolist()
+            ],
+            dtype=np.uint64,
+        )
         combined = dir_h[dir_inv]
         del dir_inv
         combined *= powers[n_len[fast]]

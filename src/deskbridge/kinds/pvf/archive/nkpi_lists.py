@@ -86,7 +86,11 @@ class StringRefs:
         self._ar = ar
         self._tables: dict[str, StrFile] = {}
         lists = [p for p in ("list/n_string.lst", "n_string.lst") if ar.exists(p)]
-        others = [p for p in ar.paths() if p.lower().endswith(("_translate.lst", "_kor.lst"))] if len(lists) < 3 else []
+        others = (
+            [p for p in ar.paths() if p.lower().endswith(("_translate.lst", "_kor.lst"))]
+            if len(lists) < 3
+            else []
+        )
         others.sort(key=lambda p: (not p.lower().endswith("_translate.lst"), p))
         self._lists: list[dict[int, str]] = []
         for p in lists + others:
@@ -116,6 +120,7 @@ class StringRefs:
 
     def resolve(self, text: str) -> str:
         """`text` with every `<table::key>` replaced by its value (unknown references stay as they are)."""
+
         def sub(m: re.Match[str]) -> str:
             value = self.lookup(int(m.group(1)), m.group(2))
             return value if value is not None else m.group(0)

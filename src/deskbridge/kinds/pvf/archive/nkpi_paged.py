@@ -83,19 +83,25 @@ def _rsa_unpad(block: bytes) -> bytes:
     return block
 
 
-def unwrap_sk_dat(sk_dat: bytes, modulus: int, private_exponent: int, metadata_key: bytes) -> tuple[bytes, ...]:
+def unwrap_sk_dat(
+    sk_dat: bytes, modulus: int, private_exponent: int, metadata_key: bytes
+) -> tuple[bytes, ...]:
     """Page keys from `sk.dat`: raw RSA per 128-byte block, unpad, concatenate, AES-unwrap, split in 32s."""
     if len(sk_dat) == 0 or len(sk_dat) % RSA_BLOCK:
-        raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"sk.dat must be a whole number of 128-byte RSA blocks, "
-                          f"got {len(sk_dat)} bytes")
+        raise BridgeError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"sk.dat must be a whole number of 128-byte RSA blocks, got {len(sk_dat)} bytes",
+        )
     if len(metadata_key) != 32:
         raise BridgeError(ErrorCode.INVALID_ARGUMENT, "the metadata key must be 32 bytes (64 hex digits)")
     plain = bytearray()
     for i in range(0, len(sk_dat), RSA_BLOCK):
         c = int.from_bytes(sk_dat[i : i + RSA_BLOCK], "big")
         if c >= modulus:
-            raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"sk.dat block {i // RSA_BLOCK} does not fit the RSA "
-                              "modulus; check the key parameters")
+            raise BridgeError(
+                ErrorCode.INVALID_ARGUMENT,
+                f"sk.dat block {i // RSA_BLOCK} does not fit the RSA modulus; check the key parameters",
+            )
         m = pow(c, private_exponent, modulus).to_bytes(RSA_BLOCK, "big")
         plain += _rsa_unpad(m)
     cut = len(plain) & ~0xFF
@@ -136,7 +142,9 @@ def load_keys(
         try:
             cfg = json.loads(Path(key_file).read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
-            raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"cannot read the key file {key_file}: {exc}") from exc
+            raise BridgeError(
+                ErrorCode.INVALID_ARGUMENT, f"cannot read the key file {key_file}: {exc}"
+            ) from exc
         if not isinstance(cfg, dict):
             raise BridgeError(ErrorCode.INVALID_ARGUMENT, "the key file must hold a JSON object")
     hexes = page_keys_hex if page_keys_hex is not None else cfg.get("page_keys")
@@ -158,7 +166,9 @@ def load_keys(
     d = rsa_private_exponent if rsa_private_exponent is not None else cfg.get("rsa_private_exponent")
     meta = metadata_key if metadata_key is not None else cfg.get("metadata_key")
     if n is None or d is None or meta is None:
-        raise key_required("sk.dat was given but the RSA modulus, private exponent or metadata key is missing")
+        raise key_required(
+            "sk.dat was given but the RSA modulus, private exponent or metadata key is missing"
+        )
     try:
         data = sk_path.read_bytes()
         meta_bytes = bytes.fromhex(str(meta))

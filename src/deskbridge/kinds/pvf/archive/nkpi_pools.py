@@ -124,8 +124,11 @@ def _read_pool(
     raw_len = f_raw ^ enc_size
     end = pos + 8 + enc_size
     if end > len(table):
-        raise corrupt(base + pos, f"{label} pool size inside the name table ({len(table) - pos - 8} bytes)",
-                      str(enc_size))
+        raise corrupt(
+            base + pos,
+            f"{label} pool size inside the name table ({len(table) - pos - 8} bytes)",
+            str(enc_size),
+        )
     if raw_len > MAX_POOL_RAW or (enc_size and raw_len > enc_size * 1032 + 64) or (raw_len and not enc_size):
         raise corrupt(base + pos + 4, f"{label} pool length within zlib's bound", str(raw_len))
     cipher = table[pos + 8 : end]
@@ -160,7 +163,9 @@ def _detect_stra_encoding(pool: bytes) -> str:
 class StringPools:
     """Both pools decompressed, with magic-offset resolution, reverse lookup and appending."""
 
-    def __init__(self, prefix: bytes, a: bytes, w: bytes, keys: PoolKeys, encoding: str | None = None) -> None:
+    def __init__(
+        self, prefix: bytes, a: bytes, w: bytes, keys: PoolKeys, encoding: str | None = None
+    ) -> None:
         self.prefix = prefix
         self._a = _Segmented(bytes(a))
         self._w = _Segmented(bytes(w))
@@ -176,15 +181,25 @@ class StringPools:
     # --- reading -------------------------------------------------------------------------------------
     @classmethod
     def parse(
-        cls, table: bytes, base: int, keys: PoolKeys, *, encoding: str | None = None, allow_recover: bool = True
+        cls,
+        table: bytes,
+        base: int,
+        keys: PoolKeys,
+        *,
+        encoding: str | None = None,
+        allow_recover: bool = True,
     ) -> tuple[StringPools, bool]:
         """Pools from the raw name table at archive offset `base`; also says whether a seed was recovered."""
         if len(table) < PREFIX_SIZE:
             raise corrupt(base, "a name table of at least 8 bytes", f"{len(table)} bytes")
-        a, pos, seed_a, rec_a = _read_pool(table, PREFIX_SIZE, base, keys.seed_a, keys.mask_a, "sTrA", allow_recover)
+        a, pos, seed_a, rec_a = _read_pool(
+            table, PREFIX_SIZE, base, keys.seed_a, keys.mask_a, "sTrA", allow_recover
+        )
         w, pos, seed_w, rec_w = _read_pool(table, pos, base, keys.seed_w, keys.mask_w, "sTrW", allow_recover)
         if pos != len(table):
-            raise corrupt(base + pos, "the name table to end after the sTrW pool", f"{len(table) - pos} extra bytes")
+            raise corrupt(
+                base + pos, "the name table to end after the sTrW pool", f"{len(table) - pos} extra bytes"
+            )
         if len(w) % 2:
             raise corrupt(base, "an even-length UTF-16 pool", f"{len(w)} bytes")
         pools = cls(table[:PREFIX_SIZE], a, w, PoolKeys(seed_a, seed_w, keys.mask_a, keys.mask_w), encoding)
@@ -385,9 +400,12 @@ class StringPools:
         c_idx = np.flatnonzero(~simple)
         if len(c_idx):
             texts = [self.resolve(int(offsets[i])) for i in c_idx.tolist()]
-            c_sorted = sorted(range(len(c_idx)), key=lambda k: texts[k].encode("utf-16-be", errors="surrogatepass"))
-            probes = np.array([texts[k].encode("utf-8", errors="surrogatepass") for k in c_sorted],
-                              dtype=f"S{width}")  # truncation is safe with side="right"
+            c_sorted = sorted(
+                range(len(c_idx)), key=lambda k: texts[k].encode("utf-16-be", errors="surrogatepass")
+            )
+            probes = np.array(
+                [texts[k].encode("utf-8", errors="surrogatepass") for k in c_sorted], dtype=f"S{width}"
+            )  # truncation is safe with side="right"
             at = np.searchsorted(sorted_keys, probes, side="right")
             result = np.insert(result, at, c_idx[c_sorted])
         return offsets[result]
@@ -396,7 +414,10 @@ class StringPools:
     def serialize(self, level: int = 6) -> bytes:
         """The on-disk name table (prefix + both pools, recompressed and encrypted)."""
         out = [self.prefix]
-        for raw, seed, mask in ((self._a, self.keys.seed_a, self.keys.mask_a), (self._w, self.keys.seed_w, self.keys.mask_w)):
+        for raw, seed, mask in (
+            (self._a, self.keys.seed_a, self.keys.mask_a),
+            (self._w, self.keys.seed_w, self.keys.mask_w),
+        ):
             enc = crypt(compress_parallel(bytes(raw), level), seed, MAGIC_POOL) if raw else b""
             out.append(_POOL_HEAD.pack(len(enc) ^ mask, len(raw) ^ len(enc)))
             out.append(enc)

@@ -59,11 +59,17 @@ def parse_grpi(plain: bytes, offset: int, body_size: int) -> np.ndarray:
     over = np.flatnonzero(raw_sizes > comp * ZLIB_MAX_RATIO + 64)
     if len(over):
         i = int(over[0])
-        raise corrupt(offset + 8 * i, f"GRPI entry {i} original size within zlib's expansion bound",
-                      f"{int(raw_sizes[i])} bytes from {int(comp[i])} compressed")
+        raise corrupt(
+            offset + 8 * i,
+            f"GRPI entry {i} original size within zlib's expansion bound",
+            f"{int(raw_sizes[i])} bytes from {int(comp[i])} compressed",
+        )
     if int(ends[-1]) != body_size:
-        raise corrupt(offset + 8 * (len(g) - 1), f"last GRPI cumulative size == BodySize {body_size}",
-                      str(int(ends[-1])))
+        raise corrupt(
+            offset + 8 * (len(g) - 1),
+            f"last GRPI cumulative size == BodySize {body_size}",
+            str(int(ends[-1])),
+        )
     return g
 
 
@@ -75,7 +81,9 @@ def build_grpi(comp_sizes: Sequence[int], raw_sizes: Sequence[int]) -> bytes:
     return g.tobytes()
 
 
-def check_files(files: np.ndarray, grpi: np.ndarray, offset: int, valid_offset: Callable[[np.ndarray], np.ndarray]) -> None:
+def check_files(
+    files: np.ndarray, grpi: np.ndarray, offset: int, valid_offset: Callable[[np.ndarray], np.ndarray]
+) -> None:
     """Every entry points inside its chunk and at a string inside the pools; raise on the first bad one."""
     n = len(files)
     if n == 0:
@@ -112,8 +120,11 @@ def parse_hash_table(plain: bytes, offset: int) -> tuple[np.ndarray, np.ndarray]
     pairs = np.frombuffer(plain, dtype="<u4", count=2 * count, offset=4).reshape(count, 2)
     (n,) = struct.unpack_from("<I", plain, 4 + 8 * count)
     if 8 + 8 * count + 4 * n != size:
-        raise corrupt(offset + 4 + 8 * count, f"{n} sorted offsets filling the hash table exactly",
-                      f"table is {size} bytes")
+        raise corrupt(
+            offset + 4 + 8 * count,
+            f"{n} sorted offsets filling the hash table exactly",
+            f"table is {size} bytes",
+        )
     sorted_offsets = np.frombuffer(plain, dtype="<u4", count=n, offset=8 + 8 * count)
     return pairs, sorted_offsets
 

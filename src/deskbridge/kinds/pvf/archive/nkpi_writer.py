@@ -74,8 +74,9 @@ class _Emitter:
             self._progress(self.done, self._total)
 
 
-def _rebuild_chunk(ar: NkpiArchive, c: int, members: np.ndarray, replaced: dict[int, bytes],
-                   files: np.ndarray) -> bytes:
+def _rebuild_chunk(
+    ar: NkpiArchive, c: int, members: np.ndarray, replaced: dict[int, bytes], files: np.ndarray
+) -> bytes:
     """New plaintext of chunk `c`; updates the members' DataOffset/DataSize in `files`."""
     old = ar.chunk(c)
     order = members[np.argsort(files["offset"][members], kind="stable")]
@@ -122,8 +123,11 @@ def write_archive(ar: NkpiArchive, out: BinaryIO, progress: Progress | None = No
             new_files.append((ar._overlay_names[key], data))
 
     kept_index = np.cumsum(live) - 1
-    landed = {key: int(kept_index[ar._entry(key)]) for key, data in ar.iter_overlay()
-              if data is not None and key in keys_map}
+    landed = {
+        key: int(kept_index[ar._entry(key)])
+        for key, data in ar.iter_overlay()
+        if data is not None and key in keys_map
+    }
     landed.update({norm_path(path): int(live.sum()) + k for k, (path, _) in enumerate(new_files)})
     chunk_plain: dict[int, bytes] = {}
     if dirty:
@@ -157,7 +161,9 @@ def write_archive(ar: NkpiArchive, out: BinaryIO, progress: Progress | None = No
         files = np.concatenate([files, np.array(extra, dtype=FILE_DTYPE)])
 
     src, h, scheme = ar._src, ar.header, ar.scheme
-    new_cipher = {c: crypt(zlib.compress(p, ZLIB_LEVEL), scheme.body, MAGIC_DATA) for c, p in chunk_plain.items()}
+    new_cipher = {
+        c: crypt(zlib.compress(p, ZLIB_LEVEL), scheme.body, MAGIC_DATA) for c, p in chunk_plain.items()
+    }
     comp_sizes: list[int] = []
     raw_sizes: list[int] = []
     for c in range(group_count):
@@ -175,18 +181,24 @@ def write_archive(ar: NkpiArchive, out: BinaryIO, progress: Progress | None = No
     ar._written_name_table = name_table  # lets the save's verification skip re-inflating identical pools
     grpi = crypt(build_grpi(comp_sizes, raw_sizes), scheme.grpi, MAGIC_DATA)
     new_h = h.with_sizes(
-        file_count=len(files), body_size=sum(comp_sizes), group_count=group_count,
+        file_count=len(files),
+        body_size=sum(comp_sizes),
+        group_count=group_count,
         hash_table_size=h.hash_table_size if hash_table is None else len(hash_table),
         name_table_size=h.name_table_size if name_table is None else len(name_table),
     )
     total = new_h.total_size
-    sink: BinaryIO | _PageGuardWriter = _PageGuardWriter(out, ar.keys, total) if ar.variant == "paged" else out
+    sink: BinaryIO | _PageGuardWriter = (
+        _PageGuardWriter(out, ar.keys, total) if ar.variant == "paged" else out
+    )
     emit = _Emitter(sink, total, progress)
     direct = _direct_copier(ar, sink, out)
     emit(hdr.encrypt(new_h, scheme))
     emit(files.tobytes())
-    for data, offset, size in ((hash_table, h.hash_table_offset, h.hash_table_size),
-                               (name_table, h.name_table_offset, h.name_table_size)):
+    for data, offset, size in (
+        (hash_table, h.hash_table_offset, h.hash_table_size),
+        (name_table, h.name_table_offset, h.name_table_size),
+    ):
         if data is not None:
             emit(data)
         elif direct is not None and direct(offset, size):

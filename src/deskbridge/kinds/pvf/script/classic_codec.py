@@ -92,8 +92,11 @@ def to_tokens(data: bytes, strings: StringSource, link_text: LinkText | None = N
         elif t in (T_STRING, T_SECTION, T_COMMAND, T_SEPARATOR):
             append(_string_token(t, v, strings))
         elif t == T_FLOAT:
-            append(dialect.float_token(v) if dialect.format_float32(v) is not None
-                   else dialect.typed_token(T_FLOAT, _signed(v)))
+            append(
+                dialect.float_token(v)
+                if dialect.format_float32(v) is not None
+                else dialect.typed_token(T_FLOAT, _signed(v))
+            )
         elif t == T_LINK_ID and i + 1 < n and types[i + 1] == T_LINK_KEY and v <= dialect.INT32_MAX:
             key_index = values[i + 1]
             key = strings.get(key_index) if strings.is_canonical(key_index) else None
@@ -112,10 +115,13 @@ def to_tokens(data: bytes, strings: StringSource, link_text: LinkText | None = N
     return out
 
 
-def decompile(data: bytes, strings: StringSource, link_text: LinkText | None = None, *,
-              record_width: int | None = None) -> str:
+def decompile(
+    data: bytes, strings: StringSource, link_text: LinkText | None = None, *, record_width: int | None = None
+) -> str:
     """Binary script → editable text starting with `#PVF_File` (`record_width=2` for `.lst` registries)."""
-    return dialect.print_tokens(to_tokens(data, strings, link_text), header=HEADER_LINE, record_width=record_width)
+    return dialect.print_tokens(
+        to_tokens(data, strings, link_text), header=HEADER_LINE, record_width=record_width
+    )
 
 
 def from_tokens(tokens: list[Token], strings: StringSource, source_text: str = "") -> bytes:
@@ -144,7 +150,8 @@ def from_tokens(tokens: list[Token], strings: StringSource, source_text: str = "
             ts[j], vs[j] = T_LINK_KEY, strings.intern(str(value))
         else:
             raise dialect.syntax_error(
-                source_text, max(tok.pos, 0),
+                source_text,
+                max(tok.pos, 0),
                 f"bare word {str(value)[:40]!r}: classic scripts quote strings with backticks (`{value}`)",
             )
         j += 1

@@ -89,7 +89,9 @@ def to_tokens(payload: bytes, pools: Pools) -> list[Token]:
         if first != v or not _string_ok(s):
             out.append(typed_token(t, v))
         elif t == T_TAG:
-            out.append(section_token(s) if is_section_text(s) else word_token(s) if is_word(s) else typed_token(t, s))
+            out.append(
+                section_token(s) if is_section_text(s) else word_token(s) if is_word(s) else typed_token(t, s)
+            )
         elif t == T_STRING:
             out.append(string_token(s))
         else:
@@ -113,7 +115,9 @@ def _hints(original: bytes | None, pools: Pools) -> dict[tuple[bool, str], int]:
     return hints
 
 
-def _iter_records(tokens: list[Token], text: str, pools: Pools, hints: dict[tuple[bool, str], int]) -> Iterator[tuple[int, int]]:
+def _iter_records(
+    tokens: list[Token], text: str, pools: Pools, hints: dict[tuple[bool, str], int]
+) -> Iterator[tuple[int, int]]:
     def offset(s: str, tag: bool) -> int:
         hit = hints.get((tag, s))
         if hit is None:
@@ -141,8 +145,12 @@ def _iter_records(tokens: list[Token], text: str, pools: Pools, hints: dict[tupl
             else:
                 yield tok.code, int(tok.value)
         else:
-            raise syntax_error(text, tok.pos, "string links <id::key`…`> do not exist in nkpi scripts; "
-                               "write {8=`<table::key>`} for a string-table reference")
+            raise syntax_error(
+                text,
+                tok.pos,
+                "string links <id::key`…`> do not exist in nkpi scripts; "
+                "write {8=`<table::key>`} for a string-table reference",
+            )
 
 
 def compile_text(text: str, pools: Pools, *, original: bytes | None = None) -> bytes:
@@ -193,8 +201,11 @@ def paint_korean_mojibake(text: str) -> str | None:
 def decode_utf16_text(payload: bytes) -> tuple[str, bool]:
     """(text, was_mojibake) of a DataType 3 payload; NUL padding stays in the text as `\\0` characters."""
     if len(payload) % 2:
-        raise BridgeError(ErrorCode.PVF_CORRUPT, f"UTF-16 text payload has an odd length {len(payload)}",
-                          data={"offset": len(payload) - 1, "expected": "whole UTF-16 code units"})
+        raise BridgeError(
+            ErrorCode.PVF_CORRUPT,
+            f"UTF-16 text payload has an odd length {len(payload)}",
+            data={"offset": len(payload) - 1, "expected": "whole UTF-16 code units"},
+        )
     text = payload.decode("utf-16-le", errors="surrogatepass")
     fixed = fix_korean_mojibake(text)
     return (fixed, True) if fixed is not None else (text, False)

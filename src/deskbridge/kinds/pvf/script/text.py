@@ -65,7 +65,9 @@ class Token:
 
     @property
     def is_string_like(self) -> bool:
-        return self.kind in (Kind.STRING, Kind.LINK) or (self.kind is Kind.TYPED and isinstance(self.value, str))
+        return self.kind in (Kind.STRING, Kind.LINK) or (
+            self.kind is Kind.TYPED and isinstance(self.value, str)
+        )
 
 
 def int_token(value: int) -> Token:
@@ -172,8 +174,11 @@ def line_col(text: str, pos: int) -> tuple[int, int]:
 def syntax_error(text: str, pos: int, message: str) -> BridgeError:
     """A `SCRIPT_SYNTAX` error at offset `pos` of `text`, with line and column."""
     line, col = line_col(text, pos)
-    return BridgeError(ErrorCode.SCRIPT_SYNTAX, f"line {line}, column {col}: {message}",
-                       data={"line": line, "column": col, "offset": pos})
+    return BridgeError(
+        ErrorCode.SCRIPT_SYNTAX,
+        f"line {line}, column {col}: {message}",
+        data={"line": line, "column": col, "offset": pos},
+    )
 
 
 def _check_int(text: str, pos: int, raw: str) -> int:
@@ -217,14 +222,23 @@ def lex(text: str) -> list[Token]:
             if code > 255:
                 raise syntax_error(text, pos, f"token type {code} is outside 0..255")
             tint = m.group("tint")
-            value: int | str = _check_int(text, pos, tint) if tint is not None else m.group("tstr").replace("``", "`")
+            value: int | str = (
+                _check_int(text, pos, tint) if tint is not None else m.group("tstr").replace("``", "`")
+            )
             append(Token(Kind.TYPED, value, code=code, pos=pos))
         elif m.group("lid") is not None:
             lid = int(m.group("lid"))
             if lid > INT32_MAX:
                 raise syntax_error(text, pos, f"string link id {lid} is outside the signed 32-bit range")
-            append(Token(Kind.LINK, m.group("lkey"), link_id=lid,
-                         link_text=m.group("ltext").replace("``", "`"), pos=pos))
+            append(
+                Token(
+                    Kind.LINK,
+                    m.group("lkey"),
+                    link_id=lid,
+                    link_text=m.group("ltext").replace("``", "`"),
+                    pos=pos,
+                )
+            )
         elif group == "word":
             append(Token(Kind.WORD, m.group("word"), pos=pos))
         else:

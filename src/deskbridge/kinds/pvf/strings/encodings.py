@@ -21,11 +21,29 @@ PATH_ENCODING = "cp949"
 DEFAULT_ENCODING = "cp950"
 
 ALIASES: dict[str, str] = {
-    "tw": "cp950", "big5": "cp950", "cp950": "cp950", "950": "cp950",
-    "cn": "cp936", "gbk": "cp936", "gb2312": "cp936", "cp936": "cp936", "936": "cp936", "gb18030": "gb18030",
-    "kr": "cp949", "euc-kr": "cp949", "euckr": "cp949", "cp949": "cp949", "949": "cp949",
-    "jp": "cp932", "sjis": "cp932", "shift_jis": "cp932", "cp932": "cp932", "932": "cp932",
-    "utf8": "utf-8", "utf-8": "utf-8", "65001": "utf-8",
+    "tw": "cp950",
+    "big5": "cp950",
+    "cp950": "cp950",
+    "950": "cp950",
+    "cn": "cp936",
+    "gbk": "cp936",
+    "gb2312": "cp936",
+    "cp936": "cp936",
+    "936": "cp936",
+    "gb18030": "gb18030",
+    "kr": "cp949",
+    "euc-kr": "cp949",
+    "euckr": "cp949",
+    "cp949": "cp949",
+    "949": "cp949",
+    "jp": "cp932",
+    "sjis": "cp932",
+    "shift_jis": "cp932",
+    "cp932": "cp932",
+    "932": "cp932",
+    "utf8": "utf-8",
+    "utf-8": "utf-8",
+    "65001": "utf-8",
 }
 CANDIDATES: tuple[str, ...] = ("cp950", "cp936", "cp949", "cp932", "utf-8")
 
@@ -35,8 +53,11 @@ def resolve_encoding(name: str) -> str:
     key = name.strip().lower()
     if key in ALIASES:
         return ALIASES[key]
-    raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"unknown pack encoding '{name}'",
-                      hint="Use one of tw (cp950), cn (cp936), kr (cp949), jp (cp932), utf8.")
+    raise BridgeError(
+        ErrorCode.INVALID_ARGUMENT,
+        f"unknown pack encoding '{name}'",
+        hint="Use one of tw (cp950), cn (cp936), kr (cp949), jp (cp932), utf8.",
+    )
 
 
 _COMMON_HANT = set(
@@ -51,7 +72,9 @@ _COMMON_HANS = set(
     "高意进把法此实回二理美点月明其种声全工己话儿者向情部正名定女问力机给等几很业最间新什打便位因重被走电四第门相次东"
     "装备攻击防御技能体智精神魔法剑药水级物品宝箱任务怪兽商店价格效果伤害恢复属性强化"
 )
-_COMMON_HANGUL = set("이다는의에을하고가기지서한로리사자어도있수를그대아나시것인게요니해들정주면보일전스라까만경")
+_COMMON_HANGUL = set(
+    "이다는의에을하고가기지서한로리사자어도있수를그대아나시것인게요니해들정주면보일전스라까만경"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,10 +106,14 @@ def _char_score(ch: str, codec: str) -> float:
     if codec == "cp950":
         return (1.0 if _in_block(ch, "cp950", 0xA440, 0xC67E) else 0.0) + (1.0 if ch in _COMMON_HANT else 0.0)
     if codec == "cp936":
-        return (1.0 if _in_block(ch, "gb2312", 0xB0A1, 0xD7FE, 0xA1) else 0.0) + (1.0 if ch in _COMMON_HANS else 0.0)
+        return (1.0 if _in_block(ch, "gb2312", 0xB0A1, 0xD7FE, 0xA1) else 0.0) + (
+            1.0 if ch in _COMMON_HANS else 0.0
+        )
     if codec == "cp949":
         if 0xAC00 <= o <= 0xD7A3:
-            return (1.0 if _in_block(ch, "euc-kr", 0xB0A1, 0xC8FE, 0xA1) else 0.0) + (1.0 if ch in _COMMON_HANGUL else 0.0)
+            return (1.0 if _in_block(ch, "euc-kr", 0xB0A1, 0xC8FE, 0xA1) else 0.0) + (
+                1.0 if ch in _COMMON_HANGUL else 0.0
+            )
         return 0.0
     if codec == "cp932":
         if 0x3040 <= o <= 0x30FF:
@@ -142,8 +169,11 @@ def mismatch_warning(encoding: str, detection: Detection) -> BridgeError | None:
     return BridgeError(
         ErrorCode.ENCODING_MISMATCH,
         f"strings read poorly as {encoding}; they look like {detection.encoding}",
-        data={"chosen": encoding, "detected": detection.encoding,
-              "scores": {k: round(v, 3) for k, v in detection.scores.items()}},
+        data={
+            "chosen": encoding,
+            "detected": detection.encoding,
+            "scores": {k: round(v, 3) for k, v in detection.scores.items()},
+        },
     )
 
 
@@ -155,7 +185,12 @@ def fix_korean_mojibake(text: str) -> str | None:
     high = [ch for ch in text if ord(ch) >= 0x80]
     if len(high) < 2:
         return None
-    boxy = sum(1 for ch in high if 0x2500 <= ord(ch) <= 0x25FF or ch in "ÇüéâäàåçêëèïîìÄÅÉæÆôöòûùÿÖÜ¢£¥₧ƒáíóúñÑªº¿⌐¬½¼¡«»αßΓπΣσµτΦΘΩδ∞φε∩≡±≥≤⌠⌡÷≈°∙·√ⁿ²■")
+    boxy = sum(
+        1
+        for ch in high
+        if 0x2500 <= ord(ch) <= 0x25FF
+        or ch in "ÇüéâäàåçêëèïîìÄÅÉæÆôöòûùÿÖÜ¢£¥₧ƒáíóúñÑªº¿⌐¬½¼¡«»αßΓπΣσµτΦΘΩδ∞φε∩≡±≥≤⌠⌡÷≈°∙·√ⁿ²■"
+    )
     if boxy < 0.6 * len(high):
         return None
     try:

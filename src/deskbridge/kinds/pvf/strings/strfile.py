@@ -46,7 +46,7 @@ class StrFile:
     @classmethod
     def from_text(cls, text: str) -> StrFile:
         body = text.rstrip("\0")
-        padding = text[len(body):]
+        padding = text[len(body) :]
         newline = "\r\n" if "\r\n" in body or "\n" not in body else "\n"
         return cls(body, padding, newline)
 
@@ -68,8 +68,10 @@ class StrFile:
     def set(self, key: str, value: str) -> None:
         """Change the first `key>` line, or append one before the padding; keys/values are single lines."""
         if not key or ">" in key or key.startswith("//") or any(c in key + value for c in "\r\n\0"):
-            raise BridgeError(ErrorCode.INVALID_ARGUMENT,
-                              "a .str key must be non-empty without '>', and key/value without line breaks or NUL")
+            raise BridgeError(
+                ErrorCode.INVALID_ARGUMENT,
+                "a .str key must be non-empty without '>', and key/value without line breaks or NUL",
+            )
         lines = self.text.split("\n")
         for i, line in enumerate(lines):
             bare = line.rstrip("\r")

@@ -41,14 +41,17 @@ class StringTable:
             raise corrupt(0, "u32 count and at least one u32 offset", what="stringtable.bin")
         count = struct.unpack_from("<I", data, 0)[0]
         if 4 + 4 * (count + 1) > size:
-            raise corrupt(0, f"{count} strings need {4 + 4 * (count + 1)} bytes of offsets, file has {size}",
-                          what="stringtable.bin")
+            raise corrupt(
+                0,
+                f"{count} strings need {4 + 4 * (count + 1)} bytes of offsets, file has {size}",
+                what="stringtable.bin",
+            )
         offs = np.frombuffer(data, dtype="<u4", count=count + 1, offset=4).astype(np.int64) + 4
         if count and (np.any(offs[1:] < offs[:-1]) or offs[0] < 4 * count + 8 or offs[-1] > size):
             bad = int(np.argmax(offs[1:] < offs[:-1])) if np.any(offs[1:] < offs[:-1]) else count
             raise corrupt(8 + 4 * bad, "offsets ascending and inside the file", what="stringtable.bin")
         starts = offs.tolist()
-        entries = [data[starts[i]:starts[i + 1]] for i in range(count)]
+        entries = [data[starts[i] : starts[i + 1]] for i in range(count)]
         return cls(entries, encoding, bytes(data))
 
     def __len__(self) -> int:

@@ -15,8 +15,16 @@ PRESETS: dict[str, tuple[str, int]] = {
 """Named sizes from TARGETS.md: preset → (family, files)."""
 
 
-def synth(path: str | Path, *, family: str, files: int, seed: int, variant: str | None = None,
-          encoding: str | None = None, progress: Progress | None = None) -> int:
+def synth(
+    path: str | Path,
+    *,
+    family: str,
+    files: int,
+    seed: int,
+    variant: str | None = None,
+    encoding: str | None = None,
+    progress: Progress | None = None,
+) -> int:
     """Write a deterministic synthetic archive; classic here, nkpi via `synth/nkpi.py` (`synth_nkpi`)."""
     if family == "classic":
         from deskbridge.kinds.pvf.synth.classic import synth_classic
@@ -26,7 +34,9 @@ def synth(path: str | Path, *, family: str, files: int, seed: int, variant: str 
         try:
             from deskbridge.kinds.pvf.synth.nkpi import synth_nkpi
         except ImportError:
-            raise BridgeError(ErrorCode.UNSUPPORTED_VARIANT, "the nkpi synthesiser is not installed") from None
+            raise BridgeError(
+                ErrorCode.UNSUPPORTED_VARIANT, "the nkpi synthesiser is not installed"
+            ) from None
         result = synth_nkpi(path, files, seed, variant or "legacy", progress=progress)
         return int(result) if isinstance(result, int) else files
     raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"unknown family '{family}'; use classic or nkpi")

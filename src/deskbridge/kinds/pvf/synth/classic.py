@@ -20,8 +20,9 @@ from deskbridge.kinds.pvf.synth.content import generate_content
 GUID = b"5d1c3a2b-7e4f-4a1b-9c8d-0e1f2a3b4c5d"
 
 
-def classic_payloads(files: int, seed: int, encoding: str = "cp950",
-                     progress: Progress | None = None) -> list[tuple[str, bytes]]:
+def classic_payloads(
+    files: int, seed: int, encoding: str = "cp950", progress: Progress | None = None
+) -> list[tuple[str, bytes]]:
     """(path, payload) of every file of the synthetic archive, `stringtable.bin` last."""
     table = StringTable([], encoding)
     out: list[tuple[str, bytes]] = []
@@ -39,8 +40,9 @@ def classic_payloads(files: int, seed: int, encoding: str = "cp950",
     return out
 
 
-def synth_classic(path: str | Path, files: int, seed: int, *, encoding: str = "cp950",
-                  progress: Progress | None = None) -> int:
+def synth_classic(
+    path: str | Path, files: int, seed: int, *, encoding: str = "cp950", progress: Progress | None = None
+) -> int:
     """Write a synthetic classic archive of `files` files (≥ 20) to `path` atomically; returns the count."""
     files = max(files, 20)
     payloads = classic_payloads(files, seed, encoding, progress)

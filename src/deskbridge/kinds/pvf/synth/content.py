@@ -15,20 +15,78 @@ from dataclasses import dataclass
 
 from deskbridge.kinds.pvf.script.text import quote
 
-HANT = ("的一是不了人在有這中大來上國個到說們為子和地出道也時年得就那要下以生會自著去之過家學對可裡後小心多天"
-        "而能好都然沒日於起還發成事只作當想看文無開手十用主行方又如前所本見經頭面公同三已老從動兩長知民樣現分將外")
-HANS = ("的一是不了人在有这中大来上国个到说们为子和地出道也时年得就那要下以生会自着去之过家学对可里后小心多天"
-        "而能好都然没日于起还发成事只作当想看文无开手十用主行方又如前所本见经头面公同三已老从动两长知民样现分将外")
-GAME_HANT = ["破舊的", "騎士", "魔法", "長劍", "短劍", "布甲", "皮革", "護身符", "藥水", "礦石", "哥布林", "牛頭怪",
-             "鬼斬", "上挑", "裂波斬", "火球", "冰牆", "賽麗亞", "林納斯", "赫頓瑪爾", "天空之城", "格蘭之森"]
-GAME_HANS = ["破旧的", "骑士", "魔法", "长剑", "短剑", "布甲", "皮革", "护身符", "药水", "矿石", "哥布林", "牛头怪",
-             "鬼斩", "上挑", "裂波斩", "火球", "冰墙", "赛丽亚", "林纳斯", "赫顿玛尔", "天空之城", "格兰之森"]
+HANT = (
+    "的一是不了人在有這中大來上國個到說們為子和地出道也時年得就那要下以生會自著去之過家學對可裡後小心多天"
+    "而能好都然沒日於起還發成事只作當想看文無開手十用主行方又如前所本見經頭面公同三已老從動兩長知民樣現分將外"
+)
+HANS = (
+    "的一是不了人在有这中大来上国个到说们为子和地出道也时年得就那要下以生会自着去之过家学对可里后小心多天"
+    "而能好都然没日于起还发成事只作当想看文无开手十用主行方又如前所本见经头面公同三已老从动两长知民样现分将外"
+)
+GAME_HANT = [
+    "破舊的",
+    "騎士",
+    "魔法",
+    "長劍",
+    "短劍",
+    "布甲",
+    "皮革",
+    "護身符",
+    "藥水",
+    "礦石",
+    "哥布林",
+    "牛頭怪",
+    "鬼斬",
+    "上挑",
+    "裂波斬",
+    "火球",
+    "冰牆",
+    "賽麗亞",
+    "林納斯",
+    "赫頓瑪爾",
+    "天空之城",
+    "格蘭之森",
+]
+GAME_HANS = [
+    "破旧的",
+    "骑士",
+    "魔法",
+    "长剑",
+    "短剑",
+    "布甲",
+    "皮革",
+    "护身符",
+    "药水",
+    "矿石",
+    "哥布林",
+    "牛头怪",
+    "鬼斩",
+    "上挑",
+    "裂波斩",
+    "火球",
+    "冰墙",
+    "赛丽亚",
+    "林纳斯",
+    "赫顿玛尔",
+    "天空之城",
+    "格兰之森",
+]
 
 # folder: (extension, share of the files, sub-folders, registry name)
 FOLDERS: dict[str, tuple[str, float, list[str], str]] = {
-    "equipment": ("equ", 0.40, ["character/swordman/weapon", "character/mage/coat", "character/fighter/shoes",
-                                "character/gunner/pants", "character/priest/belt", "character/common/amulet"],
-                  "equipment.lst"),
+    "equipment": (
+        "equ",
+        0.40,
+        [
+            "character/swordman/weapon",
+            "character/mage/coat",
+            "character/fighter/shoes",
+            "character/gunner/pants",
+            "character/priest/belt",
+            "character/common/amulet",
+        ],
+        "equipment.lst",
+    ),
     "stackable": ("stk", 0.20, ["potion", "material", "quest", "cash"], "stackable.lst"),
     "skill": ("skl", 0.10, ["swordman", "mage", "fighter", "gunner", "priest"], "skill.lst"),
     "monster": ("mob", 0.12, ["goblin", "tau", "lugaru", "ghost"], "monster.lst"),
@@ -39,23 +97,61 @@ FOLDERS: dict[str, tuple[str, float, list[str], str]] = {
 STR_NAME = "{folder}/{folder}.chn.str"
 
 SECTIONS = {
-    "equipment": ["[grade]", "[rarity]", "[minimum level]", "[price]", "[weight]", "[durability]",
-                  "[physical attack]", "[magical attack]", "[physical defense]", "[magical defense]", "[HP MAX]",
-                  "[MP MAX]", "[attack speed]", "[move speed]", "[cast speed]", "[hit recovery]", "[stuck]"],
+    "equipment": [
+        "[grade]",
+        "[rarity]",
+        "[minimum level]",
+        "[price]",
+        "[weight]",
+        "[durability]",
+        "[physical attack]",
+        "[magical attack]",
+        "[physical defense]",
+        "[magical defense]",
+        "[HP MAX]",
+        "[MP MAX]",
+        "[attack speed]",
+        "[move speed]",
+        "[cast speed]",
+        "[hit recovery]",
+        "[stuck]",
+    ],
     "stackable": ["[grade]", "[rarity]", "[price]", "[stack limit]", "[cool time]", "[weight]", "[value]"],
-    "skill": ["[required level]", "[maximum level]", "[skill class]", "[cool time]", "[consume MP]",
-              "[casting time]", "[growtype maximum level]"],
+    "skill": [
+        "[required level]",
+        "[maximum level]",
+        "[skill class]",
+        "[cool time]",
+        "[consume MP]",
+        "[casting time]",
+        "[growtype maximum level]",
+    ],
     "monster": ["[level]", "[move speed]", "[attack speed]", "[weight]", "[sight]", "[warlike]", "[HP MAX]"],
     "dungeon": ["[minimum level]", "[maximum level]", "[map count]", "[difficulty]", "[clear reward]"],
     "npc": ["[position]", "[field direction]", "[sight]", "[shop index]"],
     "etc": ["[probability]", "[count]", "[rate]", "[value]"],
 }
-ATTR_TAGS = ["[physical attack]", "[magical attack]", "[HP MAX]", "[MP MAX]", "[strength]", "[intelligence]",
-             "[vitality]", "[spirit]", "[fire resistance]", "[water resistance]"]
-TYPE_TAGS = {"equipment": ["[weapon]", "[coat]", "[shoes]", "[pants]", "[belt]", "[amulet]"],
-             "stackable": ["[recover hp]", "[recover mp]", "[material]", "[quest]", "[cash]"],
-             "skill": ["[active]", "[passive]"], "monster": ["[normal]", "[named]", "[boss]"],
-             "dungeon": ["[normal]", "[hell]"], "npc": ["[merchant]", "[quest]"], "etc": ["[table]"]}
+ATTR_TAGS = [
+    "[physical attack]",
+    "[magical attack]",
+    "[HP MAX]",
+    "[MP MAX]",
+    "[strength]",
+    "[intelligence]",
+    "[vitality]",
+    "[spirit]",
+    "[fire resistance]",
+    "[water resistance]",
+]
+TYPE_TAGS = {
+    "equipment": ["[weapon]", "[coat]", "[shoes]", "[pants]", "[belt]", "[amulet]"],
+    "stackable": ["[recover hp]", "[recover mp]", "[material]", "[quest]", "[cash]"],
+    "skill": ["[active]", "[passive]"],
+    "monster": ["[normal]", "[named]", "[boss]"],
+    "dungeon": ["[normal]", "[hell]"],
+    "npc": ["[merchant]", "[quest]"],
+    "etc": ["[table]"],
+}
 JOBS = ["[swordman]", "[mage]", "[fighter]", "[gunner]", "[priest]", "[thief]"]
 
 
@@ -112,10 +208,21 @@ def _script(rng: random.Random, words: _Words, folder: str, table_id: int, key: 
             lines.append("\t" + quote(tag) + "\t" + str(rng.randint(-20, 300)))
         lines += ["", "[/if equip]"]
     levels = rng.randint(20, 60)
-    lines += ["", "[level property]", "\t" + "\t".join(
-        repr(rng.randint(0, 4000) / 8) if i % 3 == 2 else str(rng.randint(0, 999)) for i in range(levels * 3))]
+    lines += [
+        "",
+        "[level property]",
+        "\t"
+        + "\t".join(
+            repr(rng.randint(0, 4000) / 8) if i % 3 == 2 else str(rng.randint(0, 999))
+            for i in range(levels * 3)
+        ),
+    ]
     lines += ["", "[command]", "\t{6=`up`}\t{6=`attack`}\t{8=`->`}\t{3=" + str(rng.randint(0, 255)) + "}"]
-    lines += ["", "[explain]", "\t" + quote(words.sentence() + ("\n" + words.sentence() if rng.random() < 0.3 else ""))]
+    lines += [
+        "",
+        "[explain]",
+        "\t" + quote(words.sentence() + ("\n" + words.sentence() if rng.random() < 0.3 else "")),
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -128,16 +235,18 @@ def plan_counts(files: int) -> dict[str, int]:
     return counts
 
 
-def generate_content(files: int, seed: int, *, traditional: bool = True, links: bool = True,
-                     root_lists: bool = False) -> Iterator[LogicalFile]:
+def generate_content(
+    files: int, seed: int, *, traditional: bool = True, links: bool = True, root_lists: bool = False
+) -> Iterator[LogicalFile]:
     """Yield `files - 1` logical files (the family writer adds its own string table as the last one)."""
     rng = random.Random(seed)
     words = _Words(rng, traditional)
     counts = plan_counts(files)
     folders = list(FOLDERS)
     nstring = [STR_NAME.format(folder=f).title().replace(".Chn.Str", ".chn.str") for f in folders]
-    yield LogicalFile("n_string.lst", "lst",
-                      "#PVF_File\n" + "".join(f"{i}\t{quote(p)}\n" for i, p in enumerate(nstring)))
+    yield LogicalFile(
+        "n_string.lst", "lst", "#PVF_File\n" + "".join(f"{i}\t{quote(p)}\n" for i, p in enumerate(nstring))
+    )
     for table_id, folder in enumerate(folders):
         ext, _, subdirs, lst_name = FOLDERS[folder]
         registry: list[str] = []
@@ -152,8 +261,14 @@ def generate_content(files: int, seed: int, *, traditional: bool = True, links: 
             yield LogicalFile(path, "script", _script(rng, words, folder, table_id, key, links))
         yield LogicalFile(STR_NAME.format(folder=folder), "str", "".join(strings))
         lst_path = f"list/{lst_name}" if root_lists else f"{folder}/{lst_name}"
-        yield LogicalFile(lst_path, "lst",
-                          "#PVF_File\n" + "".join(f"{1000 + i}\t{quote(p)}\n" for i, p in enumerate(registry)))
+        yield LogicalFile(
+            lst_path,
+            "lst",
+            "#PVF_File\n" + "".join(f"{1000 + i}\t{quote(p)}\n" for i, p in enumerate(registry)),
+        )
     for name in ("common", "loadstate"):
-        yield LogicalFile(f"sqr/{name}.nut", "nut",
-                          f"// {name} script\nfunction sq_{name}(obj)\n{{\n\treturn obj.getLevel();\n}}\n")
+        yield LogicalFile(
+            f"sqr/{name}.nut",
+            "nut",
+            f"// {name} script\nfunction sq_{name}(obj)\n{{\n\treturn obj.getLevel();\n}}\n",
+        )

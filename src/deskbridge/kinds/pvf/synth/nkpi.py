@@ -34,30 +34,92 @@ CHUNK_TARGET = 72 * 1024
 _REC = np.dtype([("t", "u1"), ("v", "<i4")])
 _FOLDERS = {
     # folder: (extension, sub-folders, section vocabulary)
-    "equipment": ("equ", ["character/swordman/weapon", "character/mage/coat", "character/fighter/shoes",
-                          "character/gunner/pants", "character/priest/belt", "character/common/amulet"],
-                  ["[grade]", "[minimum level]", "[price]", "[physical attack]", "[magical attack]",
-                   "[durability]", "[weight]", "[rarity]", "[hp max]", "[mp max]", "[stuck resistance]"]),
-    "skill": ("skl", ["swordman", "mage", "fighter", "gunner", "priest", "thief"],
-              ["[maximum level]", "[required level]", "[skill class]", "[consume mp]", "[cool time]",
-               "[casting time]", "[level property]", "[static data]"]),
-    "stackable": ("stk", ["potion", "material", "cash", "quest", "recipe"],
-                  ["[stack limit]", "[price]", "[value]", "[minimum level]", "[cool time]", "[rarity]"]),
-    "monster": ("mob", ["goblin", "tau", "ghost", "lugaru", "mecha", "dragon"],
-                ["[level]", "[hp max]", "[physical attack]", "[physical defense]", "[move speed]",
-                 "[attack speed]", "[sight]", "[warlike]"]),
-    "dungeon": ("dgn", ["gbl", "hendon", "westcoast", "skyscraper", "abyss"],
-                ["[minimum required level]", "[maximum level]", "[map]", "[background]", "[clear reward]"]),
+    "equipment": (
+        "equ",
+        [
+            "character/swordman/weapon",
+            "character/mage/coat",
+            "character/fighter/shoes",
+            "character/gunner/pants",
+            "character/priest/belt",
+            "character/common/amulet",
+        ],
+        [
+            "[grade]",
+            "[minimum level]",
+            "[price]",
+            "[physical attack]",
+            "[magical attack]",
+            "[durability]",
+            "[weight]",
+            "[rarity]",
+            "[hp max]",
+            "[mp max]",
+            "[stuck resistance]",
+        ],
+    ),
+    "skill": (
+        "skl",
+        ["swordman", "mage", "fighter", "gunner", "priest", "thief"],
+        [
+            "[maximum level]",
+            "[required level]",
+            "[skill class]",
+            "[consume mp]",
+            "[cool time]",
+            "[casting time]",
+            "[level property]",
+            "[static data]",
+        ],
+    ),
+    "stackable": (
+        "stk",
+        ["potion", "material", "cash", "quest", "recipe"],
+        ["[stack limit]", "[price]", "[value]", "[minimum level]", "[cool time]", "[rarity]"],
+    ),
+    "monster": (
+        "mob",
+        ["goblin", "tau", "ghost", "lugaru", "mecha", "dragon"],
+        [
+            "[level]",
+            "[hp max]",
+            "[physical attack]",
+            "[physical defense]",
+            "[move speed]",
+            "[attack speed]",
+            "[sight]",
+            "[warlike]",
+        ],
+    ),
+    "dungeon": (
+        "dgn",
+        ["gbl", "hendon", "westcoast", "skyscraper", "abyss"],
+        ["[minimum required level]", "[maximum level]", "[map]", "[background]", "[clear reward]"],
+    ),
     "npc": ("npc", ["town", "shop", "quest"], ["[npc type]", "[face image]", "[shop item]", "[voice]"]),
     "etc": ("etc", ["rareitem", "expertjob", "avatar"], ["[item]", "[probability]", "[group]", "[value]"]),
 }
-_WORDS = ["Flame", "Frost", "Iron", "Shadow", "Holy", "Ancient", "Rusty", "Grand", "Storm", "Blood", "Crystal"]
+_WORDS = [
+    "Flame",
+    "Frost",
+    "Iron",
+    "Shadow",
+    "Holy",
+    "Ancient",
+    "Rusty",
+    "Grand",
+    "Storm",
+    "Blood",
+    "Crystal",
+]
 _NOUNS = ["Sword", "Robe", "Boots", "Potion", "Gem", "Goblin", "Knight", "Gate", "Blade", "Ring", "Shard"]
 _CJK = ["炎之剑", "冰霜法袍", "骑士の長剣", "回復薬", "古代遺跡", "影の指輪", "暴风之眼", "水晶碎片"]
 Progress = Callable[[int, int], None]
 
 
-def _template(rng: np.random.Generator, pools: StringPools, vocab: list[str], length: int) -> tuple[np.ndarray, list[tuple[str, int]]]:
+def _template(
+    rng: np.random.Generator, pools: StringPools, vocab: list[str], length: int
+) -> tuple[np.ndarray, list[tuple[str, int]]]:
     """One script template: records with tag offsets filled and (kind, column) slots to fill per file."""
     recs: list[tuple[int, int]] = [(3, pools.add("[name]")), (6, 0)]
     slots: list[tuple[str, int]] = [("name", 1)]
@@ -86,14 +148,22 @@ def _template(rng: np.random.Generator, pools: StringPools, vocab: list[str], le
     return arr, slots
 
 
-def _fill(rng: np.random.Generator, tmpl: np.ndarray, slots: list[tuple[str, int]], names: np.ndarray,
-          refs: np.ndarray, explains: np.ndarray) -> np.ndarray:
+def _fill(
+    rng: np.random.Generator,
+    tmpl: np.ndarray,
+    slots: list[tuple[str, int]],
+    names: np.ndarray,
+    refs: np.ndarray,
+    explains: np.ndarray,
+) -> np.ndarray:
     """A (batch, len) record block from a template: random ints/floats, the batch's string offsets."""
     batch = len(names)
     block = np.tile(tmpl, (batch, 1))
     for kind, col in slots:
         if kind == "int":
-            block["v"][:, col] = rng.integers(0, 40, batch, dtype=np.int32) * (1 + col % 25)  # few distinct values, like real stats
+            block["v"][:, col] = rng.integers(0, 40, batch, dtype=np.int32) * (
+                1 + col % 25
+            )  # few distinct values, like real stats
         elif kind == "float":
             vals = (rng.integers(0, 40, batch) / 8.0).astype(np.float32)
             block["v"][:, col] = vals.view(np.int32)
@@ -129,7 +199,9 @@ class _Builder:
 
     def add(self, path: str, data: bytes, data_type: int) -> None:
         folder, _, name = path.rpartition("/")
-        self._pending.append((self.pools.add(name), self.pools.add(folder), len(self.comp), self._len, len(data)))
+        self._pending.append(
+            (self.pools.add(name), self.pools.add(folder), len(self.comp), self._len, len(data))
+        )
         self._types.append(data_type)
         self._parts.append(data)
         self._len += len(data)
@@ -159,9 +231,16 @@ def synth_keys(seed: int, pages: int) -> NkpiKeys:
     return NkpiKeys(tuple(rng.bytes(32) for _ in range(pages)))
 
 
-def synth_nkpi(path: str | Path, files: int, seed: int, variant: str = "legacy",
-               progress: Progress | None = None, *, keys: NkpiKeys | None = None,
-               scheme: KeyScheme | None = None) -> dict[str, object]:
+def synth_nkpi(
+    path: str | Path,
+    files: int,
+    seed: int,
+    variant: str = "legacy",
+    progress: Progress | None = None,
+    *,
+    keys: NkpiKeys | None = None,
+    scheme: KeyScheme | None = None,
+) -> dict[str, object]:
     """Write a synthetic nkpi archive with about `files` files to `path`; returns a summary.
 
     For `variant="paged"` the page keys are `keys` or `synth_keys(seed, …)`; the latter are also written to
@@ -175,8 +254,13 @@ def synth_nkpi(path: str | Path, files: int, seed: int, variant: str = "legacy",
     scheme = scheme or SCHEMES[variant]
     rng = np.random.default_rng(seed)
     # 110US keeps sTrA empty and every string in the UTF-16 pool (research §1B); the paged variant mirrors it.
-    pools = StringPools(bytes(8), b"" if variant == "paged" else b"\0", b"\0\0", PoolKeys(scheme.pool_a, scheme.pool_w, scheme.mask_a, scheme.mask_w),
-                        "utf-8")
+    pools = StringPools(
+        bytes(8),
+        b"" if variant == "paged" else b"\0",
+        b"\0\0",
+        PoolKeys(scheme.pool_a, scheme.pool_w, scheme.mask_a, scheme.mask_w),
+        "utf-8",
+    )
     pools.index_all()  # a million appends need the dictionary, not a scan per string
     path = Path(path)
     body_fd, body_name = tempfile.mkstemp(prefix=".synth-body-", dir=path.parent)
@@ -190,11 +274,15 @@ def synth_nkpi(path: str | Path, files: int, seed: int, variant: str = "legacy",
             hash_plain = build_hash_table(table, pools)
             name_table = pools.serialize()
             grpi_plain = build_grpi(b.comp, b.raw)
-            header = hdr.Header(bytes(20), len(table), 0, sum(b.comp), len(b.comp), len(hash_plain), len(name_table))
+            header = hdr.Header(
+                bytes(20), len(table), 0, sum(b.comp), len(b.comp), len(hash_plain), len(name_table)
+            )
             if variant == "paged" and keys is None:
                 keys = synth_keys(seed, page_count(header.total_size))
                 note = {"page_keys": [k.hex() for k in keys.page_keys], "note": "synthetic test keys"}
-                atomic_write(Path(str(path) + ".keys.json"), json.dumps(note).encode("utf-8"), new_file_mode=0o600)
+                atomic_write(
+                    Path(str(path) + ".keys.json"), json.dumps(note).encode("utf-8"), new_file_mode=0o600
+                )
 
             def fill(raw_out: BinaryIO) -> None:
                 out = _PageGuardWriter(raw_out, keys, header.total_size) if variant == "paged" else raw_out  # type: ignore[arg-type]
@@ -210,19 +298,28 @@ def synth_nkpi(path: str | Path, files: int, seed: int, variant: str = "legacy",
             atomic_write(path, fill)
     finally:
         Path(body_name).unlink(missing_ok=True)
-    summary.update(files=int(header.file_count), chunks=len(b.comp), size=header.total_size,
-                   decompressed=int(sum(b.raw)), variant=variant)
+    summary.update(
+        files=int(header.file_count),
+        chunks=len(b.comp),
+        size=header.total_size,
+        decompressed=int(sum(b.raw)),
+        variant=variant,
+    )
     return summary
 
 
-def _generate(b: _Builder, rng: np.random.Generator, files: int, variant: str, progress: Progress | None) -> dict[str, object]:
+def _generate(
+    b: _Builder, rng: np.random.Generator, files: int, variant: str, progress: Progress | None
+) -> dict[str, object]:
     """Emit every file: tables first, then scripts folder by folder, then the registries."""
     pools = b.pools
     root_lists = variant == "paged"
     n_tables = len(_FOLDERS)
     str_paths = [f"{folder}/{folder}.{'chn' if i % 2 else 'eng'}.str" for i, folder in enumerate(_FOLDERS)]
     nstr = [(0, 6, pools.add(p)) for p in str_paths]
-    nstr_payload = b"".join(np.array([(0, i), (6, off)], dtype=_REC).tobytes() for i, (_, _, off) in enumerate(nstr))
+    nstr_payload = b"".join(
+        np.array([(0, i), (6, off)], dtype=_REC).tobytes() for i, (_, _, off) in enumerate(nstr)
+    )
     b.add("n_string.lst", nstr_payload, 1)
     fixed = 1 + 2 * n_tables  # n_string.lst, a .str and a .lst per folder
     scripts = max(0, files - fixed)
@@ -239,12 +336,20 @@ def _generate(b: _Builder, rng: np.random.Generator, files: int, variant: str, p
         for start in range(0, count, batch):
             n = min(batch, count - start)
             ids = np.arange(start, start + n)
-            names_text = [f"{_WORDS[(i * 7 + fi) % len(_WORDS)]} {_NOUNS[(i * 3) % len(_NOUNS)]} {i}" if i % 5
-                          else f"{_CJK[i % len(_CJK)]} {i}" for i in ids.tolist()]
+            names_text = [
+                f"{_WORDS[(i * 7 + fi) % len(_WORDS)]} {_NOUNS[(i * 3) % len(_NOUNS)]} {i}"
+                if i % 5
+                else f"{_CJK[i % len(_CJK)]} {i}"
+                for i in ids.tolist()
+            ]
             name_offs = np.array([pools.add(s) for s in names_text], dtype=np.int64).astype(np.int32)
-            ref_offs = np.array([pools.add(f"<{fi}::name_{i % 512}>") for i in ids.tolist()], dtype=np.int64).astype(np.int32)
-            exp_offs = np.array([pools.add(f"Explain {folder} {i % 997}.\nUse with care.") for i in ids.tolist()],
-                                dtype=np.int64).astype(np.int32)
+            ref_offs = np.array(
+                [pools.add(f"<{fi}::name_{i % 512}>") for i in ids.tolist()], dtype=np.int64
+            ).astype(np.int32)
+            exp_offs = np.array(
+                [pools.add(f"Explain {folder} {i % 997}.\nUse with care.") for i in ids.tolist()],
+                dtype=np.int64,
+            ).astype(np.int32)
             choice = rng.integers(0, len(templates), n)
             for t in range(len(templates)):
                 sel = np.flatnonzero(choice == t)
@@ -261,7 +366,9 @@ def _generate(b: _Builder, rng: np.random.Generator, files: int, variant: str, p
                     b.add(f"{folder}/{rel}", raw[k * width : (k + 1) * width], 1)
                     registry.append((i, f"{folder}/{rel}" if root_lists else rel))
             if len(table_pairs) < 512:
-                table_pairs += [(f"name_{i}", names_text[k]) for k, i in enumerate(ids.tolist()[: 512 - len(table_pairs)])]
+                table_pairs += [
+                    (f"name_{i}", names_text[k]) for k, i in enumerate(ids.tolist()[: 512 - len(table_pairs)])
+                ]
             done += n
             if progress:
                 progress(done, scripts)
