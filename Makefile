@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint bench fuzz docs clean venv
+.PHONY: demo test lint security bench fuzz docs clean venv
 
 venv: $(STAMP)
 
@@ -20,6 +20,9 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m ruff check src tests bench
 	$(PY) -m pytest -q
+
+security: $(STAMP)
+	$(PY) -m pytest -q -m security
 
 lint: $(STAMP)
 	$(PY) -m ruff check src tests bench
