@@ -70,3 +70,42 @@ async def test_every_sage_tool_answers_over_http(shared_data: Path) -> None:
                     name,
                     content,
                 )
+
+
+@pytest.mark.security
+async def test_a_hostile_mod_cannot_make_the_tools_read_outside_it(shared_data: Path, tmp_path: Path) -> None:
+    """Issue 8 over the real transport: includes that leave the mod, a FIFO and a /dev/zero link are
+    diagnostics, and path arguments outside the roots get one refusal whether or not the file exists."""
+    import sys
+    from types import SimpleNamespace
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "kinds" / "sage"))
+    from test_sage_security import hostile_mod
+
+    sage = shared_data / "sage"
+    mod, outside = hostile_mod(tmp_path, SimpleNamespace(mod=sage / "mods" / "RA3Afterdash"))
+    options = {"sdk": str(sage / "ra3-sdk")}
+    async with running_server(mod, options=options) as srv, srv.client() as client:
+        diags = await client.call_tool(
+            "sage_list_diagnostics", {"code": "include-outside-roots", "waitForIndex": True}
+        )
+        assert not diags.is_error, diags.structured_content
+        assert diags.structured_content["total"] == 7
+        stolen = await client.call_tool("sage_find_asset", {"id": "Stolen_abs"})
+        assert stolen.structured_content["total"] == 0
+        refusals = []
+        for tool, args in [
+            ("sage_is_file_active", {"path": "/etc/passwd"}),
+            ("sage_is_file_active", {"path": "/etc/no-such-file"}),
+            ("sage_is_file_active", {"path": str(outside / "abs.xml")}),
+            ("sage_is_file_active", {"path": "Data/Link.xml"}),
+            ("sage_resolve_include", {"source": "/etc/shadow"}),
+            ("sage_resolve_include", {"source": "DATA:../../../../../../../../etc/no-such"}),
+        ]:
+            result = await client.call_tool(tool, args)
+            content = result.structured_content
+            assert result.is_error and content["code"] == "ACCESS_DENIED", (tool, content)
+            given = next(iter(args.values()))
+            refusals.append(content["message"].replace(repr(given), "<given>"))
+            assert "sage_get_status" in content["hint"]
+        assert len(set(refusals)) == 1, refusals

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
+from deskbridge.core.errors import BridgeError
+from deskbridge.core.files import read_regular_file
 from deskbridge.kinds.sage.babproj import map_foreign_path, parse_babproj
 from deskbridge.kinds.sage.manifest import ManifestError, parse_manifest
 from deskbridge.kinds.sage.model import (
@@ -28,11 +30,14 @@ from deskbridge.kinds.sage.model import (
     IncludeEdge,
     SageIndex,
 )
-from deskbridge.kinds.sage.paths import CaseFoldTree, PathResolver
+from deskbridge.kinds.sage.paths import OUTSIDE, CaseFoldTree, PathResolver
 from deskbridge.kinds.sage.records import R_VALUE, RECORD_CODES, FileRecords
 from deskbridge.kinds.sage.schema import SchemaModel
 from deskbridge.kinds.sage.store import RecordStore, is_art
 
+BABPROJ_MAX_BYTES = 4 * 1024 * 1024
+MANIFEST_MAX_BYTES = 256 * 1024 * 1024
+"""Compiled manifests hold only asset tables (Uprising's static one lists 13,872 assets)."""
 MAX_INCLUDE_DEPTH = 300
 """Deeper include chains are reported as `include-cycle` (the extension's limit)."""
 
@@ -87,6 +92,7 @@ class IndexBuilder:
         self.model = model
         self.last_file_count = 0
         self.babproj_refs: list[tuple[str, str]] = []
+        self.read_errors: list[tuple[str, str]] = []
 
     def _read_babproj(self, entries: dict[str, str]) -> None:
         """Streams and reference manifests declared by the project's `*.babproj`, mapped onto this machine."""
@@ -94,26 +100,48 @@ class IndexBuilder:
         tree = self.resolver.tree
         roots = [str(self.project), str(self.project.parent)] + ([str(self.sdk)] if self.sdk else [])
         for path in babproj_files(self.project, tree):
-            try:
-                streams = parse_babproj(Path(path).read_bytes())
-            except OSError:
+            data = self._read(path, BABPROJ_MAX_BYTES)
+            if data is None:
                 continue
-            for stream in streams:
+            scope = self.resolver.scope
+            for stream in parse_babproj(data):
                 source = map_foreign_path(stream.source, roots, tree)
+                if source and scope is not None and not scope.contains(source):
+                    source = None
                 if source and source not in entries.values():
                     entries[f"babproj:{Path(source).stem}"] = source
                 for name, manifest in stream.references:
                     mapped = map_foreign_path(manifest, roots, tree)
-                    if mapped:
+                    if mapped and (scope is None or scope.contains(mapped)):
                         self.babproj_refs.append((name.replace("\\", "/").casefold(), mapped))
+
+    def _read(self, path: str, max_bytes: int) -> bytes | None:
+        """A babproj's or manifest's bytes through the bounded regular-file read (None when refused)."""
+        try:
+            return read_regular_file(path, max_bytes=max_bytes, shown_as=self.store._shown(path))
+        except BridgeError as exc:
+            self.read_errors.append((path, exc.message))
+            return None
 
     # --- walking ----------------------------------------------------------------------------------
     def build(self, build_id: int, with_art: bool, progress: Progress = _no_progress) -> SageIndex:
         t0 = time.perf_counter()
         parsed0, hits0, calls0 = self.store.parsed, self.store.cache_hits, self.resolver.calls
         walk = _Walk(self, with_art, progress)
+        self.read_errors = []
         entries = stream_entries(self.project, self.resolver.tree)
         self._read_babproj(entries)
+        scope = self.resolver.scope
+        for name, entry in list(entries.items()):
+            if scope is not None and not scope.contains(entry):
+                del entries[name]
+                walk.diag(
+                    entry,
+                    0,
+                    "include-outside-roots",
+                    "error",
+                    f"the {name} stream's entry leads outside the mod and SDK folders; not read",
+                )
         if not entries:
             walk.diag(
                 "",
@@ -133,6 +161,8 @@ class IndexBuilder:
             )
         for stream, entry in entries.items():
             walk.stream(stream, entry)
+        for path, message in self.read_errors:
+            walk.diag(path, 0, "unreadable-file", "error", message)
         t_walk = time.perf_counter()
         index = SageIndex(
             project=self.project,
@@ -143,6 +173,7 @@ class IndexBuilder:
             complete=with_art or not walk.art_pending,
             model_loader=self.model,
             streams=entries,
+            scope=self.resolver.scope,
         )
         _assemble(index, walk)
         index.deferred_art = sorted(walk.art_pending)
@@ -190,7 +221,8 @@ class IndexBuilder:
         for parts in (["builtmods", "sagexml", stem + ".manifest"], ["builtmods", stem + ".manifest"]):
             hit = tree.find(str(self.sdk), parts)
             if hit and tree.is_file(hit):
-                return hit
+                scope = self.resolver.scope
+                return hit if scope is None or scope.contains(hit) else None
         return None
 
 
@@ -240,7 +272,15 @@ class _Walk:
         if rec is None:
             rec = self.b.store.get(path)
             if rec is None:
-                self.diag(path, 0, "include-not-found", "warning", "the file vanished while indexing")
+                why = self.b.store.errors.get(path)
+                if why == "include-outside-roots":
+                    self.diag(
+                        path, 0, why, "error", "the file leads outside the mod and SDK folders; not read"
+                    )
+                elif why:
+                    self.diag(path, 0, "unreadable-file", "error", why)
+                else:
+                    self.diag(path, 0, "include-not-found", "warning", "the file vanished while indexing")
                 return
             self.files[path] = rec
             if len(self.files) % 100 == 0:
@@ -294,7 +334,10 @@ class _Walk:
         first_time: bool,
         owners: list[tuple[str, int]] | None = None,
     ) -> str | None:
-        target = self.b.resolver.resolve(source, path)
+        target = self.b.resolver.resolve_checked(source, path)
+        outside = target == OUTSIDE
+        if outside:
+            target = None
         if target and owners:
             known = self.fragment_owners.setdefault(target, [])
             known.extend(o for o in owners if o not in known)
@@ -303,7 +346,16 @@ class _Walk:
             manifest = self.b.manifest_for(target, source) or ""
         if first_time:
             self.edges.append(IncludeEdge(path, kind, source, line, target, manifest))
-            if target is None and self.b.sdk is None and _has_alias(source):
+            if outside:
+                # Named as written, never as resolved: the message must not say where a link points.
+                self.diag(
+                    path,
+                    line,
+                    "include-outside-roots",
+                    "error",
+                    f"{kind} include {source!r} leads outside the mod and SDK folders; it was not read",
+                )
+            elif target is None and self.b.sdk is None and _has_alias(source):
                 self.suppressed += 1  # one `sdk-not-configured` says it all (research/sage.md §1.4)
             elif target is None:
                 self.diag(
@@ -335,8 +387,11 @@ class _Walk:
     def _load_manifest(self, manifest: str, target: str) -> bool:
         if manifest not in self.manifests_loaded:
             try:
-                parsed = parse_manifest(Path(manifest).read_bytes())
-            except (OSError, ManifestError) as exc:
+                data = self.b._read(manifest, MANIFEST_MAX_BYTES)
+                if data is None:
+                    raise ManifestError(self.b.read_errors.pop()[1])
+                parsed = parse_manifest(data)
+            except ManifestError as exc:
                 self.diag(
                     manifest,
                     0,
@@ -457,6 +512,7 @@ def patch_index(old: SageIndex, changed: dict[str, FileRecords], build_id: int) 
         splices=old.splices,
         source_candidates=old.source_candidates,
         deferred_art=old.deferred_art,
+        scope=old.scope,
     )
     order = {p: i for i, p in enumerate(new.files)}
     prefix = str(old.project) + os.sep

@@ -17,7 +17,7 @@ from typing import Any
 
 from deskbridge.kinds.sage.build import IndexBuilder, patch_index
 from deskbridge.kinds.sage.model import SageIndex
-from deskbridge.kinds.sage.paths import PathResolver, default_search_paths
+from deskbridge.kinds.sage.paths import PathResolver, Scope, default_search_paths
 from deskbridge.kinds.sage.project import find_project_root, locate_sdk, schema_entry
 from deskbridge.kinds.sage.schema import SchemaModel, load_schema, schema_digest, schema_fingerprint
 from deskbridge.kinds.sage.settings import deskbridge_dirs, read_sage_config
@@ -57,7 +57,10 @@ class ProjectIndexer:
         self.sdk = locate_sdk(sdk)
         extra = list(search_paths) if search_paths is not None else list(read_sage_config().search_paths)
         self.search = default_search_paths(self.project, self.sdk, extra)
-        self.resolver = PathResolver(self.search)
+        roots = [self.project, *([self.sdk] if self.sdk else []), *extra]
+        self.scope = Scope(roots)
+        """What the index may read: the mod, the SDK and the configured search paths (issue 8)."""
+        self.resolver = PathResolver(self.search, scope=self.scope)
         dirs = deskbridge_dirs()
         self.cache_dir = dirs.cache / "sage" if use_cache else None
         self.data_dir = dirs.data
@@ -70,7 +73,7 @@ class ProjectIndexer:
         cache_file = (
             (self.cache_dir / project_key(self.project) / "records.json.gz") if self.cache_dir else None
         )
-        self.store = RecordStore(self.model, cache_file, digest, stat)
+        self.store = RecordStore(self.model, cache_file, digest, stat, scope=self.scope, shown=self._shown)
         self.builder = IndexBuilder(self.project, self.sdk, self.resolver, self.store, self.model)
         self.index: SageIndex | None = None
         self.state = "no_index"
@@ -81,6 +84,11 @@ class ProjectIndexer:
         self._snapshot_build = -1
         self.last_snapshot: Path | None = None
         self._cache_loaded = False
+
+    def _shown(self, path: str) -> str:
+        """How messages name a file: relative to the project when inside it, else as it is."""
+        root = str(self.project) + os.sep
+        return path[len(root) :].replace(os.sep, "/") if path.startswith(root) else path
 
     # --- schema -----------------------------------------------------------------------------------
     def model(self) -> SchemaModel | None:
@@ -157,7 +165,12 @@ class ProjectIndexer:
             entry = self._entry
             assert entry is not None
             self.store = RecordStore(
-                self.model, self.store.cache_file, lambda: schema_digest(entry), schema_fingerprint(entry)
+                self.model,
+                self.store.cache_file,
+                lambda: schema_digest(entry),
+                schema_fingerprint(entry),
+                scope=self.scope,
+                shown=self._shown,
             )
             self.builder.store = self.store
             self._cache_loaded = True

@@ -8,8 +8,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.kinds.sage.records import FileRecords, Ref
 from deskbridge.kinds.sage.schema import SchemaModel
+
+
+def outside_error(given: str) -> BridgeError:
+    return BridgeError(
+        ErrorCode.ACCESS_DENIED,
+        f"{given!r} is outside the mod and SDK folders this index covers",
+        hint="Pass a path inside the mod (Data/…) or the SDK; sage_get_status lists both folders.",
+    )
+
 
 SPLICED_ROOT = -2
 """`AssetDef.index` of an asset that is a whole fragment file spliced in by a root-level `xi:include`."""
@@ -102,6 +112,8 @@ class SageIndex:
     source_candidates: list[str] = field(default_factory=list)
     deferred_art: list[str] = field(default_factory=list)
     stats: dict[str, Any] = field(default_factory=dict)
+    scope: Any = None
+    """The `paths.Scope` the index was built in: queries refuse paths outside it (issue 8)."""
     _chains: dict[str, frozenset[str]] = field(default_factory=dict)
     _unresolved: list[Diagnostic] | None = None
     _model: SchemaModel | None = None
@@ -172,9 +184,15 @@ class SageIndex:
         return path
 
     def real_path(self, shown: str) -> str:
-        """Inverse of `display` (accepts relative-to-project and absolute paths)."""
-        p = Path(shown)
-        return str(p if p.is_absolute() else self.project / p)
+        """Inverse of `display` (accepts relative-to-project and absolute paths), normalised."""
+        p = Path(shown.replace("\\", "/"))
+        return os.path.normpath(str(p if p.is_absolute() else self.project / p))
+
+    def check_scope(self, real: str, given: str) -> None:
+        """Refuse a path outside the mod and SDK folders, with one error whether or not it exists, naming
+        the path as the caller gave it (never where it resolves to)."""
+        if self.scope is not None and not self.scope.contains(real):
+            raise outside_error(given)
 
     def origin_of(self, path: str) -> str:
         return "project" if path.startswith(str(self.project) + os.sep) else "sdk"

@@ -15,8 +15,11 @@ from lxml import etree
 
 from deskbridge.core import limits
 from deskbridge.core.errors import BridgeError, ErrorCode
-from deskbridge.kinds.sage.model import SPLICED_ROOT, AssetDef, SageIndex
+from deskbridge.core.files import read_regular_file
+from deskbridge.kinds.sage.model import SPLICED_ROOT, AssetDef, SageIndex, outside_error
+from deskbridge.kinds.sage.paths import OUTSIDE
 from deskbridge.kinds.sage.records import (
+    FILE_MAX_BYTES,
     R_ASSET,
     R_ATTR,
     R_COL,
@@ -263,7 +266,8 @@ def get_definition(index: SageIndex, asset_type: str, ident: str, which: int | N
             note="Defined only in a compiled manifest; there is no XML to show.",
         )
         return out
-    start, end, excerpt, truncated = _excerpt(d.file, d.line, d.type)
+    index.check_scope(d.file, index.display(d.file))
+    start, end, excerpt, truncated = _excerpt(d.file, d.line, d.type, index.display(d.file))
     out.update(startLine=start, endLine=end, excerpt=excerpt, truncated=truncated)
     rec = index.files.get(d.file)
     # xai:joinAction edits (Replace/Remove/Append) change what the parent asset's children become.
@@ -275,16 +279,16 @@ def get_definition(index: SageIndex, asset_type: str, ident: str, which: int | N
     return out
 
 
-def _excerpt(path: str, line: int, element: str) -> tuple[int, int, str, bool]:
+def _excerpt(path: str, line: int, element: str, shown: str) -> tuple[int, int, str, bool]:
     """Lines of one top-level element: found by reparsing the file (one file, on demand)."""
     try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
+        data = read_regular_file(path, max_bytes=FILE_MAX_BYTES, shown_as=shown)
+    except BridgeError as exc:
         raise BridgeError(
-            ErrorCode.NOT_FOUND,
-            f"cannot read {path}: {exc.strerror}",
-            hint="The file changed on disk; retry after the re-index (sage_get_status).",
-        ) from exc
+            exc.code,
+            exc.message,
+            hint="The file changed on disk; call sage_get_status until the re-index is done, then retry.",
+        ) from None
     lines = decode_text(data).split("\n")
     end = line
     try:
@@ -321,7 +325,11 @@ def resolve_include(
         if from_file
         else index.streams.get("static") or str(index.project / "Data" / "Mod.xml")
     )
-    target = resolver.resolve(source, base)
+    if from_file:
+        index.check_scope(base, from_file)
+    target = resolver.resolve_checked(source, base)
+    if target == OUTSIDE:
+        raise outside_error(source)
     alias = source.partition(":")[0].casefold() if ":" in source and len(source.partition(":")[0]) > 1 else ""
     searched = (
         resolver.search.for_alias(alias)
@@ -347,6 +355,7 @@ def resolve_include(
 
 def is_file_active(index: SageIndex, path: str) -> dict[str, Any]:
     real = index.real_path(path)
+    index.check_scope(real, path)
     found = real if real in index.membership else None
     if found is None:
         folded = real.casefold()

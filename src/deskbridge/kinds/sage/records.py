@@ -34,8 +34,8 @@ RECORD_CODES = frozenset(
 )
 """Diagnostics that come from one file's own records (the others come from walking the include graph)."""
 
-FILE_MAX_BYTES = 256 * 1024 * 1024
-"""Files larger than this are not parsed (the largest real `.w3x` seen is 22.8 MB)."""
+FILE_MAX_BYTES = 64 * 1024 * 1024
+"""Files larger than this are not read (the largest real `.w3x` seen is 22.8 MB)."""
 PARSE_ERRORS_MAX = 20
 """Parse errors kept per file; the rest are counted in the last message."""
 

@@ -12,13 +12,17 @@ import gzip
 import hashlib
 import json
 import os
+import stat
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from deskbridge.core.errors import BridgeError
+from deskbridge.core.files import read_regular_file
 from deskbridge.kinds.sage._atomic import atomic_write
-from deskbridge.kinds.sage.records import FileRecords, extract_records, shallow_scan
+from deskbridge.kinds.sage.paths import Scope
+from deskbridge.kinds.sage.records import FILE_MAX_BYTES, FileRecords, extract_records, shallow_scan
 from deskbridge.kinds.sage.schema import SchemaModel
 
 CACHE_VERSION = 3
@@ -42,8 +46,14 @@ class RecordStore:
         cache_file: Path | None,
         model_digest: Callable[[], str] = lambda: "",
         schema_stat: str = "",
+        scope: Scope | None = None,
+        shown: Callable[[str], str] = str,
     ) -> None:
         self._model = model
+        self.scope = scope
+        self._shown = shown
+        self.errors: dict[str, str] = {}
+        """Path → why the last `get` could not read it (not a regular file, too large, outside the scope)."""
         self.cache_file = cache_file
         self._digest_fn = model_digest
         self._digest: str | None = None
@@ -117,41 +127,61 @@ class RecordStore:
         self._trusted.clear()
 
     def get(self, path: str) -> FileRecords | None:
-        """Records of `path` (parsed or from cache), or None when the file cannot be read."""
+        """Records of `path` (parsed or from cache), or None when the file cannot be read (`errors` says
+        why when it exists but is not something the index may read)."""
         entry = self._entries.get(path)
         if entry is not None and path in self._trusted:
             return self._records(entry)
+        self.errors.pop(path, None)
         try:
-            st = os.stat(path)
+            st = os.lstat(path)
+            if stat.S_ISLNK(st.st_mode):
+                # A link may have been swapped in since the include was resolved: check where it leads.
+                if self.scope is not None and not self.scope.contains(path):
+                    self.errors[path] = "include-outside-roots"
+                    self._forget(path)
+                    return None
+                st = os.stat(path)
         except OSError:
-            self._entries.pop(path, None)
-            self._trusted.discard(path)
+            self._forget(path)
             return None
         if (
             entry is not None
             and entry[0] == st.st_size
             and entry[1] == st.st_mtime_ns
             and entry[2] == st.st_ctime_ns
+            and stat.S_ISREG(st.st_mode)
         ):
             if st.st_mtime_ns < entry[4] - RACY_WINDOW_NS:
                 self._trusted.add(path)
                 self.cache_hits += 1
                 return self._records(entry)
             self.hash_checks += 1
-            try:
-                data = Path(path).read_bytes()
-            except OSError:
+            data = self._read(path)
+            if data is None:
                 return None
             if hashlib.sha1(data).hexdigest() == entry[3]:
                 self._trusted.add(path)
                 self.cache_hits += 1
                 return self._records(entry)
             return self._parse(path, data, st)
-        try:
-            data = Path(path).read_bytes()
-        except OSError:
+        data = self._read(path)
+        if data is None:
             return None
         return self._parse(path, data, st)
+
+    def _forget(self, path: str) -> None:
+        self._entries.pop(path, None)
+        self._trusted.discard(path)
+
+    def _read(self, path: str) -> bytes | None:
+        """The file's bytes through the one bounded read that refuses FIFOs and devices."""
+        try:
+            return read_regular_file(path, max_bytes=FILE_MAX_BYTES, shown_as=self._shown(path))
+        except BridgeError as exc:
+            self.errors[path] = exc.message
+            self._forget(path)
+            return None
 
     def _records(self, entry: list) -> FileRecords:
         rec = entry[5]
