@@ -136,7 +136,13 @@ def test_inheritance_chain_and_forward_references(minimod):
     _, index = open_mini(minimod)
     chain = queries.get_inheritance_chain(index, "WeaponTemplate", "TankGunVet")
     assert [s["id"] for s in chain["chain"]] == ["TankGunVet", "TankGun"]
-    out = forward.get_asset_references(index, "WeaponTemplate", "TankGunVet", target_types=["FXList"])
+    out = forward.get_asset_references(
+        index,
+        "WeaponTemplate",
+        "TankGunVet",
+        target_types=["FXList", "WeaponTemplate"],
+        include_inheritance=True,
+    )
     fx = [e for e in out["edges"] if e["via"]["kind"] == "attribute"]
     assert fx[0]["to"]["id"] == "FX_Vanilla" and fx[0]["definedIn"] == {
         "type": "WeaponTemplate",
@@ -144,7 +150,11 @@ def test_inheritance_chain_and_forward_references(minimod):
     }
     assert any(e["via"]["kind"] == "inheritFrom" for e in out["edges"])
     out = forward.get_asset_references(index, "GameObject", "Tank", depth=2, max_edges=2)
-    assert out["truncated"] and sum(out["omittedByTargetType"].values()) >= 1
+    assert out["edgeCount"] == 2 and out["total"] > 2 and out["nextCursor"]
+    rest = forward.get_asset_references(
+        index, "GameObject", "Tank", depth=2, max_edges=2, cursor=out["nextCursor"]
+    )
+    assert rest["edges"] and rest["edges"][0] not in out["edges"]
     with pytest.raises(BridgeError) as err:
         forward.get_asset_references(index, "GameObject", "Tank", depth=4)
     assert err.value.code == "INVALID_ARGUMENT"

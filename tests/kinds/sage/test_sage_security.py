@@ -129,7 +129,9 @@ def test_tools_refuse_outside_paths_with_one_error_whether_or_not_they_exist(hos
         refusal(queries.resolve_include, s, index, indexer.resolver, s)
         for s in (existing, absent, "DATA:../../../../../../../etc/passwd", "../../../../../../../etc/nope")
     }
-    msgs.add(refusal(queries.resolve_include, "/etc/passwd", index, indexer.resolver, "Mod.xml", "/etc/passwd"))
+    msgs.add(
+        refusal(queries.resolve_include, "/etc/passwd", index, indexer.resolver, "Mod.xml", "/etc/passwd")
+    )
     # A link inside the mod that leads outside is refused as it is named, never as where it leads.
     msgs.add(refusal(queries.is_file_active, "Data/Link.xml", index, "Data/Link.xml"))
     msgs.add(refusal(queries.is_file_active, "Data/Zero.xml", index, "Data/Zero.xml"))

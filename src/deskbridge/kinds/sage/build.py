@@ -237,7 +237,7 @@ class _Walk:
         self.membership: dict[str, dict[str, str]] = {}
         self.edges: list[IncludeEdge] = []
         self.diagnostics: list[Diagnostic] = []
-        self.fragment_owners: dict[str, list[tuple[str, int]]] = {}
+        self.fragment_owners: dict[str, list[tuple[str, int, int]]] = {}
         self.manifest_assets: list[AssetDef] = []
         self.manifests_loaded: dict[str, list[AssetDef] | None] = {}
         self.art_pending: set[str] = set()
@@ -309,13 +309,14 @@ class _Walk:
                     child_mode = "reference"
                 self._follow(path, kind, source, line, child_mode, first_time)
             for href, xpointer, line, nested in rec.xincludes:
-                owners: list[tuple[str, int]] = []
+                owners: list[tuple[str, int, int]] = []
                 if first_time:
                     if rec.root != "AssetDeclaration":
-                        # A fragment including a fragment: its content belongs to whoever includes us.
-                        owners = self.fragment_owners.get(path, [])
+                        # A fragment including a fragment: its content belongs to whoever includes us
+                        # (resolved at query time, so an includer seen later still counts).
+                        owners = [(path, -1, line)]
                     elif nested and (owner := _asset_at(rec, line)) >= 0:
-                        owners = [(path, owner)]
+                        owners = [(path, owner, line)]
                 target = self._follow(path, "xi:include", href, line, mode, first_time, owners)
                 if target and not nested and rec.root == "AssetDeclaration":
                     # XInclude at the document root splices the target's root element in as an asset;
@@ -332,7 +333,7 @@ class _Walk:
         line: int,
         child_mode: str,
         first_time: bool,
-        owners: list[tuple[str, int]] | None = None,
+        owners: list[tuple[str, int, int]] | None = None,
     ) -> str | None:
         target = self.b.resolver.resolve_checked(source, path)
         outside = target == OUTSIDE
@@ -595,6 +596,11 @@ def patch_index(old: SageIndex, changed: dict[str, FileRecords], build_id: int) 
             else e
             for e in old.includes
         ]
+    if any(line_maps.values()):
+        new.fragment_owners = {
+            frag: [(f, i, line_maps[f].get(ln, ln)) if f in line_maps else (f, i, ln) for f, i, ln in owners]
+            for frag, owners in old.fragment_owners.items()
+        }
     new.diagnostics = []
     for d in old.diagnostics:
         if d.code == "duplicate-define" or (d.file in paths and d.code in RECORD_CODES):

@@ -36,7 +36,7 @@ LimitOpt = Annotated[int | None, typer.Option("--limit", help="Items per page (d
 
 def _fail(exc: BridgeError) -> None:
     typer.echo(f"error: {exc.message}", err=True)
-    typer.echo(f"help: {exc.hint}", err=True)
+    typer.echo(f"help: {exc.hint.replace('{tool}', 'the same command')}", err=True)
     raise typer.Exit(1)
 
 

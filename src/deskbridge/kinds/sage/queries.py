@@ -16,7 +16,7 @@ from lxml import etree
 from deskbridge.core import limits
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.files import read_regular_file
-from deskbridge.kinds.sage.model import SPLICED_ROOT, AssetDef, SageIndex, outside_error
+from deskbridge.kinds.sage.model import SPLICED_ROOT, AssetDef, Owner, SageIndex, outside_error
 from deskbridge.kinds.sage.paths import OUTSIDE
 from deskbridge.kinds.sage.records import (
     FILE_MAX_BYTES,
@@ -58,7 +58,7 @@ def decode_cursor(cursor: str | None) -> int:
     raise BridgeError(
         ErrorCode.INVALID_ARGUMENT,
         f"cursor {cursor!r} is not one this server issued",
-        hint="Pass the nextCursor from the previous page, or omit cursor to start over.",
+        hint="Call {tool} again with the nextCursor it returned, or without cursor to start over.",
     )
 
 
@@ -69,7 +69,7 @@ def check_limit(limit: int | None) -> int:
         raise BridgeError(
             ErrorCode.LIMIT_EXCEEDED,
             f"limit {limit} is outside 1..{limits.LIST_PAGE_MAX}",
-            hint=f"Ask for at most {limits.LIST_PAGE_MAX} items and follow nextCursor.",
+            hint=f"Call {{tool}} with limit at most {limits.LIST_PAGE_MAX} and follow nextCursor.",
         )
     return limit
 
@@ -104,17 +104,43 @@ def asset_json(index: SageIndex, d: AssetDef) -> dict[str, Any]:
     return out
 
 
-def owner_of(index: SageIndex, path: str, r: Ref) -> dict[str, str] | None:
-    owner = index.owner(path, r)
+def owner_json(index: SageIndex, owner: Owner | None) -> dict[str, Any] | None:
     if owner is None:
         return None
-    out = {"type": owner[0], "id": owner[1]}
+    out: dict[str, Any] = {"type": owner[0], "id": owner[1]}
     if owner[2]:
         out["viaFragment"] = index.display(owner[2])
+    if owner[3]:
+        out["includedAt"] = {"file": index.display(owner[3][0]), "line": owner[3][1]}
     return out
 
 
-def site_json(index: SageIndex, path: str, r: Ref) -> dict[str, Any]:
+def owner_of(index: SageIndex, path: str, r: Ref) -> dict[str, Any] | None:
+    owners = index.owners(path, r)
+    return owner_json(index, owners[0]) if owners else None
+
+
+def attributed(index: SageIndex, sites: Any) -> list[tuple[str, Ref, Owner | None]]:
+    """Reference sites with the asset that holds each: a site in a fragment shared by several assets
+    (`xi:include`d by each) appears once per including asset, with that asset's include site."""
+    out: list[tuple[str, Ref, Owner | None]] = []
+    files = index.files
+    for path, r in sites:
+        rec = files.get(path)
+        if rec is not None and rec.root == "AssetDeclaration":
+            a = rec.assets[r[R_ASSET]] if 0 <= r[R_ASSET] < len(rec.assets) else None
+            out.append((path, r, (a[0], a[1], None, None) if a else None))
+            continue
+        owners = index.owners(path, r)
+        if not owners:
+            out.append((path, r, None))
+        out.extend((path, r, o) for o in owners)
+    return out
+
+
+def site_json(
+    index: SageIndex, path: str, r: Ref, owner: Owner | None = None, *, resolve: bool = True
+) -> dict[str, Any]:
     return {
         "file": index.display(path),
         "line": r[R_LINE],
@@ -126,7 +152,7 @@ def site_json(index: SageIndex, path: str, r: Ref) -> dict[str, Any]:
         "attribute": r[R_ATTR] or None,
         "targetType": r[R_TYPE],
         "value": r[R_VALUE],
-        "from": owner_of(index, path, r),
+        "from": owner_json(index, owner) if not resolve else owner_of(index, path, r),
     }
 
 
@@ -187,15 +213,16 @@ def find_references(
     sites = index.refs_to.get(ident.casefold(), ())
     if asset_type is not None:
         sites = [s for s in sites if index.assignable(asset_type, s[1][R_TYPE])]
+    rows = attributed(index, sites)
     start = decode_cursor(cursor)
     n = check_limit(limit)
-    chunk = sites[start : start + n]
-    nxt = start + n if start + n < len(sites) else None
+    chunk = rows[start : start + n]
+    nxt = start + n if start + n < len(rows) else None
     return {
         "id": ident,
         "type": asset_type,
-        "items": [site_json(index, p, r) for p, r in chunk],
-        "total": len(sites),
+        "items": [site_json(index, p, r, o, resolve=False) for p, r, o in chunk],
+        "total": len(rows),
         "nextCursor": encode_cursor(nxt) if nxt is not None else None,
     }
 
@@ -252,7 +279,7 @@ def get_definition(index: SageIndex, asset_type: str, ident: str, which: int | N
         raise BridgeError(
             ErrorCode.INVALID_ARGUMENT,
             f"which={which} but there are {len(defs)} definitions",
-            hint=f"Pass which between 0 and {len(defs) - 1}, or omit it for the winning one.",
+            hint=f"Call {{tool}} with which between 0 and {len(defs) - 1}, or sage_find_asset to list them.",
         )
     d = defs[which] if which is not None else effective(index, defs)
     out = asset_json(index, d)

@@ -202,7 +202,7 @@ class SageService(ProjectIndexer):
                 raise BridgeError(
                     ErrorCode.INVALID_ARGUMENT,
                     f"timeoutSeconds {timeout} is outside (0, {WAIT_TIMEOUT_MAX_S}]",
-                    hint="Pass a timeout of at most 300 seconds.",
+                    hint="Call {tool} again with timeoutSeconds of at most 300, or freshness final (30 s).",
                 )
             if not self._is_final():
                 try:
@@ -211,7 +211,7 @@ class SageService(ProjectIndexer):
                     raise BridgeError(
                         ErrorCode.NOT_READY,
                         f"The index did not become final within {timeout:g} s (state {self.state}).",
-                        hint="Call sage_get_status to watch progress, then retry.",
+                        hint="Call sage_get_status to watch progress, then call {tool} again.",
                         data=self.status(),
                     ) from None
         index = self.index
@@ -219,14 +219,14 @@ class SageService(ProjectIndexer):
             raise BridgeError(
                 ErrorCode.NOT_READY,
                 f"The project is not indexed yet (state {self.state}).",
-                hint="Call sage_get_status until state is ready_xml or ready, or pass waitForIndex true.",
+                hint="Call sage_get_status until state is ready_xml or ready, or call {tool} with freshness final.",
                 data=self.status(),
             )
         if not allow_stale and not self._is_final():
             raise BridgeError(
                 ErrorCode.INDEX_STALE,
                 f"The index is not final (state {self.state}, complete {index.complete}).",
-                hint="Retry with waitForIndex true, or pass allowStale true to accept it.",
+                hint="Call {tool} again with freshness final to wait for the re-index, or newest to accept this index.",
                 data=self.status(),
             )
         return index
