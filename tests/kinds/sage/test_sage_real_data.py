@@ -325,8 +325,9 @@ def test_a_fragment_shared_by_eight_structures_belongs_to_all_eight(real_index, 
         assert s["from"]["viaFragment"].endswith("GenericJapanBuildingSuicide.xml")
         inc = s["from"]["includedAt"]
         assert inc["file"].endswith(f"Japan/Structures/{s['from']['id']}.xml")
-        text = Path(inc["file"]).read_text(encoding="utf-8-sig").split("\n")[inc["line"] - 1]
-        assert "GenericJapanBuildingSuicide.xml" in text
+        lines = Path(inc["file"]).read_text(encoding="utf-8-sig").split("\n")
+        assert "<xi:include" in lines[inc["line"] - 1]
+        assert "GenericJapanBuildingSuicide.xml" in " ".join(lines[inc["line"] - 1 : inc["line"] + 3])
     # forward references: every one of the eight uses the OCL
     for unit in JAPAN_SUICIDE_OWNERS:
         out = forward.get_asset_references(
@@ -354,3 +355,25 @@ def test_snapshot_text_is_exactly_the_snapshot_json(real_index):
     ]
     assert sorted(r["fromId"] for r in rows) == JAPAN_SUICIDE_OWNERS
     assert all(r["includedAt"]["file"].endswith(f"/{r['fromId']}.xml") for r in rows)
+
+
+def test_start_tags_are_located_where_they_open(real_index, sage_data):
+    """Issue 12 defect 4: `<Define>`, `<Include>` and `xi:include` written over several lines were reported
+    at the line where the start tag ends."""
+    sdk = sage_data.sdk / "SageXml"
+    rec = extract_records((sdk / "Soviet/Units_Campaign/RussianTrain.xml").read_bytes(), real_index.model)
+    includes = [(src, ln) for _k, src, ln in rec.includes]
+    assert ("ART:SUTrain_SKN.w3x", 7) in includes and ("DATA:BaseObjects/BaseVehicle.xml", 11) in includes
+    rec = extract_records((sdk / "Sounds/SoundEffects.xml").read_bytes(), real_index.model)
+    assert ("AMBIENT_VOLUME", 124) in [(n, ln) for n, _v, ln, _o in rec.defines]
+    engineer = sage_data.mod / "Data/Mod/Units/Allied Engineer/GameObject.xml"
+    rec = extract_records(engineer.read_bytes(), real_index.model)
+    assert ("DATA:SageXml/Includes/ParachuteDrawAllied.xml", 781) in [
+        (h, ln) for h, _x, ln, _n in rec.xincludes
+    ]
+    # The include graph and the define query carry the same lines.
+    assert any(
+        e.file == str(engineer) and e.line == 781 and e.kind == "xi:include" for e in real_index.includes
+    )
+    rows = queries.find_define(real_index, "AMBIENT_VOLUME")["items"]
+    assert any(r["file"].endswith("Sounds/SoundEffects.xml") and r["line"] == 124 for r in rows) or not rows

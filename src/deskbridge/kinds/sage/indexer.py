@@ -84,6 +84,9 @@ class ProjectIndexer:
         self._snapshot_build = -1
         self.last_snapshot: Path | None = None
         self._cache_loaded = False
+        self._baseline: dict[str, int] = {}
+        """Asset count of the last index per phase that lost nothing: a build that loses more than half of
+        it is published as degraded (issue 12)."""
 
     def _shown(self, path: str) -> str:
         """How messages name a file: relative to the project when inside it, else as it is."""
@@ -140,7 +143,30 @@ class ProjectIndexer:
         self._publish(final, publish)
         return final
 
+    def _assess(self, index: SageIndex) -> SageIndex:
+        """Flag an index that should not be trusted as complete, with the reasons."""
+        reasons: list[str] = []
+        kept = [p for p, r in index.files.items() if r.last_good]
+        if kept:
+            shown = ", ".join(index.display(p) for p in kept[:5]) + (" …" if len(kept) > 5 else "")
+            reasons.append(
+                f"{len(kept)} file(s) do not parse; the index keeps their last good version: {shown} "
+                "(sage_list_diagnostics code parse-error)"
+            )
+        count = int(index.stats.get("assetCount", 0))
+        base = self._baseline.get(index.phase)
+        if base and count * 2 < base:
+            reasons.append(
+                f"this build has {count} assets, {base - count} fewer than the last good one ({base}): "
+                "an include or a file was probably lost in the last save"
+            )
+        else:
+            self._baseline[index.phase] = count
+        index.degraded = reasons
+        return index
+
     def _publish(self, index: SageIndex, publish: Callable[[SageIndex], None] | None) -> None:
+        self._assess(index)
         self.index = index
         if publish:
             publish(index)
@@ -195,7 +221,7 @@ class ProjectIndexer:
         if new is None:
             self._build_id -= 1
             return self.build_sync()
-        self.index = new
+        self.index = self._assess(new)
         return new
 
     def _cannot_matter(self, old: SageIndex, path: str) -> bool:
@@ -240,6 +266,10 @@ class ProjectIndexer:
             "generatedAt": index.generated_at if index else None,
             "projectDir": str(self.project),
         }
+        if index is not None and index.degraded:
+            if out["state"] in ("ready", "ready_xml"):
+                out["state"] = "degraded"
+            out["degraded"] = list(index.degraded)
         if self.state == "building":
             out["progress"] = dict(self.progress_info)
         if self.error:

@@ -128,6 +128,9 @@ class SageIndex:
     source_candidates: list[str] = field(default_factory=list)
     deferred_art: list[str] = field(default_factory=list)
     stats: dict[str, Any] = field(default_factory=dict)
+    degraded: list[str] = field(default_factory=list)
+    """Why this index is not to be trusted as complete (files kept at their last good version, a build that
+    lost over half the assets); the status then says `degraded` instead of `ready`."""
     scope: Any = None
     """The `paths.Scope` the index was built in: queries refuse paths outside it (issue 8)."""
     _chains: dict[str, frozenset[str]] = field(default_factory=dict)

@@ -76,6 +76,9 @@ class FileRecords:
     """Fragments only: (type, id, line) of the root element (first, when it has an id) and of each child
     with an id — what a root-level `xi:include` splices in as top-level assets."""
     root_has_id: bool = False
+    last_good: bool = False
+    """True when the file no longer parses and these are the records of its last version that did (issue 12:
+    a broken save must not empty the index); its `parse-error` diagnostics describe the current text."""
 
     def to_json(self) -> list[Any]:
         return [
@@ -90,6 +93,7 @@ class FileRecords:
             self.shallow,
             self.spliceable,
             self.root_has_id,
+            self.last_good,
         ]
 
     @classmethod
@@ -108,7 +112,11 @@ class FileRecords:
             shallow=bool(raw[8]),
             spliceable=raw[9],
             root_has_id=bool(raw[10]),
+            last_good=bool(raw[11]) if len(raw) > 11 else False,
         )
+
+    def parse_failed(self) -> bool:
+        return any(d[0] == "parse-error" for d in self.diagnostics)
 
 
 def _parser() -> etree.XMLParser:
@@ -196,7 +204,8 @@ class _Locator:
         for ln in range(min(line, len(lines)) - 1, max(line - 200, 0) - 1, -1):
             text = lines[ln]
             lo = text.find(opener)
-            pos = text.find(needle, lo + 1 if lo >= 0 else 0)
+            start = lo + 1 if lo >= 0 else 0
+            pos = text.find(needle, start)
             while pos > 0 and (text[pos - 1].isalnum() or text[pos - 1] in ":_.-"):
                 pos = text.find(needle, pos + 1)
             if pos >= 0:
@@ -204,7 +213,9 @@ class _Locator:
                 if q < len(text) and text[q] in "\"'":
                     end = text.find(text[q], q + 1)
                     return ln + 1, q + 2, (end if end >= 0 else q + 1 + len(value)) + 1
-                m = _attr_pattern(name).search(text, pos)  # spaces around `=`: rare, slow path
+            if name in text:
+                # Spaces around `=` (`Weapon = "X"`): rare, so the regex runs only when the name is there.
+                m = _attr_pattern(name).search(text, start)
                 if m:
                     end = text.find(m.group(1), m.end())
                     return ln + 1, m.end() + 1, (end if end >= 0 else m.end() + len(value)) + 1
@@ -260,8 +271,9 @@ def extract_records(data: bytes, model: SchemaModel | None) -> FileRecords:
         return rec
     rec.root = _local(root.tag)
     if rec.root != "AssetDeclaration":
-        _fragment(root, rec, model, _Locator(data))
-        _xincludes(root, rec)
+        locator = _Locator(data)
+        _fragment(root, rec, model, locator)
+        _xincludes(root, rec, locator)
         return rec
     locator = _Locator(data)
     seen: dict[tuple[str, str], int] = {}
@@ -276,7 +288,7 @@ def extract_records(data: bytes, model: SchemaModel | None) -> FileRecords:
                             (
                                 (inc.get("type") or "").strip().lower(),
                                 (inc.get("source") or "").strip(),
-                                inc.sourceline or 0,
+                                locator.start_line(inc.sourceline or 0, "Include"),
                             )
                         )
             elif name == "Defines":
@@ -286,7 +298,7 @@ def extract_records(data: bytes, model: SchemaModel | None) -> FileRecords:
                             (
                                 d.get("name", ""),
                                 d.get("value", ""),
-                                d.sourceline or 0,
+                                locator.start_line(d.sourceline or 0, "Define"),
                                 (d.get("override") or "").strip().lower() == "true",
                             )
                         )
@@ -327,7 +339,7 @@ def extract_records(data: bytes, model: SchemaModel | None) -> FileRecords:
             _walk(
                 child, model.asset_types.get(name) or model.fallback.get(name), index, model, rec, locator, ""
             )
-    _xincludes(root, rec)
+    _xincludes(root, rec, locator)
     rec.refs.sort(key=_BY_POSITION)
     for el in _JOINED(root):
         rec.joins.append((_local(el.tag), el.get(XAI_JOIN, ""), el.sourceline or 0))
@@ -407,11 +419,13 @@ def _parse_errors(parser: etree.XMLParser, rec: FileRecords) -> None:
         )
 
 
-def _xincludes(root: etree._Element, rec: FileRecords) -> None:
+def _xincludes(root: etree._Element, rec: FileRecords, locator: _Locator) -> None:
     for xi in root.iter(XI_INCLUDE):
         nested = xi.getparent() is not root
+        prefix = xi.prefix
+        line = locator.start_line(xi.sourceline or 0, f"{prefix}:include" if prefix else "include")
         rec.xincludes.append(
-            ((xi.get("href") or "").strip(), (xi.get("xpointer") or "").strip(), xi.sourceline or 0, nested)
+            ((xi.get("href") or "").strip(), (xi.get("xpointer") or "").strip(), line, nested)
         )
 
 

@@ -25,7 +25,7 @@ from deskbridge.kinds.sage.paths import Scope
 from deskbridge.kinds.sage.records import FILE_MAX_BYTES, FileRecords, extract_records, shallow_scan
 from deskbridge.kinds.sage.schema import SchemaModel
 
-CACHE_VERSION = 3
+CACHE_VERSION = 4
 """Bump whenever what the extractor records changes, so caches written by older code are ignored."""
 RACY_WINDOW_NS = 2_000_000_000
 """Entries whose file mtime is this close to the caching time are hash-checked (FAT32's 2 s granularity)."""
@@ -123,6 +123,20 @@ class RecordStore:
         for p in paths:
             self._trusted.discard(p)
 
+    def changed_on_disk(self, paths: Iterable[str]) -> list[str]:
+        """The files among `paths` whose size, mtime or ctime differ from what was read (one stat each)."""
+        out = []
+        for p in paths:
+            e = self._entries.get(p)
+            try:
+                st = os.stat(p)
+            except OSError:
+                out.append(p)
+                continue
+            if e is None or (e[0], e[1], e[2]) != (st.st_size, st.st_mtime_ns, st.st_ctime_ns):
+                out.append(p)
+        return out
+
     def distrust_all(self) -> None:
         self._trusted.clear()
 
@@ -164,11 +178,11 @@ class RecordStore:
                 self._trusted.add(path)
                 self.cache_hits += 1
                 return self._records(entry)
-            return self._parse(path, data, st)
+            return self._parse(path, data, st, entry)
         data = self._read(path)
         if data is None:
             return None
-        return self._parse(path, data, st)
+        return self._parse(path, data, st, entry)
 
     def _forget(self, path: str) -> None:
         self._entries.pop(path, None)
@@ -190,9 +204,15 @@ class RecordStore:
             entry[5] = rec
         return rec
 
-    def _parse(self, path: str, data: bytes, st: os.stat_result) -> FileRecords:
+    def _parse(self, path: str, data: bytes, st: os.stat_result, prev: list | None = None) -> FileRecords:
         rec = shallow_scan(data) if is_art(path) else extract_records(data, self._model())
         self.parsed += 1
+        if prev is not None and rec.parse_failed():
+            good = self._records(prev)
+            if good.last_good or not good.parse_failed():
+                # The seed's rule "build failed but keep last good", per file: a save that broke the XML
+                # (emptied, cut in half) keeps the assets of the version that parsed, flagged.
+                rec = _kept(good, rec)
         self._entries[path] = [
             st.st_size,
             st.st_mtime_ns,
@@ -204,3 +224,30 @@ class RecordStore:
         self._trusted.add(path)
         self.dirty = True
         return rec
+
+
+KEPT_MESSAGE = (
+    "the file does not parse: the index keeps the assets, defines, includes and references of its last "
+    "version that did, until it is fixed"
+)
+
+
+def _kept(good: FileRecords, broken: FileRecords) -> FileRecords:
+    """The last good records, carrying the current text's parse errors."""
+    errors = [d for d in broken.diagnostics if d[0] == "parse-error"]
+    own = [d for d in good.diagnostics if d[0] != "parse-error"]
+    note = ("parse-error", "error", errors[0][2] if errors else 0, KEPT_MESSAGE)
+    return FileRecords(
+        root=good.root,
+        assets=good.assets,
+        defines=good.defines,
+        includes=good.includes,
+        xincludes=good.xincludes,
+        refs=good.refs,
+        joins=good.joins,
+        diagnostics=[*own, *errors, note],
+        shallow=good.shallow,
+        spliceable=good.spliceable,
+        root_has_id=good.root_has_id,
+        last_good=True,
+    )
