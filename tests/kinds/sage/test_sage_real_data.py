@@ -377,3 +377,18 @@ def test_start_tags_are_located_where_they_open(real_index, sage_data):
     )
     rows = queries.find_define(real_index, "AMBIENT_VOLUME")["items"]
     assert any(r["file"].endswith("Sounds/SoundEffects.xml") and r["line"] == 124 for r in rows) or not rows
+
+
+def test_cosmetics_snapshot_counts_every_diagnostic_and_candidates_are_unique(real_index):
+    """Issue 12 item 6: the snapshot's diagnosticCount omitted unresolved references; a misspelt type listed
+    GameObject twice among the candidates."""
+    from deskbridge.kinds.sage.snapshot import snapshot_json
+
+    stats = snapshot_json(real_index, with_references=False)["stats"]
+    unresolved = len(real_index.unresolved())
+    assert unresolved > 20000
+    assert stats["diagnosticCount"] == len(real_index.diagnostics) + unresolved
+    with pytest.raises(BridgeError) as err:
+        queries.list_assets_by_type(real_index, "gameobject")
+    candidates = err.value.data["candidates"]
+    assert candidates.count("GameObject") == 1 and len(candidates) == len(set(candidates))

@@ -140,6 +140,9 @@ class ProjectIndexer:
             progress(len(xml.files), len(xml.files) + len(xml.deferred_art), "scanning art files")
             self._build_id += 1
             final = self.builder.build(self._build_id, with_art=True, progress=progress)
+            # One build in two phases: report what both parsed (the XML phase parses most files).
+            for key in ("parsedFiles", "recordsCacheHits"):
+                final.stats[key] = final.stats.get(key, 0) + xml.stats.get(key, 0)
         self._publish(final, publish)
         return final
 

@@ -169,7 +169,7 @@ def _check_type(index: SageIndex, asset_type: str | None) -> None:
         ErrorCode.NOT_FOUND,
         f"No asset type {asset_type!r} in this project or its schema (type names are case-sensitive).",
         hint="Use one of the suggested type names, or call sage_get_status for the types with definitions.",
-        data={"candidates": folded + close},
+        data={"candidates": list(dict.fromkeys(folded + close))},
     )
 
 

@@ -105,7 +105,7 @@ def snapshot_json(index: SageIndex, stale: bool = False, with_references: bool =
             "defineCount": index.stats.get("defineCount", 0),
             "streamCount": len(index.streams),
             "fileCount": len(index.files),
-            "diagnosticCount": len(index.diagnostics),
+            "diagnosticCount": len(index.all_diagnostics()),
         },
         "streams": [{"name": n, "entry": index.display(e)} for n, e in index.streams.items()],
         "assets": assets,
