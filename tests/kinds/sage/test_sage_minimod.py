@@ -310,10 +310,16 @@ def test_edits_to_unreached_files_change_nothing_but_new_files_rebuild(minimod):
     before = service.open_sync()
     unused = minimod.mod / "Data/Unused.xml"
     unused.write_text(unused.read_text().replace("Orphan", "StillOrphan"))
-    assert service.reindex_sync([str(unused)]) is before  # nothing includes it: same index
+    edited = service.reindex_sync([str(unused)])
+    # Nothing includes it: the live index is the same; only its `origin: inactive` definitions moved.
+    assert edited.assets is before.assets and edited.by_id is before.by_id
+    found = queries.find_asset(edited, "StillOrphan")
+    assert found["live"] == 0 and [i["origin"] for i in found["items"]] == ["inactive"]
+    assert "no effect in game" in found["items"][0]["warning"]
+    assert queries.find_asset(edited, "Orphan")["total"] == 0
     fresh = minimod.write("Data/Units/Fresh.xml", '<AssetDeclaration xmlns="uri:ea.com:eala:asset"/>')
     after = service.reindex_sync([str(fresh)])
-    assert after is not before and str(fresh) in after.source_candidates
+    assert after is not edited and str(fresh) in after.source_candidates
 
 
 def test_a_patched_file_keeps_its_include_diagnostics_on_their_new_lines(minimod):

@@ -392,3 +392,28 @@ def test_cosmetics_snapshot_counts_every_diagnostic_and_candidates_are_unique(re
         queries.list_assets_by_type(real_index, "gameobject")
     candidates = err.value.data["candidates"]
     assert candidates.count("GameObject") == 1 and len(candidates) == len(set(candidates))
+
+
+def test_files_outside_every_stream_are_found_as_inactive_never_live(real_index):
+    """Issue 12: RA3Afterdash ships a VAPrydwen unit that no include reaches. It is found, flagged, and
+    counts nowhere else."""
+    found = queries.find_asset(real_index, "VAPrydwen")
+    assert found["live"] == 0 and found["total"] == found["inactive"] >= 1
+    item = found["items"][0]
+    assert item["origin"] == "inactive" and item["file"].startswith("Data/Mod/Units/VAPrydwen")
+    assert "no effect in game" in item["warning"] and item["streams"] == {}
+    assert "vaprydwen" not in real_index.by_id and "vaprydwen" not in real_index.assets.get("GameObject", {})
+    assert real_index.stats["assetCount"] == 17168  # unchanged: inactive definitions are not counted
+    with pytest.raises(BridgeError):
+        queries.get_definition(real_index, "GameObject", "VAPrydwen")
+    ids = queries.list_assets_by_type(real_index, "GameObject", prefix="VAPry")["items"]
+    assert ids == []
+    # A live asset also defined in an inactive copy lists the live one first, the copy after it.
+    armor = queries.find_asset(real_index, "AlliedLegionnaireInfantryArmor", "ArmorTemplate")["items"]
+    assert armor[-1]["origin"] == "inactive" and all(a["origin"] != "inactive" for a in armor[:-1])
+    # References written in inactive files are not references.
+    assert not any(
+        p.startswith(str(real_index.project / "Data/Mod/Units/VAPrydwen"))
+        for sites in real_index.refs_to.values()
+        for p, _r in sites
+    )

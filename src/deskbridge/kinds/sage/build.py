@@ -31,6 +31,7 @@ from deskbridge.kinds.sage.model import (
     SageIndex,
 )
 from deskbridge.kinds.sage.paths import OUTSIDE, CaseFoldTree, PathResolver
+from deskbridge.kinds.sage.project import is_sdk
 from deskbridge.kinds.sage.records import R_VALUE, RECORD_CODES, FileRecords
 from deskbridge.kinds.sage.schema import SchemaModel
 from deskbridge.kinds.sage.store import RecordStore, is_art
@@ -60,9 +61,13 @@ def babproj_files(project: Path, tree: CaseFoldTree) -> list[str]:
 
 
 def stream_entries(project: Path, tree: CaseFoldTree) -> dict[str, str]:
-    """`static` → Data/Mod.xml and `global:<name>` → each additionalmaps/mapmetadata_*.xml, if present."""
+    """`static` → Data/Mod.xml (WrathEd's layout: Data/Static.xml when there is no Mod.xml) and
+    `global:<name>` → each additionalmaps/mapmetadata_*.xml, if present. A mod SDK opened as the project
+    has the game's own streams instead: `static`, `global` and `audio` from SageXml/."""
     out: dict[str, str] = {}
     mod = tree.find(str(project), ["data", "mod.xml"])
+    if not (mod and tree.is_file(mod)):
+        mod = tree.find(str(project), ["data", "static.xml"])
     if mod and tree.is_file(mod):
         out["static"] = mod
     maps = tree.find(str(project), ["data", "additionalmaps"])
@@ -71,6 +76,12 @@ def stream_entries(project: Path, tree: CaseFoldTree) -> dict[str, str]:
         for name, is_dir in sorted(set(listing.values())):
             if not is_dir and MAPMETADATA.match(name):
                 out[f"global:{name[:-4]}"] = os.path.join(maps, name)
+    if not out and is_sdk(project):
+        sagexml = tree.find(str(project), ["sagexml"])
+        for stream in ("static", "global", "audio"):
+            hit = tree.find(sagexml, [stream + ".xml"]) if sagexml else None
+            if hit and tree.is_file(hit):
+                out[stream] = hit
     return out
 
 
@@ -192,8 +203,24 @@ class IndexBuilder:
             walkMs=round((t_walk - t0) * 1000, 1),
             elapsedMs=round((time.perf_counter() - t0) * 1000, 1),
         )
+        self.index_inactive(index, index.source_candidates)
+        index.stats["inactiveFiles"] = len(index.inactive_files)
         progress(len(index.files), len(index.files), f"indexed {len(index.files)} files")
         return index
+
+    def index_inactive(self, index: SageIndex, paths: list[str]) -> None:
+        """Definitions in files no stream includes, as `origin: inactive` (issue 12)."""
+        for path in paths:
+            rec = self.store.get(path)
+            if rec is None:
+                index.inactive_files.pop(path, None)
+                continue
+            index.inactive_files[path] = rec
+        inactive: dict[str, list[AssetDef]] = {}
+        for path, rec in index.inactive_files.items():
+            for i, (atype, aid, line) in _file_assets(rec, None):
+                inactive.setdefault(aid.casefold(), []).append(AssetDef(atype, aid, path, line, "inactive", i))
+        index.inactive = inactive
 
     def _source_candidates(self, index: SageIndex) -> list[str]:
         """Project XML files no stream reaches: candidates for a missing include (or leftovers)."""
@@ -512,6 +539,8 @@ def patch_index(old: SageIndex, changed: dict[str, FileRecords], build_id: int) 
         fragment_owners=old.fragment_owners,
         splices=old.splices,
         source_candidates=old.source_candidates,
+        inactive_files=old.inactive_files,
+        inactive=old.inactive,
         deferred_art=old.deferred_art,
         scope=old.scope,
     )

@@ -7,6 +7,7 @@ background builds, the watcher and the consistency options on top.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import os
 import threading
@@ -206,7 +207,18 @@ class ProjectIndexer:
             return self.build_sync()
         if old is None:
             return self.build_sync()
-        relevant = {p for p in paths if not self._cannot_matter(old, p)}
+        overlay = {p for p in paths if p in old.inactive_files}
+        relevant = {p for p in paths - overlay if not self._cannot_matter(old, p)}
+        if overlay and not relevant:
+            # Only files no stream includes changed: refresh their `origin: inactive` definitions.
+            self.store.invalidate(overlay)
+            self._build_id += 1
+            new = dataclasses.replace(
+                old, build_id=self._build_id, inactive_files=dict(old.inactive_files), refs_built=old.refs_built
+            )
+            self.builder.index_inactive(new, sorted(overlay))
+            self.index = new
+            return new
         if not relevant:
             return old
         if any(p not in old.files or not os.path.exists(p) for p in relevant):

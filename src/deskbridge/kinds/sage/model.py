@@ -126,6 +126,11 @@ class SageIndex:
     that pulls it in; the index is -1 when the includer is itself a fragment (its owners own this one)."""
     diagnostics: list[Diagnostic] = field(default_factory=list)
     source_candidates: list[str] = field(default_factory=list)
+    inactive_files: dict[str, FileRecords] = field(default_factory=dict)
+    """Records of the project's XML files that no stream reaches (a local overlay being edited, leftovers)."""
+    inactive: dict[str, list[AssetDef]] = field(default_factory=dict)
+    """Id (case-folded) → definitions in those files, `origin: inactive`. Kept apart from `assets`/`by_id`:
+    they are found by `find_asset` with a warning but never count as live definitions or references."""
     deferred_art: list[str] = field(default_factory=list)
     stats: dict[str, Any] = field(default_factory=dict)
     degraded: list[str] = field(default_factory=list)

@@ -141,10 +141,12 @@ def default_search_paths(project: Path, sdk: Path | None, extra: Iterable[Path] 
 
     extra = list(extra)
     sdk_mods = sub(sdk, "Mods")
+    # The folder holding the mod serves `DATA:<ModFolder>/Data/…`; an SDK opened as the project has none.
+    parent = None if sdk is not None and project == sdk else project.parent
     return SearchPaths(
-        data=existing([sdk, sub(project, "Data"), sdk_mods, project.parent, sub(sdk, "SageXml"), *extra]),
-        art=existing([sdk, sub(project, "Art"), sdk_mods, project.parent, sub(sdk, "Art")]),
-        audio=existing([sdk, sub(project, "Audio"), sdk_mods, project.parent, sub(sdk, "Audio")]),
+        data=existing([sdk, sub(project, "Data"), sdk_mods, parent, sub(sdk, "SageXml"), *extra]),
+        art=existing([sdk, sub(project, "Art"), sdk_mods, parent, sub(sdk, "Art")]),
+        audio=existing([sdk, sub(project, "Audio"), sdk_mods, parent, sub(sdk, "Audio")]),
         root=existing([sdk, project]),
     )
 

@@ -195,9 +195,23 @@ def find_asset(
     limit: int | None = None,
 ) -> dict[str, Any]:
     defs = definitions(index, ident, asset_type)
-    out = page([asset_json(index, d) for d in defs], cursor, limit)
+    inactive = [
+        d for d in index.inactive.get(ident.casefold(), ()) if asset_type is None or d.type == asset_type
+    ]
+    rows = [asset_json(index, d) for d in defs]
+    for d in inactive:
+        row = asset_json(index, d)
+        row["warning"] = (
+            "No stream includes this file: editing it has no effect in game until an include pulls it in "
+            "(sage_is_file_active tells which files are used)."
+        )
+        rows.append(row)
+    out = page(rows, cursor, limit)
     out["id"] = ident
-    if not defs:
+    out["live"] = len(defs)
+    if inactive:
+        out["inactive"] = len(inactive)
+    if not defs and not inactive:
         out["hint"] = "No definition: check the id's spelling, or search with sage_list_assets_by_type."
     return out
 
