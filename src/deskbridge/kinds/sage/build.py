@@ -219,7 +219,9 @@ class IndexBuilder:
         inactive: dict[str, list[AssetDef]] = {}
         for path, rec in index.inactive_files.items():
             for i, (atype, aid, line) in _file_assets(rec, None):
-                inactive.setdefault(aid.casefold(), []).append(AssetDef(atype, aid, path, line, "inactive", i))
+                inactive.setdefault(aid.casefold(), []).append(
+                    AssetDef(atype, aid, path, line, "inactive", i)
+                )
         index.inactive = inactive
 
     def _source_candidates(self, index: SageIndex) -> list[str]:

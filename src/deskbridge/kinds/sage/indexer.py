@@ -214,7 +214,10 @@ class ProjectIndexer:
             self.store.invalidate(overlay)
             self._build_id += 1
             new = dataclasses.replace(
-                old, build_id=self._build_id, inactive_files=dict(old.inactive_files), refs_built=old.refs_built
+                old,
+                build_id=self._build_id,
+                inactive_files=dict(old.inactive_files),
+                refs_built=old.refs_built,
             )
             self.builder.index_inactive(new, sorted(overlay))
             self.index = new

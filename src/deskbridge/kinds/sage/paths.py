@@ -244,15 +244,24 @@ class PathResolver:
     def resolve_checked(self, source: str, from_file: str | None) -> str | None:
         """Like `resolve`, but `OUTSIDE` when the source leads outside every allowed root: an existing
         file whose real path is outside, or a rooted / climbing (`..`) path that is outside as written,
-        whether or not anything exists there (so the answer does not reveal what exists outside)."""
+        whether or not anything exists there (so the answer does not reveal what exists outside).
+
+        A file never includes itself: WrathEd's `Data/Static.xml` writes `DATA:static.xml` for the game's
+        static stream, which the mod's own Data folder would otherwise shadow; the next match is taken."""
         self.calls += 1
         base_dir = os.path.dirname(from_file) if from_file else ""
-        key = (source, base_dir)
+        found = self._checked(source, base_dir, None)
+        if found is not None and found == from_file:
+            found = self._checked(source, base_dir, from_file)
+        return found
+
+    def _checked(self, source: str, base_dir: str, exclude: str | None) -> str | None:
+        key = (source, base_dir) if exclude is None else (source, "\0" + exclude)
         if key in self._memo:
             self.memo_hits += 1
             return self._memo[key]
         src = source.strip()
-        found = self._resolve(src, base_dir)
+        found = self._resolve(src, base_dir, exclude)
         if self.scope is not None:
             if found is not None:
                 if not self.scope.contains(found):
@@ -284,7 +293,7 @@ class PathResolver:
             bases = [base_dir if r == "*" else r for r in self.search.for_alias(alias)]
         return any(not self.scope.contains(os.path.join(b, rel)) for b in bases if b)
 
-    def _resolve(self, source: str, base_dir: str) -> str | None:
+    def _resolve(self, source: str, base_dir: str, exclude: str | None = None) -> str | None:
         if not source:
             return None
         alias, sep, rest = source.partition(":")
@@ -307,7 +316,7 @@ class PathResolver:
             parts = [parts[0][:2], parts[0]]
         for root in roots:
             hit = self._find_in(base_dir if root == "*" else root, parts)
-            if hit:
+            if hit and hit != exclude:
                 return hit
         return None
 
