@@ -218,7 +218,6 @@ def sage_tools(service: SageService) -> list[ToolSpec]:
         )
 
     return [
-        # EFFECTIVE_SPEC
         spec(
             "sage_get_status",
             "Index status",
@@ -261,6 +260,14 @@ def sage_tools(service: SageService) -> list[ToolSpec]:
             "The winning definition of (type, id) as written: file, lines, XML excerpt.",
             DefinitionArgs,
             get_definition,
+        ),
+        spec(
+            "sage_get_effective_asset",
+            "Merged asset",
+            "(type, id) as the game sees it: the inheritFrom chain and xai:joinAction Replace/Remove/merge "
+            "applied, with the file and line every element comes from.",
+            EffectiveArgs,
+            effective_asset,
         ),
         spec(
             "sage_resolve_include",
