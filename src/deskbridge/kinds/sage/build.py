@@ -491,7 +491,7 @@ def _assemble(index: SageIndex, walk: _Walk) -> None:
         key = d.id.casefold()
         assets.setdefault(d.type, {}).setdefault(key, []).append(d)
         by_id.setdefault(key, []).append(d)
-    ref_count = sum(len(r.refs) for r in walk.files.values())
+    ref_count = sum(r.ref_count for r in walk.files.values())
     index.stats.update(
         assetCount=sum(len(v) for v in by_id.values()),
         referenceCount=ref_count,
@@ -647,7 +647,7 @@ def patch_index(old: SageIndex, changed: dict[str, FileRecords], build_id: int) 
     new.stats = dict(old.stats)
     new.stats.update(
         assetCount=sum(len(v) for v in by_id.values()),
-        referenceCount=sum(len(r.refs) for r in new.files.values()),
+        referenceCount=sum(r.ref_count for r in new.files.values()),
         defineCount=sum(len(v) for v in defines.values()),
         parsedFiles=len(changed),
         recordsCacheHits=0,

@@ -72,7 +72,7 @@ class ProjectIndexer:
         digest = (lambda: schema_digest(entry)) if entry else (lambda: "no-sdk")
         stat = schema_fingerprint(entry) if entry else "no-sdk"
         cache_file = (
-            (self.cache_dir / project_key(self.project) / "records.json.gz") if self.cache_dir else None
+            (self.cache_dir / project_key(self.project) / "records.marshal") if self.cache_dir else None
         )
         self.store = RecordStore(self.model, cache_file, digest, stat, scope=self.scope, shown=self._shown)
         self.builder = IndexBuilder(self.project, self.sdk, self.resolver, self.store, self.model)

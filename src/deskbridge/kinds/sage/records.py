@@ -11,6 +11,7 @@ recovering parser keeps what it can and every error becomes a `parse-error` diag
 from __future__ import annotations
 
 import io
+import marshal
 import operator
 import re
 import sys
@@ -52,7 +53,7 @@ attribute) — kind is `attribute`, `content` or `inheritFrom`; columns are 1-ba
 
 @dataclass(slots=True)
 class FileRecords:
-    """What one file contributes to the index; small, JSON-able, and cached per file."""
+    """What one file contributes to the index; small, and cached per file."""
 
     root: str = ""
     """Local name of the root element ('' when nothing parsed); fragments have a root other than
@@ -65,7 +66,9 @@ class FileRecords:
     """(kind as written, lower-cased; source; line) of `<Includes><Include/>`."""
     xincludes: list[tuple[str, str, int, bool]] = field(default_factory=list)
     """(href, xpointer, line, nested) of every `xi:include`; nested = inside an asset, not at the root."""
-    refs: list[Ref] = field(default_factory=list)
+    ref_data: Any = field(default_factory=list)
+    """The reference rows (`refs`) — for records read from the cache, their marshalled bytes until first use:
+    a warm start walks includes and assets only, and most of the cache is references."""
     joins: list[tuple[str, str, int]] = field(default_factory=list)
     """(element, joinAction value, line) of every `xai:joinAction`."""
     diagnostics: list[tuple[str, str, int, str]] = field(default_factory=list)
@@ -79,40 +82,57 @@ class FileRecords:
     last_good: bool = False
     """True when the file no longer parses and these are the records of its last version that did (issue 12:
     a broken save must not empty the index); its `parse-error` diagnostics describe the current text."""
+    ref_total: int = 0
+    """How many reference rows `ref_data` holds while it is still marshalled."""
 
-    def to_json(self) -> list[Any]:
-        return [
+    @property
+    def refs(self) -> list[Ref]:
+        data = self.ref_data
+        if type(data) is bytes:
+            data = self.ref_data = marshal.loads(data)
+        return data  # type: ignore[no-any-return]
+
+    @property
+    def ref_count(self) -> int:
+        data = self.ref_data
+        return self.ref_total if type(data) is bytes else len(data)
+
+    def to_cache(self) -> tuple[list[Any], bytes]:
+        """(head, marshalled reference rows) for the records cache."""
+        data = self.ref_data
+        blob = data if type(data) is bytes else marshal.dumps(data)
+        head = [
             self.root,
             self.assets,
             self.defines,
             self.includes,
             self.xincludes,
-            self.refs,
             self.joins,
             self.diagnostics,
             self.shallow,
             self.spliceable,
             self.root_has_id,
             self.last_good,
+            self.ref_count,
         ]
+        return head, blob
 
     @classmethod
-    def from_json(cls, raw: list[Any]) -> FileRecords:
-        """Records from the cache. The inner rows stay JSON lists (indexable like the tuples the extractor
-        makes): converting 60 k reference rows would cost more than the rest of a warm start."""
+    def from_cache(cls, head: list[Any], blob: bytes) -> FileRecords:
         return cls(
-            root=raw[0],
-            assets=raw[1],
-            defines=raw[2],
-            includes=raw[3],
-            xincludes=raw[4],
-            refs=raw[5],
-            joins=raw[6],
-            diagnostics=raw[7],
-            shallow=bool(raw[8]),
-            spliceable=raw[9],
-            root_has_id=bool(raw[10]),
-            last_good=bool(raw[11]) if len(raw) > 11 else False,
+            root=head[0],
+            assets=head[1],
+            defines=head[2],
+            includes=head[3],
+            xincludes=head[4],
+            ref_data=blob,
+            joins=head[5],
+            diagnostics=head[6],
+            shallow=head[7],
+            spliceable=head[8],
+            root_has_id=head[9],
+            last_good=head[10],
+            ref_total=head[11],
         )
 
     def parse_failed(self) -> bool:

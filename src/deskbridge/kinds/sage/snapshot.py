@@ -100,7 +100,7 @@ def snapshot_json(index: SageIndex, stale: bool = False, with_references: bool =
         "stale": stale,
         "stats": {
             "assetCount": index.stats.get("assetCount", len(assets)),
-            "referenceCount": sum(len(rec.refs) for rec in index.files.values()),
+            "referenceCount": sum(rec.ref_count for rec in index.files.values()),
             "referenceRowCount": len(references) if with_references else None,
             "defineCount": index.stats.get("defineCount", 0),
             "streamCount": len(index.streams),
