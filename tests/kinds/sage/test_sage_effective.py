@@ -12,9 +12,8 @@ drops it, the default merges attributes and children; `+FLAG`/`-FLAG` edit an in
 from __future__ import annotations
 
 import pytest
-from test_sage_kw import KW_MOD, kw_sdk
+from test_sage_kw import KW_MOD, SAGE_DATA, kw_sdk
 
-from conftest import SAGE_DATA
 from deskbridge.kinds.sage.effective import get_effective_asset
 from deskbridge.kinds.sage.indexer import ProjectIndexer
 

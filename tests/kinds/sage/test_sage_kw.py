@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SAGE_DATA
 from deskbridge.kinds.sage import forward, queries
 from deskbridge.kinds.sage.indexer import ProjectIndexer
 from deskbridge.kinds.sage.project import find_project_root, looks_like_project
 
+SAGE_DATA = Path(__file__).resolve().parents[3] / "../shared/data/sage"
 FIXTURES = Path(__file__).parent / "fixtures"
 KW_MOD = FIXTURES / "kw-mod"
 WRATHED_MOD = FIXTURES / "wrathed-mod"

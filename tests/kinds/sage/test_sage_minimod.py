@@ -292,7 +292,8 @@ def test_persisted_include_answers_are_dropped_when_a_folder_changes(minimod, mo
     assert first.save_cache()
     warm = SageService(minimod.mod, minimod.sdk)
     warm.open_sync()
-    assert warm.resolver.memo_hits == warm.resolver.calls > first.resolver.memo_hits  # all from the cache
+    assert first.resolver.calls > first.resolver.memo_hits  # the cold build resolved from scratch
+    assert warm.resolver.memo_hits == warm.resolver.calls > 0  # all from the cache
     # A mod file now shadows the SDK's static.xml (DATA: tries the mod's Data before SageXml).
     minimod.write(
         "Data/STATIC.xml",

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from deskbridge.core.errors import BridgeError
 from deskbridge.core.files import read_regular_file
+from deskbridge.kinds.sage import parallel
 from deskbridge.kinds.sage.babproj import map_foreign_path, parse_babproj
 from deskbridge.kinds.sage.manifest import ManifestError, parse_manifest
 from deskbridge.kinds.sage.model import (
@@ -170,6 +171,18 @@ class IndexBuilder:
                 "No mod SDK configured: vanilla includes (DATA:static.xml …) cannot be resolved. "
                 "Pass --sdk or set DESKBRIDGE_SAGE_SDK.",
             )
+        prefetched: set[str] = set()
+        if self.store.empty() and parallel.usable() and len(entries) > 0:
+            # A cold build: parse the files the walk will need on every core first.
+            prefetched = parallel.prefetch(
+                self.store,
+                self.model,
+                list(entries.values()),
+                self._links,
+                lambda: self._project_xml(),
+                is_art,
+                with_art,
+            )
         for stream, entry in entries.items():
             walk.stream(stream, entry)
         for path, message in self.read_errors:
@@ -192,7 +205,7 @@ class IndexBuilder:
         self.last_file_count = len(index.files)
         index.stats.update(
             indexedFiles=len(index.files),
-            parsedFiles=self.store.parsed - parsed0,
+            parsedFiles=self.store.parsed - parsed0 - len(prefetched - index.files.keys()),
             recordsCacheHits=self.store.cache_hits - hits0,
             shallowScannedFiles=sum(1 for r in index.files.values() if r.shallow),
             deferredArtFiles=len(index.deferred_art),
@@ -207,6 +220,32 @@ class IndexBuilder:
         index.stats["inactiveFiles"] = len(index.inactive_files)
         progress(len(index.files), len(index.files), f"indexed {len(index.files)} files")
         return index
+
+    def _links(self, path: str, rec: FileRecords) -> list[str]:
+        """The files a parsed file leads the walk to (includes and `xi:include`s, not manifest-backed
+        references) — what `parallel.prefetch` parses next."""
+        out = []
+        resolve = self.resolver.resolve_checked
+        for kind, source, _line in rec.includes:
+            target = resolve(source, path)
+            if target is None or target == OUTSIDE:
+                continue
+            if kind == "reference" and self.manifest_for(target, source):
+                continue
+            out.append(target)
+        for href, _x, _line, _nested in rec.xincludes:
+            target = resolve(href, path)
+            if target is not None and target != OUTSIDE:
+                out.append(target)
+        return out
+
+    def _project_xml(self) -> list[str]:
+        """Every `.xml` file of the project (the inactive ones are indexed too)."""
+        out: list[str] = []
+        for dirpath, dirnames, filenames in os.walk(self.project):
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+            out.extend(os.path.join(dirpath, f) for f in sorted(filenames) if f.casefold().endswith(".xml"))
+        return out
 
     def index_inactive(self, index: SageIndex, paths: list[str]) -> None:
         """Definitions in files no stream includes, as `origin: inactive` (issue 12)."""

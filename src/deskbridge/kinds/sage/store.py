@@ -134,6 +134,23 @@ class RecordStore:
         for p in paths:
             self._trusted.discard(p)
 
+    def empty(self) -> bool:
+        return not self._entries
+
+    def has_valid(self, path: str) -> bool:
+        return path in self._trusted and path in self._entries
+
+    def put_parsed(
+        self, path: str, size: int, mtime: int, ctime: int, sha: str, head: list, blob: bytes
+    ) -> FileRecords:
+        """Records a worker process extracted (see `parallel.prefetch`)."""
+        rec = FileRecords.from_cache(head, blob)
+        self._entries[path] = [size, mtime, ctime, sha, time.time_ns(), rec, b""]
+        self._trusted.add(path)
+        self.parsed += 1
+        self.dirty = True
+        return rec
+
     def changed_on_disk(self, paths: Iterable[str]) -> list[str]:
         """The files among `paths` whose size, mtime or ctime differ from what was read (one stat each)."""
         out = []
