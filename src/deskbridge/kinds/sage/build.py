@@ -18,8 +18,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from deskbridge.core.errors import BridgeError
-from deskbridge.core.files import read_regular_file
-from deskbridge.kinds.sage import parallel
 from deskbridge.kinds.sage.babproj import map_foreign_path, parse_babproj
 from deskbridge.kinds.sage.manifest import ManifestError, parse_manifest
 from deskbridge.kinds.sage.model import (
@@ -129,6 +127,8 @@ class IndexBuilder:
 
     def _read(self, path: str, max_bytes: int) -> bytes | None:
         """A babproj's or manifest's bytes through the bounded regular-file read (None when refused)."""
+        from deskbridge.core.files import read_regular_file
+
         try:
             return read_regular_file(path, max_bytes=max_bytes, shown_as=self.store._shown(path))
         except BridgeError as exc:
@@ -172,7 +172,9 @@ class IndexBuilder:
                 "Pass --sdk or set DESKBRIDGE_SAGE_SDK.",
             )
         prefetched: set[str] = set()
-        if self.store.empty() and parallel.usable() and len(entries) > 0:
+        if self.store.empty() and entries:
+            from deskbridge.kinds.sage import parallel  # concurrent.futures: only a cold build needs it
+        if self.store.empty() and entries and parallel.usable():
             # A cold build: parse the files the walk will need on every core first.
             prefetched = parallel.prefetch(
                 self.store,

@@ -11,11 +11,10 @@ import difflib
 from pathlib import Path
 from typing import Any
 
-from lxml import etree
-
 from deskbridge.core import limits
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.files import read_regular_file
+from deskbridge.kinds.sage._lxml import etree
 from deskbridge.kinds.sage.model import SPLICED_ROOT, AssetDef, Owner, SageIndex, outside_error
 from deskbridge.kinds.sage.paths import OUTSIDE
 from deskbridge.kinds.sage.records import (

@@ -18,8 +18,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from lxml import etree
-
+from deskbridge.kinds.sage._lxml import etree
 from deskbridge.kinds.sage.schema import SchemaModel
 
 NS = "{uri:ea.com:eala:asset}"
@@ -40,7 +39,19 @@ FILE_MAX_BYTES = 64 * 1024 * 1024
 PARSE_ERRORS_MAX = 20
 """Parse errors kept per file; the rest are counted in the last message."""
 
-_JOINED = etree.XPath("//*[@xai:joinAction]", namespaces={"xai": "uri:ea.com:eala:asset:instance"})
+_JOINED_XPATH: Any = None
+
+
+def _JOINED(root: Any) -> Any:
+    """Every element carrying `xai:joinAction` (the compiled XPath is built on first use)."""
+    global _JOINED_XPATH
+    if _JOINED_XPATH is None:
+        _JOINED_XPATH = etree.XPath(
+            "//*[@xai:joinAction]", namespaces={"xai": "uri:ea.com:eala:asset:instance"}
+        )
+    return _JOINED_XPATH(root)
+
+
 _BRACKET_INDEX = re.compile(r"\\?\[[0-9]+\]$")
 
 # Reference tuple fields, kept positional for compactness (35 k of them on the benchmark data).

@@ -19,9 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lxml import etree
-
 from deskbridge.kinds.sage._atomic import atomic_write
+from deskbridge.kinds.sage._lxml import etree
 from deskbridge.kinds.sage.paths import CaseFoldTree
 
 XS = "{http://www.w3.org/2001/XMLSchema}"

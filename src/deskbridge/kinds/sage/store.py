@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from deskbridge.core.errors import BridgeError
-from deskbridge.core.files import read_regular_file
 from deskbridge.kinds.sage._atomic import atomic_write
 from deskbridge.kinds.sage.paths import Scope
 from deskbridge.kinds.sage.records import FILE_MAX_BYTES, FileRecords, extract_records, shallow_scan
@@ -218,6 +217,8 @@ class RecordStore:
 
     def _read(self, path: str) -> bytes | None:
         """The file's bytes through the one bounded read that refuses FIFOs and devices."""
+        from deskbridge.core.files import read_regular_file  # not imported by a warm start that reads nothing
+
         try:
             return read_regular_file(path, max_bytes=FILE_MAX_BYTES, shown_as=self._shown(path))
         except BridgeError as exc:
