@@ -176,6 +176,21 @@ def definition_cmd(
     _run(project, sdk, lambda s, i: queries.get_definition(i, asset_type, asset_id, which))
 
 
+@app.command("effective")
+def effective_cmd(
+    asset_type: str,
+    asset_id: str,
+    project: ProjectOpt = Path("."),
+    sdk: SdkOpt = None,
+    cursor: CursorOpt = None,
+    limit: LimitOpt = None,
+) -> None:
+    """An asset as the game sees it: inheritFrom and xai:joinAction applied, with provenance."""
+    from deskbridge.kinds.sage.effective import get_effective_asset
+
+    _run(project, sdk, lambda s, i: get_effective_asset(i, asset_type, asset_id, cursor, limit))
+
+
 @app.command("resolve-include")
 def resolve_include_cmd(
     source: str,

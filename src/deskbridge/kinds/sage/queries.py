@@ -542,6 +542,8 @@ def list_diagnostics(
         else index.diagnostics
     )
     real = index.real_path(file) if file else None
+    if real is not None and file is not None:
+        index.check_scope(real, file)
     rows = [
         {
             "file": index.display(d.file),
