@@ -67,7 +67,7 @@ def measure(label: str, text: str, edits: int) -> dict:
         browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 860})
         started = time.perf_counter()
-        page.goto(f"{srv.base_url}/?k={srv.app.ui_secret}")
+        page.goto(srv.login_url())
         page.wait_for_function(
             "() => window.deskbridge && window.deskbridge.view", polling=5, timeout=120_000
         )

@@ -24,7 +24,7 @@ SERVER_PORT=$(free_port); PROXY_PORT=$(free_port)
 "$PY" -m deskbridge serve "$WORK/ws" --kind probe --no-browser --port "$SERVER_PORT" 2>"$WORK/server.log" &
 SERVER_PID=$!
 trap 'kill $SERVER_PID ${PROXY_PID:-} 2>/dev/null || true; rm -rf "$WORK"' EXIT
-for _ in $(seq 1 100); do [ -s "$DESKBRIDGE_HOME/config/token" ] && break; sleep 0.1; done
+for _ in $(seq 1 600); do [ -s "$DESKBRIDGE_HOME/config/token" ] && break; sleep 0.1; done  # a loaded machine starts slowly
 TOKEN=$(cat "$DESKBRIDGE_HOME/config/token")
 "$PY" conformance/token_proxy.py "$PROXY_PORT" "$SERVER_PORT" "$TOKEN" &
 PROXY_PID=$!

@@ -19,7 +19,14 @@ from deskbridge.core.limits import RESPONSE_MAX_BYTES
 from deskbridge.core.policy import LAST_APPROVAL
 from deskbridge.core.tools import CallContext, InputRequired, ToolSpec
 from deskbridge.kinds.base import KindServices, KindWorkspace, find_kind
-from deskbridge.settings import Dirs, Settings, deskbridge_dirs, load_or_create_token, load_settings
+from deskbridge.settings import (
+    Dirs,
+    Settings,
+    deskbridge_dirs,
+    load_or_create_token,
+    load_settings,
+    private_dir,
+)
 
 if TYPE_CHECKING:
     from deskbridge.core.audit import AuditLog
@@ -64,10 +71,11 @@ class App:
         settings = settings or load_settings(dirs)
         events = EventBus()
         audit_path = dirs.data / "audit.jsonl" if settings.audit_log else None
-        if audit_path is not None:
-            audit_path.parent.mkdir(parents=True, exist_ok=True)
+        if audit_path is not None or dirs.data.exists():
+            private_dir(dirs.data)  # owner-only: the audit log and the demo workspace live there
         audit = AuditLog(path=audit_path)
-        approvals = ApprovalBroker(events)
+        # Read on every approval, so the settings panel's choice applies at once (settings change in place).
+        approvals = ApprovalBroker(events, client_allowed=lambda: settings.approvals_via_client)
         return cls(
             settings=settings,
             dirs=dirs,
@@ -156,6 +164,10 @@ class App:
                 raise
             except Exception as exc:  # a bug, not the caller's fault: say so, keep the server alive
                 raise internal(exc) from exc
+            approval = LAST_APPROVAL.get()
+            if approval is not None and isinstance(result, dict) and "approval" not in result:
+                # Which path approved (browser / client elicitation) travels with the result, as in the audit.
+                result = {**result, "approval": approval.to_dict()}
             size = len(json.dumps(result, ensure_ascii=False, default=str))
             if size > RESPONSE_MAX_BYTES:
                 raise BridgeError(
@@ -177,6 +189,7 @@ class App:
                 client=call.client_name,
                 tool=name,
                 approval=approval.for_audit if approval is not None else Approval.NONE,
+                approved_via=None if approval is None or approval.via is None else str(approval.via),
                 target=_target_of(arguments) or "",
                 outcome=outcome,
                 duration_ms=(time.perf_counter() - started) * 1000,

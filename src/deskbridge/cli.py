@@ -39,7 +39,7 @@ config_app = typer.Typer(help="Show or change persisted settings.", no_args_is_h
 app.add_typer(token_app, name="token")
 app.add_typer(config_app, name="config")
 
-err = Console(stderr=True, highlight=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True)  # never cut a link or a path in two
 out = Console(highlight=False)
 
 
@@ -148,13 +148,12 @@ def _serve(
     no_browser: bool,
     allowed_hosts: list[str] | None = None,
 ) -> None:
-    import uvicorn
-
     from deskbridge.app import App
     from deskbridge.integrations.snippets import http_snippet
     from deskbridge.web.app import build_web_app
+    from deskbridge.web.launch import ServerRecord, write_login_page
     from deskbridge.web.security import is_loopback
-    from deskbridge.web.server import BridgeServer
+    from deskbridge.web.server import BridgeServer, server_config
 
     application = App.create()
     port = application.settings.port if port is None else port
@@ -180,17 +179,60 @@ def _serve(
         f"[bold]deskbridge {__version__}[/] serving "
         f"{application.workspace.kind + ' ' + str(application.workspace.path) if application.workspace else 'no workspace'}"
     )
-    err.print(f"  web UI:       {base}/?k={application.ui_secret}")
-    err.print(
-        f"  MCP endpoint: {base}/mcp  (token in {application.dirs.token_file}; `deskbridge token show`)"
-    )
-    err.print("  client config (Claude Code / Cursor / Claude Desktop):")
-    err.print(http_snippet("claude-code", f"{base}/mcp", "<token: deskbridge token show>"), markup=False)
-    if not no_browser:
-        webbrowser.open(f"{base}/?k={application.ui_secret}")
-    config = uvicorn.Config(web, log_level="warning", lifespan="on", timeout_graceful_shutdown=3)
-    server = BridgeServer(config, web.state.shutdown)
-    server.run(sockets=[sock])
+    # The UI secret never goes on a command line (any local user can read those with `ps`) or into a URL: the
+    # browser gets a one-time login code inside an owner-only file, and the link printed here has its own code.
+    codes = web.state.policy.login_codes
+    ttl = int(codes.ttl_s)
+    # A wildcard bind is reached locally through loopback (the Host check accepts loopback names).
+    local = {"0.0.0.0": f"http://127.0.0.1:{port}", "::": f"http://[::1]:{port}"}.get(host, base)
+    record = ServerRecord.write(application.dirs, port=port, base_url=local, ui_secret=application.ui_secret)
+    try:
+        page = write_login_page(application.dirs, port, f"{local}/?k={codes.issue()}")
+        err.print(f"  web UI:       {base}/  — one-time link (valid {ttl} s): {local}/?k={codes.issue()}")
+        err.print(
+            f"                later: `deskbridge open` (a new link in your browser), or open {page.as_uri()}"
+        )
+        err.print(
+            f"  MCP endpoint: {base}/mcp  (token in {application.dirs.token_file}; `deskbridge token show`)"
+        )
+        err.print("  client config (Claude Code / Cursor / Claude Desktop):")
+        err.print(http_snippet("claude-code", f"{base}/mcp", "<token: deskbridge token show>"), markup=False)
+        if not no_browser:
+            webbrowser.open(page.as_uri())  # a file path: no secret in the browser's arguments
+        server = BridgeServer(server_config(web), web.state.shutdown)
+        server.on_stopped.append(record.remove)
+        server.run(sockets=[sock])
+    finally:
+        record.remove()
+
+
+@app.command("open")
+def open_ui(
+    port: Annotated[
+        int | None, typer.Option(help="Port of the running server (default: the only one running).")
+    ] = None,
+    print_only: Annotated[
+        bool, typer.Option("--print", help="Print a one-time link instead of opening the browser.")
+    ] = False,
+) -> None:
+    """Open the web UI of a running `deskbridge serve` in your browser, with a fresh one-time login link.
+
+    Use it whenever you closed the tab or want the UI in another browser: the link `serve` printed works once.
+    """
+    from deskbridge.settings import deskbridge_dirs
+    from deskbridge.web.launch import fresh_login_url, write_login_page
+
+    try:
+        dirs = deskbridge_dirs()
+        url, port_used = fresh_login_url(dirs, port)
+        if print_only:
+            out.print(url, markup=False)
+            return
+        page = write_login_page(dirs, port_used, url)
+        webbrowser.open(page.as_uri())
+        err.print(f"opened {page.as_uri()} (a one-time link to http://127.0.0.1:{port_used}/)")
+    except BridgeError as error:
+        raise fail(error) from error
 
 
 @app.command()

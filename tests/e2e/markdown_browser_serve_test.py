@@ -56,7 +56,7 @@ def test_the_served_editor_follows_a_real_mcp_client(browser, tmp_path):
         page.goto(srv.base_url + "/")
         page.wait_for_selector("#error-banner", state="visible")
         # The launch URL sets the UI cookie and lands on the editor.
-        page.goto(f"{srv.base_url}/?k={srv.app.ui_secret}")
+        page.goto(srv.login_url())
         page.wait_for_function(
             "() => window.deskbridge && window.deskbridge.view && document.querySelector('#preview h1')"
         )

@@ -252,7 +252,10 @@ def test_turning_approvals_off_shows_a_warning(editor):
     page.wait_for_selector("#approvals-off-banner", state="hidden")
     page.click("#mcp-button")
     page.wait_for_selector("#panel-mcpSettings")
-    assert page.input_value("#mcp-token") == bench.token
+    assert page.input_value("#mcp-token") == ""  # never fetched silently: the person asks and confirms
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.click("#mcp-token-show")
+    page.wait_for_function(f"() => document.querySelector('#mcp-token').value === '{bench.token}'")
     assert page.inner_text("#mcp-endpoint") == "http://127.0.0.1:17891/mcp"
     assert page.inner_text("#mcp-live") == "running"
     assert page.is_checked("[data-rule=edit]") and not page.is_checked(

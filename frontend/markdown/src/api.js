@@ -70,7 +70,13 @@ export const api = {
   // the platform (lead's routes)
   settings: () => get(`${API}/settings`),
   saveSettings: (partial) => post(`${API}/settings`, partial),
-  token: () => get(`${API}/token`),
+  // The MCP token is never fetched silently (docs/security.md): ask for a one-time request, let the person
+  // confirm in the page (`confirmed(question)`), then redeem that request. Null when the person said no.
+  revealToken: async (confirmed) => {
+    const ask = await post(`${API}/token/reveal`);
+    if (!confirmed(ask.question)) return null;
+    return (await post(`${API}/token/reveal/${encodeURIComponent(ask.requestId)}`, { confirmed: true })).token;
+  },
   rotateToken: () => post(`${API}/token/rotate`),
   status: () => get(`${API}/status`),
   audit: (limit = 100) => get(`${API}/audit?limit=${limit}`),

@@ -47,6 +47,8 @@ class AuditRecord:
     duration_ms: float = 0.0
     timestamp: float = field(default_factory=time.time)
     args: tuple[str, ...] = ()
+    approved_via: str = ""
+    """Where the person was asked: 'browser' (the deskbridge page), 'client' (MCP elicitation), or '' (nobody)."""
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -88,9 +90,11 @@ class AuditLog:
         approval: Approval | str = Approval.NONE,
         duration_ms: float = 0.0,
         arg_names: Iterable[str] = (),
+        approved_via: str | None = None,
     ) -> AuditRecord:
         """Store one record. Pass argument names (e.g. `args.keys()`), not the arguments themselves."""
         rec = AuditRecord(
+            approved_via=str(approved_via or ""),
             caller=caller,
             client=client,
             tool=tool,

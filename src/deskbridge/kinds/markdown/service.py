@@ -20,6 +20,7 @@ from typing import Any
 
 from deskbridge import __version__
 from deskbridge.core.errors import BridgeError, ErrorCode
+from deskbridge.core.paths import OUTSIDE_ROOTS
 from deskbridge.core.policy import ApprovalRules
 from deskbridge.core.tools import CallContext
 from deskbridge.kinds.markdown import diskio
@@ -467,19 +468,22 @@ class MarkdownService:
         try:
             target = self.workspace.resolve(raw_path, must_exist=True, check_scope=True)
         except BridgeError as exc:
-            if exc.code is not ErrorCode.ACCESS_DENIED or "UNC" in exc.message:
-                raise
+            outside = exc.data.get("reason") == OUTSIDE_ROOTS or "scope" in exc.data
+            if exc.code is not ErrorCode.ACCESS_DENIED or "UNC" in exc.message or not outside:
+                raise  # a malformed path ('..', device, UNC) is refused outright, never asked about
             if is_ai(ctx) and not self.approvals.needed("open_outside"):
                 raise  # approval switched off must not widen the scope silently
-            target = self.workspace.resolve(raw_path, must_exist=True, check_scope=False)
             if is_ai(ctx):
+                # Ask before looking: whether something exists out there, what it is and where a link leads
+                # stay unknown to the caller until the person allowed it (the same answer either way).
                 await self.approvals.ask(
                     ctx,
                     "open_outside",
                     tool,
-                    str(target),
-                    f"open {target.name}, which is outside the workspace ({self.workspace.scope_description()})",
+                    raw_path,
+                    f"open {raw_path!r}, which is outside the workspace ({self.workspace.scope_description()})",
                 )
+            target = self.workspace.resolve(raw_path, must_exist=True, check_scope=False)
         doc = self.open_path(target, encoding=encoding)
         return self.describe(doc)
 

@@ -15,6 +15,7 @@ from typing import Any, Final, Literal
 import anyio
 from pydantic import Field
 
+from deskbridge.core import limits
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.policy import LAST_APPROVAL
 from deskbridge.core.tools import CallContext, InputRequired, NoArgs, ToolArgs, ToolSpec
@@ -32,8 +33,9 @@ READ_MAX_BYTES: Final = 256 * 1024
 HTML_MAX_BYTES: Final = 384 * 1024
 """Bytes of rendered HTML one call returns at most."""
 
-REPLACE_MAX_CHARS: Final = 8 * 1024 * 1024
-"""Characters a whole-document replacement may have."""
+REPLACE_MAX_CHARS: Final = limits.REQUEST_BODY_MAX_BYTES
+"""Characters a whole-document replacement may have: the transport's request limit (core.limits), so the schema
+never promises a call the server cannot take."""
 
 _DOC_ID = Field(
     None,
