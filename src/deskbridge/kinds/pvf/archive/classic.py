@@ -36,6 +36,7 @@ from deskbridge.kinds.pvf.archive.base import (
     kernel_copy,
     norm_path,
 )
+from deskbridge.kinds.pvf.archive.budget import archive_budget, over_budget
 from deskbridge.kinds.pvf.archive.classic_verify import PatchedLayout, verify_patched
 from deskbridge.kinds.pvf.strings.encodings import (
     PATH_ENCODING,
@@ -217,6 +218,13 @@ def _parse(buf: bytes | mmap.mmap | memoryview) -> tuple[ClassicHeader, _Tree, l
         if block_end > data_end:
             data_end = block_end
         pos = end + 12
+    payloads = sum(sizes)
+    if payloads > archive_budget(size):
+        # blocks may overlap (nothing forbids it), so 200 k entries over one 100 MB block would ask
+        # `extract` for 20 TB: refuse what no real archive declares
+        raise over_budget(
+            tree_at, "the tree's payloads together", payloads, archive_budget(size), f"a {size:,}-byte archive"
+        )
     t.path = _decode_paths(raws)
     t.plain = tree
     t.used = pos

@@ -25,6 +25,7 @@ from deskbridge.core.errors import BridgeError, ErrorCode
 
 from . import nkpi_header as hdr
 from .base import ArchiveBase, FileInfo, Progress, norm_path
+from .budget import archive_budget, over_budget
 from .nkpi_cipher import MAGIC_DATA, SCHEMES, KeyScheme, crypt
 from .nkpi_errors import corrupt, key_required, unsupported
 from .nkpi_index import KeysView, PathIndex
@@ -274,6 +275,7 @@ class NkpiArchive(ArchiveBase):
             recovered |= rec
         grpi = parse_grpi(crypt(gr_raw, grpi_seed), header.grpi_offset, header.body_size)
         check_files(files, grpi, header.file_table_offset, pools.valid)
+        self._check_budget(header, files, grpi, pools, size)
         self.scheme = replace(
             scheme,
             hash=hash_seed,
@@ -300,6 +302,32 @@ class NkpiArchive(ArchiveBase):
         self._keys_map: KeysView | None = None
         self._index: PathIndex | None = None
         self._check_body_key(src)
+
+    @staticmethod
+    def _check_budget(
+        header: hdr.Header, files: np.ndarray, grpi: np.ndarray, pools: StringPools, size: int
+    ) -> None:
+        """Everything the archive inflates to, and every payload summed, within `archive_budget` of its
+        size (files may share bytes, so a million entries over one region would be a bomb of their own)."""
+        budget = archive_budget(size)
+        inflated = int(grpi["raw"].astype(np.int64).sum()) + pools.size_a + pools.size_w
+        if inflated > budget:
+            raise over_budget(
+                header.grpi_offset,
+                "the chunks and string pools together",
+                inflated,
+                budget,
+                f"a {size:,}-byte archive",
+            )
+        payloads = int(files["size"].astype(np.int64).sum())
+        if payloads > budget:
+            raise over_budget(
+                header.file_table_offset,
+                "the file table's payloads together",
+                payloads,
+                budget,
+                f"a {size:,}-byte archive",
+            )
 
     @staticmethod
     def _same_name_table(twin: NkpiArchive, nt_raw: bytes) -> bool:

@@ -20,6 +20,7 @@ import numpy as np
 
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.kinds.pvf.archive.base import corrupt
+from deskbridge.kinds.pvf.archive.budget import check_text, text_budget
 from deskbridge.kinds.pvf.script import text as dialect
 from deskbridge.kinds.pvf.script.text import Kind, Token
 
@@ -85,12 +86,20 @@ def to_tokens(data: bytes, strings: StringSource, link_text: LinkText | None = N
     append = out.append
     n = len(types)
     i = 0
+    # String tokens repeat table strings by index: count their characters so that a small script cannot
+    # print gigabytes (docs/pvf-format.md "Budgets").
+    chars, budget = 0, text_budget(len(data))
     while i < n:
         t, v = types[i], values[i]
         if t == T_INT:
             append(Token(Kind.INT, _signed(v)))
         elif t in (T_STRING, T_SECTION, T_COMMAND, T_SEPARATOR):
-            append(_string_token(t, v, strings))
+            tok = _string_token(t, v, strings)
+            if isinstance(tok.value, str):
+                chars += len(tok.value)
+                if chars > budget:
+                    check_text(chars, len(data))
+            append(tok)
         elif t == T_FLOAT:
             append(
                 dialect.float_token(v)
@@ -102,6 +111,9 @@ def to_tokens(data: bytes, strings: StringSource, link_text: LinkText | None = N
             key = strings.get(key_index) if strings.is_canonical(key_index) else None
             if key is not None and dialect.is_link_key(key):
                 text = link_text(v, key) if link_text is not None else None
+                chars += len(key) + len(text or "")
+                if chars > budget:
+                    check_text(chars, len(data))
                 append(dialect.link_token(v, key, text or ""))
             else:
                 append(dialect.typed_token(T_LINK_ID, v))
