@@ -254,18 +254,43 @@ def extract(
     rsa_modulus: RsaModulusOpt = None,
     rsa_private_exponent: RsaExponentOpt = None,
     metadata_key: MetadataKeyOpt = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Write into a non-empty folder (files there are overwritten).")
+    ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
 ) -> None:
-    """Write every file under OUT as editable text (scripts, .str, .lst …) or raw bytes, plus a manifest."""
+    """Write every file under OUT as editable text (scripts, .str, .lst …) or raw bytes, plus a manifest.
+
+    OUT must be new or empty (a second archive extracted over a first would pack as a mix of both) unless
+    --force. Files that have a text form but were written raw are named with the reason; when scripts
+    are among them the exit status is 1 (the tree still packs back to the same bytes).
+    """
     from deskbridge.kinds.pvf.tree import extract_tree
 
     with _errors(), _progress("extract", quiet) as progress:
         material = key_material(keys, sk_dat, rsa_modulus, rsa_private_exponent, metadata_key)
         ar = _open(archive, encoding, material)
-        summary = extract_tree(ar, out, raw=raw, progress=progress)
+        summary = extract_tree(ar, out, raw=raw, force=force, progress=progress)
+    for w in summary["warnings"]:
+        typer.echo(f"warning: {w['code']}: {w['message']}", err=True)
+    fallbacks = summary["fallbacks"]
+    for f in fallbacks[:20]:
+        typer.echo(f"raw: {f['path']}: {f['reason']}", err=True)
+    if len(fallbacks) > 20:
+        typer.echo(f"raw: … and {len(fallbacks) - 20} more", err=True)
     typer.echo(
         f"extracted {summary['files']} files to {out} ({summary['text']} as text, {summary['raw']} raw)"
     )
+    if summary["script_fallbacks"]:
+        typer.echo(
+            f"error: {summary['script_fallbacks']} scripts could not be converted to text and were written "
+            "raw (listed above)",
+            err=True,
+        )
+        typer.echo(
+            "help: check the pack encoding (-e) or run `deskbridge pvf verify` on the archive", err=True
+        )
+        raise typer.Exit(1)
 
 
 @app.command()
@@ -290,6 +315,8 @@ def pack(
     with _errors(), _progress("pack", quiet) as progress:
         material = key_material(keys, sk_dat, rsa_modulus, rsa_private_exponent, metadata_key)
         summary = pack_tree(directory, out, like=like, encoding=encoding, keys=material, progress=progress)
+    for w in summary.get("warnings", []):
+        typer.echo(f"warning: {w}", err=True)
     typer.echo(f"packed {summary['files']} files into {out} ({summary['family']}, {summary['encoding']})")
 
 
@@ -305,7 +332,12 @@ def verify(
     json_out: Annotated[bool, typer.Option("--json")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
 ) -> None:
-    """Read every file, check checksums, and round-trip every script text → bytes; exit 1 on problems."""
+    """Read every file, check checksums, and round-trip every script text → bytes.
+
+    Exit status 1 on any problem: an unreadable file, a checksum failure, a structural warning (e.g. the
+    tree checksum), a script whose text conversion fails, or a round trip that changes bytes; a summary
+    line counts each kind.
+    """
     from deskbridge.kinds.pvf.tree import verify_archive
 
     with _errors(), _progress("verify", quiet) as progress:
@@ -319,12 +351,17 @@ def verify(
             f"files {report['files']}, scripts {report['scripts']}, text {report['text']}, "
             f"binary {report['binary']}"
         )
-        for kind in ("unreadable", "checksum", "roundtrip"):
+        for kind in ("unreadable", "checksum", "conversion", "roundtrip", "textFallback"):
             for p in report[kind][:20]:
                 typer.echo(f"{kind}: {p}")
+            if len(report[kind]) > 20:
+                typer.echo(f"{kind}: … and {len(report[kind]) - 20} more")
         for w in report["warnings"]:
             typer.echo(f"warning: {w['code']}: {w['message']}")
-    if report["unreadable"] or report["roundtrip"]:
+        kinds = ("unreadable", "checksum", "structural", "conversion", "roundtrip")
+        counts = ", ".join(f"{len(report[k])} {k}" for k in kinds if report[k])
+        typer.echo(f"verify: {report['problems']} problems ({counts})" if counts else "verify: no problems")
+    if report["problems"]:
         raise typer.Exit(1)
 
 

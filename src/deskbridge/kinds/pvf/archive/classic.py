@@ -223,7 +223,11 @@ def _parse(buf: bytes | mmap.mmap | memoryview) -> tuple[ClassicHeader, _Tree, l
         # blocks may overlap (nothing forbids it), so 200 k entries over one 100 MB block would ask
         # `extract` for 20 TB: refuse what no real archive declares
         raise over_budget(
-            tree_at, "the tree's payloads together", payloads, archive_budget(size), f"a {size:,}-byte archive"
+            tree_at,
+            "the tree's payloads together",
+            payloads,
+            archive_budget(size),
+            f"a {size:,}-byte archive",
         )
     t.path = _decode_paths(raws)
     t.plain = tree
