@@ -338,7 +338,7 @@ def verify(
     tree checksum), a script whose text conversion fails, or a round trip that changes bytes; a summary
     line counts each kind.
     """
-    from deskbridge.kinds.pvf.tree import verify_archive
+    from deskbridge.kinds.pvf.tree import VERIFY_PROBLEMS, verify_archive
 
     with _errors(), _progress("verify", quiet) as progress:
         material = key_material(keys, sk_dat, rsa_modulus, rsa_private_exponent, metadata_key)
@@ -351,15 +351,14 @@ def verify(
             f"files {report['files']}, scripts {report['scripts']}, text {report['text']}, "
             f"binary {report['binary']}"
         )
-        for kind in ("unreadable", "checksum", "conversion", "roundtrip", "textFallback"):
+        for kind in ("unreadable", "checksum", "duplicates", "conversion", "roundtrip", "textFallback"):
             for p in report[kind][:20]:
                 typer.echo(f"{kind}: {p}")
             if len(report[kind]) > 20:
                 typer.echo(f"{kind}: … and {len(report[kind]) - 20} more")
         for w in report["warnings"]:
             typer.echo(f"warning: {w['code']}: {w['message']}")
-        kinds = ("unreadable", "checksum", "structural", "conversion", "roundtrip")
-        counts = ", ".join(f"{len(report[k])} {k}" for k in kinds if report[k])
+        counts = ", ".join(f"{len(report[k])} {k}" for k in VERIFY_PROBLEMS if report[k])
         typer.echo(f"verify: {report['problems']} problems ({counts})" if counts else "verify: no problems")
     if report["problems"]:
         raise typer.Exit(1)

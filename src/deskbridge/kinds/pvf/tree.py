@@ -17,10 +17,13 @@ from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.files import atomic_write, publish_directory
 from deskbridge.kinds.pvf.archive import open_archive
 from deskbridge.kinds.pvf.archive.base import TEXT_SUFFIXES, Progress, norm_path
+from deskbridge.kinds.pvf.paths import case_duplicates, refuse_case_duplicates
 from deskbridge.kinds.pvf.strings.encodings import DEFAULT_ENCODING, resolve_encoding
 
 MANIFEST = ".deskbridge-pvf.json"
 MODE_SCRIPT, MODE_TEXT, MODE_RAW, MODE_TABLE = "script", "text", "raw", "stringtable"
+VERIFY_PROBLEMS = ("unreadable", "checksum", "structural", "duplicates", "conversion", "roundtrip")
+"""The `verify_archive` lists that make `pvf verify` exit non-zero (each entry is one problem)."""
 
 
 def _safe_target(root: Path, path: str) -> Path:
@@ -214,7 +217,11 @@ def pack_tree(
 def _read_modes(root: Path, manifest: dict[str, Any]) -> list[tuple[str, str, bytes]]:
     modes = {norm_path(k): v for k, v in (manifest.get("files") or {}).items()}
     out = []
-    for rel in _walk(root):
+    rels = _walk(root)
+    # `whitebear.cre` beside `WhiteBear.cre` (a case-sensitive file system) would pack into one ambiguous
+    # archive: refuse before reading anything
+    refuse_case_duplicates(rels, where=f"the tree '{root}'")
+    for rel in rels:
         data = (root / rel).read_bytes()
         out.append((rel, modes.get(norm_path(rel)) or _guess_mode(rel, data), data))
     return out
@@ -282,7 +289,7 @@ def _pack_classic(
     trailer = header.trailer if header is not None else bytes.fromhex(mh.get("trailer", ""))
 
     def fill(fh) -> None:  # type: ignore[no-untyped-def]
-        build_classic(fh, payloads, guid=guid, version=version, trailer=trailer, keep_case=True)
+        build_classic(fh, payloads, guid=guid, version=version, trailer=trailer)
 
     expected = {norm_path(p): d for p, d in payloads}
 
@@ -375,7 +382,8 @@ def verify_archive(ar: Any, progress: Progress | None = None) -> dict[str, Any]:
 
     `problems` counts what makes `pvf verify` exit non-zero: unreadable files, checksum failures, failed
     round trips, scripts (by content or DataType) whose text conversion fails (`conversion`), and
-    structural warnings found while opening (`structural`, e.g. a tree checksum mismatch).
+    structural warnings found while opening (`structural`, e.g. a tree checksum mismatch), and stored
+    paths that differ only in case (`duplicates`: other tools would read a different file than we do).
     """
     report: dict[str, Any] = {
         "files": 0,
@@ -421,11 +429,10 @@ def verify_archive(ar: Any, progress: Progress | None = None) -> dict[str, Any]:
                 report["roundtrip"].append(path)
         except BridgeError as exc:
             report["roundtrip"].append(f"{path}: {exc.message}")
+    report["duplicates"] = [f"'{a}' and '{b}'" for a, b in case_duplicates(ar.stored_paths())]
     report["warnings"] = [w.to_dict() for w in ar.warnings]
     report["structural"] = [w["message"] for w in report["warnings"] if w["code"] == ErrorCode.PVF_CORRUPT]
-    report["problems"] = sum(
-        len(report[k]) for k in ("unreadable", "checksum", "roundtrip", "conversion", "structural")
-    )
+    report["problems"] = sum(len(report[k]) for k in VERIFY_PROBLEMS)
     return report
 
 

@@ -27,21 +27,21 @@ import contextlib
 import os
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol, runtime_checkable
 
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.files import FileIdentity, atomic_write
+from deskbridge.kinds.pvf.paths import normalize_archive_path, refuse_case_duplicates
 
 Progress = Callable[[int, int], None]
 """`progress(done, total)` callback for long work (CLI progress bars); units are chosen by the caller."""
 
 
-def norm_path(path: str) -> str:
-    """Lookup key of an archive path: `\\` → `/`, no leading `/`, lower case (research §1A)."""
-    return path.replace("\\", "/").lstrip("/").lower()
+norm_path = normalize_archive_path
+"""Lookup key of an archive path (the one rule, `kinds/pvf/paths.py`); kept under this name for callers."""
 
 
 def corrupt(offset: int, expected: str, *, what: str = "archive", **data: Any) -> BridgeError:
@@ -116,6 +116,10 @@ class Archive(Protocol):
     """Non-fatal findings (ENCODING_MISMATCH, checksum mismatches) collected while opening/reading."""
 
     def paths(self) -> list[str]: ...
+    def stored_paths(self) -> list[str]:
+        """Every path as stored in the source, in archive order, duplicates included (for `verify`)."""
+        return list(self._original_keys().values())
+
     def exists(self, path: str) -> bool: ...
     def read(self, path: str) -> bytes: ...
     def file_info(self, path: str) -> FileInfo: ...
@@ -239,10 +243,20 @@ class ArchiveBase(ABC):
                     self._overlay.pop(key, None)  # staging the original bytes back is no change at all
                     return
         self._overlay[key] = None if data is None else bytes(data)
-        self._overlay_names[key] = self._original_keys().get(key, path.replace("\\", "/").lstrip("/"))
+        # a new file is stored under its normalised (lower-case) name, as pvfUtility writes it: a stored
+        # upper-case name would be unreachable from string links and registries in other tools
+        self._overlay_names[key] = self._original_keys().get(key, key)
 
     def stage_text(self, path: str, text: str) -> None:
         self.stage(path, self.text_to_payload(path, text))
+
+    def stage_many(self, items: Mapping[str, bytes | None] | Iterable[tuple[str, bytes | None]]) -> None:
+        """Stage several files at once (an import); two names that differ only in case are refused with
+        both names and nothing is staged, where one `stage` after another would silently keep the last."""
+        pairs = list(items.items() if isinstance(items, Mapping) else items)
+        refuse_case_duplicates([p for p, _ in pairs], where="the files to stage")
+        for path, data in pairs:
+            self.stage(path, data)
 
     def staged(self) -> Mapping[str, bytes | None]:
         return {self._overlay_names[k]: v for k, v in self._overlay.items()}

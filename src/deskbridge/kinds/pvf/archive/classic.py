@@ -38,6 +38,7 @@ from deskbridge.kinds.pvf.archive.base import (
 )
 from deskbridge.kinds.pvf.archive.budget import archive_budget, over_budget
 from deskbridge.kinds.pvf.archive.classic_verify import PatchedLayout, verify_patched
+from deskbridge.kinds.pvf.paths import normalize_archive_path, refuse_case_duplicates
 from deskbridge.kinds.pvf.strings.encodings import (
     PATH_ENCODING,
     detect_encoding,
@@ -421,6 +422,9 @@ class ClassicArchive(ArchiveBase):
             {"name_hash": e.name_hash, "checksum": e.checksum, "offset": e.rel},
         )
 
+    def stored_paths(self) -> list[str]:
+        return list(self._entries.path)
+
     def raw_entries(self) -> list[dict[str, object]]:
         """Every tree entry in archive order (duplicates included), for `ls --json` and diagnostics."""
         return [
@@ -758,14 +762,20 @@ class _Patched:
     """Indices of the entries whose payload changed."""
 
 
-def encode_path(path: str, *, keep_case: bool = False) -> bytes:
-    """Archive path → CP949 bytes as stored for new files: `/` separators, lower case (pvfUtility rule)
-    unless `keep_case` (pack of an extracted tree keeps the names it was given)."""
-    path = path.replace("\\", "/").lstrip("/")
+def encode_path(path: str) -> bytes:
+    """Archive path → CP949 bytes as stored for new files: the normalised (lower-case, `/`) form, as
+    pvfUtility writes it (`kinds/pvf/paths.py`)."""
+    path = normalize_archive_path(path)
     try:
-        return (path if keep_case else path.lower()).encode(PATH_ENCODING)
-    except UnicodeEncodeError:
-        raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"path '{path}' cannot be written in CP949") from None
+        return path.encode(PATH_ENCODING)
+    except UnicodeEncodeError as exc:
+        raise BridgeError(
+            ErrorCode.ENCODING_MISMATCH,
+            f"path '{path}' cannot be stored: {path[exc.start]!r} at position {exc.start} has no CP949 code "
+            "(archive paths are CP949 in every tool)",
+            "Rename the file using Latin letters, digits, Korean or common CJK characters.",
+            data={"path": path, "position": exc.start, "character": path[exc.start]},
+        ) from None
 
 
 @dataclass(slots=True)
@@ -870,13 +880,15 @@ def build_classic(
     guid: bytes | None = None,
     version: int = 66282,
     trailer: bytes = b"",
-    keep_case: bool = False,
     progress: Progress | None = None,
 ) -> int:
-    """Write a new classic archive from (path, payload) pairs; returns the file count."""
+    """Write a new classic archive from (path, payload) pairs; returns the file count. Paths are stored
+    normalised; two that differ only in case are refused naming both (`kinds/pvf/paths.py`)."""
+    files = list(files)
+    refuse_case_duplicates([p for p, _ in files], where="the archive")
     plan = []
     for path, data in files:
-        raw = encode_path(path, keep_case=keep_case)
+        raw = encode_path(path)
         plan.append(_Planned.from_payload(raw, cc.name_hash(raw), data))
     if guid is None:
         guid = b"00000000-0000-0000-0000-000000000000"

@@ -516,6 +516,9 @@ class NkpiArchive(ArchiveBase):
         )
         return listed
 
+    def stored_paths(self) -> list[str]:
+        return self._path_index().display_paths()
+
     def _read_original(self, key: str) -> bytes:
         return self.read_entry(self._entry(key))
 

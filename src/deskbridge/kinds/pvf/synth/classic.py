@@ -50,7 +50,7 @@ def synth_classic(
 
     def fill(out) -> None:  # type: ignore[no-untyped-def]
         nonlocal count
-        count = build_classic(out, payloads, guid=GUID, keep_case=True)
+        count = build_classic(out, payloads, guid=GUID)
 
     atomic_write(Path(path), fill)
     if progress is not None:
