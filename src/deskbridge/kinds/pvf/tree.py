@@ -18,7 +18,7 @@ from deskbridge.core.files import atomic_write, publish_directory
 from deskbridge.kinds.pvf.archive import open_archive
 from deskbridge.kinds.pvf.archive.base import TEXT_SUFFIXES, Progress, norm_path
 from deskbridge.kinds.pvf.paths import case_duplicates, refuse_case_duplicates
-from deskbridge.kinds.pvf.strings.encodings import DEFAULT_ENCODING, resolve_encoding
+from deskbridge.kinds.pvf.strings.encodings import DEFAULT_ENCODING, cannot_encode, resolve_encoding
 
 MANIFEST = ".deskbridge-pvf.json"
 MODE_SCRIPT, MODE_TEXT, MODE_RAW, MODE_TABLE = "script", "text", "raw", "stringtable"
@@ -211,6 +211,7 @@ def pack_tree(
         if encoding
         else (like_ar.encoding if like_ar is not None else manifest.get("encoding") or DEFAULT_ENCODING)
     )
+    enc = resolve_encoding(enc)  # a manifest written before names "cp950"
     return _pack_classic(root, out, enc, like_ar, manifest, progress)
 
 
@@ -272,8 +273,17 @@ def _pack_classic(
             exc.data.setdefault("path", rel)
             exc.message = f"{rel}: {exc.message}"
             raise
-        except UnicodeError as exc:
-            raise BridgeError(ErrorCode.ENCODING_MISMATCH, f"{rel}: {exc}", data={"path": rel}) from None
+        except UnicodeEncodeError as exc:
+            err = cannot_encode(exc.object, enc, exc, where=rel)
+            err.data["path"] = rel
+            raise err from None
+        except UnicodeDecodeError as exc:
+            raise BridgeError(
+                ErrorCode.INVALID_ARGUMENT,
+                f"{rel}: byte {exc.start} is not UTF-8; extracted text files are UTF-8",
+                "Save the file as UTF-8 in your editor (or mark it raw in .deskbridge-pvf.json), then pack.",
+                data={"path": rel, "position": exc.start},
+            ) from None
         if progress is not None and i % 512 == 0:
             progress(i, len(files))
     warnings = check_registries(payloads, table)

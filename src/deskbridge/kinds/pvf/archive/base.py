@@ -110,7 +110,7 @@ class Archive(Protocol):
     variant: str
     """classic: "classic"; nkpi: "legacy" | "guard" | "protected" | "paged"."""
     encoding: str
-    """Codec name for archive text (classic pack encoding, e.g. "cp950"; nkpi: "utf-8"/"utf-16-le")."""
+    """Codec name for archive text (classic pack encoding, e.g. "windows-950"; nkpi: "utf-8"/"utf-16-le")."""
     source: Path | None
     warnings: list[BridgeError]
     """Non-fatal findings (ENCODING_MISMATCH, checksum mismatches) collected while opening/reading."""

@@ -16,6 +16,7 @@ from deskbridge.kinds.pvf.archive.base import norm_path
 from deskbridge.kinds.pvf.lists import N_STRING_LST, Registry, parse_classic_list
 from deskbridge.kinds.pvf.script import classic_codec
 from deskbridge.kinds.pvf.script import text as dialect
+from deskbridge.kinds.pvf.strings.encodings import cannot_encode
 from deskbridge.kinds.pvf.strings.strfile import StrFile
 from deskbridge.kinds.pvf.strings.stringtable import StringTable
 
@@ -36,7 +37,7 @@ def text_encoding_for(path: str, pack_encoding: str) -> str:
 
 def decode_text(data: bytes, encoding: str) -> str | None:
     """Strictly decoded text, or None when the bytes are not clean text in `encoding` (binary payload) or
-    would not encode back to the same bytes (cp950 has duplicate code points, e.g. F9F9 and A2A4 → ═)."""
+    would not encode back to the same bytes (code page 950 has duplicate code points, e.g. F9F9 and A2A4 → ═)."""
     try:
         text = data.decode(encoding)
     except UnicodeDecodeError:
@@ -164,11 +165,9 @@ class ClassicStrings:
         try:
             return text.encode(enc)
         except UnicodeEncodeError as exc:
-            raise BridgeError(
-                ErrorCode.ENCODING_MISMATCH,
-                f"'{path}' has characters {enc} cannot hold (position {exc.start})",
-                data={"path": path, "encoding": enc, "position": exc.start},
-            ) from None
+            err = cannot_encode(text, enc, exc, where=f"'{path}'")
+            err.data["path"] = path
+            raise err from None
 
     def _is_script_path(self, key: str) -> bool:
         if self.archive.exists(key):

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.kinds.pvf.archive.base import Progress
+from deskbridge.kinds.pvf.strings.encodings import WINDOWS_950
 
 PRESETS: dict[str, tuple[str, int]] = {
     "small": ("classic", 2_000),
@@ -29,7 +30,7 @@ def synth(
     if family == "classic":
         from deskbridge.kinds.pvf.synth.classic import synth_classic
 
-        return synth_classic(path, files, seed, encoding=encoding or "cp950", progress=progress)
+        return synth_classic(path, files, seed, encoding=encoding or WINDOWS_950, progress=progress)
     if family == "nkpi":
         try:
             from deskbridge.kinds.pvf.synth.nkpi import synth_nkpi

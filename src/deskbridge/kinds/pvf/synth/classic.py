@@ -14,6 +14,7 @@ from deskbridge.kinds.pvf.archive.base import Progress
 from deskbridge.kinds.pvf.archive.classic import build_classic
 from deskbridge.kinds.pvf.archive.classic_text import NUT_ENCODING
 from deskbridge.kinds.pvf.script import classic_codec
+from deskbridge.kinds.pvf.strings.encodings import WINDOWS_950
 from deskbridge.kinds.pvf.strings.stringtable import StringTable
 from deskbridge.kinds.pvf.synth.content import generate_content
 
@@ -21,12 +22,12 @@ GUID = b"5d1c3a2b-7e4f-4a1b-9c8d-0e1f2a3b4c5d"
 
 
 def classic_payloads(
-    files: int, seed: int, encoding: str = "cp950", progress: Progress | None = None
+    files: int, seed: int, encoding: str = WINDOWS_950, progress: Progress | None = None
 ) -> list[tuple[str, bytes]]:
     """(path, payload) of every file of the synthetic archive, `stringtable.bin` last."""
     table = StringTable([], encoding)
     out: list[tuple[str, bytes]] = []
-    traditional = encoding in ("cp950", "big5")
+    traditional = encoding in (WINDOWS_950, "cp950", "big5")
     for i, lf in enumerate(generate_content(files, seed, traditional=traditional)):
         if lf.kind in ("script", "lst"):
             out.append((lf.path, classic_codec.compile_text(lf.text, table)))
@@ -41,7 +42,7 @@ def classic_payloads(
 
 
 def synth_classic(
-    path: str | Path, files: int, seed: int, *, encoding: str = "cp950", progress: Progress | None = None
+    path: str | Path, files: int, seed: int, *, encoding: str = WINDOWS_950, progress: Progress | None = None
 ) -> int:
     """Write a synthetic classic archive of `files` files (≥ 20) to `path` atomically; returns the count."""
     files = max(files, 20)
