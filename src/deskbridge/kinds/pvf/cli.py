@@ -13,7 +13,34 @@ import typer
 
 from deskbridge.core.errors import BridgeError, ErrorCode
 
-app = typer.Typer(help="Work with DNF Script.pvf archives.", no_args_is_help=True)
+HELP = """DNF Script.pvf archives: info, ls, cat, get, set, add, rm, extract, pack, verify, synth.
+
+Change one file in place (the archive is verified before it is replaced; ARCHIVE.bak keeps the old one):
+
+```
+deskbridge pvf get Script.pvf equipment/weapon/sword.equ -o sword.equ
+# edit sword.equ, then:
+deskbridge pvf set Script.pvf equipment/weapon/sword.equ sword.equ
+deskbridge pvf add Script.pvf equipment/weapon/newsword.equ newsword.equ
+deskbridge pvf rm Script.pvf equipment/weapon/oldsword.equ
+```
+
+Many files: extract to a folder, edit there, pack a new archive and check it:
+
+```
+deskbridge pvf extract Script.pvf -o tree/
+deskbridge pvf pack tree/ -o Script.new.pvf --like Script.pvf
+deskbridge pvf verify Script.new.pvf
+```
+
+Classic packs hold text in a Windows code page: -e tw (950), cn (936), kr (949), jp (932), gb18030 or
+utf8; without -e it is detected from stringtable.bin.
+"""
+
+app = typer.Typer(help=HELP, no_args_is_help=True)
+
+EDIT_FILE_MAX_BYTES = 256 * 1024 * 1024
+"""Largest file `set`/`add` read (a script payload cannot exceed a chunk's 256 MiB)."""
 
 EncodingOpt = Annotated[
     str | None,
@@ -307,14 +334,21 @@ def pack(
     rsa_modulus: RsaModulusOpt = None,
     rsa_private_exponent: RsaExponentOpt = None,
     metadata_key: MetadataKeyOpt = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace OUT if it exists.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
 ) -> None:
-    """Build an archive from an extracted tree (compiling text back to payloads)."""
+    """Build an archive from an extracted tree (compiling text back to payloads).
+
+    OUT must not exist unless --force. Names that differ only in case are refused; scripts with string
+    links need n_string.lst. Example: `deskbridge pvf pack tree/ -o Script.new.pvf --like Script.pvf`.
+    """
     from deskbridge.kinds.pvf.tree import pack_tree
 
     with _errors(), _progress("pack", quiet) as progress:
         material = key_material(keys, sk_dat, rsa_modulus, rsa_private_exponent, metadata_key)
-        summary = pack_tree(directory, out, like=like, encoding=encoding, keys=material, progress=progress)
+        summary = pack_tree(
+            directory, out, like=like, encoding=encoding, keys=material, force=force, progress=progress
+        )
     for w in summary.get("warnings", []):
         typer.echo(f"warning: {w}", err=True)
     typer.echo(f"packed {summary['files']} files into {out} ({summary['family']}, {summary['encoding']})")
@@ -402,3 +436,233 @@ def synth(
     key_file = Path(f"{out}.keys.json")
     if variant == "paged" and key_file.exists():
         typer.echo(f"wrote synthetic test page keys to {key_file} (open with --keys {key_file})")
+
+
+BackupOpt = Annotated[
+    bool,
+    typer.Option("--backup/--no-backup", help="Keep the archive as it was in ARCHIVE.bak (default: on)."),
+]
+OutOpt = Annotated[
+    Path | None,
+    typer.Option("-o", "--out", help="Write the changed archive here instead of changing ARCHIVE in place."),
+]
+ForceOpt = Annotated[bool, typer.Option("--force", help="With -o: replace OUT if it exists.")]
+RawOpt = Annotated[
+    bool, typer.Option("--raw", help="The file holds payload bytes, not editable text (no compiling).")
+]
+
+
+def _read_input(source: str) -> bytes:
+    """The new content: a file (regular files only, bounded) or standard input for `-`."""
+    if source == "-":
+        data = sys.stdin.buffer.read(EDIT_FILE_MAX_BYTES + 1)
+        if len(data) > EDIT_FILE_MAX_BYTES:
+            raise BridgeError(
+                ErrorCode.LIMIT_EXCEEDED, f"standard input is over the {EDIT_FILE_MAX_BYTES:,}-byte limit"
+            )
+        return data
+    from deskbridge.core.files import read_regular_file
+
+    return read_regular_file(Path(source), max_bytes=EDIT_FILE_MAX_BYTES, shown_as=source)
+
+
+def _stage_input(ar: Any, path: str, data: bytes, raw: bool) -> None:
+    if raw:
+        ar.stage(path, data)
+        return
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise BridgeError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"the new content of '{path}' is not UTF-8 text (byte {exc.start})",
+            "Save it as UTF-8 (what `pvf get` writes), or pass --raw to store the bytes as they are.",
+            data={"path": path, "position": exc.start},
+        ) from None
+    ar.stage_text(path, text)
+
+
+def _edit(
+    archive: Path,
+    change: Callable[[Any], None],
+    *,
+    out: Path | None,
+    force: bool,
+    backup: bool,
+    encoding: str | None,
+    material: Any,
+) -> None:
+    """Open, apply `change` (stages), then save in place through the guarded writer or into `out`.
+
+    In place: the archive's identity (content hash included) is taken when it is opened and checked
+    again right before the rename, so a change another program made meanwhile is `SOURCE_CHANGED` and
+    nothing is written; the written temp file is verified first; `--backup` keeps ARCHIVE.bak.
+    """
+    from deskbridge.core.files import file_identity
+
+    identity = file_identity(archive) if out is None else None
+    ar = _open(archive, encoding, material)
+    try:
+        change(ar)
+        if out is not None:
+            if out.exists() and not force:
+                raise BridgeError(
+                    ErrorCode.TARGET_EXISTS,
+                    f"'{out}' already exists",
+                    "Pass --force to replace it, or choose another -o.",
+                    data={"path": str(out)},
+                )
+            report = ar.save_copy(out)
+        else:
+            report = ar.save(backup=backup, expected_identity=identity)
+    finally:
+        ar.close()
+    done = ", ".join(report.changed) or "nothing"
+    extra = f"; backup {report.backup}" if report.backup else ""
+    typer.echo(f"wrote {report.target} ({done}; {report.verified} verified{extra})")
+
+
+@app.command()
+def get(
+    archive: Path,
+    path: str,
+    out: Annotated[
+        Path | None, typer.Option("-o", "--out", help="Write to this file (default: stdout).")
+    ] = None,
+    raw: Annotated[bool, typer.Option("--raw", help="The payload bytes, not editable text.")] = False,
+    encoding: EncodingOpt = None,
+    keys: KeysOpt = None,
+    sk_dat: SkDatOpt = None,
+    rsa_modulus: RsaModulusOpt = None,
+    rsa_private_exponent: RsaExponentOpt = None,
+    metadata_key: MetadataKeyOpt = None,
+) -> None:
+    """Get one file: editable UTF-8 text (scripts decompiled), or its payload bytes with --raw.
+
+    Example: `deskbridge pvf get Script.pvf equipment/weapon/sword.equ -o sword.equ`, edit, then `pvf set`.
+    """
+    with _errors():
+        material = key_material(keys, sk_dat, rsa_modulus, rsa_private_exponent, metadata_key)
+        ar = _open(archive, encoding, material)
+        data = ar.read(path) if raw else ar.read_text(path).encode("utf-8")
+        if out is None:
+            sys.stdout.buffer.write(data)
+            sys.stdout.buffer.flush()
+            return
+        from deskbridge.core.files import atomic_write
+
+        atomic_write(out, data)
+    typer.echo(f"wrote {out} ({len(data)} bytes)", err=True)
+
+
+@app.command("set")
+def set_cmd(
+    archive: Path,
+    path: str,
+    source: Annotated[str, typer.Argument(metavar="FILE|-", help="The new content (- reads stdin).")],
+    raw: RawOpt = False,
+    out: OutOpt = None,
+    force: ForceOpt = False,
+    backup: BackupOpt = True,
+    encoding: EncodingOpt = None,
+    keys: KeysOpt = None,
+    sk_dat: SkDatOpt = None,
+    rsa_modulus: RsaModulusOpt = None,
+    rsa_private_exponent: RsaExponentOpt = None,
+    metadata_key: MetadataKeyOpt = None,
+) -> None:
+    """Replace one existing file with FILE (editable text as `pvf get` writes it, or bytes with --raw).
+
+    The archive is changed in place (verified first, old one kept as ARCHIVE.bak) or written to -o.
+    Example: `deskbridge pvf set Script.pvf equipment/weapon/sword.equ sword.equ`.
+    """
+    with _errors():
+        material = key_material(keys, sk_dat, rsa_modulus, rsa_private_exponent, metadata_key)
+        data = _read_input(source)
+
+        def change(ar: Any) -> None:
+            if not ar.exists(path):
+                raise BridgeError(
+                    ErrorCode.NOT_FOUND,
+                    f"no file '{path}' in {archive}",
+                    "Use `deskbridge pvf add` to add a new file (or `pvf ls` to find the path).",
+                    data={"path": path},
+                )
+            _stage_input(ar, path, data, raw)
+
+        _edit(archive, change, out=out, force=force, backup=backup, encoding=encoding, material=material)
+
+
+@app.command()
+def add(
+    archive: Path,
+    path: str,
+    source: Annotated[str, typer.Argument(metavar="FILE|-", help="The content (- reads stdin).")],
+    raw: RawOpt = False,
+    out: OutOpt = None,
+    force: ForceOpt = False,
+    backup: BackupOpt = True,
+    encoding: EncodingOpt = None,
+    keys: KeysOpt = None,
+    sk_dat: SkDatOpt = None,
+    rsa_modulus: RsaModulusOpt = None,
+    rsa_private_exponent: RsaExponentOpt = None,
+    metadata_key: MetadataKeyOpt = None,
+) -> None:
+    """Add a new file at PATH (stored lower case; refused if a file with that path, in any case, exists).
+
+    Example: `deskbridge pvf add Script.pvf equipment/weapon/newsword.equ newsword.equ`. Register it in
+    its .lst (get, edit, set the list) for the game to find it.
+    """
+    with _errors():
+        material = key_material(keys, sk_dat, rsa_modulus, rsa_private_exponent, metadata_key)
+        data = _read_input(source)
+
+        def change(ar: Any) -> None:
+            if ar.exists(path):
+                raise BridgeError(
+                    ErrorCode.TARGET_EXISTS,
+                    f"'{path}' is already in {archive} (as '{ar.file_info(path).path}')",
+                    "Use `deskbridge pvf set` to replace it.",
+                    data={"path": path},
+                )
+            _stage_input(ar, path, data, raw)
+
+        _edit(archive, change, out=out, force=force, backup=backup, encoding=encoding, material=material)
+
+
+@app.command()
+def rm(
+    archive: Path,
+    paths: Annotated[list[str], typer.Argument(help="Archive paths to delete.")],
+    out: OutOpt = None,
+    force: ForceOpt = False,
+    backup: BackupOpt = True,
+    encoding: EncodingOpt = None,
+    keys: KeysOpt = None,
+    sk_dat: SkDatOpt = None,
+    rsa_modulus: RsaModulusOpt = None,
+    rsa_private_exponent: RsaExponentOpt = None,
+    metadata_key: MetadataKeyOpt = None,
+) -> None:
+    """Delete files from the archive (all or none: a path that is not there stops before anything changes).
+
+    Example: `deskbridge pvf rm Script.pvf equipment/weapon/oldsword.equ`.
+    """
+    with _errors():
+        material = key_material(keys, sk_dat, rsa_modulus, rsa_private_exponent, metadata_key)
+
+        def change(ar: Any) -> None:
+            missing = [p for p in paths if not ar.exists(p)]
+            if missing:
+                raise BridgeError(
+                    ErrorCode.NOT_FOUND,
+                    f"no file '{missing[0]}' in {archive}"
+                    + (f" (and {len(missing) - 1} more)" if missing[1:] else ""),
+                    "Check the paths with `deskbridge pvf ls`; nothing was deleted.",
+                    data={"paths": missing},
+                )
+            for p in paths:
+                ar.stage(p, None)
+
+        _edit(archive, change, out=out, force=force, backup=backup, encoding=encoding, material=material)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from deskbridge.core.errors import BridgeError, ErrorCode
-from deskbridge.core.files import atomic_write, publish_directory
+from deskbridge.core.files import publish_directory
 from deskbridge.kinds.pvf.archive import open_archive
 from deskbridge.kinds.pvf.archive.base import TEXT_SUFFIXES, Progress, norm_path
 from deskbridge.kinds.pvf.paths import case_duplicates, refuse_case_duplicates
@@ -185,12 +185,22 @@ def pack_tree(
     like: Path | None = None,
     encoding: str | None = None,
     keys: Any = None,
+    force: bool = False,
     progress: Progress | None = None,
 ) -> dict[str, Any]:
-    """Build an archive at `out` from an extracted tree (see the module docstring)."""
+    """Build an archive at `out` from an extracted tree (see the module docstring). An existing `out` is
+    `TARGET_EXISTS` unless `force` (then it is replaced atomically once the new archive is verified)."""
     root = Path(directory)
     if not root.is_dir():
         raise BridgeError(ErrorCode.NOT_FOUND, f"no directory '{root}'")
+    if Path(out).exists() and not force:
+        raise BridgeError(
+            ErrorCode.TARGET_EXISTS,
+            f"'{out}' already exists",
+            "Pass --force to replace it (the new archive is verified before it replaces the old one), or "
+            "choose another -o.",
+            data={"path": str(out)},
+        )
     manifest: dict[str, Any] = {}
     if (root / MANIFEST).is_file():
         try:
@@ -231,7 +241,7 @@ def _read_modes(root: Path, manifest: dict[str, Any]) -> list[tuple[str, str, by
 def _pack_classic(
     root: Path, out: Path, enc: str, like_ar: Any, manifest: dict[str, Any], progress: Progress | None
 ) -> dict[str, Any]:
-    from deskbridge.kinds.pvf.archive.classic import build_classic
+    from deskbridge.kinds.pvf.archive.classic import ClassicArchive, empty_classic
     from deskbridge.kinds.pvf.archive.classic_text import text_encoding_for
     from deskbridge.kinds.pvf.script import classic_codec
     from deskbridge.kinds.pvf.script import text as dialect
@@ -298,23 +308,11 @@ def _pack_classic(
     version = header.file_version if header is not None else int(mh.get("fileVersion", 66282))
     trailer = header.trailer if header is not None else bytes.fromhex(mh.get("trailer", ""))
 
-    def fill(fh) -> None:  # type: ignore[no-untyped-def]
-        build_classic(fh, payloads, guid=guid, version=version, trailer=trailer)
-
-    expected = {norm_path(p): d for p, d in payloads}
-
-    def verify(tmp: Path) -> None:
-        again = open_archive(tmp, encoding=enc)
-        try:
-            for key, data in expected.items():
-                if again.read(key) != data:
-                    raise BridgeError(
-                        ErrorCode.INTERNAL, f"verify failed: '{key}' reads back different bytes"
-                    )
-        finally:
-            again.close()
-
-    atomic_write(Path(out), fill, verify=verify)
+    # Staged onto an empty archive and saved by the family's one writer, whose verify re-opens the temp
+    # file and reads every payload back before the rename.
+    ar = ClassicArchive(None, empty_classic(guid, version, trailer), enc)
+    ar.stage_many(payloads)
+    ar.save_copy(Path(out))
     if progress is not None:
         progress(len(files), len(files))
     return {"files": len(payloads), "family": "classic", "encoding": enc, "warnings": warnings}

@@ -156,6 +156,9 @@ class ArchiveBase(ABC):
         self._overlay: dict[str, bytes | None] = {}
         self._overlay_names: dict[str, str] = {}
         self._last_written: FileIdentity | None = None
+        self._source_key = _stat_key(source)
+        """The source's (device, inode, size, mtime, ctime) when opened: an in-place save refuses with
+        `SOURCE_CHANGED` when another program wrote the file since (checked right before the rename)."""
 
     # ----------------------------------------------------------------------------------------- hooks
 
@@ -278,19 +281,53 @@ class ArchiveBase(ABC):
 
     # ----------------------------------------------------------------------------------------- saving
 
+    def write(
+        self,
+        out: BinaryIO,
+        overlay: Mapping[str, bytes | None] | None = None,
+        progress: Progress | None = None,
+    ) -> None:
+        """The one writer of this family: the whole archive, the source with `overlay` applied (path →
+        payload, `None` deletes; default: the staged changes), streamed into `out`. With nothing to apply
+        the source bytes are written unchanged. Saves, `pack`, `build_classic` and the CLI's single-file
+        edits all write through here and `core.files` (docs/pvf-format.md "Writing")."""
+        if overlay is None:
+            (self._write_unchanged if not self._overlay else self._write)(out, progress)
+            return
+        saved = self._overlay, self._overlay_names
+        self._overlay, self._overlay_names = {}, {}
+        try:
+            for path, data in overlay.items():
+                self.stage(path, data)
+            (self._write_unchanged if not self._overlay else self._write)(out, progress)
+        finally:
+            self._overlay, self._overlay_names = saved
+
     def save(
-        self, target: Path | str | None = None, *, backup: bool = False, progress: Progress | None = None
+        self,
+        target: Path | str | None = None,
+        *,
+        backup: bool = False,
+        progress: Progress | None = None,
+        expected_identity: FileIdentity | None = None,
     ) -> SaveReport:
-        """Write to `target` (default: the source), verify, then re-bind to the written file."""
+        """Write to `target` (default: the source), verify, then re-bind to the written file.
+
+        Saving over the source refuses with `SOURCE_CHANGED` (nothing written) when the file changed on
+        disk since it was opened, and also when `expected_identity` (a caller's `core.files` identity of
+        the source, content hash included) no longer matches right before the rename."""
         if target is None:
             if self.source is None:
                 raise BridgeError(
                     ErrorCode.SAVE_AS_REQUIRED, "this archive was opened from bytes; give a target"
                 )
             target = self.source
-        report = self._save_to(Path(target), backup=backup, progress=progress)
+        report = self._save_to(
+            Path(target), backup=backup, progress=progress, expected_identity=expected_identity
+        )
         self._reopen(report.target)
         self.source = report.target
+        self._source_key = _stat_key(report.target)
         self.discard()
         return report
 
@@ -303,20 +340,35 @@ class ArchiveBase(ABC):
             raise BridgeError(ErrorCode.SAME_AS_SOURCE, f"'{target}' is the open archive itself; use save")
         return self._save_to(target, backup=backup, progress=progress)
 
-    def _save_to(self, target: Path, *, backup: bool, progress: Progress | None) -> SaveReport:
+    def _save_to(
+        self,
+        target: Path,
+        *,
+        backup: bool,
+        progress: Progress | None,
+        expected_identity: FileIdentity | None = None,
+    ) -> SaveReport:
         t0 = time.perf_counter()
         unchanged = not self._overlay
-        writer = self._write_unchanged if unchanged else self._write
         changed = tuple(sorted(self._overlay_names[k] for k in self._overlay))
         expected = dict(self._overlay)
+        over_source = self.source is not None and target.exists() and os.path.samefile(target, self.source)
 
         verified = 0
 
         def verify(tmp: Path) -> None:
             nonlocal verified
             verified = 0 if unchanged else self._verify_written(tmp, expected)
+            if over_source:
+                self._check_source_unchanged()
 
-        written = atomic_write(target, lambda out: writer(out, progress), backup=backup, verify=verify)
+        written = atomic_write(
+            target,
+            lambda out: self.write(out, None, progress),
+            backup=backup,
+            verify=verify,
+            expected_identity=expected_identity if over_source else None,
+        )
         self._last_written = written.identity  # lets a family re-bind to exactly the file it wrote
         return SaveReport(
             target,
@@ -327,6 +379,23 @@ class ArchiveBase(ABC):
             written.backup_path,
             time.perf_counter() - t0,
         )
+
+    def _check_source_unchanged(self) -> None:
+        """`SOURCE_CHANGED` when the source file is no longer the one opened (another program wrote it)."""
+        assert self.source is not None
+        if self._source_key is not None and _stat_key(self.source) != self._source_key:
+            raise BridgeError(
+                ErrorCode.SOURCE_CHANGED,
+                f"'{self.source}' changed on disk since it was opened (another program wrote it); "
+                "nothing was written",
+                "Open the archive again and repeat the change, so that the other program's edit is not lost.",
+                data={
+                    "path": str(self.source),
+                    "diskTouched": True,
+                    "diskCommitted": False,
+                    "originalIntact": True,
+                },
+            )
 
     def _verify_written(self, path: Path, expected: Mapping[str, bytes | None]) -> int:
         """Re-open the written file with the same family reader; every staged payload must read back equal."""
@@ -358,6 +427,17 @@ class ArchiveBase(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _stat_key(path: Path | None) -> tuple[int, ...] | None:
+    """What any write to a file changes (ctime included, which `utime` cannot set back); None if absent."""
+    if path is None:
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 SCRIPT_SUFFIXES = frozenset(

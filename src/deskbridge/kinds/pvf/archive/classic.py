@@ -20,7 +20,7 @@ import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -639,11 +639,11 @@ class ClassicArchive(ArchiveBase):
                 self._cols = _Columns(sizes.copy(), rels.copy(), tails, checksums.copy())
         return self._cols
 
-    def _save_to(self, target: Path, *, backup: bool, progress: Progress | None) -> SaveReport:
+    def _save_to(self, target: Path, *, backup: bool, progress: Progress | None, **kw: Any) -> SaveReport:
         # Set by this save's writer when it takes the edit-only path, and by its verify when that passes.
         self._patched_layout = self._patched_result = self._verified = None
         try:
-            return super()._save_to(target, backup=backup, progress=progress)
+            return super()._save_to(target, backup=backup, progress=progress, **kw)
         finally:
             self._patched_layout = self._patched_result = None
 
@@ -873,6 +873,14 @@ def _copy(
             out.write(b"\0" * (min(end, pos + COPY_CHUNK) - pos - len(chunk)))
 
 
+def empty_classic(guid: bytes | None = None, version: int = 66282, trailer: bytes = b"") -> bytes:
+    """The bytes of a classic archive with no files (header, empty tree, trailer): what `pack` and
+    `build_classic` stage their files onto, so that every classic archive is written by the one writer."""
+    guid = guid or b"00000000-0000-0000-0000-000000000000"
+    crc = cc.tree_checksum(b"", 0)
+    return struct.pack("<i", len(guid)) + guid + _HEAD.pack(version, 0, crc, 0) + trailer
+
+
 def build_classic(
     out: BinaryIO,
     files: Iterable[tuple[str, bytes]],
@@ -883,17 +891,13 @@ def build_classic(
     progress: Progress | None = None,
 ) -> int:
     """Write a new classic archive from (path, payload) pairs; returns the file count. Paths are stored
-    normalised; two that differ only in case are refused naming both (`kinds/pvf/paths.py`)."""
+    normalised; two that differ only in case are refused naming both (`kinds/pvf/paths.py`). A thin
+    wrapper: the files are staged onto `empty_classic(...)` and written by `ClassicArchive.write`."""
     files = list(files)
     refuse_case_duplicates([p for p, _ in files], where="the archive")
-    plan = []
-    for path, data in files:
-        raw = encode_path(path)
-        plan.append(_Planned.from_payload(raw, cc.name_hash(raw), data))
-    if guid is None:
-        guid = b"00000000-0000-0000-0000-000000000000"
-    write_archive(out, guid, version, plan, None, trailer, progress)
-    return len(plan)
+    ar = ClassicArchive(None, empty_classic(guid, version, trailer), "utf8")  # payloads are bytes already
+    ar.write(out, dict(files), progress)
+    return len(files)
 
 
 def crc_of(data: bytes, seed: int) -> int:

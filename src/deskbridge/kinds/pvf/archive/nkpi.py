@@ -647,12 +647,12 @@ class NkpiArchive(ArchiveBase):
         finally:
             again.close()
 
-    def _save_to(self, target: Path, *, backup: bool, progress: Progress | None):  # type: ignore[no-untyped-def]
+    def _save_to(self, target: Path, *, backup: bool, progress: Progress | None, **kw):  # type: ignore[no-untyped-def]
         self._replacing_source = (
             self.source is not None and target.exists() and os.path.samefile(target, self.source)
         )
         try:
-            return super()._save_to(target, backup=backup, progress=progress)
+            return super()._save_to(target, backup=backup, progress=progress, **kw)
         finally:
             self._replacing_source = False
 
