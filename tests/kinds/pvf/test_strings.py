@@ -121,3 +121,10 @@ def test_cp950_duplicate_code_points_are_not_silently_rewritten():
     from deskbridge.kinds.pvf.archive.classic_text import decode_text
 
     assert decode_text(data, "cp950") is None  # so extract keeps such a file as raw bytes
+
+
+def test_strings_appended_to_a_fresh_table_read_back_at_their_index():
+    table = StringTable([], "windows-950")
+    for s in ("a", "b", "c"):
+        table.append(s)
+    assert [table.get(i) for i in range(3)] == ["a", "b", "c"] and table.is_canonical(2)

@@ -392,6 +392,10 @@ def verify(
                 typer.echo(f"{kind}: … and {len(report[kind]) - 20} more")
         for w in report["warnings"]:
             typer.echo(f"warning: {w['code']}: {w['message']}")
+        for line in report["links"][:20]:
+            typer.echo(f"warning: link: {line}")
+        if len(report["links"]) > 20:
+            typer.echo(f"warning: link: … and {len(report['links']) - 20} more")
         counts = ", ".join(f"{len(report[k])} {k}" for k in VERIFY_PROBLEMS if report[k])
         typer.echo(f"verify: {report['problems']} problems ({counts})" if counts else "verify: no problems")
     if report["problems"]:

@@ -338,6 +338,7 @@ def check_registries(payloads: list[tuple[str, bytes]], table: Any) -> list[str]
     every link would resolve to nothing in game), and each table id a `.str` file that is in the tree
     (a warning per id). Returns the warnings."""
     from deskbridge.kinds.pvf.lists import N_STRING_LST, parse_classic_list
+    from deskbridge.kinds.pvf.strings.strfile import StrFile
 
     users = [(rel, links) for rel, data in payloads if (links := _links_of(data))]
     if not users:
@@ -355,12 +356,31 @@ def check_registries(payloads: list[tuple[str, bytes]], table: Any) -> list[str]
     registry = parse_classic_list(N_STRING_LST, by_key[N_STRING_LST], table)
     registry.root_relative = True
     warnings = []
+    entries: dict[int, tuple[str, dict[str, str]] | None] = {}
     for table_id in sorted({tid for _, links in users for tid, _ in links}):
         target = registry.resolve(table_id)
+        entries[table_id] = None
         if target is None:
             warnings.append(f"string links use table {table_id}, which {N_STRING_LST} does not list")
         elif norm_path(target) not in by_key:
             warnings.append(f"{N_STRING_LST} maps table {table_id} to '{target}', which is not in the tree")
+        else:
+            f = StrFile.from_text(by_key[norm_path(target)].decode(table.encoding, "replace"))
+            entries[table_id] = (target, f.entries())
+            warnings += [
+                f"duplicate key in {target}: {k} (tools disagree on which line wins)"
+                for k in f.duplicate_keys()
+            ]
+    missing = []
+    for rel, links in users:
+        for tid, key_index in links:
+            known = entries.get(tid)
+            key = table.get(key_index) if table.is_canonical(key_index) else None
+            if known is not None and key is not None and key not in known[1]:
+                missing.append(f"{rel}: <{tid}::{key}> has no entry in {known[0]}")
+    warnings += missing[:20]
+    if len(missing) > 20:
+        warnings.append(f"… and {len(missing) - 20} more links to missing keys")
     return warnings
 
 
@@ -438,10 +458,22 @@ def verify_archive(ar: Any, progress: Progress | None = None) -> dict[str, Any]:
         except BridgeError as exc:
             report["roundtrip"].append(f"{path}: {exc.message}")
     report["duplicates"] = [f"'{a}' and '{b}'" for a, b in case_duplicates(ar.stored_paths())]
+    report["links"] = _link_warnings(ar)
     report["warnings"] = [w.to_dict() for w in ar.warnings]
     report["structural"] = [w["message"] for w in report["warnings"] if w["code"] == ErrorCode.PVF_CORRUPT]
     report["problems"] = sum(len(report[k]) for k in VERIFY_PROBLEMS)
     return report
+
+
+def _link_warnings(ar: Any) -> list[str]:
+    """Classic string links that resolve to nothing, and keys repeated in a `.str` (warnings: the archive
+    still works, but those links show nothing in game, or a different text in each tool)."""
+    strings = getattr(ar, "strings", None) if ar.family == "classic" else None
+    if strings is None:
+        return []
+    out = [f"<{tid}::{key}> resolves to nothing: {why}" for (tid, key), why in strings.missing_links.items()]
+    out += [f"duplicate key in {d} (tools disagree on which line wins)" for d in strings.duplicate_keys()]
+    return out
 
 
 class _ScratchStrings:

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Protocol, runtime_checkable
 
 from deskbridge.core.errors import BridgeError, ErrorCode
-from deskbridge.core.files import FileIdentity, atomic_write
+from deskbridge.core.files import FileIdentity, atomic_write, remove_stale_temps
 from deskbridge.kinds.pvf.paths import normalize_archive_path, refuse_case_duplicates
 
 Progress = Callable[[int, int], None]
@@ -159,6 +159,8 @@ class ArchiveBase(ABC):
         self._source_key = _stat_key(source)
         """The source's (device, inode, size, mtime, ctime) when opened: an in-place save refuses with
         `SOURCE_CHANGED` when another program wrote the file since (checked right before the rename)."""
+        if source is not None:
+            _clean_stale_temps(source)
 
     # ----------------------------------------------------------------------------------------- hooks
 
@@ -349,6 +351,7 @@ class ArchiveBase(ABC):
         expected_identity: FileIdentity | None = None,
     ) -> SaveReport:
         t0 = time.perf_counter()
+        _clean_stale_temps(target)
         unchanged = not self._overlay
         changed = tuple(sorted(self._overlay_names[k] for k in self._overlay))
         expected = dict(self._overlay)
@@ -427,6 +430,18 @@ class ArchiveBase(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+STALE_TEMP_AGE_S = 3600.0
+"""A `.deskbridge-tmp-*` file next to an archive untouched this long is left over from a killed save."""
+
+
+def _clean_stale_temps(path: Path) -> None:
+    """Remove our own temp files a killed save left beside `path` (SIGKILL skips every cleanup): only names
+    with `core.files`' temp prefix, only after `STALE_TEMP_AGE_S` (a save still running in another process
+    keeps its file), never another program's files (`core.files.remove_stale_temps`)."""
+    with contextlib.suppress(OSError):
+        remove_stale_temps(Path(path).parent, STALE_TEMP_AGE_S)
 
 
 def _stat_key(path: Path | None) -> tuple[int, ...] | None:

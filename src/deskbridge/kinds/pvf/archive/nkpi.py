@@ -182,16 +182,60 @@ def _detect(src: _Source) -> tuple[KeyScheme, hdr.Header, bool]:
             "check that they belong to this client build",
             first_bytes=raw[:16].hex(),
         )
-    if size >= GUARD_SIZE:
+    if size >= GUARD_SIZE and _maybe_paged(src):
         raise key_required(
-            "this file has no classic or nkpi header in the clear; if it is a paged nkpi archive "
-            "(110US/100CN/115CN), pass its sk.dat and key parameters (or the page keys)",
+            f"no PVF header in the clear at offset 0 (first bytes {raw[:8].hex(' ')}): this looks like a "
+            "page-guarded nkpi archive (110US/100CN/115CN), whose header only the client's keys decrypt; "
+            "pass its sk.dat and key parameters (or the page keys). If it is not one, it is not a PVF "
+            "archive",
             first_bytes=raw[:16].hex(),
         )
+    looks = _what_it_looks_like(raw)
     raise unsupported(
-        f"not an nkpi archive: the first bytes {raw[:8].hex()} decrypt to no known header",
+        f"not a PVF archive: the first bytes {raw[:8].hex(' ')} at offset 0 are neither a classic GUID header "
+        f"nor an nkpi header under any known key{f' (it looks like {looks})' if looks else ''}; "
+        "check that this is the game's Script.pvf",
         first_bytes=raw[:16].hex(),
     )
+
+
+_MAGICS = (
+    (b"PK\x03\x04", "a ZIP archive"),
+    (b"\x89PNG", "a PNG image"),
+    (b"%PDF", "a PDF document"),
+    (b"MZ", "a Windows program"),
+    (b"\x7fELF", "a Linux program"),
+    (b"\x1f\x8b", "a gzip file"),
+    (b"7z\xbc\xaf", "a 7-Zip archive"),
+    (b"Rar!", "a RAR archive"),
+    (b"NeoplePack_Bill", "a DNF .NPK image pack, not a script archive"),
+)
+
+
+def _what_it_looks_like(head: bytes) -> str:
+    for magic, name in _MAGICS:
+        if head.startswith(magic):
+            return name
+    if head and all(32 <= b < 127 or b in (9, 10, 13) for b in head):
+        return "a text file"
+    return ""
+
+
+def _maybe_paged(src: _Source) -> bool:
+    """Whether an opaque file could be a page-guarded nkpi archive: named `.pvf` or with an `sk.dat`
+    beside it, or with plaintext file-table entries right after the first AES guard (0x2800 bytes cover
+    only the start of a large archive's 24-byte entries, research/pvf.md §1B). Random bytes are none."""
+    if src.path is not None and (src.path.suffix.lower() == ".pvf" or (src.path.parent / "sk.dat").exists()):
+        return True
+    first = HEADER_ENTRY_START + -(-(GUARD_SIZE - HEADER_ENTRY_START) // 24) * 24
+    rows = np.frombuffer(src.raw(first, 24 * 32).ljust(24 * 32, b"\xff"), dtype=FILE_DTYPE)
+    plausible = (
+        np.isin(rows["type"], (1, 3)) & (rows["chunk"] >= 0) & (rows["size"] >= 0) & (rows["offset"] >= 0)
+    )
+    return int(plausible.sum()) >= 24
+
+
+HEADER_ENTRY_START = hdr.HEADER_SIZE
 
 
 class NkpiArchive(ArchiveBase):

@@ -126,10 +126,11 @@ class StringTable:
             raise cannot_encode(text, self.encoding, exc, where=f"string {text[:40]!r}") from None
         if len(raw) > MAX_STRING_BYTES:
             raise BridgeError(ErrorCode.LIMIT_EXCEEDED, f"string of {len(raw)} bytes is over the 1 MiB limit")
+        lookup = self._build_index()  # before the new entry exists: built after, it would list it twice
         index = len(self._raw)
         self._raw.append(raw)
         self._decoded[index] = text
-        self._build_index().setdefault(text, index)
+        lookup.setdefault(text, index)
         if self._list is not None:
             self._list.append(text)
         self.appended += 1

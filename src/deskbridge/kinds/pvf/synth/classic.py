@@ -14,7 +14,7 @@ from deskbridge.kinds.pvf.archive.base import Progress
 from deskbridge.kinds.pvf.archive.classic import build_classic
 from deskbridge.kinds.pvf.archive.classic_text import NUT_ENCODING
 from deskbridge.kinds.pvf.script import classic_codec
-from deskbridge.kinds.pvf.strings.encodings import WINDOWS_950
+from deskbridge.kinds.pvf.strings.encodings import WINDOWS_950, resolve_encoding
 from deskbridge.kinds.pvf.strings.stringtable import StringTable
 from deskbridge.kinds.pvf.synth.content import generate_content
 
@@ -25,10 +25,10 @@ def classic_payloads(
     files: int, seed: int, encoding: str = WINDOWS_950, progress: Progress | None = None
 ) -> list[tuple[str, bytes]]:
     """(path, payload) of every file of the synthetic archive, `stringtable.bin` last."""
+    encoding = resolve_encoding(encoding)
     table = StringTable([], encoding)
     out: list[tuple[str, bytes]] = []
-    traditional = encoding in (WINDOWS_950, "cp950", "big5")
-    for i, lf in enumerate(generate_content(files, seed, traditional=traditional)):
+    for i, lf in enumerate(generate_content(files, seed, language=language_for(encoding))):
         if lf.kind in ("script", "lst"):
             out.append((lf.path, classic_codec.compile_text(lf.text, table)))
         elif lf.kind == "nut":
@@ -39,6 +39,12 @@ def classic_payloads(
             progress(i, files)
     out.append(("stringtable.bin", table.to_bytes()))
     return out
+
+
+def language_for(encoding: str) -> str:
+    """Filler language a pack encoding can hold (`synth/content.py` LANGUAGES)."""
+    enc = resolve_encoding(encoding)
+    return {WINDOWS_950: "hant", "cp949": "ko", "cp932": "ja"}.get(enc, "hans")
 
 
 def synth_classic(
