@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import shutil
 from pathlib import Path
@@ -10,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from deskbridge.core.errors import BridgeError, ErrorCode
+from deskbridge.core.files import content_digest
 from deskbridge.kinds.pvf.archive.nkpi import open_nkpi
 from deskbridge.kinds.pvf.synth.nkpi import synth_nkpi
 
@@ -71,7 +71,7 @@ def test_one_file_edit_rewrites_only_its_chunk(small_archives, tmp_path, variant
             report.backup is not None and report.backup.read_bytes() == small_archives[variant].read_bytes()
         )
         # The identity recorded for the next save is the hash of what is on disk (kernel copies included).
-        assert ar._last_written.sha256 == hashlib.sha256(src.read_bytes()).hexdigest()
+        assert ar._last_written.sha256 == content_digest(src.read_bytes())
     with _open(src) as again:
         assert again.read(target) == expected
         assert again.read_text(target).startswith("[name]\n\t`Edited ")
