@@ -411,7 +411,10 @@ def synth(
     ] = None,
     files: Annotated[int | None, typer.Option("--files", help="Number of files.")] = None,
     seed: Annotated[int, typer.Option("--seed")] = 1,
-    preset: Annotated[str | None, typer.Option("--preset", help="small, classic-200k or nkpi-1m")] = None,
+    preset: Annotated[
+        str | None,
+        typer.Option("--preset", help="small, classic-200k, nkpi-1m or nkpi-4m (110US-scale, 4.3 M files)"),
+    ] = None,
     encoding: EncodingOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
 ) -> None:

@@ -12,8 +12,10 @@ PRESETS: dict[str, tuple[str, int]] = {
     "small": ("classic", 2_000),
     "classic-200k": ("classic", 200_000),
     "nkpi-1m": ("nkpi", 1_000_000),
+    "nkpi-4m": ("nkpi", 4_300_000),
 }
-"""Named sizes from TARGETS.md: preset → (family, files)."""
+"""Named sizes from TARGETS.md: preset → (family, files). `nkpi-4m` is 110US-scale (4.31 M files in pvfine's
+figures) for PVF-OPEN-4M."""
 
 
 def synth(
