@@ -116,10 +116,7 @@ class Archive(Protocol):
     """Non-fatal findings (ENCODING_MISMATCH, checksum mismatches) collected while opening/reading."""
 
     def paths(self) -> list[str]: ...
-    def stored_paths(self) -> list[str]:
-        """Every path as stored in the source, in archive order, duplicates included (for `verify`)."""
-        return list(self._original_keys().values())
-
+    def stored_paths(self) -> list[str]: ...
     def exists(self, path: str) -> bool: ...
     def read(self, path: str) -> bytes: ...
     def file_info(self, path: str) -> FileInfo: ...
@@ -200,6 +197,10 @@ class ArchiveBase(ABC):
             self._overlay_names[k] for k, v in self._overlay.items() if v is not None and k not in orig
         )
         return out
+
+    def stored_paths(self) -> list[str]:
+        """Every path as stored in the source, in archive order, duplicates included (for `verify`)."""
+        return list(self._original_keys().values())
 
     def exists(self, path: str) -> bool:
         key = norm_path(path)

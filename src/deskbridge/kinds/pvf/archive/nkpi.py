@@ -227,15 +227,13 @@ def _maybe_paged(src: _Source) -> bool:
     only the start of a large archive's 24-byte entries, research/pvf.md §1B). Random bytes are none."""
     if src.path is not None and (src.path.suffix.lower() == ".pvf" or (src.path.parent / "sk.dat").exists()):
         return True
-    first = HEADER_ENTRY_START + -(-(GUARD_SIZE - HEADER_ENTRY_START) // 24) * 24
+    start = hdr.HEADER_SIZE  # the file table follows the 48-byte header, 24 bytes per entry
+    first = start + -(-(GUARD_SIZE - start) // 24) * 24  # the first entry wholly past the guard
     rows = np.frombuffer(src.raw(first, 24 * 32).ljust(24 * 32, b"\xff"), dtype=FILE_DTYPE)
     plausible = (
         np.isin(rows["type"], (1, 3)) & (rows["chunk"] >= 0) & (rows["size"] >= 0) & (rows["offset"] >= 0)
     )
     return int(plausible.sum()) >= 24
-
-
-HEADER_ENTRY_START = hdr.HEADER_SIZE
 
 
 class NkpiArchive(ArchiveBase):
