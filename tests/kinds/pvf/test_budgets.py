@@ -129,10 +129,11 @@ def test_a_classic_script_repeating_a_long_table_string_is_refused_as_text():
 
 def test_the_bomb_fuzz_target_runs_clean_under_a_memory_cap():
     # The longest input within budget is a ≈ 1 MiB script (the per-stream allowance), ≈ 220 k tokens to
-    # decompile: seconds on a loaded shared machine, so the per-input limit here is 10 s, not 2.
+    # decompile: ≈ 1 s of CPU, but the runner's limit is wall time and a shared machine under load takes
+    # many times that, so the per-input limit here is 30 s (the cap under test is memory).
     res = _capped(
         "deskbridge.fuzz",
-        *("--target", "pvf_nkpi.bomb", "--inputs", "120", "--memory-mb", "0", "--time-limit", "10"),
+        *("--target", "pvf_nkpi.bomb", "--inputs", "120", "--memory-mb", "0", "--time-limit", "30"),
         timeout=300,
     )
     assert res.returncode == 0, res.stdout + res.stderr
