@@ -42,6 +42,10 @@ app = typer.Typer(help=HELP, no_args_is_help=True)
 EDIT_FILE_MAX_BYTES = 256 * 1024 * 1024
 """Largest file `set`/`add` read (a script payload cannot exceed a chunk's 256 MiB)."""
 
+ArchiveArg = Annotated[Path, typer.Argument(help="The .pvf archive.")]
+PathArg = Annotated[
+    str, typer.Argument(help="Path inside the archive, e.g. equipment/weapon/sword.equ (any case).")
+]
 EncodingOpt = Annotated[
     str | None,
     typer.Option("--encoding", "-e", help="Pack encoding: tw, cn, kr, jp, utf8 (classic; default: detect)."),
@@ -194,8 +198,8 @@ def archive_info(ar: Any) -> dict[str, Any]:
 
 @app.command()
 def info(
-    archive: Path,
-    json_out: Annotated[bool, typer.Option("--json")] = False,
+    archive: ArchiveArg,
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
     encoding: EncodingOpt = None,
     keys: KeysOpt = None,
     sk_dat: SkDatOpt = None,
@@ -225,9 +229,9 @@ def info(
 
 @app.command("ls")
 def ls_cmd(
-    archive: Path,
+    archive: ArchiveArg,
     prefix: Annotated[str, typer.Argument(help="Only paths starting with this.")] = "",
-    json_out: Annotated[bool, typer.Option("--json")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
     encoding: EncodingOpt = None,
     keys: KeysOpt = None,
     sk_dat: SkDatOpt = None,
@@ -250,8 +254,8 @@ def ls_cmd(
 
 @app.command()
 def cat(
-    archive: Path,
-    path: str,
+    archive: ArchiveArg,
+    path: PathArg,
     raw: Annotated[bool, typer.Option("--raw", help="Write the payload bytes.")] = False,
     encoding: EncodingOpt = None,
     keys: KeysOpt = None,
@@ -272,7 +276,7 @@ def cat(
 
 @app.command()
 def extract(
-    archive: Path,
+    archive: ArchiveArg,
     out: Annotated[Path, typer.Option("-o", "--out", help="Target directory (created).")],
     raw: Annotated[bool, typer.Option("--raw", help="Write decoded payload bytes, not text.")] = False,
     encoding: EncodingOpt = None,
@@ -284,7 +288,7 @@ def extract(
     force: Annotated[
         bool, typer.Option("--force", help="Write into a non-empty folder (files there are overwritten).")
     ] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """Write every file under OUT as editable text (scripts, .str, .lst …) or raw bytes, plus a manifest.
 
@@ -322,7 +326,7 @@ def extract(
 
 @app.command()
 def pack(
-    directory: Path,
+    directory: Annotated[Path, typer.Argument(help="A folder written by `pvf extract` (and edited).")],
     out: Annotated[Path, typer.Option("-o", "--out", help="Archive to write.")],
     like: Annotated[
         Path | None,
@@ -335,7 +339,7 @@ def pack(
     rsa_private_exponent: RsaExponentOpt = None,
     metadata_key: MetadataKeyOpt = None,
     force: Annotated[bool, typer.Option("--force", help="Replace OUT if it exists.")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """Build an archive from an extracted tree (compiling text back to payloads).
 
@@ -356,15 +360,15 @@ def pack(
 
 @app.command()
 def verify(
-    archive: Path,
+    archive: ArchiveArg,
     encoding: EncodingOpt = None,
     keys: KeysOpt = None,
     sk_dat: SkDatOpt = None,
     rsa_modulus: RsaModulusOpt = None,
     rsa_private_exponent: RsaExponentOpt = None,
     metadata_key: MetadataKeyOpt = None,
-    json_out: Annotated[bool, typer.Option("--json")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """Read every file, check checksums, and round-trip every script text → bytes.
 
@@ -404,19 +408,19 @@ def verify(
 
 @app.command()
 def synth(
-    out: Annotated[Path, typer.Option("-o", "--out")],
+    out: Annotated[Path, typer.Option("-o", "--out", help="Archive to write.")],
     family: Annotated[str, typer.Option("--family", help="classic or nkpi")] = "classic",
     variant: Annotated[
         str | None, typer.Option("--variant", help="nkpi: legacy, guard, protected, paged")
     ] = None,
     files: Annotated[int | None, typer.Option("--files", help="Number of files.")] = None,
-    seed: Annotated[int, typer.Option("--seed")] = 1,
+    seed: Annotated[int, typer.Option("--seed", help="Same seed, same bytes.")] = 1,
     preset: Annotated[
         str | None,
         typer.Option("--preset", help="small, classic-200k, nkpi-1m or nkpi-4m (110US-scale, 4.3 M files)"),
     ] = None,
     encoding: EncodingOpt = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """Write a deterministic synthetic archive (DNF-like folders, registries, string tables, CJK)."""
     from deskbridge.kinds.pvf.strings.encodings import resolve_encoding
@@ -490,7 +494,7 @@ def _stage_input(ar: Any, path: str, data: bytes, raw: bool) -> None:
 
 
 def _edit(
-    archive: Path,
+    archive: ArchiveArg,
     change: Callable[[Any], None],
     *,
     out: Path | None,
@@ -531,8 +535,8 @@ def _edit(
 
 @app.command()
 def get(
-    archive: Path,
-    path: str,
+    archive: ArchiveArg,
+    path: PathArg,
     out: Annotated[
         Path | None, typer.Option("-o", "--out", help="Write to this file (default: stdout).")
     ] = None,
@@ -564,8 +568,8 @@ def get(
 
 @app.command("set")
 def set_cmd(
-    archive: Path,
-    path: str,
+    archive: ArchiveArg,
+    path: PathArg,
     source: Annotated[str, typer.Argument(metavar="FILE|-", help="The new content (- reads stdin).")],
     raw: RawOpt = False,
     out: OutOpt = None,
@@ -602,8 +606,8 @@ def set_cmd(
 
 @app.command()
 def add(
-    archive: Path,
-    path: str,
+    archive: ArchiveArg,
+    path: PathArg,
     source: Annotated[str, typer.Argument(metavar="FILE|-", help="The content (- reads stdin).")],
     raw: RawOpt = False,
     out: OutOpt = None,
@@ -640,7 +644,7 @@ def add(
 
 @app.command()
 def rm(
-    archive: Path,
+    archive: ArchiveArg,
     paths: Annotated[list[str], typer.Argument(help="Archive paths to delete.")],
     out: OutOpt = None,
     force: ForceOpt = False,
