@@ -43,8 +43,8 @@ def string_spans(units: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.
     A string without a terminator ends at the end of the pool.
     """
     n = len(units)
-    order = np.argsort(starts, kind="stable")
-    s = np.asarray(starts, dtype=np.int64)[order]
+    # distinct starts, sorted (a million entries share a few thousand folder strings)
+    s, back = np.unique(np.asarray(starts, dtype=np.int64), return_inverse=True)
     ends = np.full(len(s), n, dtype=np.int64)
     wide = np.zeros(len(s), dtype=bool)
     lo = 0  # first string whose end is not known yet
@@ -68,11 +68,7 @@ def string_spans(units: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.
         ends[lo + done] = seg_hi[done] + b
         # `found` is a prefix of the sorted starts (their ends are non-decreasing), so lo moves past it
         lo += len(done)
-    lengths = np.empty(len(s), dtype=np.int64)
-    ascii_only = np.empty(len(s), dtype=bool)
-    lengths[order] = ends - s
-    ascii_only[order] = ~wide
-    return lengths, ascii_only
+    return (ends - s)[back], (~wide)[back]
 
 
 def compress_parallel(data: bytes, level: int = 6, segment: int = PARALLEL_SEGMENT) -> bytes:
