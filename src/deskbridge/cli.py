@@ -28,9 +28,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode="markdown",
 )
-app.add_typer(
-    pvf_app, name="pvf", help="DNF Script.pvf archives: info, ls, cat, extract, pack, verify, synth."
-)
+app.add_typer(pvf_app, name="pvf")  # its help (kinds/pvf/cli.py HELP) has the examples
 app.add_typer(sage_app, name="sage", help="Red Alert 3 / C&C3 mod index queries.")
 app.command("index", help="Index a SAGE mod without a server and print what was found.")(index_command)
 app.command("snapshot", help="Index a SAGE mod and write its public snapshot (gzip JSON).")(snapshot_command)

@@ -61,6 +61,66 @@ Content = bytes | bytearray | memoryview | Callable[[BinaryIO], None]
 # --------------------------------------------------------------------------------------------- identity
 
 
+IDENTITY_SCHEME = "sha256-1m"
+"""How `FileIdentity.sha256` is computed: SHA-256 of every 1 MiB chunk of the content, then SHA-256 over
+the size and those chunk digests (`content_digest`). Composable: a range a writer copies unchanged from a
+file whose chunk digests are known (`_CHUNKS`) at the same offset modulo 1 MiB reuses them instead of
+hashing the bytes again, so a save that copies most of an archive does not re-read it."""
+
+IDENTITY_CHUNK = 1 << 20
+"""Bytes per identity chunk (1 MiB)."""
+
+_TREE_PREFIX = b"deskbridge-identity-sha256-1m\0"
+
+
+def _tree_digest(size: int, chunk_digests: list[bytes] | tuple[bytes, ...]) -> str:
+    h = hashlib.sha256(_TREE_PREFIX)
+    h.update(size.to_bytes(8, "little"))
+    for d in chunk_digests:
+        h.update(d)
+    return h.hexdigest()
+
+
+def content_digest(data: bytes | bytearray | memoryview) -> str:
+    """The identity digest (`IDENTITY_SCHEME`) of bytes held in memory."""
+    view = memoryview(data).cast("B")
+    chunks = [
+        hashlib.sha256(view[i : i + IDENTITY_CHUNK]).digest() for i in range(0, len(view), IDENTITY_CHUNK)
+    ]
+    return _tree_digest(len(view), chunks)
+
+
+class _ChunkCache:
+    """Chunk digests of files we hashed or wrote, by (device, inode, size, mtime_ns): what lets a later
+    write that copies from such a file skip hashing the copied chunks. A few files only (200 digests per
+    200 MB file); a stale entry (content rewritten with the same size and a restored mtime) can only make a
+    new identity wrong, which a later full check reports as changed, never vouch for unseen content."""
+
+    MAX_FILES = 16
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._items: dict[tuple[int, int, int, int], tuple[bytes, ...]] = {}
+
+    def put(self, key: tuple[int, int, int, int], chunks: list[bytes] | tuple[bytes, ...]) -> None:
+        with self._lock:
+            self._items.pop(key, None)
+            self._items[key] = tuple(chunks)
+            while len(self._items) > self.MAX_FILES:
+                self._items.pop(next(iter(self._items)))
+
+    def get(self, key: tuple[int, int, int, int]) -> tuple[bytes, ...] | None:
+        with self._lock:
+            return self._items.get(key)
+
+
+_CHUNKS = _ChunkCache()
+
+
+def _cache_key(st: os.stat_result) -> tuple[int, int, int, int]:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
 @dataclass(frozen=True)
 class FileIdentity:
     """Enough to tell whether a file is still the one we saw: same inode, size, mtime and content hash."""
@@ -70,6 +130,11 @@ class FileIdentity:
     size: int
     mtime_ns: int
     sha256: str
+    """Content digest computed as `scheme` says (64 hex digits)."""
+    scheme: str = IDENTITY_SCHEME
+    """`"sha256-1m"` (chunked, `IDENTITY_SCHEME`); an identity dict without it is from before the chunked
+    scheme (`"sha256"`, whole-file SHA-256) and no longer equals a fresh identity: such a caller's
+    overwrite is refused as changed (safe) and it passes the fresh identity it is given."""
 
     def to_dict(self) -> dict[str, Any]:
         """Non-sensitive, JSON-safe; callers hand it back as the 'observed identity' for an overwrite."""
@@ -84,21 +149,57 @@ class FileIdentity:
                 size=int(data["size"]),
                 mtime_ns=int(data["mtime_ns"]),
                 sha256=str(data["sha256"]),
+                scheme=str(data.get("scheme", "sha256")),
             )
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise BridgeError(
                 ErrorCode.INVALID_ARGUMENT,
                 f"file identity is malformed ({exc}); pass the identity object exactly as returned",
             ) from exc
 
 
+def _hash_fd(fd: int) -> tuple[str, list[bytes], int]:
+    """(identity digest, chunk digests, size) of an open file, read a whole 1 MiB chunk at a time with
+    pread (OpenSSL's SHA-256 uses the CPU's SHA extensions and releases the GIL)."""
+    chunks: list[bytes] = []
+    view = memoryview(bytearray(IDENTITY_CHUNK))
+    pos = 0
+    while True:
+        n = 0
+        while n < IDENTITY_CHUNK:  # a short read must not move the chunk boundaries
+            m = _pread_into(fd, view[n:], pos + n)
+            if m <= 0:
+                break
+            n += m
+        if n == 0:
+            break
+        chunks.append(hashlib.sha256(view[:n]).digest())
+        pos += n
+        if n < IDENTITY_CHUNK:
+            break
+    return _tree_digest(pos, chunks), chunks, pos
+
+
+def _pread_into(fd: int, view: memoryview, pos: int) -> int:
+    if hasattr(os, "preadv"):
+        return os.preadv(fd, [view], pos)
+    data = os.pread(fd, len(view), pos)
+    view[: len(data)] = data
+    return len(data)
+
+
 def hash_file(path: Path | str) -> str:
-    """SHA-256 of a file's content, read in 1 MiB chunks (OpenSSL's SHA-256 uses the CPU's SHA extensions)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(_HASH_CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
+    """The identity digest (`IDENTITY_SCHEME`) of a file's content; its chunk digests are remembered so a
+    write that copies from this file reuses them."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+    try:
+        st = os.fstat(fd)
+        digest, chunks, _ = _hash_fd(fd)
+        if _cache_key(os.fstat(fd)) == _cache_key(st):
+            _CHUNKS.put(_cache_key(st), chunks)
+        return digest
+    finally:
+        os.close(fd)
 
 
 def file_identity(path: Path | str) -> FileIdentity:
@@ -338,44 +439,94 @@ def _open_parent(target: Path, root: Path | None) -> _Dir:
 
 
 class _Hasher:
-    """SHA-256 of the temp file in write order, fed from the writer and finished in a worker thread.
+    """The identity digest of the temp file in write order, fed from the writer and finished in a worker.
 
-    Small writes are hashed on the spot. Once a writer hands over big pieces (a large `write`, or a range it
-    appended in the kernel with `copy_range`), a thread takes over: it hashes written bytes, and re-reads
-    kernel-copied ranges *from the temp file itself*, so the identity is of what landed on disk. hashlib and
-    pread release the GIL, so on 2 cores the hash runs beside the copy, the fsync and the caller's verify
-    instead of after them.
+    Chunked (`IDENTITY_SCHEME`): bytes are cut into 1 MiB chunks of the temp file. Small writes are hashed
+    on the spot. Once a writer hands over big pieces (a large `write`, or a range it appended in the kernel
+    with `copy_range`), a thread takes over: it hashes written bytes, and for kernel-copied ranges reuses
+    the source file's chunk digests where a whole chunk was copied at the same offset modulo 1 MiB (known
+    when the source was hashed or written by us, `_CHUNKS`), re-reading the rest *from the temp file
+    itself*, so the identity is of what landed on disk. hashlib and pread release the GIL, so on 2 cores
+    the hash runs beside the copy, the fsync and the caller's verify instead of after them.
     """
 
     _THREAD_FROM = 1 << 20
     """Writes of at least this many bytes start the worker (a thread costs more than hashing a small write)."""
-    _READ_CHUNK = 1 << 20
+    _READ_CHUNK = IDENTITY_CHUNK
 
     def __init__(self, fd: int) -> None:
         self._fd = fd
-        self._hash: Any = hashlib.sha256()
+        self._chunks: list[bytes] = []
+        self._cur: Any = hashlib.sha256()
+        self._cur_len = 0
+        self._pos = 0
+        self.reused = 0
+        """Bytes whose chunk digests were taken from the source instead of hashed (for tests, benches)."""
         self._queue: queue.Queue[Any] | None = None
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
         self._abandoned = False
         self._read_fd = -1
+        self._written_key: tuple[int, int, int, int] | None = None
+
+    # -- the running chunked hash (called by exactly one thread at a time: the writer, then the worker)
+    def _feed(self, data: Any) -> None:
+        view = memoryview(data).cast("B")
+        while len(view):
+            take = min(len(view), IDENTITY_CHUNK - self._cur_len)
+            self._cur.update(view[:take])
+            self._cur_len += take
+            self._pos += take
+            view = view[take:]
+            if self._cur_len == IDENTITY_CHUNK:
+                self._chunks.append(self._cur.digest())
+                self._cur, self._cur_len = hashlib.sha256(), 0
+
+    def _feed_range(
+        self, offset: int, length: int, source: tuple[tuple[bytes, ...], int, int] | None, view: memoryview
+    ) -> None:
+        """Hash `length` bytes at `offset` of the temp file; `source` = (chunk digests, size, offset) of
+        the file they were copied from, whose whole chunks at the same alignment are reused unread."""
+        if self._pos != offset:
+            raise OSError(errno.EIO, f"hash out of order: at {self._pos}, range starts at {offset}")
+        end = offset + length
+        while self._pos < end:
+            pos = self._pos
+            if source is not None and self._cur_len == 0 and end - pos >= IDENTITY_CHUNK:
+                chunks, src_size, src_offset = source
+                src_pos = src_offset + (pos - offset)
+                k, rem = divmod(src_pos, IDENTITY_CHUNK)
+                if rem == 0 and k < len(chunks) and src_pos + IDENTITY_CHUNK <= src_size:
+                    self._chunks.append(chunks[k])
+                    self._pos += IDENTITY_CHUNK
+                    self.reused += IDENTITY_CHUNK
+                    continue
+            # read up to the next chunk boundary (or the range's end) from the temp file and hash it
+            want = min(end - pos, IDENTITY_CHUNK - self._cur_len, len(view))
+            n = os.preadv(self._read_fd, [view[:want]], pos)
+            if n <= 0:
+                raise OSError(errno.EIO, f"temp file ended at {pos} while hashing it")
+            self._feed(view[:n])
 
     def add_bytes(self, data: Any) -> None:
         if self._queue is None:
             if len(data) < self._THREAD_FROM:
-                self._hash.update(data)
+                self._feed(data)
                 return
             self._start()
         assert self._queue is not None
         # Immutable copy: the writer may reuse a bytearray/memoryview buffer after write() returns.
         self._queue.put(data if isinstance(data, bytes) else bytes(data))
 
-    def add_range(self, offset: int, length: int) -> None:
-        """`length` bytes at `offset` of the temp file are final (appended in the kernel); hash them from disk."""
+    def add_range(
+        self, offset: int, length: int, source: tuple[tuple[bytes, ...], int, int] | None = None
+    ) -> None:
+        """`length` bytes at `offset` of the temp file are final (appended in the kernel); hash them from
+        disk, or reuse `source`'s chunk digests (see `_feed_range`)."""
         if self._queue is None:
             self._start()
         assert self._queue is not None
-        self._queue.put((offset, length))
+        self._queue.put((offset, length, source))
 
     def _start(self) -> None:
         # Our own descriptor: the writer closes the temp file before the hash is necessarily done.
@@ -386,8 +537,7 @@ class _Hasher:
 
     def _run(self) -> None:
         assert self._queue is not None
-        buf = bytearray(self._READ_CHUNK)
-        view = memoryview(buf)
+        view = memoryview(bytearray(self._READ_CHUNK))
         failed = False
         while True:
             item = self._queue.get()
@@ -397,23 +547,21 @@ class _Hasher:
                 continue  # keep draining so the writer never blocks on a full queue
             try:
                 if isinstance(item, bytes):
-                    self._hash.update(item)
-                    continue
-                offset, length = item
-                end = offset + length
-                while offset < end:
-                    n = os.preadv(self._read_fd, [view[: min(self._READ_CHUNK, end - offset)]], offset)
-                    if n <= 0:
-                        raise OSError(errno.EIO, f"temp file ended at {offset} while hashing it")
-                    self._hash.update(view[:n])
-                    offset += n
+                    self._feed(item)
+                else:
+                    self._feed_range(item[0], item[1], item[2], view)
             except BaseException as exc:  # reported by hexdigest()
                 self._error = exc
                 failed = True
+        # The writer is done (the stop marker comes from hexdigest): this descriptor's file is the temp
+        # file, whatever its name will be, so its stat keys the chunk digests for later copies from it.
+        with contextlib.suppress(OSError):
+            self._written_key = _cache_key(os.fstat(self._read_fd))
         os.close(self._read_fd)
 
     def hexdigest(self) -> str:
-        """Wait for the worker (if any) and return the digest; raises what the worker hit."""
+        """Wait for the worker (if any) and return the digest; raises what the worker hit. The temp
+        file's chunk digests are remembered (`_CHUNKS`), so a later save copying from it reuses them."""
         if self._thread is not None:
             assert self._queue is not None
             self._queue.put(None)
@@ -423,7 +571,11 @@ class _Hasher:
             raise self._error
         if self._abandoned:
             raise RuntimeError("the running hash was abandoned")  # never hand out a partial digest
-        return self._hash.hexdigest()
+        chunks = self._chunks + ([self._cur.digest()] if self._cur_len else [])
+        key = self._written_key
+        if key is not None and key[2] == self._pos:
+            _CHUNKS.put(key, chunks)
+        return _tree_digest(self._pos, chunks)
 
     def abandon(self) -> None:
         """Stop the worker without a result (the write failed or hashing was turned off)."""
@@ -474,13 +626,20 @@ class _HashingFile:
         pos = f.tell()
         os.lseek(fd, pos, os.SEEK_SET)
         done = 0
+        source = None
+        if self._hasher is not None:
+            with contextlib.suppress(OSError):
+                st = os.fstat(source_fd)
+                known = _CHUNKS.get(_cache_key(st))
+                source = None if known is None else (known, st.st_size, offset)
         try:
             while done < length:
                 n = os.copy_file_range(source_fd, fd, min(self.COPY_CHUNK, length - done), offset + done)
                 if n <= 0:
                     break  # end of the source file
                 if self._hasher is not None:
-                    self._hasher.add_range(pos + done, n)
+                    piece = None if source is None else (source[0], source[1], offset + done)
+                    self._hasher.add_range(pos + done, n, piece)
                 done += n
         except OSError:
             pass  # e.g. EXDEV or EINVAL: the caller copies the rest through memory
@@ -618,7 +777,7 @@ def _write_temp(
                 hasher = proxy.take_hasher()
             else:
                 f.write(content)
-                digest = hashlib.sha256(content).hexdigest()
+                digest = content_digest(content)  # the same scheme as every other identity
             f.flush()
             if background_fsync:
                 sync_fd = os.dup(f.fileno())

@@ -6,13 +6,16 @@ from pathlib import Path
 
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.kinds.pvf.archive.base import Progress
+from deskbridge.kinds.pvf.strings.encodings import WINDOWS_950
 
 PRESETS: dict[str, tuple[str, int]] = {
     "small": ("classic", 2_000),
     "classic-200k": ("classic", 200_000),
     "nkpi-1m": ("nkpi", 1_000_000),
+    "nkpi-4m": ("nkpi", 4_300_000),
 }
-"""Named sizes from TARGETS.md: preset → (family, files)."""
+"""Named sizes from TARGETS.md: preset → (family, files). `nkpi-4m` is 110US-scale (4.31 M files in pvfine's
+figures) for PVF-OPEN-4M."""
 
 
 def synth(
@@ -29,7 +32,7 @@ def synth(
     if family == "classic":
         from deskbridge.kinds.pvf.synth.classic import synth_classic
 
-        return synth_classic(path, files, seed, encoding=encoding or "cp950", progress=progress)
+        return synth_classic(path, files, seed, encoding=encoding or WINDOWS_950, progress=progress)
     if family == "nkpi":
         try:
             from deskbridge.kinds.pvf.synth.nkpi import synth_nkpi
