@@ -1,10 +1,12 @@
-"""SAGE index benchmarks (TARGETS.md): SAGE-COLD, SAGE-WARM, SAGE-INCR, SAGE-QUERY, SAGE-SNAP.
+"""SAGE index benchmarks (TARGETS.md): SAGE-COLD, SAGE-WARM, SAGE-INCR, SAGE-QUERY, SAGE-SNAP, SAGE-SCALE.
 
 Data: RA3Afterdash indexed against EA's Red Alert 3 XML + schemas (`../shared/data/sage`). COLD and WARM
 time whole processes (interpreter start to exit) in fresh subprocesses: COLD with an empty deskbridge home
 (no schema cache, no records cache; it parses every file, compiles the XSDs and writes both caches),
 WARM with the caches COLD left. INCR edits one file of a copy of the mod and re-indexes it in process;
 QUERY times find_asset / find_references in process; SNAP writes the public snapshot.
+SCALE generates a Corona-sized project (see `make_scale_project`) and times a cold and a warm whole process,
+a one-file re-index and the peak RSS on it.
 Prints a table and writes `bench/results/sage.json`. Run with `nice`: the machine is shared.
 """
 
@@ -29,14 +31,19 @@ from _common import ROOT, summary_ms, write_result
 
 DATA = (ROOT / ".." / "shared" / "data" / "sage").resolve()
 SDK = DATA / "ra3-sdk"
+KW = DATA / "kw-sdk"
 MOD = DATA / "mods" / "RA3Afterdash"
-TARGETS_MS = {"SAGE-COLD": 1300, "SAGE-WARM": 500, "SAGE-INCR": 100, "SAGE-QUERY": 1, "SAGE-SNAP": 1000}
+TARGETS_MS = {"SAGE-COLD": 500, "SAGE-WARM": 120, "SAGE-INCR": 100, "SAGE-QUERY": 1, "SAGE-SNAP": 1000}
+SCALE_TARGETS = {"coldMs": 5000, "warmMs": 1000, "reindexMs": 100, "rssBytes": 600 * 2**20}
+SCALE_MIN = {"assets": 38_000, "references": 98_000, "streams": 12}
+KW_STREAMS = 12
 ANCHORS = {
     "SAGE-COLD": "extension 3.80 s",
     "SAGE-WARM": "extension 1.38 s",
     "SAGE-INCR": "extension 568 ms",
     "SAGE-QUERY": "code-index MCP 10–42 ms",
     "SAGE-SNAP": "—",
+    "SAGE-SCALE": "extension on Corona: cold 118 s, warm 10.9 s, re-index 2.0 s",
 }
 
 _CHILD = r"""
@@ -56,12 +63,12 @@ print(json.dumps({"inProcessMs": round((time.perf_counter() - t0) * 1000, 1), "f
 """
 
 
-def run_child(home: Path) -> tuple[float, dict[str, Any]]:
+def run_child(home: Path, mod: Path = MOD) -> tuple[float, dict[str, Any]]:
     env = {**os.environ, "DESKBRIDGE_HOME": str(home)}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     out = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(MOD), str(SDK)],
+        [sys.executable, "-c", _CHILD, str(mod), str(SDK)],
         env=env,
         check=True,
         capture_output=True,
@@ -94,6 +101,123 @@ def bench_cold_warm(runs: int) -> tuple[dict[str, Any], dict[str, Any]]:
     cold_info["cpuMs"] = statistics.median(cold_cpu)
     warm_info["cpuMs"] = statistics.median(warm_cpu)
     return ({**summary_ms(cold), **cold_info}, {**summary_ms(warm), **warm_info})
+
+
+def _copy_tree(src: Path, dst: Path, rewrite: Any = None) -> None:
+    """Copy a data tree (hard links when the filesystem allows), rewriting XML text with `rewrite`."""
+    for dirpath, _dirs, files in os.walk(src):
+        rel = Path(dirpath).relative_to(src)
+        (dst / rel).mkdir(parents=True, exist_ok=True)
+        for f in files:
+            s, d = Path(dirpath) / f, dst / rel / f
+            if rewrite is not None and f.casefold().endswith(".xml"):
+                d.write_bytes(rewrite(s.read_bytes()))
+                continue
+            try:
+                os.link(s, d)
+            except OSError:
+                shutil.copy2(s, d)
+
+
+def make_scale_project(work: Path) -> Path:
+    """A Corona-sized mod (≥ 38 k assets, ≥ 98 k references, ≥ 12 streams) made of the real data.
+
+    `Mods/Corona/Data/RA3/` is a copy of EA's Red Alert 3 XML and `Data/KW/` one of the Kane's Wrath XML, each
+    with its `DATA:` includes renamed into its folder (`DATA:RA3/…`, `DATA:KW/…`). `Data/Mod.xml` compiles the
+    RA3 copy's static, global and audio streams and references the SDK's own `DATA:static.xml` (walked as
+    visible-only, as for a mod without compiled manifests); the KW copy is split over twelve map-metadata
+    (global) streams by its Static.xml and global.xml include lists."""
+    mod = work / "Mods" / "Corona"
+    data = mod / "Data"
+    for game, src in (("RA3", SDK), ("KW", KW)):
+        prefix = f"DATA:{game}/".encode()
+        _copy_tree(
+            src / "SageXml",
+            data / game,
+            lambda b, p=prefix: b.replace(b'source="DATA:', b'source="' + p).replace(
+                b'href="DATA:', b'href="' + p
+            ),
+        )
+    head = '<?xml version="1.0" encoding="utf-8"?>\n<AssetDeclaration xmlns="uri:ea.com:eala:asset">\n<Includes>\n'
+    tail = "</Includes>\n</AssetDeclaration>\n"
+    (data / "Mod.xml").write_text(
+        head
+        + '<Include type="reference" source="DATA:static.xml" />\n'
+        + '<Include type="all" source="RA3/Static.xml" />\n<Include type="all" source="RA3/global.xml" />\n'
+        + '<Include type="all" source="RA3/Audio.xml" />\n'
+        + tail,
+        encoding="utf-8",
+    )
+    import re
+
+    includes: list[str] = []
+    for entry in ("Static.xml", "global.xml"):
+        text = (KW / "SageXml" / entry).read_text(encoding="utf-8-sig")
+        for kind, source in re.findall(r'<Include\s+type="(\w+)"\s+source="([^"]+)"', text):
+            if source.casefold().startswith("art:") or source.casefold() in ("data:global.xml", "global.xml"):
+                continue
+            if source.casefold().startswith("data:"):
+                source = "DATA:KW/" + source[5:]
+            else:
+                source = "../KW/" + source.replace("\\", "/")
+            includes.append(f'<Include type="{kind}" source="{source}" />\n')
+    maps = data / "additionalmaps"
+    maps.mkdir(exist_ok=True)
+    for n in range(KW_STREAMS):
+        part = includes[n::KW_STREAMS]
+        (maps / f"mapmetadata_KW{n + 1:02d}.xml").write_text(head + "".join(part) + tail, encoding="utf-8")
+    return mod
+
+
+def bench_scale(runs: int, samples: int) -> dict[str, Any]:
+    """SAGE-SCALE: cold and warm whole processes, one-file re-index and peak RSS on the generated project."""
+    from deskbridge.kinds.sage.indexer import ProjectIndexer
+
+    work = Path(tempfile.mkdtemp(prefix="sage-bench-scale-"))
+    try:
+        mod = make_scale_project(work)
+        cold, warm, cold_cpu, warm_cpu, rss = [], [], [], [], []
+        info: dict[str, Any] = {}
+        for _ in range(runs):
+            home = Path(tempfile.mkdtemp(prefix="sage-bench-home-"))
+            try:
+                wall, info = run_child(home, mod)
+                assert info["parsed"] == info["files"], info
+                cold.append(wall)
+                cold_cpu.append(info["cpuMs"])
+                rss.append(info["maxRssBytes"])
+                wall, winfo = run_child(home, mod)
+                assert winfo["parsed"] == 0, winfo
+                warm.append(wall)
+                warm_cpu.append(winfo["cpuMs"])
+                rss.append(winfo["maxRssBytes"])
+            finally:
+                shutil.rmtree(home, ignore_errors=True)
+        os.environ["DESKBRIDGE_HOME"] = str(work / "home")
+        service = ProjectIndexer(mod, SDK)
+        index = service.open_sync()
+        streams = len(index.streams)
+        target = mod / "Data" / "RA3" / "Allied" / "Units" / "AlliedScoutInfantry.xml"
+        original = target.read_text(encoding="utf-8-sig")
+        times = []
+        for i in range(samples):
+            target.write_text(original.replace('BuildCost="', f'BuildCost="{i}', 1), encoding="utf-8")
+            t = time.perf_counter()
+            index = service.reindex_sync([str(target)])
+            times.append(time.perf_counter() - t)
+            assert index.stats.get("patchedFiles") == 1
+        return {
+            "files": info["files"],
+            "assets": info["assets"],
+            "references": info["references"],
+            "streams": streams,
+            "cold": {**summary_ms(cold), "cpuMs": statistics.median(cold_cpu)},
+            "warm": {**summary_ms(warm), "cpuMs": statistics.median(warm_cpu)},
+            "reindex": summary_ms(times),
+            "maxRssBytes": max(rss),
+        }
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def bench_incr(samples: int) -> dict[str, Any]:
@@ -177,7 +301,13 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5, help="cold/warm process runs (default 5)")
     parser.add_argument("--incr", type=int, default=30, help="incremental re-index samples (default 30)")
     parser.add_argument("--queries", type=int, default=2000, help="query samples (default 2000)")
+    parser.add_argument("--scale-runs", type=int, default=3, help="SAGE-SCALE cold/warm runs (default 3)")
+    parser.add_argument("--only-scale", action="store_true", help="run SAGE-SCALE alone")
     args = parser.parse_args()
+    if args.only_scale:
+        scale = bench_scale(args.scale_runs, args.incr)
+        print_scale(scale)
+        return
     if not MOD.is_dir() or not SDK.is_dir():
         sys.exit(f"SAGE data not found under {DATA}")
     cold, warm = bench_cold_warm(args.runs)
@@ -194,6 +324,8 @@ def main() -> None:
     print(f"load average {load[0]:.2f} on {os.cpu_count()} cores (wall times stretch with the load)")
     print(f"{'id':<11} {'median':>10} {'min':>10} {'target':>9}  verdict  anchor")
     for key, res in results.items():
+        if key == "SAGE-SCALE":
+            continue
         med = res["median_ms"]
         target = TARGETS_MS[key]
         mn = res.get("min_ms", res.get("find_asset", {}).get("min_ms", med))
@@ -204,6 +336,9 @@ def main() -> None:
         f"cold: {cold['files']} files, {cold['assets']} assets, {cold['references']} references, "
         f"max RSS {cold['maxRssBytes'] / 2**20:.0f} MiB; snapshot {snap['bytes'] / 2**20:.2f} MiB gzip"
     )
+    scale = bench_scale(args.scale_runs, args.incr)
+    results["SAGE-SCALE"] = scale
+    print_scale(scale)
     out = write_result(
         "sage",
         {
@@ -217,6 +352,27 @@ def main() -> None:
         },
     )
     print(f"wrote {out}")
+
+
+def print_scale(scale: dict[str, Any]) -> None:
+    load = os.getloadavg()
+    print(
+        f"SAGE-SCALE  {scale['files']} files, {scale['assets']} assets, {scale['references']} references, "
+        f"{scale['streams']} streams (need ≥ {SCALE_MIN['assets']}, ≥ {SCALE_MIN['references']}, "
+        f"≥ {SCALE_MIN['streams']}); load average {load[0]:.2f}"
+    )
+    rows = [
+        ("cold", scale["cold"]["median_ms"], SCALE_TARGETS["coldMs"], f"cpu {scale['cold']['cpuMs']:.0f} ms"),
+        ("warm", scale["warm"]["median_ms"], SCALE_TARGETS["warmMs"], f"cpu {scale['warm']['cpuMs']:.0f} ms"),
+        ("re-index", scale["reindex"]["median_ms"], SCALE_TARGETS["reindexMs"], "one file, in process"),
+        ("max RSS", scale["maxRssBytes"] / 2**20, SCALE_TARGETS["rssBytes"] / 2**20, "MiB"),
+    ]
+    for name, value, target, note in rows:
+        verdict = "PASS" if value <= target else "MISS"
+        print(
+            f"  {name:<9} {value:>10.1f} {'ms' if name != 'max RSS' else 'MiB':<3} target {target:>7.0f}  {verdict}  {note}"
+        )
+    print(f"  anchor: {ANCHORS['SAGE-SCALE']}")
 
 
 if __name__ == "__main__":

@@ -47,6 +47,7 @@ async def test_every_sage_tool_answers_over_http(shared_data: Path) -> None:
         "sage_get_usage_guide": {},
         "sage_find_references": {"id": unit["id"]},
         "sage_get_definition": unit,
+        "sage_get_effective_asset": {**unit, "limit": 20},
         "sage_get_inheritance_chain": unit,
         "sage_get_asset_references": {**unit, "depth": 2, "maxEdges": 50},
         "sage_list_assets_by_type": {"type": "WeaponTemplate", "limit": 5},
@@ -70,3 +71,130 @@ async def test_every_sage_tool_answers_over_http(shared_data: Path) -> None:
                     name,
                     content,
                 )
+
+
+@pytest.mark.security
+async def test_a_hostile_mod_cannot_make_the_tools_read_outside_it(shared_data: Path, tmp_path: Path) -> None:
+    """Issue 8 over the real transport: includes that leave the mod, a FIFO and a /dev/zero link are
+    diagnostics, and path arguments outside the roots get one refusal whether or not the file exists."""
+    import sys
+    from types import SimpleNamespace
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "kinds" / "sage"))
+    from test_sage_security import hostile_mod
+
+    sage = shared_data / "sage"
+    mod, outside = hostile_mod(tmp_path, SimpleNamespace(mod=sage / "mods" / "RA3Afterdash"))
+    options = {"sdk": str(sage / "ra3-sdk")}
+    async with running_server(mod, options=options) as srv, srv.client() as client:
+        diags = await client.call_tool(
+            "sage_list_diagnostics", {"code": "include-outside-roots", "waitForIndex": True}
+        )
+        assert not diags.is_error, diags.structured_content
+        assert diags.structured_content["total"] == 7
+        stolen = await client.call_tool("sage_find_asset", {"id": "Stolen_abs"})
+        assert stolen.structured_content["total"] == 0
+        refusals = []
+        for tool, args in [
+            ("sage_is_file_active", {"path": "/etc/passwd"}),
+            ("sage_is_file_active", {"path": "/etc/no-such-file"}),
+            ("sage_is_file_active", {"path": str(outside / "abs.xml")}),
+            ("sage_is_file_active", {"path": "Data/Link.xml"}),
+            ("sage_resolve_include", {"source": "/etc/shadow"}),
+            ("sage_resolve_include", {"source": "DATA:../../../../../../../../etc/no-such"}),
+        ]:
+            result = await client.call_tool(tool, args)
+            content = result.structured_content
+            assert result.is_error and content["code"] == "ACCESS_DENIED", (tool, content)
+            given = next(iter(args.values()))
+            refusals.append(content["message"].replace(repr(given), "<given>"))
+            assert "sage_get_status" in content["hint"]
+        assert len(set(refusals)) == 1, refusals
+
+
+KW_FIXTURES = Path(__file__).resolve().parents[1] / "kinds" / "sage" / "fixtures"
+
+
+async def _every_tool(client, calls: dict) -> dict:
+    listed = {tool.name for tool in (await client.list_tools()).tools}
+    assert listed == set(calls), listed ^ set(calls)
+    out = {}
+    for name, args in calls.items():
+        result = await client.call_tool(name, args)
+        assert not result.is_error, (name, result.structured_content)
+        out[name] = result.structured_content
+    return out
+
+
+async def test_the_whole_tool_set_on_kanes_wrath_over_http(shared_data: Path) -> None:
+    """Issue 12: every sage tool over MCP against EA's Kane's Wrath XML opened as the project, then against
+    a small KW mod (tests/kinds/sage/fixtures/kw-mod) that references the game's static and global streams."""
+    kw = shared_data / "sage" / "kw-sdk"
+    pred = {"type": "GameObject", "id": "GDIPredator"}
+    calls = {
+        "sage_find_asset": {"id": "GDIPredator", "freshness": "final"},
+        "sage_get_status": {},
+        "sage_list_projects": {},
+        "sage_get_usage_guide": {},
+        "sage_find_references": {"id": "GDIPredatorTankRailgun", "type": "WeaponTemplate"},
+        "sage_get_definition": pred,
+        "sage_get_effective_asset": {**pred, "limit": 500},
+        "sage_get_inheritance_chain": pred,
+        "sage_get_asset_references": {**pred, "targetTypes": ["WeaponTemplate"], "depth": 2},
+        "sage_list_assets_by_type": {"type": "WeaponTemplate", "prefix": "GDIPredator"},
+        "sage_find_define": {"name": "PLATFORM_SPECIFIC_MAX_AMBIENT_STREAMS"},
+        "sage_unreferenced": {"type": "WeaponTemplate", "limit": 5},
+        "sage_resolve_include": {"source": "DATA:global.xml"},
+        "sage_is_file_active": {"path": "SageXml/GDI/Units/GDIPredator.xml"},
+        "sage_list_diagnostics": {"limit": 5},
+    }
+    async with running_server(kw, kind="sage", options={"sdk": str(kw)}) as srv, srv.client() as client:
+        got = await _every_tool(client, calls)
+    assert got["sage_find_asset"]["items"][0]["file"] == "SageXml/GDI/Units/GDIPredator.xml"
+    assert set(got["sage_get_status"]["streams"]) == {"static", "global"}
+    assert "GameObject" in got["sage_get_status"]["assetTypes"]
+    assert any(s["from"]["id"] == "GDIPredator" for s in got["sage_find_references"]["items"])
+    assert got["sage_get_definition"]["excerpt"].lstrip().startswith("<GameObject")
+    assert [c["id"] for c in got["sage_get_inheritance_chain"]["chain"]][:2] == ["GDIPredator", "BaseVehicle"]
+    weapons = {e["to"]["id"] for e in got["sage_get_asset_references"]["edges"] if e["to"]}
+    assert {"GDIPredatorTankCannon", "GDIPredatorTankRailgun"} <= weapons
+    assert got["sage_get_effective_asset"]["chain"][1]["id"] == "BaseVehicle"
+    assert got["sage_find_define"]["items"][0]["value"] == "2"
+    assert got["sage_resolve_include"]["resolved"] == "SageXml/global.xml"
+    assert got["sage_is_file_active"]["compiled"] is True
+
+    mod = KW_FIXTURES / "kw-mod"
+    unit = {"type": "GameObject", "id": "GDIRailPredator"}
+    calls.update(
+        {
+            "sage_find_asset": {"id": "GDIRailPredatorRailgun", "freshness": "final"},
+            "sage_find_references": {"id": "GDIRailPredatorDeathWeapon"},
+            "sage_get_definition": unit,
+            "sage_get_effective_asset": {**unit, "limit": 500},
+            "sage_get_inheritance_chain": unit,
+            "sage_get_asset_references": {**unit, "targetTypes": ["WeaponTemplate"], "depth": 3},
+            "sage_list_assets_by_type": {"type": "W3DContainer", "prefix": "GURail"},
+            "sage_find_define": {"name": "$RAIL_PREDATOR_COST"},
+            "sage_unreferenced": {},
+            "sage_resolve_include": {
+                "source": "ART:GURailPred_SKN.w3x",
+                "from": "Data/Units/GDIRailPredator.xml",
+            },
+            "sage_is_file_active": {"path": "Data/Drafts/RailPredatorDraft.xml"},
+        }
+    )
+    async with running_server(mod, options={"sdk": str(kw)}) as srv, srv.client() as client:
+        got = await _every_tool(client, calls)
+    found = got["sage_find_asset"]
+    assert [i["origin"] for i in found["items"]] == ["project", "inactive"] and found["live"] == 1
+    assert sorted(r["from"]["id"] for r in got["sage_find_references"]["items"]) == [
+        "GDIRailMammoth",
+        "GDIRailPredator",
+    ]
+    assert got["sage_list_assets_by_type"]["items"][0]["file"] == "Art/GU/GURailPred_SKN.w3x"
+    assert got["sage_resolve_include"]["resolved"] == "Art/GU/GURailPred_SKN.w3x"
+    assert got["sage_is_file_active"]["active"] is False
+    eff = got["sage_get_effective_asset"]
+    assert eff["removed"][0]["id"] == "ModuleTag_LaserState"
+    assert got["sage_find_define"]["items"][0]["value"] == "1500"
+    assert got["sage_get_status"]["index"]["state"] == "ready"

@@ -92,13 +92,9 @@ def _is_pvf(path: Path) -> bool:
 
 
 def _is_sage(path: Path) -> bool:
-    for candidate in (path, *path.parents) if path.is_dir() else path.parents:
-        data = candidate / "Data"
-        if (data / "Mod.xml").is_file() or (data / "mod.xml").is_file() or any(candidate.glob("*.babproj")):
-            return True
-        if (data / "additionalmaps").is_dir() and any((data / "additionalmaps").glob("mapmetadata_*.xml")):
-            return True
-    return False
+    from deskbridge.kinds.sage.project import looks_like_project  # the sage kind owns its markers
+
+    return looks_like_project(path)
 
 
 def _is_markdown(path: Path) -> bool:

@@ -62,3 +62,14 @@ def test_top_level_commands_can_be_mounted(minimod, deskbridge_home):
     path = Path(out.output.strip())
     assert path.is_relative_to(deskbridge_home) and path.name == "current.json.gz"
     assert json.loads(gzip.decompress(path.read_bytes()))["schemaVersion"] == 1
+
+
+def test_effective_and_an_outside_path_from_the_command_line(minimod):
+    args = ["-p", str(minimod.mod), "--sdk", str(minimod.sdk)]
+    out = runner.invoke(app, ["effective", "WeaponTemplate", "TankGunVet", *args])
+    assert out.exit_code == 0, out.output
+    body = json.loads(out.output)
+    assert [c["id"] for c in body["chain"]] == ["TankGunVet", "TankGun"]
+    out = runner.invoke(app, ["active", "/etc/passwd", *args])
+    assert out.exit_code == 1 and "outside the mod and SDK folders" in out.output
+    assert "{tool}" not in out.output

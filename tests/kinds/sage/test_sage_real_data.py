@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from lxml import etree
 
+from deskbridge.core.errors import BridgeError
 from deskbridge.kinds.sage import forward, queries
 from deskbridge.kinds.sage.records import extract_records
 from deskbridge.kinds.sage.store import is_art
@@ -123,7 +124,11 @@ def test_diagnostics_on_the_known_bad_sdk_files(sage_data, real_index):
 
 def test_forward_references_follow_the_inheritance_chain(real_index, sage_data):
     out = forward.get_asset_references(
-        real_index, "GameObject", "SovietScoutInfantry", target_types=["WeaponTemplate"]
+        real_index,
+        "GameObject",
+        "SovietScoutInfantry",
+        target_types=["WeaponTemplate"],
+        include_inheritance=True,
     )
     inherited = [
         e
@@ -195,11 +200,25 @@ def test_definitions_list_their_join_actions(real_index):
     pytest.skip("no project GameObject with xai:joinAction in this data")
 
 
-def test_deep_forward_references_stay_bounded(real_index):
-    out = forward.get_asset_references(real_index, "GameObject", "JapanFortressShip", depth=3, max_edges=50)
-    assert out["edgeCount"] == 50 and out["truncated"]
-    assert sum(out["omittedByTargetType"].values()) > 0
-    assert {e["depth"] for e in out["edges"]} <= {1, 2, 3}
+def test_deep_forward_references_page_instead_of_failing(real_index):
+    """Unfiltered depth 3 from a big unit has thousands of edges: pages of 1,000 with a cursor (issue 12)."""
+    first = forward.get_asset_references(
+        real_index, "GameObject", "JapanFortressShip", depth=3, max_edges=1000
+    )
+    assert first["edgeCount"] == 1000 and first["total"] > 3000 and first["nextCursor"]
+    assert not first["truncated"]
+    seen = list(first["edges"])
+    cursor = first["nextCursor"]
+    while cursor:
+        page = forward.get_asset_references(
+            real_index, "GameObject", "JapanFortressShip", depth=3, max_edges=1000, cursor=cursor
+        )
+        seen.extend(page["edges"])
+        cursor = page["nextCursor"]
+    assert len(seen) == first["total"]
+    assert {e["depth"] for e in seen} == {1, 2, 3}
+    assert all(len(e["path"]) == e["depth"] - 1 for e in seen)
+    assert not any(e["via"]["kind"] == "inheritFrom" for e in seen)  # only with includeInheritance
     narrowed = forward.get_asset_references(
         real_index,
         "GameObject",
@@ -208,8 +227,114 @@ def test_deep_forward_references_stay_bounded(real_index):
         target_types=["WeaponTemplate"],
         max_edges=1000,
     )
-    kinds = {e["to"]["type"] for e in narrowed["edges"] if e["to"] and e["via"]["kind"] != "inheritFrom"}
-    assert kinds == {"WeaponTemplate"}
+    assert {e["to"]["type"] for e in narrowed["edges"] if e["to"]} == {"WeaponTemplate"}
+    with pytest.raises(BridgeError) as err:
+        forward.get_asset_references(real_index, "GameObject", "JapanFortressShip", max_edges=5000)
+    assert err.value.code == "LIMIT_EXCEEDED" and "nextCursor" in err.value.hint
+    assert "sage_get_asset_references" in err.value.hint
+
+
+def test_target_types_filter_the_edges_not_the_walk(real_index, sage_data):
+    """Issue 12 defect 2: the Giga-Fortress's airborne death weapon is three hops away — the unit's death
+    ObjectCreationList spawns a dying object whose FireWeaponWhenDead fires it. A `targetTypes` filter used
+    to prune the walk at the first (ObjectCreationList) hop, so no depth found it."""
+    out = forward.get_asset_references(
+        real_index,
+        "GameObject",
+        "JapanFortressShip",
+        depth=3,
+        target_types=["WeaponTemplate"],
+        max_edges=1000,
+    )
+    assert {e["to"]["type"] for e in out["edges"] if e["to"]} == {"WeaponTemplate"}
+    assert not any(e["via"]["kind"] == "inheritFrom" for e in out["edges"])
+    e = next(
+        e
+        for e in out["edges"]
+        if e["to"]
+        and e["to"]["id"] == "JapanFortressShipAirborneDeathWeapon_Upgraded"
+        and e["from"]["id"] == "JapanFortressShipAirborne_OverWater_Dying"
+    )
+    assert e["depth"] == 3 and e["from"]["id"] == "JapanFortressShipAirborne_OverWater_Dying"
+    assert (e["via"]["element"], e["via"]["attribute"]) == ("FireWeaponWhenDead", "DeathWeapon")
+    assert [(p["from"]["id"], p["to"]["type"], p["to"]["id"], p["element"]) for p in e["path"]] == [
+        ("JapanFortressShip", "ObjectCreationList", "OCL_AirDeath_OverWater_OCL", "CreateObjectDie"),
+        (
+            "OCL_AirDeath_OverWater_OCL",
+            "GameObject",
+            "JapanFortressShipAirborne_OverWater_Dying",
+            "CreateObject",
+        ),
+    ]
+    assert e["path"][0]["file"] == "Data/Mod/Units/Giga-Fortress/GameObject.xml"
+    # inheritFrom edges only when asked for (then all of them: they were asked for by name)
+    inh = forward.get_asset_references(
+        real_index,
+        "GameObject",
+        "JapanFortressShip",
+        target_types=["WeaponTemplate"],
+        include_inheritance=True,
+    )
+    kinds = {(x["via"]["kind"], x["to"]["type"] if x["to"] else None) for x in inh["edges"]}
+    assert ("inheritFrom", "GameObject") in kinds
+    assert {t for k, t in kinds if k != "inheritFrom"} <= {"WeaponTemplate", None}
+
+
+def test_the_usage_guides_weapons_recipe_finds_the_three_hop_weapon(real_index):
+    import json
+    import re
+
+    from deskbridge.kinds.sage.guide import USAGE_GUIDE
+
+    recipe = re.search(
+        r"What weapons does a unit have\? `sage_get_asset_references (\{.*?\})`", USAGE_GUIDE, re.S
+    )
+    args = json.loads(recipe.group(1).replace("<unit>", "JapanFortressShip"))
+    out = forward.get_asset_references(
+        real_index, args["type"], args["id"], args["depth"], args["targetTypes"], max_edges=1000
+    )
+    assert "JapanFortressShipAirborneDeathWeapon_Upgraded" in {e["to"]["id"] for e in out["edges"] if e["to"]}
+
+
+JAPAN_SUICIDE_OWNERS = sorted(
+    [
+        "JapanBarracks",
+        "JapanNavalYard",
+        "JapanPowerPlant",
+        "JapanRefinery",
+        "JapanSuperWeapon",
+        "JapanSuperWeaponAdvanced",
+        "JapanTechStructure",
+        "JapanWarFactory",
+    ]
+)
+
+
+def test_a_fragment_shared_by_eight_structures_belongs_to_all_eight(real_index, sage_data):
+    """Issue 12 defect 1: `Includes/GenericJapanBuildingSuicide.xml` (a CreateObjectDie naming
+    OCL_GenericJapanBuildingSuicide) is xi:included by 8 Japan structures; each is a referrer."""
+    sites = queries.find_references(real_index, "OCL_GenericJapanBuildingSuicide", "ObjectCreationList")[
+        "items"
+    ]
+    frag = [s for s in sites if s["file"].endswith("Includes/GenericJapanBuildingSuicide.xml")]
+    owners = sorted(s["from"]["id"] for s in frag)
+    ids = {x.casefold() for x in owners}
+    # Some of the eight may be overridden by the mod: compare case-insensitively with the real owners
+    assert ids == {x.casefold() for x in JAPAN_SUICIDE_OWNERS}, owners
+    for s in frag:
+        assert s["from"]["viaFragment"].endswith("GenericJapanBuildingSuicide.xml")
+        inc = s["from"]["includedAt"]
+        assert inc["file"].endswith(f"Japan/Structures/{s['from']['id']}.xml")
+        lines = Path(inc["file"]).read_text(encoding="utf-8-sig").split("\n")
+        assert "<xi:include" in lines[inc["line"] - 1]
+        assert "GenericJapanBuildingSuicide.xml" in " ".join(lines[inc["line"] - 1 : inc["line"] + 3])
+    # forward references: every one of the eight uses the OCL
+    for unit in JAPAN_SUICIDE_OWNERS:
+        out = forward.get_asset_references(
+            real_index, "GameObject", unit, target_types=["ObjectCreationList"], max_edges=1000
+        )
+        hits = [e for e in out["edges"] if e["target"]["id"] == "OCL_GenericJapanBuildingSuicide"]
+        assert hits and hits[0]["includedAt"]["file"].endswith(f"{unit}.xml"), unit
 
 
 def test_snapshot_text_is_exactly_the_snapshot_json(real_index):
@@ -219,4 +344,76 @@ def test_snapshot_text_is_exactly_the_snapshot_json(real_index):
 
     fast = json.loads(snapshot_text(real_index))
     assert fast == json.loads(json.dumps(snapshot_json(real_index)))
-    assert len(fast["references"]) == fast["stats"]["referenceCount"] == 59699
+    assert fast["stats"]["referenceCount"] == 59699
+    # A fragment shared by several assets has one row per including asset (issue 12, defect 1).
+    assert len(fast["references"]) == fast["stats"]["referenceRowCount"] > 59699
+    rows = [
+        r
+        for r in fast["references"]
+        if r["id"] == "OCL_GenericJapanBuildingSuicide"
+        and r["file"].endswith("GenericJapanBuildingSuicide.xml")
+    ]
+    assert sorted(r["fromId"] for r in rows) == JAPAN_SUICIDE_OWNERS
+    assert all(r["includedAt"]["file"].endswith(f"/{r['fromId']}.xml") for r in rows)
+
+
+def test_start_tags_are_located_where_they_open(real_index, sage_data):
+    """Issue 12 defect 4: `<Define>`, `<Include>` and `xi:include` written over several lines were reported
+    at the line where the start tag ends."""
+    sdk = sage_data.sdk / "SageXml"
+    rec = extract_records((sdk / "Soviet/Units_Campaign/RussianTrain.xml").read_bytes(), real_index.model)
+    includes = [(src, ln) for _k, src, ln in rec.includes]
+    assert ("ART:SUTrain_SKN.w3x", 7) in includes and ("DATA:BaseObjects/BaseVehicle.xml", 11) in includes
+    rec = extract_records((sdk / "Sounds/SoundEffects.xml").read_bytes(), real_index.model)
+    assert ("AMBIENT_VOLUME", 124) in [(n, ln) for n, _v, ln, _o in rec.defines]
+    engineer = sage_data.mod / "Data/Mod/Units/Allied Engineer/GameObject.xml"
+    rec = extract_records(engineer.read_bytes(), real_index.model)
+    assert ("DATA:SageXml/Includes/ParachuteDrawAllied.xml", 781) in [
+        (h, ln) for h, _x, ln, _n in rec.xincludes
+    ]
+    # The include graph and the define query carry the same lines.
+    assert any(
+        e.file == str(engineer) and e.line == 781 and e.kind == "xi:include" for e in real_index.includes
+    )
+    rows = queries.find_define(real_index, "AMBIENT_VOLUME")["items"]
+    assert any(r["file"].endswith("Sounds/SoundEffects.xml") and r["line"] == 124 for r in rows) or not rows
+
+
+def test_cosmetics_snapshot_counts_every_diagnostic_and_candidates_are_unique(real_index):
+    """Issue 12 item 6: the snapshot's diagnosticCount omitted unresolved references; a misspelt type listed
+    GameObject twice among the candidates."""
+    from deskbridge.kinds.sage.snapshot import snapshot_json
+
+    stats = snapshot_json(real_index, with_references=False)["stats"]
+    unresolved = len(real_index.unresolved())
+    assert unresolved > 20000
+    assert stats["diagnosticCount"] == len(real_index.diagnostics) + unresolved
+    with pytest.raises(BridgeError) as err:
+        queries.list_assets_by_type(real_index, "gameobject")
+    candidates = err.value.data["candidates"]
+    assert candidates.count("GameObject") == 1 and len(candidates) == len(set(candidates))
+
+
+def test_files_outside_every_stream_are_found_as_inactive_never_live(real_index):
+    """Issue 12: RA3Afterdash ships a VAPrydwen unit that no include reaches. It is found, flagged, and
+    counts nowhere else."""
+    found = queries.find_asset(real_index, "VAPrydwen")
+    assert found["live"] == 0 and found["total"] == found["inactive"] >= 1
+    item = found["items"][0]
+    assert item["origin"] == "inactive" and item["file"].startswith("Data/Mod/Units/VAPrydwen")
+    assert "no effect in game" in item["warning"] and item["streams"] == {}
+    assert "vaprydwen" not in real_index.by_id and "vaprydwen" not in real_index.assets.get("GameObject", {})
+    assert real_index.stats["assetCount"] == 17168  # unchanged: inactive definitions are not counted
+    with pytest.raises(BridgeError):
+        queries.get_definition(real_index, "GameObject", "VAPrydwen")
+    ids = queries.list_assets_by_type(real_index, "GameObject", prefix="VAPry")["items"]
+    assert ids == []
+    # A live asset also defined in an inactive copy lists the live one first, the copy after it.
+    armor = queries.find_asset(real_index, "AlliedLegionnaireInfantryArmor", "ArmorTemplate")["items"]
+    assert armor[-1]["origin"] == "inactive" and all(a["origin"] != "inactive" for a in armor[:-1])
+    # References written in inactive files are not references.
+    assert not any(
+        p.startswith(str(real_index.project / "Data/Mod/Units/VAPrydwen"))
+        for sites in real_index.refs_to.values()
+        for p, _r in sites
+    )

@@ -21,6 +21,7 @@ EXPECTED = {
     "sage_find_references",
     "sage_list_assets_by_type",
     "sage_get_definition",
+    "sage_get_effective_asset",
     "sage_resolve_include",
     "sage_is_file_active",
     "sage_find_define",
@@ -67,6 +68,12 @@ def test_each_tool_answers(tools):
     assert call(tools, "sage_find_references", id="TankGun", type="WeaponTemplate")["total"] == 2
     assert call(tools, "sage_list_assets_by_type", type="WeaponTemplate", prefix="tank")["total"] == 2
     assert call(tools, "sage_get_definition", type="WeaponTemplate", id="TankGun")["excerpt"]
+    vet = call(tools, "sage_get_effective_asset", type="WeaponTemplate", id="TankGunVet")
+    root = vet["items"][0]
+    assert root["attributes"]["FireFX"]["value"] == "$FX" and [c["id"] for c in vet["chain"]] == [
+        "TankGunVet",
+        "TankGun",
+    ]
     assert call(tools, "sage_resolve_include", source="DATA:static.xml", **{"from": "Data/Mod.xml"})[
         "resolved"
     ]
@@ -100,3 +107,42 @@ def test_a_project_not_indexed_yet_says_not_ready(minimod):
         call(tools, "sage_find_asset", id="Tank")
     assert err.value.code == "NOT_READY"
     assert call(tools, "sage_get_status")["index"]["state"] == "no_index"
+
+
+def test_every_error_hint_names_a_sage_tool(tools):
+    """Each business error tells the agent which sage tool to call next (issue 12 brief)."""
+    cases = [
+        ("sage_get_definition", {"type": "GameObject", "id": "NoSuchThing"}),
+        ("sage_get_effective_asset", {"type": "GameObject", "id": "NoSuchThing"}),
+        ("sage_get_definition", {"type": "WeaponTemplate", "id": "TankGun", "which": 7}),
+        ("sage_find_asset", {"id": "Tank", "cursor": "not-a-cursor"}),
+        ("sage_list_assets_by_type", {"type": "gameobject"}),
+        ("sage_get_inheritance_chain", {"type": "GameObject", "id": "Nope"}),
+        ("sage_get_asset_references", {"type": "GameObject", "id": "Nope"}),
+        ("sage_get_asset_references", {"type": "GameObject", "id": "Tank", "cursor": "bad"}),
+        ("sage_is_file_active", {"path": "/etc/passwd"}),
+        ("sage_resolve_include", {"source": "/etc/passwd"}),
+        ("sage_find_asset", {"id": "Tank", "waitForIndex": True, "timeoutSeconds": 999}),
+    ]
+    for name, raw in cases:
+        with pytest.raises(BridgeError) as err:
+            call(tools, name, **raw)
+        hint = err.value.hint
+        assert "sage_" in hint and "{tool}" not in hint, (name, hint)
+
+
+def test_the_sage_tool_list_fits_in_5k_tokens(tools):
+    """tools/list as the MCP layer sends it (name, title, description, input schema, annotations)."""
+    bpe = pytest.importorskip("bpe_openai")
+    listed = [
+        {
+            "name": t.name,
+            "title": t.title,
+            "description": t.description,
+            "inputSchema": t.input_schema(),
+            "annotations": {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True},
+        }
+        for t in tools.values()
+    ]
+    tokens = len(bpe.get_encoding("o200k_base").encode(json.dumps({"tools": listed})))
+    assert tokens <= 5000, tokens

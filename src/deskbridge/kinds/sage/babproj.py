@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from lxml import etree
-
+from deskbridge.kinds.sage._lxml import etree
 from deskbridge.kinds.sage.paths import CaseFoldTree, split_source
 
 BABPROJ_MAX_BYTES = 4 * 1024 * 1024

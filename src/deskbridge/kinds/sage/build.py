@@ -17,6 +17,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
+from deskbridge.core.errors import BridgeError
 from deskbridge.kinds.sage.babproj import map_foreign_path, parse_babproj
 from deskbridge.kinds.sage.manifest import ManifestError, parse_manifest
 from deskbridge.kinds.sage.model import (
@@ -28,11 +29,15 @@ from deskbridge.kinds.sage.model import (
     IncludeEdge,
     SageIndex,
 )
-from deskbridge.kinds.sage.paths import CaseFoldTree, PathResolver
+from deskbridge.kinds.sage.paths import OUTSIDE, CaseFoldTree, PathResolver
+from deskbridge.kinds.sage.project import is_sdk
 from deskbridge.kinds.sage.records import R_VALUE, RECORD_CODES, FileRecords
 from deskbridge.kinds.sage.schema import SchemaModel
 from deskbridge.kinds.sage.store import RecordStore, is_art
 
+BABPROJ_MAX_BYTES = 4 * 1024 * 1024
+MANIFEST_MAX_BYTES = 256 * 1024 * 1024
+"""Compiled manifests hold only asset tables (Uprising's static one lists 13,872 assets)."""
 MAX_INCLUDE_DEPTH = 300
 """Deeper include chains are reported as `include-cycle` (the extension's limit)."""
 
@@ -55,9 +60,13 @@ def babproj_files(project: Path, tree: CaseFoldTree) -> list[str]:
 
 
 def stream_entries(project: Path, tree: CaseFoldTree) -> dict[str, str]:
-    """`static` → Data/Mod.xml and `global:<name>` → each additionalmaps/mapmetadata_*.xml, if present."""
+    """`static` → Data/Mod.xml (WrathEd's layout: Data/Static.xml when there is no Mod.xml) and
+    `global:<name>` → each additionalmaps/mapmetadata_*.xml, if present. A mod SDK opened as the project
+    has the game's own streams instead: `static`, `global` and `audio` from SageXml/."""
     out: dict[str, str] = {}
     mod = tree.find(str(project), ["data", "mod.xml"])
+    if not (mod and tree.is_file(mod)):
+        mod = tree.find(str(project), ["data", "static.xml"])
     if mod and tree.is_file(mod):
         out["static"] = mod
     maps = tree.find(str(project), ["data", "additionalmaps"])
@@ -66,6 +75,12 @@ def stream_entries(project: Path, tree: CaseFoldTree) -> dict[str, str]:
         for name, is_dir in sorted(set(listing.values())):
             if not is_dir and MAPMETADATA.match(name):
                 out[f"global:{name[:-4]}"] = os.path.join(maps, name)
+    if not out and is_sdk(project):
+        sagexml = tree.find(str(project), ["sagexml"])
+        for stream in ("static", "global", "audio"):
+            hit = tree.find(sagexml, [stream + ".xml"]) if sagexml else None
+            if hit and tree.is_file(hit):
+                out[stream] = hit
     return out
 
 
@@ -87,6 +102,7 @@ class IndexBuilder:
         self.model = model
         self.last_file_count = 0
         self.babproj_refs: list[tuple[str, str]] = []
+        self.read_errors: list[tuple[str, str]] = []
 
     def _read_babproj(self, entries: dict[str, str]) -> None:
         """Streams and reference manifests declared by the project's `*.babproj`, mapped onto this machine."""
@@ -94,26 +110,50 @@ class IndexBuilder:
         tree = self.resolver.tree
         roots = [str(self.project), str(self.project.parent)] + ([str(self.sdk)] if self.sdk else [])
         for path in babproj_files(self.project, tree):
-            try:
-                streams = parse_babproj(Path(path).read_bytes())
-            except OSError:
+            data = self._read(path, BABPROJ_MAX_BYTES)
+            if data is None:
                 continue
-            for stream in streams:
+            scope = self.resolver.scope
+            for stream in parse_babproj(data):
                 source = map_foreign_path(stream.source, roots, tree)
+                if source and scope is not None and not scope.contains(source):
+                    source = None
                 if source and source not in entries.values():
                     entries[f"babproj:{Path(source).stem}"] = source
                 for name, manifest in stream.references:
                     mapped = map_foreign_path(manifest, roots, tree)
-                    if mapped:
+                    if mapped and (scope is None or scope.contains(mapped)):
                         self.babproj_refs.append((name.replace("\\", "/").casefold(), mapped))
+
+    def _read(self, path: str, max_bytes: int) -> bytes | None:
+        """A babproj's or manifest's bytes through the bounded regular-file read (None when refused)."""
+        from deskbridge.core.files import read_regular_file
+
+        try:
+            return read_regular_file(path, max_bytes=max_bytes, shown_as=self.store._shown(path))
+        except BridgeError as exc:
+            self.read_errors.append((path, exc.message))
+            return None
 
     # --- walking ----------------------------------------------------------------------------------
     def build(self, build_id: int, with_art: bool, progress: Progress = _no_progress) -> SageIndex:
         t0 = time.perf_counter()
         parsed0, hits0, calls0 = self.store.parsed, self.store.cache_hits, self.resolver.calls
         walk = _Walk(self, with_art, progress)
+        self.read_errors = []
         entries = stream_entries(self.project, self.resolver.tree)
         self._read_babproj(entries)
+        scope = self.resolver.scope
+        for name, entry in list(entries.items()):
+            if scope is not None and not scope.contains(entry):
+                del entries[name]
+                walk.diag(
+                    entry,
+                    0,
+                    "include-outside-roots",
+                    "error",
+                    f"the {name} stream's entry leads outside the mod and SDK folders; not read",
+                )
         if not entries:
             walk.diag(
                 "",
@@ -131,8 +171,24 @@ class IndexBuilder:
                 "No mod SDK configured: vanilla includes (DATA:static.xml …) cannot be resolved. "
                 "Pass --sdk or set DESKBRIDGE_SAGE_SDK.",
             )
+        prefetched: set[str] = set()
+        if self.store.empty() and entries:
+            from deskbridge.kinds.sage import parallel  # concurrent.futures: only a cold build needs it
+        if self.store.empty() and entries and parallel.usable():
+            # A cold build: parse the files the walk will need on every core first.
+            prefetched = parallel.prefetch(
+                self.store,
+                self.model,
+                list(entries.values()),
+                self._links,
+                lambda: self._project_xml(),
+                is_art,
+                with_art,
+            )
         for stream, entry in entries.items():
             walk.stream(stream, entry)
+        for path, message in self.read_errors:
+            walk.diag(path, 0, "unreadable-file", "error", message)
         t_walk = time.perf_counter()
         index = SageIndex(
             project=self.project,
@@ -143,6 +199,7 @@ class IndexBuilder:
             complete=with_art or not walk.art_pending,
             model_loader=self.model,
             streams=entries,
+            scope=self.resolver.scope,
         )
         _assemble(index, walk)
         index.deferred_art = sorted(walk.art_pending)
@@ -150,7 +207,7 @@ class IndexBuilder:
         self.last_file_count = len(index.files)
         index.stats.update(
             indexedFiles=len(index.files),
-            parsedFiles=self.store.parsed - parsed0,
+            parsedFiles=self.store.parsed - parsed0 - len(prefetched - index.files.keys()),
             recordsCacheHits=self.store.cache_hits - hits0,
             shallowScannedFiles=sum(1 for r in index.files.values() if r.shallow),
             deferredArtFiles=len(index.deferred_art),
@@ -161,8 +218,52 @@ class IndexBuilder:
             walkMs=round((t_walk - t0) * 1000, 1),
             elapsedMs=round((time.perf_counter() - t0) * 1000, 1),
         )
+        self.index_inactive(index, index.source_candidates)
+        index.stats["inactiveFiles"] = len(index.inactive_files)
         progress(len(index.files), len(index.files), f"indexed {len(index.files)} files")
         return index
+
+    def _links(self, path: str, rec: FileRecords) -> list[str]:
+        """The files a parsed file leads the walk to (includes and `xi:include`s, not manifest-backed
+        references) — what `parallel.prefetch` parses next."""
+        out = []
+        resolve = self.resolver.resolve_checked
+        for kind, source, _line in rec.includes:
+            target = resolve(source, path)
+            if target is None or target == OUTSIDE:
+                continue
+            if kind == "reference" and self.manifest_for(target, source):
+                continue
+            out.append(target)
+        for href, _x, _line, _nested in rec.xincludes:
+            target = resolve(href, path)
+            if target is not None and target != OUTSIDE:
+                out.append(target)
+        return out
+
+    def _project_xml(self) -> list[str]:
+        """Every `.xml` file of the project (the inactive ones are indexed too)."""
+        out: list[str] = []
+        for dirpath, dirnames, filenames in os.walk(self.project):
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+            out.extend(os.path.join(dirpath, f) for f in sorted(filenames) if f.casefold().endswith(".xml"))
+        return out
+
+    def index_inactive(self, index: SageIndex, paths: list[str]) -> None:
+        """Definitions in files no stream includes, as `origin: inactive` (issue 12)."""
+        for path in paths:
+            rec = self.store.get(path)
+            if rec is None:
+                index.inactive_files.pop(path, None)
+                continue
+            index.inactive_files[path] = rec
+        inactive: dict[str, list[AssetDef]] = {}
+        for path, rec in index.inactive_files.items():
+            for i, (atype, aid, line) in _file_assets(rec, None):
+                inactive.setdefault(aid.casefold(), []).append(
+                    AssetDef(atype, aid, path, line, "inactive", i)
+                )
+        index.inactive = inactive
 
     def _source_candidates(self, index: SageIndex) -> list[str]:
         """Project XML files no stream reaches: candidates for a missing include (or leftovers)."""
@@ -190,7 +291,8 @@ class IndexBuilder:
         for parts in (["builtmods", "sagexml", stem + ".manifest"], ["builtmods", stem + ".manifest"]):
             hit = tree.find(str(self.sdk), parts)
             if hit and tree.is_file(hit):
-                return hit
+                scope = self.resolver.scope
+                return hit if scope is None or scope.contains(hit) else None
         return None
 
 
@@ -205,7 +307,7 @@ class _Walk:
         self.membership: dict[str, dict[str, str]] = {}
         self.edges: list[IncludeEdge] = []
         self.diagnostics: list[Diagnostic] = []
-        self.fragment_owners: dict[str, list[tuple[str, int]]] = {}
+        self.fragment_owners: dict[str, list[tuple[str, int, int]]] = {}
         self.manifest_assets: list[AssetDef] = []
         self.manifests_loaded: dict[str, list[AssetDef] | None] = {}
         self.art_pending: set[str] = set()
@@ -240,7 +342,15 @@ class _Walk:
         if rec is None:
             rec = self.b.store.get(path)
             if rec is None:
-                self.diag(path, 0, "include-not-found", "warning", "the file vanished while indexing")
+                why = self.b.store.errors.get(path)
+                if why == "include-outside-roots":
+                    self.diag(
+                        path, 0, why, "error", "the file leads outside the mod and SDK folders; not read"
+                    )
+                elif why:
+                    self.diag(path, 0, "unreadable-file", "error", why)
+                else:
+                    self.diag(path, 0, "include-not-found", "warning", "the file vanished while indexing")
                 return
             self.files[path] = rec
             if len(self.files) % 100 == 0:
@@ -269,13 +379,14 @@ class _Walk:
                     child_mode = "reference"
                 self._follow(path, kind, source, line, child_mode, first_time)
             for href, xpointer, line, nested in rec.xincludes:
-                owners: list[tuple[str, int]] = []
+                owners: list[tuple[str, int, int]] = []
                 if first_time:
                     if rec.root != "AssetDeclaration":
-                        # A fragment including a fragment: its content belongs to whoever includes us.
-                        owners = self.fragment_owners.get(path, [])
+                        # A fragment including a fragment: its content belongs to whoever includes us
+                        # (resolved at query time, so an includer seen later still counts).
+                        owners = [(path, -1, line)]
                     elif nested and (owner := _asset_at(rec, line)) >= 0:
-                        owners = [(path, owner)]
+                        owners = [(path, owner, line)]
                 target = self._follow(path, "xi:include", href, line, mode, first_time, owners)
                 if target and not nested and rec.root == "AssetDeclaration":
                     # XInclude at the document root splices the target's root element in as an asset;
@@ -292,9 +403,12 @@ class _Walk:
         line: int,
         child_mode: str,
         first_time: bool,
-        owners: list[tuple[str, int]] | None = None,
+        owners: list[tuple[str, int, int]] | None = None,
     ) -> str | None:
-        target = self.b.resolver.resolve(source, path)
+        target = self.b.resolver.resolve_checked(source, path)
+        outside = target == OUTSIDE
+        if outside:
+            target = None
         if target and owners:
             known = self.fragment_owners.setdefault(target, [])
             known.extend(o for o in owners if o not in known)
@@ -303,7 +417,16 @@ class _Walk:
             manifest = self.b.manifest_for(target, source) or ""
         if first_time:
             self.edges.append(IncludeEdge(path, kind, source, line, target, manifest))
-            if target is None and self.b.sdk is None and _has_alias(source):
+            if outside:
+                # Named as written, never as resolved: the message must not say where a link points.
+                self.diag(
+                    path,
+                    line,
+                    "include-outside-roots",
+                    "error",
+                    f"{kind} include {source!r} leads outside the mod and SDK folders; it was not read",
+                )
+            elif target is None and self.b.sdk is None and _has_alias(source):
                 self.suppressed += 1  # one `sdk-not-configured` says it all (research/sage.md §1.4)
             elif target is None:
                 self.diag(
@@ -335,8 +458,11 @@ class _Walk:
     def _load_manifest(self, manifest: str, target: str) -> bool:
         if manifest not in self.manifests_loaded:
             try:
-                parsed = parse_manifest(Path(manifest).read_bytes())
-            except (OSError, ManifestError) as exc:
+                data = self.b._read(manifest, MANIFEST_MAX_BYTES)
+                if data is None:
+                    raise ManifestError(self.b.read_errors.pop()[1])
+                parsed = parse_manifest(data)
+            except ManifestError as exc:
                 self.diag(
                     manifest,
                     0,
@@ -406,7 +532,7 @@ def _assemble(index: SageIndex, walk: _Walk) -> None:
         key = d.id.casefold()
         assets.setdefault(d.type, {}).setdefault(key, []).append(d)
         by_id.setdefault(key, []).append(d)
-    ref_count = sum(len(r.refs) for r in walk.files.values())
+    ref_count = sum(r.ref_count for r in walk.files.values())
     index.stats.update(
         assetCount=sum(len(v) for v in by_id.values()),
         referenceCount=ref_count,
@@ -456,7 +582,10 @@ def patch_index(old: SageIndex, changed: dict[str, FileRecords], build_id: int) 
         fragment_owners=old.fragment_owners,
         splices=old.splices,
         source_candidates=old.source_candidates,
+        inactive_files=old.inactive_files,
+        inactive=old.inactive,
         deferred_art=old.deferred_art,
+        scope=old.scope,
     )
     order = {p: i for i, p in enumerate(new.files)}
     prefix = str(old.project) + os.sep
@@ -539,6 +668,11 @@ def patch_index(old: SageIndex, changed: dict[str, FileRecords], build_id: int) 
             else e
             for e in old.includes
         ]
+    if any(line_maps.values()):
+        new.fragment_owners = {
+            frag: [(f, i, line_maps[f].get(ln, ln)) if f in line_maps else (f, i, ln) for f, i, ln in owners]
+            for frag, owners in old.fragment_owners.items()
+        }
     new.diagnostics = []
     for d in old.diagnostics:
         if d.code == "duplicate-define" or (d.file in paths and d.code in RECORD_CODES):
@@ -554,7 +688,7 @@ def patch_index(old: SageIndex, changed: dict[str, FileRecords], build_id: int) 
     new.stats = dict(old.stats)
     new.stats.update(
         assetCount=sum(len(v) for v in by_id.values()),
-        referenceCount=sum(len(r.refs) for r in new.files.values()),
+        referenceCount=sum(r.ref_count for r in new.files.values()),
         defineCount=sum(len(v) for v in defines.values()),
         parsedFiles=len(changed),
         recordsCacheHits=0,

@@ -36,7 +36,7 @@ LimitOpt = Annotated[int | None, typer.Option("--limit", help="Items per page (d
 
 def _fail(exc: BridgeError) -> None:
     typer.echo(f"error: {exc.message}", err=True)
-    typer.echo(f"help: {exc.hint}", err=True)
+    typer.echo(f"help: {exc.hint.replace('{tool}', 'the same command')}", err=True)
     raise typer.Exit(1)
 
 
@@ -174,6 +174,21 @@ def definition_cmd(
 ) -> None:
     """The XML of an asset's winning definition."""
     _run(project, sdk, lambda s, i: queries.get_definition(i, asset_type, asset_id, which))
+
+
+@app.command("effective")
+def effective_cmd(
+    asset_type: str,
+    asset_id: str,
+    project: ProjectOpt = Path("."),
+    sdk: SdkOpt = None,
+    cursor: CursorOpt = None,
+    limit: LimitOpt = None,
+) -> None:
+    """An asset as the game sees it: inheritFrom and xai:joinAction applied, with provenance."""
+    from deskbridge.kinds.sage.effective import get_effective_asset
+
+    _run(project, sdk, lambda s, i: get_effective_asset(i, asset_type, asset_id, cursor, limit))
 
 
 @app.command("resolve-include")

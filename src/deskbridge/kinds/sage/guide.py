@@ -19,9 +19,15 @@ attribute or element content names which asset type). Ids compare case-insensiti
 - Where is X defined? `sage_find_asset {id}`; add `type` when one id names several kinds of asset.
 - Show me its XML: `sage_get_definition {type, id}` (the winning definition; `which` picks another).
 - Who uses X? `sage_find_references {id, type}`.
-- What does X use (weapons, projectiles, FX…)? `sage_get_asset_references {type, id, targetTypes}` —
-  start with depth 1 and a `targetTypes` filter such as `["WeaponTemplate"]`; each edge says which element
-  and attribute made the reference, where it is, and `definedIn` when it comes from an `inheritFrom` parent.
+- What weapons does a unit have? `sage_get_asset_references {"type": "GameObject", "id": "<unit>",
+  "targetTypes": ["WeaponTemplate"], "depth": 3}` — the walk goes through every asset, only the edges
+  returned are filtered, so a weapon fired by an object that the unit's death `ObjectCreationList` spawns
+  (3 hops) is found; each edge's `path` lists the hops from the unit, `definedIn` names the `inheritFrom`
+  parent that wrote it and `includedAt` the `xi:include` that pulled a shared fragment in. Follow
+  `nextCursor` for more edges.
+- What else does X use (projectiles, FX, audio…)? The same tool with other `targetTypes`, depth 1 first.
+- What does X look like after inheritance and `xai:joinAction`? `sage_get_effective_asset {type, id}`:
+  every element of the merged asset with the file and line it comes from.
 - Where does X get its behaviour from? `sage_get_inheritance_chain {type, id}`.
 - Does editing this file do anything? `sage_is_file_active {path}` (which streams include it, and how:
   `all` = compiled into the stream, `instance` = visible only, `reference` = another stream).
@@ -32,8 +38,12 @@ attribute or element content names which asset type). Ids compare case-insensiti
 ## Rules
 - Prefer these tools over full-text search; never read the whole index or snapshot into context.
 - Every answer has an `index` block: `stale: true` means files changed and the re-index is not done;
-  `complete: false` means art files are still being scanned. Pass `waitForIndex: true` when you need the
-  final answer, or `allowStale: false` to be refused rather than answered from an old index.
-- `get_asset_references` shows values as written; it does not apply `xai:joinAction` Replace/Remove merges.
+  `complete: false` means art files are still being scanned. `freshness`: `newest` (default) answers at
+  once; `final` waits (up to 30 s) for the final index — use it right after you edit a file; `strict` also
+  refuses with `INDEX_STALE` when the files still differ from the index.
+- A file that no stream includes is indexed with `origin: inactive`: `sage_find_asset` shows it with a
+  warning (edits to it have no effect in game); it never counts as a live definition or reference.
+- `sage_get_asset_references` and `sage_get_definition` show values as written; only
+  `sage_get_effective_asset` applies `xai:joinAction` Replace/Remove merges.
 - Lists are paginated: follow `nextCursor`.
 """

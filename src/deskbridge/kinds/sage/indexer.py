@@ -7,6 +7,7 @@ background builds, the watcher and the consistency options on top.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import os
 import threading
@@ -17,7 +18,7 @@ from typing import Any
 
 from deskbridge.kinds.sage.build import IndexBuilder, patch_index
 from deskbridge.kinds.sage.model import SageIndex
-from deskbridge.kinds.sage.paths import PathResolver, default_search_paths
+from deskbridge.kinds.sage.paths import PathResolver, Scope, default_search_paths
 from deskbridge.kinds.sage.project import find_project_root, locate_sdk, schema_entry
 from deskbridge.kinds.sage.schema import SchemaModel, load_schema, schema_digest, schema_fingerprint
 from deskbridge.kinds.sage.settings import deskbridge_dirs, read_sage_config
@@ -57,7 +58,10 @@ class ProjectIndexer:
         self.sdk = locate_sdk(sdk)
         extra = list(search_paths) if search_paths is not None else list(read_sage_config().search_paths)
         self.search = default_search_paths(self.project, self.sdk, extra)
-        self.resolver = PathResolver(self.search)
+        roots = [self.project, *([self.sdk] if self.sdk else []), *extra]
+        self.scope = Scope(roots)
+        """What the index may read: the mod, the SDK and the configured search paths (issue 8)."""
+        self.resolver = PathResolver(self.search, scope=self.scope)
         dirs = deskbridge_dirs()
         self.cache_dir = dirs.cache / "sage" if use_cache else None
         self.data_dir = dirs.data
@@ -68,9 +72,9 @@ class ProjectIndexer:
         digest = (lambda: schema_digest(entry)) if entry else (lambda: "no-sdk")
         stat = schema_fingerprint(entry) if entry else "no-sdk"
         cache_file = (
-            (self.cache_dir / project_key(self.project) / "records.json.gz") if self.cache_dir else None
+            (self.cache_dir / project_key(self.project) / "records.marshal") if self.cache_dir else None
         )
-        self.store = RecordStore(self.model, cache_file, digest, stat)
+        self.store = RecordStore(self.model, cache_file, digest, stat, scope=self.scope, shown=self._shown)
         self.builder = IndexBuilder(self.project, self.sdk, self.resolver, self.store, self.model)
         self.index: SageIndex | None = None
         self.state = "no_index"
@@ -81,6 +85,14 @@ class ProjectIndexer:
         self._snapshot_build = -1
         self.last_snapshot: Path | None = None
         self._cache_loaded = False
+        self._baseline: dict[str, int] = {}
+        """Asset count of the last index per phase that lost nothing: a build that loses more than half of
+        it is published as degraded (issue 12)."""
+
+    def _shown(self, path: str) -> str:
+        """How messages name a file: relative to the project when inside it, else as it is."""
+        root = str(self.project) + os.sep
+        return path[len(root) :].replace(os.sep, "/") if path.startswith(root) else path
 
     # --- schema -----------------------------------------------------------------------------------
     def model(self) -> SchemaModel | None:
@@ -129,10 +141,36 @@ class ProjectIndexer:
             progress(len(xml.files), len(xml.files) + len(xml.deferred_art), "scanning art files")
             self._build_id += 1
             final = self.builder.build(self._build_id, with_art=True, progress=progress)
+            # One build in two phases: report what both parsed (the XML phase parses most files).
+            for key in ("parsedFiles", "recordsCacheHits"):
+                final.stats[key] = final.stats.get(key, 0) + xml.stats.get(key, 0)
         self._publish(final, publish)
         return final
 
+    def _assess(self, index: SageIndex) -> SageIndex:
+        """Flag an index that should not be trusted as complete, with the reasons."""
+        reasons: list[str] = []
+        kept = [p for p, r in index.files.items() if r.last_good]
+        if kept:
+            shown = ", ".join(index.display(p) for p in kept[:5]) + (" …" if len(kept) > 5 else "")
+            reasons.append(
+                f"{len(kept)} file(s) do not parse; the index keeps their last good version: {shown} "
+                "(sage_list_diagnostics code parse-error)"
+            )
+        count = int(index.stats.get("assetCount", 0))
+        base = self._baseline.get(index.phase)
+        if base and count * 2 < base:
+            reasons.append(
+                f"this build has {count} assets, {base - count} fewer than the last good one ({base}): "
+                "an include or a file was probably lost in the last save"
+            )
+        else:
+            self._baseline[index.phase] = count
+        index.degraded = reasons
+        return index
+
     def _publish(self, index: SageIndex, publish: Callable[[SageIndex], None] | None) -> None:
+        self._assess(index)
         self.index = index
         if publish:
             publish(index)
@@ -157,14 +195,33 @@ class ProjectIndexer:
             entry = self._entry
             assert entry is not None
             self.store = RecordStore(
-                self.model, self.store.cache_file, lambda: schema_digest(entry), schema_fingerprint(entry)
+                self.model,
+                self.store.cache_file,
+                lambda: schema_digest(entry),
+                schema_fingerprint(entry),
+                scope=self.scope,
+                shown=self._shown,
             )
             self.builder.store = self.store
             self._cache_loaded = True
             return self.build_sync()
         if old is None:
             return self.build_sync()
-        relevant = {p for p in paths if not self._cannot_matter(old, p)}
+        overlay = {p for p in paths if p in old.inactive_files}
+        relevant = {p for p in paths - overlay if not self._cannot_matter(old, p)}
+        if overlay and not relevant:
+            # Only files no stream includes changed: refresh their `origin: inactive` definitions.
+            self.store.invalidate(overlay)
+            self._build_id += 1
+            new = dataclasses.replace(
+                old,
+                build_id=self._build_id,
+                inactive_files=dict(old.inactive_files),
+                refs_built=old.refs_built,
+            )
+            self.builder.index_inactive(new, sorted(overlay))
+            self.index = new
+            return new
         if not relevant:
             return old
         if any(p not in old.files or not os.path.exists(p) for p in relevant):
@@ -182,7 +239,7 @@ class ProjectIndexer:
         if new is None:
             self._build_id -= 1
             return self.build_sync()
-        self.index = new
+        self.index = self._assess(new)
         return new
 
     def _cannot_matter(self, old: SageIndex, path: str) -> bool:
@@ -227,6 +284,10 @@ class ProjectIndexer:
             "generatedAt": index.generated_at if index else None,
             "projectDir": str(self.project),
         }
+        if index is not None and index.degraded:
+            if out["state"] in ("ready", "ready_xml"):
+                out["state"] = "degraded"
+            out["degraded"] = list(index.degraded)
         if self.state == "building":
             out["progress"] = dict(self.progress_info)
         if self.error:

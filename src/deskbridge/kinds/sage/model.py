@@ -8,8 +8,33 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.kinds.sage.records import FileRecords, Ref
 from deskbridge.kinds.sage.schema import SchemaModel
+
+
+def outside_error(given: str) -> BridgeError:
+    return BridgeError(
+        ErrorCode.ACCESS_DENIED,
+        f"{given!r} is outside the mod and SDK folders this index covers",
+        hint="Pass a path inside the mod (Data/…) or the SDK; sage_get_status lists both folders.",
+    )
+
+
+Owner = tuple[str, str, str | None, tuple[str, int] | None]
+"""(type, id, fragment file or None, include site (file, line) or None) of an asset holding a reference."""
+
+
+def _asset_index_at(rec: FileRecords, line: int) -> int:
+    """Index of the asset whose definition contains `line` (the last one starting at or before it)."""
+    best = -1
+    for i, (_t, _id, start) in enumerate(rec.assets):
+        if start <= line:
+            best = i
+        else:
+            break
+    return best
+
 
 SPLICED_ROOT = -2
 """`AssetDef.index` of an asset that is a whole fragment file spliced in by a root-level `xi:include`."""
@@ -96,13 +121,26 @@ class SageIndex:
     """The reverse reference map once built (see `refs_to`)."""
     splices: dict[str, str] = field(default_factory=dict)
     """Fragment file → `root` or `children`: spliced in as top-level assets by a root-level `xi:include`."""
-    fragment_owners: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
-    """Fragment file → (including file, asset index) of each nested `xi:include` that pulls it in."""
+    fragment_owners: dict[str, list[tuple[str, int, int]]] = field(default_factory=dict)
+    """Fragment file → (including file, asset index, line of the `xi:include`) of each nested `xi:include`
+    that pulls it in; the index is -1 when the includer is itself a fragment (its owners own this one)."""
     diagnostics: list[Diagnostic] = field(default_factory=list)
     source_candidates: list[str] = field(default_factory=list)
+    inactive_files: dict[str, FileRecords] = field(default_factory=dict)
+    """Records of the project's XML files that no stream reaches (a local overlay being edited, leftovers)."""
+    inactive: dict[str, list[AssetDef]] = field(default_factory=dict)
+    """Id (case-folded) → definitions in those files, `origin: inactive`. Kept apart from `assets`/`by_id`:
+    they are found by `find_asset` with a warning but never count as live definitions or references."""
     deferred_art: list[str] = field(default_factory=list)
     stats: dict[str, Any] = field(default_factory=dict)
+    degraded: list[str] = field(default_factory=list)
+    """Why this index is not to be trusted as complete (files kept at their last good version, a build that
+    lost over half the assets); the status then says `degraded` instead of `ready`."""
+    scope: Any = None
+    """The `paths.Scope` the index was built in: queries refuse paths outside it (issue 8)."""
     _chains: dict[str, frozenset[str]] = field(default_factory=dict)
+    _frag_owners: dict[str, list[Owner]] = field(default_factory=dict)
+    _frags_of: dict[tuple[str, int], list[tuple[str, tuple[str, int]]]] | None = None
     _unresolved: list[Diagnostic] | None = None
     _model: SchemaModel | None = None
 
@@ -172,9 +210,15 @@ class SageIndex:
         return path
 
     def real_path(self, shown: str) -> str:
-        """Inverse of `display` (accepts relative-to-project and absolute paths)."""
-        p = Path(shown)
-        return str(p if p.is_absolute() else self.project / p)
+        """Inverse of `display` (accepts relative-to-project and absolute paths), normalised."""
+        p = Path(shown.replace("\\", "/"))
+        return os.path.normpath(str(p if p.is_absolute() else self.project / p))
+
+    def check_scope(self, real: str, given: str) -> None:
+        """Refuse a path outside the mod and SDK folders, with one error whether or not it exists, naming
+        the path as the caller gave it (never where it resolves to)."""
+        if self.scope is not None and not self.scope.contains(real):
+            raise outside_error(given)
 
     def origin_of(self, path: str) -> str:
         return "project" if path.startswith(str(self.project) + os.sep) else "sdk"
@@ -203,34 +247,76 @@ class SageIndex:
         return [r for r in rec.refs if r[0] == asset.index]
 
     def owner(self, path: str, r: Ref) -> tuple[str, str, str | None] | None:
-        """(type, id, fragment file or None) of the asset a reference is written in."""
+        """(type, id, fragment file or None) of the first asset a reference is written in."""
+        owners = self.owners(path, r)
+        return (owners[0][0], owners[0][1], owners[0][2]) if owners else None
+
+    def owners(self, path: str, r: Ref) -> list[Owner]:
+        """Every asset a reference is written in: one for a reference inside an asset, one per including
+        asset for a fragment pulled in by nested `xi:include`s (a module shared by eight structures belongs
+        to all eight), each with the include site `(file, line)` that pulled it in."""
         rec = self.files.get(path)
         if rec is None:
-            return None
+            return []
         if rec.root == "AssetDeclaration":
             if 0 <= r[0] < len(rec.assets):
                 t, i, _ = rec.assets[r[0]]
-                return t, i, None
-            return None
+                return [(t, i, None, None)]
+            return []
         splice = self.splices.get(path)
         if splice == "root" and rec.spliceable:
-            return rec.spliceable[0][0], rec.spliceable[0][1], None
+            return [(rec.spliceable[0][0], rec.spliceable[0][1], None, None)]
         if splice == "children" and 0 <= r[0] < len(rec.spliceable):
-            return rec.spliceable[r[0]][0], rec.spliceable[r[0]][1], None
-        for opath, oi in self.fragment_owners.get(path, ()):
-            orec = self.files.get(opath)
-            if orec is not None and 0 <= oi < len(orec.assets):
-                t, i, _ = orec.assets[oi]
-                return t, i, path
-        return None
+            return [(rec.spliceable[r[0]][0], rec.spliceable[r[0]][1], None, None)]
+        return self.fragment_owner_assets(path)
 
-    def fragment_refs_of(self, asset: AssetDef) -> list[tuple[str, Ref]]:
-        out: list[tuple[str, Ref]] = []
-        for frag, owners in self.fragment_owners.items():
-            if (asset.file, asset.index) in owners:
-                rec = self.files.get(frag)
-                if rec is not None:
-                    out.extend((frag, r) for r in rec.refs)
+    def fragment_owner_assets(self, frag: str, _seen: frozenset[str] = frozenset()) -> list[Owner]:
+        """(type, id, fragment, include site) of every asset that pulls `frag` in, through fragments that
+        include fragments too; the include site is the `xi:include` in the asset's own file."""
+        hit = self._frag_owners.get(frag)
+        if hit is not None:
+            return hit
+        out: list[Owner] = []
+        for opath, oi, line in self.fragment_owners.get(frag, ()):
+            orec = self.files.get(opath)
+            if orec is None:
+                continue
+            if orec.root == "AssetDeclaration":
+                if 0 <= oi < len(orec.assets):
+                    t, i, _ = orec.assets[oi]
+                    out.append((t, i, frag, (opath, line)))
+            elif opath not in _seen and opath != frag:
+                out.extend(
+                    (t, i, frag, site) for t, i, _f, site in self.fragment_owner_assets(opath, _seen | {frag})
+                )
+        seen: set[tuple[str, str, Any]] = set()
+        unique = []
+        for o in out:
+            key = (o[0], o[1].casefold(), o[3])
+            if key not in seen:
+                seen.add(key)
+                unique.append(o)
+        if not _seen:
+            self._frag_owners[frag] = unique
+        return unique
+
+    def fragment_refs_of(self, asset: AssetDef) -> list[tuple[str, Ref, tuple[str, int]]]:
+        """(fragment, reference, include site) of every reference in the fragments an asset pulls in."""
+        if self._frags_of is None:
+            by_asset: dict[tuple[str, int], list[tuple[str, tuple[str, int]]]] = {}
+            for frag in self.fragment_owners:
+                for _t, _i, _f, site in self.fragment_owner_assets(frag):
+                    rec = self.files.get(site[0]) if site else None
+                    if rec is None or site is None:
+                        continue
+                    idx = _asset_index_at(rec, site[1])
+                    by_asset.setdefault((site[0], idx), []).append((frag, site))
+            self._frags_of = by_asset
+        out: list[tuple[str, Ref, tuple[str, int]]] = []
+        for frag, site in self._frags_of.get((asset.file, asset.index), ()):
+            rec = self.files.get(frag)
+            if rec is not None:
+                out.extend((frag, r, site) for r in rec.refs)
         return out
 
     def streams_of(self, path: str) -> dict[str, str]:

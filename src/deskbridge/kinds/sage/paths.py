@@ -141,20 +141,55 @@ def default_search_paths(project: Path, sdk: Path | None, extra: Iterable[Path] 
 
     extra = list(extra)
     sdk_mods = sub(sdk, "Mods")
+    # The folder holding the mod serves `DATA:<ModFolder>/Data/…`; an SDK opened as the project has none.
+    parent = None if sdk is not None and project == sdk else project.parent
     return SearchPaths(
-        data=existing([sdk, sub(project, "Data"), sdk_mods, project.parent, sub(sdk, "SageXml"), *extra]),
-        art=existing([sdk, sub(project, "Art"), sdk_mods, project.parent, sub(sdk, "Art")]),
-        audio=existing([sdk, sub(project, "Audio"), sdk_mods, project.parent, sub(sdk, "Audio")]),
+        data=existing([sdk, sub(project, "Data"), sdk_mods, parent, sub(sdk, "SageXml"), *extra]),
+        art=existing([sdk, sub(project, "Art"), sdk_mods, parent, sub(sdk, "Art")]),
+        audio=existing([sdk, sub(project, "Audio"), sdk_mods, parent, sub(sdk, "Audio")]),
         root=existing([sdk, project]),
     )
+
+
+OUTSIDE = "\0outside"
+"""Memo value of a source that leads outside every allowed root (never returned as a path)."""
+
+
+def inside(path: str, roots: Iterable[str]) -> bool:
+    """True when `path` is one of `roots` or lies below one (plain string test on normalised paths)."""
+    return any(path == r or path.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
+
+
+class Scope:
+    """The folders an index may read: the mod, the SDK and the person's configured search paths.
+
+    Every resolved include must lie inside one of them after symlink resolution (issue 8, "SAGE scope
+    escape"): `<Include source="/abs">`, `../../..`, `DATA:../..` or a symlink to `/dev/zero` is refused
+    with `include-outside-roots` and never read."""
+
+    def __init__(self, roots: Iterable[Path | str]) -> None:
+        out: list[str] = []
+        for r in roots:
+            real = os.path.realpath(str(r))
+            if real not in out:
+                out.append(real)
+        self.roots = out
+
+    def contains(self, path: str) -> bool:
+        """True when `path` (which may not exist) lies inside a root both as written and as resolved."""
+        norm = os.path.normpath(os.path.abspath(path))
+        return inside(norm, self.roots) and inside(os.path.realpath(norm), self.roots)
 
 
 class PathResolver:
     """Resolve include sources to real files, remembering every answer until `invalidate()`."""
 
-    def __init__(self, search: SearchPaths, tree: CaseFoldTree | None = None) -> None:
+    def __init__(
+        self, search: SearchPaths, tree: CaseFoldTree | None = None, scope: Scope | None = None
+    ) -> None:
         self.search = search
         self.tree = tree or CaseFoldTree()
+        self.scope = scope
         self._memo: dict[tuple[str, str], str | None] = {}
         self.calls = 0
         self.memo_hits = 0
@@ -169,13 +204,24 @@ class PathResolver:
         """Every answer so far with the mtimes of the directories they depend on (for the disk cache)."""
         if any(m is None for m in self.tree.mtimes.values()):
             return None  # a directory was changing while listed: do not persist
-        return {"dirs": self.tree.mtimes, "memo": [[s, b, t] for (s, b), t in self._memo.items()]}
+        return {
+            "dirs": self.tree.mtimes,
+            "memo": [[s, b, t] for (s, b), t in self._memo.items()],
+            "setup": self._setup(),
+        }
+
+    def _setup(self) -> list[Any]:
+        """What the answers depend on besides the directories: the search paths and the scope."""
+        s = self.search
+        return [s.data, s.art, s.audio, s.root, self.scope.roots if self.scope else None]
 
     def import_state(self, state: Any) -> bool:
         """Reuse persisted answers when no directory they depend on changed (an entry added, removed or
         renamed changes its directory's mtime); returns whether they were taken."""
         try:
             dirs, memo = state["dirs"], state["memo"]
+            if state.get("setup") != self._setup():
+                return False
             for directory, mtime in dirs.items():
                 try:
                     now = os.stat(directory).st_mtime_ns
@@ -190,18 +236,64 @@ class PathResolver:
         return True
 
     def resolve(self, source: str, from_file: str | None) -> str | None:
-        """The real path `source` names when written in `from_file`, or None when nothing matches."""
+        """The real path `source` names when written in `from_file`, or None when nothing matches or the
+        match lies outside the scope (`resolve_checked` tells the two apart)."""
+        found = self.resolve_checked(source, from_file)
+        return None if found == OUTSIDE else found
+
+    def resolve_checked(self, source: str, from_file: str | None) -> str | None:
+        """Like `resolve`, but `OUTSIDE` when the source leads outside every allowed root: an existing
+        file whose real path is outside, or a rooted / climbing (`..`) path that is outside as written,
+        whether or not anything exists there (so the answer does not reveal what exists outside).
+
+        A file never includes itself: WrathEd's `Data/Static.xml` writes `DATA:static.xml` for the game's
+        static stream, which the mod's own Data folder would otherwise shadow; the next match is taken."""
         self.calls += 1
         base_dir = os.path.dirname(from_file) if from_file else ""
-        key = (source, base_dir)
+        found = self._checked(source, base_dir, None)
+        if found is not None and found == from_file:
+            found = self._checked(source, base_dir, from_file)
+        return found
+
+    def _checked(self, source: str, base_dir: str, exclude: str | None) -> str | None:
+        key = (source, base_dir) if exclude is None else (source, "\0" + exclude)
         if key in self._memo:
             self.memo_hits += 1
             return self._memo[key]
-        found = self._resolve(source.strip(), base_dir)
+        src = source.strip()
+        found = self._resolve(src, base_dir, exclude)
+        if self.scope is not None:
+            if found is not None:
+                if not self.scope.contains(found):
+                    found = OUTSIDE
+            elif self._escapes(src, base_dir):
+                found = OUTSIDE
         self._memo[key] = found
         return found
 
-    def _resolve(self, source: str, base_dir: str) -> str | None:
+    def _escapes(self, source: str, base_dir: str) -> bool:
+        """A source that found nothing, but names a place outside the scope as written."""
+        assert self.scope is not None
+        alias, sep, rest = source.partition(":")
+        if (sep and len(alias) == 1) or source.startswith(("/", "\\")):
+            # Rooted (`/etc/x`, `C:\\x`): outside unless it names a place inside the scope.
+            return not (os.path.isabs(source) and self.scope.contains(source))
+        parts = [p for p in split_source(rest if sep else source) if p]
+        if ".." not in parts:
+            return False
+        rel = os.path.normpath(os.path.join(*parts))
+        if rel != ".." and not rel.startswith(".." + os.sep):
+            return False  # `a/../b` stays below its base
+        if not sep:
+            bases = [base_dir]
+        else:
+            alias = alias.strip().casefold()
+            if alias not in ALIASES:
+                return False
+            bases = [base_dir if r == "*" else r for r in self.search.for_alias(alias)]
+        return any(not self.scope.contains(os.path.join(b, rel)) for b in bases if b)
+
+    def _resolve(self, source: str, base_dir: str, exclude: str | None = None) -> str | None:
         if not source:
             return None
         alias, sep, rest = source.partition(":")
@@ -224,7 +316,7 @@ class PathResolver:
             parts = [parts[0][:2], parts[0]]
         for root in roots:
             hit = self._find_in(base_dir if root == "*" else root, parts)
-            if hit:
+            if hit and hit != exclude:
                 return hit
         return None
 

@@ -1,7 +1,8 @@
 """Find a SAGE mod project's root from any path inside it, and the mod SDK it builds against.
 
-Markers (research/sage.md §1.4, issue #5): `Data/Mod.xml`, `Data/additionalmaps/mapmetadata_*.xml` or a
-`*.babproj` file, matched case-insensitively; the nearest folder wins. The SDK is recognised by
+Markers (research/sage.md §1.4, issue #5): `Data/Mod.xml`, WrathEd's `Data/Static.xml`,
+`Data/additionalmaps/mapmetadata_*.xml` or a `*.babproj` file, matched case-insensitively; the nearest folder
+wins. A mod SDK folder itself (the game's vanilla XML) is a project too. The SDK is recognised by
 `Schemas/xsd/CnC3Types.xsd` or `Schemas/CnC3Types.xsd` next to a `SageXml/` folder.
 """
 
@@ -34,9 +35,9 @@ def is_project_root(folder: Path, tree: CaseFoldTree | None = None) -> bool:
         return True
     data = tree.find(str(folder), ["data"])
     if not data or not os.path.isdir(data):
-        return False
-    if tree.find(data, ["mod.xml"]):
-        return True
+        return is_sdk(folder)  # the SDK itself: its vanilla streams are the project
+    if tree.find(data, ["mod.xml"]) or tree.find(data, ["static.xml"]):
+        return True  # BAB's `Data/Mod.xml`, or WrathEd's `Data/Static.xml`
     maps = tree.find(data, ["additionalmaps"])
     if maps and (entries := tree.listing(maps)):
         return any(MAPMETADATA.match(name) and not is_dir for name, is_dir in entries.values())
@@ -114,3 +115,10 @@ def locate_sdk(explicit: Path | str | None = None) -> Path | None:
                 )
             return path
     return None
+
+
+def looks_like_project(path: Path) -> bool:
+    """True when `path` or a folder above it is a SAGE project (the workspace kind detector)."""
+    tree = CaseFoldTree()
+    start = path if path.is_dir() else path.parent
+    return any(is_project_root(c, tree) for c in [start, *list(start.parents)[:UP_LEVELS]])

@@ -11,12 +11,14 @@ import difflib
 from pathlib import Path
 from typing import Any
 
-from lxml import etree
-
 from deskbridge.core import limits
 from deskbridge.core.errors import BridgeError, ErrorCode
-from deskbridge.kinds.sage.model import SPLICED_ROOT, AssetDef, SageIndex
+from deskbridge.core.files import read_regular_file
+from deskbridge.kinds.sage._lxml import etree
+from deskbridge.kinds.sage.model import SPLICED_ROOT, AssetDef, Owner, SageIndex, outside_error
+from deskbridge.kinds.sage.paths import OUTSIDE
 from deskbridge.kinds.sage.records import (
+    FILE_MAX_BYTES,
     R_ASSET,
     R_ATTR,
     R_COL,
@@ -55,7 +57,7 @@ def decode_cursor(cursor: str | None) -> int:
     raise BridgeError(
         ErrorCode.INVALID_ARGUMENT,
         f"cursor {cursor!r} is not one this server issued",
-        hint="Pass the nextCursor from the previous page, or omit cursor to start over.",
+        hint="Call {tool} again with the nextCursor it returned, or without cursor to start over.",
     )
 
 
@@ -66,7 +68,7 @@ def check_limit(limit: int | None) -> int:
         raise BridgeError(
             ErrorCode.LIMIT_EXCEEDED,
             f"limit {limit} is outside 1..{limits.LIST_PAGE_MAX}",
-            hint=f"Ask for at most {limits.LIST_PAGE_MAX} items and follow nextCursor.",
+            hint=f"Call {{tool}} with limit at most {limits.LIST_PAGE_MAX} and follow nextCursor.",
         )
     return limit
 
@@ -101,17 +103,43 @@ def asset_json(index: SageIndex, d: AssetDef) -> dict[str, Any]:
     return out
 
 
-def owner_of(index: SageIndex, path: str, r: Ref) -> dict[str, str] | None:
-    owner = index.owner(path, r)
+def owner_json(index: SageIndex, owner: Owner | None) -> dict[str, Any] | None:
     if owner is None:
         return None
-    out = {"type": owner[0], "id": owner[1]}
+    out: dict[str, Any] = {"type": owner[0], "id": owner[1]}
     if owner[2]:
         out["viaFragment"] = index.display(owner[2])
+    if owner[3]:
+        out["includedAt"] = {"file": index.display(owner[3][0]), "line": owner[3][1]}
     return out
 
 
-def site_json(index: SageIndex, path: str, r: Ref) -> dict[str, Any]:
+def owner_of(index: SageIndex, path: str, r: Ref) -> dict[str, Any] | None:
+    owners = index.owners(path, r)
+    return owner_json(index, owners[0]) if owners else None
+
+
+def attributed(index: SageIndex, sites: Any) -> list[tuple[str, Ref, Owner | None]]:
+    """Reference sites with the asset that holds each: a site in a fragment shared by several assets
+    (`xi:include`d by each) appears once per including asset, with that asset's include site."""
+    out: list[tuple[str, Ref, Owner | None]] = []
+    files = index.files
+    for path, r in sites:
+        rec = files.get(path)
+        if rec is not None and rec.root == "AssetDeclaration":
+            a = rec.assets[r[R_ASSET]] if 0 <= r[R_ASSET] < len(rec.assets) else None
+            out.append((path, r, (a[0], a[1], None, None) if a else None))
+            continue
+        owners = index.owners(path, r)
+        if not owners:
+            out.append((path, r, None))
+        out.extend((path, r, o) for o in owners)
+    return out
+
+
+def site_json(
+    index: SageIndex, path: str, r: Ref, owner: Owner | None = None, *, resolve: bool = True
+) -> dict[str, Any]:
     return {
         "file": index.display(path),
         "line": r[R_LINE],
@@ -123,7 +151,7 @@ def site_json(index: SageIndex, path: str, r: Ref) -> dict[str, Any]:
         "attribute": r[R_ATTR] or None,
         "targetType": r[R_TYPE],
         "value": r[R_VALUE],
-        "from": owner_of(index, path, r),
+        "from": owner_json(index, owner) if not resolve else owner_of(index, path, r),
     }
 
 
@@ -140,7 +168,7 @@ def _check_type(index: SageIndex, asset_type: str | None) -> None:
         ErrorCode.NOT_FOUND,
         f"No asset type {asset_type!r} in this project or its schema (type names are case-sensitive).",
         hint="Use one of the suggested type names, or call sage_get_status for the types with definitions.",
-        data={"candidates": folded + close},
+        data={"candidates": list(dict.fromkeys(folded + close))},
     )
 
 
@@ -166,9 +194,23 @@ def find_asset(
     limit: int | None = None,
 ) -> dict[str, Any]:
     defs = definitions(index, ident, asset_type)
-    out = page([asset_json(index, d) for d in defs], cursor, limit)
+    inactive = [
+        d for d in index.inactive.get(ident.casefold(), ()) if asset_type is None or d.type == asset_type
+    ]
+    rows = [asset_json(index, d) for d in defs]
+    for d in inactive:
+        row = asset_json(index, d)
+        row["warning"] = (
+            "No stream includes this file: editing it has no effect in game until an include pulls it in "
+            "(sage_is_file_active tells which files are used)."
+        )
+        rows.append(row)
+    out = page(rows, cursor, limit)
     out["id"] = ident
-    if not defs:
+    out["live"] = len(defs)
+    if inactive:
+        out["inactive"] = len(inactive)
+    if not defs and not inactive:
         out["hint"] = "No definition: check the id's spelling, or search with sage_list_assets_by_type."
     return out
 
@@ -184,15 +226,16 @@ def find_references(
     sites = index.refs_to.get(ident.casefold(), ())
     if asset_type is not None:
         sites = [s for s in sites if index.assignable(asset_type, s[1][R_TYPE])]
+    rows = attributed(index, sites)
     start = decode_cursor(cursor)
     n = check_limit(limit)
-    chunk = sites[start : start + n]
-    nxt = start + n if start + n < len(sites) else None
+    chunk = rows[start : start + n]
+    nxt = start + n if start + n < len(rows) else None
     return {
         "id": ident,
         "type": asset_type,
-        "items": [site_json(index, p, r) for p, r in chunk],
-        "total": len(sites),
+        "items": [site_json(index, p, r, o, resolve=False) for p, r, o in chunk],
+        "total": len(rows),
         "nextCursor": encode_cursor(nxt) if nxt is not None else None,
     }
 
@@ -249,7 +292,7 @@ def get_definition(index: SageIndex, asset_type: str, ident: str, which: int | N
         raise BridgeError(
             ErrorCode.INVALID_ARGUMENT,
             f"which={which} but there are {len(defs)} definitions",
-            hint=f"Pass which between 0 and {len(defs) - 1}, or omit it for the winning one.",
+            hint=f"Call {{tool}} with which between 0 and {len(defs) - 1}, or sage_find_asset to list them.",
         )
     d = defs[which] if which is not None else effective(index, defs)
     out = asset_json(index, d)
@@ -263,7 +306,8 @@ def get_definition(index: SageIndex, asset_type: str, ident: str, which: int | N
             note="Defined only in a compiled manifest; there is no XML to show.",
         )
         return out
-    start, end, excerpt, truncated = _excerpt(d.file, d.line, d.type)
+    index.check_scope(d.file, index.display(d.file))
+    start, end, excerpt, truncated = _excerpt(d.file, d.line, d.type, index.display(d.file))
     out.update(startLine=start, endLine=end, excerpt=excerpt, truncated=truncated)
     rec = index.files.get(d.file)
     # xai:joinAction edits (Replace/Remove/Append) change what the parent asset's children become.
@@ -275,16 +319,16 @@ def get_definition(index: SageIndex, asset_type: str, ident: str, which: int | N
     return out
 
 
-def _excerpt(path: str, line: int, element: str) -> tuple[int, int, str, bool]:
+def _excerpt(path: str, line: int, element: str, shown: str) -> tuple[int, int, str, bool]:
     """Lines of one top-level element: found by reparsing the file (one file, on demand)."""
     try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
+        data = read_regular_file(path, max_bytes=FILE_MAX_BYTES, shown_as=shown)
+    except BridgeError as exc:
         raise BridgeError(
-            ErrorCode.NOT_FOUND,
-            f"cannot read {path}: {exc.strerror}",
-            hint="The file changed on disk; retry after the re-index (sage_get_status).",
-        ) from exc
+            exc.code,
+            exc.message,
+            hint="The file changed on disk; call sage_get_status until the re-index is done, then retry.",
+        ) from None
     lines = decode_text(data).split("\n")
     end = line
     try:
@@ -321,7 +365,11 @@ def resolve_include(
         if from_file
         else index.streams.get("static") or str(index.project / "Data" / "Mod.xml")
     )
-    target = resolver.resolve(source, base)
+    if from_file:
+        index.check_scope(base, from_file)
+    target = resolver.resolve_checked(source, base)
+    if target == OUTSIDE:
+        raise outside_error(source)
     alias = source.partition(":")[0].casefold() if ":" in source and len(source.partition(":")[0]) > 1 else ""
     searched = (
         resolver.search.for_alias(alias)
@@ -347,6 +395,7 @@ def resolve_include(
 
 def is_file_active(index: SageIndex, path: str) -> dict[str, Any]:
     real = index.real_path(path)
+    index.check_scope(real, path)
     found = real if real in index.membership else None
     if found is None:
         folded = real.casefold()
@@ -493,6 +542,8 @@ def list_diagnostics(
         else index.diagnostics
     )
     real = index.real_path(file) if file else None
+    if real is not None and file is not None:
+        index.check_scope(real, file)
     rows = [
         {
             "file": index.display(d.file),

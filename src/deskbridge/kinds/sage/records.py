@@ -11,14 +11,14 @@ recovering parser keeps what it can and every error becomes a `parse-error` diag
 from __future__ import annotations
 
 import io
+import marshal
 import operator
 import re
 import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from lxml import etree
-
+from deskbridge.kinds.sage._lxml import etree
 from deskbridge.kinds.sage.schema import SchemaModel
 
 NS = "{uri:ea.com:eala:asset}"
@@ -34,12 +34,24 @@ RECORD_CODES = frozenset(
 )
 """Diagnostics that come from one file's own records (the others come from walking the include graph)."""
 
-FILE_MAX_BYTES = 256 * 1024 * 1024
-"""Files larger than this are not parsed (the largest real `.w3x` seen is 22.8 MB)."""
+FILE_MAX_BYTES = 64 * 1024 * 1024
+"""Files larger than this are not read (the largest real `.w3x` seen is 22.8 MB)."""
 PARSE_ERRORS_MAX = 20
 """Parse errors kept per file; the rest are counted in the last message."""
 
-_JOINED = etree.XPath("//*[@xai:joinAction]", namespaces={"xai": "uri:ea.com:eala:asset:instance"})
+_JOINED_XPATH: Any = None
+
+
+def _JOINED(root: Any) -> Any:
+    """Every element carrying `xai:joinAction` (the compiled XPath is built on first use)."""
+    global _JOINED_XPATH
+    if _JOINED_XPATH is None:
+        _JOINED_XPATH = etree.XPath(
+            "//*[@xai:joinAction]", namespaces={"xai": "uri:ea.com:eala:asset:instance"}
+        )
+    return _JOINED_XPATH(root)
+
+
 _BRACKET_INDEX = re.compile(r"\\?\[[0-9]+\]$")
 
 # Reference tuple fields, kept positional for compactness (35 k of them on the benchmark data).
@@ -52,7 +64,7 @@ attribute) — kind is `attribute`, `content` or `inheritFrom`; columns are 1-ba
 
 @dataclass(slots=True)
 class FileRecords:
-    """What one file contributes to the index; small, JSON-able, and cached per file."""
+    """What one file contributes to the index; small, and cached per file."""
 
     root: str = ""
     """Local name of the root element ('' when nothing parsed); fragments have a root other than
@@ -65,7 +77,9 @@ class FileRecords:
     """(kind as written, lower-cased; source; line) of `<Includes><Include/>`."""
     xincludes: list[tuple[str, str, int, bool]] = field(default_factory=list)
     """(href, xpointer, line, nested) of every `xi:include`; nested = inside an asset, not at the root."""
-    refs: list[Ref] = field(default_factory=list)
+    ref_data: Any = field(default_factory=list)
+    """The reference rows (`refs`) — for records read from the cache, their marshalled bytes until first use:
+    a warm start walks includes and assets only, and most of the cache is references."""
     joins: list[tuple[str, str, int]] = field(default_factory=list)
     """(element, joinAction value, line) of every `xai:joinAction`."""
     diagnostics: list[tuple[str, str, int, str]] = field(default_factory=list)
@@ -76,39 +90,64 @@ class FileRecords:
     """Fragments only: (type, id, line) of the root element (first, when it has an id) and of each child
     with an id — what a root-level `xi:include` splices in as top-level assets."""
     root_has_id: bool = False
+    last_good: bool = False
+    """True when the file no longer parses and these are the records of its last version that did (issue 12:
+    a broken save must not empty the index); its `parse-error` diagnostics describe the current text."""
+    ref_total: int = 0
+    """How many reference rows `ref_data` holds while it is still marshalled."""
 
-    def to_json(self) -> list[Any]:
-        return [
+    @property
+    def refs(self) -> list[Ref]:
+        data = self.ref_data
+        if type(data) is bytes:
+            data = self.ref_data = marshal.loads(data)
+        return data  # type: ignore[no-any-return]
+
+    @property
+    def ref_count(self) -> int:
+        data = self.ref_data
+        return self.ref_total if type(data) is bytes else len(data)
+
+    def to_cache(self) -> tuple[list[Any], bytes]:
+        """(head, marshalled reference rows) for the records cache."""
+        data = self.ref_data
+        blob = data if type(data) is bytes else marshal.dumps(data)
+        head = [
             self.root,
             self.assets,
             self.defines,
             self.includes,
             self.xincludes,
-            self.refs,
             self.joins,
             self.diagnostics,
             self.shallow,
             self.spliceable,
             self.root_has_id,
+            self.last_good,
+            self.ref_count,
         ]
+        return head, blob
 
     @classmethod
-    def from_json(cls, raw: list[Any]) -> FileRecords:
-        """Records from the cache. The inner rows stay JSON lists (indexable like the tuples the extractor
-        makes): converting 60 k reference rows would cost more than the rest of a warm start."""
+    def from_cache(cls, head: list[Any], blob: bytes) -> FileRecords:
         return cls(
-            root=raw[0],
-            assets=raw[1],
-            defines=raw[2],
-            includes=raw[3],
-            xincludes=raw[4],
-            refs=raw[5],
-            joins=raw[6],
-            diagnostics=raw[7],
-            shallow=bool(raw[8]),
-            spliceable=raw[9],
-            root_has_id=bool(raw[10]),
+            root=head[0],
+            assets=head[1],
+            defines=head[2],
+            includes=head[3],
+            xincludes=head[4],
+            ref_data=blob,
+            joins=head[5],
+            diagnostics=head[6],
+            shallow=head[7],
+            spliceable=head[8],
+            root_has_id=head[9],
+            last_good=head[10],
+            ref_total=head[11],
         )
+
+    def parse_failed(self) -> bool:
+        return any(d[0] == "parse-error" for d in self.diagnostics)
 
 
 def _parser() -> etree.XMLParser:
@@ -196,7 +235,8 @@ class _Locator:
         for ln in range(min(line, len(lines)) - 1, max(line - 200, 0) - 1, -1):
             text = lines[ln]
             lo = text.find(opener)
-            pos = text.find(needle, lo + 1 if lo >= 0 else 0)
+            start = lo + 1 if lo >= 0 else 0
+            pos = text.find(needle, start)
             while pos > 0 and (text[pos - 1].isalnum() or text[pos - 1] in ":_.-"):
                 pos = text.find(needle, pos + 1)
             if pos >= 0:
@@ -204,7 +244,9 @@ class _Locator:
                 if q < len(text) and text[q] in "\"'":
                     end = text.find(text[q], q + 1)
                     return ln + 1, q + 2, (end if end >= 0 else q + 1 + len(value)) + 1
-                m = _attr_pattern(name).search(text, pos)  # spaces around `=`: rare, slow path
+            if name in text:
+                # Spaces around `=` (`Weapon = "X"`): rare, so the regex runs only when the name is there.
+                m = _attr_pattern(name).search(text, start)
                 if m:
                     end = text.find(m.group(1), m.end())
                     return ln + 1, m.end() + 1, (end if end >= 0 else m.end() + len(value)) + 1
@@ -260,8 +302,9 @@ def extract_records(data: bytes, model: SchemaModel | None) -> FileRecords:
         return rec
     rec.root = _local(root.tag)
     if rec.root != "AssetDeclaration":
-        _fragment(root, rec, model, _Locator(data))
-        _xincludes(root, rec)
+        locator = _Locator(data)
+        _fragment(root, rec, model, locator)
+        _xincludes(root, rec, locator)
         return rec
     locator = _Locator(data)
     seen: dict[tuple[str, str], int] = {}
@@ -276,7 +319,7 @@ def extract_records(data: bytes, model: SchemaModel | None) -> FileRecords:
                             (
                                 (inc.get("type") or "").strip().lower(),
                                 (inc.get("source") or "").strip(),
-                                inc.sourceline or 0,
+                                locator.start_line(inc.sourceline or 0, "Include"),
                             )
                         )
             elif name == "Defines":
@@ -286,7 +329,7 @@ def extract_records(data: bytes, model: SchemaModel | None) -> FileRecords:
                             (
                                 d.get("name", ""),
                                 d.get("value", ""),
-                                d.sourceline or 0,
+                                locator.start_line(d.sourceline or 0, "Define"),
                                 (d.get("override") or "").strip().lower() == "true",
                             )
                         )
@@ -327,7 +370,7 @@ def extract_records(data: bytes, model: SchemaModel | None) -> FileRecords:
             _walk(
                 child, model.asset_types.get(name) or model.fallback.get(name), index, model, rec, locator, ""
             )
-    _xincludes(root, rec)
+    _xincludes(root, rec, locator)
     rec.refs.sort(key=_BY_POSITION)
     for el in _JOINED(root):
         rec.joins.append((_local(el.tag), el.get(XAI_JOIN, ""), el.sourceline or 0))
@@ -407,11 +450,13 @@ def _parse_errors(parser: etree.XMLParser, rec: FileRecords) -> None:
         )
 
 
-def _xincludes(root: etree._Element, rec: FileRecords) -> None:
+def _xincludes(root: etree._Element, rec: FileRecords, locator: _Locator) -> None:
     for xi in root.iter(XI_INCLUDE):
         nested = xi.getparent() is not root
+        prefix = xi.prefix
+        line = locator.start_line(xi.sourceline or 0, f"{prefix}:include" if prefix else "include")
         rec.xincludes.append(
-            ((xi.get("href") or "").strip(), (xi.get("xpointer") or "").strip(), xi.sourceline or 0, nested)
+            ((xi.get("href") or "").strip(), (xi.get("xpointer") or "").strip(), line, nested)
         )
 
 

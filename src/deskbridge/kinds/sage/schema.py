@@ -19,9 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lxml import etree
-
 from deskbridge.kinds.sage._atomic import atomic_write
+from deskbridge.kinds.sage._lxml import etree
 from deskbridge.kinds.sage.paths import CaseFoldTree
 
 XS = "{http://www.w3.org/2001/XMLSchema}"
@@ -134,6 +133,11 @@ class _Compiler:
         self.elem_ref: dict[str, str] = {}  # synthetic key for `<xs:element type=… xas:refType=…>`
         self.top_elements: dict[str, str] = {}
         self.declared_as: dict[str, set[str]] = {}
+        self.c_layout: dict[str, dict[str, str]] = {}
+        """Complex type → its own child elements in declaration order → how they occur: `seq` / `seq-many`
+        (in a sequence, `maxOccurs` 1 / above 1) or `choice-one` / `choice-many` (in a choice that may
+        repeat or not). BAB's joiner matches `*-many` children by id and lets a `choice-one` child
+        replace whatever single child is there (research/sage.md §2.6)."""
 
     # --- collection -------------------------------------------------------------------------------
     def add_document(self, root: etree._Element) -> None:
@@ -169,11 +173,14 @@ class _Compiler:
     def _complex(self, name: str, node: etree._Element) -> None:
         attrs: dict[str, tuple[str | None, str | None]] = {}
         children: dict[str, str] = {}
+        layout: dict[str, str] = {}
         if node.get(XAS_REFTYPE):
             self.c_ref[name] = node.get(XAS_REFTYPE)  # type: ignore[assignment]
-        stack = [node]
+        # (particle, nearest particle kind, whether that particle or one around it repeats); in document
+        # order (a queue, not a stack) so the layout keeps the declaration order.
+        stack = [(node, "seq", False)]
         while stack:
-            cur = stack.pop()
+            cur, kind, many = stack.pop(0)
             for child in cur.iterchildren(tag=etree.Element):
                 tag = child.tag[len(XS) :] if child.tag.startswith(XS) else ""
                 if tag == "attribute":
@@ -190,6 +197,10 @@ class _Compiler:
                     ename = child.get("name")
                     if ename:
                         children[ename] = self._element_type(ename, child, owner=name)
+                        if kind == "choice":
+                            layout[ename] = "choice-many" if many else "choice-one"
+                        else:
+                            layout[ename] = "seq-many" if _repeating(child) else "seq"
                 elif tag in ("extension", "restriction"):
                     base = _local(child.get("base"))
                     if base:
@@ -197,11 +208,17 @@ class _Compiler:
                             self.c_content[name] = base
                         else:
                             self.c_base[name] = base
-                    stack.append(child)
-                elif tag in ("sequence", "choice", "all", "complexContent", "simpleContent"):
-                    stack.append(child)
+                    stack.append((child, kind, many))
+                elif tag == "choice":
+                    stack.append((child, "choice", many or _repeating(child)))
+                elif tag == "sequence":
+                    stack.append((child, "seq", many or _repeating(child)))
+                elif tag in ("all", "complexContent", "simpleContent"):
+                    stack.append((child, kind, many))
         self.c_attrs[name] = attrs
         self.c_children[name] = children
+        if layout:
+            self.c_layout[name] = layout
 
     def _element_type(self, ename: str, node: etree._Element, owner: str) -> str:
         ref = node.get(XAS_REFTYPE)
@@ -345,8 +362,18 @@ def schema_fingerprint(entry: Path) -> str:
     return h.hexdigest()
 
 
+def _repeating(node: etree._Element) -> bool:
+    occurs = node.get("maxOccurs")
+    return occurs == "unbounded" or (occurs is not None and occurs.isdigit() and int(occurs) > 1)
+
+
 def compile_schema(entry: Path) -> SchemaModel:
     """Parse `entry` and everything it `xs:include`s (case-insensitively, as the EA files need)."""
+    return collect_schema(entry).build()
+
+
+def collect_schema(entry: Path) -> _Compiler:
+    """Every type declaration reachable from `entry`, before flattening (the joiner reads it directly)."""
     compiler = _Compiler()
     tree = CaseFoldTree()
     parser = etree.XMLParser(remove_comments=True, recover=True, resolve_entities=False, no_network=True)
@@ -370,7 +397,7 @@ def compile_schema(entry: Path) -> SchemaModel:
                 if hit:
                     todo.append(hit)
         compiler.add_document(root)
-    return compiler.build()
+    return compiler
 
 
 def load_schema(entry: Path, cache_dir: Path | None, digest: str | None = None) -> SchemaModel:

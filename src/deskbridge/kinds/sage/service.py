@@ -202,34 +202,49 @@ class SageService(ProjectIndexer):
                 raise BridgeError(
                     ErrorCode.INVALID_ARGUMENT,
                     f"timeoutSeconds {timeout} is outside (0, {WAIT_TIMEOUT_MAX_S}]",
-                    hint="Pass a timeout of at most 300 seconds.",
+                    hint="Call {tool} again with timeoutSeconds of at most 300, or freshness final (30 s).",
                 )
-            if not self._is_final():
-                try:
-                    await asyncio.wait_for(self._wait_final(), timeout)
-                except TimeoutError:
-                    raise BridgeError(
-                        ErrorCode.NOT_READY,
-                        f"The index did not become final within {timeout:g} s (state {self.state}).",
-                        hint="Call sage_get_status to watch progress, then retry.",
-                        data=self.status(),
-                    ) from None
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + timeout
+            for _ in range(3):
+                if not self._is_final():
+                    try:
+                        await asyncio.wait_for(self._wait_final(), max(deadline - loop.time(), 0.001))
+                    except TimeoutError:
+                        raise BridgeError(
+                            ErrorCode.NOT_READY,
+                            f"The index did not become final within {timeout:g} s (state {self.state}).",
+                            hint="Call sage_get_status to watch progress, then call {tool} again.",
+                            data=self.status(),
+                        ) from None
+                # A write the watcher has not reported yet (it waits 300 ms for more changes): compare the
+                # files the index answers from with the disk, and re-index what differs before answering.
+                moved = await asyncio.to_thread(self._changed_on_disk)
+                if not moved:
+                    break
+                await self.changed(moved)
         index = self.index
         if index is None:
             raise BridgeError(
                 ErrorCode.NOT_READY,
                 f"The project is not indexed yet (state {self.state}).",
-                hint="Call sage_get_status until state is ready_xml or ready, or pass waitForIndex true.",
+                hint="Call sage_get_status until state is ready_xml or ready, or call {tool} with freshness final.",
                 data=self.status(),
             )
         if not allow_stale and not self._is_final():
             raise BridgeError(
                 ErrorCode.INDEX_STALE,
                 f"The index is not final (state {self.state}, complete {index.complete}).",
-                hint="Retry with waitForIndex true, or pass allowStale true to accept it.",
+                hint="Call {tool} again with freshness final to wait for the re-index, or newest to accept this index.",
                 data=self.status(),
             )
         return index
+
+    def _changed_on_disk(self) -> list[str]:
+        index = self.index
+        if index is None:
+            return []
+        return self.store.changed_on_disk(list(index.files))
 
     def _is_final(self) -> bool:
         return self.index is not None and self.index.complete and not self._pending and self.state == "ready"

@@ -71,22 +71,24 @@ def snapshot_json(index: SageIndex, stale: bool = False, with_references: bool =
     for path, rec in index.files.items() if with_references else ():
         shown = index.display(path)
         for r in rec.refs:
-            owner = index.owner(path, r)
-            references.append(
-                {
-                    "type": r[R_TYPE],
-                    "id": r[R_VALUE],
-                    "file": shown,
-                    "line": r[R_LINE],
-                    "column": r[R_COL],
-                    "endColumn": r[R_END],
-                    "kind": r[R_KIND],
-                    "element": r[R_ELEMENT],
-                    "attribute": r[R_ATTR] or None,
-                    "fromType": owner[0] if owner else None,
-                    "fromId": owner[1] if owner else None,
-                }
-            )
+            for owner in index.owners(path, r) or [None]:
+                site = owner[3] if owner else None
+                references.append(
+                    {
+                        "type": r[R_TYPE],
+                        "id": r[R_VALUE],
+                        "file": shown,
+                        "line": r[R_LINE],
+                        "column": r[R_COL],
+                        "endColumn": r[R_END],
+                        "kind": r[R_KIND],
+                        "element": r[R_ELEMENT],
+                        "attribute": r[R_ATTR] or None,
+                        "fromType": owner[0] if owner else None,
+                        "fromId": owner[1] if owner else None,
+                        "includedAt": {"file": index.display(site[0]), "line": site[1]} if site else None,
+                    }
+                )
     return {
         "schemaVersion": SCHEMA_VERSION,
         "project": str(index.project),
@@ -98,11 +100,12 @@ def snapshot_json(index: SageIndex, stale: bool = False, with_references: bool =
         "stale": stale,
         "stats": {
             "assetCount": index.stats.get("assetCount", len(assets)),
-            "referenceCount": sum(len(rec.refs) for rec in index.files.values()),
+            "referenceCount": sum(rec.ref_count for rec in index.files.values()),
+            "referenceRowCount": len(references) if with_references else None,
             "defineCount": index.stats.get("defineCount", 0),
             "streamCount": len(index.streams),
             "fileCount": len(index.files),
-            "diagnosticCount": len(index.diagnostics),
+            "diagnosticCount": len(index.all_diagnostics()),
         },
         "streams": [{"name": n, "entry": index.display(e)} for n, e in index.streams.items()],
         "assets": assets,
@@ -135,16 +138,13 @@ def snapshot_json(index: SageIndex, stale: bool = False, with_references: bool =
 
 _REF_ROW = (
     '{"type":%s,"id":%s,"file":%s,"line":%d,"column":%d,"endColumn":%d,"kind":%s,"element":%s,'
-    '"attribute":%s,"fromType":%s,"fromId":%s}'
+    '"attribute":%s,"fromType":%s,"fromId":%s,"includedAt":%s}'
 )
 
 
 def snapshot_text(index: SageIndex, stale: bool = False) -> str:
     """`snapshot_json` serialised, with the 60 k reference rows formatted directly: the same JSON as
     `json.dumps(snapshot_json(...))` at about half the cost, which keeps SNAP well under a second."""
-    head = json.dumps(
-        snapshot_json(index, stale, with_references=False), separators=(",", ":"), ensure_ascii=False
-    )
     memo: dict[str, str] = {}
 
     def enc(value: str | None) -> str:
@@ -161,23 +161,33 @@ def snapshot_text(index: SageIndex, stale: bool = False) -> str:
         plain = rec.root == "AssetDeclaration"
         assets = rec.assets
         for r in rec.refs:
-            owner = (assets[r[R_ASSET]] if r[R_ASSET] >= 0 else None) if plain else index.owner(path, r)
-            rows.append(
-                _REF_ROW
-                % (
-                    enc(r[R_TYPE]),
-                    encode_basestring(r[R_VALUE]),
-                    shown,
-                    r[R_LINE],
-                    r[R_COL],
-                    r[R_END],
-                    enc(r[R_KIND]),
-                    enc(r[R_ELEMENT]),
-                    enc(r[R_ATTR] or None),
-                    enc(owner[0]) if owner else "null",
-                    encode_basestring(owner[1]) if owner else "null",
+            if plain:
+                a = assets[r[R_ASSET]] if r[R_ASSET] >= 0 else None
+                owners: list[Any] = [(a[0], a[1], None, None) if a else None]
+            else:
+                owners = index.owners(path, r) or [None]
+            for owner in owners:
+                site = owner[3] if owner else None
+                rows.append(
+                    _REF_ROW
+                    % (
+                        enc(r[R_TYPE]),
+                        encode_basestring(r[R_VALUE]),
+                        shown,
+                        r[R_LINE],
+                        r[R_COL],
+                        r[R_END],
+                        enc(r[R_KIND]),
+                        enc(r[R_ELEMENT]),
+                        enc(r[R_ATTR] or None),
+                        enc(owner[0]) if owner else "null",
+                        encode_basestring(owner[1]) if owner else "null",
+                        f'{{"file":{enc(index.display(site[0]))},"line":{site[1]:d}}}' if site else "null",
+                    )
                 )
-            )
+    body = snapshot_json(index, stale, with_references=False)
+    body["stats"]["referenceRowCount"] = len(rows)
+    head = json.dumps(body, separators=(",", ":"), ensure_ascii=False)
     # A key written by json.dumps cannot occur inside a string value (its quotes would be escaped).
     cut = head.rindex('"references":[]') + len('"references":[')
     return head[:cut] + ",".join(rows) + head[cut:]

@@ -2,135 +2,135 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
+from pydantic.json_schema import SkipJsonSchema
 
+from deskbridge.core.errors import BridgeError
 from deskbridge.core.limits import LIST_PAGE_MAX
 from deskbridge.core.tools import CallContext, NoArgs, ToolArgs, ToolSpec
-from deskbridge.kinds.sage import forward, queries
+from deskbridge.kinds.sage import effective, forward, queries
 from deskbridge.kinds.sage.guide import USAGE_GUIDE
 from deskbridge.kinds.sage.service import SageService
 from deskbridge.kinds.sage.snapshot import list_snapshots
 
+FRESHNESS = (
+    "newest: answer now (may be stale); final: wait for the final index; strict: final or INDEX_STALE."
+)
+
+
+def _compact(schema: dict[str, Any], cls: type) -> None:
+    """Smaller tools/list: no per-property titles, and `X | None = None` advertised as plain X (omitting
+    an argument already means None)."""
+    for prop in schema.get("properties", {}).values():
+        prop.pop("title", None)
+        alts = prop.get("anyOf")
+        if alts and len(alts) == 2 and {"type": "null"} in alts and prop.get("default", 0) is None:
+            del prop["anyOf"], prop["default"]
+            prop.update(next(a for a in alts if a != {"type": "null"}))
+
 
 class Consistency(ToolArgs):
-    """How fresh the answer must be."""
+    """How fresh the answer must be: one shared `freshness` choice for every index-backed tool.
 
-    waitForIndex: bool = Field(
-        False,
-        description="Wait until the final index (XML and art, no pending changes) is ready before answering.",
-    )
-    timeoutSeconds: float | None = Field(
-        None, description="How long waitForIndex waits (default 30, at most 300); NOT_READY when it runs out."
-    )
-    allowStale: bool = Field(
-        True,
-        description="false: refuse (INDEX_STALE) instead of answering from an "
-        "index that is stale or still incomplete.",
-    )
+    The older trio `waitForIndex` / `timeoutSeconds` / `allowStale` is still accepted (not advertised, to keep
+    tools/list small): `waitForIndex: true` is `final`, `allowStale: false` is `strict`."""
+
+    model_config = ConfigDict(json_schema_extra=_compact)
+
+    freshness: Literal["newest", "final", "strict"] = Field("newest", description=FRESHNESS)
+    waitForIndex: SkipJsonSchema[bool] = False
+    timeoutSeconds: SkipJsonSchema[float | None] = None
+    allowStale: SkipJsonSchema[bool] = True
+
+    def consistency(self) -> tuple[bool, float | None, bool]:
+        """(wait for the final index, timeout, allow a stale answer)."""
+        wait = self.waitForIndex or self.freshness in ("final", "strict")
+        return wait, self.timeoutSeconds, self.allowStale and self.freshness != "strict"
 
 
 class Paged(Consistency):
-    cursor: str | None = Field(
-        None, description="nextCursor from the previous page; omit for the first page."
-    )
-    limit: int | None = Field(None, ge=1, le=LIST_PAGE_MAX, description="Items per page (default 100).")
+    cursor: str | None = Field(None, description="nextCursor of the previous page.")
+    limit: int | None = Field(None, ge=1, le=LIST_PAGE_MAX, description="Page size (default 100).")
 
 
 class StatusArgs(NoArgs):
-    pass
+    model_config = ConfigDict(json_schema_extra=_compact)
 
 
 class FindAssetArgs(Paged):
-    id: str = Field(description="Asset id, e.g. AlliedAntiVehicleVehicleTech1 (case-insensitive).")
-    type: str | None = Field(None, description="Asset type, e.g. GameObject or WeaponTemplate (exact case).")
+    id: str = Field(description="Asset id (case-insensitive).")
+    type: str | None = Field(None, description="Asset type, exact case (GameObject, WeaponTemplate…).")
 
 
 class FindReferencesArgs(Paged):
-    id: str = Field(description="Id of the asset whose users you want (case-insensitive).")
-    type: str | None = Field(
-        None, description="Its type; keeps only references that can point at that type (base types accepted)."
-    )
+    id: str = Field(description="Id of the asset whose users you want.")
+    type: str | None = Field(None, description="Its type (base types accepted).")
 
 
 class ListByTypeArgs(Paged):
-    type: str = Field(description="Asset type, exact case, e.g. WeaponTemplate.")
-    prefix: str | None = Field(None, description="Only ids starting with this (case-insensitive).")
-
-
-class DefinitionArgs(Consistency):
     type: str = Field(description="Asset type, exact case.")
-    id: str = Field(description="Asset id (case-insensitive).")
-    which: int | None = Field(
-        None,
-        ge=0,
-        description="Pick one of several definitions (0-based, walk order); default: the one that wins.",
-    )
+    prefix: str | None = Field(None, description="Only ids starting with this.")
+
+
+class TypeIdArgs(Consistency):
+    type: str = Field(description="Asset type, exact case.")
+    id: str = Field(description="Asset id.")
+
+
+class DefinitionArgs(TypeIdArgs):
+    which: int | None = Field(None, ge=0, description="Which definition (0-based); default: the winner.")
 
 
 class ResolveIncludeArgs(Consistency):
-    source: str = Field(description="An include source as written, e.g. DATA:static.xml or Units/Tank.xml.")
+    source: str = Field(description="Include source as written (DATA:static.xml, Units/Tank.xml).")
     from_: str | None = Field(
-        None,
-        alias="from",
-        description="The file that contains the include (relative "
-        "to the project or absolute); default Data/Mod.xml.",
+        None, alias="from", description="File holding the include; default Data/Mod.xml."
     )
 
 
 class FileArgs(Consistency):
-    path: str = Field(description="A file path, relative to the project (Data/…) or absolute.")
+    path: str = Field(description="File path, relative to the project or absolute.")
 
 
 class DefineArgs(Paged):
-    name: str = Field(description="Define name, with or without the leading $.")
+    name: str = Field(description="Define name, with or without $.")
 
 
 class UnreferencedArgs(Paged):
     type: str | None = Field(None, description="Only this asset type.")
-    includeSdk: bool = Field(False, description="Also list unreferenced vanilla SDK assets (noisy).")
+    includeSdk: bool = Field(False, description="Also list vanilla SDK assets.")
 
 
-class ChainArgs(Consistency):
-    type: str = Field(description="Asset type, exact case.")
-    id: str = Field(description="Asset id.")
-
-
-class AssetReferencesArgs(Consistency):
-    type: str = Field(description="Asset type, exact case, e.g. GameObject.")
-    id: str = Field(description="Asset id.")
-    depth: int = Field(
-        forward.DEPTH_DEFAULT,
-        ge=1,
-        le=forward.DEPTH_MAX,
-        description="Hops to follow (1..3); inheritFrom parents do not count as a hop.",
-    )
+class AssetReferencesArgs(TypeIdArgs):
+    depth: int = Field(forward.DEPTH_DEFAULT, ge=1, le=forward.DEPTH_MAX, description="Hops (1..3).")
     targetTypes: list[str] | None = Field(
-        None, description='Keep only edges to these types (or their subtypes), e.g. ["WeaponTemplate"].'
+        None,
+        description='Return only edges to these types (the walk goes through all), e.g. ["WeaponTemplate"].',
     )
+    includeInheritance: bool = Field(False, description="Also return the inheritFrom edges.")
     maxEdges: int = Field(
-        forward.MAX_EDGES_DEFAULT,
-        ge=1,
-        le=forward.MAX_EDGES_LIMIT,
-        description="Edges returned at most; the rest are counted in omittedByTargetType.",
+        forward.MAX_EDGES_DEFAULT, ge=1, le=forward.MAX_EDGES_LIMIT, description="Page size (default 100)."
     )
+    cursor: str | None = Field(None, description="nextCursor of the previous page.")
+
+
+class EffectiveArgs(TypeIdArgs):
+    cursor: str | None = Field(None, description="nextCursor of the previous page of elements.")
+    limit: int | None = Field(None, ge=1, le=LIST_PAGE_MAX, description="Elements per page (default 100).")
 
 
 class DiagnosticsArgs(Paged):
-    code: str | None = Field(
-        None,
-        description="Only this code, e.g. include-not-found, parse-error, "
-        "duplicate-define, duplicate-instance, unresolved-reference, include-cycle.",
-    )
-    file: str | None = Field(None, description="Only this file (relative to the project or absolute).")
+    code: str | None = Field(None, description="Only this code (include-not-found, parse-error…).")
+    file: str | None = Field(None, description="Only this file.")
 
 
 def sage_tools(service: SageService) -> list[ToolSpec]:
     """Every sage tool bound to one opened project."""
 
     async def idx(args: Consistency) -> Any:
-        return await service.usable_index(args.waitForIndex, args.timeoutSeconds, args.allowStale)
+        return await service.usable_index(*args.consistency())
 
     async def get_status(ctx: CallContext, args: StatusArgs) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -179,7 +179,7 @@ def sage_tools(service: SageService) -> list[ToolSpec]:
     async def unreferenced(ctx: CallContext, a: UnreferencedArgs) -> dict[str, Any]:
         return service.answer(queries.unreferenced(await idx(a), a.type, a.includeSdk, a.cursor, a.limit))
 
-    async def chain(ctx: CallContext, a: ChainArgs) -> dict[str, Any]:
+    async def chain(ctx: CallContext, a: TypeIdArgs) -> dict[str, Any]:
         return service.answer(queries.get_inheritance_chain(await idx(a), a.type, a.id))
 
     async def usage_guide(ctx: CallContext, args: StatusArgs) -> dict[str, Any]:
@@ -187,19 +187,32 @@ def sage_tools(service: SageService) -> list[ToolSpec]:
 
     async def asset_references(ctx: CallContext, a: AssetReferencesArgs) -> dict[str, Any]:
         return service.answer(
-            forward.get_asset_references(await idx(a), a.type, a.id, a.depth, a.targetTypes, a.maxEdges)
+            forward.get_asset_references(
+                await idx(a), a.type, a.id, a.depth, a.targetTypes, a.maxEdges, a.includeInheritance, a.cursor
+            )
         )
+
+    async def effective_asset(ctx: CallContext, a: EffectiveArgs) -> dict[str, Any]:
+        return service.answer(effective.get_effective_asset(await idx(a), a.type, a.id, a.cursor, a.limit))
 
     async def diagnostics(ctx: CallContext, a: DiagnosticsArgs) -> dict[str, Any]:
         return service.answer(queries.list_diagnostics(await idx(a), a.code, a.file, a.cursor, a.limit))
 
     def spec(name: str, title: str, description: str, args: type[ToolArgs], handler: Any) -> ToolSpec:
+        async def named(ctx: CallContext, a: Any) -> dict[str, Any]:
+            try:
+                return await handler(ctx, a)
+            except BridgeError as exc:
+                # Hints say which sage tool to call next; `{tool}` is the one that was just called.
+                exc.hint = exc.hint.replace("{tool}", name)
+                raise
+
         return ToolSpec(
             name=name,
             title=title,
             description=description,
             args=args,
-            handler=handler,
+            handler=named,
             read_only=True,
             idempotent=True,
         )
@@ -208,62 +221,65 @@ def sage_tools(service: SageService) -> list[ToolSpec]:
         spec(
             "sage_get_status",
             "Index status",
-            "State of the mod index (building, ready_xml, ready, stale, "
-            "error), the project and SDK it covers, counts per asset type and per diagnostic code. Call "
-            "first when unsure the workspace is a SAGE mod.",
+            "Index state (building, ready_xml, ready, stale, error), project and SDK, counts per asset "
+            "type and diagnostic code. Call first when unsure the workspace is a SAGE mod.",
             StatusArgs,
             get_status,
         ),
         spec(
             "sage_list_projects",
             "Indexed projects",
-            "Projects open in this server and projects with a saved snapshot.",
+            "Projects open here and projects with a saved snapshot.",
             StatusArgs,
             list_projects,
         ),
         spec(
             "sage_find_asset",
             "Find asset definitions",
-            "Every definition of an asset id (several are "
-            "normal: overrides and copies), with file, line, origin and stream membership.",
+            "Every definition of an id (overrides and copies are normal): file, line, origin, streams.",
             FindAssetArgs,
             find_asset,
         ),
         spec(
             "sage_find_references",
             "Find references to an asset",
-            "Every place that references an asset: "
-            "file, line, column, element, attribute and the asset that holds the reference.",
+            "Every place that references an asset, with element, attribute and the asset holding it.",
             FindReferencesArgs,
             find_references,
         ),
         spec(
             "sage_list_assets_by_type",
             "List assets of a type",
-            "Ids of one asset type, optionally by prefix, sorted, paginated.",
+            "Ids of one asset type, by prefix, sorted.",
             ListByTypeArgs,
             list_by_type,
         ),
         spec(
             "sage_get_definition",
             "Show an asset's XML",
-            "The winning definition of (type, id): file, line range and the XML excerpt.",
+            "The winning definition of (type, id) as written: file, lines, XML excerpt.",
             DefinitionArgs,
             get_definition,
         ),
         spec(
+            "sage_get_effective_asset",
+            "Merged asset",
+            "(type, id) as the game sees it: the inheritFrom chain and xai:joinAction Replace/Remove/merge "
+            "applied, with the file and line every element comes from.",
+            EffectiveArgs,
+            effective_asset,
+        ),
+        spec(
             "sage_resolve_include",
             "Resolve an include path",
-            "Where an include source (DATA:, ART:, "
-            "AUDIO:, ROOT: or relative) points, matched case-insensitively, and whether that file is active.",
+            "Where an include source (DATA:, ART:, AUDIO:, ROOT:, relative) points, and if that file is active.",
             ResolveIncludeArgs,
             resolve_include,
         ),
         spec(
             "sage_is_file_active",
             "Is a file used?",
-            "Which streams include a file and how (all, instance, "
-            "reference), and which includes pull it in. Inactive files have no effect in game.",
+            "Which streams include a file and how (all, instance, reference); inactive files do nothing in game.",
             FileArgs,
             is_file_active,
         ),
@@ -284,31 +300,29 @@ def sage_tools(service: SageService) -> list[ToolSpec]:
         spec(
             "sage_get_inheritance_chain",
             "Inheritance chain",
-            "The inheritFrom chain of an asset up to 8 links, each with its file and line.",
-            ChainArgs,
+            "The inheritFrom chain of an asset (up to 8 links) with files and lines.",
+            TypeIdArgs,
             chain,
         ),
         spec(
             "sage_get_usage_guide",
             "How to use the sage tools",
-            "When these tools apply and recipes for common questions.",
+            "When these tools apply, and recipes for common questions.",
             StatusArgs,
             usage_guide,
         ),
         spec(
             "sage_get_asset_references",
             "What an asset uses",
-            "Forward references of an asset as edges "
-            "with provenance (element, attribute, file, line, definedIn for inherited ones); depth 1 by "
-            "default, 3 at most; filter with targetTypes.",
+            "Forward references as edges with provenance (element, attribute, file, line, definedIn, path "
+            "from the start asset), up to 3 hops, paged.",
             AssetReferencesArgs,
             asset_references,
         ),
         spec(
             "sage_list_diagnostics",
             "Index diagnostics",
-            "Problems found while indexing: include-not-found, "
-            "include-cycle, parse-error, duplicate-define, duplicate-instance, unresolved-reference …",
+            "Problems found while indexing (include-not-found, parse-error, unresolved-reference…).",
             DiagnosticsArgs,
             diagnostics,
         ),
