@@ -158,7 +158,7 @@ def _serve(
 
     application = App.create()
     port = application.settings.port if port is None else port
-    if path is not None:
+    if path is not None or kind == "pvf":  # pvf can start empty and open an archive through a tool
         application.open(path, kind=kind, options=_kind_options(sdk))
     sock = bind_socket(host, port)
     port = sock.getsockname()[1]  # --port 0 asks the system for a free port

@@ -782,13 +782,30 @@ def atomic_write(
     )
 
 
-def publish_new(path: Path | str, content: Content, *, new_file_mode: int = 0o666) -> WriteResult:
-    """Create `path` with `content` only if nothing is there — atomically; else `TARGET_EXISTS`, disk untouched."""
+def publish_new(
+    path: Path | str,
+    content: Content,
+    *,
+    new_file_mode: int = 0o666,
+    verify: Callable[[Path], None] | None = None,
+) -> WriteResult:
+    """Create `path` with `content` only if nothing is there — atomically; else `TARGET_EXISTS`, disk untouched.
+
+    `verify(temp_path)` as in `atomic_write`: checks the complete temp file before it is published.
+    """
     target = Path(path)
     try:
-        tmp, pending = _write_temp(target, content, None, new_file_mode)
+        tmp, pending = _write_temp(target, content, None, new_file_mode, background_fsync=verify is not None)
     except OSError as exc:
         raise _disk_error(exc, target, touched=True, committed=False) from exc
+    if verify is not None:
+        try:
+            verify(tmp)
+        except BaseException:
+            pending.abandon()
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
     try:
         digest = pending.result()
         rename_noreplace(tmp, target)
