@@ -676,6 +676,15 @@ class PvfService:
         eng = self.engine
         with eng.lock:
             ws = self._ws(workspace_id, revision)
+            # Refuse before compiling (the engine checks again when it registers the plan).
+            occupant = eng.plans.pending(PlanKind.EDIT)
+            if occupant is not None:
+                raise BridgeError(
+                    ErrorCode.PLAN_PENDING,
+                    f"plan {occupant.id} ({occupant.kind}, by {occupant.owner}) is still pending",
+                    "Apply or discard it (pvf_edit_apply / pvf_edit_discard) before preparing another.",
+                    data={"planId": occupant.id, "owner": occupant.owner},
+                )
             changes: list[Change] = []
             seen: set[str] = set()
             with Compiler(ws) as comp:
