@@ -826,7 +826,17 @@ class PvfService:
             for p in page:
                 try:
                     reg = _registry(ar, p)
-                    items.append({"path": p, "entries": len(list(reg)), "baseDir": reg.base_dir()})
+                    entries = list(reg)
+                    items.append(
+                        {
+                            "path": p,
+                            "entries": len(entries),
+                            "baseDir": reg.base_dir(),
+                            "firstEntries": [
+                                {"id": i, "path": reg.to_archive_path(rel)} for i, rel in entries[:3]
+                            ],
+                        }
+                    )
                 except BridgeError as exc:
                     items.append({"path": p, "error": exc.to_dict()})
         end = start + len(page)

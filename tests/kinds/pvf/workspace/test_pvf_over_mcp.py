@@ -720,12 +720,14 @@ async def test_resolve_links_and_registries(archive: Path) -> None:
         regs = await a.call("pvf_list_registries", {"workspaceId": ws, "limit": 50})
         assert regs["total"] >= 1 and all("entries" in r or "error" in r for r in regs["registries"])
         lst = next(r for r in regs["registries"] if r.get("entries") and "n_string" not in r["path"])
-        first = await a.call("pvf_resolve", {"workspaceId": ws, "listPath": lst["path"], "id": 0})
-        reg_path = first.get("path")
-        if reg_path is None:  # ids need not start at 0: take the first listed
-            pytest.skip("registry without id 0")
-        back = await a.call("pvf_resolve", {"workspaceId": ws, "listPath": lst["path"], "path": reg_path})
-        assert 0 in back["ids"]
+        entry = lst["firstEntries"][0]
+        first = await a.call("pvf_resolve", {"workspaceId": ws, "listPath": lst["path"], "id": entry["id"]})
+        assert first["path"] == entry["path"]
+        assert (await a.call("pvf_read_file", {"workspaceId": ws, "path": first["path"]}))["kind"] == "text"
+        back = await a.call(
+            "pvf_resolve", {"workspaceId": ws, "listPath": lst["path"], "path": entry["path"]}
+        )
+        assert entry["id"] in back["ids"]
         path = await a.first_script(ws)
         text = (await a.call("pvf_read_file", {"workspaceId": ws, "path": path}))["text"]
         import re
