@@ -26,6 +26,7 @@ import os
 import sqlite3
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,7 @@ from deskbridge.core.workspace import DELETED
 from deskbridge.kinds.pvf.archive import open_archive
 from deskbridge.kinds.pvf.archive.base import norm_path
 
-INDEX_VERSION = 1
+INDEX_VERSION = 2
 SHORT_QUERY_SCAN_MAX = 20_000
 SNIPPET_MAX_CHARS = 200
 HITS_PER_FILE_MAX = 20
@@ -173,22 +174,25 @@ class ContentIndex:
             con.execute("PRAGMA journal_mode=OFF")
             con.execute("PRAGMA synchronous=OFF")
             con.execute("CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT)")
-            con.execute("CREATE TABLE files(id INTEGER PRIMARY KEY, path TEXT NOT NULL, key TEXT NOT NULL)")
+            # `z`: the text itself (zlib), so a candidate is confirmed without decompiling the file again.
+            con.execute(
+                "CREATE TABLE files(id INTEGER PRIMARY KEY, path TEXT NOT NULL, key TEXT NOT NULL, z BLOB)"
+            )
             con.execute(
                 "CREATE VIRTUAL TABLE body USING fts5(text, content='', tokenize='trigram', detail='none')"
             )
             paths = ar.paths()
             total = len(paths)
             con.execute("BEGIN")
-            rows: list[tuple[int, str, str]] = []
+            rows: list[tuple[int, str, str, bytes | None]] = []
             docs: list[tuple[int, str]] = []
             for i, p in enumerate(paths):
                 text = _text_or_none(ar, p)
-                rows.append((i + 1, p, norm_path(p)))
+                rows.append((i + 1, p, norm_path(p), _pack(text)))
                 if text:
                     docs.append((i + 1, text))
                 if len(rows) >= _BATCH:
-                    con.executemany("INSERT INTO files VALUES (?,?,?)", rows)
+                    con.executemany("INSERT INTO files VALUES (?,?,?,?)", rows)
                     con.executemany("INSERT INTO body(rowid, text) VALUES (?,?)", docs)
                     rows, docs = [], []
                     self.progress = (i + 1, total)
@@ -196,7 +200,7 @@ class ContentIndex:
                         progress(i + 1, total)
                     if cancelled():
                         raise InterruptedError("index build cancelled")
-            con.executemany("INSERT INTO files VALUES (?,?,?)", rows)
+            con.executemany("INSERT INTO files VALUES (?,?,?,?)", rows)
             con.executemany("INSERT INTO body(rowid, text) VALUES (?,?)", docs)
             con.execute("CREATE INDEX files_key ON files(key)")
             con.executemany(
@@ -227,17 +231,17 @@ class ContentIndex:
 
     # -- querying --------------------------------------------------------------------------------------
 
-    def candidates(self, query: str, after: int, limit: int) -> list[tuple[int, str]]:
-        """(rowid, path) of files whose text may contain `query` (≥ 3 characters), rowid > `after`."""
+    def candidates(self, query: str, after: int, limit: int) -> list[tuple[int, str, str | None]]:
+        """(rowid, path, text) of files whose text may contain `query` (≥ 3 characters), rowid > `after`."""
         phrase = trigram_query(query)
         with self._lock:
             con = self._require()
             rows = con.execute(
-                "SELECT f.id, f.path FROM body JOIN files f ON f.id = body.rowid "
+                "SELECT f.id, f.path, f.z FROM body JOIN files f ON f.id = body.rowid "
                 "WHERE body MATCH ? AND body.rowid > ? ORDER BY body.rowid LIMIT ?",
                 (phrase, after, limit),
             ).fetchall()
-        return [(int(r[0]), str(r[1])) for r in rows]
+        return [(int(r[0]), str(r[1]), _unpack(r[2])) for r in rows]
 
     def _require(self) -> sqlite3.Connection:
         if self._con is None or self.state != "ready":
@@ -268,7 +272,7 @@ class ContentIndex:
                         con.execute("DELETE FROM files WHERE id=?", (old_id,))
                     if display is None:
                         continue
-                    con.execute("INSERT INTO files VALUES (?,?,?)", (next_id, display, key))
+                    con.execute("INSERT INTO files VALUES (?,?,?,?)", (next_id, display, key, _pack(text)))
                     if text:
                         con.execute("INSERT INTO body(rowid, text) VALUES (?,?)", (next_id, text))
                     next_id += 1
@@ -306,6 +310,14 @@ def trigram_query(query: str) -> str:
         step = (len(grams) - 1) / (TRIGRAMS_MAX - 1)
         grams = [grams[round(i * step)] for i in range(TRIGRAMS_MAX)]
     return " ".join('"' + g.replace('"', '""') + '"' for g in grams)
+
+
+def _pack(text: str | None) -> bytes | None:
+    return None if not text else zlib.compress(text.encode("utf-8"), 1)
+
+
+def _unpack(z: bytes | None) -> str | None:
+    return None if z is None else zlib.decompress(z).decode("utf-8")
 
 
 def _text_or_none(ar: Any, path: str) -> str | None:

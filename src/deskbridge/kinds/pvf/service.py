@@ -613,12 +613,14 @@ class PvfService:
                     batch = index.candidates(query, after, 200)
                     if not batch:
                         break
-                    for rowid, path in batch:
+                    for rowid, path, text in batch:
                         k = norm_path(path)
                         if k in overlay or not in_scope(k, scope):
                             after = rowid
                             continue
-                        lines = self._lines_of(ws, path, folded)
+                        # The index's own copy of the text is the file on disk, which is the current
+                        # content for every file outside the overlay (the index is keyed by the file's hash).
+                        lines = matching_lines(text, folded) if text else []
                         if lines and not add(path, lines):
                             return hits, (0, after)
                         after = rowid
