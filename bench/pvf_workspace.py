@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import rss_bytes, served, summary_ms, write_result  # noqa: E402
-from pvf_format import ensure  # noqa: E402
+from _common import rss_bytes, served, summary_ms, write_result
+from pvf_format import ensure
 
 PRESETS = {"classic-200k": ("classic", 200_000), "nkpi-1m": ("nkpi", 1_000_000), "small": ("classic", 2_000)}
 QUERIES = [
