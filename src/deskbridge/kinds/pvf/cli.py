@@ -12,8 +12,10 @@ from typing import Annotated, Any
 import typer
 
 from deskbridge.core.errors import BridgeError, ErrorCode
+from deskbridge.kinds.pvf.history import log_command
 
 app = typer.Typer(help="Work with DNF Script.pvf archives.", no_args_is_help=True)
+app.command("log")(log_command)  # version history (kinds/pvf/history.py)
 
 EncodingOpt = Annotated[
     str | None,

@@ -27,6 +27,7 @@ from deskbridge.core.tasks import Task, TaskHandle
 from deskbridge.core.tools import CallContext
 from deskbridge.core.workspace import DELETED, Workspace
 from deskbridge.kinds.pvf.archive.base import norm_path
+from deskbridge.kinds.pvf.history import Journal
 from deskbridge.kinds.pvf.search import (
     SHORT_QUERY_SCAN_MAX,
     ContentIndex,
@@ -53,7 +54,14 @@ def _b64(data: bytes) -> str:
 class PvfService:
     """See the module docstring."""
 
-    def __init__(self, bus: EventBus, cache_dir: Path, *, barrier_timeout_s: float | None = None) -> None:
+    def __init__(
+        self,
+        bus: EventBus,
+        cache_dir: Path,
+        data_dir: Path | None = None,
+        *,
+        barrier_timeout_s: float | None = None,
+    ) -> None:
         self.store = PvfStore()
         kwargs = {} if barrier_timeout_s is None else {"barrier_timeout_s": barrier_timeout_s}
         self.engine = Engine(self.store, bus, **kwargs)
@@ -64,6 +72,11 @@ class PvfService:
         self._paths_cache: tuple[int, PathList] | None = None
         self.store.after_save_hooks.append(self._after_save)
         self.first_save_done = False
+        self.data_dir = data_dir or cache_dir
+        self._spills: dict[str, Any] = {}
+        self._apply_holders: dict[str, dict[str, Any]] = {}
+        self.caller = "ui"
+        """The caller of the running lifecycle operation (they are exclusive), for history records."""
 
     # ------------------------------------------------------------------------------------------- helpers
 
@@ -188,6 +201,7 @@ class PvfService:
             ws = eng.workspace
             if ws is not None and not isinstance(ws.source, PvfSource) and workspace_id is None:
                 workspace_id = ws.id  # the empty placeholder workspace: the epoch is the caller's guard
+        self.caller = caller
         try:
             info = await eng.open(
                 path,
@@ -269,6 +283,7 @@ class PvfService:
     async def close_archive(
         self, *, caller: str, workspace_id: str, revision: int | None, dirty_policy: str, progress: Any
     ) -> dict[str, Any]:
+        self.caller = caller
         info = await self.engine.close(
             workspace_id=workspace_id,
             expected_revision=revision,
@@ -286,6 +301,7 @@ class PvfService:
     async def save(
         self, *, caller: str, workspace_id: str, revision: int | None, progress: Any
     ) -> dict[str, Any]:
+        self.caller = caller
         return await self.engine.save(
             workspace_id=workspace_id, expected_revision=revision, caller=caller, progress=progress
         )
@@ -318,6 +334,24 @@ class PvfService:
         self._paths_cache = None
         changes = self.store.last_serialised
         self.store.last_serialised = {}
+        errors = []
+        if changes:
+            try:
+                Journal(self.data_dir, path).record(
+                    {
+                        k: (name, before, None if v is DELETED else v)
+                        for k, (name, v, before) in changes.items()
+                    },
+                    caller=self.caller,
+                    revision=ws.saved_revision,
+                )
+            except Exception as exc:  # the save landed; say so, and still refresh the index
+                errors.append(f"history not recorded: {type(exc).__name__}: {exc}")
+        self._refresh_index(ws, changes)
+        if errors:
+            raise RuntimeError("; ".join(errors))
+
+    def _refresh_index(self, ws: Workspace, changes: dict[str, Any]) -> None:
         index = self.index
         ident = ws.source_identity
         if index is None or ident is None:
@@ -332,7 +366,7 @@ class PvfService:
             return
         rows: dict[str, tuple[str | None, str | None]] = {}
         src = ws.source
-        for key, (name, value) in changes.items():
+        for key, (name, value, _before) in changes.items():
             if value is DELETED:
                 rows[key] = (None, None)
             else:
@@ -784,6 +818,217 @@ class PvfService:
                 summary={"files": len(changes)},
             )
             return eng.get_plan(plan.id)
+
+    # ------------------------------------------------------------------------------------------- import
+
+    def import_prepare(
+        self, caller: str, workspace_id: str, revision: int, sources: list[str], target_dir: str, mode: str
+    ) -> dict[str, Any]:
+        from deskbridge.kinds.pvf import transfer
+
+        eng = self.engine
+        self._ws(workspace_id, revision)
+        self._drop_spills()
+        with eng.lock:
+            occupant = eng.plans.pending(PlanKind.IMPORT)
+            if occupant is not None:
+                raise BridgeError(
+                    ErrorCode.PLAN_PENDING,
+                    f"plan {occupant.id} ({occupant.kind}, by {occupant.owner}) is still pending",
+                    "Apply or discard it before preparing another write.",
+                    data={"planId": occupant.id, "owner": occupant.owner},
+                )
+        spill = transfer.SpillStore(self.index_root.parent / "pvf-import")
+        try:
+            found = transfer.collect_import(sources, target_dir, spill)  # frozen now, outside the lock
+            with eng.lock:
+                ws = self._ws(workspace_id, revision)
+                changes = transfer.build_import_changes(ws, found, spill, mode)
+                overwrites = [c.key for c in changes if c.meta.get("overwrite")]
+                holder: dict[str, Any] = {}
+
+                def on_apply(selected: list[Change]) -> dict[str, Any]:
+                    return transfer.import_on_apply(ws, holder["overwrite"])(selected)
+
+                plan = eng.create_plan(
+                    PlanKind.IMPORT,
+                    owner=caller,
+                    workspace_id=ws.id,
+                    revision=ws.revision,
+                    changes=changes,
+                    on_apply=on_apply,
+                    summary={
+                        "files": len(found),
+                        "adds": len(changes) - len(overwrites),
+                        "overwrites": len(overwrites),
+                    },
+                )
+                self._apply_holders[plan.id] = holder
+                self._spills[plan.id] = spill
+                return eng.get_plan(plan.id)
+        except BaseException:
+            spill.close()
+            raise
+
+    def import_apply(
+        self, caller: str, plan_id: str, revision: int | None, selected: list[str], overwrite: list[str]
+    ) -> dict[str, Any]:
+        holder = self._apply_holders.get(plan_id)
+        if holder is None:
+            self.engine.get_plan(plan_id, PlanKind.IMPORT)  # NOT_FOUND with the usual hint
+            raise BridgeError(ErrorCode.NOT_FOUND, f"no import plan {plan_id!r}")
+        holder["overwrite"] = set(overwrite)
+        out = self.engine.apply_plan(
+            plan_id, caller=caller, change_keys=selected, expected_revision=revision, kind=PlanKind.IMPORT
+        )
+        out["workspaceCommitted"] = True
+        self._drop_spills()
+        return out
+
+    def _drop_spills(self) -> None:
+        with self.engine.lock:
+            for pid in list(self._spills):
+                try:
+                    state = self.engine.plans.get(pid).state
+                except BridgeError:
+                    state = None
+                if state is None or str(state) != "pending":
+                    self._spills.pop(pid).close()
+                    self._apply_holders.pop(pid, None)
+
+    # ------------------------------------------------------------------------------------------- export
+
+    def export_prepare(
+        self, caller: str, workspace_id: str, revision: int, a: dict[str, Any]
+    ) -> dict[str, Any]:
+        from deskbridge.kinds.pvf import transfer
+
+        eng = self.engine
+        mode = a["mode"]
+        fmt = a.get("format")
+        meta: dict[str, Any] = {}
+        if mode == "mod":
+            name, version = transfer.validate_mod_meta(fmt, a.get("name"), a.get("version"), a.get("modId"))
+            meta = {"name": name, "version": version, "modId": a.get("modId")}
+        elif fmt not in (None, "direct"):
+            raise BridgeError(ErrorCode.INVALID_ARGUMENT, "mode 'direct' takes no MOD format")
+        with eng.lock:
+            ws = self._ws(workspace_id, revision)
+            occupant = eng.plans.pending(PlanKind.EXPORT)
+            if occupant is not None:
+                raise BridgeError(
+                    ErrorCode.EXPORT_PLAN_PENDING,
+                    f"export plan {occupant.id} (by {occupant.owner}) is still pending",
+                    "Run or discard it (pvf_export_execute / pvf_export_discard) first.",
+                    data={"planId": occupant.id, "owner": occupant.owner},
+                )
+            ar = ws.source.archive  # type: ignore[union-attr]
+            items = transfer.export_items(self, ws, a["source"], a.get("scopes") or [], a.get("commitId"))
+            entries, warnings, skipped, counts = transfer.plan_export(
+                ar,
+                items,
+                mode=mode,
+                fmt=fmt,
+                include_dependencies=bool(a.get("includeDependencies")),
+                current=lambda t, k: _link_text(ar, t, k),
+            )
+            merge_keys = tuple(
+                e.key for e in entries if e.kind == "merge" and not any(i.path == e.item for i in items)
+            )
+            changes = []
+            for e in entries:
+                ch = Change(
+                    e.key,
+                    "add",
+                    e,
+                    binary={"new": {"size": len(e.content), "sha256": hashlib.sha256(e.content).hexdigest()}},
+                    meta={"item": e.item, "entryKind": e.kind},
+                )
+                if e.kind == "pvf" and merge_keys:
+                    ch.requires = (
+                        merge_keys  # dependency entries: leaving them out needs an acknowledged warning
+                    )
+                changes.append(ch)
+
+            def on_apply(selected: list[Change]) -> Any:
+                return [c.new for c in selected]
+
+            plan = eng.create_plan(
+                PlanKind.EXPORT,
+                owner=caller,
+                workspace_id=ws.id,
+                revision=ws.revision,
+                changes=changes,
+                warnings=warnings,
+                on_apply=on_apply,
+                summary={
+                    "mode": mode,
+                    "format": fmt or "direct",
+                    "source": a["source"],
+                    "total": len(entries),
+                    "items": len(items),
+                    "skippedDeletes": [x for x in skipped if "delete" in x["reason"]],
+                    "skipped": skipped[:100],
+                    **counts,
+                    **meta,
+                },
+            )
+            return eng.get_plan(plan.id)
+
+    def export_execute(
+        self,
+        caller: str,
+        plan_id: str,
+        out_parent: str,
+        out_name: str | None,
+        selected: list[str] | None,
+        acknowledged: list[str],
+    ) -> dict[str, Any]:
+        from deskbridge.kinds.pvf import transfer
+
+        eng = self.engine
+        info = eng.get_plan(plan_id, PlanKind.EXPORT)
+        summary = info["summary"]
+        keys = selected if selected else [c for c in eng.plans.get(plan_id).changes]
+        target = transfer.output_target(
+            Path(out_parent), out_name, summary["mode"], summary.get("format"), summary
+        )
+        done = eng.apply_plan(
+            plan_id,
+            caller=caller,
+            change_keys=keys,
+            acknowledged_warning_ids=acknowledged,
+            kind=PlanKind.EXPORT,
+        )
+        entries = done["result"]
+        published = transfer.write_package(target, summary["mode"], summary.get("format"), entries, summary)
+        return {
+            **published,
+            "planId": plan_id,
+            "format": summary.get("format"),
+            "sourceRevision": info["revision"],
+            "dependencies": summary.get("dependencies", 0),
+            "skippedDeletes": summary.get("skippedDeletes", []),
+            "warnings": info["warnings"],
+            "published": True,
+        }
+
+    def history(self, workspace_id: str, cursor: str | None, limit: int) -> dict[str, Any]:
+        ws = self._ws(workspace_id)
+        assert ws.source_path is not None
+        commits = Journal(self.data_dir, ws.source_path).list()
+        start = int(decode_cursor(cursor).get("o", 0)) if cursor else 0
+        page = commits[start : start + limit]
+        end = start + len(page)
+        return {
+            "commits": [
+                {k: c[k] for k in ("id", "seq", "time", "source", "caller", "revision")}
+                | {"files": [{"path": f["path"], "action": f["action"]} for f in c["files"][:200]]}
+                for c in page
+            ],
+            "total": len(commits),
+            "nextCursor": encode_cursor({"o": end}) if end < len(commits) else None,
+        }
 
     # ------------------------------------------------------------------------------------------- links
 

@@ -86,6 +86,9 @@ class PvfSource:
         self._norm: set[str] | None = None
         self._dirs: DirIndex | None = None
         self._lock = threading.Lock()
+        self.originals: dict[str, bytes | None] = {}
+        """key → payload on disk before the first committed change (None: the file did not exist); the
+        `before` side of history commits and of `memory`/`working` exports."""
 
     # Source protocol -------------------------------------------------------------------------------
 
@@ -205,8 +208,8 @@ class PvfStore:
 
     def __init__(self) -> None:
         self.after_save_hooks: list[Callable[[Workspace, Path], None]] = []
-        self.last_serialised: dict[str, tuple[str, Any]] = {}
-        """key → (display path, value) of the overlay the last serialise wrote (for `after_save` hooks)."""
+        self.last_serialised: dict[str, tuple[str, Any, bytes | None]] = {}
+        """key → (display path, value, payload before the change) of the overlay the last serialise wrote."""
 
     def load(
         self,
@@ -246,7 +249,8 @@ class PvfStore:
                 "Open an archive first (pvf_archive_open).",
             )
         self.last_serialised = {
-            k: (_shown(src.archive, k, workspace), v) for k, v in workspace.overlay.items()
+            k: (_shown(src.archive, k, workspace), v, src.originals.get(k))
+            for k, v in workspace.overlay.items()
         }
         _LibraryWriter.write(src.archive, out, progress)
 
@@ -283,6 +287,9 @@ def mirror(workspace: Workspace, mapping: Mapping[str, Any]) -> None:
     if not isinstance(src, PvfSource):
         return
     for key, value in mapping.items():
+        norm = norm_path(key)
+        if norm not in src.originals:
+            src.originals[norm] = src.archive.read(key) if src.archive.exists(key) else None
         src.archive.stage(key, None if value is DELETED else value)
 
 

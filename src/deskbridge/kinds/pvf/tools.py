@@ -157,6 +157,83 @@ class RegistriesArgs(Ident):
     limit: int = Field(100, ge=1, le=LIST_PAGE_MAX)
 
 
+class ImportPrepareArgs(Ident):
+    expectedRevision: int
+    sourcePaths: list[str] = Field(
+        min_length=1, max_length=1000, description="Absolute local files or folders."
+    )
+    targetDir: str = Field("", description="Archive folder to import into; '' is the root.")
+    mode: Literal["text", "raw"] = Field(
+        "text",
+        description="text: UTF-8 files compiled like the editor (scripts in the dialect, text in the archive's "
+        "encoding); raw: the bytes as they are.",
+    )
+    requestId: str | None = RequestId
+
+
+class ImportPreviewArgs(ToolArgs):
+    importPlanId: str
+    cursor: str | None = None
+    limit: int = Field(50, ge=1, le=PLAN_PAGE_MAX_ITEMS)
+
+
+class ImportApplyArgs(ToolArgs):
+    importPlanId: str
+    expectedRevision: int | None = None
+    selectedKeys: list[str] = Field(min_length=1)
+    overwriteKeys: list[str] = Field(
+        default_factory=list, description="Each selected key that overwrites a file."
+    )
+    acknowledgedWarningIds: list[str] = Field(default_factory=list)
+    requestId: str | None = RequestId
+
+
+class ImportDiscardArgs(ToolArgs):
+    importPlanId: str
+
+
+class ExportPrepareArgs(Ident):
+    expectedRevision: int
+    source: Literal["selection", "memory", "working", "commit"] = "selection"
+    scopes: list[str] = Field(
+        default_factory=list, description="selection: archive files or folders ('' = all)."
+    )
+    mode: Literal["direct", "mod"] = "direct"
+    format: str | None = Field(None, description="mode mod: 110USextend or 115CN-mod (pvf_export_formats).")
+    name: str | None = None
+    version: str | None = Field(None, description="Default 1.0.")
+    modId: str | None = Field(None, description="115CN-mod: stable unique MOD id, reused for updates.")
+    includeDependencies: bool = Field(
+        False, description="Add the string-table entries the exported scripts use (110USextend merge/)."
+    )
+    commitId: str | None = Field(None, description="source commit: the history commit (pvf_history).")
+    requestId: str | None = RequestId
+
+
+class ExportPreviewArgs(ToolArgs):
+    exportPlanId: str
+    cursor: str | None = None
+    limit: int = Field(50, ge=1, le=PLAN_PAGE_MAX_ITEMS)
+
+
+class ExportExecuteArgs(ToolArgs):
+    exportPlanId: str
+    outputParent: str = Field(description="Absolute existing folder to publish into.")
+    outputName: str | None = Field(None, description="direct: the new folder's name (required).")
+    selectedEntryKeys: list[str] = Field(default_factory=list, description="Default: every entry.")
+    acknowledgedWarningIds: list[str] = Field(default_factory=list)
+    requestId: str | None = RequestId
+
+
+class ExportDiscardArgs(ToolArgs):
+    exportPlanId: str
+
+
+class HistoryArgs(Ident):
+    cursor: str | None = None
+    limit: int = Field(50, ge=1, le=LIST_PAGE_MAX)
+
+
 def _absolute(raw: str | None, what: str) -> Path | None:
     if raw is None:
         return None
@@ -313,11 +390,149 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
     def registries(call: CallContext, args: RegistriesArgs) -> dict[str, Any]:
         return svc.list_registries(args.workspaceId, args.cursor, args.limit)
 
+    def import_prepare(call: CallContext, args: ImportPrepareArgs) -> dict[str, Any]:
+        plan = svc.import_prepare(
+            call.caller, args.workspaceId, args.expectedRevision, args.sourcePaths, args.targetDir, args.mode
+        )
+        return {"importPlanId": plan["planId"], **plan}
+
+    def import_preview(call: CallContext, args: ImportPreviewArgs) -> dict[str, Any]:
+        out = eng.preview_plan(args.importPlanId, args.cursor, args.limit, kind=PlanKind.IMPORT)
+        out["plan"] = eng.get_plan(args.importPlanId, PlanKind.IMPORT)
+        return out
+
+    def import_apply(call: CallContext, args: ImportApplyArgs) -> dict[str, Any]:
+        return svc.import_apply(
+            call.caller, args.importPlanId, args.expectedRevision, args.selectedKeys, args.overwriteKeys
+        )
+
+    def import_discard(call: CallContext, args: ImportDiscardArgs) -> dict[str, Any]:
+        out = eng.discard_plan(args.importPlanId, caller=call.caller, kind=PlanKind.IMPORT)
+        svc._drop_spills()
+        return out
+
+    def export_formats(call: CallContext, args: NoArgs) -> dict[str, Any]:
+        from deskbridge.kinds.pvf.transfer import EXPORT_FORMATS
+
+        return {"formats": EXPORT_FORMATS}
+
+    def export_prepare(call: CallContext, args: ExportPrepareArgs) -> dict[str, Any]:
+        plan = svc.export_prepare(call.caller, args.workspaceId, args.expectedRevision, args.model_dump())
+        return {"exportPlanId": plan["planId"], **plan}
+
+    def export_preview(call: CallContext, args: ExportPreviewArgs) -> dict[str, Any]:
+        out = eng.preview_plan(args.exportPlanId, args.cursor, args.limit, kind=PlanKind.EXPORT)
+        for item in out["items"]:
+            item["entryKey"] = item["changeKey"]
+        out["plan"] = eng.get_plan(args.exportPlanId, PlanKind.EXPORT)
+        return out
+
+    def export_execute(call: CallContext, args: ExportExecuteArgs) -> dict[str, Any]:
+        return svc.export_execute(
+            call.caller,
+            args.exportPlanId,
+            args.outputParent,
+            args.outputName,
+            args.selectedEntryKeys,
+            args.acknowledgedWarningIds,
+        )
+
+    def export_discard(call: CallContext, args: ExportDiscardArgs) -> dict[str, Any]:
+        return eng.discard_plan(args.exportPlanId, caller=call.caller, kind=PlanKind.EXPORT)
+
+    def history(call: CallContext, args: HistoryArgs) -> dict[str, Any]:
+        return svc.history(args.workspaceId, args.cursor, args.limit)
+
+    transfer_tools = [
+        ToolSpec(
+            "pvf_import_prepare",
+            "Prepare an import",
+            "Freeze local files/folders (absolute paths) and map them into the archive: a file by its name, a "
+            "folder keeps its name and layout. Refuses symlinks, special files, two sources for one target; at "
+            "most 10,000 files, 8 MiB each, 64 MiB in all. mode text compiles UTF-8 text, raw keeps bytes.",
+            ImportPrepareArgs,
+            import_prepare,
+        ),
+        ToolSpec(
+            "pvf_import_preview",
+            "Preview an import",
+            "One page: source, target, type, size, add or overwrite, diff.",
+            ImportPreviewArgs,
+            import_preview,
+            read_only=True,
+        ),
+        ToolSpec(
+            "pvf_import_apply",
+            "Apply an import",
+            "Commit the selectedKeys to the workspace (not to disk); every overwrite must also be in "
+            "overwriteKeys. All or nothing.",
+            ImportApplyArgs,
+            import_apply,
+        ),
+        ToolSpec(
+            "pvf_import_discard",
+            "Discard an import",
+            "Drop the frozen import.",
+            ImportDiscardArgs,
+            import_discard,
+        ),
+        ToolSpec(
+            "pvf_export_formats",
+            "Export formats",
+            "The export formats: direct, 110USextend, 115CN-mod, with what each can write.",
+            NoArgs,
+            export_formats,
+            read_only=True,
+            idempotent=True,
+        ),
+        ToolSpec(
+            "pvf_export_prepare",
+            "Prepare an export",
+            "Snapshot what to export: source selection (scopes), memory (unsaved changes), working (since the first "
+            "history commit) or commit (commitId); mode direct or mod (format, name, version, modId for 115CN-mod). "
+            "Drafts in the editor are not included.",
+            ExportPrepareArgs,
+            export_prepare,
+        ),
+        ToolSpec(
+            "pvf_export_preview",
+            "Preview an export",
+            "One page of the output tree: entryKey, size, dependency hints, skipped items and warnings.",
+            ExportPreviewArgs,
+            export_preview,
+            read_only=True,
+        ),
+        ToolSpec(
+            "pvf_export_execute",
+            "Run an export",
+            "Publish the selected entries into a new folder (or zip) under outputParent, never over an existing "
+            "one (TARGET_EXISTS); warnings must be acknowledged; STALE_EXPORT when the workspace moved on.",
+            ExportExecuteArgs,
+            export_execute,
+        ),
+        ToolSpec(
+            "pvf_export_discard",
+            "Discard an export",
+            "Drop the export snapshot.",
+            ExportDiscardArgs,
+            export_discard,
+        ),
+        ToolSpec(
+            "pvf_history",
+            "Version history",
+            "The archive's saved commits (paths, action, time, source UI/MCP/CLI), newest last, paginated.",
+            HistoryArgs,
+            history,
+            read_only=True,
+        ),
+    ]
+
     lifecycle_note = (
         " Returns a taskId at once and waits up to waitSeconds for the result (progress is reported); follow a "
         "running task with pvf_task_status."
     )
     return [
+        *transfer_tools,
         ToolSpec(
             "pvf_workspace_info",
             "Workspace info",

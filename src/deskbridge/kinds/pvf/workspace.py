@@ -35,7 +35,7 @@ class PvfWorkspace:
         self.services = services
         self.initial = path
         self.options = dict(services.options)
-        self.service = PvfService(services.events, services.dirs.cache)
+        self.service = PvfService(services.events, services.dirs.cache, services.dirs.data)
         self.open_task: str | None = None
 
     @property
