@@ -207,6 +207,9 @@ def mcp(path: PathArg = None, kind: KindOpt = None, sdk: SdkOpt = None) -> None:
 
 @app.command()
 def demo(
+    which: Annotated[
+        str, typer.Argument(help="markdown (sample notes) or pvf (a small synthetic Script.pvf).")
+    ] = "markdown",
     port: Annotated[int | None, typer.Option(help="Port (default: the `port` setting).")] = None,
     no_browser: Annotated[bool, typer.Option("--no-browser", help="Do not open the web UI.")] = False,
     exit_after: Annotated[
@@ -217,7 +220,7 @@ def demo(
     from deskbridge.demo import make_demo_workspace
 
     try:
-        target, kind = make_demo_workspace()
+        target, kind = make_demo_workspace(which)
         err.print(f"sample workspace: {target}")
         if exit_after is not None:
             _serve_briefly(target, kind, port, exit_after)
