@@ -26,6 +26,7 @@ from deskbridge.core.plans import Change, PlanKind, PlanWarning, make_change, te
 from deskbridge.core.tasks import Task, TaskHandle
 from deskbridge.core.tools import CallContext
 from deskbridge.core.workspace import DELETED, Workspace
+from deskbridge.kinds.pvf import recovery
 from deskbridge.kinds.pvf.archive.base import norm_path
 from deskbridge.kinds.pvf.history import Journal
 from deskbridge.kinds.pvf.search import (
@@ -73,6 +74,8 @@ class PvfService:
         self.store.after_save_hooks.append(self._after_save)
         self.first_save_done = False
         self.data_dir = data_dir or cache_dir
+        self.recovery: dict[str, Any] | None = None
+        """The recovery file offered for the open archive (kinds/pvf/recovery.py), if any."""
         self._spills: dict[str, Any] = {}
         self._apply_holders: dict[str, dict[str, Any]] = {}
         self.caller = "ui"
@@ -105,6 +108,7 @@ class PvfService:
             "archive": archive,
             "changedFiles": changed,
             "index": self.index.status() if self.index is not None and archive is not None else None,
+            "recovery": recovery.summary(self.recovery) if archive is not None else None,
             "runningTasks": running,
             "capabilitiesVersion": CAPABILITIES_VERSION,
         }
@@ -252,8 +256,10 @@ class PvfService:
             ws = self.engine.workspace
             ident = ws.source_identity if ws is not None else None
             src = ws.source if ws is not None else None
+        self.recovery = None
         if ident is None or not isinstance(src, PvfSource) or src.path is None:
             return
+        self.recovery = recovery.load(self.data_dir, src.path, ident.sha256)
         self.index = ContentIndex(self.index_root, ident.sha256)
         self._index_ws = workspace_id
         if self.index.state != "ready":
@@ -284,6 +290,9 @@ class PvfService:
         self, *, caller: str, workspace_id: str, revision: int | None, dirty_policy: str, progress: Any
     ) -> dict[str, Any]:
         self.caller = caller
+        with self.engine.lock:
+            ws = self.engine.workspace
+            closed_path = ws.source_path if ws is not None and ws.id == workspace_id else None
         info = await self.engine.close(
             workspace_id=workspace_id,
             expected_revision=revision,
@@ -296,6 +305,9 @@ class PvfService:
             self.index.close()
             self.index = None
         self._paths_cache = None
+        if dirty_policy == "discard" and closed_path is not None:
+            recovery.remove(self.data_dir, closed_path)  # the person chose to drop these changes
+        self.recovery = None
         return info
 
     async def save(
@@ -818,6 +830,29 @@ class PvfService:
                 summary={"files": len(changes)},
             )
             return eng.get_plan(plan.id)
+
+    def recovery_prepare(self, caller: str, workspace_id: str, revision: int) -> dict[str, Any]:
+        doc = self.recovery
+        if doc is None:
+            raise BridgeError(
+                ErrorCode.NOT_FOUND,
+                "no recovery is offered for this archive",
+                "pvf_workspace_info shows `recovery` when unsaved changes of an earlier session were kept.",
+            )
+        with self.engine.lock:
+            ws = self._ws(workspace_id, revision)
+            edits = [e for e in recovery.plan_edits(doc) if not e.get("delete") or ws.exists(e["path"])]
+        plan = self.edit_prepare(caller, workspace_id, revision, edits)
+        plan["summary"]["recovery"] = recovery.summary(doc)
+        return plan
+
+    def recovery_discard(self, workspace_id: str) -> dict[str, Any]:
+        ws = self._ws(workspace_id)
+        if ws.source_path is not None and self.recovery is not None:
+            recovery.remove(self.data_dir, ws.source_path)
+        had = self.recovery is not None
+        self.recovery = None
+        return {"discarded": had}
 
     # ------------------------------------------------------------------------------------------- import
 

@@ -229,6 +229,15 @@ class ExportDiscardArgs(ToolArgs):
     exportPlanId: str
 
 
+class RecoveryPrepareArgs(Ident):
+    expectedRevision: int
+    requestId: str | None = RequestId
+
+
+class RecoveryDiscardArgs(Ident):
+    pass
+
+
 class HistoryArgs(Ident):
     cursor: str | None = None
     limit: int = Field(50, ge=1, le=LIST_PAGE_MAX)
@@ -443,7 +452,30 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
     def history(call: CallContext, args: HistoryArgs) -> dict[str, Any]:
         return svc.history(args.workspaceId, args.cursor, args.limit)
 
+    def recovery_prepare(call: CallContext, args: RecoveryPrepareArgs) -> dict[str, Any]:
+        return svc.recovery_prepare(call.caller, args.workspaceId, args.expectedRevision)
+
+    def recovery_discard(call: CallContext, args: RecoveryDiscardArgs) -> dict[str, Any]:
+        return svc.recovery_discard(args.workspaceId)
+
     transfer_tools = [
+        ToolSpec(
+            "pvf_recovery_prepare",
+            "Recover unsaved changes",
+            "When pvf_workspace_info shows `recovery` (unsaved changes autosaved by an earlier session on this very "
+            "archive), build an edit plan from them: preview with pvf_edit_preview, apply with pvf_edit_apply.",
+            RecoveryPrepareArgs,
+            recovery_prepare,
+        ),
+        ToolSpec(
+            "pvf_recovery_discard",
+            "Forget recovered changes",
+            "Delete the recovery file offered for the open archive.",
+            RecoveryDiscardArgs,
+            recovery_discard,
+            destructive=True,
+            idempotent=True,
+        ),
         ToolSpec(
             "pvf_import_prepare",
             "Prepare an import",

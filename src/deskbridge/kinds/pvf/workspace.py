@@ -22,6 +22,7 @@ from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.tools import ToolSpec
 from deskbridge.kinds.base import KindServices
 from deskbridge.kinds.http import error_response, json_body
+from deskbridge.kinds.pvf.recovery import Autosaver
 from deskbridge.kinds.pvf.service import PvfService
 from deskbridge.kinds.pvf.tools import pvf_tools
 
@@ -37,6 +38,7 @@ class PvfWorkspace:
         self.options = dict(services.options)
         self.service = PvfService(services.events, services.dirs.cache, services.dirs.data)
         self.open_task: str | None = None
+        self.autosaver = Autosaver(self.service)
 
     @property
     def path(self) -> Path:
@@ -55,6 +57,7 @@ class PvfWorkspace:
         return None
 
     async def start(self) -> None:
+        self.autosaver.start()
         if self.initial is None:
             return
         svc = self.service
@@ -77,6 +80,7 @@ class PvfWorkspace:
 
     async def stop(self) -> None:
         await self.service.engine.shutdown(timeout_s=30)
+        await self.autosaver.stop()
         if self.service.index is not None:
             with contextlib.suppress(Exception):
                 await asyncio.to_thread(self.service.index.close)

@@ -3,6 +3,7 @@ on synthetic archives of both families (the pvfine MCP design's "导入导出另
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -428,3 +429,42 @@ async def test_history_records_saves_and_feeds_commit_exports(
     reopened = open_archive(archive)
     assert "first save" in reopened.read_text(path)
     reopened.close()
+
+
+async def test_unsaved_changes_are_autosaved_and_offered_after_a_crash(archive: Path) -> None:
+    from deskbridge.kinds.pvf import recovery
+
+    async with serve(archive) as a:
+        info = await a.ready()
+        ws = info["workspaceId"]
+        path = await a.first_script(ws)
+        await a.edit(ws, info["revision"], path, "\n[crash]\n`survives`\n")
+        svc = a.srv.app.workspace.service  # type: ignore[union-attr]
+        rec = recovery.recovery_path(svc.data_dir, archive)
+        for _ in range(100):
+            if rec.exists():
+                break
+            await asyncio.sleep(0.05)
+        assert rec.exists()
+        # the server goes away without saving (the recovery file is what a crash leaves behind)
+    async with serve(archive) as a:
+        info = await a.ready()
+        assert info["recovery"]["available"] is True and info["recovery"]["files"] >= 1
+        ws, rev = info["workspaceId"], info["revision"]
+        assert "survives" not in (await a.call("pvf_read_file", {"workspaceId": ws, "path": path}))["text"]
+        plan = await a.call("pvf_recovery_prepare", {"workspaceId": ws, "expectedRevision": rev})
+        keys = [
+            i["changeKey"] for i in (await a.call("pvf_edit_preview", {"planId": plan["planId"]}))["items"]
+        ]
+        applied = await a.call("pvf_edit_apply", {"planId": plan["planId"], "changeKeys": keys})
+        assert "survives" in (await a.call("pvf_read_file", {"workspaceId": ws, "path": path}))["text"]
+        await a.call("pvf_archive_save", {"workspaceId": ws, "expectedRevision": applied["revision"]})
+        for _ in range(100):
+            if not rec.exists():
+                break
+            await asyncio.sleep(0.05)
+        assert not rec.exists()  # saved: nothing left to recover
+    async with serve(archive) as a:
+        info = await a.ready()
+        assert info["recovery"] is None
+        await a.call("pvf_recovery_discard", {"workspaceId": info["workspaceId"]})
