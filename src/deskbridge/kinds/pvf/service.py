@@ -45,6 +45,8 @@ READ_PAGE_MAX_CHARS = 32_000
 """Characters of text one pvf_read_file page returns by default (≈ 10 k tokens)."""
 SEARCH_PAGE_MAX_BYTES = 128 * 1024
 EDIT_MAX_FILES = 100
+SCAN_BUDGET = 5000
+"""Index candidates one content-search page confirms at most (then it returns with nextCursor)."""
 _LINK_RE = re.compile(r"^<\s*(\d+)\s*::\s*([^<>]+?)\s*>$")
 
 
@@ -655,10 +657,16 @@ class PvfService:
                 if index is None:
                     raise BridgeError(ErrorCode.NOT_READY, "the content index is not available", data={})
                 after = state["after"]
+                examined = 0
                 while True:
+                    if examined >= SCAN_BUDGET:
+                        # Bounded work per page: a query whose trigrams are common but whose text is rare
+                        # would otherwise confirm every candidate in one call. The caller follows nextCursor.
+                        return hits, (0, after)
                     batch = index.candidates(query, after, 200)
                     if not batch:
                         break
+                    examined += len(batch)
                     for rowid, path, text in batch:
                         k = norm_path(path)
                         if k in overlay or not in_scope(k, scope):

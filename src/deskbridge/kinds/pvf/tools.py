@@ -599,8 +599,9 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
             "pvf_search",
             "Search the archive",
             "Case-insensitive substring search: mode 'path' over paths, 'content' over file text (persistent "
-            "index; NOT_READY names the index task to poll). Paginated by cursor; a cursor from another revision is "
-            "refused (search again).",
+            "index; NOT_READY names the index task to poll). Paginated by cursor: a page may hold fewer hits than limit "
+            "(even none) while nextCursor is set, so follow it until null; a cursor from another revision is refused "
+            "(search again).",
             SearchArgs,
             search,
             read_only=True,

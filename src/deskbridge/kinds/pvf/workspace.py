@@ -26,7 +26,6 @@ from deskbridge.kinds.pvf.recovery import Autosaver
 from deskbridge.kinds.pvf.service import PvfService
 from deskbridge.kinds.pvf.tools import pvf_tools
 
-
 STATIC_DIR = Path(__file__).parent / "static"
 
 
