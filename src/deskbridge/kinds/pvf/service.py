@@ -864,8 +864,32 @@ class PvfService:
 
     # ------------------------------------------------------------------------------------------- import
 
+    async def run_write_task(
+        self, call: CallContext, label: str, fn: Callable[[TaskHandle, Task], dict[str, Any]], wait_s: float
+    ) -> dict[str, Any]:
+        """Run `fn(handle, task)` in a worker thread as the one write task (imports, export publishing): it
+        holds the write slot, so lifecycle operations and other writes get TASK_BUSY meanwhile. Waits up to
+        `wait_s`; a finished task's result is returned at the top level with its taskId."""
+
+        def work(handle: TaskHandle) -> dict[str, Any]:
+            return fn(handle, self.engine.tasks.get(handle.task_id))
+
+        task = self.engine.start_task(work, owner=call.caller, label=label, write=True)
+        out = await self.wait_task(call, task, wait_s)
+        result = out.pop("result", None)
+        return {**out, **(result or {})}
+
     def import_prepare(
-        self, caller: str, workspace_id: str, revision: int, sources: list[str], target_dir: str, mode: str
+        self,
+        caller: str,
+        workspace_id: str,
+        revision: int,
+        sources: list[str],
+        target_dir: str,
+        mode: str,
+        *,
+        task: Task | None = None,
+        progress: Callable[[int, int], None] | None = None,
     ) -> dict[str, Any]:
         from deskbridge.kinds.pvf import transfer
 
@@ -883,7 +907,9 @@ class PvfService:
                 )
         spill = transfer.SpillStore(self.index_root.parent / "pvf-import")
         try:
-            found = transfer.collect_import(sources, target_dir, spill)  # frozen now, outside the lock
+            found = transfer.collect_import(
+                sources, target_dir, spill, progress
+            )  # frozen now, outside the lock
             with eng.lock:
                 ws = self._ws(workspace_id, revision)
                 changes = transfer.build_import_changes(ws, found, spill, mode)
@@ -900,6 +926,7 @@ class PvfService:
                     revision=ws.revision,
                     changes=changes,
                     on_apply=on_apply,
+                    task=task,
                     summary={
                         "files": len(found),
                         "adds": len(changes) - len(overwrites),
@@ -1026,6 +1053,9 @@ class PvfService:
         out_name: str | None,
         selected: list[str] | None,
         acknowledged: list[str],
+        *,
+        task: Task | None = None,
+        progress: Callable[[int, int], None] | None = None,
     ) -> dict[str, Any]:
         from deskbridge.kinds.pvf import transfer
 
@@ -1042,9 +1072,12 @@ class PvfService:
             change_keys=keys,
             acknowledged_warning_ids=acknowledged,
             kind=PlanKind.EXPORT,
+            task=task,
         )
         entries = done["result"]
-        published = transfer.write_package(target, summary["mode"], summary.get("format"), entries, summary)
+        published = transfer.write_package(
+            target, summary["mode"], summary.get("format"), entries, summary, progress=progress
+        )
         return {
             **published,
             "planId": plan_id,
