@@ -468,3 +468,37 @@ async def test_unsaved_changes_are_autosaved_and_offered_after_a_crash(archive: 
         info = await a.ready()
         assert info["recovery"] is None
         await a.call("pvf_recovery_discard", {"workspaceId": info["workspaceId"]})
+
+
+async def test_export_refuses_while_an_editor_holds_a_draft(archive: Path) -> None:
+    import httpx2
+
+    async with serve(archive) as a:
+        info = await a.ready()
+        ws, rev = info["workspaceId"], info["revision"]
+        base = a.srv.base_url + "/api/pvf/editors"
+        async with httpx2.AsyncClient(headers=a.srv.ui_headers(), timeout=10) as ui:
+            await ui.post(f"{base}/register", json={"clientId": "tab-x"})
+            sub = a.srv.app.events.subscribe("ui")
+
+            async def answer() -> None:
+                async for event in sub:
+                    if event.data.get("event") == "prepare":
+                        await ui.post(
+                            f"{base}/ack",
+                            json={
+                                "operationId": event.data["operationId"],
+                                "clientId": "tab-x",
+                                "hasDrafts": True,
+                            },
+                        )
+                        return
+
+            responder = asyncio.ensure_future(answer())
+            await a.fail(
+                "pvf_export_prepare",
+                {"workspaceId": ws, "expectedRevision": rev, "source": "selection", "scopes": [""]},
+                "UI_DRAFT_PENDING",
+            )
+            await responder
+            sub.close()
