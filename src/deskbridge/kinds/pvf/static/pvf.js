@@ -362,6 +362,7 @@ async function main() {
       if (!info.lifecycle) break;
       await new Promise((r) => setTimeout(r, 100));
     }
+    for (const t of state.info.runningTasks || []) state.tasks.set(t.taskId, t);
     renderTasks();
     if (state.info.open) { loadMore(); loadHistory(); }
     document.body.dataset.ready = "1";
