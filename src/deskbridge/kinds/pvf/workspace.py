@@ -39,6 +39,7 @@ class PvfWorkspace:
         self.initial = path
         self.options = dict(services.options)
         self.service = PvfService(services.events, services.dirs.cache, services.dirs.data)
+        self.service.protected_dirs = [services.dirs.config]
         self.open_task: str | None = None
         self.autosaver = Autosaver(self.service)
 

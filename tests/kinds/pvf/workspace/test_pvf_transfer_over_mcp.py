@@ -502,3 +502,24 @@ async def test_export_refuses_while_an_editor_holds_a_draft(archive: Path) -> No
             )
             await responder
             sub.close()
+
+
+@pytest.mark.security
+async def test_import_never_reads_credentials_or_the_mcp_token(
+    archive: Path, tmp_path: Path, deskbridge_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("PRIVATE KEY", "utf-8")
+    monkeypatch.setenv("HOME", str(home))
+    async with serve(archive) as a:
+        info = await a.ready()
+        args = {"workspaceId": info["workspaceId"], "expectedRevision": info["revision"], "mode": "raw"}
+        for source in (home / ".ssh", home / ".ssh" / "id_ed25519", deskbridge_home / "config" / "token"):
+            err = await a.fail("pvf_import_prepare", {**args, "sourcePaths": [str(source)]}, "ACCESS_DENIED")
+            assert "PRIVATE" not in str(err)
+        # a folder that holds a link to a credential is refused too (links are never followed)
+        folder = tmp_path / "innocent"
+        folder.mkdir()
+        (folder / "key").symlink_to(home / ".ssh" / "id_ed25519")
+        await a.fail("pvf_import_prepare", {**args, "sourcePaths": [str(folder)]}, "ACCESS_DENIED")
