@@ -49,7 +49,7 @@ _WIN_RESERVED = {
     *(f"lpt{i}" for i in range(1, 10)),
 }
 _VERSION_RE = re.compile(r"^[^\x00-\x1f\x7f]{1,128}$")
-_LINK_RE = re.compile(r"<(\d+)::([^<>`\s]+)>")
+_LINK_RE = re.compile(r"<(\d+)::([^<>`\s]+)(?:`[^`]*`)?>")
 MOD_FORMATS = ("110USextend", "115CN-mod")
 
 

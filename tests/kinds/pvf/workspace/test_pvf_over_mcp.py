@@ -290,6 +290,15 @@ async def test_save_as_writes_a_copy_only(archive: Path, tmp_path: Path) -> None
         assert (
             info["workspaceId"] == ws and info["sourceDirty"] is True and info["sourcePath"] == str(archive)
         )
+        # the autosaved recovery of the unsaved changes stays too (a copy saves nothing of the source)
+        from deskbridge.kinds.pvf import recovery
+
+        rec = recovery.recovery_path(service(a).data_dir, archive)
+        for _ in range(100):
+            if rec.exists():
+                break
+            await asyncio.sleep(0.05)
+        assert rec.exists()
         # the same file under another name is the source itself
         link = tmp_path / "alias.pvf"
         link.symlink_to(archive)

@@ -523,3 +523,52 @@ async def test_import_never_reads_credentials_or_the_mcp_token(
         folder.mkdir()
         (folder / "key").symlink_to(home / ".ssh" / "id_ed25519")
         await a.fail("pvf_import_prepare", {**args, "sourcePaths": [str(folder)]}, "ACCESS_DENIED")
+
+
+async def test_leaving_out_a_dependency_needs_its_warning_acknowledged(archive: Path, tmp_path: Path) -> None:
+    async with serve(archive) as a:
+        info = await a.ready()
+        ws = info["workspaceId"]
+        path = await a.first_script(ws)
+        applied = await a.edit(ws, info["revision"], path, "\n[dep]\n1\n")
+        plan = await a.call(
+            "pvf_export_prepare",
+            {
+                "workspaceId": ws,
+                "expectedRevision": applied["revision"],
+                "source": "memory",
+                "mode": "mod",
+                "format": "110USextend",
+                "name": "deps",
+                "includeDependencies": True,
+            },
+        )
+        items = (await a.call("pvf_export_preview", {"exportPlanId": plan["exportPlanId"], "limit": 200}))[
+            "items"
+        ]
+        script = next(i for i in items if i["entryKey"] == f"pvf/{path}")
+        assert script["requires"] and all(
+            r.startswith("merge/") and r.endswith(".str") for r in script["requires"]
+        )
+        plan_warnings = [w["warningId"] for w in plan["warnings"]]
+        err = await a.fail(
+            "pvf_export_execute",
+            {
+                "exportPlanId": plan["exportPlanId"],
+                "outputParent": str(tmp_path),
+                "selectedEntryKeys": [script["entryKey"]],
+                "acknowledgedWarningIds": plan_warnings,
+            },
+            "INVALID_ARGUMENT",
+        )
+        dep_ids = err["data"]["unacknowledgedWarningIds"]
+        done = await a.call(
+            "pvf_export_execute",
+            {
+                "exportPlanId": plan["exportPlanId"],
+                "outputParent": str(tmp_path),
+                "selectedEntryKeys": [script["entryKey"]],
+                "acknowledgedWarningIds": plan_warnings + dep_ids,
+            },
+        )
+        assert done["files"] == 1 and not (Path(done["outputPath"]) / "merge").exists()
