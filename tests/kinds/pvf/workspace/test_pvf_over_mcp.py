@@ -749,3 +749,22 @@ def test_demo_pvf_serves_a_sample_archive(deskbridge_home: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "pvf_archive_open" in proc.stderr and "Script.pvf" in proc.stderr
     assert (deskbridge_home / "data" / "demo" / "pvf" / "Script.pvf").is_file()
+
+
+async def test_a_silent_editor_is_forgotten_after_its_lease(
+    archive: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from deskbridge.kinds.pvf import workspace as pvf_workspace
+
+    async with serve(archive) as a:
+        info = await a.ready()
+        svc = service(a)
+        svc.engine.drafts.timeout_s = 0.3
+        async with httpx2.AsyncClient(headers=a.srv.ui_headers(), timeout=10) as ui:
+            await ui.post(a.srv.base_url + "/api/pvf/editors/register", json={"clientId": "closed-tab"})
+        args = {"workspaceId": info["workspaceId"], "expectedRevision": info["revision"]}
+        await a.fail("pvf_archive_save", args, "UI_NOT_READY")
+        monkeypatch.setattr(pvf_workspace, "EDITOR_LEASE_S", 0.0)
+        a.srv.app.workspace.leases.sweep()  # type: ignore[union-attr]
+        assert svc.engine.drafts.clients() == []
+        await a.call("pvf_archive_save", args)

@@ -357,6 +357,7 @@ async function main() {
     await api("/api/pvf/editors/register", { method: "POST", body: JSON.stringify({ clientId: CLIENT }) });
     window.addEventListener("beforeunload", () => navigator.sendBeacon && fetch("/api/pvf/editors/unregister", { method: "POST", keepalive: true, credentials: "same-origin", headers: { "content-type": "application/json" }, body: JSON.stringify({ clientId: CLIENT }) }));
     listen();
+    setInterval(reportDrafts, 10000); // the editor lease: a silent tab is forgotten after 30 s
     for (let i = 0; i < 100; i++) {
       const info = await refreshInfo();
       if (!info.lifecycle) break;
