@@ -17,14 +17,15 @@ ROOT = Path(__file__).resolve().parents[1]
 TARGET = ROOT / "docs" / "tools.md"
 
 KIND_TITLES = {
+    "pvf": "PVF archives (`pvf_…`)",
     "markdown": "Markdown (`md_…`)",
     "sage": "SAGE mod index (`sage_…`)",
     "probe": "Probe (transport tests and conformance only)",
 }
 
 
-def sample_workspaces(base: Path) -> dict[str, Path]:
-    """A minimal workspace of each kind; tool lists do not depend on the content."""
+def sample_workspaces(base: Path) -> dict[str, Path | None]:
+    """A minimal workspace of each kind (pvf: its empty workspace); tool lists do not depend on the content."""
     notes = base / "notes"
     notes.mkdir()
     (notes / "a.md").write_text("# A\n", "utf-8")
@@ -33,7 +34,7 @@ def sample_workspaces(base: Path) -> dict[str, Path]:
     (mod / "Data" / "Mod.xml").write_text('<?xml version="1.0"?><AssetDeclaration/>\n', "utf-8")
     probe = base / "probe"
     probe.mkdir()
-    return {"markdown": notes, "sage": mod, "probe": probe}
+    return {"pvf": None, "markdown": notes, "sage": mod, "probe": probe}
 
 
 def _type_of(prop: dict[str, Any]) -> str:

@@ -17,6 +17,7 @@ from deskbridge.core.audit import Approval
 from deskbridge.core.errors import BridgeError, ErrorCode, internal
 from deskbridge.core.limits import RESPONSE_MAX_BYTES
 from deskbridge.core.policy import LAST_APPROVAL
+from deskbridge.core.requests import RequestLog
 from deskbridge.core.tools import CallContext, InputRequired, ToolSpec
 from deskbridge.kinds.base import KindServices, KindWorkspace, find_kind
 from deskbridge.settings import (
@@ -57,6 +58,8 @@ class App:
     workspace: KindWorkspace | None = None
     security_policy: SecurityPolicy | None = None
     """The HTTP security policy once `serve` built it, so a token rotation takes effect at once."""
+    requests: RequestLog = field(default_factory=RequestLog)
+    """requestId de-duplication for every tool whose arguments carry one (per caller, outlives workspaces)."""
     _tools: dict[str, ToolSpec] = field(default_factory=dict)
 
     # -- composition ---------------------------------------------------------------------------------------
@@ -86,11 +89,25 @@ class App:
         )
 
     def open(
-        self, path: Path, *, kind: str | None = None, options: dict[str, Any] | None = None
+        self, path: Path | None, *, kind: str | None = None, options: dict[str, Any] | None = None
     ) -> KindWorkspace:
-        """Open a workspace of the detected (or named) kind; its tools replace the previous ones."""
-        path = path.expanduser().resolve()
-        entry = find_kind(path, kind)
+        """Open a workspace of the detected (or named) kind; its tools replace the previous ones.
+
+        `path=None` with a `kind` opens that kind's empty workspace (PVF: open an archive later with a tool).
+        """
+        if path is None:
+            if kind is None:
+                raise BridgeError(ErrorCode.INVALID_ARGUMENT, "an empty workspace needs a kind")
+            entry = find_kind(Path(), kind)
+            if not entry.empty_ok:
+                raise BridgeError(
+                    ErrorCode.INVALID_ARGUMENT,
+                    f"the {entry.name} kind needs a path to open",
+                    hint=f"Pass the {entry.description} to serve.",
+                )
+        else:
+            path = path.expanduser().resolve()
+            entry = find_kind(path, kind)
         services = KindServices(
             settings=self.settings,
             dirs=self.dirs,
@@ -154,12 +171,16 @@ class App:
                     hint="Fix the arguments as described; the tool's input schema lists them.",
                 ) from exc
             try:
-                if inspect.iscoroutinefunction(spec.handler):
-                    result = await spec.handler(call, args)
+                request_id = getattr(args, "requestId", None)
+                if request_id is not None:
+                    # One rule for every tool (seed "超时、重试与释放"): same caller + id + arguments → the first
+                    # result; other arguments → REQUEST_CONFLICT. The id itself is not part of the fingerprint.
+                    params = {"tool": name, **{k: v for k, v in arguments.items() if k != "requestId"}}
+                    result = await self.requests.run(
+                        call.caller, request_id, params, lambda: self._run_handler(spec, call, args)
+                    )
                 else:
-                    result = await anyio.to_thread.run_sync(spec.handler, call, args)
-                    if inspect.isawaitable(result):
-                        result = await result
+                    result = await self._run_handler(spec, call, args)
             except (BridgeError, InputRequired):
                 raise
             except Exception as exc:  # a bug, not the caller's fault: say so, keep the server alive
@@ -195,6 +216,15 @@ class App:
                 duration_ms=(time.perf_counter() - started) * 1000,
                 arg_names=arguments.keys(),
             )
+
+    @staticmethod
+    async def _run_handler(spec: ToolSpec, call: CallContext, args: Any) -> dict[str, Any]:
+        if inspect.iscoroutinefunction(spec.handler):
+            return await spec.handler(call, args)
+        result = await anyio.to_thread.run_sync(spec.handler, call, args)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
 
     def update_settings(self, changes: dict[str, Any]) -> Settings:
         """Validate, persist and apply changed settings in place, so every holder of `settings` sees them at once."""

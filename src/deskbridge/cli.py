@@ -155,7 +155,7 @@ def _serve(
 
     application = App.create()
     port = application.settings.port if port is None else port
-    if path is not None:
+    if path is not None or kind == "pvf":  # pvf can start empty and open an archive through a tool
         application.open(path, kind=kind, options=_kind_options(sdk))
     sock = bind_socket(host, port)
     port = sock.getsockname()[1]  # --port 0 asks the system for a free port
@@ -247,6 +247,9 @@ def mcp(path: PathArg = None, kind: KindOpt = None, sdk: SdkOpt = None) -> None:
 
 @app.command()
 def demo(
+    which: Annotated[
+        str, typer.Argument(help="markdown (sample notes) or pvf (a small synthetic Script.pvf).")
+    ] = "markdown",
     port: Annotated[int | None, typer.Option(help="Port (default: the `port` setting).")] = None,
     no_browser: Annotated[bool, typer.Option("--no-browser", help="Do not open the web UI.")] = False,
     exit_after: Annotated[
@@ -257,7 +260,7 @@ def demo(
     from deskbridge.demo import make_demo_workspace
 
     try:
-        target, kind = make_demo_workspace()
+        target, kind = make_demo_workspace(which)
         err.print(f"sample workspace: {target}")
         if exit_after is not None:
             _serve_briefly(target, kind, port, exit_after)

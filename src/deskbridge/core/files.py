@@ -1229,19 +1229,30 @@ def publish_new(
     new_file_mode: int = 0o666,
     mode: int | None = None,
     root: Path | str | None = None,
+    verify: Callable[[Path], None] | None = None,
 ) -> WriteResult:
     """Create `path` with `content` only if nothing is there — atomically; else `TARGET_EXISTS`, disk untouched.
 
-    `mode` and `root` as for `atomic_write`."""
+    `mode`, `root` and `verify(temp_path)` as for `atomic_write` (verify checks the complete temp file before
+    it is published)."""
     target = Path(path)
     d = _open_parent(target, _confined_root(path, root))
     pending: _PendingTemp | None = None
     try:
         name = target.name
         try:
-            tmp, pending = _write_temp(d, name, content, None, new_file_mode, mode=mode)
+            tmp, pending = _write_temp(
+                d, name, content, None, new_file_mode, background_fsync=verify is not None, mode=mode
+            )
         except OSError as exc:
             raise _disk_error(exc, target, touched=True, committed=False) from exc
+        if verify is not None:
+            try:
+                verify(d.at(tmp))
+            except BaseException:
+                pending.abandon()
+                d.discard(tmp)
+                raise
         try:
             digest = pending.result()
             d.rename_noreplace(tmp, name)

@@ -12,8 +12,9 @@ from typing import Annotated, Any
 import typer
 
 from deskbridge.core.errors import BridgeError, ErrorCode
+from deskbridge.kinds.pvf.history import log_command
 
-HELP = """DNF Script.pvf archives: info, ls, cat, get, set, add, rm, extract, pack, verify, synth.
+HELP = """DNF Script.pvf archives: info, ls, cat, get, set, add, rm, extract, pack, verify, synth, log.
 
 Change one file in place (the archive is verified before it is replaced; ARCHIVE.bak keeps the old one):
 
@@ -38,6 +39,7 @@ utf8; without -e it is detected from stringtable.bin.
 """
 
 app = typer.Typer(help=HELP, no_args_is_help=True)
+app.command("log")(log_command)  # version history (kinds/pvf/history.py)
 
 EDIT_FILE_MAX_BYTES = 256 * 1024 * 1024
 """Largest file `set`/`add` read (a script payload cannot exceed a chunk's 256 MiB)."""
