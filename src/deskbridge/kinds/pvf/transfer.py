@@ -160,7 +160,9 @@ class Source:
     sha256: str
 
 
-def collect_import(source_paths: list[str], target_dir: str, spill: SpillStore) -> list[Source]:
+def collect_import(
+    source_paths: list[str], target_dir: str, spill: SpillStore, progress: Any = None
+) -> list[Source]:
     """Walk the sources (no symlinks, no special files), freeze their bytes, map them into the archive."""
     base = check_archive_path(target_dir) if target_dir.strip("/\\") else ""
     found: list[Source] = []
@@ -182,6 +184,8 @@ def collect_import(source_paths: list[str], target_dir: str, spill: SpillStore) 
         target = check_archive_path(f"{base}/{rel}" if base else rel)
         by_target.setdefault(norm_path(target), []).append(str(local))
         found.append(Source(str(local), target, spill.put(data), len(data), hashlib.sha256(data).hexdigest()))
+        if progress is not None and len(found) % 50 == 0:
+            progress(len(found), 0)
 
     for raw in source_paths:
         src = Path(raw)
@@ -613,7 +617,13 @@ def output_target(
 
 
 def write_package(
-    target: Path, mode: str, fmt: str | None, entries: list[Entry], meta: dict[str, Any]
+    target: Path,
+    mode: str,
+    fmt: str | None,
+    entries: list[Entry],
+    meta: dict[str, Any],
+    *,
+    progress: Any = None,
 ) -> dict[str, Any]:
     """Publish the package at `target` without overwriting anything; returns the output path and counts."""
     _check_collisions([e.key for e in entries])
@@ -635,7 +645,9 @@ def write_package(
     else:
 
         def fill(tmp: Path) -> None:
-            for e in entries:
+            for n, e in enumerate(entries, 1):
+                if progress is not None and n % 100 == 0:
+                    progress(n, len(entries))
                 dest = tmp.joinpath(*e.key.split("/"))
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 with open(dest, "xb") as fh:

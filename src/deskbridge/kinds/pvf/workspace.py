@@ -26,6 +26,8 @@ from deskbridge.kinds.pvf.recovery import Autosaver
 from deskbridge.kinds.pvf.service import PvfService
 from deskbridge.kinds.pvf.tools import pvf_tools
 
+STATIC_DIR = Path(__file__).parent / "static"
+
 
 class PvfWorkspace:
     """The PVF workspace, shared by every MCP client, the browser and the CLI of this process."""
@@ -54,7 +56,7 @@ class PvfWorkspace:
         return editor_routes(self.service)
 
     def static_dir(self) -> Path | None:
-        return None
+        return STATIC_DIR
 
     async def start(self) -> None:
         self.autosaver.start()
