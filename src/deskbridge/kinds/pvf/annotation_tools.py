@@ -332,7 +332,7 @@ class AnnotationService:
                 start = int(c.get("o", 0))
             text = text_of(ws, path, data)
             res = _Resolver(ws)
-            ann = Annotator(rs, res, path, family=ar.family, variant=ar.variant, lang=lang)
+            ann = Annotator(rs, res, path, family=ar.family, variant=ar.variant, lang=lang, text=text)
             base: dict[str, Any] = {
                 "path": path,
                 "revision": revision,

@@ -14,6 +14,7 @@ existence), which the tool layer implements over the open workspace.
 
 from __future__ import annotations
 
+import bisect
 import posixpath
 import re
 from collections.abc import Iterator
@@ -47,6 +48,8 @@ class Section:
     items: list[Any] = field(default_factory=list)
     """Tokens (as (Token, file index)) and child Sections, in file order."""
     occurrence: int = 1
+    pos: int = -1
+    """Offset of the tag in the text (-1 for the root)."""
 
     @property
     def path(self) -> str:
@@ -65,7 +68,7 @@ class Section:
         for item in self.items:
             if isinstance(item, Section):
                 if self.container and not item.container and not item.items:
-                    out.append((dialect.section_token(item.tag), -1))
+                    out.append((Token(Kind.SECTION, item.tag, pos=item.pos), -1))
             else:
                 out.append(item)
         return out
@@ -93,7 +96,7 @@ def parse(text: str) -> tuple[Section, list[Section]]:
                 continue
             parent = stack[-1]
             name = tag[1:-1]
-            sec = Section(name, tag, dialect.line_col(text, tok.pos)[0], i in containers, parent)
+            sec = Section(name, tag, dialect.line_col(text, tok.pos)[0], i in containers, parent, pos=tok.pos)
             key = (id(parent), name.casefold())
             counts[key] = counts.get(key, 0) + 1
             sec.occurrence = counts[key]
@@ -222,7 +225,10 @@ class Annotator:
         family: str | None,
         variant: str | None,
         lang: str,
+        text: str | None = None,
     ) -> None:
+        self.text = text
+        self._astral: list[int] | None = None
         self.rs = rules
         self.res = resolver
         self.path = path
@@ -241,6 +247,21 @@ class Annotator:
         if ann.get("unit"):
             out["unit"] = ann["unit"]
         return out
+
+    def span(self, pos: int) -> dict[str, int]:
+        """Line, and offset/length in UTF-16 code units (what a browser's string indexes count), of the
+        token at `pos` in the text; {} without the text."""
+        text = self.text
+        if text is None or pos < 0:
+            return {}
+        m = dialect._TOKEN_RE.match(text, pos)
+        end = m.end() if m is not None else pos + 1
+        if self._astral is None:
+            self._astral = [i for i, ch in enumerate(text) if ord(ch) > 0xFFFF]
+        a = self._astral
+        start16 = pos + bisect.bisect_left(a, pos)
+        end16 = end + bisect.bisect_left(a, end)
+        return {"line": dialect.line_col(text, pos)[0], "offset": start16, "length": end16 - start16}
 
     def rules_for(self, section: Section) -> list[dict[str, Any]]:
         name = None if section.name is None else section.name.casefold()
@@ -269,6 +290,9 @@ class Annotator:
         }
         if section.container:
             entry["container"] = True
+        tag_span = self.span(section.pos)
+        if tag_span:
+            entry["offset"], entry["length"] = tag_span["offset"], tag_span["length"]
         shown = [self._value_text(t) for t, _ in vals[:max_values]]
         entry["values"] = shown
         if len(vals) > max_values:
@@ -290,7 +314,7 @@ class Annotator:
                     tokens[pos].setdefault("alsoMatched", []).append(rule["id"])
                     continue
                 tok = vals[pos][0]
-                item = {"index": pos, "value": display(tok), **self._head(rule)}
+                item = {"index": pos, "value": display(tok), **self.span(tok.pos), **self._head(rule)}
                 if rec is not None:
                     item["record"] = (pos - rule["target"].get("offset", 0)) // rule["target"]["recordTokens"]
                 self._explain(rule, tok, vals, rec, item)
