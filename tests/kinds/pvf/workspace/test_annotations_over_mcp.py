@@ -338,3 +338,49 @@ async def test_explain_pages_revisions_and_errors(annotated: Path, variant: str)
             {"workspaceId": ws, "path": SWORD, "limit": 4, "cursor": pages[0]["nextCursor"]},
             "STALE_WORKSPACE",
         )
+
+
+# --------------------------------------------------------------------------------------------- real vectors
+
+
+def _tokens(page: dict[str, Any], section: str) -> list[dict[str, Any]]:
+    return next(s for s in page["sections"] if s["name"] == section)["tokens"]
+
+
+async def test_vectors_written_by_other_tools_are_explained(shared_data: Path, tmp_path: Path) -> None:
+    """Archives written by pvf-parser-ts (classic) and pvfVSCode (nkpi), not by our synthesiser: string links
+    shown with their text, jobs written as tags inside [usable job], values no rule knows flagged."""
+    classic = tmp_path / "pt.pvf"
+    shutil.copyfile(shared_data / "pvf" / "pt_tw_shared.pvf", classic)
+    async with serve(classic) as a:
+        ws = (await a.ready())["workspaceId"]
+        shoes = await a.call(
+            "pvf_explain_file",
+            {"workspaceId": ws, "path": "equipment/character/common/shoes/leathershoes.equ"},
+        )
+        name = _tokens(shoes, "name")[0]
+        assert name["value"] == "<0::name_4>" and name["text"] == "皮革短靴"
+        kind = _tokens(shoes, "equipment type")[0]
+        assert kind["value"] == "[shoes]" and kind["unknownValue"] is True and kind["label"] is None
+        assert _tokens(shoes, "physical defense")[0]["title"] == "体力"
+        skill = await a.call(
+            "pvf_explain_file",
+            {"workspaceId": ws, "path": "skill/swordman/upperslash.skl", "lang": "en"},
+        )
+        assert _tokens(skill, "name")[0]["text"] == "上挑"
+        cool = next(s for s in skill["sections"] if s["name"] == "cool time")
+        assert cool["annotation"]["ruleId"] == "global.cool-time" and cool["annotation"]["unit"] == "ms"
+        assert "static data" in skill["unknownSections"]
+    nkpi = tmp_path / "vs.pvf"
+    shutil.copyfile(shared_data / "pvf" / "vs_jp_shared.pvf", nkpi)
+    async with serve(nkpi) as a:
+        ws = (await a.ready())["workspaceId"]
+        sword = await a.call(
+            "pvf_explain_file",
+            {"workspaceId": ws, "path": "equipment/character/swordman/weapon/longsword.equ", "lang": "en"},
+        )
+        jobs = next(s for s in sword["sections"] if s["name"] == "usable job")
+        assert jobs["container"] and jobs["values"] == ["[swordman]"]
+        assert [t["label"] for t in jobs["tokens"]] == ["Slayer (M)"]
+        nested = [s["path"] for s in sword["sections"] if s["path"].startswith("if equip/")]
+        assert nested == ["if equip/physical attack", "if equip/magical attack"]
