@@ -7,16 +7,26 @@ Shapes are small and paginated; every answer carries a `hint` naming the next ca
 
 from __future__ import annotations
 
+import hashlib
 import posixpath
+import re
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field
 
 from deskbridge.core.errors import BridgeError, ErrorCode
+from deskbridge.core.files import atomic_write, read_regular_file
 from deskbridge.core.tools import CallContext, ToolArgs, ToolSpec
 from deskbridge.core.workspace import DELETED, Workspace
 from deskbridge.kinds.pvf.annotations.engine import Annotator, file_matches, first_value, parse, str_entries
-from deskbridge.kinds.pvf.annotations.rules import RuleSet, RuleStore, localize
+from deskbridge.kinds.pvf.annotations.rules import (
+    RULE_FILE_MAX_BYTES,
+    RuleSet,
+    RuleStore,
+    localize,
+    parse_document,
+)
 from deskbridge.kinds.pvf.archive.base import norm_path
 from deskbridge.kinds.pvf.search import decode_cursor, encode_cursor
 from deskbridge.kinds.pvf.service import PvfService, _link_text, _registry
@@ -62,10 +72,38 @@ class ExplainArgs(ToolArgs):
         None, max_length=50, description="Only these sections (names with or without brackets, e.g. rarity)."
     )
     lang: Lang = LangField
+    draftRules: str | None = Field(
+        None,
+        max_length=RULE_FILE_MAX_BYTES,
+        description="A rule file (JSON) to preview at the highest priority for this call only; nothing is written.",
+    )
     cursor: str | None = None
     limit: int = Field(
         EXPLAIN_PAGE_DEFAULT, ge=1, le=EXPLAIN_PAGE_MAX, description="Sections (or .str entries) per page."
     )
+
+
+class RulesGetArgs(ToolArgs):
+    fileName: str | None = Field(None, description="A user rule file (e.g. 10-mine.json); omit to list them.")
+
+
+class RulesSaveArgs(ToolArgs):
+    fileName: str = Field(
+        description="File name in the user rule folder: letters, digits, . _ -, ending .json."
+    )
+    text: str = Field(
+        max_length=RULE_FILE_MAX_BYTES, description="The whole rule file (JSON, docs/pvf-annotations.md)."
+    )
+    expectedSha256: str | None = Field(
+        None,
+        description="sha256 of the file as you read it ('' = must not exist yet); refused if it changed.",
+    )
+    requestId: str | None = Field(
+        None, description="Client-chosen id; a retry with the same id returns the first result."
+    )
+
+
+RULE_FILE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}\.json$")
 
 
 class _Resolver:
@@ -303,9 +341,10 @@ class AnnotationService:
         lang: str,
         cursor: str | None,
         limit: int,
+        draft: str | None = None,
     ) -> dict[str, Any]:
         svc = self.svc
-        rs = self.store.current()
+        rs = self.store.preview(draft) if draft is not None else self.store.current()
         filt = _section_filter(sections)
         fkey = sorted(filt) if filt else None
         with svc.engine.lock:
@@ -384,6 +423,80 @@ class AnnotationService:
         )
         return out
 
+    # ------------------------------------------------------------------------------------------ user rule files
+
+    def _user_path(self, name: str) -> Path:
+        if self.store.user_dir is None:
+            raise BridgeError(ErrorCode.NOT_FOUND, "this server has no user rule folder")
+        if not RULE_FILE_NAME.match(name):
+            raise BridgeError(
+                ErrorCode.INVALID_ARGUMENT,
+                f"{name!r} is not a rule file name",
+                "Use letters, digits, '.', '_' or '-' and end with .json (e.g. 10-mine.json); no folders.",
+            )
+        return self.store.user_dir / name
+
+    def rules_get(self, name: str | None) -> dict[str, Any]:
+        rs = self.store.current()
+        folder = self.store.user_dir
+        if name is None:
+            names = (
+                sorted(p.name for p in folder.glob("*.json"))
+                if folder is not None and folder.is_dir()
+                else []
+            )
+            refused = {e["file"]: e for e in rs.errors}
+            return {
+                "folder": str(folder) if folder is not None else None,
+                "files": [{"fileName": n, "loaded": n in rs.files, "refused": refused.get(n)} for n in names],
+                "hint": "pvf_annotation_rules_get(fileName) reads one; pvf_annotation_rules_save writes one.",
+            }
+        path = self._user_path(name)
+        if not path.exists():
+            raise BridgeError(
+                ErrorCode.NOT_FOUND,
+                f"no user rule file {name}",
+                "pvf_annotation_rules_get without fileName lists them; pvf_annotation_rules_save creates one.",
+            )
+        raw = read_regular_file(path, max_bytes=RULE_FILE_MAX_BYTES, shown_as=name)
+        refused = next((e for e in rs.errors if e["file"] == name), None)
+        return {
+            "fileName": name,
+            "text": raw.decode("utf-8", errors="replace"),
+            "sha256": hashlib.sha256(raw).hexdigest(),
+            "loaded": name in rs.files,
+            "refused": refused,
+            "hint": "Preview changes with pvf_explain_file(draftRules=…), then pvf_annotation_rules_save.",
+        }
+
+    def rules_save(self, name: str, text: str, expected: str | None) -> dict[str, Any]:
+        path = self._user_path(name)
+        raw = text.encode("utf-8")
+        current = self.store.current()
+        known = set(current.relations)
+        doc = parse_document(raw, name, known)
+        old = read_regular_file(path, max_bytes=RULE_FILE_MAX_BYTES, shown_as=name) if path.exists() else None
+        old_sha = "" if old is None else hashlib.sha256(old).hexdigest()
+        if expected is not None and expected != old_sha:
+            raise BridgeError(
+                ErrorCode.TARGET_CHANGED,
+                f"{name} changed since you read it",
+                "Read it again with pvf_annotation_rules_get and merge your change.",
+                data={"currentSha256": old_sha},
+            )
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, raw, backup=old is not None)
+        rs = self.store.current()
+        return {
+            "fileName": name,
+            "sha256": hashlib.sha256(raw).hexdigest(),
+            "rules": len(doc.get("rules", [])),
+            "relations": len(doc.get("relations", {})),
+            "loaded": name in rs.files,
+            "priority": rs.files.index(name) if name in rs.files else None,
+            "hint": "The rules apply at once: pvf_explain_file shows them; pvf_annotation_search lists them.",
+        }
+
     def _explain_str(
         self,
         base: dict[str, Any],
@@ -443,7 +556,14 @@ def annotation_tools(svc: PvfService, store: RuleStore | None = None) -> list[To
             args.lang,
             args.cursor,
             args.limit,
+            args.draftRules,
         )
+
+    def rules_get(call: CallContext, args: RulesGetArgs) -> dict[str, Any]:
+        return an.rules_get(args.fileName)
+
+    def rules_save(call: CallContext, args: RulesSaveArgs) -> dict[str, Any]:
+        return an.rules_save(args.fileName, args.text, args.expectedSha256)
 
     return [
         ToolSpec(
@@ -477,6 +597,26 @@ def annotation_tools(svc: PvfService, store: RuleStore | None = None) -> list[To
             ExplainArgs,
             explain,
             read_only=True,
+            idempotent=True,
+        ),
+        ToolSpec(
+            "pvf_annotation_rules_get",
+            "Read user annotation rules",
+            "The user rule files (in the deskbridge config folder, read in name order, before the built-ins), or "
+            "one file's text with its sha256 and whether it was refused (and where).",
+            RulesGetArgs,
+            rules_get,
+            read_only=True,
+            idempotent=True,
+        ),
+        ToolSpec(
+            "pvf_annotation_rules_save",
+            "Save a user annotation rule file",
+            "Write one user rule file after validating it against the schema (INVALID_ARGUMENT with data.jsonPath "
+            "otherwise; nothing is written). expectedSha256 guards against overwriting a change you have not seen. "
+            "Preview first with pvf_explain_file(draftRules=…).",
+            RulesSaveArgs,
+            rules_save,
             idempotent=True,
         ),
     ]

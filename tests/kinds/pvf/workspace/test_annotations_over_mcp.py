@@ -384,3 +384,89 @@ async def test_vectors_written_by_other_tools_are_explained(shared_data: Path, t
         assert [t["label"] for t in jobs["tokens"]] == ["Slayer (M)"]
         nested = [s["path"] for s in sword["sections"] if s["path"].startswith("if equip/")]
         assert nested == ["if equip/physical attack", "if equip/magical attack"]
+
+
+# --------------------------------------------------------------------------------------------- editing user rules
+
+
+def _rarity_rule(label_en: str) -> str:
+    return json.dumps(
+        {
+            "format": "deskbridge-pvf-annotations",
+            "version": 1,
+            "rules": [
+                {
+                    "id": "mine.rarity",
+                    "match": {"extensions": [".equ"]},
+                    "target": {"kind": "token", "section": "rarity", "index": 0},
+                    "annotation": {"title": "Mine", "type": "enum", "values": {"4": {"en": label_en}}},
+                }
+            ],
+        }
+    )
+
+
+async def test_preview_a_draft_then_save_it(
+    annotated_archives: dict[str, Path], deskbridge_home: Path
+) -> None:
+    async with serve(annotated_archives["classic"]) as a:
+        ws = (await a.ready())["workspaceId"]
+        args = {"workspaceId": ws, "path": SWORD, "sections": ["rarity"], "lang": "en"}
+        draft = await a.call("pvf_explain_file", {**args, "draftRules": _rarity_rule("Gold")})
+        tok = draft["sections"][0]["tokens"][0]
+        assert (tok["ruleId"], tok["label"], tok["alsoMatched"]) == (
+            "mine.rarity",
+            "Gold",
+            ["equ.rarity", "global.rarity"],
+        )
+        bad = await a.fail("pvf_explain_file", {**args, "draftRules": "{}"}, "INVALID_ARGUMENT")
+        assert bad["data"]["jsonPath"] == "$"
+        # nothing was written by the preview
+        assert (await a.call("pvf_annotation_rules_get", {}))["files"] == []
+        assert (await a.call("pvf_explain_file", args))["sections"][0]["tokens"][0]["label"] == "Epic"
+        saved = await a.call(
+            "pvf_annotation_rules_save",
+            {"fileName": "10-mine.json", "text": _rarity_rule("Gold"), "expectedSha256": ""},
+        )
+        assert saved["loaded"] and saved["priority"] == 0 and saved["rules"] == 1
+        assert (await a.call("pvf_explain_file", args))["sections"][0]["tokens"][0]["label"] == "Gold"
+        got = await a.call("pvf_annotation_rules_get", {"fileName": "10-mine.json"})
+        assert got["sha256"] == saved["sha256"] and json.loads(got["text"])["rules"][0]["id"] == "mine.rarity"
+        # a stale sha is refused; an invalid file is refused with its path and the old file stays
+        await a.fail(
+            "pvf_annotation_rules_save",
+            {"fileName": "10-mine.json", "text": _rarity_rule("Silver"), "expectedSha256": ""},
+            "TARGET_CHANGED",
+        )
+        broken = json.loads(_rarity_rule("x"))
+        broken["rules"][0]["annotation"]["type"] = "colour"
+        err = await a.fail(
+            "pvf_annotation_rules_save",
+            {"fileName": "10-mine.json", "text": json.dumps(broken)},
+            "INVALID_ARGUMENT",
+        )
+        assert err["data"]["jsonPath"] == "$.rules[0].annotation.type"
+        assert (deskbridge_home / "config" / USER_DIR_NAME / "10-mine.json").read_text(
+            "utf-8"
+        ) == _rarity_rule("Gold")
+        await a.call(
+            "pvf_annotation_rules_save",
+            {"fileName": "10-mine.json", "text": _rarity_rule("Silver"), "expectedSha256": got["sha256"]},
+        )
+        assert (await a.call("pvf_explain_file", args))["sections"][0]["tokens"][0]["label"] == "Silver"
+
+
+@pytest.mark.security
+@pytest.mark.parametrize(
+    "name", ["../escape.json", "sub/x.json", ".hidden.json", "x.txt", "/abs.json", "a" * 80 + ".json"]
+)
+async def test_rule_file_names_cannot_leave_the_rule_folder(
+    annotated_archives: dict[str, Path], deskbridge_home: Path, name: str
+) -> None:
+    async with serve(annotated_archives["classic"]) as a:
+        await a.fail(
+            "pvf_annotation_rules_save", {"fileName": name, "text": _rarity_rule("x")}, "INVALID_ARGUMENT"
+        )
+        await a.fail("pvf_annotation_rules_get", {"fileName": name}, "INVALID_ARGUMENT")
+    written = [p for p in deskbridge_home.rglob("*") if p.name in {"escape.json", "x.json", "abs.json"}]
+    assert written == [] and not Path("/abs.json").exists()

@@ -105,6 +105,13 @@ def load_file(path: Path, known_relations: set[str] | None = None) -> dict[str, 
     """Read and validate one user rule file (bounded, regular files only)."""
     shown = path.name
     raw = read_regular_file(path, max_bytes=RULE_FILE_MAX_BYTES, shown_as=shown)
+    return parse_document(raw, shown, known_relations)
+
+
+def parse_document(raw: bytes, shown: str, known_relations: set[str] | None = None) -> dict[str, Any]:
+    """UTF-8 JSON bytes → a validated rule document (INVALID_ARGUMENT with data.jsonPath otherwise)."""
+    if len(raw) > RULE_FILE_MAX_BYTES:
+        raise _refuse(shown, "$", f"larger than {RULE_FILE_MAX_BYTES} bytes")
     try:
         doc = json.loads(raw.decode("utf-8-sig"))
     except UnicodeDecodeError:
@@ -211,6 +218,7 @@ class RuleStore:
         self._lock = threading.Lock()
         self._sig: tuple[Any, ...] | None = None
         self._set: RuleSet | None = None
+        self._docs: list[tuple[str, dict[str, Any]]] = []
         self._builtin = _builtin()
 
     def _signature(self) -> tuple[Any, ...]:
@@ -249,4 +257,14 @@ class RuleStore:
         rs = merge(self._builtin, docs)
         rs.errors = errors
         rs.files = [n for n, _ in docs]
+        self._docs = docs
+        return rs
+
+    def preview(self, text: str) -> RuleSet:
+        """The rules in force with a draft rule file first (for a live preview; nothing is written)."""
+        current = self.current()
+        doc = parse_document(text.encode("utf-8"), "draft", set(current.relations))
+        rs = merge(self._builtin, [("draft", doc), *self._docs])
+        rs.errors = current.errors
+        rs.files = ["draft", *current.files]
         return rs
