@@ -47,7 +47,17 @@ def browser():
         b.close()
 
 
-def test_hover_hints_links_item_card_and_rules_panel(browser, tmp_path: Path) -> None:
+RULE = """{
+  "format": "deskbridge-pvf-annotations",
+  "version": 1,
+  "rules": [{"id": "mine.rarity", "match": {"extensions": [".equ"]},
+             "target": {"kind": "token", "section": "rarity", "index": 0},
+             "annotation": {"title": "Mine", "type": "enum", "values": {"4": "Gold"}}}]
+}
+"""
+
+
+def test_hover_hints_links_item_card_and_rules_panel(browser, tmp_path: Path, deskbridge_home: Path) -> None:
     archive = tmp_path / "Script.pvf"
     synth(archive, family="classic", files=200, seed=4, annotated=True)
     with ServerThread(archive) as served:
@@ -102,4 +112,35 @@ def test_hover_hints_links_item_card_and_rules_panel(browser, tmp_path: Path) ->
         assert "builtin" in detail and "config/annotations.json" in detail
         page.click("#ann-detail .ann-ex")
         page.wait_for_function("document.querySelector('#file-path').textContent.includes('.equ')")
+        # edit a user rule file with a live preview on the open file, then save it
+        page.fill("#search", "swordman_sword")
+        page.wait_for_selector("#tree-rows .row.file[title$='swordman_sword.equ']")
+        page.click("#tree-rows .row.file")
+        page.wait_for_selector(f"body[data-annotated='{SWORD}']")
+        page.click("#ann-edit summary")
+        page.wait_for_function(
+            "document.querySelector('#ann-text').value.includes('deskbridge-pvf-annotations')"
+        )
+        page.fill("#ann-text", RULE)
+        page.fill("#ann-new", "10-mine.json")
+        page.click("#ann-preview")
+        page.wait_for_function(
+            "[...document.querySelectorAll('#viewer .ann-hint')].some(h => h.textContent === 'Gold')"
+        )
+        assert not (deskbridge_home / "config" / "pvf-annotations" / "10-mine.json").exists()
+        page.fill("#ann-text", RULE.replace('"type": "enum"', '"type": "colour"'))
+        page.click("#ann-save")
+        page.wait_for_function(
+            "document.querySelector('#ann-status').textContent.includes('annotation.type')"
+        )
+        page.fill("#ann-text", RULE)
+        page.click("#ann-save")
+        page.wait_for_function(
+            "document.querySelector('#ann-status').textContent.includes('saved 10-mine.json')"
+        )
+        saved = deskbridge_home / "config" / "pvf-annotations" / "10-mine.json"
+        assert saved.read_text("utf-8") == RULE
+        page.wait_for_function(
+            "[...document.querySelectorAll('#viewer .ann-hint')].some(h => h.textContent === 'Gold')"
+        )
         assert not errors, errors

@@ -19,7 +19,12 @@
   panel.innerHTML = `<h2>Annotation rules</h2>
     <div class="ann-row"><input id="ann-q" placeholder="Search rules: id, title, label…" autocomplete="off">
     <select id="ann-lang" title="Language of annotations"><option value="zh-CN">中文</option><option value="en">English</option></select></div>
-    <div id="ann-refused"></div><ul id="ann-rules"></ul><div id="ann-detail" hidden></div>`;
+    <div id="ann-refused"></div><ul id="ann-rules"></ul><div id="ann-detail" hidden></div>
+    <details id="ann-edit"><summary>Edit user rules</summary>
+      <div class="ann-row"><select id="ann-file"></select><input id="ann-new" placeholder="new-file.json"></div>
+      <textarea id="ann-text" rows="12" spellcheck="false"></textarea>
+      <div class="ann-row"><button id="ann-preview">Preview on this file</button><button id="ann-save">Save</button></div>
+      <div id="ann-status" class="muted"></div></details>`;
   $("right").prepend(panel);
   $("ann-lang").value = ann.lang;
   const card = document.createElement("div");
@@ -45,6 +50,7 @@
     let cursor;
     do {
       const args = { workspaceId: ws(), path: file, lang: ann.lang, limit: 200, expectedRevision: state.fileRevision };
+      if (ann.draft != null) args.draftRules = ann.draft;
       if (cursor) args.cursor = cursor;
       const page = await tool("pvf_explain_file", args);
       pages.push(page);
@@ -61,7 +67,10 @@
     ann.marks = [];
     if (!file || state.kind !== "text" || !ws()) return;
     let pages;
-    try { pages = await explainAll(file); } catch (e) { return; }
+    try { pages = await explainAll(file); } catch (e) {
+      if (ann.draft != null) status(`draft refused: ${e.data?.jsonPath || ""} ${e.message}`, true);
+      return;
+    }
     if (seq !== ann.seq || state.file !== file || state.editing) return;
     const marks = [];
     for (const p of pages) {
@@ -243,5 +252,45 @@
     const a = ev.target.closest(".ann-ex");
     if (a) openFile(a.dataset.path);
   });
+  // -------------------------------------------------------------------------------------------- editing user rules
+
+  const TEMPLATE = JSON.stringify({
+    format: "deskbridge-pvf-annotations", version: 1,
+    rules: [{ id: "mine.example", match: { extensions: [".equ"] }, target: { kind: "token", section: "rarity", index: 0 },
+      annotation: { title: { "zh-CN": "我的稀有度", en: "My rarity" }, type: "enum", values: { 4: { "zh-CN": "史诗", en: "Epic" } } } }],
+  }, null, 2);
+  const edit = { file: null, sha: "" };
+  function status(text, bad = false) { $("ann-status").textContent = text; $("ann-status").className = bad ? "ann-bad" : "muted"; }
+
+  async function listFiles() {
+    const r = await tool("pvf_annotation_rules_get", {});
+    $("ann-file").innerHTML = `<option value="">(new file)</option>` + r.files.map((f) => `<option value="${esc(f.fileName)}">${esc(f.fileName)}${f.refused ? " ✗" : ""}</option>`).join("");
+    $("ann-file").value = edit.file || "";
+  }
+  async function loadFile() {
+    edit.file = $("ann-file").value || null;
+    if (!edit.file) { edit.sha = ""; $("ann-text").value = TEMPLATE; $("ann-new").hidden = false; status("A new rule file: name it, preview, save."); return; }
+    const r = await tool("pvf_annotation_rules_get", { fileName: edit.file });
+    edit.sha = r.sha256; $("ann-text").value = r.text; $("ann-new").hidden = true;
+    status(r.refused ? `refused: ${r.refused.jsonPath} ${r.refused.message}` : "loaded", Boolean(r.refused));
+  }
+  $("ann-edit").addEventListener("toggle", () => { if ($("ann-edit").open) listFiles().then(loadFile).catch(showError); });
+  $("ann-file").addEventListener("change", () => loadFile().catch(showError));
+  $("ann-preview").onclick = async () => {
+    ann.draft = $("ann-text").value;
+    status("previewing the draft on the open file (not saved)");
+    await annotate();
+  };
+  $("ann-save").onclick = async () => {
+    const name = edit.file || $("ann-new").value.trim();
+    try {
+      const r = await tool("pvf_annotation_rules_save", { fileName: name, text: $("ann-text").value, expectedSha256: edit.sha });
+      edit.file = r.fileName; edit.sha = r.sha256; ann.draft = null;
+      status(`saved ${r.fileName}: ${r.rules} rule(s), priority ${r.priority}`);
+      await listFiles(); $("ann-new").hidden = true;
+      searchRules(); await annotate();
+    } catch (e) { status(`${e.code}: ${e.data?.jsonPath ? e.data.jsonPath + " " : ""}${e.message}`, true); }
+  };
+
   searchRules();
 })();
