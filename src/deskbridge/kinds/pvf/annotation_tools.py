@@ -36,7 +36,7 @@ Lang = Literal["zh-CN", "en"]
 LangField = Field("zh-CN", description="Language of titles and labels: zh-CN or en.")
 EXPLAIN_PAGE_DEFAULT = 40
 EXPLAIN_PAGE_MAX = 200
-EXPLAIN_TOKEN_BUDGET = 1500
+EXPLAIN_TOKEN_BUDGET = 500
 """Annotated tokens per page of pvf_explain_file (a section is never split; the page ends after it)."""
 VALUES_SHOWN = 24
 NAME_LOOKUPS_MAX = 200
@@ -311,7 +311,7 @@ class AnnotationService:
                     else [s for s in order if (s.name or "").casefold() == want_sec.casefold()]
                 )
                 for sec in targets:
-                    entry = ann.section(sec, max_values=VALUES_SHOWN)
+                    entry = ann.section(sec, max_values=8, token_limit=64)
                     toks = [
                         t
                         for t in entry["tokens"]
@@ -353,6 +353,7 @@ class AnnotationService:
             revision = ws.revision
             ar = ws.source.archive  # type: ignore[union-attr]
             start = 0
+            token_from = 0
             if cursor:
                 c = decode_cursor(cursor)
                 if c.get("p") != norm_path(path) or c.get("f") != fkey:
@@ -369,6 +370,7 @@ class AnnotationService:
                         data=svc.engine.identity_data(),
                     )
                 start = int(c.get("o", 0))
+                token_from = int(c.get("t", 0))
             text = text_of(ws, path, data)
             res = _Resolver(ws)
             ann = Annotator(rs, res, path, family=ar.family, variant=ar.variant, lang=lang, text=text)
@@ -394,11 +396,17 @@ class AnnotationService:
             page: list[dict[str, Any]] = []
             budget = EXPLAIN_TOKEN_BUDGET
             i = start
+            t0 = token_from
+            next_t = 0
             while i < len(chosen) and len(page) < limit and budget > 0:
-                entry = ann.section(chosen[i], max_values=VALUES_SHOWN)
+                entry = ann.section(chosen[i], max_values=VALUES_SHOWN, token_start=t0, token_limit=budget)
                 budget -= max(1, len(entry["tokens"]))
                 page.append(entry)
+                if entry.get("tokensTruncated"):
+                    next_t = t0 + len(entry["tokens"])
+                    break
                 i += 1
+                t0 = 0
             unknown = sorted({s.name for s in order if s.name is not None and not ann.rules_for(s)})
         out: dict[str, Any] = {
             **base,
@@ -406,7 +414,7 @@ class AnnotationService:
             "sections": page,
             "totalSections": len(chosen),
             "unknownSections": unknown[:100],
-            "nextCursor": encode_cursor({"p": norm_path(path), "f": fkey, "r": revision, "o": i})
+            "nextCursor": encode_cursor({"p": norm_path(path), "f": fkey, "r": revision, "o": i, "t": next_t})
             if i < len(chosen)
             else None,
         }

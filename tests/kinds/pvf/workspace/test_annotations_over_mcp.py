@@ -470,3 +470,23 @@ async def test_rule_file_names_cannot_leave_the_rule_folder(
         await a.fail("pvf_annotation_rules_get", {"fileName": name}, "INVALID_ARGUMENT")
     written = [p for p in deskbridge_home.rglob("*") if p.name in {"escape.json", "x.json", "abs.json"}]
     assert written == [] and not Path("/abs.json").exists()
+
+
+async def test_a_long_section_continues_over_pages(
+    annotated_archives: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from deskbridge.kinds.pvf import annotation_tools
+
+    async with serve(annotated_archives["classic"]) as a:
+        ws = (await a.ready())["workspaceId"]
+        args = {"workspaceId": ws, "path": "equipment/equipment.lst"}
+        whole = await a.call("pvf_explain_file", args)
+        (root,) = whole["sections"]
+        assert "tokensTruncated" not in root and len(root["tokens"]) > 40
+        monkeypatch.setattr(annotation_tools, "EXPLAIN_TOKEN_BUDGET", 7)
+        pages = await _explain_all(a, ws, "equipment/equipment.lst")
+        parts = [p["sections"][0] for p in pages]
+        assert len(parts) == -(-len(root["tokens"]) // 7)
+        assert [p["tokensFrom"] for p in parts] == list(range(0, len(root["tokens"]), 7))
+        assert all(p["tokensTruncated"] for p in parts[:-1]) and "tokensTruncated" not in parts[-1]
+        assert [t for p in parts for t in p["tokens"]] == root["tokens"]

@@ -124,6 +124,14 @@ def display(tok: Token) -> str:
     return str(tok.value)
 
 
+VALUE_MAX_CHARS = 1000
+
+
+def clip(text: str) -> str:
+    """A value as shown: long texts (explains) cut to VALUE_MAX_CHARS with an ellipsis; pvf_read_file has all."""
+    return text if len(text) <= VALUE_MAX_CHARS else text[:VALUE_MAX_CHARS] + "…"
+
+
 def link_of(tok: Token) -> tuple[int, str] | None:
     if tok.kind is Kind.LINK:
         return tok.link_id, str(tok.value)
@@ -277,8 +285,16 @@ class Annotator:
                 out.append(r)
         return out
 
-    def section(self, section: Section, *, max_values: int) -> dict[str, Any]:
-        """One section's entry: values, the section annotation, every annotated token."""
+    def section(
+        self,
+        section: Section,
+        *,
+        max_values: int,
+        token_start: int = 0,
+        token_limit: int = 1 << 30,
+    ) -> dict[str, Any]:
+        """One section's entry: values, the section annotation, and the annotated tokens from the
+        `token_start`-th on (at most `token_limit`; `tokensTruncated` when more follow)."""
         vals = section.values()
         rules = self.rules_for(section)
         entry: dict[str, Any] = {
@@ -293,7 +309,7 @@ class Annotator:
         tag_span = self.span(section.pos)
         if tag_span:
             entry["offset"], entry["length"] = tag_span["offset"], tag_span["length"]
-        shown = [self._value_text(t) for t, _ in vals[:max_values]]
+        shown = [clip(self._value_text(t)) for t, _ in vals[:max_values]]
         entry["values"] = shown
         if len(vals) > max_values:
             entry["valueCount"] = len(vals)
@@ -303,23 +319,32 @@ class Annotator:
             entry["annotation"] = self._head(sec_rules[0])
             if len(sec_rules) > 1:
                 entry["annotation"]["alsoMatched"] = [r["id"] for r in sec_rules[1:]]
-        tokens: dict[int, dict[str, Any]] = {}
+        hits: dict[int, list[tuple[dict[str, Any], int | None]]] = {}
         for rule in rules:
             if rule["target"]["kind"] != "token":
                 continue
             for pos, rec in _positions(rule["target"], len(vals)):
-                if pos >= len(vals):
-                    continue
-                if pos in tokens:
-                    tokens[pos].setdefault("alsoMatched", []).append(rule["id"])
-                    continue
-                tok = vals[pos][0]
-                item = {"index": pos, "value": display(tok), **self.span(tok.pos), **self._head(rule)}
-                if rec is not None:
-                    item["record"] = (pos - rule["target"].get("offset", 0)) // rule["target"]["recordTokens"]
-                self._explain(rule, tok, vals, rec, item)
-                tokens[pos] = item
-        entry["tokens"] = [tokens[k] for k in sorted(tokens)]
+                if pos < len(vals):
+                    hits.setdefault(pos, []).append((rule, rec))
+        keys = sorted(hits)
+        window = keys[token_start : token_start + token_limit]
+        tokens = []
+        for pos in window:
+            (rule, rec), *others = hits[pos]
+            tok = vals[pos][0]
+            item = {"index": pos, "value": clip(display(tok)), **self.span(tok.pos), **self._head(rule)}
+            if rec is not None:
+                item["record"] = (pos - rule["target"].get("offset", 0)) // rule["target"]["recordTokens"]
+            self._explain(rule, tok, vals, rec, item)
+            if others:
+                item["alsoMatched"] = [r["id"] for r, _ in others]
+            tokens.append(item)
+        entry["tokens"] = tokens
+        if token_start or len(keys) > len(window):
+            entry["tokenCount"] = len(keys)
+            entry["tokensFrom"] = token_start
+            if token_start + len(window) < len(keys):
+                entry["tokensTruncated"] = True
         return entry
 
     def _value_text(self, tok: Token) -> str:
