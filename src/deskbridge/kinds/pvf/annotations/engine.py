@@ -125,6 +125,7 @@ def display(tok: Token) -> str:
 
 
 VALUE_MAX_CHARS = 1000
+_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
 
 
 def clip(text: str) -> str:
@@ -237,6 +238,7 @@ class Annotator:
     ) -> None:
         self.text = text
         self._astral: list[int] | None = None
+        self._newlines: list[int] = []
         self.rs = rules
         self.res = resolver
         self.path = path
@@ -265,11 +267,14 @@ class Annotator:
         m = dialect._TOKEN_RE.match(text, pos)
         end = m.end() if m is not None else pos + 1
         if self._astral is None:
-            self._astral = [i for i, ch in enumerate(text) if ord(ch) > 0xFFFF]
+            # One pass for the whole file: a .lst page asks for hundreds of spans.
+            self._astral = [m.start() for m in _ASTRAL.finditer(text)]
+            self._newlines = [m.start() for m in re.finditer("\n", text)]
         a = self._astral
         start16 = pos + bisect.bisect_left(a, pos)
         end16 = end + bisect.bisect_left(a, end)
-        return {"line": dialect.line_col(text, pos)[0], "offset": start16, "length": end16 - start16}
+        line = bisect.bisect_left(self._newlines, pos) + 1
+        return {"line": line, "offset": start16, "length": end16 - start16}
 
     def rules_for(self, section: Section) -> list[dict[str, Any]]:
         name = None if section.name is None else section.name.casefold()
