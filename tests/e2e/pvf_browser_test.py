@@ -74,9 +74,13 @@ def test_browse_search_edit_save_in_the_browser(browser, tmp_path: Path, family:
         )
         # pick an .equ file and view it, highlighted
         page.fill("#search", ".equ")
-        page.wait_for_function("document.querySelector('#tree-rows .row.file') !== null")
+        # wait for this search's rows (the previous search's rows stay until its answer arrives)
+        page.wait_for_function(
+            "(() => { const rows = [...document.querySelectorAll('#tree-rows .row.file')];"
+            " return rows.length > 0 && rows.every(r => r.title.endsWith('.equ')); })()"
+        )
         path = page.get_attribute("#tree-rows .row.file", "title")
-        page.click("#tree-rows .row.file")
+        page.click(f"#tree-rows .row.file[title='{path}']")
         page.wait_for_selector("#viewer .t-sec")
         assert path in page.text_content("#file-path")
         # string links are shown resolved on hover (pvf_resolve)

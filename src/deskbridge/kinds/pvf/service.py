@@ -76,6 +76,8 @@ class PvfService:
         self.store.after_save_hooks.append(self._after_save)
         self.first_save_done = False
         self.data_dir = data_dir or cache_dir
+        self.protected_dirs: list[Path] = []
+        """Folders an import never reads (deskbridge's config folder with the MCP token; set by the workspace)."""
         self.recovery: dict[str, Any] | None = None
         """The recovery file offered for the open archive (kinds/pvf/recovery.py), if any."""
         self._spills: dict[str, Any] = {}
@@ -907,9 +909,9 @@ class PvfService:
                 )
         spill = transfer.SpillStore(self.index_root.parent / "pvf-import")
         try:
-            found = transfer.collect_import(
-                sources, target_dir, spill, progress
-            )  # frozen now, outside the lock
+            found = transfer.collect_import(  # frozen now, outside the lock
+                sources, target_dir, spill, progress, protected=self.protected_dirs
+            )
             with eng.lock:
                 ws = self._ws(workspace_id, revision)
                 changes = transfer.build_import_changes(ws, found, spill, mode)

@@ -9,9 +9,11 @@ de-duplicates it for every tool (same caller + id + arguments → the first resu
 
 from __future__ import annotations
 
+import secrets
 from pathlib import Path
 from typing import Any, Literal
 
+import anyio
 from pydantic import Field
 
 from deskbridge.core.errors import BridgeError, ErrorCode
@@ -440,8 +442,22 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
 
         return {"formats": EXPORT_FORMATS}
 
-    def export_prepare(call: CallContext, args: ExportPrepareArgs) -> dict[str, Any]:
-        plan = svc.export_prepare(call.caller, args.workspaceId, args.expectedRevision, args.model_dump())
+    async def export_prepare(call: CallContext, args: ExportPrepareArgs) -> dict[str, Any]:
+        # An export reads committed content only, so an editor's unsynced draft would be silently left out:
+        # ask the editors first, like a save (seed: "存在归档文本或 GUI 草稿时返回 UI_DRAFT_PENDING").
+        ws = svc._ws(args.workspaceId, args.expectedRevision)
+        op_id = "op-" + secrets.token_hex(6)
+        outcome = "failed"
+        try:
+            await eng.drafts.check(op_id, ws, "export")
+            outcome = "ok"
+        finally:
+            eng.drafts.release(op_id, outcome)
+        plan = await anyio.to_thread.run_sync(
+            lambda: svc.export_prepare(
+                call.caller, args.workspaceId, args.expectedRevision, args.model_dump()
+            )
+        )
         return {"exportPlanId": plan["planId"], **plan}
 
     def export_preview(call: CallContext, args: ExportPreviewArgs) -> dict[str, Any]:

@@ -49,7 +49,7 @@ _WIN_RESERVED = {
     *(f"lpt{i}" for i in range(1, 10)),
 }
 _VERSION_RE = re.compile(r"^[^\x00-\x1f\x7f]{1,128}$")
-_LINK_RE = re.compile(r"<(\d+)::([^<>`\s]+)>")
+_LINK_RE = re.compile(r"<(\d+)::([^<>`\s]+)(?:`[^`]*`)?>")
 MOD_FORMATS = ("110USextend", "115CN-mod")
 
 
@@ -160,10 +160,43 @@ class Source:
     sha256: str
 
 
+SECRET_HOME_DIRS = (
+    ".ssh",
+    ".gnupg",
+    ".aws",
+    ".azure",
+    ".kube",
+    ".docker",
+    ".password-store",
+    ".config/gcloud",
+)
+"""Folders under the home directory whose files are credentials, never imported (an import followed by a read
+would hand them to the agent)."""
+
+
+def refuse_secret(path: Path, protected: list[Path]) -> None:
+    real = Path(os.path.realpath(path))
+    home = Path(os.path.realpath(Path.home()))
+    roots = [home / d for d in SECRET_HOME_DIRS] + [Path(os.path.realpath(p)) for p in protected]
+    for root in roots:
+        if real == root or root in real.parents:
+            raise BridgeError(
+                ErrorCode.ACCESS_DENIED,
+                f"'{path}' is in a folder of credentials ({root.name}); it is never imported",
+                "Import only game data files; credentials and deskbridge's own settings are refused.",
+            )
+
+
 def collect_import(
-    source_paths: list[str], target_dir: str, spill: SpillStore, progress: Any = None
+    source_paths: list[str],
+    target_dir: str,
+    spill: SpillStore,
+    progress: Any = None,
+    protected: list[Path] | None = None,
 ) -> list[Source]:
-    """Walk the sources (no symlinks, no special files), freeze their bytes, map them into the archive."""
+    """Walk the sources (no symlinks, no special files, no credentials), freeze their bytes, map them into the
+    archive. `protected`: more folders to refuse (deskbridge's config folder, which holds the MCP token)."""
+    protected = list(protected or [])
     base = check_archive_path(target_dir) if target_dir.strip("/\\") else ""
     found: list[Source] = []
     by_target: dict[str, list[str]] = {}
@@ -171,6 +204,7 @@ def collect_import(
 
     def add(local: Path, rel: str) -> None:
         nonlocal total
+        refuse_secret(local, protected)
         if len(found) >= limits.IMPORT_MAX_FILES:
             raise BridgeError(
                 ErrorCode.LIMIT_EXCEEDED, f"more than {limits.IMPORT_MAX_FILES} files to import"
@@ -191,6 +225,7 @@ def collect_import(
         src = Path(raw)
         if not src.is_absolute():
             raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"source {raw!r} is not an absolute path")
+        refuse_secret(src, protected)
         try:
             st = src.lstat()
         except FileNotFoundError:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +40,11 @@ class PvfWorkspace:
         self.initial = path
         self.options = dict(services.options)
         self.service = PvfService(services.events, services.dirs.cache, services.dirs.data)
+        self.service.protected_dirs = [services.dirs.config]
         self.open_task: str | None = None
         self.autosaver = Autosaver(self.service)
+        self.leases = EditorLeases(self.service)
+        self._lease_task: asyncio.Task[None] | None = None
 
     @property
     def path(self) -> Path:
@@ -53,13 +57,14 @@ class PvfWorkspace:
         return pvf_tools(self.service)
 
     def api_routes(self) -> list[BaseRoute]:
-        return editor_routes(self.service)
+        return editor_routes(self.service, self.leases)
 
     def static_dir(self) -> Path | None:
         return STATIC_DIR
 
     async def start(self) -> None:
         self.autosaver.start()
+        self._lease_task = asyncio.get_running_loop().create_task(self.leases.run())
         if self.initial is None:
             return
         svc = self.service
@@ -81,6 +86,10 @@ class PvfWorkspace:
         self.open_task = task.id
 
     async def stop(self) -> None:
+        if self._lease_task is not None:
+            self._lease_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._lease_task
         await self.service.engine.shutdown(timeout_s=30)
         await self.autosaver.stop()
         if self.service.index is not None:
@@ -100,8 +109,39 @@ class PvfWorkspace:
         }
 
 
-def editor_routes(svc: PvfService) -> list[BaseRoute]:
+EDITOR_LEASE_S = 30.0
+"""An editor that has not called register/report for this long is forgotten (a closed or crashed tab would
+otherwise make every save answer UI_NOT_READY until a restart); the page reports every 10 s."""
+
+
+class EditorLeases:
+    """Last sign of life of each registered editor; `sweep` unregisters the silent ones."""
+
+    def __init__(self, svc: PvfService) -> None:
+        self.drafts = svc.engine.drafts
+        self.seen: dict[str, float] = {}
+
+    def touch(self, client: str) -> None:
+        self.seen[client] = time.monotonic()
+
+    def forget(self, client: str) -> None:
+        self.seen.pop(client, None)
+
+    def sweep(self) -> None:
+        now = time.monotonic()
+        for client in [c for c, t in self.seen.items() if now - t > EDITOR_LEASE_S]:
+            self.seen.pop(client, None)
+            self.drafts.unregister(client)
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(5)
+            self.sweep()
+
+
+def editor_routes(svc: PvfService, leases: EditorLeases | None = None) -> list[BaseRoute]:
     drafts = svc.engine.drafts
+    leases = leases or EditorLeases(svc)
 
     def _client(body: dict[str, Any]) -> str:
         client = body.get("clientId")
@@ -111,14 +151,18 @@ def editor_routes(svc: PvfService) -> list[BaseRoute]:
 
     async def register(request: Request) -> Response:
         try:
-            drafts.register(_client(await json_body(request)))
+            client = _client(await json_body(request))
+            drafts.register(client)
+            leases.touch(client)
         except BridgeError as error:
             return error_response(error)
         return JSONResponse({"ok": True, "clients": drafts.clients()})
 
     async def unregister(request: Request) -> Response:
         try:
-            drafts.unregister(_client(await json_body(request)))
+            client = _client(await json_body(request))
+            drafts.unregister(client)
+            leases.forget(client)
         except BridgeError as error:
             return error_response(error)
         return JSONResponse({"ok": True})
@@ -137,7 +181,11 @@ def editor_routes(svc: PvfService) -> list[BaseRoute]:
     async def report(request: Request) -> Response:
         try:
             body = await json_body(request)
-            drafts.report(_client(body), bool(body.get("hasDrafts")))
+            client = _client(body)
+            if client not in drafts.clients():
+                drafts.register(client)  # a tab that was swept while asleep comes back
+            drafts.report(client, bool(body.get("hasDrafts")))
+            leases.touch(client)
         except BridgeError as error:
             return error_response(error)
         return JSONResponse({"ok": True})

@@ -290,6 +290,15 @@ async def test_save_as_writes_a_copy_only(archive: Path, tmp_path: Path) -> None
         assert (
             info["workspaceId"] == ws and info["sourceDirty"] is True and info["sourcePath"] == str(archive)
         )
+        # the autosaved recovery of the unsaved changes stays too (a copy saves nothing of the source)
+        from deskbridge.kinds.pvf import recovery
+
+        rec = recovery.recovery_path(service(a).data_dir, archive)
+        for _ in range(100):
+            if rec.exists():
+                break
+            await asyncio.sleep(0.05)
+        assert rec.exists()
         # the same file under another name is the source itself
         link = tmp_path / "alias.pvf"
         link.symlink_to(archive)
@@ -740,3 +749,22 @@ def test_demo_pvf_serves_a_sample_archive(deskbridge_home: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "pvf_archive_open" in proc.stderr and "Script.pvf" in proc.stderr
     assert (deskbridge_home / "data" / "demo" / "pvf" / "Script.pvf").is_file()
+
+
+async def test_a_silent_editor_is_forgotten_after_its_lease(
+    archive: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from deskbridge.kinds.pvf import workspace as pvf_workspace
+
+    async with serve(archive) as a:
+        info = await a.ready()
+        svc = service(a)
+        svc.engine.drafts.timeout_s = 0.3
+        async with httpx2.AsyncClient(headers=a.srv.ui_headers(), timeout=10) as ui:
+            await ui.post(a.srv.base_url + "/api/pvf/editors/register", json={"clientId": "closed-tab"})
+        args = {"workspaceId": info["workspaceId"], "expectedRevision": info["revision"]}
+        await a.fail("pvf_archive_save", args, "UI_NOT_READY")
+        monkeypatch.setattr(pvf_workspace, "EDITOR_LEASE_S", 0.0)
+        a.srv.app.workspace.leases.sweep()  # type: ignore[union-attr]
+        assert svc.engine.drafts.clients() == []
+        await a.call("pvf_archive_save", args)

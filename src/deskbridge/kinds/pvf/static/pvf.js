@@ -357,11 +357,13 @@ async function main() {
     await api("/api/pvf/editors/register", { method: "POST", body: JSON.stringify({ clientId: CLIENT }) });
     window.addEventListener("beforeunload", () => navigator.sendBeacon && fetch("/api/pvf/editors/unregister", { method: "POST", keepalive: true, credentials: "same-origin", headers: { "content-type": "application/json" }, body: JSON.stringify({ clientId: CLIENT }) }));
     listen();
+    setInterval(reportDrafts, 10000); // the editor lease: a silent tab is forgotten after 30 s
     for (let i = 0; i < 100; i++) {
       const info = await refreshInfo();
       if (!info.lifecycle) break;
       await new Promise((r) => setTimeout(r, 100));
     }
+    for (const t of state.info.runningTasks || []) state.tasks.set(t.taskId, t);
     renderTasks();
     if (state.info.open) { loadMore(); loadHistory(); }
     document.body.dataset.ready = "1";
