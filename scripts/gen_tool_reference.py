@@ -16,6 +16,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 TARGET = ROOT / "docs" / "tools.md"
 
+KIND_NOTES = {
+    "pvf": "The annotation tools' answer shapes (`pvf_annotation_search`, `pvf_annotation_detail`, "
+    "`pvf_explain_file`): docs/pvf-annotations.md, section Tools.",
+}
+"""A line under a kind's heading, for what the argument tables cannot show."""
+
 KIND_TITLES = {
     "pvf": "PVF archives (`pvf_…`)",
     "markdown": "Markdown (`md_…`)",
@@ -59,7 +65,10 @@ def render(tools_by_kind: dict[str, list[Any]]) -> str:
            "Every tool returns JSON (structured content plus the same JSON as text). Errors come back as `isError`",
            "results carrying `{code, message, hint}`; the hint says what to call next.", ""]
     for kind, specs in tools_by_kind.items():
-        out += [f"## {KIND_TITLES.get(kind, kind)}", "", "| tool | title | read-only | destructive | idempotent |",
+        out += [f"## {KIND_TITLES.get(kind, kind)}", ""]
+        if kind in KIND_NOTES:
+            out += [KIND_NOTES[kind], ""]
+        out += ["| tool | title | read-only | destructive | idempotent |",
                 "|---|---|---|---|---|"]
         for spec in specs:
             out.append(f"| `{spec.name}` | {_cell(spec.title)} | {'yes' if spec.read_only else 'no'} | "

@@ -423,6 +423,9 @@ def synth(
     ] = None,
     encoding: EncodingOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    annotated: Annotated[
+        bool, typer.Option("--annotated", help="Add files with every section the annotation rules cover.")
+    ] = False,
 ) -> None:
     """Write a deterministic synthetic archive (DNF-like folders, registries, string tables, CJK)."""
     from deskbridge.kinds.pvf.strings.encodings import resolve_encoding
@@ -444,6 +447,7 @@ def synth(
                 variant=variant,
                 encoding=resolve_encoding(encoding) if encoding else None,
                 progress=progress,
+                annotated=annotated,
             )
     typer.echo(f"wrote {out} ({family}, {n} files, seed {seed})")
     key_file = Path(f"{out}.keys.json")

@@ -20,6 +20,7 @@ from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.limits import LIST_PAGE_DEFAULT, LIST_PAGE_MAX, PLAN_PAGE_MAX_ITEMS
 from deskbridge.core.plans import PlanKind
 from deskbridge.core.tools import CallContext, NoArgs, ToolArgs, ToolSpec
+from deskbridge.kinds.pvf.annotation_tools import annotation_tools
 from deskbridge.kinds.pvf.service import READ_PAGE_MAX_CHARS, SEARCH_PAGE_MAX_BYTES, PvfService
 
 RequestId = Field(
@@ -741,4 +742,5 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
             registries,
             read_only=True,
         ),
+        *annotation_tools(svc),
     ]

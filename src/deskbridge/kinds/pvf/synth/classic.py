@@ -22,13 +22,24 @@ GUID = b"5d1c3a2b-7e4f-4a1b-9c8d-0e1f2a3b4c5d"
 
 
 def classic_payloads(
-    files: int, seed: int, encoding: str = WINDOWS_950, progress: Progress | None = None
+    files: int,
+    seed: int,
+    encoding: str = WINDOWS_950,
+    progress: Progress | None = None,
+    annotated: bool = False,
 ) -> list[tuple[str, bytes]]:
-    """(path, payload) of every file of the synthetic archive, `stringtable.bin` last."""
+    """(path, payload) of every file of the synthetic archive, `stringtable.bin` last; `annotated` adds the
+    annotation fixtures of `synth/annotated.py`."""
     encoding = resolve_encoding(encoding)
     table = StringTable([], encoding)
     out: list[tuple[str, bytes]] = []
-    for i, lf in enumerate(generate_content(files, seed, language=language_for(encoding))):
+    language = language_for(encoding)
+    content = generate_content(files, seed, language=language)
+    if annotated:
+        from deskbridge.kinds.pvf.synth.annotated import with_fixtures
+
+        content = with_fixtures(content, traditional=language == "hant", root_lists=False)
+    for i, lf in enumerate(content):
         if lf.kind in ("script", "lst"):
             out.append((lf.path, classic_codec.compile_text(lf.text, table)))
         elif lf.kind == "nut":
@@ -48,11 +59,17 @@ def language_for(encoding: str) -> str:
 
 
 def synth_classic(
-    path: str | Path, files: int, seed: int, *, encoding: str = WINDOWS_950, progress: Progress | None = None
+    path: str | Path,
+    files: int,
+    seed: int,
+    *,
+    encoding: str = WINDOWS_950,
+    progress: Progress | None = None,
+    annotated: bool = False,
 ) -> int:
     """Write a synthetic classic archive of `files` files (≥ 20) to `path` atomically; returns the count."""
     files = max(files, 20)
-    payloads = classic_payloads(files, seed, encoding, progress)
+    payloads = classic_payloads(files, seed, encoding, progress, annotated)
     count = 0
 
     def fill(out) -> None:  # type: ignore[no-untyped-def]
