@@ -38,6 +38,7 @@ PRELUDE = (Path(__file__).with_name("prelude.js")).read_text(encoding="utf-8")
 DELETED = None
 TYPE_BINARY, TYPE_SCRIPT, TYPE_UNICODE = 0, 1, 3
 FILESET_MAX = 100_000
+_LINK = re.compile(r"^<\s*(\d+)\s*::\s*([^<>`]+?)\s*(?:`[^`]*`)?>$")
 _CODE = re.compile(r"^(?:Error: )?([A-Z][A-Z_]+): ")
 
 
@@ -410,7 +411,12 @@ class Host:
         overwrite = bool(args[2]) if len(args) > 2 else False
         if self._exists(dst) and not overwrite:
             raise ScriptError("TARGET_EXISTS", f"{to_path!r} exists; pass overwrite = true")
-        value = self.tx[src][1] if src in self.tx else self.ar.read(self.base[src])
+        if src in self.tx:
+            value = self.tx[src][1]
+        elif self._type_of(src) == TYPE_BINARY:
+            value = self.ar.read(self.base[src])
+        else:  # as text, so the copy reads like any file and compiles against the current tables
+            value = self._text(src)
         shown = self._shown(dst) if self._exists(dst) else to_path.replace("\\", "/").lstrip("/")
         if not self._exists(dst):
             self.created.add(dst)
@@ -432,10 +438,10 @@ class Host:
     def ori_str(self, args: list[Any]) -> str | None:
         ref = args[0] if args else None
         if isinstance(ref, str):
-            tokens = lex(ref)
-            if len(tokens) != 1 or tokens[0].kind is not Kind.LINK:
+            m = _LINK.match(ref.strip())
+            if m is None:
                 raise ScriptError("INVALID_ARGUMENT", f"{ref!r} is not a string link like <0::name_1>")
-            table, key = tokens[0].link_id, str(tokens[0].value)
+            table, key = int(m.group(1)), m.group(2)
         elif isinstance(ref, dict) and ref.get("type") == "link":
             tok = model.from_json(ref)
             table, key = tok.link_id, str(tok.value)

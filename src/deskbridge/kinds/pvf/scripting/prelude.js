@@ -12,12 +12,13 @@
   const defineProperty = Object.defineProperty;
   const keys = Object.keys;
   const isArray = Array.isArray;
+  const hasOwn = Object.hasOwn;
   const ErrorCtor = Error;
   const StringCtor = String;
 
   function call(op, args) {
     const answer = parse(host(op, stringify(args)));
-    if (answer.e !== undefined) {
+    if (hasOwn(answer, "e")) {
       const err = new ErrorCtor(answer.e.code + ": " + answer.e.message);
       err.code = answer.e.code;
       throw err;
