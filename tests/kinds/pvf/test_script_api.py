@@ -20,6 +20,7 @@ from deskbridge.kinds.pvf.archive import open_archive
 from deskbridge.kinds.pvf.script.text import lex
 from deskbridge.kinds.pvf.scripting import model
 from deskbridge.kinds.pvf.scripting.help import TYPES
+from deskbridge.kinds.pvf.scripting.runner import ScriptLimits
 from deskbridge.kinds.pvf.scripting.worker import glob_regex
 from deskbridge.kinds.pvf.synth import synth
 
@@ -367,6 +368,7 @@ def pvf_none(res: dict) -> bool:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)
 async def test_bulk_change_over_ten_thousand_files(tmp_path: Path) -> None:
     path = tmp_path / "bulk.pvf"
     synth(path, family="nkpi", files=10_400, seed=11)
@@ -383,7 +385,7 @@ async def test_bulk_change_over_ten_thousand_files(tmp_path: Path) -> None:
     }
     pvf.log(n);
     """
-    async with session(path, tmp_path / "cache") as s:
+    async with session(path, tmp_path / "cache", ScriptLimits(wall_s=1500)) as s:
         res = await s.run(source)
         assert res["state"] == "succeeded", res
         n = int(res["logs"][-1])

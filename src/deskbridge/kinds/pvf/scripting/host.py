@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import os
 import posixpath
 import re
 import time
@@ -155,19 +156,29 @@ class Host:
             return json.dumps({"v": fn(args)}, ensure_ascii=False)
         except ScriptError as exc:
             if exc.code == "LIMIT_EXCEEDED":
-                self.fatal = exc
+                self.stop(exc)
             return json.dumps({"e": {"code": exc.code, "message": str(exc)}}, ensure_ascii=False)
         except BridgeError as exc:
             return json.dumps({"e": {"code": exc.code.value, "message": exc.message}}, ensure_ascii=False)
         except RecursionError:
             return json.dumps({"e": {"code": "LIMIT_EXCEEDED", "message": "nesting too deep"}})
         except MemoryError:
-            self.fatal = ScriptError("LIMIT_EXCEEDED", "the worker ran out of memory")
+            self.stop(ScriptError("LIMIT_EXCEEDED", "the worker ran out of memory"))
             return json.dumps({"e": {"code": "LIMIT_EXCEEDED", "message": "out of memory"}})
         except Exception as exc:
             return json.dumps({"e": {"code": "INTERNAL", "message": f"{type(exc).__name__}: {exc}"}})
 
     fatal: ScriptError | None = None
+
+    def stop(self, exc: ScriptError) -> None:
+        """A limit was hit inside a host call: report it and end the process now (the script could catch
+        the JavaScript error and go on)."""
+        self.fatal = exc
+        with contextlib.suppress(Exception):
+            self.pending_logs = self.pending_logs[-50:]
+            self.flush_logs(force=True)
+            self.pipe.send({"t": "error", "code": exc.code, "message": str(exc)})
+        os._exit(3)
 
     def run(self) -> None:
         import quickjs
@@ -773,10 +784,12 @@ class Host:
         text = str(args[1]) if len(args) > 1 else ""
         self.log_bytes += len(text.encode("utf-8", "replace")) + 1
         self.log_lines += 1
-        if self.log_bytes > LOG_MAX_BYTES or self.log_lines > LOG_MAX_LINES:
+        max_lines = int(self.job.get("log_max_lines", LOG_MAX_LINES))
+        max_bytes = int(self.job.get("log_max_bytes", LOG_MAX_BYTES))
+        if self.log_bytes > max_bytes or self.log_lines > max_lines:
             raise ScriptError(
                 "LIMIT_EXCEEDED",
-                f"the script logged more than {LOG_MAX_LINES} lines or {LOG_MAX_BYTES >> 20} MiB; it was stopped",
+                f"the script logged more than {max_lines} lines or {max_bytes >> 20} MiB; it was stopped",
             )
         self.pending_logs.append({"level": level, "text": text[:8192]})
         self.flush_logs()

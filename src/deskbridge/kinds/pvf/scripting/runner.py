@@ -58,6 +58,9 @@ class ScriptLimits:
     address_space_bytes: int = 4 << 30
     """The worker's own `RLIMIT_AS`: Python, the opened archive and its overlay, plus the engine limit."""
     max_changes: int = 250_000
+    log_max_lines: int = 100_000
+    log_max_bytes: int = 4 << 20
+    """A run that logs more is stopped (LIMIT_EXCEEDED): a flood is a bug or an attack."""
 
 
 def check_source(source: str) -> None:
@@ -82,6 +85,8 @@ class Worker:
             "cpu_s": int(limits.wall_s) + 10,
             "as_bytes": limits.address_space_bytes,
             "max_changes": limits.max_changes,
+            "log_max_lines": limits.log_max_lines,
+            "log_max_bytes": limits.log_max_bytes,
         }
         self.proc = subprocess.Popen(
             [sys.executable, "-I", "-c", _BOOT, _PACKAGE_ROOT],
