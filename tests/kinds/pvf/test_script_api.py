@@ -84,6 +84,22 @@ def test_untouched_documents_print_back_to_the_same_text(sources: dict[str, Path
             ar.close()
 
 
+async def test_parse_then_write_of_every_script_changes_nothing(archive: Path, tmp_path: Path) -> None:
+    source = """
+    let n = 0;
+    for (const f of pvf.files()) {
+      if (f.type !== pvf.types.script) continue;
+      f.write(f.parse());
+      n++;
+    }
+    pvf.log(n);
+    """
+    async with session(archive, tmp_path / "cache") as s:
+        res = await s.run(source)
+    assert res["state"] == "succeeded" and int(res["logs"][-1]) > 100, res
+    assert res["plan"] is None and res["result"]["readOnly"] is True
+
+
 def test_glob_semantics() -> None:
     rx = glob_regex("equipment/*.equ")
     assert rx.fullmatch("Equipment/A.EQU") and not rx.fullmatch("equipment/x/a.equ")

@@ -370,13 +370,42 @@ class Host:
     def _parse(self, key: str) -> model.Document:
         if self._type_of(key) != TYPE_SCRIPT:
             raise ScriptError("UNSUPPORTED_CHANGE", f"{self._shown(key)} is not a script; use text()")
-        text = self._text(key)
-        try:
-            tokens = lex(text)
-        except BridgeError as exc:
-            raise ScriptError("SCRIPT_SYNTAX", f"{self._shown(key)}: {exc.message}") from None
+        tokens = self._codec_tokens(key)
+        if tokens is None:
+            text = self._text(key)
+            try:
+                tokens = lex(text)
+            except BridgeError as exc:
+                raise ScriptError("SCRIPT_SYNTAX", f"{self._shown(key)}: {exc.message}") from None
         header = "#PVF_File" if self.family == "classic" else None
         return model.Document(tokens, header=header, record_width=2 if key.endswith(".lst") else None)
+
+    def _codec_tokens(self, key: str) -> list[Any] | None:
+        """The tokens of an archive script straight from the family codec — the same tokens `lex` reads
+        from `read_text` (the printer is canonical), without printing and re-lexing every scanned file."""
+        if key in self.tx:
+            return None
+        path = self.base[key]
+        try:
+            data = self.ar.read(path)
+            if self.family == "classic":
+                from deskbridge.kinds.pvf.script import classic_codec
+
+                if not classic_codec.is_script(data):
+                    return None
+                strings = self.ar.strings
+                tokens = classic_codec.to_tokens(data, strings.table, strings.link_text)
+            else:
+                from deskbridge.kinds.pvf.archive.nkpi import DATA_SCRIPT
+                from deskbridge.kinds.pvf.script import nkpi_codec
+
+                if self.ar.data_type(path) != DATA_SCRIPT:
+                    return None
+                tokens = nkpi_codec.to_tokens(data, self.ar.pools)
+        except BridgeError:
+            return None
+        self.scanned.add(key)
+        return tokens
 
     def file_parse(self, args: list[Any]) -> int:
         key = self._need(_arg(args, 0, str, "path"))
