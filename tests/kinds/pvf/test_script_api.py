@@ -100,6 +100,27 @@ async def test_parse_then_write_of_every_script_changes_nothing(archive: Path, t
     assert res["plan"] is None and res["result"]["readOnly"] is True
 
 
+async def test_old_documents_are_evicted_but_their_writes_and_warnings_stay(
+    archive: Path, tmp_path: Path
+) -> None:
+    source = """
+    const fs = pvf.glob("**/*.equ");
+    const first = fs[0].parse();
+    first.appendSection("price", [1]); first.appendSection("price", [2]);
+    first.set("price", 5);            // a duplicate used without occurrence: a warning
+    fs[0].write(first);
+    for (const f of fs.slice(1, 6)) f.parse();
+    let code = null;
+    try { first.get("price"); } catch (e) { code = e.code; }
+    pvf.log(code);
+    """
+    async with session(archive, tmp_path / "cache", ScriptLimits(docs_live=3)) as s:
+        res = await s.run(source)
+    assert res["state"] == "succeeded" and res["logs"][-1] == "INVALID_ARGUMENT", res
+    (change,) = res["plan"].changes.values()
+    assert any("occurs" in w for w in change.meta["warnings"])
+
+
 def test_glob_semantics() -> None:
     rx = glob_regex("equipment/*.equ")
     assert rx.fullmatch("Equipment/A.EQU") and not rx.fullmatch("equipment/x/a.equ")

@@ -39,6 +39,7 @@ PRELUDE = (Path(__file__).with_name("prelude.js")).read_text(encoding="utf-8")
 DELETED = None
 TYPE_BINARY, TYPE_SCRIPT, TYPE_UNICODE = 0, 1, 3
 FILESET_MAX = 100_000
+DOCS_LIVE = 4096
 _LINK = re.compile(r"^<\s*(\d+)\s*::\s*([^<>`]+?)\s*(?:`[^`]*`)?>$")
 _CODE = re.compile(r"^(?:Error: )?([A-Z][A-Z_]+): ")
 
@@ -86,6 +87,10 @@ class Host:
         self.secs: dict[int, model.Section] = {}
         self.sec_ids: dict[int, int] = {}
         self.sec_doc: dict[int, int] = {}
+        self.doc_secs: dict[int, list[int]] = {}
+        self.doc_of_key: dict[str, list[int]] = {}
+        self.path_warnings: dict[str, list[str]] = {}
+        self.positions: dict[str, int] | None = None
         self._next = 1
         self.filesets: dict[str, list[str]] = {k: list(v) for k, v in (job.get("filesets") or {}).items()}
         self.fileset_changed: set[str] = set()
@@ -262,11 +267,27 @@ class Host:
         )
 
     def _warnings_for(self, key: str) -> list[str]:
-        out: list[str] = []
-        for did, path in self.doc_path.items():
-            if norm_path(path) == key:
+        out = list(self.path_warnings.get(key, ()))
+        for did in self.doc_of_key.get(key, ()):
+            if did in self.docs:
                 out.extend(w for w in self.docs[did].warnings if w not in out)
         return out[:50]
+
+    def _evict(self) -> None:
+        """Keep at most `DOCS_LIVE` parsed documents: a script that parses every file of a large archive
+        must not hold them all (their warnings are kept; a handle of an evicted one asks to parse again)."""
+        while len(self.docs) > int(self.job.get("docs_live", DOCS_LIVE)):
+            did = next(iter(self.docs))
+            doc = self.docs.pop(did)
+            key = norm_path(self.doc_path.pop(did))
+            if doc.warnings:
+                kept = self.path_warnings.setdefault(key, [])
+                kept.extend(w for w in doc.warnings if w not in kept)
+            for sid in self.doc_secs.pop(did, ()):
+                sec = self.secs.pop(sid, None)
+                self.sec_doc.pop(sid, None)
+                if sec is not None:
+                    self.sec_ids.pop(id(sec), None)
 
     def _orig_text(self, key: str) -> str | None:
         try:
@@ -332,7 +353,9 @@ class Host:
             size = len(value) if isinstance(value, bytes) else len(value.encode("utf-8"))
         else:
             size = self.ar.file_info(self.base[key]).size
-        index = self.order.index(key) if key in self.base else len(self.order)
+        if self.positions is None:
+            self.positions = {k: i for i, k in enumerate(self.order)}
+        index = self.positions.get(key, len(self.order))
         return {"index": index, "type": self._type_of(key), "size": size}
 
     def _text(self, key: str) -> str:
@@ -413,6 +436,8 @@ class Host:
         did = self._new_id()
         self.docs[did] = doc
         self.doc_path[did] = self._shown(key)
+        self.doc_of_key.setdefault(key, []).append(did)
+        self._evict()
         return did
 
     def file_write(self, args: list[Any]) -> None:
@@ -504,7 +529,10 @@ class Host:
     def _doc(self, did: Any) -> model.Document:
         doc = self.docs.get(did) if isinstance(did, int) and not isinstance(did, bool) else None
         if doc is None:
-            raise ScriptError("INVALID_ARGUMENT", "not a document of this run")
+            raise ScriptError(
+                "INVALID_ARGUMENT",
+                "not a live document of this run (only the most recently parsed documents are kept: parse again)",
+            )
         return doc
 
     def _sec_handle(self, did: int, sec: model.Section) -> int:
@@ -514,12 +542,15 @@ class Host:
             self.sec_ids[id(sec)] = sid
             self.secs[sid] = sec
             self.sec_doc[sid] = did
+            self.doc_secs.setdefault(did, []).append(sid)
         return sid
 
     def _sec(self, sid: Any) -> model.Section:
         sec = self.secs.get(sid) if isinstance(sid, int) and not isinstance(sid, bool) else None
         if sec is None:
-            raise ScriptError("INVALID_ARGUMENT", "not a section of this run")
+            raise ScriptError(
+                "INVALID_ARGUMENT", "not a live section of this run (its document was evicted?)"
+            )
         if sec.parent is None or sec not in sec.parent.children:
             raise ScriptError("INVALID_ARGUMENT", f"[{sec.name}] was deleted")
         return sec

@@ -58,6 +58,8 @@ class ScriptLimits:
     address_space_bytes: int = 4 << 30
     """The worker's own `RLIMIT_AS`: Python, the opened archive and its overlay, plus the engine limit."""
     max_changes: int = 250_000
+    docs_live: int = 4096
+    """Parsed documents a run keeps at once (older handles ask to parse again)."""
     log_max_lines: int = 100_000
     log_max_bytes: int = 4 << 20
     """A run that logs more is stopped (LIMIT_EXCEEDED): a flood is a bug or an attack."""
@@ -86,6 +88,7 @@ class Worker:
             "as_bytes": limits.address_space_bytes,
             "max_changes": limits.max_changes,
             "log_max_lines": limits.log_max_lines,
+            "docs_live": limits.docs_live,
             "log_max_bytes": limits.log_max_bytes,
         }
         self.proc = subprocess.Popen(
