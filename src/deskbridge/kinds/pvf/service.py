@@ -45,6 +45,8 @@ READ_PAGE_MAX_CHARS = 32_000
 """Characters of text one pvf_read_file page returns by default (≈ 10 k tokens)."""
 SEARCH_PAGE_MAX_BYTES = 128 * 1024
 EDIT_MAX_FILES = 100
+SCAN_BUDGET = 5000
+"""Index candidates one content-search page confirms at most (then it returns with nextCursor)."""
 _LINK_RE = re.compile(r"^<\s*(\d+)\s*::\s*([^<>]+?)\s*>$")
 
 
@@ -74,6 +76,8 @@ class PvfService:
         self.store.after_save_hooks.append(self._after_save)
         self.first_save_done = False
         self.data_dir = data_dir or cache_dir
+        self.protected_dirs: list[Path] = []
+        """Folders an import never reads (deskbridge's config folder with the MCP token; set by the workspace)."""
         self.recovery: dict[str, Any] | None = None
         """The recovery file offered for the open archive (kinds/pvf/recovery.py), if any."""
         self._spills: dict[str, Any] = {}
@@ -655,10 +659,16 @@ class PvfService:
                 if index is None:
                     raise BridgeError(ErrorCode.NOT_READY, "the content index is not available", data={})
                 after = state["after"]
+                examined = 0
                 while True:
+                    if examined >= SCAN_BUDGET:
+                        # Bounded work per page: a query whose trigrams are common but whose text is rare
+                        # would otherwise confirm every candidate in one call. The caller follows nextCursor.
+                        return hits, (0, after)
                     batch = index.candidates(query, after, 200)
                     if not batch:
                         break
+                    examined += len(batch)
                     for rowid, path, text in batch:
                         k = norm_path(path)
                         if k in overlay or not in_scope(k, scope):
@@ -856,8 +866,32 @@ class PvfService:
 
     # ------------------------------------------------------------------------------------------- import
 
+    async def run_write_task(
+        self, call: CallContext, label: str, fn: Callable[[TaskHandle, Task], dict[str, Any]], wait_s: float
+    ) -> dict[str, Any]:
+        """Run `fn(handle, task)` in a worker thread as the one write task (imports, export publishing): it
+        holds the write slot, so lifecycle operations and other writes get TASK_BUSY meanwhile. Waits up to
+        `wait_s`; a finished task's result is returned at the top level with its taskId."""
+
+        def work(handle: TaskHandle) -> dict[str, Any]:
+            return fn(handle, self.engine.tasks.get(handle.task_id))
+
+        task = self.engine.start_task(work, owner=call.caller, label=label, write=True)
+        out = await self.wait_task(call, task, wait_s)
+        result = out.pop("result", None)
+        return {**out, **(result or {})}
+
     def import_prepare(
-        self, caller: str, workspace_id: str, revision: int, sources: list[str], target_dir: str, mode: str
+        self,
+        caller: str,
+        workspace_id: str,
+        revision: int,
+        sources: list[str],
+        target_dir: str,
+        mode: str,
+        *,
+        task: Task | None = None,
+        progress: Callable[[int, int], None] | None = None,
     ) -> dict[str, Any]:
         from deskbridge.kinds.pvf import transfer
 
@@ -875,7 +909,9 @@ class PvfService:
                 )
         spill = transfer.SpillStore(self.index_root.parent / "pvf-import")
         try:
-            found = transfer.collect_import(sources, target_dir, spill)  # frozen now, outside the lock
+            found = transfer.collect_import(  # frozen now, outside the lock
+                sources, target_dir, spill, progress, protected=self.protected_dirs
+            )
             with eng.lock:
                 ws = self._ws(workspace_id, revision)
                 changes = transfer.build_import_changes(ws, found, spill, mode)
@@ -892,6 +928,7 @@ class PvfService:
                     revision=ws.revision,
                     changes=changes,
                     on_apply=on_apply,
+                    task=task,
                     summary={
                         "files": len(found),
                         "adds": len(changes) - len(overwrites),
@@ -1018,6 +1055,9 @@ class PvfService:
         out_name: str | None,
         selected: list[str] | None,
         acknowledged: list[str],
+        *,
+        task: Task | None = None,
+        progress: Callable[[int, int], None] | None = None,
     ) -> dict[str, Any]:
         from deskbridge.kinds.pvf import transfer
 
@@ -1034,9 +1074,12 @@ class PvfService:
             change_keys=keys,
             acknowledged_warning_ids=acknowledged,
             kind=PlanKind.EXPORT,
+            task=task,
         )
         entries = done["result"]
-        published = transfer.write_package(target, summary["mode"], summary.get("format"), entries, summary)
+        published = transfer.write_package(
+            target, summary["mode"], summary.get("format"), entries, summary, progress=progress
+        )
         return {
             **published,
             "planId": plan_id,

@@ -9,9 +9,11 @@ de-duplicates it for every tool (same caller + id + arguments → the first resu
 
 from __future__ import annotations
 
+import secrets
 from pathlib import Path
 from typing import Any, Literal
 
+import anyio
 from pydantic import Field
 
 from deskbridge.core.errors import BridgeError, ErrorCode
@@ -163,6 +165,7 @@ class ImportPrepareArgs(Ident):
         min_length=1, max_length=1000, description="Absolute local files or folders."
     )
     targetDir: str = Field("", description="Archive folder to import into; '' is the root.")
+    waitSeconds: float = WaitSeconds
     mode: Literal["text", "raw"] = Field(
         "text",
         description="text: UTF-8 files compiled like the editor (scripts in the dialect, text in the archive's "
@@ -221,6 +224,7 @@ class ExportExecuteArgs(ToolArgs):
     outputParent: str = Field(description="Absolute existing folder to publish into.")
     outputName: str | None = Field(None, description="direct: the new folder's name (required).")
     selectedEntryKeys: list[str] = Field(default_factory=list, description="Default: every entry.")
+    waitSeconds: float = WaitSeconds
     acknowledgedWarningIds: list[str] = Field(default_factory=list)
     requestId: str | None = RequestId
 
@@ -399,11 +403,23 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
     def registries(call: CallContext, args: RegistriesArgs) -> dict[str, Any]:
         return svc.list_registries(args.workspaceId, args.cursor, args.limit)
 
-    def import_prepare(call: CallContext, args: ImportPrepareArgs) -> dict[str, Any]:
-        plan = svc.import_prepare(
-            call.caller, args.workspaceId, args.expectedRevision, args.sourcePaths, args.targetDir, args.mode
-        )
-        return {"importPlanId": plan["planId"], **plan}
+    async def import_prepare(call: CallContext, args: ImportPrepareArgs) -> dict[str, Any]:
+        svc._ws(args.workspaceId, args.expectedRevision)  # identity errors at once, not from the task
+
+        def fn(handle: Any, task: Any) -> dict[str, Any]:
+            plan = svc.import_prepare(
+                call.caller,
+                args.workspaceId,
+                args.expectedRevision,
+                args.sourcePaths,
+                args.targetDir,
+                args.mode,
+                task=task,
+                progress=lambda d, t: handle.progress(d, None, "reading sources"),
+            )
+            return {"importPlanId": plan["planId"], **plan}
+
+        return await svc.run_write_task(call, "pvf_import_prepare", fn, args.waitSeconds)
 
     def import_preview(call: CallContext, args: ImportPreviewArgs) -> dict[str, Any]:
         out = eng.preview_plan(args.importPlanId, args.cursor, args.limit, kind=PlanKind.IMPORT)
@@ -425,8 +441,22 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
 
         return {"formats": EXPORT_FORMATS}
 
-    def export_prepare(call: CallContext, args: ExportPrepareArgs) -> dict[str, Any]:
-        plan = svc.export_prepare(call.caller, args.workspaceId, args.expectedRevision, args.model_dump())
+    async def export_prepare(call: CallContext, args: ExportPrepareArgs) -> dict[str, Any]:
+        # An export reads committed content only, so an editor's unsynced draft would be silently left out:
+        # ask the editors first, like a save (seed: "存在归档文本或 GUI 草稿时返回 UI_DRAFT_PENDING").
+        ws = svc._ws(args.workspaceId, args.expectedRevision)
+        op_id = "op-" + secrets.token_hex(6)
+        outcome = "failed"
+        try:
+            await eng.drafts.check(op_id, ws, "export")
+            outcome = "ok"
+        finally:
+            eng.drafts.release(op_id, outcome)
+        plan = await anyio.to_thread.run_sync(
+            lambda: svc.export_prepare(
+                call.caller, args.workspaceId, args.expectedRevision, args.model_dump()
+            )
+        )
         return {"exportPlanId": plan["planId"], **plan}
 
     def export_preview(call: CallContext, args: ExportPreviewArgs) -> dict[str, Any]:
@@ -436,15 +466,22 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
         out["plan"] = eng.get_plan(args.exportPlanId, PlanKind.EXPORT)
         return out
 
-    def export_execute(call: CallContext, args: ExportExecuteArgs) -> dict[str, Any]:
-        return svc.export_execute(
-            call.caller,
-            args.exportPlanId,
-            args.outputParent,
-            args.outputName,
-            args.selectedEntryKeys,
-            args.acknowledgedWarningIds,
-        )
+    async def export_execute(call: CallContext, args: ExportExecuteArgs) -> dict[str, Any]:
+        eng.get_plan(args.exportPlanId, PlanKind.EXPORT)  # an unknown plan is refused at once
+
+        def fn(handle: Any, task: Any) -> dict[str, Any]:
+            return svc.export_execute(
+                call.caller,
+                args.exportPlanId,
+                args.outputParent,
+                args.outputName,
+                args.selectedEntryKeys,
+                args.acknowledgedWarningIds,
+                task=task,
+                progress=lambda d, t: handle.progress(d, t, "writing the package"),
+            )
+
+        return await svc.run_write_task(call, "pvf_export_execute", fn, args.waitSeconds)
 
     def export_discard(call: CallContext, args: ExportDiscardArgs) -> dict[str, Any]:
         return eng.discard_plan(args.exportPlanId, caller=call.caller, kind=PlanKind.EXPORT)
@@ -599,8 +636,9 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
             "pvf_search",
             "Search the archive",
             "Case-insensitive substring search: mode 'path' over paths, 'content' over file text (persistent "
-            "index; NOT_READY names the index task to poll). Paginated by cursor; a cursor from another revision is "
-            "refused (search again).",
+            "index; NOT_READY names the index task to poll). Paginated by cursor: a page may hold fewer hits than limit "
+            "(even none) while nextCursor is set, so follow it until null; a cursor from another revision is refused "
+            "(search again).",
             SearchArgs,
             search,
             read_only=True,

@@ -160,8 +160,43 @@ class Source:
     sha256: str
 
 
-def collect_import(source_paths: list[str], target_dir: str, spill: SpillStore) -> list[Source]:
-    """Walk the sources (no symlinks, no special files), freeze their bytes, map them into the archive."""
+SECRET_HOME_DIRS = (
+    ".ssh",
+    ".gnupg",
+    ".aws",
+    ".azure",
+    ".kube",
+    ".docker",
+    ".password-store",
+    ".config/gcloud",
+)
+"""Folders under the home directory whose files are credentials, never imported (an import followed by a read
+would hand them to the agent)."""
+
+
+def refuse_secret(path: Path, protected: list[Path]) -> None:
+    real = Path(os.path.realpath(path))
+    home = Path(os.path.realpath(Path.home()))
+    roots = [home / d for d in SECRET_HOME_DIRS] + [Path(os.path.realpath(p)) for p in protected]
+    for root in roots:
+        if real == root or root in real.parents:
+            raise BridgeError(
+                ErrorCode.ACCESS_DENIED,
+                f"'{path}' is in a folder of credentials ({root.name}); it is never imported",
+                "Import only game data files; credentials and deskbridge's own settings are refused.",
+            )
+
+
+def collect_import(
+    source_paths: list[str],
+    target_dir: str,
+    spill: SpillStore,
+    progress: Any = None,
+    protected: list[Path] | None = None,
+) -> list[Source]:
+    """Walk the sources (no symlinks, no special files, no credentials), freeze their bytes, map them into the
+    archive. `protected`: more folders to refuse (deskbridge's config folder, which holds the MCP token)."""
+    protected = list(protected or [])
     base = check_archive_path(target_dir) if target_dir.strip("/\\") else ""
     found: list[Source] = []
     by_target: dict[str, list[str]] = {}
@@ -169,6 +204,7 @@ def collect_import(source_paths: list[str], target_dir: str, spill: SpillStore) 
 
     def add(local: Path, rel: str) -> None:
         nonlocal total
+        refuse_secret(local, protected)
         if len(found) >= limits.IMPORT_MAX_FILES:
             raise BridgeError(
                 ErrorCode.LIMIT_EXCEEDED, f"more than {limits.IMPORT_MAX_FILES} files to import"
@@ -182,11 +218,14 @@ def collect_import(source_paths: list[str], target_dir: str, spill: SpillStore) 
         target = check_archive_path(f"{base}/{rel}" if base else rel)
         by_target.setdefault(norm_path(target), []).append(str(local))
         found.append(Source(str(local), target, spill.put(data), len(data), hashlib.sha256(data).hexdigest()))
+        if progress is not None and len(found) % 50 == 0:
+            progress(len(found), 0)
 
     for raw in source_paths:
         src = Path(raw)
         if not src.is_absolute():
             raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"source {raw!r} is not an absolute path")
+        refuse_secret(src, protected)
         try:
             st = src.lstat()
         except FileNotFoundError:
@@ -613,7 +652,13 @@ def output_target(
 
 
 def write_package(
-    target: Path, mode: str, fmt: str | None, entries: list[Entry], meta: dict[str, Any]
+    target: Path,
+    mode: str,
+    fmt: str | None,
+    entries: list[Entry],
+    meta: dict[str, Any],
+    *,
+    progress: Any = None,
 ) -> dict[str, Any]:
     """Publish the package at `target` without overwriting anything; returns the output path and counts."""
     _check_collisions([e.key for e in entries])
@@ -635,7 +680,9 @@ def write_package(
     else:
 
         def fill(tmp: Path) -> None:
-            for e in entries:
+            for n, e in enumerate(entries, 1):
+                if progress is not None and n % 100 == 0:
+                    progress(n, len(entries))
                 dest = tmp.joinpath(*e.key.split("/"))
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 with open(dest, "xb") as fh:

@@ -27,6 +27,8 @@ from deskbridge.kinds.pvf.script_tools import script_tools
 from deskbridge.kinds.pvf.service import PvfService
 from deskbridge.kinds.pvf.tools import pvf_tools
 
+STATIC_DIR = Path(__file__).parent / "static"
+
 
 class PvfWorkspace:
     """The PVF workspace, shared by every MCP client, the browser and the CLI of this process."""
@@ -38,6 +40,7 @@ class PvfWorkspace:
         self.initial = path
         self.options = dict(services.options)
         self.service = PvfService(services.events, services.dirs.cache, services.dirs.data)
+        self.service.protected_dirs = [services.dirs.config]
         self.open_task: str | None = None
         self.autosaver = Autosaver(self.service)
 
@@ -55,7 +58,7 @@ class PvfWorkspace:
         return editor_routes(self.service)
 
     def static_dir(self) -> Path | None:
-        return None
+        return STATIC_DIR
 
     async def start(self) -> None:
         self.autosaver.start()

@@ -645,3 +645,98 @@ async def test_resolve_links_and_registries(archive: Path) -> None:
         assert resolved["text"]
         reverse = await a.call("pvf_resolve", {"workspaceId": ws, "text": resolved["text"]})
         assert link in {r["link"] for r in reverse["links"]}
+
+
+async def test_two_callers_race_to_open_the_empty_workspace(archive: Path, tmp_path: Path) -> None:
+    other = tmp_path / "other.pvf"
+    shutil.copyfile(archive, other)
+    async with serve(None) as a, a.srv.client() as second:
+        epoch = (await a.call("pvf_workspace_info", {}))["workspaceEpoch"]
+        results = await asyncio.gather(
+            a.client.call_tool("pvf_archive_open", {"path": str(archive), "expectedWorkspaceEpoch": epoch}),
+            second.call_tool("pvf_archive_open", {"path": str(other), "expectedWorkspaceEpoch": epoch}),
+        )
+        ok = [r for r in results if not r.is_error]
+        refused = [r for r in results if r.is_error]
+        assert len(ok) == 1 and len(refused) == 1, [r.structured_content for r in results]
+        assert refused[0].structured_content["code"] in ("STALE_WORKSPACE", "NOT_READY")
+        info = await a.call("pvf_workspace_info", {})
+        assert info["workspaceEpoch"] == epoch + 1
+        assert info["sourcePath"] == ok[0].structured_content["result"]["sourcePath"]
+
+
+async def test_a_failed_save_changes_nothing_and_can_be_retried(
+    archive: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from deskbridge.core.errors import BridgeError, ErrorCode
+
+    async with serve(archive) as a:
+        info = await a.ready()
+        ws = info["workspaceId"]
+        path = await a.first_script(ws)
+        applied = await a.edit(ws, info["revision"], path, "\n[r]\n`retry`\n")
+        store = service(a).store
+        real = store.verify
+        before = archive.read_bytes()
+
+        def failing(ws_: Any, tmp: Path) -> None:
+            raise BridgeError(ErrorCode.INTERNAL, "verify failed: simulated")
+
+        monkeypatch.setattr(store, "verify", failing)
+        args = {"workspaceId": ws, "expectedRevision": applied["revision"], "requestId": "retry-1"}
+        err = await a.fail("pvf_archive_save", args, "INTERNAL")
+        assert "simulated" in err["message"] and archive.read_bytes() == before
+        assert not list(archive.parent.glob("*.tmp*"))
+        assert (await a.call("pvf_workspace_info", {}))["sourceDirty"] is True
+        monkeypatch.setattr(store, "verify", real)
+        saved = await a.call("pvf_archive_save", args)  # a failure is not remembered: the same id retries
+        assert saved["result"]["sourceDirty"] is False
+        ar = open_archive(archive)
+        assert "`retry`" in ar.read_text(path)
+        ar.close()
+
+
+async def test_the_ui_sees_and_applies_an_agents_plan(archive: Path) -> None:
+    async with serve(archive) as a:
+        info = await a.ready()
+        ws, rev = info["workspaceId"], info["revision"]
+        path = await a.first_script(ws)
+        read = await a.call("pvf_read_file", {"workspaceId": ws, "path": path})
+        plan = await a.call(
+            "pvf_edit_prepare",
+            {
+                "workspaceId": ws,
+                "expectedRevision": rev,
+                "edits": [{"path": path, "text": read["text"] + "\n[u]\n1\n"}],
+            },
+        )
+        assert (await a.call("pvf_workspace_info", {}))["pendingPlan"] == plan["planId"]
+        keys = [
+            i["changeKey"] for i in (await a.call("pvf_edit_preview", {"planId": plan["planId"]}))["items"]
+        ]
+        async with httpx2.AsyncClient(headers=a.srv.ui_headers(), timeout=30) as ui:
+            r = await ui.post(
+                f"{a.srv.base_url}/api/tools/pvf_edit_apply",
+                json={"arguments": {"planId": plan["planId"], "changeKeys": keys}},
+            )
+            assert r.status_code == 200, r.text
+        # the agent then sees the plan's final state, and its own apply is refused
+        await a.fail("pvf_edit_apply", {"planId": plan["planId"], "changeKeys": keys}, "NOT_FOUND")
+        assert (await a.call("pvf_read_file", {"workspaceId": ws, "path": path}))["revision"] == rev + 1
+
+
+def test_demo_pvf_serves_a_sample_archive(deskbridge_home: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "deskbridge", "demo", "pvf", "--exit-after", "0", "--no-browser"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "DESKBRIDGE_HOME": str(deskbridge_home)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "pvf_archive_open" in proc.stderr and "Script.pvf" in proc.stderr
+    assert (deskbridge_home / "data" / "demo" / "pvf" / "Script.pvf").is_file()

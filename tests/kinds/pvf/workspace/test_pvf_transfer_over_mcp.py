@@ -468,3 +468,58 @@ async def test_unsaved_changes_are_autosaved_and_offered_after_a_crash(archive: 
         info = await a.ready()
         assert info["recovery"] is None
         await a.call("pvf_recovery_discard", {"workspaceId": info["workspaceId"]})
+
+
+async def test_export_refuses_while_an_editor_holds_a_draft(archive: Path) -> None:
+    import httpx2
+
+    async with serve(archive) as a:
+        info = await a.ready()
+        ws, rev = info["workspaceId"], info["revision"]
+        base = a.srv.base_url + "/api/pvf/editors"
+        async with httpx2.AsyncClient(headers=a.srv.ui_headers(), timeout=10) as ui:
+            await ui.post(f"{base}/register", json={"clientId": "tab-x"})
+            sub = a.srv.app.events.subscribe("ui")
+
+            async def answer() -> None:
+                async for event in sub:
+                    if event.data.get("event") == "prepare":
+                        await ui.post(
+                            f"{base}/ack",
+                            json={
+                                "operationId": event.data["operationId"],
+                                "clientId": "tab-x",
+                                "hasDrafts": True,
+                            },
+                        )
+                        return
+
+            responder = asyncio.ensure_future(answer())
+            await a.fail(
+                "pvf_export_prepare",
+                {"workspaceId": ws, "expectedRevision": rev, "source": "selection", "scopes": [""]},
+                "UI_DRAFT_PENDING",
+            )
+            await responder
+            sub.close()
+
+
+@pytest.mark.security
+async def test_import_never_reads_credentials_or_the_mcp_token(
+    archive: Path, tmp_path: Path, deskbridge_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("PRIVATE KEY", "utf-8")
+    monkeypatch.setenv("HOME", str(home))
+    async with serve(archive) as a:
+        info = await a.ready()
+        args = {"workspaceId": info["workspaceId"], "expectedRevision": info["revision"], "mode": "raw"}
+        for source in (home / ".ssh", home / ".ssh" / "id_ed25519", deskbridge_home / "config" / "token"):
+            err = await a.fail("pvf_import_prepare", {**args, "sourcePaths": [str(source)]}, "ACCESS_DENIED")
+            assert "PRIVATE" not in str(err)
+        # a folder that holds a link to a credential is refused too (links are never followed)
+        folder = tmp_path / "innocent"
+        folder.mkdir()
+        (folder / "key").symlink_to(home / ".ssh" / "id_ed25519")
+        await a.fail("pvf_import_prepare", {**args, "sourcePaths": [str(folder)]}, "ACCESS_DENIED")
