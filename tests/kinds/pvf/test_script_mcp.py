@@ -61,12 +61,26 @@ def archive(request: pytest.FixtureRequest, sources: dict[str, Path], tmp_path: 
 
 
 async def wait_run(a: Agent, task_id: str) -> dict[str, Any]:
-    for _ in range(600):
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 240  # generous: the test machine may be shared
+    while loop.time() < deadline:
         st = await a.call("pvf_script_status", {"taskId": task_id})
         if st["state"] in ("succeeded", "failed", "cancelled"):
             return st
         await asyncio.sleep(0.05)
     raise AssertionError(f"the run never finished: {st}")
+
+
+async def opened(a: Agent) -> dict[str, Any]:
+    """The archive is open (scripts do not need the content index)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 240
+    while loop.time() < deadline:
+        info = await a.call("pvf_workspace_info", {})
+        if info["open"] and info["lifecycle"] is None:
+            return info
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"the archive never opened: {info}")
 
 
 def price_of(text: str) -> str:
@@ -84,7 +98,7 @@ async def test_validate_run_preview_partial_apply_save_reopen(archive: Path) -> 
     }
     ar.close()
     async with serve(archive) as a:
-        info = await a.ready()
+        info = await opened(a)
         ws, rev = info["workspaceId"], info["revision"]
         types = await a.call("pvf_script_help", {"topic": "types"})
         assert "interface PvfApi" in types["text"]
@@ -141,7 +155,7 @@ async def test_validate_run_preview_partial_apply_save_reopen(archive: Path) -> 
 
 async def test_stale_after_ui_edit_and_read_only_runs(archive: Path) -> None:
     async with serve(archive) as a:
-        info = await a.ready()
+        info = await opened(a)
         ws, rev = info["workspaceId"], info["revision"]
         ro = await a.call(
             "pvf_script_run",
@@ -174,7 +188,7 @@ async def test_stale_after_ui_edit_and_read_only_runs(archive: Path) -> None:
 
 async def test_cancel_only_own_run_and_limits(archive: Path) -> None:
     async with serve(archive) as a:
-        info = await a.ready()
+        info = await opened(a)
         ws, rev = info["workspaceId"], info["revision"]
         started = await a.call(
             "pvf_script_run", {"workspaceId": ws, "expectedRevision": rev, "source": "while (true) {}"}
