@@ -21,10 +21,10 @@ class Session:
         self.rev = rev
         self.runs = runs_for(svc)
 
-    async def run(self, source: str, caller: str = "mcp:test") -> dict[str, Any]:
+    async def run(self, source: str, caller: str = "mcp:test", timeout: float = 600) -> dict[str, Any]:
         """Run a script to its end: {state, result|error, logs, plan (all changes) or None}."""
         task = self.runs.start(caller, self.ws, self.rev, source, None)
-        await self.svc.engine.tasks.wait(task.id, timeout=600)
+        await self.svc.engine.tasks.wait(task.id, timeout=timeout)
         st = self.svc.engine.tasks.status(task.id)
         logs = []
         cursor = None

@@ -423,7 +423,7 @@ async def test_bulk_change_over_ten_thousand_files(tmp_path: Path) -> None:
     pvf.log(n);
     """
     async with session(path, tmp_path / "cache", ScriptLimits(wall_s=1500)) as s:
-        res = await s.run(source)
+        res = await s.run(source, timeout=1700)
         assert res["state"] == "succeeded", res
         n = int(res["logs"][-1])
         assert n >= 10_000 and len(res["plan"].changes) == n
