@@ -429,3 +429,17 @@ async def test_bulk_change_over_ten_thousand_files(tmp_path: Path) -> None:
         assert n >= 10_000 and len(res["plan"].changes) == n
         some = next(iter(res["plan"].changes.values()))
         assert "[bulk mark]" in some.diff and "0.5" in some.diff
+
+
+async def test_a_failing_script_reports_its_line_and_the_host_error_code(
+    archive: Path, tmp_path: Path
+) -> None:
+    async with session(archive, tmp_path / "cache") as s:
+        res = await s.run("const a = 1;\n\npvf.lst('nope.lst');\n")
+        assert res["state"] == "failed" and res["error"]["code"] == "NOT_FOUND", res
+        assert res["error"]["data"]["line"] == 3
+        res = await s.run("const a = 1;\nnull.x;\n")
+        assert res["error"]["code"] == "INVALID_ARGUMENT" and res["error"]["data"]["line"] == 2
+        assert (
+            res["error"]["data"]["scriptError"] == "SCRIPT_ERROR" and "TypeError" in res["error"]["message"]
+        )

@@ -158,13 +158,16 @@ def main() -> int:
 
 
 _POS = re.compile(r"at <input>:(\d+):(\d+)")
+_FRAME_POS = re.compile(r"at anonymous \(<input>:(\d+):(\d+)\)")
 
 
 def js_error(exc: Exception, line_offset: int = 0) -> dict[str, Any]:
     """A QuickJS exception → {message, line, column, stack} (line/column in the script's source)."""
     text = str(exc)
     first = text.splitlines()[0] if text else type(exc).__name__
-    m = _POS.search(text)
+    # A runtime error: the script's own frame is the function built from its source ("anonymous");
+    # a syntax error: "at <input>:line:column".
+    m = _FRAME_POS.search(text) or _POS.search(text)
     out: dict[str, Any] = {"message": first}
     if m:
         out["line"] = max(1, int(m.group(1)) - line_offset)
