@@ -24,6 +24,7 @@ from deskbridge.core.tools import ToolSpec
 from deskbridge.kinds.base import KindServices
 from deskbridge.kinds.http import error_response, json_body
 from deskbridge.kinds.pvf.recovery import Autosaver
+from deskbridge.kinds.pvf.script_tools import script_tools
 from deskbridge.kinds.pvf.service import PvfService
 from deskbridge.kinds.pvf.tools import pvf_tools
 
@@ -54,7 +55,7 @@ class PvfWorkspace:
         return self.initial or Path()
 
     def tools(self) -> list[ToolSpec]:
-        return pvf_tools(self.service)
+        return pvf_tools(self.service) + script_tools(self.service, self.services.dirs.config)
 
     def api_routes(self) -> list[BaseRoute]:
         return editor_routes(self.service, self.leases)
