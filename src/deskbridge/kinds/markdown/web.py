@@ -23,7 +23,7 @@ from deskbridge.core.errors import BridgeError, ErrorCode, internal
 from deskbridge.core.paths import resolve_path
 from deskbridge.kinds.http import error_response, json_body
 from deskbridge.kinds.markdown.approvals import NEEDS_APPROVAL_BY_DEFAULT
-from deskbridge.kinds.markdown.export import FORMATS, RICH_TARGETS, export_bytes, rich_html
+from deskbridge.kinds.markdown.export import FORMATS, RICH_TARGETS, export_bytes, export_gate, rich_html
 from deskbridge.kinds.markdown.render import PREVIEW, render_html
 from deskbridge.kinds.markdown.ui_state import UiState
 
@@ -63,6 +63,10 @@ ASSET_TYPES: Final = {
 
 ASSET_MAX_BYTES: Final = 32 * 1024 * 1024
 """Bytes of one image the preview loads at most."""
+
+REQUEST_HEADER: Final = "x-deskbridge-request"
+"""Header the editor sends with requests that start costly work (`export`); a page cannot send it cross-origin
+without a CORS preflight (which fails) and a document's markup cannot send it at all."""
 
 EXPORT_FORMATS: Final = {
     "html": ("HTML", "text/html; charset=utf-8"),
@@ -285,17 +289,30 @@ def markdown_routes(service: Any, ui_state: UiState | None = None) -> list[Route
         return service.reload_from_disk(doc_id) if action == "reload" else service.keep_local(doc_id)
 
     async def export(request: Request) -> Any:
-        """The person's own export: the browser downloads the file (an AI's export goes through approval)."""
+        """The person's own export: the browser downloads the file (an AI's export goes through approval).
+
+        POST with the editor's request header only: a document's `<img src=…/export>` or a form on another
+        page cannot produce either, so a document cannot start browsers by being looked at. One export runs
+        at a time per workspace (export.ExportGate)."""
+        if request.headers.get(REQUEST_HEADER) != "export":
+            raise BridgeError(
+                ErrorCode.ACCESS_DENIED,
+                f"an export must be asked for by the editor (POST with the {REQUEST_HEADER} header)",
+            )
+        body = await json_body(request)
         doc = service.get(request.path_params["doc_id"])
-        fmt = _choice(request.query_params.get("format"), tuple(EXPORT_FORMATS), "format")
+        fmt = _choice(_str_arg(body, "format", max_len=10), tuple(EXPORT_FORMATS), "format")
         name, media_type = EXPORT_FORMATS[fmt]
         stem = Path(doc.name).stem or "document"
-        data = await export_bytes(
-            name,
-            doc.text,
-            title=stem,
-            base_dir=doc.path.parent if doc.path else None,
-            typography=state.snapshot()["typography"],
+        text = doc.text
+        data = await export_gate(service).run(
+            lambda: export_bytes(
+                name,
+                text,
+                title=stem,
+                base_dir=doc.path.parent if doc.path else None,
+                typography=state.snapshot()["typography"],
+            )
         )
         filename = f"{stem}{FORMATS[name]}"
         # RFC 6266 / 5987: an ASCII fallback plus the UTF-8 name, so 中文.md exports keep their name.
@@ -356,7 +373,7 @@ def markdown_routes(service: Any, ui_state: UiState | None = None) -> list[Route
         r("/docs/{doc_id}/selection", selection, "POST"),
         r("/docs/{doc_id}/save", save, "POST"),
         r("/docs/{doc_id}/external", external, "POST"),
-        r("/docs/{doc_id}/export", export),
+        r("/docs/{doc_id}/export", export, "POST"),
         r("/docs/{doc_id}/rich", rich),
         r("/approval-rules", approval_rules),
         r("/ui", ui_get),
