@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import json
 import html as html_lib
+import json
 import mimetypes
 import re
 import tempfile
@@ -48,7 +48,9 @@ IMAGE_MAX_BYTES: Final = 16 * 1024 * 1024
 """A local image larger than this stays a link instead of becoming a data URI."""
 CHROMIUM_TIMEOUT_MS: Final = 60_000
 
-EXPORT_CSP: Final = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; font-src data:; form-action 'none'"
+EXPORT_CSP: Final = (
+    "default-src 'none'; img-src data:; style-src 'unsafe-inline'; font-src data:; form-action 'none'"
+)
 """The exported HTML's own policy: nothing runs, nothing is fetched (images are data URIs)."""
 
 EXPORTS_QUEUED_MAX: Final = 4
@@ -216,10 +218,25 @@ def _math_to_mathml(root: Any) -> None:
         except Exception:  # a TeX construct latex2mathml does not know: keep the TeX visible
             continue
         new = lxml_html.fragment_fromstring(mathml, create_parent="span" if display == "inline" else "div")
+        _harmless_mathml(new)
         new.set("class", cls)
         new.set("data-tex", tex)
         new.tail = el.tail
         el.getparent().replace(el, new)
+
+
+_MATHML_DROP: Final = re.compile(r"href|^on|src$|^style$", re.I)
+
+
+def _harmless_mathml(root: Any) -> None:
+    """MathML from TeX keeps layout attributes only: `\\href{javascript:…}` becomes `<mrow href=…>` in
+    latex2mathml, so link, event and style attributes are dropped (the corpus's `katex-href` vector)."""
+    for el in root.iter():
+        if not isinstance(el.tag, str):
+            continue
+        for name in list(el.attrib):
+            if _MATHML_DROP.search(name.split("}")[-1]):
+                del el.attrib[name]
 
 
 def _parse_fragment(fragment: str) -> Any:

@@ -29,10 +29,11 @@ from mdit_py_plugins.gfm import gfm_plugin
 from deskbridge.kinds.markdown.gfm_rules import gfm_spec_rules
 from deskbridge.kinds.markdown.offsets import OffsetMap
 from deskbridge.kinds.markdown.outline import front_matter_span, outline
-from deskbridge.kinds.markdown.sanitize import sanitize_html
+from deskbridge.kinds.markdown.sanitize import hold_remote_images, sanitize_html
 
 RENDER_MAX_CHARS: Final = 16 * 1024 * 1024
 """Characters of Markdown rendered at most (bigger documents are cut and marked)."""
+
 
 def _math_html(content: str, options: dict[str, Any]) -> str:
     return html.escape(content, quote=False)
@@ -147,7 +148,9 @@ def render_html(text: str, options: RenderOptions = EXPORT) -> str:
         text = text[:RENDER_MAX_CHARS]
     env: dict[str, Any] = {}
     out = parser(options).render(text, env)
-    return sanitize_html(out) if options.safe_raw_html and env.get(RAW_HTML) else out
+    if options.safe_raw_html and env.get(RAW_HTML):
+        out = sanitize_html(out)
+    return hold_remote_images(out) if options.source_lines and options.safe_raw_html else out
 
 
 def render_spec(text: str, *, gfm: bool) -> str:
@@ -221,7 +224,8 @@ class PreviewRenderer:
             raw = raw or has_raw
         self._cache = fresh if len(fresh) <= self._max else {}
         # Sanitised as a whole (like a full render), so an HTML block that spans a cut balances the same way.
-        return sanitize_html("".join(parts)) if raw else "".join(parts)
+        out = sanitize_html("".join(parts)) if raw else "".join(parts)
+        return hold_remote_images(out)
 
     @staticmethod
     def _render_section(md: MarkdownIt, chunk: str, defs: str) -> tuple[str, bool]:

@@ -12,7 +12,9 @@ put any HTML into a `.md` file. What survives:
   and anything with `url(` are dropped, so a document cannot draw an overlay or fetch through CSS;
 * URLs (`href`, `src`, `cite`) that are `http:`, `https:`, `mailto:`, in-page `#…` or relative paths; never
   `javascript:`, `vbscript:`, `file:`, `data:` (except `data:image/…` on an image), UNC (`\\\\host\\share`) or
-  protocol-relative `//host` links, nor any URL with a backslash or a control character.
+  protocol-relative `//host` links, nor any URL with a backslash or a control character; an image may not
+  point at `/…` (this server's own routes).
+* the preview holds remote images back (`hold_remote_images`): they load only when the person asks.
 
 `safe_url` is the same rule for callers that hold a URL outside HTML (the Word export's link targets).
 """
@@ -81,7 +83,9 @@ STYLE_PROPERTIES: Final = frozenset(
 
 _SCHEME: Final = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*):")
 _CONTROL: Final = re.compile(r"[\x00-\x20\x7f]")
-_DATA_IMAGE: Final = re.compile(r"^data:image/(?:png|gif|jpe?g|webp|avif|bmp);base64,[A-Za-z0-9+/=\s]*$", re.I)
+_DATA_IMAGE: Final = re.compile(
+    r"^data:image/(?:png|gif|jpe?g|webp|avif|bmp);base64,[A-Za-z0-9+/=\s]*$", re.I
+)
 URL_SCHEMES: Final = frozenset({"http", "https", "mailto"})
 _URL_ATTRS: Final = frozenset({"href", "src", "cite"})
 
@@ -91,10 +95,10 @@ def safe_url(value: str, *, image: bool = False) -> str | None:
     url = value.strip()
     if not url:
         return None
-    if "\\" in url or _CONTROL.search(url.strip()) and not (image and url.startswith("data:")):
+    if "\\" in url or (_CONTROL.search(url.strip()) and not (image and url.startswith("data:"))):
         return None
-    if url.startswith("//"):
-        return None
+    if url.startswith("//") or (image and url.startswith("/")):
+        return None  # another host; or (an image) one of this server's own routes, which a GET must not reach
     match = _SCHEME.match(url)
     if match is None:
         return url  # relative path, `#anchor`, `?query`, `/path`
@@ -137,4 +141,14 @@ def sanitize_html(html: str) -> str:
     return _NOT_A_TASK_BOX.sub("", out) if "<input" in out else out
 
 
-__all__ = ["ATTRIBUTES", "STYLE_PROPERTIES", "TAGS", "safe_url", "sanitize_html"]
+_REMOTE_IMG: Final = re.compile(r'(<img\b[^>]*?\s)src="(https?:[^"]*)"', re.I)
+
+
+def hold_remote_images(html: str) -> str:
+    """Remote images of the preview wait to be asked for: `src` becomes `data-remote-src`, so looking at a
+    document sends nothing to its author (tracking pixels). The editor shows a click-to-load placeholder, or
+    loads them when the person allows remote images."""
+    return _REMOTE_IMG.sub(r'\1data-remote-src="\2"', html) if "<img" in html else html
+
+
+__all__ = ["ATTRIBUTES", "STYLE_PROPERTIES", "TAGS", "hold_remote_images", "safe_url", "sanitize_html"]

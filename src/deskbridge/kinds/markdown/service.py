@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from deskbridge import __version__
+from deskbridge.core import files
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.policy import ApprovalRules
 from deskbridge.core.tools import CallContext
@@ -31,7 +32,7 @@ from deskbridge.kinds.markdown.approvals import (
     unified_diff,
 )
 from deskbridge.kinds.markdown.collab import Edit, map_position, map_range
-from deskbridge.kinds.markdown.document import MarkdownDocument
+from deskbridge.kinds.markdown.document import DOCUMENT_MAX_BYTES, MarkdownDocument
 from deskbridge.kinds.markdown.drafts import DraftTracker
 from deskbridge.kinds.markdown.edits import context_around
 from deskbridge.kinds.markdown.outline import Heading, outline
@@ -441,7 +442,11 @@ class MarkdownService:
                     ErrorCode.TARGET_EXISTS, f"'{raw_path}' already exists", data={"path": target_name}
                 )
             if is_ai(ctx) and self.approvals.needed("overwrite"):
-                old = target.read_bytes().decode("utf-8", "replace").replace("\r\n", "\n")
+                old = (
+                    files.read_regular_file(target, max_bytes=DOCUMENT_MAX_BYTES, shown_as=raw_path)
+                    .decode("utf-8", "replace")
+                    .replace("\r\n", "\n")
+                )
                 await self.approvals.ask(
                     ctx,
                     "overwrite",
