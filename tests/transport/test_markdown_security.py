@@ -95,10 +95,12 @@ async def test_every_export_format_makes_no_request_and_carries_no_script(
 
 @pytest.mark.parametrize("target", export_mod.RICH_TARGETS)
 async def test_rich_html_copies_are_sanitised(hostile: Path, listener: Listener, target: str) -> None:
-    async with running_server(hostile / "evil.md") as srv:
-        async with httpx2.AsyncClient(base_url=srv.base_url, headers=srv.ui_headers()) as http:
-            docs = (await http.get(f"{MD}/docs")).json()
-            r = await http.get(f"{MD}/docs/{docs['current']}/rich", params={"target": target})
+    async with (
+        running_server(hostile / "evil.md") as srv,
+        httpx2.AsyncClient(base_url=srv.base_url, headers=srv.ui_headers()) as http,
+    ):
+        docs = (await http.get(f"{MD}/docs")).json()
+        r = await http.get(f"{MD}/docs/{docs['current']}/rich", params={"target": target})
     assert r.status_code == 200
     assert_harmless(r.json()["html"], where=f"rich {target}", images="remote-ok")
 
@@ -116,7 +118,7 @@ async def test_a_document_cannot_start_exports(tmp_path: Path, monkeypatch: pyte
         return b"<html></html>"
 
     monkeypatch.setattr("deskbridge.kinds.markdown.web.export_bytes", slow_export)
-    async with running_server(tmp_path / "a.md") as srv:
+    async with running_server(tmp_path / "a.md") as srv:  # noqa: SIM117 - the client needs srv's URL
         async with httpx2.AsyncClient(base_url=srv.base_url, headers=srv.ui_headers(), timeout=30) as http:
             doc = (await http.get(f"{MD}/docs")).json()["current"]
             url = f"{MD}/docs/{doc}/export"
