@@ -84,6 +84,10 @@ LAYOUT_FIELDS: Final = {
 }
 """`ui_set_layout` argument name → the `ui_get_state` field it changes (the seed uses both spellings)."""
 
+PERSON_ONLY_SWITCH: Final = "allowRemoteImages"
+"""Whether the preview loads remote images without a click (default off: a tracking pixel tells the document's
+author that and when it was read). Set in the editor's View menu only: no md_ui_* tool changes it."""
+
 UI_TOPIC: Final = "ui"
 
 
@@ -121,6 +125,7 @@ def default_state() -> dict[str, Any]:
         "isSourceMode": True,
         "showLineNumbers": True,
         "isStatusBarVisible": True,
+        "allowRemoteImages": False,
     }
 
 
@@ -279,7 +284,7 @@ class UiState:
             "cultureName": (LANGUAGES, "language"),
             "selectedSidebarTab": (SIDEBAR_TABS, "sidebar tab"),
         }
-        switches = set(LAYOUT_FIELDS.values())
+        switches = set(LAYOUT_FIELDS.values()) | {PERSON_ONLY_SWITCH}
         clean: dict[str, Any] = {}
         for key, value in changes.items():
             if key in choices:
