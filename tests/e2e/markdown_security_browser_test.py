@@ -231,3 +231,84 @@ def _ai():
     from deskbridge.core.tools import CallContext
 
     return CallContext(caller=harness.AI_CALLER, client_name="pytest-agent")
+
+
+def _command(bench, command):
+    return bench.app.invoke("md_ui_apply_editor_command", {"command": command}, _ai())
+
+
+@pytest.mark.security
+def test_an_ais_editor_commands_ask_like_edits_and_its_undo_never_reaches_the_persons_typing(
+    browser, tmp_path
+):
+    """Issue 8: selectAll + codeFence used to rewrite the document unasked, and undo ×3 to discard the person's
+    typing. Now the fence is an AI edit with its diff (rejected here), and the AI's undo/redo take AI changes only."""
+    bench = harness.make_bench(tmp_path / "notes")
+    errors: list[str] = []
+    with harness.serving(bench):
+        page = _open(browser, bench, errors)
+        page.click(".cm-content")
+        page.keyboard.press("Control+End")
+        page.keyboard.type("\nmine", delay=20)
+        page.wait_for_function("() => window.deskbridge.sync.pending() === 0")
+        assert bench.call(_command(bench, "selectAll"))["sent"] is True
+        fence = bench.submit(_command(bench, "codeFence"))
+        page.wait_for_selector("#approval-dialog")
+        assert "+```" in page.inner_text(
+            "#approval-diff"
+        ) and "md_ui_apply_editor_command" in page.inner_text("#approval-dialog")
+        page.wait_for_timeout(600)
+        page.click("#approval-reject")
+        with pytest.raises(Exception, match="APPROVAL_DECLINED"):
+            fence.result(10)
+        assert "```" not in editor_text(page) and editor_text(page).endswith("\nmine")
+
+        bench.set_require_approval(False)
+        bench.call(bench.ai_edit("Deskbridge lets", "Deskbridge helps"))
+        page.wait_for_function(
+            "() => window.deskbridge.view.state.doc.toString().includes('Deskbridge helps')"
+        )
+        page.click(".cm-content")
+        page.keyboard.press("Control+End")
+        page.keyboard.type(" and more of mine", delay=20)
+        page.wait_for_function("() => window.deskbridge.sync.pending() === 0")
+        undone = bench.call(_command(bench, "undo"))
+        assert undone["changed"] is True
+        page.wait_for_function(
+            "() => window.deskbridge.view.state.doc.toString().includes('Deskbridge lets')"
+        )
+        for _ in range(3):  # nothing of the AI's is left to undo: the person's typing stays
+            assert bench.call(_command(bench, "undo"))["changed"] is False
+        assert editor_text(page).endswith("\nmine and more of mine")
+        assert bench.call(_command(bench, "redo"))["changed"] is True
+        page.wait_for_function(
+            "() => window.deskbridge.view.state.doc.toString().includes('Deskbridge helps')"
+        )
+        assert editor_text(page).endswith("\nmine and more of mine")
+        audit = [r.to_dict() for r in bench.audit.recent() if r.tool == "md_ui_apply_editor_command"]
+        assert len(audit) >= 7
+        page.context.close()
+    assert errors == []
+
+
+def test_bold_twice_is_off_and_a_table_goes_beside_the_selection(browser, tmp_path):
+    bench = harness.make_bench(tmp_path / "notes", text="# T\n\nword here\n", require_approval=False)
+    errors: list[str] = []
+    with harness.serving(bench):
+        page = _open(browser, bench, errors)
+        page.evaluate(
+            "() => { const v = window.deskbridge.view; const at = v.state.doc.toString().indexOf('word');"
+            " v.dispatch({selection: {anchor: at, head: at + 4}}); v.focus(); }"
+        )
+        page.click("button.tool[data-command=bold]")
+        assert "**word** here" in editor_text(page)
+        page.click("button.tool[data-command=bold]")
+        assert editor_text(page) == "# T\n\nword here\n"
+        page.click("button.tool[data-command=italic]")
+        page.click("button.tool[data-command=italic]")
+        assert editor_text(page) == "# T\n\nword here\n"
+        page.click("button.tool[data-command=table]")
+        text = editor_text(page)
+        assert text.startswith("# T\n\nword here\n\n| Column | Column |"), text  # the selection stays
+        page.context.close()
+    assert errors == []

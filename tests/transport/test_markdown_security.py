@@ -8,7 +8,6 @@ import asyncio
 import io
 import os
 import sys
-import time
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -146,23 +145,20 @@ async def test_a_catastrophic_regex_neither_blocks_the_server_nor_runs_unbounded
     crafted = ("a" * 40 + "!\n") * 200
     (tmp_path / "crafted.md").write_text(crafted, "utf-8")
     async with running_server(tmp_path / "crafted.md") as srv, srv.client() as client, srv.client() as other:
-        started = time.monotonic()
         search = asyncio.ensure_future(client.call_tool("md_search", {"query": pattern, "regex": True}))
         await asyncio.sleep(0.3)
-        # while the pattern backtracks, other requests are answered at once
+        # while the pattern backtracks, other requests are answered: they finish before the search does
         for _ in range(5):
-            t0 = time.monotonic()
             status = await other.call_tool("md_get_app_status", {})
             assert not status.is_error
-            assert time.monotonic() - t0 < 1.0, "the search held the event loop"
+        answered_while_searching = not search.done()
         result = await search
-        took = time.monotonic() - started
     if pattern == "(a+)+$":
         assert not result.is_error and result.structured_content["matches"] == []
     else:
-        assert result.is_error, result.structured_content
-        assert "longer than" in str(result.content[0].text)
-    assert took < 15, f"the search ran {took:.1f} s"
+        assert answered_while_searching, "the search held the event loop"
+        # bounded: the engine's time limit stopped it, and it says so
+        assert result.is_error and "longer than" in str(result.content[0].text), result.content
 
 
 async def test_a_fifo_named_like_a_document_does_not_hang_search_or_open(tmp_path: Path) -> None:

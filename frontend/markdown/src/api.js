@@ -67,6 +67,8 @@ export const api = {
   uiGet: () => get(`${MD}/ui`),
   uiSet: (partial) => post(`${MD}/ui`, partial),
   /** How many local changes of `docId` the server has not accepted yet (the draft barrier waits for 0). */
+  /** The change an AI's editor command would make, prepared here (editor_commands.py). */
+  commandResult: (requestId, body) => post(`${MD}/commands/${e(requestId)}`, body),
   drafts: (docId, clientId, pending) => post(`${MD}/drafts`, { docId, clientId, pending }),
   // the platform (lead's routes)
   settings: () => get(`${API}/settings`),

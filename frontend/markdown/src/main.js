@@ -7,9 +7,9 @@ import { EditorView } from '@codemirror/view';
 import { Transaction } from '@codemirror/state';
 import { openSearchPanel, closeSearchPanel } from '@codemirror/search';
 import { api } from './api.js';
-import { DocSync } from './collab.js';
+import { DocSync, aiStep, expectEcho } from './collab.js';
 import { createState, setLineNumbers, setPhrases, outlineOf, countText } from './editor.js';
-import { runEditorCommand } from './commands.js';
+import { runEditorCommand, prepareCommand } from './commands.js';
 import { showPreview, scrollPreviewToLine, mountPreviewFrame } from './preview.js';
 import { h, icon, menu, retranslate, toast } from './dom.js';
 import { t, setLanguage, LANGUAGES, THEMES, TYPOGRAPHIES } from './i18n.js';
@@ -678,7 +678,29 @@ function onUiEvent(data) {
   else if (data.kind === 'state' && data.state) applyUi(data.state);
   else if (data.kind === 'panel') openPanel(data.panel, app);
   else if (data.kind === 'refresh') refreshPreview(true);
+  else if (data.kind === 'command' && data.requestId) prepareAgentCommand(data);
   else if (data.kind === 'command' && app.view) runEditorCommand(app.view, data.command);
+}
+
+/**
+ * An AI asked for an editor command that changes text (editor_commands.py): compute its change at the person's
+ * cursor on the synced text, without applying it, and send it to the server, which applies it as an AI edit
+ * after the person approves its diff. undo/redo take the last AI change only (collab.js aiSteps).
+ */
+async function prepareAgentCommand({ requestId, command, docId }) {
+  if (!app.view || !app.sync || docId !== app.docId) return; // another tab (or none) shows that document
+  const answer = (body) => api.commandResult(requestId, { docId, ...body }).catch(() => {});
+  if (app.sync.pending()) await app.sync.flush(1500);
+  if (app.sync.pending()) { answer({ error: 'pending' }); return; }
+  let changes = null;
+  if (command === 'undo' || command === 'redo') {
+    changes = aiStep(app.view.state, command);
+    if (changes) expectEcho(changes, command);
+  } else {
+    const tr = prepareCommand(app.view.state, command);
+    changes = tr && !tr.changes.empty ? tr.changes : null;
+  }
+  answer({ version: app.sync.version(), changes: changes ? changes.toJSON() : null });
 }
 
 function onApprovalEvent(data) {

@@ -327,6 +327,20 @@ class MarkdownService:
         """
         doc = self.get(doc_id)
         edits = self._rebase(doc, edits, base_version)
+        text_now = (
+            doc.text if edits and sum(e.end - e.start + len(e.insert) for e in edits) < 1 << 20 else None
+        )
+        if text_now is not None and all(text_now[e.start : e.end] == e.insert for e in edits):
+            edits = []  # replacing text with itself changes nothing
+        if not edits:
+            # a no-op (a patch that replaces text with itself, a command with nothing to do) asks nothing
+            return {
+                **self.describe(doc),
+                "previousLength": doc.collab.length,
+                "currentLength": doc.collab.length,
+                "changes": [],
+                "unchanged": True,
+            }
         if is_ai(ctx):
             seen_version = doc.version
             if self.approvals.needed("edit"):

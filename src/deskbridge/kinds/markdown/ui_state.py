@@ -263,6 +263,14 @@ class UiState:
         self._publish({"kind": "command", "command": chosen, "source": source})
         return chosen
 
+    def require_editor(self, what: str) -> None:
+        """UI_NOT_READY when no editor tab listens."""
+        self._require_editor(what)
+
+    def publish_ui(self, data: dict[str, Any]) -> None:
+        """Publish on the `ui` topic (editor commands that wait for the editor's answer)."""
+        self._publish(data)
+
     def _require_editor(self, what: str) -> None:
         if self._editor_open is not None and not self._editor_open():
             raise BridgeError(

@@ -23,6 +23,7 @@ from deskbridge.core.errors import BridgeError, ErrorCode, internal
 from deskbridge.core.paths import resolve_path
 from deskbridge.kinds.http import error_response, json_body
 from deskbridge.kinds.markdown.approvals import NEEDS_APPROVAL_BY_DEFAULT
+from deskbridge.kinds.markdown.editor_commands import requests_of
 from deskbridge.kinds.markdown.export import FORMATS, RICH_TARGETS, export_bytes, export_gate, rich_html
 from deskbridge.kinds.markdown.render import PREVIEW, render_html
 from deskbridge.kinds.markdown.ui_state import UiState
@@ -358,6 +359,12 @@ def markdown_routes(service: Any, ui_state: UiState | None = None) -> list[Route
         service.report_drafts(doc_id, client, _int_arg(body.get("pending", 0), "pending"))
         return {"ok": True}
 
+    async def command_result(request: Request) -> Any:
+        """The editor's prepared change for an AI's editor command (editor_commands.py); the AI edit follows."""
+        body = await json_body(request)
+        taken = requests_of(service).answer(request.path_params["request_id"], body)
+        return {"ok": True, "taken": taken}
+
     def r(path: str, handler: Callable[[Request], Awaitable[Any]], method: str = "GET") -> Route:
         return Route(path, _guarded(handler), methods=[method])
 
@@ -379,5 +386,6 @@ def markdown_routes(service: Any, ui_state: UiState | None = None) -> list[Route
         r("/ui", ui_get),
         r("/ui", ui_post, "POST"),
         r("/drafts", draft_report, "POST"),
+        r("/commands/{request_id}", command_result, "POST"),
         r("/drafts/ack", draft_report, "POST"),
     ]
