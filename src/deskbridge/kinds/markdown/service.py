@@ -34,7 +34,7 @@ from deskbridge.kinds.markdown.approvals import (
 from deskbridge.kinds.markdown.collab import Edit, map_position, map_range
 from deskbridge.kinds.markdown.document import DOCUMENT_MAX_BYTES, MarkdownDocument
 from deskbridge.kinds.markdown.drafts import DraftTracker
-from deskbridge.kinds.markdown.edits import context_around
+from deskbridge.kinds.markdown.edits import REFINE_MIN_CHARS, context_around, refine_edits
 from deskbridge.kinds.markdown.outline import Heading, outline
 from deskbridge.kinds.markdown.render import PreviewRenderer
 from deskbridge.kinds.markdown.scope import AccessScope, Workspace
@@ -327,6 +327,9 @@ class MarkdownService:
         """
         doc = self.get(doc_id)
         edits = self._rebase(doc, edits, base_version)
+        if is_ai(ctx) and any(e.end - e.start >= REFINE_MIN_CHARS and e.insert for e in edits):
+            # unchanged lines inside a big replacement stay retained: the person's typing there keeps its place
+            edits = refine_edits(doc.text, edits)
         text_now = (
             doc.text if edits and sum(e.end - e.start + len(e.insert) for e in edits) < 1 << 20 else None
         )
