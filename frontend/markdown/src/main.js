@@ -446,23 +446,49 @@ async function mountPreview() {
 
 // ------------------------------------------------------------------------------------------- sidebar lists
 
-const OUTLINE_MAX = 3000;
+/** Height of one outline row (px, app.css .outline-virtual > .outline-item); the list draws only what shows. */
+const OUTLINE_ROW = 26;
+const OUTLINE_OVERSCAN = 20;
 
+/**
+ * The outline, virtualised: a 120,000-line document can have tens of thousands of headings, and every one of
+ * them is reachable by scrolling (issue 10: the list used to stop at 3,000 with a "… and N more" that did nothing).
+ */
 function renderOutline() {
   const list = $('#outline-list');
   if (!list) return;
-  list.replaceChildren();
-  if (!app.view) return;
+  if (!app.view) { list.replaceChildren(); return; }
   app.outline = outlineOf(app.view.state.doc);
-  if (!app.outline.length) { list.append(h('p.empty', { i18n: 'noHeadings' })); return; }
-  // A 120,000-line document can have tens of thousands of headings; the list shows the first OUTLINE_MAX.
-  app.outline.slice(0, OUTLINE_MAX).forEach((item, index) => {
-    list.append(h(`button.outline-item.level-${item.level}`, {
-      type: 'button', role: 'listitem', title: item.title,
+  if (!app.outline.length) { list.replaceChildren(h('p.empty', { i18n: 'noHeadings' })); return; }
+  let inner = list.querySelector('.outline-virtual');
+  if (!inner) {
+    inner = h('div.outline-virtual', { role: 'list' });
+    list.replaceChildren(inner);
+    list.addEventListener('scroll', () => drawOutlineRows(), { passive: true });
+  }
+  inner.style.height = `${app.outline.length * OUTLINE_ROW}px`;
+  drawOutlineRows(true);
+}
+
+function drawOutlineRows(force = false) {
+  const list = $('#outline-list');
+  const inner = list?.querySelector('.outline-virtual');
+  if (!inner) return;
+  const first = Math.max(0, Math.floor(list.scrollTop / OUTLINE_ROW) - OUTLINE_OVERSCAN);
+  const last = Math.min(app.outline.length, Math.ceil((list.scrollTop + list.clientHeight) / OUTLINE_ROW) + OUTLINE_OVERSCAN);
+  if (!force && inner.dataset.first === String(first) && inner.dataset.last === String(last)) return;
+  inner.dataset.first = String(first);
+  inner.dataset.last = String(last);
+  const rows = [];
+  for (let index = first; index < last; index += 1) {
+    const item = app.outline[index];
+    rows.push(h(`button.outline-item.level-${item.level}`, {
+      type: 'button', role: 'listitem', title: item.title, dataset: { index: String(index) },
+      style: `top:${index * OUTLINE_ROW}px`,
       onclick: () => goToHeading(item, index),
     }, item.title || '—'));
-  });
-  if (app.outline.length > OUTLINE_MAX) list.append(h('p.empty', {}, t('moreHeadings', { n: app.outline.length - OUTLINE_MAX })));
+  }
+  inner.replaceChildren(...rows);
 }
 const renderOutlineSoon = adaptive(renderOutline, 250);
 

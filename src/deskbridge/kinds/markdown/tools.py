@@ -387,6 +387,7 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
                     name,
                     target,
                     approved=None if decision is None else decision.approved,
+                    decision=None if decision is None else str(decision.decision),
                     error=error,
                     duration_ms=(time.perf_counter() - started) * 1000,
                     arg_names=args.model_dump(by_alias=True, exclude_none=True).keys(),
