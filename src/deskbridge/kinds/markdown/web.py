@@ -9,6 +9,7 @@ Host/Origin checks and the per-launch UI secret are enforced by the platform mid
 
 from __future__ import annotations
 
+import stat
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Final
@@ -251,7 +252,10 @@ def markdown_routes(service: Any, ui_state: UiState | None = None) -> list[Route
         root = service.workspace.root
         roots = [folder, root] if folder.is_relative_to(root) else [folder]
         path = resolve_path(raw, roots, must_exist=True)
-        size = path.stat().st_size
+        st = path.stat()
+        if not stat.S_ISREG(st.st_mode):  # a FIFO or device named like a picture is never opened
+            raise BridgeError(ErrorCode.ACCESS_DENIED, f"'{Path(raw).name}' is not a regular file")
+        size = st.st_size
         if size > ASSET_MAX_BYTES:
             raise BridgeError(
                 ErrorCode.LIMIT_EXCEEDED,
