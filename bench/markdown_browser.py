@@ -73,7 +73,7 @@ def measure(label: str, text: str, edits: int) -> dict:
         )
         editor_ready = time.perf_counter() - started
         page.wait_for_function(
-            "() => document.querySelector('#preview h1, #preview h2')", polling=20, timeout=300_000
+            "() => window.deskbridge.preview?.querySelector('h1, h2')", polling=20, timeout=300_000
         )
         preview_ready = time.perf_counter() - started
         # The page announces each AI edit it has put on screen; compare its clock with ours (same machine).

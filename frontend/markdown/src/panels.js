@@ -274,11 +274,27 @@ function diffView(diff) {
   return pre;
 }
 
+/** Milliseconds after an approval appears during which its answers are ignored (a decoy click, a reflex). */
+const ANSWER_GUARD_MS = 500;
+
+/** An answer counts only from a person looking at this page: visible, focused, and not in the first 500 ms. */
+function answerable(shownAt) {
+  return document.visibilityState === 'visible' && document.hasFocus() && performance.now() - shownAt >= ANSWER_GUARD_MS;
+}
+
+let keyHandler = null;
+
 function next(app) {
   const request = queue.shift();
   if (!request) return;
   showing = request;
+  const shownAt = performance.now();
+  const notice = h('p.too-soon', { hidden: true, i18n: 'approval.tooSoon' });
+  let answered = false;
   const answer = async (approved) => {
+    if (answered) return;
+    if (!answerable(shownAt)) { notice.hidden = false; return; }
+    answered = true;
     try {
       await api.answerApproval(request.id, approved);
       toast(approved ? t('approved') : t('rejected'), approved ? 'ok' : 'warn', 2000);
@@ -287,6 +303,16 @@ function next(app) {
     }
     closeApproval(request.id);
   };
+  // Answered by mouse, or by a shortcut that typing cannot produce; focus is never moved, so it stays where the
+  // person was typing (the buttons do not take it when clicked: dom.js passive dialogs).
+  if (keyHandler) document.removeEventListener('keydown', keyHandler, true);
+  keyHandler = (event) => {
+    if (!showing || showing.id !== request.id) return;
+    if (!(event.ctrlKey || event.metaKey) || !event.shiftKey || event.altKey) return;
+    if (event.key === 'Enter') { event.preventDefault(); event.stopPropagation(); answer(true); }
+    if (event.key === 'Backspace') { event.preventDefault(); event.stopPropagation(); answer(false); }
+  };
+  document.addEventListener('keydown', keyHandler, true);
   // The broker declines after its timeout (core limits.APPROVAL_TIMEOUT_S, 120 s); show the time left.
   const deadline = (request.created ? request.created * 1000 : Date.now()) + (request.timeoutS || 120) * 1000;
   const countdown = h('span#approval-countdown.countdown');
@@ -303,14 +329,23 @@ function next(app) {
       ['approval.target', request.target || '—'],
       ['approval.summary', request.summary || '—'],
     ]),
-    request.diff ? diffView(request.diff) : h('p.empty', { i18n: 'approval.noDiff' }));
-  modal('approval-dialog', 'approval.title', body, {
+    request.diff ? diffView(request.diff) : h('p.empty', { i18n: 'approval.noDiff' }),
+    h('p.keys', { i18n: 'approval.keys' }),
+    notice);
+  // The title names the operation (issue 10): from the request, or from the markdown tool that asks.
+  const tool = String(request.tool || '');
+  const operation = request.operation || (/export/.test(tool) ? 'export' : /copy/.test(tool) ? 'copy_rich_html'
+    : /open/.test(tool) ? 'open_outside' : /save_.*as/.test(tool) ? 'overwrite' : request.diff ? 'edit' : null);
+  const title = ['edit', 'export', 'open_outside', 'copy_rich_html', 'overwrite'].includes(operation)
+    ? `approval.title.${operation}` : 'approval.title';
+  modal('approval-dialog', title, body, {
     wide: true,
     dismissable: false,
+    passive: true,
     onClose: () => { if (showing?.id === request.id) { showing = null; next(app); } },
     actions: [
-      h('button#approval-reject.danger', { type: 'button', i18n: 'reject', onclick: () => answer(false) }),
-      h('button#approval-approve.primary', { type: 'button', i18n: 'approve', onclick: () => answer(true) }),
+      h('button#approval-reject.danger', { type: 'button', tabindex: '-1', i18n: 'reject', onclick: () => answer(false) }),
+      h('button#approval-approve.primary', { type: 'button', tabindex: '-1', i18n: 'approve', onclick: () => answer(true) }),
     ],
   });
   tick();

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from deskbridge import __version__
+from deskbridge.core import files
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.paths import OUTSIDE_ROOTS
 from deskbridge.core.policy import ApprovalRules
@@ -32,9 +33,9 @@ from deskbridge.kinds.markdown.approvals import (
     unified_diff,
 )
 from deskbridge.kinds.markdown.collab import Edit, map_position, map_range
-from deskbridge.kinds.markdown.document import MarkdownDocument
+from deskbridge.kinds.markdown.document import DOCUMENT_MAX_BYTES, MarkdownDocument
 from deskbridge.kinds.markdown.drafts import DraftTracker
-from deskbridge.kinds.markdown.edits import context_around
+from deskbridge.kinds.markdown.edits import REFINE_MIN_CHARS, context_around, refine_edits
 from deskbridge.kinds.markdown.outline import Heading, outline
 from deskbridge.kinds.markdown.render import PreviewRenderer
 from deskbridge.kinds.markdown.scope import AccessScope, Workspace
@@ -327,6 +328,23 @@ class MarkdownService:
         """
         doc = self.get(doc_id)
         edits = self._rebase(doc, edits, base_version)
+        if is_ai(ctx) and any(e.end - e.start >= REFINE_MIN_CHARS and e.insert for e in edits):
+            # unchanged lines inside a big replacement stay retained: the person's typing there keeps its place
+            edits = refine_edits(doc.text, edits)
+        text_now = (
+            doc.text if edits and sum(e.end - e.start + len(e.insert) for e in edits) < 1 << 20 else None
+        )
+        if text_now is not None and all(text_now[e.start : e.end] == e.insert for e in edits):
+            edits = []  # replacing text with itself changes nothing
+        if not edits:
+            # a no-op (a patch that replaces text with itself, a command with nothing to do) asks nothing
+            return {
+                **self.describe(doc),
+                "previousLength": doc.collab.length,
+                "currentLength": doc.collab.length,
+                "changes": [],
+                "unchanged": True,
+            }
         if is_ai(ctx):
             seen_version = doc.version
             if self.approvals.needed("edit"):
@@ -442,7 +460,11 @@ class MarkdownService:
                     ErrorCode.TARGET_EXISTS, f"'{raw_path}' already exists", data={"path": target_name}
                 )
             if is_ai(ctx) and self.approvals.needed("overwrite"):
-                old = target.read_bytes().decode("utf-8", "replace").replace("\r\n", "\n")
+                old = (
+                    files.read_regular_file(target, max_bytes=DOCUMENT_MAX_BYTES, shown_as=raw_path)
+                    .decode("utf-8", "replace")
+                    .replace("\r\n", "\n")
+                )
                 await self.approvals.ask(
                     ctx,
                     "overwrite",
