@@ -61,7 +61,7 @@ class Session:
         self.page = self.browser.new_page(viewport={"width": 1200, "height": 800})
         self.errors: list[str] = []
         self.page.on("pageerror", lambda exc: self.errors.append(str(exc)))
-        self.page.goto(f"{srv.base_url}/?k={srv.app.ui_secret}")
+        self.page.goto(srv.login_url())
         self.page.wait_for_function("() => document.body.dataset.ready === '1' && window.deskbridge.view")
 
     def close(self) -> None:

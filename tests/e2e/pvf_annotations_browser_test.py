@@ -65,7 +65,7 @@ def test_hover_hints_links_item_card_and_rules_panel(browser, tmp_path: Path, de
         page = browser.new_context(viewport={"width": 1500, "height": 900}, locale="zh-CN").new_page()
         errors: list[str] = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))
-        page.goto(f"{srv.base_url}/?k={srv.app.ui_secret}")
+        page.goto(srv.login_url())
         page.wait_for_selector("body[data-ready='1']")
         assert page.input_value("#ann-lang") == "zh-CN"  # from the browser's language
         page.fill("#search", "swordman_sword")

@@ -55,7 +55,7 @@ def test_browse_search_edit_save_in_the_browser(browser, tmp_path: Path, family:
         page = browser.new_context(viewport={"width": 1400, "height": 860}).new_page()
         errors: list[str] = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))
-        page.goto(f"{srv.base_url}/?k={srv.app.ui_secret}")
+        page.goto(srv.login_url())
         page.wait_for_selector("body[data-ready='1']")
         page.wait_for_selector("#tree-rows .row.dir")
         assert "2" in page.text_content("#archive")
