@@ -83,7 +83,11 @@ class App:
         """Open a workspace of the detected (or named) kind; its tools replace the previous ones."""
         path = path.expanduser().resolve()
         entry = find_kind(path, kind)
-        services = KindServices(
+        return self.adopt(entry.open(path, self.kind_services(options)))
+
+    def kind_services(self, options: dict[str, Any] | None = None) -> KindServices:
+        """The shared services a kind's workspace is opened with."""
+        return KindServices(
             settings=self.settings,
             dirs=self.dirs,
             events=self.events,
@@ -91,7 +95,9 @@ class App:
             approvals=self.approvals,
             options=dict(options or {}),
         )
-        workspace = entry.open(path, services)
+
+    def adopt(self, workspace: KindWorkspace) -> KindWorkspace:
+        """Make an opened workspace the current one; its tools replace the previous ones."""
         self.workspace = workspace
         self._tools = {}
         for spec in workspace.tools():

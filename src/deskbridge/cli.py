@@ -151,6 +151,7 @@ def _serve(
     import uvicorn
 
     from deskbridge.app import App
+    from deskbridge.integrations.endpoints import announced, claim_workspace
     from deskbridge.integrations.snippets import http_snippet
     from deskbridge.web.app import build_web_app
     from deskbridge.web.security import is_loopback
@@ -158,6 +159,9 @@ def _serve(
 
     application = App.create()
     port = application.settings.port if port is None else port
+    # One writer per workspace: an in-process `deskbridge mcp` hands it over (or says why not) before we read it.
+    # A lock left by a process that died is stale and taken over, so an early exit needs no cleanup.
+    lock = claim_workspace(path) if path is not None else None
     if path is not None:
         application.open(path, kind=kind, options=_kind_options(sdk))
     sock = bind_socket(host, port)
@@ -190,16 +194,54 @@ def _serve(
         webbrowser.open(f"{base}/?k={application.ui_secret}")
     config = uvicorn.Config(web, log_level="warning", lifespan="on", timeout_graceful_shutdown=3)
     server = BridgeServer(config, web.state.shutdown)
-    server.run(sockets=[sock])
+    workspace = application.workspace
+    try:
+        with (
+            announced(  # endpoint files for `deskbridge mcp --project`; ours are removed on exit (Ctrl-C too)
+                workspace.path if workspace is not None else None,
+                kind=workspace.kind if workspace is not None else "",
+                url=f"http://127.0.0.1:{port}" if is_loopback(host) or wildcard else base,
+                token_file=application.dirs.token_file,
+            )
+        ):
+            server.run(sockets=[sock])
+    finally:
+        if lock is not None:
+            lock.release()
 
 
 @app.command()
-def mcp(path: PathArg = None, kind: KindOpt = None, sdk: SdkOpt = None) -> None:
-    """Serve PATH over MCP stdio (for clients that start the server themselves). Logs go to stderr."""
-    logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
-    from deskbridge.mcp.stdio import run_stdio
+def mcp(
+    path: PathArg = None,
+    kind: KindOpt = None,
+    sdk: SdkOpt = None,
+    project: Annotated[
+        Path | None,
+        typer.Option(
+            "--project",
+            help="What MCP clients launch: forward to the running `deskbridge serve` of this path when there is "
+            "one, else answer here (SAGE from the saved snapshot, other kinds in-process).",
+        ),
+    ] = None,
+) -> None:
+    """Speak MCP over stdio (for clients that start the server themselves). Logs go to stderr.
 
+    `deskbridge mcp --project PATH` is what `deskbridge setup` writes into client configs; `deskbridge mcp PATH`
+    always opens PATH in this process.
+    """
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
     try:
+        if project is not None:
+            from deskbridge.kinds.base import find_kind
+            from deskbridge.mcp.bridge import run_bridge
+
+            find_kind(
+                project.expanduser().resolve(), kind
+            )  # a wrong path is an error now, not at the first call
+            run_bridge(project, kind=kind, options=_kind_options(sdk))
+            return
+        from deskbridge.mcp.stdio import run_stdio
+
         run_stdio(path, kind=kind, options=_kind_options(sdk))
     except BridgeError as error:
         raise fail(error) from error

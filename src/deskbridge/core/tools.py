@@ -77,6 +77,15 @@ class ToolSpec:
     idempotent: bool = False
     aliases: tuple[str, ...] = field(default=())
     """Extra names accepted on call (not listed), e.g. the Vex names for markdown tools."""
+    needs_editor: bool | None = None
+    """The tool drives the browser editor, so a transport without one (stdio) does not list it. Default: the
+    kind's `<kind>_ui_*` tools."""
+
+    @property
+    def requires_editor(self) -> bool:
+        if self.needs_editor is not None:
+            return self.needs_editor
+        return "_ui_" in self.name
 
     def __post_init__(self) -> None:
         if not TOOL_NAME_PATTERN.match(self.name):

@@ -144,19 +144,35 @@ def input_required(request: InputRequired) -> types.InputRequiredResult:
     return types.InputRequiredResult(result_type="input_required", input_requests={request.key: elicit})
 
 
-def build_mcp_server(app: App) -> Server[Any]:
-    """One low-level server per App; its tool list always reflects the currently open workspace."""
+def build_mcp_server(app: App, *, editor: bool = True) -> Server[Any]:
+    """One low-level server per App; its tool list always reflects the currently open workspace.
+
+    `editor=False` is the in-process stdio server: no browser editor is attached, so tools that drive one are
+    neither listed nor callable, and hints do not send the model to a web UI that is not there.
+    """
+
+    def offered(spec: ToolSpec | None) -> bool:
+        return spec is not None and (editor or not spec.requires_editor)
 
     async def list_tools(ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None):
-        return types.ListToolsResult(tools=[mcp_tool(spec) for spec in app.tool_specs()])
+        return types.ListToolsResult(tools=[mcp_tool(spec) for spec in app.tool_specs() if offered(spec)])
 
     def input_schema_of(name: str) -> dict[str, Any] | None:
         # The SDK checks Mcp-Param headers against the tool's schema on every call; answer from the registry
         # directly instead of letting it build the whole tools/list.
         spec = app.find_tool(name)
-        return spec.input_schema(shared=True) if spec is not None else None
+        return spec.input_schema(shared=True) if offered(spec) else None
 
     async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams):
+        if not editor and app.find_tool(params.name) is not None and not offered(app.find_tool(params.name)):
+            return error_result(
+                BridgeError(
+                    "NOT_FOUND",
+                    f"{params.name} drives the browser editor, which is not attached over stdio",
+                    hint=f"Run `deskbridge serve {app.workspace.path if app.workspace else 'PATH'}` and open its "
+                    "web UI to use the editor tools; the other tools work here.",
+                )
+            )
         caller, client_name = _caller_of(ctx)
 
         async def progress(done: float, total: float | None = None, message: str | None = None) -> None:

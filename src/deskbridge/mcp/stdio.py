@@ -19,7 +19,7 @@ def run_stdio(path: Path | None, *, kind: str | None = None, options: dict[str, 
     application = App.create()
     if path is not None:
         application.open(path, kind=kind, options=options)
-    server = build_mcp_server(application)
+    server = build_mcp_server(application, editor=False)
 
     async def main() -> None:
         await application.start()

@@ -8,9 +8,11 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import quote
 
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
@@ -20,10 +22,11 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.tools import CallContext
+from deskbridge.integrations.endpoints import HEALTH_PATH, PROJECT_HEADER
 from deskbridge.kinds.http import error_response, json_body
 from deskbridge.mcp.server import build_mcp_server
 from deskbridge.web.security import UI_COOKIE, SecurityMiddleware, SecurityPolicy
@@ -138,7 +141,45 @@ class MCPEndpoint:
             )
             await response(scope, receive, send)
             return
-        await self.sdk_endpoint(scope, receive, send)
+        project = self.app.workspace.path if self.app.workspace is not None else None
+        if project is None:
+            await self.sdk_endpoint(scope, receive, send)
+            return
+        # Every reply names the project it came from, so the stdio bridge can re-check it (a server restarted on
+        # the same port for another project must never answer for this one).
+        stamp = (PROJECT_HEADER.encode(), quote(str(project)).encode("ascii"))
+
+        async def stamped(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), stamp]}
+            await send(message)
+
+        await self.sdk_endpoint(scope, receive, stamped)
+
+
+def health_route(app: App) -> Route:
+    """`GET /mcp/health` (bearer token, like /mcp): what this server serves, for `deskbridge mcp --project`."""
+    import os
+
+    from deskbridge import __version__
+
+    started = time.time()
+
+    async def health(request: Request) -> Response:
+        workspace = app.workspace
+        return JSONResponse(
+            {
+                "ok": True,
+                "pid": os.getpid(),
+                "version": __version__,
+                "started": started,
+                "kind": workspace.kind if workspace is not None else None,
+                "projectDir": str(workspace.path) if workspace is not None else None,
+                "mcpEnabled": app.settings.mcp_enabled,
+            }
+        )
+
+    return Route(HEALTH_PATH, health, methods=["GET"])
 
 
 def build_web_app(
@@ -168,6 +209,7 @@ def build_web_app(
 
     routes: list[BaseRoute] = [
         Route("/mcp", mcp_endpoint, methods=["GET", "POST", "DELETE"]),
+        health_route(app),
         Route("/", index),
         *api_routes(app),
     ]
