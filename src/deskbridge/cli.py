@@ -247,6 +247,104 @@ def mcp(
         raise fail(error) from error
 
 
+ProjectOpt = Annotated[
+    Path | None,
+    typer.Option("--project", help="The workspace the client should work on (default: the current folder)."),
+]
+
+
+@app.command()
+def setup(
+    host: Annotated[str, typer.Argument(help="claude-desktop, claude-code, cursor, vscode or codex.")],
+    project: ProjectOpt = None,
+    scope: Annotated[
+        str, typer.Option(help="user (your home config) or project (a file in the workspace folder).")
+    ] = "user",
+    http: Annotated[
+        bool,
+        typer.Option(
+            "--http",
+            help="Point the client at a running `deskbridge serve` over HTTP (token from $DESKBRIDGE_TOKEN) "
+            "instead of the stdio launcher.",
+        ),
+    ] = False,
+    name: Annotated[str, typer.Option(help="Server name in the client's config.")] = "deskbridge",
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the diff; write nothing.")] = False,
+    print_only: Annotated[
+        bool, typer.Option("--print", help="Print the entry to paste by hand; write nothing.")
+    ] = False,
+    remove: Annotated[
+        bool, typer.Option("--remove", help="Take out the entry deskbridge added (only that).")
+    ] = False,
+) -> None:
+    """Add deskbridge to an MCP client's config, merging into the file (other entries, comments and formatting
+    stay), with a backup first. Running it again changes nothing.
+
+    Examples: `deskbridge setup claude-code --project ~/notes`, `deskbridge setup vscode --scope project
+    --dry-run`, `deskbridge setup codex --remove`.
+    """
+    from deskbridge.integrations.setup import apply, plan_remove, plan_setup
+
+    target = (project or Path.cwd()).expanduser().resolve()
+    if scope not in ("user", "project"):
+        raise fail(
+            BridgeError("INVALID_ARGUMENT", f"unknown scope {scope!r}", hint="Use --scope user or project.")
+        )
+    try:
+        if remove:
+            plan = plan_remove(host, target, scope=scope, name=name)  # type: ignore[arg-type]
+        else:
+            from deskbridge.settings import load_settings
+
+            url = f"http://127.0.0.1:{load_settings().port}/mcp" if http else None
+            plan = plan_setup(host, target, scope=scope, http_url=url, name=name)  # type: ignore[arg-type]
+    except BridgeError as error:
+        raise fail(error) from error
+    if print_only:
+        out.print(plan.snippet(), markup=False, end="")
+        err.print(f"(for {plan.file})")
+        return
+    for note in plan.notes:
+        err.print(f"[bold yellow]note:[/] {note}")
+    if dry_run:
+        out.print(plan.diff() or f"{plan.file}: nothing to change ({plan.action})", markup=False, end="")
+        return
+    if not plan.changes:
+        err.print(
+            f"{plan.host.title}: {plan.file} already {'has' if plan.entry else 'lacks'} {name!r}; nothing changed."
+        )
+        return
+    backup = apply(plan)
+    verb = "removed from" if remove else "added to" if plan.action == "add" else "updated in"
+    err.print(f"{plan.host.title}: {name!r} {verb} {plan.file}" + (f" (backup: {backup})" if backup else ""))
+    if not remove:
+        err.print(f"next: {plan.host.restart}")
+
+
+@app.command()
+def doctor(
+    host: Annotated[
+        str | None, typer.Argument(help="Also check this client's config (e.g. claude-code).")
+    ] = None,
+    project: ProjectOpt = None,
+) -> None:
+    """Check what an MCP client needs: the launcher, the token, the port, a host's config and a live round
+    trip; say what to fix. Exits 1 when something needs fixing."""
+    from deskbridge.integrations.doctor import run_checks
+
+    checks = run_checks(host, (project or Path.cwd()).expanduser().resolve())
+    bad = 0
+    for check in checks:
+        mark = {"ok": "[green]ok[/]  ", "warn": "[yellow]warn[/]", "fix": "[red]fix[/] "}[check.status]
+        out.print(f"{mark} {check.name:<10} {check.detail}", highlight=False, soft_wrap=True)
+        if check.status == "fix":
+            bad += 1
+        if check.help and check.status != "ok":
+            out.print(f"     [cyan]help:[/] {check.help}", highlight=False, soft_wrap=True)
+    if bad:
+        raise typer.Exit(1)
+
+
 @app.command()
 def demo(
     port: Annotated[int | None, typer.Option(help="Port (default: the `port` setting).")] = None,

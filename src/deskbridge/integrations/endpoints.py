@@ -400,5 +400,10 @@ def announced(project: Path | str | None, *, kind: str, url: str, token_file: Pa
         started=time.time(),
         version=__version__,
     )
+    from deskbridge.integrations.launcher import launcher_path, write_launcher
+
+    if launcher_path().exists():  # refresh it, so configs that name it follow this installation
+        with contextlib.suppress(OSError):
+            write_launcher()
     with published(endpoint):
         yield
