@@ -36,7 +36,13 @@ app.command("index", help="Index a SAGE mod without a server and print what was 
 app.command("snapshot", help="Index a SAGE mod and write its public snapshot (gzip JSON).")(snapshot_command)
 token_app = typer.Typer(help="Show or rotate the MCP bearer token.", no_args_is_help=True)
 config_app = typer.Typer(help="Show or change persisted settings.", no_args_is_help=True)
+skill_app = typer.Typer(
+    help="Install the deskbridge Agent Skill where agents read skills (it tells them when and how to use the "
+    "tools).",
+    no_args_is_help=True,
+)
 app.add_typer(token_app, name="token")
+app.add_typer(skill_app, name="skill")
 app.add_typer(config_app, name="config")
 
 err = Console(stderr=True, highlight=False)
@@ -343,6 +349,66 @@ def doctor(
             out.print(f"     [cyan]help:[/] {check.help}", highlight=False, soft_wrap=True)
     if bad:
         raise typer.Exit(1)
+
+
+TargetOpt = Annotated[
+    str,
+    typer.Option(
+        "--target",
+        help="agents (~/.agents/skills), claude (~/.claude/skills), project (.agents/skills in --project), "
+        "or a skills folder PATH.",
+    ),
+]
+
+
+def _report_skill(result: dict[str, Any]) -> None:
+    err.print(f"{result['path']}: wrote {len(result['written'])} file(s)")
+    for kept in result["kept"]:
+        err.print(f"  kept {kept['file']} ({kept['why']})")
+
+
+@skill_app.command("install")
+def skill_install(target: TargetOpt = "agents", project: ProjectOpt = None) -> None:
+    """Write SKILL.md and references/*.md (files you edited are never overwritten)."""
+    from deskbridge.integrations.launcher import write_launcher
+    from deskbridge.integrations.skill import install
+
+    try:
+        write_launcher()
+        _report_skill(install(target, project_dir=(project or Path.cwd()).expanduser().resolve()))
+    except BridgeError as error:
+        raise fail(error) from error
+
+
+@skill_app.command("sync")
+def skill_sync() -> None:
+    """Refresh every installed copy after an upgrade (edited files stay as they are)."""
+    from deskbridge.integrations.skill import sync
+
+    results = sync()
+    for result in results:
+        _report_skill(result)
+    if not results:
+        err.print("no installed copy to refresh; `deskbridge skill install` writes one")
+
+
+@skill_app.command("uninstall")
+def skill_uninstall(
+    target: Annotated[
+        str | None, typer.Option("--target", help="Only this target (default: every copy).")
+    ] = None,
+    project: ProjectOpt = None,
+) -> None:
+    """Remove the files deskbridge wrote and you did not edit."""
+    from deskbridge.integrations.skill import uninstall
+
+    try:
+        for result in uninstall(target, project_dir=(project or Path.cwd()).expanduser().resolve()):
+            err.print(f"{result['path']}: removed {len(result['removed'])} file(s)")
+            for rel in result["kept"]:
+                err.print(f"  kept {rel} (edited by you, or not ours)")
+    except BridgeError as error:
+        raise fail(error) from error
 
 
 @app.command()

@@ -27,6 +27,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.tools import CallContext
 from deskbridge.integrations.endpoints import HEALTH_PATH, PROJECT_HEADER
+from deskbridge.integrations.web import integration_routes
 from deskbridge.kinds.http import error_response, json_body
 from deskbridge.mcp.server import build_mcp_server
 from deskbridge.web.security import UI_COOKIE, SecurityMiddleware, SecurityPolicy
@@ -212,6 +213,7 @@ def build_web_app(
         health_route(app),
         Route("/", index),
         *api_routes(app),
+        *integration_routes(app),
     ]
     if app.workspace is not None:
         routes.append(Mount(f"/api/{app.workspace.kind}", routes=list(app.workspace.api_routes())))
