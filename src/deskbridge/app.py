@@ -14,10 +14,10 @@ import anyio
 from pydantic import ValidationError
 
 from deskbridge.core.audit import Approval
-from deskbridge.core.errors import BridgeError, ErrorCode, internal
+from deskbridge.core.errors import DEFAULT_HINTS, BridgeError, ErrorCode, internal
 from deskbridge.core.limits import RESPONSE_MAX_BYTES
 from deskbridge.core.policy import LAST_APPROVAL
-from deskbridge.core.tools import CallContext, InputRequired, ToolSpec
+from deskbridge.core.tools import CallContext, InputRequired, ToolSpec, next_step_hint, schema_hint
 from deskbridge.kinds.base import KindServices, KindWorkspace, find_kind
 from deskbridge.settings import Dirs, Settings, deskbridge_dirs, load_or_create_token, load_settings
 
@@ -138,18 +138,20 @@ class App:
             if spec is None:
                 if self.workspace is None:
                     raise BridgeError(ErrorCode.NO_WORKSPACE, f"unknown tool {name!r}: no workspace is open")
+                names = [s.name for s in self.tool_specs()]
+                status = next((n for n in names if n.endswith(("_status", "_workspace_info"))), None)
                 raise BridgeError(
                     ErrorCode.NOT_FOUND,
                     f"unknown tool {name!r}",
-                    hint="Call tools/list to see the tools of the open workspace.",
+                    hint=f"Call {status} to see the open workspace, or tools/list for its tools."
+                    if status
+                    else "Call tools/list to see the tools of the open workspace.",
                 )
             try:
                 args = spec.args.model_validate(arguments)
             except ValidationError as exc:
                 raise BridgeError(
-                    ErrorCode.INVALID_ARGUMENT,
-                    _validation_message(exc),
-                    hint="Fix the arguments as described; the tool's input schema lists them.",
+                    ErrorCode.INVALID_ARGUMENT, _validation_message(exc), hint=schema_hint(spec)
                 ) from exc
             try:
                 if inspect.iscoroutinefunction(spec.handler):
@@ -172,6 +174,16 @@ class App:
             return result
         except BridgeError as error:
             outcome = str(error.code)
+            names = [s.name for s in self.tool_specs()]
+            if error.hint == DEFAULT_HINTS[error.code]:  # the raise site did not say what to do next: name it
+                error.hint = next_step_hint(str(error.code), name, names) or error.hint
+            elif not any(n in error.hint for n in names):
+                if error.hint.endswith(("then retry.", "and retry.")):
+                    error.hint = error.hint[:-1] + f" {name}."  # "…, then retry." → "…, then retry md_x."
+                elif error.code in (ErrorCode.INVALID_ARGUMENT, ErrorCode.LIMIT_EXCEEDED):
+                    error.hint = (
+                        f"{error.hint} Then call {name} again."  # the next call is this one, corrected
+                    )
             raise
         except InputRequired:
             outcome = "INPUT_REQUIRED"

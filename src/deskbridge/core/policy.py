@@ -245,7 +245,10 @@ class ApprovalBroker:
             }[result.decision]
             hint = None
             if result.decision is Decision.NO_ONE_TO_ASK:
-                hint = "Open the deskbridge web UI to approve changes, or use a client that supports elicitation."
+                hint = (
+                    "Ask the person to open the deskbridge web UI (the URL `deskbridge serve` printed) to approve "
+                    f"it, or use a client that supports elicitation; then call {req.tool} again."
+                )
             raise BridgeError(
                 ErrorCode.APPROVAL_DECLINED,
                 f"{req.tool} on {req.target!r}: {reason}",
@@ -285,10 +288,14 @@ class ApprovalBroker:
         question = (
             f"{req.client} wants to run {req.tool} on {req.target}: {req.summary}. Allow? (change {change})"
         )
+        from deskbridge.core.tools import ElicitationUnavailable
+
         try:
             answer = await asyncio.wait_for(elicit(question), timeout)
         except TimeoutError:
             return ApprovalResult(Decision.TIMED_OUT, "timeout")
+        except ElicitationUnavailable:  # the client could not show the question: nobody declined anything
+            return ApprovalResult(Decision.NO_ONE_TO_ASK, "elicit")
         # None = the person cancelled the dialog: counts as a decline.
         return ApprovalResult(Decision.APPROVED if answer is True else Decision.DECLINED, "elicit")
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
@@ -17,7 +19,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from deskbridge import __version__
 from deskbridge.core.errors import BridgeError
-from deskbridge.core.tools import CallContext, InputRequired, ToolSpec
+from deskbridge.core.tools import CallContext, ElicitationUnavailable, InputRequired, ToolSpec
 
 if TYPE_CHECKING:
     from deskbridge.app import App
@@ -39,13 +41,22 @@ def mcp_tool(spec: ToolSpec) -> types.Tool:
         title=spec.title,
         description=spec.description,
         input_schema=spec.input_schema(),
-        annotations=types.ToolAnnotations(
-            title=spec.title,
-            read_only_hint=spec.read_only,
-            destructive_hint=spec.destructive if not spec.read_only else False,
-            idempotent_hint=spec.idempotent,
-            open_world_hint=False,
-        ),
+        annotations=annotations_of(spec),
+    )
+
+
+def annotations_of(spec: ToolSpec) -> types.ToolAnnotations:
+    """Every hint that says something: `readOnlyHint` and `openWorldHint` always; for a tool that writes,
+    `destructiveHint` always and `idempotentHint` when true. Left out are only values that equal the spec's
+    defaults in the cautious direction (idempotent false) or that the spec calls meaningless (destructive and
+    idempotent of a read-only tool), and the title, which the tool already carries."""
+    if spec.read_only:
+        return types.ToolAnnotations(read_only_hint=True, open_world_hint=False)
+    return types.ToolAnnotations(
+        read_only_hint=False,
+        destructive_hint=spec.destructive,
+        idempotent_hint=True if spec.idempotent else None,
+        open_world_hint=False,
     )
 
 
@@ -61,6 +72,30 @@ def tool_result(payload: dict[str, Any], *, is_error: bool = False) -> types.Cal
 
 def error_result(error: BridgeError) -> types.CallToolResult:
     return tool_result(error.to_dict(), is_error=True)
+
+
+_BROWSER_WORDS = re.compile(
+    r"web UI|browser|deskbridge editor|the URL `deskbridge serve` printed", re.IGNORECASE
+)
+
+
+def without_browser(error: BridgeError, tool: str, workspace: Path | None) -> BridgeError:
+    """Over stdio there is no web UI to send the model to: say what works here instead."""
+    if not _BROWSER_WORDS.search(error.hint):
+        return error
+    serve = f"`deskbridge serve {workspace}`" if workspace is not None else "`deskbridge serve PATH`"
+    if str(error.code) == "APPROVAL_DECLINED":
+        hint = (
+            f"No one could approve {tool}: no browser is attached to this stdio session and the client cannot ask "
+            f"the person (elicitation). Use a client that supports elicitation, or ask the person to run {serve} "
+            f"and approve there; then call {tool} again."
+        )
+    else:
+        hint = (
+            f"This stdio session has no browser editor attached. Ask the person to run {serve} (the client then "
+            f"shares its session), then call {tool} again."
+        )
+    return BridgeError(error.code, error.message, hint, error.data)
 
 
 def _caller_of(ctx: ServerRequestContext[Any, Any]) -> tuple[str, str]:
@@ -128,9 +163,9 @@ def _elicitor(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequest
             result = await ctx.session.elicit_form(
                 question, APPROVE_SCHEMA, related_request_id=ctx.request_id
             )
-        except Exception:  # the client went away or cannot answer: treat as "no answer"
+        except Exception as exc:  # no handler, an error or the client went away: the person was never asked
             logger.info("elicitation failed", exc_info=True)
-            return None
+            raise ElicitationUnavailable(str(exc)) from exc
         return _approved(result)
 
     return ask
@@ -184,6 +219,8 @@ def build_mcp_server(app: App, *, editor: bool = True) -> Server[Any]:
         try:
             payload = await app.invoke(params.name, params.arguments or {}, call)
         except BridgeError as error:
+            if not editor:
+                error = without_browser(error, params.name, app.workspace.path if app.workspace else None)
             return error_result(error)
         except InputRequired as request:
             return input_required(request)
