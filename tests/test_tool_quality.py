@@ -132,9 +132,12 @@ async def test_error_hints_name_a_real_next_tool(kind: str, tmp_path: Path) -> N
         async for client in connected(app):
             tools = (await client.list_tools()).tools
             names = {t.name for t in tools}
-            prefix = tools[0].name.split("_")[0] + "_"
+            prefixes = [t.name.split("_")[0] + "_" for t in tools]
+            prefix = max(set(prefixes), key=prefixes.count)
             errors: list[tuple[str, str, str]] = []
             for tool in tools:
+                if (tool.description or "").startswith("Conformance fixture"):
+                    continue  # the suite's own shapes (they ask the client for input), not the kind's tools
                 for args in wrong_inputs(tool):
                     with anyio.fail_after(30):
                         result = await client.call_tool(tool.name, args)
@@ -247,6 +250,8 @@ async def test_every_argument_is_described_and_defaults_match_the_text(kind: str
         await app.stop()
     undescribed, wrong_default, titles = [], [], []
     for tool in tools:
+        if (tool.description or "").startswith("Conformance fixture"):
+            continue  # schemas given verbatim by the conformance suite
         for name, prop in _properties(tool.input_schema).items():
             if "title" in prop:
                 titles.append(f"{tool.name}.{name}")
@@ -255,11 +260,9 @@ async def test_every_argument_is_described_and_defaults_match_the_text(kind: str
                 undescribed.append(f"{tool.name}.{name}")
                 continue
             said = re.search(r"\(default:? (-?\d+(?:\.\d+)?|true|false)\b", text)
-            if said and "default" in prop and prop["default"] is not None:
-                if json.loads(said.group(1)) != prop["default"]:
-                    wrong_default.append(
-                        f"{tool.name}.{name}: says {said.group(1)}, schema {prop['default']}"
-                    )
+            documented = json.loads(said.group(1)) if said else None
+            if said and prop.get("default") is not None and documented != prop["default"]:
+                wrong_default.append(f"{tool.name}.{name}: says {said.group(1)}, schema {prop['default']}")
     assert not titles, f"pydantic titles left in: {titles}"
     assert not undescribed, f"arguments without a description: {undescribed}"
     assert not wrong_default, f"documented defaults that the schema contradicts: {wrong_default}"

@@ -412,6 +412,32 @@ def skill_uninstall(
 
 
 @app.command()
+def bundle(
+    out: Annotated[Path, typer.Option("--out", help="Where to write the .mcpb.")] = Path(
+        "dist/deskbridge.mcpb"
+    ),
+    server_json: Annotated[
+        Path | None,
+        typer.Option(
+            "--server-json", help="Also write the MCP Registry's server.json here (e.g. ./server.json)."
+        ),
+    ] = None,
+) -> None:
+    """Build the MCP Bundle (`.mcpb`, MCPB `uv` server type) that Claude Desktop installs with one click; the
+    person picks the workspace folder at install."""
+    import json
+
+    from deskbridge.integrations.bundle import server_json as registry_entry
+    from deskbridge.integrations.bundle import write_bundle
+
+    path = write_bundle(out)
+    err.print(f"bundle: {path} ({path.stat().st_size // 1024} KiB); open it with Claude Desktop to install")
+    if server_json is not None:
+        server_json.write_text(json.dumps(registry_entry(), indent=2) + "\n", "utf-8")
+        err.print(f"registry entry: {server_json}")
+
+
+@app.command()
 def demo(
     port: Annotated[int | None, typer.Option(help="Port (default: the `port` setting).")] = None,
     no_browser: Annotated[bool, typer.Option("--no-browser", help="Do not open the web UI.")] = False,

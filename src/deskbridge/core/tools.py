@@ -21,13 +21,27 @@ TOOL_NAME_PATTERN: Final = re.compile(r"^[a-z0-9_]{1,64}$")
 
 
 class InputRequired(Exception):
-    """A tool needs the person's answer through the client before it can finish (2026-07-28 clients, which have
-    no back-channel: the transport returns the question, and the client calls again with the answer)."""
+    """A tool needs input from the client before it can finish (2026-07-28 clients, which have no back-channel:
+    the transport returns the requests, and the client calls again with `inputResponses`).
 
-    def __init__(self, key: str, question: str) -> None:
-        super().__init__(question)
+    `InputRequired(key, question)` is the yes/no approval question; `requests` carries any input requests as
+    their JSON (`{"method": "elicitation/create", "params": {…}}`, `sampling/createMessage`, `roots/list`),
+    and `state` the tool's own `requestState` for the next round (sealed by the transport, handed back to the
+    tool verified as `CallContext.request_state`)."""
+
+    def __init__(
+        self,
+        key: str | None = None,
+        question: str | None = None,
+        *,
+        requests: dict[str, dict[str, Any]] | None = None,
+        state: str | None = None,
+    ) -> None:
+        super().__init__(question or ", ".join(requests or {}))
         self.key = key
         self.question = question
+        self.requests = requests
+        self.state = state
 
 
 class ElicitationUnavailable(Exception):
@@ -44,6 +58,12 @@ class ToolArgs(BaseModel):
 
 class NoArgs(ToolArgs):
     """For tools that take no arguments."""
+
+
+class AnyArgs(ToolArgs):
+    """For a tool with a hand-written `schema`: the handler gets the arguments as they came."""
+
+    model_config = ConfigDict(extra="allow")
 
 
 ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
@@ -64,6 +84,17 @@ class CallContext:
     progress: ProgressFn = _no_progress
     elicit: Callable[[str], Awaitable[bool | None]] | None = None
     """Ask the person yes/no through the MCP client (elicitation); None when the client cannot."""
+    ask: Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]] | None = None
+    """A live `elicitation/create` with any form schema (handshake-era sessions only); returns the client's
+    `{action, content}`. None on 2026-07-28, where a tool raises `InputRequired(requests=…)` instead."""
+    input_responses: dict[str, Any] | None = None
+    """The answers a 2026-07-28 client sent with this retry, as JSON, keyed like the requests."""
+    request_state: str | None = None
+    """The `state` of the tool's previous `InputRequired`, already verified by the transport."""
+    client_capabilities: dict[str, Any] = field(default_factory=dict)
+    """What the client declared it can do (`elicitation`, `sampling`, `roots` …), as JSON."""
+    close_stream: Callable[[], Awaitable[None]] | None = None
+    """End this call's SSE stream now; the client resumes it with Last-Event-ID (SSE polling, SEP-1699)."""
 
 
 Handler = Callable[[CallContext, Any], Awaitable[dict[str, Any]] | dict[str, Any]]
@@ -83,6 +114,8 @@ class ToolSpec:
     idempotent: bool = False
     aliases: tuple[str, ...] = field(default=())
     """Extra names accepted on call (not listed), e.g. the Vex names for markdown tools."""
+    schema: dict[str, Any] | None = None
+    """A hand-written input schema used as is (with `args=AnyArgs`), for schemas pydantic cannot express."""
     needs_editor: bool | None = None
     """The tool drives the browser editor, so a transport without one (stdio) does not list it. Default: the
     kind's `<kind>_ui_*` tools."""
@@ -102,7 +135,7 @@ class ToolSpec:
 
         `shared=True` returns the cached schema itself (for hot read-only paths); never mutate it.
         """
-        schema = _schema_of(self.args)
+        schema = self.schema if self.schema is not None else _schema_of(self.args)
         return schema if shared else copy.deepcopy(schema)
 
 

@@ -16,6 +16,7 @@ from starlette.routing import BaseRoute
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.tools import CallContext, NoArgs, ToolArgs, ToolSpec
 from deskbridge.kinds.base import KindServices
+from deskbridge.kinds.probe_fixtures import fixture_tools
 
 
 class EchoArgs(ToolArgs):
@@ -152,6 +153,7 @@ class ProbeWorkspace:
                 read_only=True,
                 idempotent=True,
             ),
+            *fixture_tools(),
             ToolSpec(
                 "test_error_handling",
                 "Conformance: error",

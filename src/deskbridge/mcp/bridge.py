@@ -342,23 +342,48 @@ class LiveBackend:
             await response.aclose()
 
     async def _read_events(self, response: Any, msg: Message, forward: bool) -> Message | None:
+        """Pass on the events of one POST's SSE stream until the reply; a stream the server closed early (SSE
+        polling) is resumed with Last-Event-ID."""
         reply: Message | None = None
-        data: list[str] = []
-        async for line in response.aiter_lines():
-            if line.startswith("data:"):
-                data.append(line[5:].lstrip(" "))
-                continue
-            if line or not data:
-                continue
-            text, data = "\n".join(data), []
-            event = json.loads(text)
-            if "method" in event and "id" in event:
-                self.bridge.server_requests[event["id"]] = self
-            elif "method" not in event and event.get("id") == msg.get("id"):
-                reply = event
-                if not forward:
+        last_id: str | None = None
+        for _resume in range(20):
+            data: list[str] = []
+            async for line in response.aiter_lines():
+                if line.startswith("data:"):
+                    data.append(line[5:].lstrip(" "))
                     continue
-            await self.bridge.send(event)
+                if line.startswith("id:"):
+                    last_id = line[3:].strip() or last_id
+                    continue
+                if line or not data:
+                    continue
+                text, data = "\n".join(data), []
+                if not text.strip():
+                    continue  # the priming event: an id and no message
+                event = json.loads(text)
+                if "method" in event and "id" in event:
+                    self.bridge.server_requests[event["id"]] = self
+                elif "method" not in event and event.get("id") == msg.get("id"):
+                    reply = event
+                    if not forward:
+                        continue
+                await self.bridge.send(event)
+            if reply is not None or last_id is None or self.session_id is None:
+                return reply
+            await response.aclose()
+            headers = {
+                "Accept": "text/event-stream",
+                "Last-Event-ID": last_id,
+                "Mcp-Session-Id": self.session_id,
+            }
+            if self.protocol_version:
+                headers["MCP-Protocol-Version"] = self.protocol_version
+            response = await self.http.send(
+                self.http.build_request("GET", self.url, headers=headers), stream=True
+            )
+            if response.status_code != 200:
+                break
+        await response.aclose()
         return reply
 
     async def notify(self, msg: Message) -> None:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
+from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from deskbridge import __version__
@@ -171,12 +172,57 @@ def _elicitor(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequest
     return ask
 
 
+_INPUT_REQUESTS: Any = None
+
+
 def input_required(request: InputRequired) -> types.InputRequiredResult:
-    elicit = types.ElicitRequest(
-        method="elicitation/create",
-        params=types.ElicitRequestFormParams(message=request.question, requested_schema=APPROVE_SCHEMA),
+    """The 2026-07-28 answer for a tool that needs input: its requests (the approval question by default) and
+    its `requestState`, which the SDK's `RequestStateBoundary` seals before it leaves."""
+    global _INPUT_REQUESTS
+    if request.requests is None:
+        elicit = types.ElicitRequest(
+            method="elicitation/create",
+            params=types.ElicitRequestFormParams(
+                message=request.question or "", requested_schema=APPROVE_SCHEMA
+            ),
+        )
+        return types.InputRequiredResult(
+            result_type="input_required", input_requests={str(request.key): elicit}
+        )
+    if _INPUT_REQUESTS is None:
+        from pydantic import TypeAdapter
+
+        _INPUT_REQUESTS = TypeAdapter(types.InputRequiredResult.model_fields["input_requests"].annotation)
+    return types.InputRequiredResult(
+        result_type="input_required",
+        input_requests=_INPUT_REQUESTS.validate_python(request.requests),
+        request_state=request.state,
     )
-    return types.InputRequiredResult(result_type="input_required", input_requests={request.key: elicit})
+
+
+def _asker(ctx: ServerRequestContext[Any, Any]):
+    """A live elicitation with any form, for handshake-era sessions whose client declared elicitation."""
+    caps = ctx.session.client_capabilities
+    if caps is None or caps.elicitation is None or ctx.session.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        return None
+    if not ctx.session.can_send_request:
+        return None
+
+    async def ask(message: str, schema: dict[str, Any]) -> dict[str, Any]:
+        result = await ctx.session.elicit_form(message, schema, related_request_id=ctx.request_id)
+        return result.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+    return ask
+
+
+def _json(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _json(v) for k, v in value.items()}
+    return (
+        value.model_dump(by_alias=True, exclude_none=True, mode="json")
+        if hasattr(value, "model_dump")
+        else value
+    )
 
 
 def build_mcp_server(app: App, *, editor: bool = True) -> Server[Any]:
@@ -213,8 +259,18 @@ def build_mcp_server(app: App, *, editor: bool = True) -> Server[Any]:
         async def progress(done: float, total: float | None = None, message: str | None = None) -> None:
             await ctx.session.report_progress(done, total, message)
 
+        caps = ctx.session.client_capabilities
+        close = getattr(ctx, "close_sse_stream", None)
         call = CallContext(
-            caller=caller, client_name=client_name, progress=progress, elicit=_elicitor(ctx, params)
+            caller=caller,
+            client_name=client_name,
+            progress=progress,
+            elicit=_elicitor(ctx, params),
+            ask=_asker(ctx),
+            input_responses=_json(params.input_responses) if params.input_responses else None,
+            request_state=params.request_state,
+            client_capabilities=_json(caps) if caps is not None else {},
+            close_stream=close,
         )
         try:
             payload = await app.invoke(params.name, params.arguments or {}, call)
@@ -226,7 +282,7 @@ def build_mcp_server(app: App, *, editor: bool = True) -> Server[Any]:
             return input_required(request)
         return tool_result(payload)
 
-    return Server(
+    server = Server(
         "deskbridge",
         version=__version__,
         title="deskbridge",
@@ -235,3 +291,9 @@ def build_mcp_server(app: App, *, editor: bool = True) -> Server[Any]:
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
+    # requestState leaves sealed (AES-GCM, bound to the call, 10-minute expiry) and comes back verified; a
+    # tampered or foreign one is a -32602 before any tool sees it.
+    server.middleware.append(
+        RequestStateBoundary(RequestStateSecurity.ephemeral(), default_audience="deskbridge")
+    )
+    return server

@@ -29,6 +29,7 @@ from deskbridge.core.tools import CallContext
 from deskbridge.integrations.endpoints import HEALTH_PATH, PROJECT_HEADER
 from deskbridge.integrations.web import integration_routes
 from deskbridge.kinds.http import error_response, json_body
+from deskbridge.mcp.event_store import RETRY_MS, BoundedEventStore
 from deskbridge.mcp.server import build_mcp_server
 from deskbridge.web.security import UI_COOKIE, SecurityMiddleware, SecurityPolicy
 from deskbridge.web.server import EndOnShutdown, ShutdownSignal
@@ -193,6 +194,9 @@ def build_web_app(
     session_manager = StreamableHTTPSessionManager(
         app=mcp_server,
         security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        # SSE polling (SEP-1699): streams open with a priming event and `retry`, and resume by Last-Event-ID.
+        event_store=BoundedEventStore(),
+        retry_interval=RETRY_MS,
     )
     mcp_endpoint = MCPEndpoint(app, StreamableHTTPASGIApp(session_manager))
 
