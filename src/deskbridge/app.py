@@ -17,7 +17,14 @@ from deskbridge.core.audit import Approval
 from deskbridge.core.errors import DEFAULT_HINTS, BridgeError, ErrorCode, internal
 from deskbridge.core.limits import RESPONSE_MAX_BYTES
 from deskbridge.core.policy import LAST_APPROVAL
-from deskbridge.core.tools import CallContext, InputRequired, ToolSpec, next_step_hint, schema_hint
+from deskbridge.core.tools import (
+    CallContext,
+    InputRequired,
+    MissingClientCapability,
+    ToolSpec,
+    next_step_hint,
+    schema_hint,
+)
 from deskbridge.kinds.base import KindServices, KindWorkspace, find_kind
 from deskbridge.settings import Dirs, Settings, deskbridge_dirs, load_or_create_token, load_settings
 
@@ -160,7 +167,7 @@ class App:
                     result = await anyio.to_thread.run_sync(spec.handler, call, args)
                     if inspect.isawaitable(result):
                         result = await result
-            except (BridgeError, InputRequired):
+            except (BridgeError, InputRequired, MissingClientCapability):
                 raise
             except Exception as exc:  # a bug, not the caller's fault: say so, keep the server alive
                 raise internal(exc) from exc

@@ -44,6 +44,17 @@ class InputRequired(Exception):
         self.state = state
 
 
+class MissingClientCapability(Exception):
+    """The call needs a client capability (`elicitation`, `sampling`, `roots`) the client did not declare; the
+    transport answers with the protocol's MissingRequiredClientCapabilityError (-32021, HTTP 400)."""
+
+    def __init__(self, capability: str) -> None:
+        super().__init__(
+            f"this call needs the client capability {capability!r}, which the client did not declare"
+        )
+        self.capability = capability
+
+
 class ElicitationUnavailable(Exception):
     """The client was asked through elicitation but could not ask the person (no handler, an error, gone).
 

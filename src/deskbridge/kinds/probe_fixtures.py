@@ -15,7 +15,15 @@ from typing import Any
 from pydantic import Field
 
 from deskbridge.core.errors import BridgeError, ErrorCode
-from deskbridge.core.tools import AnyArgs, CallContext, InputRequired, NoArgs, ToolArgs, ToolSpec
+from deskbridge.core.tools import (
+    AnyArgs,
+    CallContext,
+    InputRequired,
+    MissingClientCapability,
+    NoArgs,
+    ToolArgs,
+    ToolSpec,
+)
 
 
 def _elicit(message: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -256,6 +264,12 @@ async def mrtr_capabilities(ctx: CallContext, args: NoArgs) -> dict[str, Any]:
     return {"text": f"Asked only for what the client can answer: {', '.join(wanted) or 'nothing'}"}
 
 
+async def missing_capability(ctx: CallContext, args: NoArgs) -> dict[str, Any]:
+    if not _has(ctx, "sampling"):
+        raise MissingClientCapability("sampling")
+    return {"text": "the client declared sampling"}
+
+
 async def reconnection(ctx: CallContext, args: NoArgs) -> dict[str, Any]:
     if ctx.close_stream is not None:
         await (
@@ -332,6 +346,7 @@ def fixture_tools() -> list[ToolSpec]:
             NoArgs,
             mrtr_capabilities,
         ),
+        fixture("test_missing_capability", "needs the sampling capability.", NoArgs, missing_capability),
         fixture("test_reconnection", "closes its SSE stream mid-call (SEP-1699).", NoArgs, reconnection),
         fixture(
             "json_schema_2020_12_tool",

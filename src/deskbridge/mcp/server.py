@@ -14,13 +14,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
+from mcp import MCPError
 from mcp.server import Server, ServerRequestContext
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
+from mcp_types.jsonrpc import MISSING_REQUIRED_CLIENT_CAPABILITY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from deskbridge import __version__
 from deskbridge.core.errors import BridgeError
-from deskbridge.core.tools import CallContext, ElicitationUnavailable, InputRequired, ToolSpec
+from deskbridge.core.tools import (
+    CallContext,
+    ElicitationUnavailable,
+    InputRequired,
+    MissingClientCapability,
+    ToolSpec,
+)
 
 if TYPE_CHECKING:
     from deskbridge.app import App
@@ -280,6 +288,12 @@ def build_mcp_server(app: App, *, editor: bool = True) -> Server[Any]:
             return error_result(error)
         except InputRequired as request:
             return input_required(request)
+        except MissingClientCapability as missing:
+            raise MCPError(
+                code=MISSING_REQUIRED_CLIENT_CAPABILITY,
+                message=str(missing),
+                data={"requiredCapabilities": {missing.capability: {}}},
+            ) from None
         return tool_result(payload)
 
     server = Server(
