@@ -27,7 +27,6 @@ from urllib.parse import unquote
 import anyio
 import mcp_types as types
 from anyio.abc import TaskGroup
-from mcp.server.stdio import stdio_server
 from mcp.shared.inbound import NAME_BEARING_METHODS, encode_header_value
 from mcp.shared.message import SessionMessage
 
@@ -604,7 +603,9 @@ def run_bridge(project: Path, *, kind: str | None = None, options: dict[str, Any
     """Serve one stdio client until it closes stdin."""
 
     async def main() -> None:
-        async with stdio_server() as (from_client, to_client), anyio.create_task_group() as tg:
+        from deskbridge.mcp.stdio import fast_stdio
+
+        async with fast_stdio() as (from_client, to_client), anyio.create_task_group() as tg:
             bridge = Bridge(project, kind=kind, options=dict(options or {}), to_client=to_client, tg=tg)
             try:
                 async for item in from_client:
