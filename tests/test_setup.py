@@ -207,3 +207,15 @@ def test_export_tools_say_what_to_install_when_the_extra_is_missing(monkeypatch:
     with pytest.raises(BridgeError) as pdf:
         anyio.run(export._with_page, "<p>x</p>", None)
     assert "Chromium" in pdf.value.hint and "deskbridge[export]" in pdf.value.hint
+
+
+def test_readme_says_how_to_install_and_connect() -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text("utf-8")
+    for command in (
+        "pipx install .",
+        "uv tool install .",
+        "deskbridge[export]",
+        "deskbridge setup",
+        "deskbridge doctor",
+    ):
+        assert command in readme, command

@@ -22,8 +22,9 @@ from deskbridge.kinds.sage.cli import index_command, snapshot_command
 app = typer.Typer(
     name="deskbridge",
     help="Let AI agents work on your local project data safely and live.\n\n"
-    "Start with `deskbridge serve PATH` (a .pvf archive, a mod folder, or Markdown notes) and connect your "
-    "MCP client to the printed endpoint, or let the client run `deskbridge mcp PATH` over stdio.",
+    "Start with `deskbridge serve PATH` (a .pvf archive, a mod folder, or Markdown notes), then connect your "
+    "MCP client once with `deskbridge setup claude-code` (or claude-desktop, cursor, vscode, codex); "
+    "`deskbridge doctor` says what is missing.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     rich_markup_mode="markdown",

@@ -239,3 +239,32 @@ async def test_elicitation_reaches_the_client_through_the_bridge(tmp_path: Path,
         assert asked and "Hello bridge." in text
     finally:
         server.stop()
+
+
+async def test_a_reply_from_another_project_is_not_passed_on(tmp_path: Path) -> None:
+    """Windows and projects never cross: the project header of every reply is checked again."""
+    from types import SimpleNamespace
+    from urllib.parse import quote
+
+    from deskbridge.core.errors import BridgeError
+    from deskbridge.mcp.bridge import LiveBackend
+
+    mine, theirs = tmp_path / "mine", tmp_path / "theirs"
+    endpoint = endpoints.Endpoint(
+        url="http://127.0.0.1:9",
+        token_file=str(tmp_path / "token"),
+        pid=1,
+        kind="probe",
+        project_dir=str(mine),
+        started=0,
+    )
+    backend = LiveBackend(SimpleNamespace(project=mine), endpoint)  # type: ignore[arg-type]
+    try:
+        backend._check_project(SimpleNamespace(headers={endpoints.PROJECT_HEADER: quote(str(mine))}))
+        with pytest.raises(BridgeError) as crossed:
+            backend._check_project(SimpleNamespace(headers={endpoints.PROJECT_HEADER: quote(str(theirs))}))
+        assert crossed.value.code == "ACCESS_DENIED" and "deskbridge serve" in crossed.value.hint
+        with pytest.raises(BridgeError):
+            backend._check_project(SimpleNamespace(headers={}))
+    finally:
+        await backend.http.aclose()

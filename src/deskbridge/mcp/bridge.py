@@ -307,7 +307,14 @@ class LiveBackend:
                 self.session_id, self.initialized = None, False
                 await self.ensure_initialized({"method": "_"})
                 response = await self._post(msg)
-            self._check_project(response)
+            if response.status_code == 401:  # the token was rotated while we ran: read it again, once
+                await response.aclose()
+                self.http.headers["Authorization"] = f"Bearer {self.endpoint.token() or ''}"
+                response = await self._post(msg)
+            if response.status_code < 400 or response.headers.get(PROJECT_HEADER) is not None:
+                self._check_project(
+                    response
+                )  # refusals before MCP (token, MCP switched off) carry no project
             session = response.headers.get("mcp-session-id")
             if session:
                 self.session_id = session
