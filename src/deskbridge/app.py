@@ -14,11 +14,18 @@ import anyio
 from pydantic import ValidationError
 
 from deskbridge.core.audit import Approval
-from deskbridge.core.errors import BridgeError, ErrorCode, internal
+from deskbridge.core.errors import DEFAULT_HINTS, BridgeError, ErrorCode, internal
 from deskbridge.core.limits import RESPONSE_MAX_BYTES
 from deskbridge.core.policy import LAST_APPROVAL
 from deskbridge.core.requests import RequestLog
-from deskbridge.core.tools import CallContext, InputRequired, ToolSpec
+from deskbridge.core.tools import (
+    CallContext,
+    InputRequired,
+    MissingClientCapability,
+    ToolSpec,
+    next_step_hint,
+    schema_hint,
+)
 from deskbridge.kinds.base import KindServices, KindWorkspace, find_kind
 from deskbridge.settings import (
     Dirs,
@@ -108,7 +115,11 @@ class App:
         else:
             path = path.expanduser().resolve()
             entry = find_kind(path, kind)
-        services = KindServices(
+        return self.adopt(entry.open(path, self.kind_services(options)))
+
+    def kind_services(self, options: dict[str, Any] | None = None) -> KindServices:
+        """The shared services a kind's workspace is opened with."""
+        return KindServices(
             settings=self.settings,
             dirs=self.dirs,
             events=self.events,
@@ -116,7 +127,9 @@ class App:
             approvals=self.approvals,
             options=dict(options or {}),
         )
-        workspace = entry.open(path, services)
+
+    def adopt(self, workspace: KindWorkspace) -> KindWorkspace:
+        """Make an opened workspace the current one; its tools replace the previous ones."""
         self.workspace = workspace
         self._tools = {}
         for spec in workspace.tools():
@@ -157,18 +170,20 @@ class App:
             if spec is None:
                 if self.workspace is None:
                     raise BridgeError(ErrorCode.NO_WORKSPACE, f"unknown tool {name!r}: no workspace is open")
+                names = [s.name for s in self.tool_specs()]
+                status = next((n for n in names if n.endswith(("_status", "_workspace_info"))), None)
                 raise BridgeError(
                     ErrorCode.NOT_FOUND,
                     f"unknown tool {name!r}",
-                    hint="Call tools/list to see the tools of the open workspace.",
+                    hint=f"Call {status} to see the open workspace, or tools/list for its tools."
+                    if status
+                    else "Call tools/list to see the tools of the open workspace.",
                 )
             try:
                 args = spec.args.model_validate(arguments)
             except ValidationError as exc:
                 raise BridgeError(
-                    ErrorCode.INVALID_ARGUMENT,
-                    _validation_message(exc),
-                    hint="Fix the arguments as described; the tool's input schema lists them.",
+                    ErrorCode.INVALID_ARGUMENT, _validation_message(exc), hint=schema_hint(spec)
                 ) from exc
             try:
                 request_id = getattr(args, "requestId", None)
@@ -181,7 +196,7 @@ class App:
                     )
                 else:
                     result = await self._run_handler(spec, call, args)
-            except (BridgeError, InputRequired):
+            except (BridgeError, InputRequired, MissingClientCapability):
                 raise
             except Exception as exc:  # a bug, not the caller's fault: say so, keep the server alive
                 raise internal(exc) from exc
@@ -199,6 +214,16 @@ class App:
             return result
         except BridgeError as error:
             outcome = str(error.code)
+            names = [s.name for s in self.tool_specs()]
+            if error.hint == DEFAULT_HINTS[error.code]:  # the raise site did not say what to do next: name it
+                error.hint = next_step_hint(str(error.code), name, names) or error.hint
+            elif not any(n in error.hint for n in names):
+                if error.hint.endswith(("then retry.", "and retry.")):
+                    error.hint = error.hint[:-1] + f" {name}."  # "…, then retry." → "…, then retry md_x."
+                elif error.code in (ErrorCode.INVALID_ARGUMENT, ErrorCode.LIMIT_EXCEEDED):
+                    error.hint = (
+                        f"{error.hint} Then call {name} again."  # the next call is this one, corrected
+                    )
             raise
         except InputRequired:
             outcome = "INPUT_REQUIRED"

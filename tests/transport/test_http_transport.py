@@ -39,7 +39,8 @@ async def test_business_errors_are_is_error_results_with_code_and_hint(folder: P
         result = await client.call_tool("probe_fail", {"code": "STALE_WORKSPACE"})
         assert result.is_error
         assert result.structured_content["code"] == "STALE_WORKSPACE"
-        assert "read it again" in result.structured_content["hint"]
+        # the default hint names the kind's own read tool as the next call
+        assert "call probe_read_file for the current revision" in result.structured_content["hint"]
 
 
 async def test_bad_arguments_are_invalid_argument_not_a_protocol_error(folder: Path) -> None:

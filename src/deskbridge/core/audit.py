@@ -104,10 +104,12 @@ class AuditLog:
             duration_ms=round(float(duration_ms), 3),
             args=tuple(sorted({str(n) for n in arg_names})),
         )
-        line = (json.dumps(rec.to_dict(), ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+        line = None
+        if self.path is not None:  # encoded only for the file: the memory ring keeps the record itself
+            line = (json.dumps(rec.to_dict(), ensure_ascii=False, separators=(",", ":")) + "\n").encode()
         with self._lock:
             self._records.append(rec)
-            if self.path is not None:
+            if line is not None:
                 self._append(line)
         return rec
 

@@ -274,13 +274,13 @@ class ApprovalBroker:
                 if elicit is not None and not self.client_allowed():
                     reason = "no deskbridge page is open, and approvals through the client are switched off"
                     hint = (
-                        "Ask the person to open the deskbridge web UI (`deskbridge open`) to approve changes; "
-                        "the setting approvals_via_client=false requires the browser."
+                        "Ask the person to open the deskbridge web UI (`deskbridge open`) to approve changes "
+                        f"(the setting approvals_via_client=false requires the browser); then call {req.tool} again."
                     )
                 else:
                     hint = (
-                        "Open the deskbridge web UI to approve changes, or use a client that supports "
-                        "elicitation."
+                        "Ask the person to open the deskbridge web UI (`deskbridge open`) to approve it, or use a "
+                        f"client that supports elicitation; then call {req.tool} again."
                     )
             raise BridgeError(
                 ErrorCode.APPROVAL_DECLINED,
@@ -327,10 +327,14 @@ class ApprovalBroker:
         question = (
             f"{req.client} wants to run {req.tool} on {req.target}: {req.summary}. Allow? (change {change})"
         )
+        from deskbridge.core.tools import ElicitationUnavailable
+
         try:
             answer = await asyncio.wait_for(elicit(question), timeout)
         except TimeoutError:
             return ApprovalResult(Decision.TIMED_OUT, "timeout", ApprovalPath.CLIENT)
+        except ElicitationUnavailable:  # the client could not show the question: nobody declined anything
+            return ApprovalResult(Decision.NO_ONE_TO_ASK, "elicit")
         # None = the person cancelled the dialog: counts as a decline.
         return ApprovalResult(
             Decision.APPROVED if answer is True else Decision.DECLINED, "elicit", ApprovalPath.CLIENT

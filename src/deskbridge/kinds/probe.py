@@ -17,6 +17,7 @@ from deskbridge.core import limits
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.tools import CallContext, NoArgs, ToolArgs, ToolSpec
 from deskbridge.kinds.base import KindServices
+from deskbridge.kinds.probe_fixtures import fixture_tools
 
 
 class EchoArgs(ToolArgs):
@@ -163,6 +164,7 @@ class ProbeWorkspace:
                 read_only=True,
                 idempotent=True,
             ),
+            *fixture_tools(),
             ToolSpec(
                 "test_error_handling",
                 "Conformance: error",

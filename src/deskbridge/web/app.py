@@ -8,9 +8,11 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import quote
 
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
@@ -27,12 +29,15 @@ from starlette.responses import (
 )
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from deskbridge.core import limits
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.tools import CallContext
+from deskbridge.integrations.endpoints import HEALTH_PATH, PROJECT_HEADER
+from deskbridge.integrations.web import integration_routes
 from deskbridge.kinds.http import error_response, json_body
+from deskbridge.mcp.event_store import RETRY_MS, BoundedEventStore
 from deskbridge.mcp.server import build_mcp_server
 from deskbridge.web.mcp_transport import BoundedSessionManager, RequestSizeGuard
 from deskbridge.web.security import UI_COOKIE, LoginCodes, SecurityMiddleware, SecurityPolicy
@@ -196,7 +201,45 @@ class MCPEndpoint:
             )
             await response(scope, receive, send)
             return
-        await self.sdk_endpoint(scope, receive, send)
+        project = self.app.workspace.path if self.app.workspace is not None else None
+        if project is None:
+            await self.sdk_endpoint(scope, receive, send)
+            return
+        # Every reply names the project it came from, so the stdio bridge can re-check it (a server restarted on
+        # the same port for another project must never answer for this one).
+        stamp = (PROJECT_HEADER.encode(), quote(str(project)).encode("ascii"))
+
+        async def stamped(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), stamp]}
+            await send(message)
+
+        await self.sdk_endpoint(scope, receive, stamped)
+
+
+def health_route(app: App) -> Route:
+    """`GET /mcp/health` (bearer token, like /mcp): what this server serves, for `deskbridge mcp --project`."""
+    import os
+
+    from deskbridge import __version__
+
+    started = time.time()
+
+    async def health(request: Request) -> Response:
+        workspace = app.workspace
+        return JSONResponse(
+            {
+                "ok": True,
+                "pid": os.getpid(),
+                "version": __version__,
+                "started": started,
+                "kind": workspace.kind if workspace is not None else None,
+                "projectDir": str(workspace.path) if workspace is not None else None,
+                "mcpEnabled": app.settings.mcp_enabled,
+            }
+        )
+
+    return Route(HEALTH_PATH, health, methods=["GET"])
 
 
 def build_web_app(
@@ -210,6 +253,9 @@ def build_web_app(
     session_manager = BoundedSessionManager(
         app=mcp_server,
         security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        # SSE polling (SEP-1699): streams open with a priming event and `retry`, and resume by Last-Event-ID.
+        event_store=BoundedEventStore(),
+        retry_interval=RETRY_MS,
     )
     mcp_endpoint = MCPEndpoint(app, RequestSizeGuard(StreamableHTTPASGIApp(session_manager)))
     policy = SecurityPolicy(
@@ -239,8 +285,10 @@ def build_web_app(
 
     routes: list[BaseRoute] = [
         Route("/mcp", mcp_endpoint, methods=["GET", "POST", "DELETE"]),
+        health_route(app),
         Route("/", index),
         *api_routes(app, policy),
+        *integration_routes(app),
     ]
     if app.workspace is not None:
         routes.append(Mount(f"/api/{app.workspace.kind}", routes=list(app.workspace.api_routes())))

@@ -152,7 +152,8 @@ class Approvals:
             raise BridgeError(
                 ErrorCode.APPROVAL_DECLINED,
                 f"{tool} on {target!r} needs the person's approval but no approval channel is connected",
-                hint="Open the deskbridge web UI so the person can answer, or ask them to relax the setting.",
+                hint=f"Ask the person to open the deskbridge web UI so they can answer, or to relax the setting "
+                f"(`deskbridge config set require_approval false`); then call {tool} again.",
             )
         request = ApprovalRequest(
             caller=ctx.caller, client=ctx.client_name, tool=tool, target=target, summary=summary, diff=diff

@@ -340,7 +340,8 @@ def export_docx(text: str, *, base_dir: Path | None = None) -> bytes:
         raise BridgeError(
             ErrorCode.NOT_FOUND,
             "Word export needs pandoc",
-            hint="Install the Python package pypandoc-binary (it ships pandoc), then retry.",
+            hint="Install the export extra, `pip install 'deskbridge[export]'` (pipx: `pipx inject deskbridge "
+            "pypandoc-binary playwright`), then retry md_ui_export_current_document; format html needs nothing.",
         ) from None
     with tempfile.TemporaryDirectory(prefix="deskbridge-docx-") as tmp:
         out = Path(tmp) / "out.docx"
@@ -410,7 +411,8 @@ async def _with_page(page_html: str, action: Any) -> bytes:
         raise BridgeError(
             ErrorCode.NOT_FOUND,
             f"PDF and PNG export need Chromium at {CHROMIUM_PATH}, which is not installed",
-            hint="Install it (Debian/Ubuntu: apt-get install chromium) and the Python package playwright, then retry.",
+            hint="Install Chromium (Debian/Ubuntu: `apt-get install chromium`) and the export extra, `pip install "
+            "'deskbridge[export]'`, then retry md_ui_export_current_document; format html or docx needs no Chromium.",
         )
     try:
         from playwright.async_api import async_playwright
@@ -418,7 +420,8 @@ async def _with_page(page_html: str, action: Any) -> bytes:
         raise BridgeError(
             ErrorCode.NOT_FOUND,
             "PDF and PNG export need the Python package playwright",
-            hint="Install playwright (pip install playwright); the system Chromium is used.",
+            hint="Install the export extra, `pip install 'deskbridge[export]'` (it brings playwright, which drives "
+            "the system Chromium), then retry md_ui_export_current_document; format html needs nothing.",
         ) from None
     async with async_playwright() as pw:
         browser = await pw.chromium.launch(executable_path=CHROMIUM_PATH, args=list(CHROMIUM_ARGS))

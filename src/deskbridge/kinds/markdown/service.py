@@ -448,7 +448,9 @@ class MarkdownService:
             raise BridgeError(ErrorCode.SAME_AS_SOURCE, f"'{raw_path}' is the open file itself")
         if self.find_open(target) is not None:
             raise BridgeError(
-                ErrorCode.TARGET_EXISTS, f"'{raw_path}' is open as another document; close it first"
+                ErrorCode.TARGET_EXISTS,
+                f"'{raw_path}' is open as another document; close it first",
+                hint="Pick another path for md_save_current_document_as; md_list_open_documents shows the open ones.",
             )
         await self.drafts.barrier(doc.doc_id)
         text, version = doc.collab.snapshot()
@@ -457,7 +459,11 @@ class MarkdownService:
         if existing is not None:
             if not overwrite:
                 raise BridgeError(
-                    ErrorCode.TARGET_EXISTS, f"'{raw_path}' already exists", data={"path": target_name}
+                    ErrorCode.TARGET_EXISTS,
+                    f"'{raw_path}' already exists",
+                    hint="Call md_save_current_document_as again with overwrite true (the person is asked first), "
+                    "or with another path.",
+                    data={"path": target_name},
                 )
             if is_ai(ctx) and self.approvals.needed("overwrite"):
                 old = (

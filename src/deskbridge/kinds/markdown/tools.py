@@ -138,8 +138,8 @@ class SearchArgs(ToolArgs):
         min_length=1, max_length=500, description="Text to find (or a regular expression with regex true)."
     )
     regex: bool = Field(False, description="Treat query as a Python regular expression.")
-    case_sensitive: bool = Field(False, alias="caseSensitive")
-    whole_word: bool = Field(False, alias="wholeWord")
+    case_sensitive: bool = Field(False, alias="caseSensitive", description="Match case exactly.")
+    whole_word: bool = Field(False, alias="wholeWord", description="Match whole words only.")
     cursor: str | None = Field(None, description="nextCursor from the previous page.")
     limit: int = Field(50, ge=1, le=500, description="Matches per page.")
 
@@ -166,8 +166,10 @@ class TextEditArgs(ToolArgs):
     start_column: int | None = Field(
         None, alias="startColumn", ge=1, description="1-based column in code points (default 1)."
     )
-    end_line: int | None = Field(None, alias="endLine", ge=1)
-    end_column: int | None = Field(None, alias="endColumn", ge=1)
+    end_line: int | None = Field(None, alias="endLine", ge=1, description="With startLine: 1-based end line.")
+    end_column: int | None = Field(
+        None, alias="endColumn", ge=1, description="With endLine: end column in code points (exclusive)."
+    )
     replacement: str = Field(max_length=REPLACE_MAX_CHARS, description="The new text for the range.")
     expected_text: str = Field(
         alias="expectedText",
@@ -903,6 +905,7 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
             "program changed the file.",
             DocArgs,
             save,
+            destructive=True,  # it replaces the file on disk with the buffer
             idempotent=True,
             vex="save_current_document",
         ),
@@ -912,6 +915,7 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
             "Save to a new path in scope; an existing file needs overwrite true and the person's approval.",
             SaveAsArgs,
             save_as,
+            destructive=True,  # with overwrite true it replaces an existing file
             vex="save_current_document_as",
             target_of=lambda a: a.path,
         ),

@@ -198,6 +198,7 @@ def markdown_ui_tools(service: Any, ui_state: UiState) -> list[ToolSpec]:
             f"undo or redo the last AI change only, never the person's typing. command: {', '.join(EDITOR_COMMANDS)}.",
             EditorCommandArgs,
             apply_editor_command,
+            destructive=True,  # it changes the document's text (cut, delete line, replace selection …)
             aliases=_aliases("ui_apply_editor_command"),
         ),
     ]

@@ -74,6 +74,57 @@ for (const radio of document.querySelectorAll('input[name="approvals-via"]')) {
     $("settings-saved").hidden = false;
   };
 }
+// "Set up a client": preview the exact change first; only the person's click on "Write this change" writes it.
+const setupBody = () => ({ host: $("setuphost").value, scope: $("setupscope").value, http: $("setuphttp").checked });
+async function loadHosts() {
+  const { hosts } = await api("/api/integrations/hosts");
+  $("setuphost").innerHTML = hosts.map((h) => `<option value="${esc(h.name)}">${esc(h.title)}</option>`).join("");
+  $("onbhosts").innerHTML = hosts.map((h) => `<label><input type="checkbox" class="onbhost" value="${esc(h.name)}"> ${esc(h.title)}</label>`).join(" ");
+}
+$("setupbtn").onclick = () => { $("setup").hidden = !$("setup").hidden; };
+$("setuppreview").onclick = async () => {
+  try {
+    const plan = await api("/api/integrations/setup/plan", { method: "POST", body: JSON.stringify(setupBody()) });
+    $("setupdiff").hidden = false;
+    $("setupdiff").innerHTML = plan.diff ? diffHtml(plan.diff) : esc(`${plan.file}: already set up, nothing to change.`);
+    $("setupactions").hidden = !plan.diff;
+    $("setupmsg").textContent = [plan.file, ...plan.notes].join(" — ");
+  } catch (e) { $("setupmsg").textContent = e.message; }
+};
+$("setupcancel").onclick = () => { $("setupdiff").hidden = true; $("setupactions").hidden = true; };
+$("setupapply").onclick = async () => {
+  try {
+    const done = await api("/api/integrations/setup/apply", { method: "POST", body: JSON.stringify(setupBody()) });
+    $("setupmsg").textContent = `Written to ${done.file}. ${done.restart}`;
+    $("setupactions").hidden = true;
+  } catch (e) { $("setupmsg").textContent = e.message; }
+};
+// First run: offer once to connect clients (and the skill); "Not now" is remembered on this machine.
+async function onboarding() {
+  const st = await api("/api/integrations/onboarding");
+  $("onboarding").hidden = !st.show;
+}
+$("onbnot").onclick = async () => {
+  await api("/api/integrations/onboarding", { method: "POST", body: JSON.stringify({ dismissed: true }) });
+  $("onboarding").hidden = true;
+};
+$("onbgo").onclick = async () => {
+  const chosen = [...document.querySelectorAll(".onbhost:checked")].map((c) => c.value);
+  if (!chosen.length) { $("onbmsg").textContent = "Pick at least one client."; return; }
+  const lines = [];
+  for (const host of chosen) {
+    try {
+      const done = await api("/api/integrations/setup/apply", { method: "POST", body: JSON.stringify({ host, scope: "user" }) });
+      lines.push(`${host}: ${done.written ? "added to" : "already in"} ${done.file}`);
+    } catch (e) { lines.push(`${host}: ${e.message}`); }
+  }
+  if ($("onbskill").checked) {
+    try { const s = await api("/api/integrations/skill/install", { method: "POST", body: JSON.stringify({ target: "agents" }) }); lines.push(`skill: ${s.path}`); }
+    catch (e) { lines.push(`skill: ${e.message}`); }
+  }
+  $("onbmsg").textContent = lines.join(" · ");
+};
+loadHosts().then(onboarding);
 const events = new EventSource("/api/events");
 events.addEventListener("approval", refreshApprovals);
 events.addEventListener("audit", refreshAudit);
