@@ -211,11 +211,13 @@ def _serve(
         server = BridgeServer(server_config(web), web.state.shutdown)
         server.on_stopped.append(record.remove)
         workspace = application.workspace
-        with announced(  # endpoint files for `deskbridge mcp --project`; ours are removed on exit (Ctrl-C too)
-            workspace.path if workspace is not None else None,
-            kind=workspace.kind if workspace is not None else "",
-            url=local if is_loopback(host) or wildcard else base,
-            token_file=application.dirs.token_file,
+        with (
+            announced(  # endpoint files for `deskbridge mcp --project`; ours are removed on exit (Ctrl-C too)
+                workspace.path if workspace is not None else None,
+                kind=workspace.kind if workspace is not None else "",
+                url=local if is_loopback(host) or wildcard else base,
+                token_file=application.dirs.token_file,
+            )
         ):
             server.run(sockets=[sock])
     finally:
