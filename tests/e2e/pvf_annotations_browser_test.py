@@ -69,8 +69,7 @@ def test_hover_hints_links_item_card_and_rules_panel(browser, tmp_path: Path, de
         page.wait_for_selector("body[data-ready='1']")
         assert page.input_value("#ann-lang") == "zh-CN"  # from the browser's language
         page.fill("#search", "swordman_sword")
-        page.wait_for_selector("#tree-rows .row.file")
-        page.click("#tree-rows .row.file")
+        page.click("#tree-rows .row.file[title$='swordman_sword.equ']")  # the search's row, not the root's
         page.wait_for_selector(f"body[data-annotated='{SWORD}']")
         # inline hints: the enum label after [rarity]'s 4, the skill name after the level-up id
         rarity = page.locator("#viewer .ann[data-rule='equ.rarity']")
@@ -114,8 +113,7 @@ def test_hover_hints_links_item_card_and_rules_panel(browser, tmp_path: Path, de
         page.wait_for_function("document.querySelector('#file-path').textContent.includes('.equ')")
         # edit a user rule file with a live preview on the open file, then save it
         page.fill("#search", "swordman_sword")
-        page.wait_for_selector("#tree-rows .row.file[title$='swordman_sword.equ']")
-        page.click("#tree-rows .row.file")
+        page.click("#tree-rows .row.file[title$='swordman_sword.equ']")
         page.wait_for_selector(f"body[data-annotated='{SWORD}']")
         page.click("#ann-edit summary")
         page.wait_for_function(
