@@ -14,6 +14,7 @@ import base64
 import contextlib
 import hashlib
 import re
+import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -263,6 +264,9 @@ class PvfService:
         self.recovery = None
         if ident is None or not isinstance(src, PvfSource) or src.path is None:
             return
+        # The folder index (≈ 2 s per million paths) is built beside the open, not in it: the archive is
+        # readable and searchable at once, and a listing asked for meanwhile waits for the build.
+        threading.Thread(target=src.dirs, name="pvf-dir-index", daemon=True).start()
         self.recovery = recovery.load(self.data_dir, src.path, ident.sha256)
         self.index = ContentIndex(self.index_root, ident.sha256)
         self._index_ws = workspace_id

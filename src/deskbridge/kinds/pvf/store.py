@@ -232,7 +232,6 @@ class PvfStore:
             if progress is not None:
                 progress(2, 3)
             _ = archive.encoding  # classic: detect the pack encoding now, not on the first read
-            source.dirs()
             if progress is not None:
                 progress(3, 3)
         except BaseException:
