@@ -123,6 +123,8 @@ def test_every_error_hint_names_a_sage_tool(tools):
         ("sage_is_file_active", {"path": "/etc/passwd"}),
         ("sage_resolve_include", {"source": "/etc/passwd"}),
         ("sage_find_asset", {"id": "Tank", "waitForIndex": True, "timeoutSeconds": 999}),
+        ("sage_get_asset_references", {"type": "GameObject", "id": "Tank", "maxEdges": 5000}),
+        ("sage_list_diagnostics", {"limit": 5000}),
     ]
     for name, raw in cases:
         with pytest.raises(BridgeError) as err:
@@ -146,3 +148,12 @@ def test_the_sage_tool_list_fits_in_5k_tokens(tools):
     ]
     tokens = len(bpe.get_encoding("o200k_base").encode(json.dumps({"tools": listed})))
     assert tokens <= 5000, tokens
+
+
+def test_an_oversized_page_of_edges_points_at_the_cursor(tools):
+    with pytest.raises(BridgeError) as err:
+        call(tools, "sage_get_asset_references", type="GameObject", id="Tank", depth=3, maxEdges=5000)
+    assert err.value.code == "LIMIT_EXCEEDED"
+    assert "sage_get_asset_references" in err.value.hint and "cursor" in err.value.hint
+    schema = tools["sage_get_asset_references"].input_schema()["properties"]["maxEdges"]
+    assert schema["maximum"] == 1000

@@ -174,11 +174,23 @@ class Scope:
             if real not in out:
                 out.append(real)
         self.roots = out
+        self._real_dirs: dict[str, str] = {}
 
     def contains(self, path: str) -> bool:
         """True when `path` (which may not exist) lies inside a root both as written and as resolved."""
         norm = os.path.normpath(os.path.abspath(path))
-        return inside(norm, self.roots) and inside(os.path.realpath(norm), self.roots)
+        if not inside(norm, self.roots):
+            return False
+        folder, name = os.path.split(norm)
+        real_dir = self._real_dirs.get(folder)
+        if real_dir is None:
+            real_dir = self._real_dirs[folder] = os.path.realpath(folder)
+        real = os.path.realpath(norm) if os.path.islink(norm) else os.path.join(real_dir, name)
+        return inside(real, self.roots)
+
+    def forget(self) -> None:
+        """Drop the folders' resolved paths (each build starts afresh: a folder may have become a link)."""
+        self._real_dirs.clear()
 
 
 class PathResolver:
@@ -199,6 +211,8 @@ class PathResolver:
         for d in directories:
             self.tree.forget(d)
         self._memo.clear()
+        if self.scope is not None:
+            self.scope.forget()
 
     def export_state(self) -> dict[str, Any] | None:
         """Every answer so far with the mtimes of the directories they depend on (for the disk cache)."""

@@ -31,6 +31,11 @@ def _compact(schema: dict[str, Any], cls: type) -> None:
             prop.update(next(a for a in alts if a != {"type": "null"}))
 
 
+_MAX_PAGE = {"maximum": LIST_PAGE_MAX}
+"""Advertised, not enforced by validation: a larger page is answered by the tool's own LIMIT_EXCEEDED, whose
+hint says to page with the cursor."""
+
+
 class Consistency(ToolArgs):
     """How fresh the answer must be: one shared `freshness` choice for every index-backed tool.
 
@@ -52,7 +57,7 @@ class Consistency(ToolArgs):
 
 class Paged(Consistency):
     cursor: str | None = Field(None, description="nextCursor of the previous page.")
-    limit: int | None = Field(None, ge=1, le=LIST_PAGE_MAX, description="Page size (default 100).")
+    limit: int | None = Field(None, ge=1, json_schema_extra=_MAX_PAGE, description="Page size (default 100).")
 
 
 class StatusArgs(NoArgs):
@@ -111,14 +116,19 @@ class AssetReferencesArgs(TypeIdArgs):
     )
     includeInheritance: bool = Field(False, description="Also return the inheritFrom edges.")
     maxEdges: int = Field(
-        forward.MAX_EDGES_DEFAULT, ge=1, le=forward.MAX_EDGES_LIMIT, description="Page size (default 100)."
+        forward.MAX_EDGES_DEFAULT,
+        ge=1,
+        json_schema_extra={"maximum": forward.MAX_EDGES_LIMIT},
+        description="Page size (default 100).",
     )
     cursor: str | None = Field(None, description="nextCursor of the previous page.")
 
 
 class EffectiveArgs(TypeIdArgs):
     cursor: str | None = Field(None, description="nextCursor of the previous page of elements.")
-    limit: int | None = Field(None, ge=1, le=LIST_PAGE_MAX, description="Elements per page (default 100).")
+    limit: int | None = Field(
+        None, ge=1, json_schema_extra=_MAX_PAGE, description="Elements per page (default 100)."
+    )
 
 
 class DiagnosticsArgs(Paged):
