@@ -1,6 +1,6 @@
 """PVF-SCRIPT (TARGETS.md): the seed's price-raise script over every equipment file, time to plan and to apply.
 
-    python bench/pvf_scripts.py [--archive classic-200k|small] [--floor N] [--glob PATTERN]
+    python bench/pvf_scripts.py [--archive classic-200k|classic-20k|small|nkpi-1m] [--floor N] [--glob PATTERN]
 
 The script runs as it does for an MCP client: a core write task, the sandboxed QuickJS worker, the plan
 compiled by the workspace. Reported: files scanned and changed, run → plan seconds (and ms per scanned file),
@@ -22,7 +22,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import write_result
 from pvf_format import ensure
 
-PRESETS = {"classic-200k": ("classic", 200_000), "small": ("classic", 2_000), "nkpi-1m": ("nkpi", 1_000_000)}
+PRESETS = {
+    "classic-200k": ("classic", 200_000),
+    "classic-20k": ("classic", 20_000),
+    "small": ("classic", 2_000),
+    "nkpi-1m": ("nkpi", 1_000_000),
+}
 
 PRICE_RAISE = """
 let n = 0, scanned = 0;

@@ -125,6 +125,10 @@ async def test_validate_run_preview_partial_apply_save_reopen(archive: Path) -> 
         items = page["items"]
         assert len(items) >= 4 and all(i["action"] == "modify" for i in items)
         assert all("+\t9000" in i["diff"] or "+9000" in i["diff"].replace("\t", "") for i in items)
+        for i in items:  # the diff shows the one changed line, nothing re-laid-out around it
+            lines = i["diff"].splitlines()
+            assert len([x for x in lines if x.startswith("-") and not x.startswith("---")]) == 1, i["diff"]
+            assert len([x for x in lines if x.startswith("+") and not x.startswith("+++")]) == 1, i["diff"]
         only = await a.call("pvf_script_preview", {"planId": plan_id, "filter": items[0]["changeKey"]})
         assert [i["changeKey"] for i in only["items"]] == [items[0]["changeKey"]]
 

@@ -91,6 +91,7 @@ class Host:
         self.doc_of_key: dict[str, list[int]] = {}
         self.path_warnings: dict[str, list[str]] = {}
         self.positions: dict[str, int] | None = None
+        self.orig_tokens: dict[str, tuple[list[Any], str | None, int | None]] = {}
         self._next = 1
         self.filesets: dict[str, list[str]] = {k: list(v) for k, v in (job.get("filesets") or {}).items()}
         self.fileset_changed: set[str] = set()
@@ -290,6 +291,12 @@ class Host:
                     self.sec_ids.pop(id(sec), None)
 
     def _orig_text(self, key: str) -> str | None:
+        kept = self.orig_tokens.get(key)
+        if kept is not None:
+            from deskbridge.kinds.pvf.script.text import print_tokens
+
+            tokens, header, width = kept
+            return print_tokens(tokens, header=header, record_width=width)
         try:
             return self.ar.read_text(self.base[key])
         except (BridgeError, KeyError):
@@ -394,6 +401,7 @@ class Host:
         if self._type_of(key) != TYPE_SCRIPT:
             raise ScriptError("UNSUPPORTED_CHANGE", f"{self._shown(key)} is not a script; use text()")
         tokens = self._codec_tokens(key)
+        from_archive = tokens is not None
         if tokens is None:
             text = self._text(key)
             try:
@@ -401,7 +409,10 @@ class Host:
             except BridgeError as exc:
                 raise ScriptError("SCRIPT_SYNTAX", f"{self._shown(key)}: {exc.message}") from None
         header = "#PVF_File" if self.family == "classic" else None
-        return model.Document(tokens, header=header, record_width=2 if key.endswith(".lst") else None)
+        doc = model.Document(tokens, header=header, record_width=2 if key.endswith(".lst") else None)
+        if from_archive:
+            doc.source_tokens = tokens  # the file as stored: its text for the diff, without decoding it again
+        return doc
 
     def _codec_tokens(self, key: str) -> list[Any] | None:
         """The tokens of an archive script straight from the family codec — the same tokens `lex` reads
@@ -443,6 +454,8 @@ class Host:
     def file_write(self, args: list[Any]) -> None:
         key = self._need(_arg(args, 0, str, "path"))
         doc = self._doc(args[1] if len(args) > 1 else None)
+        if key not in self.tx and doc.source_tokens is not None and key not in self.orig_tokens:
+            self.orig_tokens[key] = (doc.source_tokens, doc.header, doc.record_width)
         self._stage(key, self._shown(key), doc.text())
 
     def create_file(self, args: list[Any]) -> str:

@@ -185,15 +185,6 @@ class Section:
             node = node.parent
         return "/".join(reversed(parts))
 
-    def tokens(self, out: list[Token]) -> None:
-        out.append(section_token(self.tag()))
-        out.extend(self.values)
-        for c in self.children:
-            c.tokens(out)
-        if self.has_end:
-            out.append(section_token(self.end_tag or f"[/{self.name}]"))
-            out.extend(self.after_end)
-
 
 def _matching(tokens: list[Token]) -> set[int]:
     stack: list[tuple[str, int]] = []
@@ -223,6 +214,7 @@ class Document:
         self.record_width = record_width
         self.root = Section("")
         self.warnings: list[str] = []
+        self.source_tokens: list[Token] | None = None
         self._build(tokens)
 
     def _build(self, tokens: list[Token]) -> None:
