@@ -516,19 +516,15 @@ def _edit(
     nothing is written; the written temp file is verified first; `--backup` keeps ARCHIVE.bak.
     """
     from deskbridge.core.files import file_identity
+    from deskbridge.kinds.pvf.tree import refuse_existing
 
     identity = file_identity(archive) if out is None else None
     ar = _open(archive, encoding, material)
     try:
         change(ar)
         if out is not None:
-            if out.exists() and not force:
-                raise BridgeError(
-                    ErrorCode.TARGET_EXISTS,
-                    f"'{out}' already exists",
-                    "Pass --force to replace it, or choose another -o.",
-                    data={"path": str(out)},
-                )
+            if not force:
+                refuse_existing(out)
             report = ar.save_copy(out)
         else:
             report = ar.save(backup=backup, expected_identity=identity)

@@ -47,6 +47,19 @@ def _mode_of(ar: Any, path: str, data: bytes) -> str:
     return MODE_TEXT
 
 
+def refuse_existing(out: Path) -> None:
+    """`TARGET_EXISTS` when an output archive is already there (pack, `set/add/rm -o`): never replaced
+    without `--force`."""
+    if Path(out).exists():
+        raise BridgeError(
+            ErrorCode.TARGET_EXISTS,
+            f"'{out}' already exists",
+            "Pass --force to replace it (the new archive is verified before it replaces the old one), or "
+            "choose another -o.",
+            data={"path": str(out)},
+        )
+
+
 def script_typed(ar: Any, path: str, data: bytes) -> bool:
     """True when the file is a script by its content (classic `B0 D0`) or its DataType (nkpi 1 and 3):
     a failed text conversion of such a file is a problem to report, not an ordinary binary file."""
@@ -193,14 +206,8 @@ def pack_tree(
     root = Path(directory)
     if not root.is_dir():
         raise BridgeError(ErrorCode.NOT_FOUND, f"no directory '{root}'")
-    if Path(out).exists() and not force:
-        raise BridgeError(
-            ErrorCode.TARGET_EXISTS,
-            f"'{out}' already exists",
-            "Pass --force to replace it (the new archive is verified before it replaces the old one), or "
-            "choose another -o.",
-            data={"path": str(out)},
-        )
+    if not force:
+        refuse_existing(out)
     manifest: dict[str, Any] = {}
     if (root / MANIFEST).is_file():
         try:
