@@ -239,8 +239,11 @@ class SnapshotWorkspace:
         file = str(row.get("file") or "")
         if file:
             path = Path(file) if Path(file).is_absolute() else Path(self.path) / file
-            with contextlib.suppress(OSError, ValueError, TypeError):
-                start, end, text, truncated = queries._excerpt(str(path), int(row.get("line", 0)), a.type)
+            # The file may have changed or gone since the snapshot: answer with the record alone then.
+            with contextlib.suppress(BridgeError, OSError, ValueError):
+                start, end, text, truncated = queries._excerpt(
+                    str(path), int(row.get("line", 0)), a.type, shown=file
+                )
                 body.update({"startLine": start, "endLine": end, "xml": text, "truncated": truncated})
         return self.answer(body)
 
