@@ -48,11 +48,11 @@ never promises a call the server cannot take."""
 _DOC_ID = Field(
     None,
     alias="docId",
-    description="Open document id (from md_list_open_documents); default: the current document.",
+    description="Document id (md_list_open_documents); default: the current one.",
 )
 _REVISION = Field(
     alias="expectedRevision",
-    description="The `revision` your last read returned; the edit is refused (STALE_WORKSPACE) if that text changed since.",
+    description="`revision` from your last read; STALE_WORKSPACE if the text changed since.",
 )
 _REASON = Field("", max_length=500, description="One line for the person approving the change.")
 

@@ -193,9 +193,9 @@ def markdown_ui_tools(service: Any, ui_state: UiState) -> list[ToolSpec]:
         ToolSpec(
             "md_ui_apply_editor_command",
             "Apply editor command",
-            "Run a formatting or editing command in the open editor at the person's cursor or selection. "
-            "A command that changes text is an AI edit: the person approves it with its diff; undo/redo "
-            f"undo or redo the last AI change only, never the person's typing. command: {', '.join(EDITOR_COMMANDS)}.",
+            "Run a formatting or editing command (the `command` values) in the open editor at the person's "
+            "cursor or selection. One that changes text is an AI edit, approved with its diff; undo/redo touch "
+            "only AI changes, never the person's typing.",
             EditorCommandArgs,
             apply_editor_command,
             destructive=True,  # it changes the document's text (cut, delete line, replace selection …)
