@@ -166,6 +166,23 @@ def make_scale_project(work: Path) -> Path:
     for n in range(KW_STREAMS):
         part = includes[n::KW_STREAMS]
         (maps / f"mapmetadata_KW{n + 1:02d}.xml").write_text(head + "".join(part) + tail, encoding="utf-8")
+    # Like a real mod (Corona's phase A walks nearly all of its 7,540 files), keep only the copied files some
+    # stream reaches: the rest of EA's trees (maps, test data, leftovers) would be 6,000 inactive files.
+    from deskbridge.kinds.sage.indexer import ProjectIndexer
+
+    saved = os.environ.get("DESKBRIDGE_HOME")
+    os.environ["DESKBRIDGE_HOME"] = str(work / "prune-home")
+    try:
+        reached = set(ProjectIndexer(mod, SDK, use_cache=False).open_sync().files)
+    finally:
+        if saved is None:
+            os.environ.pop("DESKBRIDGE_HOME", None)
+        else:
+            os.environ["DESKBRIDGE_HOME"] = saved
+    for game in ("RA3", "KW"):
+        for path in (data / game).rglob("*"):
+            if path.is_file() and str(path) not in reached:
+                path.unlink()
     return mod
 
 
