@@ -16,6 +16,7 @@ import http.server
 import json
 import socketserver
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -80,6 +81,15 @@ def hostile_site(pages: dict[str, str]) -> Iterator[str]:
             yield f"http://127.0.0.1:{httpd.server_address[1]}"
         finally:
             httpd.shutdown()
+
+
+def wait_for_clipboard(page, want: str, timeout_s: float = 10.0) -> None:
+    """Poll the clipboard until it holds `want`. The system clipboard outlives a test (an earlier test's config
+    is still there), and a predicate returning a promise is not awaited by wait_for_function."""
+    deadline = time.monotonic() + timeout_s
+    while want not in (page.evaluate("navigator.clipboard.readText()") or ""):
+        assert time.monotonic() < deadline, f"the clipboard never held {want[:12]}…"
+        page.wait_for_timeout(50)
 
 
 def test_another_loopback_port_cannot_frame_the_ui(browser, served) -> None:
@@ -158,7 +168,7 @@ def test_the_token_needs_a_confirmation_in_the_page(browser, served) -> None:
 
     page.once("dialog", lambda dialog: dialog.accept())
     page.click("#copycfg")
-    page.wait_for_function("() => navigator.clipboard.readText().then((t) => t.includes('Bearer'))")
+    wait_for_clipboard(page, f"Bearer {srv.app.token}")
     config = json.loads(page.evaluate("navigator.clipboard.readText()"))
     assert config["mcpServers"]["deskbridge"]["headers"]["Authorization"] == f"Bearer {srv.app.token}"
     page.click("#show")  # already confirmed in this page: shown without asking again
@@ -206,7 +216,7 @@ def test_the_editor_settings_panel_asks_before_showing_the_token(browser, tmp_pa
         assert page.input_value("#mcp-token") == ""
         page.once("dialog", lambda dialog: dialog.accept())
         page.click("#mcp-config-copy")
-        page.wait_for_function("() => navigator.clipboard.readText().then((t) => t.includes('Bearer'))")
+        wait_for_clipboard(page, f"Bearer {srv.app.token}")
         assert f"Bearer {srv.app.token}" in page.evaluate("navigator.clipboard.readText()")
         assert page.is_checked("#mcp-approvals-via-client")
         page.uncheck("#mcp-approvals-via-client")  # "require the browser"
