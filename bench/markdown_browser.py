@@ -67,13 +67,13 @@ def measure(label: str, text: str, edits: int) -> dict:
         browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 860})
         started = time.perf_counter()
-        page.goto(f"{srv.base_url}/?k={srv.app.ui_secret}")
+        page.goto(srv.login_url())
         page.wait_for_function(
             "() => window.deskbridge && window.deskbridge.view", polling=5, timeout=120_000
         )
         editor_ready = time.perf_counter() - started
         page.wait_for_function(
-            "() => document.querySelector('#preview h1, #preview h2')", polling=20, timeout=300_000
+            "() => window.deskbridge.preview?.querySelector('h1, h2')", polling=20, timeout=300_000
         )
         preview_ready = time.perf_counter() - started
         # The page announces each AI edit it has put on screen; compare its clock with ours (same machine).

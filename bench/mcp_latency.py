@@ -1,7 +1,8 @@
 """MCP-LAT and MCP-LOAD (TARGETS.md): one small read over Streamable HTTP, and 32 concurrent clients for 30 s.
 
-MCP-LAT also runs the reference `@modelcontextprotocol/server-filesystem` (Node) side by side: both servers read
-the same file over stdio through the same SDK client, alternating, and the ratio is printed.
+MCP-LAT also runs the reference `@modelcontextprotocol/server-filesystem` (Node) side by side: `deskbridge mcp PATH`,
+`deskbridge mcp --project PATH` (the bridge, answering in-process) and the peer read the same file over stdio
+through the same SDK client, alternating, and the ratio is printed.
 
     python bench/mcp_latency.py [--calls 500] [--load-seconds 30] [--clients 32]
 """
@@ -196,13 +197,19 @@ async def stdio_side_by_side(folder: Path, calls: int) -> dict:
     ours = StdioServerParameters(
         command=sys.executable, args=["-m", "deskbridge", "mcp", str(folder), "--kind", "probe"], env=env
     )
+    bridge = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "deskbridge", "mcp", "--project", str(folder), "--kind", "probe"],
+        env=env,
+    )
     theirs = StdioServerParameters(command="node", args=[str(peer), str(folder)], env=env)
     target = str(folder / "note.txt")
-    samples: dict[str, list[float]] = {"deskbridge": [], "server-filesystem": []}
-    async with Client(ours) as a, Client(theirs) as b:
+    samples: dict[str, list[float]] = {"deskbridge": [], "deskbridge --project": [], "server-filesystem": []}
+    async with Client(ours) as a, Client(bridge) as c, Client(theirs) as b:
         for i in range(calls + 20):
             for name, client, tool, args in (
                 ("deskbridge", a, "probe_read_file", {"path": "note.txt"}),
+                ("deskbridge --project", c, "probe_read_file", {"path": "note.txt"}),
                 ("server-filesystem", b, "read_text_file", {"path": target}),
             ):
                 start = time.perf_counter()
@@ -215,6 +222,7 @@ async def stdio_side_by_side(folder: Path, calls: int) -> dict:
     ours_s, theirs_s = summary_ms(samples["deskbridge"]), summary_ms(samples["server-filesystem"])
     return {
         "deskbridge": ours_s,
+        "deskbridge --project (in-process, no server running)": summary_ms(samples["deskbridge --project"]),
         "server-filesystem": theirs_s,
         "ratio_peer_over_ours": round(theirs_s["median_ms"] / ours_s["median_ms"], 2),
     }

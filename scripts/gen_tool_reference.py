@@ -16,15 +16,22 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 TARGET = ROOT / "docs" / "tools.md"
 
+KIND_NOTES = {
+    "pvf": "The annotation tools' answer shapes (`pvf_annotation_search`, `pvf_annotation_detail`, "
+    "`pvf_explain_file`): docs/pvf-annotations.md, section Tools.",
+}
+"""A line under a kind's heading, for what the argument tables cannot show."""
+
 KIND_TITLES = {
+    "pvf": "PVF archives (`pvf_…`)",
     "markdown": "Markdown (`md_…`)",
     "sage": "SAGE mod index (`sage_…`)",
     "probe": "Probe (transport tests and conformance only)",
 }
 
 
-def sample_workspaces(base: Path) -> dict[str, Path]:
-    """A minimal workspace of each kind; tool lists do not depend on the content."""
+def sample_workspaces(base: Path) -> dict[str, Path | None]:
+    """A minimal workspace of each kind (pvf: its empty workspace); tool lists do not depend on the content."""
     notes = base / "notes"
     notes.mkdir()
     (notes / "a.md").write_text("# A\n", "utf-8")
@@ -33,7 +40,7 @@ def sample_workspaces(base: Path) -> dict[str, Path]:
     (mod / "Data" / "Mod.xml").write_text('<?xml version="1.0"?><AssetDeclaration/>\n', "utf-8")
     probe = base / "probe"
     probe.mkdir()
-    return {"markdown": notes, "sage": mod, "probe": probe}
+    return {"pvf": None, "markdown": notes, "sage": mod, "probe": probe}
 
 
 def _type_of(prop: dict[str, Any]) -> str:
@@ -58,7 +65,10 @@ def render(tools_by_kind: dict[str, list[Any]]) -> str:
            "Every tool returns JSON (structured content plus the same JSON as text). Errors come back as `isError`",
            "results carrying `{code, message, hint}`; the hint says what to call next.", ""]
     for kind, specs in tools_by_kind.items():
-        out += [f"## {KIND_TITLES.get(kind, kind)}", "", "| tool | title | read-only | destructive | idempotent |",
+        out += [f"## {KIND_TITLES.get(kind, kind)}", ""]
+        if kind in KIND_NOTES:
+            out += [KIND_NOTES[kind], ""]
+        out += ["| tool | title | read-only | destructive | idempotent |",
                 "|---|---|---|---|---|"]
         for spec in specs:
             out.append(f"| `{spec.name}` | {_cell(spec.title)} | {'yes' if spec.read_only else 'no'} | "

@@ -14,12 +14,27 @@ import anyio
 from pydantic import ValidationError
 
 from deskbridge.core.audit import Approval
-from deskbridge.core.errors import BridgeError, ErrorCode, internal
+from deskbridge.core.errors import DEFAULT_HINTS, BridgeError, ErrorCode, internal
 from deskbridge.core.limits import RESPONSE_MAX_BYTES
 from deskbridge.core.policy import LAST_APPROVAL
-from deskbridge.core.tools import CallContext, InputRequired, ToolSpec
+from deskbridge.core.requests import RequestLog
+from deskbridge.core.tools import (
+    CallContext,
+    InputRequired,
+    MissingClientCapability,
+    ToolSpec,
+    next_step_hint,
+    schema_hint,
+)
 from deskbridge.kinds.base import KindServices, KindWorkspace, find_kind
-from deskbridge.settings import Dirs, Settings, deskbridge_dirs, load_or_create_token, load_settings
+from deskbridge.settings import (
+    Dirs,
+    Settings,
+    deskbridge_dirs,
+    load_or_create_token,
+    load_settings,
+    private_dir,
+)
 
 if TYPE_CHECKING:
     from deskbridge.core.audit import AuditLog
@@ -50,6 +65,8 @@ class App:
     workspace: KindWorkspace | None = None
     security_policy: SecurityPolicy | None = None
     """The HTTP security policy once `serve` built it, so a token rotation takes effect at once."""
+    requests: RequestLog = field(default_factory=RequestLog)
+    """requestId de-duplication for every tool whose arguments carry one (per caller, outlives workspaces)."""
     _tools: dict[str, ToolSpec] = field(default_factory=dict)
 
     # -- composition ---------------------------------------------------------------------------------------
@@ -64,10 +81,11 @@ class App:
         settings = settings or load_settings(dirs)
         events = EventBus()
         audit_path = dirs.data / "audit.jsonl" if settings.audit_log else None
-        if audit_path is not None:
-            audit_path.parent.mkdir(parents=True, exist_ok=True)
+        if audit_path is not None or dirs.data.exists():
+            private_dir(dirs.data)  # owner-only: the audit log and the demo workspace live there
         audit = AuditLog(path=audit_path)
-        approvals = ApprovalBroker(events)
+        # Read on every approval, so the settings panel's choice applies at once (settings change in place).
+        approvals = ApprovalBroker(events, client_allowed=lambda: settings.approvals_via_client)
         return cls(
             settings=settings,
             dirs=dirs,
@@ -78,12 +96,30 @@ class App:
         )
 
     def open(
-        self, path: Path, *, kind: str | None = None, options: dict[str, Any] | None = None
+        self, path: Path | None, *, kind: str | None = None, options: dict[str, Any] | None = None
     ) -> KindWorkspace:
-        """Open a workspace of the detected (or named) kind; its tools replace the previous ones."""
-        path = path.expanduser().resolve()
-        entry = find_kind(path, kind)
-        services = KindServices(
+        """Open a workspace of the detected (or named) kind; its tools replace the previous ones.
+
+        `path=None` with a `kind` opens that kind's empty workspace (PVF: open an archive later with a tool).
+        """
+        if path is None:
+            if kind is None:
+                raise BridgeError(ErrorCode.INVALID_ARGUMENT, "an empty workspace needs a kind")
+            entry = find_kind(Path(), kind)
+            if not entry.empty_ok:
+                raise BridgeError(
+                    ErrorCode.INVALID_ARGUMENT,
+                    f"the {entry.name} kind needs a path to open",
+                    hint=f"Pass the {entry.description} to serve.",
+                )
+        else:
+            path = path.expanduser().resolve()
+            entry = find_kind(path, kind)
+        return self.adopt(entry.open(path, self.kind_services(options)))
+
+    def kind_services(self, options: dict[str, Any] | None = None) -> KindServices:
+        """The shared services a kind's workspace is opened with."""
+        return KindServices(
             settings=self.settings,
             dirs=self.dirs,
             events=self.events,
@@ -91,7 +127,9 @@ class App:
             approvals=self.approvals,
             options=dict(options or {}),
         )
-        workspace = entry.open(path, services)
+
+    def adopt(self, workspace: KindWorkspace) -> KindWorkspace:
+        """Make an opened workspace the current one; its tools replace the previous ones."""
         self.workspace = workspace
         self._tools = {}
         for spec in workspace.tools():
@@ -132,30 +170,40 @@ class App:
             if spec is None:
                 if self.workspace is None:
                     raise BridgeError(ErrorCode.NO_WORKSPACE, f"unknown tool {name!r}: no workspace is open")
+                names = [s.name for s in self.tool_specs()]
+                status = next((n for n in names if n.endswith(("_status", "_workspace_info"))), None)
                 raise BridgeError(
                     ErrorCode.NOT_FOUND,
                     f"unknown tool {name!r}",
-                    hint="Call tools/list to see the tools of the open workspace.",
+                    hint=f"Call {status} to see the open workspace, or tools/list for its tools."
+                    if status
+                    else "Call tools/list to see the tools of the open workspace.",
                 )
             try:
                 args = spec.args.model_validate(arguments)
             except ValidationError as exc:
                 raise BridgeError(
-                    ErrorCode.INVALID_ARGUMENT,
-                    _validation_message(exc),
-                    hint="Fix the arguments as described; the tool's input schema lists them.",
+                    ErrorCode.INVALID_ARGUMENT, _validation_message(exc), hint=schema_hint(spec)
                 ) from exc
             try:
-                if inspect.iscoroutinefunction(spec.handler):
-                    result = await spec.handler(call, args)
+                request_id = getattr(args, "requestId", None)
+                if request_id is not None:
+                    # One rule for every tool (seed "超时、重试与释放"): same caller + id + arguments → the first
+                    # result; other arguments → REQUEST_CONFLICT. The id itself is not part of the fingerprint.
+                    params = {"tool": name, **{k: v for k, v in arguments.items() if k != "requestId"}}
+                    result = await self.requests.run(
+                        call.caller, request_id, params, lambda: self._run_handler(spec, call, args)
+                    )
                 else:
-                    result = await anyio.to_thread.run_sync(spec.handler, call, args)
-                    if inspect.isawaitable(result):
-                        result = await result
-            except (BridgeError, InputRequired):
+                    result = await self._run_handler(spec, call, args)
+            except (BridgeError, InputRequired, MissingClientCapability):
                 raise
             except Exception as exc:  # a bug, not the caller's fault: say so, keep the server alive
                 raise internal(exc) from exc
+            approval = LAST_APPROVAL.get()
+            if approval is not None and isinstance(result, dict) and "approval" not in result:
+                # Which path approved (browser / client elicitation) travels with the result, as in the audit.
+                result = {**result, "approval": approval.to_dict()}
             size = len(json.dumps(result, ensure_ascii=False, default=str))
             if size > RESPONSE_MAX_BYTES:
                 raise BridgeError(
@@ -166,6 +214,16 @@ class App:
             return result
         except BridgeError as error:
             outcome = str(error.code)
+            names = [s.name for s in self.tool_specs()]
+            if error.hint == DEFAULT_HINTS[error.code]:  # the raise site did not say what to do next: name it
+                error.hint = next_step_hint(str(error.code), name, names) or error.hint
+            elif not any(n in error.hint for n in names):
+                if error.hint.endswith(("then retry.", "and retry.")):
+                    error.hint = error.hint[:-1] + f" {name}."  # "…, then retry." → "…, then retry md_x."
+                elif error.code in (ErrorCode.INVALID_ARGUMENT, ErrorCode.LIMIT_EXCEEDED):
+                    error.hint = (
+                        f"{error.hint} Then call {name} again."  # the next call is this one, corrected
+                    )
             raise
         except InputRequired:
             outcome = "INPUT_REQUIRED"
@@ -177,11 +235,21 @@ class App:
                 client=call.client_name,
                 tool=name,
                 approval=approval.for_audit if approval is not None else Approval.NONE,
+                approved_via=None if approval is None or approval.via is None else str(approval.via),
                 target=_target_of(arguments) or "",
                 outcome=outcome,
                 duration_ms=(time.perf_counter() - started) * 1000,
                 arg_names=arguments.keys(),
             )
+
+    @staticmethod
+    async def _run_handler(spec: ToolSpec, call: CallContext, args: Any) -> dict[str, Any]:
+        if inspect.iscoroutinefunction(spec.handler):
+            return await spec.handler(call, args)
+        result = await anyio.to_thread.run_sync(spec.handler, call, args)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
 
     def update_settings(self, changes: dict[str, Any]) -> Settings:
         """Validate, persist and apply changed settings in place, so every holder of `settings` sees them at once."""

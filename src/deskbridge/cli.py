@@ -22,24 +22,29 @@ from deskbridge.kinds.sage.cli import index_command, snapshot_command
 app = typer.Typer(
     name="deskbridge",
     help="Let AI agents work on your local project data safely and live.\n\n"
-    "Start with `deskbridge serve PATH` (a .pvf archive, a mod folder, or Markdown notes) and connect your "
-    "MCP client to the printed endpoint, or let the client run `deskbridge mcp PATH` over stdio.",
+    "Start with `deskbridge serve PATH` (a .pvf archive, a mod folder, or Markdown notes), then connect your "
+    "MCP client once with `deskbridge setup claude-code` (or claude-desktop, cursor, vscode, codex); "
+    "`deskbridge doctor` says what is missing.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     rich_markup_mode="markdown",
 )
-app.add_typer(
-    pvf_app, name="pvf", help="DNF Script.pvf archives: info, ls, cat, extract, pack, verify, synth."
-)
+app.add_typer(pvf_app, name="pvf")  # its help (kinds/pvf/cli.py HELP) has the examples
 app.add_typer(sage_app, name="sage", help="Red Alert 3 / C&C3 mod index queries.")
 app.command("index", help="Index a SAGE mod without a server and print what was found.")(index_command)
 app.command("snapshot", help="Index a SAGE mod and write its public snapshot (gzip JSON).")(snapshot_command)
 token_app = typer.Typer(help="Show or rotate the MCP bearer token.", no_args_is_help=True)
 config_app = typer.Typer(help="Show or change persisted settings.", no_args_is_help=True)
+skill_app = typer.Typer(
+    help="Install the deskbridge Agent Skill where agents read skills (it tells them when and how to use the "
+    "tools).",
+    no_args_is_help=True,
+)
 app.add_typer(token_app, name="token")
+app.add_typer(skill_app, name="skill")
 app.add_typer(config_app, name="config")
 
-err = Console(stderr=True, highlight=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True)  # never cut a link or a path in two
 out = Console(highlight=False)
 
 
@@ -148,17 +153,20 @@ def _serve(
     no_browser: bool,
     allowed_hosts: list[str] | None = None,
 ) -> None:
-    import uvicorn
-
     from deskbridge.app import App
+    from deskbridge.integrations.endpoints import announced, claim_workspace
     from deskbridge.integrations.snippets import http_snippet
     from deskbridge.web.app import build_web_app
+    from deskbridge.web.launch import ServerRecord, write_login_page
     from deskbridge.web.security import is_loopback
-    from deskbridge.web.server import BridgeServer
+    from deskbridge.web.server import BridgeServer, server_config
 
     application = App.create()
     port = application.settings.port if port is None else port
-    if path is not None:
+    # One writer per workspace: an in-process `deskbridge mcp` hands it over (or says why not) before we read it.
+    # A lock left by a process that died is stale and taken over, so an early exit needs no cleanup.
+    lock = claim_workspace(path) if path is not None else None
+    if path is not None or kind == "pvf":  # pvf can start empty and open an archive through a tool
         application.open(path, kind=kind, options=_kind_options(sdk))
     sock = bind_socket(host, port)
     port = sock.getsockname()[1]  # --port 0 asks the system for a free port
@@ -180,33 +188,299 @@ def _serve(
         f"[bold]deskbridge {__version__}[/] serving "
         f"{application.workspace.kind + ' ' + str(application.workspace.path) if application.workspace else 'no workspace'}"
     )
-    err.print(f"  web UI:       {base}/?k={application.ui_secret}")
-    err.print(
-        f"  MCP endpoint: {base}/mcp  (token in {application.dirs.token_file}; `deskbridge token show`)"
-    )
-    err.print("  client config (Claude Code / Cursor / Claude Desktop):")
-    err.print(http_snippet("claude-code", f"{base}/mcp", "<token: deskbridge token show>"), markup=False)
-    if not no_browser:
-        webbrowser.open(f"{base}/?k={application.ui_secret}")
-    config = uvicorn.Config(web, log_level="warning", lifespan="on", timeout_graceful_shutdown=3)
-    server = BridgeServer(config, web.state.shutdown)
-    server.run(sockets=[sock])
+    # The UI secret never goes on a command line (any local user can read those with `ps`) or into a URL: the
+    # browser gets a one-time login code inside an owner-only file, and the link printed here has its own code.
+    codes = web.state.policy.login_codes
+    ttl = int(codes.ttl_s)
+    # A wildcard bind is reached locally through loopback (the Host check accepts loopback names).
+    local = {"0.0.0.0": f"http://127.0.0.1:{port}", "::": f"http://[::1]:{port}"}.get(host, base)
+    record = ServerRecord.write(application.dirs, port=port, base_url=local, ui_secret=application.ui_secret)
+    try:
+        page = write_login_page(application.dirs, port, f"{local}/?k={codes.issue()}")
+        err.print(f"  web UI:       {base}/  — one-time link (valid {ttl} s): {local}/?k={codes.issue()}")
+        err.print(
+            f"                later: `deskbridge open` (a new link in your browser), or open {page.as_uri()}"
+        )
+        err.print(
+            f"  MCP endpoint: {base}/mcp  (token in {application.dirs.token_file}; `deskbridge token show`)"
+        )
+        err.print("  client config (Claude Code / Cursor / Claude Desktop):")
+        err.print(http_snippet("claude-code", f"{base}/mcp", "<token: deskbridge token show>"), markup=False)
+        if not no_browser:
+            webbrowser.open(page.as_uri())  # a file path: no secret in the browser's arguments
+        server = BridgeServer(server_config(web), web.state.shutdown)
+        server.on_stopped.append(record.remove)
+        workspace = application.workspace
+        with (
+            announced(  # endpoint files for `deskbridge mcp --project`; ours are removed on exit (Ctrl-C too)
+                workspace.path if workspace is not None else None,
+                kind=workspace.kind if workspace is not None else "",
+                url=local if is_loopback(host) or wildcard else base,
+                token_file=application.dirs.token_file,
+            )
+        ):
+            server.run(sockets=[sock])
+    finally:
+        record.remove()
+        if lock is not None:
+            lock.release()
 
 
-@app.command()
-def mcp(path: PathArg = None, kind: KindOpt = None, sdk: SdkOpt = None) -> None:
-    """Serve PATH over MCP stdio (for clients that start the server themselves). Logs go to stderr."""
-    logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
-    from deskbridge.mcp.stdio import run_stdio
+@app.command("open")
+def open_ui(
+    port: Annotated[
+        int | None, typer.Option(help="Port of the running server (default: the only one running).")
+    ] = None,
+    print_only: Annotated[
+        bool, typer.Option("--print", help="Print a one-time link instead of opening the browser.")
+    ] = False,
+) -> None:
+    """Open the web UI of a running `deskbridge serve` in your browser, with a fresh one-time login link.
+
+    Use it whenever you closed the tab or want the UI in another browser: the link `serve` printed works once.
+    """
+    from deskbridge.settings import deskbridge_dirs
+    from deskbridge.web.launch import fresh_login_url, write_login_page
 
     try:
-        run_stdio(path, kind=kind, options=_kind_options(sdk))
+        dirs = deskbridge_dirs()
+        url, port_used = fresh_login_url(dirs, port)
+        if print_only:
+            out.print(url, markup=False)
+            return
+        page = write_login_page(dirs, port_used, url)
+        webbrowser.open(page.as_uri())
+        err.print(f"opened {page.as_uri()} (a one-time link to http://127.0.0.1:{port_used}/)")
     except BridgeError as error:
         raise fail(error) from error
 
 
 @app.command()
+def mcp(
+    path: PathArg = None,
+    kind: KindOpt = None,
+    sdk: SdkOpt = None,
+    project: Annotated[
+        Path | None,
+        typer.Option(
+            "--project",
+            help="What MCP clients launch: forward to the running `deskbridge serve` of this path when there is "
+            "one, else answer here (SAGE from the saved snapshot, other kinds in-process).",
+        ),
+    ] = None,
+) -> None:
+    """Speak MCP over stdio (for clients that start the server themselves). Logs go to stderr.
+
+    `deskbridge mcp --project PATH` is what `deskbridge setup` writes into client configs; `deskbridge mcp PATH`
+    always opens PATH in this process.
+    """
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
+    try:
+        if project is not None:
+            from deskbridge.kinds.base import find_kind
+            from deskbridge.mcp.bridge import run_bridge
+
+            find_kind(
+                project.expanduser().resolve(), kind
+            )  # a wrong path is an error now, not at the first call
+            run_bridge(project, kind=kind, options=_kind_options(sdk))
+            return
+        from deskbridge.mcp.stdio import run_stdio
+
+        run_stdio(path, kind=kind, options=_kind_options(sdk))
+    except BridgeError as error:
+        raise fail(error) from error
+
+
+ProjectOpt = Annotated[
+    Path | None,
+    typer.Option("--project", help="The workspace the client should work on (default: the current folder)."),
+]
+
+
+@app.command()
+def setup(
+    host: Annotated[str, typer.Argument(help="claude-desktop, claude-code, cursor, vscode or codex.")],
+    project: ProjectOpt = None,
+    scope: Annotated[
+        str, typer.Option(help="user (your home config) or project (a file in the workspace folder).")
+    ] = "user",
+    http: Annotated[
+        bool,
+        typer.Option(
+            "--http",
+            help="Point the client at a running `deskbridge serve` over HTTP (token from $DESKBRIDGE_TOKEN) "
+            "instead of the stdio launcher.",
+        ),
+    ] = False,
+    name: Annotated[str, typer.Option(help="Server name in the client's config.")] = "deskbridge",
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the diff; write nothing.")] = False,
+    print_only: Annotated[
+        bool, typer.Option("--print", help="Print the entry to paste by hand; write nothing.")
+    ] = False,
+    remove: Annotated[
+        bool, typer.Option("--remove", help="Take out the entry deskbridge added (only that).")
+    ] = False,
+) -> None:
+    """Add deskbridge to an MCP client's config, merging into the file (other entries, comments and formatting
+    stay), with a backup first. Running it again changes nothing.
+
+    Examples: `deskbridge setup claude-code --project ~/notes`, `deskbridge setup vscode --scope project
+    --dry-run`, `deskbridge setup codex --remove`.
+    """
+    from deskbridge.integrations.setup import apply, plan_remove, plan_setup
+
+    target = (project or Path.cwd()).expanduser().resolve()
+    if scope not in ("user", "project"):
+        raise fail(
+            BridgeError("INVALID_ARGUMENT", f"unknown scope {scope!r}", hint="Use --scope user or project.")
+        )
+    try:
+        if remove:
+            plan = plan_remove(host, target, scope=scope, name=name)  # type: ignore[arg-type]
+        else:
+            from deskbridge.settings import load_settings
+
+            url = f"http://127.0.0.1:{load_settings().port}/mcp" if http else None
+            plan = plan_setup(host, target, scope=scope, http_url=url, name=name)  # type: ignore[arg-type]
+    except BridgeError as error:
+        raise fail(error) from error
+    if print_only:
+        out.print(plan.snippet(), markup=False, end="")
+        err.print(f"(for {plan.file})")
+        return
+    for note in plan.notes:
+        err.print(f"[bold yellow]note:[/] {note}")
+    if dry_run:
+        out.print(plan.diff() or f"{plan.file}: nothing to change ({plan.action})", markup=False, end="")
+        return
+    if not plan.changes:
+        err.print(
+            f"{plan.host.title}: {plan.file} already {'has' if plan.entry else 'lacks'} {name!r}; nothing changed."
+        )
+        return
+    backup = apply(plan)
+    verb = "removed from" if remove else "added to" if plan.action == "add" else "updated in"
+    err.print(f"{plan.host.title}: {name!r} {verb} {plan.file}" + (f" (backup: {backup})" if backup else ""))
+    if not remove:
+        err.print(f"next: {plan.host.restart}")
+
+
+@app.command()
+def doctor(
+    host: Annotated[
+        str | None, typer.Argument(help="Also check this client's config (e.g. claude-code).")
+    ] = None,
+    project: ProjectOpt = None,
+) -> None:
+    """Check what an MCP client needs: the launcher, the token, the port, a host's config and a live round
+    trip; say what to fix. Exits 1 when something needs fixing."""
+    from deskbridge.integrations.doctor import run_checks
+
+    checks = run_checks(host, (project or Path.cwd()).expanduser().resolve())
+    bad = 0
+    for check in checks:
+        mark = {"ok": "[green]ok[/]  ", "warn": "[yellow]warn[/]", "fix": "[red]fix[/] "}[check.status]
+        out.print(f"{mark} {check.name:<10} {check.detail}", highlight=False, soft_wrap=True)
+        if check.status == "fix":
+            bad += 1
+        if check.help and check.status != "ok":
+            out.print(f"     [cyan]help:[/] {check.help}", highlight=False, soft_wrap=True)
+    if bad:
+        raise typer.Exit(1)
+
+
+TargetOpt = Annotated[
+    str,
+    typer.Option(
+        "--target",
+        help="agents (~/.agents/skills), claude (~/.claude/skills), project (.agents/skills in --project), "
+        "or a skills folder PATH.",
+    ),
+]
+
+
+def _report_skill(result: dict[str, Any]) -> None:
+    err.print(f"{result['path']}: wrote {len(result['written'])} file(s)")
+    for kept in result["kept"]:
+        err.print(f"  kept {kept['file']} ({kept['why']})")
+
+
+@skill_app.command("install")
+def skill_install(target: TargetOpt = "agents", project: ProjectOpt = None) -> None:
+    """Write SKILL.md and references/*.md (files you edited are never overwritten)."""
+    from deskbridge.integrations.launcher import write_launcher
+    from deskbridge.integrations.skill import install
+
+    try:
+        write_launcher()
+        _report_skill(install(target, project_dir=(project or Path.cwd()).expanduser().resolve()))
+    except BridgeError as error:
+        raise fail(error) from error
+
+
+@skill_app.command("sync")
+def skill_sync() -> None:
+    """Refresh every installed copy after an upgrade (edited files stay as they are)."""
+    from deskbridge.integrations.skill import sync
+
+    results = sync()
+    for result in results:
+        _report_skill(result)
+    if not results:
+        err.print("no installed copy to refresh; `deskbridge skill install` writes one")
+
+
+@skill_app.command("uninstall")
+def skill_uninstall(
+    target: Annotated[
+        str | None, typer.Option("--target", help="Only this target (default: every copy).")
+    ] = None,
+    project: ProjectOpt = None,
+) -> None:
+    """Remove the files deskbridge wrote and you did not edit."""
+    from deskbridge.integrations.skill import uninstall
+
+    try:
+        for result in uninstall(target, project_dir=(project or Path.cwd()).expanduser().resolve()):
+            err.print(f"{result['path']}: removed {len(result['removed'])} file(s)")
+            for rel in result["kept"]:
+                err.print(f"  kept {rel} (edited by you, or not ours)")
+    except BridgeError as error:
+        raise fail(error) from error
+
+
+@app.command()
+def bundle(
+    out: Annotated[Path, typer.Option("--out", help="Where to write the .mcpb.")] = Path(
+        "dist/deskbridge.mcpb"
+    ),
+    server_json: Annotated[
+        Path | None,
+        typer.Option(
+            "--server-json", help="Also write the MCP Registry's server.json here (e.g. ./server.json)."
+        ),
+    ] = None,
+) -> None:
+    """Build the MCP Bundle (`.mcpb`, MCPB `uv` server type) that Claude Desktop installs with one click; the
+    person picks the workspace folder at install."""
+    import json
+
+    from deskbridge.integrations.bundle import server_json as registry_entry
+    from deskbridge.integrations.bundle import write_bundle
+
+    path = write_bundle(out)
+    err.print(f"bundle: {path} ({path.stat().st_size // 1024} KiB); open it with Claude Desktop to install")
+    if server_json is not None:
+        server_json.write_text(json.dumps(registry_entry(), indent=2) + "\n", "utf-8")
+        err.print(f"registry entry: {server_json}")
+
+
+@app.command()
 def demo(
+    which: Annotated[
+        str, typer.Argument(help="markdown (sample notes) or pvf (a small synthetic Script.pvf).")
+    ] = "markdown",
     port: Annotated[int | None, typer.Option(help="Port (default: the `port` setting).")] = None,
     no_browser: Annotated[bool, typer.Option("--no-browser", help="Do not open the web UI.")] = False,
     exit_after: Annotated[
@@ -217,7 +491,7 @@ def demo(
     from deskbridge.demo import make_demo_workspace
 
     try:
-        target, kind = make_demo_workspace()
+        target, kind = make_demo_workspace(which)
         err.print(f"sample workspace: {target}")
         if exit_after is not None:
             _serve_briefly(target, kind, port, exit_after)

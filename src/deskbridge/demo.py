@@ -7,8 +7,24 @@ from pathlib import Path
 from deskbridge.settings import deskbridge_dirs
 
 
-def make_demo_workspace() -> tuple[Path, str]:
-    """Create (or refresh) the sample notes folder and return it with its kind."""
+def make_demo_workspace(which: str = "markdown") -> tuple[Path, str]:
+    """Create (or refresh) the sample workspace (`markdown` notes or a `pvf` archive) and return it with its kind."""
+    if which == "pvf":
+        from deskbridge.kinds.pvf.synth import synth
+
+        archive = deskbridge_dirs().data / "demo" / "pvf" / "Script.pvf"
+        archive.parent.mkdir(parents=True, exist_ok=True)
+        if not archive.exists():  # kept between runs: its edits and history are the person's to look at
+            synth(archive, family="classic", files=2000, seed=1)
+        return archive, "pvf"
+    if which != "markdown":
+        from deskbridge.core.errors import BridgeError, ErrorCode
+
+        raise BridgeError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"no demo {which!r}",
+            "Use `deskbridge demo markdown` or `deskbridge demo pvf`.",
+        )
     target = deskbridge_dirs().data / "demo" / "notes"
     target.mkdir(parents=True, exist_ok=True)
     try:

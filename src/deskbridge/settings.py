@@ -1,7 +1,10 @@
 """Persisted settings and the per-user directories (config, data, cache), with a test override.
 
-Settings live in `<config dir>/config.json`; the MCP bearer token lives beside it in `token` (owner-only).
-`DESKBRIDGE_HOME` moves every directory under one folder (tests, portable installs).
+Settings live in `<config dir>/config.json`; the MCP bearer token lives beside it in `token`. Both files are
+written owner-only (0600) every time, whatever mode an existing file had, and the config, data and runtime
+directories are kept owner-only (0700). The runtime directory holds the per-run files of `serve`: the login page
+it opens in the browser and the server record `deskbridge open` reads. `DESKBRIDGE_HOME` moves every directory
+under one folder (tests, portable installs).
 """
 
 from __future__ import annotations
@@ -9,6 +12,8 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import stat
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -23,6 +28,9 @@ DEFAULT_PORT: Final = 17891
 TOKEN_BYTES: Final = 32
 """Random bytes in the MCP bearer token (shown as 64 hex characters)."""
 
+SMALL_FILE_MAX_BYTES: Final = 1024 * 1024
+"""Bytes of the settings or token file at most (they are a few hundred bytes)."""
+
 
 @dataclass(frozen=True)
 class Dirs:
@@ -31,6 +39,12 @@ class Dirs:
     config: Path
     data: Path
     cache: Path
+    runtime: Path | None = None
+    """Per-run files (login page, server record); None means `<data>/run`."""
+
+    @property
+    def run(self) -> Path:
+        return self.runtime if self.runtime is not None else self.data / "run"
 
     @property
     def settings_file(self) -> Path:
@@ -46,12 +60,61 @@ def deskbridge_dirs() -> Dirs:
     home = os.environ.get("DESKBRIDGE_HOME")
     if home:
         base = Path(home).expanduser()
-        return Dirs(config=base / "config", data=base / "data", cache=base / "cache")
+        return Dirs(config=base / "config", data=base / "data", cache=base / "cache", runtime=base / "run")
     return Dirs(
         config=Path(platformdirs.user_config_dir(APP_NAME, appauthor=False)),
         data=Path(platformdirs.user_data_dir(APP_NAME, appauthor=False)),
         cache=Path(platformdirs.user_cache_dir(APP_NAME, appauthor=False)),
+        runtime=_runtime_dir(),
     )
+
+
+def _runtime_dir() -> Path:
+    """`$XDG_RUNTIME_DIR/deskbridge` (a per-user tmpfs) on Linux, else the state directory; on other systems the
+    platform's per-user runtime directory. Never a shared /tmp folder another user could have created first."""
+    if sys.platform.startswith("linux") or sys.platform.startswith("freebsd"):
+        xdg = os.environ.get("XDG_RUNTIME_DIR")
+        if xdg and os.path.isabs(xdg) and os.path.isdir(xdg):
+            return Path(xdg) / APP_NAME
+        return Path(platformdirs.user_state_dir(APP_NAME, appauthor=False)) / "run"
+    return Path(platformdirs.user_runtime_dir(APP_NAME, appauthor=False))
+
+
+def private_dir(path: Path) -> Path:
+    """Create `path` (and missing parents) if needed and make sure it is ours alone: owner-only (0700), owned
+    by this user. Refuses a directory owned by someone else (e.g. planted in advance) instead of using it."""
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if os.name != "posix":
+        return path
+    st = path.stat()
+    if not stat.S_ISDIR(st.st_mode):
+        raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"{str(path)!r} is not a folder")
+    if st.st_uid != os.getuid():
+        raise BridgeError(
+            ErrorCode.ACCESS_DENIED,
+            f"the folder {str(path)!r} belongs to another user",
+            hint="deskbridge keeps its secrets only in folders you own; remove it or set DESKBRIDGE_HOME.",
+        )
+    if stat.S_IMODE(st.st_mode) & 0o077:
+        os.chmod(path, 0o700)
+    return path
+
+
+def read_small_file(path: Path) -> str | None:
+    """The text of one of our own small files (settings, token), or None when it does not exist.
+
+    Read with `core.files.read_regular_file`: a FIFO or a device planted under that name cannot hang or flood us.
+    """
+    from deskbridge.core.files import read_regular_file
+
+    try:
+        return read_regular_file(path, max_bytes=SMALL_FILE_MAX_BYTES).decode("utf-8")
+    except BridgeError as exc:
+        if exc.code == ErrorCode.NOT_FOUND:
+            return None
+        raise
+    except UnicodeDecodeError as exc:
+        raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"{str(path)!r} is not UTF-8 text") from exc
 
 
 class SageSettings(BaseModel):
@@ -81,6 +144,11 @@ class Settings(BaseModel):
     """Ask the person before risky operations (edits, overwrite, opening outside the workspace…)."""
     approval_rules: dict[str, bool] = Field(default_factory=dict)
     """Per-operation override of whether approval is needed, e.g. {"edit": false}."""
+    approvals_via_client: bool = True
+    """With no deskbridge page open, ask for approvals through the calling MCP client (its host shows the question
+    to its person: MCP elicitation). False = approvals need the browser; with no page open a change needing
+    approval is declined. A scripted client can answer elicitation itself, so turn this off if you do not trust
+    the clients you connect."""
     audit_log: bool = False
     """Also append audit records to a JSON-lines file in the data directory."""
     sage: SageSettings = Field(default_factory=SageSettings)
@@ -90,10 +158,11 @@ def load_settings(dirs: Dirs | None = None) -> Settings:
     """Read the settings file; a missing file means defaults, a broken one is a clear error."""
     dirs = dirs or deskbridge_dirs()
     path = dirs.settings_file
-    if not path.exists():
+    text = read_small_file(path)
+    if text is None:
         return Settings()
     try:
-        return Settings.model_validate(json.loads(path.read_text("utf-8")))
+        return Settings.model_validate(json.loads(text))
     except (json.JSONDecodeError, ValidationError) as exc:
         raise BridgeError(
             ErrorCode.INVALID_ARGUMENT,
@@ -107,9 +176,9 @@ def save_settings(settings: Settings, dirs: Dirs | None = None) -> Path:
     from deskbridge.core.files import atomic_write
 
     dirs = dirs or deskbridge_dirs()
-    dirs.config.mkdir(parents=True, exist_ok=True)
+    private_dir(dirs.config)
     text = json.dumps(settings.model_dump(by_alias=True), indent=2, ensure_ascii=False) + "\n"
-    atomic_write(dirs.settings_file, text.encode("utf-8"), new_file_mode=0o600)
+    atomic_write(dirs.settings_file, text.encode("utf-8"), mode=0o600)
     return dirs.settings_file
 
 
@@ -148,16 +217,24 @@ def set_setting(settings: Settings, key: str, raw: str) -> Settings:
 
 
 def load_or_create_token(dirs: Dirs | None = None, *, rotate: bool = False) -> str:
-    """The MCP bearer token: created on first use (or on rotate) with owner-only permissions."""
-    dirs = dirs or deskbridge_dirs()
-    path = dirs.token_file
-    if not rotate and path.exists():
-        token = path.read_text("ascii").strip()
-        if len(token) >= 32:
-            return token
+    """The MCP bearer token: created on first use (or on rotate), always owner-only (0600).
+
+    A token file someone made readable to others (chmod 644) is put back to 0600 when it is read, and a rotation
+    writes the new token 0600 whatever the old file's mode was.
+    """
     from deskbridge.core.files import atomic_write
 
-    dirs.config.mkdir(parents=True, exist_ok=True)
+    dirs = dirs or deskbridge_dirs()
+    path = dirs.token_file
+    if not rotate:
+        text = read_small_file(path)
+        token = (text or "").strip()
+        if len(token) >= 32 and token.isascii():
+            private_dir(dirs.config)
+            if os.name == "posix" and stat.S_IMODE(path.stat().st_mode) != 0o600:
+                os.chmod(path, 0o600)
+            return token
+    private_dir(dirs.config)
     token = secrets.token_hex(TOKEN_BYTES)
-    atomic_write(path, (token + "\n").encode("ascii"), new_file_mode=0o600)
+    atomic_write(path, (token + "\n").encode("ascii"), mode=0o600)
     return token

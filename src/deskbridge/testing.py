@@ -14,7 +14,6 @@ from typing import Any
 
 import anyio
 import httpx2
-import uvicorn
 
 from deskbridge.app import App
 
@@ -23,6 +22,10 @@ from deskbridge.app import App
 class RunningServer:
     app: App
     port: int
+    server: Any = None
+    """The `BridgeServer` (uvicorn) serving it."""
+    web: Any = None
+    """The Starlette app (its `state` holds the session manager and the security policy)."""
 
     @property
     def base_url(self) -> str:
@@ -37,6 +40,12 @@ class RunningServer:
 
     def ui_headers(self) -> dict[str, str]:
         return {"X-Deskbridge-UI": self.app.ui_secret}
+
+    def login_url(self) -> str:
+        """A fresh one-time link that opens the UI in a browser (what `deskbridge open` hands the browser):
+        `GET` it once to get the UI cookie. Each call issues a new code, valid for a minute."""
+        assert self.app.security_policy is not None
+        return f"{self.base_url}/?k={self.app.security_policy.login_codes.issue()}"
 
     @contextlib.asynccontextmanager
     async def client(self, *, mode: str = "auto", **kwargs: Any) -> AsyncIterator[Any]:
@@ -67,7 +76,7 @@ async def running_server(
     """Serve `path` until the block exits. Port 0 picks a free port."""
     from deskbridge.cli import bind_socket
     from deskbridge.web.app import build_web_app
-    from deskbridge.web.server import BridgeServer
+    from deskbridge.web.server import BridgeServer, server_config
 
     application = app or App.create()
     if path is not None:
@@ -75,14 +84,13 @@ async def running_server(
     sock = bind_socket("127.0.0.1", port)
     real_port = sock.getsockname()[1]
     web = build_web_app(application, port=real_port)
-    config = uvicorn.Config(web, log_level="warning", lifespan="on", timeout_graceful_shutdown=3)
-    server = BridgeServer(config, web.state.shutdown)
+    server = BridgeServer(server_config(web), web.state.shutdown)
     async with anyio.create_task_group() as tg:
         tg.start_soon(server.serve, [sock])
         while not server.started:
             await anyio.sleep(0.01)
         try:
-            yield RunningServer(app=application, port=real_port)
+            yield RunningServer(app=application, port=real_port, server=server, web=web)
         finally:
             server.request_exit()
     sock.close()

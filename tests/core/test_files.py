@@ -174,7 +174,7 @@ def test_publish_new_refuses_an_existing_symlink_even_dangling(tmp_path):
 @pytest.mark.parametrize("native", [True, False], ids=["renameat2", "link-fallback"])
 def test_rename_noreplace_never_replaces(tmp_path, monkeypatch, native):
     if not native:
-        monkeypatch.setattr(files, "_native_noreplace", lambda s, d: False)
+        monkeypatch.setattr(files, "_native_noreplace", lambda s, d, **_: False)
     src, dst = tmp_path / "src", tmp_path / "dst"
     src.write_bytes(b"new")
     dst.write_bytes(b"old")
@@ -197,7 +197,7 @@ def test_linux_uses_renameat2_natively(tmp_path):
 @pytest.mark.parametrize("native", [True, False], ids=["renameat2", "mkdir-fallback"])
 def test_publish_directory_is_all_or_nothing_and_never_merges(tmp_path, monkeypatch, native):
     if not native:
-        monkeypatch.setattr(files, "_native_noreplace", lambda s, d: False)
+        monkeypatch.setattr(files, "_native_noreplace", lambda s, d, **_: False)
     out = tmp_path / "mod-1.0"
 
     def fill(d):
@@ -217,7 +217,7 @@ def test_publish_directory_is_all_or_nothing_and_never_merges(tmp_path, monkeypa
 @pytest.mark.parametrize("native", [True, False], ids=["renameat2", "mkdir-fallback"])
 def test_publish_directory_loses_a_race_cleanly(tmp_path, monkeypatch, native):
     if not native:
-        monkeypatch.setattr(files, "_native_noreplace", lambda s, d: False)
+        monkeypatch.setattr(files, "_native_noreplace", lambda s, d, **_: False)
     out = tmp_path / "export"
 
     def fill(d):
@@ -436,7 +436,7 @@ def test_a_failing_verify_leaves_the_original_intact(tmp_path):
     seen = []
 
     def verify(tmp):
-        seen.append((tmp.parent, tmp.read_bytes()))
+        seen.append((tmp.resolve().parent, tmp.read_bytes()))
         raise BridgeError(ErrorCode.INTERNAL, "verify failed: reads back different bytes")
 
     with pytest.raises(BridgeError) as ei:

@@ -228,3 +228,50 @@ async def test_pending_requests_are_capped(monkeypatch):
         broker.answer(r.id, False)
     results = await asyncio.gather(*waiting)
     assert [r.decision for r in results] == [Decision.DECLINED, Decision.DECLINED]
+
+
+# -- which path approves (issue 8: approvals_via_client) -------------------------------------------------
+
+
+@pytest.mark.security
+def test_client_elicitation_is_not_used_when_the_person_requires_the_browser():
+    allowed = [True]
+    broker = ApprovalBroker(EventBus(), client_allowed=lambda: allowed[0])
+    asked: list[str] = []
+
+    async def elicit(question: str) -> bool:
+        asked.append(question)
+        return True  # a scripted client approving itself
+
+    async def run():
+        first = await broker.request(req(), elicit=elicit)
+        allowed[0] = False
+        with pytest.raises(BridgeError) as ei:
+            await broker.require(req(), elicit=elicit)
+        return first, ei.value
+
+    first, refused = asyncio.run(run())
+    assert (
+        first.approved
+        and str(first.via) == "client"
+        and first.to_dict() == {"decision": "approved", "via": "client"}
+    )
+    assert len(asked) == 1, "the client was asked although approvals need the browser"
+    assert refused.code == ErrorCode.APPROVAL_DECLINED and "browser" in refused.hint
+    assert refused.data["decision"] == "no_one_to_ask" and refused.data["via"] is None
+
+
+def test_a_browser_answer_says_it_came_from_the_browser():
+    bus = EventBus()
+    broker = ApprovalBroker(bus)
+    broker.attach_ui()
+
+    async def run():
+        sub = bus.subscribe()
+        task = asyncio.ensure_future(broker.request(req()))
+        shown = (await sub.__anext__()).data["request"]
+        broker.answer(shown["id"], True)
+        return await task
+
+    result = asyncio.run(run())
+    assert result.approved and str(result.via) == "browser"

@@ -56,9 +56,9 @@ def test_the_served_editor_follows_a_real_mcp_client(browser, tmp_path):
         page.goto(srv.base_url + "/")
         page.wait_for_selector("#error-banner", state="visible")
         # The launch URL sets the UI cookie and lands on the editor.
-        page.goto(f"{srv.base_url}/?k={srv.app.ui_secret}")
+        page.goto(srv.login_url())
         page.wait_for_function(
-            "() => window.deskbridge && window.deskbridge.view && document.querySelector('#preview h1')"
+            "() => window.deskbridge && window.deskbridge.view && window.deskbridge.preview?.querySelector('h1')"
         )
         assert page.inner_text("#doc-name") == "README.md"
         # The outline skips the YAML front matter (its closing `---` is not a Setext underline), like the server's.
@@ -75,6 +75,7 @@ def test_the_served_editor_follows_a_real_mcp_client(browser, tmp_path):
         )
         page.wait_for_selector("#approval-dialog")
         assert "(reviewed)" in page.inner_text("#approval-diff")
+        page.wait_for_timeout(600)  # answers count from 500 ms after the dialog appears
         page.click("#approval-approve")
         result = call.result(30)
         assert not result.is_error, result.structured_content

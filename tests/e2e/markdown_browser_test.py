@@ -70,7 +70,7 @@ def _open(browser, bench, errors):
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     page.goto(bench.launch_url)
     page.wait_for_function("() => (document.body.dataset.ready === '1' && window.deskbridge.view)")
-    page.wait_for_function("() => (document.querySelector('#preview h1, #preview h2'))")
+    page.wait_for_function("() => (window.deskbridge.preview?.querySelector('h1, h2'))")
     return page
 
 
@@ -122,10 +122,12 @@ def type_at_end(page, text: str, delay: float = 0) -> None:
 
 def test_typing_shows_in_the_server_rendered_preview_with_math(editor):
     bench, page = editor
-    page.wait_for_selector("#preview .katex")  # KaTeX typeset the server's math markup
+    page.frame_locator("#preview-frame").locator(
+        ".katex"
+    ).first.wait_for()  # KaTeX typeset the server's math markup
     type_at_end(page, "\n## Typed by a person\n\nWith *emphasis*.")
     page.wait_for_function(
-        "() => ([...document.querySelectorAll('#preview h2')].some(h => h.textContent === 'Typed by a person'))"
+        "() => ([...window.deskbridge.preview.querySelectorAll('h2')].some(h => h.textContent === 'Typed by a person'))"
     )
     wait_synced(page, bench)
     assert server_text(bench).endswith("## Typed by a person\n\nWith *emphasis*.")
@@ -156,7 +158,8 @@ def test_an_ai_edit_arrives_within_a_second_while_the_person_keeps_typing(editor
         "() => window.deskbridge.view.state.doc.toString().includes('edited by AI')", timeout=1000
     )
     page.wait_for_function(
-        "() => document.querySelector('#preview h1').textContent.includes('edited by AI')", timeout=1000
+        "() => window.deskbridge.preview?.querySelector('h1').textContent.includes('edited by AI')",
+        timeout=1000,
     )
     wait_synced(page, bench)
     text = server_text(bench)
@@ -220,6 +223,7 @@ def test_an_approved_ai_edit_shows_its_diff_first(editor):
     assert "md_apply_text_edit" in page.inner_text("#approval-dialog")
     assert "Deskbridge helps" not in editor_text(page)  # nothing changes before the answer
     shot(page, "approval-dialog")
+    page.wait_for_timeout(600)  # answers count from 500 ms after the dialog appears
     page.click("#approval-approve")
     future.result(10)
     page.wait_for_function(
@@ -233,6 +237,7 @@ def test_a_rejected_ai_edit_changes_nothing(editor):
     bench.set_require_approval(True)
     future = bench.submit(bench.ai_edit("Deskbridge lets", "Something else"))
     page.wait_for_selector("#approval-dialog")
+    page.wait_for_timeout(600)
     page.click("#approval-reject")
     with pytest.raises(Exception, match="APPROVAL_DECLINED"):
         future.result(10)
@@ -252,7 +257,10 @@ def test_turning_approvals_off_shows_a_warning(editor):
     page.wait_for_selector("#approvals-off-banner", state="hidden")
     page.click("#mcp-button")
     page.wait_for_selector("#panel-mcpSettings")
-    assert page.input_value("#mcp-token") == bench.token
+    assert page.input_value("#mcp-token") == ""  # never fetched silently: the person asks and confirms
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.click("#mcp-token-show")
+    page.wait_for_function(f"() => document.querySelector('#mcp-token').value === '{bench.token}'")
     assert page.inner_text("#mcp-endpoint") == "http://127.0.0.1:17891/mcp"
     assert page.inner_text("#mcp-live") == "running"
     assert page.is_checked("[data-rule=edit]") and not page.is_checked(
@@ -273,7 +281,7 @@ def test_theme_typography_language_and_layout_switch_live(editor):
     page.select_option("#theme-select", "night-sky")
     page.wait_for_function("() => (document.documentElement.dataset.theme === 'night-sky')")
     page.select_option("#typography-select", "OrangeHeart")
-    page.wait_for_function("() => (document.querySelector('#preview').dataset.typo === 'OrangeHeart')")
+    page.wait_for_function("() => (window.deskbridge.preview.dataset.typo === 'OrangeHeart')")
     deadline = time.monotonic() + 5
     while bench.ui_state.snapshot()["typography"] != "OrangeHeart":
         assert time.monotonic() < deadline
@@ -357,7 +365,7 @@ def test_a_local_image_shows_in_the_preview(editor):
     (bench.root / "img" / "dot.png").write_bytes(_png())
     type_at_end(page, "\n![a dot](img/dot.png)\n")
     page.wait_for_function(
-        "() => { const i = document.querySelector('#preview img[alt=\"a dot\"]');"
+        "() => { const i = window.deskbridge.preview.querySelector('img[alt=\"a dot\"]');"
         " return i && i.complete && i.naturalWidth === 3; }"
     )
 
@@ -405,7 +413,7 @@ def test_the_editor_follows_when_an_ai_opens_another_document(editor):
     )
     page.wait_for_function("() => document.querySelector('#doc-name').textContent === 'ideas.md'")
     page.wait_for_function("() => window.deskbridge.view.state.doc.toString().startsWith('# Ideas')")
-    page.wait_for_function("() => document.querySelector('#preview h1').textContent === 'Ideas'")
+    page.wait_for_function("() => window.deskbridge.preview?.querySelector('h1').textContent === 'Ideas'")
     page.click("#tab-files")
     page.click("#files-list .file-item >> text=notes.md")
     page.wait_for_function("() => document.querySelector('#doc-name').textContent === 'notes.md'")
@@ -444,11 +452,11 @@ def test_closing_the_document_elsewhere_moves_the_editor_on(editor):
 
 def test_ticking_a_task_in_the_preview_edits_the_source(editor):
     bench, page = editor
-    page.click("#preview li:has-text('enjoy it') input[type=checkbox]")
+    page.frame_locator("#preview-frame").locator("li:has-text('enjoy it') input[type=checkbox]").click()
     page.wait_for_function("() => window.deskbridge.view.state.doc.toString().includes('- [x] enjoy it')")
     wait_synced(page, bench)
     assert "- [x] write the editor\n- [x] enjoy it" in server_text(bench)
-    page.dblclick("#preview h2:has-text('Tasks')")
+    page.frame_locator("#preview-frame").locator("h2:has-text('Tasks')").dblclick()
     head = page.evaluate(
         "(() => { const s = window.deskbridge.view.state; return s.doc.lineAt(s.selection.main.head).text; })()"
     )

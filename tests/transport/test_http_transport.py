@@ -39,7 +39,8 @@ async def test_business_errors_are_is_error_results_with_code_and_hint(folder: P
         result = await client.call_tool("probe_fail", {"code": "STALE_WORKSPACE"})
         assert result.is_error
         assert result.structured_content["code"] == "STALE_WORKSPACE"
-        assert "read it again" in result.structured_content["hint"]
+        # the default hint names the kind's own read tool as the next call
+        assert "call probe_read_file for the current revision" in result.structured_content["hint"]
 
 
 async def test_bad_arguments_are_invalid_argument_not_a_protocol_error(folder: Path) -> None:
@@ -154,20 +155,23 @@ async def test_ui_api_needs_the_launch_secret_not_the_mcp_token(folder: Path) ->
         assert (await http.get(srv.base_url + "/api/status", headers=srv.ui_headers())).status_code == 200
 
 
-async def test_launch_url_sets_a_strict_cookie_and_drops_the_secret(folder: Path) -> None:
-    async with running_server(folder, kind="probe") as srv, httpx2.AsyncClient(base_url=srv.base_url) as http:
-        r = await http.get(f"/?k={srv.app.ui_secret}")
+async def test_login_link_sets_a_strict_cookie_and_drops_the_code(folder: Path) -> None:
+    async with running_server(folder, kind="probe") as srv, httpx2.AsyncClient() as http:
+        r = await http.get(srv.login_url())
         assert r.status_code == 303 and r.headers["location"] == "/"
         cookie = r.headers["set-cookie"]
         assert "httponly" in cookie.lower() and "samesite=strict" in cookie.lower()
-        assert (await http.get("/api/status")).status_code == 200
+        assert (await http.get(srv.base_url + "/api/status")).status_code == 200
 
 
 async def test_rotated_token_takes_effect_at_once(folder: Path) -> None:
     async with running_server(folder, kind="probe") as srv, httpx2.AsyncClient() as http:
         old = srv.app.token
         r = await http.post(srv.base_url + "/api/token/rotate", headers=srv.ui_headers())
-        assert r.status_code == 200 and r.json()["token"] != old
+        assert r.status_code == 200 and r.json() == {
+            "rotated": True
+        }  # showing it is a separate, confirmed step
+        assert srv.app.token != old
         r = await http.post(srv.mcp_url, json=INIT, headers={**ACCEPT, "Authorization": f"Bearer {old}"})
         assert r.status_code == 401
         r = await http.post(srv.mcp_url, json=INIT, headers={**ACCEPT, **srv.auth_headers()})

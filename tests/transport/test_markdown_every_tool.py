@@ -140,7 +140,7 @@ async def test_view_tools_reach_an_open_editor(tmp_path: Path) -> None:
             for name, args in (
                 ("md_ui_open_panel", {"panel": "about"}),
                 ("md_ui_refresh_preview", {}),
-                ("md_ui_apply_editor_command", {"command": "bold"}),
+                ("md_ui_apply_editor_command", {"command": "selectAll"}),  # text-changing commands: tests/e2e
                 ("md_ui_copy_rendered_html", {"target": "wechat"}),
             ):
                 result = await client.call_tool(name, args)

@@ -177,11 +177,18 @@ def test_ctrl_c_ends_open_event_streams_and_long_polls_promptly(
         lines.append(line)
         match = re.search(r"(http://127\.0\.0\.1:\d+)/\?k=(\S+)", line)
         if match:
-            url, secret = match.group(1), match.group(2)
-    headers = {"X-Deskbridge-UI": secret}
+            url, code = match.group(1), match.group(2)
+    # The printed one-time link opens a browser session: exchange it for the UI cookie, as a browser does.
+    login = httpx2.get(f"{url}/?k={code}")
+    assert login.status_code == 303
+    cookies = dict(login.cookies)
 
     def hold(path: str) -> None:
-        with httpx2.Client(timeout=30) as http, http.stream("GET", url + path, headers=headers) as stream:
+        with (
+            httpx2.Client(timeout=30, cookies=cookies) as http,
+            http.stream("GET", url + path) as stream,
+        ):
+            assert stream.status_code != 401  # the session works (a long-poll ends in 503 on shutdown)
             for _ in stream.iter_bytes():
                 pass
 

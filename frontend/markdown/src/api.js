@@ -22,8 +22,9 @@ export class ApiError extends Error {
   }
 }
 
-async function request(method, url, body, { signal, raw } = {}) {
+async function request(method, url, body, { signal, raw, intent } = {}) {
   const headers = {};
+  if (intent) headers['x-deskbridge-request'] = intent; // web.py REQUEST_HEADER: costly work only from the editor
   if (SECRET) headers['x-deskbridge-ui'] = SECRET;
   if (body !== undefined) headers['content-type'] = 'application/json';
   const res = await fetch(url, {
@@ -58,7 +59,7 @@ export const api = {
   selection: (id, body) => post(`${MD}/docs/${e(id)}/selection`, body),
   save: (id) => post(`${MD}/docs/${e(id)}/save`),
   external: (id, action) => post(`${MD}/docs/${e(id)}/external`, { action }),
-  exportFile: (id, format) => get(`${MD}/docs/${e(id)}/export?format=${e(format)}`, { raw: true }),
+  exportFile: (id, format) => post(`${MD}/docs/${e(id)}/export`, { format }, { raw: true, intent: 'export' }),
   rich: (id, target) => get(`${MD}/docs/${e(id)}/rich?target=${e(target)}`),
   // view state, clients, draft barrier
   /** {defaults, overrides, enabled}: which operations ask the person (approvals.py). */
@@ -66,11 +67,19 @@ export const api = {
   uiGet: () => get(`${MD}/ui`),
   uiSet: (partial) => post(`${MD}/ui`, partial),
   /** How many local changes of `docId` the server has not accepted yet (the draft barrier waits for 0). */
+  /** The change an AI's editor command would make, prepared here (editor_commands.py). */
+  commandResult: (requestId, body) => post(`${MD}/commands/${e(requestId)}`, body),
   drafts: (docId, clientId, pending) => post(`${MD}/drafts`, { docId, clientId, pending }),
   // the platform (lead's routes)
   settings: () => get(`${API}/settings`),
   saveSettings: (partial) => post(`${API}/settings`, partial),
-  token: () => get(`${API}/token`),
+  // The MCP token is never fetched silently (docs/security.md): ask for a one-time request, let the person
+  // confirm in the page (`confirmed(question)`), then redeem that request. Null when the person said no.
+  revealToken: async (confirmed) => {
+    const ask = await post(`${API}/token/reveal`);
+    if (!confirmed(ask.question)) return null;
+    return (await post(`${API}/token/reveal/${encodeURIComponent(ask.requestId)}`, { confirmed: true })).token;
+  },
   rotateToken: () => post(`${API}/token/rotate`),
   status: () => get(`${API}/status`),
   audit: (limit = 100) => get(`${API}/audit?limit=${limit}`),

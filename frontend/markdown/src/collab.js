@@ -41,17 +41,57 @@ export const aiMarks = StateField.define({
   provide: (field) => EditorView.decorations.from(field),
 });
 
+/**
+ * The AI changes this editor applied, as inverse change sets mapped through everything since (issue 8): an AI's
+ * `undo` / `redo` editor command undoes or redoes the last AI change only, never the person's keystrokes.
+ * `{undo: [ChangeSet], redo: [ChangeSet]}`; the top of each stack applies to the current document.
+ */
+export const aiSteps = StateField.define({
+  create: () => ({ undo: [], redo: [] }),
+  update(value, tr) {
+    if (!tr.docChanged) return value;
+    const map = (stack) => stack.map((inverse) => inverse.map(tr.changes));
+    let undo = map(value.undo);
+    let redo = map(value.redo);
+    const ai = tr.annotation(aiEdit);
+    if (ai) {
+      const inverse = tr.changes.invert(tr.startState.doc);
+      if (ai.echo === 'undo') { undo = undo.slice(0, -1); redo = [...redo, inverse]; }
+      else if (ai.echo === 'redo') { redo = redo.slice(0, -1); undo = [...undo, inverse]; }
+      else { undo = [...undo, inverse].slice(-100); redo = []; }
+    }
+    return { undo, redo };
+  },
+});
+
+/** The change an AI's undo/redo would make now (null when there is none). */
+export function aiStep(state, which) {
+  const stack = state.field(aiSteps, false)?.[which === 'redo' ? 'redo' : 'undo'] || [];
+  const top = stack[stack.length - 1];
+  return top && !top.empty ? top : null;
+}
+
+/** Change sets (JSON) of AI undo/redo steps this editor prepared, to recognise them when they come back. */
+const expectedEchoes = [];
+export function expectEcho(changes, which) {
+  expectedEchoes.push({ json: JSON.stringify(changes.toJSON()), which });
+  if (expectedEchoes.length > 20) expectedEchoes.shift();
+}
+
 const isAi = (clientID) => typeof clientID === 'string' && clientID.startsWith('mcp:');
 let markSeq = 0;
 
 /** receiveUpdates for one AI update, recorded in the undo history as its own step. */
 function receiveAiUpdate(state, update, id) {
+  const json = JSON.stringify(update.changes.toJSON());
+  const at = expectedEchoes.findIndex((e) => e.json === json);
+  const echo = at >= 0 ? expectedEchoes.splice(at, 1)[0].which : null;
   const proxy = Object.create(state);
   proxy.update = (spec) => state.update({
     ...spec,
     annotations: [
       ...[].concat(spec.annotations || []).filter((a) => a.type !== Transaction.addToHistory),
-      aiEdit.of({ client: update.clientID, id }),
+      aiEdit.of({ client: update.clientID, id, echo }),
       isolateHistory.of('full'),
       Transaction.userEvent.of('input.ai'),
     ],
@@ -63,7 +103,7 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Extensions for a document opened at `version`, with this tab's `clientID`. */
 export function collabExtensions(version, clientID) {
-  return [collab({ startVersion: version, clientID }), aiMarks];
+  return [collab({ startVersion: version, clientID }), aiMarks, aiSteps];
 }
 
 /** One document's sync loop with the server. Create after the view has the document's state; `close()` on switch. */

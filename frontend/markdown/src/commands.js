@@ -1,14 +1,31 @@
 // Formatting commands (the seed's ui_apply_editor_command list, §7.6): each edits the person's selection as one
-// ordinary, undoable change, so a command sent by an AI still counts as the person's edit in their own editor.
+// ordinary, undoable change. A command an AI asks for is only *prepared* here (`prepareCommand`) and applied
+// by the server as an AI edit after the person approves it (editor_commands.py).
 
-import { EditorSelection } from '@codemirror/state';
+import { EditorSelection, Transaction } from '@codemirror/state';
 import { undo, redo, selectAll } from '@codemirror/commands';
 
-/** Wrap every selection range in `before`/`after`; an empty range gets `placeholder` selected inside. */
+/** Whether the markers `before`/`after` sit right outside [from, to) (a single `*` is not half of a `**`). */
+function markedAround(state, from, to, before, after) {
+  if (from < before.length || state.sliceDoc(from - before.length, from) !== before) return false;
+  if (state.sliceDoc(to, to + after.length) !== after) return false;
+  if (before === '*') { // italic: `**x**` is bold, not italic; `***x***` is both
+    const outer = state.sliceDoc(Math.max(0, from - 3), from);
+    if (outer.endsWith('**') && outer !== '***') return false;
+  }
+  return true;
+}
+
+/** Wrap every selection range in `before`/`after`; an empty range gets `placeholder` selected inside.
+ * Applied twice it is undone (the toggle writers expect): markers inside or right around the selection go. */
 function wrap(view, before, after, placeholder) {
   const { state } = view;
   const tr = state.changeByRange((range) => {
     const text = state.sliceDoc(range.from, range.to);
+    if (markedAround(state, range.from, range.to, before, after)) {
+      return { changes: [{ from: range.from - before.length, to: range.from }, { from: range.to, to: range.to + after.length }],
+        range: EditorSelection.range(range.from - before.length, range.to - before.length) };
+    }
     if (text.startsWith(before) && text.endsWith(after) && text.length >= before.length + after.length) {
       const inner = text.slice(before.length, text.length - after.length);
       return { changes: { from: range.from, to: range.to, insert: inner },
@@ -53,6 +70,19 @@ function linePrefix(view, make, test) {
 function insertBlock(view, text, selectFrom, selectTo) {
   const { state } = view;
   const range = state.selection.main;
+  if (!text.includes('$SEL') && !range.empty) {
+    // a table or a rule goes beside the selection (after its last line), never over it
+    const end = state.doc.lineAt(range.to);
+    const body = text.replace(/^\n+|\n+$/g, '');
+    const insert = `\n\n${body}\n`;
+    view.dispatch({
+      changes: { from: end.to, insert },
+      selection: selectFrom == null ? { anchor: end.to + insert.length } : { anchor: end.to + 2 + selectFrom, head: end.to + 2 + selectTo },
+      userEvent: 'input.format', scrollIntoView: true,
+    });
+    view.focus();
+    return true;
+  }
   const line = state.doc.lineAt(range.from);
   const selected = state.sliceDoc(range.from, range.to);
   const lead = line.from === range.from || line.text.trim() === '' ? '' : '\n';
@@ -117,6 +147,20 @@ export const editorCommands = {
   horizontalRule: (view) => insertBlock(view, '\n---\n'),
   clearFormatting,
 };
+
+/** The transaction `name` would dispatch on `state`, without applying it (null when it does nothing). */
+export function prepareCommand(state, name) {
+  const command = editorCommands[name];
+  if (!command || name === 'undo' || name === 'redo' || name === 'copy') return null;
+  let captured = null;
+  const scratch = {
+    state,
+    dispatch: (spec) => { captured = spec instanceof Transaction ? spec : state.update(spec); },
+    focus: () => {},
+  };
+  command(scratch);
+  return captured;
+}
 
 export function runEditorCommand(view, name) {
   const command = editorCommands[name];

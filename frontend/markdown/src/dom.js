@@ -99,11 +99,13 @@ export function menu(id, labelKey, items) {
 const layer = () => document.getElementById('modal-layer');
 
 /** Show a modal dialog; returns {el, close}. `wide` for big content (audit, diff). */
-export function modal(id, titleKey, body, { wide = false, actions = [], onClose, dismissable = true } = {}) {
+export function modal(id, titleKey, body, { wide = false, actions = [], onClose, dismissable = true, passive = false } = {}) {
   document.getElementById(id)?.remove();
   const close = () => { dialog.remove(); onClose?.(); };
   // A non-dismissable dialog (an approval) closes only through one of its answers.
-  const dialog = h(`div.modal-backdrop#${id}`, { onclick: (event) => { if (dismissable && event.target === dialog) close(); } },
+  // A passive dialog (an approval) never takes the keyboard: no backdrop catches clicks, nothing is focused, and
+  // its buttons do not take focus when clicked, so the person's typing goes on in the editor.
+  const dialog = h(`div.modal-backdrop${passive ? '.passive' : ''}#${id}`, { onclick: (event) => { if (dismissable && event.target === dialog) close(); } },
     h(`div.modal${wide ? '.wide' : ''}`, { role: 'dialog', 'aria-modal': 'true', 'aria-labelledby': `${id}-title` },
       h('header.modal-head', {},
         h(`h2#${id}-title`, { i18n: titleKey }),
@@ -112,7 +114,11 @@ export function modal(id, titleKey, body, { wide = false, actions = [], onClose,
       actions.length ? h('footer.modal-foot', {}, actions) : null));
   dialog.addEventListener('keydown', (event) => { if (dismissable && event.key === 'Escape') close(); });
   layer().append(dialog);
-  (dialog.querySelector('[autofocus]') || dialog.querySelector('.modal-foot button, .modal-close')).focus();
+  if (passive) {
+    dialog.addEventListener('mousedown', (event) => { if (event.target.closest('button')) event.preventDefault(); });
+  } else {
+    (dialog.querySelector('[autofocus]') || dialog.querySelector('.modal-foot button, .modal-close')).focus();
+  }
   return { el: dialog, close };
 }
 

@@ -7,10 +7,10 @@ import { EditorView } from '@codemirror/view';
 import { Transaction } from '@codemirror/state';
 import { openSearchPanel, closeSearchPanel } from '@codemirror/search';
 import { api } from './api.js';
-import { DocSync } from './collab.js';
+import { DocSync, aiStep, expectEcho } from './collab.js';
 import { createState, setLineNumbers, setPhrases, outlineOf, countText } from './editor.js';
-import { runEditorCommand } from './commands.js';
-import { showPreview, scrollPreviewToLine } from './preview.js';
+import { runEditorCommand, prepareCommand } from './commands.js';
+import { showPreview, scrollPreviewToLine, mountPreviewFrame } from './preview.js';
 import { h, icon, menu, retranslate, toast } from './dom.js';
 import { t, setLanguage, LANGUAGES, THEMES, TYPOGRAPHIES } from './i18n.js';
 import { mcpState } from './status.js';
@@ -21,8 +21,10 @@ const app = {
   ui: {
     theme: 'system', typography: 'Simple', cultureName: 'en-US', isCompactLayout: false, isSidebarVisible: true,
     selectedSidebarTab: 'outline', isPreviewVisible: true, isSourceMode: true, showLineNumbers: true,
-    isStatusBarVisible: true,
+    isStatusBarVisible: true, allowRemoteImages: false,
   },
+  preview: null, // the <article> inside the sandboxed preview frame (preview.js mountPreviewFrame)
+  remoteLoaded: new Set(), // remote images the person clicked to load
   docId: null,
   doc: null,
   view: null,
@@ -113,6 +115,7 @@ function build() {
       { id: 'toggle-lines', label: 'layout.lineNumbers', check: () => app.ui.showLineNumbers, action: toggle('showLineNumbers') },
       { id: 'toggle-status', label: 'layout.statusBar', check: () => app.ui.isStatusBarVisible, action: toggle('isStatusBarVisible') },
       { id: 'toggle-compact', label: 'layout.compact', check: () => app.ui.isCompactLayout, action: toggle('isCompactLayout') },
+      { id: 'toggle-remote-images', label: 'layout.remoteImages', check: () => app.ui.allowRemoteImages, action: toggle('allowRemoteImages') },
       { sep: true },
       { id: 'refresh-preview', label: 'refreshPreview', action: () => refreshPreview(true) },
       { id: 'word-count', label: 'panel.wordCount', action: () => openPanel('wordCount', app) },
@@ -179,7 +182,7 @@ function build() {
     sidebar,
     h('section#source-pane.pane.source', {}, h('div#editor')),
     h('section#preview-pane.pane.preview-pane', {},
-      h('div#preview-scroll.preview-scroll', {}, h('article#preview.preview', { 'aria-live': 'off' }))));
+      h('div#preview-scroll.preview-scroll')));
 
   const status = h('footer#statusbar.statusbar', {},
     h('span#st-cursor'), h('span#st-lines'), h('span#st-words'), h('span#st-chars'),
@@ -194,23 +197,16 @@ function build() {
     if (key === 's') { event.preventDefault(); saveDocument(); }
     if (key === 'h') { event.preventDefault(); app.openSearch(true); }
   });
-  // Preview → source: double-click a block to put the cursor on its first line; tick a task box to edit it.
-  $('#preview').addEventListener('dblclick', (event) => {
-    const block = event.target.closest('[data-source-line]');
-    if (block && app.view) goToLine(Number(block.dataset.sourceLine));
-  });
-  $('#preview').addEventListener('change', (event) => {
-    if (event.target.matches('input[type=checkbox]')) toggleTask(event.target);
-  });
   // Scroll sync source → preview by the renderer's source-line marks (proportional when there are none);
   // a large document's preview window follows the editor.
   document.addEventListener('scroll', (event) => {
     if (!app.view || event.target !== app.view.scrollDOM) return;
     const line = topLine();
     if (app.previewWindow && (line < app.previewWindow.from || line > app.previewWindow.to - 300)) refreshPreviewSoon();
-    if (scrollPreviewToLine($('#preview'), line)) return;
+    if (scrollPreviewToLine(app.preview, line)) return;
     const src = event.target;
-    const dst = $('#preview-scroll');
+    const dst = app.preview?.ownerDocument.scrollingElement;
+    if (!dst) return;
     const ratio = src.scrollTop / Math.max(1, src.scrollHeight - src.clientHeight);
     dst.scrollTop = ratio * (dst.scrollHeight - dst.clientHeight);
   }, true);
@@ -236,7 +232,11 @@ function applyUi(next) {
   html.dataset.theme = ui.theme;
   html.dataset.compact = String(!!ui.isCompactLayout);
   html.lang = ui.cultureName;
-  $('#preview').dataset.typo = ui.typography;
+  if (app.preview) {
+    app.preview.dataset.typo = ui.typography;
+    Object.assign(app.preview.ownerDocument.documentElement.dataset, { theme: ui.theme, compact: String(!!ui.isCompactLayout) });
+  }
+  if (previous.allowRemoteImages !== ui.allowRemoteImages && app.preview) mountPreview().then(() => refreshPreview(true));
   $('#theme-select').value = ui.theme;
   $('#typography-select').value = ui.typography;
   $('#language-select').value = ui.cultureName;
@@ -333,7 +333,7 @@ async function documentGone() {
   app.docId = null;
   app.view?.setState(createState({ text: '', version: 0, clientID: app.clientId, language: app.ui.cultureName,
     showLineNumbers: app.ui.showLineNumbers, onUpdate: () => {} }));
-  $('#preview').replaceChildren(h('p.empty', { i18n: 'noDocument' }));
+  app.preview?.replaceChildren(h('p.empty', { i18n: 'noDocument' }));
   $('#doc-name').textContent = '';
 }
 
@@ -389,9 +389,10 @@ async function refreshPreview(force = false) {
     const { html, version, window: win } = await api.preview(app.docId, range);
     app.previewVersion = version;
     app.previewWindow = win || null;
-    await showPreview($('#preview'), html, win ? win.from - 1 : 0, api.assetBase(app.docId));
-    $('#preview').dataset.version = String(version);
-    if (win && app.view) scrollPreviewToLine($('#preview'), topLine());
+    if (!app.preview) await mountPreview();
+    await showPreview(app.preview, html, win ? win.from - 1 : 0, api.assetBase(app.docId), remoteImages());
+    app.preview.dataset.version = String(version);
+    if (win && app.view) scrollPreviewToLine(app.preview, topLine());
   } catch (err) {
     if (err.status !== 404) showError(err);
   } finally {
@@ -401,25 +402,93 @@ async function refreshPreview(force = false) {
 }
 const refreshPreviewSoon = adaptive(() => refreshPreview(), 120, 1.5);
 
+function remoteImages() {
+  return { all: !!app.ui.allowRemoteImages, loaded: app.remoteLoaded, label: t('remoteImageBlocked') };
+}
+
+/** (Re)create the sandboxed preview frame and wire its events (preview → source). */
+async function mountPreview() {
+  const ui = app.ui;
+  app.preview = await mountPreviewFrame($('#preview-scroll'), {
+    remote: remoteImages(),
+    attrs: { 'data-theme': ui.theme, 'data-compact': String(!!ui.isCompactLayout), lang: ui.cultureName },
+    onReady: (article) => {
+      article.dataset.typo = ui.typography;
+      // double-click a block to put the cursor on its first line; tick a task box to edit it
+      article.addEventListener('dblclick', (event) => {
+        const block = event.target.closest('[data-source-line]');
+        if (block && app.view) goToLine(Number(block.dataset.sourceLine));
+      });
+      article.addEventListener('change', (event) => {
+        if (event.target.matches('input[type=checkbox]')) toggleTask(event.target);
+      });
+      article.addEventListener('click', (event) => {
+        const held = event.target.closest('.remote-image-blocked');
+        if (held) { // the person asked for this one remote image: allow exactly its URL in the frame's policy
+          app.remoteLoaded.add(held.dataset.remoteSrc);
+          mountPreview().then(() => refreshPreview(true));
+          return;
+        }
+        const link = event.target.closest('a[href]');
+        if (!link) return;
+        event.preventDefault(); // the frame never navigates; web links open in a new tab without an opener
+        const href = link.getAttribute('href');
+        if (href.startsWith('#')) {
+          link.ownerDocument.getElementById(decodeURIComponent(href.slice(1)))?.scrollIntoView();
+        } else if (/^https?:\/\//i.test(href)) {
+          window.open(href, '_blank', 'noopener,noreferrer');
+        }
+      });
+    },
+  });
+  return app.preview;
+}
+
 // ------------------------------------------------------------------------------------------- sidebar lists
 
-const OUTLINE_MAX = 3000;
+/** Height of one outline row (px, app.css .outline-virtual > .outline-item); the list draws only what shows. */
+const OUTLINE_ROW = 26;
+const OUTLINE_OVERSCAN = 20;
 
+/**
+ * The outline, virtualised: a 120,000-line document can have tens of thousands of headings, and every one of
+ * them is reachable by scrolling (issue 10: the list used to stop at 3,000 with a "… and N more" that did nothing).
+ */
 function renderOutline() {
   const list = $('#outline-list');
   if (!list) return;
-  list.replaceChildren();
-  if (!app.view) return;
+  if (!app.view) { list.replaceChildren(); return; }
   app.outline = outlineOf(app.view.state.doc);
-  if (!app.outline.length) { list.append(h('p.empty', { i18n: 'noHeadings' })); return; }
-  // A 120,000-line document can have tens of thousands of headings; the list shows the first OUTLINE_MAX.
-  app.outline.slice(0, OUTLINE_MAX).forEach((item, index) => {
-    list.append(h(`button.outline-item.level-${item.level}`, {
-      type: 'button', role: 'listitem', title: item.title,
+  if (!app.outline.length) { list.replaceChildren(h('p.empty', { i18n: 'noHeadings' })); return; }
+  let inner = list.querySelector('.outline-virtual');
+  if (!inner) {
+    inner = h('div.outline-virtual', { role: 'list' });
+    list.replaceChildren(inner);
+    list.addEventListener('scroll', () => drawOutlineRows(), { passive: true });
+  }
+  inner.style.height = `${app.outline.length * OUTLINE_ROW}px`;
+  drawOutlineRows(true);
+}
+
+function drawOutlineRows(force = false) {
+  const list = $('#outline-list');
+  const inner = list?.querySelector('.outline-virtual');
+  if (!inner) return;
+  const first = Math.max(0, Math.floor(list.scrollTop / OUTLINE_ROW) - OUTLINE_OVERSCAN);
+  const last = Math.min(app.outline.length, Math.ceil((list.scrollTop + list.clientHeight) / OUTLINE_ROW) + OUTLINE_OVERSCAN);
+  if (!force && inner.dataset.first === String(first) && inner.dataset.last === String(last)) return;
+  inner.dataset.first = String(first);
+  inner.dataset.last = String(last);
+  const rows = [];
+  for (let index = first; index < last; index += 1) {
+    const item = app.outline[index];
+    rows.push(h(`button.outline-item.level-${item.level}`, {
+      type: 'button', role: 'listitem', title: item.title, dataset: { index: String(index) },
+      style: `top:${index * OUTLINE_ROW}px`,
       onclick: () => goToHeading(item, index),
     }, item.title || '—'));
-  });
-  if (app.outline.length > OUTLINE_MAX) list.append(h('p.empty', {}, t('moreHeadings', { n: app.outline.length - OUTLINE_MAX })));
+  }
+  inner.replaceChildren(...rows);
 }
 const renderOutlineSoon = adaptive(renderOutline, 250);
 
@@ -439,7 +508,7 @@ const TASK = /^(\s*(?:[-*+]|\d+[.)])\s+\[)([ xX])(\])/;
 function toggleTask(box) {
   const view = app.view;
   if (!view) return;
-  const boxes = [...$('#preview').querySelectorAll('input[type=checkbox]')];
+  const boxes = [...app.preview.querySelectorAll('input[type=checkbox]')];
   const index = boxes.indexOf(box);
   const doc = view.state.doc;
   const first = app.previewWindow ? app.previewWindow.from : 1;
@@ -465,7 +534,7 @@ function goToHeading(item, index) {
   const line = view.state.doc.line(Math.min(item.line, view.state.doc.lines));
   view.dispatch({ selection: { anchor: line.from }, effects: EditorView.scrollIntoView(line.from, { y: 'start', yMargin: 20 }) });
   view.focus();
-  const heading = $('#preview').querySelectorAll('h1, h2, h3, h4, h5, h6')[index];
+  const heading = app.preview?.querySelectorAll('h1, h2, h3, h4, h5, h6')[index];
   heading?.scrollIntoView({ block: 'start', behavior: 'smooth' });
 }
 
@@ -635,7 +704,29 @@ function onUiEvent(data) {
   else if (data.kind === 'state' && data.state) applyUi(data.state);
   else if (data.kind === 'panel') openPanel(data.panel, app);
   else if (data.kind === 'refresh') refreshPreview(true);
+  else if (data.kind === 'command' && data.requestId) prepareAgentCommand(data);
   else if (data.kind === 'command' && app.view) runEditorCommand(app.view, data.command);
+}
+
+/**
+ * An AI asked for an editor command that changes text (editor_commands.py): compute its change at the person's
+ * cursor on the synced text, without applying it, and send it to the server, which applies it as an AI edit
+ * after the person approves its diff. undo/redo take the last AI change only (collab.js aiSteps).
+ */
+async function prepareAgentCommand({ requestId, command, docId }) {
+  if (!app.view || !app.sync || docId !== app.docId) return; // another tab (or none) shows that document
+  const answer = (body) => api.commandResult(requestId, { docId, ...body }).catch(() => {});
+  if (app.sync.pending()) await app.sync.flush(1500);
+  if (app.sync.pending()) { answer({ error: 'pending' }); return; }
+  let changes = null;
+  if (command === 'undo' || command === 'redo') {
+    changes = aiStep(app.view.state, command);
+    if (changes) expectEcho(changes, command);
+  } else {
+    const tr = prepareCommand(app.view.state, command);
+    changes = tr && !tr.changes.empty ? tr.changes : null;
+  }
+  answer({ version: app.sync.version(), changes: changes ? changes.toJSON() : null });
 }
 
 function onApprovalEvent(data) {
@@ -659,11 +750,23 @@ function onDocEvent(data) {
   }
   if (!data.docId || data.docId !== app.docId) return;
   if (type === 'closed') { documentGone(); return; }
+  if (type === 'saved' || type === 'reloaded' || type === 'kept') followDocument(data);
   if (typeof data.dirty === 'boolean') { app.serverDirty = data.dirty; renderDirty(); }
   if (type === 'external-change') $('#external-banner').hidden = false;
   if (type === 'reloaded' || type === 'kept') $('#external-banner').hidden = true;
   if (type === 'flush-drafts') flushDrafts();
   if (type === 'exported' && data.path) toast(t('exportedTo', { path: data.path }), 'ok', 5000);
+}
+
+/** The open document's file may have changed name (an AI's save-as): title, file list and properties follow
+ * at once, so the person's next Ctrl+S is known to write the new file (issue 10 data loss 3). */
+function followDocument(data) {
+  if (!app.doc) return;
+  const renamed = data.path && data.path !== app.doc.path;
+  for (const key of ['path', 'absolutePath', 'fileName', 'encoding', 'revision']) if (data[key] != null) app.doc[key] = data[key];
+  if (data.fileName) $('#doc-name').textContent = data.fileName;
+  renderDirty();
+  if (renamed) { toast(t('savedAs', { path: data.path }), 'info', 4000); loadFiles(); }
 }
 
 /** The draft barrier: get local changes accepted, then say how many are still pending (0 lets a save go on). */
@@ -721,6 +824,7 @@ function preferredLanguage(languages) {
 
 async function start() {
   build();
+  await mountPreview();
   applyUi(app.ui);
   try {
     applyUi(await api.uiGet());
@@ -743,7 +847,7 @@ async function start() {
     const chosen = docs.find((d) => d.docId === wanted) || docs[0];
     if (chosen) await loadDocument(chosen.docId);
     else {
-      $('#preview').replaceChildren(h('p.empty', { i18n: 'noDocument' }));
+      app.preview?.replaceChildren(h('p.empty', { i18n: 'noDocument' }));
       applyUi({ selectedSidebarTab: 'files', isSidebarVisible: true }); // only here: let the person pick a file
     }
   } catch (err) {

@@ -82,11 +82,10 @@ async function copyText(text) {
 
 async function mcpSettings(app) {
   let settings;
-  let token = '';
   let ruleDefaults = {};
   try {
-    [settings, { token }, { defaults: ruleDefaults }] = await Promise.all([
-      api.settings(), api.token().catch(() => ({ token: '' })), api.approvalRules().catch(() => ({ defaults: {} }))]);
+    [settings, { defaults: ruleDefaults }] = await Promise.all([
+      api.settings(), api.approvalRules().catch(() => ({ defaults: {} }))]);
   } catch (err) {
     app.showError(err);
     return;
@@ -94,7 +93,21 @@ async function mcpSettings(app) {
   await app.refreshPlatform();
   const port = h('input#mcp-port', { type: 'number', min: 1, max: 65535, value: String(settings.port ?? 17891) });
   const enabled = h('input#mcp-enabled', { type: 'checkbox', checked: settings.mcp_enabled !== false });
-  const tokenInput = h('input#mcp-token.mono', { type: 'password', readOnly: true, value: token });
+  // Empty until the person asks to see it and confirms (the server shows the token to no silent request).
+  const tokenInput = h('input#mcp-token.mono', {
+    type: 'password', readOnly: true, value: '', dataset: { i18nPlaceholder: 'mcp.tokenHidden' }, placeholder: t('mcp.tokenHidden'),
+  });
+  const ensureToken = async () => {
+    if (tokenInput.value) return tokenInput.value;
+    try {
+      const token = await api.revealToken(() => confirm(t('confirmRevealToken')));
+      if (token) tokenInput.value = token;
+      return token;
+    } catch (err) {
+      app.showError(err);
+      return null;
+    }
+  };
   const endpoint = () => `http://127.0.0.1:${port.value || 17891}/mcp`;
   const endpointText = h('code#mcp-endpoint', {}, endpoint());
   // The port of the running server changes only when deskbridge restarts; say so instead of pretending.
@@ -113,6 +126,7 @@ async function mcpSettings(app) {
   const roots = h('textarea#mcp-roots.mono', { rows: 2, dataset: { i18nPlaceholder: 'customRootsHint' }, placeholder: t('customRootsHint') },
     (settings.custom_roots || []).join('\n'));
   const requireApproval = h('input#mcp-require-approval', { type: 'checkbox', checked: settings.require_approval !== false });
+  const viaClient = h('input#mcp-approvals-via-client', { type: 'checkbox', checked: settings.approvals_via_client !== false });
   const rules = settings.approval_rules || {};
   const ruleNames = [...new Set([...RULES, ...Object.keys(ruleDefaults), ...Object.keys(rules)])];
   // Checked = asks the person: the setting's override, else the kind's default (saving asks nobody by default).
@@ -127,24 +141,37 @@ async function mcpSettings(app) {
     h('label.field', {}, h('span', { i18n: 'mcp.port' }), h('span.row-inline', {}, port, portNote)),
     h('div.field', {}, h('span', { i18n: 'mcp.token' }),
       h('div.row-inline', {}, tokenInput,
-        h('button#mcp-token-show', { type: 'button', i18n: 'show', onclick: (e) => {
+        h('button#mcp-token-show', { type: 'button', i18n: 'show', onclick: async (e) => {
           const shown = tokenInput.type === 'text';
+          if (!shown && !(await ensureToken())) return;
           tokenInput.type = shown ? 'password' : 'text';
           e.target.dataset.i18n = shown ? 'show' : 'hide';
           e.target.textContent = t(e.target.dataset.i18n);
         } }),
         h('button#mcp-token-rotate', { type: 'button', i18n: 'regenerate', onclick: async () => {
           if (!confirm(t('confirmRotate'))) return;
-          try { tokenInput.value = (await api.rotateToken()).token; toast(t('tokenRotated'), 'ok'); } catch (err) { app.showError(err); }
+          try {
+            await api.rotateToken();
+            tokenInput.value = ''; // showing the new one is a separate, confirmed step
+            tokenInput.type = 'password';
+            toast(t('tokenRotated'), 'ok');
+          } catch (err) { app.showError(err); }
         } }),
-        h('button#mcp-token-copy', { type: 'button', i18n: 'copy', onclick: () => copyText(tokenInput.value) }))),
+        h('button#mcp-token-copy', { type: 'button', i18n: 'copy', onclick: async () => {
+          const token = await ensureToken();
+          if (token) copyText(token);
+        } }))),
     h('div.field', {}, h('span', { i18n: 'mcp.endpoint' }),
       h('div.row-inline', {}, endpointText,
         h('button#mcp-endpoint-copy', { type: 'button', i18n: 'copy', onclick: () => copyText(endpoint()) }),
-        h('button#mcp-config-copy', { type: 'button', i18n: 'copyClientConfig', onclick: () => copyText(clientConfig()) }))),
+        h('button#mcp-config-copy', { type: 'button', i18n: 'copyClientConfig', onclick: async () => {
+          if (await ensureToken()) copyText(clientConfig());
+        } }))),
     h('fieldset', {}, h('legend', { i18n: 'mcp.scope' }), scope, roots),
     h('fieldset', {}, h('legend', { i18n: 'mcp.approvals' }),
       h('label.check', {}, requireApproval, h('span', { i18n: 'mcp.requireApproval' })),
+      h('label.check', {}, viaClient, h('span', { i18n: 'mcp.approvalsViaClient' })),
+      h('small.note', { i18n: 'mcp.approvalsViaClientHint' }),
       h('div.rules', {}, ruleBoxes.map(([key, box]) => h('label.check.small', {}, box, h('span', { i18n: `rule.${key}` }))))),
   );
   const save = async () => {
@@ -160,6 +187,7 @@ async function mcpSettings(app) {
         access_scope: chosen,
         custom_roots: roots.value.split('\n').map((s) => s.trim()).filter(Boolean),
         require_approval: requireApproval.checked,
+        approvals_via_client: viaClient.checked,
         approval_rules: approvalRules,
       });
       dlg.close();
@@ -246,11 +274,27 @@ function diffView(diff) {
   return pre;
 }
 
+/** Milliseconds after an approval appears during which its answers are ignored (a decoy click, a reflex). */
+const ANSWER_GUARD_MS = 500;
+
+/** An answer counts only from a person looking at this page: visible, focused, and not in the first 500 ms. */
+function answerable(shownAt) {
+  return document.visibilityState === 'visible' && document.hasFocus() && performance.now() - shownAt >= ANSWER_GUARD_MS;
+}
+
+let keyHandler = null;
+
 function next(app) {
   const request = queue.shift();
   if (!request) return;
   showing = request;
+  const shownAt = performance.now();
+  const notice = h('p.too-soon', { hidden: true, i18n: 'approval.tooSoon' });
+  let answered = false;
   const answer = async (approved) => {
+    if (answered) return;
+    if (!answerable(shownAt)) { notice.hidden = false; return; }
+    answered = true;
     try {
       await api.answerApproval(request.id, approved);
       toast(approved ? t('approved') : t('rejected'), approved ? 'ok' : 'warn', 2000);
@@ -259,6 +303,16 @@ function next(app) {
     }
     closeApproval(request.id);
   };
+  // Answered by mouse, or by a shortcut that typing cannot produce; focus is never moved, so it stays where the
+  // person was typing (the buttons do not take it when clicked: dom.js passive dialogs).
+  if (keyHandler) document.removeEventListener('keydown', keyHandler, true);
+  keyHandler = (event) => {
+    if (!showing || showing.id !== request.id) return;
+    if (!(event.ctrlKey || event.metaKey) || !event.shiftKey || event.altKey) return;
+    if (event.key === 'Enter') { event.preventDefault(); event.stopPropagation(); answer(true); }
+    if (event.key === 'Backspace') { event.preventDefault(); event.stopPropagation(); answer(false); }
+  };
+  document.addEventListener('keydown', keyHandler, true);
   // The broker declines after its timeout (core limits.APPROVAL_TIMEOUT_S, 120 s); show the time left.
   const deadline = (request.created ? request.created * 1000 : Date.now()) + (request.timeoutS || 120) * 1000;
   const countdown = h('span#approval-countdown.countdown');
@@ -275,14 +329,23 @@ function next(app) {
       ['approval.target', request.target || '—'],
       ['approval.summary', request.summary || '—'],
     ]),
-    request.diff ? diffView(request.diff) : h('p.empty', { i18n: 'approval.noDiff' }));
-  modal('approval-dialog', 'approval.title', body, {
+    request.diff ? diffView(request.diff) : h('p.empty', { i18n: 'approval.noDiff' }),
+    h('p.keys', { i18n: 'approval.keys' }),
+    notice);
+  // The title names the operation (issue 10): from the request, or from the markdown tool that asks.
+  const tool = String(request.tool || '');
+  const operation = request.operation || (/export/.test(tool) ? 'export' : /copy/.test(tool) ? 'copy_rich_html'
+    : /open/.test(tool) ? 'open_outside' : /save_.*as/.test(tool) ? 'overwrite' : request.diff ? 'edit' : null);
+  const title = ['edit', 'export', 'open_outside', 'copy_rich_html', 'overwrite'].includes(operation)
+    ? `approval.title.${operation}` : 'approval.title';
+  modal('approval-dialog', title, body, {
     wide: true,
     dismissable: false,
+    passive: true,
     onClose: () => { if (showing?.id === request.id) { showing = null; next(app); } },
     actions: [
-      h('button#approval-reject.danger', { type: 'button', i18n: 'reject', onclick: () => answer(false) }),
-      h('button#approval-approve.primary', { type: 'button', i18n: 'approve', onclick: () => answer(true) }),
+      h('button#approval-reject.danger', { type: 'button', tabindex: '-1', i18n: 'reject', onclick: () => answer(false) }),
+      h('button#approval-approve.primary', { type: 'button', tabindex: '-1', i18n: 'approve', onclick: () => answer(true) }),
     ],
   });
   tick();

@@ -47,6 +47,8 @@ class AuditRecord:
     duration_ms: float = 0.0
     timestamp: float = field(default_factory=time.time)
     args: tuple[str, ...] = ()
+    approved_via: str = ""
+    """Where the person was asked: 'browser' (the deskbridge page), 'client' (MCP elicitation), or '' (nobody)."""
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -88,9 +90,11 @@ class AuditLog:
         approval: Approval | str = Approval.NONE,
         duration_ms: float = 0.0,
         arg_names: Iterable[str] = (),
+        approved_via: str | None = None,
     ) -> AuditRecord:
         """Store one record. Pass argument names (e.g. `args.keys()`), not the arguments themselves."""
         rec = AuditRecord(
+            approved_via=str(approved_via or ""),
             caller=caller,
             client=client,
             tool=tool,
@@ -100,10 +104,12 @@ class AuditLog:
             duration_ms=round(float(duration_ms), 3),
             args=tuple(sorted({str(n) for n in arg_names})),
         )
-        line = (json.dumps(rec.to_dict(), ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+        line = None
+        if self.path is not None:  # encoded only for the file: the memory ring keeps the record itself
+            line = (json.dumps(rec.to_dict(), ensure_ascii=False, separators=(",", ":")) + "\n").encode()
         with self._lock:
             self._records.append(rec)
-            if self.path is not None:
+            if line is not None:
                 self._append(line)
         return rec
 

@@ -421,6 +421,8 @@ class Engine:
         expected_revision: int | None = None,
         dirty_policy: DirtyPolicy | str = DirtyPolicy.REJECT,
         caller: str = "ui",
+        options: dict[str, Any] | None = None,
+        progress: Callable[[int, int], None] | None = None,
     ) -> dict[str, Any]:
         return await self.lifecycle.open(
             path,
@@ -429,6 +431,8 @@ class Engine:
             expected_revision=expected_revision,
             dirty_policy=dirty_policy,
             caller=caller,
+            options=options,
+            progress=progress,
         )
 
     async def close(
@@ -438,19 +442,26 @@ class Engine:
         expected_revision: int | None = None,
         dirty_policy: DirtyPolicy | str = DirtyPolicy.REJECT,
         caller: str = "ui",
+        progress: Callable[[int, int], None] | None = None,
     ) -> dict[str, Any]:
         return await self.lifecycle.close(
             workspace_id=workspace_id,
             expected_revision=expected_revision,
             dirty_policy=dirty_policy,
             caller=caller,
+            progress=progress,
         )
 
     async def save(
-        self, *, workspace_id: str, expected_revision: int | None = None, caller: str = "ui"
+        self,
+        *,
+        workspace_id: str,
+        expected_revision: int | None = None,
+        caller: str = "ui",
+        progress: Callable[[int, int], None] | None = None,
     ) -> dict[str, Any]:
         return await self.lifecycle.save(
-            workspace_id=workspace_id, expected_revision=expected_revision, caller=caller
+            workspace_id=workspace_id, expected_revision=expected_revision, caller=caller, progress=progress
         )
 
     async def save_copy(
@@ -463,6 +474,7 @@ class Engine:
         observed_identity: FileIdentity | dict[str, Any] | None = None,
         adopt: bool = False,
         caller: str = "ui",
+        progress: Callable[[int, int], None] | None = None,
     ) -> dict[str, Any]:
         return await self.lifecycle.save_copy(
             target,
@@ -472,6 +484,7 @@ class Engine:
             observed_identity=observed_identity,
             adopt=adopt,
             caller=caller,
+            progress=progress,
         )
 
 

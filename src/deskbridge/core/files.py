@@ -61,6 +61,66 @@ Content = bytes | bytearray | memoryview | Callable[[BinaryIO], None]
 # --------------------------------------------------------------------------------------------- identity
 
 
+IDENTITY_SCHEME = "sha256-1m"
+"""How `FileIdentity.sha256` is computed: SHA-256 of every 1 MiB chunk of the content, then SHA-256 over
+the size and those chunk digests (`content_digest`). Composable: a range a writer copies unchanged from a
+file whose chunk digests are known (`_CHUNKS`) at the same offset modulo 1 MiB reuses them instead of
+hashing the bytes again, so a save that copies most of an archive does not re-read it."""
+
+IDENTITY_CHUNK = 1 << 20
+"""Bytes per identity chunk (1 MiB)."""
+
+_TREE_PREFIX = b"deskbridge-identity-sha256-1m\0"
+
+
+def _tree_digest(size: int, chunk_digests: list[bytes] | tuple[bytes, ...]) -> str:
+    h = hashlib.sha256(_TREE_PREFIX)
+    h.update(size.to_bytes(8, "little"))
+    for d in chunk_digests:
+        h.update(d)
+    return h.hexdigest()
+
+
+def content_digest(data: bytes | bytearray | memoryview) -> str:
+    """The identity digest (`IDENTITY_SCHEME`) of bytes held in memory."""
+    view = memoryview(data).cast("B")
+    chunks = [
+        hashlib.sha256(view[i : i + IDENTITY_CHUNK]).digest() for i in range(0, len(view), IDENTITY_CHUNK)
+    ]
+    return _tree_digest(len(view), chunks)
+
+
+class _ChunkCache:
+    """Chunk digests of files we hashed or wrote, by (device, inode, size, mtime_ns): what lets a later
+    write that copies from such a file skip hashing the copied chunks. A few files only (200 digests per
+    200 MB file); a stale entry (content rewritten with the same size and a restored mtime) can only make a
+    new identity wrong, which a later full check reports as changed, never vouch for unseen content."""
+
+    MAX_FILES = 16
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._items: dict[tuple[int, int, int, int], tuple[bytes, ...]] = {}
+
+    def put(self, key: tuple[int, int, int, int], chunks: list[bytes] | tuple[bytes, ...]) -> None:
+        with self._lock:
+            self._items.pop(key, None)
+            self._items[key] = tuple(chunks)
+            while len(self._items) > self.MAX_FILES:
+                self._items.pop(next(iter(self._items)))
+
+    def get(self, key: tuple[int, int, int, int]) -> tuple[bytes, ...] | None:
+        with self._lock:
+            return self._items.get(key)
+
+
+_CHUNKS = _ChunkCache()
+
+
+def _cache_key(st: os.stat_result) -> tuple[int, int, int, int]:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
 @dataclass(frozen=True)
 class FileIdentity:
     """Enough to tell whether a file is still the one we saw: same inode, size, mtime and content hash."""
@@ -70,6 +130,11 @@ class FileIdentity:
     size: int
     mtime_ns: int
     sha256: str
+    """Content digest computed as `scheme` says (64 hex digits)."""
+    scheme: str = IDENTITY_SCHEME
+    """`"sha256-1m"` (chunked, `IDENTITY_SCHEME`); an identity dict without it is from before the chunked
+    scheme (`"sha256"`, whole-file SHA-256) and no longer equals a fresh identity: such a caller's
+    overwrite is refused as changed (safe) and it passes the fresh identity it is given."""
 
     def to_dict(self) -> dict[str, Any]:
         """Non-sensitive, JSON-safe; callers hand it back as the 'observed identity' for an overwrite."""
@@ -84,21 +149,57 @@ class FileIdentity:
                 size=int(data["size"]),
                 mtime_ns=int(data["mtime_ns"]),
                 sha256=str(data["sha256"]),
+                scheme=str(data.get("scheme", "sha256")),
             )
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise BridgeError(
                 ErrorCode.INVALID_ARGUMENT,
                 f"file identity is malformed ({exc}); pass the identity object exactly as returned",
             ) from exc
 
 
+def _hash_fd(fd: int) -> tuple[str, list[bytes], int]:
+    """(identity digest, chunk digests, size) of an open file, read a whole 1 MiB chunk at a time with
+    pread (OpenSSL's SHA-256 uses the CPU's SHA extensions and releases the GIL)."""
+    chunks: list[bytes] = []
+    view = memoryview(bytearray(IDENTITY_CHUNK))
+    pos = 0
+    while True:
+        n = 0
+        while n < IDENTITY_CHUNK:  # a short read must not move the chunk boundaries
+            m = _pread_into(fd, view[n:], pos + n)
+            if m <= 0:
+                break
+            n += m
+        if n == 0:
+            break
+        chunks.append(hashlib.sha256(view[:n]).digest())
+        pos += n
+        if n < IDENTITY_CHUNK:
+            break
+    return _tree_digest(pos, chunks), chunks, pos
+
+
+def _pread_into(fd: int, view: memoryview, pos: int) -> int:
+    if hasattr(os, "preadv"):
+        return os.preadv(fd, [view], pos)
+    data = os.pread(fd, len(view), pos)
+    view[: len(data)] = data
+    return len(data)
+
+
 def hash_file(path: Path | str) -> str:
-    """SHA-256 of a file's content, read in 1 MiB chunks (OpenSSL's SHA-256 uses the CPU's SHA extensions)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(_HASH_CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
+    """The identity digest (`IDENTITY_SCHEME`) of a file's content; its chunk digests are remembered so a
+    write that copies from this file reuses them."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+    try:
+        st = os.fstat(fd)
+        digest, chunks, _ = _hash_fd(fd)
+        if _cache_key(os.fstat(fd)) == _cache_key(st):
+            _CHUNKS.put(_cache_key(st), chunks)
+        return digest
+    finally:
+        os.close(fd)
 
 
 def file_identity(path: Path | str) -> FileIdentity:
@@ -140,9 +241,13 @@ def same_file(a: Path | str, b: Path | str) -> bool:
 # --------------------------------------------------------------------------------------------- low level
 
 
-def fsync_dir(directory: Path | str) -> None:
-    """Make a rename/creation in `directory` durable. No-op on Windows, where directories cannot be opened."""
+def fsync_dir(directory: Path | str | int) -> None:
+    """Make a rename/creation in `directory` (a path, or an open directory descriptor) durable. No-op on Windows,
+    where directories cannot be opened."""
     if sys.platform == "win32":
+        return
+    if isinstance(directory, int):
+        os.fsync(directory)
         return
     fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     try:
@@ -151,51 +256,277 @@ def fsync_dir(directory: Path | str) -> None:
         os.close(fd)
 
 
-def _temp_name(target: Path) -> Path:
+def _temp_basename(name: str) -> str:
     # Keep the name short enough for 255-byte components whatever the target's name is.
-    stem = target.name[:80]
-    return target.with_name(f"{TEMP_PREFIX}{stem}-{secrets.token_hex(6)}")
+    return f"{TEMP_PREFIX}{name[:80]}-{secrets.token_hex(6)}"
+
+
+def _temp_name(target: Path) -> Path:
+    return target.with_name(_temp_basename(target.name))
+
+
+_O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_DIR_FD_OK = (
+    os.name == "posix"
+    and bool(_O_DIRECTORY)
+    and {os.open, os.stat, os.rename, os.link, os.unlink, os.mkdir, os.rmdir} <= os.supports_dir_fd
+)
+"""Whether this platform names files relative to a directory descriptor (Linux, macOS, the BSDs; not Windows)."""
+_PROC_FD = sys.platform.startswith("linux") and os.path.isdir("/proc/self/fd")
+
+
+def _confined_root(path: Path | str, root: Path | str | None) -> Path | None:
+    """The folder a write must stay in: `root`, else the root a `core.paths.resolve_path` result carries."""
+    if root is not None:
+        return Path(root)
+    carried = getattr(path, "confined_root", None)
+    return Path(carried) if carried is not None else None
+
+
+def _moved(shown: Path) -> BridgeError:
+    return BridgeError(
+        ErrorCode.ACCESS_DENIED,
+        f"'{shown}': a folder on its path is (or was just replaced by) a symbolic link; nothing was written",
+        "deskbridge never follows a link that appears inside the allowed folder during a write; check the "
+        "folder, then retry.",
+        {"path": str(shown), "diskTouched": False, "diskCommitted": False, "originalIntact": True},
+    )
+
+
+def _open_confined(directory: Path, root: Path, shown: Path) -> int:
+    """Open `directory` by walking it from `/` one component at a time with O_NOFOLLOW, after checking that it
+    lies inside `root`. `directory` is a real path (what `resolve_path` returns), so an honest walk meets no
+    symbolic link: one found there was swapped in after the check, and the write is refused."""
+    directory = Path(os.path.abspath(directory))
+    real_root = os.path.abspath(root)
+    try:
+        inside = os.path.commonpath([str(directory), real_root]) == real_root
+    except ValueError:
+        inside = False
+    if not inside:
+        raise BridgeError(
+            ErrorCode.ACCESS_DENIED,
+            f"'{shown}' is outside the allowed folder",
+            data={"path": str(shown), "diskTouched": False, "diskCommitted": False, "originalIntact": True},
+        )
+    fd = os.open(directory.anchor or os.sep, os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC)
+    try:
+        for part in directory.parts[1:]:
+            try:
+                next_fd = os.open(part, os.O_RDONLY | _O_DIRECTORY | _O_NOFOLLOW | _O_CLOEXEC, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR, getattr(errno, "EMLINK", -1)):
+                    raise _moved(shown) from None
+                raise
+            os.close(fd)
+            fd = next_fd
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+class _Dir:
+    """A directory opened once; every later step names its entries relative to this descriptor (`dir_fd=`).
+
+    So the directory a write checked is the directory it writes into, even if its name is swapped for a
+    symbolic link meanwhile (save-as TOCTOU). `at(name)` is a path that still goes through the descriptor
+    (`/proc/self/fd/N/name` on Linux), for code that needs a path (hashing, a caller's verify/fill). On
+    platforms without directory descriptors (Windows) every method works on plain paths.
+    """
+
+    def __init__(self, path: Path, fd: int | None) -> None:
+        self.path = path
+        self.fd = fd
+
+    @classmethod
+    def open(cls, directory: Path, *, root: Path | None, shown: Path) -> _Dir:
+        if not _DIR_FD_OK:
+            return cls(directory, None)
+        if root is None:
+            # Not confined: the caller's own path, symbolic links included (a settings folder may be a link).
+            return cls(directory, os.open(directory, os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC))
+        return cls(directory, _open_confined(directory, root, shown))
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+    def __enter__(self) -> _Dir:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def at(self, name: str) -> Path:
+        if self.fd is not None and _PROC_FD:
+            return Path(f"/proc/self/fd/{self.fd}/{name}")
+        return self.path / name
+
+    def open_file(self, name: str, flags: int, mode: int = 0o777) -> int:
+        if self.fd is None:
+            return os.open(self.path / name, flags, mode)
+        return os.open(name, flags | _O_CLOEXEC, mode, dir_fd=self.fd)
+
+    def lstat(self, name: str) -> os.stat_result | None:
+        """The entry itself (a symbolic link is not followed), or None when nothing is there."""
+        try:
+            if self.fd is None:
+                return os.lstat(self.path / name)
+            return os.stat(name, dir_fd=self.fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+
+    def replace(self, src: str, dst: str) -> None:
+        if self.fd is None:
+            os.replace(self.path / src, self.path / dst)
+        else:
+            os.replace(src, dst, src_dir_fd=self.fd, dst_dir_fd=self.fd)
+
+    def link(self, src: str, dst: str) -> None:
+        if self.fd is None:
+            os.link(self.path / src, self.path / dst)
+        else:
+            os.link(src, dst, src_dir_fd=self.fd, dst_dir_fd=self.fd, follow_symlinks=False)
+
+    def unlink(self, name: str) -> None:
+        if self.fd is None:
+            os.unlink(self.path / name)
+        else:
+            os.unlink(name, dir_fd=self.fd)
+
+    def discard(self, name: str) -> None:
+        """Remove a temp file or directory of ours; never raises (the caller is already failing)."""
+        with contextlib.suppress(OSError):
+            st = self.lstat(name)
+            if st is not None and stat.S_ISDIR(st.st_mode):
+                self.rmtree(name)
+            elif st is not None:
+                self.unlink(name)
+
+    def mkdir(self, name: str, mode: int = 0o777) -> None:
+        if self.fd is None:
+            os.mkdir(self.path / name, mode)
+        else:
+            os.mkdir(name, mode, dir_fd=self.fd)
+
+    def rmtree(self, name: str) -> None:
+        if self.fd is None:
+            shutil.rmtree(self.path / name, ignore_errors=True)
+        else:
+            shutil.rmtree(name, ignore_errors=True, dir_fd=self.fd)
+
+    def rename_noreplace(self, src: str, dst: str) -> None:
+        if self.fd is None:
+            rename_noreplace(self.path / src, self.path / dst)
+            return
+        if not _native_noreplace(Path(src), Path(dst), src_dir_fd=self.fd, dst_dir_fd=self.fd):
+            _fallback_noreplace(Path(src), Path(dst), src_dir_fd=self.fd, dst_dir_fd=self.fd)
+
+    def fsync(self) -> None:
+        fsync_dir(self.fd if self.fd is not None else self.path)
+
+
+def _open_parent(target: Path, root: Path | None) -> _Dir:
+    """The target's directory, opened once (confined to `root` when given); OSError → a typed disk error."""
+    try:
+        return _Dir.open(target.parent, root=root, shown=target)
+    except OSError as exc:
+        raise _disk_error(exc, target, touched=False, committed=False) from exc
 
 
 class _Hasher:
-    """SHA-256 of the temp file in write order, fed from the writer and finished in a worker thread.
+    """The identity digest of the temp file in write order, fed from the writer and finished in a worker.
 
-    Small writes are hashed on the spot. Once a writer hands over big pieces (a large `write`, or a range it
-    appended in the kernel with `copy_range`), a thread takes over: it hashes written bytes, and re-reads
-    kernel-copied ranges *from the temp file itself*, so the identity is of what landed on disk. hashlib and
-    pread release the GIL, so on 2 cores the hash runs beside the copy, the fsync and the caller's verify
-    instead of after them.
+    Chunked (`IDENTITY_SCHEME`): bytes are cut into 1 MiB chunks of the temp file. Small writes are hashed
+    on the spot. Once a writer hands over big pieces (a large `write`, or a range it appended in the kernel
+    with `copy_range`), a thread takes over: it hashes written bytes, and for kernel-copied ranges reuses
+    the source file's chunk digests where a whole chunk was copied at the same offset modulo 1 MiB (known
+    when the source was hashed or written by us, `_CHUNKS`), re-reading the rest *from the temp file
+    itself*, so the identity is of what landed on disk. hashlib and pread release the GIL, so on 2 cores
+    the hash runs beside the copy, the fsync and the caller's verify instead of after them.
     """
 
     _THREAD_FROM = 1 << 20
     """Writes of at least this many bytes start the worker (a thread costs more than hashing a small write)."""
-    _READ_CHUNK = 1 << 20
+    _READ_CHUNK = IDENTITY_CHUNK
 
     def __init__(self, fd: int) -> None:
         self._fd = fd
-        self._hash: Any = hashlib.sha256()
+        self._chunks: list[bytes] = []
+        self._cur: Any = hashlib.sha256()
+        self._cur_len = 0
+        self._pos = 0
+        self.reused = 0
+        """Bytes whose chunk digests were taken from the source instead of hashed (for tests, benches)."""
         self._queue: queue.Queue[Any] | None = None
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
         self._abandoned = False
         self._read_fd = -1
+        self._written_key: tuple[int, int, int, int] | None = None
+
+    # -- the running chunked hash (called by exactly one thread at a time: the writer, then the worker)
+    def _feed(self, data: Any) -> None:
+        view = memoryview(data).cast("B")
+        while len(view):
+            take = min(len(view), IDENTITY_CHUNK - self._cur_len)
+            self._cur.update(view[:take])
+            self._cur_len += take
+            self._pos += take
+            view = view[take:]
+            if self._cur_len == IDENTITY_CHUNK:
+                self._chunks.append(self._cur.digest())
+                self._cur, self._cur_len = hashlib.sha256(), 0
+
+    def _feed_range(
+        self, offset: int, length: int, source: tuple[tuple[bytes, ...], int, int] | None, view: memoryview
+    ) -> None:
+        """Hash `length` bytes at `offset` of the temp file; `source` = (chunk digests, size, offset) of
+        the file they were copied from, whose whole chunks at the same alignment are reused unread."""
+        if self._pos != offset:
+            raise OSError(errno.EIO, f"hash out of order: at {self._pos}, range starts at {offset}")
+        end = offset + length
+        while self._pos < end:
+            pos = self._pos
+            if source is not None and self._cur_len == 0 and end - pos >= IDENTITY_CHUNK:
+                chunks, src_size, src_offset = source
+                src_pos = src_offset + (pos - offset)
+                k, rem = divmod(src_pos, IDENTITY_CHUNK)
+                if rem == 0 and k < len(chunks) and src_pos + IDENTITY_CHUNK <= src_size:
+                    self._chunks.append(chunks[k])
+                    self._pos += IDENTITY_CHUNK
+                    self.reused += IDENTITY_CHUNK
+                    continue
+            # read up to the next chunk boundary (or the range's end) from the temp file and hash it
+            want = min(end - pos, IDENTITY_CHUNK - self._cur_len, len(view))
+            n = os.preadv(self._read_fd, [view[:want]], pos)
+            if n <= 0:
+                raise OSError(errno.EIO, f"temp file ended at {pos} while hashing it")
+            self._feed(view[:n])
 
     def add_bytes(self, data: Any) -> None:
         if self._queue is None:
             if len(data) < self._THREAD_FROM:
-                self._hash.update(data)
+                self._feed(data)
                 return
             self._start()
         assert self._queue is not None
         # Immutable copy: the writer may reuse a bytearray/memoryview buffer after write() returns.
         self._queue.put(data if isinstance(data, bytes) else bytes(data))
 
-    def add_range(self, offset: int, length: int) -> None:
-        """`length` bytes at `offset` of the temp file are final (appended in the kernel); hash them from disk."""
+    def add_range(
+        self, offset: int, length: int, source: tuple[tuple[bytes, ...], int, int] | None = None
+    ) -> None:
+        """`length` bytes at `offset` of the temp file are final (appended in the kernel); hash them from
+        disk, or reuse `source`'s chunk digests (see `_feed_range`)."""
         if self._queue is None:
             self._start()
         assert self._queue is not None
-        self._queue.put((offset, length))
+        self._queue.put((offset, length, source))
 
     def _start(self) -> None:
         # Our own descriptor: the writer closes the temp file before the hash is necessarily done.
@@ -206,8 +537,7 @@ class _Hasher:
 
     def _run(self) -> None:
         assert self._queue is not None
-        buf = bytearray(self._READ_CHUNK)
-        view = memoryview(buf)
+        view = memoryview(bytearray(self._READ_CHUNK))
         failed = False
         while True:
             item = self._queue.get()
@@ -217,23 +547,21 @@ class _Hasher:
                 continue  # keep draining so the writer never blocks on a full queue
             try:
                 if isinstance(item, bytes):
-                    self._hash.update(item)
-                    continue
-                offset, length = item
-                end = offset + length
-                while offset < end:
-                    n = os.preadv(self._read_fd, [view[: min(self._READ_CHUNK, end - offset)]], offset)
-                    if n <= 0:
-                        raise OSError(errno.EIO, f"temp file ended at {offset} while hashing it")
-                    self._hash.update(view[:n])
-                    offset += n
+                    self._feed(item)
+                else:
+                    self._feed_range(item[0], item[1], item[2], view)
             except BaseException as exc:  # reported by hexdigest()
                 self._error = exc
                 failed = True
+        # The writer is done (the stop marker comes from hexdigest): this descriptor's file is the temp
+        # file, whatever its name will be, so its stat keys the chunk digests for later copies from it.
+        with contextlib.suppress(OSError):
+            self._written_key = _cache_key(os.fstat(self._read_fd))
         os.close(self._read_fd)
 
     def hexdigest(self) -> str:
-        """Wait for the worker (if any) and return the digest; raises what the worker hit."""
+        """Wait for the worker (if any) and return the digest; raises what the worker hit. The temp
+        file's chunk digests are remembered (`_CHUNKS`), so a later save copying from it reuses them."""
         if self._thread is not None:
             assert self._queue is not None
             self._queue.put(None)
@@ -243,7 +571,11 @@ class _Hasher:
             raise self._error
         if self._abandoned:
             raise RuntimeError("the running hash was abandoned")  # never hand out a partial digest
-        return self._hash.hexdigest()
+        chunks = self._chunks + ([self._cur.digest()] if self._cur_len else [])
+        key = self._written_key
+        if key is not None and key[2] == self._pos:
+            _CHUNKS.put(key, chunks)
+        return _tree_digest(self._pos, chunks)
 
     def abandon(self) -> None:
         """Stop the worker without a result (the write failed or hashing was turned off)."""
@@ -294,13 +626,20 @@ class _HashingFile:
         pos = f.tell()
         os.lseek(fd, pos, os.SEEK_SET)
         done = 0
+        source = None
+        if self._hasher is not None:
+            with contextlib.suppress(OSError):
+                st = os.fstat(source_fd)
+                known = _CHUNKS.get(_cache_key(st))
+                source = None if known is None else (known, st.st_size, offset)
         try:
             while done < length:
                 n = os.copy_file_range(source_fd, fd, min(self.COPY_CHUNK, length - done), offset + done)
                 if n <= 0:
                     break  # end of the source file
                 if self._hasher is not None:
-                    self._hasher.add_range(pos + done, n)
+                    piece = None if source is None else (source[0], source[1], offset + done)
+                    self._hasher.add_range(pos + done, n, piece)
                 done += n
         except OSError:
             pass  # e.g. EXDEV or EINVAL: the caller copies the rest through memory
@@ -393,31 +732,43 @@ class _PendingTemp:
 
 
 def _write_temp(
-    target: Path,
+    d: _Dir,
+    name: str,
     content: Content,
     existing_mode: int | None,
     new_file_mode: int = 0o666,
     *,
     background_fsync: bool = False,
-) -> tuple[Path, _PendingTemp]:
-    """Create, fill and flush a temp file next to `target`, and fsync it; returns it and its pending SHA-256.
+    mode: int | None = None,
+) -> tuple[str, _PendingTemp]:
+    """Create, fill and flush a temp file next to `name` in `d`, and fsync it; returns its name and its pending
+    SHA-256.
 
-    The temp file is created with its final permissions *before* any byte is written: the existing
-    target's mode (so a 0600 secret never sits in a 0644 temp file), else `new_file_mode` filtered by the
-    umask exactly as `open()` would. `background_fsync`: the fsync runs in a thread that the returned
-    `_PendingTemp.result()` waits for (so a verify step can run meanwhile). A failure removes the temp file.
+    The temp file is created with its final permissions *before* any byte is written: `mode` when given (exact,
+    whatever the umask or an existing file say: secrets), else the existing target's mode (so a 0600 secret
+    never sits in a 0644 temp file), else `new_file_mode` filtered by the umask exactly as `open()` would.
+    `background_fsync`: the fsync runs in a thread that the returned `_PendingTemp.result()` waits for (so a
+    verify step can run meanwhile). A failure removes the temp file.
     """
-    tmp = _temp_name(target)
-    create_mode = stat.S_IMODE(existing_mode) if existing_mode is not None else new_file_mode
-    # O_EXCL: never reuse a name, never follow a planted symlink. O_RDWR: the hash worker re-reads
+    tmp = _temp_basename(name)
+    if mode is not None:
+        create_mode = stat.S_IMODE(mode)
+    elif existing_mode is not None:
+        create_mode = stat.S_IMODE(existing_mode)
+    else:
+        create_mode = new_file_mode
+    # O_EXCL + O_NOFOLLOW: never reuse a name, never follow a planted symlink. O_RDWR: the hash worker re-reads
     # kernel-copied ranges through a duplicate of this very descriptor (the inode we wrote, whatever the name).
-    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), create_mode)
+    fd = d.open_file(
+        tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | getattr(os, "O_BINARY", 0), create_mode
+    )
     hasher: _Hasher | None = None
     digest: str | None = None
     sync_fd: int | None = None
     try:
-        if existing_mode is not None and hasattr(os, "fchmod"):
-            os.fchmod(fd, stat.S_IMODE(existing_mode))  # the umask may have removed bits the original had
+        exact = mode if mode is not None else existing_mode
+        if exact is not None and hasattr(os, "fchmod"):
+            os.fchmod(fd, stat.S_IMODE(exact))  # the umask may have removed bits the original had
         with os.fdopen(fd, "wb") as f:
             if callable(content):
                 proxy = _HashingFile(f)
@@ -426,21 +777,22 @@ def _write_temp(
                 hasher = proxy.take_hasher()
             else:
                 f.write(content)
-                digest = hashlib.sha256(content).hexdigest()
+                digest = content_digest(content)  # the same scheme as every other identity
             f.flush()
             if background_fsync:
                 sync_fd = os.dup(f.fileno())
             else:
                 os.fsync(f.fileno())
-        pending = _PendingTemp(tmp, hasher, digest, sync_fd)  # hasher and digest None: hashed in a thread
+        pending = _PendingTemp(
+            d.at(tmp), hasher, digest, sync_fd
+        )  # hasher and digest None: hashed in a thread
         hasher = sync_fd = None
     except BaseException:
         if hasher is not None:
             hasher.abandon()
         if sync_fd is not None:
             os.close(sync_fd)
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        d.discard(tmp)
         raise
     return tmp, pending
 
@@ -511,20 +863,26 @@ def _libc() -> ctypes.CDLL:
     return ctypes.CDLL(None, use_errno=True)
 
 
-def _native_noreplace(src: Path, dst: Path) -> bool:
-    """Atomic rename that fails with EEXIST if `dst` exists. False when this platform/FS cannot do it."""
+def _native_noreplace(
+    src: Path, dst: Path, *, src_dir_fd: int | None = None, dst_dir_fd: int | None = None
+) -> bool:
+    """Atomic rename that fails with EEXIST if `dst` exists. False when this platform/FS cannot do it.
+
+    With `src_dir_fd`/`dst_dir_fd` the names are relative to those directory descriptors (renameat2 /
+    renameatx_np), as every write path of this module uses them.
+    """
+    at_src = _AT_FDCWD if src_dir_fd is None else src_dir_fd
+    at_dst = _AT_FDCWD if dst_dir_fd is None else dst_dir_fd
     if sys.platform.startswith("linux"):
         libc = _libc()
         fn = getattr(libc, "renameat2", None)  # glibc ≥ 2.28; else the raw system call
         if fn is not None:
-            res = fn(_AT_FDCWD, os.fsencode(src), _AT_FDCWD, os.fsencode(dst), _RENAME_NOREPLACE)
+            res = fn(at_src, os.fsencode(src), at_dst, os.fsencode(dst), _RENAME_NOREPLACE)
         else:
             nr = _SYS_RENAMEAT2.get(platform.machine().lower())
             if nr is None:
                 return False
-            res = libc.syscall(
-                nr, _AT_FDCWD, os.fsencode(src), _AT_FDCWD, os.fsencode(dst), _RENAME_NOREPLACE
-            )
+            res = libc.syscall(nr, at_src, os.fsencode(src), at_dst, os.fsencode(dst), _RENAME_NOREPLACE)
         if res == 0:
             return True
         err = ctypes.get_errno()
@@ -533,10 +891,17 @@ def _native_noreplace(src: Path, dst: Path) -> bool:
         _raise_errno(err, src, dst)
     if sys.platform == "darwin":  # pragma: no cover - not testable on the Linux CI
         libc = _libc()
-        fn = getattr(libc, "renamex_np", None)  # macOS 10.12+
-        if fn is None:
-            return False
-        if fn(os.fsencode(src), os.fsencode(dst), _RENAME_EXCL) == 0:
+        if src_dir_fd is not None or dst_dir_fd is not None:
+            fn = getattr(libc, "renameatx_np", None)  # macOS 10.12+
+            if fn is None:
+                return False
+            res = fn(at_src, os.fsencode(src), at_dst, os.fsencode(dst), _RENAME_EXCL)
+        else:
+            fn = getattr(libc, "renamex_np", None)  # macOS 10.12+
+            if fn is None:
+                return False
+            res = fn(os.fsencode(src), os.fsencode(dst), _RENAME_EXCL)
+        if res == 0:
             return True
         err = ctypes.get_errno()
         if err in _UNSUPPORTED_ERRNOS:
@@ -554,23 +919,33 @@ def _native_noreplace(src: Path, dst: Path) -> bool:
     return False
 
 
-def _fallback_noreplace(src: Path, dst: Path) -> None:
-    if src.is_dir() and not src.is_symlink():
+def _fallback_noreplace(
+    src: Path, dst: Path, *, src_dir_fd: int | None = None, dst_dir_fd: int | None = None
+) -> None:
+    try:
+        st = os.stat(src, dir_fd=src_dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        st = None
+    if st is not None and stat.S_ISDIR(st.st_mode):
         # mkdir is an atomic "create if absent"; rename onto our own empty directory then replaces only it.
         # If another program slipped content into it meanwhile, rename fails with ENOTEMPTY and we leave
         # their content alone.
-        os.mkdir(dst)
+        os.mkdir(dst, dir_fd=dst_dir_fd)
         try:
-            os.rename(src, dst)
+            os.rename(src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd)
         except OSError as exc:
             if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
                 _raise_errno(errno.EEXIST, src, dst)
             with contextlib.suppress(OSError):
-                os.rmdir(dst)
+                os.rmdir(dst, dir_fd=dst_dir_fd)
             raise
         return
-    os.link(src, dst)  # EEXIST if dst exists — atomic, never replaces
-    os.unlink(src)
+    # EEXIST if dst exists — atomic, never replaces
+    if src_dir_fd is None and dst_dir_fd is None:
+        os.link(src, dst)
+    else:
+        os.link(src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd, follow_symlinks=False)
+    os.unlink(src, dir_fd=src_dir_fd)
 
 
 def rename_noreplace(src: Path | str, dst: Path | str) -> None:
@@ -629,8 +1004,18 @@ def _disk_error(exc: OSError, target: Path, *, touched: bool, committed: bool) -
     )
 
 
-def _check_identity(target: Path, expected: FileIdentity, code: ErrorCode, *, deep: bool = True) -> None:
-    """Raise `code` unless `target` is still `expected`. `deep=False` compares the stat fields only (cheap)."""
+def _check_identity(
+    target: Path,
+    expected: FileIdentity,
+    code: ErrorCode,
+    *,
+    deep: bool = True,
+    shown: Path | None = None,
+) -> None:
+    """Raise `code` unless `target` is still `expected`. `deep=False` compares the stat fields only (cheap).
+
+    `target` may be a descriptor-relative path (`_Dir.at`); messages name `shown` (the caller's target)."""
+    shown = target if shown is None else shown
     if deep:
         now = current_identity(target)
         same = now == expected
@@ -654,9 +1039,9 @@ def _check_identity(target: Path, expected: FileIdentity, code: ErrorCode, *, de
         gone = now is None and not target.exists()
         raise BridgeError(
             code,
-            f"'{target}' no longer exists" if gone else f"'{target}' changed since it was observed",
+            f"'{shown}' no longer exists" if gone else f"'{shown}' changed since it was observed",
             data={
-                "path": str(target),
+                "path": str(shown),
                 "identity": None if now is None else now.to_dict(),
                 "diskTouched": False,
                 "diskCommitted": False,
@@ -665,23 +1050,49 @@ def _check_identity(target: Path, expected: FileIdentity, code: ErrorCode, *, de
         )
 
 
-def _make_backup(target: Path) -> Path:
-    """Keep the current content as `<name>.bak`, replacing an older backup atomically."""
-    bak = target.with_name(target.name + BACKUP_SUFFIX)
-    tmp = _temp_name(bak)
+def _make_backup(d: _Dir, name: str) -> str:
+    """Keep the current content of `name` as `<name>.bak` in `d`, replacing an older backup atomically."""
+    bak = name + BACKUP_SUFFIX
+    tmp = _temp_basename(bak)
     try:
-        os.link(target, tmp)  # cheap and exact: the .bak shares the old inode, which the rename keeps alive
+        d.link(name, tmp)  # cheap and exact: the .bak shares the old inode, which the rename keeps alive
     except OSError:
-        shutil.copy2(target, tmp)
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
+        _copy_at(d, name, tmp)
     try:
-        os.replace(tmp, bak)
+        d.replace(tmp, bak)
     except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        d.discard(tmp)
         raise
     return bak
+
+
+def _copy_at(d: _Dir, src: str, dst: str) -> None:
+    """Copy a file within `d` (content, mode, times), fsynced; `dst` is created new (O_EXCL)."""
+    src_fd = d.open_file(src, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+    try:
+        st = os.fstat(src_fd)
+        dst_fd = d.open_file(
+            dst,
+            os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | getattr(os, "O_BINARY", 0),
+            stat.S_IMODE(st.st_mode),
+        )
+        try:
+            while chunk := os.read(src_fd, _HASH_CHUNK):
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(dst_fd, view) :]
+            if hasattr(os, "fchmod"):
+                os.fchmod(dst_fd, stat.S_IMODE(st.st_mode))
+            with contextlib.suppress(OSError, NotImplementedError):
+                os.utime(dst_fd, ns=(st.st_atime_ns, st.st_mtime_ns))
+            os.fsync(dst_fd)
+        except BaseException:
+            os.close(dst_fd)
+            d.discard(dst)
+            raise
+        os.close(dst_fd)
+    finally:
+        os.close(src_fd)
 
 
 def atomic_write(
@@ -693,177 +1104,252 @@ def atomic_write(
     changed_code: ErrorCode = ErrorCode.SOURCE_CHANGED,
     new_file_mode: int = 0o666,
     verify: Callable[[Path], None] | None = None,
+    mode: int | None = None,
+    root: Path | str | None = None,
 ) -> WriteResult:
     """Replace (or create) `path` with `content` atomically; the old file or the new one, never a mix.
 
     `expected_identity`: the file must still be exactly this (checked again right before the rename),
     else `changed_code` (`SOURCE_CHANGED` for save, `TARGET_CHANGED` for an overwriting save-as).
     `backup`: keep the previous content as `<name>.bak`. Permission bits of an existing file are kept;
-    a new file gets `new_file_mode` minus the umask (pass 0o600 for secrets).
+    a new file gets `new_file_mode` minus the umask. `mode`: exactly these permission bits, whatever the
+    existing file or the umask say (0o600 for secrets).
     `verify(temp_path)`: called with the complete temp file before it is renamed over the target (e.g.
     re-open a written archive and read the changes back); the temp file's fsync and content hash run in
     threads meanwhile and finish before the rename. If it raises, the temp file is removed, the target is
     untouched and the exception propagates unchanged.
+    `root`: the write must stay inside this folder (see `_Dir`: save-as TOCTOU); a path returned by
+    `core.paths.resolve_path` carries its root, so callers that resolved it need not pass one.
     """
     target = Path(path)
-    if target.is_symlink():
-        # Write through the link, as editors do: replacing the link itself would cut it off its file.
-        target = Path(os.path.realpath(target))
-    if target.is_dir():
-        raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"'{target}' is a directory; give a file path")
-    if expected_identity is not None:
-        # Cheap stat check first (fail fast before writing); the full content check runs before the rename.
-        _check_identity(target, expected_identity, changed_code, deep=False)
+    confined = _confined_root(path, root)
+    d = _open_parent(target, confined)
+    check: _BackgroundCheck | None = None
+    pending: _PendingTemp | None = None
     try:
-        mode = target.stat().st_mode
-    except FileNotFoundError:
-        mode = None
-    except OSError as exc:
-        raise _disk_error(exc, target, touched=False, committed=False) from exc
-    check = _BackgroundCheck(target) if expected_identity is not None else None
-    try:
-        tmp, pending = _write_temp(target, content, mode, new_file_mode, background_fsync=verify is not None)
-    except OSError as exc:
-        if check is not None:
-            check.result()
-        raise _disk_error(exc, target, touched=True, committed=False) from exc
-    except BaseException:
-        if check is not None:
-            check.result()
-        raise
-    if verify is not None:
-        # Before the identity check, so that check (and the background hash) stays right before the rename.
+        st = d.lstat(target.name)
+        if st is not None and stat.S_ISLNK(st.st_mode):
+            # Write through the link, as editors do: replacing the link itself would cut it off its file.
+            real = Path(os.path.realpath(d.at(target.name)))
+            if confined is not None and not _is_inside(real, confined):
+                raise BridgeError(
+                    ErrorCode.ACCESS_DENIED,
+                    f"'{target}' is a symbolic link leading outside the allowed folder",
+                    data={"path": str(target), "diskTouched": False, "diskCommitted": False},
+                )
+            d.close()
+            target = real
+            d = _open_parent(target, confined)
+            st = d.lstat(target.name)
+        name = target.name
+        if st is not None and stat.S_ISDIR(st.st_mode):
+            raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"'{target}' is a directory; give a file path")
+        here = d.at(name)
+        if expected_identity is not None:
+            # Cheap stat check first (fail fast before writing); the full content check runs before the rename.
+            _check_identity(here, expected_identity, changed_code, deep=False, shown=target)
+        existing_mode = st.st_mode if st is not None else None
+        check = _BackgroundCheck(here) if expected_identity is not None else None
         try:
-            verify(tmp)
-        except BaseException:
-            pending.abandon()
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            if check is not None:
-                with contextlib.suppress(BaseException):
-                    check.result()
+            tmp, pending = _write_temp(
+                d, name, content, existing_mode, new_file_mode, background_fsync=verify is not None, mode=mode
+            )
+        except OSError as exc:
+            raise _disk_error(exc, target, touched=True, committed=False) from exc
+        if verify is not None:
+            # Before the identity check, so that check (and the background hash) stays right before the rename.
+            try:
+                verify(d.at(tmp))
+            except BaseException:
+                pending.abandon()
+                d.discard(tmp)
+                raise
+        try:
+            digest = pending.result()  # durable and hashed (both finished while verify ran)
+        except BaseException as exc:
+            d.discard(tmp)
+            if isinstance(exc, OSError):
+                raise _disk_error(exc, target, touched=True, committed=False) from exc
             raise
-    try:
-        digest = pending.result()  # durable and hashed (both finished while verify ran)
-    except BaseException as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        committed = False
+        backup_name: str | None = None
+        try:
+            if check is not None and expected_identity is not None:
+                # Full content check (hashed while we wrote), then — right before the rename — proof that
+                # nothing touched the file since it was hashed: any write moves its ctime.
+                seen, key = check.result()
+                check = None
+                if seen != expected_identity or key is None or _stat_key(here) != key:
+                    _check_identity(
+                        here, expected_identity, changed_code, shown=target
+                    )  # in doubt: look again
+            backup_name = _make_backup(d, name) if backup and existing_mode is not None else None
+            d.replace(tmp, name)
+            committed = True
+            fsync_dir(d.fd if d.fd is not None else d.path)
+        except BridgeError as exc:
+            d.discard(tmp)
+            exc.data["diskTouched"] = True
+            raise
+        except OSError as exc:
+            if not committed:
+                d.discard(tmp)
+            raise _disk_error(exc, target, touched=True, committed=committed) from exc
+        try:
+            st = os.stat(name, dir_fd=d.fd) if d.fd is not None else target.stat()
+        except OSError as exc:
+            raise _disk_error(exc, target, touched=True, committed=True) from exc
+    finally:
+        # Threads that read through `d` end before its descriptor closes (its number could be reused).
         if check is not None:
             with contextlib.suppress(BaseException):
                 check.result()
-        if isinstance(exc, OSError):
-            raise _disk_error(exc, target, touched=True, committed=False) from exc
-        raise
-    committed = False
-    try:
-        if check is not None and expected_identity is not None:
-            # Full content check (hashed while we wrote), then — right before the rename — proof that
-            # nothing touched the file since it was hashed: any write moves its ctime.
-            seen, key = check.result()
-            if seen != expected_identity or key is None or _stat_key(target) != key:
-                _check_identity(target, expected_identity, changed_code)  # in doubt: look again, deeply
-        backup_path = _make_backup(target) if backup and mode is not None else None
-        os.replace(tmp, target)
-        committed = True
-        fsync_dir(target.parent)
-    except BridgeError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        exc.data["diskTouched"] = True
-        raise
-    except OSError as exc:
-        if not committed:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-        raise _disk_error(exc, target, touched=True, committed=committed) from exc
-    st = target.stat()
+        if pending is not None:
+            pending.abandon()
+        d.close()
     return WriteResult(
-        target, FileIdentity(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, digest), backup_path
+        target,
+        FileIdentity(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, digest),
+        None if backup_name is None else target.with_name(backup_name),
     )
 
 
-def publish_new(path: Path | str, content: Content, *, new_file_mode: int = 0o666) -> WriteResult:
-    """Create `path` with `content` only if nothing is there — atomically; else `TARGET_EXISTS`, disk untouched."""
+def _is_inside(candidate: Path, root: Path) -> bool:
+    real_root = os.path.abspath(root)
+    try:
+        return os.path.commonpath([os.path.abspath(candidate), real_root]) == real_root
+    except ValueError:
+        return False
+
+
+def publish_new(
+    path: Path | str,
+    content: Content,
+    *,
+    new_file_mode: int = 0o666,
+    mode: int | None = None,
+    root: Path | str | None = None,
+    verify: Callable[[Path], None] | None = None,
+) -> WriteResult:
+    """Create `path` with `content` only if nothing is there — atomically; else `TARGET_EXISTS`, disk untouched.
+
+    `mode`, `root` and `verify(temp_path)` as for `atomic_write` (verify checks the complete temp file before
+    it is published)."""
     target = Path(path)
+    d = _open_parent(target, _confined_root(path, root))
+    pending: _PendingTemp | None = None
     try:
-        tmp, pending = _write_temp(target, content, None, new_file_mode)
-    except OSError as exc:
-        raise _disk_error(exc, target, touched=True, committed=False) from exc
-    try:
-        digest = pending.result()
-        rename_noreplace(tmp, target)
-    except FileExistsError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        existing = None
-        with contextlib.suppress(BridgeError, OSError):
-            existing = file_identity(target).to_dict()
-        raise BridgeError(
-            ErrorCode.TARGET_EXISTS,
-            f"'{target}' already exists",
-            data={
-                "path": str(target),
-                "identity": existing,
-                "diskTouched": True,
-                "diskCommitted": False,
-                "originalIntact": True,
-            },
-        ) from exc
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise _disk_error(exc, target, touched=True, committed=False) from exc
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    try:
-        fsync_dir(target.parent)
-        st = target.stat()
-    except OSError as exc:
-        raise _disk_error(exc, target, touched=True, committed=True) from exc
+        name = target.name
+        try:
+            tmp, pending = _write_temp(
+                d, name, content, None, new_file_mode, background_fsync=verify is not None, mode=mode
+            )
+        except OSError as exc:
+            raise _disk_error(exc, target, touched=True, committed=False) from exc
+        if verify is not None:
+            try:
+                verify(d.at(tmp))
+            except BaseException:
+                pending.abandon()
+                d.discard(tmp)
+                raise
+        try:
+            digest = pending.result()
+            d.rename_noreplace(tmp, name)
+        except FileExistsError as exc:
+            d.discard(tmp)
+            existing = None
+            with contextlib.suppress(BridgeError, OSError):
+                existing = file_identity(d.at(name)).to_dict()
+            raise BridgeError(
+                ErrorCode.TARGET_EXISTS,
+                f"'{target}' already exists",
+                data={
+                    "path": str(target),
+                    "identity": existing,
+                    "diskTouched": True,
+                    "diskCommitted": False,
+                    "originalIntact": True,
+                },
+            ) from exc
+        except OSError as exc:
+            d.discard(tmp)
+            raise _disk_error(exc, target, touched=True, committed=False) from exc
+        except BaseException:
+            d.discard(tmp)
+            raise
+        try:
+            d.fsync()
+            st = os.stat(name, dir_fd=d.fd, follow_symlinks=False) if d.fd is not None else target.stat()
+        except OSError as exc:
+            raise _disk_error(exc, target, touched=True, committed=True) from exc
+    finally:
+        if pending is not None:
+            pending.abandon()
+        d.close()
     return WriteResult(target, FileIdentity(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, digest))
 
 
-def publish_directory(path: Path | str, fill: Callable[[Path], None]) -> Path:
+def publish_directory(
+    path: Path | str, fill: Callable[[Path], None], *, root: Path | str | None = None
+) -> Path:
     """Build a directory with `fill(tmp_dir)` next to `path`, then publish it there only if `path` is absent.
 
     The target never exists half-written: either the complete directory appears at once or nothing does
     (`TARGET_EXISTS` when the name is taken, also when taken while `fill` ran). Files written by `fill`
-    should use plain writes; they are fsynced here before publishing.
+    should use plain writes; they are fsynced here before publishing. `fill` gets a path that goes through
+    the opened temp directory itself (Linux: `/proc/self/fd/N`), so a folder swapped meanwhile cannot
+    redirect what it writes. `root` as for `atomic_write`.
     """
     target = Path(path)
-    if target.exists() or target.is_symlink():
-        # Early and cheap; the authoritative check is the no-overwrite rename below.
-        raise BridgeError(
-            ErrorCode.TARGET_EXISTS,
-            f"'{target}' already exists",
-            data={"path": str(target), "diskTouched": False, "diskCommitted": False},
-        )
-    tmp = _temp_name(target)
+    d = _open_parent(target, _confined_root(path, root))
     try:
-        os.mkdir(tmp)
-    except OSError as exc:
-        raise _disk_error(exc, target, touched=False, committed=False) from exc
-    try:
-        fill(tmp)
-        _fsync_tree(tmp)
-        rename_noreplace(tmp, target)
-    except FileExistsError as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise BridgeError(
-            ErrorCode.TARGET_EXISTS,
-            f"'{target}' already exists",
-            data={"path": str(target), "diskTouched": True, "diskCommitted": False},
-        ) from exc
-    except OSError as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise _disk_error(exc, target, touched=True, committed=False) from exc
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    with contextlib.suppress(OSError):
-        fsync_dir(target.parent)
+        name = target.name
+        if d.lstat(name) is not None:
+            # Early and cheap; the authoritative check is the no-overwrite rename below.
+            raise BridgeError(
+                ErrorCode.TARGET_EXISTS,
+                f"'{target}' already exists",
+                data={"path": str(target), "diskTouched": False, "diskCommitted": False},
+            )
+        tmp = _temp_basename(name)
+        try:
+            d.mkdir(tmp)
+        except OSError as exc:
+            raise _disk_error(exc, target, touched=False, committed=False) from exc
+        tmp_fd: int | None = None
+        try:
+            if d.fd is not None and _PROC_FD:
+                tmp_fd = d.open_file(tmp, os.O_RDONLY | _O_DIRECTORY | _O_NOFOLLOW)
+                work = Path(f"/proc/self/fd/{tmp_fd}")
+            else:
+                work = d.at(tmp)
+            fill(work)
+            _fsync_tree(work)
+            if tmp_fd is not None:
+                os.close(tmp_fd)
+                tmp_fd = None
+            d.rename_noreplace(tmp, name)
+        except FileExistsError as exc:
+            d.discard(tmp)
+            raise BridgeError(
+                ErrorCode.TARGET_EXISTS,
+                f"'{target}' already exists",
+                data={"path": str(target), "diskTouched": True, "diskCommitted": False},
+            ) from exc
+        except OSError as exc:
+            d.discard(tmp)
+            raise _disk_error(exc, target, touched=True, committed=False) from exc
+        except BaseException:
+            d.discard(tmp)
+            raise
+        finally:
+            if tmp_fd is not None:
+                os.close(tmp_fd)
+        with contextlib.suppress(OSError):
+            d.fsync()
+    finally:
+        d.close()
     return target
 
 
@@ -878,31 +1364,41 @@ def _fsync_tree(root: Path) -> None:
         fsync_dir(dirpath)
 
 
-def remove_stale_temps(directory: Path | str, older_than_s: float = 3600.0) -> int:
+def remove_stale_temps(
+    directory: Path | str, older_than_s: float = 3600.0, *, root: Path | str | None = None
+) -> int:
     """Delete temporary files/directories a crashed write left in `directory`; returns how many.
 
     Only entries untouched for `older_than_s` seconds go, so a write still running in another process
-    (another deskbridge, another workspace in the same folder) keeps its temp file.
+    (another deskbridge, another workspace in the same folder) keeps its temp file. Works relative to the
+    directory opened once (a folder swapped for a link meanwhile is not cleaned through the link).
     """
     removed = 0
     now = time.time()
+    folder = Path(directory)
     try:
-        entries = list(os.scandir(directory))
-    except OSError:
+        d = _Dir.open(folder, root=_confined_root(directory, root), shown=folder)
+    except (OSError, BridgeError):
         return 0
-    for entry in entries:
-        if not entry.name.startswith(TEMP_PREFIX):
-            continue
+    with d:
         try:
-            if now - entry.stat(follow_symlinks=False).st_mtime < older_than_s:
-                continue
-            if entry.is_dir(follow_symlinks=False):
-                shutil.rmtree(entry.path)
-            else:
-                os.unlink(entry.path)
-            removed += 1
+            entries = list(os.scandir(d.fd if d.fd is not None else folder))
         except OSError:
-            continue
+            return 0
+        for entry in entries:
+            if not entry.name.startswith(TEMP_PREFIX):
+                continue
+            try:
+                st = entry.stat(follow_symlinks=False)
+                if now - st.st_mtime < older_than_s:
+                    continue
+                if stat.S_ISDIR(st.st_mode):
+                    d.rmtree(entry.name)
+                else:
+                    d.unlink(entry.name)
+                removed += 1
+            except OSError:
+                continue
     return removed
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import os
 import secrets
 import threading
@@ -77,12 +78,35 @@ class Store(Protocol):
 
 
 # Optional Store methods, looked up with getattr:
+#   load(path, *, progress, **options) / serialize(workspace, out, *, progress)
+#       a `progress(done, total)` keyword is passed when the method accepts one (archive opens and saves
+#       take seconds; the lifecycle task forwards it to MCP progress notifications and the UI), and the
+#       kind's open options (e.g. PVF key files) reach `load` as keywords.
+#   verify(workspace, tmp_path) -> None
+#       check the complete temp file before it replaces the target (re-open it, read the changes back);
+#       raising leaves the target untouched. Used by save and save-as alike.
+#   rebind(workspace, path, identity) -> Source | None
+#       after a save: the file just written is the new source (a returned Source replaces the old one and
+#       the overlay empties, `Workspace.rebase`); runs under `Engine.lock`, so keep it short. A failure
+#       becomes a warning and the workspace keeps old source + overlay, which equal what is on disk.
 #   after_save(workspace, path) -> None
 #       maintenance after a successful save (index, version record); a failure becomes a warning.
 #   write_source(workspace, path, expected_identity) -> FileIdentity | None
 #       for kinds whose source is a folder (a mod project, a folder of documents): write the changed
 #       files yourself, each through `core.files`, and check for outside changes; replaces the
 #       single-file serialise + atomic replace.
+
+
+Progress = Callable[[int, int], None]
+"""`progress(done, total)` from a store's load or serialise (units are the store's)."""
+
+
+def _accepts(fn: Any, name: str) -> bool:
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+    return name in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
 
 
 async def _uninterruptible(fn: Callable[[], T]) -> T:
@@ -272,8 +296,13 @@ class Lifecycle:
         expected_revision: int | None = None,
         dirty_policy: DirtyPolicy | str = DirtyPolicy.REJECT,
         caller: str = "ui",
+        options: dict[str, Any] | None = None,
+        progress: Progress | None = None,
     ) -> dict[str, Any]:
-        """Open `path` (None: a new workspace without a source file) in place of the current workspace."""
+        """Open `path` (None: a new workspace without a source file) in place of the current workspace.
+
+        `options` go to the store's `load` as keywords; `progress` reports the load (and a `save` dirty policy).
+        """
         policy = DirtyPolicy.parse(dirty_policy)
         target = None if path is None else Path(path)
         if target is not None and not target.is_absolute():
@@ -287,9 +316,9 @@ class Lifecycle:
             old = eng.check_lifecycle_identity(expected_epoch, workspace_id, expected_revision)
             if old is not None:
                 await self.barrier.check(op_id, old, "open")
-                await self._settle_dirty(old, policy)
+                await self._settle_dirty(old, policy, progress)
             # Parse the candidate before touching the current workspace: a failure keeps everything as it was.
-            source, identity = await _uninterruptible(lambda: self._load(target))
+            source, identity = await _uninterruptible(lambda: self._load(target, options, progress))
             with eng.lock:
                 ws = Workspace(source=source, source_path=target, source_identity=identity)
                 eng.workspace = ws
@@ -312,14 +341,37 @@ class Lifecycle:
             eng.bus.publish("workspace", {"event": "opened", **info})
             return info
 
-    def _load(self, target: Path | None) -> tuple[Source, FileIdentity | None]:
+    def _load(
+        self, target: Path | None, options: dict[str, Any] | None = None, progress: Progress | None = None
+    ) -> tuple[Source, FileIdentity | None]:
+        kwargs = dict(options or {})
+        if progress is not None and _accepts(self.store.load, "progress"):
+            kwargs["progress"] = progress
         if target is None:
-            return self.store.load(None), None
+            return self.store.load(None, **kwargs), None
         if not target.exists():
             raise BridgeError(ErrorCode.NOT_FOUND, f"'{target}' does not exist")
         # A folder source has no single identity; its kind checks its files in `write_source`.
         identity = files.file_identity(target) if target.is_file() else None
-        return self.store.load(target), identity
+        source = self.store.load(target, **kwargs)
+        if identity is not None:
+            # The identity is the file we parsed only if nothing replaced or wrote it meanwhile.
+            now = files.current_identity(target)
+            if now is None or (now.device, now.inode, now.size, now.mtime_ns) != (
+                identity.device,
+                identity.inode,
+                identity.size,
+                identity.mtime_ns,
+            ):
+                closer = getattr(source, "close", None)
+                if callable(closer):
+                    closer()
+                raise BridgeError(
+                    ErrorCode.SOURCE_CHANGED,
+                    f"'{target}' changed on disk while it was being opened",
+                    "Another program is writing it; wait until it has finished, then open it again.",
+                )
+        return source, identity
 
     async def close(
         self,
@@ -328,6 +380,7 @@ class Lifecycle:
         expected_revision: int | None = None,
         dirty_policy: DirtyPolicy | str = DirtyPolicy.REJECT,
         caller: str = "ui",
+        progress: Progress | None = None,
     ) -> dict[str, Any]:
         policy = DirtyPolicy.parse(dirty_policy)
         eng = self.engine
@@ -336,7 +389,7 @@ class Lifecycle:
             if ws is None:
                 raise BridgeError(ErrorCode.NO_WORKSPACE, "no workspace is open", data=eng.identity_data())
             await self.barrier.check(op_id, ws, "close")
-            await self._settle_dirty(ws, policy)
+            await self._settle_dirty(ws, policy, progress)
             with eng.lock:
                 eng.workspace = None
                 eng.epoch += 1
@@ -350,7 +403,9 @@ class Lifecycle:
             eng.bus.publish("workspace", {"event": "closed", **info})
             return info
 
-    async def _settle_dirty(self, ws: Workspace, policy: DirtyPolicy) -> None:
+    async def _settle_dirty(
+        self, ws: Workspace, policy: DirtyPolicy, progress: Progress | None = None
+    ) -> None:
         if not ws.dirty or policy is DirtyPolicy.DISCARD:
             return
         if policy is DirtyPolicy.REJECT:
@@ -359,12 +414,17 @@ class Lifecycle:
                 f"the workspace has unsaved changes (revision {ws.revision}, saved {ws.saved_revision})",
                 data=self.engine.identity_data(),
             )
-        await self._save_source(ws)
+        await self._save_source(ws, progress)
 
     # -- save ------------------------------------------------------------------------------------------
 
     async def save(
-        self, *, workspace_id: str, expected_revision: int | None = None, caller: str = "ui"
+        self,
+        *,
+        workspace_id: str,
+        expected_revision: int | None = None,
+        caller: str = "ui",
+        progress: Progress | None = None,
     ) -> dict[str, Any]:
         """Write the committed state to the source file (atomic, with `.bak`), refusing external changes."""
         async with self._exclusive("save", refuse_export_plan=False) as op_id:
@@ -376,12 +436,23 @@ class Lifecycle:
             if ws.source_path is None:
                 raise BridgeError(ErrorCode.SAVE_AS_REQUIRED, "this workspace has no source file yet")
             await self.barrier.check(op_id, ws, "save")
-            result = await self._save_source(ws)
+            result = await self._save_source(ws, progress)
             result.update(operationId=op_id, caller=caller)
             self.engine.bus.publish("workspace", {"event": "saved", **_event_view(result)})
             return result
 
-    async def _save_source(self, ws: Workspace) -> dict[str, Any]:
+    def _serialiser(self, ws: Workspace, progress: Progress | None) -> Callable[[BinaryIO], None]:
+        if progress is not None and _accepts(self.store.serialize, "progress"):
+            return lambda out: self.store.serialize(ws, out, progress=progress)  # type: ignore[call-arg]
+        return lambda out: self.store.serialize(ws, out)
+
+    def _verifier(self, ws: Workspace) -> Callable[[Path], None] | None:
+        verify = getattr(self.store, "verify", None)
+        if verify is None:
+            return None
+        return lambda tmp: verify(ws, tmp)
+
+    async def _save_source(self, ws: Workspace, progress: Progress | None = None) -> dict[str, Any]:
         if ws.source_path is None:
             raise BridgeError(ErrorCode.SAVE_AS_REQUIRED, "this workspace has no source file yet")
         revision = ws.revision  # stable: lifecycle admission blocks commits until we are done
@@ -394,7 +465,9 @@ class Lifecycle:
                 written: files.WriteResult | FileIdentity | None = own(ws, path, ws.source_identity)
             elif ws.source_identity is None:
                 try:
-                    written = files.publish_new(path, lambda out: self.store.serialize(ws, out))
+                    written = files.publish_new(
+                        path, self._serialiser(ws, progress), verify=self._verifier(ws)
+                    )
                 except BridgeError as exc:
                     if exc.code is ErrorCode.TARGET_EXISTS:
                         raise BridgeError(
@@ -406,20 +479,34 @@ class Lifecycle:
             else:
                 written = files.atomic_write(
                     path,
-                    lambda out: self.store.serialize(ws, out),
+                    self._serialiser(ws, progress),
                     backup=self.backup_on_save,
                     expected_identity=ws.source_identity,
                     changed_code=ErrorCode.SOURCE_CHANGED,
+                    verify=self._verifier(ws),
                 )
             # Recorded here, in the thread, right after the commit: even if our caller is cancelled the
             # workspace knows what is on disk (else the next save would see its own write as SOURCE_CHANGED).
+            identity = written.identity if isinstance(written, files.WriteResult) else written
             with eng.lock:
-                ws.source_identity = written.identity if isinstance(written, files.WriteResult) else written
+                ws.source_identity = identity
                 ws.saved_revision = revision
+                rebind = getattr(self.store, "rebind", None)
+                if rebind is not None:
+                    try:
+                        fresh = rebind(ws, path, identity)
+                    except Exception as exc:  # on disk already: old source + overlay still equal the file
+                        rebind_warnings.append(
+                            f"saved, but re-reading the saved file failed: {type(exc).__name__}: {exc}"
+                        )
+                    else:
+                        if fresh is not None:
+                            ws.rebase(fresh)
             return written
 
+        rebind_warnings: list[str] = []
         written = await _uninterruptible(write_and_record)
-        warnings = await self._after_save(ws, path)
+        warnings = rebind_warnings + await self._after_save(ws, path)
         identity = written.identity if isinstance(written, files.WriteResult) else written
         backup = written.backup_path if isinstance(written, files.WriteResult) else None
         return {
@@ -454,6 +541,7 @@ class Lifecycle:
         observed_identity: FileIdentity | dict[str, Any] | None = None,
         adopt: bool = False,
         caller: str = "ui",
+        progress: Progress | None = None,
     ) -> dict[str, Any]:
         """Save-as: write a copy to `target`; the source path, `dirty` state and workspaceId stay as they are.
 
@@ -484,15 +572,16 @@ class Lifecycle:
             revision = ws.revision
 
             def write() -> files.WriteResult:
-                serialise = lambda out: self.store.serialize(ws, out)  # noqa: E731
+                serialise = self._serialiser(ws, progress)
                 if not overwrite:
-                    written = files.publish_new(dest, serialise)
+                    written = files.publish_new(dest, serialise, verify=self._verifier(ws))
                 else:
                     written = files.atomic_write(
                         dest,
                         serialise,
                         expected_identity=observed_identity,
                         changed_code=ErrorCode.TARGET_CHANGED,
+                        verify=self._verifier(ws),
                     )
                 if adopt:  # recorded in the thread, like a save: survives a cancelled caller
                     with self.engine.lock:

@@ -83,3 +83,43 @@ APPROVAL_PENDING_MAX: Final = 64
 
 PATH_COMPONENT_MAX_BYTES: Final = 255
 """Bytes (UTF-8) of one path component, the common file-system maximum (ext4, NTFS, APFS)."""
+
+# --------------------------------------------------------------------------------------------- the HTTP server
+
+REQUEST_BODY_MAX_BYTES: Final = 8 * MIB
+"""Bytes of one HTTP request body (an MCP message or a UI API call). The same number is the `maxLength` the tool
+schemas advertise for their largest text arguments, so the schema and the transport never disagree about which
+calls can be made (a character takes at least one byte, so multibyte text reaches the byte limit sooner; the
+error then names this limit). A bigger MCP tool call is answered with an `isError` result naming it."""
+
+LOGIN_CODE_TTL_S: Final = 60.0
+"""Seconds a one-time login code (the browser's way in, never the UI secret itself) stays valid."""
+
+LOGIN_CODES_MAX: Final = 16
+"""One-time login codes outstanding at once; issuing one more drops the oldest."""
+
+TOKEN_REVEAL_TTL_S: Final = 60.0
+"""Seconds a person has to confirm "show the MCP token" in the page once the page asked for it."""
+
+HTTP_HEADER_TIMEOUT_S: Final = 5.0
+"""Seconds a connection may take to send a request's headers (from connecting, or from the first byte of a
+next request); then it is closed (slowloris)."""
+
+HTTP_HEADER_MAX_BYTES: Final = 64 * 1024
+"""Bytes of one request's start line and headers at most (431 past it)."""
+
+HTTP_BODY_IDLE_TIMEOUT_S: Final = 15.0
+"""Seconds a request body may stall (no byte received while the server waits for more); then it is closed."""
+
+HTTP_KEEP_ALIVE_S: Final = 5
+"""Seconds an idle keep-alive connection is kept open between requests."""
+
+HTTP_CONNECTIONS_MAX: Final = 256
+"""Open HTTP connections at most. At the cap a new connection takes the place of the one that has waited longest
+without sending a complete request; when every connection is busy with a request, the new one is refused."""
+
+MCP_SESSIONS_MAX: Final = 256
+"""Stateful (handshake-era) MCP sessions at once; one more ends the least recently used session."""
+
+MCP_SESSION_IDLE_TIMEOUT_S: Final = 10 * 60
+"""Seconds an MCP session with no request in flight is kept (10 min); then it ends and its id answers 404."""

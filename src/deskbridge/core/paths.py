@@ -19,10 +19,14 @@ Case aliasing: `case_collisions` groups names equal under Unicode NFC + casefold
 check_case=True)` refuses a new entry whose name differs only by case from an existing sibling, which on
 a case-insensitive disk (Windows, macOS) would overwrite it.
 
-Checks run on strings and one `realpath`; nothing is created. The remaining race (a symlink swapped in
-after the check) needs an attacker who can already write inside the root; writes go through
-`core.files`, which never follows a symlink at the temp-file step (O_EXCL) and renames within the
-resolved directory.
+Checks run on strings and one `realpath`; nothing is created. The race that remains after a check (a folder
+swapped for a symbolic link between the check and the write: save-as TOCTOU) is closed by the writer: the
+result is a `ConfinedPath` that remembers the root it was found inside, and `core.files` opens the target's
+folder once by walking this real path with O_NOFOLLOW (a link that appeared is refused) and then does every
+step relative to that folder's descriptor.
+
+Errors name the path as the caller gave it, never where a link leads, and a path outside the roots is refused
+with the same error whether or not something exists there (nothing about the outside is revealed).
 """
 
 from __future__ import annotations
@@ -41,6 +45,9 @@ _RESERVED_STEMS = frozenset(
     | {f"COM{c}" for c in "0123456789¹²³"}
     | {f"LPT{c}" for c in "0123456789¹²³"}
 )
+OUTSIDE_ROOTS = "outside-roots"
+"""`data["reason"]` of the refusal of a well-formed path that lies outside the roots (vs. a malformed one)."""
+
 _DRIVE = re.compile(r"^[A-Za-z]:")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _ILLEGAL_PORTABLE = set('<>:"|?*')
@@ -134,8 +141,34 @@ def safe_relative_path(raw: str) -> str:
     return "/".join(parts)
 
 
+class ConfinedPath(type(Path())):  # type: ignore[misc]  # PosixPath / WindowsPath: subclassable on 3.11 too
+    """A real path found inside an allowed root; `confined_root` is that root (`core.files` keeps writes there).
+
+    It is an ordinary `Path` in every other way; paths derived from it (`.parent`, `/ "x"`) are plain paths
+    again (`confined_root` None): only the checked path itself carries the promise.
+    """
+
+    confined_root: Path | None = None
+
+
+def _confined(real: str, root: str) -> Path:
+    path = ConfinedPath(real)
+    path.confined_root = Path(root)
+    return path
+
+
 def _realpath(p: str) -> str:
-    return os.path.realpath(p, strict=False)
+    # A link removed between realpath's lstat and readlink raises even with strict=False (Python < 3.13):
+    # look again; a path that keeps changing under the check is refused, never an INTERNAL error.
+    for _ in range(3):
+        try:
+            return os.path.realpath(p, strict=False)
+        except OSError:
+            continue
+    raise _denied(
+        "the path changed while it was being checked (a link was replaced meanwhile)",
+        "Retry once the folder has stopped changing.",
+    )
 
 
 def _inside(candidate: str, root: str) -> bool:
@@ -172,10 +205,15 @@ def resolve_path(
     real_roots = [_realpath(os.path.abspath(os.fspath(r))) for r in roots]
     joined = os.path.abspath(s) if is_abs else os.path.join(real_roots[0], s)
     real = _realpath(joined)
-    if not any(_inside(real, r) for r in real_roots):
-        raise _denied(
+    root = next((r for r in real_roots if _inside(real, r)), None)
+    if root is None:
+        # The caller's own words only: never `real` (where a link leads, e.g. /proc/self/environ), and the
+        # same answer whether or not anything exists out there.
+        raise BridgeError(
+            ErrorCode.ACCESS_DENIED,
             f"{raw!r} is outside the allowed folders",
             "Stay inside the workspace folder (symbolic links leading out of it are refused too).",
+            data={"reason": OUTSIDE_ROOTS},
         )
     if must_exist and not os.path.lexists(real):
         raise BridgeError(ErrorCode.NOT_FOUND, f"{raw!r} does not exist")
@@ -186,7 +224,7 @@ def resolve_path(
                 f"{raw!r} differs only by letter case from the existing '{clash.name}'",
                 "Use the existing name exactly, or choose a name that differs by more than case.",
             )
-    return Path(real)
+    return _confined(real, root)
 
 
 def case_key(name: str) -> str:

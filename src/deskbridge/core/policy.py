@@ -6,8 +6,11 @@
   and one switch turns approval off globally (for people who approve in their MCP client instead).
 * `ApprovalBroker` — `await broker.request(ApprovalRequest(...))` asks a person: the request is published
   on the event bus (topic `approval`) and the web UI answers with `broker.answer(id, approved)`; with no UI
-  attached, the caller's MCP `elicit` callback is used; with neither, or after the timeout, the answer is
-  "declined" (`require` turns that into `APPROVAL_DECLINED`). A silent or absent person never means yes.
+  attached, the caller's MCP `elicit` callback is used — unless the person switched that path off
+  (`approvals_via_client` setting: a scripted client can answer its own elicitation); with neither, or after
+  the timeout, the answer is "declined" (`require` turns that into `APPROVAL_DECLINED`). A silent or absent
+  person never means yes. Every decision says which path it came through (`ApprovalResult.via`: "browser" or
+  "client"), and the platform writes that into the audit record and the tool result.
 
 Thread-safety: the broker is used from the event loop (`request`, awaited by async handlers); `answer`,
 `attach_ui`/`detach_ui` and `pending` may be called from any thread (`threading.Lock` + the request's
@@ -152,15 +155,30 @@ class ApprovalRequest:
         }
 
 
+class ApprovalPath(StrEnum):
+    """Through which channel a person was asked."""
+
+    BROWSER = "browser"
+    """The deskbridge page (approval dialog in the web UI)."""
+    CLIENT = "client"
+    """The calling MCP client, by elicitation (its host shows the question to its person)."""
+
+
 @dataclass(frozen=True)
 class ApprovalResult:
     decision: Decision
     by: str
     """'ui', 'elicit', 'timeout' or 'none'."""
+    via: ApprovalPath | None = None
+    """Where the person was asked (also for a timeout or a "no"); None when nobody could be asked."""
 
     @property
     def approved(self) -> bool:
         return self.decision is Decision.APPROVED
+
+    def to_dict(self) -> dict[str, Any]:
+        """What a tool result says about the approval: the decision and the path it came through."""
+        return {"decision": str(self.decision), "via": None if self.via is None else str(self.via)}
 
     @property
     def for_audit(self) -> Approval:
@@ -189,9 +207,17 @@ def _cap_diff(diff: str | None) -> tuple[str | None, bool]:
 class ApprovalBroker:
     """Routes approval requests to a person and their answers back; see the module docstring."""
 
-    def __init__(self, bus: EventBus, timeout_s: float = limits.APPROVAL_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        bus: EventBus,
+        timeout_s: float = limits.APPROVAL_TIMEOUT_S,
+        *,
+        client_allowed: Callable[[], bool] | None = None,
+    ) -> None:
         self.bus = bus
         self.timeout_s = timeout_s
+        self.client_allowed = client_allowed or (lambda: True)
+        """Read on every request: may the calling client be asked (the `approvals_via_client` setting)?"""
         self._lock = threading.Lock()
         self._pending: dict[str, tuple[ApprovalRequest, asyncio.Future[bool], asyncio.AbstractEventLoop]] = {}
         self._ui_clients = 0
@@ -225,7 +251,7 @@ class ApprovalBroker:
         req.timeout_s = timeout
         if self.ui_attached:
             result = await self._ask_ui(req, timeout)
-        elif elicit is not None:
+        elif elicit is not None and self.client_allowed():
             result = await self._ask_elicit(req, elicit, timeout)
         else:
             result = ApprovalResult(Decision.NO_ONE_TO_ASK, "none")
@@ -245,12 +271,26 @@ class ApprovalBroker:
             }[result.decision]
             hint = None
             if result.decision is Decision.NO_ONE_TO_ASK:
-                hint = "Open the deskbridge web UI to approve changes, or use a client that supports elicitation."
+                if elicit is not None and not self.client_allowed():
+                    reason = "no deskbridge page is open, and approvals through the client are switched off"
+                    hint = (
+                        "Ask the person to open the deskbridge web UI (`deskbridge open`) to approve changes "
+                        f"(the setting approvals_via_client=false requires the browser); then call {req.tool} again."
+                    )
+                else:
+                    hint = (
+                        "Ask the person to open the deskbridge web UI (`deskbridge open`) to approve it, or use a "
+                        f"client that supports elicitation; then call {req.tool} again."
+                    )
             raise BridgeError(
                 ErrorCode.APPROVAL_DECLINED,
                 f"{req.tool} on {req.target!r}: {reason}",
                 hint,
-                data={"decision": str(result.decision), "approvalId": req.id or None},
+                data={
+                    "decision": str(result.decision),
+                    "approvalId": req.id or None,
+                    "via": None if result.via is None else str(result.via),
+                },
             )
         return result
 
@@ -269,9 +309,11 @@ class ApprovalBroker:
         self.bus.publish("approval", {"event": "requested", "request": req.to_dict()})
         try:
             approved = await asyncio.wait_for(fut, timeout)
-            result = ApprovalResult(Decision.APPROVED if approved else Decision.DECLINED, "ui")
+            result = ApprovalResult(
+                Decision.APPROVED if approved else Decision.DECLINED, "ui", ApprovalPath.BROWSER
+            )
         except TimeoutError:
-            result = ApprovalResult(Decision.TIMED_OUT, "timeout")
+            result = ApprovalResult(Decision.TIMED_OUT, "timeout", ApprovalPath.BROWSER)
         finally:
             with self._lock:
                 self._pending.pop(req.id, None)
@@ -285,12 +327,18 @@ class ApprovalBroker:
         question = (
             f"{req.client} wants to run {req.tool} on {req.target}: {req.summary}. Allow? (change {change})"
         )
+        from deskbridge.core.tools import ElicitationUnavailable
+
         try:
             answer = await asyncio.wait_for(elicit(question), timeout)
         except TimeoutError:
-            return ApprovalResult(Decision.TIMED_OUT, "timeout")
+            return ApprovalResult(Decision.TIMED_OUT, "timeout", ApprovalPath.CLIENT)
+        except ElicitationUnavailable:  # the client could not show the question: nobody declined anything
+            return ApprovalResult(Decision.NO_ONE_TO_ASK, "elicit")
         # None = the person cancelled the dialog: counts as a decline.
-        return ApprovalResult(Decision.APPROVED if answer is True else Decision.DECLINED, "elicit")
+        return ApprovalResult(
+            Decision.APPROVED if answer is True else Decision.DECLINED, "elicit", ApprovalPath.CLIENT
+        )
 
     # -- answering ------------------------------------------------------------------------------------
 

@@ -58,6 +58,13 @@ class Source(Protocol):
         ...
 
 
+# Optional Source method, looked up with getattr:
+#   normalize_key(key) -> str
+#       the lookup form of a key, for kinds whose keys are case-insensitive (PVF archive paths: `\\` → `/`,
+#       no leading `/`, lower case). The overlay is keyed by it, so `Equipment/A.equ` and `equipment/a.equ`
+#       are one key; the spelling a caller first used for a new key is kept for display (`Workspace.name`).
+
+
 class MappingSource:
     """A `Source` over a plain mapping (tests, small documents)."""
 
@@ -88,8 +95,23 @@ class Workspace:
     saved_revision: int = 1
     """The revision that the source file holds (after open or the last successful save)."""
     overlay: dict[str, Any] = field(default_factory=dict)
+    """Committed changes, keyed by `key_of(key)`."""
     last_changed: dict[str, int] = field(default_factory=dict)
     """Revision at which each overlay key was last committed (for "what changed since" queries)."""
+    names: dict[str, str] = field(default_factory=dict)
+    """Display spelling of overlay keys (as first committed), when the source normalises keys."""
+
+    def __post_init__(self) -> None:
+        norm = getattr(self.source, "normalize_key", None)
+        self._norm = norm if callable(norm) else None
+
+    def key_of(self, key: str) -> str:
+        """The overlay/lookup form of `key` (the source's `normalize_key`, else the key itself)."""
+        return key if self._norm is None else self._norm(key)
+
+    def name(self, key: str) -> str:
+        """How to show an overlay key: its first committed spelling."""
+        return self.names.get(key, key)
 
     @property
     def dirty(self) -> bool:
@@ -100,6 +122,7 @@ class Workspace:
 
     def read(self, key: str) -> Any:
         """The current committed value of `key`; `NOT_FOUND` when it does not exist."""
+        key = self.key_of(key)
         if key in self.overlay:
             value = self.overlay[key]
             if value is DELETED:
@@ -111,6 +134,7 @@ class Workspace:
             raise BridgeError(ErrorCode.NOT_FOUND, f"{key!r} does not exist in the workspace") from None
 
     def exists(self, key: str) -> bool:
+        key = self.key_of(key)
         if key in self.overlay:
             return self.overlay[key] is not DELETED
         try:
@@ -121,14 +145,18 @@ class Workspace:
 
     def all_keys(self) -> Iterator[str]:
         """Every current key: the source's, minus deleted ones, plus added ones (source order first)."""
+        if not self.overlay:
+            yield from self.source.all_keys()
+            return
         seen = set()
         for k in self.source.all_keys():
-            seen.add(k)
-            if self.overlay.get(k, None) is not DELETED:
+            nk = self.key_of(k)
+            seen.add(nk)
+            if self.overlay.get(nk, None) is not DELETED:
                 yield k
         for k, v in self.overlay.items():
             if k not in seen and v is not DELETED:
-                yield k
+                yield self.name(k)
 
     def changed_keys(self) -> list[str]:
         return list(self.overlay)
@@ -138,10 +166,25 @@ class Workspace:
     def commit(self, changes: Mapping[str, Any]) -> int:
         """Put `changes` into the overlay and advance the revision by exactly one; returns it."""
         self.revision += 1
-        for key, value in changes.items():
+        for raw, value in changes.items():
+            key = self.key_of(raw)
             self.overlay[key] = value
             self.last_changed[key] = self.revision
+            if key != raw:
+                self.names.setdefault(key, raw)
         return self.revision
+
+    def rebase(self, source: Source) -> None:
+        """After a save wrote source + overlay to disk: the written file is the new source, the overlay empties.
+
+        Called by the lifecycle (under `Engine.lock`) when the kind's store re-binds to the saved file; the
+        revision and `last_changed` stay, so nothing a caller holds becomes stale.
+        """
+        self.source = source
+        norm = getattr(source, "normalize_key", None)
+        self._norm = norm if callable(norm) else None
+        self.overlay = {}
+        self.names = {}
 
     def identity(self) -> dict[str, Any]:
         return {"workspaceId": self.id, "revision": self.revision}

@@ -20,9 +20,9 @@ _MAX_FILES = 64
 def _table() -> StringTable:
     return StringTable.parse(
         build_stringtable(
-            [b"[name]", b"[/name]", b"item", "劍".encode("cp950"), b"a`b", b"x", b"x", b"\xff\xfe"]
+            [b"[name]", b"[/name]", b"item", "劍".encode("windows-950"), b"a`b", b"x", b"x", b"\xff\xfe"]
         ),
-        "cp950",
+        "windows-950",
     )
 
 
@@ -57,7 +57,7 @@ def fuzz_text(data: bytes) -> None:
 
 
 def fuzz_stringtable(data: bytes) -> None:
-    table = StringTable.parse(data, "cp950")
+    table = StringTable.parse(data, "windows-950")
     for i in range(min(len(table), 256)):
         table.get(i)
     if table.to_bytes() != data:
@@ -65,9 +65,9 @@ def fuzz_stringtable(data: bytes) -> None:
 
 
 def fuzz_str(data: bytes) -> None:
-    f = StrFile.decode(data, "cp950")
+    f = StrFile.decode(data, "windows-950")
     f.entries()
-    if f.encode("cp950") != data:
+    if f.encode("windows-950") != data:
         raise AssertionError(".str text must re-encode to its input")
 
 

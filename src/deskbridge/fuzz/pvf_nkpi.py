@@ -6,13 +6,14 @@ from __future__ import annotations
 import contextlib
 import struct
 import tempfile
+import zlib
 from functools import lru_cache
 from pathlib import Path
 
 from deskbridge.core.errors import BridgeError
 from deskbridge.kinds.pvf.archive import nkpi_header as hdr
 from deskbridge.kinds.pvf.archive.nkpi import NkpiArchive
-from deskbridge.kinds.pvf.archive.nkpi_cipher import LEGACY, MAGIC_DATA, crypt
+from deskbridge.kinds.pvf.archive.nkpi_cipher import LEGACY, MAGIC_DATA, MAGIC_POOL, crypt
 from deskbridge.kinds.pvf.archive.nkpi_pools import PoolKeys, StringPools
 from deskbridge.kinds.pvf.archive.nkpi_tables import parse_grpi, parse_hash_table
 from deskbridge.kinds.pvf.script import nkpi_codec as codec
@@ -83,8 +84,6 @@ def fuzz_archive_plain(mask: bytes) -> None:
     """Structure-aware: XOR the input over the *plaintext* sections and chunks of a real archive, re-encrypt
     and re-compress with honest sizes (unless the mask changed them), then open, list and read everything.
     Byte mutations of the ciphertext rarely get past the header; these reach the tables, pools and codec."""
-    import zlib
-
     sections, chunks = _plain_image()
     pos = 0
 
@@ -102,41 +101,129 @@ def fuzz_archive_plain(mask: bytes) -> None:
     raw_chunks = [_xor(c, take(len(c))) for c in chunks]
     grpi_mask = take(8 * len(chunks))
     pools = StringPools(
-        sections[0][:0] + bytes(8),
+        bytes(8),
         pool_a,
         pool_w,
         PoolKeys(LEGACY.pool_a, LEGACY.pool_w, LEGACY.mask_a, LEGACY.mask_w),
         "utf-8",
     )
-    name_table = pools.serialize(level=1)
-    bodies = [crypt(zlib.compress(c, 1), LEGACY.body, MAGIC_DATA) for c in raw_chunks]
-    ends = 0
-    grpi = bytearray()
-    for c, b in zip(raw_chunks, bodies, strict=True):
-        ends += len(b)
-        grpi += struct.pack("<ii", ends, len(c))
-    grpi = bytearray(_xor(bytes(grpi), grpi_mask))
     h = hdr.decode(sections[0])
     assert h is not None
-    h = h.with_sizes(
-        file_count=len(ft) // 24,
-        body_size=ends,
-        group_count=len(chunks),
-        hash_table_size=len(ht),
-        name_table_size=len(name_table),
+    archive = assemble_legacy(
+        ft,
+        pools.serialize(level=1),
+        [zlib.compress(c, 1) for c in raw_chunks],
+        [len(c) for c in raw_chunks],
+        hash_plain=ht,
+        guid=h.guid,
+        padding=h.padding,
+        head_mask=head_mask,
+        grpi_mask=grpi_mask,
     )
+    fuzz_archive(archive)
+
+
+def assemble_legacy(
+    files: bytes,
+    name_table: bytes,
+    streams: list[bytes],
+    raw_sizes: list[int],
+    *,
+    hash_plain: bytes = b"",
+    guid: bytes = bytes(20),
+    padding: int = 0,
+    head_mask: bytes = b"",
+    grpi_mask: bytes = b"",
+) -> bytes:
+    """A legacy-keyed nkpi archive from plaintext parts: the file table, an already serialised name table,
+    zlib chunk streams (encrypted here) with the original sizes GRPI declares, and an optional hash table.
+    Sizes are honest unless a mask changes them (for fuzzing and for crafting hostile archives in tests)."""
+    bodies = [crypt(c, LEGACY.body, MAGIC_DATA) for c in streams]
+    ends = 0
+    grpi = bytearray()
+    for b, raw in zip(bodies, raw_sizes, strict=True):
+        ends += len(b)
+        grpi += struct.pack("<ii", ends, raw)
+    h = hdr.Header(guid, len(files) // 24, padding, ends, len(bodies), len(hash_plain), len(name_table))
     head = _xor(hdr.encode(h), head_mask)
-    archive = b"".join(
+    return b"".join(
         [
             crypt(head, LEGACY.header, MAGIC_DATA),
-            ft,
-            crypt(ht, LEGACY.hash, MAGIC_DATA),
+            files,
+            crypt(hash_plain, LEGACY.hash, MAGIC_DATA),
             name_table,
-            crypt(bytes(grpi), LEGACY.grpi, MAGIC_DATA),
+            crypt(_xor(bytes(grpi), grpi_mask), LEGACY.grpi, MAGIC_DATA),
             *bodies,
         ]
     )
-    fuzz_archive(archive)
+
+
+def legacy_name_table(stream_a: bytes, raw_a: int, stream_w: bytes = b"", raw_w: int = 0) -> bytes:
+    """A name table from two zlib streams and the pool sizes they declare (encrypted with the legacy keys)."""
+    out = [bytes(8)]
+    for stream, raw, seed, mask in (
+        (stream_a, raw_a, LEGACY.pool_a, LEGACY.mask_a),
+        (stream_w, raw_w, LEGACY.pool_w, LEGACY.mask_w),
+    ):
+        enc = crypt(stream, seed, MAGIC_POOL) if stream else b""
+        out.append(struct.pack("<II", len(enc) ^ mask, raw ^ len(enc)))
+        out.append(enc)
+    return b"".join(out)
+
+
+def deflate_repeated(piece: bytes, count: int, *, prefix: bytes = b"", suffix: bytes = b"") -> bytes:
+    """zlib stream of `prefix + piece * count + suffix`, compressed in steps (never all of it in memory)."""
+    c = zlib.compressobj(9)
+    step = max(1, (1 << 20) // max(1, len(piece)))
+    parts = [c.compress(prefix)]
+    done = 0
+    while done < count:
+        k = min(step, count - done)
+        parts.append(c.compress(piece * k))
+        done += k
+    parts.append(c.compress(suffix))
+    parts.append(c.flush())
+    return b"".join(parts)
+
+
+def file_entries(rows: list[tuple[int, int, int, int, int, int]]) -> bytes:
+    """File-table bytes from (name offset, path offset, chunk, data offset, size, data type) rows."""
+    return b"".join(struct.pack("<IIiiii", *r) for r in rows)
+
+
+_BOMB_NAME = b"\0a.equ\0"
+"""sTrA of the bombs: the empty root folder (offset 0) and the file name (magic offset 2)."""
+
+
+def bomb_archive(kind: int, exp: int, count_exp: int = 0, fill: int = 0) -> bytes:
+    """An nkpi archive built to amplify: 0 = a string pool of 2**exp `fill` bytes; 1 = one chunk of 2**exp
+    zero tokens read as one script; 2 = 2**count_exp file entries over one chunk of 2**exp tokens; 3 = one
+    string of 2**exp bytes referenced by 2**count_exp string tokens. Small on disk, huge if read naively."""
+    name = _BOMB_NAME
+    table = legacy_name_table(zlib.compress(name), len(name))
+    if kind == 0:
+        n = 1 << exp
+        table = legacy_name_table(deflate_repeated(bytes([fill]), n, prefix=name), len(name) + n)
+        return assemble_legacy(file_entries([(2, 0, 0, 0, 0, 1)]), table, [zlib.compress(b"")], [0])
+    if kind in (1, 2):
+        raw = 5 * (1 << exp)
+        rows = [(2, 0, 0, 0, raw, 1)] * (1 << (count_exp if kind == 2 else 0))
+        return assemble_legacy(file_entries(rows), table, [deflate_repeated(bytes(5), 1 << exp)], [raw])
+    long = bytes([fill or 0x78]) * (1 << exp)
+    table = legacy_name_table(deflate_repeated(long, 1, prefix=name, suffix=b"\0"), len(name) + len(long) + 1)
+    tokens = struct.pack("<Bi", 6, 2 * len(name)) * (1 << count_exp)
+    return assemble_legacy(
+        file_entries([(2, 0, 0, 0, len(tokens), 1)]), table, [zlib.compress(tokens)], [len(tokens)]
+    )
+
+
+def fuzz_bomb(data: bytes) -> None:
+    """Amplification bombs shaped by the input (see `bomb_archive`; up to 2**23 units, 2**14 entries, so one
+    input builds in well under the runner's time limit). Whatever the sizes,
+    opening, listing, reading and rendering stay within the budgets of `archive/budget.py`: a typed error or
+    bounded work, never a memory blow-up (the fuzz runner's address-space cap turns one into a finding)."""
+    b = data.ljust(4, b"\0")
+    fuzz_archive(bomb_archive(b[0] % 4, b[1] % 24, b[2] % 15, b[3]))
 
 
 def fuzz_header(data: bytes) -> None:
@@ -221,6 +308,7 @@ def fuzz_utf16(data: bytes) -> None:
 TARGETS = {
     "archive": fuzz_archive,
     "archive_plain": fuzz_archive_plain,
+    "bomb": fuzz_bomb,
     "header": fuzz_header,
     "hash_table": fuzz_hash_table,
     "grpi": fuzz_grpi,
@@ -258,6 +346,7 @@ def _seeds() -> dict[str, list[bytes]]:
     return {
         "archive": archives,
         "archive_plain": [b"", bytes(64)],
+        "bomb": [bytes([k, 23, 14, 0]) for k in range(4)] + [bytes([k, 12, 3, 0x41]) for k in range(4)],
         "header": [struct.pack("<I", len(a)) + a[:48] for a in archives],
         "hash_table": [hash_plain],
         "grpi": [grpi_plain],

@@ -68,8 +68,10 @@ class KindEntry:
     detect: Callable[[Path], bool]
     opener: str
     description: str
+    empty_ok: bool = False
+    """The kind can start with an empty workspace (no path) and open one later through a tool."""
 
-    def open(self, path: Path, services: KindServices) -> KindWorkspace:
+    def open(self, path: Path | None, services: KindServices) -> KindWorkspace:
         module_name, _, func_name = self.opener.partition(":")
         try:
             module = importlib.import_module(module_name)
@@ -104,7 +106,13 @@ def _is_markdown(path: Path) -> bool:
 
 
 KINDS: tuple[KindEntry, ...] = (
-    KindEntry("pvf", _is_pvf, "deskbridge.kinds.pvf.workspace:open_workspace", "a DNF Script.pvf archive"),
+    KindEntry(
+        "pvf",
+        _is_pvf,
+        "deskbridge.kinds.pvf.workspace:open_workspace",
+        "a DNF Script.pvf archive",
+        empty_ok=True,
+    ),
     KindEntry("sage", _is_sage, "deskbridge.kinds.sage.workspace:open_workspace", "a RA3 / C&C3 mod project"),
     KindEntry(
         "markdown",

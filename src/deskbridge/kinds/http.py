@@ -12,10 +12,11 @@ from typing import Any, Final
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from deskbridge.core import limits
 from deskbridge.core.errors import BridgeError, ErrorCode
 
-BODY_MAX_BYTES: Final = 8 * 1024 * 1024
-"""Bytes of one JSON request body at most (8 MiB)."""
+BODY_MAX_BYTES: Final = limits.REQUEST_BODY_MAX_BYTES
+"""Bytes of one JSON request body at most: the same limit as an MCP request (core.limits)."""
 
 ERROR_STATUS: Final[dict[ErrorCode, int]] = {
     ErrorCode.NOT_FOUND: 404,
@@ -35,9 +36,17 @@ def error_response(error: BridgeError) -> JSONResponse:
 async def json_body(request: Request) -> dict[str, Any]:
     """The body as a JSON object (`{}` when empty); too large, not JSON or not an object is INVALID_ARGUMENT /
     LIMIT_EXCEEDED."""
-    raw = await request.body()
-    if len(raw) > BODY_MAX_BYTES:
-        raise BridgeError(ErrorCode.LIMIT_EXCEEDED, f"the request body is over {BODY_MAX_BYTES} bytes")
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > BODY_MAX_BYTES:
+        raise _too_large()
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():  # never more than the limit in memory, whatever the client sends
+        size += len(chunk)
+        if size > BODY_MAX_BYTES:
+            raise _too_large()
+        parts.append(chunk)
+    raw = b"".join(parts)
     if not raw:
         return {}
     try:
@@ -47,3 +56,12 @@ async def json_body(request: Request) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise BridgeError(ErrorCode.INVALID_ARGUMENT, "the request body must be a JSON object")
     return body
+
+
+def _too_large() -> BridgeError:
+    return BridgeError(
+        ErrorCode.LIMIT_EXCEEDED,
+        f"the request body is over the {BODY_MAX_BYTES:,}-byte ({BODY_MAX_BYTES // limits.MIB} MiB) limit",
+        hint="Send less in one request.",
+        data={"limit": BODY_MAX_BYTES},
+    )

@@ -13,9 +13,11 @@ from typing import Any
 from pydantic import Field
 from starlette.routing import BaseRoute
 
+from deskbridge.core import limits
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.tools import CallContext, NoArgs, ToolArgs, ToolSpec
 from deskbridge.kinds.base import KindServices
+from deskbridge.kinds.probe_fixtures import fixture_tools
 
 
 class EchoArgs(ToolArgs):
@@ -55,14 +57,24 @@ class ProbeWorkspace:
         return {"text": args.text, "caller": ctx.caller}
 
     def _read(self, ctx: CallContext, args: ReadArgs) -> dict[str, Any]:
+        from deskbridge.core.files import read_regular_file
+
         target = self._resolve(args.path)
-        if not target.is_file():
-            raise BridgeError(
-                ErrorCode.NOT_FOUND,
-                f"no file {args.path!r} in the workspace",
-                hint="Call probe_status to see the workspace folder, then pass a path inside it.",
+        # One bounded read of a regular file (a FIFO or /dev/zero is refused, never waited on); errors name the
+        # path as given, never where a link points.
+        try:
+            data = read_regular_file(
+                target, max_bytes=limits.RESPONSE_MAX_BYTES // 2, shown_as=repr(args.path)
             )
-        return {"path": args.path, "text": target.read_text("utf-8", errors="replace")}
+        except BridgeError as exc:
+            if exc.code == ErrorCode.NOT_FOUND:
+                raise BridgeError(
+                    ErrorCode.NOT_FOUND,
+                    f"no file {args.path!r} in the workspace",
+                    hint="Call probe_status to see the workspace folder, then pass a path inside it.",
+                ) from None
+            raise
+        return {"path": args.path, "text": data.decode("utf-8", errors="replace")}
 
     async def _slow(self, ctx: CallContext, args: SlowArgs) -> dict[str, Any]:
         for step in range(1, args.steps + 1):
@@ -152,6 +164,7 @@ class ProbeWorkspace:
                 read_only=True,
                 idempotent=True,
             ),
+            *fixture_tools(),
             ToolSpec(
                 "test_error_handling",
                 "Conformance: error",

@@ -9,15 +9,27 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
+import re
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
+from mcp import MCPError
 from mcp.server import Server, ServerRequestContext
+from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
+from mcp_types.jsonrpc import MISSING_REQUIRED_CLIENT_CAPABILITY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from deskbridge import __version__
 from deskbridge.core.errors import BridgeError
-from deskbridge.core.tools import CallContext, InputRequired, ToolSpec
+from deskbridge.core.tools import (
+    CallContext,
+    ElicitationUnavailable,
+    InputRequired,
+    MissingClientCapability,
+    ToolSpec,
+)
 
 if TYPE_CHECKING:
     from deskbridge.app import App
@@ -39,13 +51,22 @@ def mcp_tool(spec: ToolSpec) -> types.Tool:
         title=spec.title,
         description=spec.description,
         input_schema=spec.input_schema(),
-        annotations=types.ToolAnnotations(
-            title=spec.title,
-            read_only_hint=spec.read_only,
-            destructive_hint=spec.destructive if not spec.read_only else False,
-            idempotent_hint=spec.idempotent,
-            open_world_hint=False,
-        ),
+        annotations=annotations_of(spec),
+    )
+
+
+def annotations_of(spec: ToolSpec) -> types.ToolAnnotations:
+    """Every hint that says something: `readOnlyHint` and `openWorldHint` always; for a tool that writes,
+    `destructiveHint` always and `idempotentHint` when true. Left out are only values that equal the spec's
+    defaults in the cautious direction (idempotent false) or that the spec calls meaningless (destructive and
+    idempotent of a read-only tool), and the title, which the tool already carries."""
+    if spec.read_only:
+        return types.ToolAnnotations(read_only_hint=True, open_world_hint=False)
+    return types.ToolAnnotations(
+        read_only_hint=False,
+        destructive_hint=spec.destructive,
+        idempotent_hint=True if spec.idempotent else None,
+        open_world_hint=False,
     )
 
 
@@ -61,6 +82,30 @@ def tool_result(payload: dict[str, Any], *, is_error: bool = False) -> types.Cal
 
 def error_result(error: BridgeError) -> types.CallToolResult:
     return tool_result(error.to_dict(), is_error=True)
+
+
+_BROWSER_WORDS = re.compile(
+    r"web UI|browser|deskbridge editor|the URL `deskbridge serve` printed", re.IGNORECASE
+)
+
+
+def without_browser(error: BridgeError, tool: str, workspace: Path | None) -> BridgeError:
+    """Over stdio there is no web UI to send the model to: say what works here instead."""
+    if not _BROWSER_WORDS.search(error.hint):
+        return error
+    serve = f"`deskbridge serve {workspace}`" if workspace is not None else "`deskbridge serve PATH`"
+    if str(error.code) == "APPROVAL_DECLINED":
+        hint = (
+            f"No one could approve {tool}: no browser is attached to this stdio session and the client cannot ask "
+            f"the person (elicitation). Use a client that supports elicitation, or ask the person to run {serve} "
+            f"and approve there; then call {tool} again."
+        )
+    else:
+        hint = (
+            f"This stdio session has no browser editor attached. Ask the person to run {serve} (the client then "
+            f"shares its session), then call {tool} again."
+        )
+    return BridgeError(error.code, error.message, hint, error.data)
 
 
 def _caller_of(ctx: ServerRequestContext[Any, Any]) -> tuple[str, str]:
@@ -128,52 +173,131 @@ def _elicitor(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequest
             result = await ctx.session.elicit_form(
                 question, APPROVE_SCHEMA, related_request_id=ctx.request_id
             )
-        except Exception:  # the client went away or cannot answer: treat as "no answer"
+        except Exception as exc:  # no handler, an error or the client went away: the person was never asked
             logger.info("elicitation failed", exc_info=True)
-            return None
+            raise ElicitationUnavailable(str(exc)) from exc
         return _approved(result)
 
     return ask
 
 
+_INPUT_REQUESTS: Any = None
+
+
 def input_required(request: InputRequired) -> types.InputRequiredResult:
-    elicit = types.ElicitRequest(
-        method="elicitation/create",
-        params=types.ElicitRequestFormParams(message=request.question, requested_schema=APPROVE_SCHEMA),
+    """The 2026-07-28 answer for a tool that needs input: its requests (the approval question by default) and
+    its `requestState`, which the SDK's `RequestStateBoundary` seals before it leaves."""
+    global _INPUT_REQUESTS
+    if request.requests is None:
+        elicit = types.ElicitRequest(
+            method="elicitation/create",
+            params=types.ElicitRequestFormParams(
+                message=request.question or "", requested_schema=APPROVE_SCHEMA
+            ),
+        )
+        return types.InputRequiredResult(
+            result_type="input_required", input_requests={str(request.key): elicit}
+        )
+    if _INPUT_REQUESTS is None:
+        from pydantic import TypeAdapter
+
+        _INPUT_REQUESTS = TypeAdapter(types.InputRequiredResult.model_fields["input_requests"].annotation)
+    return types.InputRequiredResult(
+        result_type="input_required",
+        input_requests=_INPUT_REQUESTS.validate_python(request.requests),
+        request_state=request.state,
     )
-    return types.InputRequiredResult(result_type="input_required", input_requests={request.key: elicit})
 
 
-def build_mcp_server(app: App) -> Server[Any]:
-    """One low-level server per App; its tool list always reflects the currently open workspace."""
+def _asker(ctx: ServerRequestContext[Any, Any]):
+    """A live elicitation with any form, for handshake-era sessions whose client declared elicitation."""
+    caps = ctx.session.client_capabilities
+    if caps is None or caps.elicitation is None or ctx.session.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        return None
+    if not ctx.session.can_send_request:
+        return None
+
+    async def ask(message: str, schema: dict[str, Any]) -> dict[str, Any]:
+        result = await ctx.session.elicit_form(message, schema, related_request_id=ctx.request_id)
+        return result.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+    return ask
+
+
+def _json(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _json(v) for k, v in value.items()}
+    return (
+        value.model_dump(by_alias=True, exclude_none=True, mode="json")
+        if hasattr(value, "model_dump")
+        else value
+    )
+
+
+def build_mcp_server(app: App, *, editor: bool = True) -> Server[Any]:
+    """One low-level server per App; its tool list always reflects the currently open workspace.
+
+    `editor=False` is the in-process stdio server: no browser editor is attached, so tools that drive one are
+    neither listed nor callable, and hints do not send the model to a web UI that is not there.
+    """
+
+    def offered(spec: ToolSpec | None) -> bool:
+        return spec is not None and (editor or not spec.requires_editor)
 
     async def list_tools(ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None):
-        return types.ListToolsResult(tools=[mcp_tool(spec) for spec in app.tool_specs()])
+        return types.ListToolsResult(tools=[mcp_tool(spec) for spec in app.tool_specs() if offered(spec)])
 
     def input_schema_of(name: str) -> dict[str, Any] | None:
         # The SDK checks Mcp-Param headers against the tool's schema on every call; answer from the registry
         # directly instead of letting it build the whole tools/list.
         spec = app.find_tool(name)
-        return spec.input_schema(shared=True) if spec is not None else None
+        return spec.input_schema(shared=True) if offered(spec) else None
 
     async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams):
+        if not editor and app.find_tool(params.name) is not None and not offered(app.find_tool(params.name)):
+            return error_result(
+                BridgeError(
+                    "NOT_FOUND",
+                    f"{params.name} drives the browser editor, which is not attached over stdio",
+                    hint=f"Run `deskbridge serve {app.workspace.path if app.workspace else 'PATH'}` and open its "
+                    "web UI to use the editor tools; the other tools work here.",
+                )
+            )
         caller, client_name = _caller_of(ctx)
 
         async def progress(done: float, total: float | None = None, message: str | None = None) -> None:
             await ctx.session.report_progress(done, total, message)
 
+        caps = ctx.session.client_capabilities
+        close = getattr(ctx, "close_sse_stream", None)
         call = CallContext(
-            caller=caller, client_name=client_name, progress=progress, elicit=_elicitor(ctx, params)
+            caller=caller,
+            client_name=client_name,
+            progress=progress,
+            elicit=_elicitor(ctx, params),
+            ask=_asker(ctx),
+            input_responses=_json(params.input_responses) if params.input_responses else None,
+            request_state=params.request_state,
+            client_capabilities=_json(caps) if caps is not None else {},
+            close_stream=close,
         )
         try:
             payload = await app.invoke(params.name, params.arguments or {}, call)
         except BridgeError as error:
+            if not editor:
+                error = without_browser(error, params.name, app.workspace.path if app.workspace else None)
             return error_result(error)
         except InputRequired as request:
             return input_required(request)
+        except MissingClientCapability as missing:
+            raise MCPError(
+                code=MISSING_REQUIRED_CLIENT_CAPABILITY,
+                message=str(missing),
+                data={"requiredCapabilities": {missing.capability: {}}},
+            ) from None
         return tool_result(payload)
 
-    return Server(
+    server = Server(
         "deskbridge",
         version=__version__,
         title="deskbridge",
@@ -182,3 +306,13 @@ def build_mcp_server(app: App) -> Server[Any]:
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
+    # The SDK wraps every message in an OpenTelemetry span; with no tracer configured that is pure cost on the
+    # hot path (~4 % of a small call), so it stays only when the process is set up for OpenTelemetry.
+    if not any(k.startswith("OTEL_") for k in os.environ):
+        server.middleware[:] = [m for m in server.middleware if type(m).__name__ != "OpenTelemetryMiddleware"]
+    # requestState leaves sealed (AES-GCM, bound to the call, 10-minute expiry) and comes back verified; a
+    # tampered or foreign one is a -32602 before any tool sees it.
+    server.middleware.append(
+        RequestStateBoundary(RequestStateSecurity.ephemeral(), default_audience="deskbridge")
+    )
+    return server

@@ -8,25 +8,39 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import quote
 
-from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
+from starlette.responses import (
+    FileResponse,
+    HTMLResponse,
+    JSONResponse,
+    RedirectResponse,
+    Response,
+    StreamingResponse,
+)
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from deskbridge.core import limits
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.tools import CallContext
+from deskbridge.integrations.endpoints import HEALTH_PATH, PROJECT_HEADER
+from deskbridge.integrations.web import integration_routes
 from deskbridge.kinds.http import error_response, json_body
+from deskbridge.mcp.event_store import RETRY_MS, BoundedEventStore
 from deskbridge.mcp.server import build_mcp_server
-from deskbridge.web.security import UI_COOKIE, SecurityMiddleware, SecurityPolicy
+from deskbridge.web.mcp_transport import BoundedSessionManager, RequestSizeGuard
+from deskbridge.web.security import UI_COOKIE, LoginCodes, SecurityMiddleware, SecurityPolicy
 from deskbridge.web.server import EndOnShutdown, ShutdownSignal
 
 if TYPE_CHECKING:
@@ -35,8 +49,14 @@ if TYPE_CHECKING:
 STATIC_DIR = Path(__file__).parent / "static"
 
 
-def api_routes(app: App) -> list[BaseRoute]:
-    """The platform's JSON API used by every kind's UI: status, settings, token, tools, approvals, audit, events."""
+def api_routes(app: App, policy: SecurityPolicy | None = None) -> list[BaseRoute]:
+    """The platform's JSON API used by every kind's UI: status, settings, token, tools, approvals, audit, events.
+
+    The MCP token is never handed out by a plain GET: the page asks (`POST /api/token/reveal`), the person
+    confirms in the page, and the page then redeems that one request (`POST /api/token/reveal/{id}`) within
+    `TOKEN_REVEAL_TTL_S`. Each reveal is recorded in the audit and announced to every open page.
+    """
+    reveals = LoginCodes(ttl_s=limits.TOKEN_REVEAL_TTL_S, max_outstanding=4)
 
     async def status(request: Request) -> Response:
         return JSONResponse(app.status())
@@ -51,12 +71,53 @@ def api_routes(app: App) -> list[BaseRoute]:
             return error_response(error)
         return JSONResponse(updated.model_dump(by_alias=True))
 
-    async def token_get(request: Request) -> Response:
-        return JSONResponse({"token": app.token})
+    async def token_reveal_request(request: Request) -> Response:
+        return JSONResponse(
+            {
+                "requestId": reveals.issue(),
+                "expiresInS": limits.TOKEN_REVEAL_TTL_S,
+                "question": "Show the MCP token in this page? Anyone who sees it can act on your files "
+                "through deskbridge.",
+            },
+            headers={"Cache-Control": "no-store"},
+        )
+
+    async def token_reveal(request: Request) -> Response:
+        try:
+            body = await json_body(request)
+            if body.get("confirmed") is not True:
+                raise BridgeError(
+                    ErrorCode.INVALID_ARGUMENT,
+                    "the person did not confirm showing the token",
+                    hint='Ask in the page first and send {"confirmed": true} only after the person agreed.',
+                )
+            if not reveals.redeem(request.path_params["id"]):
+                raise BridgeError(
+                    ErrorCode.NOT_FOUND,
+                    "this request to show the token is unknown, used or expired",
+                    hint="Ask again with POST /api/token/reveal and confirm within a minute.",
+                )
+        except BridgeError as error:
+            return error_response(error)
+        app.audit.record(caller="ui", client="browser", tool="token.reveal", target="mcp-token")
+        app.events.publish("settings", {"tokenRevealed": True})
+        return JSONResponse({"token": app.token}, headers={"Cache-Control": "no-store"})
 
     async def token_rotate(request: Request) -> Response:
+        # The new token is not returned: showing it is a separate, confirmed request (see above).
         app.rotate_token()
-        return JSONResponse({"token": app.token})
+        app.audit.record(caller="ui", client="browser", tool="token.rotate", target="mcp-token")
+        return JSONResponse({"rotated": True})
+
+    async def login_code(request: Request) -> Response:
+        """A fresh one-time login code for another browser window (`deskbridge open` asks for it)."""
+        if policy is None:
+            return error_response(BridgeError(ErrorCode.NOT_READY, "the server is not serving a browser UI"))
+        code = policy.login_codes.issue()
+        return JSONResponse(
+            {"code": code, "path": f"/?k={code}", "expiresInS": policy.login_codes.ttl_s},
+            headers={"Cache-Control": "no-store"},
+        )
 
     async def tools_call(request: Request) -> Response:
         """The UI calls the same tools as MCP clients, as caller 'ui' (one engine, one set of rules)."""
@@ -106,8 +167,10 @@ def api_routes(app: App) -> list[BaseRoute]:
         Route("/api/status", status),
         Route("/api/settings", settings_get, methods=["GET"]),
         Route("/api/settings", settings_post, methods=["POST"]),
-        Route("/api/token", token_get, methods=["GET"]),
+        Route("/api/token/reveal", token_reveal_request, methods=["POST"]),
+        Route("/api/token/reveal/{id}", token_reveal, methods=["POST"]),
         Route("/api/token/rotate", token_rotate, methods=["POST"]),
+        Route("/api/login-code", login_code, methods=["POST"]),
         Route("/api/tools/{name}", tools_call, methods=["POST"]),
         Route("/api/approvals", approvals_list),
         Route("/api/approvals/{id}", approvals_answer, methods=["POST"]),
@@ -138,7 +201,45 @@ class MCPEndpoint:
             )
             await response(scope, receive, send)
             return
-        await self.sdk_endpoint(scope, receive, send)
+        project = self.app.workspace.path if self.app.workspace is not None else None
+        if project is None:
+            await self.sdk_endpoint(scope, receive, send)
+            return
+        # Every reply names the project it came from, so the stdio bridge can re-check it (a server restarted on
+        # the same port for another project must never answer for this one).
+        stamp = (PROJECT_HEADER.encode(), quote(str(project)).encode("ascii"))
+
+        async def stamped(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), stamp]}
+            await send(message)
+
+        await self.sdk_endpoint(scope, receive, stamped)
+
+
+def health_route(app: App) -> Route:
+    """`GET /mcp/health` (bearer token, like /mcp): what this server serves, for `deskbridge mcp --project`."""
+    import os
+
+    from deskbridge import __version__
+
+    started = time.time()
+
+    async def health(request: Request) -> Response:
+        workspace = app.workspace
+        return JSONResponse(
+            {
+                "ok": True,
+                "pid": os.getpid(),
+                "version": __version__,
+                "started": started,
+                "kind": workspace.kind if workspace is not None else None,
+                "projectDir": str(workspace.path) if workspace is not None else None,
+                "mcpEnabled": app.settings.mcp_enabled,
+            }
+        )
+
+    return Route(HEALTH_PATH, health, methods=["GET"])
 
 
 def build_web_app(
@@ -147,29 +248,47 @@ def build_web_app(
     """The whole HTTP surface of one running App."""
     mcp_server = build_mcp_server(app)
     # Host/Origin are checked once, by SecurityMiddleware, for every route; the SDK's own copy of the check
-    # is switched off so that --allow-remote has a single list to configure.
-    session_manager = StreamableHTTPSessionManager(
+    # is switched off so that --allow-remote has a single list to configure. Sessions are capped with LRU
+    # eviction and an idle timeout; request bodies have one limit, answered readably (web/mcp_transport.py).
+    session_manager = BoundedSessionManager(
         app=mcp_server,
         security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        # SSE polling (SEP-1699): streams open with a priming event and `retry`, and resume by Last-Event-ID.
+        event_store=BoundedEventStore(),
+        retry_interval=RETRY_MS,
     )
-    mcp_endpoint = MCPEndpoint(app, StreamableHTTPASGIApp(session_manager))
+    mcp_endpoint = MCPEndpoint(app, RequestSizeGuard(StreamableHTTPASGIApp(session_manager)))
+    policy = SecurityPolicy(
+        port=port,
+        mcp_token=app.token,
+        ui_secret=app.ui_secret,
+        extra_hosts=list(extra_hosts or []),
+        require_token=require_token,
+    )
 
     async def index(request: Request) -> Response:
-        key = request.query_params.get("k")
-        if key is not None:
-            # The launch URL carries the per-launch UI secret once; keep it in a strict cookie and drop it from
-            # the address bar so it is not bookmarked or shared.
-            response = RedirectResponse("/", status_code=303)
-            response.set_cookie(UI_COOKIE, key, httponly=True, samesite="strict", path="/")
-            return response
+        code = request.query_params.get("k")
+        if code is not None:
+            # A one-time login code (from the file `serve` opened, the printed link or `deskbridge open`):
+            # exchange it for the UI secret in a strict cookie and drop it from the address bar. Anything that
+            # is not a live code changes nothing, so a document's <img src="/?k=x"> cannot log the person out.
+            if policy.login_codes.redeem(code):
+                response = RedirectResponse("/", status_code=303, headers={"Cache-Control": "no-store"})
+                response.set_cookie(UI_COOKIE, app.ui_secret, httponly=True, samesite="strict", path="/")
+                return response
+            if policy.ui_authorised(request.scope):
+                return RedirectResponse("/", status_code=303, headers={"Cache-Control": "no-store"})
+            return HTMLResponse(LOGIN_EXPIRED_PAGE, status_code=403, headers={"Cache-Control": "no-store"})
         static = app.workspace.static_dir() if app.workspace is not None else None
         page = (static / "index.html") if static is not None else STATIC_DIR / "index.html"
         return FileResponse(page, headers={"Cache-Control": "no-store"})
 
     routes: list[BaseRoute] = [
         Route("/mcp", mcp_endpoint, methods=["GET", "POST", "DELETE"]),
+        health_route(app),
         Route("/", index),
-        *api_routes(app),
+        *api_routes(app, policy),
+        *integration_routes(app),
     ]
     if app.workspace is not None:
         routes.append(Mount(f"/api/{app.workspace.kind}", routes=list(app.workspace.api_routes())))
@@ -193,13 +312,6 @@ def build_web_app(
                 await app.stop()
 
     shutdown = ShutdownSignal()
-    policy = SecurityPolicy(
-        port=port,
-        mcp_token=app.token,
-        ui_secret=app.ui_secret,
-        extra_hosts=list(extra_hosts or []),
-        require_token=require_token,
-    )
     app.security_policy = policy
     web = Starlette(
         routes=routes,
@@ -210,4 +322,22 @@ def build_web_app(
         ],
     )
     web.state.shutdown = shutdown
+    web.state.session_manager = session_manager
+    web.state.policy = policy
     return web
+
+
+LOGIN_EXPIRED_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>deskbridge: link used or expired</title>
+<style>body{font:16px/1.5 system-ui,sans-serif;max-width:40rem;margin:4rem auto;padding:0 1rem}</style></head>
+<body><h1>This login link was already used or has expired</h1>
+<p>deskbridge login links work once, within a minute, so that nobody can reuse one they saw.</p>
+<p>To open the UI again, run <code>deskbridge open</code> in a terminal (it opens a fresh link in your browser),
+or restart <code>deskbridge serve</code>.</p>
+<p>If this browser is still signed in, <a href="/">go to deskbridge</a>.</p>
+<script>
+// A browser that is still signed in goes straight on (this page's own requests carry the session cookie,
+// which a link opened from a file or another site does not).
+fetch("/api/status", { credentials: "same-origin" }).then((r) => { if (r.ok) location.replace("/"); });
+</script></body></html>
+"""

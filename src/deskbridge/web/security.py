@@ -1,7 +1,14 @@
 """Request checks shared by every HTTP route: Host and Origin validation, the MCP bearer token, the UI secret.
 
 One ASGI middleware in front of the whole app, so no route can forget a check. Statuses follow the MCP spec
-and the SDK: bad Host 421, bad Origin 403, missing or wrong credentials 401.
+and the SDK: bad Host 421, bad Origin 403, missing or wrong credentials 401. The same middleware stamps every
+response, rejections included, with `Content-Security-Policy: frame-ancestors 'none'` and `X-Frame-Options: DENY`,
+so no page (another loopback port included) can frame the UI and trick a click on an approval.
+
+The browser's way in (docs/security.md): `serve` hands the browser a one-time login code (`LoginCodes`, valid
+`LOGIN_CODE_TTL_S`, single use) in an owner-only file; `GET /?k=CODE` exchanges it for the per-launch UI secret in
+a strict HttpOnly cookie. The UI secret itself never appears on a command line or in a URL, and only a valid code
+sets the cookie: `/?k=anything-else` leaves a session as it was.
 """
 
 from __future__ import annotations
@@ -9,17 +16,96 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import json
-from collections.abc import Iterable
+import secrets
+import threading
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http.cookies import SimpleCookie
 from typing import Final
 
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from deskbridge.core import limits
 
 UI_COOKIE: Final = "deskbridge_ui"
 UI_HEADER: Final = "x-deskbridge-ui"
 
 LOOPBACK_NAMES: Final = ("127.0.0.1", "localhost", "[::1]")
+
+FRAME_DENY_HEADERS: Final = (
+    (b"content-security-policy", b"frame-ancestors 'none'"),
+    (b"x-frame-options", b"DENY"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+)
+"""Sent on every response. A route's own Content-Security-Policy is kept beside ours (browsers enforce both)."""
+
+
+def same_secret(given: str | None, expected: str) -> bool:
+    """Constant-time comparison of a credential from a header with the expected one.
+
+    Header values arrive as latin-1 text, so a non-ASCII byte is a valid character there; `hmac.compare_digest`
+    refuses non-ASCII *str* (TypeError, which was a 500 with a traceback). Compare the raw bytes instead.
+    """
+    if given is None:
+        return False
+    return hmac.compare_digest(given.encode("latin-1", "replace"), expected.encode("utf-8"))
+
+
+class LoginCodes:
+    """One-time login codes: each opens one browser session, once, within `ttl_s` seconds, and is then forgotten.
+
+    Thread-safe (`serve` issues the first codes before the event loop runs; `deskbridge open` asks the running
+    server for more through the API).
+    """
+
+    def __init__(
+        self,
+        ttl_s: float = limits.LOGIN_CODE_TTL_S,
+        max_outstanding: int = limits.LOGIN_CODES_MAX,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.ttl_s = ttl_s
+        self.max_outstanding = max_outstanding
+        self.clock = clock
+        self._codes: dict[bytes, float] = {}
+        self._lock = threading.Lock()
+
+    def issue(self) -> str:
+        code = secrets.token_urlsafe(24)
+        with self._lock:
+            self._expire()
+            while len(self._codes) >= self.max_outstanding:
+                self._codes.pop(next(iter(self._codes)))
+            self._codes[code.encode()] = self.clock() + self.ttl_s
+        return code
+
+    def redeem(self, code: str | None) -> bool:
+        """True once for a code that was issued and has not expired; a redeemed code is forgotten at once."""
+        if not code:
+            return False
+        given = code.encode("utf-8", "replace")
+        with self._lock:
+            self._expire()
+            match = None
+            for known in self._codes:  # constant time per candidate; there are at most `max_outstanding`
+                if hmac.compare_digest(known, given):
+                    match = known
+            if match is None:
+                return False
+            del self._codes[match]
+            return True
+
+    def outstanding(self) -> int:
+        with self._lock:
+            self._expire()
+            return len(self._codes)
+
+    def _expire(self) -> None:
+        now = self.clock()
+        for known in [k for k, until in self._codes.items() if until <= now]:
+            del self._codes[known]
 
 
 def is_loopback(host: str) -> bool:
@@ -42,6 +128,12 @@ class SecurityPolicy:
     extra_hosts: list[str] = field(default_factory=list)
     """Host names (without port) accepted besides loopback, e.g. the bound address with --allow-remote."""
     require_token: bool = True
+    login_codes: LoginCodes = field(default_factory=LoginCodes)
+    """One-time codes that open a browser session (see the module docstring)."""
+
+    def ui_authorised(self, scope: Scope) -> bool:
+        """True when the request carries this launch's UI secret (header or cookie)."""
+        return same_secret(ui_secret_from(scope), self.ui_secret)
 
     def allowed_hosts(self) -> set[str]:
         names = [*LOOPBACK_NAMES, *self.extra_hosts]
@@ -104,6 +196,7 @@ class SecurityMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        send = _with_frame_deny(send)
         # Surrounding spaces are not part of a header value (RFC 9110 §5.5). h11 strips them, httptools does not;
         # strip here so every check below and the MCP SDK's Mcp-Name/Mcp-Method match see the same value.
         headers = scope["headers"]
@@ -141,20 +234,34 @@ class SecurityMiddleware:
                     [(b"www-authenticate", b'Bearer realm="deskbridge"')],
                 )
                 return
-        elif path.startswith("/api/"):
-            secret = ui_secret_from(scope)
-            if secret is None or not hmac.compare_digest(secret, self.policy.ui_secret):
-                await _reject(
-                    send,
-                    401,
-                    "UNAUTHORIZED",
-                    "this browser session is not authorised",
-                    "Open the URL that `deskbridge serve` printed (it carries the UI secret).",
-                )
-                return
+        elif path.startswith("/api/") and not self.policy.ui_authorised(scope):
+            await _reject(
+                send,
+                401,
+                "UNAUTHORIZED",
+                "this browser session is not authorised",
+                "Open the UI with `deskbridge open` (or the one-time link `deskbridge serve` printed).",
+            )
+            return
         await self.app(scope, receive, send)
 
     def _token_ok(self, scope: Scope) -> bool:
         auth = _header(scope, b"authorization") or ""
         scheme, _, token = auth.partition(" ")
-        return scheme.lower() == "bearer" and hmac.compare_digest(token.strip(), self.policy.mcp_token)
+        return scheme.lower() == "bearer" and same_secret(token.strip(), self.policy.mcp_token)
+
+
+def _with_frame_deny(send: Send) -> Send:
+    """`send` that adds FRAME_DENY_HEADERS to the response start (keeping any the route set itself)."""
+
+    async def stamped(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            headers = list(message.get("headers", []))
+            present = {bytes(k).lower() for k, _ in headers}
+            for name, value in FRAME_DENY_HEADERS:
+                if name == b"content-security-policy" or name not in present:
+                    headers.append((name, value))
+            message = {**message, "headers": headers}
+        await send(message)
+
+    return stamped

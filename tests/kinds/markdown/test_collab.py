@@ -229,3 +229,33 @@ def _text_at(doc: CollabDocument, original: str, version: int) -> str:
     for update in doc.updates_since(0)[:version]:
         text = apply_edits(text, list(update.edits))
     return text
+
+
+# --- a big AI replacement becomes line hunks, so unchanged lines stay retained (REL-COLLAB) ---------------
+
+import itertools  # noqa: E402
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from deskbridge.kinds.markdown.collab import apply_edits as _apply  # noqa: E402
+from deskbridge.kinds.markdown.edits import minimal_edits, refine_edits  # noqa: E402
+
+_TEXT = st.text(alphabet=st.sampled_from(["a", "b", "\n", "中", "😀", " "]), max_size=80)
+
+
+@settings(max_examples=500, deadline=None)
+@given(old=_TEXT, new=_TEXT, at=st.integers(0, 5))
+def test_minimal_edits_give_the_new_text_and_are_ordered(old, new, at):
+    edits = minimal_edits(old, new, at)
+    assert _apply("x" * at + old, edits) == "x" * at + new
+    assert all(a.end <= b.start for a, b in itertools.pairwise(edits))
+
+
+def test_a_whole_document_replacement_leaves_unchanged_lines_alone():
+    old = "# T\n\n" + "".join(f"line {n}\n" for n in range(50)) + "end\n"
+    new = "# Title\n\n" + "".join(f"line {n}\n" for n in range(50)) + "the end\n"
+    edits = refine_edits(old, [Edit(0, len(old), new)])
+    assert _apply(old, edits) == new
+    touched = sum(e.end - e.start for e in edits)
+    assert len(edits) == 2 and touched <= 4, edits  # "T" → "Title" and "end" → "the end"

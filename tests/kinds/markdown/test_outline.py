@@ -97,3 +97,48 @@ def test_read_lines_caps_bytes_at_line_boundaries():
     assert page["truncated"] and page["text"].endswith("\n")
     assert len(page["text"].encode()) <= 100
     assert page["nextStartLine"] == page["endLine"] + 1
+
+
+# --- paging: following nextStartLine/nextStartColumn gives the file back, for any text and page size -------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_LINES = st.lists(
+    st.text(alphabet=st.sampled_from(["a", "b", " ", "中", "文", "😀", "#", "\t"]), max_size=60), max_size=30
+)
+
+
+def _all_pages(text: str, max_bytes: int, first: int = 1, last: int | None = None) -> list[dict]:
+    pages, line, column = [], first, 1
+    for _ in range(len(text) + 5):
+        page = read_lines(text, line, last, max_bytes=max_bytes, start_column=column)
+        pages.append(page)
+        assert len(page["text"].encode("utf-8")) <= max(max_bytes, 4)
+        if "nextStartLine" not in page:
+            return pages
+        assert (page["nextStartLine"], page.get("nextStartColumn", 1)) > (line, column), "no progress"
+        line, column = page["nextStartLine"], page.get("nextStartColumn", 1)
+    raise AssertionError("paging did not end")
+
+
+@settings(max_examples=300, deadline=None)
+@given(lines=_LINES, final_newline=st.booleans(), max_bytes=st.integers(1, 80))
+def test_concatenated_pages_are_the_document(lines, final_newline, max_bytes):
+    text = "\n".join(lines) + ("\n" if final_newline else "")
+    assert "".join(p["text"] for p in _all_pages(text, max_bytes)) == text
+
+
+def test_a_page_ending_in_a_newline_counts_its_last_line_right():
+    text = "".join(f"line {n}\n" for n in range(1, 200))
+    pages = _all_pages(text, 100)
+    for page in pages[:-1]:
+        assert page["nextStartLine"] == page["endLine"] + 1
+        assert page["text"].count("\n") == page["endLine"] - page["startLine"] + 1
+
+
+def test_a_line_longer_than_the_page_still_advances():
+    text = "short\n" + "x" * 5000 + "\nend\n"
+    pages = _all_pages(text, 1024)
+    assert len(pages) > 5 and "".join(p["text"] for p in pages) == text
+    assert pages[1]["nextStartLine"] == 2 and pages[1]["nextStartColumn"] > 1

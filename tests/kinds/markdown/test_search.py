@@ -50,3 +50,22 @@ def test_pages_follow_the_cursor_and_a_foreign_cursor_is_refused(files):
     assert len(first["matches"]) == 3 and len(second["matches"]) == 1 and second["nextCursor"] is None
     with pytest.raises(BridgeError):
         run(files, Query("dog"), cursor=first["nextCursor"])
+
+
+def test_a_cancelled_search_stops_and_a_slow_pattern_is_bounded(tmp_path):
+    """The caller went away (`cancel` set by md_search when its task is cancelled) / a catastrophic pattern."""
+    import threading
+
+    files = []
+    for n in range(3):
+        path = tmp_path / f"f{n}.md"
+        path.write_text(("a" * 30 + "!\n") * 50, "utf-8")
+        files.append(path)
+    cancel = threading.Event()
+    cancel.set()
+    with pytest.raises(BridgeError, match="cancelled"):
+        search_files(files, Query("a", regex=True), live_text=lambda p: None, relative=str, cancel=cancel)
+    with pytest.raises(BridgeError, match=r"longer than 0\.3 s"):
+        search_files(
+            files, Query("(a|aa)+$", regex=True), live_text=lambda p: None, relative=str, time_limit_s=0.3
+        )

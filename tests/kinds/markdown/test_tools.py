@@ -242,4 +242,26 @@ def test_without_anyone_to_ask_edits_are_declined(folder):
     with pytest.raises(BridgeError) as err:
         call("md_insert_text", offset=0, text="x", expectedRevision=rev)
     assert err.value.code is ErrorCode.APPROVAL_DECLINED
-    assert call("md_get_operation_audit")["records"][0]["approval"] == "declined"
+    # nobody was there to say no: the audit says so instead of "declined"
+    assert call("md_get_operation_audit")["records"][0]["approval"] == "no_one_to_ask"
+
+
+def test_an_approval_nobody_answered_is_audited_as_timed_out(folder):
+    broker = ApprovalBroker(EventBus(), timeout_s=0.2)
+    broker.attach_ui()
+    service = MarkdownService(folder / "notes.md", policy=broker)
+    call = Client(service)
+    rev = call("md_get_current_document")["revision"]
+    with pytest.raises(BridgeError) as err:
+        call("md_insert_text", offset=0, text="x", expectedRevision=rev)
+    assert err.value.code is ErrorCode.APPROVAL_DECLINED and "in time" in err.value.message
+    record = call("md_get_operation_audit")["records"][0]
+    assert record["approval"] == "timed_out" and record["error"] == "APPROVAL_DECLINED"
+
+
+def test_a_patch_that_changes_nothing_asks_nothing(folder):
+    service = MarkdownService(folder / "notes.md", policy=ApprovalBroker(EventBus(), timeout_s=1))
+    call = Client(service)
+    doc = call("md_get_current_document")
+    result = call("md_replace_text", oldText="daily", newText="daily", expectedRevision=doc["revision"])
+    assert result["unchanged"] is True and call("md_get_current_document")["revision"] == doc["revision"]

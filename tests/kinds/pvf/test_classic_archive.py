@@ -128,7 +128,7 @@ def test_wrong_encoding_choice_is_a_warning_on_open_not_corruption(copy):
     before = copy.read_bytes()
     ar = open_archive(copy, encoding="kr")
     [warning] = ar.warnings  # recorded by open itself, from a sample of stringtable.bin
-    assert warning.code == "ENCODING_MISMATCH" and warning.data["detected"] == "cp950"
+    assert warning.code == "ENCODING_MISMATCH" and warning.data["detected"] == "windows-950"
     assert warning.data["chosen"] == "cp949" and warning.data["sampledStrings"] > 100
     assert ar.encoding == "cp949"  # the user's choice stands; nothing is re-decoded behind their back
     assert ar.read(ar.paths()[0]) and not ar.dirty
@@ -147,8 +147,8 @@ def test_real_packs_warn_about_the_other_chinese(tmp_path):
         pytest.skip(f"real sample archives not found under {data}")
     tw = open_archive(data / "pt_tw_shared.pvf", encoding="cn")
     cn = open_archive(data / "pt_cn_shared.pvf", encoding="tw")
-    assert [w.data["detected"] for w in tw.warnings] == ["cp950"]
-    assert [w.data["detected"] for w in cn.warnings] == ["cp936"]
+    assert [w.data["detected"] for w in tw.warnings] == ["windows-950"]
+    assert [w.data["detected"] for w in cn.warnings] == ["windows-936"]
 
 
 @settings(max_examples=200, deadline=None)

@@ -41,7 +41,9 @@ def test_family_header_and_encoding(vector):
         h["file_version"],
         h["file_count"],
     )
-    expected = {"cp950": "cp950", "big5": "cp950", "gb18030": "cp936"}[vector["encoding"].split()[0]]
+    expected = {"cp950": "windows-950", "big5": "windows-950", "gb18030": "windows-936"}[
+        vector["encoding"].split()[0]
+    ]
     assert ar.encoding == expected
     assert ar.warnings == []
 

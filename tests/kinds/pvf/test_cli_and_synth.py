@@ -46,7 +46,7 @@ def test_synthetic_corpus_round_trips_byte_identical(small):
 
 def test_info_and_ls_json(small):
     info = json.loads(runner.invoke(app, ["pvf", "info", str(small), "--json"]).output)
-    assert info["family"] == "classic" and info["encoding"] == "cp950" and info["files"] == 400
+    assert info["family"] == "classic" and info["encoding"] == "windows-950" and info["files"] == 400
     rows = json.loads(runner.invoke(app, ["pvf", "ls", str(small), "skill/", "--json"]).output)
     assert rows and all(r["path"].startswith("skill/") for r in rows)
 
@@ -55,7 +55,10 @@ def test_info_prints_the_encoding_mismatch_found_on_open(small):
     result = runner.invoke(app, ["pvf", "info", str(small), "--encoding", "kr"])
     assert result.exit_code == 0, result.output
     assert "encoding: cp949" in result.output
-    assert "warning: ENCODING_MISMATCH: strings read poorly as cp949; they look like cp950" in result.output
+    assert (
+        "warning: ENCODING_MISMATCH: strings read poorly as cp949; they look like windows-950"
+        in result.output
+    )
 
 
 def test_cat_prints_text_with_links(small):

@@ -75,8 +75,8 @@ def test_korean_mojibake_round_trip():
 @pytest.mark.parametrize(
     ("words", "codec"),
     [
-        (["騎士團的制式長劍，堅固耐用。", "生命藥水", "哥布林", "恢復少量HP。"], "cp950"),
-        (["骑士团的制式长剑，坚固耐用。", "生命药水", "哥布林", "恢复少量HP。"], "cp936"),
+        (["騎士團的制式長劍，堅固耐用。", "生命藥水", "哥布林", "恢復少量HP。"], "windows-950"),
+        (["骑士团的制式长剑，坚固耐用。", "生命药水", "哥布林", "恢复少量HP。"], "windows-936"),
         (["한국어 아이템", "기사의 장검", "체력 물약이다", "이것은 고블린"], "cp949"),
         (["騎士の長剣です", "ポーション", "ゴブリン"], "cp932"),
     ],
@@ -87,12 +87,12 @@ def test_detection_picks_the_pack_encoding(words, codec):
 
 def test_encoding_names():
     assert [resolve_encoding(n) for n in ("TW", "cn", "kr", "JP", "utf8", "big5")] == [
-        "cp950",
-        "cp936",
+        "windows-950",
+        "windows-936",
         "cp949",
         "cp932",
         "utf-8",
-        "cp950",
+        "windows-950",
     ]
     with pytest.raises(BridgeError):
         resolve_encoding("latin9")
@@ -121,3 +121,10 @@ def test_cp950_duplicate_code_points_are_not_silently_rewritten():
     from deskbridge.kinds.pvf.archive.classic_text import decode_text
 
     assert decode_text(data, "cp950") is None  # so extract keeps such a file as raw bytes
+
+
+def test_strings_appended_to_a_fresh_table_read_back_at_their_index():
+    table = StringTable([], "windows-950")
+    for s in ("a", "b", "c"):
+        table.append(s)
+    assert [table.get(i) for i in range(3)] == ["a", "b", "c"] and table.is_canonical(2)

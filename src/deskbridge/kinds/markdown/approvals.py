@@ -152,7 +152,8 @@ class Approvals:
             raise BridgeError(
                 ErrorCode.APPROVAL_DECLINED,
                 f"{tool} on {target!r} needs the person's approval but no approval channel is connected",
-                hint="Open the deskbridge web UI so the person can answer, or ask them to relax the setting.",
+                hint=f"Ask the person to open the deskbridge web UI so they can answer, or to relax the setting "
+                f"(`deskbridge config set require_approval false`); then call {tool} again.",
             )
         request = ApprovalRequest(
             caller=ctx.caller, client=ctx.client_name, tool=tool, target=target, summary=summary, diff=diff
@@ -160,6 +161,11 @@ class Approvals:
         # The broker leaves its decision in core.policy.LAST_APPROVAL, which the audit reads.
         await self.broker.require(request, elicit=ctx.elicit)
         return True
+
+
+TIMED_OUT: Final = "timed_out"
+NO_ONE_TO_ASK: Final = "no_one_to_ask"
+_DECISION_SEP: Final = "|"
 
 
 class OperationAudit:
@@ -182,16 +188,22 @@ class OperationAudit:
         error: str | None,
         duration_ms: float = 0.0,
         arg_names: Iterable[str] = (),
+        decision: str | None = None,
     ) -> None:
+        """`decision` is the broker's (`approved`, `declined`, `timed_out`, `no_one_to_ask`): a request nobody
+        answered is recorded as timed out, not as the person's "no"."""
         approval = (
             Approval.NONE if approved is None else (Approval.APPROVED if approved else Approval.DECLINED)
         )
+        outcome = error or "ok"
+        if decision in (TIMED_OUT, NO_ONE_TO_ASK):
+            outcome = f"{outcome}{_DECISION_SEP}{decision}"
         self.log.record(
             caller=ctx.caller,
             client=ctx.client_name,
             tool=tool,
             target=target,
-            outcome=error or "ok",
+            outcome=outcome,
             approval=approval,
             duration_ms=duration_ms,
             arg_names=arg_names,
@@ -201,15 +213,16 @@ class OperationAudit:
         """Newest first; no content, no tokens (only tool, target, outcome, approval, duration)."""
         out: list[dict[str, Any]] = []
         for rec in reversed(self.log.recent()):
+            outcome, _, decision = rec.outcome.partition(_DECISION_SEP)
             out.append(
                 {
                     "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(rec.timestamp)),
                     "client": rec.client,
                     "tool": rec.tool,
                     "target": rec.target,
-                    "approval": str(rec.approval),
-                    "ok": rec.outcome == "ok",
-                    "error": None if rec.outcome == "ok" else rec.outcome,
+                    "approval": decision or str(rec.approval),
+                    "ok": outcome == "ok",
+                    "error": None if outcome == "ok" else outcome,
                     "durationMs": rec.duration_ms,
                 }
             )

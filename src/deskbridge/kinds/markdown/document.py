@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from deskbridge.core import files
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.kinds.markdown import diskio
 from deskbridge.kinds.markdown.collab import CollabDocument, map_position
@@ -114,18 +115,8 @@ class MarkdownDocument:
 
     @classmethod
     def load(cls, doc_id: str, path: Path, encoding: str | None = None) -> MarkdownDocument:
-        try:
-            size = path.stat().st_size
-        except FileNotFoundError:
-            raise BridgeError(
-                ErrorCode.NOT_FOUND, f"'{path}' does not exist", data={"path": str(path)}
-            ) from None
-        if size > DOCUMENT_MAX_BYTES:
-            raise BridgeError(
-                ErrorCode.LIMIT_EXCEEDED,
-                f"'{path.name}' is {size} bytes; documents are limited to {DOCUMENT_MAX_BYTES} bytes",
-            )
-        data = path.read_bytes()
+        # One bounded read of a regular file: a FIFO or device named `x.md` is refused, never blocked on.
+        data = files.read_regular_file(path, max_bytes=DOCUMENT_MAX_BYTES, shown_as=path.name)
         decoded = decode_file(data, encoding)
         return cls(
             doc_id=doc_id,

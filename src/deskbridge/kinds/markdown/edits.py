@@ -194,3 +194,68 @@ def replace_text_edits(text: str, old: str, new: str, expected_occurrences: int 
             data={"occurrences": len(found), "lines": lines},
         )
     return [Edit(p, p + len(old), new) for p in found]
+
+
+REFINE_MIN_CHARS: Final = 32
+"""An edit replacing fewer characters than this is applied as it is."""
+
+REFINE_MAX_LINES: Final = 200_000
+"""Lines of a replaced span diffed at most (a bigger one stays a single edit)."""
+
+
+def _trim(old: str, new: str) -> tuple[int, int]:
+    """Lengths of the common prefix and (not overlapping it) common suffix of `old` and `new`."""
+    limit = min(len(old), len(new))
+    prefix = 0
+    while prefix < limit and old[prefix] == new[prefix]:
+        prefix += 1
+    suffix = 0
+    while suffix < limit - prefix and old[len(old) - 1 - suffix] == new[len(new) - 1 - suffix]:
+        suffix += 1
+    return prefix, suffix
+
+
+def minimal_edits(old: str, new: str, at: int = 0) -> list[Edit]:
+    """Edits (code points, ascending, from `at`) turning `old` into `new` that leave unchanged lines alone.
+
+    An AI that replaces a whole document or section usually changes a few places in it. Sent as one big range,
+    the person's keystrokes inside it (typed while the change travelled) can only be put at its edge, and the
+    cursor jumps there (issue 10 data loss 2: "the rest typed after the final newline"). As line hunks, every
+    unchanged line is retained, so the editor rebases the person's typing exactly where it was.
+    """
+    if old == new:
+        return []
+    prefix, suffix = _trim(old, new)
+    o_mid, n_mid = old[prefix : len(old) - suffix], new[prefix : len(new) - suffix]
+    base = at + prefix
+    a, b = o_mid.splitlines(keepends=True), n_mid.splitlines(keepends=True)
+    if len(a) + len(b) <= 2 or max(len(a), len(b)) > REFINE_MAX_LINES:
+        return [Edit(base, base + len(o_mid), n_mid)]
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=len(a) > 5000)
+    a_pos = [0]
+    for line in a:
+        a_pos.append(a_pos[-1] + len(line))
+    b_pos = [0]
+    for line in b:
+        b_pos.append(b_pos[-1] + len(line))
+    out: list[Edit] = []
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        o_part = o_mid[a_pos[i1] : a_pos[i2]]
+        n_part = n_mid[b_pos[j1] : b_pos[j2]]
+        p, s = _trim(o_part, n_part)
+        start = base + a_pos[i1] + p
+        out.append(Edit(start, start + len(o_part) - p - s, n_part[p : len(n_part) - s]))
+    return out
+
+
+def refine_edits(text: str, edits: list[Edit]) -> list[Edit]:
+    """`edits` on `text` with every large replacement split into `minimal_edits` (same result)."""
+    out: list[Edit] = []
+    for e in edits:
+        if e.end - e.start >= REFINE_MIN_CHARS and e.insert:
+            out.extend(minimal_edits(text[e.start : e.end], e.insert, e.start))
+        else:
+            out.append(e)
+    return out

@@ -9,8 +9,10 @@ own small palettes named after the typography keys; mdnice's theme CSS is GPL an
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import html as html_lib
+import json
 import mimetypes
 import re
 import tempfile
@@ -20,10 +22,12 @@ from urllib.parse import unquote, urlparse
 
 from lxml import html as lxml_html
 
+from deskbridge.core import files
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.tools import CallContext
 from deskbridge.kinds.markdown import diskio
 from deskbridge.kinds.markdown.render import EXPORT, render_html
+from deskbridge.kinds.markdown.sanitize import safe_url
 
 if TYPE_CHECKING:
     from deskbridge.kinds.markdown.service import MarkdownService
@@ -35,10 +39,23 @@ CHROMIUM_ARGS: Final = (
     "--disable-background-networking",
     "--disable-component-update",
     "--no-first-run",
+    # Belt and braces under the per-request block below: every connection, WebSockets included, goes to a
+    # proxy that is not there, loopback too.
+    "--proxy-server=http://127.0.0.1:9",
+    "--proxy-bypass-list=<-loopback>",
 )
 IMAGE_MAX_BYTES: Final = 16 * 1024 * 1024
 """A local image larger than this stays a link instead of becoming a data URI."""
 CHROMIUM_TIMEOUT_MS: Final = 60_000
+
+EXPORT_CSP: Final = (
+    "default-src 'none'; img-src data:; style-src 'unsafe-inline'; font-src data:; form-action 'none'"
+)
+"""The exported HTML's own policy: nothing runs, nothing is fetched (images are data URIs)."""
+
+EXPORTS_QUEUED_MAX: Final = 4
+"""Exports that may wait for the running one (per workspace); more are refused, so a document that asks for
+many cannot start many browsers."""
 
 FORMATS: Final = {"HTML": ".html", "PDF": ".pdf", "PNG": ".png", "Word": ".docx"}
 
@@ -131,24 +148,41 @@ def local_image_data_uri(src: str, base_dir: Path | None) -> str | None:
     parsed = urlparse(src)
     if parsed.scheme not in ("", "file") or not parsed.path:
         return None
+    if parsed.netloc or "\\" in src:
+        return None  # file://host/share or a UNC path: never reach out to another machine
     base = base_dir.resolve()
     candidate = (base / unquote(parsed.path)).resolve()
-    if not candidate.is_relative_to(base) or not candidate.is_file():
-        return None
-    if candidate.stat().st_size > IMAGE_MAX_BYTES:
+    if not candidate.is_relative_to(base):
         return None
     mime = mimetypes.guess_type(candidate.name)[0] or "application/octet-stream"
-    if not mime.startswith("image/"):
+    if not mime.startswith("image/") or mime == "image/svg+xml":
+        return None  # an SVG is a document of its own (scripts, external references): never inlined
+    try:
+        # a FIFO or device named like an image must not hang the export (core.files: O_NONBLOCK + S_ISREG)
+        data = files.read_regular_file(candidate, max_bytes=IMAGE_MAX_BYTES, shown_as=src)
+    except BridgeError:
         return None
-    return f"data:{mime};base64,{base64.b64encode(candidate.read_bytes()).decode()}"
+    return f"data:{mime};base64,{base64.b64encode(data).decode()}"
 
 
-def _inline_images(root: Any, base_dir: Path | None) -> None:
-    """Local images become data URIs (remote and data URLs are left as they are)."""
-    for img in root.iter("img"):
-        uri = local_image_data_uri(img.get("src") or "", base_dir)
+def _inline_images(root: Any, base_dir: Path | None, *, keep_remote: bool = False) -> None:
+    """Local images become data URIs. Anything else (remote, or a local file that cannot be read) is dropped
+    with its alt text kept, so an exported file makes no request when opened; `keep_remote` keeps http(s)
+    images (the rich-HTML copies, whose platforms fetch and re-host pictures themselves)."""
+    for img in list(root.iter("img")):
+        src = img.get("src") or ""
+        if src.startswith("data:image/"):
+            continue
+        uri = local_image_data_uri(src, base_dir)
         if uri is not None:
             img.set("src", uri)
+        elif keep_remote and re.match(r"^https?://", src, re.I):
+            continue
+        else:
+            placeholder = lxml_html.Element("span", {"class": "image-not-embedded"})
+            placeholder.text = img.get("alt") or ""
+            placeholder.tail = img.tail
+            img.getparent().replace(img, placeholder)
 
 
 def _markdown_with_inlined_images(text: str, base_dir: Path | None) -> str:
@@ -184,10 +218,25 @@ def _math_to_mathml(root: Any) -> None:
         except Exception:  # a TeX construct latex2mathml does not know: keep the TeX visible
             continue
         new = lxml_html.fragment_fromstring(mathml, create_parent="span" if display == "inline" else "div")
+        _harmless_mathml(new)
         new.set("class", cls)
         new.set("data-tex", tex)
         new.tail = el.tail
         el.getparent().replace(el, new)
+
+
+_MATHML_DROP: Final = re.compile(r"href|^on|src$|^style$", re.I)
+
+
+def _harmless_mathml(root: Any) -> None:
+    """MathML from TeX keeps layout attributes only: `\\href{javascript:…}` becomes `<mrow href=…>` in
+    latex2mathml, so link, event and style attributes are dropped (the corpus's `katex-href` vector)."""
+    for el in root.iter():
+        if not isinstance(el.tag, str):
+            continue
+        for name in list(el.attrib):
+            if _MATHML_DROP.search(name.split("}")[-1]):
+                del el.attrib[name]
 
 
 def _parse_fragment(fragment: str) -> Any:
@@ -212,6 +261,7 @@ def export_html(text: str, *, title: str, base_dir: Path | None = None, typograp
     """A complete, self-contained HTML document (no external requests)."""
     return (
         '<!DOCTYPE html>\n<html>\n<head>\n<meta charset="utf-8">\n'
+        f'<meta http-equiv="Content-Security-Policy" content="{EXPORT_CSP}">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         f"<title>{html_lib.escape(title)}</title>\n<style>\n{theme_css(typography)}</style>\n</head>\n"
         f'<body>\n<article class="markdown-body">\n{body_html(text, base_dir)}</article>\n</body>\n</html>\n'
@@ -237,7 +287,7 @@ def rich_html(text: str, target: str, *, base_dir: Path | None = None, typograph
             ErrorCode.INVALID_ARGUMENT, f"target {target!r} is not one of {', '.join(RICH_TARGETS)}"
         )
     root = _parse_fragment(render_html(text, EXPORT))
-    _inline_images(root, base_dir)
+    _inline_images(root, base_dir, keep_remote=True)
     if target == "zhihu":
         for el in list(root.iter()):
             cls = (el.get("class") or "").split()
@@ -290,26 +340,63 @@ def export_docx(text: str, *, base_dir: Path | None = None) -> bytes:
         raise BridgeError(
             ErrorCode.NOT_FOUND,
             "Word export needs pandoc",
-            hint="Install the Python package pypandoc-binary (it ships pandoc), then retry.",
+            hint="Install the export extra, `pip install 'deskbridge[export]'` (pipx: `pipx inject deskbridge "
+            "pypandoc-binary playwright`), then retry md_ui_export_current_document; format html needs nothing.",
         ) from None
     with tempfile.TemporaryDirectory(prefix="deskbridge-docx-") as tmp:
         out = Path(tmp) / "out.docx"
-        args = ["--standalone"]
         try:
-            # sandboxed pandoc reads no file but its input: local images go in as data URIs instead
+            # sandboxed pandoc reads no file but its input: local images go in as data URIs instead. The
+            # document goes through pandoc's AST, where links, images and raw HTML pass the kind's URL rule.
+            ast = json.loads(
+                pypandoc.convert_text(
+                    _markdown_with_inlined_images(text, base_dir),
+                    "json",
+                    format="gfm+tex_math_dollars+footnotes+yaml_metadata_block",
+                    sandbox=True,
+                )
+            )
             pypandoc.convert_text(
-                _markdown_with_inlined_images(text, base_dir),
+                json.dumps(sanitize_pandoc_ast(ast)),
                 "docx",
-                format="gfm+tex_math_dollars+footnotes+yaml_metadata_block",
+                format="json",
                 outputfile=str(out),
-                extra_args=args,
+                extra_args=["--standalone"],
                 sandbox=True,
             )
-        except (RuntimeError, OSError) as exc:
+        except (RuntimeError, OSError, ValueError) as exc:
             raise BridgeError(
                 ErrorCode.INTERNAL, f"pandoc could not convert the document: {str(exc)[:300]}"
             ) from None
         return out.read_bytes()
+
+
+def sanitize_pandoc_ast(node: Any) -> Any:
+    """A pandoc JSON AST with what Word must not get removed, by the same URL rule as the HTML sanitiser:
+    a link whose target is not http(s)/mailto/#/relative (`javascript:`, `file:`, UNC `\\\\host`) keeps its
+    text but loses the link; an image that is not an inlined `data:image/…` keeps only its description; raw
+    HTML/TeX blocks and inlines are dropped."""
+    if isinstance(node, list):
+        out = []
+        for item in node:
+            if isinstance(item, dict) and item.get("t") in ("RawInline", "RawBlock"):
+                continue
+            out.append(sanitize_pandoc_ast(item))
+        return out
+    if not isinstance(node, dict):
+        return node
+    kind = node.get("t")
+    if kind in ("Link", "Image") and isinstance(node.get("c"), list) and len(node["c"]) == 3:
+        attr, inlines, target = node["c"]
+        url = target[0] if isinstance(target, list) and target else ""
+        keep = (
+            safe_url(url) is not None and not url.lower().startswith("data:")
+            if kind == "Link"
+            else bool(re.match(r"^data:image/", url or "", re.I))
+        )
+        if not keep:
+            return {"t": "Span", "c": [attr, sanitize_pandoc_ast(inlines)]}
+    return {k: sanitize_pandoc_ast(v) for k, v in node.items()}
 
 
 # --- PDF / PNG (headless Chromium) ------------------------------------------------------------------------
@@ -324,7 +411,8 @@ async def _with_page(page_html: str, action: Any) -> bytes:
         raise BridgeError(
             ErrorCode.NOT_FOUND,
             f"PDF and PNG export need Chromium at {CHROMIUM_PATH}, which is not installed",
-            hint="Install it (Debian/Ubuntu: apt-get install chromium) and the Python package playwright, then retry.",
+            hint="Install Chromium (Debian/Ubuntu: `apt-get install chromium`) and the export extra, `pip install "
+            "'deskbridge[export]'`, then retry md_ui_export_current_document; format html or docx needs no Chromium.",
         )
     try:
         from playwright.async_api import async_playwright
@@ -332,13 +420,17 @@ async def _with_page(page_html: str, action: Any) -> bytes:
         raise BridgeError(
             ErrorCode.NOT_FOUND,
             "PDF and PNG export need the Python package playwright",
-            hint="Install playwright (pip install playwright); the system Chromium is used.",
+            hint="Install the export extra, `pip install 'deskbridge[export]'` (it brings playwright, which drives "
+            "the system Chromium), then retry md_ui_export_current_document; format html needs nothing.",
         ) from None
     async with async_playwright() as pw:
         browser = await pw.chromium.launch(executable_path=CHROMIUM_PATH, args=list(CHROMIUM_ARGS))
         try:
-            page = await browser.new_page()
-            # nothing may be fetched: the document is self-contained, so every request is refused
+            # A document is hostile: no JavaScript runs (so no WebSocket or fetch can even start), and nothing
+            # may be fetched — the page is self-contained (its local images are data URIs), so every request
+            # but a data: URL is refused.
+            context = await browser.new_context(java_script_enabled=False, service_workers="block")
+            page = await context.new_page()
             await page.route(
                 "**/*",
                 lambda route: (
@@ -354,7 +446,11 @@ async def _with_page(page_html: str, action: Any) -> bytes:
 async def export_pdf(
     text: str, *, title: str, base_dir: Path | None = None, typography: str | None = None
 ) -> bytes:
-    page_html = export_html(text, title=title, base_dir=base_dir, typography=typography)
+    import anyio
+
+    page_html = await anyio.to_thread.run_sync(
+        lambda: export_html(text, title=title, base_dir=base_dir, typography=typography)
+    )
 
     async def pdf(page: Any) -> bytes:
         return await page.pdf(
@@ -374,7 +470,11 @@ async def export_pdf(
 async def export_png(
     text: str, *, title: str, base_dir: Path | None = None, typography: str | None = None
 ) -> bytes:
-    page_html = export_html(text, title=title, base_dir=base_dir, typography=typography)
+    import anyio
+
+    page_html = await anyio.to_thread.run_sync(
+        lambda: export_html(text, title=title, base_dir=base_dir, typography=typography)
+    )
 
     async def shot(page: Any) -> bytes:
         await page.set_viewport_size({"width": 900, "height": 800})
@@ -383,19 +483,58 @@ async def export_png(
     return await _with_page(page_html, shot)
 
 
+class ExportGate:
+    """One export at a time per workspace, with a short bounded queue (issue 8 "export amplification": a
+    document with N images pointing at the export route must not start N browsers)."""
+
+    def __init__(self, queued_max: int = EXPORTS_QUEUED_MAX) -> None:
+        self._lock = asyncio.Lock()
+        self._waiting = 0
+        self.queued_max = queued_max
+
+    async def run(self, work: Any) -> Any:
+        if self._lock.locked() and self._waiting >= self.queued_max:
+            raise BridgeError(
+                ErrorCode.LIMIT_EXCEEDED,
+                f"an export is running and {self._waiting} more are waiting; try again when they are done",
+                data={"queued": self._waiting, "limit": self.queued_max},
+            )
+        self._waiting += 1
+        try:
+            await self._lock.acquire()
+        finally:
+            self._waiting -= 1
+        try:
+            return await work()
+        finally:
+            self._lock.release()
+
+
+def export_gate(service: Any) -> ExportGate:
+    """The workspace's export gate (made on first use)."""
+    gate = getattr(service, "_export_gate", None)
+    if gate is None:
+        gate = ExportGate()
+        service._export_gate = gate
+    return gate
+
+
 async def export_bytes(
     fmt: str, text: str, *, title: str, base_dir: Path | None, typography: str | None = None
 ) -> bytes:
-    """The exported file's bytes in `fmt` (HTML, PDF, PNG, Word)."""
+    """The exported file's bytes in `fmt` (HTML, PDF, PNG, Word). Callers go through `export_gate`."""
+    import anyio
+
     if fmt == "HTML":
-        return export_html(text, title=title, base_dir=base_dir, typography=typography).encode("utf-8")
+        page = await anyio.to_thread.run_sync(
+            lambda: export_html(text, title=title, base_dir=base_dir, typography=typography)
+        )
+        return page.encode("utf-8")
     if fmt == "PDF":
         return await export_pdf(text, title=title, base_dir=base_dir, typography=typography)
     if fmt == "PNG":
         return await export_png(text, title=title, base_dir=base_dir, typography=typography)
     if fmt == "Word":
-        import anyio
-
         return await anyio.to_thread.run_sync(lambda: export_docx(text, base_dir=base_dir))
     raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"format {fmt!r} is not one of {', '.join(FORMATS)}")
 
@@ -447,8 +586,14 @@ async def export_to_workspace(
         f"export {doc.name} as {fmt} into {folder.name or folder}",
     )
     text = doc.text
-    data = await export_bytes(
-        fmt, text, title=stem, base_dir=doc.path.parent if doc.path else None, typography=_typography(service)
+    data = await export_gate(service).run(
+        lambda: export_bytes(
+            fmt,
+            text,
+            title=stem,
+            base_dir=doc.path.parent if doc.path else None,
+            typography=_typography(service),
+        )
     )
     for n in range(0, 1000):
         candidate = folder / (f"{stem}{ext}" if n == 0 else f"{stem}-{n}{ext}")

@@ -29,14 +29,10 @@ from mdit_py_plugins.gfm import gfm_plugin
 from deskbridge.kinds.markdown.gfm_rules import gfm_spec_rules
 from deskbridge.kinds.markdown.offsets import OffsetMap
 from deskbridge.kinds.markdown.outline import front_matter_span, outline
+from deskbridge.kinds.markdown.sanitize import hold_remote_images, sanitize_html
 
 RENDER_MAX_CHARS: Final = 16 * 1024 * 1024
 """Characters of Markdown rendered at most (bigger documents are cut and marked)."""
-
-_EVENT_ATTR: Final = re.compile(r"""\s+on[a-z]+\s*=\s*(?:"[^"]*"|'[^']*'|[^\s>]+)""", re.IGNORECASE)
-_JS_URL: Final = re.compile(
-    r"""(\s(?:href|src|xlink:href|action|formaction)\s*=\s*["']?)\s*javascript:""", re.IGNORECASE
-)
 
 
 def _math_html(content: str, options: dict[str, Any]) -> str:
@@ -44,11 +40,8 @@ def _math_html(content: str, options: dict[str, Any]) -> str:
 
 
 def neutralize_raw_html(fragment: str) -> str:
-    """Drop `on…=` handlers and `javascript:` URLs from raw HTML written in the document (preview safety).
-
-    The preview also runs under the web UI's Content-Security-Policy; this keeps exported HTML harmless too.
-    """
-    return _JS_URL.sub(r"\1#blocked:", _EVENT_ATTR.sub("", fragment))
+    """`fragment` through the kind's one allow-list sanitiser (sanitize.py)."""
+    return sanitize_html(fragment)
 
 
 def front_matter_table(yaml_text: str) -> str:
@@ -92,13 +85,6 @@ def _source_lines(state: Any) -> None:
             token.attrSet("data-source-line", str(line + 1 + (offset if line >= offset_from else 0)))
 
 
-def _safe_html_rule(original: Any):
-    def render(self: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any) -> str:
-        return neutralize_raw_html(original(self, tokens, idx, options, env))
-
-    return render
-
-
 @dataclass(frozen=True)
 class RenderOptions:
     gfm: bool = True
@@ -106,6 +92,7 @@ class RenderOptions:
     """Footnotes (via gfm_plugin), front matter and math."""
     source_lines: bool = False
     safe_raw_html: bool = True
+    """Pass the output through the allow-list sanitiser (sanitize.py); off only for the spec tests."""
 
 
 @lru_cache(maxsize=8)
@@ -131,10 +118,24 @@ def parser(options: RenderOptions = RenderOptions()) -> MarkdownIt:
         for name in ("html_block", "html_inline"):
             rule = md.renderer.rules.get(name)
             if rule is not None:
-                md.add_render_rule(
-                    name, _safe_html_rule(rule.__func__ if hasattr(rule, "__func__") else rule)
-                )
+                md.add_render_rule(name, _flag_raw_html(rule.__func__ if hasattr(rule, "__func__") else rule))
     return md
+
+
+def _flag_raw_html(original: Any):
+    """Wrap a raw-HTML render rule so the render's env says the output holds the document's own HTML (which
+    must go through the sanitiser; markdown-it's own markup is escaped and its links validated)."""
+
+    def render(self: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any) -> str:
+        if isinstance(env, dict):
+            env[RAW_HTML] = True
+        return original(self, tokens, idx, options, env)
+
+    return render
+
+
+RAW_HTML: Final = "deskbridge_raw_html"
+"""Key a render's env gets when the document's own HTML went into the output."""
 
 
 PREVIEW: Final = RenderOptions(source_lines=True)
@@ -145,7 +146,11 @@ def render_html(text: str, options: RenderOptions = EXPORT) -> str:
     """Render Markdown to an HTML fragment with the one configured renderer."""
     if len(text) > RENDER_MAX_CHARS:
         text = text[:RENDER_MAX_CHARS]
-    return parser(options).render(text)
+    env: dict[str, Any] = {}
+    out = parser(options).render(text, env)
+    if options.safe_raw_html and env.get(RAW_HTML):
+        out = sanitize_html(out)
+    return hold_remote_images(out) if options.source_lines and options.safe_raw_html else out
 
 
 def render_spec(text: str, *, gfm: bool) -> str:
@@ -202,38 +207,41 @@ class PreviewRenderer:
         if defs != self._defs:
             self._cache, self._defs = {}, defs
         parts: list[str] = []
-        fresh: dict[str, tuple[str, int, str]] = {}
+        raw = False
+        fresh: dict[str, tuple[str, int, str, bool]] = {}
         md = parser(PREVIEW)
         for line, chunk in chunks:
             offset = line - 1
             entry = self._cache.get(chunk) or fresh.get(chunk)
             if entry is None:
-                relative = self._render_section(md, chunk, defs)
-                entry = (relative, 0, relative)
-            relative, last_offset, html = entry
+                relative, has_raw = self._render_section(md, chunk, defs)
+                entry = (relative, 0, relative, has_raw)
+            relative, last_offset, html, has_raw = entry
             if last_offset != offset:
                 html = _shift_source_lines(relative, offset)
-            fresh[chunk] = (relative, offset, html)
+            fresh[chunk] = (relative, offset, html, has_raw)
             parts.append(html)
+            raw = raw or has_raw
         self._cache = fresh if len(fresh) <= self._max else {}
-        return "".join(parts)
+        # Sanitised as a whole (like a full render), so an HTML block that spans a cut balances the same way.
+        out = sanitize_html("".join(parts)) if raw else "".join(parts)
+        return hold_remote_images(out)
 
     @staticmethod
-    def _render_section(md: MarkdownIt, chunk: str, defs: str) -> str:
+    def _render_section(md: MarkdownIt, chunk: str, defs: str) -> tuple[str, bool]:
         """Render one section with the document's definitions put in front (after any front matter), where
         no unclosed fence or paragraph of the section can swallow them; source lines are corrected back."""
         if not defs:
-            return md.render(chunk, {"line_offset": 0})
+            env: dict[str, Any] = {"line_offset": 0}
+            return md.render(chunk, env), bool(env.get(RAW_HTML))
         head_end = front_matter_span(chunk)
         prefix = defs + "\n\n"
         source = chunk[:head_end] + prefix + chunk[head_end:]
-        return md.render(
-            source,
-            {
-                "line_offset": -prefix.count("\n"),
-                "line_offset_from": head_end and chunk.count("\n", 0, head_end),
-            },
-        )
+        env = {
+            "line_offset": -prefix.count("\n"),
+            "line_offset_from": head_end and chunk.count("\n", 0, head_end),
+        }
+        return md.render(source, env), bool(env.get(RAW_HTML))
 
     def _definitions(self, chunks: list[tuple[int, str]]) -> str:
         """Link reference definitions of the whole document, as lines to append to each section.

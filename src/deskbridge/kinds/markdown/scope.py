@@ -89,6 +89,7 @@ class Workspace:
         """
         if not isinstance(raw, str) or not raw.strip():
             raise BridgeError(ErrorCode.INVALID_ARGUMENT, "the path is empty")
+        given = raw  # errors name the path as the caller gave it, never where a link leads
         if _looks_unc(raw):
             raise BridgeError(
                 ErrorCode.ACCESS_DENIED, "network (UNC) paths are not allowed", data={"path": raw}
@@ -104,8 +105,8 @@ class Workspace:
         if not is_markdown_name(resolved.name):
             raise BridgeError(
                 ErrorCode.INVALID_ARGUMENT,
-                f"'{resolved.name}' is not a Markdown document (allowed: {', '.join(sorted(MARKDOWN_SUFFIXES))})",
-                data={"path": str(resolved)},
+                f"{given!r} is not a Markdown document (allowed: {', '.join(sorted(MARKDOWN_SUFFIXES))})",
+                data={"path": given},
             )
         if check_scope and not self.allows(resolved):
             raise BridgeError(
@@ -114,10 +115,10 @@ class Workspace:
                 data={"path": raw, "scope": self.scope.value},
             )
         if must_exist and not resolved.is_file():
-            raise BridgeError(ErrorCode.NOT_FOUND, f"'{raw}' does not exist", data={"path": raw})
+            raise BridgeError(ErrorCode.NOT_FOUND, f"{given!r} does not exist", data={"path": given})
         if not must_exist and not resolved.parent.is_dir():
             raise BridgeError(
-                ErrorCode.NOT_FOUND, f"the folder of '{raw}' does not exist", data={"path": raw}
+                ErrorCode.NOT_FOUND, f"the folder of {given!r} does not exist", data={"path": given}
             )
         return resolved
 

@@ -2,6 +2,12 @@
 
 Results are paginated with an opaque cursor bound to the query, so a page can be fetched again without
 re-sending matches; every match gives path, 1-based line and column, code-point offset and a short preview.
+
+A query is the caller's: a regex like `(a+)+$` backtracks for ever on a crafted line. Patterns run on the
+`regex` engine with a time limit (`SEARCH_TIME_LIMIT_S` for the whole call) and `concurrent=True`, which
+releases the interpreter while matching; the tool runs `search_files` in a worker thread and sets `cancel`
+when the caller goes away. Files are read with `core.files.read_regular_file` (a FIFO named `x.md` is
+skipped, never opened for blocking).
 """
 
 from __future__ import annotations
@@ -9,12 +15,16 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import re
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+import regex
+
+from deskbridge.core import files as core_files
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.kinds.markdown.document import DOCUMENT_MAX_BYTES, decode_file
 
@@ -22,6 +32,8 @@ PATTERN_MAX_CHARS: Final = 500
 PREVIEW_CHARS: Final = 160
 MATCHES_PER_PAGE_MAX: Final = 500
 FILES_MAX: Final = 20_000
+SEARCH_TIME_LIMIT_S: Final = 5.0
+"""Seconds one md_search call may spend matching, over all files."""
 
 
 @dataclass(frozen=True)
@@ -31,19 +43,19 @@ class Query:
     case_sensitive: bool = False
     whole_word: bool = False
 
-    def compile(self) -> re.Pattern[str]:
+    def compile(self) -> regex.Pattern[str]:
         if not self.text:
             raise BridgeError(ErrorCode.INVALID_ARGUMENT, "the search text is empty")
         if len(self.text) > PATTERN_MAX_CHARS:
             raise BridgeError(
                 ErrorCode.LIMIT_EXCEEDED, f"the search text is longer than {PATTERN_MAX_CHARS} characters"
             )
-        body = self.text if self.regex else re.escape(self.text)
+        body = self.text if self.regex else regex.escape(self.text)
         if self.whole_word:
             body = rf"\b(?:{body})\b"
         try:
-            return re.compile(body, 0 if self.case_sensitive else re.IGNORECASE)
-        except re.error as exc:
+            return regex.compile(body, regex.V0 | (0 if self.case_sensitive else regex.IGNORECASE))
+        except (regex.error, ValueError, OverflowError) as exc:
             raise BridgeError(
                 ErrorCode.INVALID_ARGUMENT, f"the regular expression does not compile: {exc}"
             ) from None
@@ -94,9 +106,25 @@ def search_files(
     relative: Callable[[Path], str],
     cursor: str | None = None,
     limit: int = 50,
+    time_limit_s: float = SEARCH_TIME_LIMIT_S,
+    cancel: threading.Event | None = None,
 ) -> dict[str, Any]:
-    """One page of matches over `files`; `live_text(path)` gives (docId, text) for open documents."""
+    """One page of matches over `files`; `live_text(path)` gives (docId, text) for open documents.
+
+    LIMIT_EXCEEDED when matching takes longer than `time_limit_s` in all; stops once `cancel`
+    is set (the caller went away). Safe to run in a worker thread (`live_text` must then not touch loop-owned state)."""
     pattern = query.compile()
+    deadline = time.monotonic() + time_limit_s
+    cancel = cancel or threading.Event()
+
+    def left() -> float:
+        if cancel.is_set():
+            raise BridgeError(ErrorCode.LIMIT_EXCEEDED, "the search was cancelled (the caller went away)")
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise _too_slow(time_limit_s)
+        return remaining
+
     limit = max(1, min(limit, MATCHES_PER_PAGE_MAX))
     file_index, offset = _decode_cursor(query, cursor)
     files = files[:FILES_MAX]
@@ -110,18 +138,21 @@ def search_files(
             doc_id, text = live
         else:
             try:
-                if path.stat().st_size > DOCUMENT_MAX_BYTES:
-                    skipped.append(relative(path))
-                    file_index, offset = file_index + 1, 0
-                    continue
-                text = decode_file(path.read_bytes()).text
+                data = core_files.read_regular_file(
+                    path, max_bytes=DOCUMENT_MAX_BYTES, shown_as=relative(path)
+                )
+                text = decode_file(data).text
             except (OSError, BridgeError):
                 skipped.append(relative(path))
                 file_index, offset = file_index + 1, 0
                 continue
         line = text.count("\n", 0, offset) + 1
         counted_to = offset
-        for m in pattern.finditer(text, offset):
+        try:
+            found = list(_matches(pattern, text, offset, limit + 1 - len(matches), left))
+        except TimeoutError:
+            raise _too_slow(time_limit_s) from None
+        for m in found:
             if m.end() == m.start():
                 continue  # empty regex matches carry no information
             line += text.count("\n", counted_to, m.start())
@@ -147,3 +178,25 @@ def search_files(
             )
         file_index, offset = file_index + 1, 0
     return {"matches": matches, "nextCursor": None, "truncated": False, "skippedFiles": skipped}
+
+
+def _matches(pattern: Any, text: str, offset: int, wanted: int, left: Callable[[], float]) -> Any:
+    """Non-empty matches from `offset`, at most `wanted`, each search bounded by the time left."""
+    pos = 0
+    for m in pattern.finditer(text, offset, timeout=left(), concurrent=True):
+        if m.end() == m.start():
+            continue
+        yield m
+        pos += 1
+        if pos >= wanted:
+            return
+        left()
+
+
+def _too_slow(limit_s: float) -> BridgeError:
+    return BridgeError(
+        ErrorCode.LIMIT_EXCEEDED,
+        f"the search took longer than {limit_s:g} s and was stopped",
+        hint="Use a simpler pattern (nested repetition like (a+)+ backtracks without end), or search as text.",
+        data={"timeLimitS": limit_s},
+    )

@@ -138,39 +138,68 @@ def patch_section_edit(text: str, path: str, op: PatchOp, content: str) -> tuple
 
 
 def read_lines(
-    text: str, first_line: int, last_line: int | None, *, max_bytes: int, offsets: OffsetMap | None = None
+    text: str,
+    first_line: int,
+    last_line: int | None,
+    *,
+    max_bytes: int,
+    offsets: OffsetMap | None = None,
+    start_column: int = 1,
 ) -> dict[str, Any]:
-    """Lines first..last (1-based, inclusive) capped at `max_bytes` of UTF-8; says `truncated` and where to go on.
+    """Lines first..last (1-based, inclusive) from `start_column` (1-based, code points) of the first line,
+    capped at `max_bytes` of UTF-8; says `truncated` and where to go on.
 
-    Pass the document's `offsets` map (whose text is `text`) to reuse its line table."""
+    The one paging rule of the kind (md_get_current_document and md_read_section): a page ends at the end of
+    a line when at least one whole line fits; a line longer than `max_bytes` is returned in pieces, and
+    `nextStartLine` + `nextStartColumn` continue inside it. Following `nextStartLine`/`nextStartColumn`
+    from (1, 1) and joining the pages gives the text back exactly, for any text and page size (every page
+    holds at least one code point). Pass the document's `offsets` map (whose text is `text`) to reuse its
+    line table."""
     om = offsets if offsets is not None else OffsetMap(text)
     total = om.line_count
     if first_line < 1 or first_line > total:
         raise BridgeError(
             ErrorCode.INVALID_ARGUMENT, f"startLine {first_line} is outside the document (1..{total})"
         )
-    last = total if last_line is None else max(first_line, min(last_line, total))
-    start, end = om.line_span(first_line, last)
-    chunk = text[start:end]
-    truncated = False
-    encoded = chunk.encode("utf-8")
-    if len(encoded) > max_bytes:
-        cut = encoded[:max_bytes].decode("utf-8", "ignore")
-        nl = cut.rfind("\n")
-        chunk = cut[: nl + 1] if nl != -1 else cut
-        truncated = True
-        last = (
-            first_line + chunk.count("\n") - (0 if chunk.endswith("\n") else 1) if chunk else first_line - 1
+    line_start = om.line_start(first_line)
+    line_length = om.line_end(first_line) - line_start
+    if start_column < 1 or start_column - 1 > line_length:
+        raise BridgeError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"startColumn {start_column} is outside line {first_line} (1..{line_length + 1})",
         )
-        last = max(last, first_line - 1)
-    out: dict[str, Any] = {
-        "text": chunk,
-        "startLine": first_line,
-        "endLine": last,
-        "totalLines": total,
-        "startOffset": start,
-        "truncated": truncated or last < (total if last_line is None else min(last_line, total)),
-    }
-    if out["truncated"] and last < total:
-        out["nextStartLine"] = last + 1
+    last = total if last_line is None else max(first_line, min(last_line, total))
+    start = line_start + start_column - 1
+    end = om.line_span(first_line, last)[1]
+    chunk = text[start:end]
+    out: dict[str, Any] = {"startLine": first_line}
+    if start_column > 1:
+        out["startColumn"] = start_column
+    fits = len(chunk) <= max_bytes and len(chunk.encode("utf-8")) <= max_bytes
+    next_line: int | None = None
+    next_column = 1
+    if not fits:
+        head = text[start : start + max_bytes].encode("utf-8")[:max_bytes].decode("utf-8", "ignore")
+        head = head or text[start : start + 1]  # a page smaller than one character still moves on
+        nl = head.rfind("\n")
+        if nl != -1:
+            chunk = head[: nl + 1]
+            next_line = first_line + chunk.count("\n")
+            last = next_line - 1
+        else:  # one line longer than the page: go on inside it
+            chunk = head
+            last, next_line, next_column = first_line, first_line, start_column + len(chunk)
+    out.update(
+        {
+            "text": chunk,
+            "endLine": last,
+            "totalLines": total,
+            "startOffset": start,
+            "truncated": not fits,
+        }
+    )
+    if next_line is not None:
+        out["nextStartLine"] = next_line
+        if next_column > 1:
+            out["nextStartColumn"] = next_column
     return out

@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from deskbridge import __version__
+from deskbridge.core import files
 from deskbridge.core.errors import BridgeError, ErrorCode
+from deskbridge.core.paths import OUTSIDE_ROOTS
 from deskbridge.core.policy import ApprovalRules
 from deskbridge.core.tools import CallContext
 from deskbridge.kinds.markdown import diskio
@@ -31,9 +33,9 @@ from deskbridge.kinds.markdown.approvals import (
     unified_diff,
 )
 from deskbridge.kinds.markdown.collab import Edit, map_position, map_range
-from deskbridge.kinds.markdown.document import MarkdownDocument
+from deskbridge.kinds.markdown.document import DOCUMENT_MAX_BYTES, MarkdownDocument
 from deskbridge.kinds.markdown.drafts import DraftTracker
-from deskbridge.kinds.markdown.edits import context_around
+from deskbridge.kinds.markdown.edits import REFINE_MIN_CHARS, context_around, refine_edits
 from deskbridge.kinds.markdown.outline import Heading, outline
 from deskbridge.kinds.markdown.render import PreviewRenderer
 from deskbridge.kinds.markdown.scope import AccessScope, Workspace
@@ -326,6 +328,23 @@ class MarkdownService:
         """
         doc = self.get(doc_id)
         edits = self._rebase(doc, edits, base_version)
+        if is_ai(ctx) and any(e.end - e.start >= REFINE_MIN_CHARS and e.insert for e in edits):
+            # unchanged lines inside a big replacement stay retained: the person's typing there keeps its place
+            edits = refine_edits(doc.text, edits)
+        text_now = (
+            doc.text if edits and sum(e.end - e.start + len(e.insert) for e in edits) < 1 << 20 else None
+        )
+        if text_now is not None and all(text_now[e.start : e.end] == e.insert for e in edits):
+            edits = []  # replacing text with itself changes nothing
+        if not edits:
+            # a no-op (a patch that replaces text with itself, a command with nothing to do) asks nothing
+            return {
+                **self.describe(doc),
+                "previousLength": doc.collab.length,
+                "currentLength": doc.collab.length,
+                "changes": [],
+                "unchanged": True,
+            }
         if is_ai(ctx):
             seen_version = doc.version
             if self.approvals.needed("edit"):
@@ -429,7 +448,9 @@ class MarkdownService:
             raise BridgeError(ErrorCode.SAME_AS_SOURCE, f"'{raw_path}' is the open file itself")
         if self.find_open(target) is not None:
             raise BridgeError(
-                ErrorCode.TARGET_EXISTS, f"'{raw_path}' is open as another document; close it first"
+                ErrorCode.TARGET_EXISTS,
+                f"'{raw_path}' is open as another document; close it first",
+                hint="Pick another path for md_save_current_document_as; md_list_open_documents shows the open ones.",
             )
         await self.drafts.barrier(doc.doc_id)
         text, version = doc.collab.snapshot()
@@ -438,10 +459,18 @@ class MarkdownService:
         if existing is not None:
             if not overwrite:
                 raise BridgeError(
-                    ErrorCode.TARGET_EXISTS, f"'{raw_path}' already exists", data={"path": target_name}
+                    ErrorCode.TARGET_EXISTS,
+                    f"'{raw_path}' already exists",
+                    hint="Call md_save_current_document_as again with overwrite true (the person is asked first), "
+                    "or with another path.",
+                    data={"path": target_name},
                 )
             if is_ai(ctx) and self.approvals.needed("overwrite"):
-                old = target.read_bytes().decode("utf-8", "replace").replace("\r\n", "\n")
+                old = (
+                    files.read_regular_file(target, max_bytes=DOCUMENT_MAX_BYTES, shown_as=raw_path)
+                    .decode("utf-8", "replace")
+                    .replace("\r\n", "\n")
+                )
                 await self.approvals.ask(
                     ctx,
                     "overwrite",
@@ -467,19 +496,22 @@ class MarkdownService:
         try:
             target = self.workspace.resolve(raw_path, must_exist=True, check_scope=True)
         except BridgeError as exc:
-            if exc.code is not ErrorCode.ACCESS_DENIED or "UNC" in exc.message:
-                raise
+            outside = exc.data.get("reason") == OUTSIDE_ROOTS or "scope" in exc.data
+            if exc.code is not ErrorCode.ACCESS_DENIED or "UNC" in exc.message or not outside:
+                raise  # a malformed path ('..', device, UNC) is refused outright, never asked about
             if is_ai(ctx) and not self.approvals.needed("open_outside"):
                 raise  # approval switched off must not widen the scope silently
-            target = self.workspace.resolve(raw_path, must_exist=True, check_scope=False)
             if is_ai(ctx):
+                # Ask before looking: whether something exists out there, what it is and where a link leads
+                # stay unknown to the caller until the person allowed it (the same answer either way).
                 await self.approvals.ask(
                     ctx,
                     "open_outside",
                     tool,
-                    str(target),
-                    f"open {target.name}, which is outside the workspace ({self.workspace.scope_description()})",
+                    raw_path,
+                    f"open {raw_path!r}, which is outside the workspace ({self.workspace.scope_description()})",
                 )
+            target = self.workspace.resolve(raw_path, must_exist=True, check_scope=False)
         doc = self.open_path(target, encoding=encoding)
         return self.describe(doc)
 

@@ -8,6 +8,8 @@ carries `expectedRevision`, offset edits carry `expectedText`. The Vex names (`v
 
 from __future__ import annotations
 
+import re
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, Literal
@@ -15,6 +17,7 @@ from typing import Any, Final, Literal
 import anyio
 from pydantic import Field
 
+from deskbridge.core import limits
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.policy import LAST_APPROVAL
 from deskbridge.core.tools import CallContext, InputRequired, NoArgs, ToolArgs, ToolSpec
@@ -29,20 +32,27 @@ from deskbridge.kinds.markdown.service import MarkdownService
 READ_MAX_BYTES: Final = 256 * 1024
 """Bytes of document text one read returns at most (well under the response cap); the rest is paginated."""
 
+READ_DEFAULT_BYTES: Final = 30_000
+"""Bytes of a page when the caller does not say: ≤ 10 k tokens for English or CJK text (issue 10)."""
+
 HTML_MAX_BYTES: Final = 384 * 1024
 """Bytes of rendered HTML one call returns at most."""
 
-REPLACE_MAX_CHARS: Final = 8 * 1024 * 1024
-"""Characters a whole-document replacement may have."""
+HTML_DEFAULT_BYTES: Final = 30_000
+"""Bytes of a rendered-HTML page when the caller does not say (whole top-level blocks; `nextCursor`)."""
+
+REPLACE_MAX_CHARS: Final = limits.REQUEST_BODY_MAX_BYTES
+"""Characters a whole-document replacement may have: the transport's request limit (core.limits), so the schema
+never promises a call the server cannot take."""
 
 _DOC_ID = Field(
     None,
     alias="docId",
-    description="Open document id (from md_list_open_documents); default: the current document.",
+    description="Document id (md_list_open_documents); default: the current one.",
 )
 _REVISION = Field(
     alias="expectedRevision",
-    description="The `revision` your last read returned; the edit is refused (STALE_WORKSPACE) if that text changed since.",
+    description="`revision` from your last read; STALE_WORKSPACE if the text changed since.",
 )
 _REASON = Field("", max_length=500, description="One line for the person approving the change.")
 
@@ -57,6 +67,12 @@ class DocArgs(ToolArgs):
 class ReadDocumentArgs(ToolArgs):
     doc_id: str | None = _DOC_ID
     start_line: int = Field(1, alias="startLine", ge=1, description="First line to return (1-based).")
+    start_column: int = Field(
+        1,
+        alias="startColumn",
+        ge=1,
+        description="Column of startLine to start at (1-based, code points); pass nextStartColumn when a page gave one.",
+    )
     end_line: int | None = Field(
         None,
         alias="endLine",
@@ -64,11 +80,11 @@ class ReadDocumentArgs(ToolArgs):
         description="Last line to return (inclusive); default: to the end, within maxBytes.",
     )
     max_bytes: int = Field(
-        READ_MAX_BYTES,
+        READ_DEFAULT_BYTES,
         alias="maxBytes",
         ge=1024,
         le=READ_MAX_BYTES,
-        description="Cap on returned text (UTF-8 bytes); the answer says `truncated` and `nextStartLine`.",
+        description="Cap on returned text (UTF-8 bytes); the answer says `truncated` and `nextStartLine` (and `nextStartColumn` inside a very long line).",
     )
 
 
@@ -88,16 +104,24 @@ class ReadSectionArgs(ToolArgs):
         description="Heading titles from outside in, separated by '>', e.g. 'Intro > Setup'. Outer levels may be left out when the rest is unique.",
     )
     max_bytes: int = Field(
-        READ_MAX_BYTES,
+        READ_DEFAULT_BYTES,
         alias="maxBytes",
         ge=1024,
         le=READ_MAX_BYTES,
-        description="Cap on returned text (UTF-8 bytes).",
+        description="Cap on returned text (UTF-8 bytes); go on with md_get_current_document from nextStartLine.",
     )
 
 
 class HtmlArgs(ToolArgs):
     doc_id: str | None = _DOC_ID
+    cursor: str | None = Field(None, description="nextCursor from the previous page of HTML.")
+    max_bytes: int = Field(
+        HTML_DEFAULT_BYTES,
+        alias="maxBytes",
+        ge=1024,
+        le=HTML_MAX_BYTES,
+        description="Cap on one page (UTF-8 bytes); pages end between top-level blocks.",
+    )
 
 
 class AuditArgs(ToolArgs):
@@ -114,8 +138,8 @@ class SearchArgs(ToolArgs):
         min_length=1, max_length=500, description="Text to find (or a regular expression with regex true)."
     )
     regex: bool = Field(False, description="Treat query as a Python regular expression.")
-    case_sensitive: bool = Field(False, alias="caseSensitive")
-    whole_word: bool = Field(False, alias="wholeWord")
+    case_sensitive: bool = Field(False, alias="caseSensitive", description="Match case exactly.")
+    whole_word: bool = Field(False, alias="wholeWord", description="Match whole words only.")
     cursor: str | None = Field(None, description="nextCursor from the previous page.")
     limit: int = Field(50, ge=1, le=500, description="Matches per page.")
 
@@ -142,8 +166,10 @@ class TextEditArgs(ToolArgs):
     start_column: int | None = Field(
         None, alias="startColumn", ge=1, description="1-based column in code points (default 1)."
     )
-    end_line: int | None = Field(None, alias="endLine", ge=1)
-    end_column: int | None = Field(None, alias="endColumn", ge=1)
+    end_line: int | None = Field(None, alias="endLine", ge=1, description="With startLine: 1-based end line.")
+    end_column: int | None = Field(
+        None, alias="endColumn", ge=1, description="With endLine: end column in code points (exclusive)."
+    )
     replacement: str = Field(max_length=REPLACE_MAX_CHARS, description="The new text for the range.")
     expected_text: str = Field(
         alias="expectedText",
@@ -262,6 +288,59 @@ def _aliases(short: str) -> tuple[str, ...]:
     return (f"vex_{short}", f"vex.{short}")
 
 
+_BLOCK_START: Final = re.compile(r'<[a-zA-Z][a-zA-Z0-9]*\s[^>]*?\bdata-source-line="')
+
+
+def html_page(html: str, version: int, cursor: str | None, max_bytes: int) -> dict[str, Any]:
+    """One page of rendered HTML that ends between top-level blocks (the renderer marks each with
+    `data-source-line`); a block bigger than a page is sent whole up to HTML_MAX_BYTES. The cursor names the
+    version it belongs to: a page of another version is refused with how to start again."""
+    start = 0
+    if cursor:
+        number, _, at = cursor.partition(":")
+        if not (number.isdigit() and at.isdigit()) or int(at) > len(html):
+            raise BridgeError(
+                ErrorCode.INVALID_ARGUMENT,
+                f"cursor {cursor!r} is not a cursor of md_get_rendered_html",
+                hint="Call md_get_rendered_html without a cursor to start from the top.",
+            )
+        if int(number) != version:
+            raise BridgeError(
+                ErrorCode.STALE_WORKSPACE,
+                "the document changed since that page; its HTML is different now",
+                hint="Call md_get_rendered_html without a cursor to start from the top.",
+            )
+        start = int(at)
+    end = start
+    size = 0
+    for m in _BLOCK_START.finditer(html, start + 1):
+        piece = len(html[end : m.start()].encode("utf-8"))
+        if size + piece > max_bytes and end > start:
+            break
+        end, size = m.start(), size + piece
+        if size >= max_bytes:
+            break
+    else:
+        rest = len(html[end:].encode("utf-8"))
+        if size + rest <= max_bytes or end == start:
+            end = len(html)
+    if end == start:
+        end = len(html)
+    piece = html[start:end]
+    raw = piece.encode("utf-8")
+    cut = len(raw) > HTML_MAX_BYTES
+    if cut:  # one block larger than the hard cap: the only case a page ends inside markup
+        piece = raw[:HTML_MAX_BYTES].decode("utf-8", "ignore")
+        end = start + len(piece)
+    more = end < len(html)
+    return {
+        "html": piece,
+        "truncated": more,
+        "nextCursor": f"{version}:{end}" if more else None,
+        "cutInsideBlock": cut,
+    }
+
+
 def _require_current(service: MarkdownService, doc_id: str | None, revision: str) -> None:
     doc = service.get(doc_id)
     if doc.version_of(revision) != doc.version:
@@ -312,6 +391,7 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
                     name,
                     target,
                     approved=None if decision is None else decision.approved,
+                    decision=None if decision is None else str(decision.decision),
                     error=error,
                     duration_ms=(time.perf_counter() - started) * 1000,
                     arg_names=args.model_dump(by_alias=True, exclude_none=True).keys(),
@@ -324,7 +404,14 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
     async def get_current_document(ctx: CallContext, args: ReadDocumentArgs) -> dict[str, Any]:
         doc = service.get(args.doc_id)
         text, version, offsets = doc.collab.snapshot_with_offsets()
-        page = read_lines(text, args.start_line, args.end_line, max_bytes=args.max_bytes, offsets=offsets)
+        page = read_lines(
+            text,
+            args.start_line,
+            args.end_line,
+            max_bytes=args.max_bytes,
+            offsets=offsets,
+            start_column=args.start_column,
+        )
         return {
             "docId": doc.doc_id,
             "filePath": str(doc.path) if doc.path else None,
@@ -338,7 +425,7 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
             "totalLines": page["totalLines"],
             "startOffset": page["startOffset"],
             "truncated": page["truncated"],
-            **({"nextStartLine": page["nextStartLine"]} if "nextStartLine" in page else {}),
+            **{k: page[k] for k in ("startColumn", "nextStartLine", "nextStartColumn") if k in page},
         }
 
     async def get_outline(ctx: CallContext, args: OutlineArgs) -> dict[str, Any]:
@@ -375,7 +462,7 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
             "endLine": page["endLine"],
             "startOffset": page["startOffset"],
             "truncated": page["truncated"],
-            **({"nextStartLine": page["nextStartLine"]} if "nextStartLine" in page else {}),
+            **{k: page[k] for k in ("startColumn", "nextStartLine", "nextStartColumn") if k in page},
         }
 
     async def get_selection(ctx: CallContext, args: DocArgs) -> dict[str, Any]:
@@ -400,15 +487,10 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
     async def get_rendered_html(ctx: CallContext, args: HtmlArgs) -> dict[str, Any]:
         doc = service.get(args.doc_id)
         html, version = await anyio.to_thread.run_sync(service.preview_html, doc.doc_id)
-        raw = html.encode("utf-8")
-        truncated = len(raw) > HTML_MAX_BYTES
-        if truncated:
-            html = raw[:HTML_MAX_BYTES].decode("utf-8", "ignore")
         return {
             "docId": doc.doc_id,
             "revision": f"{version}-{doc.epoch}",
-            "html": html,
-            "truncated": truncated,
+            **html_page(html, version, args.cursor, args.max_bytes),
         }
 
     async def get_app_status(ctx: CallContext, args: NoArgs) -> dict[str, Any]:
@@ -418,21 +500,29 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
         return {"records": service.audit.recent(args.limit)}
 
     async def search(ctx: CallContext, args: SearchArgs) -> dict[str, Any]:
-        def live(path):
-            doc = service.find_open(path)
-            return (doc.doc_id, doc.text) if doc is not None else None
-
         query = Query(args.query, args.regex, args.case_sensitive, args.whole_word)
-        files = service.workspace.iter_documents()
-        # an untitled open document is searched too
-        result = search_files(
-            files,
-            query,
-            live_text=live,
-            relative=service.workspace.relative,
-            cursor=args.cursor,
-            limit=args.limit,
-        )
+        query.compile()  # a bad pattern is refused before any work
+        files = await anyio.to_thread.run_sync(service.workspace.iter_documents)
+        # open documents are searched in their live text, taken here on the loop (the worker thread must not
+        # touch the service)
+        live_docs = {doc.path: (doc.doc_id, doc.text) for doc in list(service.docs.values()) if doc.path}
+        cancel = threading.Event()
+        try:
+            # off the event loop: a slow pattern never holds other requests (search.py runs it time-bounded)
+            result = await anyio.to_thread.run_sync(
+                lambda: search_files(
+                    files,
+                    query,
+                    live_text=live_docs.get,
+                    relative=service.workspace.relative,
+                    cursor=args.cursor,
+                    limit=args.limit,
+                    cancel=cancel,
+                ),
+                abandon_on_cancel=True,
+            )
+        finally:
+            cancel.set()  # the caller went away (or we are done): a thread still matching stops
         result["scope"] = service.workspace.scope.value
         return result
 
@@ -815,6 +905,7 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
             "program changed the file.",
             DocArgs,
             save,
+            destructive=True,  # it replaces the file on disk with the buffer
             idempotent=True,
             vex="save_current_document",
         ),
@@ -824,6 +915,7 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
             "Save to a new path in scope; an existing file needs overwrite true and the person's approval.",
             SaveAsArgs,
             save_as,
+            destructive=True,  # with overwrite true it replaces an existing file
             vex="save_current_document_as",
             target_of=lambda a: a.path,
         ),

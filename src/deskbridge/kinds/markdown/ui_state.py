@@ -84,6 +84,10 @@ LAYOUT_FIELDS: Final = {
 }
 """`ui_set_layout` argument name → the `ui_get_state` field it changes (the seed uses both spellings)."""
 
+PERSON_ONLY_SWITCH: Final = "allowRemoteImages"
+"""Whether the preview loads remote images without a click (default off: a tracking pixel tells the document's
+author that and when it was read). Set in the editor's View menu only: no md_ui_* tool changes it."""
+
 UI_TOPIC: Final = "ui"
 
 
@@ -121,6 +125,7 @@ def default_state() -> dict[str, Any]:
         "isSourceMode": True,
         "showLineNumbers": True,
         "isStatusBarVisible": True,
+        "allowRemoteImages": False,
     }
 
 
@@ -258,6 +263,14 @@ class UiState:
         self._publish({"kind": "command", "command": chosen, "source": source})
         return chosen
 
+    def require_editor(self, what: str) -> None:
+        """UI_NOT_READY when no editor tab listens."""
+        self._require_editor(what)
+
+    def publish_ui(self, data: dict[str, Any]) -> None:
+        """Publish on the `ui` topic (editor commands that wait for the editor's answer)."""
+        self._publish(data)
+
     def _require_editor(self, what: str) -> None:
         if self._editor_open is not None and not self._editor_open():
             raise BridgeError(
@@ -279,7 +292,7 @@ class UiState:
             "cultureName": (LANGUAGES, "language"),
             "selectedSidebarTab": (SIDEBAR_TABS, "sidebar tab"),
         }
-        switches = set(LAYOUT_FIELDS.values())
+        switches = set(LAYOUT_FIELDS.values()) | {PERSON_ONLY_SWITCH}
         clean: dict[str, Any] = {}
         for key, value in changes.items():
             if key in choices:

@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import Field
 
 from deskbridge.core.tools import CallContext, NoArgs, ToolArgs, ToolSpec
+from deskbridge.kinds.markdown.editor_commands import UI_ONLY_COMMANDS, run_agent_command
 from deskbridge.kinds.markdown.ui_state import (
     EDITOR_COMMANDS,
     LANGUAGES,
@@ -20,6 +21,7 @@ from deskbridge.kinds.markdown.ui_state import (
     THEMES,
     TYPOGRAPHIES,
     UiState,
+    pick,
 )
 
 
@@ -73,8 +75,7 @@ def _aliases(short: str) -> tuple[str, ...]:
 
 
 def markdown_ui_tools(service: Any, ui_state: UiState) -> list[ToolSpec]:
-    """The `md_ui_*` tool list the lead registers in MCP. `service` is unused today but keeps the signature stable."""
-    del service
+    """The `md_ui_*` tool list the lead registers in MCP; `service` runs editor commands that change text."""
 
     def source(ctx: CallContext) -> str:
         return ctx.caller
@@ -104,13 +105,15 @@ def markdown_ui_tools(service: Any, ui_state: UiState) -> list[ToolSpec]:
         ui_state.refresh_preview(source=source(ctx))
         return {"refreshed": True}
 
-    def apply_editor_command(ctx: CallContext, args: EditorCommandArgs) -> dict[str, Any]:
-        command = ui_state.apply_editor_command(args.command, source=source(ctx))
-        return {
-            "command": command,
-            "sent": True,
-            "note": "The open editor applies it at the person's cursor; read the document to see the result.",
-        }
+    def apply_editor_command(ctx: CallContext, args: EditorCommandArgs) -> Any:
+        command = pick(args.command, EDITOR_COMMANDS, "command")
+        if command in UI_ONLY_COMMANDS or service is None:
+            command = ui_state.apply_editor_command(command, source=source(ctx))
+            return {"command": command, "sent": True, "note": "The open editor runs it; it changes no text."}
+        ui_state.require_editor(f"run {command}")
+        # a command that changes text is an AI edit: prepared by the editor, approved with its diff (the
+        # platform awaits the returned coroutine on its loop)
+        return run_agent_command(service, ui_state.publish_ui, ctx, command)
 
     return [
         ToolSpec(
@@ -190,10 +193,12 @@ def markdown_ui_tools(service: Any, ui_state: UiState) -> list[ToolSpec]:
         ToolSpec(
             "md_ui_apply_editor_command",
             "Apply editor command",
-            "Run a formatting or editing command in the open editor at the person's cursor or selection "
-            f"(it becomes the person's own undoable edit). command: {', '.join(EDITOR_COMMANDS)}.",
+            "Run a formatting or editing command (the `command` values) in the open editor at the person's "
+            "cursor or selection. One that changes text is an AI edit, approved with its diff; undo/redo touch "
+            "only AI changes, never the person's typing.",
             EditorCommandArgs,
             apply_editor_command,
+            destructive=True,  # it changes the document's text (cut, delete line, replace selection …)
             aliases=_aliases("ui_apply_editor_command"),
         ),
     ]

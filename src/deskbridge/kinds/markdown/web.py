@@ -9,6 +9,7 @@ Host/Origin checks and the per-launch UI secret are enforced by the platform mid
 
 from __future__ import annotations
 
+import stat
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Final
@@ -23,7 +24,8 @@ from deskbridge.core.errors import BridgeError, ErrorCode, internal
 from deskbridge.core.paths import resolve_path
 from deskbridge.kinds.http import error_response, json_body
 from deskbridge.kinds.markdown.approvals import NEEDS_APPROVAL_BY_DEFAULT
-from deskbridge.kinds.markdown.export import FORMATS, RICH_TARGETS, export_bytes, rich_html
+from deskbridge.kinds.markdown.editor_commands import requests_of
+from deskbridge.kinds.markdown.export import FORMATS, RICH_TARGETS, export_bytes, export_gate, rich_html
 from deskbridge.kinds.markdown.render import PREVIEW, render_html
 from deskbridge.kinds.markdown.ui_state import UiState
 
@@ -63,6 +65,10 @@ ASSET_TYPES: Final = {
 
 ASSET_MAX_BYTES: Final = 32 * 1024 * 1024
 """Bytes of one image the preview loads at most."""
+
+REQUEST_HEADER: Final = "x-deskbridge-request"
+"""Header the editor sends with requests that start costly work (`export`); a page cannot send it cross-origin
+without a CORS preflight (which fails) and a document's markup cannot send it at all."""
 
 EXPORT_FORMATS: Final = {
     "html": ("HTML", "text/html; charset=utf-8"),
@@ -246,7 +252,10 @@ def markdown_routes(service: Any, ui_state: UiState | None = None) -> list[Route
         root = service.workspace.root
         roots = [folder, root] if folder.is_relative_to(root) else [folder]
         path = resolve_path(raw, roots, must_exist=True)
-        size = path.stat().st_size
+        st = path.stat()
+        if not stat.S_ISREG(st.st_mode):  # a FIFO or device named like a picture is never opened
+            raise BridgeError(ErrorCode.ACCESS_DENIED, f"'{Path(raw).name}' is not a regular file")
+        size = st.st_size
         if size > ASSET_MAX_BYTES:
             raise BridgeError(
                 ErrorCode.LIMIT_EXCEEDED,
@@ -285,17 +294,30 @@ def markdown_routes(service: Any, ui_state: UiState | None = None) -> list[Route
         return service.reload_from_disk(doc_id) if action == "reload" else service.keep_local(doc_id)
 
     async def export(request: Request) -> Any:
-        """The person's own export: the browser downloads the file (an AI's export goes through approval)."""
+        """The person's own export: the browser downloads the file (an AI's export goes through approval).
+
+        POST with the editor's request header only: a document's `<img src=…/export>` or a form on another
+        page cannot produce either, so a document cannot start browsers by being looked at. One export runs
+        at a time per workspace (export.ExportGate)."""
+        if request.headers.get(REQUEST_HEADER) != "export":
+            raise BridgeError(
+                ErrorCode.ACCESS_DENIED,
+                f"an export must be asked for by the editor (POST with the {REQUEST_HEADER} header)",
+            )
+        body = await json_body(request)
         doc = service.get(request.path_params["doc_id"])
-        fmt = _choice(request.query_params.get("format"), tuple(EXPORT_FORMATS), "format")
+        fmt = _choice(_str_arg(body, "format", max_len=10), tuple(EXPORT_FORMATS), "format")
         name, media_type = EXPORT_FORMATS[fmt]
         stem = Path(doc.name).stem or "document"
-        data = await export_bytes(
-            name,
-            doc.text,
-            title=stem,
-            base_dir=doc.path.parent if doc.path else None,
-            typography=state.snapshot()["typography"],
+        text = doc.text
+        data = await export_gate(service).run(
+            lambda: export_bytes(
+                name,
+                text,
+                title=stem,
+                base_dir=doc.path.parent if doc.path else None,
+                typography=state.snapshot()["typography"],
+            )
         )
         filename = f"{stem}{FORMATS[name]}"
         # RFC 6266 / 5987: an ASCII fallback plus the UTF-8 name, so 中文.md exports keep their name.
@@ -341,6 +363,12 @@ def markdown_routes(service: Any, ui_state: UiState | None = None) -> list[Route
         service.report_drafts(doc_id, client, _int_arg(body.get("pending", 0), "pending"))
         return {"ok": True}
 
+    async def command_result(request: Request) -> Any:
+        """The editor's prepared change for an AI's editor command (editor_commands.py); the AI edit follows."""
+        body = await json_body(request)
+        taken = requests_of(service).answer(request.path_params["request_id"], body)
+        return {"ok": True, "taken": taken}
+
     def r(path: str, handler: Callable[[Request], Awaitable[Any]], method: str = "GET") -> Route:
         return Route(path, _guarded(handler), methods=[method])
 
@@ -356,11 +384,12 @@ def markdown_routes(service: Any, ui_state: UiState | None = None) -> list[Route
         r("/docs/{doc_id}/selection", selection, "POST"),
         r("/docs/{doc_id}/save", save, "POST"),
         r("/docs/{doc_id}/external", external, "POST"),
-        r("/docs/{doc_id}/export", export),
+        r("/docs/{doc_id}/export", export, "POST"),
         r("/docs/{doc_id}/rich", rich),
         r("/approval-rules", approval_rules),
         r("/ui", ui_get),
         r("/ui", ui_post, "POST"),
         r("/drafts", draft_report, "POST"),
+        r("/commands/{request_id}", command_result, "POST"),
         r("/drafts/ack", draft_report, "POST"),
     ]

@@ -12,9 +12,42 @@ from typing import Annotated, Any
 import typer
 
 from deskbridge.core.errors import BridgeError, ErrorCode
+from deskbridge.kinds.pvf.history import log_command
 
-app = typer.Typer(help="Work with DNF Script.pvf archives.", no_args_is_help=True)
+HELP = """DNF Script.pvf archives: info, ls, cat, get, set, add, rm, extract, pack, verify, synth, log.
 
+Change one file in place (the archive is verified before it is replaced; ARCHIVE.bak keeps the old one):
+
+```
+deskbridge pvf get Script.pvf equipment/weapon/sword.equ -o sword.equ
+# edit sword.equ, then:
+deskbridge pvf set Script.pvf equipment/weapon/sword.equ sword.equ
+deskbridge pvf add Script.pvf equipment/weapon/newsword.equ newsword.equ
+deskbridge pvf rm Script.pvf equipment/weapon/oldsword.equ
+```
+
+Many files: extract to a folder, edit there, pack a new archive and check it:
+
+```
+deskbridge pvf extract Script.pvf -o tree/
+deskbridge pvf pack tree/ -o Script.new.pvf --like Script.pvf
+deskbridge pvf verify Script.new.pvf
+```
+
+Classic packs hold text in a Windows code page: -e tw (950), cn (936), kr (949), jp (932), gb18030 or
+utf8; without -e it is detected from stringtable.bin.
+"""
+
+app = typer.Typer(help=HELP, no_args_is_help=True)
+app.command("log")(log_command)  # version history (kinds/pvf/history.py)
+
+EDIT_FILE_MAX_BYTES = 256 * 1024 * 1024
+"""Largest file `set`/`add` read (a script payload cannot exceed a chunk's 256 MiB)."""
+
+ArchiveArg = Annotated[Path, typer.Argument(help="The .pvf archive.")]
+PathArg = Annotated[
+    str, typer.Argument(help="Path inside the archive, e.g. equipment/weapon/sword.equ (any case).")
+]
 EncodingOpt = Annotated[
     str | None,
     typer.Option("--encoding", "-e", help="Pack encoding: tw, cn, kr, jp, utf8 (classic; default: detect)."),
@@ -167,8 +200,8 @@ def archive_info(ar: Any) -> dict[str, Any]:
 
 @app.command()
 def info(
-    archive: Path,
-    json_out: Annotated[bool, typer.Option("--json")] = False,
+    archive: ArchiveArg,
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
     encoding: EncodingOpt = None,
     keys: KeysOpt = None,
     sk_dat: SkDatOpt = None,
@@ -198,9 +231,9 @@ def info(
 
 @app.command("ls")
 def ls_cmd(
-    archive: Path,
+    archive: ArchiveArg,
     prefix: Annotated[str, typer.Argument(help="Only paths starting with this.")] = "",
-    json_out: Annotated[bool, typer.Option("--json")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
     encoding: EncodingOpt = None,
     keys: KeysOpt = None,
     sk_dat: SkDatOpt = None,
@@ -223,8 +256,8 @@ def ls_cmd(
 
 @app.command()
 def cat(
-    archive: Path,
-    path: str,
+    archive: ArchiveArg,
+    path: PathArg,
     raw: Annotated[bool, typer.Option("--raw", help="Write the payload bytes.")] = False,
     encoding: EncodingOpt = None,
     keys: KeysOpt = None,
@@ -245,7 +278,7 @@ def cat(
 
 @app.command()
 def extract(
-    archive: Path,
+    archive: ArchiveArg,
     out: Annotated[Path, typer.Option("-o", "--out", help="Target directory (created).")],
     raw: Annotated[bool, typer.Option("--raw", help="Write decoded payload bytes, not text.")] = False,
     encoding: EncodingOpt = None,
@@ -254,23 +287,48 @@ def extract(
     rsa_modulus: RsaModulusOpt = None,
     rsa_private_exponent: RsaExponentOpt = None,
     metadata_key: MetadataKeyOpt = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Write into a non-empty folder (files there are overwritten).")
+    ] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
-    """Write every file under OUT as editable text (scripts, .str, .lst …) or raw bytes, plus a manifest."""
+    """Write every file under OUT as editable text (scripts, .str, .lst …) or raw bytes, plus a manifest.
+
+    OUT must be new or empty (a second archive extracted over a first would pack as a mix of both) unless
+    --force. Files that have a text form but were written raw are named with the reason; when scripts
+    are among them the exit status is 1 (the tree still packs back to the same bytes).
+    """
     from deskbridge.kinds.pvf.tree import extract_tree
 
     with _errors(), _progress("extract", quiet) as progress:
         material = key_material(keys, sk_dat, rsa_modulus, rsa_private_exponent, metadata_key)
         ar = _open(archive, encoding, material)
-        summary = extract_tree(ar, out, raw=raw, progress=progress)
+        summary = extract_tree(ar, out, raw=raw, force=force, progress=progress)
+    for w in summary["warnings"]:
+        typer.echo(f"warning: {w['code']}: {w['message']}", err=True)
+    fallbacks = summary["fallbacks"]
+    for f in fallbacks[:20]:
+        typer.echo(f"raw: {f['path']}: {f['reason']}", err=True)
+    if len(fallbacks) > 20:
+        typer.echo(f"raw: … and {len(fallbacks) - 20} more", err=True)
     typer.echo(
         f"extracted {summary['files']} files to {out} ({summary['text']} as text, {summary['raw']} raw)"
     )
+    if summary["script_fallbacks"]:
+        typer.echo(
+            f"error: {summary['script_fallbacks']} scripts could not be converted to text and were written "
+            "raw (listed above)",
+            err=True,
+        )
+        typer.echo(
+            "help: check the pack encoding (-e) or run `deskbridge pvf verify` on the archive", err=True
+        )
+        raise typer.Exit(1)
 
 
 @app.command()
 def pack(
-    directory: Path,
+    directory: Annotated[Path, typer.Argument(help="A folder written by `pvf extract` (and edited).")],
     out: Annotated[Path, typer.Option("-o", "--out", help="Archive to write.")],
     like: Annotated[
         Path | None,
@@ -282,31 +340,45 @@ def pack(
     rsa_modulus: RsaModulusOpt = None,
     rsa_private_exponent: RsaExponentOpt = None,
     metadata_key: MetadataKeyOpt = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Replace OUT if it exists.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
-    """Build an archive from an extracted tree (compiling text back to payloads)."""
+    """Build an archive from an extracted tree (compiling text back to payloads).
+
+    OUT must not exist unless --force. Names that differ only in case are refused; scripts with string
+    links need n_string.lst. Example: `deskbridge pvf pack tree/ -o Script.new.pvf --like Script.pvf`.
+    """
     from deskbridge.kinds.pvf.tree import pack_tree
 
     with _errors(), _progress("pack", quiet) as progress:
         material = key_material(keys, sk_dat, rsa_modulus, rsa_private_exponent, metadata_key)
-        summary = pack_tree(directory, out, like=like, encoding=encoding, keys=material, progress=progress)
+        summary = pack_tree(
+            directory, out, like=like, encoding=encoding, keys=material, force=force, progress=progress
+        )
+    for w in summary.get("warnings", []):
+        typer.echo(f"warning: {w}", err=True)
     typer.echo(f"packed {summary['files']} files into {out} ({summary['family']}, {summary['encoding']})")
 
 
 @app.command()
 def verify(
-    archive: Path,
+    archive: ArchiveArg,
     encoding: EncodingOpt = None,
     keys: KeysOpt = None,
     sk_dat: SkDatOpt = None,
     rsa_modulus: RsaModulusOpt = None,
     rsa_private_exponent: RsaExponentOpt = None,
     metadata_key: MetadataKeyOpt = None,
-    json_out: Annotated[bool, typer.Option("--json")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
-    """Read every file, check checksums, and round-trip every script text → bytes; exit 1 on problems."""
-    from deskbridge.kinds.pvf.tree import verify_archive
+    """Read every file, check checksums, and round-trip every script text → bytes.
+
+    Exit status 1 on any problem: an unreadable file, a checksum failure, a structural warning (e.g. the
+    tree checksum), a script whose text conversion fails, or a round trip that changes bytes; a summary
+    line counts each kind.
+    """
+    from deskbridge.kinds.pvf.tree import VERIFY_PROBLEMS, verify_archive
 
     with _errors(), _progress("verify", quiet) as progress:
         material = key_material(keys, sk_dat, rsa_modulus, rsa_private_exponent, metadata_key)
@@ -319,27 +391,41 @@ def verify(
             f"files {report['files']}, scripts {report['scripts']}, text {report['text']}, "
             f"binary {report['binary']}"
         )
-        for kind in ("unreadable", "checksum", "roundtrip"):
+        for kind in ("unreadable", "checksum", "duplicates", "conversion", "roundtrip", "textFallback"):
             for p in report[kind][:20]:
                 typer.echo(f"{kind}: {p}")
+            if len(report[kind]) > 20:
+                typer.echo(f"{kind}: … and {len(report[kind]) - 20} more")
         for w in report["warnings"]:
             typer.echo(f"warning: {w['code']}: {w['message']}")
-    if report["unreadable"] or report["roundtrip"]:
+        for line in report["links"][:20]:
+            typer.echo(f"warning: link: {line}")
+        if len(report["links"]) > 20:
+            typer.echo(f"warning: link: … and {len(report['links']) - 20} more")
+        counts = ", ".join(f"{len(report[k])} {k}" for k in VERIFY_PROBLEMS if report[k])
+        typer.echo(f"verify: {report['problems']} problems ({counts})" if counts else "verify: no problems")
+    if report["problems"]:
         raise typer.Exit(1)
 
 
 @app.command()
 def synth(
-    out: Annotated[Path, typer.Option("-o", "--out")],
+    out: Annotated[Path, typer.Option("-o", "--out", help="Archive to write.")],
     family: Annotated[str, typer.Option("--family", help="classic or nkpi")] = "classic",
     variant: Annotated[
         str | None, typer.Option("--variant", help="nkpi: legacy, guard, protected, paged")
     ] = None,
     files: Annotated[int | None, typer.Option("--files", help="Number of files.")] = None,
-    seed: Annotated[int, typer.Option("--seed")] = 1,
-    preset: Annotated[str | None, typer.Option("--preset", help="small, classic-200k or nkpi-1m")] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Same seed, same bytes.")] = 1,
+    preset: Annotated[
+        str | None,
+        typer.Option("--preset", help="small, classic-200k, nkpi-1m or nkpi-4m (110US-scale, 4.3 M files)"),
+    ] = None,
     encoding: EncodingOpt = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    annotated: Annotated[
+        bool, typer.Option("--annotated", help="Add files with every section the annotation rules cover.")
+    ] = False,
 ) -> None:
     """Write a deterministic synthetic archive (DNF-like folders, registries, string tables, CJK)."""
     from deskbridge.kinds.pvf.strings.encodings import resolve_encoding
@@ -361,8 +447,235 @@ def synth(
                 variant=variant,
                 encoding=resolve_encoding(encoding) if encoding else None,
                 progress=progress,
+                annotated=annotated,
             )
     typer.echo(f"wrote {out} ({family}, {n} files, seed {seed})")
     key_file = Path(f"{out}.keys.json")
     if variant == "paged" and key_file.exists():
         typer.echo(f"wrote synthetic test page keys to {key_file} (open with --keys {key_file})")
+
+
+BackupOpt = Annotated[
+    bool,
+    typer.Option("--backup/--no-backup", help="Keep the archive as it was in ARCHIVE.bak (default: on)."),
+]
+OutOpt = Annotated[
+    Path | None,
+    typer.Option("-o", "--out", help="Write the changed archive here instead of changing ARCHIVE in place."),
+]
+ForceOpt = Annotated[bool, typer.Option("--force", help="With -o: replace OUT if it exists.")]
+RawOpt = Annotated[
+    bool, typer.Option("--raw", help="The file holds payload bytes, not editable text (no compiling).")
+]
+
+
+def _read_input(source: str) -> bytes:
+    """The new content: a file (regular files only, bounded) or standard input for `-`."""
+    if source == "-":
+        data = sys.stdin.buffer.read(EDIT_FILE_MAX_BYTES + 1)
+        if len(data) > EDIT_FILE_MAX_BYTES:
+            raise BridgeError(
+                ErrorCode.LIMIT_EXCEEDED, f"standard input is over the {EDIT_FILE_MAX_BYTES:,}-byte limit"
+            )
+        return data
+    from deskbridge.core.files import read_regular_file
+
+    return read_regular_file(Path(source), max_bytes=EDIT_FILE_MAX_BYTES, shown_as=source)
+
+
+def _stage_input(ar: Any, path: str, data: bytes, raw: bool) -> None:
+    if raw:
+        ar.stage(path, data)
+        return
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise BridgeError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"the new content of '{path}' is not UTF-8 text (byte {exc.start})",
+            "Save it as UTF-8 (what `pvf get` writes), or pass --raw to store the bytes as they are.",
+            data={"path": path, "position": exc.start},
+        ) from None
+    ar.stage_text(path, text)
+
+
+def _edit(
+    archive: ArchiveArg,
+    change: Callable[[Any], None],
+    *,
+    out: Path | None,
+    force: bool,
+    backup: bool,
+    encoding: str | None,
+    material: Any,
+) -> None:
+    """Open, apply `change` (stages), then save in place through the guarded writer or into `out`.
+
+    In place: the archive's identity (content hash included) is taken when it is opened and checked
+    again right before the rename, so a change another program made meanwhile is `SOURCE_CHANGED` and
+    nothing is written; the written temp file is verified first; `--backup` keeps ARCHIVE.bak.
+    """
+    from deskbridge.core.files import file_identity
+    from deskbridge.kinds.pvf.tree import refuse_existing
+
+    identity = file_identity(archive) if out is None else None
+    ar = _open(archive, encoding, material)
+    try:
+        change(ar)
+        if out is not None:
+            if not force:
+                refuse_existing(out)
+            report = ar.save_copy(out)
+        else:
+            report = ar.save(backup=backup, expected_identity=identity)
+    finally:
+        ar.close()
+    done = ", ".join(report.changed) or "nothing"
+    extra = f"; backup {report.backup}" if report.backup else ""
+    typer.echo(f"wrote {report.target} ({done}; {report.verified} verified{extra})")
+
+
+@app.command()
+def get(
+    archive: ArchiveArg,
+    path: PathArg,
+    out: Annotated[
+        Path | None, typer.Option("-o", "--out", help="Write to this file (default: stdout).")
+    ] = None,
+    raw: Annotated[bool, typer.Option("--raw", help="The payload bytes, not editable text.")] = False,
+    encoding: EncodingOpt = None,
+    keys: KeysOpt = None,
+    sk_dat: SkDatOpt = None,
+    rsa_modulus: RsaModulusOpt = None,
+    rsa_private_exponent: RsaExponentOpt = None,
+    metadata_key: MetadataKeyOpt = None,
+) -> None:
+    """Get one file: editable UTF-8 text (scripts decompiled), or its payload bytes with --raw.
+
+    Example: `deskbridge pvf get Script.pvf equipment/weapon/sword.equ -o sword.equ`, edit, then `pvf set`.
+    """
+    with _errors():
+        material = key_material(keys, sk_dat, rsa_modulus, rsa_private_exponent, metadata_key)
+        ar = _open(archive, encoding, material)
+        data = ar.read(path) if raw else ar.read_text(path).encode("utf-8")
+        if out is None:
+            sys.stdout.buffer.write(data)
+            sys.stdout.buffer.flush()
+            return
+        from deskbridge.core.files import atomic_write
+
+        atomic_write(out, data)
+    typer.echo(f"wrote {out} ({len(data)} bytes)", err=True)
+
+
+@app.command("set")
+def set_cmd(
+    archive: ArchiveArg,
+    path: PathArg,
+    source: Annotated[str, typer.Argument(metavar="FILE|-", help="The new content (- reads stdin).")],
+    raw: RawOpt = False,
+    out: OutOpt = None,
+    force: ForceOpt = False,
+    backup: BackupOpt = True,
+    encoding: EncodingOpt = None,
+    keys: KeysOpt = None,
+    sk_dat: SkDatOpt = None,
+    rsa_modulus: RsaModulusOpt = None,
+    rsa_private_exponent: RsaExponentOpt = None,
+    metadata_key: MetadataKeyOpt = None,
+) -> None:
+    """Replace one existing file with FILE (editable text as `pvf get` writes it, or bytes with --raw).
+
+    The archive is changed in place (verified first, old one kept as ARCHIVE.bak) or written to -o.
+    Example: `deskbridge pvf set Script.pvf equipment/weapon/sword.equ sword.equ`.
+    """
+    with _errors():
+        material = key_material(keys, sk_dat, rsa_modulus, rsa_private_exponent, metadata_key)
+        data = _read_input(source)
+
+        def change(ar: Any) -> None:
+            if not ar.exists(path):
+                raise BridgeError(
+                    ErrorCode.NOT_FOUND,
+                    f"no file '{path}' in {archive}",
+                    "Use `deskbridge pvf add` to add a new file (or `pvf ls` to find the path).",
+                    data={"path": path},
+                )
+            _stage_input(ar, path, data, raw)
+
+        _edit(archive, change, out=out, force=force, backup=backup, encoding=encoding, material=material)
+
+
+@app.command()
+def add(
+    archive: ArchiveArg,
+    path: PathArg,
+    source: Annotated[str, typer.Argument(metavar="FILE|-", help="The content (- reads stdin).")],
+    raw: RawOpt = False,
+    out: OutOpt = None,
+    force: ForceOpt = False,
+    backup: BackupOpt = True,
+    encoding: EncodingOpt = None,
+    keys: KeysOpt = None,
+    sk_dat: SkDatOpt = None,
+    rsa_modulus: RsaModulusOpt = None,
+    rsa_private_exponent: RsaExponentOpt = None,
+    metadata_key: MetadataKeyOpt = None,
+) -> None:
+    """Add a new file at PATH (stored lower case; refused if a file with that path, in any case, exists).
+
+    Example: `deskbridge pvf add Script.pvf equipment/weapon/newsword.equ newsword.equ`. Register it in
+    its .lst (get, edit, set the list) for the game to find it.
+    """
+    with _errors():
+        material = key_material(keys, sk_dat, rsa_modulus, rsa_private_exponent, metadata_key)
+        data = _read_input(source)
+
+        def change(ar: Any) -> None:
+            if ar.exists(path):
+                raise BridgeError(
+                    ErrorCode.TARGET_EXISTS,
+                    f"'{path}' is already in {archive} (as '{ar.file_info(path).path}')",
+                    "Use `deskbridge pvf set` to replace it.",
+                    data={"path": path},
+                )
+            _stage_input(ar, path, data, raw)
+
+        _edit(archive, change, out=out, force=force, backup=backup, encoding=encoding, material=material)
+
+
+@app.command()
+def rm(
+    archive: ArchiveArg,
+    paths: Annotated[list[str], typer.Argument(help="Archive paths to delete.")],
+    out: OutOpt = None,
+    force: ForceOpt = False,
+    backup: BackupOpt = True,
+    encoding: EncodingOpt = None,
+    keys: KeysOpt = None,
+    sk_dat: SkDatOpt = None,
+    rsa_modulus: RsaModulusOpt = None,
+    rsa_private_exponent: RsaExponentOpt = None,
+    metadata_key: MetadataKeyOpt = None,
+) -> None:
+    """Delete files from the archive (all or none: a path that is not there stops before anything changes).
+
+    Example: `deskbridge pvf rm Script.pvf equipment/weapon/oldsword.equ`.
+    """
+    with _errors():
+        material = key_material(keys, sk_dat, rsa_modulus, rsa_private_exponent, metadata_key)
+
+        def change(ar: Any) -> None:
+            missing = [p for p in paths if not ar.exists(p)]
+            if missing:
+                raise BridgeError(
+                    ErrorCode.NOT_FOUND,
+                    f"no file '{missing[0]}' in {archive}"
+                    + (f" (and {len(missing) - 1} more)" if missing[1:] else ""),
+                    "Check the paths with `deskbridge pvf ls`; nothing was deleted.",
+                    data={"paths": missing},
+                )
+            for p in paths:
+                ar.stage(p, None)
+
+        _edit(archive, change, out=out, force=force, backup=backup, encoding=encoding, material=material)

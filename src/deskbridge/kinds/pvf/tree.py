@@ -14,13 +14,16 @@ from pathlib import Path
 from typing import Any
 
 from deskbridge.core.errors import BridgeError, ErrorCode
-from deskbridge.core.files import atomic_write
+from deskbridge.core.files import publish_directory
 from deskbridge.kinds.pvf.archive import open_archive
 from deskbridge.kinds.pvf.archive.base import TEXT_SUFFIXES, Progress, norm_path
-from deskbridge.kinds.pvf.strings.encodings import DEFAULT_ENCODING, resolve_encoding
+from deskbridge.kinds.pvf.paths import case_duplicates, refuse_case_duplicates
+from deskbridge.kinds.pvf.strings.encodings import DEFAULT_ENCODING, cannot_encode, resolve_encoding
 
 MANIFEST = ".deskbridge-pvf.json"
 MODE_SCRIPT, MODE_TEXT, MODE_RAW, MODE_TABLE = "script", "text", "raw", "stringtable"
+VERIFY_PROBLEMS = ("unreadable", "checksum", "structural", "duplicates", "conversion", "roundtrip")
+"""The `verify_archive` lists that make `pvf verify` exit non-zero (each entry is one problem)."""
 
 
 def _safe_target(root: Path, path: str) -> Path:
@@ -44,15 +47,86 @@ def _mode_of(ar: Any, path: str, data: bytes) -> str:
     return MODE_TEXT
 
 
+def refuse_existing(out: Path) -> None:
+    """`TARGET_EXISTS` when an output archive is already there (pack, `set/add/rm -o`): never replaced
+    without `--force`."""
+    if Path(out).exists():
+        raise BridgeError(
+            ErrorCode.TARGET_EXISTS,
+            f"'{out}' already exists",
+            "Pass --force to replace it (the new archive is verified before it replaces the old one), or "
+            "choose another -o.",
+            data={"path": str(out)},
+        )
+
+
+def script_typed(ar: Any, path: str, data: bytes) -> bool:
+    """True when the file is a script by its content (classic `B0 D0`) or its DataType (nkpi 1 and 3):
+    a failed text conversion of such a file is a problem to report, not an ordinary binary file."""
+    if ar.family == "classic":
+        return data[:2] == b"\xb0\xd0"
+    data_type = getattr(ar, "data_type", None)
+    return callable(data_type) and data_type(path) in (1, 3)
+
+
+def _text_typed(path: str) -> bool:
+    return os.path.splitext(path)[1].lower() in TEXT_SUFFIXES
+
+
+def _ensure_empty_target(out: Path, force: bool) -> bool:
+    """True when `out` must be created (absent or empty); TARGET_EXISTS for a non-empty folder unless `force`."""
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise BridgeError(
+            ErrorCode.TARGET_EXISTS,
+            f"'{out}' exists and is not a folder",
+            "Give the path of a new or empty folder with -o.",
+            data={"path": str(out)},
+        )
+    if not out.exists():
+        return True
+    if any(out.iterdir()):
+        if not force:
+            raise BridgeError(
+                ErrorCode.TARGET_EXISTS,
+                f"'{out}' is not empty; extracting into it would mix two trees (and pack would then build "
+                "an archive of both)",
+                "Choose a new or empty folder, or pass --force to write over the files that are there.",
+                data={"path": str(out)},
+            )
+        return False
+    out.rmdir()  # empty: re-created whole by publish_directory
+    return True
+
+
 def extract_tree(
-    ar: Any, out: Path, *, raw: bool = False, progress: Progress | None = None
+    ar: Any, out: Path, *, raw: bool = False, force: bool = False, progress: Progress | None = None
 ) -> dict[str, Any]:
-    """Write every file of `ar` under `out` (text where lossless, else raw) and the manifest."""
+    """Write every file of `ar` under `out` (text where lossless, else raw) and the manifest.
+
+    A new (or empty) `out` is built next to it and published whole (`core.files.publish_directory`), so an
+    interrupted extract leaves no half tree; a non-empty `out` is refused unless `force` (then files are
+    written over in place). `fallbacks` lists every file that has a text form (a script, or a text file
+    by name) but was written raw, with the reason; `script_fallbacks` counts the scripts among them.
+    """
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    fresh = _ensure_empty_target(out, force)
+    result: dict[str, Any] = {}
+
+    def fill(root: Path) -> None:
+        result.update(_extract_into(ar, root, raw=raw, progress=progress))
+
+    if fresh:
+        publish_directory(out, fill)
+    else:
+        fill(out)
+    return result
+
+
+def _extract_into(ar: Any, out: Path, *, raw: bool, progress: Progress | None) -> dict[str, Any]:
     modes: dict[str, str] = {}
     paths = ar.paths()
     counts = {"text": 0, "raw": 0}
+    fallbacks: list[dict[str, Any]] = []
     for i, path in enumerate(paths):
         data = ar.read(path)
         target = _safe_target(out, path)
@@ -64,8 +138,13 @@ def extract_tree(
                 text = ar.read_text(path)
                 mode = _mode_of(ar, path, data)
                 content = text.encode("utf-8")
-            except BridgeError:
+            except BridgeError as exc:
                 mode = MODE_RAW
+                is_script = script_typed(ar, path, data)
+                if is_script or _text_typed(path):
+                    fallbacks.append(
+                        {"path": path, "reason": f"{exc.code}: {exc.message}", "script": is_script}
+                    )
         modes[path] = mode
         counts["raw" if mode == MODE_RAW else "text"] += 1
         target.write_bytes(content)
@@ -83,7 +162,13 @@ def extract_tree(
     (out / MANIFEST).write_text(json.dumps(manifest, ensure_ascii=False, indent=1), encoding="utf-8")
     if progress is not None:
         progress(len(paths), len(paths))
-    return {"files": len(paths), **counts}
+    return {
+        "files": len(paths),
+        **counts,
+        "fallbacks": fallbacks,
+        "script_fallbacks": sum(1 for f in fallbacks if f["script"]),
+        "warnings": [w.to_dict() for w in ar.warnings],
+    }
 
 
 def _walk(root: Path) -> list[str]:
@@ -113,12 +198,16 @@ def pack_tree(
     like: Path | None = None,
     encoding: str | None = None,
     keys: Any = None,
+    force: bool = False,
     progress: Progress | None = None,
 ) -> dict[str, Any]:
-    """Build an archive at `out` from an extracted tree (see the module docstring)."""
+    """Build an archive at `out` from an extracted tree (see the module docstring). An existing `out` is
+    `TARGET_EXISTS` unless `force` (then it is replaced atomically once the new archive is verified)."""
     root = Path(directory)
     if not root.is_dir():
         raise BridgeError(ErrorCode.NOT_FOUND, f"no directory '{root}'")
+    if not force:
+        refuse_existing(out)
     manifest: dict[str, Any] = {}
     if (root / MANIFEST).is_file():
         try:
@@ -139,13 +228,18 @@ def pack_tree(
         if encoding
         else (like_ar.encoding if like_ar is not None else manifest.get("encoding") or DEFAULT_ENCODING)
     )
+    enc = resolve_encoding(enc)  # a manifest written before names "cp950"
     return _pack_classic(root, out, enc, like_ar, manifest, progress)
 
 
 def _read_modes(root: Path, manifest: dict[str, Any]) -> list[tuple[str, str, bytes]]:
     modes = {norm_path(k): v for k, v in (manifest.get("files") or {}).items()}
     out = []
-    for rel in _walk(root):
+    rels = _walk(root)
+    # `whitebear.cre` beside `WhiteBear.cre` (a case-sensitive file system) would pack into one ambiguous
+    # archive: refuse before reading anything
+    refuse_case_duplicates(rels, where=f"the tree '{root}'")
+    for rel in rels:
         data = (root / rel).read_bytes()
         out.append((rel, modes.get(norm_path(rel)) or _guess_mode(rel, data), data))
     return out
@@ -154,7 +248,7 @@ def _read_modes(root: Path, manifest: dict[str, Any]) -> list[tuple[str, str, by
 def _pack_classic(
     root: Path, out: Path, enc: str, like_ar: Any, manifest: dict[str, Any], progress: Progress | None
 ) -> dict[str, Any]:
-    from deskbridge.kinds.pvf.archive.classic import build_classic
+    from deskbridge.kinds.pvf.archive.classic import ClassicArchive, empty_classic
     from deskbridge.kinds.pvf.archive.classic_text import text_encoding_for
     from deskbridge.kinds.pvf.script import classic_codec
     from deskbridge.kinds.pvf.script import text as dialect
@@ -196,10 +290,20 @@ def _pack_classic(
             exc.data.setdefault("path", rel)
             exc.message = f"{rel}: {exc.message}"
             raise
-        except UnicodeError as exc:
-            raise BridgeError(ErrorCode.ENCODING_MISMATCH, f"{rel}: {exc}", data={"path": rel}) from None
+        except UnicodeEncodeError as exc:
+            err = cannot_encode(exc.object, enc, exc, where=rel)
+            err.data["path"] = rel
+            raise err from None
+        except UnicodeDecodeError as exc:
+            raise BridgeError(
+                ErrorCode.INVALID_ARGUMENT,
+                f"{rel}: byte {exc.start} is not UTF-8; extracted text files are UTF-8",
+                "Save the file as UTF-8 in your editor (or mark it raw in .deskbridge-pvf.json), then pack.",
+                data={"path": rel, "position": exc.start},
+            ) from None
         if progress is not None and i % 512 == 0:
             progress(i, len(files))
+    warnings = check_registries(payloads, table)
     table_bytes = table.to_bytes() if (len(table) or table_at is not None) else b""
     if table_at is not None:
         payloads[table_at] = (payloads[table_at][0], table_bytes)
@@ -211,26 +315,80 @@ def _pack_classic(
     version = header.file_version if header is not None else int(mh.get("fileVersion", 66282))
     trailer = header.trailer if header is not None else bytes.fromhex(mh.get("trailer", ""))
 
-    def fill(fh) -> None:  # type: ignore[no-untyped-def]
-        build_classic(fh, payloads, guid=guid, version=version, trailer=trailer, keep_case=True)
-
-    expected = {norm_path(p): d for p, d in payloads}
-
-    def verify(tmp: Path) -> None:
-        again = open_archive(tmp, encoding=enc)
-        try:
-            for key, data in expected.items():
-                if again.read(key) != data:
-                    raise BridgeError(
-                        ErrorCode.INTERNAL, f"verify failed: '{key}' reads back different bytes"
-                    )
-        finally:
-            again.close()
-
-    atomic_write(Path(out), fill, verify=verify)
+    # Staged onto an empty archive and saved by the family's one writer, whose verify re-opens the temp
+    # file and reads every payload back before the rename.
+    ar = ClassicArchive(None, empty_classic(guid, version, trailer), enc)
+    ar.stage_many(payloads)
+    ar.save_copy(Path(out))
     if progress is not None:
         progress(len(files), len(files))
-    return {"files": len(payloads), "family": "classic", "encoding": enc}
+    return {"files": len(payloads), "family": "classic", "encoding": enc, "warnings": warnings}
+
+
+def _links_of(payload: bytes) -> list[tuple[int, int]]:
+    """(table id, key index) of every string link (type 9 + 10 records) in a classic script payload."""
+    import numpy as np
+
+    from deskbridge.kinds.pvf.script import classic_codec
+
+    if not classic_codec.is_script(payload) or (len(payload) - 2) % 5:
+        return []
+    recs = classic_codec.read_tokens(payload)
+    at = np.flatnonzero(recs["t"][:-1] == classic_codec.T_LINK_ID) if len(recs) else []
+    return [
+        (int(recs["v"][i]), int(recs["v"][i + 1])) for i in at if recs["t"][i + 1] == classic_codec.T_LINK_KEY
+    ]
+
+
+def check_registries(payloads: list[tuple[str, bytes]], table: Any) -> list[str]:
+    """The registries a classic tree's scripts need: string links need `n_string.lst` (refused without it:
+    every link would resolve to nothing in game), and each table id a `.str` file that is in the tree
+    (a warning per id). Returns the warnings."""
+    from deskbridge.kinds.pvf.lists import N_STRING_LST, parse_classic_list
+    from deskbridge.kinds.pvf.strings.strfile import StrFile
+
+    users = [(rel, links) for rel, data in payloads if (links := _links_of(data))]
+    if not users:
+        return []
+    by_key = {norm_path(rel): data for rel, data in payloads}
+    if N_STRING_LST not in by_key:
+        first, links = users[0]
+        raise BridgeError(
+            ErrorCode.NOT_FOUND,
+            f"{N_STRING_LST} is missing from the tree, but {len(users)} scripts use string links "
+            f"(first: {first}, table {links[0][0]}); without it every link shows nothing in game",
+            "Put n_string.lst back at the top of the tree (extract it again from the archive), then pack.",
+            data={"path": N_STRING_LST, "scripts": len(users)},
+        )
+    registry = parse_classic_list(N_STRING_LST, by_key[N_STRING_LST], table)
+    registry.root_relative = True
+    warnings = []
+    entries: dict[int, tuple[str, dict[str, str]] | None] = {}
+    for table_id in sorted({tid for _, links in users for tid, _ in links}):
+        target = registry.resolve(table_id)
+        entries[table_id] = None
+        if target is None:
+            warnings.append(f"string links use table {table_id}, which {N_STRING_LST} does not list")
+        elif norm_path(target) not in by_key:
+            warnings.append(f"{N_STRING_LST} maps table {table_id} to '{target}', which is not in the tree")
+        else:
+            f = StrFile.from_text(by_key[norm_path(target)].decode(table.encoding, "replace"))
+            entries[table_id] = (target, f.entries())
+            warnings += [
+                f"duplicate key in {target}: {k} (tools disagree on which line wins)"
+                for k in f.duplicate_keys()
+            ]
+    missing = []
+    for rel, links in users:
+        for tid, key_index in links:
+            known = entries.get(tid)
+            key = table.get(key_index) if table.is_canonical(key_index) else None
+            if known is not None and key is not None and key not in known[1]:
+                missing.append(f"{rel}: <{tid}::{key}> has no entry in {known[0]}")
+    warnings += missing[:20]
+    if len(missing) > 20:
+        warnings.append(f"… and {len(missing) - 20} more links to missing keys")
+    return warnings
 
 
 def _pack_by_staging(
@@ -255,7 +413,13 @@ def _pack_by_staging(
 
 
 def verify_archive(ar: Any, progress: Progress | None = None) -> dict[str, Any]:
-    """Read every file; scripts/text must convert to text and back to identical bytes; classic checksums."""
+    """Read every file; scripts/text must convert to text and back to identical bytes; classic checksums.
+
+    `problems` counts what makes `pvf verify` exit non-zero: unreadable files, checksum failures, failed
+    round trips, scripts (by content or DataType) whose text conversion fails (`conversion`), and
+    structural warnings found while opening (`structural`, e.g. a tree checksum mismatch), and stored
+    paths that differ only in case (`duplicates`: other tools would read a different file than we do).
+    """
     report: dict[str, Any] = {
         "files": 0,
         "scripts": 0,
@@ -264,6 +428,8 @@ def verify_archive(ar: Any, progress: Progress | None = None) -> dict[str, Any]:
         "unreadable": [],
         "roundtrip": [],
         "checksum": [],
+        "conversion": [],
+        "textFallback": [],
     }
     paths = ar.paths()
     report["files"] = len(paths)
@@ -271,6 +437,8 @@ def verify_archive(ar: Any, progress: Progress | None = None) -> dict[str, Any]:
     if callable(checksums):
         report["checksum"] = checksums()
     for i, path in enumerate(paths):
+        if progress is not None and i % 512 == 0:
+            progress(i, len(paths))
         try:
             data = ar.read(path)
         except BridgeError as exc:
@@ -278,8 +446,14 @@ def verify_archive(ar: Any, progress: Progress | None = None) -> dict[str, Any]:
             continue
         try:
             text = ar.read_text(path)
-        except BridgeError:
-            report["binary"] += 1
+        except BridgeError as exc:
+            if script_typed(ar, path, data):
+                report["conversion"].append(f"{path}: {exc.code}: {exc.message}")
+            elif _text_typed(path):
+                report["textFallback"].append(f"{path}: {exc.message}")
+                report["binary"] += 1
+            else:
+                report["binary"] += 1
             continue
         mode = _mode_of(ar, path, data)
         report["scripts" if mode == MODE_SCRIPT else "text"] += 1
@@ -290,10 +464,23 @@ def verify_archive(ar: Any, progress: Progress | None = None) -> dict[str, Any]:
                 report["roundtrip"].append(path)
         except BridgeError as exc:
             report["roundtrip"].append(f"{path}: {exc.message}")
-        if progress is not None and i % 512 == 0:
-            progress(i, len(paths))
+    report["duplicates"] = [f"'{a}' and '{b}'" for a, b in case_duplicates(ar.stored_paths())]
+    report["links"] = _link_warnings(ar)
     report["warnings"] = [w.to_dict() for w in ar.warnings]
+    report["structural"] = [w["message"] for w in report["warnings"] if w["code"] == ErrorCode.PVF_CORRUPT]
+    report["problems"] = sum(len(report[k]) for k in VERIFY_PROBLEMS)
     return report
+
+
+def _link_warnings(ar: Any) -> list[str]:
+    """Classic string links that resolve to nothing, and keys repeated in a `.str` (warnings: the archive
+    still works, but those links show nothing in game, or a different text in each tool)."""
+    strings = getattr(ar, "strings", None) if ar.family == "classic" else None
+    if strings is None:
+        return []
+    out = [f"<{tid}::{key}> resolves to nothing: {why}" for (tid, key), why in strings.missing_links.items()]
+    out += [f"duplicate key in {d} (tools disagree on which line wins)" for d in strings.duplicate_keys()]
+    return out
 
 
 class _ScratchStrings:

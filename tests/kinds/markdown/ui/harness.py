@@ -101,8 +101,10 @@ class Bench:
 
     @property
     def launch_url(self) -> str:
-        """The address `deskbridge serve` prints: it hands the browser the UI secret (kept as a cookie)."""
-        return f"{self.url}/?k={self.app.ui_secret}"
+        """A one-time login link like the one `deskbridge serve` hands the browser (a fresh code on each read;
+        the server exchanges it for the UI cookie)."""
+        assert self.srv is not None, "serve the bench first (served() or serving())"
+        return self.srv.login_url()
 
     def ui_headers(self) -> dict[str, str]:
         """What the editor's own requests carry, for the route tests' HTTP client."""

@@ -195,12 +195,17 @@ async def test_ui_state_changes_are_validated_and_published(http, bench):
 async def test_export_downloads_with_the_documents_name(http, bench):
     (bench.root / "中文笔记.md").write_text("# 标题\n\nBody $x^2$\n", encoding="utf-8")
     opened = (await http.post(f"{MD}/open", json={"path": "中文笔记.md"})).json()
-    r = await http.get(f"{MD}/docs/{opened['docId']}/export", params={"format": "HTML"})
+    url = f"{MD}/docs/{opened['docId']}/export"
+    intent = {"x-deskbridge-request": "export"}
+    # a GET (what a document's <img> would send) and a POST without the editor's header start nothing
+    assert (await http.get(url, params={"format": "HTML"})).status_code == 405
+    assert (await http.post(url, json={"format": "HTML"})).status_code == 403
+    r = await http.post(url, json={"format": "HTML"}, headers=intent)
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
     assert "filename*=UTF-8''%E4%B8%AD%E6%96%87%E7%AC%94%E8%AE%B0.html" in r.headers["content-disposition"]
     page = r.content.decode("utf-8")
     assert "<h1" in page and "标题" in page and "<math" in page  # self-contained: math as MathML
-    bad = await http.get(f"{MD}/docs/{opened['docId']}/export", params={"format": "exe"})
+    bad = await http.post(url, json={"format": "exe"}, headers=intent)
     assert bad.status_code == 400 and bad.json()["error"]["data"]["allowed"] == ["html", "pdf", "png", "docx"]
 
 

@@ -99,7 +99,9 @@ def test_a_chunk_that_inflates_to_the_wrong_length_is_corrupt(legacy_bytes):
 
 def test_random_bytes_are_not_an_archive():
     assert _code(b"\x00" * 100) in (ErrorCode.UNSUPPORTED_VARIANT, ErrorCode.PVF_CORRUPT)
-    assert _code(bytes(range(256)) * 64) is ErrorCode.KEY_REQUIRED  # big and opaque: maybe a paged archive
+    # big and opaque, but no plaintext file table after the first page guard: not a PVF (issue: a random
+    # file must not ask for sk.dat); a named .pvf or one with sk.dat beside it still does (test_messages.py)
+    assert _code(bytes(range(256)) * 64) is ErrorCode.UNSUPPORTED_VARIANT
 
 
 def test_script_payload_with_trailing_bytes_is_a_typed_error():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -104,3 +105,26 @@ def test_parallel_compression_is_one_valid_zlib_stream(data, segment, level):
     stream = compress_parallel(data, level, segment)
     d = zlib.decompressobj()
     assert d.decompress(stream) == data and d.eof and not d.unused_data
+
+
+@pytest.mark.parametrize("block", [1, 2, 3, 7, 1 << 22])
+def test_string_spans_match_a_plain_scan_whatever_the_block_size(block, monkeypatch):
+    """Strings measured block by block (a string may span blocks) equal a byte-by-byte scan."""
+    import random
+
+    import numpy as np
+
+    from deskbridge.kinds.pvf.archive import nkpi_pools
+
+    monkeypatch.setattr(nkpi_pools, "SPAN_BLOCK", block)
+    rng = random.Random(block)
+    for _ in range(200):
+        data = bytes(rng.choice([0, 0x41, 0x42, 0xC3]) for _ in range(rng.randint(1, 60)))
+        starts = [rng.randrange(len(data)) for _ in range(rng.randint(0, 20))]
+        lengths, ascii_only = nkpi_pools.string_spans(
+            np.frombuffer(data, np.uint8), np.array(starts, np.int64)
+        )
+        for k, x in enumerate(starts):
+            end = data.find(b"\0", x)
+            end = len(data) if end < 0 else end
+            assert lengths[k] == end - x and ascii_only[k] == all(c < 0x80 for c in data[x:end])

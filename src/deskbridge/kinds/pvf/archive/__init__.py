@@ -8,6 +8,7 @@ reader accepts give `UNSUPPORTED_VARIANT` naming what was seen.
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,17 @@ def _unknown(head: bytes) -> BridgeError:
     )
 
 
+def damaged_guid_at(head: bytes) -> int | None:
+    """Offset of the first non-ASCII GUID byte when `head` is a classic header with a few damaged GUID
+    bytes (i32 length 36 and at least 3/4 of the GUID printable), else None. Such an archive is still
+    classic: every other field and the tree checksum say whether the rest is intact."""
+    if len(head) < 40 or struct.unpack_from("<i", head, 0)[0] != 36:
+        return None
+    guid = head[4:40]
+    bad = [i for i, b in enumerate(guid) if not (0x20 <= b < 0x7F or b == 0)]
+    return 4 + bad[0] if bad and len(bad) <= 9 else None
+
+
 def open_archive(source: Path | str | bytes, *, encoding: str | None = None, keys: Any = None) -> Archive:
     """Open a PVF archive from a path or bytes; only headers, tables and names are parsed now."""
     head = _head(source)
@@ -72,6 +84,21 @@ def open_archive(source: Path | str | bytes, *, encoding: str | None = None, key
         )
     if looks_like_classic(head):
         return ClassicArchive.open(source, encoding=encoding)
+    bad = damaged_guid_at(head)
+    if bad is not None:
+        ar = ClassicArchive.open(source, encoding=encoding)
+        ar.warnings.insert(
+            0,
+            BridgeError(
+                ErrorCode.PVF_CORRUPT,
+                f"classic header damaged at offset {bad}: GUID byte 0x{head[bad]:02x} is not ASCII; the tree "
+                "and files read normally",
+                "The game may refuse the archive: restore the GUID from a backup or another copy "
+                "(`pvf info` of that copy shows it).",
+                data={"offset": bad, "expected": "an ASCII GUID character"},
+            ),
+        )
+        return ar
     nkpi = _nkpi_module()
     if nkpi is not None and hasattr(nkpi, "open_nkpi"):
         # the nkpi reader names its own failures (UNSUPPORTED_VARIANT with what it saw, KEY_REQUIRED for paged)

@@ -27,21 +27,21 @@ import contextlib
 import os
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol, runtime_checkable
 
 from deskbridge.core.errors import BridgeError, ErrorCode
-from deskbridge.core.files import FileIdentity, atomic_write
+from deskbridge.core.files import FileIdentity, atomic_write, remove_stale_temps
+from deskbridge.kinds.pvf.paths import normalize_archive_path, refuse_case_duplicates
 
 Progress = Callable[[int, int], None]
 """`progress(done, total)` callback for long work (CLI progress bars); units are chosen by the caller."""
 
 
-def norm_path(path: str) -> str:
-    """Lookup key of an archive path: `\\` → `/`, no leading `/`, lower case (research §1A)."""
-    return path.replace("\\", "/").lstrip("/").lower()
+norm_path = normalize_archive_path
+"""Lookup key of an archive path (the one rule, `kinds/pvf/paths.py`); kept under this name for callers."""
 
 
 def corrupt(offset: int, expected: str, *, what: str = "archive", **data: Any) -> BridgeError:
@@ -110,12 +110,13 @@ class Archive(Protocol):
     variant: str
     """classic: "classic"; nkpi: "legacy" | "guard" | "protected" | "paged"."""
     encoding: str
-    """Codec name for archive text (classic pack encoding, e.g. "cp950"; nkpi: "utf-8"/"utf-16-le")."""
+    """Codec name for archive text (classic pack encoding, e.g. "windows-950"; nkpi: "utf-8"/"utf-16-le")."""
     source: Path | None
     warnings: list[BridgeError]
     """Non-fatal findings (ENCODING_MISMATCH, checksum mismatches) collected while opening/reading."""
 
     def paths(self) -> list[str]: ...
+    def stored_paths(self) -> list[str]: ...
     def exists(self, path: str) -> bool: ...
     def read(self, path: str) -> bytes: ...
     def file_info(self, path: str) -> FileInfo: ...
@@ -152,6 +153,11 @@ class ArchiveBase(ABC):
         self._overlay: dict[str, bytes | None] = {}
         self._overlay_names: dict[str, str] = {}
         self._last_written: FileIdentity | None = None
+        self._source_key = _stat_key(source)
+        """The source's (device, inode, size, mtime, ctime) when opened: an in-place save refuses with
+        `SOURCE_CHANGED` when another program wrote the file since (checked right before the rename)."""
+        if source is not None:
+            _clean_stale_temps(source)
 
     # ----------------------------------------------------------------------------------------- hooks
 
@@ -191,6 +197,10 @@ class ArchiveBase(ABC):
             self._overlay_names[k] for k, v in self._overlay.items() if v is not None and k not in orig
         )
         return out
+
+    def stored_paths(self) -> list[str]:
+        """Every path as stored in the source, in archive order, duplicates included (for `verify`)."""
+        return list(self._original_keys().values())
 
     def exists(self, path: str) -> bool:
         key = norm_path(path)
@@ -239,10 +249,20 @@ class ArchiveBase(ABC):
                     self._overlay.pop(key, None)  # staging the original bytes back is no change at all
                     return
         self._overlay[key] = None if data is None else bytes(data)
-        self._overlay_names[key] = self._original_keys().get(key, path.replace("\\", "/").lstrip("/"))
+        # a new file is stored under its normalised (lower-case) name, as pvfUtility writes it: a stored
+        # upper-case name would be unreachable from string links and registries in other tools
+        self._overlay_names[key] = self._original_keys().get(key, key)
 
     def stage_text(self, path: str, text: str) -> None:
         self.stage(path, self.text_to_payload(path, text))
+
+    def stage_many(self, items: Mapping[str, bytes | None] | Iterable[tuple[str, bytes | None]]) -> None:
+        """Stage several files at once (an import); two names that differ only in case are refused with
+        both names and nothing is staged, where one `stage` after another would silently keep the last."""
+        pairs = list(items.items() if isinstance(items, Mapping) else items)
+        refuse_case_duplicates([p for p, _ in pairs], where="the files to stage")
+        for path, data in pairs:
+            self.stage(path, data)
 
     def staged(self) -> Mapping[str, bytes | None]:
         return {self._overlay_names[k]: v for k, v in self._overlay.items()}
@@ -264,19 +284,53 @@ class ArchiveBase(ABC):
 
     # ----------------------------------------------------------------------------------------- saving
 
+    def write(
+        self,
+        out: BinaryIO,
+        overlay: Mapping[str, bytes | None] | None = None,
+        progress: Progress | None = None,
+    ) -> None:
+        """The one writer of this family: the whole archive, the source with `overlay` applied (path →
+        payload, `None` deletes; default: the staged changes), streamed into `out`. With nothing to apply
+        the source bytes are written unchanged. Saves, `pack`, `build_classic` and the CLI's single-file
+        edits all write through here and `core.files` (docs/pvf-format.md "Writing")."""
+        if overlay is None:
+            (self._write_unchanged if not self._overlay else self._write)(out, progress)
+            return
+        saved = self._overlay, self._overlay_names
+        self._overlay, self._overlay_names = {}, {}
+        try:
+            for path, data in overlay.items():
+                self.stage(path, data)
+            (self._write_unchanged if not self._overlay else self._write)(out, progress)
+        finally:
+            self._overlay, self._overlay_names = saved
+
     def save(
-        self, target: Path | str | None = None, *, backup: bool = False, progress: Progress | None = None
+        self,
+        target: Path | str | None = None,
+        *,
+        backup: bool = False,
+        progress: Progress | None = None,
+        expected_identity: FileIdentity | None = None,
     ) -> SaveReport:
-        """Write to `target` (default: the source), verify, then re-bind to the written file."""
+        """Write to `target` (default: the source), verify, then re-bind to the written file.
+
+        Saving over the source refuses with `SOURCE_CHANGED` (nothing written) when the file changed on
+        disk since it was opened, and also when `expected_identity` (a caller's `core.files` identity of
+        the source, content hash included) no longer matches right before the rename."""
         if target is None:
             if self.source is None:
                 raise BridgeError(
                     ErrorCode.SAVE_AS_REQUIRED, "this archive was opened from bytes; give a target"
                 )
             target = self.source
-        report = self._save_to(Path(target), backup=backup, progress=progress)
+        report = self._save_to(
+            Path(target), backup=backup, progress=progress, expected_identity=expected_identity
+        )
         self._reopen(report.target)
         self.source = report.target
+        self._source_key = _stat_key(report.target)
         self.discard()
         return report
 
@@ -289,20 +343,36 @@ class ArchiveBase(ABC):
             raise BridgeError(ErrorCode.SAME_AS_SOURCE, f"'{target}' is the open archive itself; use save")
         return self._save_to(target, backup=backup, progress=progress)
 
-    def _save_to(self, target: Path, *, backup: bool, progress: Progress | None) -> SaveReport:
+    def _save_to(
+        self,
+        target: Path,
+        *,
+        backup: bool,
+        progress: Progress | None,
+        expected_identity: FileIdentity | None = None,
+    ) -> SaveReport:
         t0 = time.perf_counter()
+        _clean_stale_temps(target)
         unchanged = not self._overlay
-        writer = self._write_unchanged if unchanged else self._write
         changed = tuple(sorted(self._overlay_names[k] for k in self._overlay))
         expected = dict(self._overlay)
+        over_source = self.source is not None and target.exists() and os.path.samefile(target, self.source)
 
         verified = 0
 
         def verify(tmp: Path) -> None:
             nonlocal verified
             verified = 0 if unchanged else self._verify_written(tmp, expected)
+            if over_source:
+                self._check_source_unchanged()
 
-        written = atomic_write(target, lambda out: writer(out, progress), backup=backup, verify=verify)
+        written = atomic_write(
+            target,
+            lambda out: self.write(out, None, progress),
+            backup=backup,
+            verify=verify,
+            expected_identity=expected_identity if over_source else None,
+        )
         self._last_written = written.identity  # lets a family re-bind to exactly the file it wrote
         return SaveReport(
             target,
@@ -313,6 +383,23 @@ class ArchiveBase(ABC):
             written.backup_path,
             time.perf_counter() - t0,
         )
+
+    def _check_source_unchanged(self) -> None:
+        """`SOURCE_CHANGED` when the source file is no longer the one opened (another program wrote it)."""
+        assert self.source is not None
+        if self._source_key is not None and _stat_key(self.source) != self._source_key:
+            raise BridgeError(
+                ErrorCode.SOURCE_CHANGED,
+                f"'{self.source}' changed on disk since it was opened (another program wrote it); "
+                "nothing was written",
+                "Open the archive again and repeat the change, so that the other program's edit is not lost.",
+                data={
+                    "path": str(self.source),
+                    "diskTouched": True,
+                    "diskCommitted": False,
+                    "originalIntact": True,
+                },
+            )
 
     def _verify_written(self, path: Path, expected: Mapping[str, bytes | None]) -> int:
         """Re-open the written file with the same family reader; every staged payload must read back equal."""
@@ -344,6 +431,29 @@ class ArchiveBase(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+STALE_TEMP_AGE_S = 3600.0
+"""A `.deskbridge-tmp-*` file next to an archive untouched this long is left over from a killed save."""
+
+
+def _clean_stale_temps(path: Path) -> None:
+    """Remove our own temp files a killed save left beside `path` (SIGKILL skips every cleanup): only names
+    with `core.files`' temp prefix, only after `STALE_TEMP_AGE_S` (a save still running in another process
+    keeps its file), never another program's files (`core.files.remove_stale_temps`)."""
+    with contextlib.suppress(OSError):
+        remove_stale_temps(Path(path).parent, STALE_TEMP_AGE_S)
+
+
+def _stat_key(path: Path | None) -> tuple[int, ...] | None:
+    """What any write to a file changes (ctime included, which `utime` cannot set back); None if absent."""
+    if path is None:
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 SCRIPT_SUFFIXES = frozenset(

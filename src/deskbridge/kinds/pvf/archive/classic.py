@@ -20,7 +20,7 @@ import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -36,7 +36,9 @@ from deskbridge.kinds.pvf.archive.base import (
     kernel_copy,
     norm_path,
 )
+from deskbridge.kinds.pvf.archive.budget import archive_budget, over_budget
 from deskbridge.kinds.pvf.archive.classic_verify import PatchedLayout, verify_patched
+from deskbridge.kinds.pvf.paths import normalize_archive_path, refuse_case_duplicates
 from deskbridge.kinds.pvf.strings.encodings import (
     PATH_ENCODING,
     detect_encoding,
@@ -217,6 +219,17 @@ def _parse(buf: bytes | mmap.mmap | memoryview) -> tuple[ClassicHeader, _Tree, l
         if block_end > data_end:
             data_end = block_end
         pos = end + 12
+    payloads = sum(sizes)
+    if payloads > archive_budget(size):
+        # blocks may overlap (nothing forbids it), so 200 k entries over one 100 MB block would ask
+        # `extract` for 20 TB: refuse what no real archive declares
+        raise over_budget(
+            tree_at,
+            "the tree's payloads together",
+            payloads,
+            archive_budget(size),
+            f"a {size:,}-byte archive",
+        )
     t.path = _decode_paths(raws)
     t.plain = tree
     t.used = pos
@@ -408,6 +421,9 @@ class ClassicArchive(ArchiveBase):
             False,
             {"name_hash": e.name_hash, "checksum": e.checksum, "offset": e.rel},
         )
+
+    def stored_paths(self) -> list[str]:
+        return list(self._entries.path)
 
     def raw_entries(self) -> list[dict[str, object]]:
         """Every tree entry in archive order (duplicates included), for `ls --json` and diagnostics."""
@@ -623,11 +639,11 @@ class ClassicArchive(ArchiveBase):
                 self._cols = _Columns(sizes.copy(), rels.copy(), tails, checksums.copy())
         return self._cols
 
-    def _save_to(self, target: Path, *, backup: bool, progress: Progress | None) -> SaveReport:
+    def _save_to(self, target: Path, *, backup: bool, progress: Progress | None, **kw: Any) -> SaveReport:
         # Set by this save's writer when it takes the edit-only path, and by its verify when that passes.
         self._patched_layout = self._patched_result = self._verified = None
         try:
-            return super()._save_to(target, backup=backup, progress=progress)
+            return super()._save_to(target, backup=backup, progress=progress, **kw)
         finally:
             self._patched_layout = self._patched_result = None
 
@@ -746,14 +762,20 @@ class _Patched:
     """Indices of the entries whose payload changed."""
 
 
-def encode_path(path: str, *, keep_case: bool = False) -> bytes:
-    """Archive path → CP949 bytes as stored for new files: `/` separators, lower case (pvfUtility rule)
-    unless `keep_case` (pack of an extracted tree keeps the names it was given)."""
-    path = path.replace("\\", "/").lstrip("/")
+def encode_path(path: str) -> bytes:
+    """Archive path → CP949 bytes as stored for new files: the normalised (lower-case, `/`) form, as
+    pvfUtility writes it (`kinds/pvf/paths.py`)."""
+    path = normalize_archive_path(path)
     try:
-        return (path if keep_case else path.lower()).encode(PATH_ENCODING)
-    except UnicodeEncodeError:
-        raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"path '{path}' cannot be written in CP949") from None
+        return path.encode(PATH_ENCODING)
+    except UnicodeEncodeError as exc:
+        raise BridgeError(
+            ErrorCode.ENCODING_MISMATCH,
+            f"path '{path}' cannot be stored: {path[exc.start]!r} at position {exc.start} has no CP949 code "
+            "(archive paths are CP949 in every tool)",
+            "Rename the file using Latin letters, digits, Korean or common CJK characters.",
+            data={"path": path, "position": exc.start, "character": path[exc.start]},
+        ) from None
 
 
 @dataclass(slots=True)
@@ -851,6 +873,14 @@ def _copy(
             out.write(b"\0" * (min(end, pos + COPY_CHUNK) - pos - len(chunk)))
 
 
+def empty_classic(guid: bytes | None = None, version: int = 66282, trailer: bytes = b"") -> bytes:
+    """The bytes of a classic archive with no files (header, empty tree, trailer): what `pack` and
+    `build_classic` stage their files onto, so that every classic archive is written by the one writer."""
+    guid = guid or b"00000000-0000-0000-0000-000000000000"
+    crc = cc.tree_checksum(b"", 0)
+    return struct.pack("<i", len(guid)) + guid + _HEAD.pack(version, 0, crc, 0) + trailer
+
+
 def build_classic(
     out: BinaryIO,
     files: Iterable[tuple[str, bytes]],
@@ -858,18 +888,16 @@ def build_classic(
     guid: bytes | None = None,
     version: int = 66282,
     trailer: bytes = b"",
-    keep_case: bool = False,
     progress: Progress | None = None,
 ) -> int:
-    """Write a new classic archive from (path, payload) pairs; returns the file count."""
-    plan = []
-    for path, data in files:
-        raw = encode_path(path, keep_case=keep_case)
-        plan.append(_Planned.from_payload(raw, cc.name_hash(raw), data))
-    if guid is None:
-        guid = b"00000000-0000-0000-0000-000000000000"
-    write_archive(out, guid, version, plan, None, trailer, progress)
-    return len(plan)
+    """Write a new classic archive from (path, payload) pairs; returns the file count. Paths are stored
+    normalised; two that differ only in case are refused naming both (`kinds/pvf/paths.py`). A thin
+    wrapper: the files are staged onto `empty_classic(...)` and written by `ClassicArchive.write`."""
+    files = list(files)
+    refuse_case_duplicates([p for p, _ in files], where="the archive")
+    ar = ClassicArchive(None, empty_classic(guid, version, trailer), "utf8")  # payloads are bytes already
+    ar.write(out, dict(files), progress)
+    return len(files)
 
 
 def crc_of(data: bytes, seed: int) -> int:

@@ -16,6 +16,7 @@ from deskbridge.kinds.pvf.archive.base import norm_path
 from deskbridge.kinds.pvf.lists import N_STRING_LST, Registry, parse_classic_list
 from deskbridge.kinds.pvf.script import classic_codec
 from deskbridge.kinds.pvf.script import text as dialect
+from deskbridge.kinds.pvf.strings.encodings import cannot_encode
 from deskbridge.kinds.pvf.strings.strfile import StrFile
 from deskbridge.kinds.pvf.strings.stringtable import StringTable
 
@@ -36,7 +37,7 @@ def text_encoding_for(path: str, pack_encoding: str) -> str:
 
 def decode_text(data: bytes, encoding: str) -> str | None:
     """Strictly decoded text, or None when the bytes are not clean text in `encoding` (binary payload) or
-    would not encode back to the same bytes (cp950 has duplicate code points, e.g. F9F9 and A2A4 → ═)."""
+    would not encode back to the same bytes (code page 950 has duplicate code points, e.g. F9F9 and A2A4 → ═)."""
     try:
         text = data.decode(encoding)
     except UnicodeDecodeError:
@@ -55,6 +56,8 @@ class ClassicStrings:
         self._nstring: Registry | None = None
         self._str_cache: dict[str, dict[str, str]] = {}
         self._self_staging = False
+        self.missing_links: dict[tuple[int, str], str] = {}
+        """Links that resolved to nothing while decompiling, with why (for `verify`; at most 10,000)."""
 
     # ------------------------------------------------------------------------------------------- tables
 
@@ -93,8 +96,83 @@ class ClassicStrings:
         """Text of `<table_id::key>`: n_string.lst entry → `.str` file → `key>value` (None when unresolved)."""
         path = self.nstring().get(table_id)
         if path is None:
+            self._missing(table_id, key, f"table {table_id} is not in {N_STRING_LST}")
             return None
-        return self.str_entries(path).get(key)
+        found = self.str_entries(path).get(key)
+        if found is None:
+            why = (
+                f"'{path}' has no key '{key}'"
+                if self.archive.exists(path)
+                else f"'{path}' is not in the archive"
+            )
+            self._missing(table_id, key, why)
+        return found
+
+    def _missing(self, table_id: int, key: str, why: str) -> None:
+        if len(self.missing_links) < 10_000:
+            self.missing_links.setdefault((table_id, key), why)
+
+    def duplicate_keys(self) -> list[str]:
+        """`path: key` of every key repeated in a `.str` file that n_string.lst names (see StrFile)."""
+        out = []
+        for _, path in self.nstring():
+            if self.archive.exists(path):
+                text = self.archive.read(path).decode(self.archive.encoding, "replace")
+                out.extend(f"{path}: {key}" for key in StrFile.from_text(text).duplicate_keys())
+        return out
+
+    def _link_edits(self, text: str) -> dict[str, bytes]:
+        """`.str` payloads for the link texts `text` changes (pvfVSCode's behaviour: the text inside
+        `<id::key`…`>` is the `.str` value, so editing it edits that entry). An empty text changes nothing
+        (the decompiler prints one for an unresolved link); two different texts for one key are refused."""
+        if "::" not in text:
+            return {}
+        wanted: dict[tuple[int, str], str] = {}
+        for tok in dialect.lex(text):
+            if tok.kind is not dialect.Kind.LINK or not tok.link_text:
+                continue
+            key = str(tok.value)
+            if self.link_text(tok.link_id, key) == tok.link_text:
+                continue
+            prev = wanted.setdefault((tok.link_id, key), tok.link_text)
+            if prev != tok.link_text:
+                raise BridgeError(
+                    ErrorCode.UNSUPPORTED_CHANGE,
+                    f"<{tok.link_id}::{key}> is given two different texts ({prev!r} and {tok.link_text!r}); "
+                    "a link's text is one .str entry",
+                    "Give every link to that key the same text.",
+                    data={"table": tok.link_id, "key": key},
+                )
+        files: dict[str, StrFile] = {}
+        for (table_id, key), value in wanted.items():
+            path = self.nstring().get(table_id)
+            if path is None or not self.archive.exists(path):
+                raise BridgeError(
+                    ErrorCode.NOT_FOUND,
+                    f"the text of <{table_id}::{key}> was edited, but "
+                    + (
+                        f"table {table_id} is not in {N_STRING_LST}"
+                        if path is None
+                        else f"'{path}' is missing"
+                    )
+                    + ", so there is no .str entry to change",
+                    f"Register the table in {N_STRING_LST} (or restore the .str file), or put the text back.",
+                    data={"table": table_id, "key": key},
+                )
+            if path not in files:
+                files[path] = StrFile.decode(self.archive.read(path), self.archive.encoding)
+            try:
+                files[path].set(key, value)
+            except BridgeError as exc:
+                exc.message = f"<{table_id}::{key}>: {exc.message}"
+                raise
+        out = {}
+        for path, f in files.items():
+            try:
+                out[path] = f.encode(self.archive.encoding)
+            except UnicodeEncodeError as exc:
+                raise cannot_encode(f.to_text(), self.archive.encoding, exc, where=f"'{path}'") from None
+        return out
 
     def invalidate(self, path: str) -> None:
         key = norm_path(path)
@@ -150,6 +228,7 @@ class ClassicStrings:
         if key == STRINGTABLE:
             return self._listing_to_table(text)
         if text.lstrip("\ufeff \t\r\n").startswith(classic_codec.HEADER_LINE) or self._is_script_path(key):
+            str_edits = self._link_edits(text)
             table = self.table
             before = table.appended
             payload = classic_codec.compile_text(text.lstrip("\ufeff"), table)
@@ -159,16 +238,16 @@ class ClassicStrings:
                     self.archive.stage(STRINGTABLE, table.to_bytes())
                 finally:
                     self._self_staging = False
+            for str_path, data in str_edits.items():
+                self.archive.stage(str_path, data)
             return payload
         enc = text_encoding_for(path, self.archive.encoding)
         try:
             return text.encode(enc)
         except UnicodeEncodeError as exc:
-            raise BridgeError(
-                ErrorCode.ENCODING_MISMATCH,
-                f"'{path}' has characters {enc} cannot hold (position {exc.start})",
-                data={"path": path, "encoding": enc, "position": exc.start},
-            ) from None
+            err = cannot_encode(text, enc, exc, where=f"'{path}'")
+            err.data["path"] = path
+            raise err from None
 
     def _is_script_path(self, key: str) -> bool:
         if self.archive.exists(key):

@@ -25,6 +25,7 @@ from deskbridge.core.errors import BridgeError, ErrorCode
 
 from . import nkpi_header as hdr
 from .base import ArchiveBase, FileInfo, Progress, norm_path
+from .budget import archive_budget, over_budget
 from .nkpi_cipher import MAGIC_DATA, SCHEMES, KeyScheme, crypt
 from .nkpi_errors import corrupt, key_required, unsupported
 from .nkpi_index import KeysView, PathIndex
@@ -181,16 +182,58 @@ def _detect(src: _Source) -> tuple[KeyScheme, hdr.Header, bool]:
             "check that they belong to this client build",
             first_bytes=raw[:16].hex(),
         )
-    if size >= GUARD_SIZE:
+    if size >= GUARD_SIZE and _maybe_paged(src):
         raise key_required(
-            "this file has no classic or nkpi header in the clear; if it is a paged nkpi archive "
-            "(110US/100CN/115CN), pass its sk.dat and key parameters (or the page keys)",
+            f"no PVF header in the clear at offset 0 (first bytes {raw[:8].hex(' ')}): this looks like a "
+            "page-guarded nkpi archive (110US/100CN/115CN), whose header only the client's keys decrypt; "
+            "pass its sk.dat and key parameters (or the page keys). If it is not one, it is not a PVF "
+            "archive",
             first_bytes=raw[:16].hex(),
         )
+    looks = _what_it_looks_like(raw)
     raise unsupported(
-        f"not an nkpi archive: the first bytes {raw[:8].hex()} decrypt to no known header",
+        f"not a PVF archive: the first bytes {raw[:8].hex(' ')} at offset 0 are neither a classic GUID header "
+        f"nor an nkpi header under any known key{f' (it looks like {looks})' if looks else ''}; "
+        "check that this is the game's Script.pvf",
         first_bytes=raw[:16].hex(),
     )
+
+
+_MAGICS = (
+    (b"PK\x03\x04", "a ZIP archive"),
+    (b"\x89PNG", "a PNG image"),
+    (b"%PDF", "a PDF document"),
+    (b"MZ", "a Windows program"),
+    (b"\x7fELF", "a Linux program"),
+    (b"\x1f\x8b", "a gzip file"),
+    (b"7z\xbc\xaf", "a 7-Zip archive"),
+    (b"Rar!", "a RAR archive"),
+    (b"NeoplePack_Bill", "a DNF .NPK image pack, not a script archive"),
+)
+
+
+def _what_it_looks_like(head: bytes) -> str:
+    for magic, name in _MAGICS:
+        if head.startswith(magic):
+            return name
+    if head and all(32 <= b < 127 or b in (9, 10, 13) for b in head):
+        return "a text file"
+    return ""
+
+
+def _maybe_paged(src: _Source) -> bool:
+    """Whether an opaque file could be a page-guarded nkpi archive: named `.pvf` or with an `sk.dat`
+    beside it, or with plaintext file-table entries right after the first AES guard (0x2800 bytes cover
+    only the start of a large archive's 24-byte entries, research/pvf.md §1B). Random bytes are none."""
+    if src.path is not None and (src.path.suffix.lower() == ".pvf" or (src.path.parent / "sk.dat").exists()):
+        return True
+    start = hdr.HEADER_SIZE  # the file table follows the 48-byte header, 24 bytes per entry
+    first = start + -(-(GUARD_SIZE - start) // 24) * 24  # the first entry wholly past the guard
+    rows = np.frombuffer(src.raw(first, 24 * 32).ljust(24 * 32, b"\xff"), dtype=FILE_DTYPE)
+    plausible = (
+        np.isin(rows["type"], (1, 3)) & (rows["chunk"] >= 0) & (rows["size"] >= 0) & (rows["offset"] >= 0)
+    )
+    return int(plausible.sum()) >= 24
 
 
 class NkpiArchive(ArchiveBase):
@@ -274,6 +317,7 @@ class NkpiArchive(ArchiveBase):
             recovered |= rec
         grpi = parse_grpi(crypt(gr_raw, grpi_seed), header.grpi_offset, header.body_size)
         check_files(files, grpi, header.file_table_offset, pools.valid)
+        self._check_budget(header, files, grpi, pools, size)
         self.scheme = replace(
             scheme,
             hash=hash_seed,
@@ -300,6 +344,32 @@ class NkpiArchive(ArchiveBase):
         self._keys_map: KeysView | None = None
         self._index: PathIndex | None = None
         self._check_body_key(src)
+
+    @staticmethod
+    def _check_budget(
+        header: hdr.Header, files: np.ndarray, grpi: np.ndarray, pools: StringPools, size: int
+    ) -> None:
+        """Everything the archive inflates to, and every payload summed, within `archive_budget` of its
+        size (files may share bytes, so a million entries over one region would be a bomb of their own)."""
+        budget = archive_budget(size)
+        inflated = int(grpi["raw"].astype(np.int64).sum()) + pools.size_a + pools.size_w
+        if inflated > budget:
+            raise over_budget(
+                header.grpi_offset,
+                "the chunks and string pools together",
+                inflated,
+                budget,
+                f"a {size:,}-byte archive",
+            )
+        payloads = int(files["size"].astype(np.int64).sum())
+        if payloads > budget:
+            raise over_budget(
+                header.file_table_offset,
+                "the file table's payloads together",
+                payloads,
+                budget,
+                f"a {size:,}-byte archive",
+            )
 
     @staticmethod
     def _same_name_table(twin: NkpiArchive, nt_raw: bytes) -> bool:
@@ -488,6 +558,9 @@ class NkpiArchive(ArchiveBase):
         )
         return listed
 
+    def stored_paths(self) -> list[str]:
+        return self._path_index().display_paths()
+
     def _read_original(self, key: str) -> bytes:
         return self.read_entry(self._entry(key))
 
@@ -616,12 +689,12 @@ class NkpiArchive(ArchiveBase):
         finally:
             again.close()
 
-    def _save_to(self, target: Path, *, backup: bool, progress: Progress | None):  # type: ignore[no-untyped-def]
+    def _save_to(self, target: Path, *, backup: bool, progress: Progress | None, **kw):  # type: ignore[no-untyped-def]
         self._replacing_source = (
             self.source is not None and target.exists() and os.path.samefile(target, self.source)
         )
         try:
-            return super()._save_to(target, backup=backup, progress=progress)
+            return super()._save_to(target, backup=backup, progress=progress, **kw)
         finally:
             self._replacing_source = False
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .base import norm_path
+from .nkpi_pools import string_spans
 
 if TYPE_CHECKING:
     from .nkpi_pools import StringPools
@@ -38,34 +39,18 @@ def key_hash(key: str) -> int:
     return h
 
 
-_SCAN = 1 << 22
-
-
-def _positions(arr: np.ndarray, test) -> np.ndarray:  # type: ignore[no-untyped-def]
-    """Indexes where `test(block)` holds, block by block (no pool-sized temporary mask)."""
-    parts = [np.flatnonzero(test(arr[i : i + _SCAN])) + i for i in range(0, len(arr), _SCAN)]
-    return np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, dtype=np.int64)
-
-
 class _Pool:
-    """One pool as an array of code units (sTrA bytes or sTrW UTF-16 units), its terminators and one
-    "has non-ASCII" flag per string, so spans of many strings can be measured at once. Flags rather than
-    positions: a CJK-heavy 400 MB sTrW (110US) has hundreds of millions of non-ASCII units."""
+    """One pool as an array of code units (sTrA bytes or sTrW UTF-16 units). Strings are measured only
+    where the file table points (`string_spans`), so the memory is bounded by the entries, not by how many
+    terminators a pool holds (a CJK-heavy 400 MB sTrW on 110US, or a hostile pool of NULs)."""
 
     def __init__(self, units: np.ndarray) -> None:
         self.units = units
-        self.ends = np.append(_positions(units, lambda b: b == 0), len(units))
-        self.wide = np.zeros(len(self.ends), dtype=bool)
-        for i in range(0, len(units), _SCAN):
-            hits = np.flatnonzero(units[i : i + _SCAN] >= 0x80)
-            if len(hits):
-                self.wide[np.unique(np.searchsorted(self.ends, hits + i))] = True
 
     def spans(self, start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(length, ascii) of the strings starting at `start` (all inside the pool); a start inside a
-        string is judged by its whole string (conservative: it only sends more entries to the slow path)."""
-        j = np.searchsorted(self.ends, start)
-        return self.ends[j] - start, ~self.wide[j]
+        string is measured from there (the fast path hashes exactly those units)."""
+        return string_spans(self.units, start)
 
 
 class PathIndex:
@@ -80,8 +65,11 @@ class PathIndex:
             _Pool(np.frombuffer(pools.raw_w_view()[: len(pools.raw_w_view()) & ~1], dtype="<u2")),
         )
         path = files["path"]
-        n_kind, n_start, n_len, n_ok = self._measure(files["name"])
-        d_kind, d_start, d_len, d_ok = self._measure(path)
+        # Names and folders measured together: one scan of each pool.
+        kind, start, length, ok = self._measure(np.concatenate([files["name"], path]))
+        n_kind, n_start, n_len, n_ok = kind[:n], start[:n], length[:n], ok[:n]
+        d_kind, d_start, d_len, d_ok = kind[n:], start[n:], length[n:], ok[n:]
+        del kind, start, length, ok
         slow = ~n_ok | ~d_ok | (n_len > _FAST_MAX_LEN)
         del n_ok, d_ok
         self._n = (n_kind, n_start, n_len)

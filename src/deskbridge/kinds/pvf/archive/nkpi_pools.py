@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .budget import over_budget, stream_budget
 from .nkpi_cipher import MAGIC_POOL, crypt
 from .nkpi_errors import corrupt
 from .nkpi_recover import inflate_exact, recover_zlib_seed
@@ -29,6 +30,45 @@ STRA_ENCODINGS = ("utf-8", "gbk", "big5", "cp949")
 
 
 PARALLEL_SEGMENT = 4 * 1024 * 1024
+SPAN_BLOCK = 1 << 22
+"""Pool units scanned per step by `string_spans` (bounds its temporaries to a few tens of MB)."""
+
+
+def string_spans(units: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(length, ascii) of the NUL-terminated strings starting at `starts` (each < len(units)).
+
+    Memory is bounded by the number of starts plus one block, never by the pool: a pool of 512 MB of NULs
+    (512 M terminators) must not become an int64 per terminator. The pool is scanned block by block; a
+    string still open at a block's end is carried into the next (all carried strings end at the same NUL).
+    A string without a terminator ends at the end of the pool.
+    """
+    n = len(units)
+    # distinct starts, sorted (a million entries share a few thousand folder strings)
+    s, back = np.unique(np.asarray(starts, dtype=np.int64), return_inverse=True)
+    ends = np.full(len(s), n, dtype=np.int64)
+    wide = np.zeros(len(s), dtype=bool)
+    lo = 0  # first string whose end is not known yet
+    for b in range(0, n, SPAN_BLOCK):
+        if lo == len(s):
+            break
+        e = min(n, b + SPAN_BLOCK)
+        hi = int(np.searchsorted(s, e))
+        if hi == lo:
+            continue
+        block = units[b:e]
+        nul = np.flatnonzero(block == 0)
+        high = np.flatnonzero(block >= 0x80)
+        seg_lo = np.maximum(s[lo:hi] - b, 0)
+        j = np.searchsorted(nul, seg_lo)
+        found = j < len(nul)
+        seg_hi = np.where(found, nul[np.minimum(j, max(len(nul) - 1, 0))] if len(nul) else 0, e - b)
+        if len(high):
+            wide[lo:hi] |= np.searchsorted(high, seg_hi) > np.searchsorted(high, seg_lo)
+        done = np.flatnonzero(found)
+        ends[lo + done] = seg_hi[done] + b
+        # `found` is a prefix of the sorted starts (their ends are non-decreasing), so lo moves past it
+        lo += len(done)
+    return (ends - s)[back], (~wide)[back]
 
 
 def compress_parallel(data: bytes, level: int = 6, segment: int = PARALLEL_SEGMENT) -> bytes:
@@ -129,8 +169,16 @@ def _read_pool(
             f"{label} pool size inside the name table ({len(table) - pos - 8} bytes)",
             str(enc_size),
         )
-    if raw_len > MAX_POOL_RAW or (enc_size and raw_len > enc_size * 1032 + 64) or (raw_len and not enc_size):
+    if raw_len > MAX_POOL_RAW or (raw_len and not enc_size):
         raise corrupt(base + pos + 4, f"{label} pool length within zlib's bound", str(raw_len))
+    if raw_len > stream_budget(enc_size):
+        raise over_budget(
+            base + pos + 4,
+            f"the {label} string pool",
+            raw_len,
+            stream_budget(enc_size),
+            f"{enc_size:,} compressed bytes",
+        )
     cipher = table[pos + 8 : end]
     if enc_size == 0:
         return b"", end, seed, False
@@ -375,13 +423,9 @@ class StringPools:
         simple = ((offsets & 1) == 0) & (pos < nb)
         lens = np.zeros(len(offsets), dtype=np.int64)
         if nb and simple.any():
-            nul = np.append(np.flatnonzero(base == 0), nb)
-            lens[simple] = nul[np.searchsorted(nul, pos[simple])] - pos[simple]
-            high = np.flatnonzero(base >= 0x80)
-            if len(high):
-                start, end = pos[simple], pos[simple] + lens[simple]
-                ascii_only = np.searchsorted(high, end) == np.searchsorted(high, start)
-                simple[np.flatnonzero(simple)[~ascii_only]] = False
+            sel = np.flatnonzero(simple)
+            lens[sel], ascii_only = string_spans(base, pos[sel])
+            simple[sel[~ascii_only]] = False
             simple &= lens <= 512
         s_idx = np.flatnonzero(simple)
         width = max(1, int(lens[s_idx].max())) if len(s_idx) else 1

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .budget import STREAM_ALLOWANCE_BYTES, STREAM_RATIO_MAX, over_budget, stream_budget
 from .nkpi_errors import corrupt
 
 if TYPE_CHECKING:
@@ -33,8 +34,6 @@ GRPI_DTYPE = np.dtype([("comp_end", "<i4"), ("raw", "<i4")])
 
 MAX_CHUNK_RAW = 256 * 1024 * 1024
 """Largest decompressed chunk we accept (real 90US chunks are ~73 KB; 110US UTF-16 pool chunks are bigger)."""
-ZLIB_MAX_RATIO = 1032
-"""Deflate cannot expand beyond ~1032:1, so a larger declared original size is corrupt (RFC 1951 bound)."""
 
 
 def parse_grpi(plain: bytes, offset: int, body_size: int) -> np.ndarray:
@@ -56,13 +55,15 @@ def parse_grpi(plain: bytes, offset: int, body_size: int) -> np.ndarray:
             f"GRPI entry {i} with a non-decreasing cumulative size and an original size ≤ {MAX_CHUNK_RAW}",
             f"cumulative {int(ends[i])}, original {int(raw_sizes[i])}",
         )
-    over = np.flatnonzero(raw_sizes > comp * ZLIB_MAX_RATIO + 64)
+    over = np.flatnonzero(raw_sizes > comp * STREAM_RATIO_MAX + STREAM_ALLOWANCE_BYTES)
     if len(over):
         i = int(over[0])
-        raise corrupt(
+        raise over_budget(
             offset + 8 * i,
-            f"GRPI entry {i} original size within zlib's expansion bound",
-            f"{int(raw_sizes[i])} bytes from {int(comp[i])} compressed",
+            f"chunk {i} (GRPI entry {i})",
+            int(raw_sizes[i]),
+            stream_budget(int(comp[i])),
+            f"{int(comp[i]):,} compressed bytes",
         )
     if int(ends[-1]) != body_size:
         raise corrupt(

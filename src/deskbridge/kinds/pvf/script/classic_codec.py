@@ -20,6 +20,7 @@ import numpy as np
 
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.kinds.pvf.archive.base import corrupt
+from deskbridge.kinds.pvf.archive.budget import check_text, text_budget
 from deskbridge.kinds.pvf.script import text as dialect
 from deskbridge.kinds.pvf.script.text import Kind, Token
 
@@ -85,12 +86,20 @@ def to_tokens(data: bytes, strings: StringSource, link_text: LinkText | None = N
     append = out.append
     n = len(types)
     i = 0
+    # String tokens repeat table strings by index: count their characters so that a small script cannot
+    # print gigabytes (docs/pvf-format.md "Budgets").
+    chars, budget = 0, text_budget(len(data))
     while i < n:
         t, v = types[i], values[i]
         if t == T_INT:
             append(Token(Kind.INT, _signed(v)))
         elif t in (T_STRING, T_SECTION, T_COMMAND, T_SEPARATOR):
-            append(_string_token(t, v, strings))
+            tok = _string_token(t, v, strings)
+            if isinstance(tok.value, str):
+                chars += len(tok.value)
+                if chars > budget:
+                    check_text(chars, len(data))
+            append(tok)
         elif t == T_FLOAT:
             append(
                 dialect.float_token(v)
@@ -102,6 +111,9 @@ def to_tokens(data: bytes, strings: StringSource, link_text: LinkText | None = N
             key = strings.get(key_index) if strings.is_canonical(key_index) else None
             if key is not None and dialect.is_link_key(key):
                 text = link_text(v, key) if link_text is not None else None
+                chars += len(key) + len(text or "")
+                if chars > budget:
+                    check_text(chars, len(data))
                 append(dialect.link_token(v, key, text or ""))
             else:
                 append(dialect.typed_token(T_LINK_ID, v))
@@ -125,36 +137,61 @@ def decompile(
 
 
 def from_tokens(tokens: list[Token], strings: StringSource, source_text: str = "") -> bytes:
-    """Dialect tokens → binary script; unknown strings are appended to the string table."""
+    """Dialect tokens → binary script; unknown strings are appended to the string table.
+
+    A string the pack's code page cannot hold is `ENCODING_MISMATCH` at its line and column in
+    `source_text` (the table only knows the string)."""
+    try:
+        return _from_tokens(tokens, strings, source_text)
+    except BridgeError as exc:
+        tok = exc.data.pop("_token", None)
+        if exc.code != ErrorCode.ENCODING_MISMATCH or tok is None or not source_text:
+            raise
+        ch = exc.data.get("character", "")
+        pos = source_text.find(ch, max(tok.pos, 0)) if ch else -1
+        if pos < 0:
+            raise
+        from deskbridge.kinds.pvf.strings.encodings import cannot_encode
+
+        where = UnicodeEncodeError(exc.data.get("encoding", ""), source_text, pos, pos + 1, "")
+        raise cannot_encode(source_text, exc.data.get("encoding", ""), where, where="script") from None
+
+
+def _from_tokens(tokens: list[Token], strings: StringSource, source_text: str) -> bytes:
     recs = np.empty(len(tokens) + sum(1 for t in tokens if t.kind is Kind.LINK), dtype=TOKEN_DTYPE)
     ts = recs["t"]
     vs = recs["v"]
     j = 0
-    for tok in tokens:
-        kind = tok.kind
-        value = tok.value
-        if kind is Kind.INT:
-            ts[j], vs[j] = T_INT, int(value) & 0xFFFFFFFF
-        elif kind is Kind.STRING:
-            ts[j], vs[j] = T_STRING, strings.intern(str(value))
-        elif kind is Kind.SECTION:
-            ts[j], vs[j] = T_SECTION, strings.intern(str(value))
-        elif kind is Kind.FLOAT:
-            ts[j], vs[j] = T_FLOAT, int(value)
-        elif kind is Kind.TYPED:
-            ts[j] = tok.code
-            vs[j] = strings.intern(value) if isinstance(value, str) else value & 0xFFFFFFFF
-        elif kind is Kind.LINK:
-            ts[j], vs[j] = T_LINK_ID, tok.link_id
+    tok = None
+    try:
+        for tok in tokens:
+            kind = tok.kind
+            value = tok.value
+            if kind is Kind.INT:
+                ts[j], vs[j] = T_INT, int(value) & 0xFFFFFFFF
+            elif kind is Kind.STRING:
+                ts[j], vs[j] = T_STRING, strings.intern(str(value))
+            elif kind is Kind.SECTION:
+                ts[j], vs[j] = T_SECTION, strings.intern(str(value))
+            elif kind is Kind.FLOAT:
+                ts[j], vs[j] = T_FLOAT, int(value)
+            elif kind is Kind.TYPED:
+                ts[j] = tok.code
+                vs[j] = strings.intern(value) if isinstance(value, str) else value & 0xFFFFFFFF
+            elif kind is Kind.LINK:
+                ts[j], vs[j] = T_LINK_ID, tok.link_id
+                j += 1
+                ts[j], vs[j] = T_LINK_KEY, strings.intern(str(value))
+            else:
+                raise dialect.syntax_error(
+                    source_text,
+                    max(tok.pos, 0),
+                    f"bare word {str(value)[:40]!r}: classic scripts quote strings with backticks (`{value}`)",
+                )
             j += 1
-            ts[j], vs[j] = T_LINK_KEY, strings.intern(str(value))
-        else:
-            raise dialect.syntax_error(
-                source_text,
-                max(tok.pos, 0),
-                f"bare word {str(value)[:40]!r}: classic scripts quote strings with backticks (`{value}`)",
-            )
-        j += 1
+    except BridgeError as exc:
+        exc.data["_token"] = tok  # where it happened, for from_tokens
+        raise
     return MAGIC + recs.tobytes()
 
 

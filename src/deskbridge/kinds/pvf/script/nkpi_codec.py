@@ -19,6 +19,7 @@ from typing import Protocol
 import numpy as np
 
 from deskbridge.core.errors import BridgeError, ErrorCode
+from deskbridge.kinds.pvf.archive.budget import check_text, text_budget
 from deskbridge.kinds.pvf.script.text import (
     Kind,
     Token,
@@ -73,6 +74,9 @@ def to_tokens(payload: bytes, pools: Pools) -> list[Token]:
     """Text tokens for a script payload (see the module docstring for the mapping)."""
     out: list[Token] = []
     seen: dict[tuple[bool, str], int] = {}  # a string compiles to the first offset it had in this file
+    # One 5-byte token can print a whole pool string: count characters so that a small script cannot
+    # print gigabytes (docs/pvf-format.md "Budgets").
+    chars, budget = 0, text_budget(len(payload))
     for t, v in records(payload).tolist():
         if t == T_INT:
             out.append(int_token(v))
@@ -85,6 +89,9 @@ def to_tokens(payload: bytes, pools: Pools) -> list[Token]:
             out.append(typed_token(t, v))
             continue
         s = pools.resolve(v & 0xFFFFFFFF)
+        chars += len(s)
+        if chars > budget:
+            check_text(chars, len(payload))
         first = seen.setdefault((t == T_TAG, s), v)
         if first != v or not _string_ok(s):
             out.append(typed_token(t, v))

@@ -21,6 +21,7 @@ the constructors `int_token`, `float_token`, `section_token`, `string_token`, `t
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import struct
@@ -104,8 +105,12 @@ _F32 = struct.Struct("<f")
 _U32 = struct.Struct("<I")
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def format_float32(bits: int) -> str | None:
     """Shortest decimal text that reads back to these float32 bits, always with a `.`; None for inf/NaN.
+
+    Cached: game data repeats a small set of values (rates, scales, 0.5, 1.0), and the shortest-digits search
+    below was the largest cost of decompiling a script.
 
     Positional for exponents -7..20 (`0.1`, `8000.0`), else scientific with a mantissa dot (`3.4e+38`,
     `1.0e-10`). Reading back goes text → double → float32, the same path `parse_float32` uses.

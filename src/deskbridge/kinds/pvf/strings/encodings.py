@@ -12,24 +12,44 @@ with another mostly land outside those blocks, which is what separates TW from C
 
 from __future__ import annotations
 
+import codecs
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from deskbridge.core.errors import BridgeError, ErrorCode
 
+WINDOWS_950 = "windows-950"
+"""Microsoft's code page 950, the Traditional Chinese code page the game client and iconv use.
+
+Python's `cp950` codec is Big5 with the ETEN extensions: it also maps 0xC6A1–0xC7FC (kana, circled and
+parenthesised digits, Cyrillic: ヾ々あいう①②…). Microsoft's table (unicode.org
+`VENDORS/MICSFT/WINDOWS/CP950.TXT`) has nothing there — GNU libiconv's `cp950.h` documents the omission —
+so text written with those codes shows as U+FFFD in every other tool. Everything else of Python's `cp950`
+is Microsoft's table (the CP950.TXT changes to Big5 at 0xA145, 0xA14E, 0xA1C3 …, the 0xF9D6–0xF9FE row and
+the euro sign at 0xA3E1 are already in it), so this codec is Python's minus that range, both ways."""
+
+WINDOWS_936 = "windows-936"
+"""Microsoft's code page 936 (GBK): Python's `gbk` (alias `cp936`) plus the single byte 0x80 ↔ € that
+Windows defines (unicode.org `VENDORS/MICSFT/WINDOWS/CP936.TXT`, `0x80 0x20AC`; Python's `gbk` refuses
+both ways). GBK's other Windows points (0xA1A4 = U+00B7, 0xA1AA = U+2014) are already Python's."""
+
 PATH_ENCODING = "cp949"
-DEFAULT_ENCODING = "cp950"
+DEFAULT_ENCODING = WINDOWS_950
 
 ALIASES: dict[str, str] = {
-    "tw": "cp950",
-    "big5": "cp950",
-    "cp950": "cp950",
-    "950": "cp950",
-    "cn": "cp936",
-    "gbk": "cp936",
-    "gb2312": "cp936",
-    "cp936": "cp936",
-    "936": "cp936",
+    "tw": WINDOWS_950,
+    "big5": WINDOWS_950,
+    "cp950": WINDOWS_950,
+    "950": WINDOWS_950,
+    "ms950": WINDOWS_950,
+    "windows-950": WINDOWS_950,
+    "cn": WINDOWS_936,
+    "gbk": WINDOWS_936,
+    "gb2312": WINDOWS_936,
+    "cp936": WINDOWS_936,
+    "936": WINDOWS_936,
+    "windows-936": WINDOWS_936,
     "gb18030": "gb18030",
     "kr": "cp949",
     "euc-kr": "cp949",
@@ -45,7 +65,144 @@ ALIASES: dict[str, str] = {
     "utf-8": "utf-8",
     "65001": "utf-8",
 }
-CANDIDATES: tuple[str, ...] = ("cp950", "cp936", "cp949", "cp932", "utf-8")
+CANDIDATES: tuple[str, ...] = (WINDOWS_950, WINDOWS_936, "cp949", "cp932", "utf-8")
+"""The code pages a classic pack may use. Python's cp949 (Unified Hangul Code) and cp932 are Microsoft's
+tables for the characters they can write (`tests/kinds/pvf/test_code_pages.py` checks the points where the
+national standards and Windows differ); 950 and 936 need codecs of their own (`WINDOWS_950`,
+`WINDOWS_936`)."""
+
+
+def _eten_950() -> str:
+    chars = []
+    for code in range(0xC6A1, 0xC7FD):
+        try:
+            chars.append(code.to_bytes(2, "big").decode("cp950"))
+        except UnicodeDecodeError:
+            continue
+    return "".join(chars)
+
+
+ETEN_950 = _eten_950()
+"""The 249 characters Python's cp950 puts at 0xC6A1–0xC7FC and Windows code page 950 cannot hold."""
+_ETEN_RE = re.compile("[" + re.escape(ETEN_950) + "]")
+_DBCS_950 = re.compile(rb"[\x81-\xfe][\x40-\x7e\xa1-\xfe]|[\s\S]")
+_ETEN_REASON = "not in Windows code page 950 (an ETEN extension of Big5 that other tools do not read)"
+
+
+def _is_eten_code(pair: bytes) -> bool:
+    return len(pair) == 2 and ((pair[0] == 0xC6 and pair[1] >= 0xA1) or (pair[0] == 0xC7 and pair[1] <= 0xFC))
+
+
+def _encode_950(text: str, errors: str = "strict") -> tuple[bytes, int]:
+    m = _ETEN_RE.search(text)
+    if errors == "strict":
+        if m is not None:
+            raise UnicodeEncodeError(WINDOWS_950, text, m.start(), m.end(), _ETEN_REASON)
+        try:
+            return text.encode("cp950"), len(text)
+        except UnicodeEncodeError as exc:
+            raise UnicodeEncodeError(WINDOWS_950, text, exc.start, exc.end, exc.reason) from None
+    out, pos = [], 0
+    handler = codecs.lookup_error(errors)
+    while m is not None:
+        out.append(text[pos : m.start()].encode("cp950", errors))
+        rep, pos = handler(UnicodeEncodeError(WINDOWS_950, text, m.start(), m.end(), _ETEN_REASON))
+        out.append(rep if isinstance(rep, bytes) else rep.encode("cp950", errors))
+        m = _ETEN_RE.search(text, pos)
+    out.append(text[pos:].encode("cp950", errors))
+    return b"".join(out), len(text)
+
+
+def _decode_950(data: bytes, errors: str = "strict") -> tuple[str, int]:
+    data = bytes(data)
+    try:
+        text = data.decode("cp950", errors)
+    except UnicodeDecodeError as exc:
+        raise UnicodeDecodeError(WINDOWS_950, data, exc.start, exc.end, exc.reason) from None
+    if _ETEN_RE.search(text) is None:
+        return text, len(data)
+    # Slow path (the bytes hold ETEN codes): walk the double-byte pairs and treat those codes as errors.
+    out, start = [], 0
+    handler = codecs.lookup_error(errors)
+    for m in _DBCS_950.finditer(data):
+        if _is_eten_code(m.group()):
+            out.append(data[start : m.start()].decode("cp950", errors))
+            rep, start = handler(UnicodeDecodeError(WINDOWS_950, data, m.start(), m.end(), _ETEN_REASON))
+            out.append(rep)
+    out.append(data[start:].decode("cp950", errors))
+    return "".join(out), len(data)
+
+
+_DBCS_936 = re.compile(rb"[\x81-\xfe][\x40-\x7e\x80-\xfe]|[\s\S]")
+
+
+def _encode_936(text: str, errors: str = "strict") -> tuple[bytes, int]:
+    out, start = [], 0
+    for piece in text.split("€"):
+        try:
+            out.append(piece.encode("gbk", errors))
+        except UnicodeEncodeError as exc:
+            raise UnicodeEncodeError(
+                WINDOWS_936, text, start + exc.start, start + exc.end, exc.reason
+            ) from None
+        start += len(piece) + 1
+    return b"\x80".join(out), len(text)
+
+
+def _decode_936(data: bytes, errors: str = "strict") -> tuple[str, int]:
+    data = bytes(data)
+    # a lone 0x80 (not a trail byte) is the euro sign; finding it needs the double-byte boundaries
+    cuts = [m.start() for m in _DBCS_936.finditer(data) if m.group() == b"\x80"] if b"\x80" in data else []
+    out, start = [], 0
+    for cut in [*cuts, len(data)]:
+        try:
+            out.append(data[start:cut].decode("gbk", errors))
+        except UnicodeDecodeError as exc:
+            raise UnicodeDecodeError(
+                WINDOWS_936, data, start + exc.start, start + exc.end, exc.reason
+            ) from None
+        start = cut + 1
+    return "€".join(out), len(data)
+
+
+_CODECS = {
+    "windows_950": codecs.CodecInfo(_encode_950, _decode_950, name=WINDOWS_950),
+    "windows_936": codecs.CodecInfo(_encode_936, _decode_936, name=WINDOWS_936),
+}
+
+
+def _search(name: str) -> codecs.CodecInfo | None:
+    return _CODECS.get(name.replace("-", "_"))
+
+
+codecs.register(_search)
+
+
+def cannot_encode(text: str, encoding: str, exc: UnicodeEncodeError, *, where: str = "text") -> BridgeError:
+    """`ENCODING_MISMATCH` for a character the pack's code page cannot hold: which character, where (line
+    and column in `text`), and the help that fits — change the character, not the encoding."""
+    pos = exc.start
+    ch = text[pos] if 0 <= pos < len(text) else "?"
+    line = text.count("\n", 0, pos) + 1
+    col = pos - (text.rfind("\n", 0, pos) + 1) + 1
+    shown = {WINDOWS_950: "Windows code page 950 (tw)", WINDOWS_936: "Windows code page 936 (cn)"}.get(
+        encoding, encoding
+    )
+    return BridgeError(
+        ErrorCode.ENCODING_MISMATCH,
+        f"{where}: {ch!r} (U+{ord(ch):04X}) at line {line}, column {col} cannot be written in {shown}",
+        f"Replace {ch!r} with a character the pack's code page has (the game and other tools would show "
+        "it as '?' or U+FFFD), or remove it. Reopen with another -e only if the whole pack is in another "
+        "encoding.",
+        data={
+            "encoding": encoding,
+            "position": pos,
+            "line": line,
+            "column": col,
+            "character": ch,
+            "codepoint": f"U+{ord(ch):04X}",
+        },
+    )
 
 
 def resolve_encoding(name: str) -> str:
@@ -56,7 +213,7 @@ def resolve_encoding(name: str) -> str:
     raise BridgeError(
         ErrorCode.INVALID_ARGUMENT,
         f"unknown pack encoding '{name}'",
-        hint="Use one of tw (cp950), cn (cp936), kr (cp949), jp (cp932), utf8.",
+        hint="Use one of tw (Windows code page 950), cn (936), kr (949), jp (932), utf8.",
     )
 
 
@@ -103,9 +260,11 @@ def _char_score(ch: str, codec: str) -> float:
         return 0.0
     if o == 0xFFFD or 0xE000 <= o <= 0xF8FF or o < 0xA0:
         return -2.0
-    if codec == "cp950":
-        return (1.0 if _in_block(ch, "cp950", 0xA440, 0xC67E) else 0.0) + (1.0 if ch in _COMMON_HANT else 0.0)
-    if codec == "cp936":
+    if codec == WINDOWS_950:
+        return (1.0 if _in_block(ch, WINDOWS_950, 0xA440, 0xC67E) else 0.0) + (
+            1.0 if ch in _COMMON_HANT else 0.0
+        )
+    if codec == WINDOWS_936:
         return (1.0 if _in_block(ch, "gb2312", 0xB0A1, 0xD7FE, 0xA1) else 0.0) + (
             1.0 if ch in _COMMON_HANS else 0.0
         )
@@ -128,7 +287,7 @@ def detect_encoding(strings: Iterable[bytes], *, limit: int = 2000) -> Detection
     """Pick the pack encoding that makes the most of these raw strings read as plausible text.
 
     Only strings with bytes >= 0x80 count (ASCII reads the same everywhere); at most `limit` of them.
-    With no such string the default (cp950) is returned, marked not confident.
+    With no such string the default (Windows code page 950) is returned, marked not confident.
     """
     samples: list[bytes] = []
     for s in strings:

@@ -62,6 +62,22 @@ class StrFile:
                 out[key] = value
         return out
 
+    def duplicate_keys(self) -> list[str]:
+        """Keys with more than one `key>` line: tools disagree on which wins (we and pvfUtility's lookup
+        take the first, pvf-parser-ts the last, pvfUtility's loader drops the file), so they are warned."""
+        seen: set[str] = set()
+        dups: list[str] = []
+        for line in self.text.split("\n"):
+            line = line.rstrip("\r")
+            if not line or line.startswith("//"):
+                continue
+            key, sep, _ = line.partition(">")
+            if sep:
+                if key in seen and key not in dups:
+                    dups.append(key)
+                seen.add(key)
+        return dups
+
     def get(self, key: str) -> str | None:
         return self.entries().get(key)
 

@@ -14,6 +14,7 @@ import numpy as np
 
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.kinds.pvf.archive.base import corrupt
+from deskbridge.kinds.pvf.strings.encodings import cannot_encode
 
 MAX_STRING_BYTES = 1 << 20
 """Longest single entry we accept when appending (1 MiB); real entries are short."""
@@ -122,18 +123,14 @@ class StringTable:
         try:
             raw = text.encode(self.encoding)
         except UnicodeEncodeError as exc:
-            raise BridgeError(
-                ErrorCode.ENCODING_MISMATCH,
-                f"{text[:40]!r} cannot be written in the pack encoding {self.encoding}",
-                hint="Use characters the pack encoding has, or open the archive with the right encoding.",
-                data={"encoding": self.encoding, "position": exc.start},
-            ) from None
+            raise cannot_encode(text, self.encoding, exc, where=f"string {text[:40]!r}") from None
         if len(raw) > MAX_STRING_BYTES:
             raise BridgeError(ErrorCode.LIMIT_EXCEEDED, f"string of {len(raw)} bytes is over the 1 MiB limit")
+        lookup = self._build_index()  # before the new entry exists: built after, it would list it twice
         index = len(self._raw)
         self._raw.append(raw)
         self._decoded[index] = text
-        self._build_index().setdefault(text, index)
+        lookup.setdefault(text, index)
         if self._list is not None:
             self._list.append(text)
         self.appended += 1

@@ -72,6 +72,65 @@ GAME_HANS = [
     "格兰之森",
 ]
 
+HANGUL = "이다는의에을하고가기지서한로리사자어도있수를그대아나시것인게요니해들정주면보일전스라까만경"
+GAME_KR = [
+    "낡은",
+    "기사",
+    "마법",
+    "장검",
+    "단검",
+    "천갑옷",
+    "가죽",
+    "부적",
+    "물약",
+    "광석",
+    "고블린",
+    "타우",
+    "귀참",
+    "어퍼",
+    "파동검",
+    "화염구",
+    "얼음벽",
+    "세리아",
+    "린우드",
+    "헨돈마이어",
+    "하늘성",
+    "그란플로리스",
+]
+KANA_KANJI = "のにはをたがでてとしれさあいうえおかきくけこアイウエオカキクケコ剣盾魔法騎士薬草石火氷森城"
+GAME_JP = [
+    "古びた",
+    "騎士",
+    "魔法",
+    "長剣",
+    "短剣",
+    "布の鎧",
+    "革",
+    "お守り",
+    "薬",
+    "鉱石",
+    "ゴブリン",
+    "タウ",
+    "鬼斬り",
+    "アッパー",
+    "波動剣",
+    "火球",
+    "氷壁",
+    "セリア",
+    "リンウッド",
+    "ヘンドンマイア",
+    "天空の城",
+    "グランの森",
+]
+LANGUAGES: dict[str, tuple[str, list[str]]] = {
+    "hant": (HANT, GAME_HANT),
+    "hans": (HANS, GAME_HANS),
+    "ko": (HANGUL, GAME_KR),
+    "ja": (KANA_KANJI, GAME_JP),
+}
+"""Filler text per language: each set is text its pack's code page can hold (Traditional Chinese for 950,
+Simplified for 936/gb18030/UTF-8, Hangul for 949, kana and kanji for 932)."""
+
 # folder: (extension, share of the files, sub-folders, registry name)
 FOLDERS: dict[str, tuple[str, float, list[str], str]] = {
     "equipment": (
@@ -165,10 +224,9 @@ class LogicalFile:
 
 
 class _Words:
-    def __init__(self, rng: random.Random, traditional: bool) -> None:
+    def __init__(self, rng: random.Random, language: str) -> None:
         self.rng = rng
-        self.chars = HANT if traditional else HANS
-        self.game = GAME_HANT if traditional else GAME_HANS
+        self.chars, self.game = LANGUAGES[language]
 
     def name(self) -> str:
         r = self.rng
@@ -236,11 +294,18 @@ def plan_counts(files: int) -> dict[str, int]:
 
 
 def generate_content(
-    files: int, seed: int, *, traditional: bool = True, links: bool = True, root_lists: bool = False
+    files: int,
+    seed: int,
+    *,
+    traditional: bool = True,
+    links: bool = True,
+    root_lists: bool = False,
+    language: str | None = None,
 ) -> Iterator[LogicalFile]:
-    """Yield `files - 1` logical files (the family writer adds its own string table as the last one)."""
+    """Yield `files - 1` logical files (the family writer adds its own string table as the last one).
+    `language` ("hant", "hans", "ko", "ja") picks the filler text; default by `traditional`."""
     rng = random.Random(seed)
-    words = _Words(rng, traditional)
+    words = _Words(rng, language or ("hant" if traditional else "hans"))
     counts = plan_counts(files)
     folders = list(FOLDERS)
     nstring = [STR_NAME.format(folder=f).title().replace(".Chn.Str", ".chn.str") for f in folders]

@@ -240,12 +240,14 @@ def synth_nkpi(
     *,
     keys: NkpiKeys | None = None,
     scheme: KeyScheme | None = None,
+    annotated: bool = False,
 ) -> dict[str, object]:
     """Write a synthetic nkpi archive with about `files` files to `path`; returns a summary.
 
     For `variant="paged"` the page keys are `keys` or `synth_keys(seed, …)`; the latter are also written to
     `<path>.keys.json` (test material only) so `open_archive(path, keys=that file)` works. `scheme` overrides
-    the variant's seeds (tests use it to stand in for a client build whose keys are unknown).
+    the variant's seeds (tests use it to stand in for a client build whose keys are unknown). `annotated` adds
+    the annotation fixtures of `synth/annotated.py`.
     """
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {', '.join(VARIANTS)}")
@@ -267,7 +269,7 @@ def synth_nkpi(
     try:
         with os.fdopen(body_fd, "w+b") as body:
             b = _Builder(pools, scheme.body, body)
-            summary = _generate(b, rng, files, variant, progress)
+            summary = _generate(b, rng, files, variant, progress, annotated)
             b.flush()
             table = np.concatenate(b.entries) if b.entries else np.zeros(0, dtype=FILE_DTYPE)
             pools.freeze()
@@ -309,7 +311,12 @@ def synth_nkpi(
 
 
 def _generate(
-    b: _Builder, rng: np.random.Generator, files: int, variant: str, progress: Progress | None
+    b: _Builder,
+    rng: np.random.Generator,
+    files: int,
+    variant: str,
+    progress: Progress | None,
+    annotated: bool = False,
 ) -> dict[str, object]:
     """Emit every file: tables first, then scripts folder by folder, then the registries."""
     pools = b.pools
@@ -375,6 +382,8 @@ def _generate(
         strs = _str_file(table_pairs, pad=int(rng.integers(0, 8)))
         total_chars += len(strs)
         b.add(str_paths[fi], strs, 3)
+        if annotated:
+            registry += _fixtures().registry_entries(folder, root_lists)
         registry.sort()
         lst_recs = np.zeros(2 * len(registry), dtype=_REC)
         lst_recs["t"][1::2] = 6
@@ -382,4 +391,16 @@ def _generate(
         lst_recs["v"][1::2] = np.array([pools.add(r[1]) for r in registry], dtype=np.int64).astype(np.int32)
         lst_path = f"list/{folder}.lst" if root_lists else f"{folder}/{folder}.lst"
         b.add(lst_path, lst_recs.tobytes(), 1)
+    if annotated:
+        from deskbridge.kinds.pvf.script.nkpi_codec import compile_text
+
+        fx = _fixtures()
+        for lf in [*fx.fixture_files(traditional=False), *fx.new_lists(root_lists)]:
+            b.add(lf.path, compile_text(lf.text, pools), 1)
     return {"str_bytes": total_chars}
+
+
+def _fixtures():  # type: ignore[no-untyped-def]
+    from deskbridge.kinds.pvf.synth import annotated
+
+    return annotated

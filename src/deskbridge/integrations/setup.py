@@ -1,0 +1,319 @@
+"""`deskbridge setup HOST`: add (or remove) deskbridge in one MCP host's config file, touching nothing else.
+
+A change is planned first (`plan_setup` / `plan_remove`: the file, its old and new text, a diff), so `--dry-run`
+and `--print` show exactly what would happen and the web UI can show it before the person clicks. `apply`
+backs the file up, writes it atomically and records what we added in `<state dir>/setup.json`; `--remove`
+takes out only entries that record names, and only while they are as we wrote them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from deskbridge.core.errors import BridgeError, ErrorCode
+from deskbridge.integrations import jsonedit
+from deskbridge.integrations.endpoints import normalise, state_dir
+from deskbridge.integrations.hosts import Host, Scope, host
+from deskbridge.integrations.launcher import write_launcher
+
+DEFAULT_NAME: Final = "deskbridge"
+
+
+def record_path() -> Path:
+    return state_dir() / "setup.json"
+
+
+def backups_dir() -> Path:
+    return state_dir() / "backups"
+
+
+def _load_record() -> list[dict[str, Any]]:
+    try:
+        data = json.loads(record_path().read_text("utf-8"))
+    except (OSError, ValueError):
+        return []
+    return data.get("entries", []) if isinstance(data, dict) else []
+
+
+def _save_record(entries: list[dict[str, Any]]) -> None:
+    path = record_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".setup.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"entries": entries}, indent=1, ensure_ascii=False), "utf-8")
+    os.replace(tmp, path)
+
+
+def recorded(file: Path, name: str) -> dict[str, Any] | None:
+    return next((e for e in _load_record() if e["file"] == str(file) and e["name"] == name), None)
+
+
+# -- reading and changing one config file -------------------------------------------------------------------
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text("utf-8")
+    except FileNotFoundError:
+        return ""
+
+
+def current_entry(h: Host, text: str, name: str) -> Any:
+    if not text.strip():
+        return None
+    if h.format == "toml":
+        import tomlkit
+
+        doc = tomlkit.parse(text)
+        servers = doc.get(h.container)
+        value = servers.get(name) if servers is not None else None
+        return (
+            json.loads(json.dumps(value.unwrap() if hasattr(value, "unwrap") else value)) if value else None
+        )
+    return jsonedit.get(text, [h.container, name])
+
+
+def _with_entry(h: Host, text: str, name: str, entry: dict[str, Any]) -> str:
+    if h.format == "toml":
+        import tomlkit
+
+        doc = tomlkit.parse(text) if text.strip() else tomlkit.document()
+        if h.container not in doc:
+            doc[h.container] = tomlkit.table(is_super_table=True)
+        table = tomlkit.table()
+        for key, value in entry.items():
+            table[key] = value
+        doc[h.container][name] = table  # type: ignore[index]
+        return tomlkit.dumps(doc)
+    return jsonedit.set_member(text, h.container, name, entry)
+
+
+def _without_entry(h: Host, text: str, name: str, drop_container: bool) -> str:
+    if h.format == "toml":
+        import tomlkit
+
+        doc = tomlkit.parse(text)
+        servers = doc.get(h.container)
+        if servers is not None and name in servers:
+            del servers[name]
+            if drop_container and not servers:
+                del doc[h.container]
+        out = tomlkit.dumps(doc)
+        return (
+            out.rstrip("\n") + "\n" if out.strip() else ""
+        )  # tomlkit leaves the blank line it put before us
+    return jsonedit.delete_member(text, h.container, name, drop_empty_parent=drop_container)
+
+
+# -- plans ---------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Plan:
+    """One config change, not made yet."""
+
+    host: Host
+    scope: Scope
+    file: Path
+    name: str
+    old_text: str
+    new_text: str
+    entry: dict[str, Any] | None
+    """The entry we add (None for a removal)."""
+    action: str
+    """`add`, `update`, `unchanged`, `remove` or `absent`."""
+    notes: list[str] = field(default_factory=list)
+    created_container: bool = False
+
+    @property
+    def changes(self) -> bool:
+        return self.old_text != self.new_text
+
+    def diff(self) -> str:
+        return "".join(
+            difflib.unified_diff(
+                self.old_text.splitlines(keepends=True),
+                self.new_text.splitlines(keepends=True),
+                fromfile=str(self.file),
+                tofile=str(self.file),
+            )
+        )
+
+    def snippet(self) -> str:
+        """The entry as the person would paste it by hand."""
+        if self.entry is None:
+            return ""
+        return _with_entry(self.host, "", self.name, self.entry)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "host": self.host.name,
+            "scope": self.scope,
+            "file": str(self.file),
+            "name": self.name,
+            "action": self.action,
+            "entry": self.entry,
+            "diff": self.diff(),
+            "notes": self.notes,
+            "restart": self.host.restart,
+        }
+
+
+def project_folder(project: Path) -> Path:
+    """Where project-scope configs go: the workspace folder (a single document's folder)."""
+    project = normalise(project)
+    return project if project.is_dir() else project.parent
+
+
+def plan_setup(
+    host_name: str,
+    project: Path,
+    *,
+    scope: Scope = "user",
+    http_url: str | None = None,
+    name: str = DEFAULT_NAME,
+    launcher: Path | None = None,
+) -> Plan:
+    """What `deskbridge setup HOST` would change. Raises `BridgeError` when it must not (someone else's entry)."""
+    try:
+        h = host(host_name)
+        file = h.config_path(scope, project_folder(project))
+        entry = (
+            h.http_entry(http_url)
+            if http_url
+            else h.stdio_entry(launcher or write_launcher(), normalise(project))
+        )
+    except ValueError as exc:
+        raise BridgeError(
+            ErrorCode.INVALID_ARGUMENT,
+            str(exc),
+            hint="`deskbridge setup --help` lists the hosts, scopes and forms.",
+        ) from exc
+    old = _read(file)
+    try:
+        existing = current_entry(h, old, name)
+    except Exception as exc:  # a config we cannot parse is left alone
+        raise BridgeError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"{file} is not valid {h.format.upper()}: {exc}",
+            hint="Fix the file (or move it away), then run `deskbridge setup` again; nothing was changed.",
+        ) from exc
+    ours = recorded(file, name)
+    if existing is not None and ours is None and existing != entry:
+        raise BridgeError(
+            ErrorCode.TARGET_EXISTS,
+            f"{file} already has a server named {name!r} that deskbridge did not add",
+            hint=f"Pick another name with `--name {name}-2`, or remove that entry yourself; nothing was changed.",
+        )
+    if existing == entry:
+        return Plan(h, scope, file, name, old, old, entry, "unchanged")
+    try:
+        new = _with_entry(h, old, name, entry)
+    except jsonedit.JsonEditError as exc:
+        raise BridgeError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"{file} cannot be edited safely: {exc}",
+            hint="Fix the file, or add the entry by hand (`deskbridge setup --print`).",
+        ) from exc
+    plan = Plan(h, scope, file, name, old, new, entry, "update" if existing is not None else "add")
+    plan.created_container = _container_missing(h, old)
+    if http_url:
+        plan.notes.append(
+            "Give the host the token in its environment: `export DESKBRIDGE_TOKEN=$(deskbridge token show)` "
+            "before starting it; the token itself is never written into a config file."
+        )
+    return plan
+
+
+def _container_missing(h: Host, text: str) -> bool:
+    if not text.strip():
+        return True
+    if h.format == "toml":
+        import tomlkit
+
+        return h.container not in tomlkit.parse(text)
+    return jsonedit.get(text, [h.container]) is None
+
+
+def plan_remove(host_name: str, project: Path, *, scope: Scope = "user", name: str = DEFAULT_NAME) -> Plan:
+    try:
+        h = host(host_name)
+        file = h.config_path(scope, project_folder(project))
+    except ValueError as exc:
+        raise BridgeError(ErrorCode.INVALID_ARGUMENT, str(exc)) from exc
+    old = _read(file)
+    ours = recorded(file, name)
+    existing = current_entry(h, old, name) if old.strip() else None
+    if ours is None or existing is None:
+        plan = Plan(h, scope, file, name, old, old, None, "absent")
+        if existing is not None:
+            plan.notes.append(f"{name!r} in {file} was not added by deskbridge setup; it was left alone.")
+        return plan
+    if existing != ours["entry"]:
+        plan = Plan(h, scope, file, name, old, old, None, "absent")
+        plan.notes.append(f"{name!r} in {file} was changed since deskbridge added it; it was left alone.")
+        return plan
+    new = _without_entry(h, old, name, bool(ours.get("createdContainer")))
+    return Plan(h, scope, file, name, old, new, None, "remove")
+
+
+def apply(plan: Plan) -> Path | None:
+    """Make the change: back the file up, write it atomically (keeping its permissions), update the record.
+    Returns the backup's path (None when the file did not exist or nothing changed)."""
+    from deskbridge.core.files import atomic_write
+
+    entries = [e for e in _load_record() if not (e["file"] == str(plan.file) and e["name"] == plan.name)]
+    backup = None
+    if plan.changes:
+        if plan.file.exists():
+            backups_dir().mkdir(parents=True, exist_ok=True)
+            stamp = time.strftime("%Y%m%d-%H%M%S")
+            backup = backups_dir() / f"{plan.host.name}-{plan.scope}-{stamp}-{plan.file.name}"
+            shutil.copy2(plan.file, backup)
+        plan.file.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(plan.file, plan.new_text.encode("utf-8"), new_file_mode=0o600)
+    if plan.entry is not None:
+        previous = recorded(plan.file, plan.name)
+        entries.append(
+            {
+                "host": plan.host.name,
+                "scope": plan.scope,
+                "file": str(plan.file),
+                "name": plan.name,
+                "entry": plan.entry,
+                "createdContainer": plan.created_container
+                or bool(previous and previous.get("createdContainer")),
+                "added": time.time(),
+                "backup": str(backup) if backup else None,
+            }
+        )
+    _save_record(entries)
+    return backup
+
+
+def setups() -> list[dict[str, Any]]:
+    """Every entry deskbridge setup added that is still recorded."""
+    return _load_record()
+
+
+def entry_problem(entry_file: Path, name: str, h: Host) -> str | None:
+    """For `doctor`: what is wrong with our entry in a host's config (None when it is fine)."""
+    text = _read(entry_file)
+    if not text.strip():
+        return f"{entry_file} does not exist"
+    with contextlib.suppress(Exception):
+        value = current_entry(h, text, name)
+        if value is None:
+            return f"{entry_file} has no {name!r} entry"
+        command = value.get("command") if isinstance(value, dict) else None
+        if command and not Path(command).exists():
+            return f"the entry's command {command} does not exist"
+        return None
+    return f"{entry_file} cannot be read as {h.format.upper()}"

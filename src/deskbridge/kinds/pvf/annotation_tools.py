@@ -1,0 +1,630 @@
+"""The annotation tools: `pvf_annotation_search`, `pvf_annotation_detail`, `pvf_explain_file` (read-only).
+
+Rules and the engine live in `kinds/pvf/annotations/` (docs/pvf-annotations.md); this module reaches the open
+archive for them — registries, target names, string links, existence — under the engine lock, like reads.
+Shapes are small and paginated; every answer carries a `hint` naming the next call (docs/tools.md).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import posixpath
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field
+
+from deskbridge.core.errors import BridgeError, ErrorCode
+from deskbridge.core.files import atomic_write, read_regular_file
+from deskbridge.core.tools import CallContext, ToolArgs, ToolSpec
+from deskbridge.core.workspace import DELETED, Workspace
+from deskbridge.kinds.pvf.annotations.engine import Annotator, file_matches, first_value, parse, str_entries
+from deskbridge.kinds.pvf.annotations.rules import (
+    RULE_FILE_MAX_BYTES,
+    RuleSet,
+    RuleStore,
+    localize,
+    parse_document,
+)
+from deskbridge.kinds.pvf.archive.base import norm_path
+from deskbridge.kinds.pvf.search import decode_cursor, encode_cursor
+from deskbridge.kinds.pvf.service import PvfService, _link_text, _registry
+from deskbridge.kinds.pvf.store import text_of
+
+Lang = Literal["zh-CN", "en"]
+LangField = Field("zh-CN", description="Language of titles and labels: zh-CN or en.")
+EXPLAIN_PAGE_DEFAULT = 40
+EXPLAIN_PAGE_MAX = 200
+EXPLAIN_TOKEN_BUDGET = 500
+"""Annotated tokens per page of pvf_explain_file (a section is never split; the page ends after it)."""
+VALUES_SHOWN = 24
+NAME_LOOKUPS_MAX = 200
+EXAMPLE_SCAN_MAX = 300
+
+
+class SearchArgs(ToolArgs):
+    query: str = Field(
+        "",
+        max_length=200,
+        description="Words of a rule id, title, section or enum label (any language); '' lists all.",
+    )
+    extension: str | None = Field(None, description="Only rules that apply to this extension, e.g. .equ.")
+    lang: Lang = LangField
+    cursor: str | None = None
+    limit: int = Field(20, ge=1, le=100)
+
+
+class DetailArgs(ToolArgs):
+    ruleId: str = Field(min_length=1, max_length=80)
+    workspaceId: str | None = Field(
+        None, description="Open archive to take examples from (pvf_workspace_info)."
+    )
+    examples: int = Field(3, ge=0, le=10)
+    lang: Lang = LangField
+
+
+class ExplainArgs(ToolArgs):
+    workspaceId: str = Field(description="From pvf_workspace_info / pvf_archive_open.")
+    path: str = Field(description="Archive path, e.g. equipment/character/swordman/weapon/sword.equ.")
+    expectedRevision: int | None = None
+    sections: list[str] | None = Field(
+        None, max_length=50, description="Only these sections (names with or without brackets, e.g. rarity)."
+    )
+    lang: Lang = LangField
+    draftRules: str | None = Field(
+        None,
+        max_length=RULE_FILE_MAX_BYTES,
+        description="A rule file (JSON) to preview at the highest priority for this call only; nothing is written.",
+    )
+    cursor: str | None = None
+    limit: int = Field(
+        EXPLAIN_PAGE_DEFAULT, ge=1, le=EXPLAIN_PAGE_MAX, description="Sections (or .str entries) per page."
+    )
+
+
+class RulesGetArgs(ToolArgs):
+    fileName: str | None = Field(None, description="A user rule file (e.g. 10-mine.json); omit to list them.")
+
+
+class RulesSaveArgs(ToolArgs):
+    fileName: str = Field(
+        description="File name in the user rule folder: letters, digits, . _ -, ending .json."
+    )
+    text: str = Field(
+        max_length=RULE_FILE_MAX_BYTES, description="The whole rule file (JSON, docs/pvf-annotations.md)."
+    )
+    expectedSha256: str | None = Field(
+        None,
+        description="sha256 of the file as you read it ('' = must not exist yet); refused if it changed.",
+    )
+    requestId: str | None = Field(
+        None, description="Client-chosen id; a retry with the same id returns the first result."
+    )
+
+
+RULE_FILE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}\.json$")
+
+
+class _Resolver:
+    """The engine's view of the open workspace (call under the engine lock); caches per call."""
+
+    def __init__(self, ws: Workspace) -> None:
+        self.ws = ws
+        self.ar = ws.source.archive  # type: ignore[union-attr]
+        self._regs: dict[str, Any] = {}
+        self._links: dict[tuple[int, str], str | None] = {}
+        self.lookups = 0
+
+    def exists(self, path: str) -> bool:
+        key = self.ws.key_of(path)
+        if key in self.ws.overlay:
+            return self.ws.overlay[key] is not DELETED
+        return bool(self.ar.exists(path))
+
+    def registry(self, list_path: str) -> Any:
+        k = norm_path(list_path)
+        if k not in self._regs:
+            try:
+                self._regs[k] = _registry(self.ar, list_path)
+            except BridgeError:
+                self._regs[k] = None
+        return self._regs[k]
+
+    def name_of(self, path: str, name_section: str) -> str | None:
+        if self.lookups >= NAME_LOOKUPS_MAX:
+            return None
+        self.lookups += 1
+        try:
+            text = text_of(self.ws, path, self.ws.read(path))
+        except BridgeError:
+            return None
+        return None if text is None else first_value(text, name_section, self)
+
+    def link_text(self, table: int, key: str) -> str | None:
+        k = (table, key)
+        if k not in self._links:
+            try:
+                self._links[k] = _link_text(self.ar, table, key)
+            except BridgeError:
+                self._links[k] = None
+        return self._links[k]
+
+    def str_tables(self, path: str) -> list[int]:
+        """The n_string.lst table ids whose .str is `path` (classic and nkpi)."""
+        want = norm_path(path)
+        pairs: list[tuple[int, str]] = []
+        try:
+            if self.ar.family == "classic":
+                pairs = list(self.ar.strings.nstring())
+            else:
+                pairs = [(t, rel) for lst in getattr(self.ar.refs(), "_lists", []) for t, rel in lst.items()]
+        except BridgeError:
+            return []
+        return sorted({t for t, rel in pairs if norm_path(rel) == want})
+
+
+def _rule_summary(rs: RuleSet, rule: dict[str, Any], lang: str, hits: list[str]) -> dict[str, Any]:
+    ann = rule["annotation"]
+    t = rule["target"]
+    out: dict[str, Any] = {
+        "ruleId": rule["id"],
+        "title": localize(ann["title"], lang),
+        "type": ann["type"],
+        "target": t["kind"],
+        "section": t.get("section"),
+        "extensions": rule["match"].get("extensions", []),
+        "origin": rule["origin"],
+    }
+    if hits:
+        out["matchedIn"] = hits
+    values = ann.get("values")
+    if values:
+        items = list(values.items())
+        out["values"] = {k: localize(v, lang) for k, v in items[:20]}
+        if len(items) > 20:
+            out["valueCount"] = len(items)
+    if ann.get("relation"):
+        rel = rs.relations.get(ann["relation"], {})
+        out["relation"] = {"name": ann["relation"], "title": localize(rel.get("title"), lang)}
+    return out
+
+
+def _section_filter(names: list[str] | None) -> set[str] | None:
+    if not names:
+        return None
+    out = set()
+    for n in names:
+        n = n.strip()
+        if n.startswith("[") and n.endswith("]"):
+            n = n[1:-1]
+        out.add(n.casefold())
+    return out
+
+
+class AnnotationService:
+    """The three tools' logic over a `PvfService` and a `RuleStore`."""
+
+    def __init__(self, svc: PvfService, store: RuleStore) -> None:
+        self.svc = svc
+        self.store = store
+
+    # ------------------------------------------------------------------------------------------ search
+
+    def search(
+        self, query: str, extension: str | None, lang: str, cursor: str | None, limit: int
+    ) -> dict[str, Any]:
+        rs = self.store.current()
+        found = rs.search(query, extension)
+        start = 0
+        if cursor:
+            data = decode_cursor(cursor)
+            if data.get("q") != query or data.get("x") != extension:
+                raise BridgeError(
+                    ErrorCode.INVALID_ARGUMENT,
+                    "the cursor belongs to another search",
+                    "Repeat pvf_annotation_search with the same query and extension, or omit the cursor.",
+                )
+            start = int(data.get("o", 0))
+        page = found[start : start + limit]
+        end = start + len(page)
+        more = end < len(found)
+        return {
+            "rules": [_rule_summary(rs, r, lang, h) for r, h in page],
+            "total": len(found),
+            "nextCursor": encode_cursor({"q": query, "x": extension, "o": end}) if more else None,
+            "userFiles": rs.files,
+            "refusedFiles": rs.errors,
+            "hint": ("More rules: call pvf_annotation_search again with nextCursor. " if more else "")
+            + "pvf_annotation_detail(ruleId) shows a whole rule with examples; pvf_explain_file explains a file.",
+        }
+
+    # ------------------------------------------------------------------------------------------ detail
+
+    def detail(self, rule_id: str, workspace_id: str | None, examples: int, lang: str) -> dict[str, Any]:
+        rs = self.store.current()
+        rule = rs.rule(rule_id)
+        raw = {k: v for k, v in rule.items() if k != "origin"}
+        out: dict[str, Any] = {
+            "ruleId": rule_id,
+            "title": localize(rule["annotation"]["title"], lang),
+            "origin": rule["origin"],
+            "priority": rs.rules.index(rule),
+            "rule": raw,
+        }
+        rel_name = rule["annotation"].get("relation")
+        if rel_name:
+            out["relation"] = self._relation(rs, rel_name)
+        if workspace_id is None or examples == 0:
+            out["examples"] = []
+            out["hint"] = "Pass workspaceId to see files of the open archive where this rule applies."
+            return out
+        out["examples"], out["scanned"] = self._examples(rs, rule, workspace_id, examples, lang)
+        out["hint"] = (
+            "pvf_explain_file(workspaceId, path) explains a whole example file."
+            if out["examples"]
+            else "No file of the open archive shows this rule (scanned the first matching files); "
+            "pvf_search finds files by path or content."
+        )
+        return out
+
+    def _relation(self, rs: RuleSet, name: str, depth: int = 0) -> dict[str, Any]:
+        rel = rs.relations.get(name)
+        if rel is None:
+            return {"name": name, "missing": True}
+        out = {"name": name, **{k: v for k, v in rel.items()}}
+        if rel.get("kind") == "union" and depth < 3:
+            out["members"] = [self._relation(rs, m, depth + 1) for m in rel["relations"]]
+        return out
+
+    def _examples(
+        self, rs: RuleSet, rule: dict[str, Any], workspace_id: str, want: int, lang: str
+    ) -> tuple[list[dict[str, Any]], int]:
+        svc = self.svc
+        found: list[dict[str, Any]] = []
+        scanned = 0
+        with svc.engine.lock:
+            ws = svc._ws(workspace_id)
+            ar = ws.source.archive  # type: ignore[union-attr]
+            res = _Resolver(ws)
+            for path in ws.all_keys():
+                if len(found) >= want or scanned >= EXAMPLE_SCAN_MAX:
+                    break
+                if not file_matches(rule, path, ar.family, ar.variant):
+                    continue
+                scanned += 1
+                if rule["target"]["kind"] == "path":
+                    found.append({"path": path, "fileAnnotation": {"ruleId": rule["id"]}})
+                    continue
+                try:
+                    text = text_of(ws, path, ws.read(path))
+                    if text is None:
+                        continue
+                    root, order = parse(text)
+                except BridgeError:
+                    continue
+                ann = Annotator(rs, res, path, family=ar.family, variant=ar.variant, lang=lang)
+                want_sec = rule["target"].get("section")
+                targets = (
+                    [root]
+                    if want_sec is None
+                    else [s for s in order if (s.name or "").casefold() == want_sec.casefold()]
+                )
+                for sec in targets:
+                    entry = ann.section(sec, max_values=8, token_limit=64)
+                    toks = [
+                        t
+                        for t in entry["tokens"]
+                        if rule["id"] == t["ruleId"] or rule["id"] in t.get("alsoMatched", [])
+                    ]
+                    if toks or entry.get("annotation", {}).get("ruleId") == rule["id"]:
+                        found.append(
+                            {
+                                "path": path,
+                                "section": entry["path"] or None,
+                                "line": entry["line"],
+                                "values": entry["values"][:8],
+                                "tokens": toks[:8],
+                            }
+                        )
+                        break
+        return found, scanned
+
+    # ------------------------------------------------------------------------------------------ explain
+
+    def explain(
+        self,
+        workspace_id: str,
+        path: str,
+        expected_revision: int | None,
+        sections: list[str] | None,
+        lang: str,
+        cursor: str | None,
+        limit: int,
+        draft: str | None = None,
+    ) -> dict[str, Any]:
+        svc = self.svc
+        rs = self.store.preview(draft) if draft is not None else self.store.current()
+        filt = _section_filter(sections)
+        fkey = sorted(filt) if filt else None
+        with svc.engine.lock:
+            ws = svc._ws(workspace_id, expected_revision)
+            data = ws.read(path)
+            revision = ws.revision
+            ar = ws.source.archive  # type: ignore[union-attr]
+            start = 0
+            token_from = 0
+            if cursor:
+                c = decode_cursor(cursor)
+                if c.get("p") != norm_path(path) or c.get("f") != fkey:
+                    raise BridgeError(
+                        ErrorCode.INVALID_ARGUMENT,
+                        "the cursor belongs to another file or section filter",
+                        "Call pvf_explain_file with the same path and sections, or omit the cursor.",
+                    )
+                if c.get("r") != revision:
+                    raise BridgeError(
+                        ErrorCode.STALE_WORKSPACE,
+                        "the workspace changed between pages",
+                        "Explain the file again from the first page (omit cursor).",
+                        data=svc.engine.identity_data(),
+                    )
+                start = int(c.get("o", 0))
+                token_from = int(c.get("t", 0))
+            text = text_of(ws, path, data)
+            res = _Resolver(ws)
+            ann = Annotator(rs, res, path, family=ar.family, variant=ar.variant, lang=lang, text=text)
+            base: dict[str, Any] = {
+                "path": path,
+                "revision": revision,
+                "lang": lang,
+                "fileAnnotations": ann.file_annotations(),
+            }
+            if text is None:
+                return {
+                    **base,
+                    "kind": "binary",
+                    "sections": [],
+                    "hint": "A binary file has only path annotations; pvf_read_file shows its bytes.",
+                }
+            if posixpath.splitext(norm_path(path))[1] == ".str":
+                return self._explain_str(base, res, path, text, revision, start, limit)
+            root, order = parse(text)
+            chosen = [s for s in order if filt is None or (s.name or "").casefold() in filt]
+            if root.values() and (filt is None):
+                chosen.insert(0, root)
+            page: list[dict[str, Any]] = []
+            budget = EXPLAIN_TOKEN_BUDGET
+            i = start
+            t0 = token_from
+            next_t = 0
+            while i < len(chosen) and len(page) < limit and budget > 0:
+                entry = ann.section(chosen[i], max_values=VALUES_SHOWN, token_start=t0, token_limit=budget)
+                budget -= max(1, len(entry["tokens"]))
+                page.append(entry)
+                if entry.get("tokensTruncated"):
+                    next_t = t0 + len(entry["tokens"])
+                    break
+                i += 1
+                t0 = 0
+            unknown = sorted({s.name for s in order if s.name is not None and not ann.rules_for(s)})
+        out: dict[str, Any] = {
+            **base,
+            "kind": "script",
+            "sections": page,
+            "totalSections": len(chosen),
+            "unknownSections": unknown[:100],
+            "nextCursor": encode_cursor({"p": norm_path(path), "f": fkey, "r": revision, "o": i, "t": next_t})
+            if i < len(chosen)
+            else None,
+        }
+        if filt:
+            present = {(s.name or "").casefold() for s in order}
+            missing = sorted(n for n in filt if n not in present)
+            if missing:
+                out["missingSections"] = missing
+        out["hint"] = (
+            "More sections: call pvf_explain_file again with nextCursor. " if out["nextCursor"] else ""
+        ) + (
+            "A reference's path can be explained in turn with pvf_explain_file; pvf_annotation_detail(ruleId) "
+            "shows a rule; pvf_read_file shows the raw text."
+        )
+        return out
+
+    # ------------------------------------------------------------------------------------------ user rule files
+
+    def _user_path(self, name: str) -> Path:
+        if self.store.user_dir is None:
+            raise BridgeError(ErrorCode.NOT_FOUND, "this server has no user rule folder")
+        if not RULE_FILE_NAME.match(name):
+            raise BridgeError(
+                ErrorCode.INVALID_ARGUMENT,
+                f"{name!r} is not a rule file name",
+                "Use letters, digits, '.', '_' or '-' and end with .json (e.g. 10-mine.json); no folders.",
+            )
+        return self.store.user_dir / name
+
+    def rules_get(self, name: str | None) -> dict[str, Any]:
+        rs = self.store.current()
+        folder = self.store.user_dir
+        if name is None:
+            names = (
+                sorted(p.name for p in folder.glob("*.json"))
+                if folder is not None and folder.is_dir()
+                else []
+            )
+            refused = {e["file"]: e for e in rs.errors}
+            return {
+                "folder": str(folder) if folder is not None else None,
+                "files": [{"fileName": n, "loaded": n in rs.files, "refused": refused.get(n)} for n in names],
+                "hint": "pvf_annotation_rules_get(fileName) reads one; pvf_annotation_rules_save writes one.",
+            }
+        path = self._user_path(name)
+        if not path.exists():
+            raise BridgeError(
+                ErrorCode.NOT_FOUND,
+                f"no user rule file {name}",
+                "pvf_annotation_rules_get without fileName lists them; pvf_annotation_rules_save creates one.",
+            )
+        raw = read_regular_file(path, max_bytes=RULE_FILE_MAX_BYTES, shown_as=name)
+        refused = next((e for e in rs.errors if e["file"] == name), None)
+        return {
+            "fileName": name,
+            "text": raw.decode("utf-8", errors="replace"),
+            "sha256": hashlib.sha256(raw).hexdigest(),
+            "loaded": name in rs.files,
+            "refused": refused,
+            "hint": "Preview changes with pvf_explain_file(draftRules=…), then pvf_annotation_rules_save.",
+        }
+
+    def rules_save(self, name: str, text: str, expected: str | None) -> dict[str, Any]:
+        path = self._user_path(name)
+        raw = text.encode("utf-8")
+        current = self.store.current()
+        known = set(current.relations)
+        doc = parse_document(raw, name, known)
+        old = read_regular_file(path, max_bytes=RULE_FILE_MAX_BYTES, shown_as=name) if path.exists() else None
+        old_sha = "" if old is None else hashlib.sha256(old).hexdigest()
+        if expected is not None and expected != old_sha:
+            raise BridgeError(
+                ErrorCode.TARGET_CHANGED,
+                f"{name} changed since you read it",
+                "Read it again with pvf_annotation_rules_get and merge your change.",
+                data={"currentSha256": old_sha},
+            )
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, raw, backup=old is not None)
+        rs = self.store.current()
+        return {
+            "fileName": name,
+            "sha256": hashlib.sha256(raw).hexdigest(),
+            "rules": len(doc.get("rules", [])),
+            "relations": len(doc.get("relations", {})),
+            "loaded": name in rs.files,
+            "priority": rs.files.index(name) if name in rs.files else None,
+            "hint": "The rules apply at once: pvf_explain_file shows them; pvf_annotation_search lists them.",
+        }
+
+    def _explain_str(
+        self,
+        base: dict[str, Any],
+        res: _Resolver,
+        path: str,
+        text: str,
+        revision: int,
+        start: int,
+        limit: int,
+    ) -> dict[str, Any]:
+        entries = str_entries(text)
+        tables = res.str_tables(path)
+        page = entries[start : start + limit]
+        end = start + len(page)
+        return {
+            **base,
+            "kind": "str",
+            "linkTables": tables,
+            "entries": [
+                {
+                    "line": n,
+                    "key": k,
+                    "value": v,
+                    "links": [f"<{t}::{k}>" for t in tables],
+                }
+                for n, k, v in page
+            ],
+            "totalEntries": len(entries),
+            "nextCursor": encode_cursor({"p": norm_path(path), "f": None, "r": revision, "o": end})
+            if end < len(entries)
+            else None,
+            "hint": "Scripts refer to an entry as <table::key> (linkTables from n_string.lst); "
+            "pvf_resolve(text=…) finds the links whose text contains a word.",
+        }
+
+
+def annotation_tools(svc: PvfService, store: RuleStore | None = None) -> list[ToolSpec]:
+    """The annotation tools over the PVF service; rules from the built-ins and the user config folder."""
+    if store is None:
+        from deskbridge.settings import deskbridge_dirs
+
+        store = RuleStore(deskbridge_dirs().config)
+    an = AnnotationService(svc, store)
+
+    def search(call: CallContext, args: SearchArgs) -> dict[str, Any]:
+        return an.search(args.query, args.extension, args.lang, args.cursor, args.limit)
+
+    def detail(call: CallContext, args: DetailArgs) -> dict[str, Any]:
+        return an.detail(args.ruleId, args.workspaceId, args.examples, args.lang)
+
+    def explain(call: CallContext, args: ExplainArgs) -> dict[str, Any]:
+        return an.explain(
+            args.workspaceId,
+            args.path,
+            args.expectedRevision,
+            args.sections,
+            args.lang,
+            args.cursor,
+            args.limit,
+            args.draftRules,
+        )
+
+    def rules_get(call: CallContext, args: RulesGetArgs) -> dict[str, Any]:
+        return an.rules_get(args.fileName)
+
+    def rules_save(call: CallContext, args: RulesSaveArgs) -> dict[str, Any]:
+        return an.rules_save(args.fileName, args.text, args.expectedSha256)
+
+    return [
+        ToolSpec(
+            "pvf_annotation_search",
+            "Search annotation rules",
+            "Annotation rules (what DNF script sections and tokens mean) whose id, title, section or enum labels "
+            "match the query in any language, optionally only those for one extension; paginated. Lists user "
+            "rule files and refused ones (with the failing JSON path).",
+            SearchArgs,
+            search,
+            read_only=True,
+            idempotent=True,
+        ),
+        ToolSpec(
+            "pvf_annotation_detail",
+            "Annotation rule detail",
+            "One annotation rule as a whole (match, target, annotation, source, priority), its relation, and with "
+            "workspaceId a few files of the open archive where it applies with the annotated tokens.",
+            DetailArgs,
+            detail,
+            read_only=True,
+            idempotent=True,
+        ),
+        ToolSpec(
+            "pvf_explain_file",
+            "Explain a file",
+            "What each section and token of an archive file means: title, type, enum label (e.g. [rarity] 4 → "
+            "Epic), references resolved through .lst registries to the target path and name (e.g. the skill a "
+            "[skill levelup] raises), image paths, string links with their text; sections no rule covers are "
+            "listed. Filter with sections=[…]; paginated by cursor like reads.",
+            ExplainArgs,
+            explain,
+            read_only=True,
+            idempotent=True,
+        ),
+        ToolSpec(
+            "pvf_annotation_rules_get",
+            "Read user annotation rules",
+            "The user rule files (in the deskbridge config folder, read in name order, before the built-ins), or "
+            "one file's text with its sha256 and whether it was refused (and where).",
+            RulesGetArgs,
+            rules_get,
+            read_only=True,
+            idempotent=True,
+        ),
+        ToolSpec(
+            "pvf_annotation_rules_save",
+            "Save a user annotation rule file",
+            "Write one user rule file after validating it against the schema (INVALID_ARGUMENT with data.jsonPath "
+            "otherwise; nothing is written). expectedSha256 guards against overwriting a change you have not seen. "
+            "Preview first with pvf_explain_file(draftRules=…).",
+            RulesSaveArgs,
+            rules_save,
+            idempotent=True,
+        ),
+    ]

@@ -1,0 +1,50 @@
+"""The one rule for archive paths: how a path is spelled when stored and looked up, and which names collide.
+
+Every tool keys PVF files case-insensitively: pvfUtility lowercases lookups and writes new names in lower
+case with `/`, pvf-parser-ts and the Go port lowercase on read (research/pvf.md §1A "Path normalisation").
+A stored name with upper case is therefore unreachable from string links and `.lst` registries in
+pvfUtility, and two names that differ only in case make an ambiguous archive (each tool reads a different
+file for the same path). So every path deskbridge stores or looks up goes through
+`normalize_archive_path`, and a set of new names is checked with `refuse_case_duplicates` before it is
+written (pack, import, stage of several files).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from deskbridge.core.errors import BridgeError, ErrorCode
+
+
+def normalize_archive_path(path: str) -> str:
+    """The stored and lookup form of an archive path: `\\` → `/`, no leading `/`, lower case."""
+    return path.replace("\\", "/").lstrip("/").lower()
+
+
+def case_duplicates(paths: Iterable[str]) -> list[tuple[str, str]]:
+    """Pairs (first name, later name) of paths that normalise to the same key, in input order."""
+    first: dict[str, str] = {}
+    pairs: list[tuple[str, str]] = []
+    for p in paths:
+        key = normalize_archive_path(p)
+        if key in first:
+            pairs.append((first[key], p))
+        else:
+            first[key] = p
+    return pairs
+
+
+def refuse_case_duplicates(paths: Iterable[str], *, where: str = "the files") -> None:
+    """`INVALID_ARGUMENT` naming both names when two paths differ only in case (or in `\\` vs `/`)."""
+    pairs = case_duplicates(paths)
+    if not pairs:
+        return
+    a, b = pairs[0]
+    more = f" (and {len(pairs) - 1} more pairs)" if len(pairs) > 1 else ""
+    raise BridgeError(
+        ErrorCode.INVALID_ARGUMENT,
+        f"'{a}' and '{b}' in {where} are the same archive path '{normalize_archive_path(a)}'{more}: "
+        "archive paths ignore case, so an archive holding both would be read differently by each tool",
+        "Rename or remove one of the two, then retry.",
+        data={"paths": [a, b], "key": normalize_archive_path(a), "pairs": len(pairs)},
+    )

@@ -1,0 +1,220 @@
+"""The `pvf_script_*` tools (the pvfine MCP design's script rows) over `scripting.runner.ScriptRuns`.
+
+help → validate → run (taskId at once) → status (logs by cursor, progress, planId) → preview → apply (explicit
+changeKeys + expected revision) / discard; cancel only your own run. Runs and plans are the engine's, so the
+UI and every MCP client see and act on the same ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field
+
+from deskbridge.core import limits
+from deskbridge.core.errors import BridgeError, ErrorCode
+from deskbridge.core.plans import PlanKind
+from deskbridge.core.tools import CallContext, ToolArgs, ToolSpec
+from deskbridge.kinds.pvf.scripting.help import TOPICS
+from deskbridge.kinds.pvf.scripting.runner import SOURCE_MAX_BYTES, runs_for, validate_source
+
+RUN_LABEL = "pvf_script_run"
+Source = Field(max_length=SOURCE_MAX_BYTES, description="The .pvf.js program (JavaScript, at most 1 MiB).")
+
+
+class HelpArgs(ToolArgs):
+    topic: Literal["overview", "api", "types", "examples", "pitfalls"] = "overview"
+
+
+class ValidateArgs(ToolArgs):
+    source: str = Source
+
+
+class RunArgs(ToolArgs):
+    workspaceId: str
+    expectedRevision: int = Field(description="The revision the script is meant for (pvf_workspace_info).")
+    source: str = Source
+    label: str | None = Field(None, max_length=200, description="Shown with the run and its plan.")
+    requestId: str | None = Field(
+        None, description="A retry with the same id and arguments returns the first run."
+    )
+
+
+class StatusArgs(ToolArgs):
+    taskId: str
+    logCursor: str | None = Field(
+        None, description="nextCursor of the previous call; omit to read from the start."
+    )
+    logMaxBytes: int = Field(limits.TASK_LOG_PAGE_MAX_BYTES, ge=256, le=limits.TASK_LOG_PAGE_MAX_BYTES)
+
+
+class PreviewArgs(ToolArgs):
+    planId: str
+    filter: str | None = Field(None, max_length=1000, description="Only changes whose path contains this.")
+    cursor: str | None = None
+    limit: int = Field(50, ge=1, le=limits.PLAN_PAGE_MAX_ITEMS)
+
+
+class ApplyArgs(ToolArgs):
+    planId: str
+    expectedRevision: int = Field(description="The workspace revision the plan was built on.")
+    changeKeys: list[str] = Field(min_length=1, description="The changeKeys to apply, exactly as previewed.")
+    acknowledgedWarningIds: list[str] = Field(default_factory=list)
+    requestId: str | None = None
+
+
+class CancelArgs(ToolArgs):
+    taskId: str
+
+
+class DiscardArgs(ToolArgs):
+    planId: str
+
+
+def _script_task(svc: Any, task_id: str) -> None:
+    task = svc.engine.tasks.get(task_id)
+    if task.label != RUN_LABEL:
+        raise BridgeError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"task {task_id} is not a script run ({task.label})",
+            "Follow other tasks with pvf_task_status.",
+        )
+
+
+def script_tools(svc: Any, config_dir: Path | None = None) -> list[ToolSpec]:
+    runs = runs_for(svc, config_dir)
+    eng = svc.engine
+
+    def help_(call: CallContext, args: HelpArgs) -> dict[str, Any]:
+        return {"topic": args.topic, "text": TOPICS[args.topic], "topics": list(TOPICS)}
+
+    async def validate(call: CallContext, args: ValidateArgs) -> dict[str, Any]:
+        diags = await asyncio.to_thread(validate_source, args.source, runs.limits)
+        return {"ok": not diags, "diagnostics": diags}
+
+    async def run(call: CallContext, args: RunArgs) -> dict[str, Any]:
+        task = runs.start(call.caller, args.workspaceId, args.expectedRevision, args.source, args.label)
+        return {"taskId": task.id, "state": str(task.state), "owner": task.owner}
+
+    def status(call: CallContext, args: StatusArgs) -> dict[str, Any]:
+        _script_task(svc, args.taskId)
+        out = eng.tasks.status(args.taskId, args.logCursor, args.logMaxBytes)
+        result = out.get("result") or {}
+        out["planId"] = result.get("planId")
+        return out
+
+    def preview(call: CallContext, args: PreviewArgs) -> dict[str, Any]:
+        page = eng.preview_plan(
+            args.planId, args.cursor, args.limit, kind=PlanKind.SCRIPT, key_filter=args.filter
+        )
+        page["plan"] = eng.get_plan(args.planId, PlanKind.SCRIPT)
+        return page
+
+    def apply(call: CallContext, args: ApplyArgs) -> dict[str, Any]:
+        try:
+            out = eng.apply_plan(
+                args.planId,
+                caller=call.caller,
+                change_keys=args.changeKeys,
+                expected_revision=args.expectedRevision,
+                acknowledged_warning_ids=args.acknowledgedWarningIds,
+                kind=PlanKind.SCRIPT,
+            )
+        except BridgeError as exc:
+            if exc.code is ErrorCode.STALE_PLAN:
+                raise BridgeError(
+                    exc.code,
+                    exc.message,
+                    "The workspace changed since the run: run the script again (pvf_script_run) on the "
+                    "current revision and apply the new plan.",
+                    data=exc.data,
+                ) from None
+            raise
+        out["workspaceCommitted"] = True
+        out["diskCommitted"] = False
+        return out
+
+    def cancel(call: CallContext, args: CancelArgs) -> dict[str, Any]:
+        _script_task(svc, args.taskId)
+        return eng.tasks.cancel(args.taskId, call.caller)
+
+    def discard(call: CallContext, args: DiscardArgs) -> dict[str, Any]:
+        return eng.discard_plan(args.planId, caller=call.caller, kind=PlanKind.SCRIPT)
+
+    return [
+        ToolSpec(
+            "pvf_script_help",
+            "Script API help",
+            "The .pvf.js script API by topic: overview (the flow), api, types (a TypeScript .d.ts), examples, "
+            "pitfalls (value types, duplicate sections, string links, dependencies). Read before writing a script.",
+            HelpArgs,
+            help_,
+            read_only=True,
+            idempotent=True,
+        ),
+        ToolSpec(
+            "pvf_script_validate",
+            "Check a script's syntax",
+            "Syntax diagnostics (message, line, column) of a .pvf.js program; it is compiled, never run. Says "
+            "nothing about what the script does to the archive.",
+            ValidateArgs,
+            validate,
+            read_only=True,
+            idempotent=True,
+        ),
+        ToolSpec(
+            "pvf_script_run",
+            "Run a script",
+            "Start a .pvf.js program on the open archive (unsaved changes included) in a sandbox; returns a taskId "
+            "at once. Writes are staged: the run ends in a plan (pvf_script_status gives its planId; a read-only "
+            "run keeps none). Numbers keep their int/float type, duplicate sections need an explicit occurrence, "
+            "new strings and .lst entries come as dependency changes. TASK_BUSY / PLAN_PENDING while another "
+            "write runs or waits.",
+            RunArgs,
+            run,
+        ),
+        ToolSpec(
+            "pvf_script_status",
+            "Script run status",
+            "State, progress, a page of the script's log (logCursor → nextCursor, byte-capped), the error (with "
+            "line/column for script errors) or the result: planId, change counts, warnings.",
+            StatusArgs,
+            status,
+            read_only=True,
+        ),
+        ToolSpec(
+            "pvf_script_preview",
+            "Preview a script plan",
+            "One page of a script plan's changes: changeKey, action, unified diff (binary: sizes), per-file "
+            "warnings, requires (dependencies to select together); filter by path substring.",
+            PreviewArgs,
+            preview,
+            read_only=True,
+        ),
+        ToolSpec(
+            "pvf_script_apply",
+            "Apply a script plan",
+            "Commit the selected changeKeys to the workspace (not to disk: pvf_archive_save afterwards); all or "
+            "nothing, the revision advances by one. STALE_PLAN when the workspace moved on: run the script again.",
+            ApplyArgs,
+            apply,
+        ),
+        ToolSpec(
+            "pvf_script_cancel",
+            "Cancel a script run",
+            "Stop your own running script (the sandbox is ended; nothing is changed). Another caller's run: "
+            "ACCESS_DENIED.",
+            CancelArgs,
+            cancel,
+        ),
+        ToolSpec(
+            "pvf_script_discard",
+            "Discard a script plan",
+            "Drop a pending script plan and its staged changes.",
+            DiscardArgs,
+            discard,
+            idempotent=True,
+        ),
+    ]

@@ -1,0 +1,891 @@
+"""The host side of the script API inside the worker: the archive (read-only), the run's transaction, handles.
+
+Every operation of `prelude.js` arrives here as `(op, JSON arguments)` and is looked up in a fixed table
+(`Host.ops`); arguments are checked for type, never trusted. Writes go to the run's transaction (`Tx`): the
+script reads its own writes, the archive object is never written. At the end each changed file is sent to
+the parent as text (scripts, lists, text files) or bytes (copies of binary files) with its unified diff;
+the parent compiles and registers the plan (`runner.py`).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import posixpath
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from deskbridge.core.errors import BridgeError
+from deskbridge.core.plans import text_diff
+from deskbridge.kinds.pvf.archive import open_archive
+from deskbridge.kinds.pvf.archive.base import norm_path
+from deskbridge.kinds.pvf.script.text import Kind, int_token, lex, string_token
+from deskbridge.kinds.pvf.scripting import model
+from deskbridge.kinds.pvf.scripting.worker import (
+    CHANGE_FRAME_MAX,
+    LOG_MAX_BYTES,
+    LOG_MAX_LINES,
+    Pipe,
+    ScriptError,
+    glob_regex,
+    js_error,
+)
+
+PRELUDE = (Path(__file__).with_name("prelude.js")).read_text(encoding="utf-8")
+DELETED = None
+TYPE_BINARY, TYPE_SCRIPT, TYPE_UNICODE = 0, 1, 3
+FILESET_MAX = 100_000
+DOCS_LIVE = 4096
+_LINK = re.compile(r"^<\s*(\d+)\s*::\s*([^<>`]+?)\s*(?:`[^`]*`)?>$")
+_CODE = re.compile(r"^(?:Error: )?([A-Z][A-Z_]+): ")
+
+
+def _arg(args: list[Any], i: int, kind: type | tuple[type, ...], what: str) -> Any:
+    v = args[i] if i < len(args) else None
+    if not isinstance(v, kind) or (isinstance(v, bool) and kind is not bool):
+        raise ScriptError("INVALID_ARGUMENT", f"{what} has the wrong type")
+    return v
+
+
+def _index(v: Any, what: str = "index") -> int:
+    if isinstance(v, bool) or not isinstance(v, int | float) or v != int(v) or v < 0:
+        raise ScriptError("INVALID_ARGUMENT", f"{what} must be a whole number ≥ 0")
+    return int(v)
+
+
+class Host:
+    def __init__(self, job: dict[str, Any], pipe: Pipe) -> None:
+        self.job = job
+        self.pipe = pipe
+        opts = job.get("options") or {}
+        self.ar = open_archive(Path(job["path"]), encoding=opts.get("encoding"), keys=opts.get("keys"))
+        for name, value in (job.get("overlay") or {}).items():
+            self.ar.stage(name, value)
+        _ = self.ar.encoding
+        self.family = self.ar.family
+        # Every path of the workspace as the person sees it (archive minus deletions plus additions).
+        self.base: dict[str, str] = {}
+        for p in self.ar.paths():
+            self.base[norm_path(p)] = p.replace("\\", "/").lstrip("/")
+        for name, value in (job.get("overlay") or {}).items():
+            k = norm_path(name)
+            if value is None:
+                self.base.pop(k, None)
+            else:
+                self.base.setdefault(k, name.replace("\\", "/").lstrip("/"))
+        self.order = list(self.base)
+        self.tx: dict[str, tuple[str, Any]] = {}
+        """key → (display path, text str | raw bytes | DELETED): the run's writes."""
+        self.created: set[str] = set()
+        self.scanned: set[str] = set()
+        self.docs: dict[int, model.Document] = {}
+        self.doc_path: dict[int, str] = {}
+        self.secs: dict[int, model.Section] = {}
+        self.sec_ids: dict[int, int] = {}
+        self.sec_doc: dict[int, int] = {}
+        self.doc_secs: dict[int, list[int]] = {}
+        self.doc_of_key: dict[str, list[int]] = {}
+        self.path_warnings: dict[str, list[str]] = {}
+        self.positions: dict[str, int] | None = None
+        self.orig_tokens: dict[str, tuple[list[Any], str | None, int | None]] = {}
+        self._next = 1
+        self.filesets: dict[str, list[str]] = {k: list(v) for k, v in (job.get("filesets") or {}).items()}
+        self.fileset_changed: set[str] = set()
+        self.log_bytes = 0
+        self.log_lines = 0
+        self.pending_logs: list[dict[str, Any]] = []
+        self.last_flush = time.monotonic()
+        self.lists: dict[str, Any] = {}
+        self._created_type: dict[str, int] = {}
+        self.list_created: dict[str, set[str]] = {}
+        self.ops = {
+            "pvf.files": self.files,
+            "pvf.find": self.find,
+            "pvf.glob": self.glob,
+            "pvf.createFile": self.create_file,
+            "pvf.copyFile": self.copy_file,
+            "pvf.deleteFile": self.delete_file,
+            "pvf.lst": self.lst,
+            "pvf.getOriStrValue": self.ori_str,
+            "pvf.counts": self.counts,
+            "file.info": self.file_info,
+            "file.text": self.file_text,
+            "file.setText": self.file_set_text,
+            "file.parse": self.file_parse,
+            "file.write": self.file_write,
+            "doc.sections": self.doc_sections,
+            "doc.section": self.doc_section,
+            "doc.get": self.doc_get,
+            "doc.set": self.doc_set,
+            "doc.delete": self.doc_delete,
+            "doc.appendSection": self.doc_append,
+            "doc.warnings": self.doc_warnings,
+            "sec.info": self.sec_info,
+            "sec.values": self.sec_values,
+            "sec.children": self.sec_children,
+            "sec.removeChildren": self.sec_remove_children,
+            "sec.get": self.sec_get,
+            "sec.set": self.sec_set,
+            "sec.setValues": self.sec_set_values,
+            "sec.append": self.sec_append,
+            "sec.appendSection": self.sec_append_section,
+            "sec.delete": self.sec_delete,
+            "lst.entries": self.lst_entries,
+            "lst.set": self.lst_set,
+            "lst.unset": self.lst_unset,
+            "lst.getId": self.lst_get_id,
+            "fs.find": self.fs_find,
+            "fs.create": self.fs_create,
+            "fs.get": self.fs_get,
+            "fs.set": self.fs_set,
+            "log": self.log,
+            "progress": self.progress,
+        }
+
+    # ------------------------------------------------------------------------------------------ bridge
+
+    def bridge(self, op: Any, raw: Any) -> str:
+        """The one host function. Never raises (a Python exception would corrupt the engine state)."""
+        try:
+            if self.fatal is not None:
+                raise self.fatal
+            fn = self.ops.get(op) if isinstance(op, str) else None
+            if fn is None or not isinstance(raw, str) or len(raw) > 64 << 20:
+                raise ScriptError("INVALID_ARGUMENT", f"no host operation {op!r}")
+            args = json.loads(raw)
+            if not isinstance(args, list):
+                raise ScriptError("INVALID_ARGUMENT", "host arguments must be an array")
+            return json.dumps({"v": fn(args)}, ensure_ascii=False)
+        except ScriptError as exc:
+            if exc.code == "LIMIT_EXCEEDED":
+                self.stop(exc)
+            return json.dumps({"e": {"code": exc.code, "message": str(exc)}}, ensure_ascii=False)
+        except BridgeError as exc:
+            return json.dumps({"e": {"code": exc.code.value, "message": exc.message}}, ensure_ascii=False)
+        except RecursionError:
+            return json.dumps({"e": {"code": "LIMIT_EXCEEDED", "message": "nesting too deep"}})
+        except MemoryError:
+            self.stop(ScriptError("LIMIT_EXCEEDED", "the worker ran out of memory"))
+            return json.dumps({"e": {"code": "LIMIT_EXCEEDED", "message": "out of memory"}})
+        except Exception as exc:
+            return json.dumps({"e": {"code": "INTERNAL", "message": f"{type(exc).__name__}: {exc}"}})
+
+    fatal: ScriptError | None = None
+
+    def stop(self, exc: ScriptError) -> None:
+        """A limit was hit inside a host call: report it and end the process now (the script could catch
+        the JavaScript error and go on)."""
+        self.fatal = exc
+        with contextlib.suppress(Exception):
+            self.pending_logs = self.pending_logs[-50:]
+            self.flush_logs(force=True)
+            self.pipe.send({"t": "error", "code": exc.code, "message": str(exc)})
+        os._exit(3)
+
+    def run(self) -> None:
+        import quickjs
+
+        job = self.job
+        ctx = quickjs.Context()
+        ctx.set_memory_limit(int(job["js_mem_bytes"]))
+        ctx.set_max_stack_size(1 << 20)
+        ctx.add_callable("__host", self.bridge)
+        ctx.eval(PRELUDE)
+        ctx.set("__src", job["source"])
+        try:
+            # Compiled as a function body so a top-level `return` ends the script and `this` is undefined.
+            ctx.eval("(new Function(__src))(); undefined")
+            while ctx.execute_pending_job():
+                if self.fatal is not None:
+                    break
+        except Exception as exc:
+            if self.fatal is not None:
+                raise self.fatal from None
+            d = js_error(exc, line_offset=2)
+            msg = d["message"]
+            code = "SCRIPT_ERROR"
+            if "out of memory" in msg:
+                code = "LIMIT_EXCEEDED"
+                msg = f"the script ran out of memory ({int(job['js_mem_bytes']) >> 20} MiB engine limit)"
+            elif "stack" in msg.lower() and "exceeded" in msg.lower():
+                code = "LIMIT_EXCEEDED"
+            m = _CODE.match(msg)
+            if m:
+                code = m.group(1)
+            elif msg.startswith("SyntaxError"):
+                code = "SCRIPT_SYNTAX"
+            self.flush_logs(force=True)
+            raise ScriptError(code, msg, **{k: v for k, v in d.items() if k != "message"}) from None
+        if self.fatal is not None:
+            raise self.fatal
+        self.flush_logs(force=True)
+        self.finish()
+
+    # ------------------------------------------------------------------------------------------ results
+
+    def finish(self) -> None:
+        n = 0
+        for key, (shown, value) in self.tx.items():
+            exists = key in self.base
+            msg: dict[str, Any] = {"t": "change", "path": shown}
+            if value is DELETED:
+                if not exists:
+                    continue  # created and deleted within the run
+                msg["action"] = "delete"
+                old = self._orig_text(key)
+                if old is not None:
+                    msg["diff"] = text_diff(shown, old, None)
+            elif isinstance(value, bytes):
+                msg["action"] = "modify" if exists else "add"
+                msg["base64"] = base64.b64encode(value).decode()
+            else:
+                old = self._orig_text(key) if exists else None
+                if old == value:
+                    continue
+                msg["action"] = "modify" if exists else "add"
+                msg["text"] = value
+                msg["type"] = self._type_of(key)
+                msg["diff"] = text_diff(shown, old, value)
+            msg["warnings"] = self._warnings_for(key)
+            if key in self.list_created:
+                msg["requires"] = sorted(self.list_created[key])
+            raw = json.dumps(msg, ensure_ascii=False)
+            if len(raw.encode()) > CHANGE_FRAME_MAX:
+                raise ScriptError("LIMIT_EXCEEDED", f"the new content of {shown} is larger than 32 MiB")
+            self.pipe.send(msg)
+            n += 1
+        self.pipe.send(
+            {
+                "t": "done",
+                "changes": n,
+                "scanned": len(self.scanned),
+                "filesets": {k: self.filesets[k] for k in sorted(self.fileset_changed)},
+            }
+        )
+
+    def _warnings_for(self, key: str) -> list[str]:
+        out = list(self.path_warnings.get(key, ()))
+        for did in self.doc_of_key.get(key, ()):
+            if did in self.docs:
+                out.extend(w for w in self.docs[did].warnings if w not in out)
+        return out[:50]
+
+    def _evict(self) -> None:
+        """Keep at most `DOCS_LIVE` parsed documents: a script that parses every file of a large archive
+        must not hold them all (their warnings are kept; a handle of an evicted one asks to parse again)."""
+        while len(self.docs) > int(self.job.get("docs_live", DOCS_LIVE)):
+            did = next(iter(self.docs))
+            doc = self.docs.pop(did)
+            key = norm_path(self.doc_path.pop(did))
+            if doc.warnings:
+                kept = self.path_warnings.setdefault(key, [])
+                kept.extend(w for w in doc.warnings if w not in kept)
+            for sid in self.doc_secs.pop(did, ()):
+                sec = self.secs.pop(sid, None)
+                self.sec_doc.pop(sid, None)
+                if sec is not None:
+                    self.sec_ids.pop(id(sec), None)
+
+    def _orig_text(self, key: str) -> str | None:
+        kept = self.orig_tokens.get(key)
+        if kept is not None:
+            from deskbridge.kinds.pvf.script.text import print_tokens
+
+            tokens, header, width = kept
+            return print_tokens(tokens, header=header, record_width=width)
+        try:
+            return self.ar.read_text(self.base[key])
+        except (BridgeError, KeyError):
+            return None
+
+    # ------------------------------------------------------------------------------------------ files
+
+    def _key(self, path: Any) -> str:
+        if not isinstance(path, str) or not path.strip():
+            raise ScriptError("INVALID_ARGUMENT", "a path must be a non-empty string")
+        key = norm_path(path)
+        if not key or key.endswith("/") or any(p in ("", ".", "..") for p in key.split("/")):
+            raise ScriptError("INVALID_ARGUMENT", f"{path!r} is not an archive file path")
+        if len(key) > 1024 or any(ord(c) < 32 for c in key):
+            raise ScriptError("INVALID_ARGUMENT", f"{path!r} is not an archive file path")
+        return key
+
+    def _exists(self, key: str) -> bool:
+        if key in self.tx:
+            return self.tx[key][1] is not DELETED
+        return key in self.base
+
+    def _shown(self, key: str) -> str:
+        if key in self.tx:
+            return self.tx[key][0]
+        return self.base[key]
+
+    def _need(self, path: Any) -> str:
+        key = self._key(path)
+        if not self._exists(key):
+            raise ScriptError("NOT_FOUND", f"no file {path!r}")
+        return key
+
+    def files(self, args: list[Any]) -> list[str]:
+        out = [self.base[k] for k in self.order if self._exists(k)]
+        out += [v[0] for k, v in self.tx.items() if k not in self.base and v[1] is not DELETED]
+        return out
+
+    def find(self, args: list[Any]) -> str | None:
+        key = self._key(_arg(args, 0, str, "path"))
+        return self._shown(key) if self._exists(key) else None
+
+    def glob(self, args: list[Any]) -> list[str]:
+        rx = glob_regex(_arg(args, 0, str, "pattern"))
+        return [p for p in self.files([]) if rx.fullmatch(p)]
+
+    def _type_of(self, key: str) -> int:
+        if key in self.tx and key not in self.base:
+            value = self.tx[key][1]
+            return TYPE_BINARY if isinstance(value, bytes) else self._created_type.get(key, TYPE_SCRIPT)
+        try:
+            kind = self.ar.file_info(self.base[key]).kind
+        except (BridgeError, KeyError):
+            return TYPE_BINARY
+        return {"script": TYPE_SCRIPT, "text": TYPE_UNICODE}.get(kind, TYPE_BINARY)
+
+    def file_info(self, args: list[Any]) -> dict[str, Any]:
+        key = self._need(_arg(args, 0, str, "path"))
+        if key in self.tx:
+            value = self.tx[key][1]
+            size = len(value) if isinstance(value, bytes) else len(value.encode("utf-8"))
+        else:
+            size = self.ar.file_info(self.base[key]).size
+        if self.positions is None:
+            self.positions = {k: i for i, k in enumerate(self.order)}
+        index = self.positions.get(key, len(self.order))
+        return {"index": index, "type": self._type_of(key), "size": size}
+
+    def _text(self, key: str) -> str:
+        if key in self.tx:
+            value = self.tx[key][1]
+            if isinstance(value, str):
+                return value
+            raise ScriptError("UNSUPPORTED_CHANGE", f"{self.tx[key][0]} has no text form (binary)")
+        self.scanned.add(key)
+        try:
+            return self.ar.read_text(self.base[key])
+        except BridgeError as exc:
+            raise ScriptError(exc.code.value, f"{self.base[key]}: {exc.message}") from None
+
+    def file_text(self, args: list[Any]) -> str:
+        return self._text(self._need(_arg(args, 0, str, "path")))
+
+    def _stage(self, key: str, shown: str, value: Any) -> None:
+        if key not in self.tx and len(self.tx) >= int(self.job["max_changes"]):
+            raise ScriptError("LIMIT_EXCEEDED", f"a run may change at most {self.job['max_changes']} files")
+        self.tx[key] = (shown, value)
+
+    def file_set_text(self, args: list[Any]) -> None:
+        key = self._need(_arg(args, 0, str, "path"))
+        text = _arg(args, 1, str, "text")
+        if self._type_of(key) == TYPE_SCRIPT:
+            try:
+                lex(text)
+            except BridgeError as exc:
+                raise ScriptError("SCRIPT_SYNTAX", f"{self._shown(key)}: {exc.message}") from None
+        elif self._type_of(key) == TYPE_BINARY:
+            raise ScriptError("UNSUPPORTED_CHANGE", f"{self._shown(key)} is binary and has no text form")
+        self._stage(key, self._shown(key), text)
+
+    def _parse(self, key: str) -> model.Document:
+        if self._type_of(key) != TYPE_SCRIPT:
+            raise ScriptError("UNSUPPORTED_CHANGE", f"{self._shown(key)} is not a script; use text()")
+        tokens = self._codec_tokens(key)
+        from_archive = tokens is not None
+        if tokens is None:
+            text = self._text(key)
+            try:
+                tokens = lex(text)
+            except BridgeError as exc:
+                raise ScriptError("SCRIPT_SYNTAX", f"{self._shown(key)}: {exc.message}") from None
+        header = "#PVF_File" if self.family == "classic" else None
+        doc = model.Document(tokens, header=header, record_width=2 if key.endswith(".lst") else None)
+        if from_archive:
+            doc.source_tokens = tokens  # the file as stored: its text for the diff, without decoding it again
+        return doc
+
+    def _codec_tokens(self, key: str) -> list[Any] | None:
+        """The tokens of an archive script straight from the family codec — the same tokens `lex` reads
+        from `read_text` (the printer is canonical), without printing and re-lexing every scanned file."""
+        if key in self.tx:
+            return None
+        path = self.base[key]
+        try:
+            data = self.ar.read(path)
+            if self.family == "classic":
+                from deskbridge.kinds.pvf.script import classic_codec
+
+                if not classic_codec.is_script(data):
+                    return None
+                strings = self.ar.strings
+                tokens = classic_codec.to_tokens(data, strings.table, strings.link_text)
+            else:
+                from deskbridge.kinds.pvf.archive.nkpi import DATA_SCRIPT
+                from deskbridge.kinds.pvf.script import nkpi_codec
+
+                if self.ar.data_type(path) != DATA_SCRIPT:
+                    return None
+                tokens = nkpi_codec.to_tokens(data, self.ar.pools)
+        except BridgeError:
+            return None
+        self.scanned.add(key)
+        return tokens
+
+    def file_parse(self, args: list[Any]) -> int:
+        key = self._need(_arg(args, 0, str, "path"))
+        doc = self._parse(key)
+        did = self._new_id()
+        self.docs[did] = doc
+        self.doc_path[did] = self._shown(key)
+        self.doc_of_key.setdefault(key, []).append(did)
+        self._evict()
+        return did
+
+    def file_write(self, args: list[Any]) -> None:
+        key = self._need(_arg(args, 0, str, "path"))
+        doc = self._doc(args[1] if len(args) > 1 else None)
+        if key not in self.tx and doc.source_tokens is not None and key not in self.orig_tokens:
+            self.orig_tokens[key] = (doc.source_tokens, doc.header, doc.record_width)
+        self._stage(key, self._shown(key), doc.text())
+
+    def create_file(self, args: list[Any]) -> str:
+        path = _arg(args, 0, str, "path")
+        key = self._key(path)
+        kind = _index(args[1] if len(args) > 1 else TYPE_SCRIPT, "type")
+        if kind not in (TYPE_SCRIPT, TYPE_UNICODE):
+            raise ScriptError("INVALID_ARGUMENT", "type is pvf.types.script (1) or pvf.types.unicode (3)")
+        if self._exists(key):
+            raise ScriptError("TARGET_EXISTS", f"{path!r} exists", hint="copyFile(…, true) overwrites")
+        text = args[2] if len(args) > 2 and args[2] is not None else None
+        if text is None:
+            text = "#PVF_File\n" if kind == TYPE_SCRIPT and self.family == "classic" else ""
+        if not isinstance(text, str):
+            raise ScriptError("INVALID_ARGUMENT", "text must be a string")
+        if kind == TYPE_SCRIPT:
+            try:
+                lex(text)
+            except BridgeError as exc:
+                raise ScriptError("SCRIPT_SYNTAX", f"{path}: {exc.message}") from None
+        shown = path.replace("\\", "/").lstrip("/")
+        self._created_type = {**self._created_type, key: kind}
+        self._stage(key, shown, text)
+        self.created.add(key)
+        return shown
+
+    def copy_file(self, args: list[Any]) -> str:
+        src = self._need(_arg(args, 0, str, "from"))
+        to_path = _arg(args, 1, str, "to")
+        dst = self._key(to_path)
+        overwrite = bool(args[2]) if len(args) > 2 else False
+        if self._exists(dst) and not overwrite:
+            raise ScriptError("TARGET_EXISTS", f"{to_path!r} exists; pass overwrite = true")
+        if src in self.tx:
+            value = self.tx[src][1]
+        elif self._type_of(src) == TYPE_BINARY:
+            value = self.ar.read(self.base[src])
+        else:  # as text, so the copy reads like any file and compiles against the current tables
+            value = self._text(src)
+        shown = self._shown(dst) if self._exists(dst) else to_path.replace("\\", "/").lstrip("/")
+        if not self._exists(dst):
+            self.created.add(dst)
+        if isinstance(value, str):
+            self._created_type = {**self._created_type, dst: self._type_of(src)}
+        self._stage(dst, shown, value)
+        return shown
+
+    def delete_file(self, args: list[Any]) -> bool:
+        key = self._key(_arg(args, 0, str, "path"))
+        if not self._exists(key):
+            return False
+        self._stage(key, self._shown(key), DELETED)
+        return True
+
+    def counts(self, args: list[Any]) -> dict[str, int]:
+        return {"modified": len(self.tx), "scanned": len(self.scanned)}
+
+    def ori_str(self, args: list[Any]) -> str | None:
+        ref = args[0] if args else None
+        if isinstance(ref, str):
+            m = _LINK.match(ref.strip())
+            if m is None:
+                raise ScriptError("INVALID_ARGUMENT", f"{ref!r} is not a string link like <0::name_1>")
+            table, key = int(m.group(1)), m.group(2)
+        elif isinstance(ref, dict) and ref.get("type") == "link":
+            tok = model.from_json(ref)
+            table, key = tok.link_id, str(tok.value)
+        else:
+            raise ScriptError("INVALID_ARGUMENT", "getOriStrValue takes '<id::key>' or a link value")
+        return self.link_text(table, key)
+
+    def link_text(self, table: int, key: str) -> str | None:
+        from deskbridge.kinds.pvf.service import _link_text
+
+        return _link_text(self.ar, table, key)
+
+    # ------------------------------------------------------------------------------------------ documents
+
+    def _new_id(self) -> int:
+        n = self._next
+        self._next += 1
+        return n
+
+    def _doc(self, did: Any) -> model.Document:
+        doc = self.docs.get(did) if isinstance(did, int) and not isinstance(did, bool) else None
+        if doc is None:
+            raise ScriptError(
+                "INVALID_ARGUMENT",
+                "not a live document of this run (only the most recently parsed documents are kept: parse again)",
+            )
+        return doc
+
+    def _sec_handle(self, did: int, sec: model.Section) -> int:
+        sid = self.sec_ids.get(id(sec))
+        if sid is None:
+            sid = self._new_id()
+            self.sec_ids[id(sec)] = sid
+            self.secs[sid] = sec
+            self.sec_doc[sid] = did
+            self.doc_secs.setdefault(did, []).append(sid)
+        return sid
+
+    def _sec(self, sid: Any) -> model.Section:
+        sec = self.secs.get(sid) if isinstance(sid, int) and not isinstance(sid, bool) else None
+        if sec is None:
+            raise ScriptError(
+                "INVALID_ARGUMENT", "not a live section of this run (its document was evicted?)"
+            )
+        if sec.parent is None or sec not in sec.parent.children:
+            raise ScriptError("INVALID_ARGUMENT", f"[{sec.name}] was deleted")
+        return sec
+
+    def _occ(self, v: Any) -> int | None:
+        return None if v is None else _index(v, "occurrence")
+
+    def doc_sections(self, args: list[Any]) -> list[int]:
+        did = args[0] if args else None
+        doc = self._doc(did)
+        return [self._sec_handle(did, s) for s in doc.find(_arg(args, 1, str, "path"))]
+
+    def doc_section(self, args: list[Any]) -> int | None:
+        did = args[0] if args else None
+        doc = self._doc(did)
+        sec = doc.section(_arg(args, 1, str, "path"), self._occ(args[2] if len(args) > 2 else None))
+        return None if sec is None else self._sec_handle(did, sec)
+
+    def _value(self, sec: model.Section | None, i: int, how: str) -> Any:
+        if sec is None or i >= len(sec.values):
+            return None
+        tok = sec.values[i]
+        if how == "raw":
+            return model.to_json(tok)
+        if how == "ori":
+            if tok.kind is Kind.LINK:
+                return self.link_text(tok.link_id, str(tok.value))
+            return model.plain(tok)
+        return model.plain(tok)
+
+    def doc_get(self, args: list[Any]) -> Any:
+        doc = self._doc(args[0] if args else None)
+        sec = doc.section(
+            _arg(args, 1, str, "path"), self._occ(args[2] if len(args) > 2 else None), touch=True
+        )
+        return self._value(sec, _index(args[3] if len(args) > 3 else 0, "valueIndex"), str(args[4]))
+
+    def _set_value(self, sec: model.Section, i: int, value: Any, as_string: bool) -> None:
+        if i > len(sec.values):
+            raise ScriptError(
+                "INVALID_ARGUMENT", f"[{sec.name}] has {len(sec.values)} values; index {i} is past the end"
+            )
+        old = sec.values[i] if i < len(sec.values) else None
+        tok = string_token(value) if as_string else model.from_json(value, old)
+        if i == len(sec.values):
+            sec.values.append(tok)
+        else:
+            sec.values[i] = tok
+
+    def doc_set(self, args: list[Any]) -> None:
+        did = args[0] if args else None
+        doc = self._doc(did)
+        path = _arg(args, 1, str, "path")
+        value = args[2] if len(args) > 2 else None
+        o = args[3] if len(args) > 3 and isinstance(args[3], dict) else {}
+        as_string = bool(args[4]) if len(args) > 4 else False
+        sec = doc.section(path, self._occ(o.get("occurrence")), touch=True)
+        if sec is None:
+            if not o.get("create"):
+                raise ScriptError("NOT_FOUND", f"no section [{path}]", hint="pass {create: true} to add it")
+            sec = doc.create(path, bool(o.get("endTag")))
+        self._set_value(sec, _index(o.get("valueIndex", 0), "valueIndex"), value, as_string)
+
+    def doc_delete(self, args: list[Any]) -> bool:
+        doc = self._doc(args[0] if args else None)
+        sec = doc.section(
+            _arg(args, 1, str, "path"), self._occ(args[2] if len(args) > 2 else None), touch=True
+        )
+        if sec is None or sec.parent is None:
+            return False
+        sec.parent.children.remove(sec)
+        return True
+
+    def _tokens(self, values: Any) -> list[Any]:
+        if not isinstance(values, list):
+            raise ScriptError("INVALID_ARGUMENT", "values must be an array")
+        return [model.from_json(v) for v in values]
+
+    def doc_append(self, args: list[Any]) -> int:
+        did = args[0] if args else None
+        doc = self._doc(did)
+        sec = model.append_section(doc.root, _arg(args, 1, str, "name"), self._tokens(args[2]), bool(args[3]))
+        return self._sec_handle(did, sec)
+
+    def doc_warnings(self, args: list[Any]) -> list[str]:
+        return list(self._doc(args[0] if args else None).warnings)
+
+    def sec_info(self, args: list[Any]) -> dict[str, Any]:
+        sid = args[0] if args else None
+        sec = self._sec(sid)
+        doc = self.docs[self.sec_doc[sid]]
+        same = doc.find(sec.path())
+        return {
+            "name": sec.name,
+            "hasEndTag": sec.has_end,
+            "path": sec.path(),
+            "occurrence": next((i for i, s in enumerate(same) if s is sec), 0),
+        }
+
+    def sec_values(self, args: list[Any]) -> list[Any]:
+        return [model.to_json(t) for t in self._sec(args[0] if args else None).values]
+
+    def sec_children(self, args: list[Any]) -> list[int]:
+        sid = args[0] if args else None
+        sec = self._sec(sid)
+        return [self._sec_handle(self.sec_doc[sid], c) for c in sec.children]
+
+    def sec_remove_children(self, args: list[Any]) -> int:
+        sec = self._sec(args[0] if args else None)
+        name = args[1] if len(args) > 1 else None
+        keep = [
+            c for c in sec.children if name is not None and c.name.lower() != str(name).strip("[]").lower()
+        ]
+        removed = len(sec.children) - len(keep)
+        sec.children[:] = keep
+        return removed
+
+    def sec_get(self, args: list[Any]) -> Any:
+        sec = self._sec(args[0] if args else None)
+        return self._value(sec, _index(args[1] if len(args) > 1 else 0), str(args[2]))
+
+    def sec_set(self, args: list[Any]) -> None:
+        sec = self._sec(args[0] if args else None)
+        self._set_value(
+            sec, _index(args[2] if len(args) > 2 else 0), args[1] if len(args) > 1 else None, bool(args[3])
+        )
+
+    def sec_set_values(self, args: list[Any]) -> None:
+        sec = self._sec(args[0] if args else None)
+        values = args[1] if len(args) > 1 else None
+        if not isinstance(values, list):
+            raise ScriptError("INVALID_ARGUMENT", "setValues takes an array")
+        old = sec.values
+        sec.values = [model.from_json(v, old[i] if i < len(old) else None) for i, v in enumerate(values)]
+
+    def sec_append(self, args: list[Any]) -> None:
+        sec = self._sec(args[0] if args else None)
+        sec.values.append(model.from_json(args[1] if len(args) > 1 else None))
+
+    def sec_append_section(self, args: list[Any]) -> int:
+        sid = args[0] if args else None
+        sec = self._sec(sid)
+        child = model.append_section(sec, _arg(args, 1, str, "name"), self._tokens(args[2]), bool(args[3]))
+        return self._sec_handle(self.sec_doc[sid], child)
+
+    def sec_delete(self, args: list[Any]) -> None:
+        sec = self._sec(args[0] if args else None)
+        assert sec.parent is not None
+        sec.parent.children.remove(sec)
+
+    # ------------------------------------------------------------------------------------------ lists
+
+    def _registry(self, key: str) -> Any:
+        if key in self.lists:
+            return self.lists[key]
+        from deskbridge.kinds.pvf.lists import Registry
+
+        doc = self._parse(key)
+        toks = doc.tokens()
+        entries = []
+        for i in range(0, len(toks) - 1, 2):
+            a, b = toks[i], toks[i + 1]
+            if a.kind is Kind.INT and b.kind is Kind.STRING:
+                entries.append((int(a.value), str(b.value)))
+        shown = self._shown(key)
+        reg = Registry(shown, entries)
+        if self.family != "classic":
+            from deskbridge.kinds.pvf.archive.nkpi_lists import read_list
+
+            with contextlib.suppress(BridgeError):
+                reg.root_relative = (
+                    read_list(self.ar, self.base[key]).root_relative if key in self.base else False
+                )
+        self.lists[key] = (reg, doc.header)
+        return self.lists[key]
+
+    def lst(self, args: list[Any]) -> str:
+        path = _arg(args, 0, str, "path")
+        key = self._need(path)
+        if not key.endswith(".lst"):
+            raise ScriptError("INVALID_ARGUMENT", f"{path!r} is not a .lst registry")
+        self._registry(key)
+        return self._shown(key)
+
+    def lst_entries(self, args: list[Any]) -> list[list[Any]]:
+        reg, _ = self._registry(self._need(_arg(args, 0, str, "path")))
+        return [[i, reg.to_archive_path(p)] for i, p in reg.entries]
+
+    def _write_list(self, key: str) -> None:
+        reg, header = self.lists[key]
+        toks = []
+        for i, p in reg.entries:
+            toks += [int_token(i), string_token(p)]
+        from deskbridge.kinds.pvf.script.text import print_tokens
+
+        self._stage(key, self._shown(key), print_tokens(toks, header=header, record_width=2))
+
+    def lst_set(self, args: list[Any]) -> None:
+        key = self._need(_arg(args, 0, str, "path"))
+        reg, _ = self._registry(key)
+        pairs = args[1] if len(args) > 1 and isinstance(args[1], list) else []
+        for pair in pairs:
+            if not isinstance(pair, list) or len(pair) != 2:
+                raise ScriptError("INVALID_ARGUMENT", "set(id, path)")
+            item_id = _index(pair[0], "id")
+            target = self._key(pair[1])
+            if not self._exists(target):
+                raise ScriptError("NOT_FOUND", f"{pair[1]!r} does not exist; create it before registering it")
+            base = reg.base_dir()
+            shown = self._shown(target)
+            if base and not norm_path(shown).startswith(norm_path(base) + "/"):
+                raise ScriptError(
+                    "INVALID_ARGUMENT", f"{shown} is not under {base}/, the folder of this list"
+                )
+            rel = posixpath.relpath(shown, base) if base else shown
+            for n, (i, _p) in enumerate(reg.entries):
+                if i == item_id:
+                    reg.entries[n] = (item_id, rel)
+                    break
+            else:
+                reg.entries.append((item_id, rel))
+            if target in self.created:
+                self.list_created.setdefault(key, set()).add(shown)
+        self._write_list(key)
+
+    def lst_unset(self, args: list[Any]) -> bool:
+        key = self._need(_arg(args, 0, str, "path"))
+        reg, _ = self._registry(key)
+        item_id = _index(args[1] if len(args) > 1 else None, "id")
+        before = len(reg.entries)
+        reg.entries[:] = [(i, p) for i, p in reg.entries if i != item_id]
+        if len(reg.entries) == before:
+            return False
+        self._write_list(key)
+        return True
+
+    def lst_get_id(self, args: list[Any]) -> int | None:
+        reg, _ = self._registry(self._need(_arg(args, 0, str, "path")))
+        return reg.find_id(_arg(args, 1, str, "path"))
+
+    # ------------------------------------------------------------------------------------------ filesets
+
+    def _fs_name(self, v: Any) -> str:
+        if not isinstance(v, str) or not 0 < len(v) <= 128:
+            raise ScriptError("INVALID_ARGUMENT", "a fileset name is 1 to 128 characters")
+        return v
+
+    def fs_find(self, args: list[Any]) -> str | None:
+        name = self._fs_name(args[0] if args else None)
+        return name if name in self.filesets else None
+
+    def _fs_write(self, name: str, paths: Any) -> None:
+        if not self.job.get("fileset_writes"):
+            raise ScriptError(
+                "UNSUPPORTED_CHANGE",
+                "filesets are the person's own lists (user config, not the archive); MCP runs may read them "
+                "but not change them",
+            )
+        if (
+            not isinstance(paths, list)
+            or len(paths) > FILESET_MAX
+            or not all(isinstance(p, str) for p in paths)
+        ):
+            raise ScriptError("INVALID_ARGUMENT", f"a fileset holds up to {FILESET_MAX} path strings")
+        self.filesets[name] = list(dict.fromkeys(p.replace("\\", "/").lstrip("/") for p in paths))
+        self.fileset_changed.add(name)
+
+    def fs_create(self, args: list[Any]) -> str:
+        name = self._fs_name(args[0] if args else None)
+        if name in self.filesets:
+            raise ScriptError("TARGET_EXISTS", f"fileset {name!r} exists")
+        self._fs_write(name, args[1] if len(args) > 1 else [])
+        return name
+
+    def fs_get(self, args: list[Any]) -> list[str]:
+        name = self._fs_name(args[0] if args else None)
+        if name not in self.filesets:
+            raise ScriptError("NOT_FOUND", f"no fileset {name!r}")
+        return list(self.filesets[name])
+
+    def fs_set(self, args: list[Any]) -> None:
+        name = self._fs_name(args[0] if args else None)
+        if name not in self.filesets:
+            raise ScriptError("NOT_FOUND", f"no fileset {name!r}")
+        self._fs_write(name, args[1] if len(args) > 1 else [])
+
+    # ------------------------------------------------------------------------------------------ log
+
+    def log(self, args: list[Any]) -> None:
+        level = args[0] if args and args[0] in ("info", "warn", "error") else "info"
+        text = str(args[1]) if len(args) > 1 else ""
+        self.log_bytes += len(text.encode("utf-8", "replace")) + 1
+        self.log_lines += 1
+        max_lines = int(self.job.get("log_max_lines", LOG_MAX_LINES))
+        max_bytes = int(self.job.get("log_max_bytes", LOG_MAX_BYTES))
+        if self.log_bytes > max_bytes or self.log_lines > max_lines:
+            raise ScriptError(
+                "LIMIT_EXCEEDED",
+                f"the script logged more than {max_lines} lines or {max_bytes >> 20} MiB; it was stopped",
+            )
+        self.pending_logs.append({"level": level, "text": text[:8192]})
+        self.flush_logs()
+
+    def flush_logs(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if self.pending_logs and (force or len(self.pending_logs) >= 200 or now - self.last_flush > 0.2):
+            self.pipe.send({"t": "log", "entries": self.pending_logs})
+            self.pending_logs = []
+            self.last_flush = now
+
+    def progress(self, args: list[Any]) -> None:
+        done = args[0] if args else 0
+        total = args[1] if len(args) > 1 else None
+        msg = args[2] if len(args) > 2 and isinstance(args[2], str) else None
+        if not isinstance(done, int | float) or isinstance(done, bool):
+            raise ScriptError("INVALID_ARGUMENT", "progress(done, total, message?)")
+        self.flush_logs(force=True)
+        self.pipe.send(
+            {
+                "t": "progress",
+                "done": float(done),
+                "total": float(total) if isinstance(total, int | float) else None,
+                "message": None if msg is None else msg[:200],
+            }
+        )

@@ -1,0 +1,179 @@
+// The script API of `.pvf.js` programs, built inside the sandbox over one host function.
+//
+// The host function takes an operation name and a JSON array of arguments and answers JSON
+// ({v: value} or {e: {code, message}}): only data crosses the bridge, never a host object, so a script
+// that pollutes prototypes or replaces JSON changes nothing on the host side (the references used here
+// are taken before the script runs). The host function itself is removed from the global object.
+(function (host) {
+  "use strict";
+  const parse = JSON.parse;
+  const stringify = JSON.stringify;
+  const freeze = Object.freeze;
+  const defineProperty = Object.defineProperty;
+  const keys = Object.keys;
+  const isArray = Array.isArray;
+  const hasOwn = Object.hasOwn;
+  const ErrorCtor = Error;
+  const StringCtor = String;
+
+  function call(op, args) {
+    const answer = parse(host(op, stringify(args)));
+    if (hasOwn(answer, "e")) {
+      const err = new ErrorCtor(answer.e.code + ": " + answer.e.message);
+      err.code = answer.e.code;
+      throw err;
+    }
+    return answer.v;
+  }
+
+  function text(args) {
+    let out = "";
+    for (let i = 0; i < args.length; i++) {
+      const a = args[i];
+      let s;
+      if (typeof a === "string") s = a;
+      else {
+        try {
+          s = typeof a === "object" && a !== null ? stringify(a) : StringCtor(a);
+        } catch (e) {
+          s = StringCtor(a);
+        }
+      }
+      out += (i ? " " : "") + s;
+    }
+    return out;
+  }
+
+  function opts(o) {
+    return o === undefined || o === null ? {} : o;
+  }
+
+  class PvfFile {
+    constructor(path) {
+      defineProperty(this, "path", { value: path, enumerable: true });
+    }
+    get index() { return call("file.info", [this.path]).index; }
+    get type() { return call("file.info", [this.path]).type; }
+    get size() { return call("file.info", [this.path]).size; }
+    text() { return call("file.text", [this.path]); }
+    setText(t) { call("file.setText", [this.path, StringCtor(t)]); }
+    parse() { return new PvfDocument(call("file.parse", [this.path])); }
+    write(doc) {
+      if (!(doc instanceof PvfDocument)) throw new ErrorCtor("INVALID_ARGUMENT: write() takes a parsed document");
+      call("file.write", [this.path, doc._id]);
+    }
+  }
+
+  class PvfSection {
+    constructor(id) { defineProperty(this, "_id", { value: id }); }
+    get name() { return call("sec.info", [this._id]).name; }
+    get hasEndTag() { return call("sec.info", [this._id]).hasEndTag; }
+    get path() { return call("sec.info", [this._id]).path; }
+    get occurrence() { return call("sec.info", [this._id]).occurrence; }
+    values() { return call("sec.values", [this._id]); }
+    children() { return call("sec.children", [this._id]).map((i) => new PvfSection(i)); }
+    removeChildren(name) { return call("sec.removeChildren", [this._id, name === undefined ? null : StringCtor(name)]); }
+    get(i) { return call("sec.get", [this._id, i === undefined ? 0 : i, "raw"]); }
+    getValue(i) { return call("sec.get", [this._id, i === undefined ? 0 : i, "plain"]); }
+    getOriStrValue(i) { return call("sec.get", [this._id, i === undefined ? 0 : i, "ori"]); }
+    set(value, i) { call("sec.set", [this._id, value, i === undefined ? 0 : i, false]); }
+    setStrValue(t, i) { call("sec.set", [this._id, StringCtor(t), i === undefined ? 0 : i, true]); }
+    setValues(vs) {
+      if (!isArray(vs)) throw new ErrorCtor("INVALID_ARGUMENT: setValues() takes an array");
+      call("sec.setValues", [this._id, vs]);
+    }
+    append(v) { call("sec.append", [this._id, v]); }
+    appendSection(name, values, o) {
+      return new PvfSection(call("sec.appendSection", [this._id, StringCtor(name), values === undefined ? [] : values, !!opts(o).endTag]));
+    }
+    delete() { call("sec.delete", [this._id]); }
+  }
+
+  class PvfDocument {
+    constructor(id) { defineProperty(this, "_id", { value: id }); }
+    sections(path) { return call("doc.sections", [this._id, StringCtor(path)]).map((i) => new PvfSection(i)); }
+    section(path, occurrence) {
+      const id = call("doc.section", [this._id, StringCtor(path), occurrence === undefined ? null : occurrence]);
+      return id === null ? null : new PvfSection(id);
+    }
+    get(path, occurrence, valueIndex) { return call("doc.get", [this._id, StringCtor(path), occurrence === undefined ? null : occurrence, valueIndex === undefined ? 0 : valueIndex, "raw"]); }
+    getValue(path, occurrence, valueIndex) { return call("doc.get", [this._id, StringCtor(path), occurrence === undefined ? null : occurrence, valueIndex === undefined ? 0 : valueIndex, "plain"]); }
+    getOriStrValue(path, occurrence, valueIndex) { return call("doc.get", [this._id, StringCtor(path), occurrence === undefined ? null : occurrence, valueIndex === undefined ? 0 : valueIndex, "ori"]); }
+    set(path, value, o) { call("doc.set", [this._id, StringCtor(path), value, opts(o), false]); }
+    setStrValue(path, t, o) { call("doc.set", [this._id, StringCtor(path), StringCtor(t), opts(o), true]); }
+    delete(path, occurrence) { return call("doc.delete", [this._id, StringCtor(path), occurrence === undefined ? null : occurrence]); }
+    appendSection(name, values, o) {
+      return new PvfSection(call("doc.appendSection", [this._id, StringCtor(name), values === undefined ? [] : values, !!opts(o).endTag]));
+    }
+    warnings() { return call("doc.warnings", [this._id]); }
+  }
+
+  class PvfList {
+    constructor(path) { defineProperty(this, "path", { value: path, enumerable: true }); }
+    get() {
+      const out = {};
+      const entries = call("lst.entries", [this.path]);
+      for (let i = 0; i < entries.length; i++) out[entries[i][0]] = entries[i][1];
+      return out;
+    }
+    forEach(cb) {
+      const entries = call("lst.entries", [this.path]);
+      for (let i = 0; i < entries.length; i++) cb(entries[i][0], entries[i][1]);
+    }
+    set(id, path) { call("lst.set", [this.path, [[id, StringCtor(path)]]]); }
+    mset(map) {
+      const pairs = [];
+      const ks = keys(map);
+      for (let i = 0; i < ks.length; i++) pairs.push([Number(ks[i]), StringCtor(map[ks[i]])]);
+      call("lst.set", [this.path, pairs]);
+    }
+    unset(id) { return call("lst.unset", [this.path, id]); }
+    getId(path) { return call("lst.getId", [this.path, StringCtor(path)]); }
+  }
+
+  class PvfFileset {
+    constructor(name) { defineProperty(this, "name", { value: name, enumerable: true }); }
+    getAll() { return call("fs.get", [this.name]); }
+    setAll(paths) {
+      if (!isArray(paths)) throw new ErrorCtor("INVALID_ARGUMENT: setAll() takes an array of paths");
+      call("fs.set", [this.name, paths.map((p) => StringCtor(p))]);
+    }
+  }
+
+  const files = (paths) => paths.map((p) => new PvfFile(p));
+  const types = freeze({ script: 1, unicode: 3 });
+  const pvf = {
+    files() { return files(call("pvf.files", [])); },
+    find(path) { const p = call("pvf.find", [StringCtor(path)]); return p === null ? null : new PvfFile(p); },
+    glob(pattern) { return files(call("pvf.glob", [StringCtor(pattern)])); },
+    createFile(path, type, t) {
+      return new PvfFile(call("pvf.createFile", [StringCtor(path), type === undefined ? 1 : type, t === undefined ? null : StringCtor(t)]));
+    },
+    copyFile(from, to, overwrite) { return new PvfFile(call("pvf.copyFile", [StringCtor(from), StringCtor(to), !!overwrite])); },
+    deleteFile(path) { return call("pvf.deleteFile", [StringCtor(path)]); },
+    lst(path) { return new PvfList(call("pvf.lst", [StringCtor(path)])); },
+    fileset(name) { const n = call("fs.find", [StringCtor(name)]); return n === null ? null : new PvfFileset(n); },
+    createFileset(name, paths) {
+      return new PvfFileset(call("fs.create", [StringCtor(name), paths === undefined ? [] : paths.map((p) => StringCtor(p))]));
+    },
+    getOriStrValue(ref) { return call("pvf.getOriStrValue", [ref]); },
+    log() { call("log", ["info", text(arguments)]); },
+    progress(done, total, message) { call("progress", [Number(done), Number(total), message === undefined ? null : StringCtor(message)]); },
+    types: types,
+    get modifiedCount() { return call("pvf.counts", []).modified; },
+    get scannedCount() { return call("pvf.counts", []).scanned; },
+  };
+  const console = {
+    log() { call("log", ["info", text(arguments)]); },
+    info() { call("log", ["info", text(arguments)]); },
+    warn() { call("log", ["warn", text(arguments)]); },
+    error() { call("log", ["error", text(arguments)]); },
+  };
+  for (const C of [PvfFile, PvfSection, PvfDocument, PvfList, PvfFileset]) {
+    freeze(C.prototype);
+    freeze(C);
+  }
+  defineProperty(globalThis, "pvf", { value: freeze(pvf), enumerable: false });
+  defineProperty(globalThis, "console", { value: freeze(console), enumerable: false });
+})(globalThis.__host);
+delete globalThis.__host;

@@ -1,0 +1,509 @@
+"""Parent side of `.pvf.js` runs: start the sandboxed worker, follow it as a core task, end in a core plan.
+
+A run is a *write* task of the engine (one per workspace: `TASK_BUSY` while one runs, `PLAN_PENDING` while a
+write plan waits — the core occupancy rule shared with the UI and every MCP client). The task thread feeds
+the worker its job (archive path and options, the workspace's overlay, the script, the limits), reads its
+frames, forwards logs and progress to the task, and ends the worker when the wall clock runs out or the
+owner cancels (`proc.kill()`: the engine has no in-engine time limit, see `worker.py`).
+
+When the worker is done the changes are compiled by the parent — under `Engine.lock`, against the
+workspace's own archive object, with the same `store.Compiler` as `pvf_edit_prepare` — so a classic script
+that needs new strings comes with the grown `stringtable.bin` as a change it `requires`, and nkpi pool
+strings land in the workspace's pools. A `.lst` entry that registers a file created by the same run
+`requires` that file. The plan (`PlanKind.SCRIPT`) is registered with the task as its builder; a run that
+changed nothing leaves no plan. Frames from the worker are untrusted data: size-capped, type-checked JSON.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import pickle
+import queue
+import struct
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from deskbridge.core.errors import BridgeError, ErrorCode
+from deskbridge.core.files import atomic_write, read_regular_file
+from deskbridge.core.plans import Change, PlanKind, PlanWarning
+from deskbridge.core.tasks import TaskCancelled, TaskHandle
+from deskbridge.core.workspace import DELETED
+from deskbridge.kinds.pvf.store import STRINGTABLE, Compiler, PvfSource, mirror
+
+SOURCE_MAX_BYTES = 1 << 20
+FRAME_MAX = 40 << 20
+RESULT_MAX_BYTES = 1 << 30
+FILESETS_FILE = "pvf-file-sets.json"
+_FRAME = struct.Struct(">I")
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[4])
+_BOOT = (
+    "import sys; sys.path.insert(0, sys.argv[1]); "
+    "from deskbridge.kinds.pvf.scripting.worker import main; sys.exit(main())"
+)
+
+
+@dataclass
+class ScriptLimits:
+    """The sandbox's limits (issue 14: engine memory 512 MiB, wall clock 5 min, source ≤ 1 MiB)."""
+
+    js_mem_bytes: int = 512 << 20
+    wall_s: float = 300.0
+    address_space_bytes: int = 4 << 30
+    """The worker's own `RLIMIT_AS`: Python, the opened archive and its overlay, plus the engine limit."""
+    max_changes: int = 250_000
+    docs_live: int = 4096
+    """Parsed documents a run keeps at once (older handles ask to parse again)."""
+    log_max_lines: int = 100_000
+    log_max_bytes: int = 4 << 20
+    """A run that logs more is stopped (LIMIT_EXCEEDED): a flood is a bug or an attack."""
+
+
+def check_source(source: str) -> None:
+    if len(source.encode("utf-8")) > SOURCE_MAX_BYTES:
+        raise BridgeError(
+            ErrorCode.LIMIT_EXCEEDED,
+            f"the script is larger than {SOURCE_MAX_BYTES >> 20} MiB",
+            "Keep scripts small: loop over pvf.glob() instead of inlining data.",
+        )
+
+
+# --------------------------------------------------------------------------------------------- worker
+
+
+class Worker:
+    """One sandboxed worker process and a thread reading its frames into a queue."""
+
+    def __init__(self, job: dict[str, Any], limits: ScriptLimits) -> None:
+        job = {
+            **job,
+            "js_mem_bytes": limits.js_mem_bytes,
+            "cpu_s": int(limits.wall_s) + 10,
+            "as_bytes": limits.address_space_bytes,
+            "max_changes": limits.max_changes,
+            "log_max_lines": limits.log_max_lines,
+            "docs_live": limits.docs_live,
+            "log_max_bytes": limits.log_max_bytes,
+        }
+        self.proc = subprocess.Popen(
+            [sys.executable, "-I", "-c", _BOOT, _PACKAGE_ROOT],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={},
+            close_fds=True,
+            cwd="/",
+            start_new_session=True,
+        )
+        self.frames: queue.Queue[dict[str, Any] | None] = queue.Queue(maxsize=256)
+        self.stderr_tail = b""
+        self.bad: str | None = None
+        threading.Thread(target=self._read, daemon=True).start()
+        threading.Thread(target=self._drain_stderr, daemon=True).start()
+        raw = pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL)
+        try:
+            assert self.proc.stdin is not None
+            self.proc.stdin.write(_FRAME.pack(len(raw)) + raw)
+            self.proc.stdin.close()
+        except (BrokenPipeError, OSError):
+            pass  # the worker died at start; its exit is reported by the reader
+
+    def _read(self) -> None:
+        out = self.proc.stdout
+        assert out is not None
+        try:
+            while True:
+                head = out.read(_FRAME.size)
+                if len(head) < _FRAME.size:
+                    break
+                (n,) = _FRAME.unpack(head)
+                if n > FRAME_MAX:
+                    self.bad = f"a frame of {n} bytes"
+                    break
+                raw = out.read(n)
+                if len(raw) < n:
+                    break
+                try:
+                    msg = json.loads(raw)
+                except ValueError:
+                    self.bad = "a frame that is not JSON"
+                    break
+                if not isinstance(msg, dict) or not isinstance(msg.get("t"), str):
+                    self.bad = "a frame without a type"
+                    break
+                self.frames.put(msg)
+        finally:
+            self.frames.put(None)
+
+    def _drain_stderr(self) -> None:
+        err = self.proc.stderr
+        assert err is not None
+        while True:
+            chunk = err.read(65536)
+            if not chunk:
+                break
+            self.stderr_tail = (self.stderr_tail + chunk)[-4000:]
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError, OSError):
+            self.proc.kill()
+        with contextlib.suppress(Exception):
+            self.proc.wait(timeout=10)
+
+    def exit_note(self) -> str:
+        rc = self.proc.poll()
+        tail = self.stderr_tail.decode("utf-8", "replace").strip().splitlines()[-3:]
+        return f"exit status {rc}" + (f": {' | '.join(tail)}" if tail else "")
+
+
+def validate_source(source: str, limits: ScriptLimits | None = None) -> list[dict[str, Any]]:
+    """Syntax diagnostics of a script (compiled in a sandboxed worker, never run)."""
+    check_source(source)
+    limits = limits or ScriptLimits()
+    w = Worker({"mode": "validate", "source": source}, limits)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                msg = w.frames.get(timeout=max(0.1, deadline - time.monotonic()))
+            except queue.Empty:
+                raise BridgeError(ErrorCode.LIMIT_EXCEEDED, "validation took longer than 60 s") from None
+            if msg is None:
+                raise BridgeError(ErrorCode.INTERNAL, f"the validator ended early ({w.exit_note()})")
+            if msg["t"] == "done":
+                diags = msg.get("diagnostics")
+                return diags if isinstance(diags, list) else []
+            if msg["t"] == "error":
+                raise BridgeError(ErrorCode.INTERNAL, str(msg.get("message"))[:2000])
+    finally:
+        w.kill()
+
+
+# --------------------------------------------------------------------------------------------- runs
+
+
+def _str(msg: dict[str, Any], key: str, limit: int = 1 << 30) -> str | None:
+    v = msg.get(key)
+    if v is None:
+        return None
+    if not isinstance(v, str) or len(v) > limit:
+        raise BridgeError(ErrorCode.INTERNAL, f"the worker sent a bad {key!r}")
+    return v
+
+
+class ScriptRuns:
+    """Script runs of one `PvfService` (one engine): start, follow, plan; see the module docstring."""
+
+    def __init__(self, svc: Any, config_dir: Path | None, limits: ScriptLimits | None = None) -> None:
+        self.svc = svc
+        self.config_dir = config_dir
+        self.limits = limits or ScriptLimits()
+        self.workers: dict[str, Worker] = {}
+
+    # -- filesets (the person's own lists, in the user config folder, never in the archive) -------------
+
+    def filesets_path(self) -> Path | None:
+        return None if self.config_dir is None else self.config_dir / FILESETS_FILE
+
+    def load_filesets(self) -> dict[str, list[str]]:
+        path = self.filesets_path()
+        if path is None or not path.exists():
+            return {}
+        try:
+            doc = json.loads(read_regular_file(path, max_bytes=64 << 20, shown_as=FILESETS_FILE))
+        except (BridgeError, ValueError):
+            return {}
+        sets = doc.get("sets") if isinstance(doc, dict) else None
+        if not isinstance(sets, dict):
+            return {}
+        return {
+            str(k): [str(p) for p in v] for k, v in sets.items() if isinstance(v, list) and isinstance(k, str)
+        }
+
+    def save_filesets(self, changed: dict[str, list[str]]) -> None:
+        path = self.filesets_path()
+        if path is None:
+            raise BridgeError(ErrorCode.UNSUPPORTED_CHANGE, "no config folder to keep filesets in")
+        sets = self.load_filesets()
+        sets.update(changed)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, json.dumps({"version": 1, "sets": sets}, ensure_ascii=False, indent=1).encode())
+
+    # -- run ---------------------------------------------------------------------------------------------
+
+    def start(self, caller: str, workspace_id: str, revision: int, source: str, label: str | None) -> Any:
+        check_source(source)
+        eng = self.svc.engine
+        with eng.lock:
+            ws = self.svc._ws(workspace_id, revision)
+            src: PvfSource = ws.source  # type: ignore[assignment]
+            overlay = {ws.name(k): (None if v is DELETED else v) for k, v in ws.overlay.items()}
+            job = {
+                "path": str(src.path),
+                "options": {k: v for k, v in src.options.items() if v is not None},
+                "overlay": overlay,
+                "source": source,
+                "filesets": self.load_filesets(),
+                "fileset_writes": caller == "ui",
+            }
+        runs = self
+
+        def work(handle: TaskHandle) -> dict[str, Any]:
+            return runs._follow(handle, caller, workspace_id, revision, job, label)
+
+        return eng.start_task(work, owner=caller, label="pvf_script_run", write=True, cancellable=True)
+
+    def _follow(
+        self,
+        handle: TaskHandle,
+        caller: str,
+        workspace_id: str,
+        revision: int,
+        job: dict[str, Any],
+        label: str | None,
+    ) -> dict[str, Any]:
+        limits = self.limits
+        handle.progress(0, None, "starting the sandbox")
+        w = Worker(job, limits)
+        self.workers[handle.task_id] = w
+        started = time.monotonic()
+        deadline = started + limits.wall_s
+        changes: list[dict[str, Any]] = []
+        received = 0
+        done: dict[str, Any] | None = None
+        try:
+            while done is None:
+                if handle.cancelled:
+                    w.kill()
+                    raise TaskCancelled()
+                if time.monotonic() > deadline:
+                    w.kill()
+                    raise BridgeError(
+                        ErrorCode.LIMIT_EXCEEDED,
+                        f"the script ran longer than {limits.wall_s:g} s and was stopped",
+                        "Make it do less per run (narrow the glob), or check it for an endless loop.",
+                    )
+                try:
+                    msg = w.frames.get(timeout=0.1)
+                except queue.Empty:
+                    continue
+                if msg is None:
+                    w.kill()
+                    if w.bad:
+                        raise BridgeError(ErrorCode.INTERNAL, f"the worker sent {w.bad}; the run was stopped")
+                    rc = w.proc.returncode
+                    if rc is not None and rc < 0:
+                        raise BridgeError(
+                            ErrorCode.LIMIT_EXCEEDED,
+                            f"the sandbox was ended by signal {-rc} (a CPU or memory limit)",
+                            "Make the script do less, or allocate less.",
+                        )
+                    raise BridgeError(
+                        ErrorCode.INTERNAL, f"the sandbox ended without a result ({w.exit_note()})"
+                    )
+                kind = msg["t"]
+                if kind == "log":
+                    for e in msg.get("entries") or []:
+                        if isinstance(e, dict):
+                            level = e.get("level")
+                            prefix = "" if level == "info" else f"[{level}] "
+                            handle.log(prefix + str(e.get("text", ""))[:8192])
+                elif kind == "progress":
+                    d, t, m = msg.get("done"), msg.get("total"), msg.get("message")
+                    if isinstance(d, int | float) and not isinstance(d, bool):
+                        handle.progress(
+                            d, t if isinstance(t, int | float) else None, m if isinstance(m, str) else None
+                        )
+                elif kind == "change":
+                    received += sum(len(str(v)) for v in msg.values())
+                    if received > RESULT_MAX_BYTES or len(changes) >= limits.max_changes:
+                        w.kill()
+                        raise BridgeError(ErrorCode.LIMIT_EXCEEDED, "the run changed too much to preview")
+                    changes.append(msg)
+                elif kind == "error":
+                    w.kill()
+                    code = msg.get("code")
+                    code = code if isinstance(code, str) and code in ErrorCode.__members__ else None
+                    data = {k: msg[k] for k in ("line", "column", "stack") if k in msg}
+                    message = str(msg.get("message"))[:4000]
+                    if code is None:  # SCRIPT_ERROR, SYNTAX_ERROR in a file, ALREADY_EXISTS…
+                        data["scriptError"] = str(msg.get("code"))[:64]
+                        code = "INVALID_ARGUMENT"
+                    raise BridgeError(
+                        ErrorCode[code],
+                        f"the script failed: {message}",
+                        "Fix the script (pvf_script_validate checks its syntax) and run it again; "
+                        "the workspace is unchanged.",
+                        data=data,
+                    )
+                elif kind == "done":
+                    done = msg
+        finally:
+            self.workers.pop(handle.task_id, None)
+            w.kill()
+        ran_s = time.monotonic() - started
+        fileset_changes = done.get("filesets") if isinstance(done.get("filesets"), dict) else {}
+        if fileset_changes:
+            if caller != "ui":
+                raise BridgeError(ErrorCode.UNSUPPORTED_CHANGE, "filesets cannot be changed over MCP")
+            self.save_filesets(fileset_changes)
+        summary = {
+            "label": label,
+            "scanned": done.get("scanned"),
+            "runSeconds": round(ran_s, 3),
+            "filesetsChanged": sorted(fileset_changes),
+        }
+        if not changes:
+            handle.progress(1, 1, "done (read-only: no plan)")
+            return {"planId": None, "readOnly": True, "changes": 0, "summary": summary}
+        handle.progress(0, len(changes), "compiling changes")
+        plan = self._plan(handle, caller, workspace_id, revision, changes, summary)
+        handle.progress(len(changes), len(changes), "plan ready")
+        return {
+            "planId": plan["planId"],
+            "readOnly": False,
+            "changes": plan["changeCount"],
+            "counts": plan["counts"],
+            "warnings": plan["warnings"][:20],
+            "summary": plan["summary"],
+        }
+
+    def _plan(
+        self,
+        handle: TaskHandle,
+        caller: str,
+        workspace_id: str,
+        revision: int,
+        msgs: list[dict[str, Any]],
+        summary: dict[str, Any],
+    ) -> dict[str, Any]:
+        eng = self.svc.engine
+        task = eng.tasks.get(handle.task_id)
+        with eng.lock:
+            try:
+                ws = self.svc._ws(workspace_id, revision)
+            except BridgeError as exc:
+                raise BridgeError(
+                    exc.code,
+                    "the workspace changed while the script ran",
+                    "Run the script again on the current revision (pvf_workspace_info).",
+                    data=exc.data,
+                ) from None
+            changes: list[Change] = []
+            file_warnings = 0
+            with Compiler(ws) as comp:
+                for n, msg in enumerate(msgs):
+                    path = _str(msg, "path", 4096)
+                    action = msg.get("action")
+                    if not path or action not in ("add", "modify", "delete"):
+                        raise BridgeError(
+                            ErrorCode.INTERNAL, "the worker sent a change without path or action"
+                        )
+                    exists = ws.exists(path)
+                    old = ws.read(path) if exists else None
+                    diff = _str(msg, "diff")
+                    warnings = [str(x)[:500] for x in (msg.get("warnings") or [])][:50]
+                    file_warnings += len(warnings)
+                    meta: dict[str, Any] = {"warnings": warnings} if warnings else {}
+                    if action == "delete":
+                        if not exists:
+                            continue
+                        ch = Change(path, "delete", DELETED, diff=diff, meta=meta)
+                        if diff is None:
+                            ch.binary = {"old": {"size": len(old or b"")}, "new": None}
+                    else:
+                        text = _str(msg, "text")
+                        b64 = _str(msg, "base64")
+                        if text is not None:
+                            payload = comp.compile(path, text)
+                        elif b64 is not None:
+                            payload = base64.b64decode(b64, validate=True)
+                        else:
+                            raise BridgeError(ErrorCode.INTERNAL, "the worker sent a change without content")
+                        if old is not None and payload == old:
+                            continue
+                        ch = Change(
+                            path,
+                            "add" if old is None else "modify",
+                            payload,
+                            diff=diff if text is not None else None,
+                            meta={**meta, "size": len(payload)},
+                        )
+                        if text is None:
+                            ch.binary = {
+                                "old": None if old is None else {"size": len(old)},
+                                "new": {"size": len(payload)},
+                            }
+                    req = msg.get("requires")
+                    if isinstance(req, list):
+                        ch.requires = tuple(str(r) for r in req[:1000])
+                    changes.append(ch)
+                    if n % 500 == 0:
+                        handle.progress(n, len(msgs), "compiling changes")
+            if comp.extra:
+                table = comp.extra[STRINGTABLE]
+                old_table = ws.read(STRINGTABLE) if ws.exists(STRINGTABLE) else None
+                key = STRINGTABLE
+                if old_table is not None:
+                    with contextlib.suppress(BridgeError):
+                        key = ws.source.archive.file_info(STRINGTABLE).path  # type: ignore[union-attr]
+                changes.append(
+                    Change(
+                        key,
+                        "add" if old_table is None else "modify",
+                        table,
+                        binary={
+                            "old": None if old_table is None else {"size": len(old_table)},
+                            "new": {"size": len(table)},
+                        },
+                        meta={"reason": "new strings"},
+                    )
+                )
+                grew = {ws.key_of(p) for p in comp.grew}
+                for ch in changes:
+                    if ws.key_of(ch.key) in grew:
+                        ch.requires = (*ch.requires, key)
+            known = {c.key for c in changes}
+            for ch in changes:  # a registration whose new file is not in the plan needs nothing
+                ch.requires = tuple(r for r in ch.requires if r in known)
+            if not changes:
+                return {"planId": None, "changeCount": 0, "counts": {}, "warnings": [], "summary": summary}
+
+            def on_apply(selected: list[Change]) -> dict[str, Any]:
+                mapping = {c.key: c.new for c in selected}
+                mirror(ws, mapping)
+                return mapping
+
+            plan_warnings: list[PlanWarning] = []
+            plan = eng.create_plan(
+                PlanKind.SCRIPT,
+                owner=caller,
+                workspace_id=ws.id,
+                revision=ws.revision,
+                changes=changes,
+                warnings=plan_warnings,
+                on_apply=on_apply,
+                summary={**summary, "files": len(changes), "fileWarnings": file_warnings},
+                task=task,
+            )
+            return eng.get_plan(plan.id)
+
+
+def runs_for(svc: Any, config_dir: Path | None = None) -> ScriptRuns:
+    """The `ScriptRuns` of a service (one per engine, so the UI and every MCP client share it)."""
+    runs = getattr(svc, "_script_runs", None)
+    if runs is None:
+        runs = ScriptRuns(svc, config_dir)
+        svc._script_runs = runs
+    elif config_dir is not None and runs.config_dir is None:
+        runs.config_dir = config_dir
+    return runs
+
+
+__all__ = ["ScriptLimits", "ScriptRuns", "runs_for", "validate_source"]

@@ -1,0 +1,372 @@
+// The PVF workspace in the browser: a virtualised archive tree, viewer/editor, search as you type, save / save-as,
+// import / export, tasks and history. Every action calls the same pvf_* tools as an MCP client (as caller "ui"),
+// so the engine's rules (revisions, plans, the draft barrier) hold here too. No build step, no dependencies.
+"use strict";
+const $ = (id) => document.getElementById(id);
+const esc = (s) => String(s ?? "").replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]);
+const ROW = 24;
+const CLIENT = "pvf-ui-" + Math.random().toString(36).slice(2, 10);
+
+async function api(path, opts = {}) {
+  const res = await fetch(path, { credentials: "same-origin", headers: { "content-type": "application/json" }, ...opts });
+  const body = await res.json().catch(() => ({}));
+  if (!res.ok) {
+    const err = new Error(body.error?.message || res.statusText);
+    err.code = body.error?.code;
+    err.data = body.error?.data;
+    throw err;
+  }
+  return body;
+}
+const tool = (name, args = {}) => api(`/api/tools/${name}`, { method: "POST", body: JSON.stringify({ arguments: args }) });
+
+function showError(e) {
+  const b = $("error-banner");
+  b.textContent = e ? `${e.code || "ERROR"}: ${e.message}` : "";
+  b.hidden = !e;
+}
+
+const state = { info: null, cwd: "", list: [], total: 0, cursor: null, loading: false, query: "", file: null, text: "", editing: false, plan: null, tasks: new Map() };
+
+// ----------------------------------------------------------------------------------------------- workspace
+
+async function refreshInfo() {
+  const info = await tool("pvf_workspace_info");
+  state.info = info;
+  $("archive").textContent = info.open ? `${info.sourcePath} · ${info.archive.family}/${info.archive.variant} · ${info.archive.files} files` : "no archive open";
+  $("rev").textContent = info.open ? `rev ${info.revision}` : "";
+  $("dirty").hidden = !info.sourceDirty;
+  for (const id of ["save-btn", "saveas-btn", "import-btn", "export-btn"]) $(id).disabled = !info.open;
+  $("edit-btn").disabled = !info.open || !state.file;
+  return info;
+}
+
+const ws = () => state.info?.workspaceId;
+
+// ----------------------------------------------------------------------------------------------- tree (virtualised)
+
+function resetList() {
+  state.list = []; state.total = 0; state.cursor = null;
+  $("tree").scrollTop = 0;
+}
+
+async function loadMore() {
+  if (state.loading || !ws()) return;
+  if (state.list.length && !state.cursor) return;
+  state.loading = true;
+  try {
+    let page;
+    if (state.query) {
+      page = await tool("pvf_search", { workspaceId: ws(), query: state.query, mode: $("content-mode").checked ? "content" : "path", limit: 500, cursor: state.cursor || undefined });
+      const rows = page.hits.map((h) => ({ type: "file", path: h.path, name: h.path, changed: h.changed, hit: h.matches ? `${h.matches[0].line}: ${h.matches[0].text.trim()}` : "" }));
+      state.list.push(...rows);
+      state.total = state.list.length + (page.nextCursor ? 1 : 0);
+    } else {
+      page = await tool("pvf_list_dir", { workspaceId: ws(), path: state.cwd, limit: 1000, cursor: state.cursor || undefined });
+      state.list.push(...page.entries);
+      state.total = page.total;
+    }
+    state.cursor = page.nextCursor;
+    showError(null);
+  } catch (e) {
+    if (e.code === "STALE_WORKSPACE") { resetList(); state.loading = false; return loadMore(); }
+    showError(e);
+  } finally {
+    state.loading = false;
+  }
+  renderTree();
+}
+
+function renderTree() {
+  const tree = $("tree");
+  $("tree-spacer").style.height = `${Math.max(state.total, state.list.length) * ROW}px`;
+  const first = Math.floor(tree.scrollTop / ROW);
+  const count = Math.ceil(tree.clientHeight / ROW) + 4;
+  const rows = [];
+  for (let i = first; i < Math.min(first + count, state.list.length); i++) {
+    const e = state.list[i];
+    const cls = ["row", e.type === "dir" ? "dir" : "file", e.changed ? "changed" : "", state.file === e.path ? "sel" : ""].join(" ");
+    rows.push(`<div class="${cls}" data-i="${i}" title="${esc(e.path)}">${esc(e.name)}${e.hit ? `<span class="hit">${esc(e.hit)}</span>` : ""}</div>`);
+  }
+  const holder = $("tree-rows");
+  holder.style.transform = `translateY(${first * ROW}px)`;
+  holder.innerHTML = rows.join("");
+  $("tree-count").textContent = state.query ? `${state.list.length}${state.cursor ? "+" : ""} hits` : `${state.total} entries`;
+  if (first + count >= state.list.length - 50 && state.cursor) loadMore();
+  renderCrumbs();
+}
+
+function renderCrumbs() {
+  const parts = state.cwd ? state.cwd.split("/") : [];
+  const links = [`<a data-p="">/</a>`];
+  parts.forEach((p, i) => links.push(`<a data-p="${esc(parts.slice(0, i + 1).join("/"))}">${esc(p)}</a>`));
+  $("crumbs").innerHTML = state.query ? `search: ${esc(state.query)}` : links.join(" / ");
+}
+
+$("tree").addEventListener("scroll", () => requestAnimationFrame(renderTree));
+$("tree-rows").addEventListener("click", (ev) => {
+  const row = ev.target.closest(".row");
+  if (!row) return;
+  const e = state.list[Number(row.dataset.i)];
+  if (e.type === "dir") { state.cwd = e.path; state.query = ""; $("search").value = ""; resetList(); loadMore(); }
+  else openFile(e.path);
+});
+$("crumbs").addEventListener("click", (ev) => {
+  const a = ev.target.closest("a");
+  if (!a) return;
+  state.cwd = a.dataset.p; resetList(); loadMore();
+});
+
+let searchTimer = null;
+function onSearch() {
+  clearTimeout(searchTimer);
+  searchTimer = setTimeout(() => { state.query = $("search").value.trim(); resetList(); loadMore(); }, 200);
+}
+$("search").addEventListener("input", onSearch);
+$("content-mode").addEventListener("change", onSearch);
+
+// ----------------------------------------------------------------------------------------------- viewer / editor
+
+function highlight(text) {
+  // String links are `<id::key>` or, in classic text, `<id::key`shown text`>` (docs/pvf-script-text.md).
+  return esc(text).replace(/(\[[^\]\n]+\])|(&lt;\d+::[^&\s`]+(?:`[^`]*`)?&gt;)|(`[^`]*`)|(-?\b\d+(?:\.\d+)?\b)/g, (m, sec, link, str, num) => {
+    if (sec) return `<span class="t-sec">${sec}</span>`;
+    if (link) return `<span class="t-link">${link}</span>`;
+    if (str) return `<span class="t-str">${str.replace(/&lt;\d+::[^&\s`]+&gt;/g, (l) => `<span class="t-link">${l}</span>`)}</span>`;
+    return `<span class="t-num">${num}</span>`;
+  });
+}
+
+async function openFile(path) {
+  if (state.editing && $("editor").value !== state.text && !confirm("Drop the unsaved edit?")) return;
+  stopEditing();
+  try {
+    const r = await tool("pvf_read_file", { workspaceId: ws(), path, maxChars: 32000 });
+    let text = r.kind === "text" ? r.text : `binary, ${r.size} bytes, sha256 ${r.sha256}\n\n${r.hexPreview}`;
+    let next = r.nextStartLine;
+    while (r.kind === "text" && next) {
+      const more = await tool("pvf_read_file", { workspaceId: ws(), path, startLine: next, maxChars: 32000, expectedRevision: r.revision });
+      text += more.text; next = more.nextStartLine;
+    }
+    state.file = r.path; state.text = text; state.kind = r.kind; state.fileRevision = r.revision;
+    $("file-path").textContent = `${r.path} · ${r.kind} · rev ${r.revision}${r.changed ? " · changed" : ""}`;
+    $("viewer").innerHTML = r.kind === "text" ? highlight(text) : esc(text);
+    $("edit-btn").disabled = r.kind !== "text";
+    renderTree();
+    showError(null);
+  } catch (e) { showError(e); }
+}
+
+$("viewer").addEventListener("mouseover", async (ev) => {
+  const span = ev.target.closest(".t-link");
+  if (!span || span.title) return;
+  span.title = "…";
+  try {
+    const link = span.textContent.replace(/`[^`]*`/, "");
+    const r = await tool("pvf_resolve", { workspaceId: ws(), link });
+    span.title = r.text ?? "(unresolved)";
+  } catch (e) { span.title = e.message; }
+});
+
+function startEditing() {
+  state.editing = true;
+  $("editor").value = state.text;
+  $("editor").hidden = false; $("viewer").hidden = true;
+  $("apply-btn").hidden = false; $("cancel-btn").hidden = false; $("edit-btn").hidden = true;
+  reportDrafts();
+}
+function stopEditing() {
+  state.editing = false;
+  $("editor").hidden = true; $("viewer").hidden = false;
+  $("apply-btn").hidden = true; $("cancel-btn").hidden = true; $("edit-btn").hidden = false;
+  reportDrafts();
+}
+const hasDraft = () => state.editing && $("editor").value !== state.text;
+function reportDrafts() { api("/api/pvf/editors/report", { method: "POST", body: JSON.stringify({ clientId: CLIENT, hasDrafts: hasDraft() }) }).catch(() => {}); }
+$("edit-btn").onclick = startEditing;
+$("cancel-btn").onclick = () => { stopEditing(); };
+$("editor").addEventListener("input", () => { clearTimeout(state.reportTimer); state.reportTimer = setTimeout(reportDrafts, 300); });
+
+$("apply-btn").onclick = async () => {
+  try {
+    const plan = await tool("pvf_edit_prepare", { workspaceId: ws(), expectedRevision: state.fileRevision, edits: [{ path: state.file, text: $("editor").value }] });
+    await showPlan({ kind: "edit", id: plan.planId });
+  } catch (e) { showError(e); }
+};
+
+// ----------------------------------------------------------------------------------------------- plans
+
+const diffHtml = (d) => esc(d).split("\n").map((l) => (l.startsWith("+") ? `<span class="add">${l}</span>` : l.startsWith("-") ? `<span class="del">${l}</span>` : l)).join("\n");
+
+async function showPlan(plan) {
+  const preview = plan.kind === "edit" ? await tool("pvf_edit_preview", { planId: plan.id, limit: 200 })
+    : plan.kind === "import" ? await tool("pvf_import_preview", { importPlanId: plan.id, limit: 200 })
+    : await tool("pvf_export_preview", { exportPlanId: plan.id, limit: 200 });
+  state.plan = { ...plan, preview };
+  const items = preview.items.map((it) => {
+    const body = it.diff ? `<pre>${diffHtml(it.diff)}</pre>` : it.binary ? `<p class="muted">${it.binary.old ? it.binary.old.size + " → " : ""}${it.binary.new ? it.binary.new.size : "deleted"} bytes</p>` : "";
+    const over = it.overwrite ? " <b>(overwrites)</b>" : "";
+    const req = it.requires ? ` <span class="muted">requires ${esc(it.requires.join(", "))}</span>` : "";
+    return `<details open><summary><label><input type="checkbox" class="pick" value="${esc(it.changeKey)}" checked> ${esc(it.action)} ${esc(it.changeKey)}</label>${over}${req}</summary>${body}</details>`;
+  });
+  const warnings = preview.warnings.map((w) => `<label><input type="checkbox" class="ack" value="${esc(w.warningId)}"> ${esc(w.message)}</label>`);
+  $("plan-items").innerHTML = items.join("") + (warnings.length ? `<h4>Warnings (tick to acknowledge)</h4>${warnings.join("")}` : "");
+  if (plan.kind === "export") $("plan-items").innerHTML += `<p class="muted">Output: ${esc(plan.outputParent)}${plan.outputName ? "/" + esc(plan.outputName) : ""}</p>`;
+  $("plan").hidden = false;
+}
+
+$("plan-apply").onclick = async () => {
+  const plan = state.plan;
+  const keys = [...document.querySelectorAll(".pick:checked")].map((c) => c.value);
+  const acks = [...document.querySelectorAll(".ack:checked")].map((c) => c.value);
+  try {
+    if (plan.kind === "edit") {
+      await tool("pvf_edit_apply", { planId: plan.id, changeKeys: keys, acknowledgedWarningIds: acks });
+      stopEditing();
+    } else if (plan.kind === "import") {
+      const overwrite = plan.preview.items.filter((i) => i.overwrite && keys.includes(i.changeKey)).map((i) => i.changeKey);
+      await tool("pvf_import_apply", { importPlanId: plan.id, selectedKeys: keys, overwriteKeys: overwrite, acknowledgedWarningIds: acks });
+    } else {
+      const out = await tool("pvf_export_execute", { exportPlanId: plan.id, outputParent: plan.outputParent, outputName: plan.outputName || undefined, selectedEntryKeys: keys, acknowledgedWarningIds: acks });
+      alert(`Exported ${out.files} files to ${out.outputPath}`);
+    }
+    $("plan").hidden = true; state.plan = null;
+    await refreshInfo();
+    if (state.file) openFile(state.file);
+  } catch (e) { showError(e); }
+};
+$("plan-discard").onclick = async () => {
+  const plan = state.plan;
+  if (!plan) return;
+  const name = { edit: ["pvf_edit_discard", "planId"], import: ["pvf_import_discard", "importPlanId"], export: ["pvf_export_discard", "exportPlanId"] }[plan.kind];
+  await tool(name[0], { [name[1]]: plan.id }).catch(showError);
+  $("plan").hidden = true; state.plan = null;
+};
+
+// ----------------------------------------------------------------------------------------------- dialogs
+
+function ask(title, fields) {
+  return new Promise((resolve) => {
+    $("dialog-title").textContent = title;
+    $("dialog-body").innerHTML = fields.map((f) => f.options
+      ? `<label>${esc(f.label)} <select name="${f.name}">${f.options.map((o) => `<option>${esc(o)}</option>`).join("")}</select></label>`
+      : f.area ? `<label>${esc(f.label)}<textarea name="${f.name}" rows="3" style="width:100%">${esc(f.value || "")}</textarea></label>`
+      : `<label>${esc(f.label)}<input type="text" name="${f.name}" value="${esc(f.value || "")}"></label>`).join("");
+    const dlg = $("dialog");
+    dlg.onclose = () => {
+      if (dlg.returnValue !== "ok") return resolve(null);
+      const out = {};
+      for (const el of $("dialog-body").querySelectorAll("[name]")) out[el.name] = el.value;
+      resolve(out);
+    };
+    dlg.showModal();
+  });
+}
+
+async function runLifecycle(name, args) {
+  try {
+    const r = await tool(name, { waitSeconds: 30, ...args });
+    if (r.state !== "succeeded") showError({ code: "RUNNING", message: `${name} still running (task ${r.taskId})` });
+    await refreshInfo();
+    return r;
+  } catch (e) { showError(e); return null; }
+}
+
+$("open-btn").onclick = async () => {
+  const v = await ask("Open an archive", [{ name: "path", label: "Absolute path of the .pvf" }, { name: "dirtyPolicy", label: "Unsaved changes", options: ["reject", "save", "discard"] }]);
+  if (!v) return;
+  const info = state.info;
+  const args = info.open ? { path: v.path, workspaceId: info.workspaceId, expectedRevision: info.revision, dirtyPolicy: v.dirtyPolicy } : { path: v.path, expectedWorkspaceEpoch: info.workspaceEpoch };
+  if (await runLifecycle("pvf_archive_open", args)) { state.cwd = ""; state.file = null; resetList(); loadMore(); loadHistory(); }
+};
+$("save-btn").onclick = async () => { await runLifecycle("pvf_archive_save", { workspaceId: ws(), expectedRevision: state.info.revision }); loadHistory(); };
+$("saveas-btn").onclick = async () => {
+  const v = await ask("Save a copy", [{ name: "path", label: "Absolute path of the copy" }]);
+  if (v) await runLifecycle("pvf_archive_save_as", { workspaceId: ws(), expectedRevision: state.info.revision, path: v.path });
+};
+$("import-btn").onclick = async () => {
+  const v = await ask("Import files", [{ name: "sources", label: "Absolute files or folders, one per line", area: true }, { name: "targetDir", label: "Archive folder", value: state.cwd }, { name: "mode", label: "Mode", options: ["text", "raw"] }]);
+  if (!v) return;
+  try {
+    const plan = await tool("pvf_import_prepare", { workspaceId: ws(), expectedRevision: state.info.revision, sourcePaths: v.sources.split("\n").map((s) => s.trim()).filter(Boolean), targetDir: v.targetDir, mode: v.mode });
+    await showPlan({ kind: "import", id: plan.importPlanId });
+  } catch (e) { showError(e); }
+};
+$("export-btn").onclick = async () => {
+  const v = await ask("Export", [
+    { name: "source", label: "Source", options: ["selection", "memory", "working"] },
+    { name: "scopes", label: "Files or folders (selection), one per line", area: true, value: state.file || state.cwd },
+    { name: "format", label: "Format", options: ["direct", "110USextend", "115CN-mod"] },
+    { name: "name", label: "MOD name" }, { name: "version", label: "MOD version", value: "1.0" }, { name: "modId", label: "MOD id (115CN-mod)" },
+    { name: "outputParent", label: "Output folder (absolute)" }, { name: "outputName", label: "New folder name (direct)" },
+  ]);
+  if (!v) return;
+  const mod = v.format !== "direct";
+  try {
+    const plan = await tool("pvf_export_prepare", { workspaceId: ws(), expectedRevision: state.info.revision, source: v.source, scopes: v.scopes.split("\n").map((s) => s.trim()).filter((s) => s !== "" || v.source === "selection"), mode: mod ? "mod" : "direct", format: mod ? v.format : undefined, name: v.name || undefined, version: v.version || undefined, modId: v.modId || undefined });
+    await showPlan({ kind: "export", id: plan.exportPlanId, outputParent: v.outputParent, outputName: v.outputName });
+  } catch (e) { showError(e); }
+};
+
+// ----------------------------------------------------------------------------------------------- side panels
+
+function renderTasks() {
+  const rows = [...state.tasks.values()].slice(-30).reverse().map((t) => {
+    const p = t.progress || {};
+    const pct = p.total ? ` ${Math.round((100 * p.done) / p.total)}%` : "";
+    return `<li>${esc(t.label)} · <span class="muted">${esc(t.owner)}</span> · ${esc(t.state)}${pct}</li>`;
+  });
+  $("tasks").innerHTML = rows.join("") || `<li class="muted">none</li>`;
+}
+
+async function loadHistory() {
+  if (!ws()) return;
+  try {
+    const h = await tool("pvf_history", { workspaceId: ws(), limit: 50 });
+    $("history").innerHTML = h.commits.slice().reverse().map((c) => `<li title="${esc(c.files.map((f) => f.action + " " + f.path).join("\n"))}">#${c.seq} ${new Date(c.time * 1000).toLocaleString()} · ${esc(c.source)} · ${c.files.length} file(s)</li>`).join("") || `<li class="muted">no saves yet</li>`;
+  } catch (e) { /* history is optional */ }
+}
+
+$("endpoint").textContent = `${location.origin}/mcp`;
+$("token-btn").onclick = async () => { $("token").textContent = (await api("/api/token")).token; };
+
+// ----------------------------------------------------------------------------------------------- events
+
+function listen() {
+  const events = new EventSource("/api/events");
+  events.addEventListener("task", (ev) => { const t = JSON.parse(ev.data); state.tasks.set(t.taskId, t); renderTasks(); if (t.event === "finished") refreshInfo().catch(() => {}); });
+  events.addEventListener("workspace", async (ev) => {
+    const d = JSON.parse(ev.data);
+    await refreshInfo().catch(() => {});
+    if (d.event === "opened" || d.event === "closed") { state.cwd = ""; state.file = null; resetList(); loadMore(); $("viewer").textContent = ""; }
+    else if (d.event === "committed") { resetList(); loadMore(); if (state.file && !state.editing && (d.keys || []).some((k) => k.toLowerCase() === state.file.toLowerCase())) openFile(state.file); }
+    if (d.event === "saved") loadHistory();
+  });
+  events.addEventListener("ui", async (ev) => {
+    const d = JSON.parse(ev.data);
+    if (d.event === "prepare" && (d.clients || []).includes(CLIENT)) {
+      await api("/api/pvf/editors/ack", { method: "POST", body: JSON.stringify({ operationId: d.operationId, clientId: CLIENT, hasDrafts: hasDraft(), detail: hasDraft() ? { path: state.file } : null }) }).catch(() => {});
+    }
+  });
+  events.onerror = () => showError({ code: "DISCONNECTED", message: "lost the connection to deskbridge; retrying…" });
+  events.onopen = () => showError(null);
+}
+
+async function main() {
+  try {
+    await api("/api/pvf/editors/register", { method: "POST", body: JSON.stringify({ clientId: CLIENT }) });
+    window.addEventListener("beforeunload", () => navigator.sendBeacon && fetch("/api/pvf/editors/unregister", { method: "POST", keepalive: true, credentials: "same-origin", headers: { "content-type": "application/json" }, body: JSON.stringify({ clientId: CLIENT }) }));
+    listen();
+    setInterval(reportDrafts, 10000); // the editor lease: a silent tab is forgotten after 30 s
+    for (let i = 0; i < 100; i++) {
+      const info = await refreshInfo();
+      if (!info.lifecycle) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    for (const t of state.info.runningTasks || []) state.tasks.set(t.taskId, t);
+    renderTasks();
+    if (state.info.open) { loadMore(); loadHistory(); }
+    document.body.dataset.ready = "1";
+  } catch (e) { showError(e); }
+}
+main();

@@ -1,0 +1,378 @@
+"""The PVF kind's `core.lifecycle.Store`: an archive as the engine's read-only source, saved through `core.files`.
+
+The engine owns identity, revisions, plans, tasks and the lifecycle order; this module says what a PVF
+workspace *is* and how it is read and written:
+
+* `load(path, encoding=, keys=, progress=)` opens the archive with the format library (`open_archive`), so
+  paged nkpi archives take the same key material as the CLI (`--keys`, `--sk-dat` …; `KEY_REQUIRED` names
+  them). The source's keys are archive paths, normalised like the library (`norm_path`: `\\` → `/`, no
+  leading `/`, lower case), so `Equipment/A.equ` and `equipment/a.equ` are one key.
+* Committed changes live in the workspace overlay (the engine's truth) **and** are mirrored into the
+  archive object's staging area (`stage`) under `Engine.lock`, because the library's text compiler reads
+  the archive's current string table: a script compiled after a committed `stringtable.bin` change must
+  see that table, not the one on disk.
+* `serialize(ws, out, progress=)` writes the whole archive (the family writer over the mirrored overlay),
+  `verify(ws, tmp)` re-opens the temp file and reads every changed file back *before* `core.files` renames
+  it (`atomic_write` / `publish_new`, which also check the target's identity right before the rename:
+  `SOURCE_CHANGED`, `TARGET_CHANGED`, `TARGET_EXISTS`), and `rebind(ws, path, identity)` re-binds the
+  archive to the file just written so the overlay can empty.
+
+The three library calls that are not yet public entry points (the family writer, its verify, its re-bind)
+are confined to `_LibraryWriter` below, so the format library can unify its writers behind one
+`write(out, overlay, progress)` without touching the workspace.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import posixpath
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from deskbridge.core.errors import BridgeError, ErrorCode
+from deskbridge.core.files import FileIdentity
+from deskbridge.core.workspace import DELETED, Workspace
+from deskbridge.kinds.pvf.archive import open_archive
+from deskbridge.kinds.pvf.archive.base import norm_path
+
+Progress = Callable[[int, int], None]
+STRINGTABLE = "stringtable.bin"
+_MISSING = object()
+
+
+# --------------------------------------------------------------------------------------------- the source
+
+
+class DirIndex:
+    """Folders → (sub-folders, files) of the archive as opened; built once, lazily (≈1 s per million paths)."""
+
+    def __init__(self, paths: list[str]) -> None:
+        dirs: dict[str, set[str]] = {"": set()}
+        files: dict[str, list[str]] = {}
+        for p in paths:
+            key = norm_path(p)
+            parent, _, _name = key.rpartition("/")
+            files.setdefault(parent, []).append(p)
+            child = parent
+            while child and child not in dirs:
+                dirs[child] = set()
+                up = child.rpartition("/")[0]
+                dirs.setdefault(up, set()).add(child)
+                child = up
+            # a folder already known has its parents already known
+        self.dirs = dirs
+        self.files = files
+        self.display: dict[str, str] = {}
+        for d in dirs:
+            self.display.setdefault(d, d)
+        # Folder display names from the first file under each (archives keep mixed case).
+        for parent, names in files.items():
+            if parent and names:
+                shown = names[0].replace("\\", "/").lstrip("/").rsplit("/", 1)[0]
+                self.display[parent] = shown
+
+
+class PvfSource:
+    """One opened archive as the engine's read-only source (see the module docstring)."""
+
+    def __init__(self, archive: Any, path: Path | None, options: Mapping[str, Any]) -> None:
+        self.archive = archive
+        self.path = path
+        self.options = dict(options)
+        self._paths: list[str] | None = None
+        self._norm: set[str] | None = None
+        self._dirs: DirIndex | None = None
+        self._lock = threading.Lock()
+        self.originals: dict[str, bytes | None] = {}
+        """key → payload on disk before the first committed change (None: the file did not exist); the
+        `before` side of history commits and of `memory`/`working` exports."""
+
+    # Source protocol -------------------------------------------------------------------------------
+
+    def get(self, key: str) -> bytes:
+        # Only asked for keys the workspace overlay does not hold, so the archive's mirror of that overlay
+        # holds no change for them either: this is the payload on disk.
+        try:
+            return self.archive.read(key)
+        except BridgeError as exc:
+            if exc.code is ErrorCode.NOT_FOUND:
+                raise KeyError(key) from None
+            raise
+
+    def all_keys(self) -> Iterable[str]:
+        return self.paths()
+
+    @staticmethod
+    def normalize_key(key: str) -> str:
+        return norm_path(key)
+
+    # ---------------------------------------------------------------------------------------------
+
+    def paths(self) -> list[str]:
+        """The archive's paths as opened (or last saved), without the overlay."""
+        with self._lock:
+            if self._paths is None:
+                # Built at open and right after a re-bind, when nothing is staged: the paths on disk.
+                self._paths = list(self.archive.paths())
+            return self._paths
+
+    def norm_set(self) -> set[str]:
+        if self._norm is None:
+            self._norm = {norm_path(p) for p in self.paths()}
+        return self._norm
+
+    def dirs(self) -> DirIndex:
+        paths = self.paths()
+        with self._lock:
+            if self._dirs is None:
+                self._dirs = DirIndex(paths)
+            return self._dirs
+
+    def info(self) -> dict[str, Any]:
+        ar = self.archive
+        return {
+            "family": ar.family,
+            "variant": ar.variant,
+            "encoding": ar.encoding,
+            "files": len(self.paths()),
+            "warnings": [w.to_dict() for w in getattr(ar, "warnings", [])][:20],
+        }
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.archive.close()
+
+
+class EmptySource:
+    """An empty workspace (nothing open yet): no keys."""
+
+    archive = None
+    path = None
+
+    def get(self, key: str) -> bytes:
+        raise KeyError(key)
+
+    def all_keys(self) -> Iterable[str]:
+        return []
+
+    @staticmethod
+    def normalize_key(key: str) -> str:
+        return norm_path(key)
+
+
+# --------------------------------------------------------------------------------------------- the library
+
+
+class _LibraryWriter:
+    """The family writer, its verify and its re-bind, behind one small surface (see the module docstring)."""
+
+    @staticmethod
+    def write(archive: Any, out: BinaryIO, progress: Progress | None) -> None:
+        public = getattr(archive, "write", None)
+        if callable(public):  # the format library's unified writer, once it has one
+            public(out, dict(archive.staged()), progress)
+            return
+        # The per-save state of the classic edit-only fast path: set by its writer, read by its verify and
+        # its re-bind; reset so a previous copy's state never leaks into this write.
+        for attr in ("_patched_layout", "_patched_result", "_verified"):
+            if hasattr(archive, attr):
+                setattr(archive, attr, None)
+        if hasattr(archive, "_replacing_source"):
+            archive._replacing_source = False
+        writer = archive._write if archive.staged() else archive._write_unchanged
+        writer(out, progress)
+
+    @staticmethod
+    def verify(archive: Any, tmp: Path) -> int:
+        expected = dict(archive.iter_overlay())
+        if not expected:
+            return 0
+        return int(archive._verify_written(tmp, expected))
+
+    @staticmethod
+    def rebind(archive: Any, path: Path, identity: FileIdentity | None) -> None:
+        archive._last_written = identity
+        archive._reopen(path)
+        archive.source = path
+        archive.discard()
+
+
+# --------------------------------------------------------------------------------------------- the store
+
+
+class PvfStore:
+    """`core.lifecycle.Store` for PVF archives. `hooks` are called after saves (index, journal)."""
+
+    def __init__(self) -> None:
+        self.after_save_hooks: list[Callable[[Workspace, Path], None]] = []
+        self.last_serialised: dict[str, tuple[str, Any, bytes | None]] = {}
+        """key → (display path, value, payload before the change) of the overlay the last serialise wrote."""
+
+    def load(
+        self,
+        path: Path | None,
+        *,
+        encoding: str | None = None,
+        keys: Any = None,
+        progress: Progress | None = None,
+    ) -> PvfSource | EmptySource:
+        if path is None:
+            return EmptySource()
+        if progress is not None:
+            progress(0, 3)
+        archive = open_archive(path, encoding=encoding, keys=keys)
+        try:
+            source = PvfSource(archive, path, {"encoding": encoding, "keys": keys})
+            if progress is not None:
+                progress(1, 3)
+            source.paths()
+            if progress is not None:
+                progress(2, 3)
+            _ = archive.encoding  # classic: detect the pack encoding now, not on the first read
+            if progress is not None:
+                progress(3, 3)
+        except BaseException:
+            archive.close()
+            raise
+        return source
+
+    def serialize(self, workspace: Workspace, out: BinaryIO, *, progress: Progress | None = None) -> None:
+        src = workspace.source
+        if not isinstance(src, PvfSource):
+            raise BridgeError(
+                ErrorCode.SAVE_AS_REQUIRED,
+                "this workspace has no archive to write",
+                "Open an archive first (pvf_archive_open).",
+            )
+        self.last_serialised = {
+            k: (_shown(src.archive, k, workspace), v, src.originals.get(k))
+            for k, v in workspace.overlay.items()
+        }
+        _LibraryWriter.write(src.archive, out, progress)
+
+    def verify(self, workspace: Workspace, tmp: Path) -> None:
+        src = workspace.source
+        if isinstance(src, PvfSource):
+            _LibraryWriter.verify(src.archive, tmp)
+
+    def rebind(self, workspace: Workspace, path: Path, identity: FileIdentity | None) -> PvfSource | None:
+        src = workspace.source
+        if not isinstance(src, PvfSource):
+            return None
+        _LibraryWriter.rebind(src.archive, path, identity)
+        fresh = PvfSource(src.archive, path, src.options)
+        return fresh
+
+    def after_save(self, workspace: Workspace, path: Path) -> None:
+        errors = []
+        for hook in self.after_save_hooks:
+            try:
+                hook(workspace, path)
+            except Exception as exc:  # each hook runs; the lifecycle turns the failure into a warning
+                errors.append(f"{type(exc).__name__}: {exc}")
+        if errors:
+            raise RuntimeError("; ".join(errors))
+
+
+# --------------------------------------------------------------------------------------------- helpers
+
+
+def mirror(workspace: Workspace, mapping: Mapping[str, Any]) -> None:
+    """Stage committed changes into the archive (call under `Engine.lock`, right with the commit)."""
+    src = workspace.source
+    if not isinstance(src, PvfSource):
+        return
+    for key, value in mapping.items():
+        norm = norm_path(key)
+        if norm not in src.originals:
+            src.originals[norm] = src.archive.read(key) if src.archive.exists(key) else None
+        src.archive.stage(key, None if value is DELETED else value)
+
+
+class Compiler:
+    """Compile several files' text against one evolving string table; use as a context manager under
+    `Engine.lock`.
+
+    The library's classic compiler appends new strings to the archive's table and stages the grown
+    `stringtable.bin` itself. Within one plan the table accumulates (two scripts adding strings get
+    distinct indices); on exit the staging is taken back (the archive mirrors the *committed* state only)
+    and the grown table is offered as its own change in `extra`, with `grew` naming the files that need it.
+    nkpi string pools only grow in memory and are written with the archive, so they need no extra change.
+    """
+
+    def __init__(self, workspace: Workspace) -> None:
+        src = workspace.source
+        if not isinstance(src, PvfSource):
+            raise BridgeError(ErrorCode.NO_WORKSPACE, "no archive is open", "Open one with pvf_archive_open.")
+        self.archive = src.archive
+        self.before: Any = _MISSING
+        self.extra: dict[str, bytes] = {}
+        self.grew: list[str] = []
+
+    def __enter__(self) -> Compiler:
+        self.before = _staged_value(self.archive, STRINGTABLE)
+        return self
+
+    def compile(self, path: str, text: str) -> bytes:
+        was = _staged_value(self.archive, STRINGTABLE)
+        payload = self.archive.text_to_payload(path, text)
+        if _staged_value(self.archive, STRINGTABLE) is not was:
+            self.grew.append(path)
+        return payload
+
+    def __exit__(self, *exc: object) -> None:
+        ar = self.archive
+        now = _staged_value(ar, STRINGTABLE)
+        if now is self.before:
+            return
+        if exc[0] is None and now is not _MISSING and now is not None:
+            self.extra[STRINGTABLE] = now
+        # Restore the committed table (re-staging also resets the library's cached table).
+        if self.before is _MISSING:
+            ar.discard(STRINGTABLE)
+            strings = getattr(ar, "strings", None)
+            if strings is not None and hasattr(strings, "invalidate"):
+                strings.invalidate(STRINGTABLE)
+        else:
+            ar.stage(STRINGTABLE, self.before)
+
+
+def _shown(archive: Any, key: str, workspace: Workspace) -> str:
+    if key in workspace.names:
+        return workspace.names[key]
+    try:
+        return archive.file_info(key).path
+    except BridgeError:
+        return key  # deleted: the normalised key names it
+
+
+def _staged_value(archive: Any, path: str) -> Any:
+    key = norm_path(path)
+    for name, value in archive.staged().items():
+        if norm_path(name) == key:
+            return value
+    return _MISSING
+
+
+def text_of(workspace: Workspace, path: str, data: bytes) -> str | None:
+    """The editable text of a file's current payload, or None when it has no text form (binary)."""
+    src = workspace.source
+    if not isinstance(src, PvfSource):
+        return None
+    try:
+        return src.archive.read_text(path)
+    except BridgeError as exc:
+        if exc.code in (ErrorCode.INVALID_ARGUMENT, ErrorCode.UNSUPPORTED_CHANGE):
+            return None
+        raise
+
+
+def digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def parent_of(path: str) -> str:
+    return posixpath.dirname(norm_path(path))

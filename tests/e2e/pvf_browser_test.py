@@ -1,0 +1,119 @@
+"""The PVF browser UI served by the real `deskbridge serve` (platform middleware, UI secret, SSE), in Chromium,
+next to a real MCP client: browse the virtualised tree, search as you type, view and edit a script through a plan,
+hold a draft that blocks an agent's save (the engine's barrier), save, and see the history.
+
+Needs /usr/bin/chromium and the `playwright` package; skipped with a message otherwise.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from deskbridge.kinds.pvf.archive import open_archive
+from deskbridge.kinds.pvf.synth import synth
+from deskbridge.testing import ServerThread
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+pytestmark = pytest.mark.browser
+
+playwright_sync = pytest.importorskip(
+    "playwright.sync_api", reason="pip install playwright (the Python package)"
+)
+if not CHROMIUM.exists():
+    pytest.skip(
+        "Chromium is not installed at /usr/bin/chromium (apt-get install -y chromium)",
+        allow_module_level=True,
+    )
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with playwright_sync.sync_playwright() as p:
+        b = p.chromium.launch(
+            executable_path=str(CHROMIUM),
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--no-first-run",
+            ],
+        )
+        yield b
+        b.close()
+
+
+@pytest.mark.parametrize("family", ["classic", "nkpi"])
+def test_browse_search_edit_save_in_the_browser(browser, tmp_path: Path, family: str) -> None:
+    archive = tmp_path / "Script.pvf"
+    synth(archive, family=family, files=2000, seed=2)
+    with ServerThread(archive) as served, served.client() as call:
+        srv = served.srv
+        page = browser.new_context(viewport={"width": 1400, "height": 860}).new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(srv.login_url())
+        page.wait_for_selector("body[data-ready='1']")
+        page.wait_for_selector("#tree-rows .row.dir")
+        assert "2" in page.text_content("#archive")
+        # search as you type: every path holding "_00" (most of 2000 files), rendered virtually
+        page.fill("#search", "_00")
+        page.wait_for_function("document.querySelector('#tree-count').textContent.includes('hits')")
+        page.wait_for_function("document.querySelectorAll('#tree-rows .row').length > 5")
+        hits = int(page.text_content("#tree-count").split()[0].rstrip("+"))
+        rendered = page.eval_on_selector_all("#tree-rows .row", "rows => rows.length")
+        assert hits >= 400 and rendered < 60  # only the visible rows exist in the page
+        page.eval_on_selector(
+            "#tree", "t => { t.scrollTop = 300 * 24; t.dispatchEvent(new Event('scroll')); }"
+        )
+        page.wait_for_function(
+            "[...document.querySelectorAll('#tree-rows .row')].some(r => Number(r.dataset.i) >= 300)"
+        )
+        # pick an .equ file and view it, highlighted
+        page.fill("#search", ".equ")
+        # wait for this search's rows (the previous search's rows stay until its answer arrives)
+        page.wait_for_function(
+            "(() => { const rows = [...document.querySelectorAll('#tree-rows .row.file')];"
+            " return rows.length > 0 && rows.every(r => r.title.endsWith('.equ')); })()"
+        )
+        path = page.get_attribute("#tree-rows .row.file", "title")
+        page.click(f"#tree-rows .row.file[title='{path}']")
+        page.wait_for_selector("#viewer .t-sec")
+        assert path in page.text_content("#file-path")
+        # string links are shown resolved on hover (pvf_resolve)
+        page.hover("#viewer .t-link")
+        page.wait_for_function(
+            "(() => { const t = document.querySelector('#viewer .t-link').title; return t && t !== '…'; })()"
+        )
+        assert page.get_attribute("#viewer .t-link", "title") not in ("(unresolved)", "")
+        # edit: a draft blocks an agent's save through the barrier, then the plan is applied in the UI
+        page.click("#edit-btn")
+        page.fill("#editor", page.input_value("#editor") + "\n[browser edit]\n`typed in chromium`\n")
+        info = call("pvf_workspace_info", {}).structured_content
+        blocked = call(
+            "pvf_archive_save", {"workspaceId": info["workspaceId"], "expectedRevision": info["revision"]}
+        )
+        assert blocked.is_error and blocked.structured_content["code"] == "UI_DRAFT_PENDING", (
+            blocked.structured_content
+        )
+        page.click("#apply-btn")
+        page.wait_for_selector("#plan:not([hidden]) .pick")
+        assert "typed in chromium" in page.text_content("#plan-items")
+        page.click("#plan-apply")
+        page.wait_for_function("document.querySelector('#viewer').textContent.includes('typed in chromium')")
+        page.wait_for_selector("#dirty:not([hidden])")
+        # the agent reads what the person applied
+        info = call("pvf_workspace_info", {}).structured_content
+        read = call("pvf_read_file", {"workspaceId": info["workspaceId"], "path": path}).structured_content
+        assert "typed in chromium" in read["text"] and read["revision"] == info["revision"]
+        # save from the UI: the tab answers the barrier itself (no draft now), history shows the commit
+        page.click("#save-btn")
+        page.wait_for_selector("#dirty[hidden]", state="attached")
+        page.wait_for_function("document.querySelector('#history').textContent.includes('#1')")
+        assert not errors, errors
+    reopened = open_archive(archive)
+    assert "typed in chromium" in reopened.read_text(path)
+    reopened.close()

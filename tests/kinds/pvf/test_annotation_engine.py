@@ -1,0 +1,137 @@
+"""The annotation engine on script text, with a stub resolver: section tree (containers, empty tags as values,
+duplicates), token targets (index, range, records, offset, context), match (extension, glob, family, variant),
+UTF-16 spans for the browser, unresolved references explained."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from deskbridge.kinds.pvf.annotations import Annotator, RuleStore, parse
+from deskbridge.kinds.pvf.annotations.engine import file_matches, str_entries
+from deskbridge.kinds.pvf.annotations.rules import merge
+from deskbridge.kinds.pvf.lists import Registry
+
+
+class Stub:
+    def __init__(self, lists: dict[str, list[tuple[int, str]]], files: set[str]) -> None:
+        self.lists = lists
+        self.files = files | set(lists)
+
+    def exists(self, path: str) -> bool:
+        return path in self.files
+
+    def registry(self, list_path: str) -> Any:
+        return Registry(list_path, self.lists[list_path]) if list_path in self.lists else None
+
+    def name_of(self, path: str, name_section: str) -> str | None:
+        return f"name of {path}"
+
+    def link_text(self, table: int, key: str) -> str | None:
+        return f"text {table}/{key}"
+
+
+def _rules(*rules: dict, relations: dict | None = None):  # type: ignore[no-untyped-def]
+    return merge({"rules": list(rules), "relations": relations or {}}, [])
+
+
+def _rule(rid: str, target: dict, ann: dict, match: dict | None = None) -> dict:
+    return {"id": rid, "match": match or {}, "target": target, "annotation": ann}
+
+
+def test_tree_containers_empty_tags_and_duplicates() -> None:
+    text = "[a]\n1 2\n[box]\n[x]\n[y]\n5\n[/box]\n[a]\n3\n"
+    root, order = parse(text)
+    assert [(s.path, s.occurrence) for s in order] == [
+        ("a", 1),
+        ("box", 1),
+        ("box/x", 1),
+        ("box/y", 1),
+        ("a", 2),
+    ]
+    box = order[1]
+    # [x] is empty inside a container: a value of [box]; [y] has a value of its own: a section.
+    assert [str(t.value) for t, _ in box.values()] == ["[x]"]
+    assert [t.value for t, _ in order[3].values()] == [5]
+    assert root.values() == []
+
+
+def test_token_targets_records_offset_range_and_context() -> None:
+    rs = _rules(
+        _rule(
+            "r.idx",
+            {"kind": "token", "section": "s", "index": 1, "recordTokens": 3, "offset": 1},
+            {"title": "mid", "type": "text"},
+        ),
+        _rule(
+            "r.rng",
+            {"kind": "token", "section": "s", "range": {"start": 0, "endExclusive": 1}},
+            {"title": "first", "type": "text"},
+        ),
+        _rule(
+            "r.ref",
+            {"kind": "token", "section": "lv", "index": 1, "recordTokens": 3, "contextIndex": 0},
+            {"title": "skill", "type": "reference", "relation": "skill"},
+        ),
+        relations={
+            "skill": {"kind": "contextual", "contextPaths": {"[mage]": "skill/mageskill.lst"}},
+        },
+    )
+    res = Stub({"skill/mageskill.lst": [(7, "mage/fire.skl")]}, {"skill/mage/fire.skl"})
+    text = "[s]\n0 1 2 3 4 5 6 7\n[lv]\n`[mage]` 7 1 `[mage]` 8 1 `[thief]` 7 1\n"
+    an = Annotator(rs, res, "x.equ", family="classic", variant="classic", lang="en", text=text)
+    _, order = parse(text)
+    s = an.section(order[0], max_values=24)
+    assert [(t["index"], t["ruleId"]) for t in s["tokens"]] == [(0, "r.rng"), (2, "r.idx"), (5, "r.idx")]
+    lv = an.section(order[1], max_values=24)
+    refs = [t["reference"] for t in lv["tokens"]]
+    assert refs[0]["resolved"] and refs[0]["path"] == "skill/mage/fire.skl" and refs[0]["name"]
+    assert refs[1] == {
+        **refs[1],
+        "resolved": False,
+        "reason": "id 8 is not registered in skill/mageskill.lst",
+    }
+    assert refs[2]["reason"] == "no list for context [thief]"
+
+
+def test_spans_count_utf16_units_like_a_browser() -> None:
+    rs = _rules(_rule("r", {"kind": "token", "section": "s"}, {"title": "t", "type": "text"}))
+    text = "[s]\n`😀x` 42\n"
+    an = Annotator(rs, Stub({}, set()), "a.equ", family=None, variant=None, lang="en", text=text)
+    _, order = parse(text)
+    toks = an.section(order[0], max_values=8)["tokens"]
+    utf16 = text.encode("utf-16-le")
+    got = [utf16[2 * t["offset"] : 2 * (t["offset"] + t["length"])].decode("utf-16-le") for t in toks]
+    assert got == ["`😀x`", "42"] and toks[1]["line"] == 2
+
+
+def test_match_extension_glob_family_and_variant_labels() -> None:
+    r = {
+        "match": {
+            "extensions": [".equ"],
+            "glob": "equipment/**/weapon/*.equ",
+            "families": ["nkpi"],
+            "variants": ["110US"],
+        }
+    }
+    assert file_matches(r, "Equipment/character/swordman/Weapon/a.EQU", "nkpi", "paged")
+    assert not file_matches(r, "equipment/character/swordman/weapon/a.equ", "nkpi", "legacy")
+    assert not file_matches(r, "equipment/weapon/sub/a.equ", "nkpi", "paged")  # * stays in its folder
+    assert file_matches(r, "equipment/weapon/a.equ", "nkpi", "paged")  # **/ may be empty
+    assert not file_matches(r, "equipment/weapon/a.equ", "classic", "classic")
+
+
+def test_builtin_lst_paths_and_str_entries() -> None:
+    rs = RuleStore(None).current()
+    text = "#PVF_File\n900101\t`annotated/swordman/gorecross.skl`\n"
+    res = Stub(
+        {"skill/swordmanskill.lst": [(900101, "annotated/swordman/gorecross.skl")]},
+        {"skill/annotated/swordman/gorecross.skl"},
+    )
+    an = Annotator(
+        rs, res, "skill/swordmanskill.lst", family="classic", variant="classic", lang="zh-CN", text=text
+    )
+    root, _ = parse(text)
+    toks = an.section(root, max_values=8)["tokens"]
+    assert toks[0]["title"] == "注册 ID"
+    assert toks[1]["target"] == {"path": "skill/annotated/swordman/gorecross.skl", "exists": True}
+    assert str_entries("// c\r\nname_1>剑>二\r\n\r\nbad line\r\n") == [(2, "name_1", "剑>二")]

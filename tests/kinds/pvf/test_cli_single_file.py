@@ -1,0 +1,158 @@
+"""`pvf get/set/add/rm`: one-file edits through the guarded writer (identity check, backup, verify), and
+`pack` refusing to overwrite; a modder's price change without extract + pack."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from deskbridge.cli import app
+from deskbridge.core.errors import BridgeError, ErrorCode
+from deskbridge.kinds.pvf.archive import ArchiveBase, open_archive
+from deskbridge.kinds.pvf.synth.classic import synth_classic
+from deskbridge.kinds.pvf.synth.nkpi import synth_nkpi
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def classic(tmp_path):
+    path = tmp_path / "Script.pvf"
+    synth_classic(path, 60, seed=7)
+    return path
+
+
+def _an_equ(path):
+    return next(p for p in open_archive(path).paths() if p.endswith(".equ"))
+
+
+def test_get_edit_set_changes_one_file_keeps_a_backup_and_verifies(classic, tmp_path):
+    before = classic.read_bytes()
+    path = _an_equ(classic)
+    text_file = tmp_path / "item.equ"
+    assert runner.invoke(app, ["pvf", "get", str(classic), path, "-o", str(text_file)]).exit_code == 0
+    text = text_file.read_text(encoding="utf-8")
+    assert text.startswith("#PVF_File")
+    text_file.write_text(text + "\n[price]\n\t12345\n", encoding="utf-8")
+    res = runner.invoke(app, ["pvf", "set", str(classic), path, str(text_file)])
+    assert res.exit_code == 0, res.output
+    assert "1 verified" in res.output and "backup" in res.output
+    assert (tmp_path / "Script.pvf.bak").read_bytes() == before
+    again = open_archive(classic)
+    assert "[price]\n\t12345" in again.read_text(path)
+    others = [p for p in again.paths() if p != path]
+    old = open_archive(tmp_path / "Script.pvf.bak")
+    assert all(again.read(p) == old.read(p) for p in others if p != "stringtable.bin")
+
+
+def test_set_reads_stdin_and_raw_bytes(classic):
+    res = runner.invoke(
+        app, ["pvf", "set", "--raw", "--no-backup", str(classic), "n_string.lst", "-"], input="x"
+    )
+    assert res.exit_code == 0, res.output
+    assert open_archive(classic).read("n_string.lst") == b"x"
+    assert not classic.with_name("Script.pvf.bak").exists()
+
+
+def test_set_into_a_copy_leaves_the_archive_alone_and_refuses_an_existing_copy(classic, tmp_path):
+    before = classic.read_bytes()
+    src = tmp_path / "new.txt"
+    src.write_bytes(b"hello")
+    copy = tmp_path / "copy.pvf"
+    args = ["pvf", "set", "--raw", str(classic), "n_string.lst", str(src), "-o", str(copy)]
+    assert runner.invoke(app, args).exit_code == 0
+    assert classic.read_bytes() == before and open_archive(copy).read("n_string.lst") == b"hello"
+    res = runner.invoke(app, args)
+    assert res.exit_code == 2 and "TARGET_EXISTS" in res.output and "--force" in res.output
+    assert runner.invoke(app, [*args, "--force"]).exit_code == 0
+
+
+def test_add_and_rm(classic, tmp_path):
+    src = tmp_path / "new.equ"
+    src.write_text("#PVF_File\n[name]\n\t`新劍`\n", encoding="utf-8")
+    res = runner.invoke(app, ["pvf", "add", str(classic), "Equipment/New.equ", str(src)])
+    assert res.exit_code == 0, res.output
+    ar = open_archive(classic)
+    assert "equipment/new.equ" in ar.paths() and "新劍" in ar.read_text("equipment/new.equ")
+    res = runner.invoke(app, ["pvf", "add", str(classic), "EQUIPMENT/new.EQU", str(src)])
+    assert res.exit_code == 2 and "TARGET_EXISTS" in res.output and "pvf set" in res.output
+    res = runner.invoke(app, ["pvf", "rm", str(classic), "equipment/new.equ", "no/such.equ"])
+    assert res.exit_code == 2 and "NOT_FOUND" in res.output and "nothing was deleted" in res.output
+    assert open_archive(classic).exists("equipment/new.equ")
+    assert runner.invoke(app, ["pvf", "rm", str(classic), "equipment/new.equ"]).exit_code == 0
+    assert not open_archive(classic).exists("equipment/new.equ")
+
+
+def test_set_of_a_missing_file_points_to_add(classic, tmp_path):
+    src = tmp_path / "x"
+    src.write_bytes(b"x")
+    res = runner.invoke(app, ["pvf", "set", "--raw", str(classic), "no/such.equ", str(src)])
+    assert res.exit_code == 2 and "NOT_FOUND" in res.output and "pvf add" in res.output
+
+
+def test_set_on_an_nkpi_archive(tmp_path):
+    path = tmp_path / "n.pvf"
+    synth_nkpi(path, 40, 2, "legacy")
+    target = next(p for p in open_archive(path).paths() if p.endswith(".equ"))
+    src = tmp_path / "t.equ"
+    src.write_text("[name]\n`changed`\n", encoding="utf-8")
+    assert runner.invoke(app, ["pvf", "set", str(path), target, str(src)]).exit_code == 0
+    assert "`changed`" in open_archive(path).read_text(target)
+
+
+def test_a_change_on_disk_during_the_edit_is_source_changed_and_nothing_is_written(classic, monkeypatch):
+    path = _an_equ(classic)
+    original = ArchiveBase._verify_written
+
+    def meddle(self, tmp, expected):  # another program writes the archive while we save it
+        with open(classic, "r+b") as f:
+            f.seek(100)
+            f.write(b"\xff")
+        return original(self, tmp, expected)
+
+    monkeypatch.setattr(ArchiveBase, "_verify_written", meddle)
+    ar = open_archive(classic)
+    ar.stage(path, b"\xb0\xd0")
+    monkeypatch.setattr(type(ar), "_verify_written", meddle)
+    with pytest.raises(BridgeError) as err:
+        ar.save()
+    assert err.value.code == ErrorCode.SOURCE_CHANGED
+    assert classic.read_bytes()[100] == 0xFF  # the other program's write is what is on disk
+    assert not list(classic.parent.glob(".deskbridge-tmp-*"))
+
+
+def test_the_cli_refuses_when_the_archive_changed_since_it_was_opened(classic, tmp_path, monkeypatch):
+    import deskbridge.kinds.pvf.cli as pvf_cli
+
+    real_open = pvf_cli._open
+
+    def open_then_meddle(*a, **kw):
+        ar = real_open(*a, **kw)
+        data = bytearray(classic.read_bytes())
+        data[-1] ^= 1  # same size, new content
+        classic.write_bytes(bytes(data))
+        return ar
+
+    monkeypatch.setattr(pvf_cli, "_open", open_then_meddle)
+    src = tmp_path / "x"
+    src.write_bytes(b"x")
+    res = runner.invoke(app, ["pvf", "set", "--raw", str(classic), "n_string.lst", str(src)])
+    assert res.exit_code == 2 and "SOURCE_CHANGED" in res.output, res.output
+
+
+def test_pack_refuses_an_existing_target_without_force(classic, tmp_path):
+    tree = tmp_path / "tree"
+    assert runner.invoke(app, ["pvf", "extract", str(classic), "-o", str(tree)]).exit_code == 0
+    out = tmp_path / "out.pvf"
+    out.write_bytes(b"precious")
+    res = runner.invoke(app, ["pvf", "pack", str(tree), "-o", str(out)])
+    assert res.exit_code == 2 and "TARGET_EXISTS" in res.output and out.read_bytes() == b"precious"
+    assert runner.invoke(app, ["pvf", "pack", str(tree), "-o", str(out), "--force"]).exit_code == 0
+    assert open_archive(out).paths()
+
+
+def test_help_shows_the_workflows():
+    res = runner.invoke(app, ["pvf", "--help"])
+    assert "pvf set Script.pvf" in res.output and "pvf extract Script.pvf -o tree/" in res.output
+    for cmd in ("get", "set", "add", "rm"):
+        assert "Example" in runner.invoke(app, ["pvf", cmd, "--help"]).output

@@ -1,0 +1,220 @@
+"""`.pvf.js` scripts end to end over a real MCP client against `deskbridge serve`, on synthetic archives of both
+families: validate → run → status → preview → apply (a partial selection) → save → reopen → verify; a stale
+revision after a UI edit; PLAN_PENDING; cancel (own task only); read-only runs; filesets over MCP."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp.types import Implementation
+
+sys.path.insert(0, str(Path(__file__).parent / "workspace"))
+from pvfws_helpers import Agent, serve, service
+
+from deskbridge.kinds.pvf.archive import open_archive
+from deskbridge.kinds.pvf.synth import synth
+
+pytestmark = pytest.mark.anyio
+
+PRICE_RAISE = """
+let n = 0;
+const files = pvf.glob("equipment/**/*.equ");
+for (const f of files) {
+  const doc = f.parse();
+  const price = doc.getValue("price");
+  if (typeof price === "number" && price < FLOOR) {
+    doc.set("price", FLOOR);
+    f.write(doc);
+    n++;
+  }
+}
+pvf.log("raised", n, "of", files.length);
+"""
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def sources(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("pvfjs-src")
+    out = {}
+    for family in ("classic", "nkpi"):
+        p = root / f"{family}.pvf"
+        synth(p, family=family, files=240, seed=3)
+        out[family] = p
+    return out
+
+
+@pytest.fixture(params=["classic", "nkpi"])
+def archive(request: pytest.FixtureRequest, sources: dict[str, Path], tmp_path: Path) -> Path:
+    dest = tmp_path / "Script.pvf"
+    shutil.copyfile(sources[request.param], dest)
+    return dest
+
+
+async def wait_run(a: Agent, task_id: str) -> dict[str, Any]:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 240  # generous: the test machine may be shared
+    while loop.time() < deadline:
+        st = await a.call("pvf_script_status", {"taskId": task_id})
+        if st["state"] in ("succeeded", "failed", "cancelled"):
+            return st
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"the run never finished: {st}")
+
+
+async def opened(a: Agent) -> dict[str, Any]:
+    """The archive is open (scripts do not need the content index)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 240
+    while loop.time() < deadline:
+        info = await a.call("pvf_workspace_info", {})
+        if info["open"] and info["lifecycle"] is None:
+            return info
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"the archive never opened: {info}")
+
+
+def price_of(text: str) -> str:
+    lines = text.splitlines()
+    i = next(n for n, line in enumerate(lines) if line.strip().lower() == "[price]")
+    return lines[i + 1].split("\t")[1] if lines[i + 1].startswith("\t") else lines[i + 1]
+
+
+async def test_validate_run_preview_partial_apply_save_reopen(archive: Path) -> None:
+    ar = open_archive(archive)
+    before = {
+        p: price_of(ar.read_text(p))
+        for p in ar.paths()
+        if p.endswith(".equ") and "[price]" in ar.read_text(p)
+    }
+    ar.close()
+    async with serve(archive) as a:
+        info = await opened(a)
+        ws, rev = info["workspaceId"], info["revision"]
+        types = await a.call("pvf_script_help", {"topic": "types"})
+        assert "interface PvfApi" in types["text"]
+        bad = await a.call("pvf_script_validate", {"source": "const a = 1;\nlet b = ;\n"})
+        assert bad["ok"] is False and bad["diagnostics"][0]["line"] == 2
+        assert bad["diagnostics"][0]["column"] == 9
+        source = PRICE_RAISE.replace("FLOOR", "9000")
+        assert (await a.call("pvf_script_validate", {"source": source}))["ok"] is True
+
+        started = await a.call(
+            "pvf_script_run", {"workspaceId": ws, "expectedRevision": rev, "source": source}
+        )
+        st = await wait_run(a, started["taskId"])
+        assert st["state"] == "succeeded", st
+        assert any("raised" in e["text"] for e in st["log"]["entries"])
+        plan_id = st["planId"]
+        assert plan_id and plan_id.startswith("script-")
+
+        # PLAN_PENDING while the plan waits (the one write-plan slot).
+        await a.fail(
+            "pvf_script_run", {"workspaceId": ws, "expectedRevision": rev, "source": source}, "PLAN_PENDING"
+        )
+        page = await a.call("pvf_script_preview", {"planId": plan_id, "limit": 200})
+        items = page["items"]
+        assert len(items) >= 4 and all(i["action"] == "modify" for i in items)
+        assert all("+\t9000" in i["diff"] or "+9000" in i["diff"].replace("\t", "") for i in items)
+        for i in items:  # the diff shows the one changed line, nothing re-laid-out around it
+            lines = i["diff"].splitlines()
+            assert len([x for x in lines if x.startswith("-") and not x.startswith("---")]) == 1, i["diff"]
+            assert len([x for x in lines if x.startswith("+") and not x.startswith("+++")]) == 1, i["diff"]
+        only = await a.call("pvf_script_preview", {"planId": plan_id, "filter": items[0]["changeKey"]})
+        assert [i["changeKey"] for i in only["items"]] == [items[0]["changeKey"]]
+
+        chosen = [i["changeKey"] for i in items[: len(items) // 2]]
+        left = [i["changeKey"] for i in items[len(items) // 2 :]]
+        await a.fail(
+            "pvf_script_apply",
+            {"planId": plan_id, "expectedRevision": rev + 7, "changeKeys": chosen},
+            "STALE_PLAN",
+        )
+        done = await a.call(
+            "pvf_script_apply", {"planId": plan_id, "expectedRevision": rev, "changeKeys": chosen}
+        )
+        assert done["revision"] == rev + 1 and done["applied"] == len(chosen)
+        saved = await a.call("pvf_archive_save", {"workspaceId": ws, "expectedRevision": rev + 1})
+        assert saved["state"] == "succeeded", saved
+
+    ar = open_archive(archive)
+    try:
+        for key in chosen:  # an int stays an int (9000), a float a float (9000.0)
+            assert price_of(ar.read_text(key)) == ("9000.0" if "." in before[key] else "9000")
+        assert any("." not in before[k] for k in chosen)
+        for key in left:
+            assert price_of(ar.read_text(key)) == before[key]
+    finally:
+        ar.close()
+
+
+async def test_stale_after_ui_edit_and_read_only_runs(archive: Path) -> None:
+    async with serve(archive) as a:
+        info = await opened(a)
+        ws, rev = info["workspaceId"], info["revision"]
+        ro = await a.call(
+            "pvf_script_run",
+            {"workspaceId": ws, "expectedRevision": rev, "source": "pvf.log(pvf.glob('**/*.lst').length)"},
+        )
+        st = await wait_run(a, ro["taskId"])
+        assert st["state"] == "succeeded" and st["planId"] is None and st["result"]["readOnly"] is True
+        assert int(st["log"]["entries"][0]["text"]) >= 3
+
+        source = PRICE_RAISE.replace("FLOOR", "9000")
+        started = await a.call(
+            "pvf_script_run", {"workspaceId": ws, "expectedRevision": rev, "source": source}
+        )
+        st = await wait_run(a, started["taskId"])
+        plan_id = st["planId"]
+        page = await a.call("pvf_script_preview", {"planId": plan_id})
+        # The person edits a file in the UI meanwhile: the plan is stale, nothing of it is applied.
+        svc = service(a)
+        first = page["items"][0]["changeKey"]
+        payload = svc.engine.read(ws, first)["value"]
+        svc.engine.commit("ui", ws, {"etc/ui-note.txt": payload}, expected_revision=rev)
+        err = await a.fail(
+            "pvf_script_apply",
+            {"planId": plan_id, "expectedRevision": rev, "changeKeys": [first]},
+            "STALE_PLAN",
+        )
+        assert "pvf_script_run" in err["hint"]
+        assert svc.engine.read(ws, first)["value"] == payload
+
+
+async def test_cancel_only_own_run_and_limits(archive: Path) -> None:
+    async with serve(archive) as a:
+        info = await opened(a)
+        ws, rev = info["workspaceId"], info["revision"]
+        started = await a.call(
+            "pvf_script_run", {"workspaceId": ws, "expectedRevision": rev, "source": "while (true) {}"}
+        )
+        await a.fail(
+            "pvf_script_run", {"workspaceId": ws, "expectedRevision": rev, "source": "1"}, "TASK_BUSY"
+        )
+        async with a.srv.client(client_info=Implementation(name="another-agent", version="1")) as other:
+            res = await other.call_tool("pvf_script_cancel", {"taskId": started["taskId"]})
+            assert res.is_error and res.structured_content["code"] == "ACCESS_DENIED"
+        await a.call("pvf_script_cancel", {"taskId": started["taskId"]})
+        st = await wait_run(a, started["taskId"])
+        assert st["state"] == "cancelled"
+        after = await a.call("pvf_workspace_info", {})
+        assert after["revision"] == rev and after["changedFiles"] == 0
+
+        fs = await a.call(
+            "pvf_script_run",
+            {"workspaceId": ws, "expectedRevision": rev, "source": "pvf.createFileset('mine', ['a.equ'])"},
+        )
+        st = await wait_run(a, fs["taskId"])
+        assert st["state"] == "failed" and st["error"]["code"] == "UNSUPPORTED_CHANGE", st
+        huge = "// " + "x" * (1 << 20)
+        res = await a.client.call_tool("pvf_script_validate", {"source": huge})
+        assert res.is_error

@@ -1,0 +1,72 @@
+"""A real MCP client session against `deskbridge serve` of a PVF workspace, with small helpers."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from deskbridge.app import App
+from deskbridge.testing import RunningServer, running_server
+
+
+class Agent:
+    """One MCP client session with small helpers."""
+
+    def __init__(self, srv: RunningServer, client: Any) -> None:
+        self.srv = srv
+        self.client = client
+
+    async def call(self, name: str, args: dict[str, Any]) -> dict[str, Any]:
+        result = await self.client.call_tool(name, args)
+        assert not result.is_error, (name, result.structured_content)
+        return result.structured_content
+
+    async def fail(self, name: str, args: dict[str, Any], code: str) -> dict[str, Any]:
+        result = await self.client.call_tool(name, args)
+        assert result.is_error, (name, result.structured_content)
+        assert result.structured_content["code"] == code, result.structured_content
+        return result.structured_content
+
+    async def ready(self) -> dict[str, Any]:
+        for _ in range(300):
+            info = await self.call("pvf_workspace_info", {})
+            if info["open"] and info["lifecycle"] is None and (info["index"] or {}).get("state") == "ready":
+                return info
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"workspace never became ready: {info}")
+
+    async def first_script(self, ws: str) -> str:
+        hits = await self.call("pvf_search", {"workspaceId": ws, "query": ".equ", "limit": 1})
+        return hits["hits"][0]["path"]
+
+    async def edit(self, ws: str, rev: int, path: str, append: str) -> dict[str, Any]:
+        read = await self.call("pvf_read_file", {"workspaceId": ws, "path": path})
+        plan = await self.call(
+            "pvf_edit_prepare",
+            {
+                "workspaceId": ws,
+                "expectedRevision": rev,
+                "edits": [{"path": path, "text": read["text"] + append}],
+            },
+        )
+        preview = await self.call("pvf_edit_preview", {"planId": plan["planId"]})
+        keys = [i["changeKey"] for i in preview["items"]]
+        return await self.call(
+            "pvf_edit_apply", {"planId": plan["planId"], "changeKeys": keys, "expectedRevision": rev}
+        )
+
+
+@contextlib.asynccontextmanager
+async def serve(path: Path | None) -> AsyncIterator[Agent]:
+    app = App.create()
+    if path is None:
+        app.open(None, kind="pvf")
+    async with running_server(path, app=app if path is None else None) as srv, srv.client() as client:
+        yield Agent(srv, client)
+
+
+def service(agent: Agent) -> Any:
+    return agent.srv.app.workspace.service  # type: ignore[union-attr]

@@ -1,0 +1,221 @@
+"""`deskbridge setup HOST`, `doctor` and the launcher, run as a person runs them, against a throwaway home."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import tomlkit
+
+from deskbridge.integrations import hosts, jsonedit
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "home"
+    home.mkdir()
+    for var in ("HOME", "USERPROFILE"):
+        monkeypatch.setenv(var, str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.delenv("CODEX_HOME", raising=False)
+    return home
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "README.md").write_text("# Notes\n", "utf-8")
+    return notes
+
+
+def setup(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "deskbridge", "setup", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=cwd,
+        env=dict(os.environ),
+    )
+
+
+HOST_FILES = {
+    "claude-desktop": (".config/Claude/claude_desktop_config.json", "user"),
+    "claude-code": (".claude.json", "user"),
+    "cursor": (".cursor/mcp.json", "user"),
+    "vscode": (".config/Code/User/mcp.json", "user"),
+    "codex": (".codex/config.toml", "user"),
+}
+
+
+def entries(path: Path, host: str) -> dict:
+    text = path.read_text("utf-8")
+    if host == "codex":
+        return tomlkit.parse(text).unwrap()["mcp_servers"]
+    return jsonedit._loads_jsonc(text)[hosts.host(host).container]
+
+
+@pytest.mark.parametrize("host", list(HOST_FILES))
+def test_setup_writes_the_launcher_form_and_is_idempotent(home: Path, project: Path, host: str) -> None:
+    rel, _scope = HOST_FILES[host]
+    first = setup(host, "--project", str(project))
+    assert first.returncode == 0, first.stderr
+    config = home / rel
+    entry = entries(config, host)["deskbridge"]
+    launcher = Path(entry["command"])
+    assert launcher.name.startswith("deskbridge-mcp") and os.access(launcher, os.X_OK)
+    assert entry["args"] == ["--project", str(project.resolve())]
+    if host == "vscode":
+        assert entry["type"] == "stdio"
+    before = config.read_bytes()
+    again = setup(host, "--project", str(project))
+    assert again.returncode == 0 and "nothing changed" in again.stderr
+    assert config.read_bytes() == before
+
+
+def test_merge_keeps_other_servers_comments_and_formatting(home: Path, project: Path) -> None:
+    config = home / ".config/Code/User/mcp.json"
+    config.parent.mkdir(parents=True)
+    original = (
+        "{\n"
+        "\t// my own servers\n"
+        '\t"servers": {\n'
+        '\t\t"github": { "type": "http", "url": "https://example.invalid/mcp" }, // keep me\n'
+        "\t},\n"
+        '\t"inputs": []\n'
+        "}\n"
+    )
+    config.write_text(original, "utf-8")
+    assert setup("vscode", "--project", str(project)).returncode == 0
+    text = config.read_text("utf-8")
+    assert "// my own servers" in text and "// keep me" in text and '"inputs": []' in text
+    assert text.startswith(original[: original.index('"github"')])  # everything before our entry is untouched
+    assert set(entries(config, "vscode")) == {"github", "deskbridge"}
+    # a backup of the file as it was
+    backups = list((Path(os.environ["DESKBRIDGE_HOME"]) / "state" / "backups").iterdir())
+    assert [b.read_text("utf-8") for b in backups] == [original]
+    removed = setup("vscode", "--project", str(project), "--remove")
+    assert removed.returncode == 0, removed.stderr
+    assert config.read_text("utf-8") == original  # --remove undoes exactly what we added
+
+
+def test_codex_toml_keeps_comments_and_other_tables(home: Path, project: Path) -> None:
+    config = home / ".codex/config.toml"
+    config.parent.mkdir(parents=True)
+    original = 'model = "o4"  # my model\n\n[mcp_servers.other]\ncommand = "other-mcp"\n'
+    config.write_text(original, "utf-8")
+    assert setup("codex", "--project", str(project)).returncode == 0
+    text = config.read_text("utf-8")
+    assert text.startswith(original) and "[mcp_servers.deskbridge]" in text
+    http = setup("codex", "--project", str(project), "--http")
+    assert http.returncode == 0 and "DESKBRIDGE_TOKEN" in http.stderr
+    table = entries(config, "codex")["deskbridge"]
+    assert table["bearer_token_env_var"] == "DESKBRIDGE_TOKEN" and "bearer_token" not in table
+    assert setup("codex", "--remove").returncode == 0
+    assert config.read_text("utf-8") == original
+
+
+def test_dry_run_and_print_write_nothing(home: Path, project: Path) -> None:
+    dry = setup("cursor", "--project", str(project), "--dry-run")
+    assert dry.returncode == 0 and "+++" in dry.stdout and '"deskbridge"' in dry.stdout
+    printed = setup("cursor", "--project", str(project), "--print")
+    assert json.loads(printed.stdout)["mcpServers"]["deskbridge"]["args"][-1] == str(project.resolve())
+    assert not (home / ".cursor").exists()
+
+
+def test_project_scope_and_http_never_write_the_token(home: Path, project: Path) -> None:
+    assert setup("claude-code", "--project", str(project), "--scope", "project", "--http").returncode == 0
+    config = project / ".mcp.json"
+    entry = entries(config, "claude-code")["deskbridge"]
+    assert entry["type"] == "http" and entry["headers"]["Authorization"] == "Bearer ${DESKBRIDGE_TOKEN}"
+    token = subprocess.run(
+        [sys.executable, "-m", "deskbridge", "token", "show"], capture_output=True, text=True
+    )
+    assert token.stdout.strip() not in config.read_text("utf-8")
+    assert setup("claude-desktop", "--http").returncode == 2  # Claude Desktop's config has no HTTP form
+
+
+def test_an_entry_we_did_not_add_is_neither_overwritten_nor_removed(home: Path, project: Path) -> None:
+    config = home / ".cursor/mcp.json"
+    config.parent.mkdir(parents=True)
+    config.write_text('{"mcpServers": {"deskbridge": {"command": "mine"}}}\n', "utf-8")
+    refused = setup("cursor", "--project", str(project))
+    assert refused.returncode == 2 and "--name" in refused.stderr
+    assert setup("cursor", "--remove").returncode == 0
+    assert "mine" in config.read_text("utf-8")
+    assert setup("cursor", "--project", str(project), "--name", "deskbridge-notes").returncode == 0
+    assert set(entries(config, "cursor")) == {"deskbridge", "deskbridge-notes"}
+
+
+def test_claude_desktop_paths_per_platform(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    h = hosts.host("claude-desktop")
+    monkeypatch.setattr(sys, "platform", "darwin")
+    assert (
+        h.config_path("user", home) == home / "Library/Application Support/Claude/claude_desktop_config.json"
+    )
+    monkeypatch.setattr(sys, "platform", "win32")
+    monkeypatch.setenv("APPDATA", str(home / "AppData/Roaming"))
+    assert h.config_path("user", home) == home / "AppData/Roaming/Claude/claude_desktop_config.json"
+    monkeypatch.setattr(sys, "platform", "linux")
+    assert h.config_path("user", home) == home / ".config/Claude/claude_desktop_config.json"
+
+
+def test_doctor_reports_and_says_what_to_fix(home: Path, project: Path) -> None:
+    assert setup("claude-code", "--project", str(project)).returncode == 0
+    proc = subprocess.run(
+        [sys.executable, "-m", "deskbridge", "doctor", "claude-code", "--project", str(project)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ),
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (
+        "launcher" in proc.stdout and "round trip" in proc.stdout and "tools via the launcher" in proc.stdout
+    )
+    (home / ".claude.json").write_text("{}", "utf-8")
+    broken = subprocess.run(
+        [sys.executable, "-m", "deskbridge", "doctor", "claude-code", "--project", str(project)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ),
+    )
+    assert (
+        broken.returncode == 1
+        and "help:" in broken.stdout
+        and "deskbridge setup claude-code" in broken.stdout
+    )
+
+
+def test_export_tools_say_what_to_install_when_the_extra_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    from deskbridge.core.errors import BridgeError
+    from deskbridge.kinds.markdown import export
+
+    monkeypatch.setitem(sys.modules, "pypandoc", None)
+    with pytest.raises(BridgeError) as docx:
+        export.export_docx("# x")
+    assert "deskbridge[export]" in docx.value.hint and "md_ui_export_current_document" in docx.value.hint
+    monkeypatch.setattr(export, "chromium_available", lambda: False)
+    import anyio
+
+    with pytest.raises(BridgeError) as pdf:
+        anyio.run(export._with_page, "<p>x</p>", None)
+    assert "Chromium" in pdf.value.hint and "deskbridge[export]" in pdf.value.hint
+
+
+def test_readme_says_how_to_install_and_connect() -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text("utf-8")
+    for command in (
+        "pipx install .",
+        "uv tool install .",
+        "deskbridge[export]",
+        "deskbridge setup",
+        "deskbridge doctor",
+    ):
+        assert command in readme, command

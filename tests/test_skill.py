@@ -1,0 +1,169 @@
+"""The Agent Skill: what it says (generic, with signals and a probe), and install / sync / uninstall that never
+touch a file the person edited; plus the web UI's setup and first-run routes."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx2
+import pytest
+import yaml
+
+from deskbridge.integrations import skill
+from deskbridge.integrations.skill_text import REFERENCES, SKILL_MD
+from deskbridge.testing import running_server
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    return home
+
+
+def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "deskbridge", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=cwd,
+        env=dict(os.environ),
+    )
+
+
+def test_skill_md_has_frontmatter_signals_negatives_and_probes() -> None:
+    front = yaml.safe_load(SKILL_MD.split("---")[1])
+    assert front["name"] == "deskbridge" and len(front["description"]) < 1024
+    for probe in ("sage_get_status", "pvf_workspace_info", "md_get_app_status"):
+        assert probe in SKILL_MD
+    assert "Data/Mod.xml" in SKILL_MD and "CnC3Types.xsd" in SKILL_MD and "Not a match" in SKILL_MD
+    workflows = REFERENCES["sage.md"] + REFERENCES["pvf.md"] + REFERENCES["markdown.md"]
+    for step in (
+        "sage_find_references",
+        "sage_is_file_active",
+        "sage_get_inheritance_chain",
+        "sage_unreferenced",
+        "targetTypes",
+        "pvf_search",
+        "pvf_edit_preview",
+        "pvf_archive_save",
+        "md_read_section",
+        "md_patch_section",
+    ):
+        assert step in workflows
+
+
+def test_skill_names_no_project_document() -> None:
+    """Generic by design: a skill that points at one project's docs is noise in every other conversation."""
+    for name, text in {"SKILL.md": SKILL_MD, **REFERENCES}.items():
+        mentioned = re.findall(r"[\w./-]+\.md\b", text)
+        assert all(m.startswith("references/") for m in mentioned), (name, mentioned)
+        for word in (
+            "docs/",
+            "README",
+            "AGENTS.md",
+            "CLAUDE.md",
+            "ARCHITECTURE",
+            "deskbridge/",
+            "/home/",
+            "C:\\",
+        ):
+            assert word not in text, (name, word)
+
+
+def test_install_sync_uninstall_leave_edited_files_alone(home: Path) -> None:
+    assert cli("skill", "install").returncode == 0
+    folder = home / ".agents" / "skills" / "deskbridge"
+    files = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*.md"))
+    assert files == ["SKILL.md", "references/markdown.md", "references/pvf.md", "references/sage.md"]
+    assert all(skill.file_state(folder / f) == "managed" for f in files)
+    edited = folder / "references" / "pvf.md"
+    edited.write_text(edited.read_text("utf-8") + "My own note.\n", "utf-8")
+    assert skill.file_state(edited) == "edited"
+    mine = folder / "references" / "extra.md"
+    mine.write_text("mine\n", "utf-8")
+    sync = cli("skill", "sync")
+    assert sync.returncode == 0 and "kept references/pvf.md (edited by you)" in sync.stderr
+    assert "My own note." in edited.read_text("utf-8")
+    assert cli("skill", "uninstall").returncode == 0
+    left = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*.md"))
+    assert left == ["references/extra.md", "references/pvf.md"]
+    assert skill.installs() == []
+
+
+def test_targets(home: Path, tmp_path: Path) -> None:
+    project = tmp_path / "proj"
+    project.mkdir()
+    assert cli("skill", "install", "--target", "claude").returncode == 0
+    assert (home / ".claude/skills/deskbridge/SKILL.md").is_file()
+    assert cli("skill", "install", "--target", "project", "--project", str(project)).returncode == 0
+    assert (project / ".agents/skills/deskbridge/SKILL.md").is_file()
+    custom = tmp_path / "my-skills"
+    assert cli("skill", "install", "--target", str(custom)).returncode == 0
+    assert (custom / "deskbridge" / "SKILL.md").is_file()
+    assert {Path(r["path"]).parent.name for r in skill.installs()} == {"skills", "my-skills"}
+    assert cli("skill", "install", "--target", "nonsense").returncode == 2
+
+
+@pytest.mark.anyio
+async def test_the_web_ui_previews_then_writes_only_on_a_click(home: Path, tmp_path: Path) -> None:
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "README.md").write_text("# Notes\n", "utf-8")
+    async with (
+        running_server(notes) as srv,
+        httpx2.AsyncClient(base_url=srv.base_url, headers=srv.ui_headers()) as http,
+    ):
+        first = (await http.get("/api/integrations/onboarding")).json()
+        assert first["show"] is True
+        hosts = (await http.get("/api/integrations/hosts")).json()["hosts"]
+        assert {h["name"] for h in hosts} == {
+            "claude-desktop",
+            "claude-code",
+            "cursor",
+            "vscode",
+            "codex",
+        }
+        plan = (await http.post("/api/integrations/setup/plan", json={"host": "cursor"})).json()
+        assert "+++" in plan["diff"] and not (home / ".cursor/mcp.json").exists()  # a preview writes nothing
+        done = (await http.post("/api/integrations/setup/apply", json={"host": "cursor"})).json()
+        assert done["written"] and (home / ".cursor/mcp.json").is_file()
+        records = [r for r in srv.app.audit.recent() if r.tool == "deskbridge_setup"]
+        assert records and records[-1].caller == "ui"
+        assert (await http.get("/api/integrations/onboarding")).json()["show"] is False
+        installed = (await http.post("/api/integrations/skill/install", json={"target": "agents"})).json()
+        assert Path(installed["path"], "SKILL.md").is_file()
+        # without the UI secret, nothing is reachable
+        async with httpx2.AsyncClient(base_url=srv.base_url) as stranger:
+            assert (
+                await stranger.post("/api/integrations/setup/apply", json={"host": "vscode"})
+            ).status_code == 401
+
+
+@pytest.mark.anyio
+async def test_not_now_is_remembered(home: Path, tmp_path: Path) -> None:
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "README.md").write_text("# Notes\n", "utf-8")
+    async with (
+        running_server(notes) as srv,
+        httpx2.AsyncClient(base_url=srv.base_url, headers=srv.ui_headers()) as http,
+    ):
+        assert (await http.post("/api/integrations/onboarding", json={"dismissed": True})).status_code == 200
+    async with (
+        running_server(notes) as srv,
+        httpx2.AsyncClient(base_url=srv.base_url, headers=srv.ui_headers()) as http,
+    ):
+        assert (await http.get("/api/integrations/onboarding")).json()["show"] is False
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
