@@ -45,10 +45,8 @@ EXAMPLE_SCAN_MAX = 300
 
 
 class SearchArgs(PvfArgs):
-    query: str = Field(
-        "", max_length=200, description="Words of a rule id, title, section or enum label; '' lists all."
-    )
-    extension: str | None = Field(None, description="Only rules for this extension, e.g. .equ.")
+    query: str = Field("", max_length=200, description="Words of a rule; '' lists all.")
+    extension: str | None = Field(None, description="e.g. .equ.")
     lang: Lang = LangField
     cursor: str | None = cursor()
     limit: int = limit(20, 100)
@@ -56,7 +54,7 @@ class SearchArgs(PvfArgs):
 
 class DetailArgs(PvfArgs):
     ruleId: str = Field(min_length=1, max_length=80, description="From pvf_annotation_search.")
-    workspaceId: str | None = Field(None, description="Open archive to take examples from.")
+    workspaceId: str | None = Field(None, description="Take examples from this archive.")
     examples: int = Field(3, ge=0, le=10, description="Example files to show.")
     lang: Lang = LangField
 
@@ -65,27 +63,23 @@ class ExplainArgs(PvfArgs):
     workspaceId: str = workspace_id()
     path: str = Field(description="Archive path, e.g. equipment/weapon/sword.equ.")
     expectedRevision: int | None = revision()
-    sections: list[str] | None = Field(None, max_length=50, description="Only these sections, e.g. rarity.")
+    sections: list[str] | None = Field(None, max_length=50, description="Only these, e.g. rarity.")
     lang: Lang = LangField
     draftRules: str | None = Field(
-        None, max_length=RULE_FILE_MAX_BYTES, description="A rule file (JSON) to try for this call only."
+        None, max_length=RULE_FILE_MAX_BYTES, description="A rule file (JSON) to try, not saved."
     )
     cursor: str | None = cursor()
-    limit: int = Field(
-        EXPLAIN_PAGE_DEFAULT, ge=1, le=EXPLAIN_PAGE_MAX, description="Sections (or .str entries) per page."
-    )
+    limit: int = Field(EXPLAIN_PAGE_DEFAULT, ge=1, le=EXPLAIN_PAGE_MAX, description="Sections per page.")
 
 
 class RulesGetArgs(PvfArgs):
-    fileName: str | None = Field(None, description="A user rule file, e.g. 10-mine.json; omit to list them.")
+    fileName: str | None = Field(None, description="e.g. 10-mine.json; omit to list.")
 
 
 class RulesSaveArgs(PvfArgs):
-    fileName: str = Field(description="Letters, digits, . _ -, ending .json.")
+    fileName: str = Field(description="e.g. 10-mine.json.")
     text: str = Field(max_length=RULE_FILE_MAX_BYTES, description="The whole rule file (JSON).")
-    expectedSha256: str | None = Field(
-        None, description="sha256 as you read it ('' = must not exist yet); refused if it changed."
-    )
+    expectedSha256: str | None = Field(None, description="sha256 you read ('' = new file).")
     requestId: str | None = request_id()
 
 
@@ -563,8 +557,7 @@ def annotation_tools(svc: PvfService, store: RuleStore | None = None) -> list[To
         ToolSpec(
             "pvf_annotation_search",
             "Search annotation rules",
-            "Annotation rules (what DNF script sections and tokens mean) matching the query in any language, "
-            "with the user rule files and any refused ones.",
+            "Rules for what DNF script sections and tokens mean.",
             SearchArgs,
             search,
             read_only=True,
@@ -573,7 +566,7 @@ def annotation_tools(svc: PvfService, store: RuleStore | None = None) -> list[To
         ToolSpec(
             "pvf_annotation_detail",
             "Annotation rule detail",
-            "One annotation rule whole, and with workspaceId a few archive files where it applies.",
+            "One rule, with example files.",
             DetailArgs,
             detail,
             read_only=True,
@@ -582,8 +575,7 @@ def annotation_tools(svc: PvfService, store: RuleStore | None = None) -> list[To
         ToolSpec(
             "pvf_explain_file",
             "Explain a file",
-            "What each section and token of an archive file means: titles, enum labels, references resolved "
-            "to paths and names, string link texts; uncovered sections are listed.",
+            "What each section and token of an archive file means, references resolved.",
             ExplainArgs,
             explain,
             read_only=True,
@@ -592,7 +584,7 @@ def annotation_tools(svc: PvfService, store: RuleStore | None = None) -> list[To
         ToolSpec(
             "pvf_annotation_rules_get",
             "Read user annotation rules",
-            "List the user rule files, or one file's text with its sha256 and any refusal.",
+            "The user rule files, or one with its sha256.",
             RulesGetArgs,
             rules_get,
             read_only=True,
@@ -601,7 +593,7 @@ def annotation_tools(svc: PvfService, store: RuleStore | None = None) -> list[To
         ToolSpec(
             "pvf_annotation_rules_save",
             "Save a user annotation rule file",
-            "Validate and write one user rule file; try it first with pvf_explain_file(draftRules=…).",
+            "Validate and write a user rule file.",
             RulesSaveArgs,
             rules_save,
             idempotent=True,

@@ -50,7 +50,7 @@ def workspace_id() -> Any:
 
 
 def revision(required: bool = False) -> Any:
-    text = "Revision you read at (else STALE_WORKSPACE)."
+    text = "Revision you read at."
     return Field(description=text) if required else Field(None, description=text)
 
 

@@ -33,7 +33,7 @@ from deskbridge.kinds.pvf.scripting.help import TOPICS
 from deskbridge.kinds.pvf.scripting.runner import SOURCE_MAX_BYTES, runs_for, validate_source
 
 RUN_LABEL = "pvf_script_run"
-Source = Field(max_length=SOURCE_MAX_BYTES, description="The .pvf.js program (JavaScript).")
+Source = Field(max_length=SOURCE_MAX_BYTES, description="The .pvf.js program.")
 
 
 class HelpArgs(PvfArgs):
@@ -50,13 +50,13 @@ class RunArgs(PvfArgs):
     workspaceId: str = workspace_id()
     expectedRevision: int = revision(required=True)
     source: str = Source
-    label: str | None = Field(None, max_length=200, description="Shown with the run and its plan.")
+    label: str | None = Field(None, max_length=200, description="Shown with the run.")
     requestId: str | None = request_id()
 
 
 class StatusArgs(PvfArgs):
     taskId: str = Field(description="From pvf_script_run.")
-    logCursor: str | None = Field(None, description="nextCursor of the previous call; omit for the start.")
+    logCursor: str | None = Field(None, description="nextCursor to continue.")
     logMaxBytes: int = Field(
         limits.TASK_LOG_PAGE_MAX_BYTES, ge=256, le=limits.TASK_LOG_PAGE_MAX_BYTES, description="Log page cap."
     )
@@ -64,7 +64,7 @@ class StatusArgs(PvfArgs):
 
 class PreviewArgs(PvfArgs):
     planId: str = plan_id("pvf_script_status")
-    filter: str | None = Field(None, max_length=1000, description="Only changes whose path contains this.")
+    filter: str | None = Field(None, max_length=1000, description="Path substring.")
     cursor: str | None = cursor()
     limit: int = limit(50, limits.PLAN_PAGE_MAX_ITEMS)
 
@@ -72,7 +72,7 @@ class PreviewArgs(PvfArgs):
 class ApplyArgs(PvfArgs):
     planId: str = plan_id("pvf_script_status")
     expectedRevision: int = Field(description="The revision the plan was built on.")
-    changeKeys: list[str] = Field(min_length=1, description="The changeKeys to apply, from the preview.")
+    changeKeys: list[str] = Field(min_length=1, description="From the preview.")
     acknowledgedWarningIds: list[str] = acknowledged()
     requestId: str | None = request_id()
 
@@ -160,7 +160,7 @@ def script_tools(svc: Any, config_dir: Path | None = None) -> list[ToolSpec]:
         ToolSpec(
             "pvf_script_help",
             "Script API help",
-            "The .pvf.js script API by topic. Read before writing a script.",
+            "The .pvf.js script API; read before writing a script.",
             HelpArgs,
             help_,
             read_only=True,
@@ -169,7 +169,7 @@ def script_tools(svc: Any, config_dir: Path | None = None) -> list[ToolSpec]:
         ToolSpec(
             "pvf_script_validate",
             "Check a script's syntax",
-            "Syntax diagnostics (message, line, column) of a .pvf.js program; it is compiled, never run.",
+            "Syntax diagnostics of a .pvf.js program (never run).",
             ValidateArgs,
             validate,
             read_only=True,
@@ -178,15 +178,14 @@ def script_tools(svc: Any, config_dir: Path | None = None) -> list[ToolSpec]:
         ToolSpec(
             "pvf_script_run",
             "Run a script",
-            "Run a .pvf.js program on the open archive in a sandbox; writes are staged as a plan "
-            "(pvf_script_status gives its planId). Returns a taskId.",
+            "Run a .pvf.js program in a sandbox; its writes become a plan. Returns a taskId.",
             RunArgs,
             run,
         ),
         ToolSpec(
             "pvf_script_status",
             "Script run status",
-            "A run's state, progress, a page of its log, its error (with line) or result (planId, counts).",
+            "A run's state, log, error or result (planId).",
             StatusArgs,
             rehinted(status, task=True),
             read_only=True,
@@ -194,7 +193,7 @@ def script_tools(svc: Any, config_dir: Path | None = None) -> list[ToolSpec]:
         ToolSpec(
             "pvf_script_preview",
             "Preview a script plan",
-            "One page of a script plan's changes: changeKey, diff, warnings, requires.",
+            "One page of a script plan with diffs.",
             PreviewArgs,
             again(preview),
             read_only=True,
@@ -202,14 +201,14 @@ def script_tools(svc: Any, config_dir: Path | None = None) -> list[ToolSpec]:
         ToolSpec(
             "pvf_script_apply",
             "Apply a script plan",
-            "Commit the selected changes to the workspace (not to disk: pvf_archive_save); all or nothing.",
+            "Commit the selected changes to the workspace (not to disk).",
             ApplyArgs,
             again(apply),
         ),
         ToolSpec(
             "pvf_script_cancel",
             "Cancel a script run",
-            "Stop your own running script; nothing is changed.",
+            "Stop your own running script.",
             CancelArgs,
             rehinted(cancel, task=True),
         ),

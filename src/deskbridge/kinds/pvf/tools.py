@@ -52,12 +52,12 @@ class ListDirArgs(Ident):
 
 
 class ReadArgs(Ident):
-    path: str = Field(description="Archive path, e.g. equipment/weapon/sword.equ (case-insensitive).")
+    path: str = Field(description="Archive path, e.g. equipment/weapon/sword.equ.")
     startLine: int = Field(1, ge=1, description="First line, 1-based.")
-    endLine: int | None = Field(None, ge=1, description="Last line (inclusive); omit for as much as fits.")
+    endLine: int | None = Field(None, ge=1, description="Last line; omit for as much as fits.")
     expectedRevision: int | None = revision()
     maxChars: int = Field(
-        READ_PAGE_MAX_CHARS, ge=1, le=READ_PAGE_MAX_CHARS, description="Characters per page at most."
+        READ_PAGE_MAX_CHARS, ge=1, le=READ_PAGE_MAX_CHARS, description="Page cap in characters."
     )
 
 
@@ -73,26 +73,24 @@ class SearchArgs(Ident):
 
 
 class KeyOptions(PvfArgs):
-    encoding: str | None = Field(
-        None, description="Classic text encoding: tw, cn, kr, jp, utf8; omit to detect."
-    )
-    keyFile: str | None = Field(None, description="nkpi: absolute path of a key file (JSON).")
-    skDat: str | None = Field(None, description="nkpi: absolute path of the client's sk.dat.")
-    rsaModulus: str | None = Field(None, description="nkpi with skDat: RSA modulus (hex).")
-    rsaPrivateExponent: str | None = Field(None, description="nkpi with skDat: RSA private exponent (hex).")
-    metadataKey: str | None = Field(None, description="nkpi with skDat: metadata key (64 hex digits).")
+    encoding: str | None = Field(None, description="Classic: tw, cn, kr, jp or utf8; omit to detect.")
+    keyFile: str | None = Field(None, description="nkpi: key file (JSON), absolute.")
+    skDat: str | None = Field(None, description="nkpi: the client's sk.dat, absolute.")
+    rsaModulus: str | None = Field(None, description="With skDat: RSA modulus, hex.")
+    rsaPrivateExponent: str | None = Field(None, description="With skDat: RSA private exponent, hex.")
+    metadataKey: str | None = Field(None, description="With skDat: metadata key, hex.")
 
 
 Dirty = Literal["reject", "save", "discard"]
-DirtyPolicy = Field("reject", description="Unsaved changes: reject (UNSAVED_CHANGES), save or discard.")
+DirtyPolicy = Field("reject", description="What to do with unsaved changes.")
 
 
 class OpenArgs(KeyOptions):
     path: str = Field(description="Absolute path of the .pvf file.")
     expectedWorkspaceEpoch: int | None = Field(
-        None, description="workspaceEpoch from pvf_workspace_info (nothing open)."
+        None, description="From pvf_workspace_info, when nothing is open."
     )
-    workspaceId: str | None = Field(None, description="The open archive's id (switching).")
+    workspaceId: str | None = Field(None, description="The open archive, when switching.")
     expectedRevision: int | None = revision()
     dirtyPolicy: Dirty = DirtyPolicy
     requestId: str | None = request_id()
@@ -113,21 +111,19 @@ class SaveArgs(Ident):
 
 
 class SaveAsArgs(SaveArgs):
-    path: str = Field(description="Absolute path of the copy; its folder must exist.")
-    overwrite: bool = Field(False, description="Replace an existing file (with targetIdentity).")
-    targetIdentity: dict[str, Any] | None = Field(
-        None, description="data.identity of the TARGET_EXISTS error."
-    )
+    path: str = Field(description="Absolute path of the copy.")
+    overwrite: bool = Field(False, description="Replace an existing file (needs targetIdentity).")
+    targetIdentity: dict[str, Any] | None = Field(None, description="data.identity from TARGET_EXISTS.")
 
 
 class TaskArgs(PvfArgs):
-    taskId: str = Field(description="From the call that started the task.")
-    logCursor: str | None = Field(None, description="nextCursor of the previous call; omit for the start.")
+    taskId: str = Field(description="From the call that started it.")
+    logCursor: str | None = Field(None, description="nextCursor to continue.")
 
 
 class Edit(PvfArgs):
-    path: str = Field(description="Archive path to write, create or delete.")
-    text: str | None = Field(None, description="New text (script dialect or plain text).")
+    path: str = Field(description="Archive path.")
+    text: str | None = Field(None, description="New text (script dialect or plain).")
     base64: str | None = Field(None, description="New raw bytes, base64.")
     delete: bool = Field(False, description="Delete the file.")
 
@@ -147,7 +143,7 @@ class PlanPreviewArgs(PvfArgs):
 class PlanApplyArgs(PvfArgs):
     planId: str = plan_id("pvf_edit_prepare")
     expectedRevision: int | None = revision()
-    changeKeys: list[str] = Field(min_length=1, description="The changeKeys to apply, from the preview.")
+    changeKeys: list[str] = Field(min_length=1, description="From the preview.")
     acknowledgedWarningIds: list[str] = acknowledged()
     requestId: str | None = request_id()
 
@@ -157,9 +153,9 @@ class PlanDiscardArgs(PvfArgs):
 
 
 class ResolveArgs(Ident):
-    link: str | None = Field(None, description="A string link like <3::name_1>: its text.")
-    text: str | None = Field(None, description="The string links whose text contains this.")
-    listPath: str | None = Field(None, description="A .lst registry; with id (→ path) or path (→ ids).")
+    link: str | None = Field(None, description="A link like <3::name_1> → its text.")
+    text: str | None = Field(None, description="Text → the links that contain it.")
+    listPath: str | None = Field(None, description="A .lst registry, with id or path.")
     id: int | None = Field(None, description="listPath: an entry id.")
     path: str | None = Field(None, description="listPath: an archive path.")
     limit: int = limit(20, 200)
@@ -175,11 +171,9 @@ class ImportPrepareArgs(Ident):
     sourcePaths: list[str] = Field(
         min_length=1, max_length=1000, description="Absolute local files or folders."
     )
-    targetDir: str = Field("", description="Archive folder to import into; '' is the root.")
+    targetDir: str = Field("", description="Archive folder; '' is the root.")
     waitSeconds: float = wait_seconds()
-    mode: Literal["text", "raw"] = Field(
-        "text", description="text: compile UTF-8 like the editor; raw: bytes as they are."
-    )
+    mode: Literal["text", "raw"] = Field("text", description="text: compile UTF-8; raw: bytes as is.")
     requestId: str | None = request_id()
 
 
@@ -192,8 +186,8 @@ class ImportPreviewArgs(PvfArgs):
 class ImportApplyArgs(PvfArgs):
     importPlanId: str = plan_id("pvf_import_prepare")
     expectedRevision: int | None = revision()
-    selectedKeys: list[str] = Field(min_length=1, description="The keys to import, from the preview.")
-    overwriteKeys: list[str] = Field(default_factory=list, description="Each selected key that overwrites.")
+    selectedKeys: list[str] = Field(min_length=1, description="From the preview.")
+    overwriteKeys: list[str] = Field(default_factory=list, description="Selected keys that overwrite.")
     acknowledgedWarningIds: list[str] = acknowledged()
     requestId: str | None = request_id()
 
@@ -206,17 +200,15 @@ class ExportPrepareArgs(Ident):
     expectedRevision: int = revision(required=True)
     source: Literal["selection", "memory", "working", "commit"] = Field(
         "selection",
-        description="selection: scopes; memory: unsaved changes; working: since the first commit.",
+        description="What to export (docs/pvf-workspace.md).",
     )
-    scopes: list[str] = Field(
-        default_factory=list, description="selection: archive files or folders ('' = all)."
-    )
-    mode: Literal["direct", "mod"] = Field("direct", description="direct: files as they are; mod: a package.")
+    scopes: list[str] = Field(default_factory=list, description="selection: files or folders ('' = all).")
+    mode: Literal["direct", "mod"] = Field("direct", description="direct: plain files; mod: a package.")
     format: str | None = Field(None, description="mode mod: 110USextend or 115CN-mod.")
-    name: str | None = Field(None, description="mode mod: the package name.")
-    version: str | None = Field(None, description="mode mod: version (1.0 if omitted).")
-    modId: str | None = Field(None, description="115CN-mod: stable MOD id, reused for updates.")
-    includeDependencies: bool = Field(False, description="Add the string-table entries the scripts use.")
+    name: str | None = Field(None, description="mode mod: package name.")
+    version: str | None = Field(None, description="mode mod: version, else 1.0.")
+    modId: str | None = Field(None, description="115CN-mod: stable MOD id.")
+    includeDependencies: bool = Field(False, description="Add the strings the scripts use.")
     commitId: str | None = Field(None, description="source commit: from pvf_history.")
     requestId: str | None = request_id()
 
@@ -229,9 +221,9 @@ class ExportPreviewArgs(PvfArgs):
 
 class ExportExecuteArgs(PvfArgs):
     exportPlanId: str = plan_id("pvf_export_prepare")
-    outputParent: str = Field(description="Absolute existing folder to publish into.")
-    outputName: str | None = Field(None, description="direct: the new folder's name (required).")
-    selectedEntryKeys: list[str] = Field(default_factory=list, description="entryKeys; omit for all.")
+    outputParent: str = Field(description="Existing absolute folder.")
+    outputName: str | None = Field(None, description="direct: new folder name (required).")
+    selectedEntryKeys: list[str] = Field(default_factory=list, description="Omit for all.")
     waitSeconds: float = wait_seconds()
     acknowledgedWarningIds: list[str] = acknowledged()
     requestId: str | None = request_id()
@@ -510,8 +502,7 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
         ToolSpec(
             "pvf_recovery_prepare",
             "Recover unsaved changes",
-            "Build an edit plan from the autosaved changes pvf_workspace_info offers as `recovery`; preview and "
-            "apply it with pvf_edit_preview / pvf_edit_apply.",
+            "Build an edit plan from the `recovery` pvf_workspace_info offers.",
             RecoveryPrepareArgs,
             recovery_prepare,
         ),
@@ -527,15 +518,14 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
         ToolSpec(
             "pvf_import_prepare",
             "Prepare an import",
-            "Freeze local files/folders and map them into the archive (a folder keeps its layout); nothing is "
-            "written yet.",
+            "Plan an import of local files or folders into the archive.",
             ImportPrepareArgs,
             import_prepare,
         ),
         ToolSpec(
             "pvf_import_preview",
             "Preview an import",
-            "One page of an import: source, target, add or overwrite, diff.",
+            "One page of an import plan with diffs.",
             ImportPreviewArgs,
             import_plan(import_preview),
             read_only=True,
@@ -543,7 +533,7 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
         ToolSpec(
             "pvf_import_apply",
             "Apply an import",
-            "Commit the selected keys to the workspace (not to disk); all or nothing.",
+            "Commit the selected keys to the workspace (not to disk).",
             ImportApplyArgs,
             import_plan(import_apply),
         ),
@@ -566,14 +556,14 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
         ToolSpec(
             "pvf_export_prepare",
             "Prepare an export",
-            "Snapshot what to export (committed content, not editor drafts) as an export plan.",
+            "Snapshot committed content into an export plan.",
             ExportPrepareArgs,
             export_prepare,
         ),
         ToolSpec(
             "pvf_export_preview",
             "Preview an export",
-            "One page of the output tree: entryKey, size, dependencies, warnings.",
+            "One page of the output tree.",
             ExportPreviewArgs,
             export_plan(export_preview),
             read_only=True,
@@ -581,7 +571,7 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
         ToolSpec(
             "pvf_export_execute",
             "Run an export",
-            "Publish the selected entries into a new folder (or zip) under outputParent; never overwrites.",
+            "Publish the entries into a new folder or zip; never overwrites.",
             ExportExecuteArgs,
             export_plan(export_execute),
         ),
@@ -595,21 +585,20 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
         ToolSpec(
             "pvf_history",
             "Version history",
-            "The archive's saved commits (paths, action, time, source), paginated.",
+            "The archive's saved commits.",
             HistoryArgs,
             history,
             read_only=True,
         ),
     ]
 
-    task_note = " Returns a taskId; follow it with pvf_task_status."
+    task_note = " Returns a taskId (pvf_task_status)."
     return [
         *transfer_tools,
         ToolSpec(
             "pvf_workspace_info",
             "Workspace info",
-            "Call first: the open archive (workspaceId, workspaceEpoch, revision, unsaved state), drafts, tasks, "
-            "pending plans, index status.",
+            "Call first: the open archive, its revision and unsaved state, tasks, plans, index.",
             InfoArgs,
             info,
             read_only=True,
@@ -618,7 +607,7 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
         ToolSpec(
             "pvf_list_dir",
             "List an archive folder",
-            "One page of a folder: sub-folders, then files, with changed markers.",
+            "One page of a folder's entries.",
             ListDirArgs,
             list_dir,
             read_only=True,
@@ -627,8 +616,7 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
         ToolSpec(
             "pvf_read_file",
             "Read an archive file",
-            "A file's text by line range (scripts decompiled, string links kept as <id::key>); binary files give "
-            "size, sha256 and a hex preview.",
+            "A file's text by lines (scripts decompiled); binary: size, sha256, hex.",
             ReadArgs,
             read_file,
             read_only=True,
@@ -637,8 +625,7 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
         ToolSpec(
             "pvf_search",
             "Search the archive",
-            "Substring search over paths or file text. A page may hold no hits while nextCursor is set: follow it "
-            "until null.",
+            "Substring search over paths or text; follow nextCursor until null (pages may be empty).",
             SearchArgs,
             search,
             read_only=True,
@@ -647,8 +634,7 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
         ToolSpec(
             "pvf_archive_open",
             "Open an archive",
-            "Open or switch to a .pvf archive; nkpi archives need keyFile or skDat with the RSA keys."
-            + task_note,
+            "Open or switch to a .pvf archive (nkpi: keyFile or skDat)." + task_note,
             OpenArgs,
             archive_open,
             destructive=True,
@@ -664,7 +650,7 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
         ToolSpec(
             "pvf_archive_save",
             "Save the archive",
-            "Write the committed changes to the source file (atomic, verified, .bak first)." + task_note,
+            "Write the changes to the source file." + task_note,
             SaveArgs,
             archive_save,
             destructive=True,
@@ -672,14 +658,14 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
         ToolSpec(
             "pvf_archive_save_as",
             "Save a copy",
-            "Write the content to another file; the workspace stays on its source." + task_note,
+            "Write a copy to another file." + task_note,
             SaveAsArgs,
             archive_save_as,
         ),
         ToolSpec(
             "pvf_task_status",
             "Task status",
-            "A task's state, progress, result or error, and a page of its log.",
+            "A task's state, result or error, and log.",
             TaskArgs,
             rehinted(task_status, task=True),
             read_only=True,
@@ -687,15 +673,14 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
         ToolSpec(
             "pvf_edit_prepare",
             "Prepare an edit",
-            "Build a plan that writes, creates or deletes files; new strings come as a stringtable.bin change. "
-            "Nothing is written: preview, then apply.",
+            "Plan writes, creates or deletes of files; preview, then apply.",
             EditPrepareArgs,
             edit_prepare,
         ),
         ToolSpec(
             "pvf_edit_preview",
             "Preview an edit plan",
-            "One page of a plan's changes: changeKey, diff, requires, warnings.",
+            "One page of an edit plan with diffs.",
             PlanPreviewArgs,
             edit_plan(edit_preview),
             read_only=True,
@@ -703,7 +688,7 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
         ToolSpec(
             "pvf_edit_apply",
             "Apply an edit plan",
-            "Commit the selected changes to the workspace (not to disk: pvf_archive_save); all or nothing.",
+            "Commit the selected changes to the workspace (not to disk).",
             PlanApplyArgs,
             edit_plan(edit_apply),
         ),
@@ -718,7 +703,7 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
         ToolSpec(
             "pvf_resolve",
             "Resolve links and ids",
-            "String link → text, text → links (item names), .lst id → path, or path → ids.",
+            "Link → text, text → links, .lst id ↔ path.",
             ResolveArgs,
             resolve,
             read_only=True,
@@ -726,7 +711,7 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
         ToolSpec(
             "pvf_list_registries",
             "List registries",
-            "The .lst registries with entry counts and base folders, paginated.",
+            "The .lst registries.",
             RegistriesArgs,
             registries,
             read_only=True,
