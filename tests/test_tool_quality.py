@@ -79,16 +79,18 @@ def make_pvf(tmp: Path) -> tuple[Path, str | None, dict[str, Any]]:
 KINDS = {"probe": make_probe, "markdown": make_markdown, "sage": make_sage, "pvf": make_pvf}
 
 OWED: dict[str, str] = {
-    "pvf": "the pvf workspace is another piece of work: merged with it as of this writing the pvf tools reached "
-    "79 % of hints naming a next tool (plan NOT_FOUND hints say 'build it again' without the tool), 5,159 tokens "
-    "and ~50 undescribed arguments; its owner makes these pass and removes this entry",
+    "pvf:tokens": "the pvf kind's 40 tools with 161 described arguments list in 5,863 o200k tokens (from 7,469); "
+    "names, titles, annotations and bare schema structure alone take ~3,900, so the last ~870 need fewer tools "
+    "(the four *_discard and four *_preview plan tools could be one each) or a leaner platform tool shape",
 }
-"""Kinds whose expectations are their own owners' to meet: a failure there is reported as xfail, not hidden."""
+"""Kinds (or `kind:check`) whose expectations are their own owners' to meet: a failure there is reported as
+xfail, not hidden."""
 
 
-def owed(kind: str, failure: AssertionError) -> None:
-    if kind in OWED:
-        pytest.xfail(f"{kind}: {OWED[kind]} ({str(failure).splitlines()[0][:200]})")
+def owed(kind: str, failure: AssertionError, check: str = "") -> None:
+    why = OWED.get(kind) or OWED.get(f"{kind}:{check}")
+    if why:
+        pytest.xfail(f"{kind}: {why} ({str(failure).splitlines()[0][:200]})")
     raise failure
 
 
@@ -245,7 +247,11 @@ async def test_tools_list_fits_the_token_budget(kind: str, tmp_path: Path) -> No
     )
     tokens = len(encoding.encode(wire))
     if tokens > TOKEN_BUDGET:
-        owed(kind, AssertionError(f"{kind}: tools/list is {tokens} o200k tokens (budget {TOKEN_BUDGET})"))
+        owed(
+            kind,
+            AssertionError(f"{kind}: tools/list is {tokens} o200k tokens (budget {TOKEN_BUDGET})"),
+            "tokens",
+        )
     assert '"title":"' not in json.dumps([t.input_schema for t in tools]).replace(" ", "") or any(
         '"title"' in json.dumps(t.input_schema.get("properties", {})) for t in tools
     )

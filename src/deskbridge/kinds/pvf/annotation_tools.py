@@ -17,7 +17,7 @@ from pydantic import Field
 
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.files import atomic_write, read_regular_file
-from deskbridge.core.tools import CallContext, ToolArgs, ToolSpec
+from deskbridge.core.tools import CallContext, ToolSpec
 from deskbridge.core.workspace import DELETED, Workspace
 from deskbridge.kinds.pvf.annotations.engine import Annotator, file_matches, first_value, parse, str_entries
 from deskbridge.kinds.pvf.annotations.rules import (
@@ -28,12 +28,13 @@ from deskbridge.kinds.pvf.annotations.rules import (
     parse_document,
 )
 from deskbridge.kinds.pvf.archive.base import norm_path
+from deskbridge.kinds.pvf.args import PvfArgs, cursor, limit, request_id, revision, workspace_id
 from deskbridge.kinds.pvf.search import decode_cursor, encode_cursor
 from deskbridge.kinds.pvf.service import PvfService, _link_text, _registry
 from deskbridge.kinds.pvf.store import text_of
 
 Lang = Literal["zh-CN", "en"]
-LangField = Field("zh-CN", description="Language of titles and labels: zh-CN or en.")
+LangField = Field("zh-CN", description="Language of titles and labels.")
 EXPLAIN_PAGE_DEFAULT = 40
 EXPLAIN_PAGE_MAX = 200
 EXPLAIN_TOKEN_BUDGET = 500
@@ -43,64 +44,43 @@ NAME_LOOKUPS_MAX = 200
 EXAMPLE_SCAN_MAX = 300
 
 
-class SearchArgs(ToolArgs):
-    query: str = Field(
-        "",
-        max_length=200,
-        description="Words of a rule id, title, section or enum label (any language); '' lists all.",
-    )
-    extension: str | None = Field(None, description="Only rules that apply to this extension, e.g. .equ.")
+class SearchArgs(PvfArgs):
+    query: str = Field("", max_length=200, description="Words of a rule; '' lists all.")
+    extension: str | None = Field(None, description="e.g. .equ.")
     lang: Lang = LangField
-    cursor: str | None = None
-    limit: int = Field(20, ge=1, le=100)
+    cursor: str | None = cursor()
+    limit: int = limit(20, 100)
 
 
-class DetailArgs(ToolArgs):
-    ruleId: str = Field(min_length=1, max_length=80)
-    workspaceId: str | None = Field(
-        None, description="Open archive to take examples from (pvf_workspace_info)."
-    )
-    examples: int = Field(3, ge=0, le=10)
+class DetailArgs(PvfArgs):
+    ruleId: str = Field(min_length=1, max_length=80, description="From pvf_annotation_search.")
+    workspaceId: str | None = Field(None, description="Take examples from this archive.")
+    examples: int = Field(3, ge=0, le=10, description="Example files to show.")
     lang: Lang = LangField
 
 
-class ExplainArgs(ToolArgs):
-    workspaceId: str = Field(description="From pvf_workspace_info / pvf_archive_open.")
-    path: str = Field(description="Archive path, e.g. equipment/character/swordman/weapon/sword.equ.")
-    expectedRevision: int | None = None
-    sections: list[str] | None = Field(
-        None, max_length=50, description="Only these sections (names with or without brackets, e.g. rarity)."
-    )
+class ExplainArgs(PvfArgs):
+    workspaceId: str = workspace_id()
+    path: str = Field(description="Archive path, e.g. equipment/weapon/sword.equ.")
+    expectedRevision: int | None = revision()
+    sections: list[str] | None = Field(None, max_length=50, description="Only these, e.g. rarity.")
     lang: Lang = LangField
     draftRules: str | None = Field(
-        None,
-        max_length=RULE_FILE_MAX_BYTES,
-        description="A rule file (JSON) to preview at the highest priority for this call only; nothing is written.",
+        None, max_length=RULE_FILE_MAX_BYTES, description="A rule file (JSON) to try, not saved."
     )
-    cursor: str | None = None
-    limit: int = Field(
-        EXPLAIN_PAGE_DEFAULT, ge=1, le=EXPLAIN_PAGE_MAX, description="Sections (or .str entries) per page."
-    )
+    cursor: str | None = cursor()
+    limit: int = Field(EXPLAIN_PAGE_DEFAULT, ge=1, le=EXPLAIN_PAGE_MAX, description="Sections per page.")
 
 
-class RulesGetArgs(ToolArgs):
-    fileName: str | None = Field(None, description="A user rule file (e.g. 10-mine.json); omit to list them.")
+class RulesGetArgs(PvfArgs):
+    fileName: str | None = Field(None, description="e.g. 10-mine.json; omit to list.")
 
 
-class RulesSaveArgs(ToolArgs):
-    fileName: str = Field(
-        description="File name in the user rule folder: letters, digits, . _ -, ending .json."
-    )
-    text: str = Field(
-        max_length=RULE_FILE_MAX_BYTES, description="The whole rule file (JSON, docs/pvf-annotations.md)."
-    )
-    expectedSha256: str | None = Field(
-        None,
-        description="sha256 of the file as you read it ('' = must not exist yet); refused if it changed.",
-    )
-    requestId: str | None = Field(
-        None, description="Client-chosen id; a retry with the same id returns the first result."
-    )
+class RulesSaveArgs(PvfArgs):
+    fileName: str = Field(description="e.g. 10-mine.json.")
+    text: str = Field(max_length=RULE_FILE_MAX_BYTES, description="The whole rule file (JSON).")
+    expectedSha256: str | None = Field(None, description="sha256 you read ('' = new file).")
+    requestId: str | None = request_id()
 
 
 RULE_FILE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}\.json$")
@@ -577,9 +557,7 @@ def annotation_tools(svc: PvfService, store: RuleStore | None = None) -> list[To
         ToolSpec(
             "pvf_annotation_search",
             "Search annotation rules",
-            "Annotation rules (what DNF script sections and tokens mean) whose id, title, section or enum labels "
-            "match the query in any language, optionally only those for one extension; paginated. Lists user "
-            "rule files and refused ones (with the failing JSON path).",
+            "Rules for what DNF script sections and tokens mean.",
             SearchArgs,
             search,
             read_only=True,
@@ -588,8 +566,7 @@ def annotation_tools(svc: PvfService, store: RuleStore | None = None) -> list[To
         ToolSpec(
             "pvf_annotation_detail",
             "Annotation rule detail",
-            "One annotation rule as a whole (match, target, annotation, source, priority), its relation, and with "
-            "workspaceId a few files of the open archive where it applies with the annotated tokens.",
+            "One rule, with example files.",
             DetailArgs,
             detail,
             read_only=True,
@@ -598,10 +575,7 @@ def annotation_tools(svc: PvfService, store: RuleStore | None = None) -> list[To
         ToolSpec(
             "pvf_explain_file",
             "Explain a file",
-            "What each section and token of an archive file means: title, type, enum label (e.g. [rarity] 4 → "
-            "Epic), references resolved through .lst registries to the target path and name (e.g. the skill a "
-            "[skill levelup] raises), image paths, string links with their text; sections no rule covers are "
-            "listed. Filter with sections=[…]; paginated by cursor like reads.",
+            "What each section and token of an archive file means, references resolved.",
             ExplainArgs,
             explain,
             read_only=True,
@@ -610,8 +584,7 @@ def annotation_tools(svc: PvfService, store: RuleStore | None = None) -> list[To
         ToolSpec(
             "pvf_annotation_rules_get",
             "Read user annotation rules",
-            "The user rule files (in the deskbridge config folder, read in name order, before the built-ins), or "
-            "one file's text with its sha256 and whether it was refused (and where).",
+            "The user rule files, or one with its sha256.",
             RulesGetArgs,
             rules_get,
             read_only=True,
@@ -620,9 +593,7 @@ def annotation_tools(svc: PvfService, store: RuleStore | None = None) -> list[To
         ToolSpec(
             "pvf_annotation_rules_save",
             "Save a user annotation rule file",
-            "Write one user rule file after validating it against the schema (INVALID_ARGUMENT with data.jsonPath "
-            "otherwise; nothing is written). expectedSha256 guards against overwriting a change you have not seen. "
-            "Preview first with pvf_explain_file(draftRules=…).",
+            "Validate and write a user rule file.",
             RulesSaveArgs,
             rules_save,
             idempotent=True,

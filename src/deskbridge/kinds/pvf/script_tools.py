@@ -8,6 +8,7 @@ UI and every MCP client see and act on the same ones.
 from __future__ import annotations
 
 import asyncio
+import functools
 from pathlib import Path
 from typing import Any, Literal
 
@@ -16,61 +17,72 @@ from pydantic import Field
 from deskbridge.core import limits
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.plans import PlanKind
-from deskbridge.core.tools import CallContext, ToolArgs, ToolSpec
+from deskbridge.core.tools import CallContext, ToolSpec
+from deskbridge.kinds.pvf.args import (
+    PvfArgs,
+    acknowledged,
+    cursor,
+    limit,
+    plan_id,
+    rehinted,
+    request_id,
+    revision,
+    workspace_id,
+)
 from deskbridge.kinds.pvf.scripting.help import TOPICS
 from deskbridge.kinds.pvf.scripting.runner import SOURCE_MAX_BYTES, runs_for, validate_source
 
 RUN_LABEL = "pvf_script_run"
-Source = Field(max_length=SOURCE_MAX_BYTES, description="The .pvf.js program (JavaScript, at most 1 MiB).")
+Source = Field(max_length=SOURCE_MAX_BYTES, description="The .pvf.js program.")
 
 
-class HelpArgs(ToolArgs):
-    topic: Literal["overview", "api", "types", "examples", "pitfalls"] = "overview"
-
-
-class ValidateArgs(ToolArgs):
-    source: str = Source
-
-
-class RunArgs(ToolArgs):
-    workspaceId: str
-    expectedRevision: int = Field(description="The revision the script is meant for (pvf_workspace_info).")
-    source: str = Source
-    label: str | None = Field(None, max_length=200, description="Shown with the run and its plan.")
-    requestId: str | None = Field(
-        None, description="A retry with the same id and arguments returns the first run."
+class HelpArgs(PvfArgs):
+    topic: Literal["overview", "api", "types", "examples", "pitfalls"] = Field(
+        "overview", description="types is a TypeScript .d.ts."
     )
 
 
-class StatusArgs(ToolArgs):
-    taskId: str
-    logCursor: str | None = Field(
-        None, description="nextCursor of the previous call; omit to read from the start."
+class ValidateArgs(PvfArgs):
+    source: str = Source
+
+
+class RunArgs(PvfArgs):
+    workspaceId: str = workspace_id()
+    expectedRevision: int = revision(required=True)
+    source: str = Source
+    label: str | None = Field(None, max_length=200, description="Shown with the run.")
+    requestId: str | None = request_id()
+
+
+class StatusArgs(PvfArgs):
+    taskId: str = Field(description="From pvf_script_run.")
+    logCursor: str | None = Field(None, description="nextCursor to continue.")
+    logMaxBytes: int = Field(
+        limits.TASK_LOG_PAGE_MAX_BYTES, ge=256, le=limits.TASK_LOG_PAGE_MAX_BYTES, description="Log page cap."
     )
-    logMaxBytes: int = Field(limits.TASK_LOG_PAGE_MAX_BYTES, ge=256, le=limits.TASK_LOG_PAGE_MAX_BYTES)
 
 
-class PreviewArgs(ToolArgs):
-    planId: str
-    filter: str | None = Field(None, max_length=1000, description="Only changes whose path contains this.")
-    cursor: str | None = None
-    limit: int = Field(50, ge=1, le=limits.PLAN_PAGE_MAX_ITEMS)
+class PreviewArgs(PvfArgs):
+    planId: str = plan_id("pvf_script_status")
+    filter: str | None = Field(None, max_length=1000, description="Path substring.")
+    cursor: str | None = cursor()
+    limit: int = limit(50, limits.PLAN_PAGE_MAX_ITEMS)
 
 
-class ApplyArgs(ToolArgs):
-    planId: str
-    expectedRevision: int = Field(description="The workspace revision the plan was built on.")
-    changeKeys: list[str] = Field(min_length=1, description="The changeKeys to apply, exactly as previewed.")
-    acknowledgedWarningIds: list[str] = Field(default_factory=list)
-    requestId: str | None = None
+class ApplyArgs(PvfArgs):
+    planId: str = plan_id("pvf_script_status")
+    expectedRevision: int = Field(description="The revision the plan was built on.")
+    changeKeys: list[str] = Field(min_length=1, description="From the preview.")
+    acknowledgedWarningIds: list[str] = acknowledged()
+    requestId: str | None = request_id()
 
 
-class CancelArgs(ToolArgs):
-    taskId: str
+class CancelArgs(PvfArgs):
+    taskId: str = Field(description="From pvf_script_run.")
 
 
-class DiscardArgs(ToolArgs):
-    planId: str
+class DiscardArgs(PvfArgs):
+    planId: str = plan_id("pvf_script_status")
 
 
 def _script_task(svc: Any, task_id: str) -> None:
@@ -143,12 +155,12 @@ def script_tools(svc: Any, config_dir: Path | None = None) -> list[ToolSpec]:
     def discard(call: CallContext, args: DiscardArgs) -> dict[str, Any]:
         return eng.discard_plan(args.planId, caller=call.caller, kind=PlanKind.SCRIPT)
 
+    again = functools.partial(rehinted, plan="pvf_script_run")
     return [
         ToolSpec(
             "pvf_script_help",
             "Script API help",
-            "The .pvf.js script API by topic: overview (the flow), api, types (a TypeScript .d.ts), examples, "
-            "pitfalls (value types, duplicate sections, string links, dependencies). Read before writing a script.",
+            "The .pvf.js script API; read before writing a script.",
             HelpArgs,
             help_,
             read_only=True,
@@ -157,8 +169,7 @@ def script_tools(svc: Any, config_dir: Path | None = None) -> list[ToolSpec]:
         ToolSpec(
             "pvf_script_validate",
             "Check a script's syntax",
-            "Syntax diagnostics (message, line, column) of a .pvf.js program; it is compiled, never run. Says "
-            "nothing about what the script does to the archive.",
+            "Syntax diagnostics of a .pvf.js program (never run).",
             ValidateArgs,
             validate,
             read_only=True,
@@ -167,54 +178,46 @@ def script_tools(svc: Any, config_dir: Path | None = None) -> list[ToolSpec]:
         ToolSpec(
             "pvf_script_run",
             "Run a script",
-            "Start a .pvf.js program on the open archive (unsaved changes included) in a sandbox; returns a taskId "
-            "at once. Writes are staged: the run ends in a plan (pvf_script_status gives its planId; a read-only "
-            "run keeps none). Numbers keep their int/float type, duplicate sections need an explicit occurrence, "
-            "new strings and .lst entries come as dependency changes. TASK_BUSY / PLAN_PENDING while another "
-            "write runs or waits.",
+            "Run a .pvf.js program in a sandbox; its writes become a plan. Returns a taskId.",
             RunArgs,
             run,
         ),
         ToolSpec(
             "pvf_script_status",
             "Script run status",
-            "State, progress, a page of the script's log (logCursor → nextCursor, byte-capped), the error (with "
-            "line/column for script errors) or the result: planId, change counts, warnings.",
+            "A run's state, log, error or result (planId).",
             StatusArgs,
-            status,
+            rehinted(status, task=True),
             read_only=True,
         ),
         ToolSpec(
             "pvf_script_preview",
             "Preview a script plan",
-            "One page of a script plan's changes: changeKey, action, unified diff (binary: sizes), per-file "
-            "warnings, requires (dependencies to select together); filter by path substring.",
+            "One page of a script plan with diffs.",
             PreviewArgs,
-            preview,
+            again(preview),
             read_only=True,
         ),
         ToolSpec(
             "pvf_script_apply",
             "Apply a script plan",
-            "Commit the selected changeKeys to the workspace (not to disk: pvf_archive_save afterwards); all or "
-            "nothing, the revision advances by one. STALE_PLAN when the workspace moved on: run the script again.",
+            "Commit the selected changes to the workspace (not to disk).",
             ApplyArgs,
-            apply,
+            again(apply),
         ),
         ToolSpec(
             "pvf_script_cancel",
             "Cancel a script run",
-            "Stop your own running script (the sandbox is ended; nothing is changed). Another caller's run: "
-            "ACCESS_DENIED.",
+            "Stop your own running script.",
             CancelArgs,
-            cancel,
+            rehinted(cancel, task=True),
         ),
         ToolSpec(
             "pvf_script_discard",
             "Discard a script plan",
-            "Drop a pending script plan and its staged changes.",
+            "Drop a script plan.",
             DiscardArgs,
-            discard,
+            again(discard),
             idempotent=True,
         ),
     ]

@@ -9,6 +9,7 @@ de-duplicates it for every tool (same caller + id + arguments → the first resu
 
 from __future__ import annotations
 
+import functools
 import secrets
 from pathlib import Path
 from typing import Any, Literal
@@ -19,24 +20,25 @@ from pydantic import Field
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.limits import LIST_PAGE_DEFAULT, LIST_PAGE_MAX, PLAN_PAGE_MAX_ITEMS
 from deskbridge.core.plans import PlanKind
-from deskbridge.core.tools import CallContext, NoArgs, ToolArgs, ToolSpec
+from deskbridge.core.tools import CallContext, NoArgs, ToolSpec
 from deskbridge.kinds.pvf.annotation_tools import annotation_tools
+from deskbridge.kinds.pvf.args import (
+    PvfArgs,
+    acknowledged,
+    cursor,
+    limit,
+    plan_id,
+    rehinted,
+    request_id,
+    revision,
+    wait_seconds,
+    workspace_id,
+)
 from deskbridge.kinds.pvf.service import READ_PAGE_MAX_CHARS, SEARCH_PAGE_MAX_BYTES, PvfService
 
-RequestId = Field(
-    None, description="Client-chosen id; a retry with the same id and arguments returns the first result."
-)
-WaitSeconds = Field(
-    2.0, ge=0, le=60, description="How long to wait for the task before returning its taskId."
-)
-DirtyPolicyField = Field(
-    "reject",
-    description="Unsaved changes of the current archive: reject (UNSAVED_CHANGES), save first, or discard them.",
-)
 
-
-class Ident(ToolArgs):
-    workspaceId: str = Field(description="From pvf_workspace_info / pvf_archive_open.")
+class Ident(PvfArgs):
+    workspaceId: str = workspace_id()
 
 
 class InfoArgs(NoArgs):
@@ -45,198 +47,195 @@ class InfoArgs(NoArgs):
 
 class ListDirArgs(Ident):
     path: str = Field("", description="Archive folder, '/'-separated; '' is the root.")
-    cursor: str | None = None
-    limit: int = Field(LIST_PAGE_DEFAULT, ge=1, le=LIST_PAGE_MAX)
+    cursor: str | None = cursor()
+    limit: int = limit(LIST_PAGE_DEFAULT, LIST_PAGE_MAX)
 
 
 class ReadArgs(Ident):
-    path: str = Field(description="Archive path, e.g. equipment/weapon/sword.equ (case-insensitive).")
-    startLine: int = Field(1, ge=1)
-    endLine: int | None = Field(None, ge=1)
-    expectedRevision: int | None = None
-    maxChars: int = Field(READ_PAGE_MAX_CHARS, ge=1, le=READ_PAGE_MAX_CHARS)
+    path: str = Field(description="Archive path, e.g. equipment/weapon/sword.equ.")
+    startLine: int = Field(1, ge=1, description="First line, 1-based.")
+    endLine: int | None = Field(None, ge=1, description="Last line; omit for as much as fits.")
+    expectedRevision: int | None = revision()
+    maxChars: int = Field(
+        READ_PAGE_MAX_CHARS, ge=1, le=READ_PAGE_MAX_CHARS, description="Page cap in characters."
+    )
 
 
 class SearchArgs(Ident):
-    query: str = Field(min_length=1, max_length=1000)
-    mode: Literal["path", "content"] = Field(
-        "path", description="path: substring of the path; content: of the text."
-    )
+    query: str = Field(min_length=1, max_length=1000, description="Case-insensitive substring.")
+    mode: Literal["path", "content"] = Field("path", description="Match paths or file text.")
     scope: str = Field("", description="Only under this archive folder.")
-    cursor: str | None = None
-    limit: int = Field(50, ge=1, le=LIST_PAGE_MAX)
-    maxBytes: int = Field(SEARCH_PAGE_MAX_BYTES, ge=1024, le=SEARCH_PAGE_MAX_BYTES)
-
-
-class KeyOptions(ToolArgs):
-    encoding: str | None = Field(
-        None, description="Classic pack encoding: tw, cn, kr, jp, utf8 (default: detect)."
+    cursor: str | None = cursor()
+    limit: int = limit(50, LIST_PAGE_MAX)
+    maxBytes: int = Field(
+        SEARCH_PAGE_MAX_BYTES, ge=1024, le=SEARCH_PAGE_MAX_BYTES, description="Page size cap in bytes."
     )
-    keyFile: str | None = Field(None, description="Paged nkpi: absolute path of a key file (JSON).")
-    skDat: str | None = Field(None, description="Paged nkpi: absolute path of the client's sk.dat.")
-    rsaModulus: str | None = Field(None, description="Paged nkpi: RSA modulus (hex) that opens sk.dat.")
-    rsaPrivateExponent: str | None = Field(None, description="Paged nkpi: RSA private exponent (hex).")
-    metadataKey: str | None = Field(None, description="Paged nkpi: 32-byte metadata key (64 hex digits).")
+
+
+class KeyOptions(PvfArgs):
+    encoding: str | None = Field(None, description="Classic: tw, cn, kr, jp or utf8; omit to detect.")
+    keyFile: str | None = Field(None, description="nkpi: key file (JSON), absolute.")
+    skDat: str | None = Field(None, description="nkpi: the client's sk.dat, absolute.")
+    rsaModulus: str | None = Field(None, description="With skDat: RSA modulus, hex.")
+    rsaPrivateExponent: str | None = Field(None, description="With skDat: RSA private exponent, hex.")
+    metadataKey: str | None = Field(None, description="With skDat: metadata key, hex.")
+
+
+Dirty = Literal["reject", "save", "discard"]
+DirtyPolicy = Field("reject", description="What to do with unsaved changes.")
 
 
 class OpenArgs(KeyOptions):
-    path: str = Field(description="Absolute path of the .pvf archive on this machine.")
-    expectedWorkspaceEpoch: int | None = Field(None, description="workspaceEpoch from pvf_workspace_info.")
-    workspaceId: str | None = Field(None, description="The open archive's id, when one is open.")
-    expectedRevision: int | None = None
-    dirtyPolicy: Literal["reject", "save", "discard"] = DirtyPolicyField
-    requestId: str | None = RequestId
-    waitSeconds: float = WaitSeconds
+    path: str = Field(description="Absolute path of the .pvf file.")
+    expectedWorkspaceEpoch: int | None = Field(
+        None, description="From pvf_workspace_info, when nothing is open."
+    )
+    workspaceId: str | None = Field(None, description="The open archive, when switching.")
+    expectedRevision: int | None = revision()
+    dirtyPolicy: Dirty = DirtyPolicy
+    requestId: str | None = request_id()
+    waitSeconds: float = wait_seconds()
 
 
 class CloseArgs(Ident):
-    expectedRevision: int | None = None
-    dirtyPolicy: Literal["reject", "save", "discard"] = DirtyPolicyField
-    requestId: str | None = RequestId
-    waitSeconds: float = WaitSeconds
+    expectedRevision: int | None = revision()
+    dirtyPolicy: Dirty = DirtyPolicy
+    requestId: str | None = request_id()
+    waitSeconds: float = wait_seconds()
 
 
 class SaveArgs(Ident):
-    expectedRevision: int | None = None
-    requestId: str | None = RequestId
-    waitSeconds: float = WaitSeconds
+    expectedRevision: int | None = revision()
+    requestId: str | None = request_id()
+    waitSeconds: float = wait_seconds()
 
 
 class SaveAsArgs(SaveArgs):
-    path: str = Field(description="Absolute path of the copy; its folder must exist.")
+    path: str = Field(description="Absolute path of the copy.")
     overwrite: bool = Field(False, description="Replace an existing file (needs targetIdentity).")
-    targetIdentity: dict[str, Any] | None = Field(
-        None, description="data.identity of the TARGET_EXISTS answer, checked again right before replacing."
-    )
+    targetIdentity: dict[str, Any] | None = Field(None, description="data.identity from TARGET_EXISTS.")
 
 
-class TaskArgs(ToolArgs):
-    taskId: str
-    logCursor: str | None = None
+class TaskArgs(PvfArgs):
+    taskId: str = Field(description="From the call that started it.")
+    logCursor: str | None = Field(None, description="nextCursor to continue.")
 
 
-class Edit(ToolArgs):
-    path: str = Field(description="Archive path of the file to write, create or delete.")
-    text: str | None = Field(None, description="New editable text (script dialect or plain text).")
-    base64: str | None = Field(None, description="New raw payload bytes, base64.")
+class Edit(PvfArgs):
+    path: str = Field(description="Archive path.")
+    text: str | None = Field(None, description="New text (script dialect or plain).")
+    base64: str | None = Field(None, description="New raw bytes, base64.")
     delete: bool = Field(False, description="Delete the file.")
 
 
 class EditPrepareArgs(Ident):
-    expectedRevision: int = Field(description="The revision you read the files at.")
-    edits: list[Edit] = Field(min_length=1, max_length=100)
-    requestId: str | None = RequestId
+    expectedRevision: int = revision(required=True)
+    edits: list[Edit] = Field(min_length=1, max_length=100, description="One per file.")
+    requestId: str | None = request_id()
 
 
-class PlanPreviewArgs(ToolArgs):
-    planId: str
-    cursor: str | None = None
-    limit: int = Field(50, ge=1, le=PLAN_PAGE_MAX_ITEMS)
+class PlanPreviewArgs(PvfArgs):
+    planId: str = plan_id("pvf_edit_prepare")
+    cursor: str | None = cursor()
+    limit: int = limit(50, PLAN_PAGE_MAX_ITEMS)
 
 
-class PlanApplyArgs(ToolArgs):
-    planId: str
-    expectedRevision: int | None = None
-    changeKeys: list[str] = Field(min_length=1, description="The changeKeys to apply (see the preview).")
-    acknowledgedWarningIds: list[str] = Field(default_factory=list)
-    requestId: str | None = RequestId
+class PlanApplyArgs(PvfArgs):
+    planId: str = plan_id("pvf_edit_prepare")
+    expectedRevision: int | None = revision()
+    changeKeys: list[str] = Field(min_length=1, description="From the preview.")
+    acknowledgedWarningIds: list[str] = acknowledged()
+    requestId: str | None = request_id()
 
 
-class PlanDiscardArgs(ToolArgs):
-    planId: str
+class PlanDiscardArgs(PvfArgs):
+    planId: str = plan_id("pvf_edit_prepare")
 
 
 class ResolveArgs(Ident):
-    link: str | None = Field(None, description="A string link like <3::name_1>: its text.")
-    text: str | None = Field(None, description="Text to look up: the string links whose text contains it.")
-    listPath: str | None = Field(None, description="A .lst registry, with id (→ path) or path (→ ids).")
-    id: int | None = None
-    path: str | None = None
-    limit: int = Field(20, ge=1, le=200)
+    link: str | None = Field(None, description="A link like <3::name_1> → its text.")
+    text: str | None = Field(None, description="Text → the links that contain it.")
+    listPath: str | None = Field(None, description="A .lst registry, with id or path.")
+    id: int | None = Field(None, description="listPath: an entry id.")
+    path: str | None = Field(None, description="listPath: an archive path.")
+    limit: int = limit(20, 200)
 
 
 class RegistriesArgs(Ident):
-    cursor: str | None = None
-    limit: int = Field(100, ge=1, le=LIST_PAGE_MAX)
+    cursor: str | None = cursor()
+    limit: int = limit(100, LIST_PAGE_MAX)
 
 
 class ImportPrepareArgs(Ident):
-    expectedRevision: int
+    expectedRevision: int = revision(required=True)
     sourcePaths: list[str] = Field(
         min_length=1, max_length=1000, description="Absolute local files or folders."
     )
-    targetDir: str = Field("", description="Archive folder to import into; '' is the root.")
-    waitSeconds: float = WaitSeconds
-    mode: Literal["text", "raw"] = Field(
-        "text",
-        description="text: UTF-8 files compiled like the editor (scripts in the dialect, text in the archive's "
-        "encoding); raw: the bytes as they are.",
-    )
-    requestId: str | None = RequestId
+    targetDir: str = Field("", description="Archive folder; '' is the root.")
+    waitSeconds: float = wait_seconds()
+    mode: Literal["text", "raw"] = Field("text", description="text: compile UTF-8; raw: bytes as is.")
+    requestId: str | None = request_id()
 
 
-class ImportPreviewArgs(ToolArgs):
-    importPlanId: str
-    cursor: str | None = None
-    limit: int = Field(50, ge=1, le=PLAN_PAGE_MAX_ITEMS)
+class ImportPreviewArgs(PvfArgs):
+    importPlanId: str = plan_id("pvf_import_prepare")
+    cursor: str | None = cursor()
+    limit: int = limit(50, PLAN_PAGE_MAX_ITEMS)
 
 
-class ImportApplyArgs(ToolArgs):
-    importPlanId: str
-    expectedRevision: int | None = None
-    selectedKeys: list[str] = Field(min_length=1)
-    overwriteKeys: list[str] = Field(
-        default_factory=list, description="Each selected key that overwrites a file."
-    )
-    acknowledgedWarningIds: list[str] = Field(default_factory=list)
-    requestId: str | None = RequestId
+class ImportApplyArgs(PvfArgs):
+    importPlanId: str = plan_id("pvf_import_prepare")
+    expectedRevision: int | None = revision()
+    selectedKeys: list[str] = Field(min_length=1, description="From the preview.")
+    overwriteKeys: list[str] = Field(default_factory=list, description="Selected keys that overwrite.")
+    acknowledgedWarningIds: list[str] = acknowledged()
+    requestId: str | None = request_id()
 
 
-class ImportDiscardArgs(ToolArgs):
-    importPlanId: str
+class ImportDiscardArgs(PvfArgs):
+    importPlanId: str = plan_id("pvf_import_prepare")
 
 
 class ExportPrepareArgs(Ident):
-    expectedRevision: int
-    source: Literal["selection", "memory", "working", "commit"] = "selection"
-    scopes: list[str] = Field(
-        default_factory=list, description="selection: archive files or folders ('' = all)."
+    expectedRevision: int = revision(required=True)
+    source: Literal["selection", "memory", "working", "commit"] = Field(
+        "selection",
+        description="What to export (docs/pvf-workspace.md).",
     )
-    mode: Literal["direct", "mod"] = "direct"
-    format: str | None = Field(None, description="mode mod: 110USextend or 115CN-mod (pvf_export_formats).")
-    name: str | None = None
-    version: str | None = Field(None, description="Default 1.0.")
-    modId: str | None = Field(None, description="115CN-mod: stable unique MOD id, reused for updates.")
-    includeDependencies: bool = Field(
-        False, description="Add the string-table entries the exported scripts use (110USextend merge/)."
-    )
-    commitId: str | None = Field(None, description="source commit: the history commit (pvf_history).")
-    requestId: str | None = RequestId
+    scopes: list[str] = Field(default_factory=list, description="selection: files or folders ('' = all).")
+    mode: Literal["direct", "mod"] = Field("direct", description="direct: plain files; mod: a package.")
+    format: str | None = Field(None, description="mode mod: 110USextend or 115CN-mod.")
+    name: str | None = Field(None, description="mode mod: package name.")
+    version: str | None = Field(None, description="mode mod: version, else 1.0.")
+    modId: str | None = Field(None, description="115CN-mod: stable MOD id.")
+    includeDependencies: bool = Field(False, description="Add the strings the scripts use.")
+    commitId: str | None = Field(None, description="source commit: from pvf_history.")
+    requestId: str | None = request_id()
 
 
-class ExportPreviewArgs(ToolArgs):
-    exportPlanId: str
-    cursor: str | None = None
-    limit: int = Field(50, ge=1, le=PLAN_PAGE_MAX_ITEMS)
+class ExportPreviewArgs(PvfArgs):
+    exportPlanId: str = plan_id("pvf_export_prepare")
+    cursor: str | None = cursor()
+    limit: int = limit(50, PLAN_PAGE_MAX_ITEMS)
 
 
-class ExportExecuteArgs(ToolArgs):
-    exportPlanId: str
-    outputParent: str = Field(description="Absolute existing folder to publish into.")
-    outputName: str | None = Field(None, description="direct: the new folder's name (required).")
-    selectedEntryKeys: list[str] = Field(default_factory=list, description="Default: every entry.")
-    waitSeconds: float = WaitSeconds
-    acknowledgedWarningIds: list[str] = Field(default_factory=list)
-    requestId: str | None = RequestId
+class ExportExecuteArgs(PvfArgs):
+    exportPlanId: str = plan_id("pvf_export_prepare")
+    outputParent: str = Field(description="Existing absolute folder.")
+    outputName: str | None = Field(None, description="direct: new folder name (required).")
+    selectedEntryKeys: list[str] = Field(default_factory=list, description="Omit for all.")
+    waitSeconds: float = wait_seconds()
+    acknowledgedWarningIds: list[str] = acknowledged()
+    requestId: str | None = request_id()
 
 
-class ExportDiscardArgs(ToolArgs):
-    exportPlanId: str
+class ExportDiscardArgs(PvfArgs):
+    exportPlanId: str = plan_id("pvf_export_prepare")
 
 
 class RecoveryPrepareArgs(Ident):
-    expectedRevision: int
-    requestId: str | None = RequestId
+    expectedRevision: int = revision(required=True)
+    requestId: str | None = request_id()
 
 
 class RecoveryDiscardArgs(Ident):
@@ -244,8 +243,8 @@ class RecoveryDiscardArgs(Ident):
 
 
 class HistoryArgs(Ident):
-    cursor: str | None = None
-    limit: int = Field(50, ge=1, le=LIST_PAGE_MAX)
+    cursor: str | None = cursor()
+    limit: int = limit(50, LIST_PAGE_MAX)
 
 
 def _absolute(raw: str | None, what: str) -> Path | None:
@@ -496,19 +495,21 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
     def recovery_discard(call: CallContext, args: RecoveryDiscardArgs) -> dict[str, Any]:
         return svc.recovery_discard(args.workspaceId)
 
+    edit_plan, import_plan, export_plan = (
+        functools.partial(rehinted, plan=f"pvf_{what}_prepare") for what in ("edit", "import", "export")
+    )
     transfer_tools = [
         ToolSpec(
             "pvf_recovery_prepare",
             "Recover unsaved changes",
-            "When pvf_workspace_info shows `recovery` (unsaved changes autosaved by an earlier session on this very "
-            "archive), build an edit plan from them: preview with pvf_edit_preview, apply with pvf_edit_apply.",
+            "Build an edit plan from the `recovery` pvf_workspace_info offers.",
             RecoveryPrepareArgs,
             recovery_prepare,
         ),
         ToolSpec(
             "pvf_recovery_discard",
             "Forget recovered changes",
-            "Delete the recovery file offered for the open archive.",
+            "Delete the offered recovery file.",
             RecoveryDiscardArgs,
             recovery_discard,
             destructive=True,
@@ -517,39 +518,36 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
         ToolSpec(
             "pvf_import_prepare",
             "Prepare an import",
-            "Freeze local files/folders (absolute paths) and map them into the archive: a file by its name, a "
-            "folder keeps its name and layout. Refuses symlinks, special files, two sources for one target; at "
-            "most 10,000 files, 8 MiB each, 64 MiB in all. mode text compiles UTF-8 text, raw keeps bytes.",
+            "Plan an import of local files or folders into the archive.",
             ImportPrepareArgs,
             import_prepare,
         ),
         ToolSpec(
             "pvf_import_preview",
             "Preview an import",
-            "One page: source, target, type, size, add or overwrite, diff.",
+            "One page of an import plan with diffs.",
             ImportPreviewArgs,
-            import_preview,
+            import_plan(import_preview),
             read_only=True,
         ),
         ToolSpec(
             "pvf_import_apply",
             "Apply an import",
-            "Commit the selectedKeys to the workspace (not to disk); every overwrite must also be in "
-            "overwriteKeys. All or nothing.",
+            "Commit the selected keys to the workspace (not to disk).",
             ImportApplyArgs,
-            import_apply,
+            import_plan(import_apply),
         ),
         ToolSpec(
             "pvf_import_discard",
             "Discard an import",
-            "Drop the frozen import.",
+            "Drop an import plan.",
             ImportDiscardArgs,
-            import_discard,
+            import_plan(import_discard),
         ),
         ToolSpec(
             "pvf_export_formats",
             "Export formats",
-            "The export formats: direct, 110USextend, 115CN-mod, with what each can write.",
+            "The export formats and what each can write.",
             NoArgs,
             export_formats,
             read_only=True,
@@ -558,57 +556,49 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
         ToolSpec(
             "pvf_export_prepare",
             "Prepare an export",
-            "Snapshot what to export: source selection (scopes), memory (unsaved changes), working (since the first "
-            "history commit) or commit (commitId); mode direct or mod (format, name, version, modId for 115CN-mod). "
-            "Drafts in the editor are not included.",
+            "Snapshot committed content into an export plan.",
             ExportPrepareArgs,
             export_prepare,
         ),
         ToolSpec(
             "pvf_export_preview",
             "Preview an export",
-            "One page of the output tree: entryKey, size, dependency hints, skipped items and warnings.",
+            "One page of the output tree.",
             ExportPreviewArgs,
-            export_preview,
+            export_plan(export_preview),
             read_only=True,
         ),
         ToolSpec(
             "pvf_export_execute",
             "Run an export",
-            "Publish the selected entries into a new folder (or zip) under outputParent, never over an existing "
-            "one (TARGET_EXISTS); warnings must be acknowledged; STALE_EXPORT when the workspace moved on.",
+            "Publish the entries into a new folder or zip; never overwrites.",
             ExportExecuteArgs,
-            export_execute,
+            export_plan(export_execute),
         ),
         ToolSpec(
             "pvf_export_discard",
             "Discard an export",
-            "Drop the export snapshot.",
+            "Drop an export plan.",
             ExportDiscardArgs,
-            export_discard,
+            export_plan(export_discard),
         ),
         ToolSpec(
             "pvf_history",
             "Version history",
-            "The archive's saved commits (paths, action, time, source UI/MCP/CLI), newest last, paginated.",
+            "The archive's saved commits.",
             HistoryArgs,
             history,
             read_only=True,
         ),
     ]
 
-    lifecycle_note = (
-        " Returns a taskId at once and waits up to waitSeconds for the result (progress is reported); follow a "
-        "running task with pvf_task_status."
-    )
+    task_note = " Returns a taskId (pvf_task_status)."
     return [
         *transfer_tools,
         ToolSpec(
             "pvf_workspace_info",
             "Workspace info",
-            "Whether an archive is open, workspaceEpoch, workspaceId, source path, format, revision, unsaved state "
-            "(sourceDirty), editor drafts, running tasks, pending plans, content index status, capabilities version. "
-            "Call first.",
+            "Call first: the open archive, its revision and unsaved state, tasks, plans, index.",
             InfoArgs,
             info,
             read_only=True,
@@ -617,7 +607,7 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
         ToolSpec(
             "pvf_list_dir",
             "List an archive folder",
-            "One page of a folder of the open archive: sub-folders then files, with changed markers and revision.",
+            "One page of a folder's entries.",
             ListDirArgs,
             list_dir,
             read_only=True,
@@ -626,8 +616,7 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
         ToolSpec(
             "pvf_read_file",
             "Read an archive file",
-            "A file's editable text (scripts decompiled to the dialect, string links kept as <id::key>) by line "
-            "range, with totalLines, truncated and revision; binary files give size, sha256 and a hex preview.",
+            "A file's text by lines (scripts decompiled); binary: size, sha256, hex.",
             ReadArgs,
             read_file,
             read_only=True,
@@ -636,10 +625,7 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
         ToolSpec(
             "pvf_search",
             "Search the archive",
-            "Case-insensitive substring search: mode 'path' over paths, 'content' over file text (persistent "
-            "index; NOT_READY names the index task to poll). Paginated by cursor: a page may hold fewer hits than limit "
-            "(even none) while nextCursor is set, so follow it until null; a cursor from another revision is refused "
-            "(search again).",
+            "Substring search over paths or text; follow nextCursor until null (pages may be empty).",
             SearchArgs,
             search,
             read_only=True,
@@ -648,10 +634,7 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
         ToolSpec(
             "pvf_archive_open",
             "Open an archive",
-            "Open (or switch to) a .pvf archive by absolute path; into the empty workspace pass expectedWorkspaceEpoch,"
-            " over an open archive its workspaceId and expectedRevision with a dirtyPolicy. Paged nkpi archives take"
-            " keyFile or skDat + rsaModulus + rsaPrivateExponent + metadataKey (KEY_REQUIRED otherwise)."
-            + lifecycle_note,
+            "Open or switch to a .pvf archive (nkpi: keyFile or skDat)." + task_note,
             OpenArgs,
             archive_open,
             destructive=True,
@@ -659,8 +642,7 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
         ToolSpec(
             "pvf_archive_close",
             "Close the archive",
-            "Close the open archive (dirtyPolicy decides about unsaved changes); the workspaceEpoch advances."
-            + lifecycle_note,
+            "Close the open archive." + task_note,
             CloseArgs,
             archive_close,
             destructive=True,
@@ -668,9 +650,7 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
         ToolSpec(
             "pvf_archive_save",
             "Save the archive",
-            "Write the committed changes to the source file (atomic, verified before replacing, .bak on the first "
-            "save of a session); SOURCE_CHANGED when another program changed the file. The result says "
-            "diskCommitted and lists maintenance warnings separately." + lifecycle_note,
+            "Write the changes to the source file." + task_note,
             SaveArgs,
             archive_save,
             destructive=True,
@@ -678,58 +658,52 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
         ToolSpec(
             "pvf_archive_save_as",
             "Save a copy",
-            "Write the current content to another file; sourcePath, unsaved state and workspaceId stay (a copy "
-            "only). Never overwrites unless overwrite with the targetIdentity from TARGET_EXISTS."
-            + lifecycle_note,
+            "Write a copy to another file." + task_note,
             SaveAsArgs,
             archive_save_as,
         ),
         ToolSpec(
             "pvf_task_status",
             "Task status",
-            "State, progress, result or error and a page of the log of a task (open, close, save, save-as, index).",
+            "A task's state, result or error, and log.",
             TaskArgs,
-            task_status,
+            rehinted(task_status, task=True),
             read_only=True,
         ),
         ToolSpec(
             "pvf_edit_prepare",
             "Prepare an edit",
-            "Build a plan that writes, creates or deletes archive files (text in the script dialect, or base64 "
-            "bytes). New strings come back as a separate stringtable.bin change the script requires. Nothing is "
-            "written: preview, then apply.",
+            "Plan writes, creates or deletes of files; preview, then apply.",
             EditPrepareArgs,
             edit_prepare,
         ),
         ToolSpec(
             "pvf_edit_preview",
             "Preview an edit plan",
-            "One page of a plan's changes: changeKey, diff (or binary summary), requires, warnings.",
+            "One page of an edit plan with diffs.",
             PlanPreviewArgs,
-            edit_preview,
+            edit_plan(edit_preview),
             read_only=True,
         ),
         ToolSpec(
             "pvf_edit_apply",
             "Apply an edit plan",
-            "Commit the selected changeKeys to the workspace (not to disk: save afterwards); all or nothing, the "
-            "revision advances by one. STALE_PLAN when the workspace moved on.",
+            "Commit the selected changes to the workspace (not to disk).",
             PlanApplyArgs,
-            edit_apply,
+            edit_plan(edit_apply),
         ),
         ToolSpec(
             "pvf_edit_discard",
             "Discard an edit plan",
-            "Drop a pending edit plan.",
+            "Drop an edit plan.",
             PlanDiscardArgs,
-            edit_discard,
+            edit_plan(edit_discard),
             idempotent=True,
         ),
         ToolSpec(
             "pvf_resolve",
             "Resolve links and ids",
-            "String link <id::key> → text; text → the links whose text contains it (item name lookup); a .lst "
-            "registry id → archive path, or path → ids.",
+            "Link → text, text → links, .lst id ↔ path.",
             ResolveArgs,
             resolve,
             read_only=True,
@@ -737,7 +711,7 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
         ToolSpec(
             "pvf_list_registries",
             "List registries",
-            "The archive's .lst registries with their entry counts and base folders, paginated.",
+            "The .lst registries.",
             RegistriesArgs,
             registries,
             read_only=True,
