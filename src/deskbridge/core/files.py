@@ -1095,6 +1095,40 @@ def _copy_at(d: _Dir, src: str, dst: str) -> None:
         os.close(src_fd)
 
 
+def _write_verified_temp(
+    d: _Dir,
+    target: Path,
+    content: Content,
+    existing_mode: int | None,
+    new_file_mode: int,
+    mode: int | None,
+    verify: Callable[[Path], None] | None,
+) -> tuple[str, _PendingTemp]:
+    """The first half of every file write: the complete temp file next to `target`, checked by the caller's
+    `verify(temp_path)` (which runs while the fsync and hash finish in the background). Any failure removes the
+    temp file; an OSError says the disk was touched but not committed."""
+    try:
+        tmp, pending = _write_temp(
+            d,
+            target.name,
+            content,
+            existing_mode,
+            new_file_mode,
+            background_fsync=verify is not None,
+            mode=mode,
+        )
+    except OSError as exc:
+        raise _disk_error(exc, target, touched=True, committed=False) from exc
+    if verify is not None:
+        try:
+            verify(d.at(tmp))
+        except BaseException:
+            pending.abandon()
+            d.discard(tmp)
+            raise
+    return tmp, pending
+
+
 def atomic_write(
     path: Path | str,
     content: Content,
@@ -1150,20 +1184,8 @@ def atomic_write(
             _check_identity(here, expected_identity, changed_code, deep=False, shown=target)
         existing_mode = st.st_mode if st is not None else None
         check = _BackgroundCheck(here) if expected_identity is not None else None
-        try:
-            tmp, pending = _write_temp(
-                d, name, content, existing_mode, new_file_mode, background_fsync=verify is not None, mode=mode
-            )
-        except OSError as exc:
-            raise _disk_error(exc, target, touched=True, committed=False) from exc
-        if verify is not None:
-            # Before the identity check, so that check (and the background hash) stays right before the rename.
-            try:
-                verify(d.at(tmp))
-            except BaseException:
-                pending.abandon()
-                d.discard(tmp)
-                raise
+        # Verify before the identity check, so that check (and the background hash) stays right before the rename.
+        tmp, pending = _write_verified_temp(d, target, content, existing_mode, new_file_mode, mode, verify)
         try:
             digest = pending.result()  # durable and hashed (both finished while verify ran)
         except BaseException as exc:
@@ -1240,19 +1262,7 @@ def publish_new(
     pending: _PendingTemp | None = None
     try:
         name = target.name
-        try:
-            tmp, pending = _write_temp(
-                d, name, content, None, new_file_mode, background_fsync=verify is not None, mode=mode
-            )
-        except OSError as exc:
-            raise _disk_error(exc, target, touched=True, committed=False) from exc
-        if verify is not None:
-            try:
-                verify(d.at(tmp))
-            except BaseException:
-                pending.abandon()
-                d.discard(tmp)
-                raise
+        tmp, pending = _write_verified_temp(d, target, content, None, new_file_mode, mode, verify)
         try:
             digest = pending.result()
             d.rename_noreplace(tmp, name)
