@@ -171,6 +171,14 @@ async def test_without_ui_the_elicit_callback_asks():
     assert declined.decision is Decision.DECLINED and declined.for_audit == "declined"
 
 
+def test_the_audit_tells_a_timeout_and_nobody_to_ask_from_a_no():
+    from deskbridge.core.policy import ApprovalResult
+
+    assert ApprovalResult(Decision.TIMED_OUT, "timeout").for_audit == "timed_out"
+    assert ApprovalResult(Decision.NO_ONE_TO_ASK, "none").for_audit == "no_one_to_ask"
+    assert ApprovalResult(Decision.DECLINED, "ui").for_audit == "declined"
+
+
 @pytest.mark.anyio
 async def test_ui_is_preferred_over_elicit_when_attached():
     bus = EventBus()

@@ -32,6 +32,10 @@ class Approval(StrEnum):
     NONE = "none"
     APPROVED = "approved"
     DECLINED = "declined"
+    TIMED_OUT = "timed_out"
+    """Asked, but nobody answered in time (not a "no": the person may not have seen it)."""
+    NO_ONE_TO_ASK = "no_one_to_ask"
+    """Needed approval, but no browser page was open and the client could not ask."""
 
 
 @dataclass(frozen=True)

@@ -182,8 +182,8 @@ class ApprovalResult:
 
     @property
     def for_audit(self) -> Approval:
-        """How the audit trail records it: approved, or declined (a timeout or nobody to ask included)."""
-        return Approval.APPROVED if self.approved else Approval.DECLINED
+        """How the audit trail records it: a timeout or nobody to ask is not a "no" from the person."""
+        return Approval(str(self.decision))
 
 
 Elicit = Callable[[str], Awaitable[bool | None]]
