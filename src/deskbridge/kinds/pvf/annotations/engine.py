@@ -77,7 +77,7 @@ class Section:
 def parse(text: str) -> tuple[Section, list[Section]]:
     """The file's root pseudo-section and every section in document order (SCRIPT_SYNTAX on bad text)."""
     tokens = dialect.lex(text)
-    containers = dialect._containers(tokens)
+    containers = dialect.container_indexes(tokens)
     root = Section(None, "", 1, True, None)
     order: list[Section] = []
     stack = [root]
@@ -264,7 +264,7 @@ class Annotator:
         text = self.text
         if text is None or pos < 0:
             return {}
-        m = dialect._TOKEN_RE.match(text, pos)
+        m = dialect.TOKEN_RE.match(text, pos)
         end = m.end() if m is not None else pos + 1
         if self._astral is None:
             # One pass for the whole file: a .lst page asks for hundreds of spans.

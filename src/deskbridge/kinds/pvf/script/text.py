@@ -17,6 +17,8 @@ Codecs (`classic_codec.py`, `nkpi_codec.py`) map binary tokens to these `Token`s
 never knows a family's type codes. API for codecs: `lex(text) -> list[Token]`, `print_tokens(tokens, ...)`,
 the constructors `int_token`, `float_token`, `section_token`, `string_token`, `typed_token`, `link_token`,
 `word_token`, and the checks `is_section_text`, `is_link_key`, `is_word` (use a typed token when they fail).
+For readers of the text: `TOKEN_RE` (matches one token, or whitespace/comment, at an offset) and
+`container_indexes` (which tags nest).
 """
 
 from __future__ import annotations
@@ -151,7 +153,7 @@ def parse_float32(text: str) -> int:
 # ------------------------------------------------------------------------------------------------ lexer
 
 _STR = r"(?:[^`]++|``)*+"  # possessive: linear time even on an unterminated string (fuzzed)
-_TOKEN_RE = re.compile(
+TOKEN_RE = re.compile(  # one alternative per token form; `lex` reads the groups by name
     r"(?P<ws>\s+)"
     r"|(?P<comment>\#[^\n]*+)"
     rf"|`(?P<str>{_STR})`"
@@ -205,7 +207,7 @@ def lex(text: str) -> list[Token]:
     """Split script text into tokens; `SCRIPT_SYNTAX` (with line/column) on anything malformed."""
     out: list[Token] = []
     append = out.append
-    for m in _TOKEN_RE.finditer(text):
+    for m in TOKEN_RE.finditer(text):
         group = m.lastgroup
         pos = m.start()
         if group == "ws" or group == "comment":
@@ -296,8 +298,10 @@ def token_text(tok: Token) -> str:
     return f"<{tok.link_id}::{tok.value}{quote(tok.link_text)}>"
 
 
-def _containers(tokens: Sequence[Token]) -> set[int]:
-    """Indexes of section tags that have a matching end tag (they nest their content)."""
+def container_indexes(tokens: Sequence[Token]) -> set[int]:
+    """Indexes of the section tags that have a matching end tag (they nest their content), and of those end
+    tags. An end tag closes the nearest open tag of its name; tags opened after it and still open are not
+    containers. The one reading of nesting: the printer, the annotation engine and the script model use it."""
     stack: list[tuple[str, int]] = []
     found: set[int] = set()
     for i, tok in enumerate(tokens):
@@ -331,7 +335,7 @@ def print_tokens(
     that many values per line instead (registries: `id TAB `path``). `header`: a first line (a `#` comment).
     """
     lines: list[str] = [header] if header is not None else []
-    containers = _containers(tokens)
+    containers = container_indexes(tokens)
     depth = 0
     value_indent = 0
     cur: list[str] = []
