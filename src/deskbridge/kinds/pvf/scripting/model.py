@@ -26,6 +26,7 @@ from deskbridge.kinds.pvf.script.text import (
     INT32_MIN,
     Kind,
     Token,
+    container_indexes,
     float_token,
     int_token,
     is_link_key,
@@ -186,26 +187,6 @@ class Section:
         return "/".join(reversed(parts))
 
 
-def _matching(tokens: list[Token]) -> set[int]:
-    stack: list[tuple[str, int]] = []
-    found: set[int] = set()
-    for i, tok in enumerate(tokens):
-        if tok.kind is not Kind.SECTION:
-            continue
-        tag = str(tok.value)
-        if tag.startswith("[/"):
-            name = "[" + tag[2:]
-            for j in range(len(stack) - 1, -1, -1):
-                if stack[j][0] == name:
-                    found.add(stack[j][1])
-                    found.add(i)
-                    del stack[j:]
-                    break
-        else:
-            stack.append((tag, i))
-    return found
-
-
 class Document:
     """One parsed script; see the module docstring."""
 
@@ -218,7 +199,7 @@ class Document:
         self._build(tokens)
 
     def _build(self, tokens: list[Token]) -> None:
-        matched = _matching(tokens)
+        matched = container_indexes(tokens)
         stack = [self.root]
         current: list[Token] = self.root.values
         for i, tok in enumerate(tokens):
