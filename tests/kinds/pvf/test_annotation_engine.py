@@ -135,3 +135,62 @@ def test_builtin_lst_paths_and_str_entries() -> None:
     assert toks[0]["title"] == "注册 ID"
     assert toks[1]["target"] == {"path": "skill/annotated/swordman/gorecross.skl", "exists": True}
     assert str_entries("// c\r\nname_1>剑>二\r\n\r\nbad line\r\n") == [(2, "name_1", "剑>二")]
+
+
+def test_tag_values_as_nkpi_writes_them() -> None:
+    """nkpi stores `[fighter]`, `[weapon]` as tags, not strings: the rules' tag reading makes them values."""
+    rs = RuleStore(None).current()
+    res = Stub(
+        {
+            "skill/fighterskill.lst": [(5, "fighter/a.skl")],
+            "skill/atfighterskill.lst": [(20, "atfighter/b.skl")],
+        },
+        {"skill/fighter/a.skl", "skill/atfighter/b.skl"},
+    )
+    text = (
+        "[equipment type]\n[weapon]\n[physical defense]\n45\n"
+        "[skill levelup]\n[fighter]\n5 1\n[at fighter]\n20 1\n[/skill levelup]\n"
+        "[attach type]\n[trade]\n[if equip]\n[physical attack]\n10\n[/if equip]\n"
+    )
+    an = Annotator(rs, res, "a/b.equ", family="nkpi", variant="legacy", lang="en", text=text)
+    # Without the rules' reading every tag is a section (how the text alone reads).
+    _, flat = parse(text)
+    assert [s.name for s in flat][:4] == ["equipment type", "weapon", "physical defense", "skill levelup"]
+    _, order = parse(text, an.tag_reading())
+    assert [s.path for s in order] == [
+        "equipment type",
+        "physical defense",
+        "skill levelup",
+        "attach type",
+        "if equip",
+        "if equip/physical attack",
+    ]
+    by = {s.path: s for s in order}
+    et = an.section(by["equipment type"], max_values=8)
+    assert et["values"] == ["[weapon]"] and et["tokens"][0]["label"] == "Weapon"
+    lv = an.section(by["skill levelup"], max_values=8)
+    assert lv["values"] == ["[fighter]", "5", "1", "[at fighter]", "20", "1"]
+    refs = [t["reference"] for t in lv["tokens"] if t["type"] == "reference"]
+    assert [(r["context"], r["listPath"], r["path"]) for r in refs] == [
+        ("[fighter]", "skill/fighterskill.lst", "skill/fighter/a.skl"),
+        ("[at fighter]", "skill/atfighterskill.lst", "skill/atfighter/b.skl"),
+    ]
+    # the tag token's span is the tag in the text (the viewer underlines it)
+    job = lv["tokens"][0]
+    assert text[job["offset"] : job["offset"] + job["length"]] == "[fighter]"
+    assert an.section(by["attach type"], max_values=8)["tokens"][0]["label"]
+    assert [str(t.value) for t, _ in by["physical defense"].values()] == ["45"]
+
+
+def test_tag_values_without_an_end_tag_and_unknown_tags() -> None:
+    rs = RuleStore(None).current()
+    an = Annotator(rs, Stub({}, set()), "a.equ", family="nkpi", variant="legacy", lang="en")
+    # no end tag: the listed job tags still belong to the level-up, record after record
+    text = "[skill levelup]\n[mage] 7 1 [mage] 8 2\n[usable job]\n[new job]\n[/usable job]\n[grade]\n[odd]\n"
+    _, order = parse(text, an.tag_reading())
+    assert [s.path for s in order] == ["skill levelup", "usable job", "grade", "odd"]
+    assert [str(t.value) for t, _ in order[0].values()] == ["[mage]", "7", "1", "[mage]", "8", "2"]
+    # a tag no rule lists is a value only as a section's first value ([usable job] reads it)
+    assert [str(t.value) for t, _ in order[1].values()] == ["[new job]"]
+    # [grade] is not read by a token rule for .equ: [odd] stays a section
+    assert order[3].values() == []

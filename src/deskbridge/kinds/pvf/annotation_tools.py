@@ -280,10 +280,10 @@ class AnnotationService:
                     text = text_of(ws, path, ws.read(path))
                     if text is None:
                         continue
-                    root, order = parse(text)
+                    ann = Annotator(rs, res, path, family=ar.family, variant=ar.variant, lang=lang)
+                    root, order = parse(text, ann.tag_reading())
                 except BridgeError:
                     continue
-                ann = Annotator(rs, res, path, family=ar.family, variant=ar.variant, lang=lang)
                 want_sec = rule["target"].get("section")
                 targets = (
                     [root]
@@ -369,7 +369,7 @@ class AnnotationService:
                 }
             if posixpath.splitext(norm_path(path))[1] == ".str":
                 return self._explain_str(base, res, path, text, revision, start, limit)
-            root, order = parse(text)
+            root, order = parse(text, ann.tag_reading())
             chosen = [s for s in order if filt is None or (s.name or "").casefold() in filt]
             if root.values() and (filt is None):
                 chosen.insert(0, root)

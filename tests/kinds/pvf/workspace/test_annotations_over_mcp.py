@@ -349,7 +349,8 @@ def _tokens(page: dict[str, Any], section: str) -> list[dict[str, Any]]:
 
 async def test_vectors_written_by_other_tools_are_explained(shared_data: Path, tmp_path: Path) -> None:
     """Archives written by pvf-parser-ts (classic) and pvfVSCode (nkpi), not by our synthesiser: string links
-    shown with their text, jobs written as tags inside [usable job], values no rule knows flagged."""
+    shown with their text, jobs written as tags inside [usable job], nkpi tag values read as values, values no
+    rule knows flagged."""
     classic = tmp_path / "pt.pvf"
     shutil.copyfile(shared_data / "pvf" / "pt_tw_shared.pvf", classic)
     async with serve(classic) as a:
@@ -384,6 +385,27 @@ async def test_vectors_written_by_other_tools_are_explained(shared_data: Path, t
         assert [t["label"] for t in jobs["tokens"]] == ["Slayer (M)"]
         nested = [s["path"] for s in sword["sections"] if s["path"].startswith("if equip/")]
         assert nested == ["if equip/physical attack", "if equip/magical attack"]
+        # pvfVSCode writes tag-like values as tags ([equipment type] [coat]): read as values, not sections
+        coat = await a.call(
+            "pvf_explain_file",
+            {"workspaceId": ws, "path": "equipment/character/common/coat/clothcoat.equ", "lang": "en"},
+        )
+        (kind,) = _tokens(coat, "equipment type")
+        assert (kind["value"], kind["ruleId"], kind["unknownValue"]) == ("[coat]", "equ.equipment-type", True)
+        assert "coat" not in coat["unknownSections"]
+        short = await a.call(
+            "pvf_explain_file",
+            {"workspaceId": ws, "path": "equipment/character/swordman/weapon/shortsword.equ", "lang": "en"},
+        )
+        assert [t["value"] for t in _tokens(short, "attach type")] == ["[free]"]
+        potion = await a.call(
+            "pvf_explain_file", {"workspaceId": ws, "path": "stackable/potion/hp_potion.stk", "lang": "en"}
+        )
+        kind = next(s for s in potion["sections"] if s["name"] == "stackable type")
+        assert kind["values"] == ["[recover hp]", "0"]
+        assert kind["tokens"][0]["ruleId"] == "stk.stackable-type"
+        # the real [recover hp] section later in the file is still a section
+        assert [s["values"] for s in potion["sections"] if s["name"] == "recover hp"] == [["300", "8000"]]
 
 
 # --------------------------------------------------------------------------------------------- editing user rules

@@ -4,7 +4,10 @@ Sections (docs/pvf-annotations.md "How a file is read"): a tag `[x]` with a matc
 container whose content nests; any other tag takes the values up to the next tag. Inside a container an
 empty non-container tag (`[usable job]` `[swordman]` `[mage]` `[/usable job]`) also counts as a value of the
 container, so job lists read the same whether the jobs are strings or tags. Tokens before the first tag
-(`.lst` records) belong to the file itself (section `None`). A token target indexes a section's direct
+(`.lst` records) belong to the file itself (section `None`). nkpi archives store tag-like values as tags
+(`[equipment type]` `[coat]`, `[skill levelup]` `[fighter]` `5` `1`; classic ones as strings), which the text
+cannot tell from sections: with a `TagReading` of the rules, a section the rules read values of takes such a
+tag as a value (see `TagReading.takes`). A token target indexes a section's direct
 values (after `offset`), in records of `recordTokens` when given; duplicate sections are all annotated
 (pvfine docs/标注功能设计.md: "section 名称重复时，规则匹配全部同名 section").
 
@@ -74,8 +77,37 @@ class Section:
         return out
 
 
-def parse(text: str) -> tuple[Section, list[Section]]:
-    """The file's root pseudo-section and every section in document order (SCRIPT_SYNTAX on bad text)."""
+@dataclass(frozen=True)
+class TagReading:
+    """Which tags the rules read as values of which sections (`Annotator.tag_reading`)."""
+
+    keys: dict[str, frozenset[str]]
+    """Section name (casefolded) → the tags its enum / contextual rules know (`[coat]`, `[fighter]`)."""
+    targeted: frozenset[str]
+    """Sections some token rule reads values of."""
+    known: frozenset[str]
+    """Sections some rule names: such a tag is a section, unless the section's own keys list it."""
+
+    def takes(self, section: Section, tag: str) -> bool:
+        """True when `tag` (not a container, not an end tag) right after `section`'s content is a value of
+        it: a tag its rules list, as often as it comes (records of a job tag and numbers); else one tag as
+        the first value of a section a token rule reads and that has none yet (`[stackable type]`
+        `[material]` `0`), unless a rule knows a section of that name (an empty `[explain]` followed by
+        `[flavor text]` stays two sections)."""
+        name = section.name
+        if name is None or name.casefold() not in self.targeted:
+            return False
+        folded = tag.casefold()
+        if folded in self.keys.get(name.casefold(), ()):
+            return True
+        if folded[1:-1] in self.known:
+            return False
+        return not any(not isinstance(item, Section) for item in section.items)
+
+
+def parse(text: str, tags: TagReading | None = None) -> tuple[Section, list[Section]]:
+    """The file's root pseudo-section and every section in document order (SCRIPT_SYNTAX on bad text);
+    with `tags`, tags the rules read as values are values (module docstring)."""
     tokens = dialect.lex(text)
     containers = dialect.container_indexes(tokens)
     root = Section(None, "", 1, True, None)
@@ -93,6 +125,9 @@ def parse(text: str) -> tuple[Section, list[Section]]:
                     if top.name == name:
                         break
                 current = stack[-1]
+                continue
+            if tags is not None and i not in containers and not tok.is_end_tag and tags.takes(current, tag):
+                current.items.append((tok, i))
                 continue
             parent = stack[-1]
             name = tag[1:-1]
@@ -245,6 +280,29 @@ class Annotator:
         self.lang = lang
         self.applicable = [r for r in rules.rules if file_matches(r, path, family, variant)]
         self._names: dict[tuple[str, str], str | None] = {}
+
+    def tag_reading(self) -> TagReading:
+        """The applicable rules' view of tag values, for `parse`."""
+        keys: dict[str, set[str]] = {}
+        targeted: set[str] = set()
+        known: set[str] = set()
+        for r in self.applicable:
+            t = r["target"]
+            sec = t.get("section")
+            if sec is None or t["kind"] == "path":
+                continue
+            name = sec.casefold()
+            known.add(name)
+            if t["kind"] != "token":
+                continue
+            targeted.add(name)
+            ann = r["annotation"]
+            listed: list[str] = list(ann.get("values") or {})
+            rel = self.rs.relations.get(ann.get("relation") or "", {})
+            if rel.get("kind") == "contextual":
+                listed += list(rel["contextPaths"])
+            keys.setdefault(name, set()).update(k.casefold() for k in listed if dialect.is_section_text(k))
+        return TagReading({k: frozenset(v) for k, v in keys.items()}, frozenset(targeted), frozenset(known))
 
     def file_annotations(self) -> list[dict[str, Any]]:
         return [self._head(r) for r in self.applicable if r["target"]["kind"] == "path"]

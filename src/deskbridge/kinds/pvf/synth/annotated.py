@@ -12,6 +12,7 @@ Text is in the shared script dialect (docs/pvf-script-text.md); names are CJK fr
 from __future__ import annotations
 
 import posixpath
+import re
 from collections.abc import Iterator
 
 from deskbridge.kinds.pvf.script.text import quote
@@ -44,7 +45,7 @@ def _file(*sections: tuple[str, list[str] | str]) -> str:
             lines.append("\t" + values)
         elif values:
             lines.append("\t" + "\t".join(values))
-        if tag in ("usable job",):
+        if tag in ("usable job", "skill levelup"):
             lines += [f"[/{tag}]"]
     return "\n".join(lines) + "\n"
 
@@ -53,8 +54,19 @@ def _q(s: str) -> str:
     return quote(s)
 
 
-def fixture_files(traditional: bool = True) -> Iterator[LogicalFile]:
-    """The fixture scripts (not the registries: see `registry_lines` / `new_lists`)."""
+_QUOTED_TAG = re.compile(r"`(\[[^\]`\r\n]*\])`")
+
+
+def fixture_files(traditional: bool = True, *, bare_tags: bool = False) -> Iterator[LogicalFile]:
+    """The fixture scripts (not the registries: see `registry_lines` / `new_lists`). `bare_tags`: tag-like
+    values (`[weapon]`, the level-up's job `[swordman]`) are written as tags, not strings, as nkpi archives
+    store them (the nkpi vectors written by manydots/pvfVSCode: `[usable job]` `[swordman]`,
+    `[attach type]` `[free]` are tag tokens)."""
+    for lf in _fixture_files(traditional):
+        yield LogicalFile(lf.path, lf.kind, _QUOTED_TAG.sub(r"\1", lf.text)) if bare_tags else lf
+
+
+def _fixture_files(traditional: bool) -> Iterator[LogicalFile]:
     w = GAME_HANT if traditional else GAME_HANS
     yield LogicalFile(
         "equipment/annotated/swordman_sword.equ",

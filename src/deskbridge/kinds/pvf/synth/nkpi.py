@@ -395,7 +395,7 @@ def _generate(
         from deskbridge.kinds.pvf.script.nkpi_codec import compile_text
 
         fx = _fixtures()
-        for lf in [*fx.fixture_files(traditional=False), *fx.new_lists(root_lists)]:
+        for lf in [*fx.fixture_files(traditional=False, bare_tags=True), *fx.new_lists(root_lists)]:
             b.add(lf.path, compile_text(lf.text, pools), 1)
     return {"str_bytes": total_chars}
 
