@@ -23,6 +23,10 @@ class Stub:
     def registry(self, list_path: str) -> Any:
         return Registry(list_path, self.lists[list_path]) if list_path in self.lists else None
 
+    def list_base(self, list_path: str) -> str | None:
+        reg = self.registry(list_path)
+        return None if reg is None else reg.base_dir()
+
     def name_of(self, path: str, name_section: str) -> str | None:
         return f"name of {path}"
 
@@ -194,3 +198,45 @@ def test_tag_values_without_an_end_tag_and_unknown_tags() -> None:
     assert [str(t.value) for t, _ in order[1].values()] == ["[new job]"]
     # [grade] is not read by a token rule for .equ: [odd] stays a section
     assert order[3].values() == []
+
+
+def _positions_by_loop(target: dict, n: int) -> list[tuple[int, int | None]]:
+    """The selection rule spelled out value by value (docs/pvf-annotations.md "target")."""
+    off, size, idx, rng = (target.get(k) for k in ("offset", "recordTokens", "index", "range"))
+    off = off or 0
+
+    def inner(width: int) -> list[int]:
+        if idx is not None:
+            return [idx] if idx < width else []
+        if rng is not None:
+            return list(range(rng["start"], min(rng["endExclusive"], width)))
+        return list(range(width))
+
+    if size:
+        return [(s + k, s) for s in range(off, n - size + 1, size) for k in inner(size)]
+    return [(off + k, None) for k in inner(n - off)]
+
+
+def test_selections_are_the_value_by_value_rule() -> None:
+    from deskbridge.kinds.pvf.annotations.engine import _selections
+
+    targets = [
+        {},
+        {"index": 1},
+        {"index": 9},
+        {"offset": 2},
+        {"range": {"start": 1, "endExclusive": 4}},
+        {"recordTokens": 3, "index": 1},
+        {"recordTokens": 2, "offset": 1},
+        {"recordTokens": 4, "range": {"start": 1, "endExclusive": 9}},
+        {"recordTokens": 3, "offset": 5, "index": 2},
+    ]
+    for target in targets:
+        for n in (0, 1, 2, 5, 7, 12):
+            want = _positions_by_loop(target, n)
+            got = sorted(
+                (p, p - k if target.get("recordTokens") else None)
+                for positions, k in _selections(target, n)
+                for p in positions
+            )
+            assert got == sorted(want), (target, n)

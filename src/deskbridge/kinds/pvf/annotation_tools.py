@@ -19,7 +19,14 @@ from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.files import atomic_write, read_regular_file
 from deskbridge.core.tools import CallContext, ToolSpec
 from deskbridge.core.workspace import DELETED, Workspace
-from deskbridge.kinds.pvf.annotations.engine import Annotator, file_matches, first_value, parse, str_entries
+from deskbridge.kinds.pvf.annotations.engine import (
+    Annotator,
+    Section,
+    file_matches,
+    first_value,
+    parse,
+    str_entries,
+)
 from deskbridge.kinds.pvf.annotations.rules import (
     RULE_FILE_MAX_BYTES,
     RuleSet,
@@ -86,6 +93,45 @@ class RulesSaveArgs(PvfArgs):
 RULE_FILE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}\.json$")
 
 
+LIST_PREFIX_TOKENS = 4 * EXPLAIN_TOKEN_BUDGET
+"""A `.lst` with more tokens is explained from its first ones (`_large_list`); a smaller one is read whole."""
+
+
+def _large_list(ar: Any, path: str, ann: Annotator, tags: Any) -> Section | None:
+    """The root of a large `.lst` holding only its first values, reading more as pages need them
+    (`Section.more`), so a page never decompiles the records after it; the spans, values and counts are
+    those of the whole text (`list_prefix_text` gives its first lines). None: read the file whole."""
+    if not norm_path(path).endswith(".lst"):
+        return None
+    data = ar.read(path)
+    root = Section(None, "", 1, True, None)
+
+    def load(count: int) -> int | None:
+        try:
+            got = ar.list_prefix_text(path, data, count)
+        except BridgeError:  # a prefix over its own text budget: the whole text decides
+            return None
+        if got is None:
+            return None
+        text, total = got
+        root.items = parse(text, tags)[0].items
+        ann.set_text(text)
+        return total
+
+    total = load(LIST_PREFIX_TOKENS)
+    if total is None or total <= LIST_PREFIX_TOKENS:
+        return None
+
+    def more(count: int) -> list[tuple[Any, int]]:
+        if load(max(count, 2 * len(root.items))) is None:
+            raise BridgeError(ErrorCode.PVF_CORRUPT, f"'{path}' cannot be read in pages", data={"path": path})
+        return root.values()
+
+    root.value_count = total
+    root.more = more
+    return root
+
+
 class _Resolver:
     """The engine's view of the open workspace (call under the engine lock); caches per call."""
 
@@ -110,6 +156,17 @@ class _Resolver:
             except BridgeError:
                 self._regs[k] = None
         return self._regs[k]
+
+    def list_base(self, list_path: str) -> str | None:
+        """The folder a `.lst`'s paths are relative to, without reading all of it."""
+        if self.ar.family == "classic":
+            return posixpath.dirname(norm_path(list_path))
+        from deskbridge.kinds.pvf.archive.nkpi_lists import list_base
+
+        try:
+            return list_base(self.ar, list_path)
+        except BridgeError:
+            return None
 
     def name_of(self, path: str, name_section: str) -> str | None:
         if self.lookups >= NAME_LOOKUPS_MAX:
@@ -351,9 +408,12 @@ class AnnotationService:
                     )
                 start = int(c.get("o", 0))
                 token_from = int(c.get("t", 0))
-            text = text_of(ws, path, data)
             res = _Resolver(ws)
-            ann = Annotator(rs, res, path, family=ar.family, variant=ar.variant, lang=lang, text=text)
+            ann = Annotator(rs, res, path, family=ar.family, variant=ar.variant, lang=lang)
+            tags = ann.tag_reading()
+            lazy = _large_list(ar, path, ann, tags) if filt is None else None
+            text = ann.text if lazy is not None else text_of(ws, path, data)
+            ann.set_text(text)
             base: dict[str, Any] = {
                 "path": path,
                 "revision": revision,
@@ -369,7 +429,7 @@ class AnnotationService:
                 }
             if posixpath.splitext(norm_path(path))[1] == ".str":
                 return self._explain_str(base, res, path, text, revision, start, limit)
-            root, order = parse(text, ann.tag_reading())
+            root, order = (lazy, []) if lazy is not None else parse(text, tags)
             chosen = [s for s in order if filt is None or (s.name or "").casefold() in filt]
             if root.values() and (filt is None):
                 chosen.insert(0, root)

@@ -512,3 +512,45 @@ async def test_a_long_section_continues_over_pages(
         assert [p["tokensFrom"] for p in parts] == list(range(0, len(root["tokens"]), 7))
         assert all(p["tokensTruncated"] for p in parts[:-1]) and "tokensTruncated" not in parts[-1]
         assert [t for p in parts for t in p["tokens"]] == root["tokens"]
+
+
+LISTS = {
+    "classic": "equipment/equipment.lst",
+    "nkpi": "equipment/equipment.lst",
+    "paged": "list/stackable.lst",
+}
+
+
+async def test_a_large_list_is_paged_from_its_first_records_with_the_same_answers(
+    annotated: Path, variant: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A large .lst is explained from a decoded prefix (read further as pages need it); every page equals
+    the one read from the whole text. Small thresholds make the synthetic lists "large"."""
+    from deskbridge.kinds.pvf import annotation_tools
+
+    lazy: list[int] = []
+    real = annotation_tools._large_list
+
+    def spy(*args: Any) -> Any:
+        root = real(*args)
+        if root is not None:
+            lazy.append(root.value_count)
+        return root
+
+    monkeypatch.setattr(annotation_tools, "_large_list", spy)
+    monkeypatch.setattr(annotation_tools, "EXPLAIN_TOKEN_BUDGET", 9)
+    path = LISTS[variant]
+    async with serve(None) as a:
+        ws = (await _open(a, annotated))["workspaceId"]
+        monkeypatch.setattr(annotation_tools, "LIST_PREFIX_TOKENS", 1 << 30)
+        whole = await _explain_all(a, ws, path, lang="en")
+        assert lazy == []
+        monkeypatch.setattr(annotation_tools, "LIST_PREFIX_TOKENS", 12)
+        paged = await _explain_all(a, ws, path, lang="en")
+        first = whole[0]["sections"][0]
+        assert lazy and set(lazy) == {first.get("valueCount", len(first["values"]))}
+        assert len(paged) == len(whole) >= 2
+        assert paged == whole
+        # the record's path is resolved against the list's own folder (or the root for list/ lists)
+        tok = next(t for t in paged[-1]["sections"][0]["tokens"] if t["ruleId"] == "lst.path")
+        assert tok["target"]["exists"], tok

@@ -20,7 +20,7 @@ from __future__ import annotations
 import bisect
 import posixpath
 import re
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -37,6 +37,7 @@ VARIANT_LABELS = {"legacy": "90US", "guard": "90US", "protected": "90CN", "paged
 class Resolver(Protocol):
     def exists(self, path: str) -> bool: ...
     def registry(self, list_path: str) -> Any: ...
+    def list_base(self, list_path: str) -> str | None: ...
     def name_of(self, path: str, name_section: str) -> str | None: ...
     def link_text(self, table: int, key: str) -> str | None: ...
 
@@ -53,6 +54,10 @@ class Section:
     occurrence: int = 1
     pos: int = -1
     """Offset of the tag in the text (-1 for the root)."""
+    value_count: int | None = None
+    """When `items` holds only the first values (a page of a large `.lst`): how many the file has."""
+    more: Callable[[int], list[tuple[Token, int]]] | None = None
+    """With `value_count`: reads at least that many first values into `items` and returns `values()`."""
 
     @property
     def path(self) -> str:
@@ -231,27 +236,27 @@ def file_matches(rule: dict[str, Any], path: str, family: str | None, variant: s
     return True
 
 
-def _positions(target: dict[str, Any], n: int) -> Iterator[tuple[int, int | None]]:
-    """(value position, record start or None) of every token a token target selects among n values."""
+def _selections(target: dict[str, Any], n: int) -> list[tuple[range, int]]:
+    """The value positions a token target selects among n values, as ranges, each with the distance `k` from
+    a position back to its record's start (a position's record starts at `pos - k` when the target reads
+    records): a `.lst` of 20k records is selected without a loop over its values."""
     off = target.get("offset", 0)
     size = target.get("recordTokens")
     idx = target.get("index")
     rng = target.get("range")
 
-    def inner(width: int) -> list[int]:
+    def inner(width: int) -> range:
         if idx is not None:
-            return [idx] if idx < width else []
+            return range(idx, idx + 1) if idx < width else range(0)
         if rng is not None:
-            return list(range(rng["start"], min(rng["endExclusive"], width)))
-        return list(range(width))
+            return range(rng["start"], min(rng["endExclusive"], width))
+        return range(max(0, width))
 
     if size:
-        for start in range(off, n - size + 1, size):
-            for k in inner(size):
-                yield start + k, start
-    else:
-        for k in inner(n - off):
-            yield off + k, None
+        records = len(range(off, n - size + 1, size))
+        return [(range(off + k, off + k + size * records, size), k) for k in inner(size)]
+    ks = inner(n - off)
+    return [(range(off + ks.start, off + ks.stop), 0)] if len(ks) else []
 
 
 # --------------------------------------------------------------------------------------------- annotate
@@ -280,6 +285,11 @@ class Annotator:
         self.lang = lang
         self.applicable = [r for r in rules.rules if file_matches(r, path, family, variant)]
         self._names: dict[tuple[str, str], str | None] = {}
+
+    def set_text(self, text: str | None) -> None:
+        """The text spans are measured in (a longer prefix of a large `.lst` as its pages are read)."""
+        self.text = text
+        self._astral = None
 
     def tag_reading(self) -> TagReading:
         """The applicable rules' view of tag values, for `parse`."""
@@ -359,6 +369,7 @@ class Annotator:
         """One section's entry: values, the section annotation, and the annotated tokens from the
         `token_start`-th on (at most `token_limit`; `tokensTruncated` when more follow)."""
         vals = section.values()
+        n = section.value_count if section.value_count is not None else len(vals)
         rules = self.rules_for(section)
         entry: dict[str, Any] = {
             "name": section.name,
@@ -369,31 +380,47 @@ class Annotator:
         }
         if section.container:
             entry["container"] = True
+        token_rules = [(r, _selections(r["target"], n)) for r in rules if r["target"]["kind"] == "token"]
+        selected: set[int] = set()
+        for _, sels in token_rules:
+            for positions, _k in sels:
+                selected.update(positions)
+        keys = sorted(selected)
+        window = keys[token_start : token_start + token_limit]
+        if section.more is not None:
+            # a record's context / image token may follow the selected one: read to the end of its record
+            reach = max(
+                (
+                    max(r["target"].get(f) or 0 for f in ("recordTokens", "contextIndex", "imagePathToken"))
+                    for r, _ in token_rules
+                ),
+                default=0,
+            )
+            need = min(n, max(min(max_values, n), window[-1] + 1 + reach if window else 0))
+            if need > len(vals):
+                vals = section.more(need)
         tag_span = self.span(section.pos)
         if tag_span:
             entry["offset"], entry["length"] = tag_span["offset"], tag_span["length"]
         shown = [clip(self._value_text(t)) for t, _ in vals[:max_values]]
         entry["values"] = shown
-        if len(vals) > max_values:
-            entry["valueCount"] = len(vals)
+        if n > max_values:
+            entry["valueCount"] = n
             entry["valuesTruncated"] = True
         sec_rules = [r for r in rules if r["target"]["kind"] == "section"]
         if sec_rules:
             entry["annotation"] = self._head(sec_rules[0])
             if len(sec_rules) > 1:
                 entry["annotation"]["alsoMatched"] = [r["id"] for r in sec_rules[1:]]
-        hits: dict[int, list[tuple[dict[str, Any], int | None]]] = {}
-        for rule in rules:
-            if rule["target"]["kind"] != "token":
-                continue
-            for pos, rec in _positions(rule["target"], len(vals)):
-                if pos < len(vals):
-                    hits.setdefault(pos, []).append((rule, rec))
-        keys = sorted(hits)
-        window = keys[token_start : token_start + token_limit]
         tokens = []
         for pos in window:
-            (rule, rec), *others = hits[pos]
+            hit = [
+                (rule, pos - k if rule["target"].get("recordTokens") else None)
+                for rule, sels in token_rules
+                for positions, k in sels
+                if pos in positions
+            ]
+            (rule, rec), *others = hit
             tok = vals[pos][0]
             item = {"index": pos, "value": clip(display(tok)), **self.span(tok.pos), **self._head(rule)}
             if rec is not None:
@@ -456,8 +483,8 @@ class Annotator:
         value = value.replace("\\", "/")
         if root == "@list":
             try:
-                reg = self.res.registry(self.path)
-                base = reg.base_dir() if reg is not None else posixpath.dirname(self.path)
+                found = self.res.list_base(self.path)
+                base = found if found is not None else posixpath.dirname(self.path)
             except Exception:  # a list that does not parse still shows its paths
                 base = posixpath.dirname(self.path)
         elif root == "@dir":

@@ -462,6 +462,10 @@ class ClassicArchive(ArchiveBase):
     def read_text(self, path: str) -> str:
         return self.strings.read_text(path)
 
+    def list_prefix_text(self, path: str, data: bytes, count: int) -> tuple[str, int] | None:
+        """The first `count` tokens of a plain `.lst` as text, and its token count (`ClassicStrings`)."""
+        return self.strings.list_prefix_text(path, data, count)
+
     def resolve_link(self, table_id: int, key: str) -> str | None:
         """Text of the string link `<table_id::key>` (n_string.lst → `.str` → `key>value`), None if unresolved."""
         return self.strings.link_text(table_id, key)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.kinds.pvf.archive.base import norm_path
+from deskbridge.kinds.pvf.archive.budget import text_budget
 from deskbridge.kinds.pvf.lists import N_STRING_LST, Registry, parse_classic_list
 from deskbridge.kinds.pvf.script import classic_codec
 from deskbridge.kinds.pvf.script import text as dialect
@@ -190,6 +191,26 @@ class ClassicStrings:
 
     def decompile(self, path: str, data: bytes) -> str:
         return classic_codec.decompile(data, self.table, self.link_text, record_width=self.record_width(path))
+
+    def list_prefix_text(self, path: str, data: bytes, count: int) -> tuple[str, int] | None:
+        """The text of the first `count` tokens of a `.lst` payload made of int and string tokens only — the
+        first lines of `read_text`'s text, one record per line — and how many tokens it has; None for any
+        other payload (read its whole text). None too when the whole text could be over the text budget, so
+        that the refusal stays `read_text`'s."""
+        if not norm_path(path).endswith(".lst") or not classic_codec.is_script(data):
+            return None
+        recs = classic_codec.read_tokens(data)
+        types = recs["t"]
+        strs = types == classic_codec.T_STRING
+        if not (strs | (types == classic_codec.T_INT)).all():
+            return None
+        table = self.table
+        n = len(table)
+        # decoded characters never outnumber the entry's bytes in these byte encodings: a safe upper bound
+        chars = sum(len(table.raw(i)) for i in recs["v"][strs].tolist() if 0 <= i < n)
+        if chars > text_budget(len(data)):
+            return None
+        return self.decompile(path, data[: 2 + 5 * max(0, count)]), len(recs)
 
     def read_text(self, path: str) -> str:
         """Editable text of a file; INVALID_ARGUMENT for binary payloads (read them as bytes)."""

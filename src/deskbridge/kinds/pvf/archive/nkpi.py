@@ -25,7 +25,7 @@ from deskbridge.core.errors import BridgeError, ErrorCode
 
 from . import nkpi_header as hdr
 from .base import ArchiveBase, FileInfo, Progress, norm_path
-from .budget import archive_budget, over_budget
+from .budget import archive_budget, over_budget, text_budget
 from .nkpi_cipher import MAGIC_DATA, SCHEMES, KeyScheme, crypt
 from .nkpi_errors import corrupt, key_required, unsupported
 from .nkpi_index import KeysView, PathIndex
@@ -605,6 +605,26 @@ class NkpiArchive(ArchiveBase):
             f"'{path}' has DataType {dt}, which has no text form",
             data={"path": path, "data_type": dt},
         )
+
+    def list_prefix_text(self, path: str, data: bytes, count: int) -> tuple[str, int] | None:
+        """The text of the first `count` tokens of a `.lst` script made of int and string tokens only (the
+        first lines of `read_text`'s text) and how many tokens it has; None for any other payload, and when
+        the whole text would be over the text budget (`read_text` refuses it)."""
+        from deskbridge.kinds.pvf.script import nkpi_codec as codec
+
+        if not norm_path(path).endswith(".lst") or self.data_type(path) != DATA_SCRIPT:
+            return None
+        recs = codec.records(data)
+        types = recs["t"]
+        strs = types == codec.T_STRING
+        if not (strs | (types == codec.T_INT)).all():
+            return None
+        pools = self.pools
+        offs = [v & 0xFFFFFFFF for v in recs["v"][strs].tolist()]
+        chars = sum(len(pools.resolve(o)) for o in offs if pools.is_valid(o))
+        if chars > text_budget(len(data)):
+            return None
+        return codec.decompile(data[: 5 * max(0, count)], pools, lst=True), len(recs)
 
     def text_to_payload(self, path: str, text: str) -> bytes:
         from deskbridge.kinds.pvf.script import nkpi_codec as codec

@@ -27,10 +27,13 @@ _REF_RE = re.compile(r"<(\d{1,10})::([^<>\r\n]*)>")
 _PROBE = 24
 
 
-def _pairs(ar: NkpiArchive, path: str) -> list[tuple[int, str]]:
+def _pairs(ar: NkpiArchive, path: str, limit: int | None = None) -> list[tuple[int, str]]:
+    """The list's (id, path) records, or its first `limit` ones."""
     from deskbridge.kinds.pvf.script.nkpi_codec import records
 
     recs = records(ar.read(path))
+    if limit is not None:
+        recs = recs[: 2 * limit]
     types, values = recs["t"].tolist(), recs["v"].tolist()
     if len(types) % 2:
         raise corrupt(5 * (len(types) - 1), "an (int id, string) record pair", what=path)
@@ -48,11 +51,20 @@ def _pairs(ar: NkpiArchive, path: str) -> list[tuple[int, str]]:
 def read_list(ar: NkpiArchive, path: str) -> Registry:
     """A `.lst` registry; `root_relative` is chosen by which reading finds more of the listed files."""
     entries = _pairs(ar, path)
-    reg = Registry(path, entries, root_relative=False)
-    probe = entries[:_PROBE]
+    return _rooted(ar, Registry(path, entries, root_relative=False))
+
+
+def list_base(ar: NkpiArchive, path: str) -> str:
+    """The folder a `.lst`'s paths are relative to (`""` for a root-relative 110US list), from its first
+    records only (what `read_list` decides it by)."""
+    return _rooted(ar, Registry(path, _pairs(ar, path, _PROBE))).base_dir()
+
+
+def _rooted(ar: NkpiArchive, reg: Registry) -> Registry:
+    probe = reg.entries[:_PROBE]
     rooted = sum(ar.exists(p) for _, p in probe)
     relative = sum(ar.exists(reg.to_archive_path(p)) for _, p in probe)
-    if rooted > relative or (rooted == relative and norm_path(path).startswith("list/")):
+    if rooted > relative or (rooted == relative and norm_path(reg.list_path).startswith("list/")):
         reg.root_relative = True
     return reg
 
