@@ -93,6 +93,17 @@ class RulesSaveArgs(PvfArgs):
 RULE_FILE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}\.json$")
 
 
+def _is_script(ar: Any, path: str) -> bool:
+    """A token script (sections to explain), not a plain text file such as a Squirrel `.nut`."""
+    if ar.family == "classic":
+        from deskbridge.kinds.pvf.script.classic_codec import is_script
+
+        return is_script(ar.read(path))
+    from deskbridge.kinds.pvf.archive.nkpi import DATA_SCRIPT
+
+    return bool(ar.data_type(path) == DATA_SCRIPT)
+
+
 LIST_PREFIX_TOKENS = 4 * EXPLAIN_TOKEN_BUDGET
 """A `.lst` with more tokens is explained from its first ones (`_large_list`); a smaller one is read whole."""
 
@@ -429,6 +440,14 @@ class AnnotationService:
                 }
             if posixpath.splitext(norm_path(path))[1] == ".str":
                 return self._explain_str(base, res, path, text, revision, start, limit)
+            if lazy is None and not _is_script(ar, path):
+                return {
+                    **base,
+                    "kind": "text",
+                    "sections": [],
+                    "hint": "A plain text file (not a token script) has only path annotations; pvf_read_file "
+                    "shows its text.",
+                }
             root, order = (lazy, []) if lazy is not None else parse(text, tags)
             chosen = [s for s in order if filt is None or (s.name or "").casefold() in filt]
             if root.values() and (filt is None):

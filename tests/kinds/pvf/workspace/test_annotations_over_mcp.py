@@ -372,6 +372,9 @@ async def test_vectors_written_by_other_tools_are_explained(shared_data: Path, t
         cool = next(s for s in skill["sections"] if s["name"] == "cool time")
         assert cool["annotation"]["ruleId"] == "global.cool-time" and cool["annotation"]["unit"] == "ms"
         assert "static data" in skill["unknownSections"]
+        # a Squirrel script is plain text, not a token script: no sections, no SCRIPT_SYNTAX
+        nut = await a.call("pvf_explain_file", {"workspaceId": ws, "path": "sqr/common.nut"})
+        assert (nut["kind"], nut["sections"]) == ("text", []) and "pvf_read_file" in nut["hint"]
     nkpi = tmp_path / "vs.pvf"
     shutil.copyfile(shared_data / "pvf" / "vs_jp_shared.pvf", nkpi)
     async with serve(nkpi) as a:
