@@ -1,9 +1,10 @@
 """PVF-EXPLAIN: the first page of `pvf_explain_file` on a large `.lst` (in process, no transport).
 
-A synthetic classic archive whose `equipment/equipment.lst` has ~24k entries (`pvf synth --files 60000`,
-written once under --work); each sample explains the first page and the page after it on a fresh
-resolver, as the tool does per call. Prints median/p99/min in ms and writes bench/results/pvf_annotations.json.
-Run on a quiet machine; the figure is comparable side by side with `git stash` of a change.
+A synthetic classic (or `--family nkpi`) archive whose `equipment/equipment.lst` has ~24k entries
+(`pvf synth --files 60000`, written once under --work); each sample explains the first page and the page
+after it on a fresh resolver, as the tool does per call. Prints median/p99/min in ms and writes
+bench/results/pvf_annotations[_nkpi].json. Run on a quiet machine; compare side by side with the code before a
+change (e.g. its `git archive` on PYTHONPATH).
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from _common import summary_ms, write_result
 LST = "equipment/equipment.lst"
 
 
-def ensure_archive(work: Path, files: int) -> Path:
-    archive = work / f"explain-{files}.pvf"
+def ensure_archive(work: Path, files: int, family: str) -> Path:
+    archive = work / f"explain-{files}.pvf" if family == "classic" else work / f"explain-{family}-{files}.pvf"
     if not archive.exists():
         subprocess.run(
             [
@@ -77,13 +78,15 @@ def main() -> None:
     ap.add_argument("--work", type=Path, default=Path(".bench-data"))
     ap.add_argument("--files", type=int, default=60000)
     ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--family", default="classic", choices=["classic", "nkpi"])
     args = ap.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
-    archive = ensure_archive(args.work.resolve(), args.files)
+    archive = ensure_archive(args.work.resolve(), args.files, args.family)
     out = asyncio.run(measure(archive, args.work.resolve() / "cache", args.runs))
+    out["family"] = args.family
     out["load_average"] = os.getloadavg()
     print(out)
-    write_result("pvf_annotations", out)
+    write_result("pvf_annotations" if args.family == "classic" else f"pvf_annotations_{args.family}", out)
 
 
 if __name__ == "__main__":

@@ -150,6 +150,7 @@ class _Resolver:
         self.ws = ws
         self.ar = ws.source.archive  # type: ignore[union-attr]
         self._regs: dict[str, Any] = {}
+        self._bases: dict[str, str | None] = {}
         self._links: dict[tuple[int, str], str | None] = {}
         self.lookups = 0
 
@@ -170,14 +171,18 @@ class _Resolver:
 
     def list_base(self, list_path: str) -> str | None:
         """The folder a `.lst`'s paths are relative to, without reading all of it."""
-        if self.ar.family == "classic":
-            return posixpath.dirname(norm_path(list_path))
-        from deskbridge.kinds.pvf.archive.nkpi_lists import list_base
+        k = norm_path(list_path)
+        if k not in self._bases:
+            if self.ar.family == "classic":
+                self._bases[k] = posixpath.dirname(k)
+            else:
+                from deskbridge.kinds.pvf.archive.nkpi_lists import list_base
 
-        try:
-            return list_base(self.ar, list_path)
-        except BridgeError:
-            return None
+                try:
+                    self._bases[k] = list_base(self.ar, list_path)
+                except BridgeError:
+                    self._bases[k] = None
+        return self._bases[k]
 
     def name_of(self, path: str, name_section: str) -> str | None:
         if self.lookups >= NAME_LOOKUPS_MAX:

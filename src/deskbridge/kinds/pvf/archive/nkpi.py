@@ -620,8 +620,9 @@ class NkpiArchive(ArchiveBase):
         if not (strs | (types == codec.T_INT)).all():
             return None
         pools = self.pools
-        offs = [v & 0xFFFFFFFF for v in recs["v"][strs].tolist()]
-        chars = sum(len(pools.resolve(o)) for o in offs if pools.is_valid(o))
+        offs = recs["v"][strs].astype(np.int64) & 0xFFFFFFFF
+        resolve = pools.resolve
+        chars = sum(len(resolve(o)) for o in offs[pools.valid(offs)].tolist())
         if chars > text_budget(len(data)):
             return None
         return codec.decompile(data[: 5 * max(0, count)], pools, lst=True), len(recs)
