@@ -17,8 +17,9 @@ from typing import Any, Final, Literal
 import anyio
 from pydantic import Field
 
-from deskbridge.core import limits
+from deskbridge.core import limits, paging
 from deskbridge.core.errors import BridgeError, ErrorCode
+from deskbridge.core.paging import bad_cursor, decode_cursor, encode_cursor
 from deskbridge.core.policy import LAST_APPROVAL
 from deskbridge.core.tools import CallContext, InputRequired, NoArgs, ToolArgs, ToolSpec
 from deskbridge.kinds.markdown import export as export_mod
@@ -297,20 +298,16 @@ def html_page(html: str, version: int, cursor: str | None, max_bytes: int) -> di
     version it belongs to: a page of another version is refused with how to start again."""
     start = 0
     if cursor:
-        number, _, at = cursor.partition(":")
-        if not (number.isdigit() and at.isdigit()) or int(at) > len(html):
-            raise BridgeError(
-                ErrorCode.INVALID_ARGUMENT,
-                f"cursor {cursor!r} is not a cursor of md_get_rendered_html",
-                hint="Call md_get_rendered_html without a cursor to start from the top.",
-            )
-        if int(number) != version:
+        state = decode_cursor(cursor, tool="md_get_rendered_html", ints=("v", "o"))
+        if state["v"] != version:
             raise BridgeError(
                 ErrorCode.STALE_WORKSPACE,
                 "the document changed since that page; its HTML is different now",
                 hint="Call md_get_rendered_html without a cursor to start from the top.",
             )
-        start = int(at)
+        if state["o"] > len(html):
+            raise bad_cursor("md_get_rendered_html", "points past the end of the document's HTML")
+        start = state["o"]
     end = start
     size = 0
     for m in _BLOCK_START.finditer(html, start + 1):
@@ -336,7 +333,7 @@ def html_page(html: str, version: int, cursor: str | None, max_bytes: int) -> di
     return {
         "html": piece,
         "truncated": more,
-        "nextCursor": f"{version}:{end}" if more else None,
+        "nextCursor": encode_cursor({"v": version, "o": end}) if more else None,
         "cutInsideBlock": cut,
     }
 
@@ -432,16 +429,17 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
         doc = service.get(args.doc_id)
         heads, version = service.outline(doc.doc_id)
         wanted = [h for h in heads if h.level <= args.max_level]
-        start = int(args.cursor) if args.cursor and args.cursor.isdigit() else 0
-        page = wanted[start : start + args.limit]
-        more = start + args.limit < len(wanted)
+        # bound to the level filter: the same offset in another filter's list is another heading
+        items, next_cursor, _start = paging.page(
+            wanted, args.cursor, args.limit, tool="md_get_document_outline", bound={"l": args.max_level}
+        )
         return {
             "docId": doc.doc_id,
             "revision": f"{version}-{doc.epoch}",
-            "items": [h.to_dict() for h in page],
+            "items": [h.to_dict() for h in items],
             "total": len(wanted),
-            "truncated": more,
-            "nextCursor": str(start + args.limit) if more else None,
+            "truncated": next_cursor is not None,
+            "nextCursor": next_cursor,
         }
 
     async def read_section(ctx: CallContext, args: ReadSectionArgs) -> dict[str, Any]:
@@ -470,9 +468,7 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
 
     async def list_open_documents(ctx: CallContext, args: ListArgs) -> dict[str, Any]:
         files = service.workspace.iter_documents()
-        start = int(args.cursor) if args.cursor and args.cursor.isdigit() else 0
-        page = files[start : start + args.limit]
-        more = start + args.limit < len(files)
+        page, next_cursor, _start = paging.page(files, args.cursor, args.limit, tool="md_list_open_documents")
         return {
             "documents": service.list_open(),
             "currentDocId": service.current_id,
@@ -480,7 +476,7 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
                 {"path": service.workspace.relative(p), "open": service.find_open(p) is not None}
                 for p in page
             ],
-            "nextCursor": str(start + args.limit) if more else None,
+            "nextCursor": next_cursor,
             "scope": service.workspace.scope.value,
         }
 
