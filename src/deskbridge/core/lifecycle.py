@@ -109,7 +109,7 @@ def _accepts(fn: Any, name: str) -> bool:
     return name in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
 
 
-async def _uninterruptible(fn: Callable[[], T]) -> T:
+async def run_uninterruptible(fn: Callable[[], T]) -> T:
     """Run `fn` in a thread and see it finish even if the caller is cancelled (a client disconnecting).
 
     A disk commit cannot be undone half way, and its bookkeeping (new identity, saved revision) must not
@@ -318,7 +318,7 @@ class Lifecycle:
                 await self.barrier.check(op_id, old, "open")
                 await self._settle_dirty(old, policy, progress)
             # Parse the candidate before touching the current workspace: a failure keeps everything as it was.
-            source, identity = await _uninterruptible(lambda: self._load(target, options, progress))
+            source, identity = await run_uninterruptible(lambda: self._load(target, options, progress))
             with eng.lock:
                 ws = Workspace(source=source, source_path=target, source_identity=identity)
                 eng.workspace = ws
@@ -505,7 +505,7 @@ class Lifecycle:
             return written
 
         rebind_warnings: list[str] = []
-        written = await _uninterruptible(write_and_record)
+        written = await run_uninterruptible(write_and_record)
         warnings = rebind_warnings + await self._after_save(ws, path)
         identity = written.identity if isinstance(written, files.WriteResult) else written
         backup = written.backup_path if isinstance(written, files.WriteResult) else None
@@ -526,7 +526,7 @@ class Lifecycle:
         if hook is None:
             return []
         try:
-            await _uninterruptible(lambda: hook(ws, path))
+            await run_uninterruptible(lambda: hook(ws, path))
         except Exception as exc:  # the file is on disk; report, never turn it into "not saved"
             return [f"saved, but maintenance after saving failed: {type(exc).__name__}: {exc}"]
         return []
@@ -592,7 +592,7 @@ class Lifecycle:
                         )
                 return written
 
-            written = await _uninterruptible(write)
+            written = await run_uninterruptible(write)
             result = {
                 "writtenPath": str(dest),
                 "sourcePath": None if ws.source_path is None else str(ws.source_path),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -50,3 +51,62 @@ async def test_a_bad_cursor_errors_with_the_restart_hint(tmp_path: Path, tool: s
             err = res.structured_content
             assert err["code"] == "INVALID_ARGUMENT", err
             assert tool in err["hint"] and "without cursor" in err["hint"], err
+
+
+async def test_a_12_mb_save_runs_off_the_event_loop(tmp_path: Path, monkeypatch) -> None:
+    """While a big save is writing, another request is answered (the save held the loop for 242 ms before).
+
+    The write is held at a gate until the other request has been answered: if the save ran on the event
+    loop, nothing else could be answered while it waits, and the gate would be released by its timeout
+    instead of by this test.
+    """
+    import threading
+
+    import anyio
+
+    from deskbridge.kinds.markdown import diskio
+
+    folder = tmp_path / "big"
+    folder.mkdir()
+    line = "一行中文 and English text, repeated to make a large document.\n"
+    (folder / "README.md").write_text(line * (12 * 1024 * 1024 // len(line.encode())), encoding="utf-8")
+    entered, release = threading.Event(), threading.Event()
+    released_by_test: list[bool] = []
+    real_write = diskio.atomic_write
+
+    def gated_write(*args, **kwargs):
+        entered.set()
+        released_by_test.append(release.wait(60))
+        return real_write(*args, **kwargs)
+
+    monkeypatch.setattr(diskio, "atomic_write", gated_write)
+    async with running_server(folder) as srv, srv.client() as client:
+        save = asyncio.create_task(client.call_tool("md_save_current_document", {}))
+        assert await anyio.to_thread.run_sync(entered.wait, 60)
+        status = await client.call_tool("md_get_app_status", {})
+        assert not status.is_error and not save.done()
+        release.set()
+        saved = await save
+        assert not saved.is_error, saved.structured_content
+        assert saved.structured_content["bytesWritten"] > 12_000_000
+    assert released_by_test == [True]
+
+
+async def test_a_file_replaced_by_another_program_is_not_overwritten(tmp_path: Path) -> None:
+    import os
+
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    target = folder / "README.md"
+    target.write_text("# Mine\n", encoding="utf-8")
+    async with running_server(folder) as srv, srv.client() as client:
+        doc = await client.call_tool("md_get_current_document", {})
+        assert doc.structured_content["markdown"] == "# Mine\n"
+        # Another program saves the way editors do: write a temp file, rename it over the original.
+        other = folder / ".README.md.tmp"
+        other.write_text("# Theirs\n", encoding="utf-8")
+        os.replace(other, target)
+        res = await client.call_tool("md_save_current_document", {})
+        assert res.is_error and res.structured_content["code"] == "SOURCE_CHANGED", res.structured_content
+        assert "md_save_current_document" in res.structured_content["hint"]
+    assert target.read_text(encoding="utf-8") == "# Theirs\n"

@@ -21,6 +21,7 @@ from typing import Any
 from deskbridge import __version__
 from deskbridge.core import files
 from deskbridge.core.errors import BridgeError, ErrorCode
+from deskbridge.core.lifecycle import run_uninterruptible
 from deskbridge.core.paths import OUTSIDE_ROOTS
 from deskbridge.core.policy import ApprovalRules
 from deskbridge.core.tools import CallContext
@@ -33,7 +34,7 @@ from deskbridge.kinds.markdown.approvals import (
     unified_diff,
 )
 from deskbridge.kinds.markdown.collab import Edit, map_position, map_range
-from deskbridge.kinds.markdown.document import DOCUMENT_MAX_BYTES, MarkdownDocument
+from deskbridge.kinds.markdown.document import DOCUMENT_MAX_BYTES, MarkdownDocument, encode_text
 from deskbridge.kinds.markdown.drafts import DraftTracker
 from deskbridge.kinds.markdown.edits import REFINE_MIN_CHARS, context_around, refine_edits
 from deskbridge.kinds.markdown.outline import Heading, outline
@@ -161,7 +162,17 @@ class MarkdownService:
                 ErrorCode.LIMIT_EXCEEDED,
                 f"{OPEN_DOCUMENTS_MAX} documents are open; close one before opening another",
             )
-        doc = MarkdownDocument.load(self._new_id(), path, encoding)
+        doc = self._adopt(MarkdownDocument.load("", path, encoding), make_current=make_current)
+        return doc
+
+    def _adopt(self, doc: MarkdownDocument, *, make_current: bool = True) -> MarkdownDocument:
+        """Give a loaded document its id and make it one of the open ones."""
+        if len(self.docs) >= OPEN_DOCUMENTS_MAX:
+            raise BridgeError(
+                ErrorCode.LIMIT_EXCEEDED,
+                f"{OPEN_DOCUMENTS_MAX} documents are open; close one before opening another",
+            )
+        doc.doc_id = self._new_id()
         self.docs[doc.doc_id] = doc
         self.publish("doc", {"type": "opened", **self.describe(doc)})
         if make_current or self.current_id is None:
@@ -415,21 +426,35 @@ class MarkdownService:
             )
         await self.drafts.barrier(doc.doc_id)
         async with self._write_lock:
-            on_disk = diskio.identity_of(doc.path)
-            if not diskio.same_content(on_disk, doc.identity):
+            text, version = doc.collab.snapshot()
+            path, known = doc.path, doc.identity
+            encoding, newline, bom = doc.encoding, doc.newline, doc.bom
+
+            def write() -> tuple[diskio.FileIdentity | None, int | None]:
+                # Hashing and writing a 12 MB file takes a quarter of a second: in a worker thread, never on
+                # the event loop, and seen through to the end even if the caller goes away (the saved state
+                # must match what is on disk, as core.lifecycle does for every kind).
+                on_disk = diskio.identity_of(path)
+                if not diskio.same_content(on_disk, known):
+                    return on_disk, None
+                data = encode_text(text, encoding, newline, bom)
+                identity = diskio.atomic_write(path, data, on_disk)
+                doc.mark_saved(text, version, identity)
+                return identity, len(data)
+
+            on_disk, written = await run_uninterruptible(write)
+            if written is None:
                 self._mark_external(doc, on_disk)
                 raise BridgeError(
                     ErrorCode.SOURCE_CHANGED,
                     f"'{doc.name}' was changed on disk by another program since it was opened; "
                     "nothing was written",
+                    hint="Ask the person to reload or keep their text in the editor (the banner above it), "
+                    "then call md_save_current_document again.",
                     data={"docId": doc.doc_id, "path": str(doc.path)},
                 )
-            text, version = doc.collab.snapshot()
-            data = doc.file_bytes()
-            identity = diskio.atomic_write(doc.path, data, on_disk)
-            doc.mark_saved(text, version, identity)
         self.publish("doc", {"type": "saved", **self.describe(doc)})
-        return {**self.describe(doc), "bytesWritten": len(data)}
+        return {**self.describe(doc), "bytesWritten": written}
 
     async def save_as(
         self,
@@ -454,8 +479,8 @@ class MarkdownService:
             )
         await self.drafts.barrier(doc.doc_id)
         text, version = doc.collab.snapshot()
-        data = doc.file_bytes()
-        existing = diskio.identity_of(target)
+        encoding, newline, bom = doc.encoding, doc.newline, doc.bom
+        existing = await asyncio.to_thread(diskio.identity_of, target)
         if existing is not None:
             if not overwrite:
                 raise BridgeError(
@@ -466,11 +491,10 @@ class MarkdownService:
                     data={"path": target_name},
                 )
             if is_ai(ctx) and self.approvals.needed("overwrite"):
-                old = (
-                    files.read_regular_file(target, max_bytes=DOCUMENT_MAX_BYTES, shown_as=raw_path)
-                    .decode("utf-8", "replace")
-                    .replace("\r\n", "\n")
+                raw = await asyncio.to_thread(
+                    files.read_regular_file, target, max_bytes=DOCUMENT_MAX_BYTES, shown_as=raw_path
                 )
+                old = raw.decode("utf-8", "replace").replace("\r\n", "\n")
                 await self.approvals.ask(
                     ctx,
                     "overwrite",
@@ -479,15 +503,21 @@ class MarkdownService:
                     f"overwrite {target.name} with {doc.name}",
                     unified_diff(old, text, target.name),
                 )
-            async with self._write_lock:
+
+        def write() -> tuple[diskio.FileIdentity, int]:
+            data = encode_text(text, encoding, newline, bom)
+            if existing is not None:
                 identity = diskio.atomic_write(target, data, existing, target_changed=True)
-        else:
-            async with self._write_lock:
+            else:
                 identity = diskio.publish_new(target, data)
-        doc.path = target
-        doc.mark_saved(text, version, identity)
+            doc.path = target
+            doc.mark_saved(text, version, identity)
+            return identity, len(data)
+
+        async with self._write_lock:
+            _identity, written = await run_uninterruptible(write)
         self.publish("doc", {"type": "saved", **self.describe(doc)})
-        return {**self.describe(doc), "bytesWritten": len(data)}
+        return {**self.describe(doc), "bytesWritten": written}
 
     async def open(
         self, raw_path: str, *, encoding: str | None = None, ctx: CallContext = UI, tool: str = "open"
@@ -512,6 +542,11 @@ class MarkdownService:
                     f"open {raw_path!r}, which is outside the workspace ({self.workspace.scope_description()})",
                 )
             target = self.workspace.resolve(raw_path, must_exist=True, check_scope=False)
+        if self.find_open(target) is None:
+            # Reading, decoding and hashing a large file happens in a worker thread; adopting it here.
+            loaded = await asyncio.to_thread(MarkdownDocument.load, "", target, encoding)
+            if self.find_open(target) is None:  # nobody opened it meanwhile
+                self._adopt(loaded)
         doc = self.open_path(target, encoding=encoding)
         return self.describe(doc)
 
