@@ -28,7 +28,6 @@ from deskbridge.core.tools import CallContext
 from deskbridge.kinds.markdown import diskio
 from deskbridge.kinds.markdown.approvals import (
     Approvals,
-    OperationAudit,
     approval_rules,
     edits_diff,
     unified_diff,
@@ -88,8 +87,8 @@ class MarkdownService:
         self.workspace = Workspace.create(Path(root), scope, custom_folder)
         self.events = events
         self.approvals = Approvals(policy, approval_rules(approval_settings))
-        self.audit = OperationAudit()
-        self.core_audit = audit
+        self.audit = audit
+        """The core audit log (`App.invoke` records every tool call in it once); None outside a server."""
         self.drafts = DraftTracker(self.publish)
         self.docs: dict[str, MarkdownDocument] = {}
         self.current_id: str | None = None
@@ -630,6 +629,13 @@ class MarkdownService:
 
     def _target(self, doc: MarkdownDocument) -> str:
         return self.workspace.relative(doc.path) if doc.path else doc.name
+
+    def target_of(self, doc_id: str | None) -> str | None:
+        """What a call on `doc_id` (None: the current document) acts on, for the audit; None when unknown."""
+        try:
+            return self._target(self.get(doc_id))
+        except BridgeError:
+            return doc_id
 
     def status(self) -> dict[str, Any]:
         current = None

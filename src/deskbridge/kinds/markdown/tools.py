@@ -3,14 +3,13 @@
 Thin by design: each handler validates its arguments (pydantic models below), calls the service, and shapes
 the result. Offsets are Unicode code points of the current text (docs/markdown.md "Offsets"); every edit
 carries `expectedRevision`, offset edits carry `expectedText`. The Vex names (`vex_get_current_document`,
-`vex.get_current_document`) are accepted as aliases. Every call lands in the markdown audit ring.
+`vex.get_current_document`) are accepted as aliases. `App.invoke` audits every call once (core audit).
 """
 
 from __future__ import annotations
 
 import re
 import threading
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, Literal
 
@@ -18,12 +17,12 @@ import anyio
 from pydantic import Field
 
 from deskbridge.core import limits, paging
+from deskbridge.core.audit import set_audit_target
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.paging import bad_cursor, decode_cursor, encode_cursor
-from deskbridge.core.policy import LAST_APPROVAL
-from deskbridge.core.tools import CallContext, InputRequired, NoArgs, ToolArgs, ToolSpec
+from deskbridge.core.tools import CallContext, NoArgs, ToolArgs, ToolSpec
 from deskbridge.kinds.markdown import export as export_mod
-from deskbridge.kinds.markdown.approvals import AUDIT_KEEP
+from deskbridge.kinds.markdown.approvals import AUDIT_KEEP, operation_audit
 from deskbridge.kinds.markdown.collab import Edit, map_range
 from deskbridge.kinds.markdown.edits import Range, check_expected_text, replace_text_edits, resolve_range
 from deskbridge.kinds.markdown.search import Query, search_files
@@ -354,44 +353,18 @@ def _require_current(service: MarkdownService, doc_id: str | None, revision: str
 def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
     """The document tools of the markdown kind (the md-ui engineer's `markdown_ui_tools` adds `md_ui_*`)."""
 
-    def audited(
-        name: str,
+    def targeted(
         fn: Callable[[CallContext, Any], Awaitable[dict[str, Any]]],
         target_of: Callable[[Any], str | None] | None = None,
-    ):
+    ) -> Callable[[CallContext, Any], Awaitable[dict[str, Any]]]:
+        """The handler, naming the document it acted on for the call's one audit record (App.invoke)."""
+
         async def handler(ctx: CallContext, args: Any) -> dict[str, Any]:
-            started = time.perf_counter()
-            LAST_APPROVAL.set(None)
-            error: str | None = None
             try:
                 return await fn(ctx, args)
-            except BridgeError as exc:
-                error = exc.code.value
-                raise
-            except InputRequired:  # the client will call again with the person's answer
-                error = "INPUT_REQUIRED"
-                raise
-            except Exception:
-                error = "INTERNAL"
-                raise
             finally:
-                target = ""
-                try:
-                    target = (target_of(args) if target_of else None) or service._target(
-                        service.get(getattr(args, "doc_id", None))
-                    )
-                except BridgeError:
-                    target = getattr(args, "doc_id", None) or ""
-                decision = LAST_APPROVAL.get()
-                service.audit.record(
-                    ctx,
-                    name,
-                    target,
-                    approved=None if decision is None else decision.approved,
-                    decision=None if decision is None else str(decision.decision),
-                    error=error,
-                    duration_ms=(time.perf_counter() - started) * 1000,
-                    arg_names=args.model_dump(by_alias=True, exclude_none=True).keys(),
+                set_audit_target(
+                    target_of(args) if target_of else service.target_of(getattr(args, "doc_id", None))
                 )
 
         return handler
@@ -493,7 +466,7 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
         return service.status()
 
     async def get_operation_audit(ctx: CallContext, args: AuditArgs) -> dict[str, Any]:
-        return {"records": service.audit.recent(args.limit)}
+        return {"records": operation_audit(service.audit, args.limit)}
 
     async def search(ctx: CallContext, args: SearchArgs) -> dict[str, Any]:
         query = Query(args.query, args.regex, args.case_sensitive, args.whole_word)
@@ -738,14 +711,14 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
             title,
             description,
             args,
-            audited(name, fn, target_of),
+            targeted(fn, target_of),
             read_only=read_only,
             destructive=destructive,
             idempotent=idempotent or read_only,
             aliases=_aliases(vex) if vex else (),
         )
 
-    return [
+    specs = [
         spec(
             "md_get_current_document",
             "Read the current document",
@@ -828,7 +801,7 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
             SearchArgs,
             search,
             read_only=True,
-            target_of=lambda a: a.query[:80],
+            target_of=lambda a: None,  # a search query is content: never in the audit
         ),
         spec(
             "md_replace_current_document",
@@ -934,6 +907,7 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
             vex="ui_copy_rendered_html",
         ),
     ]
+    return specs
 
 
 __all__ = ["markdown_tools"]

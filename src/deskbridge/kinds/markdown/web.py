@@ -9,6 +9,7 @@ Host/Origin checks and the per-launch UI secret are enforced by the platform mid
 
 from __future__ import annotations
 
+import contextlib
 import stat
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -22,11 +23,13 @@ from starlette.routing import Route
 
 from deskbridge.core.errors import BridgeError, ErrorCode, internal
 from deskbridge.core.paths import resolve_path
+from deskbridge.core.tools import CallContext
 from deskbridge.kinds.http import error_response, json_body
 from deskbridge.kinds.markdown.approvals import NEEDS_APPROVAL_BY_DEFAULT
 from deskbridge.kinds.markdown.editor_commands import requests_of
 from deskbridge.kinds.markdown.export import FORMATS, RICH_TARGETS, export_bytes, export_gate, rich_html
 from deskbridge.kinds.markdown.render import PREVIEW, render_html
+from deskbridge.kinds.markdown.service import UI
 from deskbridge.kinds.markdown.ui_state import UiState
 
 STATIC_DIR: Final = Path(__file__).parent / "static"
@@ -69,6 +72,9 @@ ASSET_MAX_BYTES: Final = 32 * 1024 * 1024
 REQUEST_HEADER: Final = "x-deskbridge-request"
 """Header the editor sends with requests that start costly work (`export`); a page cannot send it cross-origin
 without a CORS preflight (which fails) and a document's markup cannot send it at all."""
+
+EXPORT_AUDIT_TOOL: Final = "md.export_download"
+"""How the core audit names the person's own export from the editor (md_get_operation_audit shows it)."""
 
 EXPORT_FORMATS: Final = {
     "html": ("HTML", "text/html; charset=utf-8"),
@@ -143,6 +149,9 @@ def block_window(lines: list[str], start: int, end: int) -> tuple[int, int]:
 
 Endpoint = Callable[[Request], Awaitable[Response]]
 
+Invoke = Callable[[str, dict[str, Any], CallContext], Awaitable[dict[str, Any]]]
+"""`App.invoke`: run one tool call as the platform does for MCP (validation, approval, one audit record)."""
+
 
 def _guarded(handler: Callable[[Request], Awaitable[Any]]) -> Endpoint:
     """Turn a handler returning a dict (or a Response) into an endpoint; BridgeErrors become JSON errors."""
@@ -159,12 +168,22 @@ def _guarded(handler: Callable[[Request], Awaitable[Any]]) -> Endpoint:
     return endpoint
 
 
-def markdown_routes(service: Any, ui_state: UiState | None = None) -> list[Route]:
+def markdown_routes(
+    service: Any, ui_state: UiState | None = None, *, invoke: Invoke | None = None
+) -> list[Route]:
     """The routes of the markdown editor's API, relative to where the platform mounts them (`/api/markdown`).
 
     `service` is the kind's `MarkdownService` (service.py); `ui_state` the shared `UiState` (a private one is
     made when none is given). The service learns the UI state so its status tool can report theme and layout.
+    `invoke` is `App.invoke`: opening and saving from the editor run as the tools they are (caller `ui`), so
+    they are validated and audited once, by the platform, like the same call from an MCP client.
     """
+
+    async def tool(name: str, arguments: dict[str, Any]) -> Any:
+        if invoke is None:
+            raise BridgeError(ErrorCode.NOT_READY, "the editor API is not connected to the platform")
+        return await invoke(name, arguments, UI)
+
     state = ui_state if ui_state is not None else UiState(events=getattr(service, "events", None))
     render_lock = anyio.Lock()
     if getattr(service, "ui_state", None) is None:
@@ -182,7 +201,7 @@ def markdown_routes(service: Any, ui_state: UiState | None = None) -> list[Route
 
     async def open_doc(request: Request) -> Any:
         body = await json_body(request)
-        return await service.open(_str_arg(body, "path"))
+        return await tool("md_open_document", {"path": _str_arg(body, "path")})
 
     async def get_doc(request: Request) -> Any:
         return service.read(request.path_params["doc_id"])
@@ -285,7 +304,7 @@ def markdown_routes(service: Any, ui_state: UiState | None = None) -> list[Route
         return {"ok": True}
 
     async def save(request: Request) -> Any:
-        return await service.save(request.path_params["doc_id"])
+        return await tool("md_save_current_document", {"docId": request.path_params["doc_id"]})
 
     async def external(request: Request) -> Any:
         body = await json_body(request)
@@ -310,15 +329,28 @@ def markdown_routes(service: Any, ui_state: UiState | None = None) -> list[Route
         name, media_type = EXPORT_FORMATS[fmt]
         stem = Path(doc.name).stem or "document"
         text = doc.text
-        data = await export_gate(service).run(
-            lambda: export_bytes(
-                name,
-                text,
-                title=stem,
-                base_dir=doc.path.parent if doc.path else None,
-                typography=state.snapshot()["typography"],
+        # Not a tool (the browser downloads the bytes), but the person's export is audited once all the same.
+        tracked = (
+            contextlib.nullcontext()
+            if service.audit is None
+            else service.audit.track(
+                caller=UI.caller,
+                client=UI.client_name,
+                tool=EXPORT_AUDIT_TOOL,
+                target=service.target_of(doc.doc_id) or "",
+                arg_names=("format",),
             )
         )
+        with tracked:
+            data = await export_gate(service).run(
+                lambda: export_bytes(
+                    name,
+                    text,
+                    title=stem,
+                    base_dir=doc.path.parent if doc.path else None,
+                    typography=state.snapshot()["typography"],
+                )
+            )
         filename = f"{stem}{FORMATS[name]}"
         # RFC 6266 / 5987: an ASCII fallback plus the UTF-8 name, so 中文.md exports keep their name.
         ascii_name = filename.encode("ascii", "replace").decode().replace("?", "_").replace('"', "_")

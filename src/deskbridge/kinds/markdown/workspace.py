@@ -76,7 +76,7 @@ class MarkdownWorkspace:
         return [*markdown_tools(self.service), *markdown_ui_tools(self.service, self.ui_state)]
 
     def api_routes(self) -> list[BaseRoute]:
-        return list(markdown_routes(self.service, self.ui_state))
+        return list(markdown_routes(self.service, self.ui_state, invoke=self.services.invoke))
 
     def static_dir(self) -> Path | None:
         return STATIC_DIR
