@@ -380,20 +380,12 @@ def markdown_routes(
             "enabled": rules.enabled,
         }
 
-    # -- UI state and the draft barrier ------------------------------------------------------------------
+    # -- UI state (the draft barrier is the platform's: /api/events?editor=, /api/editors/ack) --------
     async def ui_get(request: Request) -> Any:
         return state.snapshot()
 
     async def ui_post(request: Request) -> Any:
         return state.update(await json_body(request), source="ui")
-
-    async def draft_report(request: Request) -> Any:
-        """An editor's count of local changes the server has not accepted yet (0 = in sync), per document."""
-        body = await json_body(request)
-        doc_id = _str_arg(body, "docId", max_len=200)
-        client = _str_arg(body, "clientId", max_len=200)
-        service.report_drafts(doc_id, client, _int_arg(body.get("pending", 0), "pending"))
-        return {"ok": True}
 
     async def command_result(request: Request) -> Any:
         """The editor's prepared change for an AI's editor command (editor_commands.py); the AI edit follows."""
@@ -421,7 +413,5 @@ def markdown_routes(
         r("/approval-rules", approval_rules),
         r("/ui", ui_get),
         r("/ui", ui_post, "POST"),
-        r("/drafts", draft_report, "POST"),
         r("/commands/{request_id}", command_result, "POST"),
-        r("/drafts/ack", draft_report, "POST"),
     ]

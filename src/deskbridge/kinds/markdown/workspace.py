@@ -72,6 +72,11 @@ class MarkdownWorkspace:
                 self.service.open_path(front)
         self._tasks: list[asyncio.Task[None]] = []
 
+    @property
+    def drafts(self) -> Any:
+        """The core draft barrier the platform registers this workspace's editors with (web/app.py)."""
+        return self.service.drafts
+
     def tools(self) -> list[ToolSpec]:
         return [*markdown_tools(self.service), *markdown_ui_tools(self.service, self.ui_state)]
 

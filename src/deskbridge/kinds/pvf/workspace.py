@@ -54,6 +54,11 @@ class PvfWorkspace:
             return ws.source_path
         return self.initial or Path()
 
+    @property
+    def drafts(self) -> Any:
+        """The engine's draft barrier, for the platform's editor routes (web/app.py)."""
+        return self.service.engine.drafts
+
     def tools(self) -> list[ToolSpec]:
         return pvf_tools(self.service) + script_tools(self.service, self.services.dirs.config)
 
