@@ -16,7 +16,13 @@ from deskbridge.kinds.markdown.approvals import Approvals, edits_diff
 from deskbridge.kinds.markdown.callers import UI, is_ai
 from deskbridge.kinds.markdown.collab import Edit, map_position, map_range
 from deskbridge.kinds.markdown.document import MarkdownDocument
-from deskbridge.kinds.markdown.edits import REFINE_MIN_CHARS, context_around, refine_edits
+from deskbridge.kinds.markdown.edits import (
+    REFINE_MIN_CHARS,
+    Range,
+    check_expected_text,
+    context_around,
+    refine_edits,
+)
 
 
 def _map_loosely(start: int, end: int, later: list[list[Edit]]) -> tuple[int, int]:
@@ -203,3 +209,89 @@ class Editing:
                 **context_around(doc.text, min(start, len(doc.text)), min(end, len(doc.text))),
             },
         )
+
+    # --- the edit rules the md_* tools share ------------------------------------------------------------
+
+    def require_current(self, doc_id: str | None, revision: str) -> MarkdownDocument:
+        """The document, if `revision` is its current one; STALE_WORKSPACE otherwise."""
+        doc = self.get(doc_id)
+        if doc.version_of(revision) != doc.version:
+            raise BridgeError(
+                ErrorCode.STALE_WORKSPACE,
+                f"the document changed since revision {revision} (now {doc.revision}); read it again",
+                data={"revision": doc.revision},
+            )
+        return doc
+
+    @staticmethod
+    def whole_text_edits(old: str, new: str) -> list[Edit]:
+        """Replacing `old` by `new` as one edit over the part that differs only (so the person's cursor and
+        undo history stay useful); none when they are equal. Line breaks of `new` are normalised to '\\n'."""
+        new = new.replace("\r\n", "\n").replace("\r", "\n")
+        if old == new:
+            return []
+        prefix = 0
+        limit = min(len(old), len(new))
+        while prefix < limit and old[prefix] == new[prefix]:
+            prefix += 1
+        suffix = 0
+        while suffix < limit - prefix and old[len(old) - 1 - suffix] == new[len(new) - 1 - suffix]:
+            suffix += 1
+        return [Edit(prefix, len(old) - suffix, new[prefix : len(new) - suffix])]
+
+    def range_now(self, doc: MarkdownDocument, base: int, start: int, end: int, expected_text: str) -> Range:
+        """Where the range [start, end) of the text at version `base` is now.
+
+        Refused (STALE_WORKSPACE, with the text there now) when a later update touched it; the text inside an
+        untouched range is the text it had at `base`, which must be `expected_text`."""
+        if end - start != len(expected_text):
+            raise BridgeError(
+                ErrorCode.EXPECTED_TEXT_MISMATCH,
+                f"the range has {end - start} code points but expectedText has {len(expected_text)}",
+            )
+        mapped: tuple[int, int] | None = (start, end)
+        for edits in doc.collab.edits_since(base):
+            mapped = map_range(mapped[0], mapped[1], edits)
+            if mapped is None:
+                raise self._stale(
+                    doc,
+                    min(start, len(doc.text)),
+                    min(end, len(doc.text)),
+                    "the text at this range changed since your revision",
+                )
+        rng = Range(*mapped)
+        check_expected_text(doc.text, rng, expected_text)
+        return rng
+
+    def insertion_point(
+        self,
+        doc: MarkdownDocument,
+        revision: str,
+        *,
+        offset: int | None,
+        line: int | None,
+        column: int | None,
+    ) -> tuple[int, int]:
+        """`(offset, version it is an offset of)` for an insertion: at a code-point offset of the text at
+        `revision`, at a line/column of the current text, or at the person's cursor."""
+        base = doc.version_of(revision)
+        if offset is not None:
+            length_then = len(doc.text) - sum(
+                len(e.insert) - (e.end - e.start) for edits in doc.collab.edits_since(base) for e in edits
+            )
+            if offset > length_then:
+                raise BridgeError(
+                    ErrorCode.INVALID_ARGUMENT,
+                    f"offset {offset} is past the end of the document at that revision ({length_then})",
+                )
+            return offset, base
+        if line is not None:
+            self.require_current(doc.doc_id, revision)
+            return doc.collab.offsets.line_col_to_cp(line, column or 1), doc.version
+        sel = doc.current_selection()
+        if sel is None:
+            raise BridgeError(
+                ErrorCode.INVALID_ARGUMENT,
+                "no offset given and the editor has not reported a cursor; pass offset or line",
+            )
+        return sel[0], doc.version

@@ -28,7 +28,6 @@ from deskbridge.kinds.http import error_response, json_body
 from deskbridge.kinds.markdown.approvals import NEEDS_APPROVAL_BY_DEFAULT
 from deskbridge.kinds.markdown.editor_commands import requests_of
 from deskbridge.kinds.markdown.export import FORMATS, RICH_TARGETS, export_bytes, export_gate, rich_html
-from deskbridge.kinds.markdown.render import PREVIEW, render_html
 from deskbridge.kinds.markdown.service import UI
 from deskbridge.kinds.markdown.ui_state import UiState
 
@@ -40,18 +39,6 @@ PULL_WAIT_MAX_S: Final = 25.0
 
 FILES_MAX: Final = 2000
 """Files listed in the sidebar at most (the list says `truncated` beyond)."""
-
-PREVIEW_FULL_MAX_CHARS: Final = 200_000
-"""Characters up to which the preview renders the whole document; larger ones are previewed in windows."""
-
-PREVIEW_WINDOW_LINES: Final = 1_200
-"""Lines in a preview window when the browser does not say."""
-
-PREVIEW_WINDOW_MAX_LINES: Final = 5_000
-"""Lines in one preview window at most."""
-
-BLOCK_SEARCH_MAX_LINES: Final = 400
-"""How far a window edge moves to reach a blank line (so a paragraph, list or table is not cut)."""
 
 ASSET_TYPES: Final = {
     ".png": "image/png",
@@ -117,34 +104,6 @@ def _choice(value: str | None, allowed: tuple[str, ...], name: str) -> str:
             data={"allowed": list(allowed)},
         )
     return folded
-
-
-def _is_fence(line: str) -> bool:
-    stripped = line.lstrip(" ")
-    return len(line) - len(stripped) <= 3 and stripped.startswith(("```", "~~~"))
-
-
-def block_window(lines: list[str], start: int, end: int) -> tuple[int, int]:
-    """Widen the 1-based line window [start, end] to whole blocks: edges on blank lines, fences kept whole.
-
-    Approximate on purpose (a fence is any line starting with ``` or ~~~): it only decides where a preview
-    window is cut, never what the document means.
-    """
-    fences_before = sum(1 for line in lines[: start - 1] if _is_fence(line))
-    if fences_before % 2:  # the window starts inside a code fence: begin at its opening line
-        while start > 1 and not _is_fence(lines[start - 1]):
-            start -= 1
-    else:
-        floor = max(1, start - BLOCK_SEARCH_MAX_LINES)
-        while start > floor and lines[start - 2].strip():
-            start -= 1
-    ceiling = min(len(lines), end + BLOCK_SEARCH_MAX_LINES)
-    inside = sum(1 for line in lines[start - 1 : end] if _is_fence(line)) % 2 == 1
-    while end < ceiling and (inside or lines[end - 1].strip()):
-        end += 1
-        if _is_fence(lines[end - 1]):
-            inside = not inside
-    return start, end
 
 
 Endpoint = Callable[[Request], Awaitable[Response]]
@@ -230,25 +189,15 @@ def markdown_routes(
         )
 
     async def preview(request: Request) -> Any:
-        doc = service.get(request.path_params["doc_id"])
-        text, version = doc.collab.snapshot()
+        doc_id = request.path_params["doc_id"]
+        service.get(doc_id)  # NOT_FOUND before any work
         first = request.query_params.get("from")
         last = request.query_params.get("to")
-        if first is None and len(text) <= PREVIEW_FULL_MAX_CHARS:
-            # The service's cached, incremental renderer (also behind md_get_rendered_html); one render at a
-            # time, off the event loop.
-            async with render_lock:
-                html, version = await anyio.to_thread.run_sync(service.preview_html, doc.doc_id)
-            return {"html": html, "version": version}
-        # A large document is previewed a window of lines at a time (the part the person looks at): rendering
-        # all of a 120,000-line document takes seconds and would hold the interpreter on every keystroke.
-        lines = text.split("\n")
-        start = _int_arg(first or 1, "from", minimum=1)
-        end = _int_arg(last or start + PREVIEW_WINDOW_LINES, "to", minimum=start)
-        end = min(end, start + PREVIEW_WINDOW_MAX_LINES, len(lines))
-        start, end = block_window(lines, min(start, len(lines)), end)
-        html = await anyio.to_thread.run_sync(render_html, "\n".join(lines[start - 1 : end]), PREVIEW)
-        return {"html": html, "version": version, "window": {"from": start, "to": end, "total": len(lines)}}
+        start = None if first is None else _int_arg(first, "from", minimum=1)
+        end = None if last is None else _int_arg(last, "to", minimum=start or 1)
+        # Off the event loop, one render at a time (views.py decides: whole document or a window of lines).
+        async with render_lock:
+            return await anyio.to_thread.run_sync(service.preview, doc_id, start, end)
 
     async def asset(request: Request) -> Any:
         """An image the document refers to by a relative path, so the preview shows local pictures.

@@ -292,7 +292,7 @@ async def test_a_large_document_is_previewed_a_window_of_whole_blocks_at_a_time(
 
 
 def test_block_window_keeps_paragraphs_and_fences_whole():
-    from deskbridge.kinds.markdown.web import block_window
+    from deskbridge.kinds.markdown.views import block_window
 
     lines = ["para one", "still para one", "", "```", "a", "", "b", "```", "", "last"]
     assert block_window(lines, 2, 2) == (1, 3)
