@@ -447,6 +447,12 @@ async def test_read_list_and_case_insensitive_paths(archive: Path) -> None:
             seen += [e["path"] for e in page["entries"]]
             cursor = page["nextCursor"]
         assert path in seen and len(seen) == page1["total"]
+        # a cursor this server did not issue is refused with how to restart (core.paging), never page 1 again
+        for tool, extra in (("pvf_list_dir", {"path": folder}), ("pvf_search", {"query": "equ"})):
+            bad = await a.fail(
+                tool, {"workspaceId": ws, **extra, "cursor": "not-a-cursor"}, "INVALID_ARGUMENT"
+            )
+            assert "without cursor" in bad["hint"] and tool in bad["hint"], bad
         await a.fail("pvf_list_dir", {"workspaceId": ws, "path": "nope"}, "NOT_FOUND")
         # an edit with another spelling of the path changes the same file
         applied = await a.edit(ws, rev, path.upper(), "\n[e]\n`case`\n")
