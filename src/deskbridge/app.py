@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from pydantic import ValidationError
 
-from deskbridge.core.audit import Approval
+from deskbridge.core.audit import AUDIT_TARGET, Approval
 from deskbridge.core.errors import DEFAULT_HINTS, BridgeError, ErrorCode, internal
 from deskbridge.core.limits import RESPONSE_MAX_BYTES
 from deskbridge.core.policy import LAST_APPROVAL
@@ -126,6 +126,7 @@ class App:
             audit=self.audit,
             approvals=self.approvals,
             options=dict(options or {}),
+            invoke=self.invoke,
         )
 
     def adopt(self, workspace: KindWorkspace) -> KindWorkspace:
@@ -166,6 +167,7 @@ class App:
         spec = self.find_tool(name)
         outcome = "ok"
         LAST_APPROVAL.set(None)
+        AUDIT_TARGET.set(None)
         try:
             if spec is None:
                 if self.workspace is None:
@@ -236,7 +238,7 @@ class App:
                 tool=name,
                 approval=approval.for_audit if approval is not None else Approval.NONE,
                 approved_via=None if approval is None or approval.via is None else str(approval.via),
-                target=_target_of(arguments) or "",
+                target=AUDIT_TARGET.get() or _target_of(arguments) or "",
                 outcome=outcome,
                 duration_ms=(time.perf_counter() - started) * 1000,
                 arg_names=arguments.keys(),

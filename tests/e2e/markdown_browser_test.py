@@ -597,7 +597,7 @@ def test_a_save_waits_for_the_keystrokes_still_on_their_way(editor):
     type_at_end(page, "\nlast words")
     page.wait_for_function("() => window.deskbridge.sync.pending() > 0")
     deadline = time.monotonic() + 5
-    while bench.service.drafts.pending(bench.service.current_id) == 0:  # the editor reported its draft
+    while not bench.service.drafts.clients():  # the editor's event stream registered it with the barrier
         assert time.monotonic() < deadline
         time.sleep(0.02)
     save = bench.submit(bench.service.save())
@@ -609,3 +609,47 @@ def test_a_save_waits_for_the_keystrokes_still_on_their_way(editor):
     result = save.result(10)
     assert result["dirty"] is False
     assert (bench.root / "notes.md").read_text("utf-8").endswith("\nlast words")
+
+
+def _wait_until(check, what: str, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.02)
+
+
+def test_an_mcp_save_asks_the_editor_whose_event_stream_is_open(browser, tmp_path):
+    """One draft barrier (core's): the editor is registered exactly while its event stream is open, answers
+    `prepare` after its typing is accepted, and the AI's save over HTTP MCP writes what the person typed."""
+    bench = harness.make_bench(tmp_path / "notes", require_approval=False)
+    errors: list[str] = []
+    with harness.serving(bench):
+        page = _open(browser, bench, errors)
+        client_id = page.evaluate("window.deskbridge.clientId")
+        _wait_until(lambda: bench.service.drafts.clients() == [client_id], "the editor never registered")
+        held = []
+        page.route("**/push", lambda route: held.append(route))  # a slow network holds the typing back
+        type_at_end(page, "\n打字 typed just before the save")
+        page.wait_for_function("() => window.deskbridge.sync.pending() > 0")
+
+        async def mcp_save():
+            async with bench.srv.client() as client:
+                return await client.call_tool("md_save_current_document", {})
+
+        save = bench.submit(mcp_save())
+        _wait_until(lambda: held, "the editor did not push its typing when asked")
+        assert not save.done()  # the barrier waits for the editor, which waits for its push
+        for route in held:
+            route.continue_()
+        page.unroute("**/push")
+        result = save.result(30)
+        assert not result.is_error, result.structured_content
+        assert (bench.root / "notes.md").read_text("utf-8").endswith("\n打字 typed just before the save")
+        saves = [r for r in bench.audit.recent() if r.tool == "md_save_current_document"]
+        assert len(saves) == 1 and saves[0].outcome == "ok"
+        page.context.close()
+        # the tab is gone with its stream: nobody is asked any more and a save is not held
+        _wait_until(lambda: bench.service.drafts.clients() == [], "a closed tab stayed registered")
+        again = bench.submit(mcp_save()).result(30)
+        assert not again.is_error, again.structured_content
+    assert errors == [], f"the page raised: {errors}"

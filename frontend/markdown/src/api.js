@@ -66,10 +66,13 @@ export const api = {
   approvalRules: () => get(`${MD}/approval-rules`),
   uiGet: () => get(`${MD}/ui`),
   uiSet: (partial) => post(`${MD}/ui`, partial),
-  /** How many local changes of `docId` the server has not accepted yet (the draft barrier waits for 0). */
   /** The change an AI's editor command would make, prepared here (editor_commands.py). */
   commandResult: (requestId, body) => post(`${MD}/commands/${e(requestId)}`, body),
-  drafts: (docId, clientId, pending) => post(`${MD}/drafts`, { docId, clientId, pending }),
+  // The platform's draft barrier, the same for every kind's editor (core/lifecycle.py DraftBarrier): this tab
+  // is registered while its event stream (`eventsUrlFor`) is open and answers each `prepare` event.
+  editorAck: (operationId, clientId, hasDrafts, detail) => post(`${API}/editors/ack`, { operationId, clientId, hasDrafts, detail }),
+  /** Whether this tab holds unsynced edits, for status displays only (never trusted for a save). */
+  editorReport: (clientId, hasDrafts) => post(`${API}/editors/report`, { clientId, hasDrafts }),
   // the platform (lead's routes)
   settings: () => get(`${API}/settings`),
   saveSettings: (partial) => post(`${API}/settings`, partial),
@@ -86,4 +89,5 @@ export const api = {
   approvals: () => get(`${API}/approvals`),
   answerApproval: (id, approved) => post(`${API}/approvals/${e(id)}`, { approved }),
   eventsUrl: `${API}/events`,
+  eventsUrlFor: (clientId) => `${API}/events?editor=${e(clientId)}`,
 };

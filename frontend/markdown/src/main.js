@@ -274,7 +274,7 @@ async function loadDocument(docId) {
   // Leaving a document: let its last keystrokes reach the server first, so switching never drops typing.
   if (app.sync && !app.sync.closed && app.docId !== docId) await app.sync.flush(2000);
   const doc = await api.doc(docId).finally(() => { app.loadingDocId = null; });
-  reportedPending = 0;
+  reportedDrafts = false;
   app.sync?.close();
   app.docId = docId;
   app.doc = doc;
@@ -662,7 +662,7 @@ function connectEvents() {
   });
   let opened = false;
   const open = () => {
-    source = new EventSource(api.eventsUrl, { withCredentials: true });
+    source = new EventSource(api.eventsUrlFor(app.clientId), { withCredentials: true });
     source.onopen = () => {
       retry = 1000;
       hideError();
@@ -700,6 +700,7 @@ async function resyncAfterGap() {
 }
 
 function onUiEvent(data) {
+  if (data.event === 'prepare' && data.operationId) { answerPrepare(data); return; } // core draft barrier
   if (data.type === 'clipboard' && data.html) deliverClipboard(app, data); // export.py copy_rich_html
   else if (data.kind === 'state' && data.state) applyUi(data.state);
   else if (data.kind === 'panel') openPanel(data.panel, app);
@@ -740,7 +741,7 @@ function onApprovalEvent(data) {
 }
 
 // service.py publishes topic 'doc' with `type`: opened, current, update, saved, closed, external-change,
-// reloaded, kept, flush-drafts.
+// reloaded, kept.
 function onDocEvent(data) {
   const type = data.type || data.kind;
   if (type === 'opened' || type === 'closed') loadFiles();
@@ -754,7 +755,6 @@ function onDocEvent(data) {
   if (typeof data.dirty === 'boolean') { app.serverDirty = data.dirty; renderDirty(); }
   if (type === 'external-change') $('#external-banner').hidden = false;
   if (type === 'reloaded' || type === 'kept') $('#external-banner').hidden = true;
-  if (type === 'flush-drafts') flushDrafts();
   if (type === 'exported' && data.path) toast(t('exportedTo', { path: data.path }), 'ok', 5000);
 }
 
@@ -769,18 +769,23 @@ function followDocument(data) {
   if (renamed) { toast(t('savedAs', { path: data.path }), 'info', 4000); loadFiles(); }
 }
 
-/** The draft barrier: get local changes accepted, then say how many are still pending (0 lets a save go on). */
-async function flushDrafts() {
-  if (!app.sync) return;
-  const pending = await app.sync.flush(1500);
-  reportDrafts(pending);
+/**
+ * The draft barrier (core/lifecycle.py, the same for every kind): before a save or close the server asks every
+ * open editor; get this tab's typing in the document concerned accepted first, then answer. No answer in time
+ * refuses the save (UI_NOT_READY), an answer with drafts refuses it too (UI_DRAFT_PENDING): never a guess.
+ */
+async function answerPrepare({ operationId, docId }) {
+  let pending = 0;
+  if (app.sync && (!docId || docId === app.docId)) pending = await app.sync.flush(1500);
+  api.editorAck(operationId, app.clientId, pending > 0, { docId: app.docId, pending }).catch(() => {});
 }
 
-let reportedPending = 0;
+let reportedDrafts = false;
 function reportDrafts(pending) {
-  if (!app.docId || pending === reportedPending) return;
-  reportedPending = pending;
-  api.drafts(app.docId, app.clientId, pending).catch(() => { reportedPending = -1; });
+  const hasDrafts = pending > 0;
+  if (!app.docId || hasDrafts === reportedDrafts) return;
+  reportedDrafts = hasDrafts;
+  api.editorReport(app.clientId, hasDrafts).catch(() => { reportedDrafts = !hasDrafts; });
 }
 
 // -------------------------------------------------------------------------------------------------- errors

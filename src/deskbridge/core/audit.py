@@ -10,6 +10,7 @@ Thread-safety: `record` may be called from any thread (a `threading.Lock` guards
 
 from __future__ import annotations
 
+import contextvars
 import json
 import os
 import threading
@@ -59,6 +60,16 @@ class AuditRecord:
         out["approval"] = str(self.approval)
         out["args"] = list(self.args)
         return out
+
+
+AUDIT_TARGET: contextvars.ContextVar[str | None] = contextvars.ContextVar("AUDIT_TARGET", default=None)
+"""What the running tool call is about, when the arguments alone do not say (a docId-less call acts on the
+current document): a tool sets it, `App.invoke` records it. A path or a name, never content."""
+
+
+def set_audit_target(target: str | None) -> None:
+    """Name what the current tool call acts on, for its one audit record (see `AUDIT_TARGET`)."""
+    AUDIT_TARGET.set(target or None)
 
 
 def _clean_target(target: str) -> str:

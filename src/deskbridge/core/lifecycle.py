@@ -29,7 +29,7 @@ import inspect
 import os
 import secrets
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, TypeVar
@@ -109,7 +109,7 @@ def _accepts(fn: Any, name: str) -> bool:
     return name in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
 
 
-async def _uninterruptible(fn: Callable[[], T]) -> T:
+async def run_uninterruptible(fn: Callable[[], T]) -> T:
     """Run `fn` in a thread and see it finish even if the caller is cancelled (a client disconnecting).
 
     A disk commit cannot be undone half way, and its bookkeeping (new identity, saved revision) must not
@@ -139,8 +139,10 @@ class _Round:
 class DraftBarrier:
     """Asks every registered editor (browser tab, script window) whether it holds an unsynced draft.
 
-    The web layer calls `register(client_id)` when an editor connects and `unregister` when it leaves,
-    forwards `prepare`/`release` events (topic `ui`) to it, and passes its answer to `ack`. Thread-safe.
+    The wire protocol is the platform's, the same for every kind (web/app.py): an editor is registered while
+    its event stream `GET /api/events?editor=<clientId>` is open, gets `prepare`/`release` on topic `ui`,
+    answers with `POST /api/editors/ack {operationId, clientId, hasDrafts}` and may report its draft state
+    for display with `POST /api/editors/report`. A kind exposes its barrier as `workspace.drafts`. Thread-safe.
     """
 
     def __init__(self, bus: EventBus, timeout_s: float = limits.UI_BARRIER_TIMEOUT_S) -> None:
@@ -182,8 +184,19 @@ class DraftBarrier:
         with self._lock:
             return sorted(self._clients)
 
-    async def check(self, operation_id: str, workspace: Workspace, operation: str) -> None:
-        """Pass only when every registered editor answered in time without a draft; editors stay frozen."""
+    async def check(
+        self,
+        operation_id: str,
+        workspace: Workspace | None,
+        operation: str,
+        *,
+        scope: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Pass only when every registered editor answered in time without a draft; editors stay frozen.
+
+        `scope` goes into the `prepare` event for kinds whose operation concerns part of what an editor
+        shows (markdown: `{docId, revision}` of the one document being saved); `workspace` may then be None.
+        """
         with self._lock:
             expected = set(self._clients)
             if not expected:
@@ -197,8 +210,9 @@ class DraftBarrier:
                 "event": "prepare",
                 "operationId": operation_id,
                 "operation": operation,
-                "workspaceId": workspace.id,
-                "revision": workspace.revision,
+                "workspaceId": None if workspace is None else workspace.id,
+                "revision": None if workspace is None else workspace.revision,
+                **dict(scope or {}),
                 "clients": sorted(expected),
             },
         )
@@ -318,7 +332,7 @@ class Lifecycle:
                 await self.barrier.check(op_id, old, "open")
                 await self._settle_dirty(old, policy, progress)
             # Parse the candidate before touching the current workspace: a failure keeps everything as it was.
-            source, identity = await _uninterruptible(lambda: self._load(target, options, progress))
+            source, identity = await run_uninterruptible(lambda: self._load(target, options, progress))
             with eng.lock:
                 ws = Workspace(source=source, source_path=target, source_identity=identity)
                 eng.workspace = ws
@@ -505,7 +519,7 @@ class Lifecycle:
             return written
 
         rebind_warnings: list[str] = []
-        written = await _uninterruptible(write_and_record)
+        written = await run_uninterruptible(write_and_record)
         warnings = rebind_warnings + await self._after_save(ws, path)
         identity = written.identity if isinstance(written, files.WriteResult) else written
         backup = written.backup_path if isinstance(written, files.WriteResult) else None
@@ -526,7 +540,7 @@ class Lifecycle:
         if hook is None:
             return []
         try:
-            await _uninterruptible(lambda: hook(ws, path))
+            await run_uninterruptible(lambda: hook(ws, path))
         except Exception as exc:  # the file is on disk; report, never turn it into "not saved"
             return [f"saved, but maintenance after saving failed: {type(exc).__name__}: {exc}"]
         return []
@@ -592,7 +606,7 @@ class Lifecycle:
                         )
                 return written
 
-            written = await _uninterruptible(write)
+            written = await run_uninterruptible(write)
             result = {
                 "writtenPath": str(dest),
                 "sourcePath": None if ws.source_path is None else str(ws.source_path),

@@ -22,7 +22,6 @@ The `Engine` owns a `PlanBook` and calls it under `Engine.lock`; nothing here ta
 
 from __future__ import annotations
 
-import base64
 import difflib
 import hashlib
 import json
@@ -33,7 +32,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from deskbridge.core import limits
+from deskbridge.core import limits, paging
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.workspace import DELETED
 
@@ -211,25 +210,6 @@ class Plan:
 # --------------------------------------------------------------------------------------------- the book
 
 
-def _encode_cursor(plan_id: str, offset: int) -> str:
-    return base64.urlsafe_b64encode(json.dumps([plan_id, offset]).encode()).decode().rstrip("=")
-
-
-def _decode_cursor(cursor: str, plan_id: str) -> int:
-    try:
-        pad = "=" * (-len(cursor) % 4)
-        pid, offset = json.loads(base64.urlsafe_b64decode(cursor + pad))
-        if pid != plan_id or not isinstance(offset, int) or offset < 0:
-            raise ValueError
-        return offset
-    except (ValueError, TypeError, json.JSONDecodeError):
-        raise BridgeError(
-            ErrorCode.INVALID_ARGUMENT,
-            "the preview cursor is not valid for this plan",
-            "Pass the nextCursor of the previous page of the same plan, or omit it.",
-        ) from None
-
-
 class PlanBook:
     """All plans of one engine; the engine calls it under its lock."""
 
@@ -338,7 +318,7 @@ class PlanBook:
             )
         max_bytes = min(max_bytes, limits.PLAN_PAGE_MAX_BYTES)
         keys = [k for k in plan.changes if key_filter is None or key_filter.lower() in k.lower()]
-        start = 0 if not cursor else _decode_cursor(cursor, plan.id)
+        start = paging.offset_of(cursor, expect={"p": plan.id})
         items: list[dict[str, Any]] = []
         used = 0
         truncated = False
@@ -362,7 +342,7 @@ class PlanBook:
             "state": str(plan.state),
             "items": items,
             "total": len(keys),
-            "nextCursor": _encode_cursor(plan.id, pos) if has_more else None,
+            "nextCursor": paging.offset_cursor(pos, {"p": plan.id}) if has_more else None,
             "hasMore": has_more,
             "truncated": truncated,
             "warnings": [w.to_dict() for w in plan.warnings],

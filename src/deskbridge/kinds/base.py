@@ -34,6 +34,9 @@ class KindServices:
     """`deskbridge.core.policy.ApprovalBroker`."""
     options: dict[str, Any]
     """Kind-specific options from the command line (e.g. `{"sdk": "..."}` for sage)."""
+    invoke: Any = None
+    """`App.invoke(name, arguments, CallContext)`: how a kind's web routes run a change as the tool it is,
+    so it is validated, approved and audited once, exactly like the same call over MCP."""
 
 
 @runtime_checkable

@@ -11,7 +11,7 @@ import json
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
@@ -147,10 +147,57 @@ def api_routes(app: App, policy: SecurityPolicy | None = None) -> list[BaseRoute
         limit = min(int(request.query_params.get("limit", "100") or 100), 1000)
         return JSONResponse({"records": [record.to_dict() for record in app.audit.recent(limit)]})
 
+    def _barrier() -> Any:
+        drafts = getattr(app.workspace, "drafts", None)
+        if drafts is None:
+            raise BridgeError(ErrorCode.NOT_READY, "the open workspace has no editors to ask")
+        return drafts
+
+    def _editor_id(value: Any) -> str:
+        if not isinstance(value, str) or not 0 < len(value) <= 128:
+            raise BridgeError(
+                ErrorCode.INVALID_ARGUMENT, "clientId (editor) must be a string of 1 to 128 characters"
+            )
+        return value
+
+    async def editor_ack(request: Request) -> Response:
+        """An editor's answer to a `prepare` event of the draft barrier (core.lifecycle.DraftBarrier)."""
+        try:
+            body = await json_body(request)
+            op = body.get("operationId")
+            if not isinstance(op, str):
+                raise BridgeError(ErrorCode.INVALID_ARGUMENT, "operationId is required")
+            _barrier().ack(
+                op, _editor_id(body.get("clientId")), bool(body.get("hasDrafts")), body.get("detail")
+            )
+        except BridgeError as error:
+            return error_response(error)
+        return JSONResponse({"ok": True})
+
+    async def editor_report(request: Request) -> Response:
+        """An editor's own report of whether it holds a draft: shown in status, never trusted for a decision."""
+        try:
+            body = await json_body(request)
+            _barrier().report(_editor_id(body.get("clientId")), bool(body.get("hasDrafts")))
+        except BridgeError as error:
+            return error_response(error)
+        return JSONResponse({"ok": True})
+
     async def events(request: Request) -> Response:
+        raw_editor = request.query_params.get("editor")
+        try:
+            editor = None if raw_editor is None else _editor_id(raw_editor)
+        except BridgeError as error:
+            return error_response(error)
+
         async def stream() -> AsyncIterator[bytes]:
-            # An open event stream is how the broker knows a person can answer approvals in the browser.
+            # An open event stream is how the broker knows a person can answer approvals in the browser,
+            # and (with ?editor=) how the draft barrier knows which editors to ask: registered exactly while
+            # the stream is open, so a closed tab never holds a save and an open one is always asked.
             app.approvals.attach_ui()
+            drafts = getattr(app.workspace, "drafts", None) if editor else None
+            if drafts is not None:
+                drafts.register(editor)
             try:
                 with contextlib.closing(app.events.subscribe()) as subscription:
                     yield b": connected\n\n"
@@ -159,6 +206,8 @@ def api_routes(app: App, policy: SecurityPolicy | None = None) -> list[BaseRoute
                         yield f"id: {event.seq}\nevent: {event.topic}\ndata: {payload}\n\n".encode()
             finally:
                 app.approvals.detach_ui()
+                if drafts is not None:
+                    drafts.unregister(editor)
 
         headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
         return StreamingResponse(stream(), media_type="text/event-stream", headers=headers)
@@ -176,6 +225,8 @@ def api_routes(app: App, policy: SecurityPolicy | None = None) -> list[BaseRoute
         Route("/api/approvals/{id}", approvals_answer, methods=["POST"]),
         Route("/api/audit", audit),
         Route("/api/events", events),
+        Route("/api/editors/ack", editor_ack, methods=["POST"]),
+        Route("/api/editors/report", editor_report, methods=["POST"]),
     ]
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from deskbridge.core.errors import BridgeError, ErrorCode
+from deskbridge.core.events import EventBus
 from deskbridge.core.tools import CallContext
 from deskbridge.kinds.markdown.collab import Edit
 from deskbridge.kinds.markdown.service import MarkdownService
@@ -150,24 +151,27 @@ def test_close_with_unsaved_changes_needs_discard(notes):
 
 
 def test_unsynced_browser_drafts_block_save_until_flushed(notes):
-    svc = MarkdownService(notes / "notes.md")
-    svc.report_drafts("d1", "tab", 2)
+    """The core draft barrier: a registered editor is asked; a draft refuses, a clean answer lets the save go."""
+    bus = EventBus()
+    svc = MarkdownService(notes / "notes.md", events=bus)
+    svc.drafts.register("tab")
 
-    async def scenario():
-        async def flush_soon():
-            await asyncio.sleep(0.05)
-            svc.report_drafts("d1", "tab", 0)
+    async def scenario(has_drafts: bool):
+        sub = bus.subscribe("ui")
+        save = asyncio.create_task(svc.save())
+        prepare = await sub.get(timeout=5)
+        assert prepare.data["event"] == "prepare" and prepare.data["docId"] == "d1"
+        svc.drafts.ack(prepare.data["operationId"], "tab", has_drafts)
+        return await save
 
-        flusher = asyncio.create_task(flush_soon())
-        result = await svc.save()
-        await flusher
-        return result
-
-    assert run(scenario())["dirty"] is False
-    svc.report_drafts("d1", "tab", 1)
     with pytest.raises(BridgeError) as err:
-        asyncio.run(svc.drafts.barrier("d1", timeout_s=0.05))
+        run(scenario(True))
     assert err.value.code is ErrorCode.UI_DRAFT_PENDING
+    assert run(scenario(False))["dirty"] is False
+    svc.drafts.timeout_s = 0.05
+    with pytest.raises(BridgeError) as err:
+        run(svc.save())  # nobody answers: refused, never passed on silence
+    assert err.value.code is ErrorCode.UI_NOT_READY
 
 
 def test_selection_follows_later_edits(notes):

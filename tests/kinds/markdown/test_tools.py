@@ -203,14 +203,6 @@ def test_selection_reported_by_the_browser_can_be_replaced(service, call):
     assert "Hello 😀 planet." in service.read()["text"]
 
 
-def test_audit_records_calls_without_content(call):
-    rev = call("md_get_current_document")["revision"]
-    call("md_replace_text", oldText="daily", newText="SECRETWORD", expectedRevision=rev)
-    records = call("md_get_operation_audit", limit=5)["records"]
-    assert records[0]["tool"] == "md_replace_text" and records[0]["ok"]
-    assert "SECRETWORD" not in str(records)
-
-
 def test_edits_ask_the_person_through_the_core_broker(folder):
     bus = EventBus()
     broker = ApprovalBroker(bus, timeout_s=5)
@@ -232,7 +224,6 @@ def test_edits_ask_the_person_through_the_core_broker(folder):
 
     asyncio.run(scenario())
     assert "weekly" in service.get().text
-    assert service.audit.recent(1)[0]["approval"] == "approved"
 
 
 def test_without_anyone_to_ask_edits_are_declined(folder):
@@ -242,11 +233,10 @@ def test_without_anyone_to_ask_edits_are_declined(folder):
     with pytest.raises(BridgeError) as err:
         call("md_insert_text", offset=0, text="x", expectedRevision=rev)
     assert err.value.code is ErrorCode.APPROVAL_DECLINED
-    # nobody was there to say no: the audit says so instead of "declined"
-    assert call("md_get_operation_audit")["records"][0]["approval"] == "no_one_to_ask"
+    # how the audit records it ("no_one_to_ask", not "declined"): test_engine_over_mcp.py
 
 
-def test_an_approval_nobody_answered_is_audited_as_timed_out(folder):
+def test_an_approval_nobody_answered_is_declined_as_not_in_time(folder):
     broker = ApprovalBroker(EventBus(), timeout_s=0.2)
     broker.attach_ui()
     service = MarkdownService(folder / "notes.md", policy=broker)
@@ -255,8 +245,6 @@ def test_an_approval_nobody_answered_is_audited_as_timed_out(folder):
     with pytest.raises(BridgeError) as err:
         call("md_insert_text", offset=0, text="x", expectedRevision=rev)
     assert err.value.code is ErrorCode.APPROVAL_DECLINED and "in time" in err.value.message
-    record = call("md_get_operation_audit")["records"][0]
-    assert record["approval"] == "timed_out" and record["error"] == "APPROVAL_DECLINED"
 
 
 def test_a_patch_that_changes_nothing_asks_nothing(folder):

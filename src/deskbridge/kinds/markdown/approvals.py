@@ -1,4 +1,4 @@
-"""Who must approve what for the markdown kind, how we ask the person, and the audit of every MCP operation.
+"""Who must approve what for the markdown kind, how we ask the person, and the view of the core audit it shows.
 
 Seed §3.3/§9.3: edits, overwriting, opening outside the workspace and copying rich HTML ask the person first;
 saving does not; `require_approval false` turns asking off; settings may relax single operations. The request
@@ -11,10 +11,10 @@ from __future__ import annotations
 import difflib
 import re
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any, Final
 
-from deskbridge.core.audit import Approval, AuditLog
+from deskbridge.core.audit import AuditLog
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.policy import ApprovalBroker, ApprovalRequest, ApprovalRules, approval_rules_from
 from deskbridge.core.tools import CallContext
@@ -163,69 +163,33 @@ class Approvals:
         return True
 
 
-TIMED_OUT: Final = "timed_out"
-NO_ONE_TO_ASK: Final = "no_one_to_ask"
-_DECISION_SEP: Final = "|"
+TOOL_PREFIXES: Final = ("md_", "md.", "vex_", "vex.")
+"""Tool names of this kind (and the Vex aliases a client may have called), as the core audit records them."""
 
 
-class OperationAudit:
-    """The last `AUDIT_KEEP` markdown tool calls with their approval outcome, for `md_get_operation_audit`.
-
-    The platform's `App.invoke` already writes every call to the shared core audit log (without knowing
-    whether a person was asked); this ring adds the approval outcome and stays markdown-only.
-    """
-
-    def __init__(self) -> None:
-        self.log = AuditLog(memory_max=AUDIT_KEEP)
-
-    def record(
-        self,
-        ctx: CallContext,
-        tool: str,
-        target: str,
-        *,
-        approved: bool | None,
-        error: str | None,
-        duration_ms: float = 0.0,
-        arg_names: Iterable[str] = (),
-        decision: str | None = None,
-    ) -> None:
-        """`decision` is the broker's (`approved`, `declined`, `timed_out`, `no_one_to_ask`): a request nobody
-        answered is recorded as timed out, not as the person's "no"."""
-        approval = (
-            Approval.NONE if approved is None else (Approval.APPROVED if approved else Approval.DECLINED)
+def operation_audit(log: AuditLog | None, limit: int = AUDIT_KEEP) -> list[dict[str, Any]]:
+    """The last `limit` markdown tool calls from the core audit (`App.invoke` writes each call once), newest
+    first, in `md_get_operation_audit`'s shape: no content, no tokens, no search queries."""
+    if log is None:
+        return []
+    out: list[dict[str, Any]] = []
+    for rec in reversed(log.recent()):
+        if not rec.tool.startswith(TOOL_PREFIXES):
+            continue
+        out.append(
+            {
+                "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(rec.timestamp)),
+                "caller": rec.caller,
+                "client": rec.client,
+                "tool": rec.tool,
+                "target": rec.target,
+                "approval": str(rec.approval),
+                "approvedVia": rec.approved_via or None,
+                "ok": rec.outcome == "ok",
+                "error": None if rec.outcome == "ok" else rec.outcome,
+                "durationMs": rec.duration_ms,
+            }
         )
-        outcome = error or "ok"
-        if decision in (TIMED_OUT, NO_ONE_TO_ASK):
-            outcome = f"{outcome}{_DECISION_SEP}{decision}"
-        self.log.record(
-            caller=ctx.caller,
-            client=ctx.client_name,
-            tool=tool,
-            target=target,
-            outcome=outcome,
-            approval=approval,
-            duration_ms=duration_ms,
-            arg_names=arg_names,
-        )
-
-    def recent(self, limit: int = AUDIT_KEEP) -> list[dict[str, Any]]:
-        """Newest first; no content, no tokens (only tool, target, outcome, approval, duration)."""
-        out: list[dict[str, Any]] = []
-        for rec in reversed(self.log.recent()):
-            outcome, _, decision = rec.outcome.partition(_DECISION_SEP)
-            out.append(
-                {
-                    "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(rec.timestamp)),
-                    "client": rec.client,
-                    "tool": rec.tool,
-                    "target": rec.target,
-                    "approval": decision or str(rec.approval),
-                    "ok": outcome == "ok",
-                    "error": None if outcome == "ok" else outcome,
-                    "durationMs": rec.duration_ms,
-                }
-            )
-            if len(out) >= limit:
-                break
-        return out
+        if len(out) >= limit:
+            break
+    return out

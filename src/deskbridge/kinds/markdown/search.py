@@ -12,7 +12,6 @@ skipped, never opened for blocking).
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import threading
@@ -26,6 +25,7 @@ import regex
 
 from deskbridge.core import files as core_files
 from deskbridge.core.errors import BridgeError, ErrorCode
+from deskbridge.core.paging import decode_cursor, encode_cursor
 from deskbridge.kinds.markdown.document import DOCUMENT_MAX_BYTES, decode_file
 
 PATTERN_MAX_CHARS: Final = 500
@@ -66,24 +66,14 @@ class Query:
 
 
 def _encode_cursor(query: Query, file_index: int, offset: int) -> str:
-    raw = json.dumps({"q": query.key(), "f": file_index, "o": offset}).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    return encode_cursor({"q": query.key(), "f": file_index, "o": offset})
 
 
 def _decode_cursor(query: Query, cursor: str | None) -> tuple[int, int]:
     if not cursor:
         return 0, 0
-    try:
-        data = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        if data["q"] != query.key():
-            raise ValueError("cursor of another query")
-        return int(data["f"]), int(data["o"])
-    except (ValueError, KeyError, TypeError) as exc:
-        raise BridgeError(
-            ErrorCode.INVALID_ARGUMENT,
-            f"the cursor is not valid for this search ({exc})",
-            hint="Start the search again without a cursor.",
-        ) from None
+    data = decode_cursor(cursor, tool="md_search", expect={"q": query.key()}, ints=("f", "o"))
+    return data["f"], data["o"]
 
 
 def _preview(text: str, start: int, end: int) -> str:

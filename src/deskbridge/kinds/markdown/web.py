@@ -9,6 +9,7 @@ Host/Origin checks and the per-launch UI secret are enforced by the platform mid
 
 from __future__ import annotations
 
+import contextlib
 import stat
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -22,11 +23,12 @@ from starlette.routing import Route
 
 from deskbridge.core.errors import BridgeError, ErrorCode, internal
 from deskbridge.core.paths import resolve_path
+from deskbridge.core.tools import CallContext
 from deskbridge.kinds.http import error_response, json_body
 from deskbridge.kinds.markdown.approvals import NEEDS_APPROVAL_BY_DEFAULT
 from deskbridge.kinds.markdown.editor_commands import requests_of
 from deskbridge.kinds.markdown.export import FORMATS, RICH_TARGETS, export_bytes, export_gate, rich_html
-from deskbridge.kinds.markdown.render import PREVIEW, render_html
+from deskbridge.kinds.markdown.service import UI
 from deskbridge.kinds.markdown.ui_state import UiState
 
 STATIC_DIR: Final = Path(__file__).parent / "static"
@@ -37,18 +39,6 @@ PULL_WAIT_MAX_S: Final = 25.0
 
 FILES_MAX: Final = 2000
 """Files listed in the sidebar at most (the list says `truncated` beyond)."""
-
-PREVIEW_FULL_MAX_CHARS: Final = 200_000
-"""Characters up to which the preview renders the whole document; larger ones are previewed in windows."""
-
-PREVIEW_WINDOW_LINES: Final = 1_200
-"""Lines in a preview window when the browser does not say."""
-
-PREVIEW_WINDOW_MAX_LINES: Final = 5_000
-"""Lines in one preview window at most."""
-
-BLOCK_SEARCH_MAX_LINES: Final = 400
-"""How far a window edge moves to reach a blank line (so a paragraph, list or table is not cut)."""
 
 ASSET_TYPES: Final = {
     ".png": "image/png",
@@ -69,6 +59,9 @@ ASSET_MAX_BYTES: Final = 32 * 1024 * 1024
 REQUEST_HEADER: Final = "x-deskbridge-request"
 """Header the editor sends with requests that start costly work (`export`); a page cannot send it cross-origin
 without a CORS preflight (which fails) and a document's markup cannot send it at all."""
+
+EXPORT_AUDIT_TOOL: Final = "md.export_download"
+"""How the core audit names the person's own export from the editor (md_get_operation_audit shows it)."""
 
 EXPORT_FORMATS: Final = {
     "html": ("HTML", "text/html; charset=utf-8"),
@@ -113,35 +106,10 @@ def _choice(value: str | None, allowed: tuple[str, ...], name: str) -> str:
     return folded
 
 
-def _is_fence(line: str) -> bool:
-    stripped = line.lstrip(" ")
-    return len(line) - len(stripped) <= 3 and stripped.startswith(("```", "~~~"))
-
-
-def block_window(lines: list[str], start: int, end: int) -> tuple[int, int]:
-    """Widen the 1-based line window [start, end] to whole blocks: edges on blank lines, fences kept whole.
-
-    Approximate on purpose (a fence is any line starting with ``` or ~~~): it only decides where a preview
-    window is cut, never what the document means.
-    """
-    fences_before = sum(1 for line in lines[: start - 1] if _is_fence(line))
-    if fences_before % 2:  # the window starts inside a code fence: begin at its opening line
-        while start > 1 and not _is_fence(lines[start - 1]):
-            start -= 1
-    else:
-        floor = max(1, start - BLOCK_SEARCH_MAX_LINES)
-        while start > floor and lines[start - 2].strip():
-            start -= 1
-    ceiling = min(len(lines), end + BLOCK_SEARCH_MAX_LINES)
-    inside = sum(1 for line in lines[start - 1 : end] if _is_fence(line)) % 2 == 1
-    while end < ceiling and (inside or lines[end - 1].strip()):
-        end += 1
-        if _is_fence(lines[end - 1]):
-            inside = not inside
-    return start, end
-
-
 Endpoint = Callable[[Request], Awaitable[Response]]
+
+Invoke = Callable[[str, dict[str, Any], CallContext], Awaitable[dict[str, Any]]]
+"""`App.invoke`: run one tool call as the platform does for MCP (validation, approval, one audit record)."""
 
 
 def _guarded(handler: Callable[[Request], Awaitable[Any]]) -> Endpoint:
@@ -159,12 +127,22 @@ def _guarded(handler: Callable[[Request], Awaitable[Any]]) -> Endpoint:
     return endpoint
 
 
-def markdown_routes(service: Any, ui_state: UiState | None = None) -> list[Route]:
+def markdown_routes(
+    service: Any, ui_state: UiState | None = None, *, invoke: Invoke | None = None
+) -> list[Route]:
     """The routes of the markdown editor's API, relative to where the platform mounts them (`/api/markdown`).
 
     `service` is the kind's `MarkdownService` (service.py); `ui_state` the shared `UiState` (a private one is
     made when none is given). The service learns the UI state so its status tool can report theme and layout.
+    `invoke` is `App.invoke`: opening and saving from the editor run as the tools they are (caller `ui`), so
+    they are validated and audited once, by the platform, like the same call from an MCP client.
     """
+
+    async def tool(name: str, arguments: dict[str, Any]) -> Any:
+        if invoke is None:
+            raise BridgeError(ErrorCode.NOT_READY, "the editor API is not connected to the platform")
+        return await invoke(name, arguments, UI)
+
     state = ui_state if ui_state is not None else UiState(events=getattr(service, "events", None))
     render_lock = anyio.Lock()
     if getattr(service, "ui_state", None) is None:
@@ -182,7 +160,7 @@ def markdown_routes(service: Any, ui_state: UiState | None = None) -> list[Route
 
     async def open_doc(request: Request) -> Any:
         body = await json_body(request)
-        return await service.open(_str_arg(body, "path"))
+        return await tool("md_open_document", {"path": _str_arg(body, "path")})
 
     async def get_doc(request: Request) -> Any:
         return service.read(request.path_params["doc_id"])
@@ -211,25 +189,15 @@ def markdown_routes(service: Any, ui_state: UiState | None = None) -> list[Route
         )
 
     async def preview(request: Request) -> Any:
-        doc = service.get(request.path_params["doc_id"])
-        text, version = doc.collab.snapshot()
+        doc_id = request.path_params["doc_id"]
+        service.get(doc_id)  # NOT_FOUND before any work
         first = request.query_params.get("from")
         last = request.query_params.get("to")
-        if first is None and len(text) <= PREVIEW_FULL_MAX_CHARS:
-            # The service's cached, incremental renderer (also behind md_get_rendered_html); one render at a
-            # time, off the event loop.
-            async with render_lock:
-                html, version = await anyio.to_thread.run_sync(service.preview_html, doc.doc_id)
-            return {"html": html, "version": version}
-        # A large document is previewed a window of lines at a time (the part the person looks at): rendering
-        # all of a 120,000-line document takes seconds and would hold the interpreter on every keystroke.
-        lines = text.split("\n")
-        start = _int_arg(first or 1, "from", minimum=1)
-        end = _int_arg(last or start + PREVIEW_WINDOW_LINES, "to", minimum=start)
-        end = min(end, start + PREVIEW_WINDOW_MAX_LINES, len(lines))
-        start, end = block_window(lines, min(start, len(lines)), end)
-        html = await anyio.to_thread.run_sync(render_html, "\n".join(lines[start - 1 : end]), PREVIEW)
-        return {"html": html, "version": version, "window": {"from": start, "to": end, "total": len(lines)}}
+        start = None if first is None else _int_arg(first, "from", minimum=1)
+        end = None if last is None else _int_arg(last, "to", minimum=start or 1)
+        # Off the event loop, one render at a time (views.py decides: whole document or a window of lines).
+        async with render_lock:
+            return await anyio.to_thread.run_sync(service.preview, doc_id, start, end)
 
     async def asset(request: Request) -> Any:
         """An image the document refers to by a relative path, so the preview shows local pictures.
@@ -285,7 +253,7 @@ def markdown_routes(service: Any, ui_state: UiState | None = None) -> list[Route
         return {"ok": True}
 
     async def save(request: Request) -> Any:
-        return await service.save(request.path_params["doc_id"])
+        return await tool("md_save_current_document", {"docId": request.path_params["doc_id"]})
 
     async def external(request: Request) -> Any:
         body = await json_body(request)
@@ -310,15 +278,28 @@ def markdown_routes(service: Any, ui_state: UiState | None = None) -> list[Route
         name, media_type = EXPORT_FORMATS[fmt]
         stem = Path(doc.name).stem or "document"
         text = doc.text
-        data = await export_gate(service).run(
-            lambda: export_bytes(
-                name,
-                text,
-                title=stem,
-                base_dir=doc.path.parent if doc.path else None,
-                typography=state.snapshot()["typography"],
+        # Not a tool (the browser downloads the bytes), but the person's export is audited once all the same.
+        tracked = (
+            contextlib.nullcontext()
+            if service.audit is None
+            else service.audit.track(
+                caller=UI.caller,
+                client=UI.client_name,
+                tool=EXPORT_AUDIT_TOOL,
+                target=service.target_of(doc.doc_id) or "",
+                arg_names=("format",),
             )
         )
+        with tracked:
+            data = await export_gate(service).run(
+                lambda: export_bytes(
+                    name,
+                    text,
+                    title=stem,
+                    base_dir=doc.path.parent if doc.path else None,
+                    typography=state.snapshot()["typography"],
+                )
+            )
         filename = f"{stem}{FORMATS[name]}"
         # RFC 6266 / 5987: an ASCII fallback plus the UTF-8 name, so 中文.md exports keep their name.
         ascii_name = filename.encode("ascii", "replace").decode().replace("?", "_").replace('"', "_")
@@ -348,20 +329,12 @@ def markdown_routes(service: Any, ui_state: UiState | None = None) -> list[Route
             "enabled": rules.enabled,
         }
 
-    # -- UI state and the draft barrier ------------------------------------------------------------------
+    # -- UI state (the draft barrier is the platform's: /api/events?editor=, /api/editors/ack) --------
     async def ui_get(request: Request) -> Any:
         return state.snapshot()
 
     async def ui_post(request: Request) -> Any:
         return state.update(await json_body(request), source="ui")
-
-    async def draft_report(request: Request) -> Any:
-        """An editor's count of local changes the server has not accepted yet (0 = in sync), per document."""
-        body = await json_body(request)
-        doc_id = _str_arg(body, "docId", max_len=200)
-        client = _str_arg(body, "clientId", max_len=200)
-        service.report_drafts(doc_id, client, _int_arg(body.get("pending", 0), "pending"))
-        return {"ok": True}
 
     async def command_result(request: Request) -> Any:
         """The editor's prepared change for an AI's editor command (editor_commands.py); the AI edit follows."""
@@ -389,7 +362,5 @@ def markdown_routes(service: Any, ui_state: UiState | None = None) -> list[Route
         r("/approval-rules", approval_rules),
         r("/ui", ui_get),
         r("/ui", ui_post, "POST"),
-        r("/drafts", draft_report, "POST"),
         r("/commands/{request_id}", command_result, "POST"),
-        r("/drafts/ack", draft_report, "POST"),
     ]

@@ -72,11 +72,16 @@ class MarkdownWorkspace:
                 self.service.open_path(front)
         self._tasks: list[asyncio.Task[None]] = []
 
+    @property
+    def drafts(self) -> Any:
+        """The core draft barrier the platform registers this workspace's editors with (web/app.py)."""
+        return self.service.drafts
+
     def tools(self) -> list[ToolSpec]:
         return [*markdown_tools(self.service), *markdown_ui_tools(self.service, self.ui_state)]
 
     def api_routes(self) -> list[BaseRoute]:
-        return list(markdown_routes(self.service, self.ui_state))
+        return list(markdown_routes(self.service, self.ui_state, invoke=self.services.invoke))
 
     def static_dir(self) -> Path | None:
         return STATIC_DIR

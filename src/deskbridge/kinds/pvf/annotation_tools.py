@@ -17,6 +17,7 @@ from pydantic import Field
 
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.files import atomic_write, read_regular_file
+from deskbridge.core.paging import decode_cursor, encode_cursor
 from deskbridge.core.tools import CallContext, ToolSpec
 from deskbridge.core.workspace import DELETED, Workspace
 from deskbridge.kinds.pvf.annotations.engine import (
@@ -36,7 +37,6 @@ from deskbridge.kinds.pvf.annotations.rules import (
 )
 from deskbridge.kinds.pvf.archive.base import norm_path
 from deskbridge.kinds.pvf.args import PvfArgs, cursor, limit, request_id, revision, workspace_id
-from deskbridge.kinds.pvf.search import decode_cursor, encode_cursor
 from deskbridge.kinds.pvf.service import PvfService, _link_text, _registry
 from deskbridge.kinds.pvf.store import text_of
 
@@ -271,14 +271,10 @@ class AnnotationService:
         found = rs.search(query, extension)
         start = 0
         if cursor:
-            data = decode_cursor(cursor)
-            if data.get("q") != query or data.get("x") != extension:
-                raise BridgeError(
-                    ErrorCode.INVALID_ARGUMENT,
-                    "the cursor belongs to another search",
-                    "Repeat pvf_annotation_search with the same query and extension, or omit the cursor.",
-                )
-            start = int(data.get("o", 0))
+            data = decode_cursor(
+                cursor, tool="pvf_annotation_search", expect={"q": query, "x": extension}, ints=("o",)
+            )
+            start = data["o"]
         page = found[start : start + limit]
         end = start + len(page)
         more = end < len(found)
@@ -408,13 +404,9 @@ class AnnotationService:
             start = 0
             token_from = 0
             if cursor:
-                c = decode_cursor(cursor)
-                if c.get("p") != norm_path(path) or c.get("f") != fkey:
-                    raise BridgeError(
-                        ErrorCode.INVALID_ARGUMENT,
-                        "the cursor belongs to another file or section filter",
-                        "Call pvf_explain_file with the same path and sections, or omit the cursor.",
-                    )
+                c = decode_cursor(
+                    cursor, tool="pvf_explain_file", expect={"p": norm_path(path), "f": fkey}, ints=("o", "t")
+                )
                 if c.get("r") != revision:
                     raise BridgeError(
                         ErrorCode.STALE_WORKSPACE,
@@ -422,8 +414,7 @@ class AnnotationService:
                         "Explain the file again from the first page (omit cursor).",
                         data=svc.engine.identity_data(),
                     )
-                start = int(c.get("o", 0))
-                token_from = int(c.get("t", 0))
+                start, token_from = c["o"], c["t"]
             res = _Resolver(ws)
             ann = Annotator(rs, res, path, family=ar.family, variant=ar.variant, lang=lang)
             tags = ann.tag_reading()
@@ -597,7 +588,7 @@ class AnnotationService:
                 for n, k, v in page
             ],
             "totalEntries": len(entries),
-            "nextCursor": encode_cursor({"p": norm_path(path), "f": None, "r": revision, "o": end})
+            "nextCursor": encode_cursor({"p": norm_path(path), "f": None, "r": revision, "o": end, "t": 0})
             if end < len(entries)
             else None,
             "hint": "Scripts refer to an entry as <table::key> (linkTables from n_string.lst); "

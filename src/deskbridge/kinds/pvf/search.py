@@ -18,10 +18,8 @@ refused with `LIMIT_EXCEEDED` when the scope holds more than `SHORT_QUERY_SCAN_M
 
 from __future__ import annotations
 
-import base64
 import bisect
 import contextlib
-import json
 import os
 import sqlite3
 import threading
@@ -44,25 +42,6 @@ _BATCH = 2000
 
 
 # --------------------------------------------------------------------------------------------- cursors
-
-
-def encode_cursor(data: dict[str, Any]) -> str:
-    return base64.urlsafe_b64encode(json.dumps(data, separators=(",", ":")).encode()).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str) -> dict[str, Any]:
-    try:
-        pad = "=" * (-len(cursor) % 4)
-        data = json.loads(base64.urlsafe_b64decode(cursor + pad))
-        if not isinstance(data, dict):
-            raise ValueError
-        return data
-    except (ValueError, TypeError, json.JSONDecodeError):
-        raise BridgeError(
-            ErrorCode.INVALID_ARGUMENT,
-            "the search cursor is not valid",
-            "Pass the nextCursor of the previous page of the same search, or omit it.",
-        ) from None
 
 
 # --------------------------------------------------------------------------------------------- paths
@@ -358,8 +337,6 @@ __all__ = [
     "DELETED",
     "ContentIndex",
     "PathList",
-    "decode_cursor",
-    "encode_cursor",
     "in_scope",
     "matching_lines",
     "overlay_items",

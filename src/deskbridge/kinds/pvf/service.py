@@ -23,6 +23,7 @@ from deskbridge.core import limits
 from deskbridge.core.engine import Engine
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.events import EventBus
+from deskbridge.core.paging import decode_cursor, encode_cursor, offset_of
 from deskbridge.core.plans import Change, PlanKind, PlanWarning, make_change, text_diff
 from deskbridge.core.tasks import Task, TaskHandle
 from deskbridge.core.tools import CallContext
@@ -34,8 +35,6 @@ from deskbridge.kinds.pvf.search import (
     SHORT_QUERY_SCAN_MAX,
     ContentIndex,
     PathList,
-    decode_cursor,
-    encode_cursor,
     in_scope,
     matching_lines,
 )
@@ -453,7 +452,7 @@ class PvfService:
         ]
         start = 0
         if cursor:
-            data = decode_cursor(cursor)
+            data = decode_cursor(cursor, tool="pvf_list_dir", ints=("offset",))
             if data.get("dir") != key or data.get("rev") != revision:
                 raise BridgeError(
                     ErrorCode.STALE_WORKSPACE,
@@ -564,9 +563,9 @@ class PvfService:
         with self.engine.lock:
             revision = ws.revision
         if cursor:
-            data = decode_cursor(cursor)
-            if data.get("q") != query or data.get("m") != mode or data.get("s") != scope_key:
-                raise BridgeError(ErrorCode.INVALID_ARGUMENT, "the cursor belongs to another search")
+            data = decode_cursor(
+                cursor, tool="pvf_search", expect={"q": query, "m": mode, "s": scope_key}, ints=("p", "a")
+            )
             if data.get("rev") != revision:
                 raise BridgeError(
                     ErrorCode.STALE_WORKSPACE,
@@ -1099,7 +1098,7 @@ class PvfService:
         ws = self._ws(workspace_id)
         assert ws.source_path is not None
         commits = Journal(self.data_dir, ws.source_path).list()
-        start = int(decode_cursor(cursor).get("o", 0)) if cursor else 0
+        start = offset_of(cursor)
         page = commits[start : start + limit]
         end = start + len(page)
         return {
@@ -1147,7 +1146,7 @@ class PvfService:
         with self.engine.lock:
             revision = ws.revision
             lists = sorted(p for p in ws.all_keys() if norm_path(p).endswith(".lst"))
-        start = int(decode_cursor(cursor).get("o", 0)) if cursor else 0
+        start = offset_of(cursor)
         page = lists[start : start + limit]
         items = []
         with self.engine.lock:

@@ -16,15 +16,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from deskbridge.core import paging
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.kinds.sage.model import AssetDef, SageIndex
 from deskbridge.kinds.sage.queries import (
     INHERITANCE_MAX,
+    TOOL,
     _not_found,
-    decode_cursor,
     definitions,
     effective,
-    encode_cursor,
     inherit_target,
 )
 from deskbridge.kinds.sage.records import (
@@ -78,7 +78,7 @@ def get_asset_references(
             f"{MAX_EDGES_LIMIT} and pass each answer's nextCursor as cursor to get the next edges.",
         )
     wanted = list(target_types or [])  # base types (BaseAudioEventInfo) are fine: no asset-type check
-    offset = decode_cursor(cursor)
+    offset = paging.offset_of(cursor, tool=TOOL)
     defs = definitions(index, ident, asset_type)
     if not defs:
         raise _not_found(asset_type, ident)
@@ -147,7 +147,7 @@ def get_asset_references(
         "edgeCount": len(page),
         "total": len(found),
         "byTargetType": dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))),
-        "nextCursor": encode_cursor(offset + max_edges) if more else None,
+        "nextCursor": paging.offset_cursor(offset + max_edges) if more else None,
         "truncated": stopped_early,
         "note": "Values are as written; xai:joinAction merges (Replace/Remove) are not applied: "
         "call sage_get_effective_asset for the merged asset.",

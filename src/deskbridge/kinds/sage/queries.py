@@ -6,12 +6,11 @@ Every list is paginated with an opaque cursor and never dumps the whole index. F
 
 from __future__ import annotations
 
-import base64
 import difflib
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
-from deskbridge.core import limits
+from deskbridge.core import limits, paging
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.files import read_regular_file
 from deskbridge.kinds.sage._lxml import etree
@@ -41,24 +40,8 @@ INHERITANCE_MAX = 8
 
 
 # --- pagination ---------------------------------------------------------------------------------------
-def encode_cursor(offset: int) -> str:
-    return base64.urlsafe_b64encode(f"o:{offset}".encode()).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str | None) -> int:
-    if not cursor:
-        return 0
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        if raw.startswith("o:") and (n := int(raw[2:])) >= 0:
-            return n
-    except (ValueError, UnicodeDecodeError):
-        pass
-    raise BridgeError(
-        ErrorCode.INVALID_ARGUMENT,
-        f"cursor {cursor!r} is not one this server issued",
-        hint="Call {tool} again with the nextCursor it returned, or without cursor to start over.",
-    )
+TOOL: Final = "{tool}"
+"""What hints call the tool that was just called (sage's tools.py puts its name in)."""
 
 
 def check_limit(limit: int | None) -> int:
@@ -74,15 +57,8 @@ def check_limit(limit: int | None) -> int:
 
 
 def page(items: list[Any], cursor: str | None, limit: int | None) -> dict[str, Any]:
-    start = decode_cursor(cursor)
-    n = check_limit(limit)
-    chunk = items[start : start + n]
-    nxt = start + n if start + n < len(items) else None
-    return {
-        "items": chunk,
-        "total": len(items),
-        "nextCursor": encode_cursor(nxt) if nxt is not None else None,
-    }
+    chunk, next_cursor, _start = paging.page(items, cursor, check_limit(limit), tool=TOOL)
+    return {"items": list(chunk), "total": len(items), "nextCursor": next_cursor}
 
 
 # --- shapes -------------------------------------------------------------------------------------------
@@ -227,7 +203,7 @@ def find_references(
     if asset_type is not None:
         sites = [s for s in sites if index.assignable(asset_type, s[1][R_TYPE])]
     rows = attributed(index, sites)
-    start = decode_cursor(cursor)
+    start = paging.offset_of(cursor, tool=TOOL)
     n = check_limit(limit)
     chunk = rows[start : start + n]
     nxt = start + n if start + n < len(rows) else None
@@ -236,7 +212,7 @@ def find_references(
         "type": asset_type,
         "items": [site_json(index, p, r, o, resolve=False) for p, r, o in chunk],
         "total": len(rows),
-        "nextCursor": encode_cursor(nxt) if nxt is not None else None,
+        "nextCursor": paging.offset_cursor(nxt) if nxt is not None else None,
     }
 
 
@@ -252,7 +228,7 @@ def list_assets_by_type(
     pf = (prefix or "").casefold()
     keys = sorted(k for k in by_key if k.startswith(pf))
     rows = []
-    start = decode_cursor(cursor)
+    start = paging.offset_of(cursor, tool=TOOL)
     n = check_limit(limit)
     for k in keys[start : start + n]:
         defs = by_key[k]
@@ -272,7 +248,7 @@ def list_assets_by_type(
         "prefix": prefix,
         "items": rows,
         "total": len(keys),
-        "nextCursor": encode_cursor(nxt) if nxt is not None else None,
+        "nextCursor": paging.offset_cursor(nxt) if nxt is not None else None,
     }
 
 

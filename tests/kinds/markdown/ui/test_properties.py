@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from deskbridge.core.errors import BridgeError
 from deskbridge.kinds.markdown.ui_state import LANGUAGES, THEMES, TYPOGRAPHIES, UiState, default_state
-from deskbridge.kinds.markdown.web import BLOCK_SEARCH_MAX_LINES, block_window
+from deskbridge.kinds.markdown.views import BLOCK_SEARCH_MAX_LINES, block_window
 
 FIELDS = [*default_state(), "revision", "fontSize", "", "theme "]
 VALUES = st.one_of(

@@ -1,5 +1,5 @@
 """The editor's JSON API as the browser uses it, on the real server (platform middleware and UI secret included):
-load, push/pull, preview, selection, drafts, save, UI state."""
+load, push/pull, preview, selection, the draft barrier, save, UI state."""
 
 from __future__ import annotations
 
@@ -129,21 +129,60 @@ async def test_the_reported_selection_is_what_md_get_selection_reads(http, bench
     assert bench.service.selection(doc["docId"])["text"] == "Deskbridge"
 
 
-async def test_unsynced_drafts_block_a_save_until_the_editor_reports_zero(http, bench, tmp_path):
+async def _prepare_events(http, editor: str, seen: asyncio.Queue) -> None:
+    """An editor's event stream (it is registered with the draft barrier while this is open)."""
+    async with http.stream("GET", f"/api/events?editor={editor}", timeout=None) as stream:
+        async for line in stream.aiter_lines():
+            if line.startswith("data:"):
+                data = json.loads(line[5:])
+                if data.get("event") == "prepare":
+                    await seen.put(data)
+
+
+async def test_a_save_asks_every_open_editor_and_holds_while_one_has_drafts(http, bench, tmp_path):
+    """The core draft barrier over the platform's one wire protocol: registered while the stream is open,
+    `prepare` on topic ui, `POST /api/editors/ack`; a draft refuses the save, no answer does too."""
     doc = await open_doc(http)
     n = len(doc["text"])
     await http.post(
         f"{MD}/docs/{doc['docId']}/push",
         json={"version": 0, "updates": [{"clientID": "tab", "changes": [[0, "A"], n]}]},
     )
-    await http.post(f"{MD}/drafts", json={"docId": doc["docId"], "clientId": "tab", "pending": 2})
-    save = asyncio.create_task(http.post(f"{MD}/docs/{doc['docId']}/save"))
-    await asyncio.sleep(0.1)
-    assert not save.done()  # the barrier waits for the editor
-    await http.post(f"{MD}/drafts", json={"docId": doc["docId"], "clientId": "tab", "pending": 0})
-    r = await asyncio.wait_for(save, 5)
-    assert r.status_code == 200 and r.json()["dirty"] is False
-    assert (tmp_path / "notes" / "notes.md").read_text("utf-8").startswith("A# Field notes")
+    prepares: asyncio.Queue = asyncio.Queue()
+    listener = asyncio.create_task(_prepare_events(http, "tab", prepares))
+    try:
+        deadline = asyncio.get_running_loop().time() + 10
+        while bench.service.drafts.clients() != ["tab"]:
+            assert asyncio.get_running_loop().time() < deadline, "the editor's stream never registered"
+            await asyncio.sleep(0.02)
+
+        async def save_with(answer: bool):
+            save = asyncio.create_task(http.post(f"{MD}/docs/{doc['docId']}/save"))
+            prepare = await asyncio.wait_for(prepares.get(), 10)
+            assert prepare["docId"] == doc["docId"] and prepare["clients"] == ["tab"]
+            assert not save.done()  # the barrier waits for the editor's answer
+            ack = {"operationId": prepare["operationId"], "clientId": "tab", "hasDrafts": answer}
+            assert (await http.post("/api/editors/ack", json=ack)).status_code == 200
+            return await asyncio.wait_for(save, 10)
+
+        held = await save_with(True)
+        assert held.status_code != 200 and held.json()["error"]["code"] == "UI_DRAFT_PENDING"
+        assert (tmp_path / "notes" / "notes.md").read_text("utf-8").startswith("# Field notes")
+        r = await save_with(False)
+        assert r.status_code == 200 and r.json()["dirty"] is False
+        assert (tmp_path / "notes" / "notes.md").read_text("utf-8").startswith("A# Field notes")
+        # an editor that does not answer refuses the save (it never passes on silence)
+        bench.service.drafts.timeout_s = 0.2
+        silent = await http.post(f"{MD}/docs/{doc['docId']}/save")
+        assert silent.json()["error"]["code"] == "UI_NOT_READY"
+    finally:
+        listener.cancel()
+    # the stream closed: the editor is no longer asked, and a save goes through at once
+    deadline = asyncio.get_running_loop().time() + 10
+    while bench.service.drafts.clients():
+        assert asyncio.get_running_loop().time() < deadline, "a closed stream kept its editor registered"
+        await asyncio.sleep(0.02)
+    assert (await http.post(f"{MD}/docs/{doc['docId']}/save")).status_code == 200
 
 
 async def test_external_change_reload_takes_the_disk_text(http, bench, tmp_path):
@@ -253,7 +292,7 @@ async def test_a_large_document_is_previewed_a_window_of_whole_blocks_at_a_time(
 
 
 def test_block_window_keeps_paragraphs_and_fences_whole():
-    from deskbridge.kinds.markdown.web import block_window
+    from deskbridge.kinds.markdown.views import block_window
 
     lines = ["para one", "still para one", "", "```", "a", "", "b", "```", "", "last"]
     assert block_window(lines, 2, 2) == (1, 3)

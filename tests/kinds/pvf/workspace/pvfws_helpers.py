@@ -70,3 +70,29 @@ async def serve(path: Path | None) -> AsyncIterator[Agent]:
 
 def service(agent: Agent) -> Any:
     return agent.srv.app.workspace.service  # type: ignore[union-attr]
+
+
+@contextlib.asynccontextmanager
+async def editor_stream(agent: Agent, http: Any, client_id: str) -> AsyncIterator[None]:
+    """A browser editor as the platform sees it: registered with the draft barrier while its event stream
+    `/api/events?editor=<client_id>` is open (web/app.py); answers go to `/api/editors/ack`."""
+    drafts = service(agent).engine.drafts
+
+    async def stream() -> None:
+        url = f"{agent.srv.base_url}/api/events?editor={client_id}"
+        async with http.stream("GET", url, timeout=None) as response:
+            async for _line in response.aiter_lines():
+                pass
+
+    task = asyncio.create_task(stream())
+    try:
+        for _ in range(1000):
+            if client_id in drafts.clients():
+                break
+            await asyncio.sleep(0.01)
+        assert client_id in drafts.clients(), "the editor's event stream did not register it"
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task

@@ -5,15 +5,18 @@ search, edit plans, links and registries."""
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 from pathlib import Path
 from typing import Any
 
 import httpx2
 import pytest
-from pvfws_helpers import serve, service
+from pvfws_helpers import editor_stream, serve, service
 
+from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.files import file_identity
+from deskbridge.core.tools import CallContext
 from deskbridge.kinds.pvf.archive import open_archive
 
 pytestmark = pytest.mark.anyio
@@ -113,10 +116,11 @@ async def test_editor_drafts_block_lifecycle_through_the_barrier(archive: Path) 
         ws, rev = info["workspaceId"], info["revision"]
         svc = service(a)
         svc.engine.drafts.timeout_s = 0.5
-        base = a.srv.base_url + "/api/pvf/editors"
-        async with httpx2.AsyncClient(headers=a.srv.ui_headers(), timeout=10) as ui:
-            r = await ui.post(f"{base}/register", json={"clientId": "tab-1"})
-            assert r.status_code == 200, r.text
+        base = a.srv.base_url + "/api/editors"
+        async with (
+            httpx2.AsyncClient(headers=a.srv.ui_headers(), timeout=10) as ui,
+            editor_stream(a, ui, "tab-1"),
+        ):
             # An editor that does not answer: UI_NOT_READY, never "assume no draft".
             err = await a.fail(
                 "pvf_archive_save", {"workspaceId": ws, "expectedRevision": rev}, "UI_NOT_READY"
@@ -443,6 +447,12 @@ async def test_read_list_and_case_insensitive_paths(archive: Path) -> None:
             seen += [e["path"] for e in page["entries"]]
             cursor = page["nextCursor"]
         assert path in seen and len(seen) == page1["total"]
+        # a cursor this server did not issue is refused with how to restart (core.paging), never page 1 again
+        for tool, extra in (("pvf_list_dir", {"path": folder}), ("pvf_search", {"query": "equ"})):
+            bad = await a.fail(
+                tool, {"workspaceId": ws, **extra, "cursor": "not-a-cursor"}, "INVALID_ARGUMENT"
+            )
+            assert "without cursor" in bad["hint"] and tool in bad["hint"], bad
         await a.fail("pvf_list_dir", {"workspaceId": ws, "path": "nope"}, "NOT_FOUND")
         # an edit with another spelling of the path changes the same file
         applied = await a.edit(ws, rev, path.upper(), "\n[e]\n`case`\n")
@@ -751,20 +761,40 @@ def test_demo_pvf_serves_a_sample_archive(deskbridge_home: Path) -> None:
     assert (deskbridge_home / "data" / "demo" / "pvf" / "Script.pvf").is_file()
 
 
-async def test_a_silent_editor_is_forgotten_after_its_lease(
-    archive: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from deskbridge.kinds.pvf import workspace as pvf_workspace
-
+async def test_an_editor_is_asked_exactly_while_its_event_stream_is_open(archive: Path) -> None:
+    """The platform's one editor protocol: registered while `/api/events?editor=` is open (a closed tab
+    never holds a save as UI_NOT_READY), asked in `prepare`, answering on `/api/editors/ack`."""
     async with serve(archive) as a:
         info = await a.ready()
         svc = service(a)
-        svc.engine.drafts.timeout_s = 0.3
-        async with httpx2.AsyncClient(headers=a.srv.ui_headers(), timeout=10) as ui:
-            await ui.post(a.srv.base_url + "/api/pvf/editors/register", json={"clientId": "closed-tab"})
         args = {"workspaceId": info["workspaceId"], "expectedRevision": info["revision"]}
-        await a.fail("pvf_archive_save", args, "UI_NOT_READY")
-        monkeypatch.setattr(pvf_workspace, "EDITOR_LEASE_S", 0.0)
-        a.srv.app.workspace.leases.sweep()  # type: ignore[union-attr]
-        assert svc.engine.drafts.clients() == []
+        async with httpx2.AsyncClient(headers=a.srv.ui_headers(), timeout=30) as ui:
+            prepares: asyncio.Queue = asyncio.Queue()
+
+            async def tab() -> None:
+                url = a.srv.base_url + "/api/events?editor=tab-1"
+                async with ui.stream("GET", url, timeout=None) as stream:
+                    async for line in stream.aiter_lines():
+                        if line.startswith("data:") and '"prepare"' in line:
+                            await prepares.put(json.loads(line[5:]))
+
+            listener = asyncio.create_task(tab())
+            for _ in range(500):
+                if svc.engine.drafts.clients() == ["tab-1"]:
+                    break
+                await asyncio.sleep(0.02)
+            assert svc.engine.drafts.clients() == ["tab-1"]
+            save = asyncio.create_task(a.srv.app.invoke("pvf_archive_save", args, CallContext("mcp:t", "t")))
+            prepare = await asyncio.wait_for(prepares.get(), 30)
+            ack = {"operationId": prepare["operationId"], "clientId": "tab-1", "hasDrafts": True}
+            assert (await ui.post(a.srv.base_url + "/api/editors/ack", json=ack)).status_code == 200
+            with pytest.raises(BridgeError) as err:
+                await save
+            assert err.value.code is ErrorCode.UI_DRAFT_PENDING
+            listener.cancel()
+            for _ in range(500):
+                if not svc.engine.drafts.clients():
+                    break
+                await asyncio.sleep(0.02)
+            assert svc.engine.drafts.clients() == []  # the tab closed its stream: nobody to ask
         await a.call("pvf_archive_save", args)

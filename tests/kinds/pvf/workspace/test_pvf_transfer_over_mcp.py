@@ -12,7 +12,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from pvfws_helpers import Agent, serve
+from pvfws_helpers import Agent, editor_stream, serve
 
 from deskbridge.kinds.pvf.archive import open_archive
 
@@ -476,9 +476,11 @@ async def test_export_refuses_while_an_editor_holds_a_draft(archive: Path) -> No
     async with serve(archive) as a:
         info = await a.ready()
         ws, rev = info["workspaceId"], info["revision"]
-        base = a.srv.base_url + "/api/pvf/editors"
-        async with httpx2.AsyncClient(headers=a.srv.ui_headers(), timeout=10) as ui:
-            await ui.post(f"{base}/register", json={"clientId": "tab-x"})
+        base = a.srv.base_url + "/api/editors"
+        async with (
+            httpx2.AsyncClient(headers=a.srv.ui_headers(), timeout=10) as ui,
+            editor_stream(a, ui, "tab-x"),
+        ):
             sub = a.srv.app.events.subscribe("ui")
 
             async def answer() -> None:

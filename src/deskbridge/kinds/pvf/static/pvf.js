@@ -182,7 +182,7 @@ function stopEditing() {
   reportDrafts();
 }
 const hasDraft = () => state.editing && $("editor").value !== state.text;
-function reportDrafts() { api("/api/pvf/editors/report", { method: "POST", body: JSON.stringify({ clientId: CLIENT, hasDrafts: hasDraft() }) }).catch(() => {}); }
+function reportDrafts() { api("/api/editors/report", { method: "POST", body: JSON.stringify({ clientId: CLIENT, hasDrafts: hasDraft() }) }).catch(() => {}); }
 $("edit-btn").onclick = startEditing;
 $("cancel-btn").onclick = () => { stopEditing(); };
 $("editor").addEventListener("input", () => { clearTimeout(state.reportTimer); state.reportTimer = setTimeout(reportDrafts, 300); });
@@ -333,7 +333,9 @@ $("token-btn").onclick = async () => { $("token").textContent = (await api("/api
 // ----------------------------------------------------------------------------------------------- events
 
 function listen() {
-  const events = new EventSource("/api/events");
+  // The platform's one editor protocol (core/lifecycle.py DraftBarrier): this tab is asked before every save
+  // or close exactly while this stream is open, and answers on /api/editors/ack.
+  const events = new EventSource(`/api/events?editor=${encodeURIComponent(CLIENT)}`);
   events.addEventListener("task", (ev) => { const t = JSON.parse(ev.data); state.tasks.set(t.taskId, t); renderTasks(); if (t.event === "finished") refreshInfo().catch(() => {}); });
   events.addEventListener("workspace", async (ev) => {
     const d = JSON.parse(ev.data);
@@ -345,7 +347,7 @@ function listen() {
   events.addEventListener("ui", async (ev) => {
     const d = JSON.parse(ev.data);
     if (d.event === "prepare" && (d.clients || []).includes(CLIENT)) {
-      await api("/api/pvf/editors/ack", { method: "POST", body: JSON.stringify({ operationId: d.operationId, clientId: CLIENT, hasDrafts: hasDraft(), detail: hasDraft() ? { path: state.file } : null }) }).catch(() => {});
+      await api("/api/editors/ack", { method: "POST", body: JSON.stringify({ operationId: d.operationId, clientId: CLIENT, hasDrafts: hasDraft(), detail: hasDraft() ? { path: state.file } : null }) }).catch(() => {});
     }
   });
   events.onerror = () => showError({ code: "DISCONNECTED", message: "lost the connection to deskbridge; retrying…" });
@@ -354,10 +356,7 @@ function listen() {
 
 async function main() {
   try {
-    await api("/api/pvf/editors/register", { method: "POST", body: JSON.stringify({ clientId: CLIENT }) });
-    window.addEventListener("beforeunload", () => navigator.sendBeacon && fetch("/api/pvf/editors/unregister", { method: "POST", keepalive: true, credentials: "same-origin", headers: { "content-type": "application/json" }, body: JSON.stringify({ clientId: CLIENT }) }));
     listen();
-    setInterval(reportDrafts, 10000); // the editor lease: a silent tab is forgotten after 30 s
     for (let i = 0; i < 100; i++) {
       const info = await refreshInfo();
       if (!info.lifecycle) break;

@@ -1,0 +1,388 @@
+"""The open documents of a markdown workspace and their files: open, current, describe, save, save-as, close,
+external changes (one reason to change: what a document is on disk and how it gets there and back).
+
+Part of `MarkdownService` (service.py), which combines it with editing (editing.py) and derived views
+(views.py); all three share the service's state. Disk work (read, hash, write) runs in worker threads,
+the last write seen through to the end even when the caller goes away (`core.lifecycle.run_uninterruptible`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import secrets
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from deskbridge.core import files
+from deskbridge.core.errors import BridgeError, ErrorCode
+from deskbridge.core.lifecycle import DraftBarrier, run_uninterruptible
+from deskbridge.core.paths import OUTSIDE_ROOTS
+from deskbridge.core.tools import CallContext
+from deskbridge.kinds.markdown import diskio
+from deskbridge.kinds.markdown.approvals import Approvals, unified_diff
+from deskbridge.kinds.markdown.callers import UI, is_ai
+from deskbridge.kinds.markdown.collab import Edit
+from deskbridge.kinds.markdown.document import DOCUMENT_MAX_BYTES, MarkdownDocument, encode_text
+from deskbridge.kinds.markdown.outline import Heading
+from deskbridge.kinds.markdown.render import PreviewRenderer
+from deskbridge.kinds.markdown.scope import Workspace
+
+log = logging.getLogger(__name__)
+
+OPEN_DOCUMENTS_MAX = 64
+"""Documents open at once; opening more asks to close one first."""
+
+
+class Documents:
+    """Opening, saving and closing documents; the service's state is set up by `MarkdownService.__init__`."""
+
+    workspace: Workspace
+    docs: dict[str, MarkdownDocument]
+    current_id: str | None
+    approvals: Approvals
+    drafts: DraftBarrier
+    _ids: itertools.count[int]
+    _write_lock: asyncio.Lock
+    _renderers: dict[str, PreviewRenderer]
+    _preview_cache: dict[str, tuple[int, str]]
+    _outline_cache: dict[str, tuple[int, list[Heading]]]
+
+    if TYPE_CHECKING:  # provided by the other parts of MarkdownService
+
+        def publish(self, topic: str, data: dict[str, Any]) -> None: ...
+
+    def _new_id(self) -> str:
+        return f"d{next(self._ids)}"
+
+    def get(self, doc_id: str | None = None) -> MarkdownDocument:
+        """The open document `doc_id`, or the current one when None."""
+        key = doc_id or self.current_id
+        if key is None:
+            raise BridgeError(
+                ErrorCode.NO_WORKSPACE,
+                "no document is open",
+                hint="Open a document first (md_open_document).",
+            )
+        doc = self.docs.get(key)
+        if doc is None:
+            raise BridgeError(
+                ErrorCode.NOT_FOUND,
+                f"no open document has id '{key}'",
+                data={"openDocuments": sorted(self.docs)},
+            )
+        return doc
+
+    def find_open(self, path: Path) -> MarkdownDocument | None:
+        for doc in self.docs.values():
+            if doc.path == path:
+                return doc
+        return None
+
+    def open_path(
+        self, path: Path, *, encoding: str | None = None, make_current: bool = True
+    ) -> MarkdownDocument:
+        """Open (or return the already open) document at a resolved path; no scope or approval checks."""
+        existing = self.find_open(path)
+        if existing is not None:
+            if make_current:
+                self.set_current(existing.doc_id)
+            return existing
+        if len(self.docs) >= OPEN_DOCUMENTS_MAX:
+            raise BridgeError(
+                ErrorCode.LIMIT_EXCEEDED,
+                f"{OPEN_DOCUMENTS_MAX} documents are open; close one before opening another",
+            )
+        doc = self._adopt(MarkdownDocument.load("", path, encoding), make_current=make_current)
+        return doc
+
+    def _adopt(self, doc: MarkdownDocument, *, make_current: bool = True) -> MarkdownDocument:
+        """Give a loaded document its id and make it one of the open ones."""
+        if len(self.docs) >= OPEN_DOCUMENTS_MAX:
+            raise BridgeError(
+                ErrorCode.LIMIT_EXCEEDED,
+                f"{OPEN_DOCUMENTS_MAX} documents are open; close one before opening another",
+            )
+        doc.doc_id = self._new_id()
+        self.docs[doc.doc_id] = doc
+        self.publish("doc", {"type": "opened", **self.describe(doc)})
+        if make_current or self.current_id is None:
+            self.set_current(doc.doc_id)
+        return doc
+
+    def new_document(self, text: str = "") -> MarkdownDocument:
+        """An untitled document (saved later with save-as)."""
+        doc = MarkdownDocument.new(self._new_id(), text)
+        self.docs[doc.doc_id] = doc
+        self.publish("doc", {"type": "opened", **self.describe(doc)})
+        self.set_current(doc.doc_id)
+        return doc
+
+    def set_current(self, doc_id: str) -> None:
+        """The document the person is looking at (MCP tools without a docId act on it)."""
+        self.get(doc_id)
+        if self.current_id != doc_id:
+            self.current_id = doc_id
+            self.publish("doc", {"type": "current", "docId": doc_id})
+
+    def describe(self, doc: MarkdownDocument) -> dict[str, Any]:
+        """Metadata without the text: id, path, name, version, revision, dirty, external change."""
+        return {
+            "docId": doc.doc_id,
+            "path": self.workspace.relative(doc.path) if doc.path else None,
+            "absolutePath": str(doc.path) if doc.path else None,
+            "fileName": doc.name,
+            "version": doc.version,
+            "revision": doc.revision,
+            "dirty": doc.dirty,
+            "encoding": doc.encoding,
+            "current": doc.doc_id == self.current_id,
+            "externalChange": doc.external_change is not None,
+        }
+
+    def list_open(self) -> list[dict[str, Any]]:
+        return [self.describe(d) for d in self.docs.values()]
+
+    def read(self, doc_id: str | None = None) -> dict[str, Any]:
+        """Text plus metadata, taken at one version (the web API's document shape)."""
+        doc = self.get(doc_id)
+        text, version = doc.collab.snapshot()
+        return {**self.describe(doc), "text": text, "version": version, "revision": f"{version}-{doc.epoch}"}
+
+    async def settle_editors(self, doc: MarkdownDocument, operation: str) -> None:
+        """Before `operation` on `doc`: every open editor gets its typing in (core draft barrier) —
+        UI_NOT_READY when one does not answer in time, UI_DRAFT_PENDING when one still holds a draft.
+        Markdown editors are not frozen meanwhile: what is typed after the answer is simply not saved yet."""
+        op_id = "op-" + secrets.token_hex(6)
+        outcome = "failed"
+        try:
+            await self.drafts.check(
+                op_id, None, operation, scope={"docId": doc.doc_id, "docRevision": doc.revision}
+            )
+            outcome = "ok"
+        finally:
+            self.drafts.release(op_id, outcome)
+
+    async def open(
+        self, raw_path: str, *, encoding: str | None = None, ctx: CallContext = UI, tool: str = "open"
+    ) -> dict[str, Any]:
+        """Open a document by path; for AI callers a path outside the scope asks the person first."""
+        try:
+            target = self.workspace.resolve(raw_path, must_exist=True, check_scope=True)
+        except BridgeError as exc:
+            outside = exc.data.get("reason") == OUTSIDE_ROOTS or "scope" in exc.data
+            if exc.code is not ErrorCode.ACCESS_DENIED or "UNC" in exc.message or not outside:
+                raise  # a malformed path ('..', device, UNC) is refused outright, never asked about
+            if is_ai(ctx) and not self.approvals.needed("open_outside"):
+                raise  # approval switched off must not widen the scope silently
+            if is_ai(ctx):
+                # Ask before looking: whether something exists out there, what it is and where a link leads
+                # stay unknown to the caller until the person allowed it (the same answer either way).
+                await self.approvals.ask(
+                    ctx,
+                    "open_outside",
+                    tool,
+                    raw_path,
+                    f"open {raw_path!r}, which is outside the workspace ({self.workspace.scope_description()})",
+                )
+            target = self.workspace.resolve(raw_path, must_exist=True, check_scope=False)
+        if self.find_open(target) is None:
+            # Reading, decoding and hashing a large file happens in a worker thread; adopting it here.
+            loaded = await asyncio.to_thread(MarkdownDocument.load, "", target, encoding)
+            if self.find_open(target) is None:  # nobody opened it meanwhile
+                self._adopt(loaded)
+        doc = self.open_path(target, encoding=encoding)
+        return self.describe(doc)
+
+    async def save(
+        self, doc_id: str | None = None, *, ctx: CallContext = UI, tool: str = "save"
+    ) -> dict[str, Any]:
+        """Write the document to its file; SOURCE_CHANGED when another program changed the file meanwhile."""
+        doc = self.get(doc_id)
+        if doc.path is None:
+            raise BridgeError(
+                ErrorCode.SAVE_AS_REQUIRED,
+                f"'{doc.name}' has never been saved",
+                hint="Use save-as with a path inside the workspace.",
+            )
+        await self.settle_editors(doc, "save")
+        async with self._write_lock:
+            text, version = doc.collab.snapshot()
+            path, known = doc.path, doc.identity
+            encoding, newline, bom = doc.encoding, doc.newline, doc.bom
+
+            def write() -> tuple[diskio.FileIdentity | None, int | None]:
+                # Hashing and writing a 12 MB file takes a quarter of a second: in a worker thread, never on
+                # the event loop, and seen through to the end even if the caller goes away (the saved state
+                # must match what is on disk, as core.lifecycle does for every kind).
+                on_disk = diskio.identity_of(path)
+                if not diskio.same_content(on_disk, known):
+                    return on_disk, None
+                data = encode_text(text, encoding, newline, bom)
+                identity = diskio.atomic_write(path, data, on_disk)
+                doc.mark_saved(text, version, identity)
+                return identity, len(data)
+
+            on_disk, written = await run_uninterruptible(write)
+            if written is None:
+                self._mark_external(doc, on_disk)
+                raise BridgeError(
+                    ErrorCode.SOURCE_CHANGED,
+                    f"'{doc.name}' was changed on disk by another program since it was opened; "
+                    "nothing was written",
+                    hint="Ask the person to reload or keep their text in the editor (the banner above it), "
+                    "then call md_save_current_document again.",
+                    data={"docId": doc.doc_id, "path": str(doc.path)},
+                )
+        self.publish("doc", {"type": "saved", **self.describe(doc)})
+        return {**self.describe(doc), "bytesWritten": written}
+
+    async def save_as(
+        self,
+        doc_id: str | None,
+        raw_path: str,
+        *,
+        overwrite: bool = False,
+        ctx: CallContext = UI,
+        tool: str = "save_as",
+    ) -> dict[str, Any]:
+        """Write the document to another file in scope; an existing target needs `overwrite` (+ approval)."""
+        doc = self.get(doc_id)
+        target = self.workspace.resolve(raw_path, must_exist=False, check_scope=True)
+        target_name = self.workspace.relative(target)
+        if doc.path is not None and target == doc.path:
+            raise BridgeError(ErrorCode.SAME_AS_SOURCE, f"'{raw_path}' is the open file itself")
+        if self.find_open(target) is not None:
+            raise BridgeError(
+                ErrorCode.TARGET_EXISTS,
+                f"'{raw_path}' is open as another document; close it first",
+                hint="Pick another path for md_save_current_document_as; md_list_open_documents shows the open ones.",
+            )
+        await self.settle_editors(doc, "save_as")
+        text, version = doc.collab.snapshot()
+        encoding, newline, bom = doc.encoding, doc.newline, doc.bom
+        existing = await asyncio.to_thread(diskio.identity_of, target)
+        if existing is not None:
+            if not overwrite:
+                raise BridgeError(
+                    ErrorCode.TARGET_EXISTS,
+                    f"'{raw_path}' already exists",
+                    hint="Call md_save_current_document_as again with overwrite true (the person is asked first), "
+                    "or with another path.",
+                    data={"path": target_name},
+                )
+            if is_ai(ctx) and self.approvals.needed("overwrite"):
+                raw = await asyncio.to_thread(
+                    files.read_regular_file, target, max_bytes=DOCUMENT_MAX_BYTES, shown_as=raw_path
+                )
+                old = raw.decode("utf-8", "replace").replace("\r\n", "\n")
+                await self.approvals.ask(
+                    ctx,
+                    "overwrite",
+                    tool,
+                    target_name,
+                    f"overwrite {target.name} with {doc.name}",
+                    unified_diff(old, text, target.name),
+                )
+
+        def write() -> tuple[diskio.FileIdentity, int]:
+            data = encode_text(text, encoding, newline, bom)
+            if existing is not None:
+                identity = diskio.atomic_write(target, data, existing, target_changed=True)
+            else:
+                identity = diskio.publish_new(target, data)
+            doc.path = target
+            doc.mark_saved(text, version, identity)
+            return identity, len(data)
+
+        async with self._write_lock:
+            _identity, written = await run_uninterruptible(write)
+        self.publish("doc", {"type": "saved", **self.describe(doc)})
+        return {**self.describe(doc), "bytesWritten": written}
+
+    async def close(self, doc_id: str | None = None, *, discard: bool = False) -> dict[str, Any]:
+        """Close a document; UNSAVED_CHANGES when it is dirty and `discard` is not given."""
+        doc = self.get(doc_id)
+        await self.settle_editors(doc, "close")
+        if doc.dirty and not discard:
+            raise BridgeError(
+                ErrorCode.UNSAVED_CHANGES,
+                f"'{doc.name}' has unsaved changes",
+                hint="Save it first, or close with discard true.",
+            )
+        del self.docs[doc.doc_id]
+        for cache in (self._renderers, self._preview_cache, self._outline_cache):
+            cache.pop(doc.doc_id, None)
+        if self.current_id == doc.doc_id:
+            self.current_id = next(iter(self.docs), None)
+        self.publish("doc", {"type": "closed", "docId": doc.doc_id})
+        return {"docId": doc.doc_id, "closed": True}
+
+    def check_external_changes(self) -> list[str]:
+        """Compare every open document with its file; mark and announce those changed on disk."""
+        changed: list[str] = []
+        for doc in list(self.docs.values()):
+            if doc.path is None or doc.external_change is not None:
+                continue
+            if diskio.quick_unchanged(doc.path, doc.identity):
+                continue
+            now = diskio.identity_of(doc.path)
+            if diskio.same_content(now, doc.identity):
+                doc.identity = now
+                continue
+            self._mark_external(doc, now)
+            changed.append(doc.doc_id)
+        return changed
+
+    async def watch_disk(self, interval_s: float = 1.0) -> None:
+        """Check open documents against their files every `interval_s` (one stat each; hashing only when the
+        stat changed) and announce external changes. Run it as a task from the workspace's `start()`."""
+        while True:
+            try:
+                self.check_external_changes()
+            except Exception:  # a vanished folder or a permission error must not stop the watcher
+                log.exception("markdown: checking files for external changes failed")
+            await asyncio.sleep(interval_s)
+
+    def _mark_external(self, doc: MarkdownDocument, now: diskio.FileIdentity | None) -> None:
+        doc.external_change = {"detectedAt": time.time(), "deleted": now is None}
+        self.publish(
+            "doc",
+            {"type": "external-change", "docId": doc.doc_id, "dirty": doc.dirty, "deleted": now is None},
+        )
+
+    def reload_from_disk(self, doc_id: str) -> dict[str, Any]:
+        """Take the file's new content (the person chose "reload"): one update replacing the whole text."""
+        doc = self.get(doc_id)
+        if doc.path is None:
+            raise BridgeError(ErrorCode.SAVE_AS_REQUIRED, "this document has no file to reload from")
+        fresh = MarkdownDocument.load(doc.doc_id, doc.path, doc.encoding)
+        text = doc.text
+        if fresh.text != text:
+            doc.collab.apply("disk", [Edit(0, len(text), fresh.text)])
+            self._announce(doc, "disk")
+        doc.newline, doc.bom = fresh.newline, fresh.bom
+        doc.mark_saved(doc.text, doc.version, fresh.identity)
+        self.publish("doc", {"type": "reloaded", **self.describe(doc)})
+        return self.describe(doc)
+
+    def keep_local(self, doc_id: str) -> dict[str, Any]:
+        """Keep the editor's text over the changed file (the person chose "keep"); the next save writes it."""
+        doc = self.get(doc_id)
+        if doc.path is not None:
+            doc.identity = diskio.identity_of(doc.path)
+        doc.external_change = None
+        self.publish("doc", {"type": "kept", **self.describe(doc)})
+        return self.describe(doc)
+
+    def _target(self, doc: MarkdownDocument) -> str:
+        return self.workspace.relative(doc.path) if doc.path else doc.name
+
+    def target_of(self, doc_id: str | None) -> str | None:
+        """What a call on `doc_id` (None: the current document) acts on, for the audit; None when unknown."""
+        try:
+            return self._target(self.get(doc_id))
+        except BridgeError:
+            return doc_id
