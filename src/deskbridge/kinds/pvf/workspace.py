@@ -4,7 +4,8 @@
 `deskbridge serve --kind pvf` starts with the empty workspace, and `pvf_archive_open` opens one later.
 
 Web routes (under `/api/pvf`) are the editors' side of the engine's draft barrier: a browser editor
-registers, answers each `prepare` event (topic `ui`) with its draft state, and reports drafts for display.
+registers, answers each `prepare` event (topic `ui`) with its draft state, and reports drafts for display;
+`/api/pvf/scripts…` is the person's library of saved `.pvf.js` scripts (`script_library.py`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from deskbridge.core.tools import ToolSpec
 from deskbridge.kinds.base import KindServices
 from deskbridge.kinds.http import error_response, json_body
 from deskbridge.kinds.pvf.recovery import Autosaver
+from deskbridge.kinds.pvf.script_library import ScriptLibrary, script_library_routes
 from deskbridge.kinds.pvf.script_tools import script_tools
 from deskbridge.kinds.pvf.service import PvfService
 from deskbridge.kinds.pvf.tools import pvf_tools
@@ -58,7 +60,9 @@ class PvfWorkspace:
         return pvf_tools(self.service) + script_tools(self.service, self.services.dirs.config)
 
     def api_routes(self) -> list[BaseRoute]:
-        return editor_routes(self.service, self.leases)
+        return editor_routes(self.service, self.leases) + script_library_routes(
+            ScriptLibrary(self.services.dirs.config)
+        )
 
     def static_dir(self) -> Path | None:
         return STATIC_DIR
