@@ -195,7 +195,18 @@ def editor_routes(svc: PvfService, leases: EditorLeases | None = None) -> list[B
             return error_response(error)
         return JSONResponse({"ok": True})
 
+    async def commit(request: Request) -> Response:
+        # The history panel's diff of one saved commit (the journal holds each file's content before and after).
+        try:
+            out = await asyncio.to_thread(
+                svc.commit_diff, request.query_params.get("workspaceId", ""), request.path_params["id"]
+            )
+        except BridgeError as error:
+            return error_response(error)
+        return JSONResponse(out)
+
     return [
+        Route("/history/{id}", commit, methods=["GET"]),
         Route("/editors/register", register, methods=["POST"]),
         Route("/editors/unregister", unregister, methods=["POST"]),
         Route("/editors/ack", ack, methods=["POST"]),

@@ -396,12 +396,24 @@ async function loadHistory() {
   if (!ws()) return;
   try {
     const h = await tool("pvf_history", { workspaceId: ws(), limit: 50 });
-    $("history").innerHTML = h.commits.slice().reverse().map((c) => `<li title="${esc(c.files.map((f) => f.action + " " + f.path).join("\n"))}">#${c.seq} ${new Date(c.time * 1000).toLocaleString()} · ${esc(c.source)} · ${c.files.length} file(s)</li>`).join("") || `<li class="muted">no saves yet</li>`;
+    $("history").innerHTML = h.commits.slice().reverse().map((c) => `<li data-id="${esc(c.id)}" title="${esc(c.files.map((f) => f.action + " " + f.path).join("\n"))}">#${c.seq} ${new Date(c.time * 1000).toLocaleString()} · ${esc(c.source)} · ${c.files.length} file(s)</li>`).join("") || `<li class="muted">no saves yet</li>`;
   } catch (e) { /* history is optional */ }
 }
 
-$("endpoint").textContent = `${location.origin}/mcp`;
-$("token-btn").onclick = async () => { $("token").textContent = (await api("/api/token")).token; };
+// A saved commit's diff: what each file was before and after that save (from the archive's journal).
+$("history").addEventListener("click", async (ev) => {
+  const li = ev.target.closest("li[data-id]");
+  if (!li) return;
+  try {
+    const c = await api(`/api/pvf/history/${encodeURIComponent(li.dataset.id)}?workspaceId=${encodeURIComponent(ws())}`);
+    $("commit-title").textContent = `Commit #${c.seq} · ${new Date(c.time * 1000).toLocaleString()} · ${c.source} (${c.caller}) · ${c.totalFiles} file(s)`;
+    $("commit-files").innerHTML = c.files.map((f) => `<h4>${esc(f.action)} ${esc(f.path)}</h4>` + (f.diff != null
+      ? `<pre class="commit-diff">${diffHtml(f.diff)}${f.diffTruncated ? "\n… (cut)" : ""}</pre>`
+      : `<p class="muted">binary: ${f.binary.old ? f.binary.old.size + " → " : ""}${f.binary.new ? f.binary.new.size + " bytes" : "deleted"}</p>`)).join("")
+      + (c.totalFiles > c.files.length ? `<p class="muted">${c.totalFiles - c.files.length} more file(s) not shown</p>` : "");
+    $("commit-dialog").showModal();
+  } catch (e) { showError(e); }
+});
 
 // ----------------------------------------------------------------------------------------------- events
 
@@ -413,6 +425,7 @@ function listen() {
     if (t.event === "finished") refreshInfo().catch(() => {});
     document.dispatchEvent(new CustomEvent("pvf-task", { detail: t }));
   });
+  events.addEventListener("settings", () => document.dispatchEvent(new CustomEvent("pvf-settings")));
   events.addEventListener("plan", (ev) => {
     const d = JSON.parse(ev.data);
     if (d.event === "created") {
