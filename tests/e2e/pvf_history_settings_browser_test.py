@@ -74,7 +74,9 @@ def test_the_history_shows_a_commits_diff(new_page, tmp_path: Path, family: str)
         shown = page.text_content("#commit-files")
         assert path in shown
         added = page.eval_on_selector_all("#commit-files .add", "spans => spans.map(s => s.textContent)")
-        assert "+[history mark]" in added and any(a.strip("+\t ") == "`saved by the agent`" for a in added), added
+        assert "+[history mark]" in added and any(a.strip("+\t ") == "`saved by the agent`" for a in added), (
+            added
+        )
         page.click("#commit-dialog button[value='close']")
         page.wait_for_selector("#commit-dialog", state="hidden")
         assert not page.errors, page.errors

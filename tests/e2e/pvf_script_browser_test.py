@@ -39,6 +39,24 @@ def mark_script(paths: list[str], tag: str) -> str:
     )
 
 
+MARK_ALL = """
+for (const f of pvf.glob("**/*")) {
+  if (f.type === pvf.types.script && !f.path.endsWith(".lst")) f.setText(f.text() + "\\n[all]\\n`all of them`\\n");
+}
+"""
+
+
+def plan_keys(call: Any, plan_id: str) -> list[str]:
+    keys: list[str] = []
+    cursor = None
+    while True:
+        page = structured(call("pvf_script_preview", {"planId": plan_id, "limit": 200, "cursor": cursor}))
+        keys += [i["changeKey"] for i in page["items"]]
+        cursor = page["nextCursor"]
+        if not cursor:
+            return keys
+
+
 def structured(result: Any) -> dict[str, Any]:
     assert not result.is_error, result.structured_content
     return result.structured_content
@@ -152,7 +170,7 @@ def test_ui_run_diff_partial_apply_and_library(new_page, tmp_path: Path, deskbri
 
 def test_an_mcp_run_shows_in_the_ui_and_is_applied_there(new_page, tmp_path: Path) -> None:
     archive = tmp_path / "Script.pvf"
-    synth(archive, family="nkpi", files=300, seed=6)
+    synth(archive, family="nkpi", files=600, seed=6)  # > 2 preview pages of scripts
     with ServerThread(archive) as served, served.client() as call:
         info, paths = three_files(call)
         page = open_ui(new_page, served)
@@ -190,6 +208,25 @@ def test_an_mcp_run_shows_in_the_ui_and_is_applied_there(new_page, tmp_path: Pat
             read = structured(call("pvf_read_file", {"workspaceId": now["workspaceId"], "path": p}))
             assert "from the agent" in read["text"]
         page.wait_for_function("document.querySelector('#plans').textContent.trim() === 'none'")
+        # a plan longer than a page: more pages on demand, and "also apply the rest" applies what is unseen
+        page.fill("#script-src", MARK_ALL)
+        page.click("#script-run")
+        page.wait_for_selector("#plan:not([hidden]) #plan-more-box:not([hidden])")
+        big_plan = page.get_attribute("#plan", "data-plan-id")
+        all_keys = plan_keys(call, big_plan)
+        first_page = page.locator("#plan .pick").count()
+        assert first_page < len(all_keys)
+        page.click("#plan-more")
+        page.wait_for_function(f"document.querySelectorAll('#plan .pick').length > {first_page}")
+        assert page.locator("#plan .pick").count() < len(all_keys)  # still more to come
+        page.uncheck(f"#plan .pick[value='{all_keys[0]}']")
+        page.check("#plan-rest")
+        page.click("#plan-apply")
+        page.wait_for_selector("#plan", state="hidden")
+        now = structured(call("pvf_workspace_info", {}))
+        for key, want in ((all_keys[0], False), (all_keys[-1], True)):
+            text = structured(call("pvf_read_file", {"workspaceId": now["workspaceId"], "path": key}))["text"]
+            assert ("`all of them`" in text) is want, key
         # the other way round: a plan the person started is discarded by the agent, and leaves the page
         page.fill("#script-src", mark_script(paths[:1], "second"))
         page.click("#script-run")

@@ -116,7 +116,8 @@ async function followRun(taskId, owner) {
       const p = st.progress || {};
       $("script-progress").max = p.total || 1;
       $("script-progress").value = p.total ? p.done : 0;
-      $("script-state").textContent = `${st.state}${p.total ? ` · ${p.done}/${p.total}` : ""}${p.message ? " · " + p.message : ""}`;
+      const running = !["succeeded", "failed", "cancelled"].includes(st.state);
+      $("script-state").textContent = `${st.state}${p.total ? ` · ${p.done}/${p.total}` : ""}${running && p.message ? " · " + p.message : ""}`;
       if (st.log.hasMore) continue;
       if (["succeeded", "failed", "cancelled"].includes(st.state)) {
         if (st.error) logLine(`${st.error.code}: ${st.error.message}`, "err");

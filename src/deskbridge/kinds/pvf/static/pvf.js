@@ -230,6 +230,7 @@ async function showPlan(plan) {
   const warnings = preview.warnings.map((w) => `<label><input type="checkbox" class="ack" value="${esc(w.warningId)}"> ${esc(w.message)}</label>`);
   $("plan-items").innerHTML = `<div id="plan-list">${preview.items.map(planItemHtml).join("")}</div>` + (warnings.length ? `<h4>Warnings (tick to acknowledge)</h4>${warnings.join("")}` : "");
   if (plan.kind === "export") $("plan-items").innerHTML += `<p class="muted">Output: ${esc(plan.outputParent)}${plan.outputName ? "/" + esc(plan.outputName) : ""}</p>`;
+  $("plan-rest").checked = false;
   renderPlanMore();
   $("plan").hidden = false;
 }
@@ -238,7 +239,8 @@ function renderPlanMore() {
   const p = state.plan;
   const total = p.preview.total ?? p.preview.plan?.changeCount;
   $("plan-more-box").hidden = !p.nextCursor;
-  $("plan-count").textContent = total != null ? `${p.items.length} of ${total} shown; only shown, ticked changes are applied` : "";
+  if (!p.nextCursor) $("plan-rest").checked = false;
+  $("plan-count").textContent = total != null ? `${p.items.length} of ${total} shown` : "";
 }
 
 $("plan-more").onclick = async () => {
@@ -263,6 +265,13 @@ $("plan-apply").onclick = async () => {
   const keys = [...document.querySelectorAll(".pick:checked")].map((c) => c.value);
   const acks = [...document.querySelectorAll(".ack:checked")].map((c) => c.value);
   try {
+    // "also apply the changes not shown yet": page through the rest of the plan for their changeKeys.
+    for (let cursor = $("plan-rest").checked ? plan.nextCursor : null; cursor;) {
+      const page = await planTool(plan.kind, "preview", plan.id, { limit: 200, cursor });
+      keys.push(...page.items.map((i) => i.changeKey));
+      if (plan.kind === "import") plan.items.push(...page.items);
+      cursor = page.nextCursor;
+    }
     if (plan.kind === "edit") {
       await planTool("edit", "apply", plan.id, { changeKeys: keys, acknowledgedWarningIds: acks });
       stopEditing();
@@ -381,7 +390,7 @@ function renderPlans() {
 $("plans").addEventListener("click", (ev) => {
   const b = ev.target.closest(".show-plan");
   const p = b && state.plans.get(b.dataset.id);
-  if (p) showPlan({ kind: p.kind, id: p.planId }).catch(showError);
+  if (p) showPlan({ kind: p.kind, id: p.planId }).catch((e) => { state.plans.delete(p.planId); renderPlans(); showError(e); });
 });
 async function notePendingPlan(planId, kind) {
   if (!planId || state.plans.has(planId)) return;
