@@ -1,10 +1,12 @@
-"""The saved-script library of the PVF UI (`/api/pvf/scripts…`) over the real HTTP server: save, list, load,
-overwrite only with the sha it was loaded at, delete; names that would leave the folder are refused."""
+"""The PVF UI's own web routes over the real HTTP server: the saved-script library (`/api/pvf/scripts…`: save,
+list, load, overwrite only with the sha it was loaded at, delete; names that would leave the folder are refused)
+and the history panel's commit diff (`/api/pvf/history/{id}`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import anyio
 import httpx2
 import pytest
 
@@ -70,3 +72,23 @@ async def test_the_library_needs_the_ui_secret(tmp_path: Path, deskbridge_home: 
         r = await http.put(f"{srv.base_url}/api/pvf/scripts/a.pvf.js", json={"source": "x"})
         assert r.status_code == 401
     assert not (deskbridge_home / "config" / "pvf-scripts").exists()
+
+
+async def test_the_commit_diff_route_answers_unknown_ids_and_workspaces(tmp_path: Path) -> None:
+    # The history panel's diff route (GET /api/pvf/history/{id}): the page's happy path is in
+    # tests/e2e/pvf_history_settings_browser_test.py; here the answers to a wrong commit or workspace.
+    archive = tmp_path / "Script.pvf"
+    synth(archive, family="classic", files=30, seed=1)
+    async with running_server(archive) as srv, httpx2.AsyncClient(headers=srv.ui_headers()) as http:
+        async with srv.client() as client:
+            for _ in range(200):
+                info = (await client.call_tool("pvf_workspace_info", {})).structured_content
+                if info["open"] and info["lifecycle"] is None:
+                    break
+                await anyio.sleep(0.05)
+        base = f"{srv.base_url}/api/pvf/history"
+        unknown = await http.get(f"{base}/0123456789ab", params={"workspaceId": info["workspaceId"]})
+        assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "NOT_FOUND"
+        assert "pvf_history" in unknown.json()["error"]["hint"]
+        stale = await http.get(f"{base}/0123456789ab", params={"workspaceId": "ws-gone"})
+        assert stale.json()["error"]["code"] == "STALE_WORKSPACE"
