@@ -2,7 +2,7 @@
 annotation, enum labels and reference names inline, a reference opens the target file, the `.equ` item card,
 the rules panel (search in any language, detail with examples), and the UI language switch.
 
-Needs /usr/bin/chromium and the `playwright` package; skipped with a message otherwise.
+Chromium comes from the `browser` / `new_page` fixtures in tests/e2e/conftest.py.
 """
 
 from __future__ import annotations
@@ -15,36 +15,9 @@ from deskbridge.kinds.pvf.synth import synth
 from deskbridge.kinds.pvf.synth.content import GAME_HANT
 from deskbridge.testing import ServerThread
 
-CHROMIUM = Path("/usr/bin/chromium")
 SWORD = "equipment/annotated/swordman_sword.equ"
 
 pytestmark = pytest.mark.browser
-
-playwright_sync = pytest.importorskip(
-    "playwright.sync_api", reason="pip install playwright (the Python package)"
-)
-if not CHROMIUM.exists():
-    pytest.skip(
-        "Chromium is not installed at /usr/bin/chromium (apt-get install -y chromium)",
-        allow_module_level=True,
-    )
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with playwright_sync.sync_playwright() as p:
-        b = p.chromium.launch(
-            executable_path=str(CHROMIUM),
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--no-first-run",
-            ],
-        )
-        yield b
-        b.close()
 
 
 RULE = """{
@@ -57,14 +30,13 @@ RULE = """{
 """
 
 
-def test_hover_hints_links_item_card_and_rules_panel(browser, tmp_path: Path, deskbridge_home: Path) -> None:
+def test_hover_hints_links_item_card_and_rules_panel(new_page, tmp_path: Path, deskbridge_home: Path) -> None:
     archive = tmp_path / "Script.pvf"
     synth(archive, family="classic", files=200, seed=4, annotated=True)
     with ServerThread(archive) as served:
         srv = served.srv
-        page = browser.new_context(viewport={"width": 1500, "height": 900}, locale="zh-CN").new_page()
-        errors: list[str] = []
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page = new_page(viewport={"width": 1500, "height": 900}, locale="zh-CN")
+        errors = page.errors
         page.goto(srv.login_url())
         page.wait_for_selector("body[data-ready='1']")
         assert page.input_value("#ann-lang") == "zh-CN"  # from the browser's language

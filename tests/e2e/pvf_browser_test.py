@@ -2,7 +2,7 @@
 next to a real MCP client: browse the virtualised tree, search as you type, view and edit a script through a plan,
 hold a draft that blocks an agent's save (the engine's barrier), save, and see the history.
 
-Needs /usr/bin/chromium and the `playwright` package; skipped with a message otherwise.
+Chromium comes from the `browser` / `new_page` fixtures in tests/e2e/conftest.py.
 """
 
 from __future__ import annotations
@@ -15,46 +15,17 @@ from deskbridge.kinds.pvf.archive import open_archive
 from deskbridge.kinds.pvf.synth import synth
 from deskbridge.testing import ServerThread
 
-CHROMIUM = Path("/usr/bin/chromium")
-
 pytestmark = pytest.mark.browser
-
-playwright_sync = pytest.importorskip(
-    "playwright.sync_api", reason="pip install playwright (the Python package)"
-)
-if not CHROMIUM.exists():
-    pytest.skip(
-        "Chromium is not installed at /usr/bin/chromium (apt-get install -y chromium)",
-        allow_module_level=True,
-    )
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with playwright_sync.sync_playwright() as p:
-        b = p.chromium.launch(
-            executable_path=str(CHROMIUM),
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--no-first-run",
-            ],
-        )
-        yield b
-        b.close()
 
 
 @pytest.mark.parametrize("family", ["classic", "nkpi"])
-def test_browse_search_edit_save_in_the_browser(browser, tmp_path: Path, family: str) -> None:
+def test_browse_search_edit_save_in_the_browser(new_page, tmp_path: Path, family: str) -> None:
     archive = tmp_path / "Script.pvf"
     synth(archive, family=family, files=2000, seed=2)
     with ServerThread(archive) as served, served.client() as call:
         srv = served.srv
-        page = browser.new_context(viewport={"width": 1400, "height": 860}).new_page()
-        errors: list[str] = []
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page = new_page(viewport={"width": 1400, "height": 860})
+        errors = page.errors
         page.goto(srv.login_url())
         page.wait_for_selector("body[data-ready='1']")
         page.wait_for_selector("#tree-rows .row.dir")

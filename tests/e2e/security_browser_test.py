@@ -6,7 +6,7 @@
 * the MCP token is shown only after the person confirms in the page, and "Copy client config" still works;
 * the `approvals_via_client` choice in the settings panel reaches the server.
 
-Needs /usr/bin/chromium and the `playwright` package; skipped with a message otherwise.
+Chromium comes from the `browser` / `new_page` fixtures in tests/e2e/conftest.py.
 """
 
 from __future__ import annotations
@@ -24,29 +24,7 @@ import pytest
 
 from deskbridge.testing import ServerThread
 
-CHROMIUM = Path("/usr/bin/chromium")
-
 pytestmark = [pytest.mark.browser, pytest.mark.security]
-
-playwright_sync = pytest.importorskip(
-    "playwright.sync_api", reason="pip install playwright (the Python package)"
-)
-if not CHROMIUM.exists():
-    pytest.skip(
-        "Chromium is not installed at /usr/bin/chromium (apt-get install -y chromium)",
-        allow_module_level=True,
-    )
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with playwright_sync.sync_playwright() as p:
-        b = p.chromium.launch(
-            executable_path=str(CHROMIUM),
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"],
-        )
-        yield b
-        b.close()
 
 
 @pytest.fixture
@@ -92,15 +70,14 @@ def wait_for_clipboard(page, want: str, timeout_s: float = 10.0) -> None:
         page.wait_for_timeout(50)
 
 
-def test_another_loopback_port_cannot_frame_the_ui(browser, served) -> None:
+def test_another_loopback_port_cannot_frame_the_ui(new_page, served) -> None:
     srv = served.srv
     decoy = (
         "<!doctype html><title>win a prize</title><button id=prize>Claim</button>"
         f'<iframe id=victim src="{srv.base_url}/" style="opacity:0.01;position:absolute;top:0;left:0"></iframe>'
         '<iframe id=own src="/inner"></iframe>'
     )
-    context = browser.new_context()
-    page = context.new_page()
+    page = new_page()
     with hostile_site({"/": decoy, "/inner": "<title>own frame</title><p id=ok>framed fine</p>"}) as site:
         # The person is signed in in this browser (a cookie exists), as during a real attack.
         page.goto(srv.login_url())
@@ -113,16 +90,14 @@ def test_another_loopback_port_cannot_frame_the_ui(browser, served) -> None:
         victim = next(f for f in page.frames if f != page.main_frame and "inner" not in f.url)
         assert victim.url.startswith("chrome-error://") or victim.url == "about:blank", (victim.url, frames)
         assert victim.evaluate("document.querySelector('#pending') === null")
-    context.close()
 
 
-def test_the_login_page_signs_in_once_and_a_stray_code_never_logs_out(browser, served, tmp_path) -> None:
+def test_the_login_page_signs_in_once_and_a_stray_code_never_logs_out(new_page, served, tmp_path) -> None:
     from deskbridge.web.launch import write_login_page
 
     srv = served.srv
     login = write_login_page(srv.app.dirs, srv.port, srv.login_url())  # what `serve` opens: a file:// path
-    context = browser.new_context()
-    page = context.new_page()
+    page = new_page()
     page.goto(login.as_uri())
     page.wait_for_url(f"{srv.base_url}/")
     page.wait_for_function("() => document.querySelector('#ws').textContent.includes('probe')")
@@ -138,20 +113,16 @@ def test_the_login_page_signs_in_once_and_a_stray_code_never_logs_out(browser, s
     page.wait_for_url(f"{srv.base_url}/")
     page.wait_for_function("() => document.querySelector('#ws').textContent.includes('probe')")
     # A browser that never signed in gets the "used or expired" page, not a session.
-    other = browser.new_context()
-    stranger = other.new_page()
+    stranger = new_page()
     stranger.goto(login.as_uri())
     stranger.wait_for_selector("text=already used or has expired")
     assert stranger.evaluate("fetch('/api/status').then((r) => r.status)") == 401
-    other.close()
-    context.close()
 
 
-def test_the_token_needs_a_confirmation_in_the_page(browser, served) -> None:
+def test_the_token_needs_a_confirmation_in_the_page(new_page, served) -> None:
     srv = served.srv
-    context = browser.new_context()
-    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=srv.base_url)
-    page = context.new_page()
+    page = new_page()
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=srv.base_url)
     page.goto(srv.login_url())
     page.wait_for_selector("#ws")
     dialogs: list[str] = []
@@ -174,13 +145,11 @@ def test_the_token_needs_a_confirmation_in_the_page(browser, served) -> None:
     page.click("#show")  # already confirmed in this page: shown without asking again
     page.wait_for_function(f"() => document.querySelector('#token').textContent === '{srv.app.token}'")
     page.wait_for_function("() => document.querySelector('#auditrows').textContent.includes('token.reveal')")
-    context.close()
 
 
-def test_the_settings_panel_can_require_the_browser_for_approvals(browser, served) -> None:
+def test_the_settings_panel_can_require_the_browser_for_approvals(new_page, served) -> None:
     srv = served.srv
-    context = browser.new_context()
-    page = context.new_page()
+    page = new_page()
     page.goto(srv.login_url())
     page.wait_for_function("() => document.querySelector('#via-client').checked")
     page.check("#via-browser")
@@ -193,18 +162,16 @@ def test_the_settings_panel_can_require_the_browser_for_approvals(browser, serve
         page.wait_for_timeout(100)
         deadline -= 1
     assert srv.app.settings.approvals_via_client is True
-    context.close()
 
 
-def test_the_editor_settings_panel_asks_before_showing_the_token(browser, tmp_path) -> None:
+def test_the_editor_settings_panel_asks_before_showing_the_token(new_page, tmp_path) -> None:
     notes = tmp_path / "notes"
     notes.mkdir()
     (notes / "README.md").write_text("# Notes\n\nHello.\n", "utf-8")
     with ServerThread(notes) as served:
         srv = served.srv
-        context = browser.new_context()
-        context.grant_permissions(["clipboard-read", "clipboard-write"], origin=srv.base_url)
-        page = context.new_page()
+        page = new_page()
+        page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=srv.base_url)
         page.goto(srv.login_url())
         page.wait_for_function("() => document.body.dataset.ready === '1'")
         page.click("#mcp-button")
@@ -223,4 +190,3 @@ def test_the_editor_settings_panel_asks_before_showing_the_token(browser, tmp_pa
         page.click("#mcp-save")
         page.wait_for_selector("#panel-mcpSettings", state="detached")
         assert srv.app.settings.approvals_via_client is False
-        context.close()

@@ -348,6 +348,8 @@ def build_web_app(
             routes.append(Mount("/static", StaticFiles(directory=static), name="static"))
     if app.workspace is None or app.workspace.static_dir() is None:
         routes.append(Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"))
+    # The platform's shared page modules (the MCP settings panel), reachable from every kind's page.
+    routes.append(Mount("/platform-static", StaticFiles(directory=STATIC_DIR), name="platform-static"))
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:

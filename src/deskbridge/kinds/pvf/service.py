@@ -1111,6 +1111,43 @@ class PvfService:
             "nextCursor": encode_cursor({"o": end}) if end < len(commits) else None,
         }
 
+    COMMIT_DIFF_MAX_FILES = 200
+    COMMIT_DIFF_MAX_BYTES = 64 * 1024
+    """Per file, so one huge table cannot crowd out the rest of the commit in the page."""
+
+    def commit_diff(self, workspace_id: str, commit_id: str) -> dict[str, Any]:
+        """One commit of the journal with a diff per file (decompiled as the archive shows it; sizes for binary)."""
+        from deskbridge.kinds.pvf.transfer import payload_text
+
+        ws = self._ws(workspace_id)
+        assert ws.source_path is not None
+        journal = Journal(self.data_dir, ws.source_path)
+        c = journal.get(commit_id)
+        ar = ws.source.archive  # type: ignore[union-attr]
+        out = []
+        for f in c["files"][: self.COMMIT_DIFF_MAX_FILES]:
+            before, after = journal.blob(f["before"]), journal.blob(f["after"])
+            path = f["path"]
+            old = None if before is None else payload_text(ar, path, before)
+            new = None if after is None else payload_text(ar, path, after)
+            item: dict[str, Any] = {"path": path, "action": f["action"]}
+            if (before is None or old is not None) and (after is None or new is not None):
+                diff = text_diff(path, old, new)
+                raw = diff.encode("utf-8")
+                item["diff"] = raw[: self.COMMIT_DIFF_MAX_BYTES].decode("utf-8", "ignore")
+                item["diffTruncated"] = len(raw) > self.COMMIT_DIFF_MAX_BYTES
+            else:
+                item["binary"] = {
+                    "old": None if before is None else {"size": len(before), "sha256": f["before"]},
+                    "new": None if after is None else {"size": len(after), "sha256": f["after"]},
+                }
+            out.append(item)
+        return {
+            **{k: c[k] for k in ("id", "seq", "time", "source", "caller", "revision")},
+            "files": out,
+            "totalFiles": len(c["files"]),
+        }
+
     # ------------------------------------------------------------------------------------------- links
 
     def resolve(self, workspace_id: str, args: dict[str, Any]) -> dict[str, Any]:

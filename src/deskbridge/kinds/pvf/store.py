@@ -56,12 +56,18 @@ class DirIndex:
             key = norm_path(p)
             parent, _, _name = key.rpartition("/")
             files.setdefault(parent, []).append(p)
+            # New folders up to the first known one; linked after the walk, so creating a parent's entry
+            # cannot stop the walk before that parent is linked to its own parent (a path's first file deep in
+            # a new folder tree used to leave the middle folders unlisted).
             child = parent
+            links = []
             while child and child not in dirs:
                 dirs[child] = set()
                 up = child.rpartition("/")[0]
-                dirs.setdefault(up, set()).add(child)
+                links.append((up, child))
                 child = up
+            for up, child in links:
+                dirs[up].add(child)
             # a folder already known has its parents already known
         self.dirs = dirs
         self.files = files

@@ -6,6 +6,7 @@
 Editors join the engine's draft barrier through the platform (web/app.py, the same for every kind): a browser
 editor is registered while its event stream `/api/events?editor=<clientId>` is open, answers each `prepare`
 event (topic `ui`) on `/api/editors/ack`, and reports drafts for display on `/api/editors/report`.
+`/api/pvf/scripts…` is the person's library of saved `.pvf.js` scripts (`script_library.py`).
 """
 
 from __future__ import annotations
@@ -15,11 +16,16 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
-from starlette.routing import BaseRoute
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
 
+from deskbridge.core.errors import BridgeError
 from deskbridge.core.tools import ToolSpec
 from deskbridge.kinds.base import KindServices
+from deskbridge.kinds.http import error_response
 from deskbridge.kinds.pvf.recovery import Autosaver
+from deskbridge.kinds.pvf.script_library import ScriptLibrary, script_library_routes
 from deskbridge.kinds.pvf.script_tools import script_tools
 from deskbridge.kinds.pvf.service import PvfService
 from deskbridge.kinds.pvf.tools import pvf_tools
@@ -57,7 +63,8 @@ class PvfWorkspace:
         return pvf_tools(self.service) + script_tools(self.service, self.services.dirs.config)
 
     def api_routes(self) -> list[BaseRoute]:
-        return []  # editors use the platform's routes (web/app.py) with `drafts` below
+        # editors use the platform's routes (web/app.py) with `drafts` below
+        return history_routes(self.service) + script_library_routes(ScriptLibrary(self.services.dirs.config))
 
     def static_dir(self) -> Path | None:
         return STATIC_DIR
@@ -102,6 +109,20 @@ class PvfWorkspace:
             "sourceDirty": info["sourceDirty"],
             "openTask": self.open_task,
         }
+
+
+def history_routes(svc: PvfService) -> list[BaseRoute]:
+    async def commit(request: Request) -> Response:
+        # The history panel's diff of one saved commit (the journal holds each file's content before and after).
+        try:
+            out = await asyncio.to_thread(
+                svc.commit_diff, request.query_params.get("workspaceId", ""), request.path_params["id"]
+            )
+        except BridgeError as error:
+            return error_response(error)
+        return JSONResponse(out)
+
+    return [Route("/history/{id}", commit, methods=["GET"])]
 
 
 def open_workspace(path: Path | None, services: KindServices) -> PvfWorkspace:

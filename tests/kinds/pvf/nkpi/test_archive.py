@@ -198,3 +198,15 @@ def test_save_reports_progress_up_to_the_written_size(small_archives, tmp_path):
         report = ar.save_copy(tmp_path / "p.pvf", progress=lambda d, t: calls.append((d, t)))
     assert calls and calls[-1][0] == calls[-1][1] == report.bytes_written
     assert all(a[0] <= b[0] for a, b in itertools.pairwise(calls))
+
+
+def test_a_staged_script_edit_keeps_the_entrys_kind(small_archives):
+    # A compiled nkpi script has no magic bytes: the staged payload must not turn the file into "binary"
+    # (a second .pvf.js run on a file an applied plan had changed refused `setText` as binary).
+    with _open(small_archives["legacy"]) as ar:
+        path = ar.paths()[1]
+        assert ar.file_info(path).kind == "script"
+        ar.stage(path, ar.text_to_payload(path, ar.read_text(path) + "\n[x]\n`y`\n"))
+        info = ar.file_info(path)
+        assert info.staged and info.kind == "script"
+        assert ar.read_text(path).endswith("`y`\n")

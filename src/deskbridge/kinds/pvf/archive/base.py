@@ -233,11 +233,19 @@ class ArchiveBase(ABC):
                 raise not_found(path)
             base = self._original_info(key) if key in self._original_keys() else None
             return FileInfo(
-                self._overlay_names[key], len(data), guess_kind(key, data), True, base.extra if base else {}
+                self._overlay_names[key],
+                len(data),
+                self._staged_kind(key, data, base),
+                True,
+                base.extra if base else {},
             )
         if key not in self._original_keys():
             raise not_found(path)
         return self._original_info(key)
+
+    def _staged_kind(self, key: str, data: bytes, base: FileInfo | None) -> str:
+        """The kind of a staged payload. Classic scripts carry their kind in the bytes (B0 D0)."""
+        return guess_kind(key, data)
 
     # ----------------------------------------------------------------------------------------- staging
 

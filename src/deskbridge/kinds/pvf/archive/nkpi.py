@@ -583,6 +583,11 @@ class NkpiArchive(ArchiveBase):
             {"chunk": int(e["chunk"]), "data_offset": int(e["offset"]), "data_type": dt, "index": i},
         )
 
+    def _staged_kind(self, key: str, data: bytes, base: FileInfo | None) -> str:
+        # A compiled nkpi script has no magic bytes (guess_kind would call it binary), and the writer keeps an
+        # existing entry's DataType: so a staged edit of an entry keeps that entry's kind.
+        return base.kind if base is not None else super()._staged_kind(key, data, base)
+
     def data_type(self, path: str) -> int:
         """DataType of a path: its entry's, or for a new file 3 for `.str` and 1 otherwise (PF `createFile`)."""
         key = norm_path(path)

@@ -20,13 +20,26 @@ async function api(path, opts = {}) {
 }
 const tool = (name, args = {}) => api(`/api/tools/${name}`, { method: "POST", body: JSON.stringify({ arguments: args }) });
 
+// Every plan tool this page calls, in one table, called only through planTool(): when plan tools are merged or
+// renamed, the change is here. `id` names the argument that carries the plan's id.
+const PLAN_TOOLS = {
+  edit: { id: "planId", preview: "pvf_edit_preview", apply: "pvf_edit_apply", discard: "pvf_edit_discard" },
+  import: { id: "importPlanId", preview: "pvf_import_preview", apply: "pvf_import_apply", discard: "pvf_import_discard" },
+  export: { id: "exportPlanId", preview: "pvf_export_preview", apply: "pvf_export_execute", discard: "pvf_export_discard" },
+  script: { id: "planId", preview: "pvf_script_preview", apply: "pvf_script_apply", discard: "pvf_script_discard" },
+};
+function planTool(kind, verb, planId, args = {}) {
+  const t = PLAN_TOOLS[kind];
+  return tool(t[verb], { [t.id]: planId, ...args });
+}
+
 function showError(e) {
   const b = $("error-banner");
   b.textContent = e ? `${e.code || "ERROR"}: ${e.message}` : "";
   b.hidden = !e;
 }
 
-const state = { info: null, cwd: "", list: [], total: 0, cursor: null, loading: false, query: "", file: null, text: "", editing: false, plan: null, tasks: new Map() };
+const state = { info: null, cwd: "", list: [], total: 0, cursor: null, loading: false, query: "", file: null, text: "", editing: false, plan: null, tasks: new Map(), plans: new Map() };
 
 // ----------------------------------------------------------------------------------------------- workspace
 
@@ -38,6 +51,7 @@ async function refreshInfo() {
   $("dirty").hidden = !info.sourceDirty;
   for (const id of ["save-btn", "saveas-btn", "import-btn", "export-btn"]) $(id).disabled = !info.open;
   $("edit-btn").disabled = !info.open || !state.file;
+  document.dispatchEvent(new CustomEvent("pvf-info"));
   return info;
 }
 
@@ -140,6 +154,7 @@ function highlight(text) {
 async function openFile(path) {
   if (state.editing && $("editor").value !== state.text && !confirm("Drop the unsaved edit?")) return;
   stopEditing();
+  showTab("files-pane");
   try {
     const r = await tool("pvf_read_file", { workspaceId: ws(), path, maxChars: 32000 });
     let text = r.kind === "text" ? r.text : `binary, ${r.size} bytes, sha256 ${r.sha256}\n\n${r.hexPreview}`;
@@ -198,21 +213,51 @@ $("apply-btn").onclick = async () => {
 
 const diffHtml = (d) => esc(d).split("\n").map((l) => (l.startsWith("+") ? `<span class="add">${l}</span>` : l.startsWith("-") ? `<span class="del">${l}</span>` : l)).join("\n");
 
+function planItemHtml(it) {
+  const body = it.diff ? `<pre>${diffHtml(it.diff)}</pre>` : it.binary ? `<p class="muted">${it.binary.old ? it.binary.old.size + " → " : ""}${it.binary.new ? it.binary.new.size : "deleted"} bytes</p>` : "";
+  const over = it.overwrite ? " <b>(overwrites)</b>" : "";
+  const req = it.requires ? ` <span class="muted">requires ${esc(it.requires.join(", "))}</span>` : "";
+  return `<details open><summary><label><input type="checkbox" class="pick" value="${esc(it.changeKey)}" checked> ${esc(it.action)} ${esc(it.changeKey)}</label>${over}${req}</summary>${body}</details>`;
+}
+
 async function showPlan(plan) {
-  const preview = plan.kind === "edit" ? await tool("pvf_edit_preview", { planId: plan.id, limit: 200 })
-    : plan.kind === "import" ? await tool("pvf_import_preview", { importPlanId: plan.id, limit: 200 })
-    : await tool("pvf_export_preview", { exportPlanId: plan.id, limit: 200 });
-  state.plan = { ...plan, preview };
-  const items = preview.items.map((it) => {
-    const body = it.diff ? `<pre>${diffHtml(it.diff)}</pre>` : it.binary ? `<p class="muted">${it.binary.old ? it.binary.old.size + " → " : ""}${it.binary.new ? it.binary.new.size : "deleted"} bytes</p>` : "";
-    const over = it.overwrite ? " <b>(overwrites)</b>" : "";
-    const req = it.requires ? ` <span class="muted">requires ${esc(it.requires.join(", "))}</span>` : "";
-    return `<details open><summary><label><input type="checkbox" class="pick" value="${esc(it.changeKey)}" checked> ${esc(it.action)} ${esc(it.changeKey)}</label>${over}${req}</summary>${body}</details>`;
-  });
+  const preview = await planTool(plan.kind, "preview", plan.id, { limit: 200 });
+  state.plan = { ...plan, preview, items: [...preview.items], nextCursor: preview.nextCursor || null };
+  const info = preview.plan || {};
+  const who = info.owner ? ` · started by ${info.owner}` : "";
+  $("plan-title").textContent = `Change plan · ${plan.kind}${who}${info.summary ? " · " + (typeof info.summary === "string" ? info.summary : JSON.stringify(info.summary)) : ""}`;
+  $("plan").dataset.planId = plan.id;
   const warnings = preview.warnings.map((w) => `<label><input type="checkbox" class="ack" value="${esc(w.warningId)}"> ${esc(w.message)}</label>`);
-  $("plan-items").innerHTML = items.join("") + (warnings.length ? `<h4>Warnings (tick to acknowledge)</h4>${warnings.join("")}` : "");
+  $("plan-items").innerHTML = `<div id="plan-list">${preview.items.map(planItemHtml).join("")}</div>` + (warnings.length ? `<h4>Warnings (tick to acknowledge)</h4>${warnings.join("")}` : "");
   if (plan.kind === "export") $("plan-items").innerHTML += `<p class="muted">Output: ${esc(plan.outputParent)}${plan.outputName ? "/" + esc(plan.outputName) : ""}</p>`;
+  $("plan-rest").checked = false;
+  renderPlanMore();
   $("plan").hidden = false;
+}
+
+function renderPlanMore() {
+  const p = state.plan;
+  const total = p.preview.total ?? p.preview.plan?.changeCount;
+  $("plan-more-box").hidden = !p.nextCursor;
+  if (!p.nextCursor) $("plan-rest").checked = false;
+  $("plan-count").textContent = total != null ? `${p.items.length} of ${total} shown` : "";
+}
+
+$("plan-more").onclick = async () => {
+  const p = state.plan;
+  if (!p || !p.nextCursor) return;
+  try {
+    const page = await planTool(p.kind, "preview", p.id, { limit: 200, cursor: p.nextCursor });
+    p.items.push(...page.items);
+    p.nextCursor = page.nextCursor || null;
+    $("plan-list").insertAdjacentHTML("beforeend", page.items.map(planItemHtml).join(""));
+    renderPlanMore();
+  } catch (e) { showError(e); }
+};
+
+function closePlan(planId) {
+  if (planId && state.plan?.id !== planId) return;
+  $("plan").hidden = true; state.plan = null; delete $("plan").dataset.planId;
 }
 
 $("plan-apply").onclick = async () => {
@@ -220,17 +265,26 @@ $("plan-apply").onclick = async () => {
   const keys = [...document.querySelectorAll(".pick:checked")].map((c) => c.value);
   const acks = [...document.querySelectorAll(".ack:checked")].map((c) => c.value);
   try {
+    // "also apply the changes not shown yet": page through the rest of the plan for their changeKeys.
+    for (let cursor = $("plan-rest").checked ? plan.nextCursor : null; cursor;) {
+      const page = await planTool(plan.kind, "preview", plan.id, { limit: 200, cursor });
+      keys.push(...page.items.map((i) => i.changeKey));
+      if (plan.kind === "import") plan.items.push(...page.items);
+      cursor = page.nextCursor;
+    }
     if (plan.kind === "edit") {
-      await tool("pvf_edit_apply", { planId: plan.id, changeKeys: keys, acknowledgedWarningIds: acks });
+      await planTool("edit", "apply", plan.id, { changeKeys: keys, acknowledgedWarningIds: acks });
       stopEditing();
     } else if (plan.kind === "import") {
-      const overwrite = plan.preview.items.filter((i) => i.overwrite && keys.includes(i.changeKey)).map((i) => i.changeKey);
-      await tool("pvf_import_apply", { importPlanId: plan.id, selectedKeys: keys, overwriteKeys: overwrite, acknowledgedWarningIds: acks });
+      const overwrite = plan.items.filter((i) => i.overwrite && keys.includes(i.changeKey)).map((i) => i.changeKey);
+      await planTool("import", "apply", plan.id, { selectedKeys: keys, overwriteKeys: overwrite, acknowledgedWarningIds: acks });
+    } else if (plan.kind === "script") {
+      await planTool("script", "apply", plan.id, { expectedRevision: plan.preview.revision, changeKeys: keys, acknowledgedWarningIds: acks });
     } else {
-      const out = await tool("pvf_export_execute", { exportPlanId: plan.id, outputParent: plan.outputParent, outputName: plan.outputName || undefined, selectedEntryKeys: keys, acknowledgedWarningIds: acks });
+      const out = await planTool("export", "apply", plan.id, { outputParent: plan.outputParent, outputName: plan.outputName || undefined, selectedEntryKeys: keys, acknowledgedWarningIds: acks });
       alert(`Exported ${out.files} files to ${out.outputPath}`);
     }
-    $("plan").hidden = true; state.plan = null;
+    closePlan();
     await refreshInfo();
     if (state.file) openFile(state.file);
   } catch (e) { showError(e); }
@@ -238,10 +292,19 @@ $("plan-apply").onclick = async () => {
 $("plan-discard").onclick = async () => {
   const plan = state.plan;
   if (!plan) return;
-  const name = { edit: ["pvf_edit_discard", "planId"], import: ["pvf_import_discard", "importPlanId"], export: ["pvf_export_discard", "exportPlanId"] }[plan.kind];
-  await tool(name[0], { [name[1]]: plan.id }).catch(showError);
-  $("plan").hidden = true; state.plan = null;
+  await planTool(plan.kind, "discard", plan.id).catch(showError);
+  closePlan();
 };
+
+// ----------------------------------------------------------------------------------------------- tabs
+
+function showTab(paneId) {
+  for (const b of document.querySelectorAll("#tabs .tab")) {
+    b.classList.toggle("on", b.dataset.pane === paneId);
+    $(b.dataset.pane).hidden = b.dataset.pane !== paneId;
+  }
+}
+$("tabs").addEventListener("click", (ev) => { const b = ev.target.closest(".tab"); if (b) showTab(b.dataset.pane); });
 
 // ----------------------------------------------------------------------------------------------- dialogs
 
@@ -319,16 +382,47 @@ function renderTasks() {
   $("tasks").innerHTML = rows.join("") || `<li class="muted">none</li>`;
 }
 
+// Plans of every client (the engine's plans are shared): each can be shown, applied or discarded here.
+function renderPlans() {
+  const rows = [...state.plans.values()].map((p) => `<li>${esc(p.kind)} · <span class="muted">${esc(p.owner)}</span> · ${p.changeCount} change(s) <button class="show-plan" data-id="${esc(p.planId)}">Show</button></li>`);
+  $("plans").innerHTML = rows.join("") || `<li class="muted">none</li>`;
+}
+$("plans").addEventListener("click", (ev) => {
+  const b = ev.target.closest(".show-plan");
+  const p = b && state.plans.get(b.dataset.id);
+  if (p) showPlan({ kind: p.kind, id: p.planId }).catch((e) => { state.plans.delete(p.planId); renderPlans(); showError(e); });
+});
+async function notePendingPlan(planId, kind) {
+  if (!planId || state.plans.has(planId)) return;
+  try {
+    const page = await planTool(kind, "preview", planId, { limit: 1 });
+    if (page.state === "pending") state.plans.set(planId, { planId, kind, owner: page.plan?.owner || "", changeCount: page.total });
+    renderPlans();
+  } catch (e) { /* gone meanwhile */ }
+}
+
 async function loadHistory() {
   if (!ws()) return;
   try {
     const h = await tool("pvf_history", { workspaceId: ws(), limit: 50 });
-    $("history").innerHTML = h.commits.slice().reverse().map((c) => `<li title="${esc(c.files.map((f) => f.action + " " + f.path).join("\n"))}">#${c.seq} ${new Date(c.time * 1000).toLocaleString()} · ${esc(c.source)} · ${c.files.length} file(s)</li>`).join("") || `<li class="muted">no saves yet</li>`;
+    $("history").innerHTML = h.commits.slice().reverse().map((c) => `<li data-id="${esc(c.id)}" title="${esc(c.files.map((f) => f.action + " " + f.path).join("\n"))}">#${c.seq} ${new Date(c.time * 1000).toLocaleString()} · ${esc(c.source)} · ${c.files.length} file(s)</li>`).join("") || `<li class="muted">no saves yet</li>`;
   } catch (e) { /* history is optional */ }
 }
 
-$("endpoint").textContent = `${location.origin}/mcp`;
-$("token-btn").onclick = async () => { $("token").textContent = (await api("/api/token")).token; };
+// A saved commit's diff: what each file was before and after that save (from the archive's journal).
+$("history").addEventListener("click", async (ev) => {
+  const li = ev.target.closest("li[data-id]");
+  if (!li) return;
+  try {
+    const c = await api(`/api/pvf/history/${encodeURIComponent(li.dataset.id)}?workspaceId=${encodeURIComponent(ws())}`);
+    $("commit-title").textContent = `Commit #${c.seq} · ${new Date(c.time * 1000).toLocaleString()} · ${c.source} (${c.caller}) · ${c.totalFiles} file(s)`;
+    $("commit-files").innerHTML = c.files.map((f) => `<h4>${esc(f.action)} ${esc(f.path)}</h4>` + (f.diff != null
+      ? `<pre class="commit-diff">${diffHtml(f.diff)}${f.diffTruncated ? "\n… (cut)" : ""}</pre>`
+      : `<p class="muted">binary: ${f.binary.old ? f.binary.old.size + " → " : ""}${f.binary.new ? f.binary.new.size + " bytes" : "deleted"}</p>`)).join("")
+      + (c.totalFiles > c.files.length ? `<p class="muted">${c.totalFiles - c.files.length} more file(s) not shown</p>` : "");
+    $("commit-dialog").showModal();
+  } catch (e) { showError(e); }
+});
 
 // ----------------------------------------------------------------------------------------------- events
 
@@ -336,7 +430,25 @@ function listen() {
   // The platform's one editor protocol (core/lifecycle.py DraftBarrier): this tab is asked before every save
   // or close exactly while this stream is open, and answers on /api/editors/ack.
   const events = new EventSource(`/api/events?editor=${encodeURIComponent(CLIENT)}`);
-  events.addEventListener("task", (ev) => { const t = JSON.parse(ev.data); state.tasks.set(t.taskId, t); renderTasks(); if (t.event === "finished") refreshInfo().catch(() => {}); });
+  events.addEventListener("task", (ev) => {
+    const t = JSON.parse(ev.data);
+    state.tasks.set(t.taskId, t); renderTasks();
+    if (t.event === "finished") refreshInfo().catch(() => {});
+    document.dispatchEvent(new CustomEvent("pvf-task", { detail: t }));
+  });
+  events.addEventListener("settings", () => document.dispatchEvent(new CustomEvent("pvf-settings")));
+  events.addEventListener("plan", (ev) => {
+    const d = JSON.parse(ev.data);
+    if (d.event === "created") {
+      if (!PLAN_TOOLS[d.kind] || d.kind === "export") return; // an export plan needs its output folder: its client executes it
+      state.plans.set(d.planId, { ...d, state: "pending" });
+      renderPlans();
+      if (!state.plan) showPlan({ kind: d.kind, id: d.planId }).catch(showError);
+    } else if (d.event === "applied" || d.event === "discarded") {
+      state.plans.delete(d.planId); renderPlans();
+      closePlan(d.planId);
+    }
+  });
   events.addEventListener("workspace", async (ev) => {
     const d = JSON.parse(ev.data);
     await refreshInfo().catch(() => {});
@@ -364,6 +476,9 @@ async function main() {
     }
     for (const t of state.info.runningTasks || []) state.tasks.set(t.taskId, t);
     renderTasks();
+    renderPlans();
+    if (state.info.pendingPlan) await notePendingPlan(state.info.pendingPlan, "script");
+    for (const t of state.info.runningTasks || []) document.dispatchEvent(new CustomEvent("pvf-task", { detail: { ...t, event: "started" } }));
     if (state.info.open) { loadMore(); loadHistory(); }
     document.body.dataset.ready = "1";
   } catch (e) { showError(e); }
