@@ -246,6 +246,7 @@ def build_web_app(
     app: App, *, port: int, extra_hosts: list[str] | None = None, require_token: bool = True
 ) -> Starlette:
     """The whole HTTP surface of one running App."""
+    app.listen_port = port
     mcp_server = build_mcp_server(app)
     # Host/Origin are checked once, by SecurityMiddleware, for every route; the SDK's own copy of the check
     # is switched off so that --allow-remote has a single list to configure. Sessions are capped with LRU
