@@ -121,17 +121,40 @@ def theme_styles(typography: str | None = None) -> dict[str, str]:
     }
 
 
-def theme_css(typography: str | None = None) -> str:
-    rules = []
-    for selector, style in theme_styles(typography).items():
-        css_selector = ".markdown-body" if selector == "section" else f".markdown-body {selector}"
-        rules.append(f"{css_selector}{{{style}}}")
-    return (
-        "\n".join(rules) + "\n.markdown-body{max-width:860px;margin:0 auto;padding:2em;}\n"
-        ".markdown-body .math.block{overflow-x:auto;margin:1em 0;text-align:center;}\n"
-        ".markdown-body li:has(> input[type=checkbox]){list-style:none;margin-left:-1.3em;}\n"
-        ".markdown-body li > input[type=checkbox]{margin-right:.4em;}\n"
-    )
+_STATIC: Final = Path(__file__).parent / "static"
+
+_EXPORT_PAGE_CSS: Final = """:root{--sans:-apple-system,"Segoe UI",system-ui,"PingFang SC","Hiragino Sans","Noto Sans CJK SC",\
+"Microsoft YaHei",sans-serif;--mono:"SFMono-Regular",Menlo,Consolas,"Noto Sans Mono CJK SC",monospace;\
+--panel-2:#f0f2f5;--border:#dfe3e8;--text:#1f2328;--muted:#6a737d;--accent:#2f6feb;\
+--accent-soft:rgba(47,111,235,.12);--ai-hl:rgba(255,196,0,.55);--error-text:#a4111c;--syn-link:#0969da;}
+html{background:#fff;}
+body{margin:0;}
+.markdown-body{max-width:860px;margin:0 auto;padding:2em;box-sizing:border-box;}
+.markdown-body .math.block{overflow-x:auto;margin:1em 0;text-align:center;}
+/* A font with an OpenType MATH table, or a display integral or sum is drawn at text size: MathML Core stretches
+   large operators only from such a font (https://w3c.github.io/mathml-core/#the-math-script-level-property). */
+.markdown-body math{font-family:"Latin Modern Math","STIX Two Math","Cambria Math","DejaVu Math TeX Gyre",math;}
+/* Printing (PDF): a heading stays with the text under it, and a figure, formula, code block, table row or
+   task item is not split across pages (CSS Fragmentation Level 3, break-after/break-inside: avoid). */
+.markdown-body h1,.markdown-body h2,.markdown-body h3,.markdown-body h4,.markdown-body h5,.markdown-body h6{\
+break-after:avoid;page-break-after:avoid;break-inside:avoid;}
+.markdown-body pre,.markdown-body .math.block,.markdown-body img,.markdown-body tr,.markdown-body li,\
+.markdown-body blockquote{break-inside:avoid;page-break-inside:avoid;}
+@media print{.markdown-body{max-width:none;padding:0;}}
+"""
+"""The exported page's frame: the light colour theme's variables that typography.css reads (the editor's
+app.css defines them per colour theme; exports are always light, like paper) and the print rules."""
+
+
+def export_css(typography: str | None = None) -> tuple[str, str]:
+    """(CSS, theme key) of an exported page: the preview's own typography themes (`static/typography.css`,
+    copied there from the bundle's source by the build) under the light colour theme, so an export looks like
+    the preview in every theme, not only in its accent colour."""
+    from deskbridge.kinds.markdown.ui_state import TYPOGRAPHIES
+
+    key = typography if typography in TYPOGRAPHIES else "Simple"
+    themes = (_STATIC / "typography.css").read_text("utf-8")
+    return _EXPORT_PAGE_CSS + themes, key
 
 
 # --- HTML building blocks -------------------------------------------------------------------------------
@@ -258,13 +281,15 @@ def body_html(text: str, base_dir: Path | None) -> str:
 
 
 def export_html(text: str, *, title: str, base_dir: Path | None = None, typography: str | None = None) -> str:
-    """A complete, self-contained HTML document (no external requests)."""
+    """A complete, self-contained HTML document (no external requests), styled like the preview."""
+    css, key = export_css(typography)
     return (
         '<!DOCTYPE html>\n<html>\n<head>\n<meta charset="utf-8">\n'
         f'<meta http-equiv="Content-Security-Policy" content="{EXPORT_CSP}">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        f"<title>{html_lib.escape(title)}</title>\n<style>\n{theme_css(typography)}</style>\n</head>\n"
-        f'<body>\n<article class="markdown-body">\n{body_html(text, base_dir)}</article>\n</body>\n</html>\n'
+        f"<title>{html_lib.escape(title)}</title>\n<style>\n{css}</style>\n</head>\n"
+        f'<body>\n<article class="markdown-body preview" data-typo="{key}">\n{body_html(text, base_dir)}'
+        "</article>\n</body>\n</html>\n"
     )
 
 
