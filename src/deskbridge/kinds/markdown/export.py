@@ -304,8 +304,7 @@ _INHERIT: Final = "color:inherit;font-size:inherit;"
 def rich_html(text: str, target: str, *, base_dir: Path | None = None, typography: str | None = None) -> str:
     """Inline-styled HTML for pasting into the WeChat / Zhihu / Juejin editor: a style on every element.
 
-    Zhihu re-renders formulas from `<img class="Formula-image" data-eeimg="true" alt="TeX">` placeholders
-    (research/markdown.md §1, mdnice's converter); WeChat and Juejin get MathML.
+    What differs per platform (formulas, links) is in rich.py.
     """
     if target not in RICH_TARGETS:
         raise BridgeError(
@@ -313,18 +312,9 @@ def rich_html(text: str, target: str, *, base_dir: Path | None = None, typograph
         )
     root = _parse_fragment(render_html(text, EXPORT))
     _inline_images(root, base_dir, keep_remote=True)
-    if target == "zhihu":
-        for el in list(root.iter()):
-            cls = (el.get("class") or "").split()
-            if el.tag in ("span", "div") and "math" in cls:
-                img = lxml_html.Element(
-                    "img",
-                    {"class": "Formula-image", "data-eeimg": "true", "src": "", "alt": el.text_content()},
-                )
-                img.tail = el.tail
-                el.getparent().replace(el, img)
-    else:
-        _math_to_mathml(root)
+    from deskbridge.kinds.markdown.rich import adapt
+
+    adapt(root, target)  # formulas and links in the form each platform's editor accepts (rich.py)
     styles = theme_styles(typography)
     for el in root.iter():
         if not isinstance(el.tag, str):
@@ -337,8 +327,10 @@ def rich_html(text: str, target: str, *, base_dir: Path | None = None, typograph
             style = styles["table.front-matter"]
         if tag == "section":
             style = styles["section"]
-        if not style and tag != "math" and any(a.tag == "math" for a in el.iterancestors()):
-            continue  # inside a formula MathML's own layout rules apply (font-size:inherit would flatten it)
+        if tag == "img" and el.get("eeimg"):  # a platform's equation image sits in the line (rich.py)
+            style = "display:inline-block;vertical-align:middle;margin:0 .1em;max-width:100%;"
+        if tag != "math" and tag != "svg" and any(a.tag in ("math", "svg") for a in el.iterancestors()):
+            continue  # inside a formula its own layout rules apply (font-size:inherit would flatten MathML)
         if not style:
             # the platforms' editors keep only inline styles, so every element carries one (research §1)
             style = _INHERIT
@@ -348,7 +340,7 @@ def rich_html(text: str, target: str, *, base_dir: Path | None = None, typograph
             el.set("style", (style + (el.get("style") or "")).strip())
         if tag == "li" and len(el) and el[0].tag == "input":
             el.set("style", el.get("style", "") + "list-style:none;")
-        el.attrib.pop("class", None) if tag not in ("img", "math") else None
+        el.attrib.pop("class", None) if tag not in ("img", "math", "svg") else None
         el.attrib.pop("data-source-line", None)
     root.set("id", "deskbridge-markdown")
     return lxml_html.tostring(root, encoding="unicode")
