@@ -10,6 +10,7 @@ import { api } from './api.js';
 import { DocSync, aiStep, expectEcho } from './collab.js';
 import { createState, setLineNumbers, setPhrases, outlineOf, countText } from './editor.js';
 import { runEditorCommand, prepareCommand } from './commands.js';
+import { offerConnect } from './onboarding.js';
 import { showPreview, scrollPreviewToLine, mountPreviewFrame } from './preview.js';
 import { h, icon, menu, retranslate, toast } from './dom.js';
 import { t, setLanguage, LANGUAGES, THEMES, TYPOGRAPHIES } from './i18n.js';
@@ -837,6 +838,7 @@ async function start() {
   connectEvents();
   refreshPlatform();
   loadFiles();
+  offerConnect(); // first run: connect an AI client (the platform's offer, shown as a banner)
   try {
     const pending = await api.approvals();
     for (const request of pending.pending || []) showApproval(app, request);

@@ -290,6 +290,9 @@ def build_web_app(
         Route("/", index),
         *api_routes(app, policy),
         *integration_routes(app),
+        # The platform's own scripts (connect.js: the first-run offer) for every kind's page, under a path no
+        # kind's /static can shadow.
+        Mount("/static/platform", StaticFiles(directory=STATIC_DIR), name="platform-static"),
     ]
     if app.workspace is not None:
         routes.append(Mount(f"/api/{app.workspace.kind}", routes=list(app.workspace.api_routes())))

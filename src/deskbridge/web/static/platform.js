@@ -1,4 +1,6 @@
 // The platform page: status, pending approvals (with their diff), MCP connection details, settings and the audit log.
+import { onboardingOffer } from './connect.js';
+
 const $ = (id) => document.getElementById(id);
 const api = async (path, opts = {}) => {
   const res = await fetch(path, { credentials: "same-origin", headers: { "content-type": "application/json" }, ...opts });
@@ -79,7 +81,6 @@ const setupBody = () => ({ host: $("setuphost").value, scope: $("setupscope").va
 async function loadHosts() {
   const { hosts } = await api("/api/integrations/hosts");
   $("setuphost").innerHTML = hosts.map((h) => `<option value="${esc(h.name)}">${esc(h.title)}</option>`).join("");
-  $("onbhosts").innerHTML = hosts.map((h) => `<label><input type="checkbox" class="onbhost" value="${esc(h.name)}"> ${esc(h.title)}</label>`).join(" ");
 }
 $("setupbtn").onclick = () => { $("setup").hidden = !$("setup").hidden; };
 $("setuppreview").onclick = async () => {
@@ -99,31 +100,17 @@ $("setupapply").onclick = async () => {
     $("setupactions").hidden = true;
   } catch (e) { $("setupmsg").textContent = e.message; }
 };
-// First run: offer once to connect clients (and the skill); "Not now" is remembered on this machine.
+// First run: offer once to connect clients (and the skill); "Not now" is remembered (connect.js, shared with the
+// kinds' editors).
 async function onboarding() {
-  const st = await api("/api/integrations/onboarding");
-  $("onboarding").hidden = !st.show;
+  const offer = await onboardingOffer({
+    call: (method, path, body) => api(path, { method, body: body === undefined ? undefined : JSON.stringify(body) }),
+    onDone: (how) => { if (how === "dismissed") $("onboarding").hidden = true; },
+  });
+  if (!offer) return;
+  $("onboardingbody").replaceChildren(offer);
+  $("onboarding").hidden = false;
 }
-$("onbnot").onclick = async () => {
-  await api("/api/integrations/onboarding", { method: "POST", body: JSON.stringify({ dismissed: true }) });
-  $("onboarding").hidden = true;
-};
-$("onbgo").onclick = async () => {
-  const chosen = [...document.querySelectorAll(".onbhost:checked")].map((c) => c.value);
-  if (!chosen.length) { $("onbmsg").textContent = "Pick at least one client."; return; }
-  const lines = [];
-  for (const host of chosen) {
-    try {
-      const done = await api("/api/integrations/setup/apply", { method: "POST", body: JSON.stringify({ host, scope: "user" }) });
-      lines.push(`${host}: ${done.written ? "added to" : "already in"} ${done.file}`);
-    } catch (e) { lines.push(`${host}: ${e.message}`); }
-  }
-  if ($("onbskill").checked) {
-    try { const s = await api("/api/integrations/skill/install", { method: "POST", body: JSON.stringify({ target: "agents" }) }); lines.push(`skill: ${s.path}`); }
-    catch (e) { lines.push(`skill: ${e.message}`); }
-  }
-  $("onbmsg").textContent = lines.join(" · ");
-};
 loadHosts().then(onboarding);
 const events = new EventSource("/api/events");
 events.addEventListener("approval", refreshApprovals);

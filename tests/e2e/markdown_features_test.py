@@ -1,0 +1,82 @@
+"""The Markdown editor's newer features in a real browser (Debian's Chromium through Playwright), served by the
+real `deskbridge serve` and logged in through its one-time link: the first-run offer to connect an AI client
+(the platform's own code, web/static/connect.js)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+# The Chromium fixture, the served editor and the harness (one set-up for the markdown browser tests).
+from markdown_browser_test import _open, browser, editor, harness  # noqa: F401
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The person's home, where AI clients keep their configs (set before the server starts)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    return home
+
+
+def test_the_editor_offers_once_to_connect_an_ai_client(home, editor, browser):  # noqa: F811
+    bench, page = editor
+    page.wait_for_selector("#onboarding-banner", state="visible")
+    assert page.evaluate("document.activeElement.id") != "onboarding-open"  # it never takes the keyboard
+    page.click("#onboarding-open")
+    page.wait_for_selector("#panel-onboarding .onbhost")
+    hosts = page.eval_on_selector_all("#panel-onboarding .onbhost", "boxes => boxes.map(b => b.value)")
+    assert {"claude-code", "cursor", "vscode", "codex", "claude-desktop"} <= set(hosts)
+    page.click("#panel-onboarding #onbgo")  # nothing chosen: says so, writes nothing
+    page.wait_for_function("() => document.querySelector('#onbmsg').textContent.length > 0")
+    assert not (home / ".cursor" / "mcp.json").exists()
+    page.check("#panel-onboarding .onbhost[value=cursor]")
+    page.uncheck("#panel-onboarding #onbskill")
+    page.click("#panel-onboarding #onbgo")
+    page.wait_for_function("() => document.querySelector('#onbmsg').textContent.includes('cursor:')")
+    config = json.loads((home / ".cursor" / "mcp.json").read_text("utf-8"))
+    assert "deskbridge" in config["mcpServers"]
+    assert page.query_selector("#onboarding-banner") is None
+    assert any(r.tool == "deskbridge_setup" and r.caller == "ui" for r in bench.audit.recent())
+    again = _open(browser, bench, [])  # a later visit: set up, so no offer
+    again.wait_for_function("() => document.body.dataset.onboarding === 'none'")
+    assert again.query_selector("#onboarding-banner") is None
+    again.context.close()
+
+
+def test_not_now_is_remembered_by_the_editor(home, editor, browser):  # noqa: F811
+    bench, page = editor
+    page.click("#onboarding-open")
+    page.click("#panel-onboarding #onbnot")
+    page.wait_for_selector("#panel-onboarding", state="detached")
+    assert page.query_selector("#onboarding-banner") is None
+    again = _open(browser, bench, [])
+    again.wait_for_function("() => document.body.dataset.onboarding === 'none'")
+    assert again.query_selector("#onboarding-banner") is None
+    again.context.close()
+
+
+def test_the_platform_page_shows_the_same_offer(home, browser, tmp_path):  # noqa: F811
+    from deskbridge.testing import ServerThread
+
+    (tmp_path / "files").mkdir()
+    with ServerThread(tmp_path / "files", kind="probe") as thread:
+        context = browser.new_context()
+        page = context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(thread.srv.login_url())
+        page.wait_for_selector("#onboarding .onbhost[value=codex]")
+        page.check("#onboarding .onbhost[value=codex]")
+        page.uncheck("#onbskill")
+        page.click("#onbgo")
+        page.wait_for_function("() => document.querySelector('#onbmsg').textContent.includes('codex:')")
+        assert "[mcp_servers.deskbridge]" in (home / ".codex" / "config.toml").read_text("utf-8")
+        context.close()
+    assert errors == []
