@@ -80,3 +80,59 @@ def test_the_platform_page_shows_the_same_offer(home, browser, tmp_path):  # noq
         assert "[mcp_servers.deskbridge]" in (home / ".codex" / "config.toml").read_text("utf-8")
         context.close()
     assert errors == []
+
+
+def test_spell_check_is_on_for_prose_and_off_in_code(editor):  # noqa: F811
+    bench, page = editor
+    assert page.get_attribute(".cm-content", "spellcheck") == "true"
+    page.evaluate(
+        "() => { const v = window.deskbridge.view; v.dispatch({changes: {from: 0, insert: "
+        "'```python\\ndef teh_function(): pass\\n```\\n\\nSome prose.\\n'}}); }"
+    )
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.cm-line')].some(l => l.textContent.includes('teh_function')"
+        " && l.getAttribute('spellcheck') === 'false')"
+    )
+    prose = page.evaluate(
+        "() => [...document.querySelectorAll('.cm-line')].find(l => l.textContent === 'Some prose.')"
+        ".getAttribute('spellcheck')"
+    )
+    assert prose is None  # inherits the content's spellcheck="true"
+
+
+def test_keyboard_shortcuts_are_listed_in_a_help_panel(editor):  # noqa: F811
+    bench, page = editor
+    page.click("#menu-help .menu-button")
+    page.click("#menu-help [data-action=shortcuts]")
+    page.wait_for_selector("#panel-shortcuts #shortcuts-table")
+    rows = dict(
+        page.eval_on_selector_all(
+            "#shortcuts-table tr",
+            "rows => rows.map(r => [r.querySelector('th').textContent, r.querySelector('td').textContent])",
+        )
+    )
+    assert rows["Bold"] == "Ctrl+B" and rows["Italic"] == "Ctrl+I" and rows["Link"] == "Ctrl+K"
+    assert rows["Heading 1"] == "Ctrl+1" and rows["Save"] == "Ctrl+S"
+    assert rows["Approve an AI request"] == "Ctrl+Shift+Enter"
+    page.keyboard.press("Escape")
+    page.wait_for_selector("#panel-shortcuts", state="detached")
+    page.click(".cm-content")
+    page.keyboard.press("F1")  # also from the keyboard
+    page.wait_for_selector("#panel-shortcuts")
+
+
+def test_code_in_the_preview_is_highlighted(editor):  # noqa: F811
+    bench, page = editor
+    page.evaluate(
+        "() => { const v = window.deskbridge.view; v.dispatch({changes: {from: v.state.doc.length, insert: "
+        "'\\n\\n```python\\ndef greet(name):\\n    return \"hi \" + name  # say hi\\n```\\n'}}); }"
+    )
+    frame = page.frame_locator("#preview-frame")
+    keyword = frame.locator("pre code.language-python .hl-k").first
+    keyword.wait_for()
+    assert keyword.text_content() == "def"
+    colours = frame.locator("pre code.language-python").evaluate(
+        "code => ['hl-k', 'hl-s2', 'hl-c1'].map(c => getComputedStyle(code.querySelector('.' + c)).color)"
+    )
+    plain = frame.locator("pre code.language-python").evaluate("code => getComputedStyle(code).color")
+    assert len(set(colours)) == 3 and plain not in colours, (colours, plain)

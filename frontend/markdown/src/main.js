@@ -11,6 +11,7 @@ import { DocSync, aiStep, expectEcho } from './collab.js';
 import { createState, setLineNumbers, setPhrases, outlineOf, countText } from './editor.js';
 import { runEditorCommand, prepareCommand } from './commands.js';
 import { offerConnect } from './onboarding.js';
+import { shortcutsPanel } from './shortcuts.js';
 import { showPreview, scrollPreviewToLine, mountPreviewFrame } from './preview.js';
 import { h, icon, menu, retranslate, toast } from './dom.js';
 import { t, setLanguage, LANGUAGES, THEMES, TYPOGRAPHIES } from './i18n.js';
@@ -124,6 +125,7 @@ function build() {
     menu('menu-help', 'menu.help', [
       { id: 'mcp-settings', label: 'panel.mcpSettings', action: () => openPanel('mcpSettings', app) },
       { id: 'audit', label: 'panel.audit', action: () => openPanel('audit', app) },
+      { id: 'shortcuts', label: 'panel.shortcuts', keys: 'F1', action: shortcutsPanel },
       { sep: true },
       { id: 'changelog', label: 'panel.changelog', action: () => openPanel('changelog', app) },
       { id: 'thanks', label: 'panel.thanks', action: () => openPanel('thanks', app) },
@@ -193,6 +195,7 @@ function build() {
   root.append(topbar, banners, main, status, h('div#modal-layer'), h('div#toasts.toasts'));
 
   document.addEventListener('keydown', (event) => {
+    if (event.key === 'F1' && !event.ctrlKey && !event.metaKey && !event.altKey) { event.preventDefault(); shortcutsPanel(); return; }
     if (!(event.ctrlKey || event.metaKey) || event.altKey) return;
     const key = event.key.toLowerCase();
     if (key === 's') { event.preventDefault(); saveDocument(); }

@@ -126,7 +126,8 @@ _STATIC: Final = Path(__file__).parent / "static"
 _EXPORT_PAGE_CSS: Final = """:root{--sans:-apple-system,"Segoe UI",system-ui,"PingFang SC","Hiragino Sans","Noto Sans CJK SC",\
 "Microsoft YaHei",sans-serif;--mono:"SFMono-Regular",Menlo,Consolas,"Noto Sans Mono CJK SC",monospace;\
 --panel-2:#f0f2f5;--border:#dfe3e8;--text:#1f2328;--muted:#6a737d;--accent:#2f6feb;\
---accent-soft:rgba(47,111,235,.12);--ai-hl:rgba(255,196,0,.55);--error-text:#a4111c;--syn-link:#0969da;}
+--accent-soft:rgba(47,111,235,.12);--ai-hl:rgba(255,196,0,.55);--error-text:#a4111c;--syn-link:#0969da;\
+--syn-heading:#0b4fb3;--syn-code:#b3261e;--syn-mark:#8a6d00;--syn-keyword:#8250df;--syn-string:#0a7a4b;}
 html{background:#fff;}
 body{margin:0;}
 .markdown-body{max-width:860px;margin:0 auto;padding:2em;box-sizing:border-box;}
