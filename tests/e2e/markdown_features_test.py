@@ -83,7 +83,7 @@ def test_the_platform_page_shows_the_same_offer(home, browser, tmp_path):  # noq
 
 
 def test_spell_check_is_on_for_prose_and_off_in_code(editor):  # noqa: F811
-    bench, page = editor
+    _bench, page = editor
     assert page.get_attribute(".cm-content", "spellcheck") == "true"
     page.evaluate(
         "() => { const v = window.deskbridge.view; v.dispatch({changes: {from: 0, insert: "
@@ -101,7 +101,7 @@ def test_spell_check_is_on_for_prose_and_off_in_code(editor):  # noqa: F811
 
 
 def test_keyboard_shortcuts_are_listed_in_a_help_panel(editor):  # noqa: F811
-    bench, page = editor
+    _bench, page = editor
     page.click("#menu-help .menu-button")
     page.click("#menu-help [data-action=shortcuts]")
     page.wait_for_selector("#panel-shortcuts #shortcuts-table")
@@ -122,7 +122,7 @@ def test_keyboard_shortcuts_are_listed_in_a_help_panel(editor):  # noqa: F811
 
 
 def test_code_in_the_preview_is_highlighted(editor):  # noqa: F811
-    bench, page = editor
+    _bench, page = editor
     page.evaluate(
         "() => { const v = window.deskbridge.view; v.dispatch({changes: {from: v.state.doc.length, insert: "
         "'\\n\\n```python\\ndef greet(name):\\n    return \"hi \" + name  # say hi\\n```\\n'}}); }"
