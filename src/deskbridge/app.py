@@ -154,10 +154,11 @@ class App:
     # -- tools -----------------------------------------------------------------------------------------------
 
     def tool_specs(self) -> list[ToolSpec]:
-        """Listed tools (aliases are accepted on call but not listed), in a stable order."""
+        """Listed tools (aliases and `listed=False` UI tools are accepted on call but not listed), in a stable order."""
         seen: dict[str, ToolSpec] = {}
         for spec in self._tools.values():
-            seen.setdefault(spec.name, spec)
+            if spec.listed:
+                seen.setdefault(spec.name, spec)
         return sorted(seen.values(), key=lambda s: s.name)
 
     def find_tool(self, name: str) -> ToolSpec | None:

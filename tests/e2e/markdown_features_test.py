@@ -22,6 +22,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))  # the trash (freedesktop.org)
     return home
 
 
@@ -136,3 +137,61 @@ def test_code_in_the_preview_is_highlighted(editor):  # noqa: F811
     )
     plain = frame.locator("pre code.language-python").evaluate("code => getComputedStyle(code).color")
     assert len(set(colours)) == 3 and plain not in colours, (colours, plain)
+
+
+PNG_B64 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+
+FIRE = """([kind, b64]) => {
+  const bytes = Uint8Array.from(atob(b64), c => c.charCodeAt(0));
+  const data = new DataTransfer();
+  data.items.add(new File([bytes], 'shot.png', {type: 'image/png'}));
+  const content = document.querySelector('.cm-content');
+  if (kind === 'paste') {
+    content.dispatchEvent(new ClipboardEvent('paste', {clipboardData: data, bubbles: true, cancelable: true}));
+  } else {
+    const line = [...document.querySelectorAll('.cm-line')][0].getBoundingClientRect();
+    content.dispatchEvent(new DragEvent('drop', {dataTransfer: data, clientX: line.left + 2,
+      clientY: line.top + 2, bubbles: true, cancelable: true}));
+  }
+}"""
+
+
+def test_a_pasted_or_dropped_image_is_saved_beside_the_document_and_linked(editor):  # noqa: F811
+    bench, page = editor
+    page.click(".cm-content")
+    page.keyboard.press("Control+End")
+    page.evaluate(FIRE, ["paste", PNG_B64])
+    page.wait_for_function("() => window.deskbridge.view.state.doc.toString().includes('![shot](shot.png)')")
+    assert (bench.root / "shot.png").is_file()
+    page.evaluate(FIRE, ["drop", PNG_B64])
+    page.wait_for_function(
+        "() => window.deskbridge.view.state.doc.toString().startsWith('![shot](shot-2.png)')"
+    )
+    assert (bench.root / "shot-2.png").is_file()
+    frame = page.frame_locator("#preview-frame")
+    frame.locator("img[alt=shot]").first.wait_for()  # the relative link shows in the preview
+
+
+def test_new_close_rename_and_delete_from_the_editor(home, editor):  # noqa: F811
+    bench, page = editor
+    page.once("dialog", lambda dialog: dialog.accept("journal"))
+    page.click("#file-new")
+    page.wait_for_function("() => document.querySelector('#doc-name').textContent.includes('journal.md')")
+    assert (bench.root / "journal.md").read_text("utf-8") == "# journal\n"
+    page.click("#menu-file .menu-button")
+    page.click("#menu-file [data-action=close]")
+    page.wait_for_function("() => !document.querySelector('#doc-name').textContent.includes('journal.md')")
+    row = "#files-list .file-row[data-path='journal.md']"
+    page.click("#tab-files")
+    page.wait_for_selector(row)
+    page.once("dialog", lambda dialog: dialog.accept("diary.md"))
+    page.hover(row)
+    page.click(f"{row} .file-rename")
+    page.wait_for_selector("#files-list .file-row[data-path='diary.md']")
+    assert not (bench.root / "journal.md").exists()
+    page.once("dialog", lambda dialog: dialog.accept())  # "Move diary.md to the trash?"
+    page.hover("#files-list .file-row[data-path='diary.md']")
+    page.click("#files-list .file-row[data-path='diary.md'] .file-delete")
+    page.wait_for_selector("#files-list .file-row[data-path='diary.md']", state="detached")
+    assert not (bench.root / "diary.md").exists()
+    assert (home / ".local" / "share" / "Trash" / "files" / "diary.md").is_file()

@@ -12,6 +12,7 @@ import { createState, setLineNumbers, setPhrases, outlineOf, countText } from '.
 import { runEditorCommand, prepareCommand } from './commands.js';
 import { offerConnect } from './onboarding.js';
 import { shortcutsPanel } from './shortcuts.js';
+import { closeDocument, deleteFile, handleImageInput, newFile, renameFile } from './files.js';
 import { showPreview, scrollPreviewToLine, mountPreviewFrame } from './preview.js';
 import { h, icon, menu, retranslate, toast } from './dom.js';
 import { t, setLanguage, LANGUAGES, THEMES, TYPOGRAPHIES } from './i18n.js';
@@ -78,8 +79,10 @@ function build() {
 
   const menus = h('nav.menus', {},
     menu('menu-file', 'menu.file', [
+      { id: 'new', label: 'file.new', action: () => newFile(app, openFile) },
       { id: 'save', label: 'save', keys: 'Ctrl+S', action: saveDocument },
       { id: 'open', label: 'openFile', action: () => openPanel('openFile', app) },
+      { id: 'close', label: 'file.close', action: () => closeDocument(app) },
       { sep: true },
       { id: 'export-html', label: 'export.html', action: () => exportDocument(app, 'html') },
       { id: 'export-pdf', label: 'export.pdf', action: () => exportDocument(app, 'pdf') },
@@ -178,6 +181,7 @@ function build() {
     h('div.tabs', { role: 'tablist' },
       h('button#tab-files.tab', { type: 'button', role: 'tab', i18n: 'sidebar.files', onclick: () => changeUi({ selectedSidebarTab: 'files' }) }),
       h('button#tab-outline.tab', { type: 'button', role: 'tab', i18n: 'sidebar.outline', onclick: () => changeUi({ selectedSidebarTab: 'outline' }) })),
+    h('div.files-tools', {}, h('button#file-new.link', { type: 'button', i18n: 'file.new', onclick: () => newFile(app, openFile) })),
     h('div#files-list.side-list', { role: 'list' }),
     h('div#outline-list.side-list', { role: 'list' }));
 
@@ -193,6 +197,7 @@ function build() {
 
   const root = document.getElementById('app');
   root.append(topbar, banners, main, status, h('div#modal-layer'), h('div#toasts.toasts'));
+  handleImageInput(app, $('#editor')); // pasted / dropped images are saved beside the document
 
   document.addEventListener('keydown', (event) => {
     if (event.key === 'F1' && !event.ctrlKey && !event.metaKey && !event.altKey) { event.preventDefault(); shortcutsPanel(); return; }
@@ -561,10 +566,14 @@ function renderFiles() {
   for (const file of files) {
     const path = file.path || file.name;
     const active = current && (current === path || current.endsWith(`/${path}`) || current.endsWith(`\\${path}`));
-    list.append(h(`button.file-item${active ? '.active' : ''}`, {
-      type: 'button', role: 'listitem', title: path, onclick: () => openFile(path),
-    }, icon('file'), h('span.file-name', {}, file.name || path.split(/[\\/]/).pop()),
-    path.includes('/') ? h('span.file-dir', {}, path.slice(0, path.lastIndexOf('/'))) : null));
+    list.append(h('div.file-row', { role: 'listitem', dataset: { path } },
+      h(`button.file-item${active ? '.active' : ''}`, {
+        type: 'button', title: path, onclick: () => openFile(path),
+      }, icon('file'), h('span.file-name', {}, file.name || path.split(/[\\/]/).pop()),
+      path.includes('/') ? h('span.file-dir', {}, path.slice(0, path.lastIndexOf('/'))) : null),
+      // rename / delete (to the trash) through the kind's file tools (files.js)
+      h('button.file-op.file-rename', { type: 'button', i18nTitle: 'file.rename', onclick: () => renameFile(app, path, loadFiles) }, '✎'),
+      h('button.file-op.file-delete', { type: 'button', i18nTitle: 'file.delete', onclick: () => deleteFile(app, path, loadFiles) }, '×')));
   }
 }
 

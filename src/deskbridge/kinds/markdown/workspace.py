@@ -17,6 +17,7 @@ from deskbridge.core.policy import ApprovalRules
 from deskbridge.core.tools import ToolSpec
 from deskbridge.kinds.base import KindServices
 from deskbridge.kinds.markdown.approvals import approval_rules
+from deskbridge.kinds.markdown.file_tools import file_tools
 from deskbridge.kinds.markdown.scope import AccessScope
 from deskbridge.kinds.markdown.service import MarkdownService
 from deskbridge.kinds.markdown.tools import markdown_tools
@@ -73,7 +74,11 @@ class MarkdownWorkspace:
         self._tasks: list[asyncio.Task[None]] = []
 
     def tools(self) -> list[ToolSpec]:
-        return [*markdown_tools(self.service), *markdown_ui_tools(self.service, self.ui_state)]
+        return [
+            *markdown_tools(self.service),
+            *markdown_ui_tools(self.service, self.ui_state),
+            *file_tools(self.service),  # the editor's file operations (not listed to models)
+        ]
 
     def api_routes(self) -> list[BaseRoute]:
         return list(markdown_routes(self.service, self.ui_state))
