@@ -195,3 +195,19 @@ def test_new_close_rename_and_delete_from_the_editor(home, editor):  # noqa: F81
     page.wait_for_selector("#files-list .file-row[data-path='diary.md']", state="detached")
     assert not (bench.root / "diary.md").exists()
     assert (home / ".local" / "share" / "Trash" / "files" / "diary.md").is_file()
+
+
+def test_recent_files_reopen_a_document(editor):  # noqa: F811
+    bench, page = editor
+    page.click("#tab-files")
+    page.click("#files-list .file-item >> text=ideas.md")
+    page.wait_for_function("() => document.querySelector('#doc-name').textContent === 'ideas.md'")
+    page.click("#files-list .file-item >> text=notes.md")
+    page.wait_for_function("() => document.querySelector('#doc-name').textContent === 'notes.md'")
+    page.click("#menu-file .menu-button")
+    page.click("#menu-file [data-action=recent]")
+    page.wait_for_selector("#recent-list .file-item")
+    names = page.eval_on_selector_all("#recent-list .file-name", "els => els.map(e => e.textContent)")
+    assert names[:2] == ["notes.md", "ideas.md"]
+    page.click("#recent-list .file-item >> text=ideas.md")
+    page.wait_for_function("() => document.querySelector('#doc-name').textContent === 'ideas.md'")

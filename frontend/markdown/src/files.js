@@ -5,6 +5,7 @@
 
 import { api } from './api.js';
 import { t } from './i18n.js';
+import { h, modal } from './dom.js';
 
 const IMAGE_TYPES = /^image\/(png|jpeg|gif|webp)$/;
 
@@ -93,4 +94,20 @@ export async function closeDocument(app) {
       try { await api.tool('md_close_document', { docId: app.docId, discard: true }); } catch (again) { app.showError(again); }
     } else app.showError(err);
   }
+}
+
+/** File → Recent files: the documents opened lately (kept by the server between runs), click to open. */
+export async function recentPanel(app, openFile) {
+  let files = [];
+  try { ({ files } = await api.tool('md_recent_files', {})); } catch (err) { app.showError(err); return; }
+  const dialog = modal('panel-recent', 'file.recent', files.length
+    ? h('div#recent-list.side-list', {}, files.map((file) => h('button.file-item', {
+      type: 'button', title: file.path, onclick: () => { dialog.close(); openFile(file.path); },
+    }, h('span.file-name', {}, file.name), h('span.file-dir', {}, file.path))))
+    : h('p.empty', { i18n: 'file.noRecent' }));
+}
+
+/** Record the shown document in the recent files (the server takes the path from its own open document). */
+export function rememberRecent(docId) {
+  api.tool('md_remember_recent', { docId }).catch(() => { /* advisory */ });
 }

@@ -144,6 +144,8 @@ const S = {
   'file.renameTo': ['New name', '新名称', '新名稱', '新しい名前'],
   'file.confirmDelete': ['Move {name} to the trash?', '把 {name} 移到废纸篓？', '把 {name} 移到垃圾桶？', '{name} をゴミ箱に移動しますか？'],
   'file.confirmDiscard': ['The document has unsaved changes. Close it and lose them?', '文档有未保存的更改。关闭并丢弃它们？', '文件有未儲存的變更。關閉並捨棄？', '文書に未保存の変更があります。破棄して閉じますか？'],
+  'file.recent': ['Recent files…', '最近的文件…', '最近的檔案…', '最近のファイル…'],
+  'file.noRecent': ['No recent files yet.', '还没有最近的文件。', '還沒有最近的檔案。', '最近のファイルはまだありません。'],
   'onboarding.banner': ['Let an AI client (Claude, Cursor, VS Code, Codex) use this workspace?', '让 AI 客户端（Claude、Cursor、VS Code、Codex）使用这个工作区？', '讓 AI 用戶端（Claude、Cursor、VS Code、Codex）使用這個工作區？', 'AI クライアント（Claude、Cursor、VS Code、Codex）にこのワークスペースを使わせますか？'],
   'onboarding.open': ['Connect an AI client…', '连接 AI 客户端…', '連接 AI 用戶端…', 'AI クライアントを接続…'],
   'onboarding.title': ['Connect an AI client', '连接 AI 客户端', '連接 AI 用戶端', 'AI クライアントを接続'],

@@ -12,7 +12,7 @@ import { createState, setLineNumbers, setPhrases, outlineOf, countText } from '.
 import { runEditorCommand, prepareCommand } from './commands.js';
 import { offerConnect } from './onboarding.js';
 import { shortcutsPanel } from './shortcuts.js';
-import { closeDocument, deleteFile, handleImageInput, newFile, renameFile } from './files.js';
+import { closeDocument, deleteFile, handleImageInput, newFile, recentPanel, rememberRecent, renameFile } from './files.js';
 import { showPreview, scrollPreviewToLine, mountPreviewFrame } from './preview.js';
 import { h, icon, menu, retranslate, toast } from './dom.js';
 import { t, setLanguage, LANGUAGES, THEMES, TYPOGRAPHIES } from './i18n.js';
@@ -82,6 +82,7 @@ function build() {
       { id: 'new', label: 'file.new', action: () => newFile(app, openFile) },
       { id: 'save', label: 'save', keys: 'Ctrl+S', action: saveDocument },
       { id: 'open', label: 'openFile', action: () => openPanel('openFile', app) },
+      { id: 'recent', label: 'file.recent', action: () => recentPanel(app, openFile) },
       { id: 'close', label: 'file.close', action: () => closeDocument(app) },
       { sep: true },
       { id: 'export-html', label: 'export.html', action: () => exportDocument(app, 'html') },
@@ -307,6 +308,7 @@ async function loadDocument(docId) {
   history.replaceState(null, '', url);
   $('#doc-name').textContent = doc.fileName || doc.name || (doc.path || docId).split(/[\\/]/).pop();
   document.title = `${$('#doc-name').textContent} — deskbridge`;
+  rememberRecent(docId); // File → Recent files
   $('#external-banner').hidden = !(doc.externalChange || doc.external);
   renderOutline();
   renderStats();

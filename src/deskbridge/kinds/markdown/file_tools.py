@@ -22,9 +22,10 @@ from pydantic import Field
 
 from deskbridge.core import files
 from deskbridge.core.errors import BridgeError, ErrorCode
-from deskbridge.core.tools import CallContext, ToolArgs, ToolSpec
+from deskbridge.core.tools import CallContext, NoArgs, ToolArgs, ToolSpec
 
 if TYPE_CHECKING:
+    from deskbridge.kinds.markdown.recent import RecentFiles
     from deskbridge.kinds.markdown.service import MarkdownService
 
 IMAGE_MAX_BYTES: Final = 16 * 1024 * 1024
@@ -60,6 +61,10 @@ class RenameArgs(ToolArgs):
     new_path: str = Field(alias="newPath", description="Its new name (a Markdown file that does not exist).")
 
 
+class DocArgs(ToolArgs):
+    doc_id: str | None = Field(None, alias="docId", description="Open document (default: current).")
+
+
 class CloseArgs(ToolArgs):
     doc_id: str | None = Field(None, alias="docId", description="Open document to close (default: current).")
     discard: bool = Field(False, description="Close even with unsaved changes (they are lost).")
@@ -81,8 +86,8 @@ def _stem(name: str | None) -> str:
     return stem or time.strftime("image-%Y%m%d-%H%M%S")
 
 
-def file_tools(service: MarkdownService) -> list[ToolSpec]:
-    """The editor's file tools (see the module docstring)."""
+def file_tools(service: MarkdownService, recent: RecentFiles | None = None) -> list[ToolSpec]:
+    """The editor's file tools (see the module docstring); `recent` keeps File → Recent files."""
 
     def folder_root() -> Path:
         return service.workspace.allowed_root
@@ -183,6 +188,25 @@ def file_tools(service: MarkdownService) -> list[ToolSpec]:
     async def close(ctx: CallContext, args: CloseArgs) -> dict[str, Any]:
         return await service.close(args.doc_id, discard=args.discard)
 
+    def remember(ctx: CallContext, args: DocArgs) -> dict[str, Any]:
+        doc = service.get(
+            args.doc_id
+        )  # the server's own path of an open document, never a path from the page
+        if recent is None or doc.path is None:
+            return {"remembered": False}
+        recent.add(doc.path)
+        return {"remembered": True}
+
+    def recent_files(ctx: CallContext, args: NoArgs) -> dict[str, Any]:
+        out = []
+        for raw in recent.load() if recent is not None else []:
+            path = Path(raw)
+            inside = service.workspace.allows(path)
+            if not path.is_file() or (_is_ai(ctx) and not inside):
+                continue  # an AI sees only what its scope allows; paths elsewhere are the person's business
+            out.append({"path": raw, "name": path.name, "inWorkspace": inside})
+        return {"files": out}
+
     def ui_tool(
         name: str, title: str, description: str, args: type[ToolArgs], handler: Any, **kw: Any
     ) -> ToolSpec:
@@ -214,6 +238,22 @@ def file_tools(service: MarkdownService) -> list[ToolSpec]:
             destructive=True,
         ),
         ui_tool("md_close_document", "Close document", "Close an open document.", CloseArgs, close),
+        ui_tool(
+            "md_remember_recent",
+            "Remember a recent document",
+            "Add an open document to the recent files.",
+            DocArgs,
+            remember,
+            idempotent=True,
+        ),
+        ui_tool(
+            "md_recent_files",
+            "Recent documents",
+            "The recently opened documents that still exist, newest first.",
+            NoArgs,
+            recent_files,
+            read_only=True,
+        ),
     ]
 
 

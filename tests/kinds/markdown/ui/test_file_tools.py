@@ -90,3 +90,24 @@ async def test_an_ai_delete_asks_the_person_and_the_tools_stay_out_of_tools_list
     # nobody could approve (no editor page, the client cannot elicit): declined, the file stays
     assert result.is_error and result.structured_content["code"] == "APPROVAL_DECLINED"
     assert (bench.root / "ideas.md").exists()
+
+
+async def test_recent_files_are_kept_newest_first_and_an_ai_sees_only_its_scope(http, bench, tmp_path):
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "private.md").write_text("# private\n", "utf-8")
+    docs = (await http.get("/api/markdown/docs")).json()
+    await tool(http, "md_remember_recent", docId=docs["current"])
+    ideas = (await http.post("/api/markdown/open", json={"path": "ideas.md"})).json()
+    await tool(http, "md_remember_recent", docId=ideas["docId"])
+    private = (await http.post("/api/markdown/open", json={"path": str(outside / "private.md")})).json()
+    await tool(http, "md_remember_recent", docId=private["docId"])
+    listed = (await tool(http, "md_recent_files")).json()["files"]
+    assert [f["name"] for f in listed] == ["private.md", "ideas.md", "notes.md"]
+    assert [f["inWorkspace"] for f in listed] == [False, True, True]
+    # kept between runs, owner-only
+    saved = bench.app.dirs.config / "markdown-recent.json"
+    assert saved.stat().st_mode & 0o077 == 0
+    async with bench.srv.client() as client:
+        seen = (await client.call_tool("md_recent_files", {})).structured_content["files"]
+    assert [f["name"] for f in seen] == ["ideas.md", "notes.md"]  # not the folder outside its scope
