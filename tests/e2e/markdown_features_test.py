@@ -198,7 +198,7 @@ def test_new_close_rename_and_delete_from_the_editor(home, editor):  # noqa: F81
 
 
 def test_recent_files_reopen_a_document(editor):  # noqa: F811
-    bench, page = editor
+    _bench, page = editor
     page.click("#tab-files")
     page.click("#files-list .file-item >> text=ideas.md")
     page.wait_for_function("() => document.querySelector('#doc-name').textContent === 'ideas.md'")
