@@ -211,3 +211,22 @@ def test_recent_files_reopen_a_document(editor):  # noqa: F811
     assert names[:2] == ["notes.md", "ideas.md"]
     page.click("#recent-list .file-item >> text=ideas.md")
     page.wait_for_function("() => document.querySelector('#doc-name').textContent === 'ideas.md'")
+
+
+def test_the_file_list_is_a_folder_tree_that_folds(editor):  # noqa: F811
+    bench, page = editor
+    (bench.root / "guides").mkdir()
+    (bench.root / "guides" / "setup.md").write_text("# Setup\n", "utf-8")
+    page.reload()
+    page.wait_for_function("() => document.body.dataset.ready === '1'")
+    page.click("#tab-files")
+    folder = "#files-list .folder-row[data-folder=guides]"
+    file_row = "#files-list .file-row[data-path='guides/setup.md']"
+    page.wait_for_selector(file_row)
+    assert page.get_attribute(folder, "aria-expanded") == "true"
+    page.click(folder)
+    page.wait_for_selector(file_row, state="detached")
+    assert page.is_visible("#files-list .file-row[data-path='notes.md']")  # top-level files stay
+    page.click(folder)
+    page.click(f"{file_row} .file-item")
+    page.wait_for_function("() => document.querySelector('#doc-name').textContent === 'setup.md'")

@@ -559,20 +559,39 @@ async function loadFiles() {
   renderFiles();
 }
 
+// Folders of the file list that the person folded (by folder path), kept while the page is open.
+const foldedFolders = new Set();
+
 function renderFiles() {
   const list = $('#files-list');
   if (!list) return;
   list.replaceChildren();
   if (!files.length) { list.append(h('p.empty', { i18n: 'noFiles' })); return; }
   const current = app.doc && app.doc.path;
+  // A tree: each folder is a row that folds its files (the server lists them sorted, folders walked in order).
+  let folder = null;
   for (const file of files) {
     const path = file.path || file.name;
+    const dir = path.includes('/') ? path.slice(0, path.lastIndexOf('/')) : '';
+    if (dir !== folder) {
+      folder = dir;
+      if (dir) {
+        const depth = dir.split('/').length - 1;
+        const folded = foldedFolders.has(dir);
+        list.append(h(`button.folder-row${folded ? '.folded' : ''}`, {
+          type: 'button', dataset: { folder: dir }, style: `padding-left:${8 + depth * 12}px`,
+          'aria-expanded': String(!folded),
+          onclick: () => { if (foldedFolders.has(dir)) foldedFolders.delete(dir); else foldedFolders.add(dir); renderFiles(); },
+        }, h('span.folder-caret', {}, folded ? '▸' : '▾'), h('span.folder-name', {}, dir.split('/').pop())));
+      }
+    }
+    if ([...foldedFolders].some((f) => dir === f || dir.startsWith(`${f}/`))) continue;
+    const depth = dir ? dir.split('/').length : 0;
     const active = current && (current === path || current.endsWith(`/${path}`) || current.endsWith(`\\${path}`));
     list.append(h('div.file-row', { role: 'listitem', dataset: { path } },
       h(`button.file-item${active ? '.active' : ''}`, {
-        type: 'button', title: path, onclick: () => openFile(path),
-      }, icon('file'), h('span.file-name', {}, file.name || path.split(/[\\/]/).pop()),
-      path.includes('/') ? h('span.file-dir', {}, path.slice(0, path.lastIndexOf('/'))) : null),
+        type: 'button', title: path, onclick: () => openFile(path), style: depth ? `padding-left:${8 + depth * 12}px` : '',
+      }, icon('file'), h('span.file-name', {}, file.name || path.split(/[\\/]/).pop())),
       // rename / delete (to the trash) through the kind's file tools (files.js)
       h('button.file-op.file-rename', { type: 'button', i18nTitle: 'file.rename', onclick: () => renameFile(app, path, loadFiles) }, '✎'),
       h('button.file-op.file-delete', { type: 'button', i18nTitle: 'file.delete', onclick: () => deleteFile(app, path, loadFiles) }, '×')));
