@@ -88,6 +88,19 @@ def accent_of(typography: str | None) -> str:
     return _ACCENTS.get(typography or "Simple", _ACCENTS["Simple"])
 
 
+def theme_accent(typography: str | None) -> str:
+    """The typography theme's accent colour as `#rrggbb`, read from the preview's own stylesheet (its
+    `--t-accent`, resolved against the light colour theme's variables), so Word headings match the preview."""
+    css, key = export_css(typography)
+    variables = dict(re.findall(r"(--[\w-]+):\s*(#[0-9a-fA-F]{6})", _EXPORT_PAGE_CSS))
+    found = re.search(rf'\.preview\[data-typo="{key}"\]\s*\{{[^}}]*?--t-accent:\s*([^;]+);', css)
+    value = found.group(1).strip() if found else "var(--accent)"
+    ref = re.fullmatch(r"var\((--[\w-]+)\)", value)
+    if ref is not None:
+        value = variables.get(ref.group(1), "#1f2328")
+    return value if re.fullmatch(r"#[0-9a-fA-F]{6}", value) else "#1f2328"
+
+
 def theme_styles(typography: str | None = None) -> dict[str, str]:
     """Element → inline style for our typography theme (used both as CSS and as inline styles)."""
     a = accent_of(typography)
@@ -350,7 +363,46 @@ def rich_html(text: str, target: str, *, base_dir: Path | None = None, typograph
 # --- Word (pandoc) ------------------------------------------------------------------------------------
 
 
-def export_docx(text: str, *, base_dir: Path | None = None) -> bytes:
+_HEADING_STYLES: Final = ("Title", *(f"Heading{n}" for n in range(1, 7)))
+
+
+def _reference_docx(pypandoc: Any, accent: str, folder: Path) -> Path | None:
+    """pandoc's own reference.docx with the headings in the theme's accent colour (`--reference-doc`, pandoc's
+    manual: "the styles of the reference docx are used"); None when pandoc cannot hand out its default."""
+    import io
+    import subprocess
+    import zipfile
+
+    try:
+        default = subprocess.run(
+            [pypandoc.get_pandoc_path(), "--print-default-data-file", "reference.docx"],
+            capture_output=True,
+            timeout=30,
+            check=True,
+        ).stdout
+        source = zipfile.ZipFile(io.BytesIO(default))
+        styles = source.read("word/styles.xml").decode("utf-8")
+    except (OSError, subprocess.SubprocessError, zipfile.BadZipFile, KeyError):
+        return None
+    colour = f'<w:color w:val="{accent.lstrip("#").upper()}" />'
+
+    def recolour(match: re.Match[str]) -> str:
+        style = re.sub(r"<w:color\b[^>]*/>", "", match.group(0))
+        return style.replace("<w:rPr>", f"<w:rPr>{colour}", 1) if "<w:rPr>" in style else style
+
+    ids = "|".join(_HEADING_STYLES)
+    styles = re.sub(rf'<w:style [^>]*w:styleId="(?:{ids})".*?</w:style>', recolour, styles, flags=re.S)
+    out = folder / "reference.docx"
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as target:
+        for item in source.infolist():
+            data = styles.encode("utf-8") if item.filename == "word/styles.xml" else source.read(item)
+            target.writestr(item, data)
+    files.publish_new(out, buffer.getvalue())
+    return out
+
+
+def export_docx(text: str, *, base_dir: Path | None = None, typography: str | None = None) -> bytes:
     """Word via pandoc (the `pypandoc-binary` wheel ships pandoc): tables, footnotes, math as Word equations."""
     try:
         import pypandoc
@@ -363,6 +415,9 @@ def export_docx(text: str, *, base_dir: Path | None = None) -> bytes:
         ) from None
     with tempfile.TemporaryDirectory(prefix="deskbridge-docx-") as tmp:
         out = Path(tmp) / "out.docx"
+        # Headings in the typography theme's accent colour, like the preview's (Word keeps its own fonts).
+        reference = _reference_docx(pypandoc, theme_accent(typography), Path(tmp))
+        extra = ["--standalone", *([f"--reference-doc={reference}"] if reference is not None else [])]
         try:
             # sandboxed pandoc reads no file but its input: local images go in as data URIs instead. The
             # document goes through pandoc's AST, where links, images and raw HTML pass the kind's URL rule.
@@ -379,7 +434,7 @@ def export_docx(text: str, *, base_dir: Path | None = None) -> bytes:
                 "docx",
                 format="json",
                 outputfile=str(out),
-                extra_args=["--standalone"],
+                extra_args=extra,
                 sandbox=True,
             )
         except (RuntimeError, OSError, ValueError) as exc:
@@ -553,7 +608,9 @@ async def export_bytes(
     if fmt == "PNG":
         return await export_png(text, title=title, base_dir=base_dir, typography=typography)
     if fmt == "Word":
-        return await anyio.to_thread.run_sync(lambda: export_docx(text, base_dir=base_dir))
+        return await anyio.to_thread.run_sync(
+            lambda: export_docx(text, base_dir=base_dir, typography=typography)
+        )
     raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"format {fmt!r} is not one of {', '.join(FORMATS)}")
 
 

@@ -144,3 +144,22 @@ async def test_word_export_keeps_task_list_state(http, bench):
         if item:
             bullets[words] = abstract[num[item.group(1)]]
     assert bullets == {"written": "☒", "reviewed": "☐", "已发布": "☒"}
+
+
+async def test_word_headings_take_the_typography_themes_accent(http, bench):
+    def heading_colours(docx: bytes) -> set[str]:
+        styles = zipfile.ZipFile(io.BytesIO(docx)).read("word/styles.xml").decode("utf-8")
+        found = set()
+        for sid in ("Heading1", "Heading2", "Heading3"):
+            style = re.search(rf'<w:style [^>]*w:styleId="{sid}".*?</w:style>', styles, re.S).group(0)
+            found |= set(re.findall(r'<w:color w:val="([0-9A-F]{6})"', style))
+        return found
+
+    text = "# Title\n\n## Section\n\nBody.\n"
+    # the accent of each theme in the preview's stylesheet (typography.css --t-accent)
+    assert heading_colours(await export_current(http, bench, "docx", text, typography="OrangeHeart")) == {
+        "E8641B"
+    }
+    assert heading_colours(await export_current(http, bench, "docx", text, typography="GeekBlack")) == {
+        "10B981"
+    }
