@@ -16,6 +16,7 @@ import json
 import mimetypes
 import re
 import tempfile
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import unquote, urlparse
@@ -61,32 +62,6 @@ FORMATS: Final = {"HTML": ".html", "PDF": ".pdf", "PNG": ".png", "Word": ".docx"
 
 # --- themes ---------------------------------------------------------------------------------------------
 
-_ACCENTS: Final = {
-    "Basic": "#333333",
-    "Simple": "#2f6fde",
-    "OrangeHeart": "#ef7060",
-    "InkBlack": "#1a1a1a",
-    "ColorfulPurple": "#8e44ad",
-    "TenderGreen": "#1bb394",
-    "Verdant": "#35b378",
-    "RedScarlet": "#d53b3b",
-    "BlueGlow": "#3a7bd5",
-    "TechnologyBlue": "#0b6fb8",
-    "LanQing": "#2e8fa3",
-    "Yamabuki": "#d99a00",
-    "FrontendPeak": "#2a6fdb",
-    "GeekBlack": "#444444",
-    "RosePurple": "#b4548f",
-    "CuteGreen": "#2fae6a",
-    "FullStackBlue": "#1f6feb",
-    "WeChatFormat": "#07c160",
-}
-"""Accent colour per typography key (our own palette; keys as in research/markdown.md §1)."""
-
-
-def accent_of(typography: str | None) -> str:
-    return _ACCENTS.get(typography or "Simple", _ACCENTS["Simple"])
-
 
 def theme_accent(typography: str | None) -> str:
     """The typography theme's accent colour as `#rrggbb`, read from the preview's own stylesheet (its
@@ -102,8 +77,9 @@ def theme_accent(typography: str | None) -> str:
 
 
 def theme_styles(typography: str | None = None) -> dict[str, str]:
-    """Element → inline style for our typography theme (used both as CSS and as inline styles)."""
-    a = accent_of(typography)
+    """Element → inline style for rich-HTML copies, in the typography theme's accent (`theme_accent`: the
+    preview's stylesheet is the one palette)."""
+    a = theme_accent(typography)
     return {
         "section": "font-family:-apple-system,'Segoe UI','PingFang SC','Microsoft YaHei',sans-serif;"
         "font-size:16px;line-height:1.75;color:#333;word-break:break-word;",
@@ -167,8 +143,12 @@ def export_css(typography: str | None = None) -> tuple[str, str]:
     from deskbridge.kinds.markdown.ui_state import TYPOGRAPHIES
 
     key = typography if typography in TYPOGRAPHIES else "Simple"
-    themes = (_STATIC / "typography.css").read_text("utf-8")
-    return _EXPORT_PAGE_CSS + themes, key
+    return _EXPORT_PAGE_CSS + _themes_css(), key
+
+
+@lru_cache(maxsize=1)
+def _themes_css() -> str:
+    return (_STATIC / "typography.css").read_text("utf-8")
 
 
 # --- HTML building blocks -------------------------------------------------------------------------------

@@ -88,3 +88,10 @@ async def test_juejin_gets_its_equation_images_and_keeps_links(rich):
 async def test_the_three_platforms_no_longer_get_the_same_bytes(rich):
     pages = {target: await rich(target) for target in ("wechat", "zhihu", "juejin")}
     assert len(set(pages.values())) == 3
+
+
+async def test_rich_html_takes_the_typography_themes_accent(rich, bench):
+    bench.ui_state.set_typography("OrangeHeart", source="ui")
+    root = lxml_html.fragment_fromstring(await rich("zhihu"))
+    # the preview's Orange Heart accent (typography.css), not a second palette
+    assert "color:#e8641b" in root.find(".//h1").get("style")
