@@ -30,7 +30,7 @@ const htmlLite = {
   },
 };
 
-for (const name of ['app.js', 'app.css', 'katex.css', 'chunks', 'fonts']) rmSync(join(out, name), { recursive: true, force: true });
+for (const name of ['app.js', 'app.css', 'katex.css', 'typography.css', 'chunks', 'fonts']) rmSync(join(out, name), { recursive: true, force: true });
 mkdirSync(out, { recursive: true });
 
 const result = await esbuild.build({
@@ -51,6 +51,9 @@ const result = await esbuild.build({
   logLevel: 'warning',
 });
 cpSync(join(here, 'index.html'), join(out, 'index.html'));
+// The typography themes once more as their own file: exports (export.py) inline it, so an exported page looks
+// like the preview from the same CSS rather than a second copy of the themes.
+cpSync(join(here, 'src/styles/typography.css'), join(out, 'typography.css'));
 
 // The bundled packages' licences (all MIT), so the committed bundle carries its notices.
 const packages = new Set();

@@ -65,6 +65,9 @@ class App:
     workspace: KindWorkspace | None = None
     security_policy: SecurityPolicy | None = None
     """The HTTP security policy once `serve` built it, so a token rotation takes effect at once."""
+    listen_port: int | None = None
+    """The port this process really serves on (set by `build_web_app`); the `port` setting is only what the next
+    `serve` asks for, so a client config built from it may point at nothing (`--port`, port 0, a changed setting)."""
     requests: RequestLog = field(default_factory=RequestLog)
     """requestId de-duplication for every tool whose arguments carry one (per caller, outlives workspaces)."""
     _tools: dict[str, ToolSpec] = field(default_factory=dict)
@@ -152,10 +155,11 @@ class App:
     # -- tools -----------------------------------------------------------------------------------------------
 
     def tool_specs(self) -> list[ToolSpec]:
-        """Listed tools (aliases are accepted on call but not listed), in a stable order."""
+        """Listed tools (aliases and `listed=False` UI tools are accepted on call but not listed), in a stable order."""
         seen: dict[str, ToolSpec] = {}
         for spec in self._tools.values():
-            seen.setdefault(spec.name, spec)
+            if spec.listed:
+                seen.setdefault(spec.name, spec)
         return sorted(seen.values(), key=lambda s: s.name)
 
     def find_tool(self, name: str) -> ToolSpec | None:
@@ -289,10 +293,22 @@ class App:
         self.events.publish("settings", {"tokenRotated": True})
         return self.token
 
+    def mcp_url(self) -> str:
+        """The MCP endpoint a client on this computer can connect to now (the configured port if not serving)."""
+        return f"http://127.0.0.1:{self.listen_port or self.settings.port}/mcp"
+
     def status(self) -> dict[str, Any]:
+        mcp: dict[str, Any] = {"state": self._mcp_state(), "configuredPort": self.settings.port}
+        if self.listen_port is not None:
+            # What "Copy client config" must use; `restartNeeded` when the setting names another port.
+            mcp |= {
+                "port": self.listen_port,
+                "url": self.mcp_url(),
+                "restartNeeded": self.listen_port != self.settings.port,
+            }
         return {
             "workspace": self.workspace.status() if self.workspace is not None else None,
-            "mcp": {"state": self._mcp_state()},
+            "mcp": mcp,
             "mcpEnabled": self.settings.mcp_enabled,
             "requireApproval": self.settings.require_approval,
             "tools": len(self.tool_specs()),

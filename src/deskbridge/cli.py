@@ -561,14 +561,39 @@ def config_set(
     value: Annotated[str, typer.Argument(help='New value; JSON (true, 17892, ["a"]) or plain text.')],
 ) -> None:
     """Change one setting, e.g. `deskbridge config set port 17892` or `deskbridge config set require_approval false`."""
-    from deskbridge.settings import load_settings, save_settings, set_setting
+    from deskbridge.settings import (
+        RESTART_SETTINGS,
+        deskbridge_dirs,
+        load_settings,
+        save_settings,
+        set_setting,
+    )
+    from deskbridge.web.launch import apply_to_running
 
+    dirs = deskbridge_dirs()
     try:
-        settings = set_setting(load_settings(), key, value)
-        path = save_settings(settings)
+        before = load_settings(dirs)
+        settings = set_setting(before, key, value)
+        path = save_settings(settings, dirs)
     except BridgeError as error:
         raise fail(error) from error
     err.print(f"saved {key} in {path}")
+    # A running server keeps its own copy of the settings: hand the new ones over, and say plainly what a
+    # restart is still needed for (the port it is bound to, the audit file, the sage workspace's options).
+    running = apply_to_running(dirs, settings.model_dump(by_alias=True))
+    needs_restart = key.split(".")[0] in RESTART_SETTINGS
+    for port, problem in running:
+        if problem is not None:
+            err.print(f"the running server on port {port} did not take it: {problem}; restart it to apply")
+        elif needs_restart:
+            err.print(
+                f"the running server on port {port} keeps using the old {key.split('.')[0]} until it restarts "
+                "(stop it and run `deskbridge serve` again)"
+            )
+        else:
+            err.print(f"applied to the running server on port {port}")
+    if not running:
+        err.print("no deskbridge server is running: it takes effect when `deskbridge serve` starts")
 
 
 def main() -> None:

@@ -127,6 +127,11 @@ class SageSettings(BaseModel):
     """Extra DATA search roots, searched after the mod's own `Data/`."""
 
 
+RESTART_SETTINGS = ("port", "audit_log", "sage")
+"""Top-level settings a running `deskbridge serve` reads only when it starts (the port it is bound to, the audit
+file it opened, the options the sage workspace was opened with); every other setting is applied live."""
+
+
 class Settings(BaseModel):
     """Everything `deskbridge config set` can change. Unknown keys are refused, not ignored."""
 

@@ -261,7 +261,10 @@ def test_turning_approvals_off_shows_a_warning(editor):
     page.once("dialog", lambda dialog: dialog.accept())
     page.click("#mcp-token-show")
     page.wait_for_function(f"() => document.querySelector('#mcp-token').value === '{bench.token}'")
-    assert page.inner_text("#mcp-endpoint") == "http://127.0.0.1:17891/mcp"
+    # The port really served (the bench listens on a free one), not the `port` setting's 17891: a client
+    # given this URL can connect; the setting's pending change is flagged as waiting for a restart.
+    assert page.inner_text("#mcp-endpoint") == f"http://127.0.0.1:{bench.srv.port}/mcp"
+    assert bench.srv.port != 17891 and page.is_visible("#mcp-port-note")
     assert page.inner_text("#mcp-live") == "running"
     assert page.is_checked("[data-rule=edit]") and not page.is_checked(
         "[data-rule=save]"

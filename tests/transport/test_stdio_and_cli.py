@@ -204,3 +204,64 @@ def test_ctrl_c_ends_open_event_streams_and_long_polls_promptly(
     # Without ending them, uvicorn waits out its grace period and then cancels the open requests with a traceback
     # ("timeout graceful shutdown exceeded"); with it they end at once and nothing is logged.
     assert "Traceback" not in rest and "ERROR" not in rest, rest
+
+
+def test_config_set_reaches_a_running_server_or_says_it_needs_a_restart(
+    tmp_path: Path, deskbridge_home: Path
+) -> None:
+    """`config set` hands live settings to the running `serve` (through its UI-secret API) and says plainly when
+    one (the port) waits for a restart; the status the settings panel reads shows the port really served."""
+    import json
+    import time
+
+    import httpx2
+
+    (tmp_path / "README.md").write_text("# Notes\n", "utf-8")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "deskbridge", "serve", str(tmp_path), "--port", "0", "--no-browser"],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ),
+    )
+    try:
+        run_dir = deskbridge_home / "run"
+        record = None
+        for _ in range(400):
+            found = sorted(run_dir.glob("server-*.json")) if run_dir.is_dir() else []
+            if found:
+                record = json.loads(found[0].read_text("utf-8"))
+                break
+            time.sleep(0.05)
+        assert record is not None, "serve wrote no server record"
+        port = record["port"]
+        ui = {"X-Deskbridge-UI": record["uiSecret"]}
+
+        def status() -> dict:
+            for _ in range(200):
+                try:
+                    return httpx2.get(f"http://127.0.0.1:{port}/api/status", headers=ui).json()
+                except httpx2.TransportError:
+                    time.sleep(0.05)
+            raise AssertionError("the server never answered")
+
+        first = status()
+        assert first["requireApproval"] is True
+        # --port 0 picked a free port: the endpoint is that one, not the 17891 of the setting.
+        assert first["mcp"]["url"] == f"http://127.0.0.1:{port}/mcp" and port != 17891
+        assert first["mcp"]["restartNeeded"] is True
+
+        live = run_cli("config", "set", "require_approval", "false")
+        assert live.returncode == 0, live.stderr
+        assert f"applied to the running server on port {port}" in live.stderr
+        assert status()["requireApproval"] is False
+
+        moved = run_cli("config", "set", "port", "18001")
+        assert moved.returncode == 0, moved.stderr
+        assert f"the running server on port {port} keeps using the old port until it restarts" in moved.stderr
+        after = status()
+        assert after["mcp"]["port"] == port and after["mcp"]["configuredPort"] == 18001
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=10)
+    gone = run_cli("config", "set", "require_approval", "true")
+    assert "no deskbridge server is running" in gone.stderr

@@ -88,6 +88,8 @@ export const api = {
   audit: (limit = 100) => get(`${API}/audit?limit=${limit}`),
   approvals: () => get(`${API}/approvals`),
   answerApproval: (id, approved) => post(`${API}/approvals/${e(id)}`, { approved }),
+  /** A declared tool, through App.invoke as caller `ui` (validated, audited): the editor's file operations. */
+  tool: (name, args) => post(`${API}/tools/${e(name)}`, { arguments: args ?? {} }),
   eventsUrl: `${API}/events`,
   eventsUrlFor: (clientId) => `${API}/events?editor=${e(clientId)}`,
 };

@@ -16,6 +16,7 @@ import { collabExtensions } from './collab.js';
 import { markdownLiteSupport } from './markdown-lite.js';
 import { formatKeymap } from './commands.js';
 import { cmPhrases } from './i18n.js';
+import { spellcheckExtensions } from './spellcheck.js';
 
 // Colours come from CSS variables so the app themes (app.css) recolour the syntax too.
 const markdownHighlight = HighlightStyle.define([
@@ -67,7 +68,8 @@ export function createState({ text, version, clientID, language, showLineNumbers
       keymap.of([...formatKeymap, ...closeBracketsKeymap, ...defaultKeymap, ...searchKeymap, ...historyKeymap, indentWithTab]),
       collabExtensions(version, clientID),
       EditorView.updateListener.of(onUpdate),
-      EditorView.contentAttributes.of({ spellcheck: 'false', 'aria-label': 'Markdown source' }),
+      EditorView.contentAttributes.of({ 'aria-label': 'Markdown source' }),
+      spellcheckExtensions(), // the browser's spell check for prose, not for code
     ],
   });
 }

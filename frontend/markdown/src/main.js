@@ -10,6 +10,9 @@ import { api } from './api.js';
 import { DocSync, aiStep, expectEcho } from './collab.js';
 import { createState, setLineNumbers, setPhrases, outlineOf, countText } from './editor.js';
 import { runEditorCommand, prepareCommand } from './commands.js';
+import { offerConnect } from './onboarding.js';
+import { shortcutsPanel } from './shortcuts.js';
+import { closeDocument, deleteFile, handleImageInput, newFile, recentPanel, rememberRecent, renameFile } from './files.js';
 import { showPreview, scrollPreviewToLine, mountPreviewFrame } from './preview.js';
 import { h, icon, menu, retranslate, toast } from './dom.js';
 import { t, setLanguage, LANGUAGES, THEMES, TYPOGRAPHIES } from './i18n.js';
@@ -76,8 +79,11 @@ function build() {
 
   const menus = h('nav.menus', {},
     menu('menu-file', 'menu.file', [
+      { id: 'new', label: 'file.new', action: () => newFile(app, openFile) },
       { id: 'save', label: 'save', keys: 'Ctrl+S', action: saveDocument },
       { id: 'open', label: 'openFile', action: () => openPanel('openFile', app) },
+      { id: 'recent', label: 'file.recent', action: () => recentPanel(app, openFile) },
+      { id: 'close', label: 'file.close', action: () => closeDocument(app) },
       { sep: true },
       { id: 'export-html', label: 'export.html', action: () => exportDocument(app, 'html') },
       { id: 'export-pdf', label: 'export.pdf', action: () => exportDocument(app, 'pdf') },
@@ -123,6 +129,7 @@ function build() {
     menu('menu-help', 'menu.help', [
       { id: 'mcp-settings', label: 'panel.mcpSettings', action: () => openPanel('mcpSettings', app) },
       { id: 'audit', label: 'panel.audit', action: () => openPanel('audit', app) },
+      { id: 'shortcuts', label: 'panel.shortcuts', keys: 'F1', action: shortcutsPanel },
       { sep: true },
       { id: 'changelog', label: 'panel.changelog', action: () => openPanel('changelog', app) },
       { id: 'thanks', label: 'panel.thanks', action: () => openPanel('thanks', app) },
@@ -175,6 +182,7 @@ function build() {
     h('div.tabs', { role: 'tablist' },
       h('button#tab-files.tab', { type: 'button', role: 'tab', i18n: 'sidebar.files', onclick: () => changeUi({ selectedSidebarTab: 'files' }) }),
       h('button#tab-outline.tab', { type: 'button', role: 'tab', i18n: 'sidebar.outline', onclick: () => changeUi({ selectedSidebarTab: 'outline' }) })),
+    h('div.files-tools', {}, h('button#file-new.link', { type: 'button', i18n: 'file.new', onclick: () => newFile(app, openFile) })),
     h('div#files-list.side-list', { role: 'list' }),
     h('div#outline-list.side-list', { role: 'list' }));
 
@@ -190,8 +198,10 @@ function build() {
 
   const root = document.getElementById('app');
   root.append(topbar, banners, main, status, h('div#modal-layer'), h('div#toasts.toasts'));
+  handleImageInput(app, $('#editor')); // pasted / dropped images are saved beside the document
 
   document.addEventListener('keydown', (event) => {
+    if (event.key === 'F1' && !event.ctrlKey && !event.metaKey && !event.altKey) { event.preventDefault(); shortcutsPanel(); return; }
     if (!(event.ctrlKey || event.metaKey) || event.altKey) return;
     const key = event.key.toLowerCase();
     if (key === 's') { event.preventDefault(); saveDocument(); }
@@ -298,6 +308,7 @@ async function loadDocument(docId) {
   history.replaceState(null, '', url);
   $('#doc-name').textContent = doc.fileName || doc.name || (doc.path || docId).split(/[\\/]/).pop();
   document.title = `${$('#doc-name').textContent} — deskbridge`;
+  rememberRecent(docId); // File → Recent files
   $('#external-banner').hidden = !(doc.externalChange || doc.external);
   renderOutline();
   renderStats();
@@ -548,19 +559,42 @@ async function loadFiles() {
   renderFiles();
 }
 
+// Folders of the file list that the person folded (by folder path), kept while the page is open.
+const foldedFolders = new Set();
+
 function renderFiles() {
   const list = $('#files-list');
   if (!list) return;
   list.replaceChildren();
   if (!files.length) { list.append(h('p.empty', { i18n: 'noFiles' })); return; }
   const current = app.doc && app.doc.path;
+  // A tree: each folder is a row that folds its files (the server lists them sorted, folders walked in order).
+  let folder = null;
   for (const file of files) {
     const path = file.path || file.name;
+    const dir = path.includes('/') ? path.slice(0, path.lastIndexOf('/')) : '';
+    if (dir !== folder) {
+      folder = dir;
+      if (dir) {
+        const depth = dir.split('/').length - 1;
+        const folded = foldedFolders.has(dir);
+        list.append(h(`button.folder-row${folded ? '.folded' : ''}`, {
+          type: 'button', dataset: { folder: dir }, style: `padding-left:${8 + depth * 12}px`,
+          'aria-expanded': String(!folded),
+          onclick: () => { if (foldedFolders.has(dir)) foldedFolders.delete(dir); else foldedFolders.add(dir); renderFiles(); },
+        }, h('span.folder-caret', {}, folded ? '▸' : '▾'), h('span.folder-name', {}, dir.split('/').pop())));
+      }
+    }
+    if ([...foldedFolders].some((f) => dir === f || dir.startsWith(`${f}/`))) continue;
+    const depth = dir ? dir.split('/').length : 0;
     const active = current && (current === path || current.endsWith(`/${path}`) || current.endsWith(`\\${path}`));
-    list.append(h(`button.file-item${active ? '.active' : ''}`, {
-      type: 'button', role: 'listitem', title: path, onclick: () => openFile(path),
-    }, icon('file'), h('span.file-name', {}, file.name || path.split(/[\\/]/).pop()),
-    path.includes('/') ? h('span.file-dir', {}, path.slice(0, path.lastIndexOf('/'))) : null));
+    list.append(h('div.file-row', { role: 'listitem', dataset: { path } },
+      h(`button.file-item${active ? '.active' : ''}`, {
+        type: 'button', title: path, onclick: () => openFile(path), style: depth ? `padding-left:${8 + depth * 12}px` : '',
+      }, icon('file'), h('span.file-name', {}, file.name || path.split(/[\\/]/).pop())),
+      // rename / delete (to the trash) through the kind's file tools (files.js)
+      h('button.file-op.file-rename', { type: 'button', i18nTitle: 'file.rename', onclick: () => renameFile(app, path, loadFiles) }, '✎'),
+      h('button.file-op.file-delete', { type: 'button', i18nTitle: 'file.delete', onclick: () => deleteFile(app, path, loadFiles) }, '×')));
   }
 }
 
@@ -842,6 +876,7 @@ async function start() {
   connectEvents();
   refreshPlatform();
   loadFiles();
+  offerConnect(); // first run: connect an AI client (the platform's offer, shown as a banner)
   try {
     const pending = await api.approvals();
     for (const request of pending.pending || []) showApproval(app, request);

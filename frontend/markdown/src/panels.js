@@ -108,13 +108,15 @@ async function mcpSettings(app) {
       return null;
     }
   };
-  const endpoint = () => `http://127.0.0.1:${port.value || 17891}/mcp`;
+  // The endpoint is where this server really listens (/api/status), not the `port` setting: that one is only
+  // what the next `deskbridge serve` asks for, so a client config built from it could point at nothing.
+  const runningPort = app.status?.mcp?.port ?? (Number(location.port) || settings.port || 17891);
+  const endpoint = () => app.status?.mcp?.url || `http://127.0.0.1:${runningPort}/mcp`;
   const endpointText = h('code#mcp-endpoint', {}, endpoint());
   // The port of the running server changes only when deskbridge restarts; say so instead of pretending.
-  const portNote = h('small.note', { i18n: 'mcp.portRestart', hidden: true });
+  const portNote = h('small#mcp-port-note.note', { i18n: 'mcp.portRestart', hidden: String(port.value) === String(runningPort) });
   port.addEventListener('input', () => {
-    endpointText.textContent = endpoint();
-    portNote.hidden = String(port.value) === String(location.port || settings.port);
+    portNote.hidden = String(port.value) === String(runningPort);
   });
   const clientConfig = () => JSON.stringify({
     mcpServers: { deskbridge: { type: 'http', url: endpoint(), headers: { Authorization: `Bearer ${tokenInput.value}` } } },

@@ -127,6 +127,9 @@ class ToolSpec:
     """Extra names accepted on call (not listed), e.g. the Vex names for markdown tools."""
     schema: dict[str, Any] | None = None
     """A hand-written input schema used as is (with `args=AnyArgs`), for schemas pydantic cannot express."""
+    listed: bool = True
+    """False: offered to the kind's own web UI (called through App.invoke like any tool, audited, approvals as
+    declared) but left out of tools/list, so what a model reads stays within its token budget (AGENT-TOKENS)."""
     needs_editor: bool | None = None
     """The tool drives the browser editor, so a transport without one (stdio) does not list it. Default: the
     kind's `<kind>_ui_*` tools."""

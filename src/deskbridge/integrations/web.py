@@ -67,7 +67,7 @@ def integration_routes(app: App) -> list[BaseRoute]:
             )
         if body.get("remove"):
             return plan_remove(host, project(), scope=scope)
-        url = f"http://127.0.0.1:{app.settings.port}/mcp" if body.get("http") else None
+        url = app.mcp_url() if body.get("http") else None
         return plan_setup(host, project(), scope=scope, http_url=url)
 
     def audit(tool: str, target: str, outcome: str, started: float, names: Any) -> None:

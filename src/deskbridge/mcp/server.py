@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import re
+from collections import OrderedDict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -234,6 +235,10 @@ def _json(value: Any) -> Any:
     )
 
 
+ALIAS_CALLERS_MAX = 256
+"""Sessions remembered as alias users (the oldest is forgotten first; it then only sees the short list)."""
+
+
 def build_mcp_server(app: App, *, editor: bool = True) -> Server[Any]:
     """One low-level server per App; its tool list always reflects the currently open workspace.
 
@@ -244,8 +249,31 @@ def build_mcp_server(app: App, *, editor: bool = True) -> Server[Any]:
     def offered(spec: ToolSpec | None) -> bool:
         return spec is not None and (editor or not spec.requires_editor)
 
+    # Aliases (Vex's `vex_*` / `vex.*` names) are answered but not listed: listing them would double the tools a
+    # model reads (AGENT-TOKENS). A client that calls an unlisted name warns ("Tool … not listed by server",
+    # the Python SDK's `ClientSession.validate_tool_result`, which re-lists first), so a session that used an
+    # alias has the aliases listed from then on; every other session keeps the short list.
+    alias_callers: OrderedDict[str, None] = OrderedDict()
+
+    def alias_tools() -> list[types.Tool]:
+        return [
+            mcp_tool(spec).model_copy(
+                update={
+                    "name": alias,
+                    "title": None,
+                    "description": f"The Vex name of {spec.name}: the same tool.",
+                }
+            )
+            for spec in app.tool_specs()
+            if offered(spec)
+            for alias in spec.aliases
+        ]
+
     async def list_tools(ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None):
-        return types.ListToolsResult(tools=[mcp_tool(spec) for spec in app.tool_specs() if offered(spec)])
+        tools = [mcp_tool(spec) for spec in app.tool_specs() if offered(spec)]
+        if alias_callers and _caller_of(ctx)[0] in alias_callers:
+            tools += alias_tools()
+        return types.ListToolsResult(tools=tools)
 
     def input_schema_of(name: str) -> dict[str, Any] | None:
         # The SDK checks Mcp-Param headers against the tool's schema on every call; answer from the registry
@@ -264,6 +292,14 @@ def build_mcp_server(app: App, *, editor: bool = True) -> Server[Any]:
                 )
             )
         caller, client_name = _caller_of(ctx)
+        spec = app.find_tool(params.name)
+        if (
+            spec is not None and spec.name != params.name
+        ):  # an alias: list the aliases to this caller from now on
+            alias_callers[caller] = None
+            alias_callers.move_to_end(caller)
+            while len(alias_callers) > ALIAS_CALLERS_MAX:
+                alias_callers.popitem(last=False)
 
         async def progress(done: float, total: float | None = None, message: str | None = None) -> None:
             await ctx.session.report_progress(done, total, message)

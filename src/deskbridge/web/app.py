@@ -297,6 +297,7 @@ def build_web_app(
     app: App, *, port: int, extra_hosts: list[str] | None = None, require_token: bool = True
 ) -> Starlette:
     """The whole HTTP surface of one running App."""
+    app.listen_port = port
     mcp_server = build_mcp_server(app)
     # Host/Origin are checked once, by SecurityMiddleware, for every route; the SDK's own copy of the check
     # is switched off so that --allow-remote has a single list to configure. Sessions are capped with LRU
@@ -348,7 +349,8 @@ def build_web_app(
             routes.append(Mount("/static", StaticFiles(directory=static), name="static"))
     if app.workspace is None or app.workspace.static_dir() is None:
         routes.append(Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"))
-    # The platform's shared page modules (the MCP settings panel), reachable from every kind's page.
+    # The platform's shared page modules (the MCP settings panel, connect.js's first-run offer), reachable from
+    # every kind's page under a path no kind's /static can shadow.
     routes.append(Mount("/platform-static", StaticFiles(directory=STATIC_DIR), name="platform-static"))
 
     @contextlib.asynccontextmanager

@@ -156,3 +156,35 @@ def fresh_login_url(dirs: Dirs, port: int | None = None) -> tuple[str, int]:
             hint="Is it still running? Start it again with `deskbridge serve PATH`.",
         ) from exc
     return f"{base}/?k={code}", int(server["port"])
+
+
+def apply_to_running(dirs: Dirs, settings: dict[str, Any]) -> list[tuple[int, str | None]]:
+    """Hand saved settings to every running server of this user (`deskbridge config set`).
+
+    Each server validates and applies them in place (`App.update_settings`, the settings panel's path), so they
+    take effect without a restart. Returns `(port, None)` per server that took them, `(port, reason)` otherwise.
+    """
+    import httpx2
+
+    results: list[tuple[int, str | None]] = []
+    for server in running_servers(dirs):
+        port = int(server.get("port", 0))
+        try:
+            response = httpx2.post(
+                f"{server['url']}/api/settings",
+                json=settings,
+                headers={"X-Deskbridge-UI": str(server["uiSecret"])},
+                timeout=10,
+            )
+        except Exception as exc:
+            results.append((port, f"did not answer ({type(exc).__name__})"))
+            continue
+        if response.status_code == 200:
+            results.append((port, None))
+        else:
+            try:
+                reason = str(response.json()["error"]["message"])
+            except Exception:
+                reason = f"HTTP {response.status_code}"
+            results.append((port, reason))
+    return results

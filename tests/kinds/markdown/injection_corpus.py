@@ -97,15 +97,33 @@ def document(port: int) -> str:
     return "\n".join(parts)
 
 
-def assert_harmless(html: str, *, where: str, images: str = "local") -> None:
+FORMULA_SVG = {"svg", "g", "path", "rect", "line"}
+FORMULA_SVG_ATTRS = {"xmlns", "width", "height", "viewbox", "d", "fill", "stroke", "stroke-width", "style"}
+FORMULA_SVG_ATTRS |= {"x", "y", "x1", "y1", "x2", "y2"}
+
+
+def _formula_svg(el) -> bool:
+    """An SVG of geometry only (a typeset formula for WeChat): no element or attribute beyond shapes."""
+    return all(
+        isinstance(e.tag, str) and e.tag in FORMULA_SVG and set(e.attrib) <= FORMULA_SVG_ATTRS
+        for e in el.iter()
+    )
+
+
+def assert_harmless(html: str, *, where: str, images: str = "local", formula_svg: bool = False) -> None:
     """No executable markup, no dangerous URL, no positioning style, and per `images`:
     `local` — only relative or data:image sources; `inline` — only data:image (exports);
-    `remote-ok` — http(s) too (rich-HTML copies, whose platforms re-host pictures)."""
+    `remote-ok` — http(s) too (rich-HTML copies, whose platforms re-host pictures).
+    `formula_svg`: an <svg> of shapes only is allowed (WeChat copies draw formulas so)."""
     root = lxml_html.fragment_fromstring(html, create_parent="div")
     for el in root.iter():
         if not isinstance(el.tag, str):
             continue
         tag = el.tag.split("}")[-1].lower()
+        if formula_svg and tag in FORMULA_SVG and any(a.tag == "svg" for a in [el, *el.iterancestors()]):
+            svg = el if tag == "svg" else next(a for a in el.iterancestors() if a.tag == "svg")
+            assert _formula_svg(svg), f"{where}: an <svg> with more than shapes survived"
+            continue
         assert tag not in BAD_TAGS, f"{where}: <{tag}> survived"
         if tag == "input":
             assert el.get("type") == "checkbox", f"{where}: <input type={el.get('type')}> survived"

@@ -16,6 +16,7 @@ import json
 import mimetypes
 import re
 import tempfile
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import unquote, urlparse
@@ -61,36 +62,24 @@ FORMATS: Final = {"HTML": ".html", "PDF": ".pdf", "PNG": ".png", "Word": ".docx"
 
 # --- themes ---------------------------------------------------------------------------------------------
 
-_ACCENTS: Final = {
-    "Basic": "#333333",
-    "Simple": "#2f6fde",
-    "OrangeHeart": "#ef7060",
-    "InkBlack": "#1a1a1a",
-    "ColorfulPurple": "#8e44ad",
-    "TenderGreen": "#1bb394",
-    "Verdant": "#35b378",
-    "RedScarlet": "#d53b3b",
-    "BlueGlow": "#3a7bd5",
-    "TechnologyBlue": "#0b6fb8",
-    "LanQing": "#2e8fa3",
-    "Yamabuki": "#d99a00",
-    "FrontendPeak": "#2a6fdb",
-    "GeekBlack": "#444444",
-    "RosePurple": "#b4548f",
-    "CuteGreen": "#2fae6a",
-    "FullStackBlue": "#1f6feb",
-    "WeChatFormat": "#07c160",
-}
-"""Accent colour per typography key (our own palette; keys as in research/markdown.md §1)."""
 
-
-def accent_of(typography: str | None) -> str:
-    return _ACCENTS.get(typography or "Simple", _ACCENTS["Simple"])
+def theme_accent(typography: str | None) -> str:
+    """The typography theme's accent colour as `#rrggbb`, read from the preview's own stylesheet (its
+    `--t-accent`, resolved against the light colour theme's variables), so Word headings match the preview."""
+    css, key = export_css(typography)
+    variables = dict(re.findall(r"(--[\w-]+):\s*(#[0-9a-fA-F]{6})", _EXPORT_PAGE_CSS))
+    found = re.search(rf'\.preview\[data-typo="{key}"\]\s*\{{[^}}]*?--t-accent:\s*([^;]+);', css)
+    value = found.group(1).strip() if found else "var(--accent)"
+    ref = re.fullmatch(r"var\((--[\w-]+)\)", value)
+    if ref is not None:
+        value = variables.get(ref.group(1), "#1f2328")
+    return value if re.fullmatch(r"#[0-9a-fA-F]{6}", value) else "#1f2328"
 
 
 def theme_styles(typography: str | None = None) -> dict[str, str]:
-    """Element → inline style for our typography theme (used both as CSS and as inline styles)."""
-    a = accent_of(typography)
+    """Element → inline style for rich-HTML copies, in the typography theme's accent (`theme_accent`: the
+    preview's stylesheet is the one palette)."""
+    a = theme_accent(typography)
     return {
         "section": "font-family:-apple-system,'Segoe UI','PingFang SC','Microsoft YaHei',sans-serif;"
         "font-size:16px;line-height:1.75;color:#333;word-break:break-word;",
@@ -121,17 +110,45 @@ def theme_styles(typography: str | None = None) -> dict[str, str]:
     }
 
 
-def theme_css(typography: str | None = None) -> str:
-    rules = []
-    for selector, style in theme_styles(typography).items():
-        css_selector = ".markdown-body" if selector == "section" else f".markdown-body {selector}"
-        rules.append(f"{css_selector}{{{style}}}")
-    return (
-        "\n".join(rules) + "\n.markdown-body{max-width:860px;margin:0 auto;padding:2em;}\n"
-        ".markdown-body .math.block{overflow-x:auto;margin:1em 0;text-align:center;}\n"
-        ".markdown-body li:has(> input[type=checkbox]){list-style:none;margin-left:-1.3em;}\n"
-        ".markdown-body li > input[type=checkbox]{margin-right:.4em;}\n"
-    )
+_STATIC: Final = Path(__file__).parent / "static"
+
+_EXPORT_PAGE_CSS: Final = """:root{--sans:-apple-system,"Segoe UI",system-ui,"PingFang SC","Hiragino Sans","Noto Sans CJK SC",\
+"Microsoft YaHei",sans-serif;--mono:"SFMono-Regular",Menlo,Consolas,"Noto Sans Mono CJK SC",monospace;\
+--panel-2:#f0f2f5;--border:#dfe3e8;--text:#1f2328;--muted:#6a737d;--accent:#2f6feb;\
+--accent-soft:rgba(47,111,235,.12);--ai-hl:rgba(255,196,0,.55);--error-text:#a4111c;--syn-link:#0969da;\
+--syn-heading:#0b4fb3;--syn-code:#b3261e;--syn-mark:#8a6d00;--syn-keyword:#8250df;--syn-string:#0a7a4b;}
+html{background:#fff;}
+body{margin:0;}
+.markdown-body{max-width:860px;margin:0 auto;padding:2em;box-sizing:border-box;}
+.markdown-body .math.block{overflow-x:auto;margin:1em 0;text-align:center;}
+/* A font with an OpenType MATH table, or a display integral or sum is drawn at text size: MathML Core stretches
+   large operators only from such a font (https://w3c.github.io/mathml-core/#the-math-script-level-property). */
+.markdown-body math{font-family:"Latin Modern Math","STIX Two Math","Cambria Math","DejaVu Math TeX Gyre",math;}
+/* Printing (PDF): a heading stays with the text under it, and a figure, formula, code block, table row or
+   task item is not split across pages (CSS Fragmentation Level 3, break-after/break-inside: avoid). */
+.markdown-body h1,.markdown-body h2,.markdown-body h3,.markdown-body h4,.markdown-body h5,.markdown-body h6{\
+break-after:avoid;page-break-after:avoid;break-inside:avoid;}
+.markdown-body pre,.markdown-body .math.block,.markdown-body img,.markdown-body tr,.markdown-body li,\
+.markdown-body blockquote{break-inside:avoid;page-break-inside:avoid;}
+@media print{.markdown-body{max-width:none;padding:0;}}
+"""
+"""The exported page's frame: the light colour theme's variables that typography.css reads (the editor's
+app.css defines them per colour theme; exports are always light, like paper) and the print rules."""
+
+
+def export_css(typography: str | None = None) -> tuple[str, str]:
+    """(CSS, theme key) of an exported page: the preview's own typography themes (`static/typography.css`,
+    copied there from the bundle's source by the build) under the light colour theme, so an export looks like
+    the preview in every theme, not only in its accent colour."""
+    from deskbridge.kinds.markdown.ui_state import TYPOGRAPHIES
+
+    key = typography if typography in TYPOGRAPHIES else "Simple"
+    return _EXPORT_PAGE_CSS + _themes_css(), key
+
+
+@lru_cache(maxsize=1)
+def _themes_css() -> str:
+    return (_STATIC / "typography.css").read_text("utf-8")
 
 
 # --- HTML building blocks -------------------------------------------------------------------------------
@@ -258,13 +275,15 @@ def body_html(text: str, base_dir: Path | None) -> str:
 
 
 def export_html(text: str, *, title: str, base_dir: Path | None = None, typography: str | None = None) -> str:
-    """A complete, self-contained HTML document (no external requests)."""
+    """A complete, self-contained HTML document (no external requests), styled like the preview."""
+    css, key = export_css(typography)
     return (
         '<!DOCTYPE html>\n<html>\n<head>\n<meta charset="utf-8">\n'
         f'<meta http-equiv="Content-Security-Policy" content="{EXPORT_CSP}">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        f"<title>{html_lib.escape(title)}</title>\n<style>\n{theme_css(typography)}</style>\n</head>\n"
-        f'<body>\n<article class="markdown-body">\n{body_html(text, base_dir)}</article>\n</body>\n</html>\n'
+        f"<title>{html_lib.escape(title)}</title>\n<style>\n{css}</style>\n</head>\n"
+        f'<body>\n<article class="markdown-body preview" data-typo="{key}">\n{body_html(text, base_dir)}'
+        "</article>\n</body>\n</html>\n"
     )
 
 
@@ -279,8 +298,7 @@ _INHERIT: Final = "color:inherit;font-size:inherit;"
 def rich_html(text: str, target: str, *, base_dir: Path | None = None, typography: str | None = None) -> str:
     """Inline-styled HTML for pasting into the WeChat / Zhihu / Juejin editor: a style on every element.
 
-    Zhihu re-renders formulas from `<img class="Formula-image" data-eeimg="true" alt="TeX">` placeholders
-    (research/markdown.md §1, mdnice's converter); WeChat and Juejin get MathML.
+    What differs per platform (formulas, links) is in rich.py.
     """
     if target not in RICH_TARGETS:
         raise BridgeError(
@@ -288,18 +306,9 @@ def rich_html(text: str, target: str, *, base_dir: Path | None = None, typograph
         )
     root = _parse_fragment(render_html(text, EXPORT))
     _inline_images(root, base_dir, keep_remote=True)
-    if target == "zhihu":
-        for el in list(root.iter()):
-            cls = (el.get("class") or "").split()
-            if el.tag in ("span", "div") and "math" in cls:
-                img = lxml_html.Element(
-                    "img",
-                    {"class": "Formula-image", "data-eeimg": "true", "src": "", "alt": el.text_content()},
-                )
-                img.tail = el.tail
-                el.getparent().replace(el, img)
-    else:
-        _math_to_mathml(root)
+    from deskbridge.kinds.markdown.rich import adapt
+
+    adapt(root, target)  # formulas and links in the form each platform's editor accepts (rich.py)
     styles = theme_styles(typography)
     for el in root.iter():
         if not isinstance(el.tag, str):
@@ -312,8 +321,10 @@ def rich_html(text: str, target: str, *, base_dir: Path | None = None, typograph
             style = styles["table.front-matter"]
         if tag == "section":
             style = styles["section"]
-        if not style and tag != "math" and any(a.tag == "math" for a in el.iterancestors()):
-            continue  # inside a formula MathML's own layout rules apply (font-size:inherit would flatten it)
+        if tag == "img" and el.get("eeimg"):  # a platform's equation image sits in the line (rich.py)
+            style = "display:inline-block;vertical-align:middle;margin:0 .1em;max-width:100%;"
+        if tag != "math" and tag != "svg" and any(a.tag in ("math", "svg") for a in el.iterancestors()):
+            continue  # inside a formula its own layout rules apply (font-size:inherit would flatten MathML)
         if not style:
             # the platforms' editors keep only inline styles, so every element carries one (research §1)
             style = _INHERIT
@@ -323,7 +334,7 @@ def rich_html(text: str, target: str, *, base_dir: Path | None = None, typograph
             el.set("style", (style + (el.get("style") or "")).strip())
         if tag == "li" and len(el) and el[0].tag == "input":
             el.set("style", el.get("style", "") + "list-style:none;")
-        el.attrib.pop("class", None) if tag not in ("img", "math") else None
+        el.attrib.pop("class", None) if tag not in ("img", "math", "svg") else None
         el.attrib.pop("data-source-line", None)
     root.set("id", "deskbridge-markdown")
     return lxml_html.tostring(root, encoding="unicode")
@@ -332,7 +343,46 @@ def rich_html(text: str, target: str, *, base_dir: Path | None = None, typograph
 # --- Word (pandoc) ------------------------------------------------------------------------------------
 
 
-def export_docx(text: str, *, base_dir: Path | None = None) -> bytes:
+_HEADING_STYLES: Final = ("Title", *(f"Heading{n}" for n in range(1, 7)))
+
+
+def _reference_docx(pypandoc: Any, accent: str, folder: Path) -> Path | None:
+    """pandoc's own reference.docx with the headings in the theme's accent colour (`--reference-doc`, pandoc's
+    manual: "the styles of the reference docx are used"); None when pandoc cannot hand out its default."""
+    import io
+    import subprocess
+    import zipfile
+
+    try:
+        default = subprocess.run(
+            [pypandoc.get_pandoc_path(), "--print-default-data-file", "reference.docx"],
+            capture_output=True,
+            timeout=30,
+            check=True,
+        ).stdout
+        source = zipfile.ZipFile(io.BytesIO(default))
+        styles = source.read("word/styles.xml").decode("utf-8")
+    except (OSError, subprocess.SubprocessError, zipfile.BadZipFile, KeyError):
+        return None
+    colour = f'<w:color w:val="{accent.lstrip("#").upper()}" />'
+
+    def recolour(match: re.Match[str]) -> str:
+        style = re.sub(r"<w:color\b[^>]*/>", "", match.group(0))
+        return style.replace("<w:rPr>", f"<w:rPr>{colour}", 1) if "<w:rPr>" in style else style
+
+    ids = "|".join(_HEADING_STYLES)
+    styles = re.sub(rf'<w:style [^>]*w:styleId="(?:{ids})".*?</w:style>', recolour, styles, flags=re.S)
+    out = folder / "reference.docx"
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as target:
+        for item in source.infolist():
+            data = styles.encode("utf-8") if item.filename == "word/styles.xml" else source.read(item)
+            target.writestr(item, data)
+    files.publish_new(out, buffer.getvalue())
+    return out
+
+
+def export_docx(text: str, *, base_dir: Path | None = None, typography: str | None = None) -> bytes:
     """Word via pandoc (the `pypandoc-binary` wheel ships pandoc): tables, footnotes, math as Word equations."""
     try:
         import pypandoc
@@ -345,6 +395,9 @@ def export_docx(text: str, *, base_dir: Path | None = None) -> bytes:
         ) from None
     with tempfile.TemporaryDirectory(prefix="deskbridge-docx-") as tmp:
         out = Path(tmp) / "out.docx"
+        # Headings in the typography theme's accent colour, like the preview's (Word keeps its own fonts).
+        reference = _reference_docx(pypandoc, theme_accent(typography), Path(tmp))
+        extra = ["--standalone", *([f"--reference-doc={reference}"] if reference is not None else [])]
         try:
             # sandboxed pandoc reads no file but its input: local images go in as data URIs instead. The
             # document goes through pandoc's AST, where links, images and raw HTML pass the kind's URL rule.
@@ -361,7 +414,7 @@ def export_docx(text: str, *, base_dir: Path | None = None) -> bytes:
                 "docx",
                 format="json",
                 outputfile=str(out),
-                extra_args=["--standalone"],
+                extra_args=extra,
                 sandbox=True,
             )
         except (RuntimeError, OSError, ValueError) as exc:
@@ -535,7 +588,9 @@ async def export_bytes(
     if fmt == "PNG":
         return await export_png(text, title=title, base_dir=base_dir, typography=typography)
     if fmt == "Word":
-        return await anyio.to_thread.run_sync(lambda: export_docx(text, base_dir=base_dir))
+        return await anyio.to_thread.run_sync(
+            lambda: export_docx(text, base_dir=base_dir, typography=typography)
+        )
     raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"format {fmt!r} is not one of {', '.join(FORMATS)}")
 
 

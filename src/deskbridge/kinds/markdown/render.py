@@ -27,6 +27,7 @@ from mdit_py_plugins.front_matter import front_matter_plugin
 from mdit_py_plugins.gfm import gfm_plugin
 
 from deskbridge.kinds.markdown.gfm_rules import gfm_spec_rules
+from deskbridge.kinds.markdown.highlight import highlight
 from deskbridge.kinds.markdown.offsets import OffsetMap
 from deskbridge.kinds.markdown.outline import front_matter_span, outline
 from deskbridge.kinds.markdown.sanitize import hold_remote_images, sanitize_html
@@ -98,7 +99,7 @@ class RenderOptions:
 @lru_cache(maxsize=8)
 def parser(options: RenderOptions = RenderOptions()) -> MarkdownIt:
     """The configured markdown-it instance for `options` (cached; instances are reused across renders)."""
-    md = MarkdownIt("commonmark")
+    md = MarkdownIt("commonmark", {"highlight": highlight} if options.extras else None)
     if options.gfm:
         md.use(gfm_plugin)
         gfm_spec_rules(md)

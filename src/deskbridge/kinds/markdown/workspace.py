@@ -17,6 +17,8 @@ from deskbridge.core.policy import ApprovalRules
 from deskbridge.core.tools import ToolSpec
 from deskbridge.kinds.base import KindServices
 from deskbridge.kinds.markdown.approvals import approval_rules
+from deskbridge.kinds.markdown.file_tools import file_tools
+from deskbridge.kinds.markdown.recent import RECENT_FILE, RecentFiles
 from deskbridge.kinds.markdown.scope import AccessScope
 from deskbridge.kinds.markdown.service import MarkdownService
 from deskbridge.kinds.markdown.tools import markdown_tools
@@ -65,6 +67,7 @@ class MarkdownWorkspace:
             events=services.events,
             editor_open=lambda: services.approvals.ui_attached,
         )
+        self.recent = RecentFiles(services.dirs.config / RECENT_FILE)
         if path.is_dir():
             # A folder opens on its front page when it has one, so the editor is never empty on arrival.
             front = next((path / n for n in FRONT_PAGES if (path / n).is_file()), None)
@@ -78,7 +81,11 @@ class MarkdownWorkspace:
         return self.service.drafts
 
     def tools(self) -> list[ToolSpec]:
-        return [*markdown_tools(self.service), *markdown_ui_tools(self.service, self.ui_state)]
+        return [
+            *markdown_tools(self.service),
+            *markdown_ui_tools(self.service, self.ui_state),
+            *file_tools(self.service, self.recent),  # the editor's file operations (not listed to models)
+        ]
 
     def api_routes(self) -> list[BaseRoute]:
         return list(markdown_routes(self.service, self.ui_state, invoke=self.services.invoke))

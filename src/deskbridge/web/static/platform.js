@@ -1,6 +1,7 @@
 // The platform page: status, pending approvals (with their diff), MCP connection details, settings and the audit log.
 // The MCP panel (connection, token, client set-up, approvals setting) is the shared module every kind page mounts.
 import { diffHtml, esc, mountMcpPanel } from "/platform-static/mcp-panel.js";
+import { onboardingOffer } from "/platform-static/connect.js";
 
 const $ = (id) => document.getElementById(id);
 const api = async (path, opts = {}) => {
@@ -38,36 +39,18 @@ async function refreshAudit() {
   $("auditrows").innerHTML = records.slice().reverse().map((r) =>
     `<tr><td>${esc(r.timestamp ? new Date(r.timestamp * 1000).toLocaleTimeString() : "")}</td><td>${esc(r.client || r.caller)}</td><td>${esc(r.tool)}</td><td>${esc(r.target)}</td><td>${esc(r.outcome)}</td><td>${esc(r.approval === "none" ? "" : r.approval + (r.approved_via ? ` (${r.approved_via})` : ""))}</td></tr>`).join("");
 }
-async function loadHosts() {
-  const hosts = await panel.hosts;
-  $("onbhosts").innerHTML = hosts.map((h) => `<label><input type="checkbox" class="onbhost" value="${esc(h.name)}"> ${esc(h.title)}</label>`).join(" ");
-}
-// First run: offer once to connect clients (and the skill); "Not now" is remembered on this machine.
+// First run: offer once to connect clients (and the skill); "Not now" is remembered (connect.js, shared with the
+// kinds' editors).
 async function onboarding() {
-  const st = await api("/api/integrations/onboarding");
-  $("onboarding").hidden = !st.show;
+  const offer = await onboardingOffer({
+    call: (method, path, body) => api(path, { method, body: body === undefined ? undefined : JSON.stringify(body) }),
+    onDone: (how) => { if (how === "dismissed") $("onboarding").hidden = true; },
+  });
+  if (!offer) return;
+  $("onboardingbody").replaceChildren(offer);
+  $("onboarding").hidden = false;
 }
-$("onbnot").onclick = async () => {
-  await api("/api/integrations/onboarding", { method: "POST", body: JSON.stringify({ dismissed: true }) });
-  $("onboarding").hidden = true;
-};
-$("onbgo").onclick = async () => {
-  const chosen = [...document.querySelectorAll(".onbhost:checked")].map((c) => c.value);
-  if (!chosen.length) { $("onbmsg").textContent = "Pick at least one client."; return; }
-  const lines = [];
-  for (const host of chosen) {
-    try {
-      const done = await api("/api/integrations/setup/apply", { method: "POST", body: JSON.stringify({ host, scope: "user" }) });
-      lines.push(`${host}: ${done.written ? "added to" : "already in"} ${done.file}`);
-    } catch (e) { lines.push(`${host}: ${e.message}`); }
-  }
-  if ($("onbskill").checked) {
-    try { const s = await api("/api/integrations/skill/install", { method: "POST", body: JSON.stringify({ target: "agents" }) }); lines.push(`skill: ${s.path}`); }
-    catch (e) { lines.push(`skill: ${e.message}`); }
-  }
-  $("onbmsg").textContent = lines.join(" · ");
-};
-loadHosts().then(onboarding);
+onboarding();
 const events = new EventSource("/api/events");
 events.addEventListener("approval", refreshApprovals);
 events.addEventListener("audit", refreshAudit);
