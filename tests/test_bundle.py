@@ -7,13 +7,21 @@ import json
 import os
 import subprocess
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
 
 import pytest
 from mcp import Client, StdioServerParameters
 
-from deskbridge.integrations.bundle import manifest, readme_names_registry, server_json
+from deskbridge.integrations.bundle import (
+    REGISTRY_NAME_RE,
+    REPOSITORY,
+    manifest,
+    readme_names_registry,
+    registry_name,
+    server_json,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -77,6 +85,27 @@ def test_committed_server_json_matches_this_version() -> None:
     assert package["registryType"] == "pypi" and package["transport"] == {"type": "stdio"}
     assert len(committed["description"]) <= 100
     assert readme_names_registry((ROOT / "README.md").read_text("utf-8"), committed["name"])
+
+
+def test_registry_name_is_the_github_namespace_of_the_repository() -> None:
+    # The registry lets a GitHub-authenticated publisher use only io.github.<owner>/* names
+    # (modelcontextprotocol.io/registry/authentication); the owner is the one in the package's repository URL.
+    urls = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["project"]["urls"]
+    assert urls["Repository"] == REPOSITORY
+    owner, repo = REPOSITORY.removeprefix("https://github.com/").split("/")
+    committed = json.loads((ROOT / "server.json").read_text("utf-8"))
+    assert committed["name"] == f"io.github.{owner}/{repo}" == registry_name(urls["Repository"])
+    assert REGISTRY_NAME_RE.match(committed["name"])
+    assert committed["repository"] == {"url": REPOSITORY, "source": "github"}
+    assert registry_name("https://github.com/Some-Org/my.server.git") == "io.github.Some-Org/my.server"
+    for wrong in (
+        "https://gitlab.com/a/b",
+        "https://github.com/a",
+        "http://github.com/a/b",
+        "https://github.com/a/b/c",
+    ):
+        with pytest.raises(ValueError):
+            registry_name(wrong)
 
 
 @pytest.fixture

@@ -252,7 +252,10 @@ class App:
     async def _run_handler(spec: ToolSpec, call: CallContext, args: Any) -> dict[str, Any]:
         if inspect.iscoroutinefunction(spec.handler):
             return await spec.handler(call, args)
-        result = await anyio.to_thread.run_sync(spec.handler, call, args)
+        if spec.blocking:
+            result = await anyio.to_thread.run_sync(spec.handler, call, args)
+        else:
+            result = spec.handler(call, args)
         if inspect.isawaitable(result):
             result = await result
         return result

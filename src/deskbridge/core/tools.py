@@ -133,6 +133,11 @@ class ToolSpec:
     needs_editor: bool | None = None
     """The tool drives the browser editor, so a transport without one (stdio) does not list it. Default: the
     kind's `<kind>_ui_*` tools."""
+    blocking: bool = True
+    """A synchronous handler runs in a worker thread so that it cannot stall the event loop. `False` declares a
+    quick one — in-memory work or one small bounded read — that runs on the loop itself: for such a call the
+    thread round trip (queue, wake-up, GIL hand-over) costs more CPU than the work (MCP-LAT). Async handlers
+    always run on the loop."""
 
     @property
     def requires_editor(self) -> bool:

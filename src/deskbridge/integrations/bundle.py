@@ -19,8 +19,32 @@ from typing import Any, Final
 from deskbridge import __version__
 
 MANIFEST_VERSION: Final = "0.4"
-REGISTRY_NAME: Final = "io.github.deskbridge/deskbridge"
-"""The server's name in the MCP Registry (reverse DNS of the namespace it is published under)."""
+REPOSITORY: Final = "https://github.com/deskbridge/deskbridge"
+"""Where deskbridge's source is published — the same URL as `[project.urls] Repository` in pyproject.toml (a test
+checks they agree). The owner of the GitHub account or organisation in it publishes to the MCP Registry."""
+REGISTRY_NAME_RE: Final = re.compile(r"^[a-zA-Z0-9.-]+/[a-zA-Z0-9._-]+$")
+"""The `name` pattern of the registry's server.json schema (modelcontextprotocol/registry,
+docs/reference/server-json/server.schema.json): one slash between the namespace and the server's name."""
+
+
+def registry_name(repository: str = REPOSITORY) -> str:
+    """The server's MCP Registry name for a GitHub repository: `io.github.<owner>/<repo>`.
+
+    The registry's published rule (modelcontextprotocol.io/registry/authentication): a publisher who logs in
+    with GitHub (`mcp-publisher login github`, or `github-oidc` from Actions) may publish only names of the form
+    `io.github.<username>/*` or `io.github.<orgname>/*`; a domain login would own `com.example/*` instead,
+    and deskbridge has no domain of its own."""
+    m = re.fullmatch(r"https://github\.com/([A-Za-z0-9-]+)/([A-Za-z0-9._-]+?)(?:\.git)?/?", repository)
+    if m is None:
+        raise ValueError(f"not a GitHub repository URL: {repository!r}")
+    name = f"io.github.{m.group(1)}/{m.group(2)}"
+    if not REGISTRY_NAME_RE.match(name) or not 3 <= len(name) <= 200:
+        raise ValueError(f"{name!r} does not fit the registry's name pattern")
+    return name
+
+
+REGISTRY_NAME: Final = registry_name()
+"""The server's name in the MCP Registry (the GitHub namespace `REPOSITORY` gives its owner)."""
 SERVER_SCHEMA: Final = "https://static.modelcontextprotocol.io/schemas/2025-12-11/server.schema.json"
 DESCRIPTION: Final = "Let AI agents work safely and live on PVF archives, Markdown notes and SAGE mods."
 PACKAGE_DIR: Final = Path(__file__).resolve().parents[1]
@@ -135,6 +159,7 @@ def server_json(name: str = REGISTRY_NAME) -> dict[str, Any]:
         "title": "deskbridge",
         "description": DESCRIPTION,
         "version": __version__,
+        "repository": {"url": REPOSITORY, "source": "github"},
         "packages": [
             {
                 "registryType": "pypi",

@@ -118,6 +118,7 @@ class ProbeWorkspace:
                 self._read,
                 read_only=True,
                 idempotent=True,
+                blocking=False,  # one read bounded to half the response cap, of a regular file only
             ),
             ToolSpec(
                 "probe_slow",

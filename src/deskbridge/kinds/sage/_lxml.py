@@ -9,8 +9,11 @@ from typing import Any
 
 class _LazyEtree:
     def __getattr__(self, name: str) -> Any:
-        module = importlib.import_module("lxml.etree")
-        return getattr(module, name)
+        # Called only for names not yet cached: the walk reads `etree.Element` for every element it
+        # visits, so each attribute is looked up in the module once and then kept on this object.
+        value = getattr(importlib.import_module("lxml.etree"), name)
+        setattr(self, name, value)
+        return value
 
 
 etree: Any = _LazyEtree()

@@ -94,12 +94,18 @@ class IndexBuilder:
         resolver: PathResolver,
         store: RecordStore,
         model: Callable[[], SchemaModel | None],
+        adopt_model: Callable[[SchemaModel | None], None] | None = None,
+        loaded_model: Callable[[], SchemaModel | None] | None = None,
     ) -> None:
         self.project = project
         self.sdk = sdk
         self.resolver = resolver
         self.store = store
         self.model = model
+        self.adopt_model = adopt_model
+        """Takes a model compiled elsewhere (`parallel.prefetch` compiles it in a process of its own)."""
+        self.loaded_model = loaded_model or (lambda: None)
+        """The model when it is in memory already (then nothing needs compiling)."""
         self.last_file_count = 0
         self.babproj_refs: list[tuple[str, str]] = []
         self.read_errors: list[tuple[str, str]] = []
@@ -173,9 +179,9 @@ class IndexBuilder:
             )
         prefetched: set[str] = set()
         if self.store.empty() and entries:
-            from deskbridge.kinds.sage import parallel  # concurrent.futures: only a cold build needs it
+            from deskbridge.kinds.sage import parallel  # multiprocessing: only a cold build needs it
         if self.store.empty() and entries and parallel.usable():
-            # A cold build: parse the files the walk will need on every core first.
+            # A cold build: parse the files the walk will need on every core first, while the model compiles.
             prefetched = parallel.prefetch(
                 self.store,
                 self.model,
@@ -184,6 +190,8 @@ class IndexBuilder:
                 lambda: self._project_xml(),
                 is_art,
                 with_art,
+                adopt=self.adopt_model,
+                loaded=self.loaded_model(),
             )
         for stream, entry in entries.items():
             walk.stream(stream, entry)

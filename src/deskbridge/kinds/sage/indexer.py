@@ -75,7 +75,15 @@ class ProjectIndexer:
             (self.cache_dir / project_key(self.project) / "records.marshal") if self.cache_dir else None
         )
         self.store = RecordStore(self.model, cache_file, digest, stat, scope=self.scope, shown=self._shown)
-        self.builder = IndexBuilder(self.project, self.sdk, self.resolver, self.store, self.model)
+        self.builder = IndexBuilder(
+            self.project,
+            self.sdk,
+            self.resolver,
+            self.store,
+            self.model,
+            self._adopt_model,
+            lambda: self._model,
+        )
         self.index: SageIndex | None = None
         self.state = "no_index"
         self.error: str | None = None
@@ -103,6 +111,12 @@ class ProjectIndexer:
             if self._model is None:
                 self._model = load_schema(self._entry, self.cache_dir, self.store.model_digest)
             return self._model
+
+    def _adopt_model(self, model: SchemaModel | None) -> None:
+        """The model a cold build compiled in another process (`parallel.prefetch`)."""
+        with self._model_lock:
+            if self._model is None:
+                self._model = model
 
     # --- building (synchronous core, used by the CLI and by the async wrappers) -------------------
     def build_sync(

@@ -1,36 +1,55 @@
-"""Parse a cold project's files on every core: a breadth-first discovery of the include graph whose parsing
-runs in forked worker processes.
+"""Parse a cold project's files on every core while the XSD model compiles: a breadth-first discovery of the
+include graph whose parsing runs in forked worker processes.
 
-A cold build spends two thirds of its time extracting records (lxml plus the schema-typed walk), which is
-pure CPU in Python and so bound to one core by the GIL. Before the real walk, `prefetch` follows the same
-includes the walk will follow and hands every file to a worker; the walk then finds every record in the
-store. The parent compiles (or loads) the XSD model first and the forked workers inherit it, so it is
-compiled once. Only used from a single-threaded process (the CLI, a benchmark): forking a
-process with other threads running is unsafe; the server's first build simply parses in its thread.
+A cold build spends most of its time extracting records (lxml plus the schema-typed walk), which is pure CPU
+in Python and so bound to one core by the GIL. Before the real walk, `prefetch` follows the same includes the
+walk will follow and hands every file to a worker; the walk then finds every record in the store.
+
+Only the typed walk needs the compiled model (`records.finish_records`); parsing and reading includes do not
+(`records.begin_records`). So the model compiles in a process of its own while the workers parse: each worker
+answers a file's includes at once (the parent needs nothing else to go on discovering) and keeps the parsed
+tree until the model arrives, then extracts its references. Only used from a single-threaded process (the
+CLI, a benchmark): forking a process with other threads running is unsafe; the server's first build simply
+parses in its thread. Whatever goes wrong in a child (it dies, the model fails to compile there) only means
+the parent's walk parses those files itself.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import marshal
 import multiprocessing
 import os
 import stat
 import threading
 from collections.abc import Callable, Iterable
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from deskbridge.core.errors import BridgeError
 from deskbridge.core.files import read_regular_file
-from deskbridge.kinds.sage.records import FILE_MAX_BYTES, FileRecords, extract_records, shallow_scan
+from deskbridge.kinds.sage.records import (
+    FILE_MAX_BYTES,
+    FileRecords,
+    PendingRecords,
+    begin_records,
+    extract_records,
+    finish_records,
+    shallow_scan,
+)
+from deskbridge.kinds.sage.schema import SchemaModel
 
 WORKERS_ENV = "DESKBRIDGE_SAGE_WORKERS"
 """Worker processes for a cold build: unset = one per core (when there are two or more), 0 = none."""
 BATCH_MAX = 16
 """Files handed to a worker at once."""
+HELD_TREES_MAX_BYTES = 32 * 1024 * 1024
+"""Source bytes of the parsed trees one worker keeps while it waits for the model (a tree takes several
+times its source); files beyond it keep only their bytes and are parsed again once the model is there."""
 
-_model: Any = None
-"""The XSD model, set in the parent just before the workers are forked (they inherit it)."""
+Result = tuple[int, int, int, str, list[Any], bytes]
+"""(size, mtime_ns, ctime_ns, sha1, records head, marshalled refs): what `RecordStore.put_parsed` takes."""
 
 
 def worker_count() -> int:
@@ -53,9 +72,9 @@ def usable() -> bool:
     )
 
 
-def _parse(path: str, art: bool) -> tuple[int, int, int, str, list[Any], bytes] | None:
-    """In a worker: (size, mtime, ctime, sha1, records head, marshalled refs), or None to leave the file to
-    the parent (not a regular file, a link, unreadable: the store reports those)."""
+def _read(path: str) -> tuple[os.stat_result, bytes] | None:
+    """The file's stat and bytes, or None to leave it to the parent (not a regular file, a link,
+    unreadable: the store reports those)."""
     try:
         st = os.lstat(path)
     except OSError:
@@ -63,38 +82,138 @@ def _parse(path: str, art: bool) -> tuple[int, int, int, str, list[Any], bytes] 
     if not stat.S_ISREG(st.st_mode):
         return None
     try:
-        data = read_regular_file(path, max_bytes=FILE_MAX_BYTES)
+        return st, read_regular_file(path, max_bytes=FILE_MAX_BYTES)
     except BridgeError:
         return None
-    rec = shallow_scan(data) if art else extract_records(data, _model)
+
+
+def _result(st: os.stat_result, sha: str, rec: FileRecords) -> Result:
     head, blob = rec.to_cache()
-    return st.st_size, st.st_mtime_ns, st.st_ctime_ns, hashlib.sha1(data).hexdigest(), head, blob
+    return st.st_size, st.st_mtime_ns, st.st_ctime_ns, sha, head, blob
 
 
-def _parse_many(batch: list[tuple[str, bool]]) -> list[Any]:
-    return [_parse(path, art) for path, art in batch]
+class _Worker:
+    """One forked parser: the loop behind `_worker_main`."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.model: SchemaModel | None = None
+        self.has_model = False
+        self.held: list[tuple[str, os.stat_result, str, PendingRecords | None, bytes]] = []
+        self.held_bytes = 0
+
+    def parse(self, batch: list[tuple[str, bool]]) -> list[tuple[str, str, Any]]:
+        out: list[tuple[str, str, Any]] = []
+        for path, art in batch:
+            got = _read(path)
+            if got is None:
+                out.append((path, "none", None))
+                continue
+            st, data = got
+            sha = hashlib.sha1(data).hexdigest()
+            if art:
+                out.append((path, "full", _result(st, sha, shallow_scan(data))))
+            elif self.has_model:
+                out.append((path, "full", _result(st, sha, extract_records(data, self.model))))
+            elif self.held_bytes + len(data) <= HELD_TREES_MAX_BYTES:
+                pending = begin_records(data)
+                self.held.append((path, st, sha, pending, b""))
+                self.held_bytes += len(data)
+                out.append((path, "links", (pending.rec.includes, pending.rec.xincludes)))
+            else:
+                # Too many trees held already: read the includes now, keep only the bytes.
+                rec = begin_records(data).rec
+                self.held.append((path, st, sha, None, data))
+                out.append((path, "links", (rec.includes, rec.xincludes)))
+        return out
+
+    def finish(self, raw: bytes) -> list[tuple[str, Result]]:
+        json = marshal.loads(raw)
+        self.model = SchemaModel.from_json(json) if json is not None else None
+        self.has_model = True
+        out = []
+        for path, st, sha, pending, data in self.held:
+            rec = (
+                finish_records(pending, self.model)
+                if pending is not None
+                else extract_records(data, self.model)
+            )
+            out.append((path, _result(st, sha, rec)))
+        self.held = []
+        self.held_bytes = 0
+        return out
+
+    def run(self) -> None:
+        while True:
+            try:
+                msg = self.conn.recv()
+            except EOFError:
+                return
+            if msg[0] == "parse":
+                self.conn.send(("parsed", self.parse(msg[1])))
+            elif msg[0] == "model":
+                self.conn.send(("finished", self.finish(msg[1])))
+            else:
+                return
+
+
+def _worker_main(conn: Connection) -> None:
+    _Worker(conn).run()
+
+
+def _compile_main(conn: Connection, loader: Callable[[], SchemaModel | None]) -> None:
+    """In the schema process: compile (or load) the model — `loader` writes the schema cache as usual — and
+    send it marshalled (a few ms either way; pickling the dataclass is no faster)."""
+    try:
+        model = loader()
+        conn.send_bytes(marshal.dumps(model.to_json() if model is not None else None))
+    except BaseException as exc:  # the parent compiles it again and reports the error itself
+        conn.send_bytes(marshal.dumps(("error", repr(exc))))
+    finally:
+        conn.close()
 
 
 def prefetch(
     store: Any,
-    loader: Callable[[], Any],
+    loader: Callable[[], SchemaModel | None],
     entries: Iterable[str],
     links: Callable[[str, FileRecords], Iterable[str]],
     later: Callable[[], Iterable[str]],
     is_art: Callable[[str], bool],
     with_art: bool,
+    adopt: Callable[[SchemaModel | None], None] | None = None,
+    loaded: SchemaModel | None = None,
 ) -> set[str]:
     """Parse every file reachable from `entries` (and then the files `later` names) in worker processes,
-    putting the records in `store`. `links(path, records)` gives the files a parsed file leads to.
-    Returns the files parsed."""
-    global _model
-    workers = worker_count()
+    putting the records in `store`. `links(path, records)` gives the files a parsed file leads to. The model
+    is `loaded` when the caller has it already, else `loader()` runs in a process of its own and the parent
+    hands the result to `adopt`. Returns the files parsed."""
     ctx = multiprocessing.get_context("fork")
-    _model = loader()
+    workers: list[tuple[Connection, Any]] = []
+    for _ in range(worker_count()):
+        ours, theirs = ctx.Pipe()
+        proc = ctx.Process(target=_worker_main, args=(theirs,), daemon=True)
+        proc.start()
+        theirs.close()
+        workers.append((ours, proc))
+    schema_conn: Connection | None = None
+    schema_proc = None
+    model_blob: bytes | None = None
+    if loaded is not None:
+        model_blob = marshal.dumps(loaded.to_json())
+    else:
+        ours, theirs = ctx.Pipe(duplex=False)
+        schema_proc = ctx.Process(target=_compile_main, args=(theirs, loader), daemon=True)
+        schema_proc.start()
+        theirs.close()
+        schema_conn = ours
+
     seen: set[str] = set()
     queue: list[tuple[str, bool]] = []
-    pending: dict[Future[Any], list[str]] = {}
     parsed: set[str] = set()
+    alive = {conn: proc for conn, proc in workers}
+    outstanding = dict.fromkeys(alive, 0)
+    awaiting_full: set[Connection] = set()
 
     def want(path: str) -> None:
         if path in seen or store.has_valid(path):
@@ -105,36 +224,115 @@ def prefetch(
         seen.add(path)
         queue.append((path, art))
 
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+    def send_model(blob: bytes) -> None:
+        for conn in list(alive):
+            try:
+                conn.send(("model", blob))
+                awaiting_full.add(conn)
+            except OSError:
+                drop(conn)
 
-        def flush() -> None:
-            # Small batches keep both workers busy without one task per file of queue traffic.
-            while queue and len(pending) < 2 * workers:
-                size = max(1, min(BATCH_MAX, len(queue) // workers or 1))
-                batch, queue[:size] = queue[:size], []
-                pending[pool.submit(_parse_many, batch)] = [p for p, _a in batch]
+    def drop(conn: Connection) -> None:
+        # A worker that died: its files are simply parsed by the walk.
+        alive.pop(conn, None)
+        outstanding.pop(conn, None)
+        awaiting_full.discard(conn)
 
+    def dispatch() -> None:
+        # Small batches keep every worker busy without one message per file.
+        n = max(len(alive), 1)
+        while queue and alive:
+            conn = min(outstanding, key=outstanding.__getitem__)
+            if outstanding[conn] >= 2:
+                return
+            size = max(1, min(BATCH_MAX, len(queue) // n or 1))
+            batch, queue[:size] = queue[:size], []
+            try:
+                conn.send(("parse", batch))
+                outstanding[conn] += 1
+            except OSError:
+                drop(conn)
+
+    def put(path: str, result: Result) -> FileRecords:
+        parsed.add(path)
+        return store.put_parsed(path, *result)  # type: ignore[no-any-return]
+
+    if model_blob is not None:
+        send_model(model_blob)
+    try:
         for e in entries:
             want(e)
         extra_done = False
         while True:
-            flush()
-            if not pending:
-                if extra_done:
+            dispatch()
+            if not any(outstanding.values()) and not queue:
+                if not extra_done:
+                    extra_done = True
+                    for p in later():
+                        want(p)
+                    continue
+                if (model_blob is not None and not awaiting_full) or not alive:
                     break
-                extra_done = True
-                for p in later():
-                    want(p)
-                continue
-            done, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for fut in done:
-                paths = pending.pop(fut)
-                for path, result in zip(paths, fut.result(), strict=True):
-                    if result is None:
+            waiting: list[Any] = list(alive)
+            if schema_conn is not None:
+                waiting.append(schema_conn)
+            for conn in wait(waiting):
+                if conn is schema_conn:
+                    model_blob = _take_model(schema_conn, loader, adopt)
+                    schema_conn = None
+                    send_model(model_blob)
+                    continue
+                try:
+                    kind, items = conn.recv()
+                except (EOFError, OSError):
+                    drop(conn)
+                    continue
+                if kind == "finished":
+                    awaiting_full.discard(conn)
+                    for path, result in items:
+                        put(path, result)
+                    continue
+                outstanding[conn] -= 1
+                for path, what, payload in items:
+                    if what == "none":
                         continue
-                    rec = store.put_parsed(path, *result)
-                    parsed.add(path)
+                    if what == "full":
+                        rec = put(path, payload)
+                    else:
+                        rec = FileRecords(includes=payload[0], xincludes=payload[1])
                     for target in links(path, rec):
                         want(target)
-    _model = None
+        if schema_conn is not None:
+            _take_model(schema_conn, loader, adopt)  # every worker died: the parent still wants the model
+    finally:
+        for conn, proc in workers:
+            with contextlib.suppress(OSError):
+                conn.send(("stop",))
+            conn.close()
+            proc.join()
+        if schema_proc is not None:
+            schema_proc.join()
     return parsed
+
+
+def _take_model(
+    conn: Connection,
+    loader: Callable[[], SchemaModel | None],
+    adopt: Callable[[SchemaModel | None], None] | None,
+) -> bytes:
+    """The schema process's model (compiled here instead when it failed there), given to `adopt`."""
+    try:
+        blob = conn.recv_bytes()
+        raw = marshal.loads(blob)
+    except (EOFError, OSError, ValueError):
+        raw = ("error", "no answer")
+    finally:
+        conn.close()
+    if isinstance(raw, tuple):
+        model = loader()  # raises here, in the build, if the schemas really cannot be compiled
+        blob = marshal.dumps(model.to_json() if model is not None else None)
+    else:
+        model = SchemaModel.from_json(raw) if raw is not None else None
+    if adopt is not None:
+        adopt(model)
+    return blob

@@ -1,0 +1,96 @@
+"""A cold build on every core (`parallel.prefetch`: the model compiles in its own process while forked workers
+parse) gives exactly the records, statistics and diagnostics of a build on one core."""
+
+from __future__ import annotations
+
+import json
+import marshal
+import multiprocessing
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from deskbridge.kinds.sage import parallel
+from deskbridge.kinds.sage.schema import SchemaModel
+
+# Run in a fresh interpreter: forking is only done from a single-threaded process, which a test process
+# with a server thread somewhere may not be.
+_CHILD = r"""
+import hashlib, json, marshal, sys
+from deskbridge.kinds.sage import parallel
+from deskbridge.kinds.sage.indexer import ProjectIndexer
+from deskbridge.kinds.sage.records import FileRecords
+parallel.HELD_TREES_MAX_BYTES = int(sys.argv[3])
+calls = []
+real = parallel.prefetch
+def counted(*args, **kwargs):
+    got = real(*args, **kwargs)
+    calls.append(len(got))
+    return got
+parallel.prefetch = counted
+service = ProjectIndexer(sys.argv[1], sys.argv[2])
+index = service.open_sync()
+rows = {}
+for path, entry in sorted(service.store._entries.items()):
+    rec = entry[5]
+    head, blob = rec.to_cache() if isinstance(rec, FileRecords) else (rec, entry[6])
+    rows[path] = [entry[0], entry[3], head, marshal.loads(blob)]
+stats = {k: v for k, v in index.stats.items() if not k.endswith("Ms") and k != "resolveCalls"}
+diags = [(d.file, d.line, d.code, d.severity, d.message) for d in index.diagnostics]
+print(json.dumps({
+    # JSON, not marshal: marshal's bytes depend on which equal strings happen to be one object.
+    "records": hashlib.sha256(json.dumps(rows).encode()).hexdigest(),
+    "diagnostics": hashlib.sha256(json.dumps(diags).encode()).hexdigest(),
+    "model": hashlib.sha256(json.dumps(service.model().to_json(), sort_keys=True).encode()).hexdigest(),
+    "stats": stats,
+    "prefetched": calls,
+    "saved": service.save_cache(),
+}))
+"""
+
+
+def _cold(data: Any, home: Path, workers: int, held_max: int = parallel.HELD_TREES_MAX_BYTES) -> dict:
+    env = {**os.environ, "DESKBRIDGE_HOME": str(home), parallel.WORKERS_ENV: str(workers)}
+    out = subprocess.run(
+        [sys.executable, "-c", _CHILD, str(data.mod), str(data.sdk), str(held_max)],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="needs fork")
+def test_cold_build_on_every_core_equals_one_core(sage_data: Any, tmp_path: Path) -> None:
+    one = _cold(sage_data, tmp_path / "one", 0)
+    many = _cold(sage_data, tmp_path / "many", 2)
+    # Workers that cannot keep every tree until the model arrives parse those files again: same answer.
+    tight = _cold(sage_data, tmp_path / "tight", 2, held_max=0)
+    assert one["prefetched"] == []
+    assert many["prefetched"] and many["prefetched"][0] >= 1000, many["prefetched"]
+    assert tight["prefetched"] == many["prefetched"]
+    for other in (many, tight):
+        assert other["records"] == one["records"]
+        assert other["diagnostics"] == one["diagnostics"]
+        assert other["model"] == one["model"]
+        assert other["stats"] == one["stats"]
+        assert other["saved"] is True
+    # The schema process wrote the compiled model to the schema cache, as a build on one core does.
+    assert list((tmp_path / "many").rglob("schema/*.json.gz"))
+
+
+def test_model_is_compiled_here_when_the_schema_process_gives_nothing() -> None:
+    ours, theirs = multiprocessing.Pipe(duplex=False)
+    theirs.close()  # the schema process died before answering
+    model = SchemaModel(asset_types={"Weapon": "WeaponTemplate"}, digest="d")
+    adopted: list[SchemaModel | None] = []
+    blob = parallel._take_model(ours, lambda: model, adopted.append)
+    assert adopted == [model]
+    # What the workers receive is the same model.
+    assert SchemaModel.from_json(marshal.loads(blob)).asset_types == {"Weapon": "WeaponTemplate"}
