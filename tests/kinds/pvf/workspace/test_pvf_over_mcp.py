@@ -192,6 +192,13 @@ async def test_task_busy_and_plan_pending_block_lifecycle(archive: Path) -> None
             {"workspaceId": ws, "expectedRevision": rev, "edits": [{"path": path, "text": "x"}]},
             "PLAN_PENDING",
         )
+        # refused before the sources are read: a source that does not exist is not even looked at
+        err = await a.fail(
+            "pvf_import_prepare",
+            {"workspaceId": ws, "expectedRevision": rev, "sourcePaths": [str(archive.parent / "absent")]},
+            "PLAN_PENDING",
+        )
+        assert err["data"]["planId"] == plan["planId"] and "pvf_workspace_info" in err["hint"]
         await a.call("pvf_edit_discard", {"planId": plan["planId"]})
         await a.call("pvf_archive_save", {"workspaceId": ws, "expectedRevision": rev})
 
