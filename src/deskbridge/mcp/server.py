@@ -45,26 +45,41 @@ INSTRUCTIONS = (
 
 
 def mcp_tool(spec: ToolSpec) -> types.Tool:
-    """The MCP description of a tool: schema from its pydantic model, honest annotations."""
+    """The MCP description of a tool: schema from its pydantic model, honest annotations, and a title only when
+    it says more than the name (a model pays for every token of tools/list on every turn)."""
     return types.Tool(
         name=spec.name,
-        title=spec.title,
+        title=spec.title if title_adds_to_name(spec.title, spec.name) else None,
         description=spec.description,
         input_schema=spec.input_schema(),
         annotations=annotations_of(spec),
     )
 
 
+_FILLER_WORDS = frozenset({"a", "an", "the", "of", "s"})
+
+
+def title_adds_to_name(title: str, name: str) -> bool:
+    """False when every word of `title` is already a word of `name` (articles aside; a word may stand for the
+    name's plural or singular), e.g. "Save the archive" for `pvf_archive_save`. Clients display the name
+    when a tool has no title (MCP spec 2025-06-18, Tool: "If not provided, the name should be used")."""
+    named = {w for w in name.lower().split("_")}
+    named |= {w.removesuffix("s") for w in named}
+    words = [w for w in re.findall(r"[a-z0-9]+", title.lower()) if w not in _FILLER_WORDS]
+    return not words or any(w not in named and w.removesuffix("s") not in named for w in words)
+
+
 def annotations_of(spec: ToolSpec) -> types.ToolAnnotations:
-    """Every hint that says something: `readOnlyHint` and `openWorldHint` always; for a tool that writes,
-    `destructiveHint` always and `idempotentHint` when true. Left out are only values that equal the spec's
-    defaults in the cautious direction (idempotent false) or that the spec calls meaningless (destructive and
-    idempotent of a read-only tool), and the title, which the tool already carries."""
+    """Every hint that differs from the value a client assumes when it is absent (MCP spec, ToolAnnotations:
+    readOnlyHint false, destructiveHint true, idempotentHint false, openWorldHint true): `openWorldHint: false`
+    always (no tool of ours reaches beyond the workspace); `readOnlyHint: true` for a tool that only reads;
+    for a tool that writes, `destructiveHint: false` when it only adds or stages, `idempotentHint: true` when
+    repeating it changes nothing more. Destructive and idempotent of a read-only tool are meaningless (spec),
+    so they are left out too."""
     if spec.read_only:
         return types.ToolAnnotations(read_only_hint=True, open_world_hint=False)
     return types.ToolAnnotations(
-        read_only_hint=False,
-        destructive_hint=spec.destructive,
+        destructive_hint=None if spec.destructive else False,
         idempotent_hint=True if spec.idempotent else None,
         open_world_hint=False,
     )

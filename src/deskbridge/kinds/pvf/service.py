@@ -47,8 +47,8 @@ READ_PAGE_MAX_CHARS = 32_000
 SEARCH_PAGE_MAX_BYTES = 128 * 1024
 EDIT_MAX_FILES = 100
 PLAN_PENDING_HINT = (
-    "Another write plan is waiting (its planId is in data; pvf_workspace_info lists it): apply or discard it, "
-    "then prepare again."
+    "Another write plan is waiting (its planId is in data): apply or discard it (pvf_plan_apply / "
+    "pvf_plan_discard), then prepare again."
 )
 SCAN_BUDGET = 5000
 """Index candidates one content-search page confirms at most (then it returns with nextCursor)."""
@@ -937,7 +937,13 @@ class PvfService:
             raise
 
     def import_apply(
-        self, caller: str, plan_id: str, revision: int | None, selected: list[str], overwrite: list[str]
+        self,
+        caller: str,
+        plan_id: str,
+        revision: int | None,
+        selected: list[str],
+        overwrite: list[str],
+        acknowledged: list[str] | None = None,
     ) -> dict[str, Any]:
         holder = self._apply_holders.get(plan_id)
         if holder is None:
@@ -945,7 +951,12 @@ class PvfService:
             raise BridgeError(ErrorCode.NOT_FOUND, f"no import plan {plan_id!r}")
         holder["overwrite"] = set(overwrite)
         out = self.engine.apply_plan(
-            plan_id, caller=caller, change_keys=selected, expected_revision=revision, kind=PlanKind.IMPORT
+            plan_id,
+            caller=caller,
+            change_keys=selected,
+            expected_revision=revision,
+            acknowledged_warning_ids=acknowledged or (),
+            kind=PlanKind.IMPORT,
         )
         out["workspaceCommitted"] = True
         self._drop_spills()
@@ -981,7 +992,7 @@ class PvfService:
         with eng.lock:
             ws = self._ws(workspace_id, revision)
             eng.plans.refuse_if_pending(
-                PlanKind.EXPORT, "Run or discard it (pvf_export_execute / pvf_export_discard) first."
+                PlanKind.EXPORT, "Run or discard it (pvf_export_execute / pvf_plan_discard) first."
             )
             ar = ws.source.archive  # type: ignore[union-attr]
             items = transfer.export_items(self, ws, a["source"], a.get("scopes") or [], a.get("commitId"))

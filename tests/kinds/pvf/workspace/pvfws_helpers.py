@@ -52,10 +52,10 @@ class Agent:
                 "edits": [{"path": path, "text": read["text"] + append}],
             },
         )
-        preview = await self.call("pvf_edit_preview", {"planId": plan["planId"]})
+        preview = await self.call("pvf_plan_preview", {"planId": plan["planId"]})
         keys = [i["changeKey"] for i in preview["items"]]
         return await self.call(
-            "pvf_edit_apply", {"planId": plan["planId"], "changeKeys": keys, "expectedRevision": rev}
+            "pvf_plan_apply", {"planId": plan["planId"], "changeKeys": keys, "expectedRevision": rev}
         )
 
 

@@ -13,8 +13,8 @@ including unsaved changes. Every write is staged: the run ends in a plan you pre
 
 Flow: pvf_script_validate {source} → pvf_script_run {workspaceId, expectedRevision, source} (taskId at once)
 → pvf_script_status {taskId, logCursor} until state is succeeded (result.planId; null for a read-only run)
-→ pvf_script_preview {planId} → pvf_script_apply {planId, expectedRevision, changeKeys} → pvf_archive_save.
-Cancel a run with pvf_script_cancel, drop a plan with pvf_script_discard. A plan is built on one revision:
+→ pvf_plan_preview {planId} → pvf_plan_apply {planId, expectedRevision, changeKeys} → pvf_archive_save.
+Cancel a run with pvf_script_cancel, drop a plan with pvf_plan_discard. A plan is built on one revision:
 if the workspace moved on, apply answers STALE_PLAN — run the script again.
 Read-only queries: log with pvf.log(); no plan is kept. For plain lookups prefer pvf_search / pvf_read_file.
 """

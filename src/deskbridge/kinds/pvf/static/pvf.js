@@ -199,9 +199,7 @@ $("apply-btn").onclick = async () => {
 const diffHtml = (d) => esc(d).split("\n").map((l) => (l.startsWith("+") ? `<span class="add">${l}</span>` : l.startsWith("-") ? `<span class="del">${l}</span>` : l)).join("\n");
 
 async function showPlan(plan) {
-  const preview = plan.kind === "edit" ? await tool("pvf_edit_preview", { planId: plan.id, limit: 200 })
-    : plan.kind === "import" ? await tool("pvf_import_preview", { importPlanId: plan.id, limit: 200 })
-    : await tool("pvf_export_preview", { exportPlanId: plan.id, limit: 200 });
+  const preview = await tool("pvf_plan_preview", { planId: plan.id, limit: 200 });
   state.plan = { ...plan, preview };
   const items = preview.items.map((it) => {
     const body = it.diff ? `<pre>${diffHtml(it.diff)}</pre>` : it.binary ? `<p class="muted">${it.binary.old ? it.binary.old.size + " → " : ""}${it.binary.new ? it.binary.new.size : "deleted"} bytes</p>` : "";
@@ -221,11 +219,11 @@ $("plan-apply").onclick = async () => {
   const acks = [...document.querySelectorAll(".ack:checked")].map((c) => c.value);
   try {
     if (plan.kind === "edit") {
-      await tool("pvf_edit_apply", { planId: plan.id, changeKeys: keys, acknowledgedWarningIds: acks });
+      await tool("pvf_plan_apply", { planId: plan.id, changeKeys: keys, acknowledgedWarningIds: acks });
       stopEditing();
     } else if (plan.kind === "import") {
       const overwrite = plan.preview.items.filter((i) => i.overwrite && keys.includes(i.changeKey)).map((i) => i.changeKey);
-      await tool("pvf_import_apply", { importPlanId: plan.id, selectedKeys: keys, overwriteKeys: overwrite, acknowledgedWarningIds: acks });
+      await tool("pvf_plan_apply", { planId: plan.id, changeKeys: keys, overwriteKeys: overwrite, acknowledgedWarningIds: acks });
     } else {
       const out = await tool("pvf_export_execute", { exportPlanId: plan.id, outputParent: plan.outputParent, outputName: plan.outputName || undefined, selectedEntryKeys: keys, acknowledgedWarningIds: acks });
       alert(`Exported ${out.files} files to ${out.outputPath}`);
@@ -238,8 +236,7 @@ $("plan-apply").onclick = async () => {
 $("plan-discard").onclick = async () => {
   const plan = state.plan;
   if (!plan) return;
-  const name = { edit: ["pvf_edit_discard", "planId"], import: ["pvf_import_discard", "importPlanId"], export: ["pvf_export_discard", "exportPlanId"] }[plan.kind];
-  await tool(name[0], { [name[1]]: plan.id }).catch(showError);
+  await tool("pvf_plan_discard", { planId: plan.id }).catch(showError);
   $("plan").hidden = true; state.plan = null;
 };
 
