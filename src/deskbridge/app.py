@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from deskbridge.core.audit import Approval
 from deskbridge.core.errors import DEFAULT_HINTS, BridgeError, ErrorCode, internal
 from deskbridge.core.limits import RESPONSE_MAX_BYTES
-from deskbridge.core.policy import LAST_APPROVAL
+from deskbridge.core.policy import LAST_APPROVAL, ApprovalRequest, ask_for_tool
 from deskbridge.core.requests import RequestLog
 from deskbridge.core.tools import (
     CallContext,
@@ -192,10 +192,10 @@ class App:
                     # result; other arguments → REQUEST_CONFLICT. The id itself is not part of the fingerprint.
                     params = {"tool": name, **{k: v for k, v in arguments.items() if k != "requestId"}}
                     result = await self.requests.run(
-                        call.caller, request_id, params, lambda: self._run_handler(spec, call, args)
+                        call.caller, request_id, params, lambda: self._approved_run(spec, name, call, args)
                     )
                 else:
-                    result = await self._run_handler(spec, call, args)
+                    result = await self._approved_run(spec, name, call, args)
             except (BridgeError, InputRequired, MissingClientCapability):
                 raise
             except Exception as exc:  # a bug, not the caller's fault: say so, keep the server alive
@@ -241,6 +241,34 @@ class App:
                 duration_ms=(time.perf_counter() - started) * 1000,
                 arg_names=arguments.keys(),
             )
+
+    async def _approved_run(self, spec: ToolSpec, name: str, call: CallContext, args: Any) -> dict[str, Any]:
+        """Ask the person first when the tool declares an approval operation and the rules want it (inside the
+        requestId de-duplication, so a replayed result is not asked for again and a "no" is not remembered).
+        The browser and the CLI are the person themselves: only MCP callers are asked."""
+        if spec.operation is not None and call.caller.startswith("mcp:"):
+            summary = spec.approval_summary(args) if spec.approval_summary is not None else spec.title
+            where = self.workspace.path if self.workspace is not None else None
+            arguments = args.model_dump(by_alias=True)
+            request = ApprovalRequest(
+                caller=call.caller,
+                client=call.client_name,
+                tool=name,
+                target=_target_of(arguments) or (str(where) if where is not None else ""),
+                summary=summary,
+            )
+            asking = ask_for_tool(
+                self.approvals,
+                operation=spec.operation,
+                defaults=getattr(self.workspace, "approval_defaults", {}),
+                require_approval=self.settings.require_approval,
+                overrides=self.settings.approval_rules,
+                request=request,
+                elicit=call.elicit,
+            )
+            if asking is not None:
+                await asking
+        return await self._run_handler(spec, call, args)
 
     @staticmethod
     async def _run_handler(spec: ToolSpec, call: CallContext, args: Any) -> dict[str, Any]:

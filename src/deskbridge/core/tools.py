@@ -130,6 +130,14 @@ class ToolSpec:
     needs_editor: bool | None = None
     """The tool drives the browser editor, so a transport without one (stdio) does not list it. Default: the
     kind's `<kind>_ui_*` tools."""
+    operation: str | None = None
+    """The approval operation the tool performs (`edit`, `save`, `save_as`, `export` …, the names of the
+    `approval_rules` setting). When set, `App.invoke` asks the person before the handler runs, for MCP callers,
+    whenever `require_approval`, the setting's per-operation overrides and the kind's `approval_defaults` say
+    so. None: the tool needs no approval or asks itself (markdown, with the diff of its edit)."""
+    approval_summary: Callable[[Any], str] | None = None
+    """One line for the approval question from the validated arguments (default: the title). It may raise a
+    `BridgeError` (e.g. an unknown plan), so a call that cannot succeed is refused before anyone is asked."""
 
     @property
     def requires_editor(self) -> bool:

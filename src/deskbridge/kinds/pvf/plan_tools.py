@@ -161,6 +161,20 @@ def plan_tools(svc: Any) -> list[ToolSpec]:
             svc._drop_spills()  # the frozen source bytes go with the plan
         return out
 
+    def apply_summary(args: ApplyArgs) -> str:
+        try:
+            plan = eng.get_plan(args.planId)  # an unknown plan fails before anyone is asked
+        except BridgeError as exc:
+            exc.hint = _rebuild_hint(args.planId)
+            raise
+        shown = ", ".join(args.changeKeys[:5]) + (
+            f" and {len(args.changeKeys) - 5} more" if len(args.changeKeys) > 5 else ""
+        )
+        return (
+            f"commit {len(args.changeKeys)} of the {plan['changeCount']} change(s) of the {plan['kind']} plan "
+            f"{args.planId} to the workspace (saved only with pvf_archive_save): {shown}"
+        )
+
     return [
         ToolSpec(
             "pvf_plan_preview",
@@ -178,6 +192,8 @@ def plan_tools(svc: Any) -> list[ToolSpec]:
             ApplyArgs,
             _rehinted(apply),
             aliases=("pvf_edit_apply", "pvf_import_apply", "pvf_script_apply"),
+            operation="edit",
+            approval_summary=apply_summary,
         ),
         ToolSpec(
             "pvf_plan_discard",

@@ -407,6 +407,26 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
         return svc.recovery_discard(args.workspaceId)
 
     export_plan = functools.partial(rehinted, plan="pvf_export_prepare")
+
+    def unsaved() -> str:
+        ws = eng.workspace
+        if ws is None:
+            return "no archive is open"
+        return f"{len(ws.overlay)} changed file(s)" if ws.dirty else "no unsaved changes"
+
+    def save_summary(args: SaveArgs) -> str:
+        return f"write {unsaved()} to the archive {svc.info().get('sourcePath')}"
+
+    def save_as_summary(args: SaveAsArgs) -> str:
+        return f"write a copy with {unsaved()} to {args.path}" + (" (replacing it)" if args.overwrite else "")
+
+    def export_summary(args: ExportExecuteArgs) -> str:
+        plan = eng.get_plan(
+            args.exportPlanId, PlanKind.EXPORT
+        )  # an unknown plan fails before anyone is asked
+        count = len(args.selectedEntryKeys) or plan["changeCount"]
+        return f"export {count} file(s) into {args.outputParent}"
+
     transfer_tools = [
         ToolSpec(
             "pvf_recovery_prepare",
@@ -453,6 +473,8 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
             "Publish the entries into a new folder or zip; never overwrites.",
             ExportExecuteArgs,
             export_plan(export_execute),
+            operation="export",
+            approval_summary=export_summary,
         ),
         ToolSpec(
             "pvf_history",
@@ -526,6 +548,8 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
             SaveArgs,
             archive_save,
             destructive=True,
+            operation="save",
+            approval_summary=save_summary,
         ),
         ToolSpec(
             "pvf_archive_save_as",
@@ -533,6 +557,8 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
             "Write a copy to another file." + task_note,
             SaveAsArgs,
             archive_save_as,
+            operation="save_as",
+            approval_summary=save_as_summary,
         ),
         ToolSpec(
             "pvf_task_status",

@@ -30,11 +30,18 @@ from deskbridge.kinds.pvf.tools import pvf_tools
 
 STATIC_DIR = Path(__file__).parent / "static"
 
+APPROVAL_DEFAULTS: dict[str, bool] = {"edit": True, "export": True, "save": False, "save_as": False}
+"""Which of the pvf tools' approval operations (`ToolSpec.operation`) ask an MCP client's person when the
+`approval_rules` setting says nothing, as for markdown: committing a plan's changes (`edit`) and writing an
+export outside the archive (`export`) ask; saving what was already approved does not (`save`, `save_as`;
+`deskbridge config set approval_rules.save true` makes it ask). `require_approval false` turns all off."""
+
 
 class PvfWorkspace:
     """The PVF workspace, shared by every MCP client, the browser and the CLI of this process."""
 
     kind = "pvf"
+    approval_defaults = APPROVAL_DEFAULTS
 
     def __init__(self, path: Path | None, services: KindServices) -> None:
         self.services = services

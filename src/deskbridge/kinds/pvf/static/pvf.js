@@ -327,6 +327,41 @@ async function loadHistory() {
 $("endpoint").textContent = `${location.origin}/mcp`;
 $("token-btn").onclick = async () => { $("token").textContent = (await api("/api/token")).token; };
 
+// ----------------------------------------------------------------------------------------------- approvals
+// An MCP client's change that needs the person's approval is asked in the open page first (core ApprovalBroker:
+// an open event stream counts as a person who can answer), so this page shows and answers it.
+
+const approvals = new Map();
+
+function renderApprovals() {
+  let box = $("approvals");
+  if (!box) {
+    box = document.createElement("div");
+    box.id = "approvals";
+    box.setAttribute("role", "alert");
+    document.body.prepend(box);
+  }
+  box.innerHTML = [...approvals.values()].map((r) => `<div class="approval" data-id="${esc(r.id)}"><b>${esc(r.client)}</b> wants to run <code>${esc(r.tool)}</code> on ${esc(r.target)}: ${esc(r.summary)} <button type="button" class="approve" data-ok="1">Approve</button> <button type="button" class="reject" data-ok="0">Reject</button></div>`).join("");
+  box.hidden = approvals.size === 0;
+}
+
+async function answerApproval(id, approved) {
+  await api(`/api/approvals/${encodeURIComponent(id)}`, { method: "POST", body: JSON.stringify({ approved }) }).catch(showError);
+  approvals.delete(id);
+  renderApprovals();
+}
+
+document.addEventListener("click", (ev) => {
+  const button = ev.target.closest("#approvals button");
+  if (button) answerApproval(button.closest(".approval").dataset.id, button.dataset.ok === "1");
+});
+
+async function loadApprovals() {
+  const { pending } = await api("/api/approvals").catch(() => ({ pending: [] }));
+  for (const r of pending || []) approvals.set(r.id, r);
+  renderApprovals();
+}
+
 // ----------------------------------------------------------------------------------------------- events
 
 function listen() {
@@ -345,8 +380,14 @@ function listen() {
       await api("/api/pvf/editors/ack", { method: "POST", body: JSON.stringify({ operationId: d.operationId, clientId: CLIENT, hasDrafts: hasDraft(), detail: hasDraft() ? { path: state.file } : null }) }).catch(() => {});
     }
   });
+  events.addEventListener("approval", (ev) => {
+    const d = JSON.parse(ev.data);
+    if (d.event === "requested" && d.request) approvals.set(d.request.id, d.request);
+    else if (d.id) approvals.delete(d.id);
+    renderApprovals();
+  });
   events.onerror = () => showError({ code: "DISCONNECTED", message: "lost the connection to deskbridge; retrying…" });
-  events.onopen = () => showError(null);
+  events.onopen = () => { showError(null); loadApprovals(); };
 }
 
 async function main() {
