@@ -22,6 +22,7 @@ from deskbridge.core.tools import (
     CallContext,
     InputRequired,
     MissingClientCapability,
+    ResourceSpec,
     ToolSpec,
     next_step_hint,
     schema_hint,
@@ -68,6 +69,7 @@ class App:
     requests: RequestLog = field(default_factory=RequestLog)
     """requestId de-duplication for every tool whose arguments carry one (per caller, outlives workspaces)."""
     _tools: dict[str, ToolSpec] = field(default_factory=dict)
+    _resources: list[ResourceSpec] = field(default_factory=list)
 
     # -- composition ---------------------------------------------------------------------------------------
 
@@ -137,6 +139,8 @@ class App:
                 if name in self._tools:
                     raise ValueError(f"tool name {name!r} registered twice")
                 self._tools[name] = spec
+        offered = getattr(workspace, "resources", None)  # optional: a kind that offers MCP resources
+        self._resources = list(offered()) if callable(offered) else []
         self.events.publish("status", {"kind": workspace.kind, "path": str(workspace.path)})
         return workspace
 
@@ -159,6 +163,24 @@ class App:
 
     def find_tool(self, name: str) -> ToolSpec | None:
         return self._tools.get(name)
+
+    # -- resources -------------------------------------------------------------------------------------------
+
+    def resource_specs(self) -> list[ResourceSpec]:
+        """The open workspace's resource templates (one registry for every transport)."""
+        return list(self._resources)
+
+    def read_resource(self, uri: str) -> tuple[str, str] | None:
+        """`(text, mimeType)` of the resource at `uri`, or None when no template of the workspace has it."""
+        for spec in self._resources:
+            variables = spec.match(uri)
+            if variables is None:
+                continue
+            try:
+                return spec.read(variables)
+            except KeyError:
+                return None
+        return None
 
     async def invoke(self, name: str, arguments: dict[str, Any], call: CallContext) -> dict[str, Any]:
         """Validate, run and audit one tool call. Every transport comes through here."""

@@ -215,6 +215,46 @@ def compact_schema(schema: Any, *, required: bool = True) -> Any:
     return out
 
 
+@dataclass(frozen=True)
+class ResourceSpec:
+    """Read-only content a kind offers as MCP resources: one URI template (RFC 6570 level 1, `{name}`
+    variables, each matching one path segment) with the concrete URIs it lists and a reader.
+
+    The MCP layer lists `uris()` in `resources/list`, the template in `resources/templates/list`, and
+    answers `resources/read` with `read(variables)` → `(text, mimeType)`; an unknown URI is the protocol's
+    invalid-params error (`-32602`, MCP spec 2026-07-28)."""
+
+    uri_template: str
+    name: str
+    description: str
+    read: Callable[[dict[str, str]], tuple[str, str]]
+    """The content for the variables of a matching URI; raises `KeyError` when nothing is there."""
+    values: Callable[[], list[dict[str, str]]] = lambda: []
+    """The variables of every concrete resource to list."""
+    mime_type: str | None = None
+    """The template's MIME type, when all its resources share one."""
+    mime_of: Callable[[dict[str, str]], str | None] | None = None
+    """The MIME type of one listed resource, when they differ (default: `mime_type`)."""
+    title: str | None = None
+
+    def uri(self, variables: dict[str, str]) -> str:
+        return _TEMPLATE_VAR.sub(lambda m: variables[m.group(1)], self.uri_template)
+
+    def match(self, uri: str) -> dict[str, str] | None:
+        """The variables when `uri` is one of this template's, else None."""
+        pattern = "".join(
+            f"(?P<{part[1:-1]}>[^/?#]+)" if _TEMPLATE_VAR.fullmatch(part) else re.escape(part)
+            for part in _TEMPLATE_SPLIT.split(self.uri_template)
+            if part
+        )
+        found = re.fullmatch(pattern, uri)
+        return found.groupdict() if found else None
+
+
+_TEMPLATE_VAR: Final = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_TEMPLATE_SPLIT: Final = re.compile(r"(\{[A-Za-z_][A-Za-z0-9_]*\})")
+
+
 # -- hints that name the next tool ----------------------------------------------------------------------------
 # A handler that knows the next call says it in its own hint. When it raised with the code's default hint, the
 # platform fills in the kind's tool for that role instead of a generic "list or search first": found by name,

@@ -18,7 +18,7 @@ import mcp_types as types
 from mcp import MCPError
 from mcp.server import Server, ServerRequestContext
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
-from mcp_types.jsonrpc import MISSING_REQUIRED_CLIENT_CAPABILITY
+from mcp_types.jsonrpc import INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from deskbridge import __version__
@@ -83,6 +83,35 @@ def annotations_of(spec: ToolSpec) -> types.ToolAnnotations:
         idempotent_hint=True if spec.idempotent else None,
         open_world_hint=False,
     )
+
+
+def resources_of(app: App) -> list[types.Resource]:
+    """Every concrete resource of the open workspace's templates (`resources/list`)."""
+    return [
+        types.Resource(
+            uri=spec.uri(values),
+            name=f"{spec.name}/{'/'.join(values.values())}" if values else spec.name,
+            title=spec.title,
+            description=spec.description,
+            mime_type=spec.mime_of(values) if spec.mime_of is not None else spec.mime_type,
+        )
+        for spec in app.resource_specs()
+        for values in spec.values()
+    ]
+
+
+def templates_of(app: App) -> list[types.ResourceTemplate]:
+    """The open workspace's URI templates (`resources/templates/list`)."""
+    return [
+        types.ResourceTemplate(
+            uri_template=spec.uri_template,
+            name=spec.name,
+            title=spec.title,
+            description=spec.description,
+            mime_type=spec.mime_type,
+        )
+        for spec in app.resource_specs()
+    ]
 
 
 def tool_result(payload: dict[str, Any], *, is_error: bool = False) -> types.CallToolResult:
@@ -312,6 +341,28 @@ def build_mcp_server(app: App, *, editor: bool = True) -> Server[Any]:
             ) from None
         return tool_result(payload)
 
+    async def list_resources(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ):
+        return types.ListResourcesResult(resources=resources_of(app))
+
+    async def list_resource_templates(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ):
+        return types.ListResourceTemplatesResult(resource_templates=templates_of(app))
+
+    async def read_resource(ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams):
+        found = app.read_resource(str(params.uri))
+        if found is None:
+            # MCP spec 2026-07-28 (changelog): an unknown resource is invalid params, with the URI in data.
+            raise MCPError(
+                code=INVALID_PARAMS, message=f"Unknown resource: {params.uri}", data={"uri": str(params.uri)}
+            )
+        text, mime = found
+        return types.ReadResourceResult(
+            contents=[types.TextResourceContents(uri=str(params.uri), mime_type=mime, text=text)]
+        )
+
     server = Server(
         "deskbridge",
         version=__version__,
@@ -320,6 +371,9 @@ def build_mcp_server(app: App, *, editor: bool = True) -> Server[Any]:
         get_tool_input_schema=input_schema_of,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
+        on_list_resources=list_resources,
+        on_list_resource_templates=list_resource_templates,
+        on_read_resource=read_resource,
     )
     # The SDK wraps every message in an OpenTelemetry span; with no tracer configured that is pure cost on the
     # hot path (~4 % of a small call), so it stays only when the process is set up for OpenTelemetry.

@@ -15,7 +15,7 @@ from pydantic import Field
 
 from deskbridge.core import limits
 from deskbridge.core.errors import BridgeError, ErrorCode
-from deskbridge.core.tools import CallContext, ToolSpec
+from deskbridge.core.tools import CallContext, ResourceSpec, ToolSpec
 from deskbridge.kinds.pvf.args import (
     PvfArgs,
     rehinted,
@@ -58,6 +58,34 @@ class StatusArgs(PvfArgs):
 
 class CancelArgs(PvfArgs):
     taskId: str = Field(description="From pvf_script_run.")
+
+
+SCRIPT_API_URI = "deskbridge://pvf/script-api/{topic}"
+
+
+def script_resources() -> list[ResourceSpec]:
+    """The `pvf_script_help` topics as MCP resources too (pvfine MCP design: the same topic documents "via
+    pvf_script_help and optional MCP resources"), for clients that attach resources to the context."""
+
+    def mime(variables: dict[str, str]) -> str:
+        # `types` is a TypeScript declaration file; the other topics are Markdown-style prose.
+        return "application/typescript" if variables["topic"] == "types" else "text/markdown"
+
+    def read(variables: dict[str, str]) -> tuple[str, str]:
+        return TOPICS[variables["topic"]], mime(variables)
+
+    return [
+        ResourceSpec(
+            SCRIPT_API_URI,
+            "pvf-script-api",
+            "The .pvf.js script API by topic (overview, api, types = the .d.ts, examples, pitfalls); the same "
+            "text as pvf_script_help.",
+            read,
+            values=lambda: [{"topic": t} for t in TOPICS],
+            mime_of=mime,
+            title="PVF script API",
+        )
+    ]
 
 
 def _script_task(svc: Any, task_id: str) -> None:

@@ -20,11 +20,11 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from deskbridge.core.errors import BridgeError, ErrorCode
-from deskbridge.core.tools import ToolSpec
+from deskbridge.core.tools import ResourceSpec, ToolSpec
 from deskbridge.kinds.base import KindServices
 from deskbridge.kinds.http import error_response, json_body
 from deskbridge.kinds.pvf.recovery import Autosaver
-from deskbridge.kinds.pvf.script_tools import script_tools
+from deskbridge.kinds.pvf.script_tools import script_resources, script_tools
 from deskbridge.kinds.pvf.service import PvfService
 from deskbridge.kinds.pvf.tools import pvf_tools
 
@@ -63,6 +63,9 @@ class PvfWorkspace:
 
     def tools(self) -> list[ToolSpec]:
         return pvf_tools(self.service) + script_tools(self.service, self.services.dirs.config)
+
+    def resources(self) -> list[ResourceSpec]:
+        return script_resources()
 
     def api_routes(self) -> list[BaseRoute]:
         return editor_routes(self.service, self.leases)
