@@ -72,6 +72,9 @@ PITFALLS = """\
 * New strings in classic archives grow stringtable.bin: the plan holds it as its own change, which the files
   `require`; select them together (or acknowledge the dependency warning).
 * A .lst entry for a file created in the same run requires that file's change.
+* On 110US (the page-guarded nkpi archives) a plain string set() registers a .str entry (key pvfjs_<n>, in
+  the table of the script's top folder) and writes a {type: "typed", code: 8} reference to it; the .str
+  change is required by the files using it. setStrValue() writes an inline string instead.
 * Logs are capped (100,000 lines / 4 MiB: the run is stopped past that); use pvf.progress for progress.
 * Source at most 1 MiB; no require/import/eval of host code; the archive is reached only through `pvf`.
 """
