@@ -269,16 +269,18 @@ class App:
         requestId de-duplication, so a replayed result is not asked for again and a "no" is not remembered).
         The browser and the CLI are the person themselves: only MCP callers are asked."""
         if spec.operation is not None and call.caller.startswith("mcp:"):
-            summary = spec.approval_summary(args) if spec.approval_summary is not None else spec.title
-            where = self.workspace.path if self.workspace is not None else None
-            arguments = args.model_dump(by_alias=True)
-            request = ApprovalRequest(
-                caller=call.caller,
-                client=call.client_name,
-                tool=name,
-                target=_target_of(arguments) or (str(where) if where is not None else ""),
-                summary=summary,
-            )
+
+            def request() -> ApprovalRequest:
+                summary = spec.approval_summary(args) if spec.approval_summary is not None else spec.title
+                where = self.workspace.path if self.workspace is not None else None
+                return ApprovalRequest(
+                    caller=call.caller,
+                    client=call.client_name,
+                    tool=name,
+                    target=_target_of(args.model_dump(by_alias=True)) or (str(where) if where else ""),
+                    summary=summary,
+                )
+
             asking = ask_for_tool(
                 self.approvals,
                 operation=spec.operation,

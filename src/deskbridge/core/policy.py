@@ -379,16 +379,17 @@ def ask_for_tool(
     defaults: Mapping[str, bool],
     require_approval: bool,
     overrides: Mapping[str, bool],
-    request: ApprovalRequest,
+    request: Callable[[], ApprovalRequest],
     elicit: Elicit | None,
 ) -> Awaitable[ApprovalResult] | None:
     """The one decision for a tool that declares its operation (`ToolSpec.operation`): None when the rules
     (global switch, per-operation override, kind default, fail-safe fallback) need no approval, else the
-    awaitable `broker.require(...)` (APPROVAL_DECLINED unless the person says yes)."""
+    awaitable `broker.require(...)` (APPROVAL_DECLINED unless the person says yes). `request` builds the
+    question only when one is asked (it may raise: a call that cannot succeed is refused unasked)."""
     rules = approval_rules_from(defaults, {"enabled": require_approval, "overrides": dict(overrides)})
     if not rules.requires_approval(operation):
         return None
-    return broker.require(request, elicit=elicit)
+    return broker.require(request(), elicit=elicit)
 
 
 def approval_rules_from(

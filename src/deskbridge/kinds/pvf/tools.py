@@ -415,9 +415,13 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
         return f"{len(ws.overlay)} changed file(s)" if ws.dirty else "no unsaved changes"
 
     def save_summary(args: SaveArgs) -> str:
+        # a wrong workspace or revision is refused before anyone is asked to approve it
+        svc.precheck("save", epoch=None, workspace_id=args.workspaceId, revision=args.expectedRevision)
         return f"write {unsaved()} to the archive {svc.info().get('sourcePath')}"
 
     def save_as_summary(args: SaveAsArgs) -> str:
+        _absolute(args.path, "path")
+        svc.precheck("save_as", epoch=None, workspace_id=args.workspaceId, revision=args.expectedRevision)
         return f"write a copy with {unsaved()} to {args.path}" + (" (replacing it)" if args.overwrite else "")
 
     def export_summary(args: ExportExecuteArgs) -> str:

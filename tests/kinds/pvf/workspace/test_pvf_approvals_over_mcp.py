@@ -83,6 +83,9 @@ async def test_the_settings_decide_which_operations_ask(archive: Path, tmp_path:
         assert not seen and (tmp_path / "copy.pvf").exists()
         # …until the settings say it does; the "no" leaves the archive on disk as it was
         app.update_settings({"approval_rules": {"edit": False, "save": True}})
+        # so is a save of a workspace that is not open
+        await a.fail("pvf_archive_save", {"workspaceId": "ws-other"}, "STALE_WORKSPACE")
+        assert not seen
         err = await a.fail("pvf_archive_save", {"workspaceId": ws}, "APPROVAL_DECLINED")
         assert "pvf_archive_save" in seen[-1] and err["data"]["decision"] == "declined"
         assert archive.read_bytes() == original
