@@ -52,7 +52,7 @@ def test_skill_md_has_frontmatter_signals_negatives_and_probes() -> None:
         "sage_unreferenced",
         "targetTypes",
         "pvf_search",
-        "pvf_edit_preview",
+        "pvf_plan_preview",
         "pvf_archive_save",
         "md_read_section",
         "md_patch_section",

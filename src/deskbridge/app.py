@@ -16,12 +16,13 @@ from pydantic import ValidationError
 from deskbridge.core.audit import AUDIT_TARGET, Approval
 from deskbridge.core.errors import DEFAULT_HINTS, BridgeError, ErrorCode, internal
 from deskbridge.core.limits import RESPONSE_MAX_BYTES
-from deskbridge.core.policy import LAST_APPROVAL
+from deskbridge.core.policy import LAST_APPROVAL, ApprovalRequest, ask_for_tool
 from deskbridge.core.requests import RequestLog
 from deskbridge.core.tools import (
     CallContext,
     InputRequired,
     MissingClientCapability,
+    ResourceSpec,
     ToolSpec,
     next_step_hint,
     schema_hint,
@@ -71,6 +72,7 @@ class App:
     requests: RequestLog = field(default_factory=RequestLog)
     """requestId de-duplication for every tool whose arguments carry one (per caller, outlives workspaces)."""
     _tools: dict[str, ToolSpec] = field(default_factory=dict)
+    _resources: list[ResourceSpec] = field(default_factory=list)
 
     # -- composition ---------------------------------------------------------------------------------------
 
@@ -141,6 +143,8 @@ class App:
                 if name in self._tools:
                     raise ValueError(f"tool name {name!r} registered twice")
                 self._tools[name] = spec
+        offered = getattr(workspace, "resources", None)  # optional: a kind that offers MCP resources
+        self._resources = list(offered()) if callable(offered) else []
         self.events.publish("status", {"kind": workspace.kind, "path": str(workspace.path)})
         return workspace
 
@@ -164,6 +168,24 @@ class App:
 
     def find_tool(self, name: str) -> ToolSpec | None:
         return self._tools.get(name)
+
+    # -- resources -------------------------------------------------------------------------------------------
+
+    def resource_specs(self) -> list[ResourceSpec]:
+        """The open workspace's resource templates (one registry for every transport)."""
+        return list(self._resources)
+
+    def read_resource(self, uri: str) -> tuple[str, str] | None:
+        """`(text, mimeType)` of the resource at `uri`, or None when no template of the workspace has it."""
+        for spec in self._resources:
+            variables = spec.match(uri)
+            if variables is None:
+                continue
+            try:
+                return spec.read(variables)
+            except KeyError:
+                return None
+        return None
 
     async def invoke(self, name: str, arguments: dict[str, Any], call: CallContext) -> dict[str, Any]:
         """Validate, run and audit one tool call. Every transport comes through here."""
@@ -198,10 +220,10 @@ class App:
                     # result; other arguments → REQUEST_CONFLICT. The id itself is not part of the fingerprint.
                     params = {"tool": name, **{k: v for k, v in arguments.items() if k != "requestId"}}
                     result = await self.requests.run(
-                        call.caller, request_id, params, lambda: self._run_handler(spec, call, args)
+                        call.caller, request_id, params, lambda: self._approved_run(spec, name, call, args)
                     )
                 else:
-                    result = await self._run_handler(spec, call, args)
+                    result = await self._approved_run(spec, name, call, args)
             except (BridgeError, InputRequired, MissingClientCapability):
                 raise
             except Exception as exc:  # a bug, not the caller's fault: say so, keep the server alive
@@ -247,6 +269,36 @@ class App:
                 duration_ms=(time.perf_counter() - started) * 1000,
                 arg_names=arguments.keys(),
             )
+
+    async def _approved_run(self, spec: ToolSpec, name: str, call: CallContext, args: Any) -> dict[str, Any]:
+        """Ask the person first when the tool declares an approval operation and the rules want it (inside the
+        requestId de-duplication, so a replayed result is not asked for again and a "no" is not remembered).
+        The browser and the CLI are the person themselves: only MCP callers are asked."""
+        if spec.operation is not None and call.caller.startswith("mcp:"):
+
+            def request() -> ApprovalRequest:
+                summary = spec.approval_summary(args) if spec.approval_summary is not None else spec.title
+                where = self.workspace.path if self.workspace is not None else None
+                return ApprovalRequest(
+                    caller=call.caller,
+                    client=call.client_name,
+                    tool=name,
+                    target=_target_of(args.model_dump(by_alias=True)) or (str(where) if where else ""),
+                    summary=summary,
+                )
+
+            asking = ask_for_tool(
+                self.approvals,
+                operation=spec.operation,
+                defaults=getattr(self.workspace, "approval_defaults", {}),
+                require_approval=self.settings.require_approval,
+                overrides=self.settings.approval_rules,
+                request=request,
+                elicit=call.elicit,
+            )
+            if asking is not None:
+                await asking
+        return await self._run_handler(spec, call, args)
 
     @staticmethod
     async def _run_handler(spec: ToolSpec, call: CallContext, args: Any) -> dict[str, Any]:

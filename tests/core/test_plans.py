@@ -104,6 +104,20 @@ async def test_second_pending_write_plan_is_refused_for_any_caller(eng):
     assert ei.value.code == ErrorCode.EXPORT_PLAN_PENDING
 
 
+async def test_refuse_if_pending_raises_the_slots_code_with_the_kinds_hint(eng):
+    eng.plans.refuse_if_pending(PlanKind.EDIT)  # a free slot: nothing to refuse
+    first = script_plan(eng, owner="ui")
+    with pytest.raises(BridgeError) as ei:
+        eng.plans.refuse_if_pending(PlanKind.IMPORT, "call x_plan_discard")
+    assert ei.value.code == ErrorCode.PLAN_PENDING and ei.value.data == {"planId": first.id, "owner": "ui"}
+    assert ei.value.hint == "call x_plan_discard"
+    eng.plans.refuse_if_pending(PlanKind.EXPORT)  # exports have their own slot
+    script_plan(eng, kind=PlanKind.EXPORT)
+    with pytest.raises(BridgeError) as ei:
+        eng.plans.refuse_if_pending(PlanKind.EXPORT)
+    assert ei.value.code == ErrorCode.EXPORT_PLAN_PENDING
+
+
 async def test_discard_frees_the_slot_and_anyone_may_discard(eng):
     plan = script_plan(eng, owner="mcp:1")
     assert eng.discard_plan(plan.id, caller="ui")["state"] == "discarded"

@@ -17,6 +17,7 @@ from deskbridge.core.policy import (
     ApprovalRules,
     Decision,
     approval_rules_from,
+    ask_for_tool,
 )
 
 
@@ -169,6 +170,51 @@ async def test_without_ui_the_elicit_callback_asks():
 
     declined = await broker.request(req(), elicit=cancel)
     assert declined.decision is Decision.DECLINED and declined.for_audit == "declined"
+
+
+@pytest.mark.anyio
+async def test_a_tools_declared_operation_asks_only_when_the_rules_say_so():
+    broker = ApprovalBroker(EventBus())
+    built: list[str] = []
+
+    def build() -> ApprovalRequest:
+        built.append("x")
+        return req(tool="pvf_plan_apply")
+
+    async def yes(question: str) -> bool | None:
+        return True
+
+    async def no(question: str) -> bool | None:
+        return False
+
+    common = dict(defaults={"edit": True, "save": False}, request=build)
+    assert (
+        ask_for_tool(broker, operation="save", require_approval=True, overrides={}, elicit=yes, **common)
+        is None
+    )
+    assert (
+        ask_for_tool(broker, operation="edit", require_approval=False, overrides={}, elicit=yes, **common)
+        is None
+    )
+    assert (
+        ask_for_tool(
+            broker, operation="edit", require_approval=True, overrides={"edit": False}, elicit=yes, **common
+        )
+        is None
+    )
+    assert not built  # the question is only built when one is asked
+    result = await ask_for_tool(
+        broker, operation="save", require_approval=True, overrides={"save": True}, elicit=yes, **common
+    )  # type: ignore[misc]
+    assert result.approved and built == ["x"]
+    with pytest.raises(BridgeError) as err:
+        await ask_for_tool(broker, operation="edit", require_approval=True, overrides={}, elicit=no, **common)  # type: ignore[misc]
+    assert err.value.code == ErrorCode.APPROVAL_DECLINED
+    # an operation nobody listed fails safe: it asks
+    with pytest.raises(BridgeError):
+        await ask_for_tool(
+            broker, operation="unlisted", require_approval=True, overrides={}, elicit=no, **common
+        )  # type: ignore[misc]
 
 
 def test_the_audit_tells_a_timeout_and_nobody_to_ask_from_a_no():

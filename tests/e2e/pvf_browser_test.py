@@ -88,3 +88,52 @@ def test_browse_search_edit_save_in_the_browser(new_page, tmp_path: Path, family
     reopened = open_archive(archive)
     assert "typed in chromium" in reopened.read_text(path)
     reopened.close()
+
+
+def test_an_agents_change_is_approved_in_the_open_pvf_page(browser, tmp_path: Path) -> None:
+    """With the pvf page open, the platform asks the person there (not the client): the page shows who wants
+    to run what, and its answer decides the agent's call."""
+    import threading
+
+    archive = tmp_path / "Script.pvf"
+    synth(archive, family="classic", files=200, seed=3)
+    with ServerThread(archive) as served, served.client() as call:
+        page = browser.new_context(viewport={"width": 1200, "height": 800}).new_page()
+        page.goto(served.srv.login_url())
+        page.wait_for_selector("body[data-ready='1']")
+        info = call("pvf_workspace_info", {}).structured_content
+        ws, rev = info["workspaceId"], info["revision"]
+        hits = call("pvf_search", {"workspaceId": ws, "query": ".equ", "limit": 1}).structured_content
+        path = hits["hits"][0]["path"]
+        text = call("pvf_read_file", {"workspaceId": ws, "path": path}).structured_content["text"]
+        results: dict[str, object] = {}
+        for approve in (False, True):
+            plan = call(
+                "pvf_edit_prepare",
+                {
+                    "workspaceId": ws,
+                    "expectedRevision": rev,
+                    "edits": [{"path": path, "text": text + "\n[t]\n1\n"}],
+                },
+            ).structured_content
+            keys = [
+                i["changeKey"]
+                for i in call("pvf_plan_preview", {"planId": plan["planId"]}).structured_content["items"]
+            ]
+            args = {"planId": plan["planId"], "changeKeys": keys, "expectedRevision": rev}
+            agent = threading.Thread(
+                target=lambda a=args: results.__setitem__("apply", call("pvf_plan_apply", a))
+            )
+            agent.start()
+            page.wait_for_selector("#approvals .approval")
+            assert "pvf_plan_apply" in page.text_content("#approvals")
+            page.click("#approvals .approve" if approve else "#approvals .reject")
+            agent.join(30)
+            outcome = results.pop("apply")
+            if approve:
+                assert not outcome.is_error, outcome.structured_content  # type: ignore[attr-defined]
+                assert outcome.structured_content["approval"] == {"decision": "approved", "via": "browser"}  # type: ignore[attr-defined]
+            else:
+                assert outcome.structured_content["code"] == "APPROVAL_DECLINED"  # type: ignore[attr-defined]
+                call("pvf_plan_discard", {"planId": plan["planId"]})
+            page.wait_for_selector("#approvals .approval", state="detached")

@@ -230,15 +230,7 @@ class PlanBook:
         on_apply: ApplyFn | None = None,
         summary: Mapping[str, Any] | None = None,
     ) -> Plan:
-        self.expire()
-        occupant = self.pending(kind)
-        if occupant is not None:
-            code = ErrorCode.EXPORT_PLAN_PENDING if kind is PlanKind.EXPORT else ErrorCode.PLAN_PENDING
-            raise BridgeError(
-                code,
-                f"plan {occupant.id} ({occupant.kind}, by {occupant.owner}) is still pending",
-                data={"planId": occupant.id, "owner": occupant.owner},
-            )
+        self.refuse_if_pending(kind)
         by_key: dict[str, Change] = {}
         for c in changes:
             if c.key in by_key:
@@ -261,6 +253,23 @@ class PlanBook:
         )
         self._plans[plan.id] = plan
         return plan
+
+    def refuse_if_pending(self, kind: PlanKind, hint: str | None = None) -> None:
+        """Raise `PLAN_PENDING` (`EXPORT_PLAN_PENDING` for an export) while `kind`'s slot is taken.
+
+        `create` checks this itself; a kind calls it first, before the costly part of building a plan (compiling,
+        reading sources), so a second plan is refused before the work rather than after it. `hint` names the
+        kind's tools to apply or discard the occupant."""
+        occupant = self.pending(kind)
+        if occupant is None:
+            return
+        code = ErrorCode.EXPORT_PLAN_PENDING if kind is PlanKind.EXPORT else ErrorCode.PLAN_PENDING
+        raise BridgeError(
+            code,
+            f"plan {occupant.id} ({occupant.kind}, by {occupant.owner}) is still pending",
+            hint,
+            data={"planId": occupant.id, "owner": occupant.owner},
+        )
 
     def pending(self, kind: PlanKind | None = None) -> Plan | None:
         """The pending plan in `kind`'s slot (write plans share one slot), or any pending plan when None."""

@@ -372,6 +372,26 @@ class ApprovalBroker:
             return sorted((r for r, _f, _l in self._pending.values()), key=lambda r: r.created)
 
 
+def ask_for_tool(
+    broker: ApprovalBroker,
+    *,
+    operation: str,
+    defaults: Mapping[str, bool],
+    require_approval: bool,
+    overrides: Mapping[str, bool],
+    request: Callable[[], ApprovalRequest],
+    elicit: Elicit | None,
+) -> Awaitable[ApprovalResult] | None:
+    """The one decision for a tool that declares its operation (`ToolSpec.operation`): None when the rules
+    (global switch, per-operation override, kind default, fail-safe fallback) need no approval, else the
+    awaitable `broker.require(...)` (APPROVAL_DECLINED unless the person says yes). `request` builds the
+    question only when one is asked (it may raise: a call that cannot succeed is refused unasked)."""
+    rules = approval_rules_from(defaults, {"enabled": require_approval, "overrides": dict(overrides)})
+    if not rules.requires_approval(operation):
+        return None
+    return broker.require(request(), elicit=elicit)
+
+
 def approval_rules_from(
     defaults: Mapping[str, bool],
     settings: Mapping[str, Any] | None = None,

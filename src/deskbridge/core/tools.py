@@ -138,6 +138,14 @@ class ToolSpec:
     quick one — in-memory work or one small bounded read — that runs on the loop itself: for such a call the
     thread round trip (queue, wake-up, GIL hand-over) costs more CPU than the work (MCP-LAT). Async handlers
     always run on the loop."""
+    operation: str | None = None
+    """The approval operation the tool performs (`edit`, `save`, `save_as`, `export` …, the names of the
+    `approval_rules` setting). When set, `App.invoke` asks the person before the handler runs, for MCP callers,
+    whenever `require_approval`, the setting's per-operation overrides and the kind's `approval_defaults` say
+    so. None: the tool needs no approval or asks itself (markdown, with the diff of its edit)."""
+    approval_summary: Callable[[Any], str] | None = None
+    """One line for the approval question from the validated arguments (default: the title). It may raise a
+    `BridgeError` (e.g. an unknown plan), so a call that cannot succeed is refused before anyone is asked."""
 
     @property
     def requires_editor(self) -> bool:
@@ -213,6 +221,46 @@ def compact_schema(schema: Any, *, required: bool = True) -> Any:
     if not required and "default" in out and out["default"] is None:
         del out["default"]
     return out
+
+
+@dataclass(frozen=True)
+class ResourceSpec:
+    """Read-only content a kind offers as MCP resources: one URI template (RFC 6570 level 1, `{name}`
+    variables, each matching one path segment) with the concrete URIs it lists and a reader.
+
+    The MCP layer lists `uris()` in `resources/list`, the template in `resources/templates/list`, and
+    answers `resources/read` with `read(variables)` → `(text, mimeType)`; an unknown URI is the protocol's
+    invalid-params error (`-32602`, MCP spec 2026-07-28)."""
+
+    uri_template: str
+    name: str
+    description: str
+    read: Callable[[dict[str, str]], tuple[str, str]]
+    """The content for the variables of a matching URI; raises `KeyError` when nothing is there."""
+    values: Callable[[], list[dict[str, str]]] = lambda: []
+    """The variables of every concrete resource to list."""
+    mime_type: str | None = None
+    """The template's MIME type, when all its resources share one."""
+    mime_of: Callable[[dict[str, str]], str | None] | None = None
+    """The MIME type of one listed resource, when they differ (default: `mime_type`)."""
+    title: str | None = None
+
+    def uri(self, variables: dict[str, str]) -> str:
+        return _TEMPLATE_VAR.sub(lambda m: variables[m.group(1)], self.uri_template)
+
+    def match(self, uri: str) -> dict[str, str] | None:
+        """The variables when `uri` is one of this template's, else None."""
+        pattern = "".join(
+            f"(?P<{part[1:-1]}>[^/?#]+)" if _TEMPLATE_VAR.fullmatch(part) else re.escape(part)
+            for part in _TEMPLATE_SPLIT.split(self.uri_template)
+            if part
+        )
+        found = re.fullmatch(pattern, uri)
+        return found.groupdict() if found else None
+
+
+_TEMPLATE_VAR: Final = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_TEMPLATE_SPLIT: Final = re.compile(r"(\{[A-Za-z_][A-Za-z0-9_]*\})")
 
 
 # -- hints that name the next tool ----------------------------------------------------------------------------

@@ -103,8 +103,8 @@ Probe: `pvf_workspace_info` - the archive, its family, file count and `revision`
 1. `pvf_search {query}` to find the files (paths look like `skill/swordman/...skl`); `pvf_list_dir` to browse.
 2. `pvf_read_file {path}` - the script text and the `revision` it was read at.
 3. Plan the change: `pvf_edit_prepare` with the edits and `expectedRevision`. Nothing changes yet.
-4. `pvf_edit_preview` - page through the diff and any warnings; show the person what will change.
-5. `pvf_edit_apply` with the change keys you want (and acknowledged warning ids). Unselected changes are dropped.
+4. `pvf_plan_preview` - page through the diff and any warnings; show the person what will change.
+5. `pvf_plan_apply` with the change keys you want (and acknowledged warning ids). Unselected changes are dropped.
 6. `pvf_archive_save` writes the archive (atomically); `pvf_archive_save_as` writes a copy.
 
 Long operations return a task: poll `pvf_task_status`. String-table (`.str`) and list (`.lst`) changes travel

@@ -41,7 +41,11 @@ class KindServices:
 
 @runtime_checkable
 class KindWorkspace(Protocol):
-    """An opened workspace of one kind."""
+    """An opened workspace of one kind.
+
+    Optional members the platform looks for: `resources() -> list[ResourceSpec]` (MCP resources, served by
+    `mcp/server.py` from the App's one registry) and `approval_defaults: dict[str, bool]` (which of its tools'
+    approval operations ask when the `approval_rules` setting says nothing; see `ToolSpec.operation`)."""
 
     kind: str
     """Short kind name: 'pvf', 'markdown', 'sage'; the kind's web API is mounted at `/api/<kind>`."""

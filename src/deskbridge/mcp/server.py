@@ -19,7 +19,7 @@ import mcp_types as types
 from mcp import MCPError
 from mcp.server import Server, ServerRequestContext
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
-from mcp_types.jsonrpc import MISSING_REQUIRED_CLIENT_CAPABILITY
+from mcp_types.jsonrpc import INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from deskbridge import __version__
@@ -46,29 +46,73 @@ INSTRUCTIONS = (
 
 
 def mcp_tool(spec: ToolSpec) -> types.Tool:
-    """The MCP description of a tool: schema from its pydantic model, honest annotations."""
+    """The MCP description of a tool: schema from its pydantic model, honest annotations, and a title only when
+    it says more than the name (a model pays for every token of tools/list on every turn)."""
     return types.Tool(
         name=spec.name,
-        title=spec.title,
+        title=spec.title if title_adds_to_name(spec.title, spec.name) else None,
         description=spec.description,
         input_schema=spec.input_schema(),
         annotations=annotations_of(spec),
     )
 
 
+_FILLER_WORDS = frozenset({"a", "an", "the", "of", "s"})
+
+
+def title_adds_to_name(title: str, name: str) -> bool:
+    """False when every word of `title` is already a word of `name` (articles aside; a word may stand for the
+    name's plural or singular), e.g. "Save the archive" for `pvf_archive_save`. Clients display the name
+    when a tool has no title (MCP spec 2025-06-18, Tool: "If not provided, the name should be used")."""
+    named = {w for w in name.lower().split("_")}
+    named |= {w.removesuffix("s") for w in named}
+    words = [w for w in re.findall(r"[a-z0-9]+", title.lower()) if w not in _FILLER_WORDS]
+    return not words or any(w not in named and w.removesuffix("s") not in named for w in words)
+
+
 def annotations_of(spec: ToolSpec) -> types.ToolAnnotations:
-    """Every hint that says something: `readOnlyHint` and `openWorldHint` always; for a tool that writes,
-    `destructiveHint` always and `idempotentHint` when true. Left out are only values that equal the spec's
-    defaults in the cautious direction (idempotent false) or that the spec calls meaningless (destructive and
-    idempotent of a read-only tool), and the title, which the tool already carries."""
+    """Every hint that differs from the value a client assumes when it is absent (MCP spec, ToolAnnotations:
+    readOnlyHint false, destructiveHint true, idempotentHint false, openWorldHint true): `openWorldHint: false`
+    always (no tool of ours reaches beyond the workspace); `readOnlyHint: true` for a tool that only reads;
+    for a tool that writes, `destructiveHint: false` when it only adds or stages, `idempotentHint: true` when
+    repeating it changes nothing more. Destructive and idempotent of a read-only tool are meaningless (spec),
+    so they are left out too."""
     if spec.read_only:
         return types.ToolAnnotations(read_only_hint=True, open_world_hint=False)
     return types.ToolAnnotations(
-        read_only_hint=False,
-        destructive_hint=spec.destructive,
+        destructive_hint=None if spec.destructive else False,
         idempotent_hint=True if spec.idempotent else None,
         open_world_hint=False,
     )
+
+
+def resources_of(app: App) -> list[types.Resource]:
+    """Every concrete resource of the open workspace's templates (`resources/list`)."""
+    return [
+        types.Resource(
+            uri=spec.uri(values),
+            name=f"{spec.name}/{'/'.join(values.values())}" if values else spec.name,
+            title=spec.title,
+            description=spec.description,
+            mime_type=spec.mime_of(values) if spec.mime_of is not None else spec.mime_type,
+        )
+        for spec in app.resource_specs()
+        for values in spec.values()
+    ]
+
+
+def templates_of(app: App) -> list[types.ResourceTemplate]:
+    """The open workspace's URI templates (`resources/templates/list`)."""
+    return [
+        types.ResourceTemplate(
+            uri_template=spec.uri_template,
+            name=spec.name,
+            title=spec.title,
+            description=spec.description,
+            mime_type=spec.mime_type,
+        )
+        for spec in app.resource_specs()
+    ]
 
 
 def tool_result(payload: dict[str, Any], *, is_error: bool = False) -> types.CallToolResult:
@@ -333,6 +377,28 @@ def build_mcp_server(app: App, *, editor: bool = True) -> Server[Any]:
             ) from None
         return tool_result(payload)
 
+    async def list_resources(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ):
+        return types.ListResourcesResult(resources=resources_of(app))
+
+    async def list_resource_templates(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ):
+        return types.ListResourceTemplatesResult(resource_templates=templates_of(app))
+
+    async def read_resource(ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams):
+        found = app.read_resource(str(params.uri))
+        if found is None:
+            # MCP spec 2026-07-28 (changelog): an unknown resource is invalid params, with the URI in data.
+            raise MCPError(
+                code=INVALID_PARAMS, message=f"Unknown resource: {params.uri}", data={"uri": str(params.uri)}
+            )
+        text, mime = found
+        return types.ReadResourceResult(
+            contents=[types.TextResourceContents(uri=str(params.uri), mime_type=mime, text=text)]
+        )
+
     server = Server(
         "deskbridge",
         version=__version__,
@@ -341,6 +407,9 @@ def build_mcp_server(app: App, *, editor: bool = True) -> Server[Any]:
         get_tool_input_schema=input_schema_of,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
+        on_list_resources=list_resources,
+        on_list_resource_templates=list_resource_templates,
+        on_read_resource=read_resource,
     )
     # The SDK wraps every message in an OpenTelemetry span; with no tracer configured that is pure cost on the
     # hot path (~4 % of a small call), so it stays only when the process is set up for OpenTelemetry.

@@ -121,7 +121,7 @@ async def test_validate_run_preview_partial_apply_save_reopen(archive: Path) -> 
         await a.fail(
             "pvf_script_run", {"workspaceId": ws, "expectedRevision": rev, "source": source}, "PLAN_PENDING"
         )
-        page = await a.call("pvf_script_preview", {"planId": plan_id, "limit": 200})
+        page = await a.call("pvf_plan_preview", {"planId": plan_id, "limit": 200})
         items = page["items"]
         assert len(items) >= 4 and all(i["action"] == "modify" for i in items)
         assert all("+\t9000" in i["diff"] or "+9000" in i["diff"].replace("\t", "") for i in items)
@@ -129,18 +129,18 @@ async def test_validate_run_preview_partial_apply_save_reopen(archive: Path) -> 
             lines = i["diff"].splitlines()
             assert len([x for x in lines if x.startswith("-") and not x.startswith("---")]) == 1, i["diff"]
             assert len([x for x in lines if x.startswith("+") and not x.startswith("+++")]) == 1, i["diff"]
-        only = await a.call("pvf_script_preview", {"planId": plan_id, "filter": items[0]["changeKey"]})
+        only = await a.call("pvf_plan_preview", {"planId": plan_id, "filter": items[0]["changeKey"]})
         assert [i["changeKey"] for i in only["items"]] == [items[0]["changeKey"]]
 
         chosen = [i["changeKey"] for i in items[: len(items) // 2]]
         left = [i["changeKey"] for i in items[len(items) // 2 :]]
         await a.fail(
-            "pvf_script_apply",
+            "pvf_plan_apply",
             {"planId": plan_id, "expectedRevision": rev + 7, "changeKeys": chosen},
             "STALE_PLAN",
         )
         done = await a.call(
-            "pvf_script_apply", {"planId": plan_id, "expectedRevision": rev, "changeKeys": chosen}
+            "pvf_plan_apply", {"planId": plan_id, "expectedRevision": rev, "changeKeys": chosen}
         )
         assert done["revision"] == rev + 1 and done["applied"] == len(chosen)
         saved = await a.call("pvf_archive_save", {"workspaceId": ws, "expectedRevision": rev + 1})
@@ -175,14 +175,14 @@ async def test_stale_after_ui_edit_and_read_only_runs(archive: Path) -> None:
         )
         st = await wait_run(a, started["taskId"])
         plan_id = st["planId"]
-        page = await a.call("pvf_script_preview", {"planId": plan_id})
+        page = await a.call("pvf_plan_preview", {"planId": plan_id})
         # The person edits a file in the UI meanwhile: the plan is stale, nothing of it is applied.
         svc = service(a)
         first = page["items"][0]["changeKey"]
         payload = svc.engine.read(ws, first)["value"]
         svc.engine.commit("ui", ws, {"etc/ui-note.txt": payload}, expected_revision=rev)
         err = await a.fail(
-            "pvf_script_apply",
+            "pvf_plan_apply",
             {"planId": plan_id, "expectedRevision": rev, "changeKeys": [first]},
             "STALE_PLAN",
         )

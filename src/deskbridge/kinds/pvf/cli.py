@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Final
 
 import typer
 
@@ -499,17 +502,69 @@ def _stage_input(ar: Any, path: str, data: bytes, raw: bool) -> None:
     ar.stage_text(path, text)
 
 
+@dataclass(frozen=True)
+class WriteOptions:
+    """The options every command that changes an archive takes (`set`, `add`, `rm`): where the result goes,
+    the backup, and how to open the archive."""
+
+    out: Path | None
+    force: bool
+    backup: bool
+    encoding: str | None
+    keys: Path | None
+    sk_dat: Path | None
+    rsa_modulus: str | None
+    rsa_private_exponent: str | None
+    metadata_key: str | None
+
+    def material(self) -> Any:
+        return key_material(
+            self.keys, self.sk_dat, self.rsa_modulus, self.rsa_private_exponent, self.metadata_key
+        )
+
+
+_WRITE_PARAMS: Final = [
+    inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=default)
+    for name, annotation, default in (
+        ("out", OutOpt, None),
+        ("force", ForceOpt, False),
+        ("backup", BackupOpt, True),
+        ("encoding", EncodingOpt, None),
+        ("keys", KeysOpt, None),
+        ("sk_dat", SkDatOpt, None),
+        ("rsa_modulus", RsaModulusOpt, None),
+        ("rsa_private_exponent", RsaExponentOpt, None),
+        ("metadata_key", MetadataKeyOpt, None),
+    )
+]
+
+
+def write_command(name: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register `fn(..., opts: WriteOptions)` as the command `name` whose CLI takes `fn`'s own arguments
+    followed by the shared write options (so each command declares only what is its own, and `--help` lists
+    the shared ones in one order everywhere)."""
+
+    def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+        own = [p for p in inspect.signature(fn, eval_str=True).parameters.values() if p.name != "opts"]
+
+        @functools.wraps(fn)
+        def command(*args: Any, **kwargs: Any) -> Any:
+            shared = WriteOptions(**{p.name: kwargs.pop(p.name) for p in _WRITE_PARAMS})
+            return fn(*args, **kwargs, opts=shared)
+
+        command.__signature__ = inspect.Signature([*own, *_WRITE_PARAMS])  # type: ignore[attr-defined]
+        command.__annotations__ = {p.name: p.annotation for p in command.__signature__.parameters.values()}  # type: ignore[attr-defined]
+        return app.command(name)(command)
+
+    return register
+
+
 def _edit(
-    archive: ArchiveArg,
-    change: Callable[[Any], None],
-    *,
-    out: Path | None,
-    force: bool,
-    backup: bool,
-    encoding: str | None,
-    material: Any,
+    archive: Path, change: Callable[[Any, bytes | None], None], opts: WriteOptions, source: str | None = None
 ) -> None:
-    """Open, apply `change` (stages), then save in place through the guarded writer or into `out`.
+    """Open, apply `change` (it stages), then save in place through the guarded writer or into `opts.out`:
+    the one "open guarded, change, write" path of `set`, `add` and `rm`. `source` is read first (a file, or
+    stdin for `-`) and handed to `change` with the archive (None without `source`).
 
     In place: the archive's identity (content hash included) is taken when it is opened and checked
     again right before the rename, so a change another program made meanwhile is `SOURCE_CHANGED` and
@@ -518,18 +573,21 @@ def _edit(
     from deskbridge.core.files import file_identity
     from deskbridge.kinds.pvf.tree import refuse_existing
 
-    identity = file_identity(archive) if out is None else None
-    ar = _open(archive, encoding, material)
-    try:
-        change(ar)
-        if out is not None:
-            if not force:
-                refuse_existing(out)
-            report = ar.save_copy(out)
-        else:
-            report = ar.save(backup=backup, expected_identity=identity)
-    finally:
-        ar.close()
+    with _errors():
+        material = opts.material()
+        data = _read_input(source) if source is not None else None
+        identity = file_identity(archive) if opts.out is None else None
+        ar = _open(archive, opts.encoding, material)
+        try:
+            change(ar, data)
+            if opts.out is not None:
+                if not opts.force:
+                    refuse_existing(opts.out)
+                report = ar.save_copy(opts.out)
+            else:
+                report = ar.save(backup=opts.backup, expected_identity=identity)
+        finally:
+            ar.close()
     done = ", ".join(report.changed) or "nothing"
     extra = f"; backup {report.backup}" if report.backup else ""
     typer.echo(f"wrote {report.target} ({done}; {report.verified} verified{extra})")
@@ -568,114 +626,87 @@ def get(
     typer.echo(f"wrote {out} ({len(data)} bytes)", err=True)
 
 
-@app.command("set")
+@write_command("set")
 def set_cmd(
     archive: ArchiveArg,
     path: PathArg,
     source: Annotated[str, typer.Argument(metavar="FILE|-", help="The new content (- reads stdin).")],
     raw: RawOpt = False,
-    out: OutOpt = None,
-    force: ForceOpt = False,
-    backup: BackupOpt = True,
-    encoding: EncodingOpt = None,
-    keys: KeysOpt = None,
-    sk_dat: SkDatOpt = None,
-    rsa_modulus: RsaModulusOpt = None,
-    rsa_private_exponent: RsaExponentOpt = None,
-    metadata_key: MetadataKeyOpt = None,
+    *,
+    opts: WriteOptions,
 ) -> None:
     """Replace one existing file with FILE (editable text as `pvf get` writes it, or bytes with --raw).
 
     The archive is changed in place (verified first, old one kept as ARCHIVE.bak) or written to -o.
     Example: `deskbridge pvf set Script.pvf equipment/weapon/sword.equ sword.equ`.
     """
-    with _errors():
-        material = key_material(keys, sk_dat, rsa_modulus, rsa_private_exponent, metadata_key)
-        data = _read_input(source)
 
-        def change(ar: Any) -> None:
-            if not ar.exists(path):
-                raise BridgeError(
-                    ErrorCode.NOT_FOUND,
-                    f"no file '{path}' in {archive}",
-                    "Use `deskbridge pvf add` to add a new file (or `pvf ls` to find the path).",
-                    data={"path": path},
-                )
-            _stage_input(ar, path, data, raw)
+    def change(ar: Any, data: bytes | None) -> None:
+        assert data is not None
+        if not ar.exists(path):
+            raise BridgeError(
+                ErrorCode.NOT_FOUND,
+                f"no file '{path}' in {archive}",
+                "Use `deskbridge pvf add` to add a new file (or `pvf ls` to find the path).",
+                data={"path": path},
+            )
+        _stage_input(ar, path, data, raw)
 
-        _edit(archive, change, out=out, force=force, backup=backup, encoding=encoding, material=material)
+    _edit(archive, change, opts, source)
 
 
-@app.command()
+@write_command()
 def add(
     archive: ArchiveArg,
     path: PathArg,
     source: Annotated[str, typer.Argument(metavar="FILE|-", help="The content (- reads stdin).")],
     raw: RawOpt = False,
-    out: OutOpt = None,
-    force: ForceOpt = False,
-    backup: BackupOpt = True,
-    encoding: EncodingOpt = None,
-    keys: KeysOpt = None,
-    sk_dat: SkDatOpt = None,
-    rsa_modulus: RsaModulusOpt = None,
-    rsa_private_exponent: RsaExponentOpt = None,
-    metadata_key: MetadataKeyOpt = None,
+    *,
+    opts: WriteOptions,
 ) -> None:
     """Add a new file at PATH (stored lower case; refused if a file with that path, in any case, exists).
 
     Example: `deskbridge pvf add Script.pvf equipment/weapon/newsword.equ newsword.equ`. Register it in
     its .lst (get, edit, set the list) for the game to find it.
     """
-    with _errors():
-        material = key_material(keys, sk_dat, rsa_modulus, rsa_private_exponent, metadata_key)
-        data = _read_input(source)
 
-        def change(ar: Any) -> None:
-            if ar.exists(path):
-                raise BridgeError(
-                    ErrorCode.TARGET_EXISTS,
-                    f"'{path}' is already in {archive} (as '{ar.file_info(path).path}')",
-                    "Use `deskbridge pvf set` to replace it.",
-                    data={"path": path},
-                )
-            _stage_input(ar, path, data, raw)
+    def change(ar: Any, data: bytes | None) -> None:
+        assert data is not None
+        if ar.exists(path):
+            raise BridgeError(
+                ErrorCode.TARGET_EXISTS,
+                f"'{path}' is already in {archive} (as '{ar.file_info(path).path}')",
+                "Use `deskbridge pvf set` to replace it.",
+                data={"path": path},
+            )
+        _stage_input(ar, path, data, raw)
 
-        _edit(archive, change, out=out, force=force, backup=backup, encoding=encoding, material=material)
+    _edit(archive, change, opts, source)
 
 
-@app.command()
+@write_command()
 def rm(
     archive: ArchiveArg,
     paths: Annotated[list[str], typer.Argument(help="Archive paths to delete.")],
-    out: OutOpt = None,
-    force: ForceOpt = False,
-    backup: BackupOpt = True,
-    encoding: EncodingOpt = None,
-    keys: KeysOpt = None,
-    sk_dat: SkDatOpt = None,
-    rsa_modulus: RsaModulusOpt = None,
-    rsa_private_exponent: RsaExponentOpt = None,
-    metadata_key: MetadataKeyOpt = None,
+    *,
+    opts: WriteOptions,
 ) -> None:
     """Delete files from the archive (all or none: a path that is not there stops before anything changes).
 
     Example: `deskbridge pvf rm Script.pvf equipment/weapon/oldsword.equ`.
     """
-    with _errors():
-        material = key_material(keys, sk_dat, rsa_modulus, rsa_private_exponent, metadata_key)
 
-        def change(ar: Any) -> None:
-            missing = [p for p in paths if not ar.exists(p)]
-            if missing:
-                raise BridgeError(
-                    ErrorCode.NOT_FOUND,
-                    f"no file '{missing[0]}' in {archive}"
-                    + (f" (and {len(missing) - 1} more)" if missing[1:] else ""),
-                    "Check the paths with `deskbridge pvf ls`; nothing was deleted.",
-                    data={"paths": missing},
-                )
-            for p in paths:
-                ar.stage(p, None)
+    def change(ar: Any, data: bytes | None) -> None:
+        missing = [p for p in paths if not ar.exists(p)]
+        if missing:
+            raise BridgeError(
+                ErrorCode.NOT_FOUND,
+                f"no file '{missing[0]}' in {archive}"
+                + (f" (and {len(missing) - 1} more)" if missing[1:] else ""),
+                "Check the paths with `deskbridge pvf ls`; nothing was deleted.",
+                data={"paths": missing},
+            )
+        for p in paths:
+            ar.stage(p, None)
 
-        _edit(archive, change, out=out, force=force, backup=backup, encoding=encoding, material=material)
+    _edit(archive, change, opts)

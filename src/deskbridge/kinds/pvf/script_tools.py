@@ -8,7 +8,6 @@ UI and every MCP client see and act on the same ones.
 from __future__ import annotations
 
 import asyncio
-import functools
 from pathlib import Path
 from typing import Any, Literal
 
@@ -16,14 +15,9 @@ from pydantic import Field
 
 from deskbridge.core import limits
 from deskbridge.core.errors import BridgeError, ErrorCode
-from deskbridge.core.plans import PlanKind
-from deskbridge.core.tools import CallContext, ToolSpec
+from deskbridge.core.tools import CallContext, ResourceSpec, ToolSpec
 from deskbridge.kinds.pvf.args import (
     PvfArgs,
-    acknowledged,
-    cursor,
-    limit,
-    plan_id,
     rehinted,
     request_id,
     revision,
@@ -62,27 +56,36 @@ class StatusArgs(PvfArgs):
     )
 
 
-class PreviewArgs(PvfArgs):
-    planId: str = plan_id("pvf_script_status")
-    filter: str | None = Field(None, max_length=1000, description="Path substring.")
-    cursor: str | None = cursor()
-    limit: int = limit(50, limits.PLAN_PAGE_MAX_ITEMS)
-
-
-class ApplyArgs(PvfArgs):
-    planId: str = plan_id("pvf_script_status")
-    expectedRevision: int = Field(description="The revision the plan was built on.")
-    changeKeys: list[str] = Field(min_length=1, description="From the preview.")
-    acknowledgedWarningIds: list[str] = acknowledged()
-    requestId: str | None = request_id()
-
-
 class CancelArgs(PvfArgs):
     taskId: str = Field(description="From pvf_script_run.")
 
 
-class DiscardArgs(PvfArgs):
-    planId: str = plan_id("pvf_script_status")
+SCRIPT_API_URI = "deskbridge://pvf/script-api/{topic}"
+
+
+def script_resources() -> list[ResourceSpec]:
+    """The `pvf_script_help` topics as MCP resources too (pvfine MCP design: the same topic documents "via
+    pvf_script_help and optional MCP resources"), for clients that attach resources to the context."""
+
+    def mime(variables: dict[str, str]) -> str:
+        # `types` is a TypeScript declaration file; the other topics are Markdown-style prose.
+        return "application/typescript" if variables["topic"] == "types" else "text/markdown"
+
+    def read(variables: dict[str, str]) -> tuple[str, str]:
+        return TOPICS[variables["topic"]], mime(variables)
+
+    return [
+        ResourceSpec(
+            SCRIPT_API_URI,
+            "pvf-script-api",
+            "The .pvf.js script API by topic (overview, api, types = the .d.ts, examples, pitfalls); the same "
+            "text as pvf_script_help.",
+            read,
+            values=lambda: [{"topic": t} for t in TOPICS],
+            mime_of=mime,
+            title="PVF script API",
+        )
+    ]
 
 
 def _script_task(svc: Any, task_id: str) -> None:
@@ -117,45 +120,10 @@ def script_tools(svc: Any, config_dir: Path | None = None) -> list[ToolSpec]:
         out["planId"] = result.get("planId")
         return out
 
-    def preview(call: CallContext, args: PreviewArgs) -> dict[str, Any]:
-        page = eng.preview_plan(
-            args.planId, args.cursor, args.limit, kind=PlanKind.SCRIPT, key_filter=args.filter
-        )
-        page["plan"] = eng.get_plan(args.planId, PlanKind.SCRIPT)
-        return page
-
-    def apply(call: CallContext, args: ApplyArgs) -> dict[str, Any]:
-        try:
-            out = eng.apply_plan(
-                args.planId,
-                caller=call.caller,
-                change_keys=args.changeKeys,
-                expected_revision=args.expectedRevision,
-                acknowledged_warning_ids=args.acknowledgedWarningIds,
-                kind=PlanKind.SCRIPT,
-            )
-        except BridgeError as exc:
-            if exc.code is ErrorCode.STALE_PLAN:
-                raise BridgeError(
-                    exc.code,
-                    exc.message,
-                    "The workspace changed since the run: run the script again (pvf_script_run) on the "
-                    "current revision and apply the new plan.",
-                    data=exc.data,
-                ) from None
-            raise
-        out["workspaceCommitted"] = True
-        out["diskCommitted"] = False
-        return out
-
     def cancel(call: CallContext, args: CancelArgs) -> dict[str, Any]:
         _script_task(svc, args.taskId)
         return eng.tasks.cancel(args.taskId, call.caller)
 
-    def discard(call: CallContext, args: DiscardArgs) -> dict[str, Any]:
-        return eng.discard_plan(args.planId, caller=call.caller, kind=PlanKind.SCRIPT)
-
-    again = functools.partial(rehinted, plan="pvf_script_run")
     return [
         ToolSpec(
             "pvf_script_help",
@@ -191,33 +159,10 @@ def script_tools(svc: Any, config_dir: Path | None = None) -> list[ToolSpec]:
             read_only=True,
         ),
         ToolSpec(
-            "pvf_script_preview",
-            "Preview a script plan",
-            "One page of a script plan with diffs.",
-            PreviewArgs,
-            again(preview),
-            read_only=True,
-        ),
-        ToolSpec(
-            "pvf_script_apply",
-            "Apply a script plan",
-            "Commit the selected changes to the workspace (not to disk).",
-            ApplyArgs,
-            again(apply),
-        ),
-        ToolSpec(
             "pvf_script_cancel",
             "Cancel a script run",
             "Stop your own running script.",
             CancelArgs,
             rehinted(cancel, task=True),
-        ),
-        ToolSpec(
-            "pvf_script_discard",
-            "Discard a script plan",
-            "Drop a script plan.",
-            DiscardArgs,
-            again(discard),
-            idempotent=True,
         ),
     ]

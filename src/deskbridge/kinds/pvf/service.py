@@ -45,6 +45,10 @@ READ_PAGE_MAX_CHARS = 32_000
 """Characters of text one pvf_read_file page returns by default (≈ 10 k tokens)."""
 SEARCH_PAGE_MAX_BYTES = 128 * 1024
 EDIT_MAX_FILES = 100
+PLAN_PENDING_HINT = (
+    "Another write plan is waiting (its planId is in data): apply or discard it (pvf_plan_apply / "
+    "pvf_plan_discard), then prepare again."
+)
 SCAN_BUDGET = 5000
 """Index candidates one content-search page confirms at most (then it returns with nextCursor)."""
 _LINK_RE = re.compile(r"^<\s*(\d+)\s*::\s*([^<>]+?)\s*>$")
@@ -738,14 +742,7 @@ class PvfService:
         with eng.lock:
             ws = self._ws(workspace_id, revision)
             # Refuse before compiling (the engine checks again when it registers the plan).
-            occupant = eng.plans.pending(PlanKind.EDIT)
-            if occupant is not None:
-                raise BridgeError(
-                    ErrorCode.PLAN_PENDING,
-                    f"plan {occupant.id} ({occupant.kind}, by {occupant.owner}) is still pending",
-                    "Apply or discard it (pvf_edit_apply / pvf_edit_discard) before preparing another.",
-                    data={"planId": occupant.id, "owner": occupant.owner},
-                )
+            eng.plans.refuse_if_pending(PlanKind.EDIT, PLAN_PENDING_HINT)
             changes: list[Change] = []
             seen: set[str] = set()
             with Compiler(ws) as comp:
@@ -901,15 +898,8 @@ class PvfService:
         eng = self.engine
         self._ws(workspace_id, revision)
         self._drop_spills()
-        with eng.lock:
-            occupant = eng.plans.pending(PlanKind.IMPORT)
-            if occupant is not None:
-                raise BridgeError(
-                    ErrorCode.PLAN_PENDING,
-                    f"plan {occupant.id} ({occupant.kind}, by {occupant.owner}) is still pending",
-                    "Apply or discard it before preparing another write.",
-                    data={"planId": occupant.id, "owner": occupant.owner},
-                )
+        with eng.lock:  # before the sources are read and frozen
+            eng.plans.refuse_if_pending(PlanKind.IMPORT, PLAN_PENDING_HINT)
         spill = transfer.SpillStore(self.index_root.parent / "pvf-import")
         try:
             found = transfer.collect_import(  # frozen now, outside the lock
@@ -946,7 +936,13 @@ class PvfService:
             raise
 
     def import_apply(
-        self, caller: str, plan_id: str, revision: int | None, selected: list[str], overwrite: list[str]
+        self,
+        caller: str,
+        plan_id: str,
+        revision: int | None,
+        selected: list[str],
+        overwrite: list[str],
+        acknowledged: list[str] | None = None,
     ) -> dict[str, Any]:
         holder = self._apply_holders.get(plan_id)
         if holder is None:
@@ -954,7 +950,12 @@ class PvfService:
             raise BridgeError(ErrorCode.NOT_FOUND, f"no import plan {plan_id!r}")
         holder["overwrite"] = set(overwrite)
         out = self.engine.apply_plan(
-            plan_id, caller=caller, change_keys=selected, expected_revision=revision, kind=PlanKind.IMPORT
+            plan_id,
+            caller=caller,
+            change_keys=selected,
+            expected_revision=revision,
+            acknowledged_warning_ids=acknowledged or (),
+            kind=PlanKind.IMPORT,
         )
         out["workspaceCommitted"] = True
         self._drop_spills()
@@ -989,14 +990,9 @@ class PvfService:
             raise BridgeError(ErrorCode.INVALID_ARGUMENT, "mode 'direct' takes no MOD format")
         with eng.lock:
             ws = self._ws(workspace_id, revision)
-            occupant = eng.plans.pending(PlanKind.EXPORT)
-            if occupant is not None:
-                raise BridgeError(
-                    ErrorCode.EXPORT_PLAN_PENDING,
-                    f"export plan {occupant.id} (by {occupant.owner}) is still pending",
-                    "Run or discard it (pvf_export_execute / pvf_export_discard) first.",
-                    data={"planId": occupant.id, "owner": occupant.owner},
-                )
+            eng.plans.refuse_if_pending(
+                PlanKind.EXPORT, "Run or discard it (pvf_export_execute / pvf_plan_discard) first."
+            )
             ar = ws.source.archive  # type: ignore[union-attr]
             items = transfer.export_items(self, ws, a["source"], a.get("scopes") or [], a.get("commitId"))
             entries, warnings, skipped, counts = transfer.plan_export(

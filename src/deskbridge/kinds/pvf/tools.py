@@ -18,7 +18,7 @@ import anyio
 from pydantic import Field
 
 from deskbridge.core.errors import BridgeError, ErrorCode
-from deskbridge.core.limits import LIST_PAGE_DEFAULT, LIST_PAGE_MAX, PLAN_PAGE_MAX_ITEMS
+from deskbridge.core.limits import LIST_PAGE_DEFAULT, LIST_PAGE_MAX
 from deskbridge.core.plans import PlanKind
 from deskbridge.core.tools import CallContext, NoArgs, ToolSpec
 from deskbridge.kinds.pvf.annotation_tools import annotation_tools
@@ -34,6 +34,7 @@ from deskbridge.kinds.pvf.args import (
     wait_seconds,
     workspace_id,
 )
+from deskbridge.kinds.pvf.plan_tools import plan_tools
 from deskbridge.kinds.pvf.service import READ_PAGE_MAX_CHARS, SEARCH_PAGE_MAX_BYTES, PvfService
 
 
@@ -134,24 +135,6 @@ class EditPrepareArgs(Ident):
     requestId: str | None = request_id()
 
 
-class PlanPreviewArgs(PvfArgs):
-    planId: str = plan_id("pvf_edit_prepare")
-    cursor: str | None = cursor()
-    limit: int = limit(50, PLAN_PAGE_MAX_ITEMS)
-
-
-class PlanApplyArgs(PvfArgs):
-    planId: str = plan_id("pvf_edit_prepare")
-    expectedRevision: int | None = revision()
-    changeKeys: list[str] = Field(min_length=1, description="From the preview.")
-    acknowledgedWarningIds: list[str] = acknowledged()
-    requestId: str | None = request_id()
-
-
-class PlanDiscardArgs(PvfArgs):
-    planId: str = plan_id("pvf_edit_prepare")
-
-
 class ResolveArgs(Ident):
     link: str | None = Field(None, description="A link like <3::name_1> → its text.")
     text: str | None = Field(None, description="Text → the links that contain it.")
@@ -177,25 +160,6 @@ class ImportPrepareArgs(Ident):
     requestId: str | None = request_id()
 
 
-class ImportPreviewArgs(PvfArgs):
-    importPlanId: str = plan_id("pvf_import_prepare")
-    cursor: str | None = cursor()
-    limit: int = limit(50, PLAN_PAGE_MAX_ITEMS)
-
-
-class ImportApplyArgs(PvfArgs):
-    importPlanId: str = plan_id("pvf_import_prepare")
-    expectedRevision: int | None = revision()
-    selectedKeys: list[str] = Field(min_length=1, description="From the preview.")
-    overwriteKeys: list[str] = Field(default_factory=list, description="Selected keys that overwrite.")
-    acknowledgedWarningIds: list[str] = acknowledged()
-    requestId: str | None = request_id()
-
-
-class ImportDiscardArgs(PvfArgs):
-    importPlanId: str = plan_id("pvf_import_prepare")
-
-
 class ExportPrepareArgs(Ident):
     expectedRevision: int = revision(required=True)
     source: Literal["selection", "memory", "working", "commit"] = Field(
@@ -213,12 +177,6 @@ class ExportPrepareArgs(Ident):
     requestId: str | None = request_id()
 
 
-class ExportPreviewArgs(PvfArgs):
-    exportPlanId: str = plan_id("pvf_export_prepare")
-    cursor: str | None = cursor()
-    limit: int = limit(50, PLAN_PAGE_MAX_ITEMS)
-
-
 class ExportExecuteArgs(PvfArgs):
     exportPlanId: str = plan_id("pvf_export_prepare")
     outputParent: str = Field(description="Existing absolute folder.")
@@ -227,10 +185,6 @@ class ExportExecuteArgs(PvfArgs):
     waitSeconds: float = wait_seconds()
     acknowledgedWarningIds: list[str] = acknowledged()
     requestId: str | None = request_id()
-
-
-class ExportDiscardArgs(PvfArgs):
-    exportPlanId: str = plan_id("pvf_export_prepare")
 
 
 class RecoveryPrepareArgs(Ident):
@@ -377,24 +331,6 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
             call.caller, args.workspaceId, args.expectedRevision, [e.model_dump() for e in args.edits]
         )
 
-    def edit_preview(call: CallContext, args: PlanPreviewArgs) -> dict[str, Any]:
-        out = eng.preview_plan(args.planId, args.cursor, args.limit, kind=PlanKind.EDIT)
-        out["plan"] = eng.get_plan(args.planId, PlanKind.EDIT)
-        return out
-
-    def edit_apply(call: CallContext, args: PlanApplyArgs) -> dict[str, Any]:
-        return eng.apply_plan(
-            args.planId,
-            caller=call.caller,
-            change_keys=args.changeKeys,
-            expected_revision=args.expectedRevision,
-            acknowledged_warning_ids=args.acknowledgedWarningIds,
-            kind=PlanKind.EDIT,
-        )
-
-    def edit_discard(call: CallContext, args: PlanDiscardArgs) -> dict[str, Any]:
-        return eng.discard_plan(args.planId, caller=call.caller, kind=PlanKind.EDIT)
-
     def resolve(call: CallContext, args: ResolveArgs) -> dict[str, Any]:
         if not (args.link or args.text or args.listPath):
             raise BridgeError(ErrorCode.INVALID_ARGUMENT, "pass link, text, or listPath with id or path")
@@ -421,21 +357,6 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
 
         return await svc.run_write_task(call, "pvf_import_prepare", fn, args.waitSeconds)
 
-    def import_preview(call: CallContext, args: ImportPreviewArgs) -> dict[str, Any]:
-        out = eng.preview_plan(args.importPlanId, args.cursor, args.limit, kind=PlanKind.IMPORT)
-        out["plan"] = eng.get_plan(args.importPlanId, PlanKind.IMPORT)
-        return out
-
-    def import_apply(call: CallContext, args: ImportApplyArgs) -> dict[str, Any]:
-        return svc.import_apply(
-            call.caller, args.importPlanId, args.expectedRevision, args.selectedKeys, args.overwriteKeys
-        )
-
-    def import_discard(call: CallContext, args: ImportDiscardArgs) -> dict[str, Any]:
-        out = eng.discard_plan(args.importPlanId, caller=call.caller, kind=PlanKind.IMPORT)
-        svc._drop_spills()
-        return out
-
     def export_formats(call: CallContext, args: NoArgs) -> dict[str, Any]:
         from deskbridge.kinds.pvf.transfer import EXPORT_FORMATS
 
@@ -459,13 +380,6 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
         )
         return {"exportPlanId": plan["planId"], **plan}
 
-    def export_preview(call: CallContext, args: ExportPreviewArgs) -> dict[str, Any]:
-        out = eng.preview_plan(args.exportPlanId, args.cursor, args.limit, kind=PlanKind.EXPORT)
-        for item in out["items"]:
-            item["entryKey"] = item["changeKey"]
-        out["plan"] = eng.get_plan(args.exportPlanId, PlanKind.EXPORT)
-        return out
-
     async def export_execute(call: CallContext, args: ExportExecuteArgs) -> dict[str, Any]:
         eng.get_plan(args.exportPlanId, PlanKind.EXPORT)  # an unknown plan is refused at once
 
@@ -483,9 +397,6 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
 
         return await svc.run_write_task(call, "pvf_export_execute", fn, args.waitSeconds)
 
-    def export_discard(call: CallContext, args: ExportDiscardArgs) -> dict[str, Any]:
-        return eng.discard_plan(args.exportPlanId, caller=call.caller, kind=PlanKind.EXPORT)
-
     def history(call: CallContext, args: HistoryArgs) -> dict[str, Any]:
         return svc.history(args.workspaceId, args.cursor, args.limit)
 
@@ -495,9 +406,31 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
     def recovery_discard(call: CallContext, args: RecoveryDiscardArgs) -> dict[str, Any]:
         return svc.recovery_discard(args.workspaceId)
 
-    edit_plan, import_plan, export_plan = (
-        functools.partial(rehinted, plan=f"pvf_{what}_prepare") for what in ("edit", "import", "export")
-    )
+    export_plan = functools.partial(rehinted, plan="pvf_export_prepare")
+
+    def unsaved() -> str:
+        ws = eng.workspace
+        if ws is None:
+            return "no archive is open"
+        return f"{len(ws.overlay)} changed file(s)" if ws.dirty else "no unsaved changes"
+
+    def save_summary(args: SaveArgs) -> str:
+        # a wrong workspace or revision is refused before anyone is asked to approve it
+        svc.precheck("save", epoch=None, workspace_id=args.workspaceId, revision=args.expectedRevision)
+        return f"write {unsaved()} to the archive {svc.info().get('sourcePath')}"
+
+    def save_as_summary(args: SaveAsArgs) -> str:
+        _absolute(args.path, "path")
+        svc.precheck("save_as", epoch=None, workspace_id=args.workspaceId, revision=args.expectedRevision)
+        return f"write a copy with {unsaved()} to {args.path}" + (" (replacing it)" if args.overwrite else "")
+
+    def export_summary(args: ExportExecuteArgs) -> str:
+        plan = eng.get_plan(
+            args.exportPlanId, PlanKind.EXPORT
+        )  # an unknown plan fails before anyone is asked
+        count = len(args.selectedEntryKeys) or plan["changeCount"]
+        return f"export {count} file(s) into {args.outputParent}"
+
     transfer_tools = [
         ToolSpec(
             "pvf_recovery_prepare",
@@ -523,28 +456,6 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
             import_prepare,
         ),
         ToolSpec(
-            "pvf_import_preview",
-            "Preview an import",
-            "One page of an import plan with diffs.",
-            ImportPreviewArgs,
-            import_plan(import_preview),
-            read_only=True,
-        ),
-        ToolSpec(
-            "pvf_import_apply",
-            "Apply an import",
-            "Commit the selected keys to the workspace (not to disk).",
-            ImportApplyArgs,
-            import_plan(import_apply),
-        ),
-        ToolSpec(
-            "pvf_import_discard",
-            "Discard an import",
-            "Drop an import plan.",
-            ImportDiscardArgs,
-            import_plan(import_discard),
-        ),
-        ToolSpec(
             "pvf_export_formats",
             "Export formats",
             "The export formats and what each can write.",
@@ -561,26 +472,13 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
             export_prepare,
         ),
         ToolSpec(
-            "pvf_export_preview",
-            "Preview an export",
-            "One page of the output tree.",
-            ExportPreviewArgs,
-            export_plan(export_preview),
-            read_only=True,
-        ),
-        ToolSpec(
             "pvf_export_execute",
             "Run an export",
             "Publish the entries into a new folder or zip; never overwrites.",
             ExportExecuteArgs,
             export_plan(export_execute),
-        ),
-        ToolSpec(
-            "pvf_export_discard",
-            "Discard an export",
-            "Drop an export plan.",
-            ExportDiscardArgs,
-            export_plan(export_discard),
+            operation="export",
+            approval_summary=export_summary,
         ),
         ToolSpec(
             "pvf_history",
@@ -654,6 +552,8 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
             SaveArgs,
             archive_save,
             destructive=True,
+            operation="save",
+            approval_summary=save_summary,
         ),
         ToolSpec(
             "pvf_archive_save_as",
@@ -661,6 +561,8 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
             "Write a copy to another file." + task_note,
             SaveAsArgs,
             archive_save_as,
+            operation="save_as",
+            approval_summary=save_as_summary,
         ),
         ToolSpec(
             "pvf_task_status",
@@ -673,32 +575,9 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
         ToolSpec(
             "pvf_edit_prepare",
             "Prepare an edit",
-            "Plan writes, creates or deletes of files; preview, then apply.",
+            "Plan writes, creates or deletes of files; then pvf_plan_preview and pvf_plan_apply.",
             EditPrepareArgs,
             edit_prepare,
-        ),
-        ToolSpec(
-            "pvf_edit_preview",
-            "Preview an edit plan",
-            "One page of an edit plan with diffs.",
-            PlanPreviewArgs,
-            edit_plan(edit_preview),
-            read_only=True,
-        ),
-        ToolSpec(
-            "pvf_edit_apply",
-            "Apply an edit plan",
-            "Commit the selected changes to the workspace (not to disk).",
-            PlanApplyArgs,
-            edit_plan(edit_apply),
-        ),
-        ToolSpec(
-            "pvf_edit_discard",
-            "Discard an edit plan",
-            "Drop an edit plan.",
-            PlanDiscardArgs,
-            edit_plan(edit_discard),
-            idempotent=True,
         ),
         ToolSpec(
             "pvf_resolve",
@@ -716,5 +595,6 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
             registries,
             read_only=True,
         ),
+        *plan_tools(svc),
         *annotation_tools(svc),
     ]

@@ -21,22 +21,29 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from deskbridge.core.errors import BridgeError
-from deskbridge.core.tools import ToolSpec
+from deskbridge.core.tools import ResourceSpec, ToolSpec
 from deskbridge.kinds.base import KindServices
 from deskbridge.kinds.http import error_response
 from deskbridge.kinds.pvf.recovery import Autosaver
 from deskbridge.kinds.pvf.script_library import ScriptLibrary, script_library_routes
-from deskbridge.kinds.pvf.script_tools import script_tools
+from deskbridge.kinds.pvf.script_tools import script_resources, script_tools
 from deskbridge.kinds.pvf.service import PvfService
 from deskbridge.kinds.pvf.tools import pvf_tools
 
 STATIC_DIR = Path(__file__).parent / "static"
+
+APPROVAL_DEFAULTS: dict[str, bool] = {"edit": True, "export": True, "save": False, "save_as": False}
+"""Which of the pvf tools' approval operations (`ToolSpec.operation`) ask an MCP client's person when the
+`approval_rules` setting says nothing, as for markdown: committing a plan's changes (`edit`) and writing an
+export outside the archive (`export`) ask; saving what was already approved does not (`save`, `save_as`;
+`deskbridge config set approval_rules.save true` makes it ask). `require_approval false` turns all off."""
 
 
 class PvfWorkspace:
     """The PVF workspace, shared by every MCP client, the browser and the CLI of this process."""
 
     kind = "pvf"
+    approval_defaults = APPROVAL_DEFAULTS
 
     def __init__(self, path: Path | None, services: KindServices) -> None:
         self.services = services
@@ -61,6 +68,9 @@ class PvfWorkspace:
 
     def tools(self) -> list[ToolSpec]:
         return pvf_tools(self.service) + script_tools(self.service, self.services.dirs.config)
+
+    def resources(self) -> list[ResourceSpec]:
+        return script_resources()
 
     def api_routes(self) -> list[BaseRoute]:
         # editors use the platform's routes (web/app.py) with `drafts` below

@@ -52,20 +52,25 @@ class Agent:
                 "edits": [{"path": path, "text": read["text"] + append}],
             },
         )
-        preview = await self.call("pvf_edit_preview", {"planId": plan["planId"]})
+        preview = await self.call("pvf_plan_preview", {"planId": plan["planId"]})
         keys = [i["changeKey"] for i in preview["items"]]
         return await self.call(
-            "pvf_edit_apply", {"planId": plan["planId"], "changeKeys": keys, "expectedRevision": rev}
+            "pvf_plan_apply", {"planId": plan["planId"], "changeKeys": keys, "expectedRevision": rev}
         )
 
 
 @contextlib.asynccontextmanager
-async def serve(path: Path | None) -> AsyncIterator[Agent]:
+async def serve(path: Path | None, *, approvals: bool = False, **client: Any) -> AsyncIterator[Agent]:
+    """`deskbridge serve` of `path` (None: the empty pvf workspace) and one MCP client (`client`: its options,
+    e.g. an `elicitation_callback`). `approvals=False` switches `require_approval` off, as a person who
+    approves in their client's own prompts does, so the flow tests need no one to answer; the approval tests
+    pass True."""
     app = App.create()
+    app.update_settings({"require_approval": approvals})
     if path is None:
         app.open(None, kind="pvf")
-    async with running_server(path, app=app if path is None else None) as srv, srv.client() as client:
-        yield Agent(srv, client)
+    async with running_server(path, app=app) as srv, srv.client(**client) as client_session:
+        yield Agent(srv, client_session)
 
 
 def service(agent: Agent) -> Any:

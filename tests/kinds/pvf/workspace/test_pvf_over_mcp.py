@@ -196,7 +196,14 @@ async def test_task_busy_and_plan_pending_block_lifecycle(archive: Path) -> None
             {"workspaceId": ws, "expectedRevision": rev, "edits": [{"path": path, "text": "x"}]},
             "PLAN_PENDING",
         )
-        await a.call("pvf_edit_discard", {"planId": plan["planId"]})
+        # refused before the sources are read: a source that does not exist is not even looked at
+        err = await a.fail(
+            "pvf_import_prepare",
+            {"workspaceId": ws, "expectedRevision": rev, "sourcePaths": [str(archive.parent / "absent")]},
+            "PLAN_PENDING",
+        )
+        assert err["data"]["planId"] == plan["planId"] and "pvf_workspace_info" in err["hint"]
+        await a.call("pvf_plan_discard", {"planId": plan["planId"]})
         await a.call("pvf_archive_save", {"workspaceId": ws, "expectedRevision": rev})
 
 
@@ -570,20 +577,20 @@ async def test_edit_plan_links_new_strings_and_stale_plans(archive: Path, family
                 "edits": [{"path": path, "text": read["text"] + "\n[g]\n`a string never seen before`\n"}],
             },
         )
-        preview = await a.call("pvf_edit_preview", {"planId": plan["planId"]})
+        preview = await a.call("pvf_plan_preview", {"planId": plan["planId"]})
         items = {i["changeKey"]: i for i in preview["items"]}
         if family == "classic":
             assert items[path]["requires"] == ["stringtable.bin"] and "stringtable.bin" in items
             # selecting the script without its string table needs the dependency warning acknowledged
             err = await a.fail(
-                "pvf_edit_apply",
+                "pvf_plan_apply",
                 {"planId": plan["planId"], "changeKeys": [path], "expectedRevision": rev},
                 "INVALID_ARGUMENT",
             )
             assert "warning" in err["message"].lower() or err.get("data")
         assert "+[g]" in items[path]["diff"]
         # another commit moves the workspace: the plan is stale, nothing applied
-        await a.call("pvf_edit_discard", {"planId": plan["planId"]})
+        await a.call("pvf_plan_discard", {"planId": plan["planId"]})
         plan = await a.call(
             "pvf_edit_prepare",
             {
@@ -593,15 +600,15 @@ async def test_edit_plan_links_new_strings_and_stale_plans(archive: Path, family
             },
         )
         keys = [
-            i["changeKey"] for i in (await a.call("pvf_edit_preview", {"planId": plan["planId"]}))["items"]
+            i["changeKey"] for i in (await a.call("pvf_plan_preview", {"planId": plan["planId"]}))["items"]
         ]
         await a.fail(
-            "pvf_edit_apply",
+            "pvf_plan_apply",
             {"planId": plan["planId"], "changeKeys": keys, "expectedRevision": rev + 1},
             "STALE_PLAN",
         )
         done = await a.call(
-            "pvf_edit_apply", {"planId": plan["planId"], "changeKeys": keys, "expectedRevision": rev}
+            "pvf_plan_apply", {"planId": plan["planId"], "changeKeys": keys, "expectedRevision": rev}
         )
         assert done["revision"] == rev + 1
         await a.fail(
@@ -620,9 +627,9 @@ async def test_edit_plan_links_new_strings_and_stale_plans(archive: Path, family
             },
         )
         keys = [
-            i["changeKey"] for i in (await a.call("pvf_edit_preview", {"planId": plan["planId"]}))["items"]
+            i["changeKey"] for i in (await a.call("pvf_plan_preview", {"planId": plan["planId"]}))["items"]
         ]
-        applied = await a.call("pvf_edit_apply", {"planId": plan["planId"], "changeKeys": keys})
+        applied = await a.call("pvf_plan_apply", {"planId": plan["planId"], "changeKeys": keys})
         await a.fail("pvf_read_file", {"workspaceId": ws, "path": path}, "NOT_FOUND")
         assert (await a.call("pvf_search", {"workspaceId": ws, "query": "brand_new"}))["hits"][0][
             "path"
@@ -731,16 +738,16 @@ async def test_the_ui_sees_and_applies_an_agents_plan(archive: Path) -> None:
         )
         assert (await a.call("pvf_workspace_info", {}))["pendingPlan"] == plan["planId"]
         keys = [
-            i["changeKey"] for i in (await a.call("pvf_edit_preview", {"planId": plan["planId"]}))["items"]
+            i["changeKey"] for i in (await a.call("pvf_plan_preview", {"planId": plan["planId"]}))["items"]
         ]
         async with httpx2.AsyncClient(headers=a.srv.ui_headers(), timeout=30) as ui:
             r = await ui.post(
-                f"{a.srv.base_url}/api/tools/pvf_edit_apply",
+                f"{a.srv.base_url}/api/tools/pvf_plan_apply",
                 json={"arguments": {"planId": plan["planId"], "changeKeys": keys}},
             )
             assert r.status_code == 200, r.text
         # the agent then sees the plan's final state, and its own apply is refused
-        await a.fail("pvf_edit_apply", {"planId": plan["planId"], "changeKeys": keys}, "NOT_FOUND")
+        await a.fail("pvf_plan_apply", {"planId": plan["planId"], "changeKeys": keys}, "NOT_FOUND")
         assert (await a.call("pvf_read_file", {"workspaceId": ws, "path": path}))["revision"] == rev + 1
 
 

@@ -1,5 +1,9 @@
 """Import, export (direct, 110USextend, 115CN-mod) and version history of the PVF workspace, over a real MCP client
-on synthetic archives of both families (the pvfine MCP design's "导入导出另覆盖" list)."""
+on synthetic archives of both families (the pvfine MCP design's "导入导出另覆盖" list).
+
+These tests call the design's per-kind names (`pvf_import_preview`, `pvf_import_apply {importPlanId,
+selectedKeys}`, `pvf_export_preview`, `pvf_export_discard`), which stay accepted as hidden aliases of
+`pvf_plan_preview` / `pvf_plan_apply` / `pvf_plan_discard`."""
 
 from __future__ import annotations
 

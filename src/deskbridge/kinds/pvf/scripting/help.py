@@ -13,8 +13,8 @@ including unsaved changes. Every write is staged: the run ends in a plan you pre
 
 Flow: pvf_script_validate {source} → pvf_script_run {workspaceId, expectedRevision, source} (taskId at once)
 → pvf_script_status {taskId, logCursor} until state is succeeded (result.planId; null for a read-only run)
-→ pvf_script_preview {planId} → pvf_script_apply {planId, expectedRevision, changeKeys} → pvf_archive_save.
-Cancel a run with pvf_script_cancel, drop a plan with pvf_script_discard. A plan is built on one revision:
+→ pvf_plan_preview {planId} → pvf_plan_apply {planId, expectedRevision, changeKeys} → pvf_archive_save.
+Cancel a run with pvf_script_cancel, drop a plan with pvf_plan_discard. A plan is built on one revision:
 if the workspace moved on, apply answers STALE_PLAN — run the script again.
 Read-only queries: log with pvf.log(); no plan is kept. For plain lookups prefer pvf_search / pvf_read_file.
 """
@@ -72,6 +72,9 @@ PITFALLS = """\
 * New strings in classic archives grow stringtable.bin: the plan holds it as its own change, which the files
   `require`; select them together (or acknowledge the dependency warning).
 * A .lst entry for a file created in the same run requires that file's change.
+* On 110US (the page-guarded nkpi archives) a plain string set() registers a .str entry (key pvfjs_<n>, in
+  the table of the script's top folder) and writes a {type: "typed", code: 8} reference to it; the .str
+  change is required by the files using it. setStrValue() writes an inline string instead.
 * Logs are capped (100,000 lines / 4 MiB: the run is stopped past that); use pvf.progress for progress.
 * Source at most 1 MiB; no require/import/eval of host code; the archive is reached only through `pvf`.
 """

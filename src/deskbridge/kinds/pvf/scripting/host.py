@@ -102,6 +102,11 @@ class Host:
         self.lists: dict[str, Any] = {}
         self._created_type: dict[str, int] = {}
         self.list_created: dict[str, set[str]] = {}
+        self.str_requires: dict[str, set[str]] = {}
+        """File key → the `.str` files (shown paths) whose new entries its type-8 references point at."""
+        self.new_strs: dict[tuple[int, str], str] = {}
+        """`.str` entries this run registered: (table id, key) → text (so links to them resolve in the run)."""
+        self._nstring: list[tuple[int, str]] | None = None
         self.ops = {
             "pvf.files": self.files,
             "pvf.find": self.find,
@@ -251,8 +256,9 @@ class Host:
                 msg["type"] = self._type_of(key)
                 msg["diff"] = text_diff(shown, old, value)
             msg["warnings"] = self._warnings_for(key)
-            if key in self.list_created:
-                msg["requires"] = sorted(self.list_created[key])
+            needs = self.list_created.get(key, set()) | self.str_requires.get(key, set())
+            if needs:
+                msg["requires"] = sorted(needs)
             raw = json.dumps(msg, ensure_ascii=False)
             if len(raw.encode()) > CHANGE_FRAME_MAX:
                 raise ScriptError("LIMIT_EXCEEDED", f"the new content of {shown} is larger than 32 MiB")
@@ -530,7 +536,81 @@ class Host:
     def link_text(self, table: int, key: str) -> str | None:
         from deskbridge.kinds.pvf.service import _link_text
 
+        if (table, key) in self.new_strs:
+            return self.new_strs[(table, key)]
         return _link_text(self.ar, table, key)
+
+    # ------------------------------------------------------------------------------------------ 110US strings
+
+    @property
+    def registers_strings(self) -> bool:
+        """110US (the page-guarded nkpi variant) keeps script text in `.str` tables: there a plain string `set`
+        registers a `.str` entry and writes a type-8 reference to it, as pvfine's script API does (pvfine
+        `docs/脚本工作区设计.md`: "on 110US a plain string set auto-registers a .str entry and writes a type-8
+        reference"); `setStrValue` still writes an inline string on purpose."""
+        return getattr(self.ar, "variant", None) == "paged"
+
+    def _string_tables(self) -> list[tuple[int, str]]:
+        """(table id, file key) of every `.str` table `n_string.lst` registers that exists, in list order."""
+        if self._nstring is None:
+            from deskbridge.kinds.pvf.archive.nkpi_lists import read_list
+
+            out: list[tuple[int, str]] = []
+            for lst in ("list/n_string.lst", "n_string.lst"):
+                key = self._key(lst)
+                if key not in self.base:
+                    continue
+                reg = read_list(self.ar, self.base[key])
+                for table_id, stored in reg.entries:
+                    for candidate in (stored, reg.to_archive_path(stored)):
+                        if self._exists(self._key(candidate)):
+                            out.append((table_id, self._key(candidate)))
+                            break
+                break
+            self._nstring = out
+        return self._nstring
+
+    def _register_string(self, did: Any, value: str) -> Any:
+        """A type-8 reference to a `.str` entry holding `value`: the table in the script's own top folder
+        (else the first registered one), key `pvfjs_<n>` (the first free n); one entry per text per table
+        within a run. The script's change `requires` the `.str` change, so a plan selects them together."""
+        from deskbridge.kinds.pvf.script.nkpi_codec import T_REF8
+        from deskbridge.kinds.pvf.script.text import typed_token
+        from deskbridge.kinds.pvf.strings.strfile import StrFile
+
+        tables = self._string_tables()
+        if not tables:
+            raise ScriptError(
+                "UNSUPPORTED_CHANGE",
+                "a plain string on 110US goes into a .str table, but n_string.lst registers none that exists",
+                hint="Register a .str table in n_string.lst, or write an inline string with setStrValue.",
+            )
+        doc_shown = self.doc_path.get(did) if isinstance(did, int) else None
+        top = (doc_shown or "").replace("\\", "/").split("/", 1)[0].lower()
+        table_id, str_key = next(((t, k) for t, k in tables if k.split("/", 1)[0] == top), tables[0])
+        ref = next((k for (t, k), v in self.new_strs.items() if t == table_id and v == value), None)
+        if ref is None:
+            table = StrFile.from_text(self._text(str_key))
+            taken = table.entries()
+            n = 0
+            while f"pvfjs_{n}" in taken:
+                n += 1
+            ref = f"pvfjs_{n}"
+            try:
+                table.set(ref, value)
+            except BridgeError as exc:
+                raise ScriptError("INVALID_ARGUMENT", f"{value[:80]!r}: {exc.message}") from None
+            self._stage(str_key, self._shown(str_key), table.to_text())
+            self.new_strs[(table_id, ref)] = value
+        if doc_shown is not None:
+            self.str_requires.setdefault(self._key(doc_shown), set()).add(self._shown(str_key))
+        return typed_token(T_REF8, f"<{table_id}::{ref}>")
+
+    def _token(self, did: Any, value: Any, old: Any = None) -> Any:
+        """A script value → token (`model.from_json`), except a plain string on 110US (`_register_string`)."""
+        if isinstance(value, str) and self.registers_strings:
+            return self._register_string(did, value)
+        return model.from_json(value, old)
 
     # ------------------------------------------------------------------------------------------ documents
 
@@ -601,13 +681,13 @@ class Host:
         )
         return self._value(sec, _index(args[3] if len(args) > 3 else 0, "valueIndex"), str(args[4]))
 
-    def _set_value(self, sec: model.Section, i: int, value: Any, as_string: bool) -> None:
+    def _set_value(self, sec: model.Section, i: int, value: Any, as_string: bool, did: Any = None) -> None:
         if i > len(sec.values):
             raise ScriptError(
                 "INVALID_ARGUMENT", f"[{sec.name}] has {len(sec.values)} values; index {i} is past the end"
             )
         old = sec.values[i] if i < len(sec.values) else None
-        tok = string_token(value) if as_string else model.from_json(value, old)
+        tok = string_token(value) if as_string else self._token(did, value, old)
         if i == len(sec.values):
             sec.values.append(tok)
         else:
@@ -625,7 +705,7 @@ class Host:
             if not o.get("create"):
                 raise ScriptError("NOT_FOUND", f"no section [{path}]", hint="pass {create: true} to add it")
             sec = doc.create(path, bool(o.get("endTag")))
-        self._set_value(sec, _index(o.get("valueIndex", 0), "valueIndex"), value, as_string)
+        self._set_value(sec, _index(o.get("valueIndex", 0), "valueIndex"), value, as_string, did)
 
     def doc_delete(self, args: list[Any]) -> bool:
         doc = self._doc(args[0] if args else None)
@@ -637,15 +717,17 @@ class Host:
         sec.parent.children.remove(sec)
         return True
 
-    def _tokens(self, values: Any) -> list[Any]:
+    def _tokens(self, values: Any, did: Any = None) -> list[Any]:
         if not isinstance(values, list):
             raise ScriptError("INVALID_ARGUMENT", "values must be an array")
-        return [model.from_json(v) for v in values]
+        return [self._token(did, v) for v in values]
 
     def doc_append(self, args: list[Any]) -> int:
         did = args[0] if args else None
         doc = self._doc(did)
-        sec = model.append_section(doc.root, _arg(args, 1, str, "name"), self._tokens(args[2]), bool(args[3]))
+        sec = model.append_section(
+            doc.root, _arg(args, 1, str, "name"), self._tokens(args[2], did), bool(args[3])
+        )
         return self._sec_handle(did, sec)
 
     def doc_warnings(self, args: list[Any]) -> list[str]:
@@ -686,9 +768,14 @@ class Host:
         return self._value(sec, _index(args[1] if len(args) > 1 else 0), str(args[2]))
 
     def sec_set(self, args: list[Any]) -> None:
-        sec = self._sec(args[0] if args else None)
+        sid = args[0] if args else None
+        sec = self._sec(sid)
         self._set_value(
-            sec, _index(args[2] if len(args) > 2 else 0), args[1] if len(args) > 1 else None, bool(args[3])
+            sec,
+            _index(args[2] if len(args) > 2 else 0),
+            args[1] if len(args) > 1 else None,
+            bool(args[3]),
+            self.sec_doc.get(sid),
         )
 
     def sec_set_values(self, args: list[Any]) -> None:
@@ -697,16 +784,20 @@ class Host:
         if not isinstance(values, list):
             raise ScriptError("INVALID_ARGUMENT", "setValues takes an array")
         old = sec.values
-        sec.values = [model.from_json(v, old[i] if i < len(old) else None) for i, v in enumerate(values)]
+        did = self.sec_doc.get(args[0])
+        sec.values = [self._token(did, v, old[i] if i < len(old) else None) for i, v in enumerate(values)]
 
     def sec_append(self, args: list[Any]) -> None:
-        sec = self._sec(args[0] if args else None)
-        sec.values.append(model.from_json(args[1] if len(args) > 1 else None))
+        sid = args[0] if args else None
+        sec = self._sec(sid)
+        sec.values.append(self._token(self.sec_doc.get(sid), args[1] if len(args) > 1 else None))
 
     def sec_append_section(self, args: list[Any]) -> int:
         sid = args[0] if args else None
         sec = self._sec(sid)
-        child = model.append_section(sec, _arg(args, 1, str, "name"), self._tokens(args[2]), bool(args[3]))
+        child = model.append_section(
+            sec, _arg(args, 1, str, "name"), self._tokens(args[2], self.sec_doc.get(sid)), bool(args[3])
+        )
         return self._sec_handle(self.sec_doc[sid], child)
 
     def sec_delete(self, args: list[Any]) -> None:

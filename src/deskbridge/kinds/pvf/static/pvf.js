@@ -22,15 +22,18 @@ const tool = (name, args = {}) => api(`/api/tools/${name}`, { method: "POST", bo
 
 // Every plan tool this page calls, in one table, called only through planTool(): when plan tools are merged or
 // renamed, the change is here. `id` names the argument that carries the plan's id.
+// One plan flow for every kind (a plan id names its kind): pvf_plan_preview / _apply / _discard; only an export
+// plan is carried out by pvf_export_execute (it writes outside the archive).
 const PLAN_TOOLS = {
-  edit: { id: "planId", preview: "pvf_edit_preview", apply: "pvf_edit_apply", discard: "pvf_edit_discard" },
-  import: { id: "importPlanId", preview: "pvf_import_preview", apply: "pvf_import_apply", discard: "pvf_import_discard" },
-  export: { id: "exportPlanId", preview: "pvf_export_preview", apply: "pvf_export_execute", discard: "pvf_export_discard" },
-  script: { id: "planId", preview: "pvf_script_preview", apply: "pvf_script_apply", discard: "pvf_script_discard" },
+  preview: { name: "pvf_plan_preview", id: "planId" },
+  apply: { name: "pvf_plan_apply", id: "planId" },
+  discard: { name: "pvf_plan_discard", id: "planId" },
+  exportApply: { name: "pvf_export_execute", id: "exportPlanId" },
 };
+const PLAN_KINDS = new Set(["edit", "import", "export", "script"]);
 function planTool(kind, verb, planId, args = {}) {
-  const t = PLAN_TOOLS[kind];
-  return tool(t[verb], { [t.id]: planId, ...args });
+  const t = PLAN_TOOLS[kind === "export" && verb === "apply" ? "exportApply" : verb];
+  return tool(t.name, { [t.id]: planId, ...args });
 }
 
 function showError(e) {
@@ -277,7 +280,7 @@ $("plan-apply").onclick = async () => {
       stopEditing();
     } else if (plan.kind === "import") {
       const overwrite = plan.items.filter((i) => i.overwrite && keys.includes(i.changeKey)).map((i) => i.changeKey);
-      await planTool("import", "apply", plan.id, { selectedKeys: keys, overwriteKeys: overwrite, acknowledgedWarningIds: acks });
+      await planTool("import", "apply", plan.id, { changeKeys: keys, overwriteKeys: overwrite, acknowledgedWarningIds: acks });
     } else if (plan.kind === "script") {
       await planTool("script", "apply", plan.id, { expectedRevision: plan.preview.revision, changeKeys: keys, acknowledgedWarningIds: acks });
     } else {
@@ -424,6 +427,41 @@ $("history").addEventListener("click", async (ev) => {
   } catch (e) { showError(e); }
 });
 
+// ----------------------------------------------------------------------------------------------- approvals
+// An MCP client's change that needs the person's approval is asked in the open page first (core ApprovalBroker:
+// an open event stream counts as a person who can answer), so this page shows and answers it.
+
+const approvals = new Map();
+
+function renderApprovals() {
+  let box = $("approvals");
+  if (!box) {
+    box = document.createElement("div");
+    box.id = "approvals";
+    box.setAttribute("role", "alert");
+    document.body.prepend(box);
+  }
+  box.innerHTML = [...approvals.values()].map((r) => `<div class="approval" data-id="${esc(r.id)}"><b>${esc(r.client)}</b> wants to run <code>${esc(r.tool)}</code> on ${esc(r.target)}: ${esc(r.summary)} <button type="button" class="approve" data-ok="1">Approve</button> <button type="button" class="reject" data-ok="0">Reject</button></div>`).join("");
+  box.hidden = approvals.size === 0;
+}
+
+async function answerApproval(id, approved) {
+  await api(`/api/approvals/${encodeURIComponent(id)}`, { method: "POST", body: JSON.stringify({ approved }) }).catch(showError);
+  approvals.delete(id);
+  renderApprovals();
+}
+
+document.addEventListener("click", (ev) => {
+  const button = ev.target.closest("#approvals button");
+  if (button) answerApproval(button.closest(".approval").dataset.id, button.dataset.ok === "1");
+});
+
+async function loadApprovals() {
+  const { pending } = await api("/api/approvals").catch(() => ({ pending: [] }));
+  for (const r of pending || []) approvals.set(r.id, r);
+  renderApprovals();
+}
+
 // ----------------------------------------------------------------------------------------------- events
 
 function listen() {
@@ -440,7 +478,7 @@ function listen() {
   events.addEventListener("plan", (ev) => {
     const d = JSON.parse(ev.data);
     if (d.event === "created") {
-      if (!PLAN_TOOLS[d.kind] || d.kind === "export") return; // an export plan needs its output folder: its client executes it
+      if (!PLAN_KINDS.has(d.kind) || d.kind === "export") return; // an export plan needs its output folder: its client executes it
       state.plans.set(d.planId, { ...d, state: "pending" });
       renderPlans();
       if (!state.plan) showPlan({ kind: d.kind, id: d.planId }).catch(showError);
@@ -462,8 +500,14 @@ function listen() {
       await api("/api/editors/ack", { method: "POST", body: JSON.stringify({ operationId: d.operationId, clientId: CLIENT, hasDrafts: hasDraft(), detail: hasDraft() ? { path: state.file } : null }) }).catch(() => {});
     }
   });
+  events.addEventListener("approval", (ev) => {
+    const d = JSON.parse(ev.data);
+    if (d.event === "requested" && d.request) approvals.set(d.request.id, d.request);
+    else if (d.id) approvals.delete(d.id);
+    renderApprovals();
+  });
   events.onerror = () => showError({ code: "DISCONNECTED", message: "lost the connection to deskbridge; retrying…" });
-  events.onopen = () => showError(null);
+  events.onopen = () => { showError(null); loadApprovals(); };
 }
 
 async function main() {

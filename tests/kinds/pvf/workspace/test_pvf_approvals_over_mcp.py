@@ -1,0 +1,128 @@
+"""`require_approval` for the pvf tools, decided by the platform from each tool's declared operation
+(`ToolSpec.operation`), over a real MCP client on HTTP: the person is asked through elicitation (a live
+request, and the 2026 InputRequiredResult round trip), a "no" changes nothing, the settings decide who asks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import mcp_types as types
+import pytest
+from pvfws_helpers import Agent, serve
+
+pytestmark = pytest.mark.anyio
+
+
+def answer(approve: bool, seen: list[str]):
+    async def callback(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        seen.append(params.message)
+        return types.ElicitResult(action="accept", content={"approve": approve})
+
+    return callback
+
+
+async def edit_plan(a: Agent) -> tuple[str, int, str, list[str]]:
+    info = await a.ready()
+    ws, rev = info["workspaceId"], info["revision"]
+    path = await a.first_script(ws)
+    text = (await a.call("pvf_read_file", {"workspaceId": ws, "path": path}))["text"]
+    plan = await a.call(
+        "pvf_edit_prepare",
+        {"workspaceId": ws, "expectedRevision": rev, "edits": [{"path": path, "text": text + "\n[t]\n1\n"}]},
+    )
+    keys = [i["changeKey"] for i in (await a.call("pvf_plan_preview", {"planId": plan["planId"]}))["items"]]
+    return ws, rev, plan["planId"], keys
+
+
+@pytest.mark.parametrize(
+    "mode", ["legacy", "auto"]
+)  # a live elicitation request / the 2026 InputRequiredResult
+@pytest.mark.parametrize("approve", [True, False])
+async def test_applying_a_plan_asks_the_person_through_the_client(
+    archive: Path, approve: bool, mode: str
+) -> None:
+    seen: list[str] = []
+    async with serve(archive, approvals=True, mode=mode, elicitation_callback=answer(approve, seen)) as a:
+        _ws, rev, plan_id, keys = await edit_plan(a)
+        assert not seen  # reading, planning and previewing ask nobody
+        result = await a.client.call_tool(
+            "pvf_plan_apply", {"planId": plan_id, "changeKeys": keys, "expectedRevision": rev}
+        )
+        after = await a.call("pvf_workspace_info", {})
+        audit = [r.to_dict() for r in a.srv.app.audit.recent() if r.tool == "pvf_plan_apply"]
+    assert len(seen) == 1 and "pvf_plan_apply" in seen[0] and plan_id in seen[0]
+    assert audit[-1]["approval"] == ("approved" if approve else "declined")
+    if mode == "auto":  # the first round returned the question, the client's retry carried the answer
+        assert [r["outcome"] for r in audit][-2] == "INPUT_REQUIRED"
+    if approve:
+        assert not result.is_error, result.structured_content
+        assert result.structured_content["approval"] == {"decision": "approved", "via": "client"}
+        assert after["revision"] == rev + 1
+    else:
+        assert result.is_error and result.structured_content["code"] == "APPROVAL_DECLINED"
+        assert after["revision"] == rev and not after["sourceDirty"]
+
+
+async def test_the_settings_decide_which_operations_ask(archive: Path, tmp_path: Path) -> None:
+    seen: list[str] = []
+    original = archive.read_bytes()
+    async with serve(archive, approvals=True, mode="legacy", elicitation_callback=answer(False, seen)) as a:
+        app = a.srv.app
+        ws, rev, plan_id, keys = await edit_plan(a)
+        # a plan nobody issued is refused before anyone is asked
+        await a.fail("pvf_plan_apply", {"planId": "edit-0000000000000000", "changeKeys": keys}, "NOT_FOUND")
+        assert not seen
+        # the person relaxes `edit` for this setup: applying no longer asks
+        app.update_settings({"approval_rules": {"edit": False}})
+        await a.call("pvf_plan_apply", {"planId": plan_id, "changeKeys": keys, "expectedRevision": rev})
+        assert not seen
+        # saving does not ask by default (like markdown)…
+        await a.call("pvf_archive_save_as", {"workspaceId": ws, "path": str(tmp_path / "copy.pvf")})
+        assert not seen and (tmp_path / "copy.pvf").exists()
+        # …until the settings say it does; the "no" leaves the archive on disk as it was
+        app.update_settings({"approval_rules": {"edit": False, "save": True}})
+        # so is a save of a workspace that is not open
+        await a.fail("pvf_archive_save", {"workspaceId": "ws-other"}, "STALE_WORKSPACE")
+        assert not seen
+        err = await a.fail("pvf_archive_save", {"workspaceId": ws}, "APPROVAL_DECLINED")
+        assert "pvf_archive_save" in seen[-1] and err["data"]["decision"] == "declined"
+        assert archive.read_bytes() == original
+        # an export writes outside the archive: asked by default, and a "no" writes nothing
+        plan = await a.call(
+            "pvf_export_prepare",
+            {"workspaceId": ws, "expectedRevision": rev + 1, "source": "memory"},
+        )
+        out = tmp_path / "out"
+        out.mkdir()
+        await a.fail(
+            "pvf_export_execute",
+            {"exportPlanId": plan["exportPlanId"], "outputParent": str(out), "outputName": "x"},
+            "APPROVAL_DECLINED",
+        )
+        assert "pvf_export_execute" in seen[-1] and not any(out.iterdir())
+        # require_approval off: nothing asks
+        asked = len(seen)
+        app.update_settings({"require_approval": False})
+        await a.call("pvf_archive_save", {"workspaceId": ws})
+        assert len(seen) == asked and archive.read_bytes() != original
+
+
+async def test_the_browser_is_the_person_and_is_not_asked(archive: Path) -> None:
+    async with serve(archive, approvals=True) as a:  # this client cannot be asked (no elicitation)
+        _ws, rev, plan_id, keys = await edit_plan(a)
+        err = await a.fail(
+            "pvf_plan_apply",
+            {"planId": plan_id, "changeKeys": keys, "expectedRevision": rev},
+            "APPROVAL_DECLINED",
+        )
+        assert err["data"]["decision"] == "no_one_to_ask" and "pvf_plan_apply" in err["hint"]
+        async with httpx2.AsyncClient() as http:  # the same tool from the pvf page, as the person
+            done = await http.post(
+                a.srv.base_url + "/api/tools/pvf_plan_apply",
+                json={"arguments": {"planId": plan_id, "changeKeys": keys, "expectedRevision": rev}},
+                headers=a.srv.ui_headers(),
+            )
+        assert done.status_code == 200, done.text
+        assert done.json()["revision"] == rev + 1
