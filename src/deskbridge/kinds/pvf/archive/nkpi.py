@@ -652,6 +652,11 @@ class NkpiArchive(ArchiveBase):
         if getattr(self, "_replacing_source", False):
             self._src.suspend()
 
+    def _begin_write(self) -> None:
+        # Set by this write (where each staged file landed, the name table written) for its verify.
+        self._landed = {}
+        self._written_name_table = None
+
     def _write(self, out: BinaryIO, progress: Progress | None) -> None:
         from .nkpi_writer import write_archive
 
