@@ -213,6 +213,10 @@ class PvfStore:
             for k, v in workspace.overlay.items()
         }
         src.archive.write(out, None, progress)  # the family's one writer, over the mirrored overlay
+        for key, data in src.archive.written_payloads().items():  # as stored (nkpi string renumbering)
+            if key in self.last_serialised:
+                shown, _value, before = self.last_serialised[key]
+                self.last_serialised[key] = (shown, data, before)
 
     def verify(self, workspace: Workspace, tmp: Path) -> None:
         src = workspace.source

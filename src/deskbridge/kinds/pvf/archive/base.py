@@ -316,6 +316,12 @@ class ArchiveBase(ABC):
         previous write's state never leaks into this one."""
         return None
 
+    def written_payloads(self) -> Mapping[str, bytes]:
+        """Payloads the last `write` stored differently from the staged bytes (lookup key → bytes as
+        written); a family that renumbers references while writing (nkpi pools) reports them here, so a
+        caller recording what was saved (the history journal) records what is on disk."""
+        return {}
+
     def verify_written(self, path: Path | str, expected: Mapping[str, bytes | None] | None = None) -> int:
         """Check a file this object just wrote (`write` with the staged changes) before it replaces anything:
         re-open it with the family reader; every payload of `expected` (path → bytes, `None` = deleted;

@@ -295,7 +295,8 @@ class NkpiArchive(ArchiveBase):
         nt_raw = src.read(header.name_table_offset, header.name_table_size)
         twin = self._pools_of
         if twin is not None and self._same_name_table(twin, nt_raw):
-            pools, rec = twin.pools, False  # identical bytes: skip inflating 60 MB again
+            # identical bytes: skip inflating 60 MB again (the pools as written, unused strings left out)
+            pools, rec = getattr(twin, "_written_pools", None) or twin.pools, False
         else:
             pools, rec = self._parse_pools(nt_raw, header.name_table_offset, scheme)
         recovered |= rec
@@ -656,6 +657,14 @@ class NkpiArchive(ArchiveBase):
         # Set by this write (where each staged file landed, the name table written) for its verify.
         self._landed = {}
         self._written_name_table = None
+        self._written_pools = None
+        self._written_payloads = {}
+
+    def written_payloads(self) -> Mapping[str, bytes]:
+        """Payloads the last write stored differently from the staged bytes (lookup key → bytes): string
+        offsets renumbered because strings nothing referred to were left out of the pools
+        (`nkpi_writer._pools_to_write`). Empty when every staged payload was written as staged."""
+        return dict(getattr(self, "_written_payloads", {}))
 
     def _write(self, out: BinaryIO, progress: Progress | None) -> None:
         from .nkpi_writer import write_archive
@@ -671,6 +680,7 @@ class NkpiArchive(ArchiveBase):
         """
         again = NkpiArchive(path, encoding=self.encoding, keys=self.keys, _pools_of=self)
         landed = getattr(self, "_landed", {})
+        written = getattr(self, "_written_payloads", {})
         try:
             for key, data in expected.items():
                 name = self._overlay_names.get(key, key)
@@ -680,6 +690,7 @@ class NkpiArchive(ArchiveBase):
                             ErrorCode.INTERNAL, f"verify failed: deleted '{name}' is still present"
                         )
                     continue
+                data = written.get(key, data)
                 i = landed.get(key)
                 if i is None or i >= len(again.files) or norm_path(again.entry_path(i)) != key:
                     raise BridgeError(
@@ -708,6 +719,8 @@ class NkpiArchive(ArchiveBase):
         self._refs = None
         self._landed = {}
         self._written_name_table = None
+        self._written_pools = None
+        self._written_payloads = {}
         self._load(path)
 
     def close(self) -> None:

@@ -401,6 +401,51 @@ class StringPools:
         self.dirty = True
         return off
 
+    def _added_from(self) -> tuple[int, int]:
+        """Where the added strings start in sTrA and sTrW (bytes). A previously empty sTrW gained the empty
+        string at offset 1 before its first string (`add`): that is structure, not an added string."""
+        w = self.original_size_w if self.original_size_w or not len(self._w) else 2
+        return self.original_size_a, w
+
+    def added(self) -> list[int]:
+        """Magic offsets of the strings appended since the archive was opened, in pool order."""
+        out: list[int] = []
+        pos_a, pos_w = self._added_from()
+        for part in self._a[pos_a : len(self._a)].split(b"\0")[:-1]:
+            out.append(pos_a * 2)
+            pos_a += len(part) + 1
+        tail = self._w[pos_w : len(self._w)].decode("utf-16-le", errors="surrogatepass")
+        for part in tail.split("\0")[:-1]:
+            out.append(pos_w + 1)
+            pos_w += 2 * (len(part) + 1)
+        return out
+
+    def without(self, drop: set[int]) -> tuple[StringPools, dict[int, int]]:
+        """A copy of these pools without the added strings at the magic offsets `drop` (nothing refers to
+        them, e.g. a discarded plan compiled them), and `old offset → new offset` of the added strings that
+        moved. The strings of the archive as opened keep their offsets; these pools are left unchanged."""
+        from_a, from_w = self._added_from()
+        keep_a, keep_w = bytearray(), bytearray()
+        moved: dict[int, int] = {}
+        for off in self.added():
+            if off in drop:
+                continue
+            text = self.resolve(off)
+            if off & 1:
+                new = from_w + len(keep_w) + 1
+                keep_w += text.encode("utf-16-le", errors="surrogatepass") + b"\0\0"
+            else:
+                new = (from_a + len(keep_a)) * 2
+                keep_a += text.encode(self.encoding, errors="surrogateescape") + b"\0"
+            if new != off:
+                moved[off] = new
+        a = self._a[0:from_a] + bytes(keep_a)
+        w = self._w[0:from_w] + bytes(keep_w) if keep_w else self._w[0 : self.original_size_w]
+        pools = StringPools(self.prefix, a, w, self.keys, self.encoding)
+        pools.original_size_a, pools.original_size_w = self.original_size_a, self.original_size_w
+        pools.dirty = bool(keep_a or keep_w)
+        return pools, moved
+
     def freeze(self) -> None:
         """Fold strings added so far into the immutable part (lets `sort_offsets` use its fast path)."""
         for seg in (self._a, self._w):
