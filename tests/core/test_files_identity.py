@@ -82,9 +82,9 @@ def test_every_path_to_an_identity_gives_the_same_digest(tmp_path, size, anchors
 
 def test_an_anchor_across_a_read_step_is_found(tmp_path):
     """The file hash reads a little past the minimum at a time: an anchor split across two reads counts."""
-    data = bytearray(os.urandom(MIN + (128 << 10) + 10))
+    data = bytearray(os.urandom(MIN + (64 << 10) + 10))
     data = data.replace(IDENTITY_ANCHOR, b"\0\0")
-    split = MIN + (128 << 10) - 1
+    split = MIN + (64 << 10) - 1
     data[split : split + 2] = IDENTITY_ANCHOR
     data = bytes(data)
     assert chunk_cuts(data)[0] == split + 2
@@ -120,7 +120,7 @@ def _copying(src, head: bytes, start: int = 0, length: int | None = None, tail: 
 
 
 def test_a_kernel_copy_of_a_hashed_file_reuses_its_chunk_digests(tmp_path, monkeypatch):
-    data = _with_anchors(8 * MIN + 4321, seed=2)
+    data = _with_anchors(8 * MAX + 4321, seed=2)
     src = tmp_path / "src"
     src.write_bytes(data)
     file_identity(src)  # hashes it once and remembers its chunks
@@ -129,17 +129,17 @@ def test_a_kernel_copy_of_a_hashed_file_reuses_its_chunk_digests(tmp_path, monke
 
     result = atomic_write(tmp_path / "dst", _copying(src, b""))
     assert result.identity.sha256 == _reference(data)
-    assert sum(read) <= len(data) - last + (256 << 10)
+    assert sum(read) <= len(data) - last + 2 * MIN
 
 
 def test_a_copy_moved_by_an_earlier_edit_still_reuses_its_chunks(tmp_path, monkeypatch):
     """The archive case: a file in the middle grew, so everything after it moved by a few bytes."""
-    data = _with_anchors(16 * MIN + 999, seed=3)
+    data = _with_anchors(16 * MAX + 999, seed=3)
     src = tmp_path / "src"
     src.write_bytes(data)
     file_identity(src)
     read = _count_reads(monkeypatch)
-    edit_at = 5 * MIN + 123
+    edit_at = 5 * MAX + 123
 
     def edited(out):
         fd = os.open(src, os.O_RDONLY)
@@ -154,7 +154,7 @@ def test_a_copy_moved_by_an_earlier_edit_still_reuses_its_chunks(tmp_path, monke
     new = data[:edit_at] + b"a longer replacement for the edited file" + data[edit_at + 10 :]
     result = atomic_write(tmp_path / "dst", edited)
     # read back: the edited chunk, the chunk or two until the cuts meet again, the file's last chunk
-    assert sum(read) <= 4 * MIN < len(data) // 4
+    assert sum(read) <= 2 * MAX < len(data) // 8
     assert result.identity.sha256 == _reference(new) == file_identity(tmp_path / "dst").sha256
 
     read.clear()
@@ -164,7 +164,21 @@ def test_a_copy_moved_by_an_earlier_edit_still_reuses_its_chunks(tmp_path, monke
         _copying(src, b"")(out)
 
     assert atomic_write(tmp_path / "dst2", shifted).identity.sha256 == _reference(b"x" + data)
-    assert sum(read) <= 4 * MIN
+    assert sum(read) <= 2 * MAX
+
+
+def test_a_copy_after_a_rewritten_head_meets_the_source_cuts_again(tmp_path, monkeypatch):
+    """The archive's file table is rewritten (other bytes, other anchors): after it the chains of cuts
+    start far apart, and must still meet again soon, not many chunks later."""
+    data = _with_anchors(24 * MAX, seed=5, every=70_000)
+    src = tmp_path / "src"
+    src.write_bytes(data)
+    file_identity(src)
+    head = _with_anchors(2 * MAX + 777, seed=6, every=50_000)
+    read = _count_reads(monkeypatch)
+    result = atomic_write(tmp_path / "dst", _copying(src, head, start=len(head)))
+    assert result.identity.sha256 == _reference(head + data[len(head) :])
+    assert sum(read) <= len(head) + MAX
 
 
 def test_content_without_anchors_is_cut_at_the_maximum_and_still_reused_in_place(tmp_path, monkeypatch):

@@ -70,20 +70,22 @@ later byte (a longer file in the middle of an archive), since the cuts find each
 chunk or two. Earlier schemes: `"sha256-1m"` (fixed 1 MiB chunks: a shifted copy re-hashed everything)
 and `"sha256"` (whole file)."""
 
-IDENTITY_MIN_CHUNK = 1 << 20
-"""A chunk is at least this long (1 MiB) unless the content ends first."""
-IDENTITY_MAX_CHUNK = 4 << 20
-"""…and at most this long (4 MiB): content without an anchor is cut at fixed 4 MiB steps."""
+IDENTITY_MIN_CHUNK = 64 << 10
+"""A chunk is at least this long (64 KiB) unless the content ends first. Small on purpose: after a region
+whose bytes differ (a rewritten file table) the two chains of cuts are at most about this far apart, and
+they meet again at the first anchor both pass, so a long minimum would keep them apart for many chunks."""
+IDENTITY_MAX_CHUNK = 1 << 20
+"""…and at most this long (1 MiB): content without an anchor is cut at fixed 1 MiB steps."""
 IDENTITY_ANCHOR = b"\xa5\x5a"
 """A chunk ends right after the first occurrence of these two bytes at or past `IDENTITY_MIN_CHUNK`
 (in random-looking data — encrypted or compressed archives — every 64 KiB on average, so chunks are
-≈1.06 MiB). Cut points are found with `bytes.find` (C speed), not a rolling hash: the anchor only has to
+≈128 KiB: 1,600 digests for a 200 MB archive). Cut points are found with `bytes.find` (C speed), not a rolling hash: the anchor only has to
 be rare enough, and a chunk's end then depends only on its own bytes."""
 IDENTITY_CHUNK = IDENTITY_MIN_CHUNK
 """Kept for callers that size buffers by the identity chunk."""
 
 _TREE_PREFIX = b"deskbridge-identity-sha256-cdc\0"
-_SCAN_STEP = 128 << 10
+_SCAN_STEP = 64 << 10
 """Bytes read past the minimum chunk before the first anchor search (the anchor is usually that close)."""
 
 
