@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import BinaryIO
@@ -28,7 +28,7 @@ from .base import ArchiveBase, FileInfo, Progress, norm_path
 from .budget import archive_budget, over_budget
 from .nkpi_cipher import MAGIC_DATA, SCHEMES, KeyScheme, crypt
 from .nkpi_errors import corrupt, key_required, unsupported
-from .nkpi_index import KeysView, PathIndex
+from .nkpi_index import KeysView, PathIndex, PathList
 from .nkpi_paged import GUARD_SIZE, PAGE_SIZE, NkpiKeys, aes_cbc_decrypt, guard_length, load_keys
 from .nkpi_pools import PoolKeys, StringPools
 from .nkpi_recover import inflate_exact, recover_word_seed, recover_zlib_seed
@@ -540,9 +540,12 @@ class NkpiArchive(ArchiveBase):
             raise KeyError(key)
         return i
 
-    def paths(self) -> list[str]:
-        """Every path in file-table order (staged new files last, staged deletions left out)."""
+    def paths(self) -> Sequence[str]:  # type: ignore[override]
+        """Every path in file-table order (staged new files last, staged deletions left out). Without
+        staged changes a `PathList`: a list-like sequence that decodes blocks of paths on demand."""
         index = self._path_index()
+        if not self._overlay:
+            return PathList(index)
         listed = index.display_paths()
         shadowed = index.shadowed()
         if shadowed:
