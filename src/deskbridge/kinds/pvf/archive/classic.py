@@ -600,6 +600,7 @@ class ClassicArchive(ArchiveBase):
             sizes,
             cols.checksums,
             {i: (norm_path(t.path[i]), data) for i, data in changed.items()},
+            {i: block.result() for i, (_size, _key, block) in blocks.items()},
         )
         new_crcs = cols.checksums.copy()
         for i, (_size, key, _block) in blocks.items():
