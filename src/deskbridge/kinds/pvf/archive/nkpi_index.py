@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, overload
 import numpy as np
 
 from .base import norm_path
-from .nkpi_pools import string_spans
+from .nkpi_pools import _unique_runs, string_spans
 
 if TYPE_CHECKING:
     from .nkpi_pools import StringPools
@@ -100,7 +100,7 @@ class PathIndex:
         # Combine with the folder: hash(folder + "/" + name) = (h_dir*P + '/') * P^len(name) + h_name.
         fast = np.flatnonzero(~slow & (d_len > 0))
         powers = np.array([pow(_P, i, 1 << 64) for i in range(_FAST_MAX_LEN + 1)], dtype=np.uint64)
-        dir_offs, dir_inv = np.unique(path[fast], return_inverse=True)
+        dir_offs, dir_inv = _unique_runs(path[fast])
         dir_h = np.array(
             [
                 (key_hash(norm_path(pools.resolve(int(o)))) * _P + ord("/")) & _MASK64
