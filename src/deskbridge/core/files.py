@@ -79,10 +79,8 @@ IDENTITY_MAX_CHUNK = 1 << 20
 IDENTITY_ANCHOR = b"\xa5\x5a"
 """A chunk ends right after the first occurrence of these two bytes at or past `IDENTITY_MIN_CHUNK`
 (in random-looking data — encrypted or compressed archives — every 64 KiB on average, so chunks are
-≈128 KiB: 1,600 digests for a 200 MB archive). Cut points are found with `bytes.find` (C speed), not a rolling hash: the anchor only has to
-be rare enough, and a chunk's end then depends only on its own bytes."""
-IDENTITY_CHUNK = IDENTITY_MIN_CHUNK
-"""Kept for callers that size buffers by the identity chunk."""
+≈128 KiB: 1,600 digests for a 200 MB archive). Cut points are found with `bytes.find` (C speed), not a
+rolling hash: the anchor only has to be rare enough, and a chunk's end then depends only on its own bytes."""
 
 _TREE_PREFIX = b"deskbridge-identity-sha256-cdc\0"
 _SCAN_STEP = 64 << 10
