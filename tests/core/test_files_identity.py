@@ -1,42 +1,77 @@
-"""The chunked, composable file identity (`IDENTITY_SCHEME`): one digest whatever wrote or read the bytes,
-and kernel-copied chunks of a file we already hashed are not hashed again."""
+"""The content-defined, composable file identity (`IDENTITY_SCHEME`): one digest whatever wrote or read the
+bytes, and kernel-copied chunks of a file we already hashed are not hashed again — also when the copy lands
+at another offset (an edit earlier in the file moved it)."""
 
 from __future__ import annotations
 
 import hashlib
 import os
+import random
 
 import pytest
 
 from deskbridge.core import files
 from deskbridge.core.files import (
-    IDENTITY_CHUNK,
+    IDENTITY_ANCHOR,
+    IDENTITY_MAX_CHUNK,
+    IDENTITY_MIN_CHUNK,
     IDENTITY_SCHEME,
     FileIdentity,
     atomic_write,
+    chunk_cuts,
     content_digest,
     file_identity,
 )
 
-SIZES = [0, 1, IDENTITY_CHUNK - 1, IDENTITY_CHUNK, IDENTITY_CHUNK + 1, 3 * IDENTITY_CHUNK + 12345]
+MIN, MAX = IDENTITY_MIN_CHUNK, IDENTITY_MAX_CHUNK
+SIZES = [0, 1, MIN - 1, MIN, MIN + 1, MAX + 7, 3 * MIN + 12345]
+
+
+def _reference_cuts(data: bytes) -> list[int]:
+    """The cut rule written out from its definition, byte by byte, independently of core.files: a chunk
+    ends right after the first anchor lying wholly in [start + MIN, start + MAX), else at start + MAX, and
+    the last chunk at the end of the data."""
+    cuts, start, n = [], 0, len(data)
+    while start < n:
+        cut = min(start + MAX, n)
+        for i in range(start + MIN, min(start + MAX, n) - len(IDENTITY_ANCHOR) + 1):
+            if data[i : i + len(IDENTITY_ANCHOR)] == IDENTITY_ANCHOR:
+                cut = i + len(IDENTITY_ANCHOR)
+                break
+        cuts.append(cut)
+        start = cut
+    return cuts
 
 
 def _reference(data: bytes) -> str:
-    """The scheme written out from its definition, independently of core.files."""
-    h = hashlib.sha256(b"deskbridge-identity-sha256-1m\0" + len(data).to_bytes(8, "little"))
-    for i in range(0, len(data), IDENTITY_CHUNK):
-        h.update(hashlib.sha256(data[i : i + IDENTITY_CHUNK]).digest())
+    h = hashlib.sha256(b"deskbridge-identity-sha256-cdc\0" + len(data).to_bytes(8, "little"))
+    start = 0
+    for cut in _reference_cuts(data):
+        h.update((cut - start).to_bytes(8, "little") + hashlib.sha256(data[start:cut]).digest())
+        start = cut
     return h.hexdigest()
 
 
+def _with_anchors(size: int, seed: int = 1, every: int = 40_000) -> bytes:
+    """Random bytes with an anchor every ~`every` bytes (as encrypted archives have by chance)."""
+    rng = random.Random(seed)
+    data = bytearray(rng.randbytes(size))
+    for at in range(rng.randrange(every), size - 2, every + rng.randrange(1000)):
+        data[at : at + 2] = IDENTITY_ANCHOR
+    return bytes(data)
+
+
 @pytest.mark.parametrize("size", SIZES)
-def test_every_path_to_an_identity_gives_the_same_digest(tmp_path, size):
-    data = os.urandom(size)
+@pytest.mark.parametrize("anchors", [False, True])
+def test_every_path_to_an_identity_gives_the_same_digest(tmp_path, size, anchors):
+    data = _with_anchors(size) if anchors and size > 2 else os.urandom(size)
+    assert chunk_cuts(data) == _reference_cuts(data)
     expected = _reference(data)
     assert content_digest(data) == expected
+    assert content_digest(memoryview(data)) == expected
     assert atomic_write(tmp_path / "a", data).identity.sha256 == expected  # bytes written at once
 
-    def in_pieces(out):  # small and large writes, through the running hash and its worker
+    def in_pieces(out):  # small and large writes
         for i in range(0, size, 777_777):
             out.write(data[i : i + 777_777])
 
@@ -45,12 +80,20 @@ def test_every_path_to_an_identity_gives_the_same_digest(tmp_path, size):
     assert ident.sha256 == expected and ident.scheme == IDENTITY_SCHEME
 
 
-def test_a_kernel_copy_of_a_hashed_file_reuses_its_chunk_digests(tmp_path, monkeypatch):
-    data = os.urandom(5 * IDENTITY_CHUNK + 4321)
-    src = tmp_path / "src"
-    src.write_bytes(data)
-    file_identity(src)  # hashes it once and remembers its chunk digests
-    read = []
+def test_an_anchor_across_a_read_step_is_found(tmp_path):
+    """The file hash reads a little past the minimum at a time: an anchor split across two reads counts."""
+    data = bytearray(os.urandom(MIN + (64 << 10) + 10))
+    data = data.replace(IDENTITY_ANCHOR, b"\0\0")
+    split = MIN + (64 << 10) - 1
+    data[split : split + 2] = IDENTITY_ANCHOR
+    data = bytes(data)
+    assert chunk_cuts(data)[0] == split + 2
+    (tmp_path / "f").write_bytes(data)
+    assert file_identity(tmp_path / "f").sha256 == _reference(data)
+
+
+def _count_reads(monkeypatch) -> list[int]:
+    read: list[int] = []
     real = os.preadv
 
     def counting(fd, buffers, offset, *rest):
@@ -59,34 +102,111 @@ def test_a_kernel_copy_of_a_hashed_file_reuses_its_chunk_digests(tmp_path, monke
         return n
 
     monkeypatch.setattr(files.os, "preadv", counting)
+    return read
 
-    def copy_all(out):
-        out.write(b"")  # nothing before: the copy starts at the same alignment
+
+def _copying(src, head: bytes, start: int = 0, length: int | None = None, tail: bytes = b""):
+    def write(out):
+        out.write(head)
         fd = os.open(src, os.O_RDONLY)
         try:
-            assert out.copy_range(fd, 0, len(data)) == len(data)
+            n = os.fstat(fd).st_size - start if length is None else length
+            assert out.copy_range(fd, start, n) == n
+        finally:
+            os.close(fd)
+        out.write(tail)
+
+    return write
+
+
+def test_a_kernel_copy_of_a_hashed_file_reuses_its_chunk_digests(tmp_path, monkeypatch):
+    data = _with_anchors(8 * MAX + 4321, seed=2)
+    src = tmp_path / "src"
+    src.write_bytes(data)
+    file_identity(src)  # hashes it once and remembers its chunks
+    last = chunk_cuts(data)[-2]  # the last chunk ends at the end of the file: not reusable, hashed again
+    read = _count_reads(monkeypatch)
+
+    result = atomic_write(tmp_path / "dst", _copying(src, b""))
+    assert result.identity.sha256 == _reference(data)
+    assert sum(read) <= len(data) - last + 2 * MIN
+
+
+def test_a_copy_moved_by_an_earlier_edit_still_reuses_its_chunks(tmp_path, monkeypatch):
+    """The archive case: a file in the middle grew, so everything after it moved by a few bytes."""
+    data = _with_anchors(16 * MAX + 999, seed=3)
+    src = tmp_path / "src"
+    src.write_bytes(data)
+    file_identity(src)
+    read = _count_reads(monkeypatch)
+    edit_at = 5 * MAX + 123
+
+    def edited(out):
+        fd = os.open(src, os.O_RDONLY)
+        try:
+            assert out.copy_range(fd, 0, edit_at) == edit_at
+            out.write(b"a longer replacement for the edited file")
+            rest = len(data) - edit_at - 10
+            assert out.copy_range(fd, edit_at + 10, rest) == rest
         finally:
             os.close(fd)
 
-    result = atomic_write(tmp_path / "dst", copy_all)
-    assert result.identity.sha256 == _reference(data)
-    assert sum(read) == 4321  # only the partial last chunk was read back; five whole chunks reused
+    new = data[:edit_at] + b"a longer replacement for the edited file" + data[edit_at + 10 :]
+    result = atomic_write(tmp_path / "dst", edited)
+    # read back: the edited chunk, the chunk or two until the cuts meet again, the file's last chunk
+    assert sum(read) <= 2 * MAX < len(data) // 8
+    assert result.identity.sha256 == _reference(new) == file_identity(tmp_path / "dst").sha256
 
     read.clear()
 
-    def shifted(out):  # copied one byte later: no chunk lines up, every byte is hashed from the temp file
+    def shifted(out):  # copied one byte later than anything else: the same chunks after the first cut
         out.write(b"x")
-        fd = os.open(src, os.O_RDONLY)
-        try:
-            out.copy_range(fd, 0, len(data))
-        finally:
-            os.close(fd)
+        _copying(src, b"")(out)
 
     assert atomic_write(tmp_path / "dst2", shifted).identity.sha256 == _reference(b"x" + data)
-    assert sum(read) == len(data)
+    assert sum(read) <= 2 * MAX
 
 
-def test_an_identity_from_before_the_chunked_scheme_is_not_taken_as_current(tmp_path):
+def test_a_copy_after_a_rewritten_head_meets_the_source_cuts_again(tmp_path, monkeypatch):
+    """The archive's file table is rewritten (other bytes, other anchors): after it the chains of cuts
+    start far apart, and must still meet again soon, not many chunks later."""
+    data = _with_anchors(24 * MAX, seed=5, every=70_000)
+    src = tmp_path / "src"
+    src.write_bytes(data)
+    file_identity(src)
+    head = _with_anchors(2 * MAX + 777, seed=6, every=50_000)
+    read = _count_reads(monkeypatch)
+    result = atomic_write(tmp_path / "dst", _copying(src, head, start=len(head)))
+    assert result.identity.sha256 == _reference(head + data[len(head) :])
+    assert sum(read) <= len(head) + MAX
+
+
+def test_content_without_anchors_is_cut_at_the_maximum_and_still_reused_in_place(tmp_path, monkeypatch):
+    data = os.urandom(3 * MAX + 5).replace(IDENTITY_ANCHOR, b"\0\0")
+    assert chunk_cuts(data) == [MAX, 2 * MAX, 3 * MAX, 3 * MAX + 5]
+    src = tmp_path / "src"
+    src.write_bytes(data)
+    file_identity(src)
+    read = _count_reads(monkeypatch)
+    assert atomic_write(tmp_path / "dst", _copying(src, b"")).identity.sha256 == _reference(data)
+    assert sum(read) == 5
+
+
+def test_a_source_changed_after_hashing_is_not_vouched_for(tmp_path):
+    """A different file (new inode / mtime) has no remembered chunks: its copy is hashed from disk."""
+    data = _with_anchors(3 * MIN, seed=4)
+    src = tmp_path / "src"
+    src.write_bytes(data)
+    file_identity(src)
+    other = bytearray(data)
+    other[MIN + 5] ^= 0xFF
+    src2 = tmp_path / "src2"
+    src2.write_bytes(bytes(other))
+    result = atomic_write(tmp_path / "dst", _copying(src2, b""))
+    assert result.identity.sha256 == _reference(bytes(other)) != _reference(data)
+
+
+def test_an_identity_from_an_earlier_scheme_is_not_taken_as_current(tmp_path):
     p = tmp_path / "f"
     p.write_bytes(b"abc")
     now = file_identity(p)
@@ -94,4 +214,7 @@ def test_an_identity_from_before_the_chunked_scheme_is_not_taken_as_current(tmp_
     old["sha256"] = hashlib.sha256(b"abc").hexdigest()
     legacy = FileIdentity.from_dict(old)
     assert legacy.scheme == "sha256" and legacy != now
+    fixed = FileIdentity.from_dict({**now.to_dict(), "scheme": "sha256-1m"})
+    assert fixed != now  # same digest field, other scheme: not the same identity
     assert FileIdentity.from_dict(now.to_dict()) == now
+    assert now.scheme == IDENTITY_SCHEME == "sha256-cdc"

@@ -33,14 +33,13 @@ import functools
 import hashlib
 import os
 import platform
-import queue
 import secrets
 import shutil
 import stat
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -61,38 +60,97 @@ Content = bytes | bytearray | memoryview | Callable[[BinaryIO], None]
 # --------------------------------------------------------------------------------------------- identity
 
 
-IDENTITY_SCHEME = "sha256-1m"
-"""How `FileIdentity.sha256` is computed: SHA-256 of every 1 MiB chunk of the content, then SHA-256 over
-the size and those chunk digests (`content_digest`). Composable: a range a writer copies unchanged from a
-file whose chunk digests are known (`_CHUNKS`) at the same offset modulo 1 MiB reuses them instead of
-hashing the bytes again, so a save that copies most of an archive does not re-read it."""
+IDENTITY_SCHEME = "sha256-cdc"
+"""How `FileIdentity.sha256` is computed: the content is cut into content-defined chunks (`chunk_cuts`),
+each hashed with SHA-256, then SHA-256 over the size and every chunk's length and digest
+(`content_digest`). Composable *and shift-proof*: a cut depends only on the bytes of its own chunk, so a
+range a writer copies unchanged from a file whose chunks are known (`_CHUNKS`) reuses their digests
+wherever a chunk of the copy starts where a source chunk started — also after an edit that moved every
+later byte (a longer file in the middle of an archive), since the cuts find each other again within a
+chunk or two. Earlier schemes: `"sha256-1m"` (fixed 1 MiB chunks: a shifted copy re-hashed everything)
+and `"sha256"` (whole file)."""
 
-IDENTITY_CHUNK = 1 << 20
-"""Bytes per identity chunk (1 MiB)."""
+IDENTITY_MIN_CHUNK = 64 << 10
+"""A chunk is at least this long (64 KiB) unless the content ends first. Small on purpose: after a region
+whose bytes differ (a rewritten file table) the two chains of cuts are at most about this far apart, and
+they meet again at the first anchor both pass, so a long minimum would keep them apart for many chunks."""
+IDENTITY_MAX_CHUNK = 1 << 20
+"""…and at most this long (1 MiB): content without an anchor is cut at fixed 1 MiB steps."""
+IDENTITY_ANCHOR = b"\xa5\x5a"
+"""A chunk ends right after the first occurrence of these two bytes at or past `IDENTITY_MIN_CHUNK`
+(in random-looking data — encrypted or compressed archives — every 64 KiB on average, so chunks are
+≈128 KiB: 1,600 digests for a 200 MB archive). Cut points are found with `bytes.find` (C speed), not a
+rolling hash: the anchor only has to be rare enough, and a chunk's end then depends only on its own bytes."""
 
-_TREE_PREFIX = b"deskbridge-identity-sha256-1m\0"
+_TREE_PREFIX = b"deskbridge-identity-sha256-cdc\0"
+_SCAN_STEP = 64 << 10
+"""Bytes read past the minimum chunk before the first anchor search (the anchor is usually that close)."""
 
 
-def _tree_digest(size: int, chunk_digests: list[bytes] | tuple[bytes, ...]) -> str:
+def _tree_digest(size: int, chunk_lengths: list[int], chunk_digests: list[bytes]) -> str:
     h = hashlib.sha256(_TREE_PREFIX)
     h.update(size.to_bytes(8, "little"))
-    for d in chunk_digests:
+    for n, d in zip(chunk_lengths, chunk_digests, strict=True):
+        h.update(n.to_bytes(8, "little"))
         h.update(d)
     return h.hexdigest()
 
 
+def _next_cut(data: Any, pos: int, size: int) -> int:
+    """End of the chunk starting at `pos` of `data[:size]` (anything with `find(sub, start, end)`)."""
+    lo = pos + IDENTITY_MIN_CHUNK
+    if lo >= size:
+        return size
+    hi = min(pos + IDENTITY_MAX_CHUNK, size)
+    i = data.find(IDENTITY_ANCHOR, lo, hi)
+    return hi if i < 0 else i + len(IDENTITY_ANCHOR)
+
+
+def chunk_cuts(data: bytes | bytearray) -> list[int]:
+    """The end offset of every identity chunk of `data` (the scheme's definition, for tests and tools)."""
+    cuts, pos = [], 0
+    while pos < len(data):
+        pos = _next_cut(data, pos, len(data))
+        cuts.append(pos)
+    return cuts
+
+
 def content_digest(data: bytes | bytearray | memoryview) -> str:
     """The identity digest (`IDENTITY_SCHEME`) of bytes held in memory."""
-    view = memoryview(data).cast("B")
-    chunks = [
-        hashlib.sha256(view[i : i + IDENTITY_CHUNK]).digest() for i in range(0, len(view), IDENTITY_CHUNK)
-    ]
-    return _tree_digest(len(view), chunks)
+    if isinstance(data, memoryview):
+        data = bytes(data.cast("B"))
+    view = memoryview(data)
+    lengths, digests, pos = [], [], 0
+    for cut in chunk_cuts(data):
+        digests.append(hashlib.sha256(view[pos:cut]).digest())
+        lengths.append(cut - pos)
+        pos = cut
+    return _tree_digest(len(data), lengths, digests)
+
+
+@dataclass(frozen=True)
+class _Chunks:
+    """The identity chunks of one file as hashed: where each starts, how long it is, its digest."""
+
+    size: int
+    starts: tuple[int, ...]
+    lengths: tuple[int, ...]
+    digests: tuple[bytes, ...]
+
+    @functools.cached_property
+    def by_start(self) -> dict[int, int]:
+        return {s: k for k, s in enumerate(self.starts)}
+
+    def reusable(self, k: int) -> bool:
+        """A chunk whose end was decided by its own bytes (an anchor, or the maximum length), not by the
+        end of the file: the same bytes anywhere in another file form the same chunk."""
+        end = self.starts[k] + self.lengths[k]
+        return end < self.size or self.lengths[k] == IDENTITY_MAX_CHUNK
 
 
 class _ChunkCache:
     """Chunk digests of files we hashed or wrote, by (device, inode, size, mtime_ns): what lets a later
-    write that copies from such a file skip hashing the copied chunks. A few files only (200 digests per
+    write that copies from such a file skip hashing the copied chunks. A few files only (≈200 chunks per
     200 MB file); a stale entry (content rewritten with the same size and a restored mtime) can only make a
     new identity wrong, which a later full check reports as changed, never vouch for unseen content."""
 
@@ -100,16 +158,16 @@ class _ChunkCache:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._items: dict[tuple[int, int, int, int], tuple[bytes, ...]] = {}
+        self._items: dict[tuple[int, int, int, int], _Chunks] = {}
 
-    def put(self, key: tuple[int, int, int, int], chunks: list[bytes] | tuple[bytes, ...]) -> None:
+    def put(self, key: tuple[int, int, int, int], chunks: _Chunks) -> None:
         with self._lock:
             self._items.pop(key, None)
-            self._items[key] = tuple(chunks)
+            self._items[key] = chunks
             while len(self._items) > self.MAX_FILES:
                 self._items.pop(next(iter(self._items)))
 
-    def get(self, key: tuple[int, int, int, int]) -> tuple[bytes, ...] | None:
+    def get(self, key: tuple[int, int, int, int]) -> _Chunks | None:
         with self._lock:
             return self._items.get(key)
 
@@ -132,9 +190,9 @@ class FileIdentity:
     sha256: str
     """Content digest computed as `scheme` says (64 hex digits)."""
     scheme: str = IDENTITY_SCHEME
-    """`"sha256-1m"` (chunked, `IDENTITY_SCHEME`); an identity dict without it is from before the chunked
-    scheme (`"sha256"`, whole-file SHA-256) and no longer equals a fresh identity: such a caller's
-    overwrite is refused as changed (safe) and it passes the fresh identity it is given."""
+    """`IDENTITY_SCHEME`; an identity of an earlier scheme (`"sha256-1m"`, or a dict without `scheme`:
+    `"sha256"`) no longer equals a fresh identity: such a caller's overwrite is refused as changed (safe)
+    and it passes the fresh identity it is given."""
 
     def to_dict(self) -> dict[str, Any]:
         """Non-sensitive, JSON-safe; callers hand it back as the 'observed identity' for an overwrite."""
@@ -158,26 +216,101 @@ class FileIdentity:
             ) from exc
 
 
-def _hash_fd(fd: int) -> tuple[str, list[bytes], int]:
-    """(identity digest, chunk digests, size) of an open file, read a whole 1 MiB chunk at a time with
-    pread (OpenSSL's SHA-256 uses the CPU's SHA extensions and releases the GIL)."""
-    chunks: list[bytes] = []
-    view = memoryview(bytearray(IDENTITY_CHUNK))
-    pos = 0
-    while True:
-        n = 0
-        while n < IDENTITY_CHUNK:  # a short read must not move the chunk boundaries
-            m = _pread_into(fd, view[n:], pos + n)
-            if m <= 0:
-                break
-            n += m
-        if n == 0:
-            break
-        chunks.append(hashlib.sha256(view[:n]).digest())
+class _Window:
+    """A sliding read window over a file descriptor (pread, never mmap: a file another program truncates
+    under a mapping would kill the process with SIGBUS), for finding cuts and hashing chunks in one read."""
+
+    def __init__(self, fd: int, size: int) -> None:
+        self.fd, self.size = fd, size
+        self.buf = bytearray(IDENTITY_MAX_CHUNK)
+        self.view = memoryview(self.buf)
+        self.base = 0
+        self.have = 0
+
+    def _fill(self, end: int) -> None:
+        end = min(end, self.size) - self.base
+        while self.have < end:
+            n = _pread_into(self.fd, self.view[self.have : end], self.base + self.have)
+            if n <= 0:
+                raise OSError(errno.EIO, f"file ended at {self.base + self.have} while hashing it")
+            self.have += n
+
+    def move_to(self, pos: int) -> None:
+        """Start the window at `pos` (forward only), keeping bytes already read past it."""
+        k = pos - self.base
+        if 0 <= k < self.have:
+            rest = self.have - k
+            self.view[:rest] = bytes(self.view[k : self.have])
+            self.have = rest
+        else:
+            self.have = 0
+        self.base = pos
+
+    def chunk(self) -> tuple[int, bytes]:
+        """(length, digest) of the chunk starting at the window's start; the window moves past it."""
+        pos = self.base
+        lo = pos + IDENTITY_MIN_CHUNK
+        if lo >= self.size:
+            cut = self.size
+        else:
+            hi = min(pos + IDENTITY_MAX_CHUNK, self.size)
+            scan, end = lo, min(lo + _SCAN_STEP, hi)
+            while True:
+                self._fill(end)
+                i = self.buf.find(IDENTITY_ANCHOR, scan - pos, end - pos)
+                if i >= 0:
+                    cut = pos + i + len(IDENTITY_ANCHOR)
+                    break
+                if end >= hi:
+                    cut = hi
+                    break
+                scan, end = end - len(IDENTITY_ANCHOR) + 1, min(end + IDENTITY_MIN_CHUNK, hi)
+        self._fill(cut)
+        digest = hashlib.sha256(self.view[: cut - pos]).digest()
+        self.move_to(cut)
+        return cut - pos, digest
+
+
+_Copied = tuple[int, int, "_Chunks | None", int]
+"""A range of a written file copied from another: (offset, length, the source's chunks, source offset)."""
+
+
+def _hash_fd(
+    fd: int, size: int, copies: Sequence[_Copied] = (), stop: Callable[[], bool] | None = None
+) -> tuple[str, _Chunks, int]:
+    """(identity digest, chunks, bytes reused) of the first `size` bytes of an open file. In `copies`
+    (sorted, not overlapping), a chunk starting where a reusable source chunk starts, and lying within the
+    copied range, takes that chunk's digest unread (the same bytes make the same chunk, see `_Chunks`)."""
+    win = _Window(fd, size)
+    starts: list[int] = []
+    lengths: list[int] = []
+    digests: list[bytes] = []
+    pos = reused = ci = 0
+    while pos < size:
+        if stop is not None and stop():
+            raise RuntimeError("the hash was abandoned")
+        while ci < len(copies) and copies[ci][0] + copies[ci][1] <= pos:
+            ci += 1
+        if ci < len(copies):
+            at, length, src, src_at = copies[ci]
+            if src is not None and at <= pos:
+                k = src.by_start.get(src_at + pos - at)
+                if k is not None and src.reusable(k) and src.lengths[k] <= at + length - pos:
+                    starts.append(pos)
+                    lengths.append(src.lengths[k])
+                    digests.append(src.digests[k])
+                    pos += src.lengths[k]
+                    reused += src.lengths[k]
+                    continue
+        if win.base != pos:
+            win.move_to(pos)
+        n, d = win.chunk()
+        starts.append(pos)
+        lengths.append(n)
+        digests.append(d)
         pos += n
-        if n < IDENTITY_CHUNK:
-            break
-    return _tree_digest(pos, chunks), chunks, pos
+    chunks = _Chunks(size, tuple(starts), tuple(lengths), tuple(digests))
+    return _tree_digest(size, lengths, digests), chunks, reused
 
 
 def _pread_into(fd: int, view: memoryview, pos: int) -> int:
@@ -194,7 +327,12 @@ def hash_file(path: Path | str) -> str:
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
     try:
         st = os.fstat(fd)
-        digest, chunks, _ = _hash_fd(fd)
+        try:
+            digest, chunks, _ = _hash_fd(fd, st.st_size)
+        except OSError as exc:
+            if exc.errno == errno.EIO and os.fstat(fd).st_size < st.st_size:
+                return "changed-while-hashing"  # cut short under us: never a digest of a mix
+            raise
         if _cache_key(os.fstat(fd)) == _cache_key(st):
             _CHUNKS.put(_cache_key(st), chunks)
         return digest
@@ -439,165 +577,114 @@ def _open_parent(target: Path, root: Path | None) -> _Dir:
 
 
 class _Hasher:
-    """The identity digest of the temp file in write order, fed from the writer and finished in a worker.
+    """The identity digest of the temp file, computed from the file itself once the writer is done.
 
-    Chunked (`IDENTITY_SCHEME`): bytes are cut into 1 MiB chunks of the temp file. Small writes are hashed
-    on the spot. Once a writer hands over big pieces (a large `write`, or a range it appended in the kernel
-    with `copy_range`), a thread takes over: it hashes written bytes, and for kernel-copied ranges reuses
-    the source file's chunk digests where a whole chunk was copied at the same offset modulo 1 MiB (known
-    when the source was hashed or written by us, `_CHUNKS`), re-reading the rest *from the temp file
-    itself*, so the identity is of what landed on disk. hashlib and pread release the GIL, so on 2 cores
-    the hash runs beside the copy, the fsync and the caller's verify instead of after them.
+    The writer's pieces are only recorded: bytes it wrote, and ranges it appended in the kernel with
+    `copy_range` together with the source file's chunks when they are known (the source was hashed or
+    written by us, `_CHUNKS`). `start()` then hashes the temp file in a thread (hashlib and pread release
+    the GIL, so on 2 cores it runs beside the fsync and the caller's verify): inside a copied range every
+    chunk that starts where a source chunk started takes that digest unread (`_hash_fd`), the rest is read
+    back *from the temp file itself*, so the identity is of what landed on disk.
     """
 
-    _THREAD_FROM = 1 << 20
-    """Writes of at least this many bytes start the worker (a thread costs more than hashing a small write)."""
-    _READ_CHUNK = IDENTITY_CHUNK
-
     def __init__(self, fd: int) -> None:
-        self._fd = fd
-        self._chunks: list[bytes] = []
-        self._cur: Any = hashlib.sha256()
-        self._cur_len = 0
+        self._fd = os.dup(fd)  # our own: the writer closes the temp file before the hash is done
         self._pos = 0
+        self._copies: list[_Copied] = []
         self.reused = 0
         """Bytes whose chunk digests were taken from the source instead of hashed (for tests, benches)."""
-        self._queue: queue.Queue[Any] | None = None
         self._thread: threading.Thread | None = None
+        self._result: tuple[str, _Chunks, tuple[int, int, int, int] | None] | None = None
         self._error: BaseException | None = None
         self._abandoned = False
-        self._read_fd = -1
-        self._written_key: tuple[int, int, int, int] | None = None
+        self._closed = False
 
-    # -- the running chunked hash (called by exactly one thread at a time: the writer, then the worker)
-    def _feed(self, data: Any) -> None:
-        view = memoryview(data).cast("B")
-        while len(view):
-            take = min(len(view), IDENTITY_CHUNK - self._cur_len)
-            self._cur.update(view[:take])
-            self._cur_len += take
-            self._pos += take
-            view = view[take:]
-            if self._cur_len == IDENTITY_CHUNK:
-                self._chunks.append(self._cur.digest())
-                self._cur, self._cur_len = hashlib.sha256(), 0
+    def add_bytes(self, n: int) -> None:
+        """`n` more bytes were written at the end of the temp file."""
+        self._pos += n
 
-    def _feed_range(
-        self, offset: int, length: int, source: tuple[tuple[bytes, ...], int, int] | None, view: memoryview
-    ) -> None:
-        """Hash `length` bytes at `offset` of the temp file; `source` = (chunk digests, size, offset) of
-        the file they were copied from, whose whole chunks at the same alignment are reused unread."""
-        if self._pos != offset:
-            raise OSError(errno.EIO, f"hash out of order: at {self._pos}, range starts at {offset}")
-        end = offset + length
-        while self._pos < end:
-            pos = self._pos
-            if source is not None and self._cur_len == 0 and end - pos >= IDENTITY_CHUNK:
-                chunks, src_size, src_offset = source
-                src_pos = src_offset + (pos - offset)
-                k, rem = divmod(src_pos, IDENTITY_CHUNK)
-                if rem == 0 and k < len(chunks) and src_pos + IDENTITY_CHUNK <= src_size:
-                    self._chunks.append(chunks[k])
-                    self._pos += IDENTITY_CHUNK
-                    self.reused += IDENTITY_CHUNK
-                    continue
-            # read up to the next chunk boundary (or the range's end) from the temp file and hash it
-            want = min(end - pos, IDENTITY_CHUNK - self._cur_len, len(view))
-            n = os.preadv(self._read_fd, [view[:want]], pos)
-            if n <= 0:
-                raise OSError(errno.EIO, f"temp file ended at {pos} while hashing it")
-            self._feed(view[:n])
-
-    def add_bytes(self, data: Any) -> None:
-        if self._queue is None:
-            if len(data) < self._THREAD_FROM:
-                self._feed(data)
+    def add_range(self, offset: int, length: int, source: tuple[_Chunks, int] | None = None) -> None:
+        """`length` bytes at `offset` of the temp file were copied in the kernel from the source offset
+        `source[1]` of a file whose chunks are `source[0]` (None: unknown; hashed from the temp file)."""
+        if offset != self._pos:
+            self._error = OSError(errno.EIO, f"hash out of order: at {self._pos}, range starts at {offset}")
+        self._pos = offset + length
+        if source is None:
+            return
+        chunks, src_at = source
+        if self._copies:  # a copy in pieces is one range, so chunks spanning the pieces are reused too
+            at, n, prev, prev_at = self._copies[-1]
+            if prev is chunks and at + n == offset and prev_at + n == src_at:
+                self._copies[-1] = (at, n + length, prev, prev_at)
                 return
-            self._start()
-        assert self._queue is not None
-        # Immutable copy: the writer may reuse a bytearray/memoryview buffer after write() returns.
-        self._queue.put(data if isinstance(data, bytes) else bytes(data))
+        self._copies.append((offset, length, chunks, src_at))
 
-    def add_range(
-        self, offset: int, length: int, source: tuple[tuple[bytes, ...], int, int] | None = None
-    ) -> None:
-        """`length` bytes at `offset` of the temp file are final (appended in the kernel); hash them from
-        disk, or reuse `source`'s chunk digests (see `_feed_range`)."""
-        if self._queue is None:
-            self._start()
-        assert self._queue is not None
-        self._queue.put((offset, length, source))
-
-    def _start(self) -> None:
-        # Our own descriptor: the writer closes the temp file before the hash is necessarily done.
-        self._read_fd = os.dup(self._fd)
-        self._queue = queue.Queue(maxsize=64)  # back-pressure: a fast writer cannot pile up unbounded bytes
-        self._thread = threading.Thread(target=self._run, name="deskbridge-hash", daemon=True)
-        self._thread.start()
+    def start(self) -> None:
+        """The writer is done: hash the temp file in a thread (`hexdigest` waits for it)."""
+        if self._thread is None and self._result is None and not self._closed:
+            self._thread = threading.Thread(target=self._run, name="deskbridge-hash", daemon=True)
+            self._thread.start()
 
     def _run(self) -> None:
-        assert self._queue is not None
-        view = memoryview(bytearray(self._READ_CHUNK))
-        failed = False
-        while True:
-            item = self._queue.get()
-            if item is None:
-                break
-            if failed or self._abandoned:
-                continue  # keep draining so the writer never blocks on a full queue
-            try:
-                if isinstance(item, bytes):
-                    self._feed(item)
-                else:
-                    self._feed_range(item[0], item[1], item[2], view)
-            except BaseException as exc:  # reported by hexdigest()
-                self._error = exc
-                failed = True
-        # The writer is done (the stop marker comes from hexdigest): this descriptor's file is the temp
-        # file, whatever its name will be, so its stat keys the chunk digests for later copies from it.
-        with contextlib.suppress(OSError):
-            self._written_key = _cache_key(os.fstat(self._read_fd))
-        os.close(self._read_fd)
+        try:
+            if self._error is not None:
+                return
+            st = os.fstat(self._fd)
+            if st.st_size != self._pos:
+                raise OSError(errno.EIO, f"temp file is {st.st_size} bytes, {self._pos} were written")
+            digest, chunks, reused = _hash_fd(self._fd, self._pos, self._copies, lambda: self._abandoned)
+            self.reused = reused
+            # This descriptor's file is the temp file, whatever its name will be: its stat keys the chunk
+            # digests for later copies from it.
+            self._result = (digest, chunks, _cache_key(os.fstat(self._fd)))
+        except BaseException as exc:  # reported by hexdigest()
+            self._error = exc
+        finally:
+            self._close()
+
+    def _close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            os.close(self._fd)
 
     def hexdigest(self) -> str:
-        """Wait for the worker (if any) and return the digest; raises what the worker hit. The temp
-        file's chunk digests are remembered (`_CHUNKS`), so a later save copying from it reuses them."""
+        """Wait for the hash (start it if needed) and return the digest; raises what it hit. The temp
+        file's chunks are remembered (`_CHUNKS`), so a later save copying from it reuses them."""
+        if self._abandoned:
+            raise RuntimeError("the running hash was abandoned")  # never hand out a partial digest
+        self.start()
         if self._thread is not None:
-            assert self._queue is not None
-            self._queue.put(None)
             self._thread.join()
             self._thread = None
         if self._error is not None:
             raise self._error
-        if self._abandoned:
-            raise RuntimeError("the running hash was abandoned")  # never hand out a partial digest
-        chunks = self._chunks + ([self._cur.digest()] if self._cur_len else [])
-        key = self._written_key
-        if key is not None and key[2] == self._pos:
+        assert self._result is not None
+        digest, chunks, key = self._result
+        if key is not None and key[2] == chunks.size:
             _CHUNKS.put(key, chunks)
-        return _tree_digest(self._pos, chunks)
+        return digest
 
     def abandon(self) -> None:
-        """Stop the worker without a result (the write failed or hashing was turned off)."""
+        """Stop without a result (the write failed or hashing was turned off)."""
         self._abandoned = True
         if self._thread is not None:
-            assert self._queue is not None
-            self._queue.put(None)
             self._thread.join()
             self._thread = None
+        self._close()
 
 
 class _HashingFile:
-    """The temp file as a writer sees it: writes are hashed on the way, so the new identity needs no re-read.
+    """The temp file as a writer sees it: what is written and copied is recorded for the identity hash.
 
     `copy_range(source_fd, offset, length)` appends part of another file in the kernel
-    (`os.copy_file_range`) and keeps the running hash: the worker re-reads the copied bytes from the temp file.
-    Anything that could write around `write`/`copy_range` (seeking, `fileno()` for `os.write`/`tofile`,
-    `writelines`, `truncate`) turns the running hash off; the temp file is then hashed after writing instead.
+    (`os.copy_file_range`) and tells the hash where the bytes came from, so chunks of a source we know are
+    not hashed again (`_Hasher`). Anything that could write around `write`/`copy_range` (seeking,
+    `fileno()` for `os.write`/`tofile`, `writelines`, `truncate`) turns that off; the temp file is then
+    hashed whole after writing instead.
     """
 
     COPY_CHUNK = 4 << 20
-    """Kernel copies go in pieces of this size, so the hash of one piece runs while the next is copied."""
+    """Kernel copies go in pieces of this size (one system call each)."""
 
     def __init__(self, f: BinaryIO) -> None:
         self._f = f
@@ -606,10 +693,7 @@ class _HashingFile:
     def write(self, data: Any) -> int:
         n = self._f.write(data)
         if self._hasher is not None:
-            if isinstance(data, bytes) and n == len(data):
-                self._hasher.add_bytes(data)  # immutable: the worker may keep it without a copy
-            else:
-                self._hasher.add_bytes(memoryview(data).cast("B")[: n if n is not None else None])
+            self._hasher.add_bytes(memoryview(data).nbytes if n is None else n)
         return n
 
     def copy_range(self, source_fd: int, offset: int, length: int) -> int:
@@ -630,16 +714,14 @@ class _HashingFile:
         if self._hasher is not None:
             with contextlib.suppress(OSError):
                 st = os.fstat(source_fd)
-                known = _CHUNKS.get(_cache_key(st))
-                source = None if known is None else (known, st.st_size, offset)
+                source = _CHUNKS.get(_cache_key(st))
         try:
             while done < length:
                 n = os.copy_file_range(source_fd, fd, min(self.COPY_CHUNK, length - done), offset + done)
                 if n <= 0:
                     break  # end of the source file
                 if self._hasher is not None:
-                    piece = None if source is None else (source[0], source[1], offset + done)
-                    self._hasher.add_range(pos + done, n, piece)
+                    self._hasher.add_range(pos + done, n, None if source is None else (source, offset + done))
                 done += n
         except OSError:
             pass  # e.g. EXDEV or EINVAL: the caller copies the rest through memory
@@ -669,6 +751,8 @@ class _PendingTemp:
         self, tmp: Path, hasher: _Hasher | None = None, digest: str | None = None, sync_fd: int | None = None
     ) -> None:
         self._hasher = hasher
+        if hasher is not None:
+            hasher.start()  # beside the fsync and the caller's verify
         self._digest = digest
         self._hash_error: BaseException | None = None
         self._sync_error: BaseException | None = None

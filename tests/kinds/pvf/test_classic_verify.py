@@ -123,13 +123,13 @@ DAMAGE = {
                 _tail(lay, _unchanged(lay)) - 1, t[_tail(lay, _unchanged(lay)) - 1] ^ 0x20
             ),
         ),
-        "differs from the source",
+        "a path, path length or name hash in the tree differs from the source",
     ),
     "path length": (
         lambda d, lay, ar: _with_tree(
             d, lambda t: struct.pack_into("<I", t, 4, struct.unpack_from("<I", t, 4)[0] + 1)
         ),
-        "do not chain",
+        "path length or name hash in the tree differs from the source",
     ),
     "unchanged key": (
         lambda d, lay, ar: _with_tree(

@@ -11,15 +11,13 @@ workspace *is* and how it is read and written:
   archive object's staging area (`stage`) under `Engine.lock`, because the library's text compiler reads
   the archive's current string table: a script compiled after a committed `stringtable.bin` change must
   see that table, not the one on disk.
-* `serialize(ws, out, progress=)` writes the whole archive (the family writer over the mirrored overlay),
-  `verify(ws, tmp)` re-opens the temp file and reads every changed file back *before* `core.files` renames
-  it (`atomic_write` / `publish_new`, which also check the target's identity right before the rename:
-  `SOURCE_CHANGED`, `TARGET_CHANGED`, `TARGET_EXISTS`), and `rebind(ws, path, identity)` re-binds the
-  archive to the file just written so the overlay can empty.
-
-The three library calls that are not yet public entry points (the family writer, its verify, its re-bind)
-are confined to `_LibraryWriter` below, so the format library can unify its writers behind one
-`write(out, overlay, progress)` without touching the workspace.
+* `serialize(ws, out, progress=)` writes the whole archive with the library's one writer
+  (`ArchiveBase.write` over the mirrored overlay), `verify(ws, tmp)` is the library's `verify_written`
+  (re-open the temp file, every changed file reads back equal) *before* `core.files` renames it
+  (`atomic_write` / `publish_new`, which also check the target's identity right before the rename:
+  `SOURCE_CHANGED`, `TARGET_CHANGED`, `TARGET_EXISTS`), and `rebind(ws, path, identity)` is the library's
+  `rebind` (the archive moves onto the file just written, its overlay empties) — the same three steps the
+  library's own `save` takes.
 """
 
 from __future__ import annotations
@@ -169,43 +167,6 @@ class EmptySource:
         return norm_path(key)
 
 
-# --------------------------------------------------------------------------------------------- the library
-
-
-class _LibraryWriter:
-    """The family writer, its verify and its re-bind, behind one small surface (see the module docstring)."""
-
-    @staticmethod
-    def write(archive: Any, out: BinaryIO, progress: Progress | None) -> None:
-        public = getattr(archive, "write", None)
-        if callable(public):  # the format library's unified writer, once it has one
-            public(out, dict(archive.staged()), progress)
-            return
-        # The per-save state of the classic edit-only fast path: set by its writer, read by its verify and
-        # its re-bind; reset so a previous copy's state never leaks into this write.
-        for attr in ("_patched_layout", "_patched_result", "_verified"):
-            if hasattr(archive, attr):
-                setattr(archive, attr, None)
-        if hasattr(archive, "_replacing_source"):
-            archive._replacing_source = False
-        writer = archive._write if archive.staged() else archive._write_unchanged
-        writer(out, progress)
-
-    @staticmethod
-    def verify(archive: Any, tmp: Path) -> int:
-        expected = dict(archive.iter_overlay())
-        if not expected:
-            return 0
-        return int(archive._verify_written(tmp, expected))
-
-    @staticmethod
-    def rebind(archive: Any, path: Path, identity: FileIdentity | None) -> None:
-        archive._last_written = identity
-        archive._reopen(path)
-        archive.source = path
-        archive.discard()
-
-
 # --------------------------------------------------------------------------------------------- the store
 
 
@@ -257,18 +218,22 @@ class PvfStore:
             k: (_shown(src.archive, k, workspace), v, src.originals.get(k))
             for k, v in workspace.overlay.items()
         }
-        _LibraryWriter.write(src.archive, out, progress)
+        src.archive.write(out, None, progress)  # the family's one writer, over the mirrored overlay
+        for key, data in src.archive.written_payloads().items():  # as stored (nkpi string renumbering)
+            if key in self.last_serialised:
+                shown, _value, before = self.last_serialised[key]
+                self.last_serialised[key] = (shown, data, before)
 
     def verify(self, workspace: Workspace, tmp: Path) -> None:
         src = workspace.source
         if isinstance(src, PvfSource):
-            _LibraryWriter.verify(src.archive, tmp)
+            src.archive.verify_written(tmp)
 
     def rebind(self, workspace: Workspace, path: Path, identity: FileIdentity | None) -> PvfSource | None:
         src = workspace.source
         if not isinstance(src, PvfSource):
             return None
-        _LibraryWriter.rebind(src.archive, path, identity)
+        src.archive.rebind(path, identity)
         fresh = PvfSource(src.archive, path, src.options)
         return fresh
 

@@ -307,7 +307,12 @@ class ArchiveBase(ABC):
         """The one writer of this family: the whole archive, the source with `overlay` applied (path →
         payload, `None` deletes; default: the staged changes), streamed into `out`. With nothing to apply
         the source bytes are written unchanged. Saves, `pack`, `build_classic` and the CLI's single-file
-        edits all write through here and `core.files` (docs/pvf-format.md "Writing")."""
+        edits all write through here and `core.files` (docs/pvf-format.md "Writing").
+
+        A write to a file is checked with `verify_written(tmp)` before it replaces anything, and the object
+        is moved onto the published file with `rebind(path, identity)`; a workspace that writes through
+        `core.files` itself (the PVF `Store`) calls the three in that order, as `save` does."""
+        self._begin_write()
         if overlay is None:
             (self._write_unchanged if not self._overlay else self._write)(out, progress)
             return
@@ -319,6 +324,42 @@ class ArchiveBase(ABC):
             (self._write_unchanged if not self._overlay else self._write)(out, progress)
         finally:
             self._overlay, self._overlay_names = saved
+
+    def _begin_write(self) -> None:
+        """Reset a family's per-write state (what its writer leaves for its verify and its re-bind), so a
+        previous write's state never leaks into this one."""
+        return None
+
+    def written_payloads(self) -> Mapping[str, bytes]:
+        """Payloads the last `write` stored differently from the staged bytes (lookup key → bytes as
+        written); a family that renumbers references while writing (nkpi pools) reports them here, so a
+        caller recording what was saved (the history journal) records what is on disk."""
+        return {}
+
+    def verify_written(self, path: Path | str, expected: Mapping[str, bytes | None] | None = None) -> int:
+        """Check a file this object just wrote (`write` with the staged changes) before it replaces anything:
+        re-open it with the family reader; every payload of `expected` (path → bytes, `None` = deleted;
+        default: the staged changes) must read back equal. Returns how many files were checked (0 when
+        nothing was staged: the source bytes were copied verbatim). Raises `INTERNAL` "verify failed: …"."""
+        if expected is None:
+            want = dict(self._overlay)
+        else:
+            want = {norm_path(k): None if v is None else bytes(v) for k, v in expected.items()}
+        if not want:
+            return 0
+        return int(self._verify_written(Path(path), want))
+
+    def rebind(self, path: Path | str, identity: FileIdentity | None = None) -> None:
+        """Move this object onto `path`, the file its last `write` produced and `verify_written` checked,
+        now published (renamed into place): it becomes the source, the overlay empties. `identity` (the
+        `core.files` identity of the published file) lets a family re-bind without re-parsing the file it
+        wrote (classic edit-only saves); without it, or when the file is no longer that one, it re-opens."""
+        target = Path(path)
+        self._last_written = identity
+        self._reopen(target)
+        self.source = target
+        self._source_key = _stat_key(target)
+        self.discard()
 
     def save(
         self,
@@ -342,10 +383,7 @@ class ArchiveBase(ABC):
         report = self._save_to(
             Path(target), backup=backup, progress=progress, expected_identity=expected_identity
         )
-        self._reopen(report.target)
-        self.source = report.target
-        self._source_key = _stat_key(report.target)
-        self.discard()
+        self.rebind(report.target, self._last_written)
         return report
 
     def save_copy(

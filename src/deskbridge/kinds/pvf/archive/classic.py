@@ -604,6 +604,7 @@ class ClassicArchive(ArchiveBase):
             sizes,
             cols.checksums,
             {i: (norm_path(t.path[i]), data) for i, data in changed.items()},
+            {i: block.result() for i, (_size, _key, block) in blocks.items()},
         )
         new_crcs = cols.checksums.copy()
         for i, (_size, key, _block) in blocks.items():
@@ -643,9 +644,11 @@ class ClassicArchive(ArchiveBase):
                 self._cols = _Columns(sizes.copy(), rels.copy(), tails, checksums.copy())
         return self._cols
 
-    def _save_to(self, target: Path, *, backup: bool, progress: Progress | None, **kw: Any) -> SaveReport:
-        # Set by this save's writer when it takes the edit-only path, and by its verify when that passes.
+    def _begin_write(self) -> None:
+        # Set by this write when it takes the edit-only path, and by its verify when that passes.
         self._patched_layout = self._patched_result = self._verified = None
+
+    def _save_to(self, target: Path, *, backup: bool, progress: Progress | None, **kw: Any) -> SaveReport:
         try:
             return super()._save_to(target, backup=backup, progress=progress, **kw)
         finally:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import BinaryIO
@@ -28,7 +28,7 @@ from .base import ArchiveBase, FileInfo, Progress, norm_path
 from .budget import archive_budget, over_budget, text_budget
 from .nkpi_cipher import MAGIC_DATA, SCHEMES, KeyScheme, crypt
 from .nkpi_errors import corrupt, key_required, unsupported
-from .nkpi_index import KeysView, PathIndex
+from .nkpi_index import KeysView, PathIndex, PathList
 from .nkpi_paged import GUARD_SIZE, PAGE_SIZE, NkpiKeys, aes_cbc_decrypt, guard_length, load_keys
 from .nkpi_pools import PoolKeys, StringPools
 from .nkpi_recover import inflate_exact, recover_word_seed, recover_zlib_seed
@@ -295,7 +295,8 @@ class NkpiArchive(ArchiveBase):
         nt_raw = src.read(header.name_table_offset, header.name_table_size)
         twin = self._pools_of
         if twin is not None and self._same_name_table(twin, nt_raw):
-            pools, rec = twin.pools, False  # identical bytes: skip inflating 60 MB again
+            # identical bytes: skip inflating 60 MB again (the pools as written, unused strings left out)
+            pools, rec = getattr(twin, "_written_pools", None) or twin.pools, False
         else:
             pools, rec = self._parse_pools(nt_raw, header.name_table_offset, scheme)
         recovered |= rec
@@ -539,9 +540,12 @@ class NkpiArchive(ArchiveBase):
             raise KeyError(key)
         return i
 
-    def paths(self) -> list[str]:
-        """Every path in file-table order (staged new files last, staged deletions left out)."""
+    def paths(self) -> Sequence[str]:  # type: ignore[override]
+        """Every path in file-table order (staged new files last, staged deletions left out). Without
+        staged changes a `PathList`: a list-like sequence that decodes blocks of paths on demand."""
         index = self._path_index()
+        if not self._overlay:
+            return PathList(index)
         listed = index.display_paths()
         shadowed = index.shadowed()
         if shadowed:
@@ -678,6 +682,19 @@ class NkpiArchive(ArchiveBase):
         if getattr(self, "_replacing_source", False):
             self._src.suspend()
 
+    def _begin_write(self) -> None:
+        # Set by this write (where each staged file landed, the name table written) for its verify.
+        self._landed = {}
+        self._written_name_table = None
+        self._written_pools = None
+        self._written_payloads = {}
+
+    def written_payloads(self) -> Mapping[str, bytes]:
+        """Payloads the last write stored differently from the staged bytes (lookup key → bytes): string
+        offsets renumbered because strings nothing referred to were left out of the pools
+        (`nkpi_writer._pools_to_write`). Empty when every staged payload was written as staged."""
+        return dict(getattr(self, "_written_payloads", {}))
+
     def _write(self, out: BinaryIO, progress: Progress | None) -> None:
         from .nkpi_writer import write_archive
 
@@ -692,6 +709,7 @@ class NkpiArchive(ArchiveBase):
         """
         again = NkpiArchive(path, encoding=self.encoding, keys=self.keys, _pools_of=self)
         landed = getattr(self, "_landed", {})
+        written = getattr(self, "_written_payloads", {})
         try:
             for key, data in expected.items():
                 name = self._overlay_names.get(key, key)
@@ -701,6 +719,7 @@ class NkpiArchive(ArchiveBase):
                             ErrorCode.INTERNAL, f"verify failed: deleted '{name}' is still present"
                         )
                     continue
+                data = written.get(key, data)
                 i = landed.get(key)
                 if i is None or i >= len(again.files) or norm_path(again.entry_path(i)) != key:
                     raise BridgeError(
@@ -729,6 +748,8 @@ class NkpiArchive(ArchiveBase):
         self._refs = None
         self._landed = {}
         self._written_name_table = None
+        self._written_pools = None
+        self._written_payloads = {}
         self._load(path)
 
     def close(self) -> None:

@@ -11,13 +11,13 @@ are hashed and listed through the ordinary Python path resolution.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, overload
 
 import numpy as np
 
 from .base import norm_path
-from .nkpi_pools import string_spans
+from .nkpi_pools import _unique_runs, string_spans
 
 if TYPE_CHECKING:
     from .nkpi_pools import StringPools
@@ -100,7 +100,7 @@ class PathIndex:
         # Combine with the folder: hash(folder + "/" + name) = (h_dir*P + '/') * P^len(name) + h_name.
         fast = np.flatnonzero(~slow & (d_len > 0))
         powers = np.array([pow(_P, i, 1 << 64) for i in range(_FAST_MAX_LEN + 1)], dtype=np.uint64)
-        dir_offs, dir_inv = np.unique(path[fast], return_inverse=True)
+        dir_offs, dir_inv = _unique_runs(path[fast])
         dir_h = np.array(
             [
                 (key_hash(norm_path(pools.resolve(int(o)))) * _P + ord("/")) & _MASK64
@@ -180,50 +180,131 @@ class PathIndex:
     def display_paths(self) -> list[str]:
         """Every entry's path in file-table order (shadowed duplicates included; see `shadowed`)."""
         out: list[str] = []
+        for lo in range(0, len(self._files), _BLOCK):
+            out.extend(self.display_block(lo))
+        return out
+
+    def display_block(self, lo: int) -> list[str]:
+        """The paths of entries `lo` .. `lo + _BLOCK - 1` (fewer at the end), decoded in one go."""
         n = len(self._files)
         n_kind, n_start, n_len = self._n
         d_kind, d_start, d_len = self._d
-        for lo in range(0, n, _BLOCK):
-            hi = min(n, lo + _BLOCK)
-            dl = d_len[lo:hi].astype(np.int64)
-            nl = n_len[lo:hi].astype(np.int64)
-            has_dir = dl > 0
-            # Spans: folder units + its terminator (later turned into "/"), then name units + terminator.
-            src = np.empty(2 * (hi - lo), dtype=np.int64)
-            ln = np.empty(2 * (hi - lo), dtype=np.int64)
-            kind = np.empty(2 * (hi - lo), dtype=np.int8)
-            src[0::2], ln[0::2], kind[0::2] = d_start[lo:hi], np.where(has_dir, dl + 1, 0), d_kind[lo:hi]
-            src[1::2], ln[1::2], kind[1::2] = n_start[lo:hi], nl + 1, n_kind[lo:hi]
-            slow = self._slow[lo:hi]
-            # Slow rows (redone below) become an empty string: no folder, a lone terminator (kind 2 = zeros),
-            # so an unterminated or huge span can never be gathered.
-            ln[0::2][slow], ln[1::2][slow], kind[1::2][slow] = 0, 1, 2
-            has_dir &= ~slow
-            ends = np.cumsum(ln)
-            out_off = ends - ln
-            total = int(ends[-1]) if len(ends) else 0
-            idx = np.repeat(src - out_off, ln)
-            idx += np.arange(total, dtype=np.int64)
-            used = np.unique(kind[(ln > 0) & (kind < 2)])
-            if len(used) == 1:  # the usual case: every string of the block lives in one pool
-                units = self._src[int(used[0])].units
-                buf = units[np.minimum(idx, len(units) - 1)].astype(np.uint8)
-            else:
-                kinds = np.repeat(kind, ln)
-                buf = np.zeros(total, dtype=np.uint8)
-                for k, pool in enumerate(self._src):
-                    at = np.flatnonzero(kinds == k)
-                    if len(at) and len(pool.units):
-                        buf[at] = pool.units[np.minimum(idx[at], len(pool.units) - 1)].astype(np.uint8)
-            buf[out_off[1::2] + ln[1::2] - 1] = 0  # name terminators (and the lone one of slow rows)
-            buf[out_off[0::2][has_dir] + dl[has_dir]] = ord("/")
-            block = buf.tobytes().decode("ascii").split("\0")[:-1]
-            if len(block) != hi - lo:  # a terminator missing somewhere: resolve this block one by one
-                block = [self.resolve_path(i) for i in range(lo, hi)]
-            out.extend(block)
-        for i in np.flatnonzero(self._slow).tolist():
-            out[i] = self.resolve_path(i)
-        return out
+        hi = min(n, lo + _BLOCK)
+        dl = d_len[lo:hi].astype(np.int64)
+        nl = n_len[lo:hi].astype(np.int64)
+        has_dir = dl > 0
+        # Spans: folder units + its terminator (later turned into "/"), then name units + terminator.
+        src = np.empty(2 * (hi - lo), dtype=np.int64)
+        ln = np.empty(2 * (hi - lo), dtype=np.int64)
+        kind = np.empty(2 * (hi - lo), dtype=np.int8)
+        src[0::2], ln[0::2], kind[0::2] = d_start[lo:hi], np.where(has_dir, dl + 1, 0), d_kind[lo:hi]
+        src[1::2], ln[1::2], kind[1::2] = n_start[lo:hi], nl + 1, n_kind[lo:hi]
+        slow = self._slow[lo:hi]
+        # Slow rows (redone below) become an empty string: no folder, a lone terminator (kind 2 = zeros),
+        # so an unterminated or huge span can never be gathered.
+        ln[0::2][slow], ln[1::2][slow], kind[1::2][slow] = 0, 1, 2
+        has_dir &= ~slow
+        ends = np.cumsum(ln)
+        out_off = ends - ln
+        total = int(ends[-1]) if len(ends) else 0
+        idx = np.repeat(src - out_off, ln)
+        idx += np.arange(total, dtype=np.int64)
+        used = np.unique(kind[(ln > 0) & (kind < 2)])
+        if len(used) == 1:  # the usual case: every string of the block lives in one pool
+            units = self._src[int(used[0])].units
+            buf = units[np.minimum(idx, len(units) - 1)].astype(np.uint8)
+        else:
+            kinds = np.repeat(kind, ln)
+            buf = np.zeros(total, dtype=np.uint8)
+            for k, pool in enumerate(self._src):
+                at = np.flatnonzero(kinds == k)
+                if len(at) and len(pool.units):
+                    buf[at] = pool.units[np.minimum(idx[at], len(pool.units) - 1)].astype(np.uint8)
+        buf[out_off[1::2] + ln[1::2] - 1] = 0  # name terminators (and the lone one of slow rows)
+        buf[out_off[0::2][has_dir] + dl[has_dir]] = ord("/")
+        block = buf.tobytes().decode("ascii").split("\0")[:-1]
+        if len(block) != hi - lo:  # a terminator missing somewhere: resolve this block one by one
+            block = [self.resolve_path(i) for i in range(lo, hi)]
+        for i in np.flatnonzero(self._slow[lo:hi]).tolist():
+            block[i] = self.resolve_path(lo + i)
+        return block
+
+
+class PathList(Sequence[str]):
+    """Every listed path of an archive without staged changes, in file-table order, decoded on demand.
+
+    `len`, indexing, slices and iteration behave like the list `display_paths` would build, but a block of
+    paths is decoded only when something asks for one of its entries (the last few blocks are kept), so
+    opening a 4.3 M-file archive does not create 4.3 M strings before anything is read (PVF-OPEN-4M);
+    iterating decodes block by block (vectorised gathers, `PathIndex.display_block`)."""
+
+    _KEEP = 8
+
+    def __init__(self, index: PathIndex) -> None:
+        self._index = index
+        shadowed = index.shadowed()
+        self._rows: np.ndarray | None = (
+            np.setdiff1d(np.arange(len(index), dtype=np.int64), np.fromiter(shadowed, dtype=np.int64))
+            if shadowed
+            else None
+        )
+        self._blocks: dict[int, list[str]] = {}
+
+    def __len__(self) -> int:
+        return len(self._index) if self._rows is None else len(self._rows)
+
+    def _block(self, b: int) -> list[str]:
+        block = self._blocks.pop(b, None)
+        if block is None:
+            block = self._index.display_block(b * _BLOCK)
+            while len(self._blocks) >= self._KEEP:
+                self._blocks.pop(next(iter(self._blocks)))
+        self._blocks[b] = block
+        return block
+
+    def _entry(self, row: int) -> str:
+        return self._block(row // _BLOCK)[row % _BLOCK]
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[str]: ...
+    def __getitem__(self, i: int | slice) -> str | list[str]:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        n = len(self)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError("path index out of range")
+        return self._entry(i if self._rows is None else int(self._rows[i]))
+
+    def __iter__(self) -> Iterator[str]:
+        if self._rows is None:
+            for lo in range(0, len(self._index), _BLOCK):
+                yield from self._index.display_block(lo)
+            return
+        skip = set(self._index.shadowed())
+        for lo in range(0, len(self._index), _BLOCK):
+            for k, path in enumerate(self._index.display_block(lo)):
+                if lo + k not in skip:
+                    yield path
+
+    def __contains__(self, path: object) -> bool:
+        if not isinstance(path, str):
+            return False
+        i = self._index.find(norm_path(path))
+        return i is not None and self._entry(i) == path
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, PathList | list | tuple):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # like a list
+
+    def __repr__(self) -> str:
+        return f"PathList({len(self)} paths)"
 
 
 class KeysView(Mapping[str, str]):

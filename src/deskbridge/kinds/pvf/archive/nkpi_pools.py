@@ -34,6 +34,18 @@ SPAN_BLOCK = 1 << 22
 """Pool units scanned per step by `string_spans` (bounds its temporaries to a few tens of MB)."""
 
 
+def _unique_runs(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`np.unique(values, return_inverse=True)`, sorting only the first value of each run of equal
+    neighbours: file tables list a folder's files together, so 4.3 M folder offsets are a few thousand runs."""
+    if len(values) == 0:
+        return np.unique(values, return_inverse=True)
+    heads = np.flatnonzero(np.concatenate(([True], values[1:] != values[:-1])))
+    if len(heads) > len(values) // 2:
+        return np.unique(values, return_inverse=True)
+    uniq, head_inv = np.unique(values[heads], return_inverse=True)
+    return uniq, np.repeat(head_inv.ravel(), np.diff(np.append(heads, len(values))))
+
+
 def string_spans(units: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(length, ascii) of the NUL-terminated strings starting at `starts` (each < len(units)).
 
@@ -44,7 +56,7 @@ def string_spans(units: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.
     """
     n = len(units)
     # distinct starts, sorted (a million entries share a few thousand folder strings)
-    s, back = np.unique(np.asarray(starts, dtype=np.int64), return_inverse=True)
+    s, back = _unique_runs(np.asarray(starts, dtype=np.int64))
     ends = np.full(len(s), n, dtype=np.int64)
     wide = np.zeros(len(s), dtype=bool)
     lo = 0  # first string whose end is not known yet
@@ -400,6 +412,51 @@ class StringPools:
             raise ValueError("the name pools would exceed 2 GiB")
         self.dirty = True
         return off
+
+    def _added_from(self) -> tuple[int, int]:
+        """Where the added strings start in sTrA and sTrW (bytes). A previously empty sTrW gained the empty
+        string at offset 1 before its first string (`add`): that is structure, not an added string."""
+        w = self.original_size_w if self.original_size_w or not len(self._w) else 2
+        return self.original_size_a, w
+
+    def added(self) -> list[int]:
+        """Magic offsets of the strings appended since the archive was opened, in pool order."""
+        out: list[int] = []
+        pos_a, pos_w = self._added_from()
+        for part in self._a[pos_a : len(self._a)].split(b"\0")[:-1]:
+            out.append(pos_a * 2)
+            pos_a += len(part) + 1
+        tail = self._w[pos_w : len(self._w)].decode("utf-16-le", errors="surrogatepass")
+        for part in tail.split("\0")[:-1]:
+            out.append(pos_w + 1)
+            pos_w += 2 * (len(part) + 1)
+        return out
+
+    def without(self, drop: set[int]) -> tuple[StringPools, dict[int, int]]:
+        """A copy of these pools without the added strings at the magic offsets `drop` (nothing refers to
+        them, e.g. a discarded plan compiled them), and `old offset → new offset` of the added strings that
+        moved. The strings of the archive as opened keep their offsets; these pools are left unchanged."""
+        from_a, from_w = self._added_from()
+        keep_a, keep_w = bytearray(), bytearray()
+        moved: dict[int, int] = {}
+        for off in self.added():
+            if off in drop:
+                continue
+            text = self.resolve(off)
+            if off & 1:
+                new = from_w + len(keep_w) + 1
+                keep_w += text.encode("utf-16-le", errors="surrogatepass") + b"\0\0"
+            else:
+                new = (from_a + len(keep_a)) * 2
+                keep_a += text.encode(self.encoding, errors="surrogateescape") + b"\0"
+            if new != off:
+                moved[off] = new
+        a = self._a[0:from_a] + bytes(keep_a)
+        w = self._w[0:from_w] + bytes(keep_w) if keep_w else self._w[0 : self.original_size_w]
+        pools = StringPools(self.prefix, a, w, self.keys, self.encoding)
+        pools.original_size_a, pools.original_size_w = self.original_size_a, self.original_size_w
+        pools.dirty = bool(keep_a or keep_w)
+        return pools, moved
 
     def freeze(self) -> None:
         """Fold strings added so far into the immutable part (lets `sort_offsets` use its fast path)."""

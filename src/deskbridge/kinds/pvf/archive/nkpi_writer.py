@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, BinaryIO
 
 import numpy as np
 
+from deskbridge.core.errors import BridgeError
+
 from . import nkpi_header as hdr
 from .base import kernel_copy, norm_path
 from .nkpi_cipher import MAGIC_DATA, crypt
@@ -24,6 +26,7 @@ from .nkpi_tables import FILE_DTYPE, build_grpi, build_hash_table
 if TYPE_CHECKING:
     from .base import Progress
     from .nkpi import NkpiArchive
+    from .nkpi_pools import StringPools
 
 NEW_CHUNK_MAX = 16 * 1024 * 1024
 ZLIB_LEVEL = 6
@@ -122,6 +125,20 @@ def write_archive(ar: NkpiArchive, out: BinaryIO, progress: Progress | None = No
         elif data is not None:
             new_files.append((ar._overlay_names[key], data))
 
+    # Names and folders of new files go into the pools first: they are references too (found again below).
+    for path, _ in new_files:
+        folder, _, name = path.rpartition("/")
+        ar.pools.add(name)
+        ar.pools.add(folder)
+    pools, moved, written = _pools_to_write(ar, files, replaced, new_files)
+    if written:
+        replaced = {i: written.get(i, data) for i, data in replaced.items()}
+        new_files = [(path, written.get(path, data)) for path, data in new_files]
+        ar._written_payloads = {
+            **{norm_path(ar.entry_path(i)): data for i, data in written.items() if isinstance(i, int)},
+            **{norm_path(p): data for p, data in written.items() if isinstance(p, str)},
+        }
+
     kept_index = np.cumsum(live) - 1
     landed = {
         key: int(kept_index[ar._entry(key)])
@@ -148,7 +165,8 @@ def write_archive(ar: NkpiArchive, out: BinaryIO, progress: Progress | None = No
             chunk_plain[group_count] = b"".join(buf)
             group_count, buf, buf_len = group_count + 1, [], 0
         entry = np.zeros(1, dtype=FILE_DTYPE)[0]
-        entry["name"], entry["path"] = ar.pools.add(name), ar.pools.add(folder)
+        name_off, folder_off = ar.pools.add(name), ar.pools.add(folder)
+        entry["name"], entry["path"] = moved.get(name_off, name_off), moved.get(folder_off, folder_off)
         entry["chunk"], entry["offset"], entry["size"] = group_count, buf_len, len(data)
         entry["type"] = ar.data_type(path)
         extra.append(entry)
@@ -176,9 +194,10 @@ def write_archive(ar: NkpiArchive, out: BinaryIO, progress: Progress | None = No
 
     structural = bool(new_files) or not bool(live.all())
     # None = unchanged, copied from the source below
-    hash_table = crypt(build_hash_table(files, ar.pools), scheme.hash, MAGIC_DATA) if structural else None
-    name_table = ar.pools.serialize() if ar.pools.dirty else None
+    hash_table = crypt(build_hash_table(files, pools), scheme.hash, MAGIC_DATA) if structural else None
+    name_table = pools.serialize() if pools.dirty else None
     ar._written_name_table = name_table  # lets the save's verification skip re-inflating identical pools
+    ar._written_pools = pools
     grpi = crypt(build_grpi(comp_sizes, raw_sizes), scheme.grpi, MAGIC_DATA)
     new_h = h.with_sizes(
         file_count=len(files),
@@ -220,6 +239,58 @@ def write_archive(ar: NkpiArchive, out: BinaryIO, progress: Progress | None = No
     for c in range(len(ar.grpi), group_count):
         emit(new_cipher[c])
     return landed
+
+
+def _pools_to_write(
+    ar: NkpiArchive, files: np.ndarray, replaced: dict[int, bytes], new_files: list[tuple[str, bytes]]
+) -> tuple[StringPools, dict[int, int], dict[int | str, bytes]]:
+    """The pools this write stores: without the strings added this session that nothing written refers
+    to (a plan that was compiled and then discarded leaves its strings behind in memory), so a save never
+    writes garbage into the name table. Only written payloads can refer to added strings (files kept as
+    they are were written before those strings existed): the string tokens of changed scripts and the
+    names of new files. When a dropped string sat before a kept one, the kept one moves: the returned
+    `old → new` offsets, and the payloads rewritten with them (file index or new path → bytes)."""
+    from deskbridge.kinds.pvf.script.nkpi_codec import STRING_TYPES, records
+
+    from .nkpi import DATA_SCRIPT
+
+    added = ar.pools.added()
+    if not added:
+        return ar.pools, {}, {}
+    scripts: dict[int | str, bytes] = {
+        i: data for i, data in replaced.items() if int(files["type"][i]) == DATA_SCRIPT
+    }
+    scripts.update({path: data for path, data in new_files if ar.data_type(path) == DATA_SCRIPT})
+    types = np.array(sorted(STRING_TYPES), dtype=np.uint8)
+    used: set[int] = set()
+    tokens: dict[int | str, np.ndarray] = {}
+    for k, data in scripts.items():
+        try:
+            recs = records(data)
+        except BridgeError:
+            continue  # not a token stream: it refers to nothing
+        tokens[k] = recs
+        used.update((recs["v"][np.isin(recs["t"], types)].astype(np.int64) & 0xFFFFFFFF).tolist())
+    for path, _ in new_files:
+        folder, _, name = path.rpartition("/")
+        used.update((ar.pools.add(name), ar.pools.add(folder)))
+    drop = set(added) - used
+    if not drop:
+        return ar.pools, {}, {}
+    pools, moved = ar.pools.without(drop)
+    written: dict[int | str, bytes] = {}
+    if moved:
+        for k, recs in tokens.items():
+            is_str = np.isin(recs["t"], types)
+            vals = recs["v"].astype(np.int64) & 0xFFFFFFFF
+            hits = set(vals[is_str].tolist()) & moved.keys()
+            if hits:
+                out = recs.copy()
+                for old in hits:
+                    new = moved[old]
+                    out["v"][is_str & (vals == old)] = new - (1 << 32) if new >= 1 << 31 else new
+                written[k] = out.tobytes()
+    return pools, moved, written
 
 
 def copy_source(src: object, out: BinaryIO, offset: int, length: int) -> bool:
