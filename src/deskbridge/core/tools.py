@@ -130,6 +130,10 @@ class ToolSpec:
     needs_editor: bool | None = None
     """The tool drives the browser editor, so a transport without one (stdio) does not list it. Default: the
     kind's `<kind>_ui_*` tools."""
+    person_only: bool = False
+    """The person's own decision from the editor (e.g. reload or keep a file another program changed): run
+    through `App.invoke` like any call (validated, audited once), but neither listed to nor callable by MCP
+    clients — an agent must not choose between the person's text and someone else's."""
 
     @property
     def requires_editor(self) -> bool:

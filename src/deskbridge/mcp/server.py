@@ -242,7 +242,7 @@ def build_mcp_server(app: App, *, editor: bool = True) -> Server[Any]:
     """
 
     def offered(spec: ToolSpec | None) -> bool:
-        return spec is not None and (editor or not spec.requires_editor)
+        return spec is not None and not spec.person_only and (editor or not spec.requires_editor)
 
     async def list_tools(ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None):
         return types.ListToolsResult(tools=[mcp_tool(spec) for spec in app.tool_specs() if offered(spec)])
@@ -261,6 +261,16 @@ def build_mcp_server(app: App, *, editor: bool = True) -> Server[Any]:
                     f"{params.name} drives the browser editor, which is not attached over stdio",
                     hint=f"Run `deskbridge serve {app.workspace.path if app.workspace else 'PATH'}` and open its "
                     "web UI to use the editor tools; the other tools work here.",
+                )
+            )
+        person_only = app.find_tool(params.name)
+        if person_only is not None and person_only.person_only:
+            # Answered as for a tool that is not there (it is not listed): the decision is the person's.
+            return error_result(
+                BridgeError(
+                    "NOT_FOUND",
+                    f"unknown tool {params.name!r}",
+                    hint="Call tools/list to see the tools of the open workspace.",
                 )
             )
         caller, client_name = _caller_of(ctx)
