@@ -45,3 +45,44 @@ def write_json(path: Path, data: dict[str, str]) -> Path:
 
 def read_json(path: Path) -> dict[str, str]:
     return json.loads(path.read_text("utf-8"))
+
+
+class FolderSource:
+    """A folder of `<key>.txt` files, one key each, with the identity of each file as it was read."""
+
+    def __init__(self, folder: Path) -> None:
+        from deskbridge.core import files
+
+        self.folder = folder
+        self._data: dict[str, str] = {}
+        self._identities: dict[str, files.FileIdentity] = {}
+        for p in sorted(folder.glob("*.txt")):
+            self._identities[p.stem] = files.file_identity(p)
+            self._data[p.stem] = p.read_text("utf-8")
+
+    def get(self, key: str) -> str:
+        return self._data[key]
+
+    def all_keys(self) -> list[str]:
+        return list(self._data)
+
+    def identity_of(self, key: str):
+        return self._identities.get(key)
+
+
+class FolderStore:
+    """Saves key by key: each key is its own `<key>.txt` in the folder (the shape of a folder of documents)."""
+
+    def load(self, path: Path | None) -> FolderSource:
+        assert path is not None and path.is_dir()
+        return FolderSource(path)
+
+    def serialize(self, workspace: Workspace, out: BinaryIO) -> None:
+        raise AssertionError("a folder is saved key by key")
+
+    def key_path(self, workspace: Workspace, key: str) -> Path:
+        assert workspace.source_path is not None
+        return workspace.source_path / f"{key}.txt"
+
+    def serialize_key(self, workspace: Workspace, key: str, out: BinaryIO) -> None:
+        out.write(workspace.read(key).encode("utf-8"))

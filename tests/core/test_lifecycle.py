@@ -519,3 +519,86 @@ async def test_reported_draft_state_shows_in_status_but_the_barrier_still_asks(s
     # tab-1 reported "no draft", but a report is no answer to this operation: still UI_NOT_READY
     err = await raises(ErrorCode.UI_NOT_READY, eng.save(workspace_id=wid))
     assert err.data["clients"] == ["tab-1", "tab-2"]
+
+
+# -- save(keys=…): a folder saved one key (one file) at a time ----------------------------------------------
+
+
+@pytest.fixture
+def folder(tmp_path):
+    d = tmp_path / "docs"
+    d.mkdir()
+    (d / "a.txt").write_text("A", "utf-8")
+    (d / "b.txt").write_text("B", "utf-8")
+    return d
+
+
+async def test_save_of_one_key_writes_its_file_only_and_keeps_the_others_dirty(folder):
+    from memkind import FolderStore
+
+    eng = Engine(FolderStore(), backup_on_save=False)
+    wid = (await eng.open(folder))["workspaceId"]
+    eng.commit("mcp:1", wid, {"a": "A2"})
+    rev = eng.commit("mcp:1", wid, {"b": "B2"})
+    ws = eng.workspace
+    assert ws.dirty_keys() == ["a", "b"] and ws.dirty
+    async with eng.bus.subscribe("workspace") as sub:
+        out = await eng.save(workspace_id=wid, keys=["a"])
+        ev = await sub.get(1)
+    assert (folder / "a.txt").read_text("utf-8") == "A2" and (folder / "b.txt").read_text("utf-8") == "B"
+    assert out["savedKeys"] == ["a"] and out["dirtyKeys"] == ["b"] and out["sourceDirty"] is True
+    assert out["savedRevision"] == rev and out["diskCommitted"] is True
+    assert out["identities"]["a"] == file_identity(folder / "a.txt").to_dict()
+    assert ev.data["event"] == "saved" and ev.data["savedKeys"] == ["a"]
+    assert not (folder / "a.txt.bak").exists()
+    # the key's own identity is now what is on disk: saving it again is not its own SOURCE_CHANGED
+    eng.commit("mcp:1", wid, {"a": "A3"})
+    await eng.save(workspace_id=wid, keys=["a"])
+    assert ws.dirty_keys() == ["b"]
+    out = await eng.save(workspace_id=wid, keys=["b"])
+    assert out["dirtyKeys"] == [] and out["sourceDirty"] is False and not ws.dirty
+    assert ws.saved_revision == ws.revision
+    # clean again: a close with the default dirty policy goes through
+    await eng.close(workspace_id=wid)
+
+
+async def test_save_of_a_key_whose_file_another_program_replaced_writes_nothing(folder):
+    from memkind import FolderStore
+
+    eng = Engine(FolderStore())
+    wid = (await eng.open(folder))["workspaceId"]
+    eng.commit("mcp:1", wid, {"a": "mine", "b": "B2"})
+    other = folder / ".a.tmp"
+    other.write_text("theirs", "utf-8")
+    os.replace(other, folder / "a.txt")
+    err = await raises(ErrorCode.SOURCE_CHANGED, eng.save(workspace_id=wid, keys=["a"]))
+    assert err.data.get("path") or err.message
+    assert (folder / "a.txt").read_text("utf-8") == "theirs"
+    assert eng.workspace.dirty_keys() == ["a", "b"]
+    # the other key's file is untouched by the refusal and saves on its own
+    await eng.save(workspace_id=wid, keys=["b"])
+    assert (folder / "b.txt").read_text("utf-8") == "B2" and eng.workspace.dirty_keys() == ["a"]
+
+
+async def test_save_of_a_new_key_creates_its_file_and_refuses_one_created_meanwhile(folder):
+    from memkind import FolderStore
+
+    eng = Engine(FolderStore())
+    wid = (await eng.open(folder))["workspaceId"]
+    eng.commit("mcp:1", wid, {"c": "C", "d": "D"})
+    await eng.save(workspace_id=wid, keys=["c"])
+    assert (folder / "c.txt").read_text("utf-8") == "C"
+    (folder / "d.txt").write_text("someone else's", "utf-8")
+    await raises(ErrorCode.SOURCE_CHANGED, eng.save(workspace_id=wid, keys=["d"]))
+    assert (folder / "d.txt").read_text("utf-8") == "someone else's"
+
+
+async def test_save_of_keys_is_refused_for_unknown_keys_and_whole_file_stores(folder, src):
+    from memkind import FolderStore
+
+    eng = Engine(FolderStore())
+    wid = (await eng.open(folder))["workspaceId"]
+    await raises(ErrorCode.NOT_FOUND, eng.save(workspace_id=wid, keys=["nope"]))
+    await raises(ErrorCode.INVALID_ARGUMENT, eng.save(workspace_id=wid, keys=[]))
+    whole, wid2 = await opened(src)
+    await raises(ErrorCode.UNSUPPORTED_CHANGE, whole.save(workspace_id=wid2, keys=["a"]))

@@ -381,6 +381,9 @@ def test_an_external_change_offers_reload(editor, tmp_path):
     page.click("#external-reload")
     page.wait_for_function("() => (window.deskbridge.view.state.doc.toString() === '# Rewritten on disk\\n')")
     page.wait_for_selector("#external-banner", state="hidden")
+    # the person's choice ran as a tool through App.invoke: audited once, as caller ui
+    records = [r for r in bench.audit.recent() if r.tool == "md_resolve_external_change"]
+    assert [(r.caller, r.target, r.outcome) for r in records] == [("ui", "notes.md", "ok")]
 
 
 async def _check_external(bench):

@@ -457,11 +457,16 @@ class Engine:
         *,
         workspace_id: str,
         expected_revision: int | None = None,
+        keys: Sequence[str] | None = None,
         caller: str = "ui",
         progress: Callable[[int, int], None] | None = None,
     ) -> dict[str, Any]:
         return await self.lifecycle.save(
-            workspace_id=workspace_id, expected_revision=expected_revision, caller=caller, progress=progress
+            workspace_id=workspace_id,
+            expected_revision=expected_revision,
+            keys=keys,
+            caller=caller,
+            progress=progress,
         )
 
     async def save_copy(

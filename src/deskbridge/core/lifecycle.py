@@ -29,7 +29,7 @@ import inspect
 import os
 import secrets
 import threading
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, TypeVar
@@ -91,6 +91,11 @@ class Store(Protocol):
 #       becomes a warning and the workspace keeps old source + overlay, which equal what is on disk.
 #   after_save(workspace, path) -> None
 #       maintenance after a successful save (index, version record); a failure becomes a warning.
+#   key_path(workspace, key) -> Path  and  serialize_key(workspace, key, out) -> None
+#       for kinds whose source is a folder of separate files, one per key (markdown: a folder of
+#       documents): `save(keys=[…])` writes just those keys, each to its own file, with the lifecycle's
+#       file identity check (`Workspace.key_identities`, else `Source.identity_of`) and atomic replace,
+#       and records per key what is on disk (`Workspace.key_saved`, `dirty_keys`).
 #   write_source(workspace, path, expected_identity) -> FileIdentity | None
 #       for kinds whose source is a folder (a mod project, a folder of documents): write the changed
 #       files yourself, each through `core.files`, and check for outside changes; replaces the
@@ -437,16 +442,26 @@ class Lifecycle:
         *,
         workspace_id: str,
         expected_revision: int | None = None,
+        keys: Sequence[str] | None = None,
         caller: str = "ui",
         progress: Progress | None = None,
     ) -> dict[str, Any]:
-        """Write the committed state to the source file (atomic, with `.bak`), refusing external changes."""
+        """Write the committed state to the source file (atomic, with `.bak`), refusing external changes.
+
+        `keys`: write only these keys, each to its own file (a store with `key_path`/`serialize_key`); the
+        other keys keep their unsaved changes (`dirtyKeys` in the result).
+        """
         async with self._exclusive("save", refuse_export_plan=False) as op_id:
             ws = self.engine.check_lifecycle_identity(None, workspace_id, expected_revision)
             if ws is None:
                 raise BridgeError(
                     ErrorCode.NO_WORKSPACE, "no workspace is open", data=self.engine.identity_data()
                 )
+            if keys is not None:
+                result = await self._save_keys(op_id, ws, keys)
+                result.update(operationId=op_id, caller=caller)
+                self.engine.bus.publish("workspace", {"event": "saved", **_event_view(result)})
+                return result
             if ws.source_path is None:
                 raise BridgeError(ErrorCode.SAVE_AS_REQUIRED, "this workspace has no source file yet")
             await self.barrier.check(op_id, ws, "save")
@@ -533,6 +548,78 @@ class Lifecycle:
             "backupPath": None if backup is None else str(backup),
             "diskCommitted": True,
             "warnings": warnings,
+        }
+
+    async def _save_keys(self, op_id: str, ws: Workspace, keys: Sequence[str]) -> dict[str, Any]:
+        key_path = getattr(self.store, "key_path", None)
+        serialize_key = getattr(self.store, "serialize_key", None)
+        if key_path is None or serialize_key is None:
+            raise BridgeError(
+                ErrorCode.UNSUPPORTED_CHANGE,
+                "this kind saves its workspace as a whole, not key by key",
+                "Save without keys.",
+            )
+        wanted = list(dict.fromkeys(ws.key_of(k) for k in keys))
+        if not wanted:
+            raise BridgeError(ErrorCode.INVALID_ARGUMENT, "no keys to save", "Name the keys to save.")
+        for key in wanted:
+            if not ws.exists(key):  # a deleted key would need its file removed: not a save's business
+                raise BridgeError(ErrorCode.NOT_FOUND, f"{ws.name(key)!r} is not in the workspace")
+        await self.barrier.check(op_id, ws, "save", scope={"keys": [ws.name(k) for k in wanted]})
+        revision = ws.revision  # stable: lifecycle admission blocks commits until we are done
+        eng = self.engine
+        known_of = getattr(ws.source, "identity_of", None)
+
+        def write_all() -> dict[str, files.WriteResult]:
+            done: dict[str, files.WriteResult] = {}
+            for key in wanted:
+                path = Path(key_path(ws, key))
+                if key in ws.key_identities:
+                    known = ws.key_identities[key]
+                else:
+                    known = known_of(key) if callable(known_of) else None
+
+                def serialise(out: BinaryIO, key: str = key) -> None:
+                    serialize_key(ws, key, out)
+
+                if known is None:
+                    try:
+                        written = files.publish_new(path, serialise)
+                    except BridgeError as exc:
+                        if exc.code is ErrorCode.TARGET_EXISTS:
+                            raise BridgeError(
+                                ErrorCode.SOURCE_CHANGED,
+                                f"'{path}' was created by another program since this workspace began",
+                                data={**exc.data, "key": ws.name(key)},
+                            ) from exc
+                        raise
+                else:
+                    written = files.atomic_write(
+                        path,
+                        serialise,
+                        backup=self.backup_on_save,
+                        expected_identity=known,
+                        changed_code=ErrorCode.SOURCE_CHANGED,
+                    )
+                # Recorded key by key, in the thread, right after each commit: a later key's failure or a
+                # cancelled caller leaves every written key known as saved, with the identity on disk.
+                with eng.lock:
+                    ws.key_identities[key] = written.identity
+                    ws.mark_keys_saved([key], revision)
+                done[key] = written
+            return done
+
+        written = await run_uninterruptible(write_all)
+        return {
+            "savedKeys": [ws.name(k) for k in written],
+            "writtenPaths": {ws.name(k): str(w.path) for k, w in written.items()},
+            "identities": {ws.name(k): w.identity.to_dict() for k, w in written.items()},
+            "savedRevision": revision,
+            "revision": ws.revision,
+            "sourceDirty": ws.dirty,
+            "dirtyKeys": ws.dirty_keys(),
+            "diskCommitted": True,
+            "warnings": [],
         }
 
     async def _after_save(self, ws: Workspace, path: Path) -> list[str]:

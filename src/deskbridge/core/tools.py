@@ -146,6 +146,10 @@ class ToolSpec:
     approval_summary: Callable[[Any], str] | None = None
     """One line for the approval question from the validated arguments (default: the title). It may raise a
     `BridgeError` (e.g. an unknown plan), so a call that cannot succeed is refused before anyone is asked."""
+    person_only: bool = False
+    """The person's own decision from the editor (e.g. reload or keep a file another program changed): run
+    through `App.invoke` like any call (validated, audited once), but neither listed to nor callable by MCP
+    clients — an agent must not choose between the person's text and someone else's."""
 
     @property
     def requires_editor(self) -> bool:

@@ -58,7 +58,10 @@ class Source(Protocol):
         ...
 
 
-# Optional Source method, looked up with getattr:
+# Optional Source methods, looked up with getattr:
+#   identity_of(key) -> FileIdentity | None
+#       for a source that is a folder of files saved one key at a time (`Store.key_path`): the identity of
+#       the key's file as it was read (None: no file yet), the base of the per-key SOURCE_CHANGED check.
 #   normalize_key(key) -> str
 #       the lookup form of a key, for kinds whose keys are case-insensitive (PVF archive paths: `\\` → `/`,
 #       no leading `/`, lower case). The overlay is keyed by it, so `Equipment/A.equ` and `equipment/a.equ`
@@ -100,6 +103,12 @@ class Workspace:
     """Revision at which each overlay key was last committed (for "what changed since" queries)."""
     names: dict[str, str] = field(default_factory=dict)
     """Display spelling of overlay keys (as first committed), when the source normalises keys."""
+    key_saved: dict[str, int] = field(default_factory=dict)
+    """Revision at which each key was last written by a per-key save (`Lifecycle.save(keys=…)`): a folder of
+    documents saves one document at a time, so "what is on disk" is known per key, not only as a whole."""
+    key_identities: dict[str, FileIdentity | None] = field(default_factory=dict)
+    """Identity of each key's own file when last written by a per-key save (before that: the source's
+    `identity_of(key)`, the file as it was read); a different file on disk is `SOURCE_CHANGED`."""
 
     def __post_init__(self) -> None:
         norm = getattr(self.source, "normalize_key", None)
@@ -117,6 +126,27 @@ class Workspace:
     def dirty(self) -> bool:
         """True when committed changes are not in the source file yet."""
         return self.revision != self.saved_revision
+
+    def key_dirty(self, key: str) -> bool:
+        """True when `key` has a committed change that is not in its file yet (whole or per-key save)."""
+        k = self.key_of(key)
+        changed = self.last_changed.get(k)
+        return changed is not None and changed > max(self.saved_revision, self.key_saved.get(k, 0))
+
+    def dirty_keys(self) -> list[str]:
+        """The keys with changes not on disk yet, in the order they were first committed."""
+        return [self.name(k) for k in self.last_changed if self.key_dirty(k)]
+
+    def mark_keys_saved(self, keys: Iterable[str], revision: int) -> None:
+        """After a per-key save wrote `keys` as they were at `revision` (called under `Engine.lock`).
+
+        When no key is left dirty the whole workspace is on disk, so `saved_revision` catches up and
+        `dirty` (which the dirty policies of open/close read) is exact again.
+        """
+        for key in keys:
+            self.key_saved[self.key_of(key)] = revision
+        if revision == self.revision and not self.dirty_keys():
+            self.saved_revision = revision
 
     # -- reads ----------------------------------------------------------------------------------------
 

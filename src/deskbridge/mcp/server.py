@@ -291,7 +291,7 @@ def build_mcp_server(app: App, *, editor: bool = True) -> Server[Any]:
     """
 
     def offered(spec: ToolSpec | None) -> bool:
-        return spec is not None and (editor or not spec.requires_editor)
+        return spec is not None and not spec.person_only and (editor or not spec.requires_editor)
 
     # Aliases (Vex's `vex_*` / `vex.*` names) are answered but not listed: listing them would double the tools a
     # model reads (AGENT-TOKENS). A client that calls an unlisted name warns ("Tool … not listed by server",
@@ -333,6 +333,16 @@ def build_mcp_server(app: App, *, editor: bool = True) -> Server[Any]:
                     f"{params.name} drives the browser editor, which is not attached over stdio",
                     hint=f"Run `deskbridge serve {app.workspace.path if app.workspace else 'PATH'}` and open its "
                     "web UI to use the editor tools; the other tools work here.",
+                )
+            )
+        person_only = app.find_tool(params.name)
+        if person_only is not None and person_only.person_only:
+            # Answered as for a tool that is not there (it is not listed): the decision is the person's.
+            return error_result(
+                BridgeError(
+                    "NOT_FOUND",
+                    f"unknown tool {params.name!r}",
+                    hint="Call tools/list to see the tools of the open workspace.",
                 )
             )
         caller, client_name = _caller_of(ctx)

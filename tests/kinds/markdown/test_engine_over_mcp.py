@@ -179,3 +179,55 @@ async def test_the_operation_audit_is_the_core_audit_without_search_queries(tmp_
         assert len(_records(srv, "md_search")) == 1  # once: no second (kind) ring any more
         everything = str(shown) + str([r.to_dict() for r in srv.app.audit.recent()])
         assert "SECRETWORD" not in everything and "SECRETEDIT" not in everything
+
+
+async def test_reload_or_keep_after_an_outside_change_runs_as_a_tool_and_is_audited(tmp_path: Path) -> None:
+    """`/docs/{id}/external` called the service directly: the person's reload/keep was never audited."""
+    import httpx2
+
+    from deskbridge.core.tools import CallContext
+
+    folder = _heading_doc(tmp_path / "notes")
+    note = folder / "note1.md"
+    async with running_server(folder) as srv, srv.client() as client:
+        srv.app.update_settings({"require_approval": False})
+        async with httpx2.AsyncClient(base_url=srv.base_url, headers=srv.ui_headers(), timeout=30) as http:
+            opened = await http.post(f"{MD}/open", json={"path": "note1.md"})
+            doc_id = opened.json()["docId"]
+            rev = (await client.call_tool("md_get_current_document", {})).structured_content["revision"]
+            edited = await client.call_tool(
+                "md_insert_text", {"text": "mine ", "offset": 0, "expectedRevision": rev}
+            )
+            assert not edited.is_error, edited.structured_content
+            note.write_text("# Theirs\n", encoding="utf-8")
+            refused = await client.call_tool("md_save_current_document", {})
+            assert refused.structured_content["code"] == "SOURCE_CHANGED"
+            # the agent may not choose for the person: the tool is neither listed nor callable over MCP …
+            listed = {t.name for t in (await client.list_tools()).tools}
+            assert "md_resolve_external_change" not in listed
+            denied = await client.call_tool("md_resolve_external_change", {"docId": doc_id, "action": "keep"})
+            assert denied.is_error and denied.structured_content["code"] == "NOT_FOUND"
+            # … and an AI caller reaching App.invoke another way is refused with the next step
+            ai = CallContext(caller="mcp:other", client_name="other")
+            with pytest.raises(Exception) as err:
+                await srv.app.invoke("md_resolve_external_change", {"docId": doc_id, "action": "reload"}, ai)
+            assert getattr(err.value, "code", None) == "ACCESS_DENIED"
+            assert "md_list_open_documents" in err.value.hint
+            # the person keeps their text in the editor's banner; the next save writes it
+            kept = await http.post(f"{MD}/docs/{doc_id}/external", json={"action": "keep"})
+            assert kept.status_code == 200 and kept.json()["externalChange"] is False, kept.text
+            saved = await client.call_tool("md_save_current_document", {})
+            assert not saved.is_error, saved.structured_content
+            assert note.read_text(encoding="utf-8").startswith("mine # Note 1")
+            # changed elsewhere again; this time the person reloads
+            note.write_text("# Theirs again\n", encoding="utf-8")
+            reloaded = await http.post(f"{MD}/docs/{doc_id}/external", json={"action": "reload"})
+            assert reloaded.status_code == 200, reloaded.text
+            text = (await client.call_tool("md_get_current_document", {})).structured_content["markdown"]
+            assert text == "# Theirs again\n"
+        records = _records(srv, "md_resolve_external_change")
+        assert [(r.caller, r.target, r.outcome) for r in records] == [
+            ("mcp:other", "note1.md", "ACCESS_DENIED"),
+            ("ui", "note1.md", "ok"),
+            ("ui", "note1.md", "ok"),
+        ]

@@ -110,7 +110,7 @@ def test_save_refuses_to_overwrite_a_file_changed_by_another_program(notes):
     assert err.value.code is ErrorCode.SOURCE_CHANGED
     assert (notes / "notes.md").read_text() == "changed elsewhere\n"
     assert svc.read()["externalChange"]
-    svc.reload_from_disk("d1")
+    run(svc.reload_from_disk("d1"))
     assert svc.read()["text"] == "changed elsewhere\n" and not svc.read()["dirty"]
 
 
@@ -196,7 +196,7 @@ def test_external_change_is_detected_and_announced_once(notes):
     assert svc.check_external_changes() == ["d1"]
     assert svc.check_external_changes() == []
     assert [e for t, e in bus.events if e.get("type") == "external-change"]
-    svc.keep_local("d1")
+    run(svc.keep_local("d1"))
     run(svc.save())
     assert (notes / "notes.md").read_bytes() == b"# Notes\r\n\r\nHello world\r\n"
 

@@ -353,12 +353,41 @@ class Documents:
             {"type": "external-change", "docId": doc.doc_id, "dirty": doc.dirty, "deleted": now is None},
         )
 
-    def reload_from_disk(self, doc_id: str) -> dict[str, Any]:
+    async def resolve_external(
+        self, doc_id: str | None, action: str, *, ctx: CallContext = UI
+    ) -> dict[str, Any]:
+        """After another program changed the file: "reload" takes the file's text, "keep" keeps the editor's.
+
+        The choice between two versions of a text belongs to the person (the editor's banner, caller `ui`):
+        the tool is not offered to MCP clients (`ToolSpec.person_only`), and an AI caller reaching it another
+        way is refused, so an agent never throws away the person's text or another program's write.
+        """
+        doc = self.get(doc_id)
+        if action not in ("reload", "keep"):
+            raise BridgeError(
+                ErrorCode.INVALID_ARGUMENT,
+                f"action {action!r} is not one of: reload, keep",
+                data={"allowed": ["reload", "keep"]},
+            )
+        if is_ai(ctx):
+            raise BridgeError(
+                ErrorCode.ACCESS_DENIED,
+                f"only the person can choose to {action} '{doc.name}' after an outside change",
+                hint="Ask the person to choose Reload or Keep mine in the editor's banner; "
+                "md_list_open_documents shows externalChange until they have.",
+                data={"docId": doc.doc_id, "externalChange": doc.external_change is not None},
+            )
+        if action == "reload":
+            return await self.reload_from_disk(doc.doc_id)
+        return await self.keep_local(doc.doc_id)
+
+    async def reload_from_disk(self, doc_id: str) -> dict[str, Any]:
         """Take the file's new content (the person chose "reload"): one update replacing the whole text."""
         doc = self.get(doc_id)
         if doc.path is None:
             raise BridgeError(ErrorCode.SAVE_AS_REQUIRED, "this document has no file to reload from")
-        fresh = MarkdownDocument.load(doc.doc_id, doc.path, doc.encoding)
+        # Reading, decoding and hashing the file happens in a worker thread (a 12 MB file takes a while).
+        fresh = await asyncio.to_thread(MarkdownDocument.load, doc.doc_id, doc.path, doc.encoding)
         text = doc.text
         if fresh.text != text:
             doc.collab.apply("disk", [Edit(0, len(text), fresh.text)])
@@ -368,11 +397,11 @@ class Documents:
         self.publish("doc", {"type": "reloaded", **self.describe(doc)})
         return self.describe(doc)
 
-    def keep_local(self, doc_id: str) -> dict[str, Any]:
+    async def keep_local(self, doc_id: str) -> dict[str, Any]:
         """Keep the editor's text over the changed file (the person chose "keep"); the next save writes it."""
         doc = self.get(doc_id)
         if doc.path is not None:
-            doc.identity = diskio.identity_of(doc.path)
+            doc.identity = await asyncio.to_thread(diskio.identity_of, doc.path)
         doc.external_change = None
         self.publish("doc", {"type": "kept", **self.describe(doc)})
         return self.describe(doc)

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         ReplaceDocumentArgs,
         ReplaceSelectionArgs,
         ReplaceTextArgs,
+        ResolveExternalArgs,
         SaveAsArgs,
         TextEditArgs,
     )
@@ -164,6 +165,12 @@ async def open_document(service: MarkdownService, ctx: CallContext, args: OpenAr
 
 async def save(service: MarkdownService, ctx: CallContext, args: DocArgs) -> dict[str, Any]:
     return await service.save(args.doc_id, ctx=ctx, tool="md_save_current_document")
+
+
+async def resolve_external_change(
+    service: MarkdownService, ctx: CallContext, args: ResolveExternalArgs
+) -> dict[str, Any]:
+    return await service.resolve_external(args.doc_id, args.action, ctx=ctx)
 
 
 async def save_as(service: MarkdownService, ctx: CallContext, args: SaveAsArgs) -> dict[str, Any]:

@@ -254,6 +254,13 @@ class SaveAsArgs(ToolArgs):
     overwrite: bool = Field(False, description="Replace an existing file (asks the person, shows the diff).")
 
 
+class ResolveExternalArgs(ToolArgs):
+    doc_id: str | None = _DOC_ID
+    action: Literal["reload", "keep"] = Field(
+        description="reload: take the file's text; keep: keep the editor's (the next save writes it)."
+    )
+
+
 class ExportArgs(ToolArgs):
     doc_id: str | None = _DOC_ID
     format: Literal["HTML", "PDF", "PNG", "Word"] = Field(description="Export format.")
@@ -311,6 +318,7 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
         idempotent: bool = False,
         vex: str | None = None,
         target_of: Callable[[Any], str | None] | None = None,
+        person_only: bool = False,
     ) -> ToolSpec:
         return ToolSpec(
             name,
@@ -322,6 +330,7 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
             destructive=destructive,
             idempotent=idempotent or read_only,
             aliases=_aliases(vex) if vex else (),
+            person_only=person_only,
         )
 
     specs = [
@@ -493,6 +502,17 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
             destructive=True,  # with overwrite true it replaces an existing file
             vex="save_current_document_as",
             target_of=lambda a: a.path,
+        ),
+        spec(
+            "md_resolve_external_change",
+            "Reload or keep after an outside change",
+            "After another program changed the file (externalChange): reload takes the file's text, keep "
+            "keeps the editor's and the next save writes it. The person's choice in the editor's banner: "
+            "not offered to MCP clients.",
+            ResolveExternalArgs,
+            edit_tools.resolve_external_change,
+            destructive=True,  # reload replaces the editor's text, keep lets the next save replace the file
+            person_only=True,
         ),
         spec(
             "md_ui_export_current_document",

@@ -258,8 +258,10 @@ def markdown_routes(
     async def external(request: Request) -> Any:
         body = await json_body(request)
         action = _choice(_str_arg(body, "action"), ("reload", "keep"), "action")
-        doc_id = request.path_params["doc_id"]
-        return service.reload_from_disk(doc_id) if action == "reload" else service.keep_local(doc_id)
+        # The person's choice runs as the tool it is (validated and audited once by App.invoke, caller `ui`).
+        return await tool(
+            "md_resolve_external_change", {"docId": request.path_params["doc_id"], "action": action}
+        )
 
     async def export(request: Request) -> Any:
         """The person's own export: the browser downloads the file (an AI's export goes through approval).
