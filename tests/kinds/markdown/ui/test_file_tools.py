@@ -29,6 +29,14 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
+    # Send2Trash reads XDG_DATA_HOME once, when first imported (send2trash/plat_other.py): another test may have
+    # imported it already, so point its module-level trash at this home too.
+    import send2trash.plat_other as trash
+
+    data = str(home / ".local" / "share")
+    monkeypatch.setattr(trash, "XDG_DATA_HOME", data.encode())
+    monkeypatch.setattr(trash, "HOMETRASH", f"{data}/Trash")
+    monkeypatch.setattr(trash, "HOMETRASH_B", f"{data}/Trash".encode())
     return home
 
 
