@@ -33,6 +33,7 @@ from deskbridge.kinds.pvf.history import Journal
 from deskbridge.kinds.pvf.search import (
     SHORT_QUERY_SCAN_MAX,
     ContentIndex,
+    DiskText,
     PathList,
     decode_cursor,
     encode_cursor,
@@ -269,6 +270,7 @@ class PvfService:
         threading.Thread(target=src.dirs, name="pvf-dir-index", daemon=True).start()
         self.recovery = recovery.load(self.data_dir, src.path, ident.sha256)
         self.index = ContentIndex(self.index_root, ident.sha256)
+        self.index.reader = DiskText(src.archive, self.engine.lock)
         self._index_ws = workspace_id
         if self.index.state != "ready":
             self._start_index_build(workspace_id, src)
@@ -380,6 +382,8 @@ class PvfService:
             # A build of the old file is running: start over on the saved file.
             self._index_ws = None
             self.index = ContentIndex(self.index_root, ident.sha256)
+            if isinstance(ws.source, PvfSource):
+                self.index.reader = DiskText(ws.source.archive, self.engine.lock)
             self._index_ws = ws.id
             if self.index.state != "ready" and isinstance(ws.source, PvfSource):
                 self._start_index_build(ws.id, ws.source)
@@ -673,13 +677,14 @@ class PvfService:
                     if not batch:
                         break
                     examined += len(batch)
-                    for rowid, path, text in batch:
+                    for rowid, path in batch:
                         k = norm_path(path)
                         if k in overlay or not in_scope(k, scope):
                             after = rowid
                             continue
-                        # The index's own copy of the text is the file on disk, which is the current
+                        # The index proposes, the text decides: the file as on disk, which is the current
                         # content for every file outside the overlay (the index is keyed by the file's hash).
+                        text = index.text(path)
                         lines = matching_lines(text, folded) if text else []
                         if lines and not add(path, lines):
                             return hits, (0, after)
