@@ -178,16 +178,27 @@ def extract(
                 & (v[:-1] <= 0x7FFFFFFF)
             )
             if m.any():
-                pairs.append(np.unique((v[:-1][m] << np.uint64(32)) | v[1:][m]))
+                pairs.append(_sorted_unique((v[:-1][m] << np.uint64(32)) | v[1:][m]))
         if extra:
             comb = np.concatenate([comb, np.array(extra, dtype=np.uint64)])
-        parts.append(np.unique(comb))
+        parts.append(_sorted_unique(comb))
         if progress is not None:
             progress(hi)
     combined = np.concatenate(parts) if parts else np.empty(0, dtype=np.uint64)
-    combined.sort()
-    pair_arr = np.unique(np.concatenate(pairs)) if pairs else np.empty(0, dtype=np.uint64)
+    combined.sort()  # batches hold disjoint files: sorted, they are unique
+    pair_arr = _sorted_unique(np.concatenate(pairs)) if pairs else np.empty(0, dtype=np.uint64)
     return Extracted(combined, pair_arr, list(lines), line_base)
+
+
+def _sorted_unique(a: np.ndarray) -> np.ndarray:
+    """`np.unique` by sorting in place (numpy 2's hash-based unique is several times slower on 64-bit keys)."""
+    a.sort()
+    if len(a) < 2:
+        return a
+    keep = np.empty(len(a), dtype=bool)
+    keep[0] = True
+    np.not_equal(a[1:], a[:-1], out=keep[1:])
+    return a[keep]
 
 
 # --------------------------------------------------------------------------------------------- segments
@@ -227,7 +238,7 @@ class Segment:
             return None
         if len(at) == 1:
             return np.asarray(self.files[int(lo[0]) : int(hi[0])])
-        return np.unique(
+        return _sorted_unique(
             np.concatenate([self.files[a:b] for a, b in zip(lo.tolist(), hi.tolist(), strict=True)])
         )
 
@@ -355,7 +366,7 @@ class Vocabulary:
         if not hits:
             return np.empty(0, np.uint64)
         idx = np.searchsorted(self.starts, np.array(hits, dtype=np.int64), side="right") - 1
-        return np.unique(self.keys[idx])
+        return _sorted_unique(self.keys[idx])
 
 
 def vocabulary(ar: Any, keys: np.ndarray, pairs: np.ndarray, lines: dict[int, list[str]]) -> Vocabulary:

@@ -128,6 +128,16 @@ class DiskText:
         self.lock = lock
         self._strings: Any = None
 
+    def warm(self) -> None:
+        """Read the tables the first confirmation needs (string table index, n_string.lst), so that the
+        first search does not pay for them."""
+        if self.archive.family != "classic":
+            return
+        with self.lock:
+            strings = self._classic()
+            strings.table.index_of("")
+            strings.nstring()
+
     def reset(self) -> None:
         """After a save the archive on disk is another file: read its tables afresh."""
         with self.lock:

@@ -270,7 +270,8 @@ class PvfService:
         threading.Thread(target=src.dirs, name="pvf-dir-index", daemon=True).start()
         self.recovery = recovery.load(self.data_dir, src.path, ident.sha256)
         self.index = ContentIndex(self.index_root, ident.sha256)
-        self.index.reader = DiskText(src.archive, self.engine.lock)
+        self.index.reader = reader = DiskText(src.archive, self.engine.lock)
+        threading.Thread(target=reader.warm, name="pvf-index-warm", daemon=True).start()
         self._index_ws = workspace_id
         if self.index.state != "ready":
             self._start_index_build(workspace_id, src)
