@@ -1,19 +1,19 @@
-"""PVF search: path mode over the path list, content mode over a persistent SQLite FTS5 trigram index.
+"""PVF search: path mode over the path list, content mode over a persistent token index.
 
 Path mode is a case-insensitive substring search over every current path (original paths joined into one
 lower-case string and searched with `str.find`, so a million paths answer in milliseconds), plus the
 overlay's added files.
 
-Content mode asks a per-archive index in the platform cache folder (`<cache>/pvf-index/<sha256>.sqlite`,
-keyed by the archive file's content hash, so a reopened archive finds its index at once): an FTS5 table
-with the trigram tokenizer over the editable text of every file (SQLite 3.34+; https://sqlite.org/fts5.html
-"The Trigram Tokenizer"). The index only proposes candidates — every hit is confirmed by reading the file's
-current text and finding the matching lines — so it never returns a stale line. Files changed in the
-workspace overlay are skipped in the index and searched directly; after a save their rows are replaced
-and the index is re-keyed to the saved file's hash (incremental, not a rebuild).
+Content mode asks a per-archive index in the platform cache folder (`<cache>/pvf-index/<sha256>.pvfidx/`,
+keyed by the archive file's content hash, so a reopened archive finds its index at once): token postings
+and the vocabulary of token texts (`postings.py` says why that finds every hit without decompiling every
+file). The index only proposes candidates — every hit is confirmed on the file's text as stored and its
+matching lines found — so it never returns a stale line. Files changed in the workspace overlay are
+skipped in the index and searched directly; after a save their rows are replaced and the index is re-keyed
+to the saved file's hash (incremental, not a rebuild).
 
-Queries shorter than three characters cannot use trigrams: they scan the text of the files in `scope`,
-refused with `LIMIT_EXCEEDED` when the scope holds more than `SHORT_QUERY_SCAN_MAX` files.
+Queries shorter than three characters scan the text of the files in `scope`, refused with
+`LIMIT_EXCEEDED` when the scope holds more than `SHORT_QUERY_SCAN_MAX` files.
 """
 
 from __future__ import annotations

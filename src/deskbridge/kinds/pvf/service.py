@@ -671,7 +671,7 @@ class PvfService:
                 examined = 0
                 while True:
                     if examined >= SCAN_BUDGET:
-                        # Bounded work per page: a query whose trigrams are common but whose text is rare
+                        # Bounded work per page: a query whose pieces are common but whose text is rare
                         # would otherwise confirm every candidate in one call. The caller follows nextCursor.
                         return hits, (0, after)
                     batch = index.candidates(query, after, 200)
