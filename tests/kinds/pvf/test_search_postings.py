@@ -207,3 +207,12 @@ def test_property_generated_archives(
             assert fast(index, q) == slow(ar, q), q
     finally:
         ar.close()
+
+
+def test_the_fts5_index_of_earlier_versions_is_removed(tmp_path: Path) -> None:
+    old = tmp_path / f"{'q' * 64}.sqlite"
+    old.write_bytes(b"SQLite format 3\0")
+    keep = tmp_path / f"{'r' * 64}.sqlite"  # another archive's: not ours to remove
+    keep.write_bytes(b"SQLite format 3\0")
+    index = ContentIndex(tmp_path, "q" * 64)
+    assert index.state == "missing" and not old.exists() and keep.exists()

@@ -211,6 +211,9 @@ class ContentIndex:
         self._dead: np.ndarray = np.zeros(0, dtype=bool)
         self._rows_of: dict[str, int] | None = None
         self._recent: dict[str, tuple[np.ndarray, list[dict[str, Any]]]] = {}
+        for old in (root / f"{sha256}.sqlite", root / f"{sha256}.sqlite-wal", root / f"{sha256}.sqlite-shm"):
+            with contextlib.suppress(OSError):
+                old.unlink()  # the FTS5 index of earlier versions: never read again
         if (self.path / "meta.json").exists():
             with contextlib.suppress(OSError, ValueError, KeyError):
                 self._load()
