@@ -102,8 +102,9 @@ def link_tokens(
     return [dialect.typed_token(T_LINK_ID, link_id), _string_token(T_LINK_KEY, key_index, strings)]
 
 
-TOKEN_CACHE_MAX = 1 << 19
-"""Record → token entries one string table keeps (tokens are immutable; ~100 bytes each)."""
+TOKEN_CACHE_MAX = 1 << 17
+"""Record → token entries one string table keeps (tokens are immutable; ≈ 250 bytes each with the key and
+the string: 32 MiB at most, which the script worker counts against its memory limit)."""
 
 
 def _token_cache(strings: StringSource) -> dict[int, Token]:

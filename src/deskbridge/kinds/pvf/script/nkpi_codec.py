@@ -92,7 +92,7 @@ def record_token(t: int, v: int, pools: Pools) -> Token:
 
 
 _CACHES: weakref.WeakKeyDictionary[Any, dict[int, tuple[Any, ...]]] = weakref.WeakKeyDictionary()
-CACHE_MAX = 1 << 19
+CACHE_MAX = 1 << 17
 
 
 def _cache_for(pools: Pools) -> dict[int, tuple[Any, ...]]:
