@@ -123,10 +123,15 @@ class DiskText:
     """The text of a file as stored in the archive on disk — the state the index was built from — whatever
     the workspace has staged (an unsaved `.str` edit must not change what the index confirms)."""
 
+    TEXTS_KEPT = 4096
+    """Texts kept after confirming (≈ 12 MiB): searches one after another confirm the same first files (row
+    order), and a file's text on disk only changes with a save (`reset`)."""
+
     def __init__(self, archive: Any, lock: Any) -> None:
         self.archive = archive
         self.lock = lock
         self._strings: Any = None
+        self._texts: dict[str, str | None] = {}
 
     def warm(self) -> None:
         """Read the tables the first confirmation needs (string table index, n_string.lst), so that the
@@ -142,6 +147,7 @@ class DiskText:
         """After a save the archive on disk is another file: read its tables afresh."""
         with self.lock:
             self._strings = None
+            self._texts.clear()
 
     def link_texts(self, pairs: np.ndarray) -> list[tuple[int, str]]:
         """(key record, text) of the string links `pairs` (`id << 32 | key index`) as they read now."""
@@ -157,22 +163,31 @@ class DiskText:
         return self._strings
 
     def __call__(self, path: str) -> str | None:
-        ar = self.archive
         with self.lock:
-            try:
-                if ar.family == "classic":
-                    return self._classic().read_text(path)
-                from deskbridge.kinds.pvf.script import nkpi_codec
+            if path in self._texts:
+                return self._texts[path]
+            text = self._read(path)
+            if len(self._texts) >= self.TEXTS_KEPT:
+                self._texts.pop(next(iter(self._texts)))
+            self._texts[path] = text
+            return text
 
-                data = ar.read_original(path)
-                dt = ar.data_type(path)
-                if dt == 3:
-                    return nkpi_codec.decode_utf16_text(data)[0]
-                if dt == 1:
-                    return nkpi_codec.decompile(data, ar.pools, lst=norm_path(path).endswith(".lst"))
-                return None
-            except BridgeError:
-                return None
+    def _read(self, path: str) -> str | None:
+        ar = self.archive
+        try:
+            if ar.family == "classic":
+                return self._classic().read_text(path)
+            from deskbridge.kinds.pvf.script import nkpi_codec
+
+            data = ar.read_original(path)
+            dt = ar.data_type(path)
+            if dt == 3:
+                return nkpi_codec.decode_utf16_text(data)[0]
+            if dt == 1:
+                return nkpi_codec.decompile(data, ar.pools, lst=norm_path(path).endswith(".lst"))
+            return None
+        except BridgeError:
+            return None
 
 
 _CONTEXT_FILES = ("stringtable.bin", "n_string.lst")
