@@ -37,6 +37,9 @@ def test_the_history_shows_a_commits_diff(new_page, tmp_path: Path, family: str)
     archive = tmp_path / "Script.pvf"
     synth(archive, family=family, files=200, seed=7)
     with ServerThread(archive) as served, served.client() as call:
+        # The agent's apply would be asked in this very page (require_approval); the approval flow has its own
+        # test (pvf_browser_test.py), this one is about the history.
+        served.srv.app.update_settings({"require_approval": False})
         info = opened(call)
         ws = info["workspaceId"]
         path = structured(call("pvf_search", {"workspaceId": ws, "query": ".equ", "limit": 1}))["hits"][0][
@@ -57,11 +60,11 @@ def test_the_history_shows_a_commits_diff(new_page, tmp_path: Path, family: str)
             )
         )
         keys = [
-            i["changeKey"] for i in structured(call("pvf_edit_preview", {"planId": plan["planId"]}))["items"]
+            i["changeKey"] for i in structured(call("pvf_plan_preview", {"planId": plan["planId"]}))["items"]
         ]
         applied = structured(
             call(
-                "pvf_edit_apply",
+                "pvf_plan_apply",
                 {"planId": plan["planId"], "changeKeys": keys, "expectedRevision": info["revision"]},
             )
         )
