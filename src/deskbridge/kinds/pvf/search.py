@@ -1,19 +1,19 @@
-"""PVF search: path mode over the path list, content mode over a persistent SQLite FTS5 trigram index.
+"""PVF search: path mode over the path list, content mode over a persistent token index.
 
 Path mode is a case-insensitive substring search over every current path (original paths joined into one
 lower-case string and searched with `str.find`, so a million paths answer in milliseconds), plus the
 overlay's added files.
 
-Content mode asks a per-archive index in the platform cache folder (`<cache>/pvf-index/<sha256>.sqlite`,
-keyed by the archive file's content hash, so a reopened archive finds its index at once): an FTS5 table
-with the trigram tokenizer over the editable text of every file (SQLite 3.34+; https://sqlite.org/fts5.html
-"The Trigram Tokenizer"). The index only proposes candidates — every hit is confirmed by reading the file's
-current text and finding the matching lines — so it never returns a stale line. Files changed in the
-workspace overlay are skipped in the index and searched directly; after a save their rows are replaced
-and the index is re-keyed to the saved file's hash (incremental, not a rebuild).
+Content mode asks a per-archive index in the platform cache folder (`<cache>/pvf-index/<sha256>.pvfidx/`,
+keyed by the archive file's content hash, so a reopened archive finds its index at once): token postings
+and the vocabulary of token texts (`postings.py` says why that finds every hit without decompiling every
+file). The index only proposes candidates — every hit is confirmed on the file's text as stored and its
+matching lines found — so it never returns a stale line. Files changed in the workspace overlay are
+skipped in the index and searched directly; after a save their rows are replaced and the index is re-keyed
+to the saved file's hash (incremental, not a rebuild).
 
-Queries shorter than three characters cannot use trigrams: they scan the text of the files in `scope`,
-refused with `LIMIT_EXCEEDED` when the scope holds more than `SHORT_QUERY_SCAN_MAX` files.
+Queries shorter than three characters scan the text of the files in `scope`, refused with
+`LIMIT_EXCEEDED` when the scope holds more than `SHORT_QUERY_SCAN_MAX` files.
 """
 
 from __future__ import annotations
@@ -21,24 +21,25 @@ from __future__ import annotations
 import bisect
 import contextlib
 import os
-import sqlite3
+import shutil
 import threading
 import time
-import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.workspace import DELETED
+from deskbridge.kinds.pvf import postings
 from deskbridge.kinds.pvf.archive import open_archive
 from deskbridge.kinds.pvf.archive.base import norm_path
 
-INDEX_VERSION = 2
+INDEX_VERSION = 3
 SHORT_QUERY_SCAN_MAX = 20_000
 SNIPPET_MAX_CHARS = 200
 HITS_PER_FILE_MAX = 20
-_BATCH = 2000
 
 
 # --------------------------------------------------------------------------------------------- cursors
@@ -82,20 +83,110 @@ class PathList:
 # --------------------------------------------------------------------------------------------- index
 
 
-def _connect(path: Path) -> sqlite3.Connection:
-    con = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-    con.execute("PRAGMA journal_mode=WAL")
-    con.execute("PRAGMA synchronous=NORMAL")
-    return con
+class _Stored:
+    """What `ClassicStrings` reads, as the archive stores it (staged changes ignored)."""
+
+    def __init__(self, archive: Any) -> None:
+        self.archive = archive
+        self.encoding = archive.encoding
+        self.warnings: list[BridgeError] = []
+
+    def read(self, path: str) -> bytes:
+        return self.archive.read_original(path)
+
+    def exists(self, path: str) -> bool:
+        return self.archive.has_original(path)
+
+
+class DiskText:
+    """The text of a file as stored in the archive on disk — the state the index was built from — whatever
+    the workspace has staged (an unsaved `.str` edit must not change what the index confirms)."""
+
+    TEXTS_KEPT = 4096
+    """Texts kept after confirming (≈ 12 MiB): searches one after another confirm the same first files (row
+    order), and a file's text on disk only changes with a save (`reset`)."""
+
+    def __init__(self, archive: Any, lock: Any) -> None:
+        self.archive = archive
+        self.lock = lock
+        self._strings: Any = None
+        self._texts: dict[str, str | None] = {}
+
+    def warm(self) -> None:
+        """Read the tables the first confirmation needs (string table index, n_string.lst), so that the
+        first search does not pay for them."""
+        if self.archive.family != "classic":
+            return
+        with self.lock:
+            strings = self._classic()
+            strings.table.index_of("")
+            strings.nstring()
+
+    def reset(self) -> None:
+        """After a save the archive on disk is another file: read its tables afresh."""
+        with self.lock:
+            self._strings = None
+            self._texts.clear()
+
+    def link_texts(self, pairs: np.ndarray) -> list[tuple[int, str]]:
+        """(key record, text) of the string links `pairs` (`id << 32 | key index`) as they read now."""
+        with self.lock:
+            strings = self._classic()
+            return list(postings.link_texts(strings.table, strings.link_text, pairs))
+
+    def _classic(self) -> Any:
+        if self._strings is None:
+            from deskbridge.kinds.pvf.archive.classic_text import ClassicStrings
+
+            self._strings = ClassicStrings(_Stored(self.archive))  # type: ignore[arg-type]
+        return self._strings
+
+    def __call__(self, path: str) -> str | None:
+        with self.lock:
+            if path in self._texts:
+                return self._texts[path]
+            text = self._read(path)
+            if len(self._texts) >= self.TEXTS_KEPT:
+                self._texts.pop(next(iter(self._texts)))
+            self._texts[path] = text
+            return text
+
+    def _read(self, path: str) -> str | None:
+        ar = self.archive
+        try:
+            if ar.family == "classic":
+                return self._classic().read_text(path)
+            from deskbridge.kinds.pvf.script import nkpi_codec
+
+            data = ar.read_original(path)
+            dt = ar.data_type(path)
+            if dt == 3:
+                return nkpi_codec.decode_utf16_text(data)[0]
+            if dt == 1:
+                return nkpi_codec.decompile(data, ar.pools, lst=norm_path(path).endswith(".lst"))
+            return None
+        except BridgeError:
+            return None
+
+
+_CONTEXT_FILES = ("stringtable.bin", "n_string.lst")
+"""Classic files whose content changes the text of other files (string links read n_string.lst → .str)."""
 
 
 class ContentIndex:
-    """The persistent trigram index of one archive file (see the module docstring). Thread-safe."""
+    """The persistent content index of one archive file (see the module docstring). Thread-safe.
+
+    On disk: `<root>/<sha256>.pvfidx/` with `meta.json` (file count, rows changed by saves since the build),
+    `paths.json`, the vocabulary (`vocab.txt`, `vocab_starts.npy`, `vocab_keys.npy`), the postings
+    (`seg0_keys.npy`, `seg0_offs.npy`, `seg0_files.npy`) and the classic string links (`pairs.npy`; see
+    `postings.py`). Rows are the archive's files in `paths()` order (row id = position + 1); a save marks
+    the rows of the files it changed as gone and appends rows for their new content (kept as text in
+    `meta.json`), so no save rebuilds the index."""
 
     def __init__(self, root: Path, sha256: str) -> None:
         self.root = root
         self.sha256 = sha256
-        self.path = root / f"{sha256}.sqlite"
+        self.path = root / f"{sha256}.pvfidx"
         self.state = "missing"
         """missing → building → ready (or failed)."""
         self.error: str | None = None
@@ -103,19 +194,25 @@ class ContentIndex:
         self.progress: tuple[int, int] = (0, 0)
         self.seconds: float | None = None
         self.cached = False
+        self.reader: Callable[[str], str | None] | None = None
+        """Text of an indexed file as on disk (`DiskText`); set by the workspace."""
         self._lock = threading.RLock()
-        self._con: sqlite3.Connection | None = None
-        if self.path.exists():
-            with contextlib.suppress(sqlite3.Error):
-                con = _connect(self.path)
-                row = con.execute("SELECT value FROM meta WHERE key='complete'").fetchone()
-                ver = con.execute("SELECT value FROM meta WHERE key='version'").fetchone()
-                if row and row[0] == "1" and ver and ver[0] == str(INDEX_VERSION):
-                    self._con = con
-                    self.state = "ready"
-                    self.cached = True
-                else:
-                    con.close()
+        self._paths: list[str] = []
+        self._vocab: postings.Vocabulary | None = None
+        self._segments: list[postings.Segment] = []
+        self._pairs: np.ndarray = np.empty(0, np.uint64)
+        self._meta: dict[str, Any] = {}
+        self._dead: np.ndarray = np.zeros(0, dtype=bool)
+        self._rows_of: dict[str, int] | None = None
+        self._recent: dict[str, tuple[np.ndarray, list[dict[str, Any]]]] = {}
+        for old in (root / f"{sha256}.sqlite", root / f"{sha256}.sqlite-wal", root / f"{sha256}.sqlite-shm"):
+            with contextlib.suppress(OSError):
+                old.unlink()  # the FTS5 index of earlier versions: never read again
+        if (self.path / "meta.json").exists():
+            with contextlib.suppress(OSError, ValueError, KeyError):
+                self._load()
+                self.state = "ready"
+                self.cached = True
 
     def status(self) -> dict[str, Any]:
         return {
@@ -128,6 +225,41 @@ class ContentIndex:
             "error": self.error,
         }
 
+    # -- storage -------------------------------------------------------------------------------------
+
+    def _load(self) -> None:
+        d = self.path
+        meta = json.loads((d / "meta.json").read_text("utf-8"))
+        if meta.get("version") != INDEX_VERSION or not meta.get("complete"):
+            raise ValueError("not a complete index of this version")
+        self._paths = json.loads((d / "paths.json").read_text("utf-8"))
+        self._vocab = postings.Vocabulary(
+            (d / "vocab.txt").read_text("utf-8"),
+            np.load(d / "vocab_starts.npy", mmap_mode="r"),
+            np.load(d / "vocab_keys.npy", mmap_mode="r"),
+        )
+        self._segments = [
+            postings.Segment(
+                np.load(d / f"seg{i}_keys.npy", mmap_mode="r"),
+                np.load(d / f"seg{i}_offs.npy", mmap_mode="r"),
+                np.load(d / f"seg{i}_files.npy", mmap_mode="r"),
+            )
+            for i in range(int(meta["segments"]))
+        ]
+        self._pairs = np.load(d / "pairs.npy")
+        self._meta = meta
+        self._dead = np.zeros(len(self._paths), dtype=bool)
+        if meta.get("dead"):
+            self._dead[np.array(meta["dead"], dtype=np.int64)] = True
+        extra = meta.get("links")
+        if extra:  # link texts added by saves since the build (`_relink`)
+            self._vocab = self._vocab.extended([(int(k), str(t)) for k, t in extra])
+
+    def _write_meta(self, directory: Path) -> None:
+        from deskbridge.core.files import atomic_write
+
+        atomic_write(directory / "meta.json", json.dumps(self._meta, ensure_ascii=False).encode("utf-8"))
+
     # -- building ------------------------------------------------------------------------------------
 
     def build(
@@ -138,62 +270,60 @@ class ContentIndex:
         progress: Callable[[int, int], None] | None = None,
         cancelled: Callable[[], bool] = lambda: False,
     ) -> None:
-        """Index every file's text from the archive on disk (its own handle: saves never disturb it)."""
+        """Index every file of the archive on disk (its own handle: saves never disturb it)."""
         t0 = time.perf_counter()
         self.root.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f"{self.path.stem}.{os.getpid()}.{threading.get_ident()}.tmp")
-        for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
-            with contextlib.suppress(FileNotFoundError):
-                leftover.unlink()
+        tmp = self.root / f"{self.sha256}.{os.getpid()}.{threading.get_ident()}.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
         with self._lock:
             self.state = "building"
         ar = open_archive(archive_path, **{k: v for k, v in options.items() if v is not None})
-        con = sqlite3.connect(tmp, isolation_level=None)
         try:
-            con.execute("PRAGMA journal_mode=OFF")
-            con.execute("PRAGMA synchronous=OFF")
-            con.execute("CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT)")
-            # `z`: the text itself (zlib), so a candidate is confirmed without decompiling the file again.
-            con.execute(
-                "CREATE TABLE files(id INTEGER PRIMARY KEY, path TEXT NOT NULL, key TEXT NOT NULL, z BLOB)"
-            )
-            con.execute(
-                "CREATE VIRTUAL TABLE body USING fts5(text, content='', tokenize='trigram', detail='none')"
-            )
             paths = ar.paths()
             total = len(paths)
-            con.execute("BEGIN")
-            rows: list[tuple[int, str, str, bytes | None]] = []
-            docs: list[tuple[int, str]] = []
-            for i, p in enumerate(paths):
-                text = _text_or_none(ar, p)
-                rows.append((i + 1, p, norm_path(p), _pack(text)))
-                if text:
-                    docs.append((i + 1, text))
-                if len(rows) >= _BATCH:
-                    con.executemany("INSERT INTO files VALUES (?,?,?,?)", rows)
-                    con.executemany("INSERT INTO body(rowid, text) VALUES (?,?)", docs)
-                    rows, docs = [], []
-                    self.progress = (i + 1, total)
-                    if progress is not None:
-                        progress(i + 1, total)
-                    if cancelled():
-                        raise InterruptedError("index build cancelled")
-            con.executemany("INSERT INTO files VALUES (?,?,?,?)", rows)
-            con.executemany("INSERT INTO body(rowid, text) VALUES (?,?)", docs)
-            con.execute("CREATE INDEX files_key ON files(key)")
-            con.executemany(
-                "INSERT INTO meta VALUES (?,?)",
-                [("version", str(INDEX_VERSION)), ("complete", "1"), ("files", str(total))],
-            )
-            con.execute("COMMIT")
-            con.execute("INSERT INTO body(body) VALUES ('optimize')")
-            con.close()
+            if total > postings.FILE_MASK:
+                raise BridgeError(ErrorCode.LIMIT_EXCEEDED, f"{total} files are more than the index holds")
+            self.progress = (0, total)
+
+            def step(done: int) -> None:
+                self.progress = (done, total)
+                if progress is not None:
+                    progress(done, total)
+
+            ex = postings.extract(ar, 0, total, progress=step, cancelled=cancelled)
+            seg = postings.Segment.from_combined(ex.combined)
+            ex.combined = np.empty(0, np.uint64)
+            vocab = postings.vocabulary(ar, seg.keys, ex.pairs, {ex.line_base: ex.lines})
+            if cancelled():
+                raise InterruptedError("index build cancelled")
+            tmp.mkdir()
+            (tmp / "paths.json").write_text(json.dumps(paths, ensure_ascii=False), "utf-8")
+            (tmp / "vocab.txt").write_text(vocab.blob, "utf-8")
+            for name, arr in (
+                ("vocab_starts", vocab.starts),
+                ("vocab_keys", vocab.keys),
+                ("seg0_keys", seg.keys),
+                ("seg0_offs", seg.offs),
+                ("seg0_files", seg.files),
+                ("pairs", ex.pairs),
+            ):
+                np.save(tmp / f"{name}.npy", arr)
+            self._meta = {
+                "version": INDEX_VERSION,
+                "complete": True,
+                "files": total,
+                "segments": 1,
+                "family": ar.family,
+                "dead": [],
+                "delta": [],
+                "nextRow": total + 1,
+            }
+            self._write_meta(tmp)
+            if self.path.exists():
+                shutil.rmtree(self.path, ignore_errors=True)
             os.replace(tmp, self.path)
         except BaseException as exc:
-            con.close()
-            with contextlib.suppress(FileNotFoundError):
-                tmp.unlink()
+            shutil.rmtree(tmp, ignore_errors=True)
             with self._lock:
                 self.state = "failed"
                 self.error = f"{type(exc).__name__}: {exc}"
@@ -201,7 +331,8 @@ class ContentIndex:
         finally:
             ar.close()
         with self._lock:
-            self._con = _connect(self.path)
+            self._load()
+            self._recent.clear()
             self.state = "ready"
             self.progress = (total, total)
             self.seconds = round(time.perf_counter() - t0, 3)
@@ -210,20 +341,61 @@ class ContentIndex:
 
     # -- querying --------------------------------------------------------------------------------------
 
-    def candidates(self, query: str, after: int, limit: int) -> list[tuple[int, str, str | None]]:
-        """(rowid, path, text) of files whose text may contain `query` (≥ 3 characters), rowid > `after`."""
-        phrase = trigram_query(query)
-        with self._lock:
-            con = self._require()
-            rows = con.execute(
-                "SELECT f.id, f.path, f.z FROM body JOIN files f ON f.id = body.rowid "
-                "WHERE body MATCH ? AND body.rowid > ? ORDER BY body.rowid LIMIT ?",
-                (phrase, after, limit),
-            ).fetchall()
-        return [(int(r[0]), str(r[1]), _unpack(r[2])) for r in rows]
+    def _candidates(self, query: str) -> tuple[np.ndarray, list[dict[str, Any]]]:
+        """(row ids of indexed files that may contain `query`, ascending; changed-file rows that do)."""
+        folded = query.casefold()
+        hit = self._recent.get(folded)
+        if hit is not None:
+            return hit
+        delta = [r for r in self._meta.get("delta", ()) if folded in r["text"]]
+        n = len(self._paths)
+        found: np.ndarray | None = None
+        if any(c in postings.LINE_BREAKS for c in folded):
+            found = np.empty(0, np.int64)  # no line holds a line break
+        else:
+            assert self._vocab is not None
+            for piece in sorted(set(postings.pieces(folded)), key=len, reverse=True)[:4]:
+                keys = self._vocab.keys_containing(piece)
+                if keys is None:
+                    continue  # in nearly every file: narrows nothing
+                files: list[np.ndarray] = []
+                for seg in self._segments:
+                    got = seg.files_of(keys)
+                    if got is None:
+                        break
+                    files.append(got)
+                else:
+                    sel = (np.concatenate(files) if len(files) > 1 else files[0]).astype(np.int64)
+                    found = sel if found is None else np.intersect1d(found, sel, assume_unique=True)
+                    if len(found) == 0:
+                        break
+        if found is None:
+            found = np.arange(n, dtype=np.int64)
+        found = found[~self._dead[found]] + 1
+        out = (found, delta)
+        if len(self._recent) >= 16:
+            self._recent.pop(next(iter(self._recent)))
+        self._recent[folded] = out
+        return out
 
-    def _require(self) -> sqlite3.Connection:
-        if self._con is None or self.state != "ready":
+    def candidates(self, query: str, after: int, limit: int) -> list[tuple[int, str]]:
+        """(row id, path) of files whose text may contain `query` (≥ 3 characters), row id > `after`, in row
+        order; confirm each with `text(path)` and `matching_lines`."""
+        with self._lock:
+            self._require()
+            rows, delta = self._candidates(query)
+            at = int(np.searchsorted(rows, after, side="right"))
+            out = [(r, self._paths[r - 1]) for r in rows[at : at + limit].tolist()]
+            out.extend((int(r["row"]), str(r["path"])) for r in delta if r["row"] > after)
+        out.sort()
+        return out[:limit]
+
+    def text(self, path: str) -> str | None:
+        """The text `candidates` proposed `path` for, as on disk."""
+        return None if self.reader is None else self.reader(path)
+
+    def _require(self) -> None:
+        if self._vocab is None or self.state != "ready":
             raise BridgeError(
                 ErrorCode.NOT_READY,
                 f"the content index is {self.state}",
@@ -231,79 +403,60 @@ class ContentIndex:
                 "it is ready; path search works meanwhile.",
                 data=self.status(),
             )
-        return self._con
 
     # -- incremental refresh -----------------------------------------------------------------------------
 
-    def refresh(self, changes: dict[str, tuple[str, str | None]], new_sha256: str) -> None:
-        """After a save: replace the rows of changed files (`key → (display path, text | None)`; None text =
-        deleted or binary) and re-key the index file to the saved archive's hash."""
+    def refresh(self, changes: dict[str, tuple[str | None, str | None]], new_sha256: str) -> None:
+        """After a save: the rows of changed files (`key → (display path, text | None)`; None display =
+        deleted, None text = binary) are replaced — the old row marked gone, a new one appended with the
+        text — and the index is re-keyed to the saved archive's hash."""
         with self._lock:
-            con = self._require()
-            con.execute("BEGIN")
-            try:
-                next_id = int(con.execute("SELECT COALESCE(MAX(id), 0) FROM files").fetchone()[0]) + 1
-                for key, (display, text) in changes.items():
-                    for (old_id,) in con.execute("SELECT id FROM files WHERE key=?", (key,)).fetchall():
-                        # A contentless FTS5 table forgets a row only when given its old text (SQLite <
-                        # 3.43 has no contentless_delete); dropping the `files` row is enough instead: the
-                        # query joins on it, so the old text can no longer be found.
-                        con.execute("DELETE FROM files WHERE id=?", (old_id,))
-                    if display is None:
-                        continue
-                    con.execute("INSERT INTO files VALUES (?,?,?,?)", (next_id, display, key, _pack(text)))
-                    if text:
-                        con.execute("INSERT INTO body(rowid, text) VALUES (?,?)", (next_id, text))
-                    next_id += 1
-                con.execute("COMMIT")
-            except BaseException:
-                con.execute("ROLLBACK")
-                raise
-            con.close()
-            self._con = None
-            target = self.root / f"{new_sha256}.sqlite"
-            for suffix in ("-wal", "-shm"):
-                with contextlib.suppress(FileNotFoundError):
-                    Path(f"{self.path}{suffix}").unlink()
-            os.replace(self.path, target)
-            self.path = target
+            self._require()
+            if self._rows_of is None:
+                self._rows_of = {}
+                for i, p in enumerate(self._paths):
+                    self._rows_of.setdefault(norm_path(p), i)
+            meta = dict(self._meta)
+            dead = set(meta.get("dead", ()))
+            delta = [r for r in meta.get("delta", ()) if r["key"] not in changes]
+            nxt = int(meta.get("nextRow", len(self._paths) + 1))
+            for key, (display, text) in changes.items():
+                i = self._rows_of.get(key)
+                if i is not None:
+                    dead.add(i)
+                    self._dead[i] = True
+                if display is None or not text:
+                    continue
+                delta.append({"row": nxt, "path": display, "key": key, "text": text.casefold()})
+                nxt += 1
+            meta.update(dead=sorted(dead), delta=delta, nextRow=nxt)
+            self._meta = meta
+            self._recent.clear()
+            if isinstance(self.reader, DiskText):
+                self.reader.reset()
+                if meta.get("family") == "classic" and any(
+                    k in _CONTEXT_FILES or k.endswith(".str") for k in changes
+                ):
+                    # String links in unchanged files may read other texts now: add those texts to the
+                    # vocabulary (the old ones stay; candidates may only grow).
+                    added = self.reader.link_texts(self._pairs)
+                    meta["links"] = [*meta.get("links", ()), *added]
+                    assert self._vocab is not None
+                    self._vocab = self._vocab.extended(added)
+            target = self.root / f"{new_sha256}.pvfidx"
+            self._write_meta(self.path)
+            if target != self.path:
+                shutil.rmtree(target, ignore_errors=True)
+                os.replace(self.path, target)
+                self.path = target
             self.sha256 = new_sha256
-            self._con = _connect(target)
 
     def close(self) -> None:
         with self._lock:
-            if self._con is not None:
-                self._con.close()
-                self._con = None
-
-
-TRIGRAMS_MAX = 24
-
-
-def trigram_query(query: str) -> str:
-    """An FTS5 query matching every file that contains all trigrams of `query` (a superset of the files that
-    contain `query`; hits are confirmed afterwards). `detail=none` keeps the index small but cannot answer
-    phrase queries, so each trigram is its own one-token phrase; a long query uses an even spread of them."""
-    grams = list(dict.fromkeys(query[i : i + 3] for i in range(len(query) - 2)))
-    if len(grams) > TRIGRAMS_MAX:
-        step = (len(grams) - 1) / (TRIGRAMS_MAX - 1)
-        grams = [grams[round(i * step)] for i in range(TRIGRAMS_MAX)]
-    return " ".join('"' + g.replace('"', '""') + '"' for g in grams)
-
-
-def _pack(text: str | None) -> bytes | None:
-    return None if not text else zlib.compress(text.encode("utf-8"), 1)
-
-
-def _unpack(z: bytes | None) -> str | None:
-    return None if z is None else zlib.decompress(z).decode("utf-8")
-
-
-def _text_or_none(ar: Any, path: str) -> str | None:
-    try:
-        return ar.read_text(path)
-    except BridgeError:
-        return None
+            self._vocab = None
+            self._segments = []
+            if self.state == "ready":
+                self.state = "missing"
 
 
 # --------------------------------------------------------------------------------------------- matching

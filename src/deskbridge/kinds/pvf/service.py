@@ -34,6 +34,7 @@ from deskbridge.kinds.pvf.history import Journal
 from deskbridge.kinds.pvf.search import (
     SHORT_QUERY_SCAN_MAX,
     ContentIndex,
+    DiskText,
     PathList,
     in_scope,
     matching_lines,
@@ -272,6 +273,8 @@ class PvfService:
         threading.Thread(target=src.dirs, name="pvf-dir-index", daemon=True).start()
         self.recovery = recovery.load(self.data_dir, src.path, ident.sha256)
         self.index = ContentIndex(self.index_root, ident.sha256)
+        self.index.reader = reader = DiskText(src.archive, self.engine.lock)
+        threading.Thread(target=reader.warm, name="pvf-index-warm", daemon=True).start()
         self._index_ws = workspace_id
         if self.index.state != "ready":
             self._start_index_build(workspace_id, src)
@@ -383,6 +386,8 @@ class PvfService:
             # A build of the old file is running: start over on the saved file.
             self._index_ws = None
             self.index = ContentIndex(self.index_root, ident.sha256)
+            if isinstance(ws.source, PvfSource):
+                self.index.reader = DiskText(ws.source.archive, self.engine.lock)
             self._index_ws = ws.id
             if self.index.state != "ready" and isinstance(ws.source, PvfSource):
                 self._start_index_build(ws.id, ws.source)
@@ -669,20 +674,21 @@ class PvfService:
                 examined = 0
                 while True:
                     if examined >= SCAN_BUDGET:
-                        # Bounded work per page: a query whose trigrams are common but whose text is rare
+                        # Bounded work per page: a query whose pieces are common but whose text is rare
                         # would otherwise confirm every candidate in one call. The caller follows nextCursor.
                         return hits, (0, after)
                     batch = index.candidates(query, after, 200)
                     if not batch:
                         break
                     examined += len(batch)
-                    for rowid, path, text in batch:
+                    for rowid, path in batch:
                         k = norm_path(path)
                         if k in overlay or not in_scope(k, scope):
                             after = rowid
                             continue
-                        # The index's own copy of the text is the file on disk, which is the current
+                        # The index proposes, the text decides: the file as on disk, which is the current
                         # content for every file outside the overlay (the index is keyed by the file's hash).
+                        text = index.text(path)
                         lines = matching_lines(text, folded) if text else []
                         if lines and not add(path, lines):
                             return hits, (0, after)

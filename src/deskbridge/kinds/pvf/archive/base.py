@@ -225,6 +225,18 @@ class ArchiveBase(ABC):
             raise not_found(path)
         return self._read_original(key)
 
+    def read_original(self, path: str) -> bytes:
+        """The payload as stored in the source, whatever is staged (the content index reads files as they
+        are on disk, the state it was built from)."""
+        key = norm_path(path)
+        if key not in self._original_keys():
+            raise not_found(path)
+        return self._read_original(key)
+
+    def has_original(self, path: str) -> bool:
+        """True when the source stores `path` (staged changes ignored)."""
+        return norm_path(path) in self._original_keys()
+
     def file_info(self, path: str) -> FileInfo:
         key = norm_path(path)
         if key in self._overlay:

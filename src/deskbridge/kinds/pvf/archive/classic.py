@@ -412,6 +412,31 @@ class ClassicArchive(ArchiveBase):
         block = self._buf[start : start + cc.aligned(e.size)]
         return cc.decrypt(block, e.checksum, e.size)
 
+    def original_payloads(self, start: int, stop: int) -> list[tuple[str, bytes]]:
+        """(display path, payload as stored) of the files at positions `start:stop` of the unstaged
+        `paths()`, decrypted in one vectorised pass (the content index reads every file; one numpy call per
+        file would cost more than the cipher itself)."""
+        idx = list(self._index.values())[start:stop]
+        shown = list(self._keys.values())[start:stop]
+        tree, base, buf = self._entries, self.header.data_start, self._buf
+        rel, size, crc = tree.rel, tree.size, tree.checksum
+        lens = [cc.aligned(size[i]) for i in idx]
+        joined = b"".join([buf[base + rel[i] : base + rel[i] + n] for i, n in zip(idx, lens, strict=True)])
+        if len(joined) != sum(lens):  # a block cut short by the end of the file: one at a time
+            return [(p, self._read_entry(self._entries[i])) for p, i in zip(shown, idx, strict=True)]
+        keys = np.repeat(
+            np.array([(cc.KEY ^ crc[i]) & 0xFFFFFFFF for i in idx], dtype=np.uint32),
+            np.array(lens, dtype=np.int64) // 4,
+        )
+        words = np.frombuffer(joined, dtype="<u4") ^ keys
+        plain = ((words >> np.uint32(6)) | (words << np.uint32(26))).astype("<u4").tobytes()
+        out = []
+        pos = 0
+        for p, i, n in zip(shown, idx, lens, strict=True):
+            out.append((p, plain[pos : pos + size[i]]))
+            pos += n
+        return out
+
     def _original_info(self, key: str) -> FileInfo:
         e = self._entries[self._index[key]]
         return FileInfo(

@@ -565,6 +565,13 @@ class NkpiArchive(ArchiveBase):
     def stored_paths(self) -> list[str]:
         return self._path_index().display_paths()
 
+    def original_entries(self) -> list[int]:
+        """The file-table index of each path the unstaged `paths()` lists, in the same order (the content
+        index reads payloads by entry, without a path lookup per file)."""
+        shadowed = self._path_index().shadowed()
+        n = len(self.files)
+        return [i for i in range(n) if i not in shadowed] if shadowed else list(range(n))
+
     def _read_original(self, key: str) -> bytes:
         return self.read_entry(self._entry(key))
 

@@ -75,11 +75,106 @@ def _string_token(code: int, index: int, strings: StringSource) -> Token:
     return dialect.typed_token(code, _signed(index))
 
 
+def record_token(t: int, v: int, strings: StringSource) -> Token:
+    """The token of one record that is not a string link's id (type 9): what `to_tokens` prints for it."""
+    if t == T_INT:
+        return Token(Kind.INT, _signed(v))
+    if t in STRING_TYPES:
+        return _string_token(t, v, strings)
+    if t == T_FLOAT:
+        return (
+            dialect.float_token(v)
+            if dialect.format_float32(v) is not None
+            else dialect.typed_token(t, _signed(v))
+        )
+    return dialect.typed_token(t, _signed(v))
+
+
+def link_tokens(
+    link_id: int, key_index: int, strings: StringSource, link_text: LinkText | None
+) -> list[Token]:
+    """The token(s) of a type-9 record followed by a type-10 record: one string link, or (when the key is not
+    a printable table string) the raw id and the key's own token."""
+    key = strings.get(key_index) if strings.is_canonical(key_index) else None
+    if key is not None and dialect.is_link_key(key):
+        text = link_text(link_id, key) if link_text is not None else None
+        return [dialect.link_token(link_id, key, text or "")]
+    return [dialect.typed_token(T_LINK_ID, link_id), _string_token(T_LINK_KEY, key_index, strings)]
+
+
+TOKEN_CACHE_MAX = 1 << 17
+"""Record → token entries one string table keeps (tokens are immutable; ≈ 250 bytes each with the key and
+the string: 32 MiB at most, which the script worker counts against its memory limit)."""
+
+
+def _token_cache(strings: StringSource) -> dict[int, Token]:
+    cache = getattr(strings, "token_cache", None)
+    if cache is None:
+        return {}
+    if len(cache) > TOKEN_CACHE_MAX:
+        cache.clear()
+    return cache
+
+
 def to_tokens(data: bytes, strings: StringSource, link_text: LinkText | None = None) -> list[Token]:
-    """Binary script → dialect tokens (see the module docstring for the mapping)."""
+    """Binary script → dialect tokens (see the module docstring for the mapping).
+
+    Game data repeats a small set of records (the same strings, tags and numbers in thousands of files), so
+    the token of each record is looked up in a per-table cache instead of being decided again; only string
+    links (which read n_string.lst and `.str` files) are resolved per use. The text budget is checked
+    against a bound (the table's longest string times the string records); a file that could exceed it
+    takes the record-at-a-time path, which counts exactly as the budget specifies."""
     if len(data) > MAX_SCRIPT_BYTES:
         raise BridgeError(ErrorCode.LIMIT_EXCEEDED, f"script of {len(data)} bytes is over the 64 MiB limit")
     recs = read_tokens(data)
+    n = len(recs)
+    types = recs["t"]
+    max_chars = getattr(strings, "max_chars", None)
+    if max_chars is None or n * max_chars() > text_budget(len(data)) - (1 << 16):
+        return _to_tokens_reference(data, recs, strings, link_text)
+    keys = ((types.astype(np.int64) << 32) | recs["v"].astype(np.int64)).tolist()
+    cache = _token_cache(strings)
+    size = len(strings) if hasattr(strings, "__len__") else 0  # type: ignore[arg-type]
+
+    def miss(k: int) -> Token:
+        t, v = k >> 32, k & 0xFFFFFFFF
+        tok = record_token(t, v, strings)
+        if t not in STRING_TYPES or v < size:  # an index past the table may name a string appended later
+            cache[k] = tok
+        return tok
+
+    out: list[Token] = []
+    start = 0
+    chars = 0
+    nines = np.flatnonzero(types == T_LINK_ID).tolist()
+    nines.append(n)
+    get = cache.get
+    for p in nines:
+        if p < start:
+            continue
+        out.extend([get(k) or miss(k) for k in keys[start:p]])
+        if p >= n:
+            break
+        v = keys[p] & 0xFFFFFFFF
+        if p + 1 < n and types[p + 1] == T_LINK_KEY and v <= dialect.INT32_MAX:
+            toks = link_tokens(v, keys[p + 1] & 0xFFFFFFFF, strings, link_text)
+            if len(toks) == 1:
+                chars += len(str(toks[0].value)) + len(toks[0].link_text)
+            out.extend(toks)
+            start = p + 2
+        else:
+            out.append(dialect.typed_token(T_LINK_ID, _signed(v)))
+            start = p + 1
+    if chars > (1 << 16):  # long link texts: the bound above did not cover them
+        return _to_tokens_reference(data, recs, strings, link_text)
+    return out
+
+
+def _to_tokens_reference(
+    data: bytes, recs: np.ndarray, strings: StringSource, link_text: LinkText | None
+) -> list[Token]:
+    """One record at a time: the mapping as specified, used where `to_tokens`' cached path cannot decide
+    the text budget alone (and by the tests as the reference the cached path must equal)."""
     types = recs["t"].tolist()
     values = recs["v"].tolist()
     out: list[Token] = []

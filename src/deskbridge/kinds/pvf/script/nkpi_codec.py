@@ -13,8 +13,9 @@ string twice), then in the pools, appending new strings by the pool rule.
 from __future__ import annotations
 
 import struct
+import weakref
 from collections.abc import Iterator
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -70,39 +71,78 @@ def _string_ok(s: str) -> bool:
     return True
 
 
+def record_token(t: int, v: int, pools: Pools) -> Token:
+    """The token of one record (`v` signed) where it is the first use of its string in the file; a later
+    record naming the same string at another offset prints raw (`to_tokens`)."""
+    if t == T_INT:
+        return int_token(v)
+    if t == T_FLOAT:
+        bits = v & 0xFFFFFFFF
+        return float_token(bits) if format_float32(bits) is not None else typed_token(t, v)
+    if t not in STRING_TYPES or not pools.is_valid(v & 0xFFFFFFFF):
+        return typed_token(t, v)
+    s = pools.resolve(v & 0xFFFFFFFF)
+    if not _string_ok(s):
+        return typed_token(t, v)
+    if t == T_TAG:
+        return section_token(s) if is_section_text(s) else word_token(s) if is_word(s) else typed_token(t, s)
+    if t == T_STRING:
+        return string_token(s)
+    return typed_token(t, s)
+
+
+_CACHES: weakref.WeakKeyDictionary[Any, dict[int, tuple[Any, ...]]] = weakref.WeakKeyDictionary()
+CACHE_MAX = 1 << 17
+
+
+def _cache_for(pools: Pools) -> dict[int, tuple[Any, ...]]:
+    try:
+        cache = _CACHES.setdefault(pools, {})
+    except TypeError:  # not weak-referenceable: no cache
+        return {}
+    if len(cache) > CACHE_MAX:
+        cache.clear()
+    return cache
+
+
 def to_tokens(payload: bytes, pools: Pools) -> list[Token]:
-    """Text tokens for a script payload (see the module docstring for the mapping)."""
+    """Text tokens for a script payload (see the module docstring for the mapping).
+
+    Each record's token is decided once per pool set and cached (pool strings never change; an offset
+    that is not valid yet is not cached); only the per-file rule — a string compiles to the first offset it
+    had in this file — and the text budget are applied per file."""
+    recs = records(payload)
+    keys = ((recs["t"].astype(np.int64) << 32) | (recs["v"].astype(np.int64) & 0xFFFFFFFF)).tolist()
+    cache = _cache_for(pools)
+    get = cache.get
     out: list[Token] = []
+    append = out.append
     seen: dict[tuple[bool, str], int] = {}  # a string compiles to the first offset it had in this file
     # One 5-byte token can print a whole pool string: count characters so that a small script cannot
     # print gigabytes (docs/pvf-format.md "Budgets").
     chars, budget = 0, text_budget(len(payload))
-    for t, v in records(payload).tolist():
-        if t == T_INT:
-            out.append(int_token(v))
+    for k in keys:
+        e = get(k)
+        if e is None:
+            t, u = k >> 32, k & 0xFFFFFFFF
+            v = u - (1 << 32) if u & 0x80000000 else u
+            tok = record_token(t, v, pools)
+            if t in STRING_TYPES and pools.is_valid(u):
+                s = pools.resolve(u)
+                e = (tok, (t == T_TAG, s), len(s), v, typed_token(t, v))
+                cache[k] = e
+            elif t in STRING_TYPES:
+                e = (tok, None)  # an offset past the pools may be valid once strings are added: not cached
+            else:
+                e = cache[k] = (tok, None)
+        sig = e[1]
+        if sig is None:
+            append(e[0])
             continue
-        if t == T_FLOAT:
-            bits = v & 0xFFFFFFFF
-            out.append(float_token(bits) if format_float32(bits) is not None else typed_token(t, v))
-            continue
-        if t not in STRING_TYPES or not pools.is_valid(v & 0xFFFFFFFF):
-            out.append(typed_token(t, v))
-            continue
-        s = pools.resolve(v & 0xFFFFFFFF)
-        chars += len(s)
+        chars += e[2]
         if chars > budget:
             check_text(chars, len(payload))
-        first = seen.setdefault((t == T_TAG, s), v)
-        if first != v or not _string_ok(s):
-            out.append(typed_token(t, v))
-        elif t == T_TAG:
-            out.append(
-                section_token(s) if is_section_text(s) else word_token(s) if is_word(s) else typed_token(t, s)
-            )
-        elif t == T_STRING:
-            out.append(string_token(s))
-        else:
-            out.append(typed_token(t, s))
+        append(e[0] if seen.setdefault(sig, e[3]) == e[3] else e[4])
     return out
 
 

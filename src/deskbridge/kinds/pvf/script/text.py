@@ -356,8 +356,17 @@ def print_tokens(
             else:
                 value_indent = depth if closes else depth + 1
             continue
-        text = token_text(tok)
-        if cur and (len(cur) == record_width if record_width else tok.is_string_like):
+        # The common kinds inline (this loop is most of decompiling); the rest through token_text.
+        kind = tok.kind
+        if kind is Kind.INT:
+            text, string_like = str(tok.value), False
+        elif kind is Kind.STRING:
+            text, string_like = quote(str(tok.value)), True
+        elif kind is Kind.FLOAT and (text := format_float32(int(tok.value))) is not None:  # type: ignore[assignment]
+            string_like = False
+        else:
+            text, string_like = token_text(tok), tok.is_string_like
+        if cur and (len(cur) == record_width if record_width else string_like):
             lines.append("\t" * value_indent + "\t".join(cur))
             cur = []
         cur.append(text)

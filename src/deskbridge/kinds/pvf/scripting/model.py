@@ -202,10 +202,16 @@ class Document:
         matched = container_indexes(tokens)
         stack = [self.root]
         current: list[Token] = self.root.values
-        for i, tok in enumerate(tokens):
-            if tok.kind is not Kind.SECTION:
-                current.append(tok)
-                continue
+        # Values run between tags: take each run as one slice (most tokens are values).
+        tags = [i for i, tok in enumerate(tokens) if tok.kind is Kind.SECTION]
+        tags.append(len(tokens))
+        prev = 0
+        for i in tags:
+            current.extend(tokens[prev:i])
+            prev = i + 1
+            if i == len(tokens):
+                break
+            tok = tokens[i]
             tag = str(tok.value)
             if tag.startswith("[/") and i in matched:
                 name = "[" + tag[2:]

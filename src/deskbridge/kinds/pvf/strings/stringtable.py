@@ -31,6 +31,10 @@ class StringTable:
         self._index: dict[str, int] | None = None
         self._list: list[str | None] | None = None
         self.appended = 0
+        self._max_bytes: int | None = None
+        self.token_cache: dict[int, object] = {}
+        """Record → decompiled token, kept by `classic_codec.to_tokens` (entries never change meaning: the
+        table only grows, and a record naming an index past its end is not cached)."""
 
     @classmethod
     def parse(cls, data: bytes, encoding: str) -> StringTable:
@@ -60,6 +64,13 @@ class StringTable:
 
     def raw(self, index: int) -> bytes:
         return self._raw[index]
+
+    def max_chars(self) -> int:
+        """An upper bound on the characters of any one entry (its bytes: no pack encoding has a character
+        shorter than a byte); the decompiler's text-budget bound."""
+        if self._max_bytes is None:
+            self._max_bytes = max(map(len, self._raw), default=0)
+        return self._max_bytes
 
     def get(self, index: int) -> str | None:
         """Decoded string (trailing NULs trimmed), or None when out of range or not decodable."""
@@ -129,6 +140,8 @@ class StringTable:
         lookup = self._build_index()  # before the new entry exists: built after, it would list it twice
         index = len(self._raw)
         self._raw.append(raw)
+        if self._max_bytes is not None:
+            self._max_bytes = max(self._max_bytes, len(raw))
         self._decoded[index] = text
         lookup.setdefault(text, index)
         if self._list is not None:

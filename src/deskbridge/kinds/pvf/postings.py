@@ -1,0 +1,386 @@
+"""Token postings: the data behind content search — which files hold which distinct token, and every token's text.
+
+A script's text is its tokens laid out with TABs and line breaks (docs/pvf-script-text.md "Layout"); a file
+is a 5-byte record per token. Game data repeats a small vocabulary (the same strings, tags and numbers in
+thousands of files), so instead of decompiling and indexing every file's text, the index keeps
+
+* the **postings**: for each distinct record `(type, value)` the sorted list of files that contain it,
+  built with one vectorised sort over every record of the archive (no file is decompiled);
+* the **vocabulary**: the text each distinct record can print as (the family codec's own `record_token`),
+  case-folded and cut at TABs and line breaks into entries, all in one string searched with `str.find`.
+
+Why that finds every hit: a hit is a line of the case-folded text containing the case-folded query. The
+printer puts only TABs and line breaks between tokens, so each TAB-free piece of the query lies inside the
+text of one token — inside one vocabulary entry. A file can therefore only match if, for every piece, it
+holds a token whose entry contains that piece. Those files are the candidates; each is then decompiled and
+its lines matched exactly as before (`search.matching_lines`), so the index proposes and the text decides.
+The vocabulary over-approximates where a record's text depends on its file (an nkpi string repeated at
+another offset prints raw as `{N=offset}`; a classic link `<id::key`text`>` is posted under its key
+record), which only adds candidates. Text files (`.str`, `.nut`, UTF-16 tables, the string-table listing)
+have no tokens: each of their line pieces is an entry of its own.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from deskbridge.core.errors import BridgeError
+from deskbridge.kinds.pvf.archive.base import norm_path
+
+FILE_BITS = 23
+"""Bits of a file number in a posting (8.4 M files; the largest real archive, 110US, has 4.3 M)."""
+FILE_MASK = (1 << FILE_BITS) - 1
+EXT = 1 << 40
+"""Keys at or above this are not records: the classic header line and text-file line pieces."""
+HEADER_KEY = EXT
+LINE_BASE = EXT + 1
+BATCH_FILES = 1 << 15
+ENTRY_MATCH_MAX = 50_000
+"""A piece found in more vocabulary entries than this selects nothing (nearly every file): it is not used
+to narrow the candidates, the other pieces are (or every file is a candidate, confirmed page by page)."""
+POSTINGS_MAX = 8_000_000
+_SEPARATORS = re.compile("[\t\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]+")
+LINE_BREAKS = frozenset("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
+"""What `str.splitlines` splits on: a query holding one of these can match no line."""
+_REC = np.dtype([("t", "u1"), ("v", "<u4")])
+
+
+def pieces(text: str) -> list[str]:
+    """Case-folded TAB- and line-break-free pieces of `text` (vocabulary entries, or a query's pieces)."""
+    return [p for p in _SEPARATORS.split(text.casefold()) if p]
+
+
+# --------------------------------------------------------------------------------------------- reading
+
+
+@dataclass
+class Extracted:
+    """Postings of one range of files: sorted unique `key << FILE_BITS | file` values, plus what the
+    vocabulary needs from them (link pairs, text-file line pieces)."""
+
+    combined: np.ndarray
+    pairs: np.ndarray
+    lines: list[str]
+    line_base: int
+
+
+def _reader(ar: Any) -> Callable[[int, int], list[tuple[str, Any, bytes]]]:
+    """`read(start, stop)` → (path, nkpi data type or None, payload on disk) of files `start:stop` in the
+    order of the unstaged `paths()`."""
+    if ar.family == "classic":
+        return lambda start, stop: [(p, None, data) for p, data in ar.original_payloads(start, stop)]
+    every = ar.original_entries()
+    paths = ar.stored_paths()
+    files = ar.files
+
+    def read(start: int, stop: int) -> list[tuple[str, Any, bytes]]:
+        entries = every[start:stop]
+        if not entries:
+            return []
+        cols = [files[c][entries].tolist() for c in ("type", "chunk", "offset", "size")]
+        out: list[tuple[str, Any, bytes]] = []
+        last_c, plain = -1, b""
+        for i, dt, c, o, n in zip(entries, *cols, strict=True):
+            if dt not in (1, 3):
+                out.append((paths[i], dt, b""))
+                continue
+            if c != last_c:
+                try:
+                    plain = ar.chunk(c)
+                except BridgeError:
+                    out.append((paths[i], -1, b""))
+                    continue
+                last_c = c
+            out.append((paths[i], dt, plain[o : o + n]))
+        return out
+
+    return read
+
+
+def _text_of_file(ar: Any, path: str, dt: Any, data: bytes) -> tuple[bytes | None, str | None]:
+    """(token records, None) for a script, (None, text) for a text file, (None, None) for the rest —
+    decided as the archive's `read_text` decides it."""
+    if ar.family == "classic":
+        from deskbridge.kinds.pvf.archive.classic_text import STRINGTABLE, decode_text, text_encoding_for
+        from deskbridge.kinds.pvf.script import classic_codec
+
+        if norm_path(path) == STRINGTABLE:
+            try:
+                return None, ar.strings.stringtable_listing()
+            except BridgeError:
+                return None, None
+        if classic_codec.is_script(data):
+            return (data[2:], None) if (len(data) - 2) % 5 == 0 else (None, None)
+        return None, decode_text(data, text_encoding_for(path, ar.encoding))
+    from deskbridge.kinds.pvf.script import nkpi_codec
+
+    if dt == 1:
+        return (data, None) if len(data) % 5 == 0 else (None, None)
+    if dt == 3:
+        try:
+            return None, nkpi_codec.decode_utf16_text(data)[0]
+        except BridgeError:
+            return None, None
+    return None, None
+
+
+def extract(
+    ar: Any,
+    start: int,
+    stop: int,
+    line_base: int = LINE_BASE,
+    progress: Callable[[int], None] | None = None,
+    cancelled: Callable[[], bool] = lambda: False,
+) -> Extracted:
+    """Postings of the files at positions `start:stop` of the archive's unstaged `paths()` (file numbers are
+    those positions)."""
+    classic = ar.family == "classic"
+    read = _reader(ar)
+    parts: list[np.ndarray] = []
+    pairs: list[np.ndarray] = []
+    lines: dict[str, int] = {}
+    for lo in range(start, stop, BATCH_FILES):
+        if cancelled():
+            raise InterruptedError("index build cancelled")
+        hi = min(stop, lo + BATCH_FILES)
+        recs_list: list[bytes] = []
+        rec_files: list[int] = []
+        counts: list[int] = []
+        extra: list[int] = []
+        for fid, (path, dt, data) in enumerate(read(lo, hi), start=lo):
+            recs, text = _text_of_file(ar, path, dt, data)
+            if recs is not None:
+                recs_list.append(recs)
+                rec_files.append(fid)
+                counts.append(len(recs) // 5)
+                if classic:
+                    extra.append((HEADER_KEY << FILE_BITS) | fid)
+            elif text:
+                for piece in set(pieces(text)):
+                    lid = lines.setdefault(piece, len(lines))
+                    extra.append(((line_base + lid) << FILE_BITS) | fid)
+        recs = np.frombuffer(b"".join(recs_list), dtype=_REC)
+        fids = np.repeat(np.array(rec_files, dtype=np.uint64), np.array(counts, dtype=np.int64))
+        t = recs["t"].astype(np.uint64)
+        v = recs["v"].astype(np.uint64)
+        comb = (((t << np.uint64(32)) | v) << np.uint64(FILE_BITS)) | fids
+        if classic and len(t) > 1:
+            # A string link is a type-9 record (table id) right before a type-10 record (key) in one file.
+            m = (
+                (recs["t"][:-1] == 9)
+                & (recs["t"][1:] == 10)
+                & (fids[:-1] == fids[1:])
+                & (v[:-1] <= 0x7FFFFFFF)
+            )
+            if m.any():
+                pairs.append(_sorted_unique((v[:-1][m] << np.uint64(32)) | v[1:][m]))
+        if extra:
+            comb = np.concatenate([comb, np.array(extra, dtype=np.uint64)])
+        parts.append(_sorted_unique(comb))
+        if progress is not None:
+            progress(hi)
+    combined = np.concatenate(parts) if parts else np.empty(0, dtype=np.uint64)
+    combined.sort()  # batches hold disjoint files: sorted, they are unique
+    pair_arr = _sorted_unique(np.concatenate(pairs)) if pairs else np.empty(0, dtype=np.uint64)
+    return Extracted(combined, pair_arr, list(lines), line_base)
+
+
+def _sorted_unique(a: np.ndarray) -> np.ndarray:
+    """`np.unique` by sorting in place (numpy 2's hash-based unique is several times slower on 64-bit keys)."""
+    a.sort()
+    if len(a) < 2:
+        return a
+    keep = np.empty(len(a), dtype=bool)
+    keep[0] = True
+    np.not_equal(a[1:], a[:-1], out=keep[1:])
+    return a[keep]
+
+
+# --------------------------------------------------------------------------------------------- segments
+
+
+@dataclass
+class Segment:
+    """Postings of one build: distinct keys (sorted), offsets into `files` (file numbers, ascending per key)."""
+
+    keys: np.ndarray
+    offs: np.ndarray
+    files: np.ndarray
+
+    @classmethod
+    def from_combined(cls, combined: np.ndarray) -> Segment:
+        keys_col = combined >> np.uint64(FILE_BITS)
+        files = (combined & np.uint64(FILE_MASK)).astype(np.uint32)
+        if len(keys_col) == 0:
+            return cls(np.empty(0, np.uint64), np.zeros(1, np.int64), files)
+        starts = np.flatnonzero(keys_col[1:] != keys_col[:-1]) + 1
+        offs = np.concatenate([[0], starts, [len(keys_col)]]).astype(np.int64)
+        return cls(keys_col[offs[:-1]], offs, files)
+
+    def files_of(self, keys: np.ndarray) -> np.ndarray | None:
+        """Sorted distinct files holding any of `keys` (sorted); None when that is more than `POSTINGS_MAX`
+        postings (the keys select almost everything)."""
+        if len(keys) == 0 or len(self.keys) == 0:
+            return np.empty(0, np.uint32)
+        at = np.searchsorted(self.keys, keys)
+        ok = at < len(self.keys)
+        at = at[ok]
+        at = at[self.keys[at] == keys[ok]]
+        if len(at) == 0:
+            return np.empty(0, np.uint32)
+        lo, hi = self.offs[at], self.offs[at + 1]
+        if int((hi - lo).sum()) > POSTINGS_MAX:
+            return None
+        if len(at) == 1:
+            return np.asarray(self.files[int(lo[0]) : int(hi[0])])
+        return _sorted_unique(
+            np.concatenate([self.files[a:b] for a, b in zip(lo.tolist(), hi.tolist(), strict=True)])
+        )
+
+
+# --------------------------------------------------------------------------------------------- vocabulary
+
+
+def _classic_texts(ar: Any, keys: np.ndarray, pairs: np.ndarray) -> Iterable[tuple[int, str]]:
+    from deskbridge.kinds.pvf.script import classic_codec as cc
+    from deskbridge.kinds.pvf.script.text import token_text
+
+    strings = ar.strings
+    table, link_text = strings.table, strings.link_text
+    rec = keys[keys < EXT]
+    t_all = (rec >> np.uint64(32)).astype(np.int64)
+    v_all = (rec & np.uint64(0xFFFFFFFF)).astype(np.int64)
+    ints = t_all == cc.T_INT
+    signed = np.where(v_all >= 1 << 31, v_all - (1 << 32), v_all)
+    yield from zip(rec[ints].tolist(), map(str, signed[ints].tolist()), strict=True)
+    for k, t, v in zip(rec[~ints].tolist(), t_all[~ints].tolist(), v_all[~ints].tolist(), strict=True):
+        tok = cc.record_token(t, v, table)
+        yield k, _safe_text(tok, token_text)
+    yield from link_texts(table, link_text, pairs)
+
+
+def link_texts(table: Any, link_text: Any, pairs: np.ndarray) -> Iterable[tuple[int, str]]:
+    """A classic string link prints as one token from two records: its text, posted under the key record
+    (`pairs`: `id << 32 | key index`)."""
+    from deskbridge.kinds.pvf.script import classic_codec as cc
+    from deskbridge.kinds.pvf.script.text import token_text
+
+    for pv in pairs.tolist():
+        link_id, key_index = pv >> 32, pv & 0xFFFFFFFF
+        k = (cc.T_LINK_KEY << 32) | key_index
+        for tok in cc.link_tokens(link_id, key_index, table, link_text):
+            yield k, _safe_text(tok, token_text)
+
+
+def _nkpi_texts(ar: Any, keys: np.ndarray) -> Iterable[tuple[int, str]]:
+    from deskbridge.kinds.pvf.script import nkpi_codec as nc
+    from deskbridge.kinds.pvf.script.text import token_text, typed_token
+
+    pools = ar.pools
+    rec = keys[keys < EXT]
+    t_all = (rec >> np.uint64(32)).astype(np.int64)
+    v_all = (rec & np.uint64(0xFFFFFFFF)).astype(np.int64)
+    signed = np.where(v_all >= 1 << 31, v_all - (1 << 32), v_all)
+    ints = t_all == nc.T_INT
+    yield from zip(rec[ints].tolist(), map(str, signed[ints].tolist()), strict=True)
+    for k, t, v in zip(rec[~ints].tolist(), t_all[~ints].tolist(), signed[~ints].tolist(), strict=True):
+        yield k, _safe_text(nc.record_token(t, v, pools), token_text)
+        if t in nc.STRING_TYPES:
+            yield k, token_text(typed_token(t, v))  # a repeat of the string at another offset prints raw
+
+
+def _safe_text(tok: Any, token_text: Callable[[Any], str]) -> str:
+    try:
+        return token_text(tok)
+    except ValueError:
+        return ""
+
+
+def _entries(items: Iterable[tuple[int, str]]) -> tuple[list[str], list[int]]:
+    entries: list[str] = []
+    keys: list[int] = []
+    add_entry, add_key = entries.append, keys.append
+    for k, text in items:
+        if text.isascii() and text.isprintable():  # numbers, tags, ASCII strings: one piece, lower case
+            if text:
+                add_entry(text.lower())
+                add_key(k)
+            continue
+        for p in pieces(text):
+            add_entry(p)
+            add_key(k)
+    return entries, keys
+
+
+def _starts(entries: list[str], base: int) -> np.ndarray:
+    lengths = np.fromiter((len(e) + 1 for e in entries), dtype=np.int64, count=len(entries))
+    starts = np.full(len(entries), base, dtype=np.int64)
+    if len(entries) > 1:
+        starts[1:] += np.cumsum(lengths[:-1])
+    return starts
+
+
+@dataclass
+class Vocabulary:
+    """Every entry (a case-folded piece of some token's text) in one string, with the key it belongs to."""
+
+    blob: str
+    starts: np.ndarray
+    keys: np.ndarray
+
+    @classmethod
+    def build(cls, items: Iterable[tuple[int, str]]) -> Vocabulary:
+        entries, keys = _entries(items)
+        return cls(
+            "\n".join(entries) + "\n" if entries else "", _starts(entries, 0), np.array(keys, np.uint64)
+        )
+
+    def extended(self, items: Iterable[tuple[int, str]]) -> Vocabulary:
+        """This vocabulary with more entries (texts that became possible after a save)."""
+        entries, keys = _entries(items)
+        if not entries:
+            return self
+        return Vocabulary(
+            self.blob + "\n".join(entries) + "\n",
+            np.concatenate([np.asarray(self.starts), _starts(entries, len(self.blob))]),
+            np.concatenate([np.asarray(self.keys), np.array(keys, np.uint64)]),
+        )
+
+    def keys_containing(self, piece: str) -> np.ndarray | None:
+        """Sorted distinct keys of the entries containing `piece`; None when more than `ENTRY_MATCH_MAX`
+        entries do."""
+        blob = self.blob
+        if blob.count(piece) > ENTRY_MATCH_MAX:
+            return None
+        hits = []
+        find = blob.find
+        pos = find(piece)
+        while pos >= 0:
+            hits.append(pos)
+            pos = find(piece, pos + 1)
+        if not hits:
+            return np.empty(0, np.uint64)
+        idx = np.searchsorted(self.starts, np.array(hits, dtype=np.int64), side="right") - 1
+        return _sorted_unique(self.keys[idx])
+
+
+def vocabulary(ar: Any, keys: np.ndarray, pairs: np.ndarray, lines: dict[int, list[str]]) -> Vocabulary:
+    """The vocabulary of the distinct `keys` of an archive (`lines`: line_base → that build's line pieces)."""
+    items: list[Iterable[tuple[int, str]]] = [
+        _classic_texts(ar, keys, pairs) if ar.family == "classic" else _nkpi_texts(ar, keys)
+    ]
+    if ar.family == "classic":
+        items.append([(HEADER_KEY, "#PVF_File")])
+    for base, found in lines.items():
+        items.append(((base + i, p) for i, p in enumerate(found)))
+
+    def chain() -> Iterable[tuple[int, str]]:
+        for it in items:
+            yield from it
+
+    return Vocabulary.build(chain())
