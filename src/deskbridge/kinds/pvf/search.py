@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import json
 import os
 import shutil
 import threading
@@ -40,9 +41,6 @@ INDEX_VERSION = 3
 SHORT_QUERY_SCAN_MAX = 20_000
 SNIPPET_MAX_CHARS = 200
 HITS_PER_FILE_MAX = 20
-
-
-# --------------------------------------------------------------------------------------------- cursors
 
 
 # --------------------------------------------------------------------------------------------- paths
