@@ -277,7 +277,7 @@ class ContentIndex:
             self.state = "building"
         ar = open_archive(archive_path, **{k: v for k, v in options.items() if v is not None})
         try:
-            paths = ar.paths()
+            paths = list(ar.paths())  # nkpi answers a lazy PathList; the index stores plain strings
             total = len(paths)
             if total > postings.FILE_MASK:
                 raise BridgeError(ErrorCode.LIMIT_EXCEEDED, f"{total} files are more than the index holds")
