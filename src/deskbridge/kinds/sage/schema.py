@@ -11,9 +11,7 @@ content hashes.
 
 from __future__ import annotations
 
-import gzip
 import hashlib
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -403,6 +401,9 @@ def collect_schema(entry: Path) -> _Compiler:
 def load_schema(entry: Path, cache_dir: Path | None, digest: str | None = None) -> SchemaModel:
     """The compiled model for the SDK whose entry schema is `entry`, from the disk cache when valid.
     `digest` is `schema_digest(entry)` when the caller already has it."""
+    import gzip  # not at the top: a warm start (which needs only `schema_fingerprint`) never loads the model
+    import json
+
     digest = digest or schema_digest(entry)
     cache_file = cache_dir / "schema" / f"{digest}.json.gz" if cache_dir else None
     if cache_file is not None:

@@ -8,7 +8,6 @@ The shape follows the seed's §4.1 (arrays, not maps); paths of project files ar
 from __future__ import annotations
 
 import contextlib
-import gzip
 import hashlib
 import json
 import os
@@ -195,6 +194,8 @@ def snapshot_text(index: SageIndex, stale: bool = False) -> str:
 
 def write_snapshot(index: SageIndex, stale: bool = False, data_dir: Path | None = None) -> Path:
     """Write `current.json.gz` atomically, keeping the one it replaces as `previous.json.gz`."""
+    import gzip  # not at the top: a warm start imports this module for `project_key` only
+
     folder = snapshot_dir(index.project, data_dir)
     folder.mkdir(parents=True, exist_ok=True)
     current = folder / "current.json.gz"
@@ -228,6 +229,8 @@ def write_snapshot(index: SageIndex, stale: bool = False, data_dir: Path | None 
 
 
 def read_snapshot(project: Path, data_dir: Path | None = None, which: str = "current") -> dict[str, Any]:
+    import gzip
+
     path = snapshot_dir(project, data_dir) / f"{which}.json.gz"
     return json.loads(gzip.decompress(path.read_bytes()))
 
