@@ -11,7 +11,6 @@ content hashes.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any
 
 from deskbridge.kinds.sage._atomic import atomic_write
 from deskbridge.kinds.sage._lxml import etree
+from deskbridge.kinds.sage._sha1 import sha1
 from deskbridge.kinds.sage.paths import CaseFoldTree
 
 XS = "{http://www.w3.org/2001/XMLSchema}"
@@ -342,18 +342,18 @@ def schema_files(schema_dir: Path) -> list[tuple[str, str]]:
 
 def schema_digest(entry: Path) -> str:
     """SHA-1 over every XSD file's relative path and content: the compiled model's cache key."""
-    h = hashlib.sha1(f"v{MODEL_VERSION}".encode())
+    h = sha1(f"v{MODEL_VERSION}".encode())
     for rel, path in schema_files(entry.parent):
         h.update(rel.encode())
         with open(path, "rb") as fh:
-            h.update(hashlib.sha1(fh.read()).digest())
+            h.update(sha1(fh.read()).digest())
     return h.hexdigest()
 
 
 def schema_fingerprint(entry: Path) -> str:
     """SHA-1 over every XSD file's relative path, size and mtime: a cheap stand-in for `schema_digest` that
     lets a warm start skip reading 1.5 MB of schemas (the digest is recomputed whenever this differs)."""
-    h = hashlib.sha1(f"v{MODEL_VERSION}".encode())
+    h = sha1(f"v{MODEL_VERSION}".encode())
     for rel, path in schema_files(entry.parent):
         st = os.stat(path)
         h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())

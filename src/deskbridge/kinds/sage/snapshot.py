@@ -8,7 +8,6 @@ The shape follows the seed's §4.1 (arrays, not maps); paths of project files ar
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import re
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from deskbridge.kinds.sage._atomic import atomic_write
+from deskbridge.kinds.sage._sha1 import sha1
 from deskbridge.kinds.sage.model import SageIndex
 from deskbridge.kinds.sage.records import (
     R_ASSET,
@@ -38,7 +38,7 @@ def project_key(project: Path) -> str:
     """`<slug>-<sha1-12>`: readable, and unique per absolute project path."""
     text = str(project)
     slug = re.sub(r"[^a-z0-9]+", "-", project.name.casefold()).strip("-")[:40] or "project"
-    return f"{slug}-{hashlib.sha1(text.encode()).hexdigest()[:12]}"
+    return f"{slug}-{sha1(text.encode()).hexdigest()[:12]}"
 
 
 def snapshot_dir(project: Path, data_dir: Path | None = None) -> Path:
