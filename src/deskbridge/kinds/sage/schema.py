@@ -333,10 +333,11 @@ def schema_files(schema_dir: Path) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     for dirpath, dirnames, filenames in os.walk(base):
         dirnames.sort()
-        rel_dir = os.path.relpath(dirpath, base)
+        # `os.walk` joins each folder onto `base`, so slicing is `os.path.relpath` without its normalising.
+        rel_dir = dirpath[len(base) :].lstrip(os.sep)
         for f in sorted(filenames):
             if f.casefold().endswith(".xsd"):
-                out.append((f if rel_dir == "." else os.path.join(rel_dir, f), os.path.join(dirpath, f)))
+                out.append((os.path.join(rel_dir, f) if rel_dir else f, os.path.join(dirpath, f)))
     return out
 
 
@@ -353,11 +354,11 @@ def schema_digest(entry: Path) -> str:
 def schema_fingerprint(entry: Path) -> str:
     """SHA-1 over every XSD file's relative path, size and mtime: a cheap stand-in for `schema_digest` that
     lets a warm start skip reading 1.5 MB of schemas (the digest is recomputed whenever this differs)."""
-    h = sha1(f"v{MODEL_VERSION}".encode())
+    parts = [f"v{MODEL_VERSION}"]
     for rel, path in schema_files(entry.parent):
         st = os.stat(path)
-        h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
-    return h.hexdigest()
+        parts.append(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\0")
+    return sha1("".join(parts).encode()).hexdigest()  # one update: the same digest as one per file
 
 
 def _repeating(node: etree._Element) -> bool:
