@@ -11,9 +11,6 @@ content hashes.
 
 from __future__ import annotations
 
-import gzip
-import hashlib
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +18,7 @@ from typing import Any
 
 from deskbridge.kinds.sage._atomic import atomic_write
 from deskbridge.kinds.sage._lxml import etree
+from deskbridge.kinds.sage._sha1 import sha1
 from deskbridge.kinds.sage.paths import CaseFoldTree
 
 XS = "{http://www.w3.org/2001/XMLSchema}"
@@ -335,31 +333,32 @@ def schema_files(schema_dir: Path) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     for dirpath, dirnames, filenames in os.walk(base):
         dirnames.sort()
-        rel_dir = os.path.relpath(dirpath, base)
+        # `os.walk` joins each folder onto `base`, so slicing is `os.path.relpath` without its normalising.
+        rel_dir = dirpath[len(base) :].lstrip(os.sep)
         for f in sorted(filenames):
             if f.casefold().endswith(".xsd"):
-                out.append((f if rel_dir == "." else os.path.join(rel_dir, f), os.path.join(dirpath, f)))
+                out.append((os.path.join(rel_dir, f) if rel_dir else f, os.path.join(dirpath, f)))
     return out
 
 
 def schema_digest(entry: Path) -> str:
     """SHA-1 over every XSD file's relative path and content: the compiled model's cache key."""
-    h = hashlib.sha1(f"v{MODEL_VERSION}".encode())
+    h = sha1(f"v{MODEL_VERSION}".encode())
     for rel, path in schema_files(entry.parent):
         h.update(rel.encode())
         with open(path, "rb") as fh:
-            h.update(hashlib.sha1(fh.read()).digest())
+            h.update(sha1(fh.read()).digest())
     return h.hexdigest()
 
 
 def schema_fingerprint(entry: Path) -> str:
     """SHA-1 over every XSD file's relative path, size and mtime: a cheap stand-in for `schema_digest` that
     lets a warm start skip reading 1.5 MB of schemas (the digest is recomputed whenever this differs)."""
-    h = hashlib.sha1(f"v{MODEL_VERSION}".encode())
+    parts = [f"v{MODEL_VERSION}"]
     for rel, path in schema_files(entry.parent):
         st = os.stat(path)
-        h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
-    return h.hexdigest()
+        parts.append(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\0")
+    return sha1("".join(parts).encode()).hexdigest()  # one update: the same digest as one per file
 
 
 def _repeating(node: etree._Element) -> bool:
@@ -403,6 +402,9 @@ def collect_schema(entry: Path) -> _Compiler:
 def load_schema(entry: Path, cache_dir: Path | None, digest: str | None = None) -> SchemaModel:
     """The compiled model for the SDK whose entry schema is `entry`, from the disk cache when valid.
     `digest` is `schema_digest(entry)` when the caller already has it."""
+    import gzip  # not at the top: a warm start (which needs only `schema_fingerprint`) never loads the model
+    import json
+
     digest = digest or schema_digest(entry)
     cache_file = cache_dir / "schema" / f"{digest}.json.gz" if cache_dir else None
     if cache_file is not None:

@@ -11,8 +11,6 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import platformdirs
-
 HOME_ENV = "DESKBRIDGE_HOME"
 """Environment variable that moves every deskbridge directory under one base (tests use a tmp_path)."""
 
@@ -38,6 +36,8 @@ def deskbridge_dirs() -> DeskbridgeDirs:
     if home:
         base = Path(home).expanduser()
         return DeskbridgeDirs(cache=base / "cache", data=base / "data", config=base / "config")
+    import platformdirs  # only here: with its tempfile/shutil imports it is ~10 % of a warm start
+
     return DeskbridgeDirs(
         cache=Path(platformdirs.user_cache_dir("deskbridge", appauthor=False)),
         data=Path(platformdirs.user_data_dir("deskbridge", appauthor=False)),

@@ -8,8 +8,6 @@ The shape follows the seed's §4.1 (arrays, not maps); paths of project files ar
 from __future__ import annotations
 
 import contextlib
-import gzip
-import hashlib
 import json
 import os
 import re
@@ -18,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from deskbridge.kinds.sage._atomic import atomic_write
+from deskbridge.kinds.sage._sha1 import sha1
 from deskbridge.kinds.sage.model import SageIndex
 from deskbridge.kinds.sage.records import (
     R_ASSET,
@@ -39,7 +38,7 @@ def project_key(project: Path) -> str:
     """`<slug>-<sha1-12>`: readable, and unique per absolute project path."""
     text = str(project)
     slug = re.sub(r"[^a-z0-9]+", "-", project.name.casefold()).strip("-")[:40] or "project"
-    return f"{slug}-{hashlib.sha1(text.encode()).hexdigest()[:12]}"
+    return f"{slug}-{sha1(text.encode()).hexdigest()[:12]}"
 
 
 def snapshot_dir(project: Path, data_dir: Path | None = None) -> Path:
@@ -195,6 +194,8 @@ def snapshot_text(index: SageIndex, stale: bool = False) -> str:
 
 def write_snapshot(index: SageIndex, stale: bool = False, data_dir: Path | None = None) -> Path:
     """Write `current.json.gz` atomically, keeping the one it replaces as `previous.json.gz`."""
+    import gzip  # not at the top: a warm start imports this module for `project_key` only
+
     folder = snapshot_dir(index.project, data_dir)
     folder.mkdir(parents=True, exist_ok=True)
     current = folder / "current.json.gz"
@@ -228,6 +229,8 @@ def write_snapshot(index: SageIndex, stale: bool = False, data_dir: Path | None 
 
 
 def read_snapshot(project: Path, data_dir: Path | None = None, which: str = "current") -> dict[str, Any]:
+    import gzip
+
     path = snapshot_dir(project, data_dir) / f"{which}.json.gz"
     return json.loads(gzip.decompress(path.read_bytes()))
 

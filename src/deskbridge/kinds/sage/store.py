@@ -8,7 +8,6 @@ gzip JSON file per project, written atomically.
 
 from __future__ import annotations
 
-import hashlib
 import marshal
 import os
 import stat
@@ -20,6 +19,7 @@ from typing import Any
 
 from deskbridge.core.errors import BridgeError
 from deskbridge.kinds.sage._atomic import atomic_write
+from deskbridge.kinds.sage._sha1 import sha1
 from deskbridge.kinds.sage.paths import Scope
 from deskbridge.kinds.sage.records import FILE_MAX_BYTES, FileRecords, extract_records, shallow_scan
 from deskbridge.kinds.sage.schema import SchemaModel
@@ -90,7 +90,7 @@ class RecordStore:
             head = CACHE_MAGIC + MARSHAL_TAG + b"\n"
             if not raw.startswith(head):
                 return 0
-            data = marshal.loads(raw[len(head) :])
+            data = marshal.loads(memoryview(raw)[len(head) :])  # a view: no copy of the ~6 MB body
             if data.get("version") != CACHE_VERSION:
                 return 0
             if data.get("schemaStat") == self.schema_stat and isinstance(data.get("model"), str):
@@ -201,7 +201,7 @@ class RecordStore:
             data = self._read(path)
             if data is None:
                 return None
-            if hashlib.sha1(data).hexdigest() == entry[3]:
+            if sha1(data).hexdigest() == entry[3]:
                 self._trusted.add(path)
                 self.cache_hits += 1
                 return self._records(entry)
@@ -246,7 +246,7 @@ class RecordStore:
             st.st_size,
             st.st_mtime_ns,
             st.st_ctime_ns,
-            hashlib.sha1(data).hexdigest(),
+            sha1(data).hexdigest(),
             time.time_ns(),
             rec,
             b"",
