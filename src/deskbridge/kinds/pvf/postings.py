@@ -317,44 +317,50 @@ def _entries(items: Iterable[tuple[int, str]]) -> tuple[list[str], list[int]]:
     return entries, keys
 
 
-def _starts(entries: list[str], base: int) -> np.ndarray:
-    lengths = np.fromiter((len(e) + 1 for e in entries), dtype=np.int64, count=len(entries))
-    starts = np.full(len(entries), base, dtype=np.int64)
-    if len(entries) > 1:
+def _encoded(entries: list[str], base: int) -> tuple[bytes, np.ndarray]:
+    """(the entries as UTF-8, each followed by a line break; their byte offsets from `base`)."""
+    encoded = [e.encode("utf-8", "surrogatepass") for e in entries]
+    lengths = np.fromiter((len(e) + 1 for e in encoded), dtype=np.int64, count=len(encoded))
+    starts = np.full(len(encoded), base, dtype=np.int64)
+    if len(encoded) > 1:
         starts[1:] += np.cumsum(lengths[:-1])
-    return starts
+    return (b"\n".join(encoded) + b"\n" if encoded else b""), starts
 
 
 @dataclass
 class Vocabulary:
-    """Every entry (a case-folded piece of some token's text) in one string, with the key it belongs to."""
+    """Every entry (a case-folded piece of some token's text) in one UTF-8 byte string, with the key it
+    belongs to (`starts`: byte offsets). Bytes, not a `str`: a cached reopen reads the file as it is instead
+    of decoding tens of MB, and a UTF-8 needle found in UTF-8 bytes always starts on a character (no byte of
+    one character's encoding is the first byte of another's), so `bytes.find` finds what `str.find` would."""
 
-    blob: str
+    blob: bytes
     starts: np.ndarray
     keys: np.ndarray
 
     @classmethod
     def build(cls, items: Iterable[tuple[int, str]]) -> Vocabulary:
         entries, keys = _entries(items)
-        return cls(
-            "\n".join(entries) + "\n" if entries else "", _starts(entries, 0), np.array(keys, np.uint64)
-        )
+        blob, starts = _encoded(entries, 0)
+        return cls(blob, starts, np.array(keys, np.uint64))
 
     def extended(self, items: Iterable[tuple[int, str]]) -> Vocabulary:
         """This vocabulary with more entries (texts that became possible after a save)."""
         entries, keys = _entries(items)
         if not entries:
             return self
+        blob, starts = _encoded(entries, len(self.blob))
         return Vocabulary(
-            self.blob + "\n".join(entries) + "\n",
-            np.concatenate([np.asarray(self.starts), _starts(entries, len(self.blob))]),
+            self.blob + blob,
+            np.concatenate([np.asarray(self.starts), starts]),
             np.concatenate([np.asarray(self.keys), np.array(keys, np.uint64)]),
         )
 
-    def keys_containing(self, piece: str) -> np.ndarray | None:
-        """Sorted distinct keys of the entries containing `piece`; None when more than `ENTRY_MATCH_MAX`
+    def keys_containing(self, text: str) -> np.ndarray | None:
+        """Sorted distinct keys of the entries containing `text`; None when more than `ENTRY_MATCH_MAX`
         entries do."""
         blob = self.blob
+        piece = text.encode("utf-8", "surrogatepass")
         if blob.count(piece) > ENTRY_MATCH_MAX:
             return None
         hits = []
