@@ -361,12 +361,19 @@ class Vocabulary:
         entries do."""
         blob = self.blob
         piece = text.encode("utf-8", "surrogatepass")
-        if blob.count(piece) > ENTRY_MATCH_MAX:
-            return None
+        # One pass over the blob (it is tens of MB): the limit counts what `bytes.count` would (occurrences
+        # that do not overlap, leftmost first), kept alongside the overlapping hits the entries need, so a
+        # piece in too many entries stops the scan early instead of being counted first and found after.
         hits = []
-        find = blob.find
+        find, size = blob.find, len(piece)
+        counted, free_at = 0, 0
         pos = find(piece)
         while pos >= 0:
+            if pos >= free_at:
+                counted += 1
+                if counted > ENTRY_MATCH_MAX:
+                    return None
+                free_at = pos + size
             hits.append(pos)
             pos = find(piece, pos + 1)
         if not hits:
