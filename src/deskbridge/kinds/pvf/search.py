@@ -198,6 +198,12 @@ class PathTable:
             yield blob[lo:hi].decode("utf-8", "surrogatepass")
 
 
+def _mapped(path: Path) -> np.ndarray:
+    """The array in `path`, mapped (pages are read when a query touches them) as a plain `ndarray`: slices of
+    an `np.memmap` are memmaps too, each paying the subclass's bookkeeping, and a query takes thousands."""
+    return np.asarray(np.load(path, mmap_mode="r"))
+
+
 _CONTEXT_FILES = ("stringtable.bin", "n_string.lst")
 """Classic files whose content changes the text of other files (string links read n_string.lst → .str)."""
 
@@ -261,17 +267,17 @@ class ContentIndex:
         meta = json.loads((d / "meta.json").read_text("utf-8"))
         if meta.get("version") != INDEX_VERSION or not meta.get("complete"):
             raise ValueError("not a complete index of this version")
-        self._paths = PathTable((d / "paths.bin").read_bytes(), np.load(d / "paths_offs.npy", mmap_mode="r"))
+        self._paths = PathTable((d / "paths.bin").read_bytes(), _mapped(d / "paths_offs.npy"))
         self._vocab = postings.Vocabulary(
             (d / "vocab.txt").read_bytes(),
-            np.load(d / "vocab_starts.npy", mmap_mode="r"),
-            np.load(d / "vocab_keys.npy", mmap_mode="r"),
+            _mapped(d / "vocab_starts.npy"),
+            _mapped(d / "vocab_keys.npy"),
         )
         self._segments = [
             postings.Segment(
-                np.load(d / f"seg{i}_keys.npy", mmap_mode="r"),
-                np.load(d / f"seg{i}_offs.npy", mmap_mode="r"),
-                np.load(d / f"seg{i}_files.npy", mmap_mode="r"),
+                _mapped(d / f"seg{i}_keys.npy"),
+                _mapped(d / f"seg{i}_offs.npy"),
+                _mapped(d / f"seg{i}_files.npy"),
             )
             for i in range(int(meta["segments"]))
         ]
