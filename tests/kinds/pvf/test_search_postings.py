@@ -229,7 +229,7 @@ def test_an_index_of_an_earlier_layout_is_rebuilt_not_read(tmp_path: Path) -> No
     want = fast(index, FIXED[0])
     meta_path = index.path / "meta.json"
     meta = json.loads(meta_path.read_text("utf-8"))
-    meta["version"] = 3
+    meta["version"] = 3  # any earlier version: the layout changed in 4 and 5
     meta_path.write_text(json.dumps(meta), "utf-8")
     (index.path / "paths.json").write_text(json.dumps(ar.paths()), "utf-8")
     old = ContentIndex(index.root, index.sha256)

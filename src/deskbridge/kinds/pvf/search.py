@@ -38,8 +38,9 @@ from deskbridge.kinds.pvf import postings
 from deskbridge.kinds.pvf.archive import open_archive
 from deskbridge.kinds.pvf.archive.base import norm_path
 
-INDEX_VERSION = 4
-"""4: the vocabulary's offsets count UTF-8 bytes and the paths are a binary table (3: characters, JSON)."""
+INDEX_VERSION = 5
+"""5: distinct vocabulary entries, each with its run of keys (`vocab_key_offs.npy`); 4: the vocabulary's offsets
+count UTF-8 bytes and the paths are a binary table (3: characters, JSON)."""
 SHORT_QUERY_SCAN_MAX = 20_000
 SNIPPET_MAX_CHARS = 200
 HITS_PER_FILE_MAX = 20
@@ -212,7 +213,7 @@ class ContentIndex:
     """The persistent content index of one archive file (see the module docstring). Thread-safe.
 
     On disk: `<root>/<sha256>.pvfidx/` with `meta.json` (file count, rows changed by saves since the build),
-    the row paths (`paths.bin`, `paths_offs.npy`: `PathTable`), the vocabulary (`vocab.txt` in UTF-8, `vocab_starts.npy`, `vocab_keys.npy`), the postings
+    the row paths (`paths.bin`, `paths_offs.npy`: `PathTable`), the vocabulary (`vocab.txt` in UTF-8, `vocab_starts.npy`, `vocab_keys.npy`, `vocab_key_offs.npy`), the postings
     (`seg0_keys.npy`, `seg0_offs.npy`, `seg0_files.npy`) and the classic string links (`pairs.npy`; see
     `postings.py`). Rows are the archive's files in `paths()` order (row id = position + 1); a save marks
     the rows of the files it changed as gone and appends rows for their new content (kept as text in
@@ -272,6 +273,7 @@ class ContentIndex:
             (d / "vocab.txt").read_bytes(),
             _mapped(d / "vocab_starts.npy"),
             _mapped(d / "vocab_keys.npy"),
+            _mapped(d / "vocab_key_offs.npy"),
         )
         self._segments = [
             postings.Segment(
@@ -339,6 +341,7 @@ class ContentIndex:
                 ("paths_offs", table.offs),
                 ("vocab_starts", vocab.starts),
                 ("vocab_keys", vocab.keys),
+                ("vocab_key_offs", vocab.key_offs),
                 ("seg0_keys", seg.keys),
                 ("seg0_offs", seg.offs),
                 ("seg0_files", seg.files),
