@@ -216,3 +216,26 @@ def test_the_fts5_index_of_earlier_versions_is_removed(tmp_path: Path) -> None:
     keep.write_bytes(b"SQLite format 3\0")
     index = ContentIndex(tmp_path, "q" * 64)
     assert index.state == "missing" and not old.exists() and keep.exists()
+
+
+def test_an_index_of_an_earlier_layout_is_rebuilt_not_read(tmp_path: Path) -> None:
+    """Version 3 kept `paths.json` and character offsets into the vocabulary: read as version 4, every
+    candidate would be wrong. Its meta says so, so it is not loaded and a build replaces it."""
+    import json
+
+    archive = tmp_path / "a.pvf"
+    synth(archive, family="classic", files=40, seed=3)
+    index, ar = _build(tmp_path, archive)
+    want = fast(index, FIXED[0])
+    meta_path = index.path / "meta.json"
+    meta = json.loads(meta_path.read_text("utf-8"))
+    meta["version"] = 3  # any earlier version: the layout changed in 4 and 5
+    meta_path.write_text(json.dumps(meta), "utf-8")
+    (index.path / "paths.json").write_text(json.dumps(ar.paths()), "utf-8")
+    old = ContentIndex(index.root, index.sha256)
+    assert old.state == "missing" and not old.cached
+    old.build(archive, {})
+    old.reader = index.reader
+    assert old.state == "ready" and not (old.path / "paths.json").exists()
+    assert fast(old, FIXED[0]) == want
+    ar.close()

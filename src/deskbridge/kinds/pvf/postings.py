@@ -317,56 +317,82 @@ def _entries(items: Iterable[tuple[int, str]]) -> tuple[list[str], list[int]]:
     return entries, keys
 
 
-def _starts(entries: list[str], base: int) -> np.ndarray:
-    lengths = np.fromiter((len(e) + 1 for e in entries), dtype=np.int64, count=len(entries))
-    starts = np.full(len(entries), base, dtype=np.int64)
-    if len(entries) > 1:
+def _encoded(entries: list[str], base: int) -> tuple[bytes, np.ndarray]:
+    """(the entries as UTF-8, each followed by a line break; their byte offsets from `base`)."""
+    encoded = [e.encode("utf-8", "surrogatepass") for e in entries]
+    lengths = np.fromiter((len(e) + 1 for e in encoded), dtype=np.int64, count=len(encoded))
+    starts = np.full(len(encoded), base, dtype=np.int64)
+    if len(encoded) > 1:
         starts[1:] += np.cumsum(lengths[:-1])
-    return starts
+    return (b"\n".join(encoded) + b"\n" if encoded else b""), starts
 
 
 @dataclass
 class Vocabulary:
-    """Every entry (a case-folded piece of some token's text) in one string, with the key it belongs to."""
+    """Every distinct entry (a case-folded piece of some token's text) in one UTF-8 byte string, with the
+    keys it belongs to (`starts`: byte offsets; entry i's keys are `keys[key_offs[i]:key_offs[i + 1]]`).
+    Distinct, because a lookup scans the whole string and classic archives print the same text for many
+    records (a third of the entries: numbers under several types, repeated strings). Bytes, not a `str`: a cached reopen reads the file as it is instead
+    of decoding tens of MB, and a UTF-8 needle found in UTF-8 bytes always starts on a character (no byte of
+    one character's encoding is the first byte of another's), so `bytes.find` finds what `str.find` would."""
 
-    blob: str
+    blob: bytes
     starts: np.ndarray
     keys: np.ndarray
+    key_offs: np.ndarray
 
     @classmethod
-    def build(cls, items: Iterable[tuple[int, str]]) -> Vocabulary:
+    def build(cls, items: Iterable[tuple[int, str]], base: int = 0) -> Vocabulary:
         entries, keys = _entries(items)
-        return cls(
-            "\n".join(entries) + "\n" if entries else "", _starts(entries, 0), np.array(keys, np.uint64)
-        )
+        first: dict[str, int] = {}
+        order = np.array([first.setdefault(e, len(first)) for e in entries], dtype=np.int64)
+        blob, starts = _encoded(list(first), base)
+        key_offs = np.zeros(len(first) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(order, minlength=len(first)), out=key_offs[1:])
+        by_entry = np.argsort(order, kind="stable")
+        return cls(blob, starts, np.array(keys, np.uint64)[by_entry], key_offs)
 
     def extended(self, items: Iterable[tuple[int, str]]) -> Vocabulary:
-        """This vocabulary with more entries (texts that became possible after a save)."""
-        entries, keys = _entries(items)
-        if not entries:
+        """This vocabulary with more entries (texts that became possible after a save; an entry already
+        present is added again, which only costs its bytes)."""
+        more = Vocabulary.build(items, len(self.blob))
+        if not more.blob:
             return self
         return Vocabulary(
-            self.blob + "\n".join(entries) + "\n",
-            np.concatenate([np.asarray(self.starts), _starts(entries, len(self.blob))]),
-            np.concatenate([np.asarray(self.keys), np.array(keys, np.uint64)]),
+            self.blob + more.blob,
+            np.concatenate([np.asarray(self.starts), more.starts]),
+            np.concatenate([np.asarray(self.keys), more.keys]),
+            np.concatenate([np.asarray(self.key_offs), more.key_offs[1:] + self.key_offs[-1]]),
         )
 
-    def keys_containing(self, piece: str) -> np.ndarray | None:
-        """Sorted distinct keys of the entries containing `piece`; None when more than `ENTRY_MATCH_MAX`
+    def keys_containing(self, text: str) -> np.ndarray | None:
+        """Sorted distinct keys of the entries containing `text`; None when more than `ENTRY_MATCH_MAX`
         entries do."""
         blob = self.blob
-        if blob.count(piece) > ENTRY_MATCH_MAX:
-            return None
+        piece = text.encode("utf-8", "surrogatepass")
+        # One pass over the blob (it is tens of MB): the limit counts what `bytes.count` would (occurrences
+        # that do not overlap, leftmost first), kept alongside the overlapping hits the entries need, so a
+        # piece in too many entries stops the scan early instead of being counted first and found after.
         hits = []
-        find = blob.find
+        find, size = blob.find, len(piece)
+        counted, free_at = 0, 0
         pos = find(piece)
         while pos >= 0:
+            if pos >= free_at:
+                counted += 1
+                if counted > ENTRY_MATCH_MAX:
+                    return None
+                free_at = pos + size
             hits.append(pos)
             pos = find(piece, pos + 1)
         if not hits:
             return np.empty(0, np.uint64)
-        idx = np.searchsorted(self.starts, np.array(hits, dtype=np.int64), side="right") - 1
-        return _sorted_unique(self.keys[idx])
+        idx = _sorted_unique(np.searchsorted(self.starts, np.array(hits, dtype=np.int64), side="right") - 1)
+        lo, hi = self.key_offs[idx], self.key_offs[idx + 1]
+        counts = hi - lo
+        # The keys of every entry found, gathered without a loop: position j of entry e's run is lo[e] + j.
+        at = np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
+        return _sorted_unique(self.keys[at])
 
 
 def vocabulary(ar: Any, keys: np.ndarray, pairs: np.ndarray, lines: dict[int, list[str]]) -> Vocabulary:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import itertools
 import json
 import os
 import shutil
@@ -37,7 +38,9 @@ from deskbridge.kinds.pvf import postings
 from deskbridge.kinds.pvf.archive import open_archive
 from deskbridge.kinds.pvf.archive.base import norm_path
 
-INDEX_VERSION = 3
+INDEX_VERSION = 5
+"""5: distinct vocabulary entries, each with its run of keys (`vocab_key_offs.npy`); 4: the vocabulary's offsets
+count UTF-8 bytes and the paths are a binary table (3: characters, JSON)."""
 SHORT_QUERY_SCAN_MAX = 20_000
 SNIPPET_MAX_CHARS = 200
 HITS_PER_FILE_MAX = 20
@@ -167,6 +170,41 @@ class DiskText:
             return None
 
 
+class PathTable:
+    """The index's row paths as stored: one UTF-8 byte string and the offsets of each path in it. A cached
+    reopen reads two files instead of parsing a JSON list of a million strings; a path is decoded when a
+    candidate needs it."""
+
+    def __init__(self, blob: bytes, offs: np.ndarray) -> None:
+        self.blob = blob
+        self.offs = offs
+
+    @classmethod
+    def of(cls, paths: list[str]) -> PathTable:
+        encoded = [p.encode("utf-8", "surrogatepass") for p in paths]
+        offs = np.zeros(len(encoded) + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)), out=offs[1:])
+        return cls(b"".join(encoded), offs)
+
+    def __len__(self) -> int:
+        return len(self.offs) - 1
+
+    def __getitem__(self, i: int) -> str:
+        lo, hi = int(self.offs[i]), int(self.offs[i + 1])
+        return self.blob[lo:hi].decode("utf-8", "surrogatepass")
+
+    def __iter__(self) -> Iterator[str]:
+        blob, offs = self.blob, self.offs.tolist()
+        for lo, hi in itertools.pairwise(offs):
+            yield blob[lo:hi].decode("utf-8", "surrogatepass")
+
+
+def _mapped(path: Path) -> np.ndarray:
+    """The array in `path`, mapped (pages are read when a query touches them) as a plain `ndarray`: slices of
+    an `np.memmap` are memmaps too, each paying the subclass's bookkeeping, and a query takes thousands."""
+    return np.asarray(np.load(path, mmap_mode="r"))
+
+
 _CONTEXT_FILES = ("stringtable.bin", "n_string.lst")
 """Classic files whose content changes the text of other files (string links read n_string.lst → .str)."""
 
@@ -175,7 +213,7 @@ class ContentIndex:
     """The persistent content index of one archive file (see the module docstring). Thread-safe.
 
     On disk: `<root>/<sha256>.pvfidx/` with `meta.json` (file count, rows changed by saves since the build),
-    `paths.json`, the vocabulary (`vocab.txt`, `vocab_starts.npy`, `vocab_keys.npy`), the postings
+    the row paths (`paths.bin`, `paths_offs.npy`: `PathTable`), the vocabulary (`vocab.txt` in UTF-8, `vocab_starts.npy`, `vocab_keys.npy`, `vocab_key_offs.npy`), the postings
     (`seg0_keys.npy`, `seg0_offs.npy`, `seg0_files.npy`) and the classic string links (`pairs.npy`; see
     `postings.py`). Rows are the archive's files in `paths()` order (row id = position + 1); a save marks
     the rows of the files it changed as gone and appends rows for their new content (kept as text in
@@ -195,7 +233,7 @@ class ContentIndex:
         self.reader: Callable[[str], str | None] | None = None
         """Text of an indexed file as on disk (`DiskText`); set by the workspace."""
         self._lock = threading.RLock()
-        self._paths: list[str] = []
+        self._paths: PathTable = PathTable(b"", np.zeros(1, np.int64))
         self._vocab: postings.Vocabulary | None = None
         self._segments: list[postings.Segment] = []
         self._pairs: np.ndarray = np.empty(0, np.uint64)
@@ -230,17 +268,18 @@ class ContentIndex:
         meta = json.loads((d / "meta.json").read_text("utf-8"))
         if meta.get("version") != INDEX_VERSION or not meta.get("complete"):
             raise ValueError("not a complete index of this version")
-        self._paths = json.loads((d / "paths.json").read_text("utf-8"))
+        self._paths = PathTable((d / "paths.bin").read_bytes(), _mapped(d / "paths_offs.npy"))
         self._vocab = postings.Vocabulary(
-            (d / "vocab.txt").read_text("utf-8"),
-            np.load(d / "vocab_starts.npy", mmap_mode="r"),
-            np.load(d / "vocab_keys.npy", mmap_mode="r"),
+            (d / "vocab.txt").read_bytes(),
+            _mapped(d / "vocab_starts.npy"),
+            _mapped(d / "vocab_keys.npy"),
+            _mapped(d / "vocab_key_offs.npy"),
         )
         self._segments = [
             postings.Segment(
-                np.load(d / f"seg{i}_keys.npy", mmap_mode="r"),
-                np.load(d / f"seg{i}_offs.npy", mmap_mode="r"),
-                np.load(d / f"seg{i}_files.npy", mmap_mode="r"),
+                _mapped(d / f"seg{i}_keys.npy"),
+                _mapped(d / f"seg{i}_offs.npy"),
+                _mapped(d / f"seg{i}_files.npy"),
             )
             for i in range(int(meta["segments"]))
         ]
@@ -295,11 +334,14 @@ class ContentIndex:
             if cancelled():
                 raise InterruptedError("index build cancelled")
             tmp.mkdir()
-            (tmp / "paths.json").write_text(json.dumps(paths, ensure_ascii=False), "utf-8")
-            (tmp / "vocab.txt").write_text(vocab.blob, "utf-8")
+            table = PathTable.of(paths)
+            (tmp / "paths.bin").write_bytes(table.blob)
+            (tmp / "vocab.txt").write_bytes(vocab.blob)
             for name, arr in (
+                ("paths_offs", table.offs),
                 ("vocab_starts", vocab.starts),
                 ("vocab_keys", vocab.keys),
+                ("vocab_key_offs", vocab.key_offs),
                 ("seg0_keys", seg.keys),
                 ("seg0_offs", seg.offs),
                 ("seg0_files", seg.files),
