@@ -413,6 +413,23 @@ class StringPools:
         self.dirty = True
         return off
 
+    def appended_raw(self) -> tuple[bytes, bytes]:
+        """The sTrA and sTrW bytes appended since the archive was opened (for `append_raw` in another process
+        that opened the same file: the same bytes give the same offsets)."""
+        return self._a[self.original_size_a : len(self._a)], self._w[self.original_size_w : len(self._w)]
+
+    def append_raw(self, a: bytes, w: bytes) -> None:
+        """Append what `appended_raw` of pools opened from the same file returned, so offsets those pools
+        handed out resolve here too (the script worker sees the workspace's unsaved strings)."""
+        if len(w) % 2:
+            raise ValueError("an odd-length UTF-16 pool tail")
+        if not a and not w:
+            return
+        self._cache.clear()
+        self._a += a
+        self._w += w
+        self._lookup_a = self._lookup_w = None  # rebuilt on demand by index_all / scanned by find
+
     def _added_from(self) -> tuple[int, int]:
         """Where the added strings start in sTrA and sTrW (bytes). A previously empty sTrW gained the empty
         string at offset 1 before its first string (`add`): that is structure, not an added string."""

@@ -63,6 +63,8 @@ class Host:
         self.pipe = pipe
         opts = job.get("options") or {}
         self.ar = open_archive(Path(job["path"]), encoding=opts.get("encoding"), keys=opts.get("keys"))
+        if job.get("pool_tail"):
+            self.ar.pools.append_raw(*job["pool_tail"])  # type: ignore[attr-defined]
         for name, value in (job.get("overlay") or {}).items():
             self.ar.stage(name, value)
         _ = self.ar.encoding

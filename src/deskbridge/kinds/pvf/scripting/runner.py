@@ -244,10 +244,14 @@ class ScriptRuns:
             ws = self.svc._ws(workspace_id, revision)
             src: PvfSource = ws.source  # type: ignore[assignment]
             overlay = {ws.name(k): (None if v is DELETED else v) for k, v in ws.overlay.items()}
+            # nkpi payloads in the overlay may point at name-pool strings this session added; the worker opens
+            # the file afresh, so it gets those strings too (the same bytes appended give the same offsets).
+            pools = getattr(src.archive, "pools", None)
             job = {
                 "path": str(src.path),
                 "options": {k: v for k, v in src.options.items() if v is not None},
                 "overlay": overlay,
+                "pool_tail": pools.appended_raw() if pools is not None else None,
                 "source": source,
                 "filesets": self.load_filesets(),
                 "fileset_writes": caller == "ui",
