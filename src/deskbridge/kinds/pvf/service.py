@@ -39,7 +39,14 @@ from deskbridge.kinds.pvf.search import (
     in_scope,
     matching_lines,
 )
-from deskbridge.kinds.pvf.store import STRINGTABLE, Compiler, PvfSource, PvfStore, mirror, text_of
+from deskbridge.kinds.pvf.store import (
+    STRINGTABLE,
+    Compiler,
+    PvfSource,
+    PvfStore,
+    mirror_on_apply,
+    text_of,
+)
 
 CAPABILITIES_VERSION = "pvf-1"
 READ_PAGE_MAX_CHARS = 32_000
@@ -830,11 +837,6 @@ class PvfService:
                     "Read the file again (pvf_read_file) and edit its current text.",
                 )
 
-            def on_apply(selected: list[Change]) -> dict[str, Any]:
-                mapping = {c.key: c.new for c in selected}
-                mirror(ws, mapping)
-                return mapping
-
             plan = eng.create_plan(
                 PlanKind.EDIT,
                 owner=caller,
@@ -842,7 +844,7 @@ class PvfService:
                 revision=ws.revision,
                 changes=changes,
                 warnings=warnings,
-                on_apply=on_apply,
+                on_apply=mirror_on_apply(ws),
                 summary={"files": len(changes)},
             )
             return eng.get_plan(plan.id)

@@ -32,6 +32,7 @@ from typing import Any, BinaryIO
 
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.files import FileIdentity
+from deskbridge.core.plans import Change
 from deskbridge.core.workspace import DELETED, Workspace
 from deskbridge.kinds.pvf.archive import open_archive
 from deskbridge.kinds.pvf.archive.base import norm_path
@@ -261,6 +262,18 @@ def mirror(workspace: Workspace, mapping: Mapping[str, Any]) -> None:
         if norm not in src.originals:
             src.originals[norm] = src.archive.read(key) if src.archive.exists(key) else None
         src.archive.stage(key, None if value is DELETED else value)
+
+
+def mirror_on_apply(workspace: Workspace) -> Callable[[list[Change]], dict[str, Any]]:
+    """A plan's `on_apply` that commits the selected changes as they are and stages them into the archive
+    (edit and script plans; import checks its overwrite keys first, see transfer.import_on_apply)."""
+
+    def on_apply(selected: list[Change]) -> dict[str, Any]:
+        mapping = {c.key: c.new for c in selected}
+        mirror(workspace, mapping)
+        return mapping
+
+    return on_apply
 
 
 class Compiler:

@@ -35,7 +35,7 @@ from deskbridge.core.files import atomic_write, read_regular_file
 from deskbridge.core.plans import Change, PlanKind, PlanWarning
 from deskbridge.core.tasks import TaskCancelled, TaskHandle
 from deskbridge.core.workspace import DELETED
-from deskbridge.kinds.pvf.store import STRINGTABLE, Compiler, PvfSource, mirror
+from deskbridge.kinds.pvf.store import STRINGTABLE, Compiler, PvfSource, mirror_on_apply
 
 SOURCE_MAX_BYTES = 1 << 20
 FRAME_MAX = 40 << 20
@@ -479,11 +479,6 @@ class ScriptRuns:
             if not changes:
                 return {"planId": None, "changeCount": 0, "counts": {}, "warnings": [], "summary": summary}
 
-            def on_apply(selected: list[Change]) -> dict[str, Any]:
-                mapping = {c.key: c.new for c in selected}
-                mirror(ws, mapping)
-                return mapping
-
             plan_warnings: list[PlanWarning] = []
             plan = eng.create_plan(
                 PlanKind.SCRIPT,
@@ -492,7 +487,7 @@ class ScriptRuns:
                 revision=ws.revision,
                 changes=changes,
                 warnings=plan_warnings,
-                on_apply=on_apply,
+                on_apply=mirror_on_apply(ws),
                 summary={**summary, "files": len(changes), "fileWarnings": file_warnings},
                 task=task,
             )
