@@ -67,6 +67,29 @@ class KindWorkspace(Protocol):
     def status(self) -> dict[str, Any]: ...
 
 
+class KindWorkspaceBase:
+    """The defaults of `KindWorkspace` for a kind that needs nothing more: no web routes, the platform page,
+    no background work, and a status naming the kind and path. A kind overrides only what it has."""
+
+    kind: str
+    path: Path
+
+    def api_routes(self) -> list[BaseRoute]:
+        return []
+
+    def static_dir(self) -> Path | None:
+        return None
+
+    async def start(self) -> None:
+        return None
+
+    async def stop(self) -> None:
+        return None
+
+    def status(self) -> dict[str, Any]:
+        return {"kind": self.kind, "path": str(self.path)}
+
+
 @dataclass(frozen=True)
 class KindEntry:
     """How to recognise and open one kind. `opener` is 'module:function' so unused kinds are never imported."""

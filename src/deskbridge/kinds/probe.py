@@ -11,12 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import Field
-from starlette.routing import BaseRoute
 
 from deskbridge.core import limits
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.tools import CallContext, NoArgs, ToolArgs, ToolSpec
-from deskbridge.kinds.base import KindServices
+from deskbridge.kinds.base import KindServices, KindWorkspaceBase
 from deskbridge.kinds.probe_fixtures import fixture_tools
 
 
@@ -37,7 +36,7 @@ class FailArgs(ToolArgs):
     code: str = Field("NOT_FOUND", description="The error code to raise.")
 
 
-class ProbeWorkspace:
+class ProbeWorkspace(KindWorkspaceBase):
     """The probe workspace: a folder, read-only except for nothing at all."""
 
     kind = "probe"
@@ -177,20 +176,8 @@ class ProbeWorkspace:
             ),
         ]
 
-    def api_routes(self) -> list[BaseRoute]:
-        return []
-
-    def static_dir(self) -> Path | None:
-        return None
-
-    async def start(self) -> None:
-        return None
-
-    async def stop(self) -> None:
-        return None
-
     def status(self) -> dict[str, Any]:
-        return {"kind": self.kind, "path": str(self.path), "calls": self.calls}
+        return {**super().status(), "calls": self.calls}
 
 
 def open_workspace(path: Path, services: KindServices) -> ProbeWorkspace:

@@ -18,12 +18,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from starlette.routing import BaseRoute
-
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.limits import LIST_PAGE_MAX
 from deskbridge.core.tools import CallContext, ToolSpec
-from deskbridge.kinds.base import KindServices
+from deskbridge.kinds.base import KindServices, KindWorkspaceBase
 from deskbridge.kinds.sage import queries
 from deskbridge.kinds.sage.guide import USAGE_GUIDE
 from deskbridge.kinds.sage.snapshot import list_snapshots, snapshot_dir
@@ -79,7 +77,7 @@ class Snapshot:
         }
 
 
-class SnapshotWorkspace:
+class SnapshotWorkspace(KindWorkspaceBase):
     """The sage kind without a server: the snapshot's answers under the live tools' names."""
 
     kind = "sage"
@@ -363,21 +361,9 @@ class SnapshotWorkspace:
             return self.answer(body)
         return body
 
-    # -- the rest of KindWorkspace ----------------------------------------------------------------------------
-    def api_routes(self) -> list[BaseRoute]:
-        return []
-
-    def static_dir(self) -> Path | None:
-        return None
-
-    async def start(self) -> None:
-        return None
-
-    async def stop(self) -> None:
-        return None
-
+    # -- the rest of KindWorkspace (no routes, UI or background work: KindWorkspaceBase) ----------------------
     def status(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"kind": self.kind, "path": str(self.path), "source": "snapshot"}
+        out: dict[str, Any] = {**super().status(), "source": "snapshot"}
         with contextlib.suppress(BridgeError):
             out["index"] = self.snapshot().envelope()
         return out

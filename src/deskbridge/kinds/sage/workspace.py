@@ -5,15 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from starlette.routing import BaseRoute
-
 from deskbridge.core.tools import ToolSpec
-from deskbridge.kinds.base import KindServices
+from deskbridge.kinds.base import KindServices, KindWorkspaceBase
 from deskbridge.kinds.sage.service import SageService
 from deskbridge.kinds.sage.tools import sage_tools
 
 
-class SageWorkspace:
+class SageWorkspace(KindWorkspaceBase):
     """One opened mod project. The index builds in the background; queries answer from the newest usable index."""
 
     kind = "sage"
@@ -26,12 +24,6 @@ class SageWorkspace:
 
     def tools(self) -> list[ToolSpec]:
         return sage_tools(self.service)
-
-    def api_routes(self) -> list[BaseRoute]:
-        return []
-
-    def static_dir(self) -> Path | None:
-        return None
 
     async def start(self) -> None:
         events = self.services.events
