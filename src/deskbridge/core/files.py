@@ -39,7 +39,7 @@ import stat
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -1213,6 +1213,33 @@ def _write_verified_temp(
     return tmp, pending
 
 
+class _Rename:
+    """How far `_publishing` got: `committed` once the temp file holds the target's name."""
+
+    committed = False
+
+
+@contextlib.contextmanager
+def _publishing(d: _Dir, tmp: str, target: Path) -> Iterator[_Rename]:
+    """The steps from a complete temp file `tmp` to its rename onto `target` (atomic_write, publish_new).
+
+    Any failure before the rename commits removes the temp file; past that, the new content is in place and
+    stays. An OSError becomes the write's disk error (`diskCommitted` as far as it got); a BridgeError (the
+    identity check, TARGET_EXISTS) says `diskTouched`, since the temp file was written; anything else
+    propagates unchanged."""
+    rename = _Rename()
+    try:
+        yield rename
+    except BaseException as exc:
+        if not rename.committed:
+            d.discard(tmp)
+        if isinstance(exc, OSError):
+            raise _disk_error(exc, target, touched=True, committed=rename.committed) from exc
+        if isinstance(exc, BridgeError):
+            exc.data["diskTouched"] = True
+        raise
+
+
 def atomic_write(
     path: Path | str,
     content: Content,
@@ -1270,16 +1297,9 @@ def atomic_write(
         check = _BackgroundCheck(here) if expected_identity is not None else None
         # Verify before the identity check, so that check (and the background hash) stays right before the rename.
         tmp, pending = _write_verified_temp(d, target, content, existing_mode, new_file_mode, mode, verify)
-        try:
-            digest = pending.result()  # durable and hashed (both finished while verify ran)
-        except BaseException as exc:
-            d.discard(tmp)
-            if isinstance(exc, OSError):
-                raise _disk_error(exc, target, touched=True, committed=False) from exc
-            raise
-        committed = False
         backup_name: str | None = None
-        try:
+        with _publishing(d, tmp, target) as rename:
+            digest = pending.result()  # durable and hashed (both finished while verify ran)
             if check is not None and expected_identity is not None:
                 # Full content check (hashed while we wrote), then — right before the rename — proof that
                 # nothing touched the file since it was hashed: any write moves its ctime.
@@ -1291,16 +1311,8 @@ def atomic_write(
                     )  # in doubt: look again
             backup_name = _make_backup(d, name) if backup and existing_mode is not None else None
             d.replace(tmp, name)
-            committed = True
+            rename.committed = True
             fsync_dir(d.fd if d.fd is not None else d.path)
-        except BridgeError as exc:
-            d.discard(tmp)
-            exc.data["diskTouched"] = True
-            raise
-        except OSError as exc:
-            if not committed:
-                d.discard(tmp)
-            raise _disk_error(exc, target, touched=True, committed=committed) from exc
         try:
             st = os.stat(name, dir_fd=d.fd) if d.fd is not None else target.stat()
         except OSError as exc:
@@ -1347,31 +1359,25 @@ def publish_new(
     try:
         name = target.name
         tmp, pending = _write_verified_temp(d, target, content, None, new_file_mode, mode, verify)
-        try:
+        with _publishing(d, tmp, target):
             digest = pending.result()
-            d.rename_noreplace(tmp, name)
-        except FileExistsError as exc:
-            d.discard(tmp)
-            existing = None
-            with contextlib.suppress(BridgeError, OSError):
-                existing = file_identity(d.at(name)).to_dict()
-            raise BridgeError(
-                ErrorCode.TARGET_EXISTS,
-                f"'{target}' already exists",
-                data={
-                    "path": str(target),
-                    "identity": existing,
-                    "diskTouched": True,
-                    "diskCommitted": False,
-                    "originalIntact": True,
-                },
-            ) from exc
-        except OSError as exc:
-            d.discard(tmp)
-            raise _disk_error(exc, target, touched=True, committed=False) from exc
-        except BaseException:
-            d.discard(tmp)
-            raise
+            try:
+                d.rename_noreplace(tmp, name)
+            except FileExistsError as exc:
+                existing = None
+                with contextlib.suppress(BridgeError, OSError):
+                    existing = file_identity(d.at(name)).to_dict()
+                raise BridgeError(
+                    ErrorCode.TARGET_EXISTS,
+                    f"'{target}' already exists",
+                    data={
+                        "path": str(target),
+                        "identity": existing,
+                        "diskTouched": True,
+                        "diskCommitted": False,
+                        "originalIntact": True,
+                    },
+                ) from exc
         try:
             d.fsync()
             st = os.stat(name, dir_fd=d.fd, follow_symlinks=False) if d.fd is not None else target.stat()
