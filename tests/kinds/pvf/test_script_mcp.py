@@ -60,17 +60,6 @@ def archive(request: pytest.FixtureRequest, sources: dict[str, Path], tmp_path: 
     return dest
 
 
-async def wait_run(a: Agent, task_id: str) -> dict[str, Any]:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + 240  # generous: the test machine may be shared
-    while loop.time() < deadline:
-        st = await a.call("pvf_script_status", {"taskId": task_id})
-        if st["state"] in ("succeeded", "failed", "cancelled"):
-            return st
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"the run never finished: {st}")
-
-
 async def opened(a: Agent) -> dict[str, Any]:
     """The archive is open (scripts do not need the content index)."""
     loop = asyncio.get_running_loop()
@@ -108,10 +97,7 @@ async def test_validate_run_preview_partial_apply_save_reopen(archive: Path) -> 
         source = PRICE_RAISE.replace("FLOOR", "9000")
         assert (await a.call("pvf_script_validate", {"source": source}))["ok"] is True
 
-        started = await a.call(
-            "pvf_script_run", {"workspaceId": ws, "expectedRevision": rev, "source": source}
-        )
-        st = await wait_run(a, started["taskId"])
+        st = await a.run_script(ws, rev, source)
         assert st["state"] == "succeeded", st
         assert any("raised" in e["text"] for e in st["log"]["entries"])
         plan_id = st["planId"]
@@ -161,19 +147,12 @@ async def test_stale_after_ui_edit_and_read_only_runs(archive: Path) -> None:
     async with serve(archive) as a:
         info = await opened(a)
         ws, rev = info["workspaceId"], info["revision"]
-        ro = await a.call(
-            "pvf_script_run",
-            {"workspaceId": ws, "expectedRevision": rev, "source": "pvf.log(pvf.glob('**/*.lst').length)"},
-        )
-        st = await wait_run(a, ro["taskId"])
+        st = await a.run_script(ws, rev, "pvf.log(pvf.glob('**/*.lst').length)")
         assert st["state"] == "succeeded" and st["planId"] is None and st["result"]["readOnly"] is True
         assert int(st["log"]["entries"][0]["text"]) >= 3
 
         source = PRICE_RAISE.replace("FLOOR", "9000")
-        started = await a.call(
-            "pvf_script_run", {"workspaceId": ws, "expectedRevision": rev, "source": source}
-        )
-        st = await wait_run(a, started["taskId"])
+        st = await a.run_script(ws, rev, source)
         plan_id = st["planId"]
         page = await a.call("pvf_plan_preview", {"planId": plan_id})
         # The person edits a file in the UI meanwhile: the plan is stale, nothing of it is applied.
@@ -204,16 +183,12 @@ async def test_cancel_only_own_run_and_limits(archive: Path) -> None:
             res = await other.call_tool("pvf_script_cancel", {"taskId": started["taskId"]})
             assert res.is_error and res.structured_content["code"] == "ACCESS_DENIED"
         await a.call("pvf_script_cancel", {"taskId": started["taskId"]})
-        st = await wait_run(a, started["taskId"])
+        st = await a.script_done(started["taskId"])
         assert st["state"] == "cancelled"
         after = await a.call("pvf_workspace_info", {})
         assert after["revision"] == rev and after["changedFiles"] == 0
 
-        fs = await a.call(
-            "pvf_script_run",
-            {"workspaceId": ws, "expectedRevision": rev, "source": "pvf.createFileset('mine', ['a.equ'])"},
-        )
-        st = await wait_run(a, fs["taskId"])
+        st = await a.run_script(ws, rev, "pvf.createFileset('mine', ['a.equ'])")
         assert st["state"] == "failed" and st["error"]["code"] == "UNSUPPORTED_CHANGE", st
         huge = "// " + "x" * (1 << 20)
         res = await a.client.call_tool("pvf_script_validate", {"source": huge})

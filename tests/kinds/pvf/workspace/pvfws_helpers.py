@@ -38,6 +38,25 @@ class Agent:
             await asyncio.sleep(0.05)
         raise AssertionError(f"workspace never became ready: {info}")
 
+    async def script_done(self, task_id: str) -> dict[str, Any]:
+        """Poll `pvf_script_status` until the run `task_id` has ended; its last status."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 240  # a hang guard, generous: the test machine may be shared
+        while True:
+            st = await self.call("pvf_script_status", {"taskId": task_id})
+            if st["state"] in ("succeeded", "failed", "cancelled"):
+                return st
+            if loop.time() > deadline:
+                raise AssertionError(f"the run never finished: {st}")
+            await asyncio.sleep(0.05)
+
+    async def run_script(self, ws: str, rev: int, source: str) -> dict[str, Any]:
+        """`pvf_script_run` of `source` on revision `rev`, then its status once it has ended."""
+        started = await self.call(
+            "pvf_script_run", {"workspaceId": ws, "expectedRevision": rev, "source": source}
+        )
+        return await self.script_done(started["taskId"])
+
     async def first_script(self, ws: str) -> str:
         hits = await self.call("pvf_search", {"workspaceId": ws, "query": ".equ", "limit": 1})
         return hits["hits"][0]["path"]

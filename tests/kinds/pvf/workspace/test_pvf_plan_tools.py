@@ -3,7 +3,6 @@ a real MCP client against `deskbridge serve`; the pvfine design's per-kind names
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
@@ -100,22 +99,14 @@ async def test_one_plan_flow_serves_every_kind_and_the_old_names_stay_callable(
         await a.call("pvf_export_discard", {"exportPlanId": again["exportPlanId"]})  # the old name
 
         # script: the plan of a run, applied against the revision it was run on
-        started = await a.call(
-            "pvf_script_run",
-            {
-                "workspaceId": ws,
-                "expectedRevision": rev,
-                "source": "const f = pvf.glob('equipment/**/*.equ').find((f) => f.path !== "
-                + repr(path)
-                + " && f.parse().getValue('price') !== null);"
-                " const d = f.parse(); d.set('price', 4321); f.write(d);",
-            },
+        st = await a.run_script(
+            ws,
+            rev,
+            "const f = pvf.glob('equipment/**/*.equ').find((f) => f.path !== "
+            + repr(path)
+            + " && f.parse().getValue('price') !== null);"
+            " const d = f.parse(); d.set('price', 4321); f.write(d);",
         )
-        for _ in range(600):
-            st = await a.call("pvf_script_status", {"taskId": started["taskId"]})
-            if st["state"] in ("succeeded", "failed", "cancelled"):
-                break
-            await asyncio.sleep(0.05)
         assert st["state"] == "succeeded" and st["planId"], (st.get("error"), st.get("log"))
         page = await a.call("pvf_plan_preview", {"planId": st["planId"]})
         keys = [i["changeKey"] for i in page["items"]]

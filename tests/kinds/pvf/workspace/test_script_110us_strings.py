@@ -4,15 +4,13 @@ it (`requires`). Over a real MCP client: run → preview → apply → save → 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import shutil
 from pathlib import Path
-from typing import Any
 
 import pytest
-from pvfws_helpers import Agent, serve
+from pvfws_helpers import serve
 
 from deskbridge.kinds.pvf.archive import open_archive
 
@@ -32,16 +30,6 @@ pvf.log(JSON.stringify(out));
 """
 
 
-async def run(a: Agent, ws: str, rev: int, source: str) -> dict[str, Any]:
-    started = await a.call("pvf_script_run", {"workspaceId": ws, "expectedRevision": rev, "source": source})
-    for _ in range(1200):
-        st = await a.call("pvf_script_status", {"taskId": started["taskId"]})
-        if st["state"] in ("succeeded", "failed", "cancelled"):
-            return st
-        await asyncio.sleep(0.05)
-    raise AssertionError("the run never finished")
-
-
 async def test_a_plain_string_on_110us_becomes_a_str_entry_and_a_type_8_reference(
     archives: dict[str, Path], tmp_path: Path
 ) -> None:
@@ -55,7 +43,7 @@ async def test_a_plain_string_on_110us_becomes_a_str_entry_and_a_type_8_referenc
         )
         info = await a.ready()
         ws, rev = info["workspaceId"], info["revision"]
-        st = await run(a, ws, rev, SCRIPT)
+        st = await a.run_script(ws, rev, SCRIPT)
         assert st["state"] == "succeeded", st.get("error")
         got = json.loads(st["log"]["entries"][-1]["text"])
         assert len(got) == 2
@@ -100,7 +88,7 @@ async def test_other_archives_keep_a_plain_string_inline(archives: dict[str, Pat
     shutil.copyfile(archives["nkpi"], archive)
     async with serve(archive) as a:
         info = await a.ready()
-        st = await run(a, info["workspaceId"], info["revision"], SCRIPT)
+        st = await a.run_script(info["workspaceId"], info["revision"], SCRIPT)
         assert st["state"] == "succeeded", st.get("error")
         got = json.loads(st["log"]["entries"][-1]["text"])
         assert all(g["value"] == "Hello 110US" for g in got)
