@@ -16,7 +16,8 @@ from typing import Any, Literal
 from pydantic import Field
 
 from deskbridge.core.errors import BridgeError, ErrorCode
-from deskbridge.core.files import atomic_write, read_regular_file
+from deskbridge.core.files import read_regular_file
+from deskbridge.core.guarded_save import save_if_unchanged
 from deskbridge.core.paging import decode_cursor, encode_cursor
 from deskbridge.core.tools import CallContext, ToolSpec
 from deskbridge.core.workspace import DELETED, Workspace
@@ -538,21 +539,20 @@ class AnnotationService:
         current = self.store.current()
         known = set(current.relations)
         doc = parse_document(raw, name, known)
-        old = read_regular_file(path, max_bytes=RULE_FILE_MAX_BYTES, shown_as=name) if path.exists() else None
-        old_sha = "" if old is None else hashlib.sha256(old).hexdigest()
-        if expected is not None and expected != old_sha:
-            raise BridgeError(
-                ErrorCode.TARGET_CHANGED,
-                f"{name} changed since you read it",
-                "Read it again with pvf_annotation_rules_get and merge your change.",
-                data={"currentSha256": old_sha},
-            )
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, raw, backup=old is not None)
+        saved = save_if_unchanged(
+            path,
+            raw,
+            expected,
+            max_bytes=RULE_FILE_MAX_BYTES,
+            shown_as=name,
+            changed=f"{name} changed since you read it",
+            hint="Read it again with pvf_annotation_rules_get and merge your change.",
+            backup=True,
+        )
         rs = self.store.current()
         return {
             "fileName": name,
-            "sha256": hashlib.sha256(raw).hexdigest(),
+            "sha256": saved.sha256,
             "rules": len(doc.get("rules", [])),
             "relations": len(doc.get("relations", {})),
             "loaded": name in rs.files,

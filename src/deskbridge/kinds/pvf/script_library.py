@@ -3,7 +3,7 @@
 pvfine keeps a script library beside the archive editor (its ListScripts / LoadScript / SaveScript); the MCP
 design leaves that to the UI ("首版通过 source 执行"): agents pass a script's source to `pvf_script_run`. So these
 are web routes of the pvf UI (`/api/pvf/scripts…`), not tools. Files live in `<config>/pvf-scripts/<name>`,
-one plain `.pvf.js` each, written with `core.files.atomic_write` and read with `read_regular_file`.
+one plain `.pvf.js` each, saved with `core.guarded_save` (sha-guarded, atomic) and read with `read_regular_file`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from deskbridge.core.errors import BridgeError, ErrorCode
-from deskbridge.core.files import atomic_write, read_regular_file
+from deskbridge.core.files import read_regular_file
+from deskbridge.core.guarded_save import save_if_unchanged
 from deskbridge.kinds.http import error_response, json_body
 from deskbridge.kinds.pvf.scripting.runner import SOURCE_MAX_BYTES
 
@@ -70,19 +71,17 @@ class ScriptLibrary:
         raw = source.encode("utf-8")
         if len(raw) > SOURCE_MAX_BYTES:
             raise BridgeError(ErrorCode.LIMIT_EXCEEDED, f"a script is at most {SOURCE_MAX_BYTES} bytes")
-        old = read_regular_file(path, max_bytes=SOURCE_MAX_BYTES, shown_as=name) if path.exists() else None
-        old_sha = "" if old is None else hashlib.sha256(old).hexdigest()
-        if expected_sha256 is not None and expected_sha256 != old_sha:
-            # Another tab saved this name since this one loaded it: do not overwrite their version silently.
-            raise BridgeError(
-                ErrorCode.TARGET_CHANGED,
-                f"{name} changed since you loaded it",
-                "Load it again, or save under another name.",
-                data={"currentSha256": old_sha},
-            )
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, raw)
-        return {"name": name, "sha256": hashlib.sha256(raw).hexdigest(), "created": old is None}
+        # Another tab may have saved this name since this one loaded it: do not overwrite their version silently.
+        saved = save_if_unchanged(
+            path,
+            raw,
+            expected_sha256,
+            max_bytes=SOURCE_MAX_BYTES,
+            shown_as=name,
+            changed=f"{name} changed since you loaded it",
+            hint="Load it again, or save under another name.",
+        )
+        return {"name": name, "sha256": saved.sha256, "created": saved.created}
 
     def delete(self, name: str) -> dict[str, Any]:
         path = self._path(name)
