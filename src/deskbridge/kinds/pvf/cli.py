@@ -593,6 +593,32 @@ def _edit(
     typer.echo(f"wrote {report.target} ({done}; {report.verified} verified{extra})")
 
 
+def _put(archive: Path, path: str, source: str, raw: bool, opts: WriteOptions, *, replace: bool) -> None:
+    """The body of `set` (`replace`: the file must be there) and `add` (it must not be, in any case): read
+    SOURCE, stage it at `path` (compiled from editable text, or the bytes with --raw) and write the archive."""
+
+    def change(ar: Any, data: bytes | None) -> None:
+        assert data is not None
+        there = ar.exists(path)
+        if replace and not there:
+            raise BridgeError(
+                ErrorCode.NOT_FOUND,
+                f"no file '{path}' in {archive}",
+                "Use `deskbridge pvf add` to add a new file (or `pvf ls` to find the path).",
+                data={"path": path},
+            )
+        if there and not replace:
+            raise BridgeError(
+                ErrorCode.TARGET_EXISTS,
+                f"'{path}' is already in {archive} (as '{ar.file_info(path).path}')",
+                "Use `deskbridge pvf set` to replace it.",
+                data={"path": path},
+            )
+        _stage_input(ar, path, data, raw)
+
+    _edit(archive, change, opts, source)
+
+
 @app.command()
 def get(
     archive: ArchiveArg,
@@ -640,19 +666,7 @@ def set_cmd(
     The archive is changed in place (verified first, old one kept as ARCHIVE.bak) or written to -o.
     Example: `deskbridge pvf set Script.pvf equipment/weapon/sword.equ sword.equ`.
     """
-
-    def change(ar: Any, data: bytes | None) -> None:
-        assert data is not None
-        if not ar.exists(path):
-            raise BridgeError(
-                ErrorCode.NOT_FOUND,
-                f"no file '{path}' in {archive}",
-                "Use `deskbridge pvf add` to add a new file (or `pvf ls` to find the path).",
-                data={"path": path},
-            )
-        _stage_input(ar, path, data, raw)
-
-    _edit(archive, change, opts, source)
+    _put(archive, path, source, raw, opts, replace=True)
 
 
 @write_command()
@@ -669,19 +683,7 @@ def add(
     Example: `deskbridge pvf add Script.pvf equipment/weapon/newsword.equ newsword.equ`. Register it in
     its .lst (get, edit, set the list) for the game to find it.
     """
-
-    def change(ar: Any, data: bytes | None) -> None:
-        assert data is not None
-        if ar.exists(path):
-            raise BridgeError(
-                ErrorCode.TARGET_EXISTS,
-                f"'{path}' is already in {archive} (as '{ar.file_info(path).path}')",
-                "Use `deskbridge pvf set` to replace it.",
-                data={"path": path},
-            )
-        _stage_input(ar, path, data, raw)
-
-    _edit(archive, change, opts, source)
+    _put(archive, path, source, raw, opts, replace=False)
 
 
 @write_command()
