@@ -599,21 +599,21 @@ def _put(archive: Path, path: str, source: str, raw: bool, opts: WriteOptions, *
 
     def change(ar: Any, data: bytes | None) -> None:
         assert data is not None
-        there = ar.exists(path)
-        if replace and not there:
-            raise BridgeError(
-                ErrorCode.NOT_FOUND,
-                f"no file '{path}' in {archive}",
-                "Use `deskbridge pvf add` to add a new file (or `pvf ls` to find the path).",
-                data={"path": path},
+        if ar.exists(path) != replace:
+            refusal = (
+                (
+                    ErrorCode.NOT_FOUND,
+                    f"no file '{path}' in {archive}",
+                    "Use `deskbridge pvf add` to add a new file (or `pvf ls` to find the path).",
+                )
+                if replace
+                else (
+                    ErrorCode.TARGET_EXISTS,
+                    f"'{path}' is already in {archive} (as '{ar.file_info(path).path}')",
+                    "Use `deskbridge pvf set` to replace it.",
+                )
             )
-        if there and not replace:
-            raise BridgeError(
-                ErrorCode.TARGET_EXISTS,
-                f"'{path}' is already in {archive} (as '{ar.file_info(path).path}')",
-                "Use `deskbridge pvf set` to replace it.",
-                data={"path": path},
-            )
+            raise BridgeError(*refusal, data={"path": path})
         _stage_input(ar, path, data, raw)
 
     _edit(archive, change, opts, source)
