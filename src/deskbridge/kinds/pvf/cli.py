@@ -174,6 +174,73 @@ def _open(path: Path, encoding: str | None = None, keys: Any = None) -> Any:
     return open_archive(path, encoding=encoding, keys=keys)
 
 
+@dataclass(frozen=True)
+class OpenOptions:
+    """How to open an archive, the options of every command that reads one: the pack encoding and, for a
+    paged nkpi archive, the key material."""
+
+    encoding: str | None
+    keys: Path | None
+    sk_dat: Path | None
+    rsa_modulus: str | None
+    rsa_private_exponent: str | None
+    metadata_key: str | None
+
+    def material(self) -> Any:
+        return key_material(
+            self.keys, self.sk_dat, self.rsa_modulus, self.rsa_private_exponent, self.metadata_key
+        )
+
+    def open(self, archive: Path) -> Any:
+        return _open(archive, self.encoding, self.material())
+
+
+def _keyword_options(*rows: tuple[str, Any, Any]) -> list[inspect.Parameter]:
+    return [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=default)
+        for name, annotation, default in rows
+    ]
+
+
+_OPEN_PARAMS: Final = _keyword_options(
+    ("encoding", EncodingOpt, None),
+    ("keys", KeysOpt, None),
+    ("sk_dat", SkDatOpt, None),
+    ("rsa_modulus", RsaModulusOpt, None),
+    ("rsa_private_exponent", RsaExponentOpt, None),
+    ("metadata_key", MetadataKeyOpt, None),
+)
+
+
+def _bundled_command(
+    name: str | None, bundle: type[OpenOptions], params: list[inspect.Parameter]
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register `fn(..., *, opts: <bundle>, ...)` as the command `name` whose CLI takes `params` where `fn`
+    has `opts`, handing `fn` them as one `bundle`: each command declares only what is its own, and `--help`
+    lists the shared options in one order everywhere."""
+
+    def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+        expanded: list[inspect.Parameter] = []
+        for p in inspect.signature(fn, eval_str=True).parameters.values():
+            expanded.extend(params if p.name == "opts" else [p])
+
+        @functools.wraps(fn)
+        def command(*args: Any, **kwargs: Any) -> Any:
+            shared = bundle(**{p.name: kwargs.pop(p.name) for p in params})
+            return fn(*args, **kwargs, opts=shared)
+
+        command.__signature__ = inspect.Signature(expanded)  # type: ignore[attr-defined]
+        command.__annotations__ = {p.name: p.annotation for p in expanded}
+        return app.command(name)(command)
+
+    return register
+
+
+def read_command(name: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register `fn(..., *, opts: OpenOptions, ...)` as the command `name` (see `_bundled_command`)."""
+    return _bundled_command(name, OpenOptions, _OPEN_PARAMS)
+
+
 def archive_info(ar: Any) -> dict[str, Any]:
     """Family, variant, encoding, counts and header fields of an open archive (`info --json`)."""
     paths = ar.paths()
@@ -201,21 +268,16 @@ def archive_info(ar: Any) -> dict[str, Any]:
     return out
 
 
-@app.command()
+@read_command()
 def info(
     archive: ArchiveArg,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
-    encoding: EncodingOpt = None,
-    keys: KeysOpt = None,
-    sk_dat: SkDatOpt = None,
-    rsa_modulus: RsaModulusOpt = None,
-    rsa_private_exponent: RsaExponentOpt = None,
-    metadata_key: MetadataKeyOpt = None,
+    *,
+    opts: OpenOptions,
 ) -> None:
     """Show family, variant, encoding, file count and header fields."""
     with _errors():
-        material = key_material(keys, sk_dat, rsa_modulus, rsa_private_exponent, metadata_key)
-        ar = _open(archive, encoding, material)
+        ar = opts.open(archive)
         data = archive_info(ar)
     if json_out:
         typer.echo(json.dumps(data, ensure_ascii=False, indent=2))
@@ -232,22 +294,17 @@ def info(
             typer.echo(f"{key}: {value}")
 
 
-@app.command("ls")
+@read_command("ls")
 def ls_cmd(
     archive: ArchiveArg,
     prefix: Annotated[str, typer.Argument(help="Only paths starting with this.")] = "",
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
-    encoding: EncodingOpt = None,
-    keys: KeysOpt = None,
-    sk_dat: SkDatOpt = None,
-    rsa_modulus: RsaModulusOpt = None,
-    rsa_private_exponent: RsaExponentOpt = None,
-    metadata_key: MetadataKeyOpt = None,
+    *,
+    opts: OpenOptions,
 ) -> None:
     """List the files (path and size)."""
     with _errors():
-        material = key_material(keys, sk_dat, rsa_modulus, rsa_private_exponent, metadata_key)
-        ar = _open(archive, encoding, material)
+        ar = opts.open(archive)
         want = prefix.replace("\\", "/").lower()
         rows = [ar.file_info(p) for p in ar.paths() if p.lower().startswith(want)]
     if json_out:
@@ -257,39 +314,30 @@ def ls_cmd(
         typer.echo(f"{r.size:>10}  {r.path}")
 
 
-@app.command()
+@read_command()
 def cat(
     archive: ArchiveArg,
     path: PathArg,
     raw: Annotated[bool, typer.Option("--raw", help="Write the payload bytes.")] = False,
-    encoding: EncodingOpt = None,
-    keys: KeysOpt = None,
-    sk_dat: SkDatOpt = None,
-    rsa_modulus: RsaModulusOpt = None,
-    rsa_private_exponent: RsaExponentOpt = None,
-    metadata_key: MetadataKeyOpt = None,
+    *,
+    opts: OpenOptions,
 ) -> None:
     """Print one file as editable text (scripts decompiled), or its raw payload with --raw."""
     with _errors():
-        material = key_material(keys, sk_dat, rsa_modulus, rsa_private_exponent, metadata_key)
-        ar = _open(archive, encoding, material)
+        ar = opts.open(archive)
         if raw:
             sys.stdout.buffer.write(ar.read(path))
             return
         typer.echo(ar.read_text(path), nl=False)
 
 
-@app.command()
+@read_command()
 def extract(
     archive: ArchiveArg,
     out: Annotated[Path, typer.Option("-o", "--out", help="Target directory (created).")],
     raw: Annotated[bool, typer.Option("--raw", help="Write decoded payload bytes, not text.")] = False,
-    encoding: EncodingOpt = None,
-    keys: KeysOpt = None,
-    sk_dat: SkDatOpt = None,
-    rsa_modulus: RsaModulusOpt = None,
-    rsa_private_exponent: RsaExponentOpt = None,
-    metadata_key: MetadataKeyOpt = None,
+    *,
+    opts: OpenOptions,
     force: Annotated[
         bool, typer.Option("--force", help="Write into a non-empty folder (files there are overwritten).")
     ] = False,
@@ -304,8 +352,7 @@ def extract(
     from deskbridge.kinds.pvf.tree import extract_tree
 
     with _errors(), _progress("extract", quiet) as progress:
-        material = key_material(keys, sk_dat, rsa_modulus, rsa_private_exponent, metadata_key)
-        ar = _open(archive, encoding, material)
+        ar = opts.open(archive)
         summary = extract_tree(ar, out, raw=raw, force=force, progress=progress)
     for w in summary["warnings"]:
         typer.echo(f"warning: {w['code']}: {w['message']}", err=True)
@@ -329,7 +376,7 @@ def extract(
         raise typer.Exit(1)
 
 
-@app.command()
+@read_command()
 def pack(
     directory: Annotated[Path, typer.Argument(help="A folder written by `pvf extract` (and edited).")],
     out: Annotated[Path, typer.Option("-o", "--out", help="Archive to write.")],
@@ -337,12 +384,8 @@ def pack(
         Path | None,
         typer.Option("--like", help="Take family, variant, encoding and header from this archive."),
     ] = None,
-    encoding: EncodingOpt = None,
-    keys: KeysOpt = None,
-    sk_dat: SkDatOpt = None,
-    rsa_modulus: RsaModulusOpt = None,
-    rsa_private_exponent: RsaExponentOpt = None,
-    metadata_key: MetadataKeyOpt = None,
+    *,
+    opts: OpenOptions,
     force: Annotated[bool, typer.Option("--force", help="Replace OUT if it exists.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
@@ -354,24 +397,25 @@ def pack(
     from deskbridge.kinds.pvf.tree import pack_tree
 
     with _errors(), _progress("pack", quiet) as progress:
-        material = key_material(keys, sk_dat, rsa_modulus, rsa_private_exponent, metadata_key)
         summary = pack_tree(
-            directory, out, like=like, encoding=encoding, keys=material, force=force, progress=progress
+            directory,
+            out,
+            like=like,
+            encoding=opts.encoding,
+            keys=opts.material(),
+            force=force,
+            progress=progress,
         )
     for w in summary.get("warnings", []):
         typer.echo(f"warning: {w}", err=True)
     typer.echo(f"packed {summary['files']} files into {out} ({summary['family']}, {summary['encoding']})")
 
 
-@app.command()
+@read_command()
 def verify(
     archive: ArchiveArg,
-    encoding: EncodingOpt = None,
-    keys: KeysOpt = None,
-    sk_dat: SkDatOpt = None,
-    rsa_modulus: RsaModulusOpt = None,
-    rsa_private_exponent: RsaExponentOpt = None,
-    metadata_key: MetadataKeyOpt = None,
+    *,
+    opts: OpenOptions,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
@@ -384,8 +428,7 @@ def verify(
     from deskbridge.kinds.pvf.tree import VERIFY_PROBLEMS, verify_archive
 
     with _errors(), _progress("verify", quiet) as progress:
-        material = key_material(keys, sk_dat, rsa_modulus, rsa_private_exponent, metadata_key)
-        ar = _open(archive, encoding, material)
+        ar = opts.open(archive)
         report = verify_archive(ar, progress=progress)
     if json_out:
         typer.echo(json.dumps(report, ensure_ascii=False, indent=2))
@@ -503,60 +546,25 @@ def _stage_input(ar: Any, path: str, data: bytes, raw: bool) -> None:
 
 
 @dataclass(frozen=True)
-class WriteOptions:
+class WriteOptions(OpenOptions):
     """The options every command that changes an archive takes (`set`, `add`, `rm`): where the result goes,
     the backup, and how to open the archive."""
 
     out: Path | None
     force: bool
     backup: bool
-    encoding: str | None
-    keys: Path | None
-    sk_dat: Path | None
-    rsa_modulus: str | None
-    rsa_private_exponent: str | None
-    metadata_key: str | None
-
-    def material(self) -> Any:
-        return key_material(
-            self.keys, self.sk_dat, self.rsa_modulus, self.rsa_private_exponent, self.metadata_key
-        )
 
 
 _WRITE_PARAMS: Final = [
-    inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=default)
-    for name, annotation, default in (
-        ("out", OutOpt, None),
-        ("force", ForceOpt, False),
-        ("backup", BackupOpt, True),
-        ("encoding", EncodingOpt, None),
-        ("keys", KeysOpt, None),
-        ("sk_dat", SkDatOpt, None),
-        ("rsa_modulus", RsaModulusOpt, None),
-        ("rsa_private_exponent", RsaExponentOpt, None),
-        ("metadata_key", MetadataKeyOpt, None),
-    )
+    *_keyword_options(("out", OutOpt, None), ("force", ForceOpt, False), ("backup", BackupOpt, True)),
+    *_OPEN_PARAMS,
 ]
 
 
 def write_command(name: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Register `fn(..., opts: WriteOptions)` as the command `name` whose CLI takes `fn`'s own arguments
-    followed by the shared write options (so each command declares only what is its own, and `--help` lists
-    the shared ones in one order everywhere)."""
-
-    def register(fn: Callable[..., Any]) -> Callable[..., Any]:
-        own = [p for p in inspect.signature(fn, eval_str=True).parameters.values() if p.name != "opts"]
-
-        @functools.wraps(fn)
-        def command(*args: Any, **kwargs: Any) -> Any:
-            shared = WriteOptions(**{p.name: kwargs.pop(p.name) for p in _WRITE_PARAMS})
-            return fn(*args, **kwargs, opts=shared)
-
-        command.__signature__ = inspect.Signature([*own, *_WRITE_PARAMS])  # type: ignore[attr-defined]
-        command.__annotations__ = {p.name: p.annotation for p in command.__signature__.parameters.values()}  # type: ignore[attr-defined]
-        return app.command(name)(command)
-
-    return register
+    """Register `fn(..., opts: WriteOptions)` as the command `name`: `fn`'s own arguments, then the shared
+    write options (see `_bundled_command`)."""
+    return _bundled_command(name, WriteOptions, _WRITE_PARAMS)
 
 
 def _edit(
@@ -619,7 +627,7 @@ def _put(archive: Path, path: str, source: str, raw: bool, opts: WriteOptions, *
     _edit(archive, change, opts, source)
 
 
-@app.command()
+@read_command()
 def get(
     archive: ArchiveArg,
     path: PathArg,
@@ -627,20 +635,15 @@ def get(
         Path | None, typer.Option("-o", "--out", help="Write to this file (default: stdout).")
     ] = None,
     raw: Annotated[bool, typer.Option("--raw", help="The payload bytes, not editable text.")] = False,
-    encoding: EncodingOpt = None,
-    keys: KeysOpt = None,
-    sk_dat: SkDatOpt = None,
-    rsa_modulus: RsaModulusOpt = None,
-    rsa_private_exponent: RsaExponentOpt = None,
-    metadata_key: MetadataKeyOpt = None,
+    *,
+    opts: OpenOptions,
 ) -> None:
     """Get one file: editable UTF-8 text (scripts decompiled), or its payload bytes with --raw.
 
     Example: `deskbridge pvf get Script.pvf equipment/weapon/sword.equ -o sword.equ`, edit, then `pvf set`.
     """
     with _errors():
-        material = key_material(keys, sk_dat, rsa_modulus, rsa_private_exponent, metadata_key)
-        ar = _open(archive, encoding, material)
+        ar = opts.open(archive)
         data = ar.read(path) if raw else ar.read_text(path).encode("utf-8")
         if out is None:
             sys.stdout.buffer.write(data)
