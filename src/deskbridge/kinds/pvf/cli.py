@@ -81,6 +81,9 @@ MetadataKeyOpt = Annotated[
     typer.Option("--metadata-key", metavar="HEX", help="Paged nkpi: 32-byte metadata key (64 hex digits)."),
 ]
 
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")]
+
 KEY_OPTIONS_HELP = (
     "pass --keys FILE (a key file), or --sk-dat PATH with --rsa-modulus HEX, "
     "--rsa-private-exponent HEX and --metadata-key HEX"
@@ -271,7 +274,7 @@ def archive_info(ar: Any) -> dict[str, Any]:
 @read_command()
 def info(
     archive: ArchiveArg,
-    json_out: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
+    json_out: JsonOpt = False,
     *,
     opts: OpenOptions,
 ) -> None:
@@ -298,7 +301,7 @@ def info(
 def ls_cmd(
     archive: ArchiveArg,
     prefix: Annotated[str, typer.Argument(help="Only paths starting with this.")] = "",
-    json_out: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
+    json_out: JsonOpt = False,
     *,
     opts: OpenOptions,
 ) -> None:
@@ -341,7 +344,7 @@ def extract(
     force: Annotated[
         bool, typer.Option("--force", help="Write into a non-empty folder (files there are overwritten).")
     ] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Write every file under OUT as editable text (scripts, .str, .lst …) or raw bytes, plus a manifest.
 
@@ -387,7 +390,7 @@ def pack(
     *,
     opts: OpenOptions,
     force: Annotated[bool, typer.Option("--force", help="Replace OUT if it exists.")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Build an archive from an extracted tree (compiling text back to payloads).
 
@@ -416,8 +419,8 @@ def verify(
     archive: ArchiveArg,
     *,
     opts: OpenOptions,
-    json_out: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Read every file, check checksums, and round-trip every script text → bytes.
 
@@ -468,7 +471,7 @@ def synth(
         typer.Option("--preset", help="small, classic-200k, nkpi-1m or nkpi-4m (110US-scale, 4.3 M files)"),
     ] = None,
     encoding: EncodingOpt = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    quiet: QuietOpt = False,
     annotated: Annotated[
         bool, typer.Option("--annotated", help="Add files with every section the annotation rules cover.")
     ] = False,
