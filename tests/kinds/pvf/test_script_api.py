@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import sys
 from pathlib import Path
 
@@ -27,34 +26,6 @@ from deskbridge.kinds.pvf.synth import synth
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
-def sources(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("pvfjs-api")
-    out = {}
-    for family in ("classic", "nkpi"):
-        p = root / f"{family}.pvf"
-        synth(p, family=family, files=240, seed=3)
-        out[family] = p
-    return out
-
-
-@pytest.fixture(params=["classic", "nkpi"])
-def family(request: pytest.FixtureRequest) -> str:
-    return request.param
-
-
-@pytest.fixture
-def archive(sources: dict[str, Path], family: str, tmp_path: Path) -> Path:
-    dest = tmp_path / "Script.pvf"
-    shutil.copyfile(sources[family], dest)
-    return dest
-
-
 def logged(res: dict) -> object:
     assert res["state"] == "succeeded", res
     return json.loads(res["logs"][-1])
@@ -63,25 +34,24 @@ def logged(res: dict) -> object:
 # --------------------------------------------------------------------------------------------- model
 
 
-def test_untouched_documents_print_back_to_the_same_text(sources: dict[str, Path]) -> None:
-    for family, path in sources.items():
-        ar = open_archive(path)
-        try:
-            n = 0
-            for p in ar.paths():
-                if ar.file_info(p).kind != "script":
-                    continue
-                text = ar.read_text(p)
-                doc = model.Document(
-                    lex(text),
-                    header="#PVF_File" if family == "classic" else None,
-                    record_width=2 if p.endswith(".lst") else None,
-                )
-                assert doc.text() == text, p
-                n += 1
-            assert n > 100
-        finally:
-            ar.close()
+def test_untouched_documents_print_back_to_the_same_text(archive: Path, family: str) -> None:
+    ar = open_archive(archive)
+    try:
+        n = 0
+        for p in ar.paths():
+            if ar.file_info(p).kind != "script":
+                continue
+            text = ar.read_text(p)
+            doc = model.Document(
+                lex(text),
+                header="#PVF_File" if family == "classic" else None,
+                record_width=2 if p.endswith(".lst") else None,
+            )
+            assert doc.text() == text, p
+            n += 1
+        assert n > 100
+    finally:
+        ar.close()
 
 
 async def test_parse_then_write_of_every_script_changes_nothing(archive: Path, tmp_path: Path) -> None:

@@ -5,7 +5,6 @@ revision after a UI edit; PLAN_PENDING; cancel (own task only); read-only runs; 
 from __future__ import annotations
 
 import asyncio
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,6 @@ sys.path.insert(0, str(Path(__file__).parent / "workspace"))
 from pvfws_helpers import Agent, serve, service
 
 from deskbridge.kinds.pvf.archive import open_archive
-from deskbridge.kinds.pvf.synth import synth
 
 pytestmark = pytest.mark.anyio
 
@@ -35,29 +33,6 @@ for (const f of files) {
 }
 pvf.log("raised", n, "of", files.length);
 """
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
-def sources(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("pvfjs-src")
-    out = {}
-    for family in ("classic", "nkpi"):
-        p = root / f"{family}.pvf"
-        synth(p, family=family, files=240, seed=3)
-        out[family] = p
-    return out
-
-
-@pytest.fixture(params=["classic", "nkpi"])
-def archive(request: pytest.FixtureRequest, sources: dict[str, Path], tmp_path: Path) -> Path:
-    dest = tmp_path / "Script.pvf"
-    shutil.copyfile(sources[request.param], dest)
-    return dest
 
 
 async def opened(a: Agent) -> dict[str, Any]:

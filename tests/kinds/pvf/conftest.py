@@ -1,4 +1,5 @@
-"""Fixtures of the PVF workspace tests: synthetic archives of both families (and a paged nkpi one)."""
+"""Fixtures of the PVF tests that serve a workspace or run scripts: synthetic archives of both families (and a
+paged nkpi one), made once per session; `archive` is a fresh copy per test, once per family."""
 
 from __future__ import annotations
 
