@@ -45,7 +45,8 @@ class KindWorkspace(Protocol):
 
     Optional members the platform looks for: `resources() -> list[ResourceSpec]` (MCP resources, served by
     `mcp/server.py` from the App's one registry) and `approval_defaults: dict[str, bool]` (which of its tools'
-    approval operations ask when the `approval_rules` setting says nothing; see `ToolSpec.operation`)."""
+    approval operations ask when the `approval_rules` setting says nothing; see `ToolSpec.operation`).
+    `KindWorkspaceBase` below has the defaults of the members a kind may not need."""
 
     kind: str
     """Short kind name: 'pvf', 'markdown', 'sage'; the kind's web API is mounted at `/api/<kind>`."""
