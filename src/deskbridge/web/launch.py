@@ -25,6 +25,7 @@ from typing import Any
 
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.files import atomic_write
+from deskbridge.integrations.endpoints import pid_alive
 from deskbridge.settings import Dirs, private_dir, read_small_file
 
 RECORD_PREFIX = "server-"
@@ -100,24 +101,11 @@ def running_servers(dirs: Dirs) -> list[dict[str, Any]]:
             data = json.loads(read_small_file(dirs.run / name) or "{}")
         except (BridgeError, ValueError):
             continue
-        if not isinstance(data, dict) or not _alive(data.get("pid")):
+        pid = data.get("pid") if isinstance(data, dict) else None
+        if not isinstance(pid, int) or not pid_alive(pid):
             continue
         found.append(data)
     return sorted(found, key=lambda d: d.get("started", 0), reverse=True)
-
-
-def _alive(pid: Any) -> bool:
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    except OSError:
-        return False
-    return True
 
 
 def fresh_login_url(dirs: Dirs, port: int | None = None) -> tuple[str, int]:
