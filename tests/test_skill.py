@@ -3,10 +3,12 @@ touch a file the person edited; plus the web UI's setup and first-run routes."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx2
@@ -15,7 +17,7 @@ import yaml
 
 from deskbridge.integrations import skill
 from deskbridge.integrations.skill_text import REFERENCES, SKILL_MD
-from deskbridge.testing import running_server
+from deskbridge.testing import RunningServer, running_server
 
 
 @pytest.fixture
@@ -112,15 +114,27 @@ def test_targets(home: Path, tmp_path: Path) -> None:
     assert cli("skill", "install", "--target", "nonsense").returncode == 2
 
 
-@pytest.mark.anyio
-async def test_the_web_ui_previews_then_writes_only_on_a_click(home: Path, tmp_path: Path) -> None:
-    notes = tmp_path / "notes"
-    notes.mkdir()
-    (notes / "README.md").write_text("# Notes\n", "utf-8")
+@pytest.fixture
+def notes(tmp_path: Path) -> Path:
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "README.md").write_text("# Notes\n", "utf-8")
+    return folder
+
+
+@contextlib.asynccontextmanager
+async def page(folder: Path) -> AsyncIterator[tuple[RunningServer, httpx2.AsyncClient]]:
+    """`deskbridge serve` of `folder` and an HTTP client with the UI secret, as the person's browser page."""
     async with (
-        running_server(notes) as srv,
+        running_server(folder) as srv,
         httpx2.AsyncClient(base_url=srv.base_url, headers=srv.ui_headers()) as http,
     ):
+        yield srv, http
+
+
+@pytest.mark.anyio
+async def test_the_web_ui_previews_then_writes_only_on_a_click(home: Path, notes: Path) -> None:
+    async with page(notes) as (srv, http):
         first = (await http.get("/api/integrations/onboarding")).json()
         assert first["show"] is True
         hosts = (await http.get("/api/integrations/hosts")).json()["hosts"]
@@ -148,19 +162,10 @@ async def test_the_web_ui_previews_then_writes_only_on_a_click(home: Path, tmp_p
 
 
 @pytest.mark.anyio
-async def test_not_now_is_remembered(home: Path, tmp_path: Path) -> None:
-    notes = tmp_path / "notes"
-    notes.mkdir()
-    (notes / "README.md").write_text("# Notes\n", "utf-8")
-    async with (
-        running_server(notes) as srv,
-        httpx2.AsyncClient(base_url=srv.base_url, headers=srv.ui_headers()) as http,
-    ):
+async def test_not_now_is_remembered(home: Path, notes: Path) -> None:
+    async with page(notes) as (_srv, http):
         assert (await http.post("/api/integrations/onboarding", json={"dismissed": True})).status_code == 200
-    async with (
-        running_server(notes) as srv,
-        httpx2.AsyncClient(base_url=srv.base_url, headers=srv.ui_headers()) as http,
-    ):
+    async with page(notes) as (_srv, http):
         assert (await http.get("/api/integrations/onboarding")).json()["show"] is False
 
 
