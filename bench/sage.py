@@ -194,7 +194,6 @@ def bench_scale(runs: int, samples: int) -> dict[str, Any]:
     try:
         mod = make_scale_project(work)
         cold, warm, cold_cpu, warm_cpu, rss = [], [], [], [], []
-        info: dict[str, Any] = {}
         for _ in range(runs):
             home = Path(tempfile.mkdtemp(prefix="sage-bench-home-"))
             try:
@@ -223,15 +222,16 @@ def bench_scale(runs: int, samples: int) -> dict[str, Any]:
             index = service.reindex_sync([str(target)])
             times.append(time.perf_counter() - t)
             assert index.stats.get("patchedFiles") == 1
+        # `--scale-runs 0` times no whole process: the counts come from this process's own build.
         return {
-            "files": info["files"],
-            "assets": info["assets"],
-            "references": info["references"],
+            "files": len(index.files),
+            "assets": index.stats["assetCount"],
+            "references": index.stats["referenceCount"],
             "streams": streams,
-            "cold": {**summary_ms(cold), "cpuMs": statistics.median(cold_cpu)},
-            "warm": {**summary_ms(warm), "cpuMs": statistics.median(warm_cpu)},
-            "reindex": summary_ms(times),
-            "maxRssBytes": max(rss),
+            "cold": {**summary_ms(cold), "cpuMs": statistics.median(cold_cpu)} if cold else None,
+            "warm": {**summary_ms(warm), "cpuMs": statistics.median(warm_cpu)} if warm else None,
+            "reindex": summary_ms(times) if times else None,
+            "maxRssBytes": max(rss) if rss else None,
         }
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -378,13 +378,17 @@ def print_scale(scale: dict[str, Any]) -> None:
         f"{scale['streams']} streams (need ≥ {SCALE_MIN['assets']}, ≥ {SCALE_MIN['references']}, "
         f"≥ {SCALE_MIN['streams']}); load average {load[0]:.2f}"
     )
+    cold, warm, reindex, rss = scale["cold"], scale["warm"], scale["reindex"], scale["maxRssBytes"]
     rows = [
-        ("cold", scale["cold"]["median_ms"], SCALE_TARGETS["coldMs"], f"cpu {scale['cold']['cpuMs']:.0f} ms"),
-        ("warm", scale["warm"]["median_ms"], SCALE_TARGETS["warmMs"], f"cpu {scale['warm']['cpuMs']:.0f} ms"),
-        ("re-index", scale["reindex"]["median_ms"], SCALE_TARGETS["reindexMs"], "one file, in process"),
-        ("max RSS", scale["maxRssBytes"] / 2**20, SCALE_TARGETS["rssBytes"] / 2**20, "MiB"),
+        ("cold", cold and cold["median_ms"], SCALE_TARGETS["coldMs"], cold and f"cpu {cold['cpuMs']:.0f} ms"),
+        ("warm", warm and warm["median_ms"], SCALE_TARGETS["warmMs"], warm and f"cpu {warm['cpuMs']:.0f} ms"),
+        ("re-index", reindex and reindex["median_ms"], SCALE_TARGETS["reindexMs"], "one file, in process"),
+        ("max RSS", rss and rss / 2**20, SCALE_TARGETS["rssBytes"] / 2**20, "MiB"),
     ]
     for name, value, target, note in rows:
+        if value is None:
+            print(f"  {name:<9} {'not run':>14} target {target:>7.0f}  (--scale-runs 0 / --incr 0)")
+            continue
         verdict = "PASS" if value <= target else "MISS"
         print(
             f"  {name:<9} {value:>10.1f} {'ms' if name != 'max RSS' else 'MiB':<3} target {target:>7.0f}  {verdict}  {note}"

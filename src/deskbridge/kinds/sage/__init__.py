@@ -9,7 +9,10 @@ modules `queries` and `forward`.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+
+TYPE_CHECKING = False  # `typing` is not loaded by a warm start
+if TYPE_CHECKING:
+    from typing import Any
 
 _EXPORTS = {
     "SageService": "deskbridge.kinds.sage.service",

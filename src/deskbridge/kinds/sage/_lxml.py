@@ -4,7 +4,10 @@ so it should not pay for loading lxml (a noticeable part of a 0.1 s process)."""
 from __future__ import annotations
 
 import importlib
-from typing import Any
+
+TYPE_CHECKING = False  # `typing` is not loaded by a warm start
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class _LazyEtree:

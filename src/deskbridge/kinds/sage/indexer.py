@@ -7,14 +7,12 @@ background builds, the watcher and the consistency options on top.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import gc
 import os
 import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
 
 from deskbridge.kinds.sage.build import IndexBuilder, patch_index
 from deskbridge.kinds.sage.model import SageIndex
@@ -24,6 +22,10 @@ from deskbridge.kinds.sage.schema import SchemaModel, load_schema, schema_digest
 from deskbridge.kinds.sage.settings import deskbridge_dirs, read_sage_config
 from deskbridge.kinds.sage.snapshot import project_key, write_snapshot
 from deskbridge.kinds.sage.store import RecordStore
+
+TYPE_CHECKING = False  # `typing` is not loaded by a warm start
+if TYPE_CHECKING:
+    from typing import Any
 
 ProgressCallback = Callable[[int, int, str], None]
 
@@ -117,6 +119,10 @@ class ProjectIndexer:
         with self._model_lock:
             if self._model is None:
                 self._model = model
+        if model is not None and model.digest:
+            # The schema process hashed the XSDs for this model's cache key: the records cache is keyed by
+            # the same digest, so the parent need not read and hash the 815 files again when it saves.
+            self.store.adopt_digest(model.digest)
 
     # --- building (synchronous core, used by the CLI and by the async wrappers) -------------------
     def build_sync(
@@ -227,8 +233,7 @@ class ProjectIndexer:
             # Only files no stream includes changed: refresh their `origin: inactive` definitions.
             self.store.invalidate(overlay)
             self._build_id += 1
-            new = dataclasses.replace(
-                old,
+            new = old.replace(
                 build_id=self._build_id,
                 inactive_files=dict(old.inactive_files),
                 refs_built=old.refs_built,

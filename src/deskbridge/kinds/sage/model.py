@@ -4,16 +4,22 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from deskbridge.core.errors import BridgeError, ErrorCode
+from deskbridge.kinds.sage._record import Record
 from deskbridge.kinds.sage.records import FileRecords, Ref
 from deskbridge.kinds.sage.schema import SchemaModel
 
+TYPE_CHECKING = False  # `typing` and `core.errors` (which imports it) are not loaded by a warm start
+if TYPE_CHECKING:
+    from typing import Any
+
+    from deskbridge.core.errors import BridgeError
+
 
 def outside_error(given: str) -> BridgeError:
+    from deskbridge.core.errors import BridgeError, ErrorCode
+
     return BridgeError(
         ErrorCode.ACCESS_DENIED,
         f"{given!r} is outside the mod and SDK folders this index covers",
@@ -44,105 +50,196 @@ MODE_RANK = {"all": 0, "instance": 1, "reference": 2}
 references but not emitted; `reference` = part of another stream this one references (research/sage.md §2.2)."""
 
 
-@dataclass(slots=True)
-class AssetDef:
+class AssetDef(Record):
     """One definition site of an asset; several per (type, id) are normal (overrides, copies)."""
 
-    type: str
-    id: str
-    file: str
-    """Real path of the defining file ('' for manifest entries)."""
-    line: int
-    origin: str
-    """`project`, `sdk` or `manifest`."""
-    index: int = -1
-    """Position among the file's assets (joins the file's reference records)."""
-    manifest: str = ""
-    source: str = ""
-    """For manifest entries: the source file the manifest names."""
+    __slots__ = _fields = ("type", "id", "file", "line", "origin", "index", "manifest", "source")
+
+    def __init__(
+        self,
+        type: str,
+        id: str,
+        file: str,
+        line: int,
+        origin: str,
+        index: int = -1,
+        manifest: str = "",
+        source: str = "",
+    ) -> None:
+        self.type = type
+        self.id = id
+        self.file = file
+        """Real path of the defining file ('' for manifest entries)."""
+        self.line = line
+        self.origin = origin
+        """`project`, `sdk` or `manifest`."""
+        self.index = index
+        """Position among the file's assets (joins the file's reference records)."""
+        self.manifest = manifest
+        self.source = source
+        """For manifest entries: the source file the manifest names."""
 
 
-@dataclass(slots=True)
-class DefineDef:
-    name: str
-    value: str
-    file: str
-    line: int
-    override: bool
+class DefineDef(Record):
+    __slots__ = _fields = ("name", "value", "file", "line", "override")
+
+    def __init__(self, name: str, value: str, file: str, line: int, override: bool) -> None:
+        self.name = name
+        self.value = value
+        self.file = file
+        self.line = line
+        self.override = override
 
 
-@dataclass(slots=True)
-class IncludeEdge:
+class IncludeEdge(Record):
     """One include as written, and where it led."""
 
-    file: str
-    kind: str
-    """`all`, `instance`, `reference` or `xi:include`."""
-    source: str
-    line: int
-    target: str | None
-    via_manifest: str = ""
+    __slots__ = _fields = ("file", "kind", "source", "line", "target", "via_manifest")
+
+    def __init__(
+        self, file: str, kind: str, source: str, line: int, target: str | None, via_manifest: str = ""
+    ) -> None:
+        self.file = file
+        self.kind = kind
+        """`all`, `instance`, `reference` or `xi:include`."""
+        self.source = source
+        self.line = line
+        self.target = target
+        self.via_manifest = via_manifest
 
 
-@dataclass(slots=True)
-class Diagnostic:
-    file: str
-    line: int
-    code: str
-    severity: str
-    message: str
+class Diagnostic(Record):
+    __slots__ = _fields = ("file", "line", "code", "severity", "message")
+
+    def __init__(self, file: str, line: int, code: str, severity: str, message: str) -> None:
+        self.file = file
+        self.line = line
+        self.code = code
+        self.severity = severity
+        self.message = message
 
 
-@dataclass
-class SageIndex:
+class SageIndex(Record):
     """Everything one build found; immutable once published (a new build makes a new object)."""
 
-    project: Path
-    sdk: Path | None
-    build_id: int
-    generated_at: str
-    phase: str = "xml"
-    """`xml` (art not scanned yet) or `art` (final)."""
-    complete: bool = False
-    model_loader: Callable[[], SchemaModel | None] | None = None
-    """Gives the compiled XSD model on first need: a warm start answering `find_asset` never loads it."""
-    files: dict[str, FileRecords] = field(default_factory=dict)
-    membership: dict[str, dict[str, str]] = field(default_factory=dict)
-    """File → {stream → how it belongs}."""
-    streams: dict[str, str] = field(default_factory=dict)
-    """Stream name → entry file."""
-    includes: list[IncludeEdge] = field(default_factory=list)
-    assets: dict[str, dict[str, list[AssetDef]]] = field(default_factory=dict)
-    """Type (exact) → id (case-folded) → definitions in walk order."""
-    by_id: dict[str, list[AssetDef]] = field(default_factory=dict)
-    defines: dict[str, list[DefineDef]] = field(default_factory=dict)
-    """Define name (case-folded) → definitions in walk order."""
-    refs_built: dict[str, list[tuple[str, Ref]]] | None = None
-    """The reverse reference map once built (see `refs_to`)."""
-    splices: dict[str, str] = field(default_factory=dict)
-    """Fragment file → `root` or `children`: spliced in as top-level assets by a root-level `xi:include`."""
-    fragment_owners: dict[str, list[tuple[str, int, int]]] = field(default_factory=dict)
-    """Fragment file → (including file, asset index, line of the `xi:include`) of each nested `xi:include`
-    that pulls it in; the index is -1 when the includer is itself a fragment (its owners own this one)."""
-    diagnostics: list[Diagnostic] = field(default_factory=list)
-    source_candidates: list[str] = field(default_factory=list)
-    inactive_files: dict[str, FileRecords] = field(default_factory=dict)
-    """Records of the project's XML files that no stream reaches (a local overlay being edited, leftovers)."""
-    inactive: dict[str, list[AssetDef]] = field(default_factory=dict)
-    """Id (case-folded) → definitions in those files, `origin: inactive`. Kept apart from `assets`/`by_id`:
-    they are found by `find_asset` with a warning but never count as live definitions or references."""
-    deferred_art: list[str] = field(default_factory=list)
-    stats: dict[str, Any] = field(default_factory=dict)
-    degraded: list[str] = field(default_factory=list)
-    """Why this index is not to be trusted as complete (files kept at their last good version, a build that
-    lost over half the assets); the status then says `degraded` instead of `ready`."""
-    scope: Any = None
-    """The `paths.Scope` the index was built in: queries refuse paths outside it (issue 8)."""
-    _chains: dict[str, frozenset[str]] = field(default_factory=dict)
-    _frag_owners: dict[str, list[Owner]] = field(default_factory=dict)
-    _frags_of: dict[tuple[str, int], list[tuple[str, tuple[str, int]]]] | None = None
-    _unresolved: list[Diagnostic] | None = None
-    _model: SchemaModel | None = None
+    _fields = (
+        "project",
+        "sdk",
+        "build_id",
+        "generated_at",
+        "phase",
+        "complete",
+        "model_loader",
+        "files",
+        "membership",
+        "streams",
+        "includes",
+        "assets",
+        "by_id",
+        "defines",
+        "refs_built",
+        "splices",
+        "fragment_owners",
+        "diagnostics",
+        "source_candidates",
+        "inactive_files",
+        "inactive",
+        "deferred_art",
+        "stats",
+        "degraded",
+        "scope",
+        "_chains",
+        "_frag_owners",
+        "_frags_of",
+        "_unresolved",
+        "_model",
+    )
+
+    def __init__(
+        self,
+        project: Path,
+        sdk: Path | None,
+        build_id: int,
+        generated_at: str,
+        phase: str = "xml",
+        complete: bool = False,
+        model_loader: Callable[[], SchemaModel | None] | None = None,
+        files: dict[str, FileRecords] | None = None,
+        membership: dict[str, dict[str, str]] | None = None,
+        streams: dict[str, str] | None = None,
+        includes: list[IncludeEdge] | None = None,
+        assets: dict[str, dict[str, list[AssetDef]]] | None = None,
+        by_id: dict[str, list[AssetDef]] | None = None,
+        defines: dict[str, list[DefineDef]] | None = None,
+        refs_built: dict[str, list[tuple[str, Ref]]] | None = None,
+        splices: dict[str, str] | None = None,
+        fragment_owners: dict[str, list[tuple[str, int, int]]] | None = None,
+        diagnostics: list[Diagnostic] | None = None,
+        source_candidates: list[str] | None = None,
+        inactive_files: dict[str, FileRecords] | None = None,
+        inactive: dict[str, list[AssetDef]] | None = None,
+        deferred_art: list[str] | None = None,
+        stats: dict[str, Any] | None = None,
+        degraded: list[str] | None = None,
+        scope: Any = None,
+        _chains: dict[str, frozenset[str]] | None = None,
+        _frag_owners: dict[str, list[Owner]] | None = None,
+        _frags_of: dict[tuple[str, int], list[tuple[str, tuple[str, int]]]] | None = None,
+        _unresolved: list[Diagnostic] | None = None,
+        _model: SchemaModel | None = None,
+    ) -> None:
+        self.project = project
+        self.sdk = sdk
+        self.build_id = build_id
+        self.generated_at = generated_at
+        self.phase = phase
+        """`xml` (art not scanned yet) or `art` (final)."""
+        self.complete = complete
+        self.model_loader = model_loader
+        """Gives the compiled XSD model on first need: a warm start answering `find_asset` never loads it."""
+        self.files: dict[str, FileRecords] = {} if files is None else files
+        self.membership: dict[str, dict[str, str]] = {} if membership is None else membership
+        """File → {stream → how it belongs}."""
+        self.streams: dict[str, str] = {} if streams is None else streams
+        """Stream name → entry file."""
+        self.includes: list[IncludeEdge] = [] if includes is None else includes
+        self.assets: dict[str, dict[str, list[AssetDef]]] = {} if assets is None else assets
+        """Type (exact) → id (case-folded) → definitions in walk order."""
+        self.by_id: dict[str, list[AssetDef]] = {} if by_id is None else by_id
+        self.defines: dict[str, list[DefineDef]] = {} if defines is None else defines
+        """Define name (case-folded) → definitions in walk order."""
+        self.refs_built = refs_built
+        """The reverse reference map once built (see `refs_to`)."""
+        self.splices: dict[str, str] = {} if splices is None else splices
+        """Fragment file → `root` or `children`: spliced in as top-level assets by a root-level
+        `xi:include`."""
+        self.fragment_owners: dict[str, list[tuple[str, int, int]]] = (
+            {} if fragment_owners is None else fragment_owners
+        )
+        """Fragment file → (including file, asset index, line of the `xi:include`) of each nested
+        `xi:include` that pulls it in; the index is -1 when the includer is itself a fragment (its owners
+        own this one)."""
+        self.diagnostics: list[Diagnostic] = [] if diagnostics is None else diagnostics
+        self.source_candidates: list[str] = [] if source_candidates is None else source_candidates
+        self.inactive_files: dict[str, FileRecords] = {} if inactive_files is None else inactive_files
+        """Records of the project's XML files that no stream reaches (a local overlay being edited,
+        leftovers)."""
+        self.inactive: dict[str, list[AssetDef]] = {} if inactive is None else inactive
+        """Id (case-folded) → definitions in those files, `origin: inactive`. Kept apart from
+        `assets`/`by_id`: they are found by `find_asset` with a warning but never count as live definitions
+        or references."""
+        self.deferred_art: list[str] = [] if deferred_art is None else deferred_art
+        self.stats: dict[str, Any] = {} if stats is None else stats
+        self.degraded: list[str] = [] if degraded is None else degraded
+        """Why this index is not to be trusted as complete (files kept at their last good version, a build
+        that lost over half the assets); the status then says `degraded` instead of `ready`."""
+        self.scope = scope
+        """The `paths.Scope` the index was built in: queries refuse paths outside it (issue 8)."""
+        self._chains: dict[str, frozenset[str]] = {} if _chains is None else _chains
+        self._frag_owners: dict[str, list[Owner]] = {} if _frag_owners is None else _frag_owners
+        self._frags_of = _frags_of
+        self._unresolved = _unresolved
+        self._model = _model
 
     def unresolved(self) -> list[Diagnostic]:
         """`unresolved-reference` diagnostics, computed on first use (60 k sites cost ~80 ms) and kept.

@@ -12,9 +12,13 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+
+from deskbridge.kinds.sage._record import Record
+
+TYPE_CHECKING = False  # `typing` is not loaded by a warm start
+if TYPE_CHECKING:
+    from typing import Any
 
 ALIASES = ("data", "art", "audio", "root")
 RACY_DIR_NS = 2_000_000_000
@@ -104,14 +108,22 @@ def split_source(source: str) -> list[str]:
     return [p.rstrip(". ") if p not in (".", "..") else p for p in parts]
 
 
-@dataclass
-class SearchPaths:
+class SearchPaths(Record):
     """Ordered search folders per alias; `*` means the including document's folder."""
 
-    data: list[str] = field(default_factory=list)
-    art: list[str] = field(default_factory=list)
-    audio: list[str] = field(default_factory=list)
-    root: list[str] = field(default_factory=list)
+    __slots__ = _fields = ("data", "art", "audio", "root")
+
+    def __init__(
+        self,
+        data: list[str] | None = None,
+        art: list[str] | None = None,
+        audio: list[str] | None = None,
+        root: list[str] | None = None,
+    ) -> None:
+        self.data: list[str] = [] if data is None else data
+        self.art: list[str] = [] if art is None else art
+        self.audio: list[str] = [] if audio is None else audio
+        self.root: list[str] = [] if root is None else root
 
     def for_alias(self, alias: str) -> list[str]:
         return getattr(self, alias)

@@ -12,7 +12,6 @@ import os
 import re
 from pathlib import Path
 
-from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.kinds.sage.paths import CaseFoldTree
 from deskbridge.kinds.sage.settings import SDK_ENV, read_sage_config
 
@@ -48,6 +47,8 @@ def find_project_root(start: Path) -> Path:
     """The nearest project root at or above `start` (or, failing that, below it within a few levels)."""
     start = start.expanduser().resolve()
     if not start.exists():
+        from deskbridge.core.errors import BridgeError, ErrorCode  # `typing`: not on the warm path
+
         raise BridgeError(
             ErrorCode.NOT_FOUND,
             f"The path {str(start)!r} does not exist.",
@@ -70,6 +71,8 @@ def find_project_root(start: Path) -> Path:
                         return child
                     nxt.append(child)
         level = nxt
+    from deskbridge.core.errors import BridgeError, ErrorCode  # `typing`: not on the warm path
+
     raise BridgeError(
         ErrorCode.NOT_FOUND,
         f"No SAGE mod project at or around {str(start)!r}: no Data/Mod.xml, "
@@ -107,6 +110,8 @@ def locate_sdk(explicit: Path | str | None = None) -> Path | None:
         if value:
             path = Path(value).expanduser().resolve()
             if not is_sdk(path):
+                from deskbridge.core.errors import BridgeError, ErrorCode  # `typing`: not on the warm path
+
                 raise BridgeError(
                     ErrorCode.INVALID_ARGUMENT,
                     f"{origin} points at {str(path)!r}, which is not a mod SDK "

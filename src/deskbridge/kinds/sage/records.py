@@ -15,11 +15,14 @@ import marshal
 import operator
 import re
 import sys
-from dataclasses import dataclass, field
-from typing import Any
 
 from deskbridge.kinds.sage._lxml import etree
+from deskbridge.kinds.sage._record import Record
 from deskbridge.kinds.sage.schema import SchemaModel
+
+TYPE_CHECKING = False  # `typing` is not loaded by a warm start
+if TYPE_CHECKING:
+    from typing import Any
 
 NS = "{uri:ea.com:eala:asset}"
 XAI_JOIN = "{uri:ea.com:eala:asset:instance}joinAction"
@@ -62,39 +65,71 @@ Ref = tuple[int, str, str, int, int, int, str, str, str, str]
 attribute) — kind is `attribute`, `content` or `inheritFrom`; columns are 1-based, end exclusive."""
 
 
-@dataclass(slots=True)
-class FileRecords:
+class FileRecords(Record):
     """What one file contributes to the index; small, and cached per file."""
 
-    root: str = ""
-    """Local name of the root element ('' when nothing parsed); fragments have a root other than
-    AssetDeclaration."""
-    assets: list[tuple[str, str, int]] = field(default_factory=list)
-    """(type, id, line) of every top-level asset."""
-    defines: list[tuple[str, str, int, bool]] = field(default_factory=list)
-    """(name, value, line, override)."""
-    includes: list[tuple[str, str, int]] = field(default_factory=list)
-    """(kind as written, lower-cased; source; line) of `<Includes><Include/>`."""
-    xincludes: list[tuple[str, str, int, bool]] = field(default_factory=list)
-    """(href, xpointer, line, nested) of every `xi:include`; nested = inside an asset, not at the root."""
-    ref_data: Any = field(default_factory=list)
-    """The reference rows (`refs`) — for records read from the cache, their marshalled bytes until first use:
-    a warm start walks includes and assets only, and most of the cache is references."""
-    joins: list[tuple[str, str, int]] = field(default_factory=list)
-    """(element, joinAction value, line) of every `xai:joinAction`."""
-    diagnostics: list[tuple[str, str, int, str]] = field(default_factory=list)
-    """(code, severity, line, message)."""
-    shallow: bool = False
-    """True for art files, where only top-level records were read."""
-    spliceable: list[tuple[str, str, int]] = field(default_factory=list)
-    """Fragments only: (type, id, line) of the root element (first, when it has an id) and of each child
-    with an id — what a root-level `xi:include` splices in as top-level assets."""
-    root_has_id: bool = False
-    last_good: bool = False
-    """True when the file no longer parses and these are the records of its last version that did (issue 12:
-    a broken save must not empty the index); its `parse-error` diagnostics describe the current text."""
-    ref_total: int = 0
-    """How many reference rows `ref_data` holds while it is still marshalled."""
+    __slots__ = _fields = (
+        "root",
+        "assets",
+        "defines",
+        "includes",
+        "xincludes",
+        "ref_data",
+        "joins",
+        "diagnostics",
+        "shallow",
+        "spliceable",
+        "root_has_id",
+        "last_good",
+        "ref_total",
+    )
+
+    def __init__(
+        self,
+        root: str = "",
+        assets: list[tuple[str, str, int]] | None = None,
+        defines: list[tuple[str, str, int, bool]] | None = None,
+        includes: list[tuple[str, str, int]] | None = None,
+        xincludes: list[tuple[str, str, int, bool]] | None = None,
+        ref_data: Any = None,
+        joins: list[tuple[str, str, int]] | None = None,
+        diagnostics: list[tuple[str, str, int, str]] | None = None,
+        shallow: bool = False,
+        spliceable: list[tuple[str, str, int]] | None = None,
+        root_has_id: bool = False,
+        last_good: bool = False,
+        ref_total: int = 0,
+    ) -> None:
+        self.root = root
+        """Local name of the root element ('' when nothing parsed); fragments have a root other than
+        AssetDeclaration."""
+        self.assets = [] if assets is None else assets
+        """(type, id, line) of every top-level asset."""
+        self.defines = [] if defines is None else defines
+        """(name, value, line, override)."""
+        self.includes = [] if includes is None else includes
+        """(kind as written, lower-cased; source; line) of `<Includes><Include/>`."""
+        self.xincludes = [] if xincludes is None else xincludes
+        """(href, xpointer, line, nested) of every `xi:include`; nested = inside an asset, not at the root."""
+        self.ref_data: Any = [] if ref_data is None else ref_data
+        """The reference rows (`refs`) — for records read from the cache, their marshalled bytes until first
+        use: a warm start walks includes and assets only, and most of the cache is references."""
+        self.joins = [] if joins is None else joins
+        """(element, joinAction value, line) of every `xai:joinAction`."""
+        self.diagnostics = [] if diagnostics is None else diagnostics
+        """(code, severity, line, message)."""
+        self.shallow = shallow
+        """True for art files, where only top-level records were read."""
+        self.spliceable = [] if spliceable is None else spliceable
+        """Fragments only: (type, id, line) of the root element (first, when it has an id) and of each child
+        with an id — what a root-level `xi:include` splices in as top-level assets."""
+        self.root_has_id = root_has_id
+        self.last_good = last_good
+        """True when the file no longer parses and these are the records of its last version that did
+        (issue 12: a broken save must not empty the index); its `parse-error` diagnostics describe the
+        current text."""
+        self.ref_total = ref_total
+        """How many reference rows `ref_data` holds while it is still marshalled."""
 
     @property
     def refs(self) -> list[Ref]:
@@ -311,17 +346,19 @@ def extract_records(data: bytes, model: SchemaModel | None) -> FileRecords:
     return finish_records(begin_records(data), model)
 
 
-@dataclass(slots=True)
 class PendingRecords:
     """A parsed document whose includes are known but whose references are not extracted yet: the part of
     `extract_records` that needs no XSD model, so a cold build can follow includes while the model compiles
     (`parallel.prefetch`)."""
 
-    rec: FileRecords
-    root: Any = None
-    locator: _Locator | None = None
-    assets: list[tuple[Any, str, int]] = field(default_factory=list)
-    """(element, name, index in `rec.assets`) of every top-level asset, in document order."""
+    __slots__ = ("assets", "locator", "rec", "root")
+
+    def __init__(self, rec: FileRecords, root: Any = None, locator: _Locator | None = None) -> None:
+        self.rec = rec
+        self.root = root
+        self.locator = locator
+        self.assets: list[tuple[Any, str, int]] = []
+        """(element, name, index in `rec.assets`) of every top-level asset, in document order."""
 
 
 def begin_records(data: bytes) -> PendingRecords:

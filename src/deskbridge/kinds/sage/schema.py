@@ -12,14 +12,17 @@ content hashes.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from deskbridge.kinds.sage._atomic import atomic_write
 from deskbridge.kinds.sage._lxml import etree
+from deskbridge.kinds.sage._record import Record
 from deskbridge.kinds.sage._sha1 import sha1
 from deskbridge.kinds.sage.paths import CaseFoldTree
+
+TYPE_CHECKING = False  # `typing` is not loaded by a warm start
+if TYPE_CHECKING:
+    from typing import Any
 
 XS = "{http://www.w3.org/2001/XMLSchema}"
 XAS_REFTYPE = "{uri:ea.com:eala:asset:schema}refType"
@@ -30,26 +33,47 @@ RefSpec = tuple[str, bool]
 """(target asset type, value is a whitespace-separated list)."""
 
 
-@dataclass
-class SchemaModel:
+class SchemaModel(Record):
     """The compiled XSD knowledge the record extractor and the queries need."""
 
-    asset_types: dict[str, str] = field(default_factory=dict)
-    """Top-level asset element name → its type key (from `AssetDeclaration`'s choice)."""
-    children: dict[str, dict[str, str]] = field(default_factory=dict)
-    """Type key → {child element name → child type key}, base types included; a child whose subtree
-    cannot hold any reference maps to '' so the extractor skips it with one lookup."""
-    attr_refs: dict[str, dict[str, RefSpec]] = field(default_factory=dict)
-    """Type key → {attribute name → reference spec}, base types included."""
-    content_refs: dict[str, RefSpec] = field(default_factory=dict)
-    """Type key → reference spec of the element's text content."""
-    bases: dict[str, str] = field(default_factory=dict)
-    """Complex type → its base complex type."""
-    fallback: dict[str, str] = field(default_factory=dict)
-    """Element name → type key when the name means one type everywhere (types fragment files' roots)."""
-    with_refs: set[str] = field(default_factory=set)
-    """Type keys whose subtree can hold a reference; the extractor skips every other subtree."""
-    digest: str = ""
+    _fields = (
+        "asset_types",
+        "children",
+        "attr_refs",
+        "content_refs",
+        "bases",
+        "fallback",
+        "with_refs",
+        "digest",
+    )
+
+    def __init__(
+        self,
+        asset_types: dict[str, str] | None = None,
+        children: dict[str, dict[str, str]] | None = None,
+        attr_refs: dict[str, dict[str, RefSpec]] | None = None,
+        content_refs: dict[str, RefSpec] | None = None,
+        bases: dict[str, str] | None = None,
+        fallback: dict[str, str] | None = None,
+        with_refs: set[str] | None = None,
+        digest: str = "",
+    ) -> None:
+        self.asset_types: dict[str, str] = {} if asset_types is None else asset_types
+        """Top-level asset element name → its type key (from `AssetDeclaration`'s choice)."""
+        self.children: dict[str, dict[str, str]] = {} if children is None else children
+        """Type key → {child element name → child type key}, base types included; a child whose subtree
+        cannot hold any reference maps to '' so the extractor skips it with one lookup."""
+        self.attr_refs: dict[str, dict[str, RefSpec]] = {} if attr_refs is None else attr_refs
+        """Type key → {attribute name → reference spec}, base types included."""
+        self.content_refs: dict[str, RefSpec] = {} if content_refs is None else content_refs
+        """Type key → reference spec of the element's text content."""
+        self.bases: dict[str, str] = {} if bases is None else bases
+        """Complex type → its base complex type."""
+        self.fallback: dict[str, str] = {} if fallback is None else fallback
+        """Element name → type key when the name means one type everywhere (types fragment files' roots)."""
+        self.with_refs: set[str] = set() if with_refs is None else with_refs
+        """Type keys whose subtree can hold a reference; the extractor skips every other subtree."""
+        self.digest = digest
 
     def chain(self, asset_type: str) -> list[str]:
         """`asset_type`, its type key and every base type, nearest first."""

@@ -6,9 +6,8 @@ the one-shot CLI and a warm start must not pay ~100 ms of imports for two keys.
 
 from __future__ import annotations
 
-import json
 import os
-from dataclasses import dataclass, field
+from collections import namedtuple
 from pathlib import Path
 
 HOME_ENV = "DESKBRIDGE_HOME"
@@ -18,16 +17,16 @@ SDK_ENV = "DESKBRIDGE_SAGE_SDK"
 """Environment variable naming the RA3 / C&C3 mod SDK folder."""
 
 
-@dataclass(frozen=True)
-class DeskbridgeDirs:
-    """The three per-user directories deskbridge writes to."""
+class DeskbridgeDirs(namedtuple("DeskbridgeDirs", "cache data config")):
+    """The three per-user directories deskbridge writes to: `cache` (disposable data: per-file records,
+    compiled schema model), `data` (data worth keeping: public snapshots) and `config` (the user's
+    `config.json`). Immutable, as the frozen dataclass it replaced, without importing `dataclasses` on the
+    warm path (see `_record`)."""
 
+    __slots__ = ()
     cache: Path
-    """Disposable data (per-file records, compiled schema model)."""
     data: Path
-    """Data worth keeping (public snapshots)."""
     config: Path
-    """The user's `config.json`."""
 
 
 def deskbridge_dirs() -> DeskbridgeDirs:
@@ -45,22 +44,28 @@ def deskbridge_dirs() -> DeskbridgeDirs:
     )
 
 
-@dataclass(frozen=True)
-class SageConfig:
-    """The `"sage"` object of `config.json`: `{"sdk": "...", "searchPaths": ["..."]}`."""
+class SageConfig(namedtuple("SageConfig", "sdk search_paths", defaults=(None, ()))):
+    """The `"sage"` object of `config.json`: `{"sdk": "...", "searchPaths": ["..."]}` — `sdk`, the mod SDK
+    folder (holds `Schemas/` and `SageXml/`), and `search_paths`, extra DATA: search folders tried after
+    the SDK's own."""
 
-    sdk: Path | None = None
-    """The mod SDK folder (holds `Schemas/` and `SageXml/`)."""
-    search_paths: tuple[Path, ...] = field(default=())
-    """Extra DATA: search folders, tried after the SDK's own."""
+    __slots__ = ()
+    sdk: Path | None
+    search_paths: tuple[Path, ...]
 
 
 def read_sage_config() -> SageConfig:
     """Read the `sage` key of the user config; a missing or unreadable file means no configuration."""
     path = deskbridge_dirs().config / "config.json"
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except (OSError, ValueError):
+        return SageConfig()
+    import json  # only when there is a config file: most warm starts have none
+
+    try:
+        raw = json.loads(text)
+    except ValueError:
         return SageConfig()
     sage = raw.get("sage") if isinstance(raw, dict) else None
     if not isinstance(sage, dict):

@@ -8,12 +8,9 @@ The shape follows the seed's §4.1 (arrays, not maps); paths of project files ar
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
-from json.encoder import encode_basestring  # type: ignore[attr-defined]
 from pathlib import Path
-from typing import Any
 
 from deskbridge.kinds.sage._atomic import atomic_write
 from deskbridge.kinds.sage._sha1 import sha1
@@ -30,6 +27,10 @@ from deskbridge.kinds.sage.records import (
     R_VALUE,
 )
 from deskbridge.kinds.sage.settings import deskbridge_dirs
+
+TYPE_CHECKING = False  # `typing` and `json` are not loaded by a warm start (it writes no snapshot)
+if TYPE_CHECKING:
+    from typing import Any
 
 SCHEMA_VERSION = 1
 
@@ -144,6 +145,9 @@ _REF_ROW = (
 def snapshot_text(index: SageIndex, stale: bool = False) -> str:
     """`snapshot_json` serialised, with the 60 k reference rows formatted directly: the same JSON as
     `json.dumps(snapshot_json(...))` at about half the cost, which keeps SNAP well under a second."""
+    import json
+    from json.encoder import encode_basestring  # type: ignore[attr-defined]
+
     memo: dict[str, str] = {}
 
     def enc(value: str | None) -> str:
@@ -195,6 +199,7 @@ def snapshot_text(index: SageIndex, stale: bool = False) -> str:
 def write_snapshot(index: SageIndex, stale: bool = False, data_dir: Path | None = None) -> Path:
     """Write `current.json.gz` atomically, keeping the one it replaces as `previous.json.gz`."""
     import gzip  # not at the top: a warm start imports this module for `project_key` only
+    import json
 
     folder = snapshot_dir(index.project, data_dir)
     folder.mkdir(parents=True, exist_ok=True)
@@ -230,6 +235,7 @@ def write_snapshot(index: SageIndex, stale: bool = False, data_dir: Path | None 
 
 def read_snapshot(project: Path, data_dir: Path | None = None, which: str = "current") -> dict[str, Any]:
     import gzip
+    import json
 
     path = snapshot_dir(project, data_dir) / f"{which}.json.gz"
     return json.loads(gzip.decompress(path.read_bytes()))
@@ -237,6 +243,8 @@ def read_snapshot(project: Path, data_dir: Path | None = None, which: str = "cur
 
 def list_snapshots(data_dir: Path | None = None) -> list[dict[str, Any]]:
     """`meta.json` of every project with a snapshot, newest first."""
+    import json
+
     base = (data_dir or deskbridge_dirs().data) / "sage" / "snapshots"
     out = []
     if base.is_dir():

@@ -15,14 +15,16 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
 
-from deskbridge.core.errors import BridgeError
 from deskbridge.kinds.sage._atomic import atomic_write
 from deskbridge.kinds.sage._sha1 import sha1
 from deskbridge.kinds.sage.paths import Scope
 from deskbridge.kinds.sage.records import FILE_MAX_BYTES, FileRecords, extract_records, shallow_scan
 from deskbridge.kinds.sage.schema import SchemaModel
+
+TYPE_CHECKING = False  # `typing` is not loaded by a warm start
+if TYPE_CHECKING:
+    from typing import Any
 
 CACHE_VERSION = 5
 CACHE_MAGIC = b"deskbridge-sage-records\n"
@@ -76,6 +78,11 @@ class RecordStore:
         if self._digest is None:
             self._digest = self._digest_fn()
         return self._digest
+
+    def adopt_digest(self, digest: str) -> None:
+        """Take `model_digest` from a model compiled elsewhere (`parallel.prefetch`), if not known yet."""
+        if self._digest is None:
+            self._digest = digest
 
     # --- disk -------------------------------------------------------------------------------------
     def load(self) -> int:
@@ -217,7 +224,9 @@ class RecordStore:
 
     def _read(self, path: str) -> bytes | None:
         """The file's bytes through the one bounded read that refuses FIFOs and devices."""
-        from deskbridge.core.files import read_regular_file  # not imported by a warm start that reads nothing
+        # Not imported by a warm start that reads nothing (`core.errors` loads `typing`, ~5 ms).
+        from deskbridge.core.errors import BridgeError
+        from deskbridge.core.files import read_regular_file
 
         try:
             return read_regular_file(path, max_bytes=FILE_MAX_BYTES, shown_as=self._shown(path))
