@@ -99,6 +99,9 @@ class Store(Protocol):
 #       save side by side and commits go on meanwhile; `serialize_key` writes the `snapshot` taken after
 #       the draft barrier, never the value at write time. `key_path` None: the key has no file yet
 #       (`SAVE_AS_REQUIRED`; `save_key_as` gives it one).
+#   barrier_scope(workspace, keys) -> dict
+#       extra fields for the `prepare` event of a per-key save or save-as (markdown: the `docId` its
+#       editors compare with the document they show), beside `keys`.
 #   snapshot_key(workspace, key) -> Any
 #       the hook that runs right after the draft barrier passed (every editor answered), for each key a
 #       per-key save writes: the value to write (markdown: the collab text and its version). It runs
@@ -385,6 +388,40 @@ class Lifecycle:
             eng.bus.publish("workspace", {"event": "opened", **info})
             return info
 
+    def open_first(self, path: Path | str, *, caller: str = "ui") -> dict[str, Any]:
+        """Open `path` synchronously into an engine that has nothing open (a kind opening its folder when it
+        is created, before any editor or caller exists): no workspace to settle, so no barrier and no dirty
+        policy — otherwise the same admission, load and identity checks as `open`. Refused when one is open."""
+        target = Path(path)
+        if not target.is_absolute():
+            raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"{str(target)!r} is not an absolute path")
+        eng = self.engine
+        with eng.lock:
+            if eng.workspace is not None:
+                raise stale_open(eng)
+            eng.admit_lifecycle("open", refuse_export_plan=True)
+            eng.lifecycle_op = "open"
+        try:
+            source, identity = self._load(target)
+            with eng.lock:
+                ws = Workspace(source=source, source_path=target, source_identity=identity)
+                eng.workspace = ws
+                eng.epoch += 1
+                info = {
+                    "workspaceId": ws.id,
+                    "workspaceEpoch": eng.epoch,
+                    "revision": ws.revision,
+                    "sourcePath": str(target),
+                    "sourceDirty": False,
+                    "caller": caller,
+                    "previousWorkspaceId": None,
+                }
+        finally:
+            with eng.lock:
+                eng.lifecycle_op = None
+        eng.bus.publish("workspace", {"event": "opened", **info})
+        return info
+
     def _load(
         self, target: Path | None, options: dict[str, Any] | None = None, progress: Progress | None = None
     ) -> tuple[Source, FileIdentity | None]:
@@ -522,6 +559,11 @@ class Lifecycle:
                     raise BridgeError(ErrorCode.NOT_FOUND, f"{ws.name(key)!r} is not in the workspace")
         return wanted
 
+    def _key_scope(self, ws: Workspace, keys: Sequence[str]) -> dict[str, Any]:
+        hook = getattr(self.store, "barrier_scope", None)
+        extra = hook(ws, keys) if hook is not None else {}
+        return {**extra, "keys": [ws.name(k) for k in keys]}
+
     def _snapshot_keys(self, ws: Workspace, keys: Sequence[str]) -> tuple[int, dict[str, Any]]:
         """`(revision, key → value to write)`, taken after the draft barrier (see `Store.snapshot_key`)."""
         hook = getattr(self.store, "snapshot_key", None)
@@ -625,7 +667,7 @@ class Lifecycle:
                     data={"key": ws.name(key)},
                 )
             paths[key] = Path(path)
-        await self.barrier.check(op_id, ws, "save", scope={"keys": [ws.name(k) for k in wanted]})
+        await self.barrier.check(op_id, ws, "save", scope=self._key_scope(ws, wanted))
         revision, snapshot = self._snapshot_keys(ws, wanted)
         eng = self.engine
 
@@ -724,7 +766,7 @@ class Lifecycle:
             raise BridgeError(ErrorCode.SAME_AS_SOURCE, f"'{dest}' is the key's own file")
         async with self._exclusive_keys([key]) as op_id:
             self._open_workspace(workspace_id, expected_revision)
-            await self.barrier.check(op_id, ws, "save_as", scope={"keys": [ws.name(key)]})
+            await self.barrier.check(op_id, ws, "save_as", scope=self._key_scope(ws, [key]))
             if before_write is not None:
                 await before_write(dest, observed_identity)
             revision, snapshot = self._snapshot_keys(ws, [key])
@@ -855,6 +897,11 @@ class Lifecycle:
         scope = self.engine.scope
         if scope is not None:
             dest = scope.resolve(str(target))
+        elif getattr(target, "confined_root", None) is not None:
+            # Resolved by `core.paths.resolve_path` already, carrying its root: `core.files` re-checks the
+            # folder chain against that root at write time (a folder swapped for a symlink meanwhile is
+            # refused), which a realpath taken here could not (tests/core/test_files_toctou.py).
+            dest = target  # type: ignore[assignment]
         else:
             raw = Path(target)
             if not raw.is_absolute():
@@ -877,6 +924,14 @@ class Lifecycle:
                 ErrorCode.INVALID_ARGUMENT, f"'{dest}' is a folder", "Give a file path to write the copy to."
             )
         return dest
+
+
+def stale_open(engine: Engine) -> BridgeError:
+    return BridgeError(
+        ErrorCode.STALE_WORKSPACE,
+        "a workspace is open already; open the new one with its workspaceId (Engine.open)",
+        data=engine.identity_data(),
+    )
 
 
 def same_content_identity(path: Path, known: FileIdentity | None) -> FileIdentity | None:
