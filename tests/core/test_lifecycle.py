@@ -765,3 +765,29 @@ async def test_save_key_as_gives_the_key_a_new_file_refusing_to_overwrite_silent
     eng.commit("mcp:1", wid, {"a": "A3"})
     await eng.save(workspace_id=wid, keys=["a"])  # later saves go to the new file
     assert (folder / "new.txt").read_text("utf-8") == "A3" and (folder / "a.txt").read_text("utf-8") == "A"
+
+
+async def test_close_key_asks_the_editors_then_follows_its_dirty_policy(folder):
+    from memkind import FolderStore
+
+    store = FolderStore()
+    closed: list[str] = []
+    store.close_key = lambda ws, key: closed.append(key)
+    eng = Engine(store, backup_on_save=False)
+    wid = (await eng.open(folder))["workspaceId"]
+    eng.commit("mcp:1", wid, {"a": "A2", "b": "B2"})
+    err = await raises(ErrorCode.UNSAVED_CHANGES, eng.close_key("a", workspace_id=wid))
+    assert err.data["key"] == "a" and closed == []
+    out = await eng.close_key("a", workspace_id=wid, dirty_policy="save")
+    assert out["closed"] and not out["discarded"] and closed == ["a"]
+    assert (folder / "a.txt").read_text("utf-8") == "A2"
+    eng.drafts.register("tab-1")
+    async with eng.bus.subscribe("ui") as sub:
+        closing = asyncio.create_task(eng.close_key("b", workspace_id=wid, dirty_policy="discard"))
+        prepare = await sub.get(5)
+        assert prepare.data["operation"] == "close" and prepare.data["keys"] == ["b"]
+        eng.drafts.ack(prepare.data["operationId"], "tab-1", False)
+        out = await closing
+    assert out["discarded"] and closed == ["a", "b"] and (folder / "b.txt").read_text("utf-8") == "B"
+    assert eng.workspace.dirty_keys() == [] and not eng.workspace.dirty
+    await raises(ErrorCode.NOT_FOUND, eng.close_key("zzz", workspace_id=wid))

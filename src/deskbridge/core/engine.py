@@ -517,6 +517,23 @@ class Engine:
             progress=progress,
         )
 
+    async def close_key(
+        self,
+        key: str,
+        *,
+        workspace_id: str,
+        expected_revision: int | None = None,
+        dirty_policy: DirtyPolicy | str = DirtyPolicy.REJECT,
+        caller: str = "ui",
+    ) -> dict[str, Any]:
+        return await self.lifecycle.close_key(
+            key,
+            workspace_id=workspace_id,
+            expected_revision=expected_revision,
+            dirty_policy=dirty_policy,
+            caller=caller,
+        )
+
     async def save_key_as(
         self,
         key: str,

@@ -653,7 +653,63 @@ class Lifecycle:
             "warnings": warnings,
         }
 
-    async def _save_keys(self, op_id: str, ws: Workspace, wanted: Sequence[str]) -> dict[str, Any]:
+    async def close_key(
+        self,
+        key: str,
+        *,
+        workspace_id: str,
+        expected_revision: int | None = None,
+        dirty_policy: DirtyPolicy | str = DirtyPolicy.REJECT,
+        caller: str = "ui",
+    ) -> dict[str, Any]:
+        """Close one key of a folder workspace (markdown: one open document), the others staying open.
+
+        Admitted per key like a per-key save; the editors are asked first (draft barrier); then the dirty
+        policy of the key: `reject` → `UNSAVED_CHANGES`, `save` → saved first, `discard` → dropped. The
+        store's `close_key(workspace, key)` removes it from the source (under `Engine.lock`) and the
+        workspace forgets its bookkeeping (`Workspace.forget_key`).
+        """
+        policy = DirtyPolicy.parse(dirty_policy)
+        ws = self._open_workspace(workspace_id, expected_revision)
+        with self.engine.lock:
+            if not ws.exists(key):
+                raise BridgeError(ErrorCode.NOT_FOUND, f"{ws.name(key)!r} is not in the workspace")
+            k = ws.key_of(key)
+        async with self._exclusive_keys([k]) as op_id:
+            self._open_workspace(workspace_id, expected_revision)
+            await self.barrier.check(op_id, ws, "close", scope=self._key_scope(ws, [k]))
+            dirty = ws.key_dirty(k)
+            if dirty and policy is DirtyPolicy.REJECT:
+                raise BridgeError(
+                    ErrorCode.UNSAVED_CHANGES,
+                    f"{ws.name(k)!r} has unsaved changes",
+                    "Save it first, or close with dirtyPolicy 'save' or 'discard'.",
+                    data={**self.engine.identity_data(), "key": ws.name(k)},
+                )
+            if dirty and policy is DirtyPolicy.SAVE:
+                self._saveable_keys(ws, [k])
+                await self._save_keys(op_id, ws, [k], asked=True)
+            name = ws.name(k)
+            with self.engine.lock:
+                hook = getattr(self.store, "close_key", None)
+                if hook is not None:
+                    hook(ws, k)
+                ws.forget_key(k)
+            info = {
+                "operationId": op_id,
+                "key": name,
+                "closed": True,
+                "discarded": dirty and policy is DirtyPolicy.DISCARD,
+                "revision": ws.revision,
+                "sourceDirty": ws.dirty,
+                "caller": caller,
+            }
+            self.engine.bus.publish("workspace", {"event": "key-closed", **info})
+            return info
+
+    async def _save_keys(
+        self, op_id: str, ws: Workspace, wanted: Sequence[str], *, asked: bool = False
+    ) -> dict[str, Any]:
         key_path = self.store.key_path  # type: ignore[attr-defined]
         serialize_key = self.store.serialize_key  # type: ignore[attr-defined]
         paths = {}
@@ -667,7 +723,8 @@ class Lifecycle:
                     data={"key": ws.name(key)},
                 )
             paths[key] = Path(path)
-        await self.barrier.check(op_id, ws, "save", scope=self._key_scope(ws, wanted))
+        if not asked:  # a close that saves first has asked the editors already
+            await self.barrier.check(op_id, ws, "save", scope=self._key_scope(ws, wanted))
         revision, snapshot = self._snapshot_keys(ws, wanted)
         eng = self.engine
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import secrets
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,7 +20,7 @@ from deskbridge.core import files
 from deskbridge.core.engine import Engine
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.files import FileIdentity
-from deskbridge.core.lifecycle import DraftBarrier
+from deskbridge.core.lifecycle import DirtyPolicy, DraftBarrier
 from deskbridge.core.paths import OUTSIDE_ROOTS
 from deskbridge.core.tools import CallContext
 from deskbridge.kinds.markdown import diskio
@@ -167,20 +166,6 @@ class Documents:
         text, version = doc.collab.snapshot()
         return {**self.describe(doc), "text": text, "version": version, "revision": doc.revision_at(version)}
 
-    async def settle_editors(self, doc: MarkdownDocument, operation: str) -> None:
-        """Before `operation` on `doc`: every open editor gets its typing in (core draft barrier) —
-        UI_NOT_READY when one does not answer in time, UI_DRAFT_PENDING when one still holds a draft.
-        Markdown editors are not frozen meanwhile: what is typed after the answer is simply not saved yet."""
-        op_id = "op-" + secrets.token_hex(6)
-        outcome = "failed"
-        try:
-            await self.drafts.check(
-                op_id, None, operation, scope={"docId": doc.doc_id, "docRevision": doc.revision}
-            )
-            outcome = "ok"
-        finally:
-            self.drafts.release(op_id, outcome)
-
     async def open(
         self, raw_path: str, *, encoding: str | None = None, ctx: CallContext = UI, tool: str = "open"
     ) -> dict[str, Any]:
@@ -307,20 +292,25 @@ class Documents:
         return {**self.describe(doc), "bytesWritten": out["identity"]["size"]}
 
     async def close(self, doc_id: str | None = None, *, discard: bool = False) -> dict[str, Any]:
-        """Close a document; UNSAVED_CHANGES when it is dirty and `discard` is not given."""
+        """Close a document (the core's per-key close: barrier, then dirty policy `reject` or `discard`);
+        UNSAVED_CHANGES when it is dirty and `discard` is not given."""
         doc = self.get(doc_id)
-        await self.settle_editors(doc, "close")
-        if doc.dirty and not discard:
+        key = self._key(doc)
+        try:
+            await self.engine.close_key(
+                key.key,
+                workspace_id=key.workspace.id,
+                dirty_policy=DirtyPolicy.DISCARD if discard else DirtyPolicy.REJECT,
+            )
+        except BridgeError as exc:
+            if exc.code is not ErrorCode.UNSAVED_CHANGES:
+                raise
             raise BridgeError(
                 ErrorCode.UNSAVED_CHANGES,
                 f"'{doc.name}' has unsaved changes",
                 hint="Save it first, or close with discard true.",
-            )
-        key = self._key(doc)
-        with self.engine.lock:
-            del self.docs[doc.doc_id]
-            key.workspace.forget_key(key.key)
-        doc.collab.on_update = None
+                data={"docId": doc.doc_id},
+            ) from exc
         for cache in (self._renderers, self._preview_cache, self._outline_cache):
             cache.pop(doc.doc_id, None)
         if self.current_id == doc.doc_id:

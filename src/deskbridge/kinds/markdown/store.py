@@ -77,6 +77,11 @@ class MarkdownStore:
         text, _version, encoding, newline, bom = snapshot
         out.write(encode_text(text, encoding, newline, bom))
 
+    def close_key(self, workspace: Workspace, key: str) -> None:
+        """The document is no longer open (called under `Engine.lock`)."""
+        doc = self.service.docs.pop(key)
+        doc.collab.on_update = None
+
     def rebind_key(self, workspace: Workspace, key: str, path: Path) -> None:
         """After a save-as: the document lives in the new file (later saves go there)."""
         self.service.docs[key].path = path
