@@ -166,3 +166,15 @@ async def test_closing_a_document_drops_its_key(folder):
     await svc.close(a, discard=True)
     ws = svc.engine.workspace
     assert list(ws.all_keys()) == [b] and a not in ws.key_identities and not ws.dirty
+
+
+async def test_a_revision_of_a_closed_document_never_names_a_version_of_its_reopening(folder):
+    svc, a, _b = _service(folder)
+    await _type(svc, a, "unsaved ")
+    old_revision = svc.get(a).revision
+    await svc.close(a, discard=True)
+    again = svc.open_path(folder / "a.md")
+    with pytest.raises(BridgeError) as err:
+        again.version_of(old_revision)
+    assert err.value.code is ErrorCode.STALE_WORKSPACE
+    assert not again.dirty and not svc.engine.workspace.dirty

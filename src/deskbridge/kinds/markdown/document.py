@@ -163,8 +163,13 @@ class MarkdownDocument:
         eng, ws = key.engine, key.workspace
         with self.collab.lock:
             with eng.lock:
+                # Opening is a change of the workspace (a new key with its content), clean as read: the
+                # revision advances, so no revision issued before — of a document closed with its edits
+                # discarded, say — ever names a version of this one.
+                opened_at = eng.note_changed("open", ws.id, [key.key])
+                ws.mark_keys_saved([key.key], opened_at)
                 ws.key_identities[key.key] = identity
-                self._versions, self._revisions = [self.collab.version], [ws.revision]
+                self._versions, self._revisions = [self.collab.version], [opened_at]
             self.key = key
             self.collab.on_update = self._noted
 
