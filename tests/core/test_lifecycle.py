@@ -791,3 +791,15 @@ async def test_close_key_asks_the_editors_then_follows_its_dirty_policy(folder):
     assert out["discarded"] and closed == ["a", "b"] and (folder / "b.txt").read_text("utf-8") == "B"
     assert eng.workspace.dirty_keys() == [] and not eng.workspace.dirty
     await raises(ErrorCode.NOT_FOUND, eng.close_key("zzz", workspace_id=wid))
+
+
+def test_open_first_opens_synchronously_into_an_empty_engine_only(folder):
+    from memkind import FolderStore
+
+    eng = Engine(FolderStore())
+    info = eng.lifecycle.open_first(folder)
+    assert info["workspaceEpoch"] == 1 and eng.workspace.id == info["workspaceId"]
+    assert sorted(eng.workspace.all_keys()) == ["a", "b"] and eng.lifecycle_op is None
+    with pytest.raises(BridgeError) as ei:
+        eng.lifecycle.open_first(folder)  # one is open: replacing it needs open() with its workspaceId
+    assert ei.value.code == ErrorCode.STALE_WORKSPACE and eng.workspace.id == info["workspaceId"]
