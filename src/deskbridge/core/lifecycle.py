@@ -518,6 +518,7 @@ class Lifecycle:
             wanted = self._saveable_keys(ws, keys)
             async with self._exclusive_keys(wanted) as op_id:
                 self._open_workspace(workspace_id, expected_revision)  # still the one we checked
+                self._saveable_keys(ws, wanted)  # and no key was closed before we were admitted
                 result = await self._save_keys(op_id, ws, wanted)
                 result.update(operationId=op_id, caller=caller)
                 self.engine.bus.publish("workspace", {"event": "saved", **_event_view(result)})
@@ -677,6 +678,9 @@ class Lifecycle:
             k = ws.key_of(key)
         async with self._exclusive_keys([k]) as op_id:
             self._open_workspace(workspace_id, expected_revision)
+            with self.engine.lock:
+                if not ws.exists(k):  # closed by someone else before we were admitted
+                    raise BridgeError(ErrorCode.NOT_FOUND, f"{ws.name(k)!r} is not in the workspace")
             await self.barrier.check(op_id, ws, "close", scope=self._key_scope(ws, [k]))
             dirty = ws.key_dirty(k)
             if dirty and policy is DirtyPolicy.REJECT:
@@ -823,6 +827,7 @@ class Lifecycle:
             raise BridgeError(ErrorCode.SAME_AS_SOURCE, f"'{dest}' is the key's own file")
         async with self._exclusive_keys([key]) as op_id:
             self._open_workspace(workspace_id, expected_revision)
+            self._saveable_keys(ws, [key])
             await self.barrier.check(op_id, ws, "save_as", scope=self._key_scope(ws, [key]))
             if before_write is not None:
                 await before_write(dest, observed_identity)

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.workspace import Workspace
 from deskbridge.kinds.markdown.document import MarkdownDocument, encode_text
 
@@ -58,16 +59,22 @@ class MarkdownStore:
         raise NotImplementedError("a markdown workspace is saved one document at a time (save(keys=[docId]))")
 
     def key_path(self, workspace: Workspace, key: str) -> Path | None:
-        return self.service.docs[key].path
+        return self._doc(key).path
+
+    def _doc(self, key: str) -> MarkdownDocument:
+        doc = self.service.docs.get(key)
+        if doc is None:  # closed meanwhile
+            raise BridgeError(ErrorCode.NOT_FOUND, f"document {key!r} is no longer open")
+        return doc
 
     def barrier_scope(self, workspace: Workspace, keys: Sequence[str]) -> dict[str, Any]:
         # The editor compares `docId` with the document it shows and flushes its typing only then.
-        doc = self.service.docs[keys[0]]
+        doc = self._doc(keys[0])
         return {"docId": doc.doc_id, "docRevision": doc.revision}
 
     def snapshot_key(self, workspace: Workspace, key: str) -> tuple[str, int, str, str, bool]:
         """After the barrier: the text to save (every editor has pushed its typing by now) and its version."""
-        doc = self.service.docs[key]
+        doc = self._doc(key)
         text, version = doc.collab.snapshot()
         return text, version, doc.encoding, doc.newline, doc.bom
 
@@ -84,4 +91,4 @@ class MarkdownStore:
 
     def rebind_key(self, workspace: Workspace, key: str, path: Path) -> None:
         """After a save-as: the document lives in the new file (later saves go there)."""
-        self.service.docs[key].path = path
+        self._doc(key).path = path
