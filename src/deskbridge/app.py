@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from deskbridge.core.audit import AUDIT_TARGET, Approval
 from deskbridge.core.errors import DEFAULT_HINTS, BridgeError, ErrorCode, internal
 from deskbridge.core.limits import RESPONSE_MAX_BYTES
-from deskbridge.core.policy import LAST_APPROVAL, ApprovalRequest, ask_for_tool
+from deskbridge.core.policy import LAST_APPROVAL, ApprovalRequest, ApprovalText, ask_for_tool
 from deskbridge.core.requests import RequestLog
 from deskbridge.core.tools import (
     CallContext,
@@ -276,15 +276,21 @@ class App:
         The browser and the CLI are the person themselves: only MCP callers are asked."""
         if spec.operation is not None and call.caller.startswith("mcp:"):
 
-            def request() -> ApprovalRequest:
+            def request() -> ApprovalRequest | None:
                 summary = spec.approval_summary(args) if spec.approval_summary is not None else spec.title
+                if summary is None:  # the call changes nothing: nothing to ask
+                    return None
+                text = summary if isinstance(summary, ApprovalText) else ApprovalText(summary)
                 where = self.workspace.path if self.workspace is not None else None
                 return ApprovalRequest(
                     caller=call.caller,
                     client=call.client_name,
                     tool=name,
-                    target=_target_of(args.model_dump(by_alias=True)) or (str(where) if where else ""),
-                    summary=summary,
+                    target=text.target
+                    or _target_of(args.model_dump(by_alias=True))
+                    or (str(where) if where else ""),
+                    summary=text.summary,
+                    diff=text.diff,
                 )
 
             asking = ask_for_tool(

@@ -73,6 +73,11 @@ class FolderSource:
 class FolderStore:
     """Saves key by key: each key is its own `<key>.txt` in the folder (the shape of a folder of documents)."""
 
+    def __init__(self) -> None:
+        self.written: list[str] = []
+        self.gate = None
+        self.paths: dict[str, Path] = {}
+
     def load(self, path: Path | None) -> FolderSource:
         assert path is not None and path.is_dir()
         return FolderSource(path)
@@ -82,7 +87,25 @@ class FolderStore:
 
     def key_path(self, workspace: Workspace, key: str) -> Path:
         assert workspace.source_path is not None
-        return workspace.source_path / f"{key}.txt"
+        return self.paths.get(key, workspace.source_path / f"{key}.txt")
 
-    def serialize_key(self, workspace: Workspace, key: str, out: BinaryIO) -> None:
-        out.write(workspace.read(key).encode("utf-8"))
+    def serialize_key(self, workspace: Workspace, key: str, out: BinaryIO, snapshot: str) -> None:
+        self.written.append(key)
+        if self.gate is not None:  # tests hold a write here to see what runs beside it
+            self.gate(key)
+        out.write(snapshot.encode("utf-8"))
+
+    def rebind_key(self, workspace: Workspace, key: str, path: Path) -> None:
+        self.paths[key] = path
+
+
+class SnapshotFolderStore(FolderStore):
+    """A folder store whose value to write is taken by the after-barrier hook (like markdown's collab text)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.snapshots: list[tuple[str, int]] = []
+
+    def snapshot_key(self, workspace: Workspace, key: str) -> str:
+        self.snapshots.append((key, workspace.revision))
+        return workspace.read(key)

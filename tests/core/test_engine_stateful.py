@@ -115,6 +115,8 @@ class EngineMachine(RuleBasedStateMachine):
         self.rev = self.saved_rev = 1
         self.revisions_seen = [1]
         self.view = dict(self.disk)
+        self.known = dict(self.disk)
+        """What the workspace last read from or wrote to the file."""
         self.external = False
 
     # -- rules ------------------------------------------------------------------------------------------------
@@ -274,7 +276,8 @@ class EngineMachine(RuleBasedStateMachine):
     def another_program_rewrites_the_file(self, value):
         self.disk = {"a": "external " + value}
         write_json(self.path, self.disk)
-        self.external = True
+        # identity checks are content-aware: the same bytes written again are no change (a touch)
+        self.external = self.disk != self.known
 
     @precondition(lambda self: self.open)
     @rule(caller=CALLERS)
@@ -287,6 +290,7 @@ class EngineMachine(RuleBasedStateMachine):
         out = self.expect(got, "ok")
         assert out["savedRevision"] == self.rev
         self.disk, self.saved_rev = dict(self.view), self.rev
+        self.known = dict(self.disk)
 
     @precondition(lambda self: self.open)
     @rule(caller=CALLERS, policy=POLICY)
@@ -301,6 +305,7 @@ class EngineMachine(RuleBasedStateMachine):
         self.expect(got, "ok")
         if self.dirty and policy == "save":
             self.disk = dict(self.view)
+            self.known = dict(self.disk)
         self.open, self.wid = False, None
         self.epoch += 1
         self.plan = None
@@ -327,6 +332,7 @@ class EngineMachine(RuleBasedStateMachine):
             return
         if self.open and self.dirty and policy == "save":
             self.disk = dict(self.view)
+            self.known = dict(self.disk)
         self.opened(self.expect(got, "ok"))
 
     # -- invariants -----------------------------------------------------------------------------------------

@@ -602,3 +602,204 @@ async def test_save_of_keys_is_refused_for_unknown_keys_and_whole_file_stores(fo
     await raises(ErrorCode.INVALID_ARGUMENT, eng.save(workspace_id=wid, keys=[]))
     whole, wid2 = await opened(src)
     await raises(ErrorCode.UNSUPPORTED_CHANGE, whole.save(workspace_id=wid2, keys=["a"]))
+
+
+# -- per-key admission, the after-barrier snapshot, content-aware identity, per-key save-as -----------------
+
+
+class _Held:
+    """Holds the write of one key in its worker thread until released (to see what runs beside it)."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self.started = threading.Event()
+        self.go = threading.Event()
+
+    def __call__(self, key: str) -> None:
+        if key == self.key:
+            self.started.set()
+            assert self.go.wait(10)
+
+    async def wait_started(self) -> None:
+        assert await asyncio.to_thread(self.started.wait, 10)
+
+
+async def test_keys_save_side_by_side_while_the_same_key_is_admitted_once(folder):
+    from memkind import FolderStore
+
+    store = FolderStore()
+    eng = Engine(store, backup_on_save=False)
+    wid = (await eng.open(folder))["workspaceId"]
+    eng.commit("mcp:1", wid, {"a": "A2", "b": "B2"})
+    store.gate = held = _Held("a")
+    saving_a = asyncio.create_task(eng.save(workspace_id=wid, keys=["a"]))
+    try:
+        await held.wait_started()
+        assert eng.status()["lifecycle"] == "save"
+        # document B saves while A is being written: per-key admission, not NOT_READY
+        out_b = await eng.save(workspace_id=wid, keys=["b"])
+        assert out_b["savedKeys"] == ["b"] and (folder / "b.txt").read_text("utf-8") == "B2"
+        # the same key is admitted once
+        err = await raises(ErrorCode.NOT_READY, eng.save(workspace_id=wid, keys=["a", "b"]))
+        assert err.data == {"operation": "save", "keys": ["a"]}
+        # whole-workspace lifecycle operations wait for no key save: refused at once
+        err = await raises(ErrorCode.NOT_READY, eng.close(workspace_id=wid, dirty_policy="discard"))
+        assert err.data["keys"] == ["a"]
+        # commits go on during the save; what changed after the snapshot stays dirty
+        eng.commit("mcp:1", wid, {"a": "A3"})
+    finally:
+        held.go.set()
+    out_a = await saving_a
+    assert (folder / "a.txt").read_text("utf-8") == "A2"
+    assert out_a["dirtyKeys"] == ["a"] and eng.workspace.key_dirty("a")
+    assert not eng.workspace.key_dirty("b")
+    assert eng.status()["lifecycle"] is None
+    await eng.save(workspace_id=wid, keys=["a"])
+    assert (folder / "a.txt").read_text("utf-8") == "A3" and not eng.workspace.dirty
+
+
+async def test_the_value_saved_is_the_snapshot_taken_after_every_editor_answered(folder):
+    from memkind import SnapshotFolderStore
+
+    store = SnapshotFolderStore()
+    eng = Engine(store, backup_on_save=False)
+    wid = (await eng.open(folder))["workspaceId"]
+    eng.drafts.register("tab-1")
+    async with eng.bus.subscribe("ui") as sub:
+        saving = asyncio.create_task(eng.save(workspace_id=wid, keys=["a"]))
+        prepare = await sub.get(5)
+        assert prepare.data["event"] == "prepare" and prepare.data["keys"] == ["a"]
+        assert store.snapshots == []  # nothing taken before the editors answered
+        # the editor flushes its typing before it answers: that typing is what gets saved
+        rev = eng.commit("tab-1", wid, {"a": "typed before the answer"})
+        eng.drafts.ack(prepare.data["operationId"], "tab-1", False)
+        out = await saving
+        release = await sub.get(5)
+    assert store.snapshots == [("a", rev)] and release.data["event"] == "release"
+    assert (folder / "a.txt").read_text("utf-8") == "typed before the answer"
+    assert out["savedRevision"] == rev and out["dirtyKeys"] == []
+
+
+async def test_a_touch_without_a_content_change_is_not_source_changed(folder, src):
+    from memkind import FolderStore
+
+    eng = Engine(FolderStore(), backup_on_save=False)
+    wid = (await eng.open(folder))["workspaceId"]
+    eng.commit("mcp:1", wid, {"a": "A2", "b": "B2"})
+    os.utime(folder / "a.txt", ns=(10**18, 10**18))  # touched: same bytes, new mtime
+    await eng.save(workspace_id=wid, keys=["a"])
+    assert (folder / "a.txt").read_text("utf-8") == "A2"
+    # the same bytes written again by another program (new inode) are no change either
+    other = folder / ".b.tmp"
+    other.write_text("B", "utf-8")
+    os.replace(other, folder / "b.txt")
+    await eng.save(workspace_id=wid, keys=["b"])
+    assert (folder / "b.txt").read_text("utf-8") == "B2"
+    # a content change of the same size still is
+    eng.commit("mcp:1", wid, {"a": "A3"})
+    (folder / "a.txt").write_text("Z2", "utf-8")
+    await raises(ErrorCode.SOURCE_CHANGED, eng.save(workspace_id=wid, keys=["a"]))
+    assert (folder / "a.txt").read_text("utf-8") == "Z2"
+    # and the whole-file save of a single-file kind is content-aware the same way
+    whole, wid2 = await opened(src)
+    whole.commit("mcp:1", wid2, {"a": "new"})
+    os.utime(src, ns=(10**18, 10**18))
+    out = await whole.save(workspace_id=wid2)
+    assert out["diskCommitted"] and read_json(src)["a"] == "new"
+
+
+async def test_one_identity_per_key_from_read_to_write(folder):
+    from memkind import FolderStore
+
+    eng = Engine(FolderStore(), backup_on_save=False)
+    wid = (await eng.open(folder))["workspaceId"]
+    ws = eng.workspace
+    assert ws.key_identity("a") == file_identity(folder / "a.txt")  # as read
+    assert ws.key_identity("c") is None  # no file yet
+    eng.commit("mcp:1", wid, {"a": "A2"})
+    out = await eng.save(workspace_id=wid, keys=["a"])
+    assert ws.key_identity("a") == file_identity(folder / "a.txt")  # as written
+    assert ws.key_identities["a"].to_dict() == out["identities"]["a"]
+
+
+async def test_a_source_with_its_own_authority_notes_changes_even_during_a_key_save(folder):
+    from memkind import FolderStore
+
+    store = FolderStore()
+    eng = Engine(store, backup_on_save=False)
+    wid = (await eng.open(folder))["workspaceId"]
+    ws = eng.workspace
+    before = ws.revision
+    assert eng.note_changed("tab", wid, ["a"]) == before + 1 and ws.dirty_keys() == ["a"]
+    store.gate = held = _Held("a")
+    saving = asyncio.create_task(eng.save(workspace_id=wid, keys=["a"]))
+    try:
+        await held.wait_started()
+        later = eng.note_changed("tab", wid, ["a"])  # the collab log took an update meanwhile
+    finally:
+        held.go.set()
+    out = await saving
+    assert out["savedRevision"] == later - 1 and ws.dirty_keys() == ["a"]
+    ws.forget_key("a")
+    assert ws.dirty_keys() == [] and not ws.dirty
+
+
+async def test_save_key_as_gives_the_key_a_new_file_refusing_to_overwrite_silently(folder):
+    from memkind import FolderStore
+
+    eng = Engine(FolderStore(), backup_on_save=False)
+    wid = (await eng.open(folder))["workspaceId"]
+    eng.commit("mcp:1", wid, {"a": "A2"})
+    err = await raises(ErrorCode.TARGET_EXISTS, eng.save_key_as("a", folder / "b.txt", workspace_id=wid))
+    assert (folder / "b.txt").read_text("utf-8") == "B"
+    await raises(ErrorCode.SAME_AS_SOURCE, eng.save_key_as("a", folder / "a.txt", workspace_id=wid))
+    seen = file_identity(folder / "b.txt")
+    (folder / "b.txt").write_text("BB", "utf-8")  # changed after it was observed
+    await raises(
+        ErrorCode.TARGET_CHANGED,
+        eng.save_key_as("a", folder / "b.txt", workspace_id=wid, overwrite=True, observed_identity=seen),
+    )
+    assert err.data  # the refusal carries what is there
+    out = await eng.save_key_as("a", folder / "new.txt", workspace_id=wid)
+    assert out["writtenPath"] == str(folder / "new.txt") and not eng.workspace.key_dirty("a")
+    eng.commit("mcp:1", wid, {"a": "A3"})
+    await eng.save(workspace_id=wid, keys=["a"])  # later saves go to the new file
+    assert (folder / "new.txt").read_text("utf-8") == "A3" and (folder / "a.txt").read_text("utf-8") == "A"
+
+
+async def test_close_key_asks_the_editors_then_follows_its_dirty_policy(folder):
+    from memkind import FolderStore
+
+    store = FolderStore()
+    closed: list[str] = []
+    store.close_key = lambda ws, key: closed.append(key)
+    eng = Engine(store, backup_on_save=False)
+    wid = (await eng.open(folder))["workspaceId"]
+    eng.commit("mcp:1", wid, {"a": "A2", "b": "B2"})
+    err = await raises(ErrorCode.UNSAVED_CHANGES, eng.close_key("a", workspace_id=wid))
+    assert err.data["key"] == "a" and closed == []
+    out = await eng.close_key("a", workspace_id=wid, dirty_policy="save")
+    assert out["closed"] and not out["discarded"] and closed == ["a"]
+    assert (folder / "a.txt").read_text("utf-8") == "A2"
+    eng.drafts.register("tab-1")
+    async with eng.bus.subscribe("ui") as sub:
+        closing = asyncio.create_task(eng.close_key("b", workspace_id=wid, dirty_policy="discard"))
+        prepare = await sub.get(5)
+        assert prepare.data["operation"] == "close" and prepare.data["keys"] == ["b"]
+        eng.drafts.ack(prepare.data["operationId"], "tab-1", False)
+        out = await closing
+    assert out["discarded"] and closed == ["a", "b"] and (folder / "b.txt").read_text("utf-8") == "B"
+    assert eng.workspace.dirty_keys() == [] and not eng.workspace.dirty
+    await raises(ErrorCode.NOT_FOUND, eng.close_key("zzz", workspace_id=wid))
+
+
+def test_open_first_opens_synchronously_into_an_empty_engine_only(folder):
+    from memkind import FolderStore
+
+    eng = Engine(FolderStore())
+    info = eng.lifecycle.open_first(folder)
+    assert info["workspaceEpoch"] == 1 and eng.workspace.id == info["workspaceId"]
+    assert sorted(eng.workspace.all_keys()) == ["a", "b"] and eng.lifecycle_op is None
+    with pytest.raises(BridgeError) as ei:
+        eng.lifecycle.open_first(folder)  # one is open: replacing it needs open() with its workspaceId
+    assert ei.value.code == ErrorCode.STALE_WORKSPACE and eng.workspace.id == info["workspaceId"]

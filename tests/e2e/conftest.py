@@ -3,8 +3,8 @@
 `browser` is one Chromium per test module (module scope, as every e2e file had before: a session-wide sync
 Playwright would keep its event loop alive under the asyncio tests that run between e2e modules).
 `new_page(**context_options)` opens a page in a fresh browser context, records uncaught page errors on
-`page.errors`, and closes the context after the test. A module that defines its own `browser` fixture (the
-markdown_* files still do) overrides this one.
+`page.errors`, and closes the context after the test. Every e2e module uses these (the markdown editor's
+files open their own contexts on this `browser`, with the viewport and downloads they need).
 
 Skipped with a message when Chromium or the Python package is missing.
 """

@@ -13,35 +13,10 @@ import pytest
 from deskbridge.kinds.markdown.demo import make_sample_notes
 from deskbridge.testing import ServerThread as Served
 
-CHROMIUM = Path("/usr/bin/chromium")
-
 pytestmark = pytest.mark.browser
 
-playwright_sync = pytest.importorskip(
-    "playwright.sync_api", reason="pip install playwright (the Python package)"
-)
-if not CHROMIUM.exists():
-    pytest.skip(
-        "Chromium is not installed at /usr/bin/chromium (apt-get install -y chromium)",
-        allow_module_level=True,
-    )
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with playwright_sync.sync_playwright() as p:
-        b = p.chromium.launch(
-            executable_path=str(CHROMIUM),
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--no-first-run",
-            ],
-        )
-        yield b
-        b.close()
+# Chromium and Playwright: the shared `browser` / `new_page` fixtures of tests/e2e/conftest.py (skipped
+# with a message when either is missing).
 
 
 def test_the_served_editor_follows_a_real_mcp_client(browser, tmp_path):

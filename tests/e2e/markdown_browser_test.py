@@ -18,20 +18,13 @@ from pathlib import Path
 
 import pytest
 
-CHROMIUM = Path("/usr/bin/chromium")
 HERE = Path(__file__).resolve()
 SHOTS = Path(os.environ.get("DESKBRIDGE_SCREENSHOTS", HERE.parents[2] / ".cache" / "screenshots"))
 
 pytestmark = pytest.mark.browser
 
-playwright_sync = pytest.importorskip(
-    "playwright.sync_api", reason="pip install playwright (the Python package)"
-)
-if not CHROMIUM.exists():
-    pytest.skip(
-        "Chromium is not installed at /usr/bin/chromium (apt-get install -y chromium)",
-        allow_module_level=True,
-    )
+# Chromium and Playwright: the shared `browser` / `new_page` fixtures of tests/e2e/conftest.py (skipped
+# with a message when either is missing).
 
 
 def _load_harness():
@@ -45,23 +38,6 @@ def _load_harness():
 
 
 harness = _load_harness()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with playwright_sync.sync_playwright() as p:
-        b = p.chromium.launch(
-            executable_path=str(CHROMIUM),
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--no-first-run",
-            ],
-        )
-        yield b
-        b.close()
 
 
 def _open(browser, bench, errors):

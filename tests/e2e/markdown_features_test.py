@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-# The Chromium fixture, the served editor and the harness (one set-up for the markdown browser tests).
-from markdown_browser_test import _open, browser, editor, harness  # noqa: F401
+# The served editor and the harness (one set-up for the markdown browser tests); `browser` is conftest.py's.
+from markdown_browser_test import _open, editor, harness  # noqa: F401
 
 pytestmark = pytest.mark.browser
 
@@ -63,7 +63,7 @@ def test_not_now_is_remembered_by_the_editor(home, editor, browser):  # noqa: F8
     again.context.close()
 
 
-def test_the_platform_page_shows_the_same_offer(home, browser, tmp_path):  # noqa: F811
+def test_the_platform_page_shows_the_same_offer(home, browser, tmp_path):
     from deskbridge.testing import ServerThread
 
     (tmp_path / "files").mkdir()

@@ -14,19 +14,12 @@ from pathlib import Path
 
 import pytest
 
-CHROMIUM = Path("/usr/bin/chromium")
 HERE = Path(__file__).resolve()
 
 pytestmark = pytest.mark.browser
 
-playwright_sync = pytest.importorskip(
-    "playwright.sync_api", reason="pip install playwright (the Python package)"
-)
-if not CHROMIUM.exists():
-    pytest.skip(
-        "Chromium is not installed at /usr/bin/chromium (apt-get install -y chromium)",
-        allow_module_level=True,
-    )
+# Chromium and Playwright: the shared `browser` / `new_page` fixtures of tests/e2e/conftest.py (skipped
+# with a message when either is missing).
 
 
 def _load(name: str, path: Path):
@@ -39,17 +32,6 @@ def _load(name: str, path: Path):
 
 harness = _load("markdown_ui_harness", HERE.parents[1] / "kinds" / "markdown" / "ui" / "harness.py")
 corpus = _load("injection_corpus", HERE.parents[1] / "kinds" / "markdown" / "injection_corpus.py")
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with playwright_sync.sync_playwright() as p:
-        b = p.chromium.launch(
-            executable_path=str(CHROMIUM),
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"],
-        )
-        yield b
-        b.close()
 
 
 @pytest.fixture

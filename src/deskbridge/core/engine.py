@@ -72,6 +72,9 @@ class Engine:
         self.workspace: Workspace | None = None
         self.epoch = 0
         self.lifecycle_op: str | None = None
+        self.saving_keys: set[str] = set()
+        """Keys a per-key save (`save(keys=…)`) is writing now: per-key saves of other keys run beside it;
+        whole-workspace lifecycle operations wait for none of them but are refused (`NOT_READY`)."""
         self.plans = PlanBook(clock=clock)
         self.requests = RequestLog()
         self.tasks = TaskManager(self.bus, lock=self.lock, admit=self._admit_task, clock=clock)
@@ -102,7 +105,7 @@ class Engine:
                 "sourcePath": None if ws is None or ws.source_path is None else str(ws.source_path),
                 "sourceDirty": False if ws is None else ws.dirty,
                 "savedRevision": None if ws is None else ws.saved_revision,
-                "lifecycle": self.lifecycle_op,
+                "lifecycle": self.lifecycle_op or ("save" if self.saving_keys else None),
                 "runningWriteTask": None if running is None else running.id,
                 "pendingPlan": None if write_plan is None else write_plan.id,
                 "pendingExportPlan": None if export_plan is None else export_plan.id,
@@ -182,6 +185,34 @@ class Engine:
     def admit_lifecycle(self, operation: str, *, refuse_export_plan: bool) -> None:
         """Called by `Lifecycle` under the lock before it sets `lifecycle_op`."""
         self._refuse_during_lifecycle()
+        if self.saving_keys:
+            raise BridgeError(
+                ErrorCode.NOT_READY,
+                f"{len(self.saving_keys)} key(s) are being saved",
+                "Retry when the save has finished (a second or two); the status tool shows it.",
+                data={"operation": "save", "keys": sorted(self.saving_keys)[:_KEYS_IN_EVENT]},
+            )
+        self._refuse_admission_blockers(refuse_export_plan=refuse_export_plan)
+
+    def admit_key_save(self, keys: Sequence[str]) -> None:
+        """Called by `Lifecycle` under the lock before a per-key save takes `keys` into `saving_keys`.
+
+        Admission is per key: a save of document B runs while document A is being saved, and commits go
+        on meanwhile (the save writes the snapshot it took after the draft barrier). The same key is
+        admitted once: a second save of a key being saved gets `NOT_READY`.
+        """
+        self._refuse_during_lifecycle()
+        busy = sorted(k for k in keys if k in self.saving_keys)
+        if busy:
+            raise BridgeError(
+                ErrorCode.NOT_READY,
+                f"{busy[0]!r} is being saved already",
+                "Retry when that save has finished (a second or two).",
+                data={"operation": "save", "keys": busy[:_KEYS_IN_EVENT]},
+            )
+        self._refuse_admission_blockers(refuse_export_plan=False)
+
+    def _refuse_admission_blockers(self, *, refuse_export_plan: bool) -> None:
         self._refuse_other_write_task(None)
         plan = self.plans.pending(PlanKind.SCRIPT)
         if plan is not None:
@@ -224,6 +255,23 @@ class Engine:
             ws = self.current(workspace_id, expected_revision)
             revision = ws.commit(changes)
         self._publish_commit(ws, revision, caller, list(changes), source)
+        return revision
+
+    def note_changed(
+        self, caller: str, workspace_id: str, keys: Sequence[str], *, announce: bool = False
+    ) -> int:
+        """A source with its own authority changed `keys` (markdown: the collab log accepted an update).
+
+        Advances the revision by one and marks the keys dirty (`Workspace.note_changed`) — never refused:
+        the change has happened already, so refusing it during a save would only lose track of it (a
+        per-key save wrote its snapshot, and a key changed after it stays dirty). `announce` publishes the
+        `committed` event (a kind that announces its own fine-grained updates leaves it off).
+        """
+        with self.lock:
+            ws = self.current(workspace_id)
+            revision = ws.note_changed(keys)
+        if announce:
+            self._publish_commit(ws, revision, caller, list(keys), "edit")
         return revision
 
     def _publish_commit(
@@ -467,6 +515,46 @@ class Engine:
             keys=keys,
             caller=caller,
             progress=progress,
+        )
+
+    async def close_key(
+        self,
+        key: str,
+        *,
+        workspace_id: str,
+        expected_revision: int | None = None,
+        dirty_policy: DirtyPolicy | str = DirtyPolicy.REJECT,
+        caller: str = "ui",
+    ) -> dict[str, Any]:
+        return await self.lifecycle.close_key(
+            key,
+            workspace_id=workspace_id,
+            expected_revision=expected_revision,
+            dirty_policy=dirty_policy,
+            caller=caller,
+        )
+
+    async def save_key_as(
+        self,
+        key: str,
+        target: Path | str,
+        *,
+        workspace_id: str,
+        expected_revision: int | None = None,
+        overwrite: bool = False,
+        observed_identity: FileIdentity | dict[str, Any] | None = None,
+        caller: str = "ui",
+        before_write: Callable[[Path, FileIdentity | None], Any] | None = None,
+    ) -> dict[str, Any]:
+        return await self.lifecycle.save_key_as(
+            key,
+            target,
+            workspace_id=workspace_id,
+            expected_revision=expected_revision,
+            overwrite=overwrite,
+            observed_identity=observed_identity,
+            caller=caller,
+            before_write=before_write,
         )
 
     async def save_copy(

@@ -91,11 +91,23 @@ class Store(Protocol):
 #       becomes a warning and the workspace keeps old source + overlay, which equal what is on disk.
 #   after_save(workspace, path) -> None
 #       maintenance after a successful save (index, version record); a failure becomes a warning.
-#   key_path(workspace, key) -> Path  and  serialize_key(workspace, key, out) -> None
+#   key_path(workspace, key) -> Path | None  and  serialize_key(workspace, key, out, snapshot) -> None
 #       for kinds whose source is a folder of separate files, one per key (markdown: a folder of
 #       documents): `save(keys=[…])` writes just those keys, each to its own file, with the lifecycle's
-#       file identity check (`Workspace.key_identities`, else `Source.identity_of`) and atomic replace,
-#       and records per key what is on disk (`Workspace.key_saved`, `dirty_keys`).
+#       file identity check (`Workspace.key_identity`) and atomic replace, and records per key what is on
+#       disk (`Workspace.key_saved`, `dirty_keys`). Admission is per key (`Engine.admit_key_save`): keys
+#       save side by side and commits go on meanwhile; `serialize_key` writes the `snapshot` taken after
+#       the draft barrier, never the value at write time. `key_path` None: the key has no file yet
+#       (`SAVE_AS_REQUIRED`; `save_key_as` gives it one).
+#   barrier_scope(workspace, keys) -> dict
+#       extra fields for the `prepare` event of a per-key save or save-as (markdown: the `docId` its
+#       editors compare with the document they show), beside `keys`.
+#   snapshot_key(workspace, key) -> Any
+#       the hook that runs right after the draft barrier passed (every editor answered), for each key a
+#       per-key save writes: the value to write (markdown: the collab text and its version). It runs
+#       without `Engine.lock` (a kind's own authority may call into the engine under its lock); the
+#       revision recorded as saved is read just before it, so a change landing meanwhile keeps the key
+#       dirty, never the reverse. Default: `workspace.read(key)` under the lock.
 #   write_source(workspace, path, expected_identity) -> FileIdentity | None
 #       for kinds whose source is a folder (a mod project, a folder of documents): write the changed
 #       files yourself, each through `core.files`, and check for outside changes; replaces the
@@ -304,6 +316,22 @@ class Lifecycle:
                 eng.lifecycle_op = None
             self.barrier.release(op_id, outcome)
 
+    @contextlib.asynccontextmanager
+    async def _exclusive_keys(self, keys: Sequence[str]) -> AsyncIterator[str]:
+        eng = self.engine
+        op_id = "op-" + secrets.token_hex(6)
+        with eng.lock:
+            eng.admit_key_save(keys)
+            eng.saving_keys.update(keys)
+        outcome = "failed"
+        try:
+            yield op_id
+            outcome = "ok"
+        finally:
+            with eng.lock:
+                eng.saving_keys.difference_update(keys)
+            self.barrier.release(op_id, outcome)
+
     # -- open / close ----------------------------------------------------------------------------------
 
     async def open(
@@ -359,6 +387,40 @@ class Lifecycle:
             }
             eng.bus.publish("workspace", {"event": "opened", **info})
             return info
+
+    def open_first(self, path: Path | str, *, caller: str = "ui") -> dict[str, Any]:
+        """Open `path` synchronously into an engine that has nothing open (a kind opening its folder when it
+        is created, before any editor or caller exists): no workspace to settle, so no barrier and no dirty
+        policy — otherwise the same admission, load and identity checks as `open`. Refused when one is open."""
+        target = Path(path)
+        if not target.is_absolute():
+            raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"{str(target)!r} is not an absolute path")
+        eng = self.engine
+        with eng.lock:
+            if eng.workspace is not None:
+                raise stale_open(eng)
+            eng.admit_lifecycle("open", refuse_export_plan=True)
+            eng.lifecycle_op = "open"
+        try:
+            source, identity = self._load(target)
+            with eng.lock:
+                ws = Workspace(source=source, source_path=target, source_identity=identity)
+                eng.workspace = ws
+                eng.epoch += 1
+                info = {
+                    "workspaceId": ws.id,
+                    "workspaceEpoch": eng.epoch,
+                    "revision": ws.revision,
+                    "sourcePath": str(target),
+                    "sourceDirty": False,
+                    "caller": caller,
+                    "previousWorkspaceId": None,
+                }
+        finally:
+            with eng.lock:
+                eng.lifecycle_op = None
+        eng.bus.publish("workspace", {"event": "opened", **info})
+        return info
 
     def _load(
         self, target: Path | None, options: dict[str, Any] | None = None, progress: Progress | None = None
@@ -451,17 +513,18 @@ class Lifecycle:
         `keys`: write only these keys, each to its own file (a store with `key_path`/`serialize_key`); the
         other keys keep their unsaved changes (`dirtyKeys` in the result).
         """
-        async with self._exclusive("save", refuse_export_plan=False) as op_id:
-            ws = self.engine.check_lifecycle_identity(None, workspace_id, expected_revision)
-            if ws is None:
-                raise BridgeError(
-                    ErrorCode.NO_WORKSPACE, "no workspace is open", data=self.engine.identity_data()
-                )
-            if keys is not None:
-                result = await self._save_keys(op_id, ws, keys)
+        if keys is not None:
+            ws = self._open_workspace(workspace_id, expected_revision)
+            wanted = self._saveable_keys(ws, keys)
+            async with self._exclusive_keys(wanted) as op_id:
+                self._open_workspace(workspace_id, expected_revision)  # still the one we checked
+                self._saveable_keys(ws, wanted)  # and no key was closed before we were admitted
+                result = await self._save_keys(op_id, ws, wanted)
                 result.update(operationId=op_id, caller=caller)
                 self.engine.bus.publish("workspace", {"event": "saved", **_event_view(result)})
                 return result
+        async with self._exclusive("save", refuse_export_plan=False) as op_id:
+            ws = self._open_workspace(workspace_id, expected_revision)
             if ws.source_path is None:
                 raise BridgeError(ErrorCode.SAVE_AS_REQUIRED, "this workspace has no source file yet")
             await self.barrier.check(op_id, ws, "save")
@@ -469,6 +532,47 @@ class Lifecycle:
             result.update(operationId=op_id, caller=caller)
             self.engine.bus.publish("workspace", {"event": "saved", **_event_view(result)})
             return result
+
+    def _open_workspace(self, workspace_id: str, expected_revision: int | None) -> Workspace:
+        ws = self.engine.check_lifecycle_identity(None, workspace_id, expected_revision)
+        if ws is None:
+            raise BridgeError(
+                ErrorCode.NO_WORKSPACE, "no workspace is open", data=self.engine.identity_data()
+            )
+        return ws
+
+    def _saveable_keys(self, ws: Workspace, keys: Sequence[str]) -> list[str]:
+        if (
+            getattr(self.store, "key_path", None) is None
+            or getattr(self.store, "serialize_key", None) is None
+        ):
+            raise BridgeError(
+                ErrorCode.UNSUPPORTED_CHANGE,
+                "this kind saves its workspace as a whole, not key by key",
+                "Save without keys.",
+            )
+        wanted = list(dict.fromkeys(ws.key_of(k) for k in keys))
+        if not wanted:
+            raise BridgeError(ErrorCode.INVALID_ARGUMENT, "no keys to save", "Name the keys to save.")
+        with self.engine.lock:
+            for key in wanted:
+                if not ws.exists(key):  # a deleted key would need its file removed: not a save's business
+                    raise BridgeError(ErrorCode.NOT_FOUND, f"{ws.name(key)!r} is not in the workspace")
+        return wanted
+
+    def _key_scope(self, ws: Workspace, keys: Sequence[str]) -> dict[str, Any]:
+        hook = getattr(self.store, "barrier_scope", None)
+        extra = hook(ws, keys) if hook is not None else {}
+        return {**extra, "keys": [ws.name(k) for k in keys]}
+
+    def _snapshot_keys(self, ws: Workspace, keys: Sequence[str]) -> tuple[int, dict[str, Any]]:
+        """`(revision, key → value to write)`, taken after the draft barrier (see `Store.snapshot_key`)."""
+        hook = getattr(self.store, "snapshot_key", None)
+        with self.engine.lock:
+            revision = ws.revision
+            if hook is None:
+                return revision, {k: ws.read(k) for k in keys}
+        return revision, {k: hook(ws, k) for k in keys}
 
     def _serialiser(self, ws: Workspace, progress: Progress | None) -> Callable[[BinaryIO], None]:
         if progress is not None and _accepts(self.store.serialize, "progress"):
@@ -510,7 +614,7 @@ class Lifecycle:
                     path,
                     self._serialiser(ws, progress),
                     backup=self.backup_on_save,
-                    expected_identity=ws.source_identity,
+                    expected_identity=same_content_identity(path, ws.source_identity),
                     changed_code=ErrorCode.SOURCE_CHANGED,
                     verify=self._verifier(ws),
                 )
@@ -550,37 +654,93 @@ class Lifecycle:
             "warnings": warnings,
         }
 
-    async def _save_keys(self, op_id: str, ws: Workspace, keys: Sequence[str]) -> dict[str, Any]:
-        key_path = getattr(self.store, "key_path", None)
-        serialize_key = getattr(self.store, "serialize_key", None)
-        if key_path is None or serialize_key is None:
-            raise BridgeError(
-                ErrorCode.UNSUPPORTED_CHANGE,
-                "this kind saves its workspace as a whole, not key by key",
-                "Save without keys.",
-            )
-        wanted = list(dict.fromkeys(ws.key_of(k) for k in keys))
-        if not wanted:
-            raise BridgeError(ErrorCode.INVALID_ARGUMENT, "no keys to save", "Name the keys to save.")
-        for key in wanted:
-            if not ws.exists(key):  # a deleted key would need its file removed: not a save's business
+    async def close_key(
+        self,
+        key: str,
+        *,
+        workspace_id: str,
+        expected_revision: int | None = None,
+        dirty_policy: DirtyPolicy | str = DirtyPolicy.REJECT,
+        caller: str = "ui",
+    ) -> dict[str, Any]:
+        """Close one key of a folder workspace (markdown: one open document), the others staying open.
+
+        Admitted per key like a per-key save; the editors are asked first (draft barrier); then the dirty
+        policy of the key: `reject` → `UNSAVED_CHANGES`, `save` → saved first, `discard` → dropped. The
+        store's `close_key(workspace, key)` removes it from the source (under `Engine.lock`) and the
+        workspace forgets its bookkeeping (`Workspace.forget_key`).
+        """
+        policy = DirtyPolicy.parse(dirty_policy)
+        ws = self._open_workspace(workspace_id, expected_revision)
+        with self.engine.lock:
+            if not ws.exists(key):
                 raise BridgeError(ErrorCode.NOT_FOUND, f"{ws.name(key)!r} is not in the workspace")
-        await self.barrier.check(op_id, ws, "save", scope={"keys": [ws.name(k) for k in wanted]})
-        revision = ws.revision  # stable: lifecycle admission blocks commits until we are done
+            k = ws.key_of(key)
+        async with self._exclusive_keys([k]) as op_id:
+            self._open_workspace(workspace_id, expected_revision)
+            with self.engine.lock:
+                if not ws.exists(k):  # closed by someone else before we were admitted
+                    raise BridgeError(ErrorCode.NOT_FOUND, f"{ws.name(k)!r} is not in the workspace")
+            await self.barrier.check(op_id, ws, "close", scope=self._key_scope(ws, [k]))
+            dirty = ws.key_dirty(k)
+            if dirty and policy is DirtyPolicy.REJECT:
+                raise BridgeError(
+                    ErrorCode.UNSAVED_CHANGES,
+                    f"{ws.name(k)!r} has unsaved changes",
+                    "Save it first, or close with dirtyPolicy 'save' or 'discard'.",
+                    data={**self.engine.identity_data(), "key": ws.name(k)},
+                )
+            if dirty and policy is DirtyPolicy.SAVE:
+                self._saveable_keys(ws, [k])
+                await self._save_keys(op_id, ws, [k], asked=True)
+            name = ws.name(k)
+            with self.engine.lock:
+                hook = getattr(self.store, "close_key", None)
+                if hook is not None:
+                    hook(ws, k)
+                ws.forget_key(k)
+            info = {
+                "operationId": op_id,
+                "key": name,
+                "closed": True,
+                "discarded": dirty and policy is DirtyPolicy.DISCARD,
+                "revision": ws.revision,
+                "sourceDirty": ws.dirty,
+                "caller": caller,
+            }
+            self.engine.bus.publish("workspace", {"event": "key-closed", **info})
+            return info
+
+    async def _save_keys(
+        self, op_id: str, ws: Workspace, wanted: Sequence[str], *, asked: bool = False
+    ) -> dict[str, Any]:
+        key_path = self.store.key_path  # type: ignore[attr-defined]
+        serialize_key = self.store.serialize_key  # type: ignore[attr-defined]
+        paths = {}
+        for key in wanted:
+            path = key_path(ws, key)
+            if path is None:
+                raise BridgeError(
+                    ErrorCode.SAVE_AS_REQUIRED,
+                    f"{ws.name(key)!r} has no file yet",
+                    "Save it with save-as first.",
+                    data={"key": ws.name(key)},
+                )
+            paths[key] = Path(path)
+        if not asked:  # a close that saves first has asked the editors already
+            await self.barrier.check(op_id, ws, "save", scope=self._key_scope(ws, wanted))
+        revision, snapshot = self._snapshot_keys(ws, wanted)
         eng = self.engine
-        known_of = getattr(ws.source, "identity_of", None)
 
         def write_all() -> dict[str, files.WriteResult]:
             done: dict[str, files.WriteResult] = {}
             for key in wanted:
-                path = Path(key_path(ws, key))
-                if key in ws.key_identities:
-                    known = ws.key_identities[key]
-                else:
-                    known = known_of(key) if callable(known_of) else None
+                path = paths[key]
+                with eng.lock:
+                    known = ws.key_identity(key)
 
                 def serialise(out: BinaryIO, key: str = key) -> None:
-                    serialize_key(ws, key, out)
+                    serialize_key(ws, key, out, snapshot[key])
 
                 if known is None:
                     try:
@@ -598,7 +758,7 @@ class Lifecycle:
                         path,
                         serialise,
                         backup=self.backup_on_save,
-                        expected_identity=known,
+                        expected_identity=same_content_identity(path, known),
                         changed_code=ErrorCode.SOURCE_CHANGED,
                     )
                 # Recorded key by key, in the thread, right after each commit: a later key's failure or a
@@ -621,6 +781,93 @@ class Lifecycle:
             "diskCommitted": True,
             "warnings": [],
         }
+
+    async def save_key_as(
+        self,
+        key: str,
+        target: Path | str,
+        *,
+        workspace_id: str,
+        expected_revision: int | None = None,
+        overwrite: bool = False,
+        observed_identity: FileIdentity | dict[str, Any] | None = None,
+        caller: str = "ui",
+        before_write: Callable[[Path, FileIdentity | None], Any] | None = None,
+    ) -> dict[str, Any]:
+        """Save-as of one key of a folder workspace: write it to `target`, which becomes the key's file.
+
+        The key's later saves go to `target` (the store's `rebind_key(workspace, key, path)` records it, under
+        `Engine.lock`) and the key is clean at the snapshot's revision. `TARGET_EXISTS` (with the target's
+        identity) when something is there and `overwrite` is false; with `overwrite`, the file must still be
+        `observed_identity` (`TARGET_CHANGED` otherwise). `before_write(target, observed)` runs after the
+        barrier and the checks, before anything is written (a kind asks the person there); raising stops it.
+        """
+        if isinstance(observed_identity, dict):
+            observed_identity = FileIdentity.from_dict(observed_identity)
+        if overwrite and observed_identity is None:
+            raise BridgeError(
+                ErrorCode.INVALID_ARGUMENT,
+                "overwrite needs the identity of the target you observed",
+                "Retry without overwrite to get TARGET_EXISTS with the target's identity, then pass it.",
+            )
+        rebind_key = getattr(self.store, "rebind_key", None)
+        if rebind_key is None:
+            raise BridgeError(
+                ErrorCode.UNSUPPORTED_CHANGE,
+                "this kind has no per-key save-as",
+                "Use save-as of the workspace.",
+            )
+        ws = self._open_workspace(workspace_id, expected_revision)
+        (key,) = self._saveable_keys(ws, [key])
+        dest = self._check_copy_target(target)
+        current = self.store.key_path(ws, key)  # type: ignore[attr-defined]
+        if current is not None and (
+            files.same_file(dest, current) or os.path.normcase(dest) == os.path.normcase(current)
+        ):
+            raise BridgeError(ErrorCode.SAME_AS_SOURCE, f"'{dest}' is the key's own file")
+        async with self._exclusive_keys([key]) as op_id:
+            self._open_workspace(workspace_id, expected_revision)
+            self._saveable_keys(ws, [key])
+            await self.barrier.check(op_id, ws, "save_as", scope=self._key_scope(ws, [key]))
+            if before_write is not None:
+                await before_write(dest, observed_identity)
+            revision, snapshot = self._snapshot_keys(ws, [key])
+            eng = self.engine
+
+            def write() -> files.WriteResult:
+                def serialise(out: BinaryIO) -> None:
+                    self.store.serialize_key(ws, key, out, snapshot[key])  # type: ignore[attr-defined]
+
+                if not overwrite:
+                    written = files.publish_new(dest, serialise)
+                else:
+                    written = files.atomic_write(
+                        dest,
+                        serialise,
+                        expected_identity=same_content_identity(dest, observed_identity),
+                        changed_code=ErrorCode.TARGET_CHANGED,
+                    )
+                with eng.lock:  # recorded in the thread, like a save: survives a cancelled caller
+                    rebind_key(ws, key, dest)
+                    ws.key_identities[key] = written.identity
+                    ws.mark_keys_saved([key], revision)
+                return written
+
+            written = await run_uninterruptible(write)
+            result = {
+                "key": ws.name(key),
+                "writtenPath": str(dest),
+                "savedRevision": revision,
+                "revision": ws.revision,
+                "sourceDirty": ws.dirty,
+                "dirtyKeys": ws.dirty_keys(),
+                "identity": written.identity.to_dict(),
+                "diskCommitted": True,
+                "operationId": op_id,
+                "caller": caller,
+            }
+            self.engine.bus.publish("workspace", {"event": "key-saved-as", **_event_view(result)})
+            return result
 
     async def _after_save(self, ws: Workspace, path: Path) -> list[str]:
         hook = getattr(self.store, "after_save", None)
@@ -712,6 +959,11 @@ class Lifecycle:
         scope = self.engine.scope
         if scope is not None:
             dest = scope.resolve(str(target))
+        elif getattr(target, "confined_root", None) is not None:
+            # Resolved by `core.paths.resolve_path` already, carrying its root: `core.files` re-checks the
+            # folder chain against that root at write time (a folder swapped for a symlink meanwhile is
+            # refused), which a realpath taken here could not (tests/core/test_files_toctou.py).
+            dest = target  # type: ignore[assignment]
         else:
             raw = Path(target)
             if not raw.is_absolute():
@@ -734,6 +986,44 @@ class Lifecycle:
                 ErrorCode.INVALID_ARGUMENT, f"'{dest}' is a folder", "Give a file path to write the copy to."
             )
         return dest
+
+
+def stale_open(engine: Engine) -> BridgeError:
+    return BridgeError(
+        ErrorCode.STALE_WORKSPACE,
+        "a workspace is open already; open the new one with its workspaceId (Engine.open)",
+        data=engine.identity_data(),
+    )
+
+
+def same_content_identity(path: Path, known: FileIdentity | None) -> FileIdentity | None:
+    """The identity a write to `path` may expect when we last knew it as `known`: `known` itself, or the
+    file's identity now when only its metadata changed (a `touch`, a backup tool re-writing the same bytes:
+    same size and content digest). A content change keeps `known`, so the write is refused as changed.
+
+    Content-aware on purpose: a writer's editor, sync client or backup tool bumps mtimes without changing a
+    byte, and refusing that save as `SOURCE_CHANGED` would ask the person about a change that is not one.
+    Only when the cheap stat differs is the file hashed.
+    """
+    if known is None:
+        return None
+    try:
+        st = path.stat()
+    except OSError:
+        return known
+    if (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) == (
+        known.device,
+        known.inode,
+        known.size,
+        known.mtime_ns,
+    ):
+        return known
+    if st.st_size != known.size:
+        return known
+    now = files.current_identity(path)
+    if now is not None and now.scheme == known.scheme and now.sha256 == known.sha256:
+        return now
+    return known
 
 
 def _event_view(result: dict[str, Any]) -> dict[str, Any]:

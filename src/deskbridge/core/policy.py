@@ -124,6 +124,16 @@ class Decision(StrEnum):
     NO_ONE_TO_ASK = "no_one_to_ask"
 
 
+@dataclass(frozen=True)
+class ApprovalText:
+    """What a tool's `approval_summary` may return instead of a plain line: the summary plus the diff the
+    person is shown and the target it names (markdown: the unified diff of exactly the edit to be applied)."""
+
+    summary: str
+    diff: str | None = None
+    target: str | None = None
+
+
 @dataclass
 class ApprovalRequest:
     """What the person sees: who asks, which tool, on what, a one-line summary and (optionally) the diff."""
@@ -379,17 +389,21 @@ def ask_for_tool(
     defaults: Mapping[str, bool],
     require_approval: bool,
     overrides: Mapping[str, bool],
-    request: Callable[[], ApprovalRequest],
+    request: Callable[[], ApprovalRequest | None],
     elicit: Elicit | None,
 ) -> Awaitable[ApprovalResult] | None:
     """The one decision for a tool that declares its operation (`ToolSpec.operation`): None when the rules
     (global switch, per-operation override, kind default, fail-safe fallback) need no approval, else the
     awaitable `broker.require(...)` (APPROVAL_DECLINED unless the person says yes). `request` builds the
-    question only when one is asked (it may raise: a call that cannot succeed is refused unasked)."""
+    question only when one is asked (it may raise: a call that cannot succeed is refused unasked; it may return
+    None: the call changes nothing, e.g. a patch that replaces text with itself, so nothing is asked)."""
     rules = approval_rules_from(defaults, {"enabled": require_approval, "overrides": dict(overrides)})
     if not rules.requires_approval(operation):
         return None
-    return broker.require(request(), elicit=elicit)
+    question = request()
+    if question is None:
+        return None
+    return broker.require(question, elicit=elicit)
 
 
 def approval_rules_from(

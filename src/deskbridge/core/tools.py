@@ -142,10 +142,12 @@ class ToolSpec:
     """The approval operation the tool performs (`edit`, `save`, `save_as`, `export` …, the names of the
     `approval_rules` setting). When set, `App.invoke` asks the person before the handler runs, for MCP callers,
     whenever `require_approval`, the setting's per-operation overrides and the kind's `approval_defaults` say
-    so. None: the tool needs no approval or asks itself (markdown, with the diff of its edit)."""
-    approval_summary: Callable[[Any], str] | None = None
-    """One line for the approval question from the validated arguments (default: the title). It may raise a
-    `BridgeError` (e.g. an unknown plan), so a call that cannot succeed is refused before anyone is asked."""
+    so. None: the tool needs no approval (or, for a change known only inside the handler, asks there)."""
+    approval_summary: Callable[[Any], Any] | None = None
+    """The approval question from the validated arguments (default: the title): one line, or a
+    `core.policy.ApprovalText` with the diff to show (markdown's edits), or None when the call changes
+    nothing (nothing is asked). It may raise a `BridgeError` (e.g. an unknown plan, a stale revision), so a
+    call that cannot succeed is refused before anyone is asked."""
     person_only: bool = False
     """The person's own decision from the editor (e.g. reload or keep a file another program changed): run
     through `App.invoke` like any call (validated, audited once), but neither listed to nor callable by MCP

@@ -107,8 +107,9 @@ class Workspace:
     """Revision at which each key was last written by a per-key save (`Lifecycle.save(keys=…)`): a folder of
     documents saves one document at a time, so "what is on disk" is known per key, not only as a whole."""
     key_identities: dict[str, FileIdentity | None] = field(default_factory=dict)
-    """Identity of each key's own file when last written by a per-key save (before that: the source's
-    `identity_of(key)`, the file as it was read); a different file on disk is `SOURCE_CHANGED`."""
+    """The one record of each key's own file: its identity when read (a kind that adds keys as it reads
+    their files sets it then) or last written by a per-key save; before either, the source's
+    `identity_of(key)`. A different file on disk is `SOURCE_CHANGED` (`key_identity`)."""
 
     def __post_init__(self) -> None:
         norm = getattr(self.source, "normalize_key", None)
@@ -136,6 +137,31 @@ class Workspace:
     def dirty_keys(self) -> list[str]:
         """The keys with changes not on disk yet, in the order they were first committed."""
         return [self.name(k) for k in self.last_changed if self.key_dirty(k)]
+
+    def key_identity(self, key: str) -> FileIdentity | None:
+        """The identity of `key`'s file as we last read or wrote it (None: no file yet)."""
+        k = self.key_of(key)
+        if k in self.key_identities:
+            return self.key_identities[k]
+        known_of = getattr(self.source, "identity_of", None)
+        return known_of(k) if callable(known_of) else None
+
+    def note_changed(self, keys: Iterable[str]) -> int:
+        """Record that `keys` changed in a source with its own authority (no overlay value): the revision
+        advances by exactly one and the keys become dirty, like a commit. Returns the new revision."""
+        self.revision += 1
+        for raw in keys:
+            key = self.key_of(raw)
+            self.last_changed[key] = self.revision
+        return self.revision
+
+    def forget_key(self, key: str) -> None:
+        """Drop a key's bookkeeping when its source no longer has it (a closed document)."""
+        k = self.key_of(key)
+        for book in (self.overlay, self.last_changed, self.names, self.key_saved, self.key_identities):
+            book.pop(k, None)
+        if self.revision != self.saved_revision and not self.dirty_keys():
+            self.saved_revision = self.revision
 
     def mark_keys_saved(self, keys: Iterable[str], revision: int) -> None:
         """After a per-key save wrote `keys` as they were at `revision` (called under `Engine.lock`).

@@ -15,6 +15,8 @@ from deskbridge.kinds.markdown.collab import Edit, edits_to_changes
 from deskbridge.kinds.markdown.service import MarkdownService
 from deskbridge.kinds.markdown.tools import markdown_tools
 
+from .central import approved_run
+
 AI = CallContext(caller="mcp:ai", client_name="Claude")
 TEXT = "# Plan\n\nalpha beta gamma delta\n\nepsilon zeta eta theta\n"
 
@@ -55,7 +57,7 @@ def test_typing_elsewhere_during_approval_keeps_both(path):
     tool = _tool(service, "md_replace_text")
     rev = service.get().revision
     args = tool.args.model_validate({"oldText": "zeta", "newText": "ZETA", "expectedRevision": rev})
-    asyncio.run(tool.handler(AI, args))
+    asyncio.run(approved_run(service, tool, AI, args))
     assert service.get().text == "TOP # Plan\n\nalpha beta gamma delta\n\nepsilon ZETA eta theta\n"
 
 
@@ -71,7 +73,7 @@ def test_typing_inside_the_edited_text_during_approval_refuses_the_edit(path):
         {"oldText": "zeta", "newText": "ZETA", "expectedRevision": service.get().revision}
     )
     with pytest.raises(BridgeError) as err:
-        asyncio.run(tool.handler(AI, args))
+        asyncio.run(approved_run(service, tool, AI, args))
     assert err.value.code is ErrorCode.STALE_WORKSPACE
     assert err.value.data["currentText"] == "zeXta"
     assert "zeXta" in service.get().text
@@ -111,7 +113,7 @@ def test_random_interleavings_lose_nothing(path, seed):
             }
         )
         try:
-            asyncio.run(offset_tool.handler(AI, args))
+            asyncio.run(approved_run(service, offset_tool, AI, args))
             replaced.append(word)
         except BridgeError as exc:
             assert exc.code in (ErrorCode.STALE_WORKSPACE, ErrorCode.EXPECTED_TEXT_MISMATCH)

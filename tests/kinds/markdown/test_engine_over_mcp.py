@@ -64,7 +64,7 @@ async def test_a_12_mb_save_runs_off_the_event_loop(tmp_path: Path, monkeypatch)
 
     import anyio
 
-    from deskbridge.kinds.markdown import diskio
+    from deskbridge.kinds.markdown.store import MarkdownStore
 
     folder = tmp_path / "big"
     folder.mkdir()
@@ -72,14 +72,14 @@ async def test_a_12_mb_save_runs_off_the_event_loop(tmp_path: Path, monkeypatch)
     (folder / "README.md").write_text(line * (12 * 1024 * 1024 // len(line.encode())), encoding="utf-8")
     entered, release = threading.Event(), threading.Event()
     released_by_test: list[bool] = []
-    real_write = diskio.atomic_write
+    real_write = MarkdownStore.serialize_key
 
-    def gated_write(*args, **kwargs):
+    def gated_write(*args, **kwargs):  # runs inside the core's atomic write of the document's file
         entered.set()
         released_by_test.append(release.wait(60))
         return real_write(*args, **kwargs)
 
-    monkeypatch.setattr(diskio, "atomic_write", gated_write)
+    monkeypatch.setattr(MarkdownStore, "serialize_key", gated_write)
     async with running_server(folder) as srv, srv.client() as client:
         save = asyncio.create_task(client.call_tool("md_save_current_document", {}))
         assert await anyio.to_thread.run_sync(entered.wait, 60)

@@ -14,6 +14,8 @@ from deskbridge.core.tools import TOOL_NAME_PATTERN, CallContext
 from deskbridge.kinds.markdown.service import MarkdownService
 from deskbridge.kinds.markdown.tools import markdown_tools
 
+from .central import approved_run
+
 AI = CallContext(caller="mcp:sess1", client_name="Claude")
 
 NOTES = """# Intro
@@ -35,6 +37,7 @@ class Client:
     """Calls tools by name (or alias) the way the platform's App.invoke does."""
 
     def __init__(self, service: MarkdownService) -> None:
+        self.service = service
         self.specs = {}
         for spec in markdown_tools(service):
             for name in (spec.name, *spec.aliases):
@@ -42,7 +45,7 @@ class Client:
 
     def __call__(self, name: str, **arguments):
         spec = self.specs[name]
-        return asyncio.run(spec.handler(AI, spec.args.model_validate(arguments)))
+        return asyncio.run(approved_run(self.service, spec, AI, spec.args.model_validate(arguments)))
 
 
 @pytest.fixture
@@ -214,7 +217,7 @@ def test_edits_ask_the_person_through_the_core_broker(folder):
         broker.attach_ui()
         rev = service.get().revision
         args = spec.args.model_validate({"oldText": "daily", "newText": "weekly", "expectedRevision": rev})
-        task = asyncio.create_task(spec.handler(AI, args))
+        task = asyncio.create_task(approved_run(service, spec, AI, args))
         event = await sub.get(timeout=5)
         request = event.data["request"]
         assert "-Use it daily." in request["diff"] and "+Use it weekly." in request["diff"]
@@ -253,3 +256,30 @@ def test_a_patch_that_changes_nothing_asks_nothing(folder):
     doc = call("md_get_current_document")
     result = call("md_replace_text", oldText="daily", newText="daily", expectedRevision=doc["revision"])
     assert result["unchanged"] is True and call("md_get_current_document")["revision"] == doc["revision"]
+
+
+def test_edit_tools_declare_their_operation_and_the_diff_is_asked_centrally(folder):
+    """App.invoke asks from `ToolSpec.operation`; the tool's approval_summary carries the diff (or None)."""
+    service = MarkdownService(folder / "notes.md")
+    specs = {s.name: s for s in markdown_tools(service)}
+    edits = [
+        "md_replace_current_document",
+        "md_apply_text_edit",
+        "md_insert_text",
+        "md_replace_selection",
+        "md_replace_text",
+        "md_patch_section",
+    ]
+    assert all(specs[n].operation == "edit" and specs[n].approval_summary for n in edits)
+    spec = specs["md_replace_text"]
+    rev = service.get().revision
+    args = spec.args.model_validate({"oldText": "daily", "newText": "weekly", "expectedRevision": rev})
+    text = spec.approval_summary(args)
+    assert "-Use it daily." in text.diff and "+Use it weekly." in text.diff and text.target == "notes.md"
+    # the handler applies what was shown (planned once), without asking again
+    out = asyncio.run(spec.handler(AI, args))
+    assert out["replacedOccurrences"] == 1 and "weekly" in service.get().text
+    same = spec.args.model_validate(
+        {"oldText": "weekly", "newText": "weekly", "expectedRevision": service.get().revision}
+    )
+    assert spec.approval_summary(same) is None  # a no-op: nothing to ask

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -223,6 +223,9 @@ class CollabDocument:
         self._base = 0  # version of the first kept update
         self._log_max = log_max
         self._lock = threading.RLock()
+        self.on_update: Callable[[str, int], None] | None = None
+        """Called under the lock with `(clientID, new version)` after each accepted update (the markdown
+        store notes it in the engine, so every version has its revision before anyone can read it)."""
         self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
 
     # --- reads -----------------------------------------------------------------------------------------
@@ -342,12 +345,19 @@ class CollabDocument:
         self._wake()
         return update
 
+    @property
+    def lock(self) -> threading.RLock:
+        """The document's lock (re-entrant): hold it to read a version and what belongs to it together."""
+        return self._lock
+
     def _commit(self, update: Update) -> None:
         """Queue the update's edits, derive the offset map, append it to the log (lock held)."""
         self._pending.append(update.edits)
         self._append(update)
         version = self._base + len(self._updates)
         self._offsets = self._offsets.after_edits(update.edits, lambda v=version: self._text_of_version(v))
+        if self.on_update is not None:
+            self.on_update(update.client_id, version)
 
     def _append(self, update: Update) -> None:
         self._updates.append(update)

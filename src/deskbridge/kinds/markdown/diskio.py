@@ -1,9 +1,9 @@
-"""Reading and writing Markdown files through the core's file primitives, with content-based change checks.
+"""Watching Markdown files for outside changes, content-aware: a document counts as changed on disk only when
+its *content* differs (a `touch` or a backup tool re-writing the same bytes is not a conflict).
 
-`core.files` gives atomic replace, no-overwrite publish and file identity (inode, size, mtime, SHA-256). A
-document counts as changed on disk only when its *content* differs (a `touch` or a backup tool re-writing
-the same bytes is not a conflict); the final write still passes the exact identity seen just before, so a
-change that lands between our check and the rename is caught by the core (`SOURCE_CHANGED`).
+Writing is the core lifecycle's (store.py): its per-key save applies the same content-aware rule
+(`core.lifecycle.same_content_identity`) and passes the exact identity to `core.files`, so a change that lands
+between the check and the rename is still `SOURCE_CHANGED`.
 """
 
 from __future__ import annotations
@@ -11,10 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from deskbridge.core import files
-from deskbridge.core.errors import ErrorCode
 from deskbridge.core.files import FileIdentity
 
-__all__ = ["FileIdentity", "atomic_write", "identity_of", "publish_new", "quick_unchanged", "same_content"]
+__all__ = ["FileIdentity", "identity_of", "quick_unchanged", "same_content"]
 
 
 def identity_of(path: Path) -> FileIdentity | None:
@@ -40,16 +39,3 @@ def quick_unchanged(path: Path, known: FileIdentity | None) -> bool:
         known.mtime_ns,
         known.inode,
     )
-
-
-def atomic_write(
-    path: Path, data: bytes, expected: FileIdentity | None, *, target_changed: bool = False
-) -> FileIdentity:
-    """Replace `path` atomically, only if it is still exactly `expected` (None: no check). Returns the new identity."""
-    code = ErrorCode.TARGET_CHANGED if target_changed else ErrorCode.SOURCE_CHANGED
-    return files.atomic_write(path, data, expected_identity=expected, changed_code=code).identity
-
-
-def publish_new(path: Path, data: bytes) -> FileIdentity:
-    """Create `path`; TARGET_EXISTS when something is already there (no check-then-rename race)."""
-    return files.publish_new(path, data).identity

@@ -6,22 +6,23 @@ ending, byte-order mark and encoding are remembered so a save writes the file ba
 
 from __future__ import annotations
 
-import secrets
+import bisect
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from deskbridge.core import files
 from deskbridge.core.errors import BridgeError, ErrorCode
-from deskbridge.kinds.markdown import diskio
-from deskbridge.kinds.markdown.collab import CollabDocument, map_position
+from deskbridge.core.files import FileIdentity
+from deskbridge.kinds.markdown.collab import UPDATE_LOG_MAX, CollabDocument, map_position
+
+if TYPE_CHECKING:
+    from deskbridge.core.engine import Engine
+    from deskbridge.core.workspace import Workspace
 
 DOCUMENT_MAX_BYTES: Final = 64 * 1024 * 1024
 """Largest file we open as a document (the 120,000-line stress document is about 10 MB)."""
-
-DIRTY_COMPARE_MAX_CHARS: Final = 1024 * 1024
-"""Up to this size `dirty` compares content; above it any change since the save counts."""
 
 SUPPORTED_ENCODINGS: Final = ("utf-8", "utf-8-sig", "utf-16", "gb18030", "big5", "shift_jis", "latin-1")
 
@@ -94,9 +95,25 @@ class Selection:
     version: int
 
 
+class DocumentKey:
+    """Where an open document is a key of the markdown engine workspace (store.py): the engine, the workspace
+    and the key. The document's revision, dirty state and file identity are the engine's, read through it."""
+
+    def __init__(self, engine: Engine, workspace: Workspace, key: str) -> None:
+        self.engine = engine
+        self.workspace = workspace
+        self.key = key
+        self.tag = workspace.id[-6:]
+        """Part of every revision string: a revision of an earlier workspace (an earlier server) never matches."""
+
+
 @dataclass
 class MarkdownDocument:
-    """An open document: id, path (None for an unsaved new one), collab state, save state, selection."""
+    """An open document: id, path (None for an unsaved new one), collab state, file format, selection.
+
+    The collab authority keeps the text and its update log (the OT sequence, `version`); the engine keeps the
+    revision, what is saved and the file's identity (`bind` makes the document a key of the workspace).
+    """
 
     doc_id: str
     path: Path | None
@@ -104,34 +121,66 @@ class MarkdownDocument:
     encoding: str = "utf-8"
     newline: str = "\n"
     bom: bool = False
-    identity: diskio.FileIdentity | None = None
-    saved_text: str = ""
-    saved_version: int = 0
-    epoch: str = field(default_factory=lambda: secrets.token_hex(3))
     opened_at: float = field(default_factory=time.time)
     selection: Selection | None = None
     external_change: dict[str, Any] | None = None
     """Set when the file on disk changed under us (the UI offers reload/keep)."""
+    key: DocumentKey | None = None
+    _versions: list[int] = field(default_factory=list)
+    _revisions: list[int] = field(default_factory=list)
+    """Collab version → engine revision, one pair per accepted update (both strictly increasing)."""
 
     @classmethod
-    def load(cls, doc_id: str, path: Path, encoding: str | None = None) -> MarkdownDocument:
+    def load(
+        cls, doc_id: str, path: Path, encoding: str | None = None
+    ) -> tuple[MarkdownDocument, FileIdentity]:
+        """Read and decode `path`: the document and the identity of the file as it was read."""
         # One bounded read of a regular file: a FIFO or device named `x.md` is refused, never blocked on.
         data = files.read_regular_file(path, max_bytes=DOCUMENT_MAX_BYTES, shown_as=path.name)
+        identity = files.file_identity(path)
         decoded = decode_file(data, encoding)
-        return cls(
+        doc = cls(
             doc_id=doc_id,
             path=path,
             collab=CollabDocument(decoded.text),
             encoding=decoded.encoding,
             newline=decoded.newline,
             bom=decoded.bom,
-            identity=diskio.identity_of(path),
-            saved_text=decoded.text,
         )
+        return doc, identity
 
     @classmethod
     def new(cls, doc_id: str, text: str = "") -> MarkdownDocument:
-        return cls(doc_id=doc_id, path=None, collab=CollabDocument(text), saved_text=text)
+        return cls(doc_id=doc_id, path=None, collab=CollabDocument(text))
+
+    # --- the engine key ----------------------------------------------------------------------------------
+
+    def bind(self, key: DocumentKey, identity: FileIdentity | None) -> None:
+        """Make the document key `key.key` of the engine workspace, its file read as `identity` (None: none).
+
+        From now on every update the collab log accepts is noted in the engine under the collab lock, so the
+        revision of a version is known the moment the version exists."""
+        eng, ws = key.engine, key.workspace
+        with self.collab.lock:
+            with eng.lock:
+                # Opening is a change of the workspace (a new key with its content), clean as read: the
+                # revision advances, so no revision issued before — of a document closed with its edits
+                # discarded, say — ever names a version of this one.
+                opened_at = eng.note_changed("open", ws.id, [key.key])
+                ws.mark_keys_saved([key.key], opened_at)
+                ws.key_identities[key.key] = identity
+                self._versions, self._revisions = [self.collab.version], [opened_at]
+            self.key = key
+            self.collab.on_update = self._noted
+
+    def _noted(self, client_id: str, version: int) -> None:
+        key = self.key
+        assert key is not None
+        rev = key.engine.note_changed(client_id, key.workspace.id, [key.key])
+        self._versions.append(version)
+        self._revisions.append(rev)
+        if len(self._versions) > 2 * UPDATE_LOG_MAX:  # the collab log keeps UPDATE_LOG_MAX updates
+            del self._versions[:UPDATE_LOG_MAX], self._revisions[:UPDATE_LOG_MAX]
 
     # --- state -----------------------------------------------------------------------------------------
 
@@ -145,8 +194,17 @@ class MarkdownDocument:
 
     @property
     def revision(self) -> str:
-        """Opaque revision: the collab version plus an epoch so a reopened document never reuses one."""
-        return f"{self.collab.version}-{self.epoch}"
+        """The engine revision of the current text (see `revision_at`)."""
+        return self.revision_at(self.collab.version)
+
+    def revision_at(self, version: int) -> str:
+        """The revision string of collab version `version`: `"<engine revision>-<workspace tag>"`."""
+        if self.key is None:
+            return f"{version}-unbound"
+        with self.collab.lock:
+            i = bisect.bisect_right(self._versions, version) - 1
+            rev = self._revisions[max(i, 0)]
+        return f"{rev}-{self.key.tag}"
 
     def version_of(self, revision: str) -> int:
         """The collab version a revision string names; STALE_WORKSPACE when it is from another opening."""
@@ -156,29 +214,40 @@ class MarkdownDocument:
                 f"expectedRevision {revision!r} is not a revision from this server (like '{self.revision}')",
                 data={"revision": self.revision},
             )
-        number, _, epoch = revision.partition("-")
-        if epoch != self.epoch or not number.isdigit() or int(number) > self.collab.version:
-            raise BridgeError(
-                ErrorCode.STALE_WORKSPACE,
-                f"revision {revision} is not a revision of the document as it is open now "
-                f"(current: {self.revision})",
-                data={"revision": self.revision},
+        number, _, tag = revision.partition("-")
+        with self.collab.lock:
+            known = (
+                self.key is not None
+                and tag == self.key.tag
+                and number.isdigit()
+                and self._revisions[0] <= int(number) <= self.key.workspace.revision
             )
-        return int(number)
+            if known:
+                i = bisect.bisect_right(self._revisions, int(number)) - 1
+                return self._versions[i]
+        raise BridgeError(
+            ErrorCode.STALE_WORKSPACE,
+            f"revision {revision} is not a revision of the document as it is open now (current: {self.revision})",
+            data={"revision": self.revision},
+        )
 
     @property
     def dirty(self) -> bool:
-        """Unsaved changes: the text differs from what was last read from or written to the file.
-
-        Compared by content for documents up to 1 MiB (typing a word and deleting it again is clean); for
-        bigger ones any change since the save counts, so an edit never has to rebuild a 40 MB string."""
-        if self.collab.version == self.saved_version:
+        """Unsaved changes: the engine's per-key saved state (`Workspace.key_dirty`)."""
+        key = self.key
+        if key is None:
             return False
-        if self.collab.length != len(self.saved_text):
-            return True
-        if self.collab.length > DIRTY_COMPARE_MAX_CHARS:
-            return True
-        return self.collab.text != self.saved_text
+        with key.engine.lock:
+            return key.workspace.key_dirty(key.key)
+
+    @property
+    def identity(self) -> FileIdentity | None:
+        """The identity of the document's file as last read or written: the engine's one record."""
+        key = self.key
+        if key is None:
+            return None
+        with key.engine.lock:
+            return key.workspace.key_identity(key.key)
 
     @property
     def name(self) -> str:
@@ -186,12 +255,6 @@ class MarkdownDocument:
 
     def file_bytes(self) -> bytes:
         return encode_text(self.collab.text, self.encoding, self.newline, self.bom)
-
-    def mark_saved(self, text: str, version: int, identity: diskio.FileIdentity | None) -> None:
-        self.saved_text = text
-        self.saved_version = version
-        self.identity = identity
-        self.external_change = None
 
     # --- selection -------------------------------------------------------------------------------------
 

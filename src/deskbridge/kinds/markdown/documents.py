@@ -2,8 +2,9 @@
 external changes (one reason to change: what a document is on disk and how it gets there and back).
 
 Part of `MarkdownService` (service.py), which combines it with editing (editing.py) and derived views
-(views.py); all three share the service's state. Disk work (read, hash, write) runs in worker threads,
-the last write seen through to the end even when the caller goes away (`core.lifecycle.run_uninterruptible`).
+(views.py); all three share the service's state. The folder is one `core.engine` workspace whose keys are the
+open documents (store.py): saving and saving-as a document are the core lifecycle's per-key save and save-as
+(admission, draft barrier, identity checks, atomic write, saved state), reading runs in a worker thread.
 """
 
 from __future__ import annotations
@@ -11,21 +12,22 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import secrets
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from deskbridge.core import files
+from deskbridge.core.engine import Engine
 from deskbridge.core.errors import BridgeError, ErrorCode
-from deskbridge.core.lifecycle import DraftBarrier, run_uninterruptible
+from deskbridge.core.files import FileIdentity
+from deskbridge.core.lifecycle import DirtyPolicy, DraftBarrier
 from deskbridge.core.paths import OUTSIDE_ROOTS
 from deskbridge.core.tools import CallContext
 from deskbridge.kinds.markdown import diskio
 from deskbridge.kinds.markdown.approvals import Approvals, unified_diff
 from deskbridge.kinds.markdown.callers import UI, is_ai
 from deskbridge.kinds.markdown.collab import Edit
-from deskbridge.kinds.markdown.document import DOCUMENT_MAX_BYTES, MarkdownDocument, encode_text
+from deskbridge.kinds.markdown.document import DOCUMENT_MAX_BYTES, DocumentKey, MarkdownDocument
 from deskbridge.kinds.markdown.outline import Heading
 from deskbridge.kinds.markdown.render import PreviewRenderer
 from deskbridge.kinds.markdown.scope import Workspace
@@ -44,8 +46,8 @@ class Documents:
     current_id: str | None
     approvals: Approvals
     drafts: DraftBarrier
+    engine: Engine
     _ids: itertools.count[int]
-    _write_lock: asyncio.Lock
     _renderers: dict[str, PreviewRenderer]
     _preview_cache: dict[str, tuple[int, str]]
     _outline_cache: dict[str, tuple[int, list[Heading]]]
@@ -98,15 +100,18 @@ class Documents:
         doc = self._adopt(MarkdownDocument.load("", path, encoding), make_current=make_current)
         return doc
 
-    def _adopt(self, doc: MarkdownDocument, *, make_current: bool = True) -> MarkdownDocument:
-        """Give a loaded document its id and make it one of the open ones."""
+    def _adopt(
+        self, loaded: tuple[MarkdownDocument, FileIdentity | None], *, make_current: bool = True
+    ) -> MarkdownDocument:
+        """Give a loaded document its id and make it a key of the engine workspace (with its file's identity)."""
         if len(self.docs) >= OPEN_DOCUMENTS_MAX:
             raise BridgeError(
                 ErrorCode.LIMIT_EXCEEDED,
                 f"{OPEN_DOCUMENTS_MAX} documents are open; close one before opening another",
             )
+        doc, identity = loaded
         doc.doc_id = self._new_id()
-        self.docs[doc.doc_id] = doc
+        self._bind(doc, identity)
         self.publish("doc", {"type": "opened", **self.describe(doc)})
         if make_current or self.current_id is None:
             self.set_current(doc.doc_id)
@@ -115,10 +120,20 @@ class Documents:
     def new_document(self, text: str = "") -> MarkdownDocument:
         """An untitled document (saved later with save-as)."""
         doc = MarkdownDocument.new(self._new_id(), text)
-        self.docs[doc.doc_id] = doc
+        self._bind(doc, None)
         self.publish("doc", {"type": "opened", **self.describe(doc)})
         self.set_current(doc.doc_id)
         return doc
+
+    def _bind(self, doc: MarkdownDocument, identity: FileIdentity | None) -> None:
+        ws = self.engine.workspace
+        assert ws is not None, "the markdown engine workspace is opened when the service is created"
+        self.docs[doc.doc_id] = doc
+        doc.bind(DocumentKey(self.engine, ws, doc.doc_id), identity)
+
+    def _key(self, doc: MarkdownDocument) -> DocumentKey:
+        assert doc.key is not None
+        return doc.key
 
     def set_current(self, doc_id: str) -> None:
         """The document the person is looking at (MCP tools without a docId act on it)."""
@@ -149,21 +164,7 @@ class Documents:
         """Text plus metadata, taken at one version (the web API's document shape)."""
         doc = self.get(doc_id)
         text, version = doc.collab.snapshot()
-        return {**self.describe(doc), "text": text, "version": version, "revision": f"{version}-{doc.epoch}"}
-
-    async def settle_editors(self, doc: MarkdownDocument, operation: str) -> None:
-        """Before `operation` on `doc`: every open editor gets its typing in (core draft barrier) —
-        UI_NOT_READY when one does not answer in time, UI_DRAFT_PENDING when one still holds a draft.
-        Markdown editors are not frozen meanwhile: what is typed after the answer is simply not saved yet."""
-        op_id = "op-" + secrets.token_hex(6)
-        outcome = "failed"
-        try:
-            await self.drafts.check(
-                op_id, None, operation, scope={"docId": doc.doc_id, "docRevision": doc.revision}
-            )
-            outcome = "ok"
-        finally:
-            self.drafts.release(op_id, outcome)
+        return {**self.describe(doc), "text": text, "version": version, "revision": doc.revision_at(version)}
 
     async def open(
         self, raw_path: str, *, encoding: str | None = None, ctx: CallContext = UI, tool: str = "open"
@@ -199,7 +200,8 @@ class Documents:
     async def save(
         self, doc_id: str | None = None, *, ctx: CallContext = UI, tool: str = "save"
     ) -> dict[str, Any]:
-        """Write the document to its file; SOURCE_CHANGED when another program changed the file meanwhile."""
+        """Write the document to its file (the core's per-key save: barrier, identity check, atomic write);
+        SOURCE_CHANGED when another program changed the file's content meanwhile."""
         doc = self.get(doc_id)
         if doc.path is None:
             raise BridgeError(
@@ -207,37 +209,25 @@ class Documents:
                 f"'{doc.name}' has never been saved",
                 hint="Use save-as with a path inside the workspace.",
             )
-        await self.settle_editors(doc, "save")
-        async with self._write_lock:
-            text, version = doc.collab.snapshot()
-            path, known = doc.path, doc.identity
-            encoding, newline, bom = doc.encoding, doc.newline, doc.bom
-
-            def write() -> tuple[diskio.FileIdentity | None, int | None]:
-                # Hashing and writing a 12 MB file takes a quarter of a second: in a worker thread, never on
-                # the event loop, and seen through to the end even if the caller goes away (the saved state
-                # must match what is on disk, as core.lifecycle does for every kind).
-                on_disk = diskio.identity_of(path)
-                if not diskio.same_content(on_disk, known):
-                    return on_disk, None
-                data = encode_text(text, encoding, newline, bom)
-                identity = diskio.atomic_write(path, data, on_disk)
-                doc.mark_saved(text, version, identity)
-                return identity, len(data)
-
-            on_disk, written = await run_uninterruptible(write)
-            if written is None:
-                self._mark_external(doc, on_disk)
-                raise BridgeError(
-                    ErrorCode.SOURCE_CHANGED,
-                    f"'{doc.name}' was changed on disk by another program since it was opened; "
-                    "nothing was written",
-                    hint="Ask the person to reload or keep their text in the editor (the banner above it), "
-                    "then call md_save_current_document again.",
-                    data={"docId": doc.doc_id, "path": str(doc.path)},
-                )
+        key = self._key(doc)
+        try:
+            out = await self.engine.save(workspace_id=key.workspace.id, keys=[key.key], caller=ctx.caller)
+        except BridgeError as exc:
+            if exc.code is not ErrorCode.SOURCE_CHANGED:
+                raise
+            path = doc.path
+            self._mark_external(doc, await asyncio.to_thread(diskio.identity_of, path))
+            raise BridgeError(
+                ErrorCode.SOURCE_CHANGED,
+                f"'{doc.name}' was changed on disk by another program since it was opened; "
+                "nothing was written",
+                hint="Ask the person to reload or keep their text in the editor (the banner above it), "
+                "then call md_save_current_document again.",
+                data={"docId": doc.doc_id, "path": str(path)},
+            ) from exc
+        doc.external_change = None
         self.publish("doc", {"type": "saved", **self.describe(doc)})
-        return {**self.describe(doc), "bytesWritten": written}
+        return {**self.describe(doc), "bytesWritten": out["identities"][key.key]["size"]}
 
     async def save_as(
         self,
@@ -248,7 +238,8 @@ class Documents:
         ctx: CallContext = UI,
         tool: str = "save_as",
     ) -> dict[str, Any]:
-        """Write the document to another file in scope; an existing target needs `overwrite` (+ approval)."""
+        """Write the document to another file in scope, which becomes its file (the core's per-key save-as);
+        an existing target needs `overwrite` (+ approval), and must still be the file seen then."""
         doc = self.get(doc_id)
         target = self.workspace.resolve(raw_path, must_exist=False, check_scope=True)
         target_name = self.workspace.relative(target)
@@ -260,59 +251,66 @@ class Documents:
                 f"'{raw_path}' is open as another document; close it first",
                 hint="Pick another path for md_save_current_document_as; md_list_open_documents shows the open ones.",
             )
-        await self.settle_editors(doc, "save_as")
-        text, version = doc.collab.snapshot()
-        encoding, newline, bom = doc.encoding, doc.newline, doc.bom
         existing = await asyncio.to_thread(diskio.identity_of, target)
-        if existing is not None:
-            if not overwrite:
-                raise BridgeError(
-                    ErrorCode.TARGET_EXISTS,
-                    f"'{raw_path}' already exists",
-                    hint="Call md_save_current_document_as again with overwrite true (the person is asked first), "
-                    "or with another path.",
-                    data={"path": target_name},
-                )
-            if is_ai(ctx) and self.approvals.needed("overwrite"):
-                raw = await asyncio.to_thread(
-                    files.read_regular_file, target, max_bytes=DOCUMENT_MAX_BYTES, shown_as=raw_path
-                )
-                old = raw.decode("utf-8", "replace").replace("\r\n", "\n")
-                await self.approvals.ask(
-                    ctx,
-                    "overwrite",
-                    tool,
-                    target_name,
-                    f"overwrite {target.name} with {doc.name}",
-                    unified_diff(old, text, target.name),
-                )
+        if existing is not None and not overwrite:
+            raise BridgeError(
+                ErrorCode.TARGET_EXISTS,
+                f"'{raw_path}' already exists",
+                hint="Call md_save_current_document_as again with overwrite true (the person is asked first), "
+                "or with another path.",
+                data={"path": target_name},
+            )
 
-        def write() -> tuple[diskio.FileIdentity, int]:
-            data = encode_text(text, encoding, newline, bom)
-            if existing is not None:
-                identity = diskio.atomic_write(target, data, existing, target_changed=True)
-            else:
-                identity = diskio.publish_new(target, data)
-            doc.path = target
-            doc.mark_saved(text, version, identity)
-            return identity, len(data)
+        async def ask_to_overwrite(dest: Path, observed: FileIdentity | None) -> None:
+            if observed is None or not is_ai(ctx) or not self.approvals.needed("overwrite"):
+                return
+            raw = await asyncio.to_thread(
+                files.read_regular_file, dest, max_bytes=DOCUMENT_MAX_BYTES, shown_as=raw_path
+            )
+            old = raw.decode("utf-8", "replace").replace("\r\n", "\n")
+            await self.approvals.ask(
+                ctx,
+                "overwrite",
+                tool,
+                target_name,
+                f"overwrite {dest.name} with {doc.name}",
+                unified_diff(old, doc.text, dest.name),
+            )
 
-        async with self._write_lock:
-            _identity, written = await run_uninterruptible(write)
+        key = self._key(doc)
+        out = await self.engine.save_key_as(
+            key.key,
+            target,
+            workspace_id=key.workspace.id,
+            overwrite=existing is not None,
+            observed_identity=existing,
+            caller=ctx.caller,
+            before_write=ask_to_overwrite,
+        )
+        doc.external_change = None
         self.publish("doc", {"type": "saved", **self.describe(doc)})
-        return {**self.describe(doc), "bytesWritten": written}
+        return {**self.describe(doc), "bytesWritten": out["identity"]["size"]}
 
     async def close(self, doc_id: str | None = None, *, discard: bool = False) -> dict[str, Any]:
-        """Close a document; UNSAVED_CHANGES when it is dirty and `discard` is not given."""
+        """Close a document (the core's per-key close: barrier, then dirty policy `reject` or `discard`);
+        UNSAVED_CHANGES when it is dirty and `discard` is not given."""
         doc = self.get(doc_id)
-        await self.settle_editors(doc, "close")
-        if doc.dirty and not discard:
+        key = self._key(doc)
+        try:
+            await self.engine.close_key(
+                key.key,
+                workspace_id=key.workspace.id,
+                dirty_policy=DirtyPolicy.DISCARD if discard else DirtyPolicy.REJECT,
+            )
+        except BridgeError as exc:
+            if exc.code is not ErrorCode.UNSAVED_CHANGES:
+                raise
             raise BridgeError(
                 ErrorCode.UNSAVED_CHANGES,
                 f"'{doc.name}' has unsaved changes",
                 hint="Save it first, or close with discard true.",
-            )
-        del self.docs[doc.doc_id]
+                data={"docId": doc.doc_id},
+            ) from exc
         for cache in (self._renderers, self._preview_cache, self._outline_cache):
             cache.pop(doc.doc_id, None)
         if self.current_id == doc.doc_id:
@@ -326,11 +324,12 @@ class Documents:
         for doc in list(self.docs.values()):
             if doc.path is None or doc.external_change is not None:
                 continue
-            if diskio.quick_unchanged(doc.path, doc.identity):
+            known = doc.identity
+            if diskio.quick_unchanged(doc.path, known):
                 continue
             now = diskio.identity_of(doc.path)
-            if diskio.same_content(now, doc.identity):
-                doc.identity = now
+            if diskio.same_content(now, known):
+                self._record_identity(doc, now)  # touched, same bytes: not a change
                 continue
             self._mark_external(doc, now)
             changed.append(doc.doc_id)
@@ -346,7 +345,20 @@ class Documents:
                 log.exception("markdown: checking files for external changes failed")
             await asyncio.sleep(interval_s)
 
-    def _mark_external(self, doc: MarkdownDocument, now: diskio.FileIdentity | None) -> None:
+    def _record_identity(
+        self, doc: MarkdownDocument, identity: FileIdentity | None, *, saved_at: int | None = None
+    ) -> None:
+        """The document's file is `identity` now (the engine's one record); `saved_at`: and its content is
+        the text at that engine revision (a reload), so the key is clean up to it."""
+        key = self._key(doc)
+        with self.engine.lock:
+            if doc.doc_id not in self.docs:
+                return
+            key.workspace.key_identities[key.key] = identity
+            if saved_at is not None:
+                key.workspace.mark_keys_saved([key.key], saved_at)
+
+    def _mark_external(self, doc: MarkdownDocument, now: FileIdentity | None) -> None:
         doc.external_change = {"detectedAt": time.time(), "deleted": now is None}
         self.publish(
             "doc",
@@ -387,13 +399,17 @@ class Documents:
         if doc.path is None:
             raise BridgeError(ErrorCode.SAVE_AS_REQUIRED, "this document has no file to reload from")
         # Reading, decoding and hashing the file happens in a worker thread (a 12 MB file takes a while).
-        fresh = await asyncio.to_thread(MarkdownDocument.load, doc.doc_id, doc.path, doc.encoding)
-        text = doc.text
+        fresh, identity = await asyncio.to_thread(MarkdownDocument.load, doc.doc_id, doc.path, doc.encoding)
+        with doc.collab.lock:  # the reload's update and the revision it is noted at belong together
+            text = doc.text
+            if fresh.text != text:
+                doc.collab.apply("disk", [Edit(0, len(text), fresh.text)])
+            revision = self._key(doc).workspace.revision
         if fresh.text != text:
-            doc.collab.apply("disk", [Edit(0, len(text), fresh.text)])
             self._announce(doc, "disk")
         doc.newline, doc.bom = fresh.newline, fresh.bom
-        doc.mark_saved(doc.text, doc.version, fresh.identity)
+        doc.external_change = None
+        self._record_identity(doc, identity, saved_at=revision)
         self.publish("doc", {"type": "reloaded", **self.describe(doc)})
         return self.describe(doc)
 
@@ -401,7 +417,7 @@ class Documents:
         """Keep the editor's text over the changed file (the person chose "keep"); the next save writes it."""
         doc = self.get(doc_id)
         if doc.path is not None:
-            doc.identity = await asyncio.to_thread(diskio.identity_of, doc.path)
+            self._record_identity(doc, await asyncio.to_thread(diskio.identity_of, doc.path))
         doc.external_change = None
         self.publish("doc", {"type": "kept", **self.describe(doc)})
         return self.describe(doc)

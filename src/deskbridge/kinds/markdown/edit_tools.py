@@ -6,9 +6,13 @@ Bound to the service and described in tools.py (names, titles, argument models).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from deskbridge.core.audit import set_audit_target
 from deskbridge.core.errors import BridgeError, ErrorCode
+from deskbridge.core.policy import ApprovalText
 from deskbridge.core.tools import CallContext
 from deskbridge.kinds.markdown import export as export_mod
 from deskbridge.kinds.markdown.collab import Edit
@@ -34,23 +38,43 @@ if TYPE_CHECKING:
 
 
 # -- edits ------------------------------------------------------------------------------------------------
+#
+# Each edit tool is a planner (arguments → the edits, on the text of one version) and one shared handler.
+# Approval is decided centrally (`App.invoke`, from `ToolSpec.operation="edit"`): the tool's
+# `approval_summary` (`edit_approval`) plans the edit, prepares it against the current text and shows the
+# person the diff of exactly that change — or asks nothing when it changes nothing — and leaves the plan on
+# the arguments for the handler, which rebases it over whatever the person typed while deciding.
 
 
-async def replace_document(
-    service: MarkdownService, ctx: CallContext, args: ReplaceDocumentArgs
-) -> dict[str, Any]:
+@dataclass
+class Planned:
+    """An edit tool's edits, computed on the text at collab version `base_version` of document `doc_id`."""
+
+    doc_id: str
+    edits: list[Edit]
+    base_version: int
+    summary: str
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Fields the tool adds to its result (replacedOccurrences, section)."""
+    prepared: bool = False
+    """True when `edit_approval` prepared it (rebased, refined, no-op removed) and the person was asked."""
+
+
+Planner = Callable[["MarkdownService", Any], Planned]
+
+
+def plan_replace_document(service: MarkdownService, args: ReplaceDocumentArgs) -> Planned:
     doc = service.require_current(args.doc_id, args.expected_revision)
-    return await service.apply_edits(
-        args.doc_id,
-        service.whole_text_edits(doc.text, args.markdown),
-        ctx=ctx,
-        tool="md_replace_current_document",
-        base_version=doc.version,
-        summary=args.reason or "replace the whole document",
+    text, version = doc.collab.snapshot()
+    return Planned(
+        doc.doc_id,
+        service.whole_text_edits(text, args.markdown),
+        version,
+        args.reason or "replace the whole document",
     )
 
 
-async def apply_text_edit(service: MarkdownService, ctx: CallContext, args: TextEditArgs) -> dict[str, Any]:
+def plan_text_edit(service: MarkdownService, args: TextEditArgs) -> Planned:
     doc = service.get(args.doc_id)
     base = doc.version_of(args.expected_revision)
     if base == doc.version:
@@ -77,34 +101,18 @@ async def apply_text_edit(service: MarkdownService, ctx: CallContext, args: Text
         end = args.end_offset if args.end_offset is not None else start + (args.length or 0)
         rng = service.range_now(doc, base, start, end, args.expected_text)
         base = doc.version
-    return await service.apply_edits(
-        args.doc_id,
-        [Edit(rng.start, rng.end, args.replacement)],
-        ctx=ctx,
-        tool="md_apply_text_edit",
-        base_version=base,
-        summary=args.reason or "edit text",
-    )
+    return Planned(doc.doc_id, [Edit(rng.start, rng.end, args.replacement)], base, args.reason or "edit text")
 
 
-async def insert_text(service: MarkdownService, ctx: CallContext, args: InsertArgs) -> dict[str, Any]:
+def plan_insert_text(service: MarkdownService, args: InsertArgs) -> Planned:
     doc = service.get(args.doc_id)
     at, base = service.insertion_point(
         doc, args.expected_revision, offset=args.offset, line=args.line, column=args.column
     )
-    return await service.apply_edits(
-        args.doc_id,
-        [Edit(at, at, args.text)],
-        ctx=ctx,
-        tool="md_insert_text",
-        base_version=base,
-        summary=args.reason or "insert text",
-    )
+    return Planned(doc.doc_id, [Edit(at, at, args.text)], base, args.reason or "insert text")
 
 
-async def replace_selection(
-    service: MarkdownService, ctx: CallContext, args: ReplaceSelectionArgs
-) -> dict[str, Any]:
+def plan_replace_selection(service: MarkdownService, args: ReplaceSelectionArgs) -> Planned:
     doc = service.require_current(args.doc_id, args.expected_revision)
     sel = doc.current_selection()
     if sel is None:
@@ -114,46 +122,85 @@ async def replace_selection(
             hint="Ask the person to select the text in the editor, then call md_get_selection.",
         )
     check_expected_text(doc.text, Range(*sel), args.expected_text)
-    return await service.apply_edits(
-        args.doc_id,
-        [Edit(sel[0], sel[1], args.text)],
-        ctx=ctx,
-        tool="md_replace_selection",
-        base_version=doc.version,
-        summary=args.reason or "replace the selection",
+    return Planned(
+        doc.doc_id, [Edit(sel[0], sel[1], args.text)], doc.version, args.reason or "replace the selection"
     )
 
 
-async def replace_text(service: MarkdownService, ctx: CallContext, args: ReplaceTextArgs) -> dict[str, Any]:
+def plan_replace_text(service: MarkdownService, args: ReplaceTextArgs) -> Planned:
     doc = service.require_current(args.doc_id, args.expected_revision)
     text, version = doc.collab.snapshot()
     edits = replace_text_edits(text, args.old_text, args.new_text, args.expected_occurrences)
-    result = await service.apply_edits(
-        args.doc_id,
+    return Planned(
+        doc.doc_id,
         edits,
-        ctx=ctx,
-        tool="md_replace_text",
-        base_version=version,
-        summary=args.reason or f"replace {len(edits)} occurrence(s)",
+        version,
+        args.reason or f"replace {len(edits)} occurrence(s)",
+        {"replacedOccurrences": len(edits)},
     )
-    result["replacedOccurrences"] = len(edits)
-    return result
 
 
-async def patch_section(service: MarkdownService, ctx: CallContext, args: PatchSectionArgs) -> dict[str, Any]:
+def plan_patch_section(service: MarkdownService, args: PatchSectionArgs) -> Planned:
     doc = service.require_current(args.doc_id, args.expected_revision)
     text, version = doc.collab.snapshot()
     section, edit = patch_section_edit(text, args.heading_path, args.operation, args.content)
-    result = await service.apply_edits(
-        args.doc_id,
+    return Planned(
+        doc.doc_id,
         [edit],
-        ctx=ctx,
-        tool="md_patch_section",
-        base_version=version,
-        summary=args.reason or f"{args.operation} section '{' > '.join(section.heading.path)}'",
+        version,
+        args.reason or f"{args.operation} section '{' > '.join(section.heading.path)}'",
+        {"section": section.heading.to_dict()},
     )
-    result["section"] = section.heading.to_dict()
-    return result
+
+
+@dataclass(frozen=True)
+class EditTool:
+    """What tools.py passes for an edit tool: its planner; the handler and central approval come from it."""
+
+    planner: Planner
+
+
+def edit_approval(service: MarkdownService, planner: Planner) -> Callable[[Any], ApprovalText | None]:
+    """The tool's `approval_summary`: plan and prepare the edit, then the question with its diff (None: a
+    no-op, nothing to ask). The prepared plan rides on the arguments to the handler (`args._plan`)."""
+
+    def summary(args: Any) -> ApprovalText | None:
+        # the call's one audit record names the document even when the person declines (no handler runs)
+        set_audit_target(service.target_of(getattr(args, "doc_id", None)))
+        planned = planner(service, args)
+        doc = service.get(planned.doc_id)
+        edits, version = service.prepare_edits(doc, planned.edits, planned.base_version, ai=True)
+        planned.edits, planned.base_version, planned.prepared = edits, version, True
+        args._plan = planned
+        if not edits:
+            return None
+        return service.edit_approval(doc, edits, planned.summary)
+
+    return summary
+
+
+def edit_handler(
+    planner: Planner, tool: str
+) -> Callable[[MarkdownService, CallContext, Any], Awaitable[dict[str, Any]]]:
+    """The handler of an edit tool: its plan (from the approval, else made now) applied as one update."""
+
+    async def handler(service: MarkdownService, ctx: CallContext, args: Any) -> dict[str, Any]:
+        planned: Planned | None = args._plan
+        if planned is None:  # no approval was asked (a person's call, or the rules said no)
+            planned = planner(service, args)
+        result = await service.apply_edits(
+            planned.doc_id,
+            planned.edits,
+            ctx=ctx,
+            tool=tool,
+            base_version=planned.base_version,
+            summary=planned.summary,
+            ask=False,
+        )
+        result.update(planned.extra)
+        return result
+
+    return handler
 
 
 # -- files and exports -------------------------------------------------------------------------------------

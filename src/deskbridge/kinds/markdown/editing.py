@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from deskbridge.core.errors import BridgeError, ErrorCode
+from deskbridge.core.policy import ApprovalText
 from deskbridge.core.tools import CallContext
 from deskbridge.kinds.markdown.approvals import Approvals, edits_diff
 from deskbridge.kinds.markdown.callers import UI, is_ai
@@ -129,23 +130,18 @@ class Editing:
         tool: str = "edit",
         base_version: int,
         summary: str = "",
+        ask: bool = True,
     ) -> dict[str, Any]:
         """Apply code-point edits computed against the text at `base_version` (ascending, non-overlapping).
 
         Edits are rebased over every update accepted since `base_version` (the person keeps typing while an
         approval is open); if any of those touched an edited range the edit is refused with STALE_WORKSPACE,
-        so neither side loses a character. AI callers are asked for approval with the unified diff.
+        so neither side loses a character. AI callers are asked for approval with the unified diff — here when
+        `ask` (a change only known inside the handler: an editor command), else already by `App.invoke` from
+        the tool's declared operation (`ToolSpec.operation`, `approval_summary`: edit_tools.py).
         """
         doc = self.get(doc_id)
-        edits = self._rebase(doc, edits, base_version)
-        if is_ai(ctx) and any(e.end - e.start >= REFINE_MIN_CHARS and e.insert for e in edits):
-            # unchanged lines inside a big replacement stay retained: the person's typing there keeps its place
-            edits = refine_edits(doc.text, edits)
-        text_now = (
-            doc.text if edits and sum(e.end - e.start + len(e.insert) for e in edits) < 1 << 20 else None
-        )
-        if text_now is not None and all(text_now[e.start : e.end] == e.insert for e in edits):
-            edits = []  # replacing text with itself changes nothing
+        edits, seen_version = self.prepare_edits(doc, edits, base_version, ai=is_ai(ctx))
         if not edits:
             # a no-op (a patch that replaces text with itself, a command with nothing to do) asks nothing
             return {
@@ -155,13 +151,11 @@ class Editing:
                 "changes": [],
                 "unchanged": True,
             }
-        if is_ai(ctx):
-            seen_version = doc.version
-            if self.approvals.needed("edit"):
-                diff = self._diff(doc, doc.text, edits)
-                await self.approvals.ask(ctx, "edit", tool, self._target(doc), summary or tool, diff)
-            # the person may have typed while deciding: rebase again over what arrived meanwhile
-            edits = self._rebase(doc, edits, seen_version)
+        if ask and is_ai(ctx) and self.approvals.needed("edit"):
+            diff = self._diff(doc, doc.text, edits)
+            await self.approvals.ask(ctx, "edit", tool, self._target(doc), summary or tool, diff)
+        # the person may have typed while deciding (here or in App.invoke): rebase over what arrived meanwhile
+        edits = self._rebase(doc, edits, seen_version)
         before_len = doc.collab.length
         client_id = ctx.caller if is_ai(ctx) else f"server:{ctx.caller}"
         update = doc.collab.apply(client_id, edits)
@@ -176,6 +170,30 @@ class Editing:
             ],
         }
         return result
+
+    def prepare_edits(
+        self, doc: MarkdownDocument, edits: list[Edit], base_version: int, *, ai: bool
+    ) -> tuple[list[Edit], int]:
+        """Edits computed at `base_version` as they apply to the current text, and that text's version: rebased
+        over every update since (refused when one touched an edited range), big AI replacements refined to what
+        differs, and nothing at all for a no-op (text replaced by itself)."""
+        with doc.collab.lock:  # the edits and the version they apply to belong together
+            edits = self._rebase(doc, edits, base_version)
+            version = doc.version
+            if ai and any(e.end - e.start >= REFINE_MIN_CHARS and e.insert for e in edits):
+                # unchanged lines inside a big replacement stay retained: the person's typing there keeps its place
+                edits = refine_edits(doc.text, edits)
+            text_now = (
+                doc.text if edits and sum(e.end - e.start + len(e.insert) for e in edits) < 1 << 20 else None
+            )
+            if text_now is not None and all(text_now[e.start : e.end] == e.insert for e in edits):
+                edits = []  # replacing text with itself changes nothing
+        return edits, version
+
+    def edit_approval(self, doc: MarkdownDocument, edits: list[Edit], summary: str) -> ApprovalText:
+        """What the person is asked about an AI edit (prepared with `prepare_edits`): the summary, the document
+        and the unified diff of exactly the change that will be applied."""
+        return ApprovalText(summary=summary, target=self._target(doc), diff=self._diff(doc, doc.text, edits))
 
     def _diff(self, doc: MarkdownDocument, text: str, edits: list[Edit]) -> str:
         return edits_diff(text, [(e.start, e.end, e.insert) for e in edits], doc.name)

@@ -26,7 +26,6 @@ from lxml import html as lxml_html
 from deskbridge.core import files
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.tools import CallContext
-from deskbridge.kinds.markdown import diskio
 from deskbridge.kinds.markdown.render import EXPORT, render_html
 from deskbridge.kinds.markdown.sanitize import safe_url
 
@@ -653,7 +652,7 @@ async def export_to_workspace(
     for n in range(0, 1000):
         candidate = folder / (f"{stem}{ext}" if n == 0 else f"{stem}-{n}{ext}")
         try:
-            diskio.publish_new(candidate, data)
+            files.publish_new(candidate, data)
         except BridgeError as exc:
             if exc.code is ErrorCode.TARGET_EXISTS:
                 continue

@@ -52,7 +52,7 @@ async def get_current_document(
         "markdown": page["text"],
         "isDirty": doc.dirty,
         "encoding": doc.encoding,
-        "revision": f"{version}-{doc.epoch}",
+        "revision": doc.revision_at(version),
         "startLine": page["startLine"],
         "endLine": page["endLine"],
         "totalLines": page["totalLines"],
@@ -72,7 +72,7 @@ async def get_outline(service: MarkdownService, ctx: CallContext, args: OutlineA
     )
     return {
         "docId": doc.doc_id,
-        "revision": f"{version}-{doc.epoch}",
+        "revision": doc.revision_at(version),
         "items": [h.to_dict() for h in items],
         "total": len(wanted),
         "truncated": next_cursor is not None,
@@ -91,7 +91,7 @@ async def read_section(service: MarkdownService, ctx: CallContext, args: ReadSec
     )
     return {
         "docId": doc.doc_id,
-        "revision": f"{version}-{doc.epoch}",
+        "revision": doc.revision_at(version),
         "heading": section.heading.to_dict(),
         "markdown": page["text"],
         "startLine": page["startLine"],
@@ -125,7 +125,7 @@ async def get_rendered_html(service: MarkdownService, ctx: CallContext, args: Ht
     html, version = await anyio.to_thread.run_sync(service.preview_html, doc.doc_id)
     return {
         "docId": doc.doc_id,
-        "revision": f"{version}-{doc.epoch}",
+        "revision": doc.revision_at(version),
         **html_page(html, version, args.cursor, args.max_bytes),
     }
 

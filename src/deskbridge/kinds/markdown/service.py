@@ -20,7 +20,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from deskbridge import __version__
-from deskbridge.core.lifecycle import DraftBarrier
+from deskbridge.core.engine import Engine
 from deskbridge.core.policy import ApprovalRules
 from deskbridge.kinds.markdown.approvals import Approvals, approval_rules
 from deskbridge.kinds.markdown.callers import UI, is_ai
@@ -30,6 +30,7 @@ from deskbridge.kinds.markdown.editing import Editing
 from deskbridge.kinds.markdown.outline import Heading
 from deskbridge.kinds.markdown.render import PreviewRenderer
 from deskbridge.kinds.markdown.scope import AccessScope, Workspace
+from deskbridge.kinds.markdown.store import MarkdownStore
 from deskbridge.kinds.markdown.views import Views
 
 __all__ = ["OPEN_DOCUMENTS_MAX", "UI", "MarkdownService", "is_ai"]
@@ -56,13 +57,20 @@ class MarkdownService(Documents, Editing, Views):
         self.approvals = Approvals(policy, approval_rules(approval_settings))
         self.audit = audit
         """The core audit log (`App.invoke` records every tool call in it once); None outside a server."""
-        self.drafts = DraftBarrier(SimpleNamespace(publish=self.publish))  # type: ignore[arg-type]
+        self.docs: dict[str, MarkdownDocument] = {}
+        self.engine = Engine(
+            MarkdownStore(self),
+            SimpleNamespace(publish=self.publish),  # type: ignore[arg-type]
+            backup_on_save=False,
+        )
+        """The one engine: the folder is its workspace, the open documents its keys (store.py); it keeps the
+        revision, the saved state and each document file's identity, and runs save / save-as."""
+        self.engine.lifecycle.open_first(self.workspace.root, caller="ui")
+        self.drafts = self.engine.drafts
         """The core draft barrier: every editor whose event stream is open is asked before a save or close
         (the platform registers it; web/app.py) and must answer in time without a draft."""
-        self.docs: dict[str, MarkdownDocument] = {}
         self.current_id: str | None = None
         self._ids = itertools.count(1)
-        self._write_lock = asyncio.Lock()
         self._render_lock = threading.Lock()
         self._renderers: dict[str, PreviewRenderer] = {}
         self._preview_cache: dict[str, tuple[int, str]] = {}

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, Literal
 
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
 from deskbridge.core import limits
 from deskbridge.core.audit import set_audit_target
@@ -133,14 +133,20 @@ class SearchArgs(ToolArgs):
     limit: int = Field(50, ge=1, le=500, description="Matches per page.")
 
 
-class ReplaceDocumentArgs(ToolArgs):
+class EditArgs(ToolArgs):
+    """Arguments of an edit tool; `_plan` carries the edit its approval prepared to the handler (edit_tools.py)."""
+
+    _plan: Any = PrivateAttr(default=None)
+
+
+class ReplaceDocumentArgs(EditArgs):
     doc_id: str | None = _DOC_ID
     markdown: str = Field(max_length=REPLACE_MAX_CHARS, description="The complete new Markdown text.")
     expected_revision: str = _REVISION
     reason: str = _REASON
 
 
-class TextEditArgs(ToolArgs):
+class TextEditArgs(EditArgs):
     doc_id: str | None = _DOC_ID
     start_offset: int | None = Field(
         None, alias="startOffset", ge=0, description="Start, in Unicode code points of the current text."
@@ -169,7 +175,7 @@ class TextEditArgs(ToolArgs):
     reason: str = _REASON
 
 
-class InsertArgs(ToolArgs):
+class InsertArgs(EditArgs):
     doc_id: str | None = _DOC_ID
     text: str = Field(max_length=REPLACE_MAX_CHARS, description="Text to insert.")
     offset: int | None = Field(
@@ -185,7 +191,7 @@ class InsertArgs(ToolArgs):
     reason: str = _REASON
 
 
-class ReplaceSelectionArgs(ToolArgs):
+class ReplaceSelectionArgs(EditArgs):
     doc_id: str | None = _DOC_ID
     text: str = Field(max_length=REPLACE_MAX_CHARS, description="Replacement for the selected text.")
     expected_text: str | None = Field(
@@ -197,7 +203,7 @@ class ReplaceSelectionArgs(ToolArgs):
     reason: str = _REASON
 
 
-class ReplaceTextArgs(ToolArgs):
+class ReplaceTextArgs(EditArgs):
     doc_id: str | None = _DOC_ID
     old_text: str = Field(
         alias="oldText",
@@ -217,7 +223,7 @@ class ReplaceTextArgs(ToolArgs):
     reason: str = _REASON
 
 
-class PatchSectionArgs(ToolArgs):
+class PatchSectionArgs(EditArgs):
     doc_id: str | None = _DOC_ID
     heading_path: str = Field(
         alias="headingPath",
@@ -320,17 +326,21 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
         target_of: Callable[[Any], str | None] | None = None,
         person_only: bool = False,
     ) -> ToolSpec:
+        planner = getattr(fn, "planner", None)
         return ToolSpec(
             name,
             title,
             description,
             args,
-            targeted(fn, target_of),
+            targeted(edit_tools.edit_handler(planner, name) if planner else fn, target_of),
             read_only=read_only,
             destructive=destructive,
             idempotent=idempotent or read_only,
             aliases=_aliases(vex) if vex else (),
             person_only=person_only,
+            # an edit is approved centrally (App.invoke) with the diff its planner prepared; a no-op asks nothing
+            operation="edit" if planner else None,
+            approval_summary=edit_tools.edit_approval(service, planner) if planner else None,
         )
 
     specs = [
@@ -424,7 +434,7 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
             "Replace the entire text (asks the person, with a diff). Prefer md_replace_text or md_patch_section "
             "for local changes.",
             ReplaceDocumentArgs,
-            edit_tools.replace_document,
+            edit_tools.EditTool(edit_tools.plan_replace_document),
             destructive=True,
             vex="replace_current_document",
         ),
@@ -434,7 +444,7 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
             "Replace the text in a range given by code-point offsets (startOffset + length/endOffset) or "
             "line/column; expectedText must equal the current text there.",
             TextEditArgs,
-            edit_tools.apply_text_edit,
+            edit_tools.EditTool(edit_tools.plan_text_edit),
             destructive=True,
             vex="apply_text_edit",
         ),
@@ -443,7 +453,7 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
             "Insert text",
             "Insert at a code-point offset, a line/column, or the person's cursor.",
             InsertArgs,
-            edit_tools.insert_text,
+            edit_tools.EditTool(edit_tools.plan_insert_text),
             vex="insert_text",
         ),
         spec(
@@ -451,7 +461,7 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
             "Replace the selection",
             "Replace the text the person has selected (optionally checking it is expectedText).",
             ReplaceSelectionArgs,
-            edit_tools.replace_selection,
+            edit_tools.EditTool(edit_tools.plan_replace_selection),
             destructive=True,
             vex="replace_selection",
         ),
@@ -462,7 +472,7 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
             "exactly expectedOccurrences times; otherwise says how often it occurs or where the nearest "
             "near-miss is.",
             ReplaceTextArgs,
-            edit_tools.replace_text,
+            edit_tools.EditTool(edit_tools.plan_replace_text),
             destructive=True,
         ),
         spec(
@@ -470,7 +480,7 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
             "Patch a section",
             "Replace, append to, or prepend to the section under a heading path such as 'Intro > Setup'.",
             PatchSectionArgs,
-            edit_tools.patch_section,
+            edit_tools.EditTool(edit_tools.plan_patch_section),
             destructive=True,
         ),
         spec(

@@ -16,7 +16,7 @@ from starlette.routing import BaseRoute
 from deskbridge.core.policy import ApprovalRules
 from deskbridge.core.tools import ToolSpec
 from deskbridge.kinds.base import KindServices
-from deskbridge.kinds.markdown.approvals import approval_rules
+from deskbridge.kinds.markdown.approvals import NEEDS_APPROVAL_BY_DEFAULT, approval_rules
 from deskbridge.kinds.markdown.file_tools import file_tools
 from deskbridge.kinds.markdown.recent import RECENT_FILE, RecentFiles
 from deskbridge.kinds.markdown.scope import AccessScope
@@ -44,6 +44,9 @@ class MarkdownWorkspace:
     """One opened document or folder, shared by the browser editor and every MCP client."""
 
     kind = "markdown"
+    approval_defaults = NEEDS_APPROVAL_BY_DEFAULT
+    """Which operations ask when the `approval_rules` setting says nothing (App.invoke decides edits from
+    `ToolSpec.operation`)."""
 
     def __init__(self, path: Path, services: KindServices) -> None:
         settings = services.settings
