@@ -5,8 +5,10 @@ Nothing but protocol may reach stdout, so logging goes to stderr and the App is 
 `fast_stdio` is the SDK's `stdio_server` without its worker-thread hop per line: the SDK reads each line and
 writes and flushes each reply through `anyio.wrap_file`, three thread round trips per call, which made a small
 read over stdio ~1.7x slower than the Node reference server (MCP-LAT). Here stdin and stdout are asyncio pipes on
-the same event loop. fds 0 and 1 are diverted exactly as the SDK does (stray prints cannot corrupt the stream);
-where the streams are not pipes (a file, Windows) the SDK's transport is used unchanged.
+the same event loop, and the streams handed to the SDK read and write those pipes directly: no reader or writer
+task and no memory stream of our own between the pipe and the SDK's dispatcher (each hop is a task switch and
+several event-loop turns per message). fds 0 and 1 are diverted exactly as the SDK does (stray prints cannot
+corrupt the stream); where the streams are not pipes (a file, Windows) the SDK's transport is used unchanged.
 """
 
 from __future__ import annotations
@@ -40,6 +42,86 @@ def _pipe_like(fd: int) -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
 
 
+class _PipeReader:
+    """The SDK's `ReadStream` of SessionMessages, read straight from stdin's pipe on the caller's task.
+
+    No reader task and no memory stream in between: the SDK's own relay task awaits `receive()`, which parses the
+    next line. A line that is not JSON-RPC is yielded as the exception (as the SDK's `stdio_server` does).
+    """
+
+    def __init__(self, reader: asyncio.StreamReader) -> None:
+        self._reader = reader
+        self._closed = False
+
+    async def receive(self) -> SessionMessage | Exception:
+        while True:
+            if self._closed:
+                raise anyio.ClosedResourceError
+            try:
+                line = await self._reader.readline()
+            except ValueError as exc:  # a line over LINE_MAX_BYTES: asyncio drops it, the next one is read
+                return exc
+            if not line:
+                raise anyio.EndOfStream
+            if not line.strip():
+                continue
+            try:
+                return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+            except Exception as exc:
+                return exc
+
+    def __aiter__(self) -> _PipeReader:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        self._closed = True
+
+    async def __aenter__(self) -> _PipeReader:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
+class _PipeWriter:
+    """The SDK's `WriteStream` of SessionMessages, written straight to stdout's pipe by the sending task.
+
+    One line per message, whole (`write` is synchronous, so concurrent senders never interleave), in the order
+    sent; `drain` waits only while the pipe's buffer is over its high-water mark (back-pressure from a slow
+    client). A send after close, or to a client that went away, raises what anyio streams raise (the SDK drops
+    such writes with a debug log).
+    """
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self._writer = writer
+        self._closed = False
+
+    async def send(self, item: SessionMessage, /) -> None:
+        if self._closed:
+            raise anyio.ClosedResourceError
+        body = item.message.model_dump_json(by_alias=True, exclude_unset=True)
+        try:
+            self._writer.write(body.encode() + b"\n")
+            await self._writer.drain()
+        except ConnectionError as exc:
+            raise anyio.BrokenResourceError from exc
+
+    async def aclose(self) -> None:
+        self._closed = True
+
+    async def __aenter__(self) -> _PipeWriter:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
 @contextlib.asynccontextmanager
 async def fast_stdio() -> AsyncIterator[tuple[Any, Any]]:
     """(read stream, write stream) of SessionMessages over this process's stdin and stdout."""
@@ -48,7 +130,6 @@ async def fast_stdio() -> AsyncIterator[tuple[Any, Any]]:
             yield streams
         return
     from mcp.server.stdio import _claim_fd, _open_stdin_diversion, _open_stdout_diversion
-    from mcp.shared._context_streams import create_context_streams
 
     stdin_file, restore_stdin = _claim_fd(0, sys.stdin, "rb", _open_stdin_diversion)
     stdout_file, restore_stdout = _claim_fd(1, sys.stdout, "wb", _open_stdout_diversion)
@@ -59,35 +140,8 @@ async def fast_stdio() -> AsyncIterator[tuple[Any, Any]]:
         asyncio.streams.FlowControlMixin, stdout_file
     )
     writer = asyncio.StreamWriter(write_transport, write_protocol, None, loop)
-
-    read_stream_writer, read_stream = create_context_streams[SessionMessage | Exception](0)
-    write_stream, write_stream_reader = create_context_streams[SessionMessage](0)
-
-    async def stdin_reader() -> None:
-        async with read_stream_writer:
-            while line := await reader.readline():
-                if not line.strip():
-                    continue
-                try:
-                    message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-                except Exception as exc:
-                    await read_stream_writer.send(exc)
-                    continue
-                await read_stream_writer.send(SessionMessage(message))
-
-    async def stdout_writer() -> None:
-        async with write_stream_reader:
-            async for session_message in write_stream_reader:
-                body = session_message.message.model_dump_json(by_alias=True, exclude_unset=True)
-                writer.write(body.encode() + b"\n")
-                await writer.drain()
-
     try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(stdin_reader)
-            tg.start_soon(stdout_writer)
-            yield read_stream, write_stream
-            tg.cancel_scope.cancel()
+        yield _PipeReader(reader), _PipeWriter(writer)
     finally:
         read_transport.close()
         with contextlib.suppress(Exception):
