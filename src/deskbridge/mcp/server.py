@@ -336,7 +336,8 @@ def build_mcp_server(app: App, *, editor: bool = True) -> Server[Any]:
         return spec.input_schema(shared=True) if offered(spec) else None
 
     async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams):
-        if not editor and app.find_tool(params.name) is not None and not offered(app.find_tool(params.name)):
+        spec = app.find_tool(params.name)
+        if spec is not None and not editor and not offered(spec):
             return error_result(
                 BridgeError(
                     "NOT_FOUND",
@@ -345,8 +346,7 @@ def build_mcp_server(app: App, *, editor: bool = True) -> Server[Any]:
                     "web UI to use the editor tools; the other tools work here.",
                 )
             )
-        person_only = app.find_tool(params.name)
-        if person_only is not None and person_only.person_only:
+        if spec is not None and spec.person_only:
             # Answered as for a tool that is not there (it is not listed): the decision is the person's.
             return error_result(
                 BridgeError(
@@ -356,7 +356,6 @@ def build_mcp_server(app: App, *, editor: bool = True) -> Server[Any]:
                 )
             )
         caller, client_name = _caller_of(ctx)
-        spec = app.find_tool(params.name)
         if (
             spec is not None and spec.name != params.name
         ):  # an alias: list the aliases to this caller from now on
