@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -186,8 +187,35 @@ def ensure_peer() -> Path | None:
     return entry if entry.exists() else None
 
 
+def _children() -> set[int]:
+    """Process ids of this process's children (Linux /proc; empty elsewhere)."""
+    found: set[int] = set()
+    with contextlib.suppress(OSError):
+        for task in os.listdir(f"/proc/{os.getpid()}/task"):
+            with contextlib.suppress(OSError):
+                found |= {
+                    int(pid) for pid in Path(f"/proc/{os.getpid()}/task/{task}/children").read_text().split()
+                }
+    return found
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time of a process so far (Linux /proc/PID/stat), or None where there is no /proc."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 async def stdio_side_by_side(folder: Path, calls: int) -> dict:
-    """Same SDK client, same file, alternating calls: deskbridge (stdio) vs server-filesystem (stdio)."""
+    """Same SDK client, same file, alternating calls: deskbridge (stdio) vs server-filesystem (stdio).
+
+    Besides the wall time of each call, each server process's own CPU time per call (from /proc) is reported:
+    on a loaded machine the wall time is mostly waiting for a core, while CPU per call is what a server costs.
+    """
+    from contextlib import AsyncExitStack
+
     from mcp import Client, StdioServerParameters
 
     peer = ensure_peer()
@@ -204,27 +232,49 @@ async def stdio_side_by_side(folder: Path, calls: int) -> dict:
     )
     theirs = StdioServerParameters(command="node", args=[str(peer), str(folder)], env=env)
     target = str(folder / "note.txt")
-    samples: dict[str, list[float]] = {"deskbridge": [], "deskbridge --project": [], "server-filesystem": []}
-    async with Client(ours) as a, Client(bridge) as c, Client(theirs) as b:
+    servers = (
+        ("deskbridge", ours, "probe_read_file", {"path": "note.txt"}),
+        ("deskbridge --project", bridge, "probe_read_file", {"path": "note.txt"}),
+        ("server-filesystem", theirs, "read_text_file", {"path": target}),
+    )
+    samples: dict[str, list[float]] = {name: [] for name, *_ in servers}
+    cpu_us: dict[str, float | None] = {}
+    async with AsyncExitStack() as stack:
+        clients, pids = {}, {}
+        for name, params, _, _ in servers:
+            before = _children()
+            clients[name] = await stack.enter_async_context(Client(params))
+            started = _children() - before  # the server process this client just started
+            pids[name] = started.pop() if len(started) == 1 else None
+        start_cpu: dict[str, float | None] = {}
         for i in range(calls + 20):
-            for name, client, tool, args in (
-                ("deskbridge", a, "probe_read_file", {"path": "note.txt"}),
-                ("deskbridge --project", c, "probe_read_file", {"path": "note.txt"}),
-                ("server-filesystem", b, "read_text_file", {"path": target}),
-            ):
+            if i == 20:  # warmed up: CPU is counted from here, over the measured calls only
+                start_cpu = {name: cpu_seconds(pid) if pid else None for name, pid in pids.items()}
+            for name, _, tool, args in servers:
                 start = time.perf_counter()
-                result = await client.call_tool(tool, args)
+                result = await clients[name].call_tool(tool, args)
                 elapsed = time.perf_counter() - start
                 if result.is_error:
                     raise RuntimeError(f"{name} failed: {result.content}")
                 if i >= 20:
                     samples[name].append(elapsed)
+        for name, pid in pids.items():
+            begin, end = start_cpu.get(name), cpu_seconds(pid) if pid else None
+            cpu_us[name] = (
+                round((end - begin) / calls * 1e6) if begin is not None and end is not None else None
+            )
     ours_s, theirs_s = summary_ms(samples["deskbridge"]), summary_ms(samples["server-filesystem"])
+    ours_cpu, theirs_cpu = cpu_us["deskbridge"], cpu_us["server-filesystem"]
     return {
-        "deskbridge": ours_s,
-        "deskbridge --project (in-process, no server running)": summary_ms(samples["deskbridge --project"]),
-        "server-filesystem": theirs_s,
+        "deskbridge": {**ours_s, "cpu_us_per_call": ours_cpu},
+        "deskbridge --project (in-process, no server running)": {
+            **summary_ms(samples["deskbridge --project"]),
+            "cpu_us_per_call": cpu_us["deskbridge --project"],
+        },
+        "server-filesystem": {**theirs_s, "cpu_us_per_call": theirs_cpu},
         "ratio_peer_over_ours": round(theirs_s["median_ms"] / ours_s["median_ms"], 2),
+        "cpu_ratio_ours_over_peer": round(ours_cpu / theirs_cpu, 2) if ours_cpu and theirs_cpu else None,
+        "load_average": [round(x, 2) for x in os.getloadavg()],
     }
 
 
@@ -263,6 +313,14 @@ def main() -> None:
         print(f"{'MCP-LAT stdio deskbridge':<26}{peer['deskbridge']['median_ms']:>40.2f} ms")
         print(f"{'MCP-LAT stdio peer (Node)':<26}{peer['server-filesystem']['median_ms']:>40.2f} ms")
         print(f"{'peer / deskbridge':<26}{peer['ratio_peer_over_ours']:>41.2f}x   >= 1.0 (not slower)")
+        if peer["cpu_ratio_ours_over_peer"] is not None:
+            ours_cpu, theirs_cpu = (
+                peer["deskbridge"]["cpu_us_per_call"],
+                peer["server-filesystem"]["cpu_us_per_call"],
+            )
+            print(f"{'stdio CPU/call ours, peer':<26}{f'{ours_cpu} us, {theirs_cpu} us':>44}")
+            print(f"{'CPU deskbridge / peer':<26}{peer['cpu_ratio_ours_over_peer']:>41.2f}x   <= 1.0")
+        print(f"{'load average':<26}{' '.join(map(str, peer['load_average'])):>44}")
     else:
         print(f"peer: {peer['skipped']}")
     print(

@@ -44,6 +44,12 @@ if TYPE_CHECKING:
     from deskbridge.web.security import SecurityPolicy
 
 
+def encode_result(result: Any) -> str:
+    """A tool result as the compact JSON text MCP sends (and the response cap measures): non-ASCII kept as it is,
+    no spaces, and a value JSON has no form for (a path, a date) written as its `str`."""
+    return json.dumps(result, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
 def _validation_message(exc: ValidationError) -> str:
     parts = []
     for err in exc.errors()[:5]:
@@ -189,6 +195,14 @@ class App:
 
     async def invoke(self, name: str, arguments: dict[str, Any], call: CallContext) -> dict[str, Any]:
         """Validate, run and audit one tool call. Every transport comes through here."""
+        result, _ = await self.invoke_encoded(name, arguments, call)
+        return result
+
+    async def invoke_encoded(
+        self, name: str, arguments: dict[str, Any], call: CallContext
+    ) -> tuple[dict[str, Any], str]:
+        """`invoke`, and the result's JSON (`encode_result`): encoded once, measured against the response cap
+        here and sent as the MCP text content as it is."""
         started = time.perf_counter()
         spec = self.find_tool(name)
         outcome = "ok"
@@ -232,14 +246,15 @@ class App:
             if approval is not None and isinstance(result, dict) and "approval" not in result:
                 # Which path approved (browser / client elicitation) travels with the result, as in the audit.
                 result = {**result, "approval": approval.to_dict()}
-            size = len(json.dumps(result, ensure_ascii=False, default=str))
+            text = encode_result(result)
+            size = len(text)
             if size > RESPONSE_MAX_BYTES:
                 raise BridgeError(
                     ErrorCode.LIMIT_EXCEEDED,
                     f"the result of {name} is {size} bytes, over the {RESPONSE_MAX_BYTES}-byte cap",
                     hint="Ask for less: use a smaller limit, a filter, or follow the cursor.",
                 )
-            return result
+            return result, text
         except BridgeError as error:
             outcome = str(error.code)
             names = [s.name for s in self.tool_specs()]

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from deskbridge.core import limits
+from deskbridge.core import paths as paths_module
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.paths import case_collisions, is_reserved_name, resolve_path, safe_relative_path
 
@@ -256,3 +257,92 @@ def test_safe_relative_path_normalises(case, expected):
 def test_safe_relative_path_refuses(case):
     with pytest.raises(BridgeError):
         safe_relative_path(case)
+
+
+# -- the remembered-root fast path (MCP-LAT): the same answer as the general path, never a way out -------------
+
+EQUIVALENCE = [
+    *ESCAPES,
+    *INVALID,
+    "doc.md",
+    "./doc.md",
+    "sub",
+    "sub/",
+    "sub/a.txt",
+    "sub//a.txt",
+    "sub/a.txt/below-a-file",
+    "sub/new/deeper.txt",
+    "link_in/a.txt",
+    "link_in/new.txt",
+    "loop_a/x",
+    "new-file.txt",
+    ".",
+    "{root}",
+    "{root}/doc.md",
+    "{root}/sub/a.txt",
+    "{root}/link_in/a.txt",
+    "{outside}/secret.txt",
+    "{evil}/x.txt",
+]
+
+
+def _outcome(raw: str, roots: list[Path], **kw) -> tuple:
+    try:
+        got = resolve_path(raw, roots, **kw)
+    except BridgeError as exc:
+        return ("error", str(exc.code), exc.message, exc.hint, exc.data)
+    return ("ok", str(got), str(got.confined_root))
+
+
+@pytest.mark.security
+@pytest.mark.parametrize("kw", [{}, {"must_exist": True}, {"check_case": True}])
+@pytest.mark.parametrize("two_roots", [False, True])
+def test_a_remembered_root_gives_the_same_answer_as_the_general_path(sandbox, kw, two_roots):
+    # Real roots (as workspaces pass them), so the fast path is taken even where the temp folder is behind a link.
+    real = {k: v.resolve() for k, v in sandbox.items()}
+    roots = [real["root"], real["outside"]] if two_roots else [real["root"]]
+    for case in EQUIVALENCE:
+        raw = fmt(case, real)
+        paths_module._real_roots.clear()
+        general = _outcome(raw, roots, **kw)  # nothing remembered: realpath of the roots and the target
+        resolve_path("doc.md", roots)  # now every root is remembered
+        assert all(paths_module._known_real_root(str(r)) is not None for r in roots)
+        assert _outcome(raw, roots, **kw) == general, case
+
+
+@pytest.mark.security
+def test_a_link_planted_after_the_root_was_remembered_is_still_refused(sandbox):
+    root, outside = sandbox["root"], sandbox["outside"]
+    assert resolve_path("sub/a.txt", [root]) == root / "sub" / "a.txt"
+    (root / "late_link").symlink_to(outside)
+    (root / "sub").rename(root / "sub-moved")
+    (root / "sub").symlink_to(outside)  # a folder swapped for a link to the outside
+    for raw in (
+        "late_link/secret.txt",
+        "late_link",
+        "sub/secret.txt",
+        "sub/new.txt",
+        f"{root}/sub/secret.txt",
+    ):
+        with pytest.raises(BridgeError) as ei:
+            resolve_path(raw, [root])
+        assert ei.value.code == ErrorCode.ACCESS_DENIED, raw
+
+
+@pytest.mark.security
+def test_a_root_replaced_after_it_was_remembered_is_resolved_again(sandbox):
+    root = sandbox["root"]
+    assert resolve_path("doc.md", [root], must_exist=True) == root / "doc.md"
+    root.rename(sandbox["tmp"] / "old-root")
+    root.mkdir()
+    (root / "fresh.md").write_text("fresh")
+    with pytest.raises(BridgeError) as ei:
+        resolve_path(
+            "doc.md", [root], must_exist=True
+        )  # the old folder's file is not found under the new one
+    assert ei.value.code == ErrorCode.NOT_FOUND
+    assert resolve_path("fresh.md", [root], must_exist=True) == root / "fresh.md"
+    # And a root swapped for a link is never taken by the fast path: what it leads to is resolved in full.
+    root.rename(sandbox["tmp"] / "newer-root")
+    root.symlink_to(sandbox["outside"])
+    assert paths_module._known_real_root(str(root)) is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import httpx2
@@ -264,3 +265,40 @@ async def test_audit_log_file_gets_one_line_per_call_without_values(
     record = json.loads(lines[-1])
     assert record["tool"] == "probe_echo" and record["outcome"] == "ok" and record["args"] == ["text"]
     assert "private words" not in "\n".join(lines)
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_the_text_content_is_the_structured_content_as_compact_json(folder: Path, mode: str) -> None:
+    (folder / "unicode.txt").write_text("naïve “quotes” ファイル\n", "utf-8")
+    async with running_server(folder, kind="probe") as srv, srv.client(mode=mode) as client:
+        for name, args in (
+            ("probe_read_file", {"path": "unicode.txt"}),
+            ("probe_fail", {"code": "NOT_FOUND"}),
+        ):
+            result = await client.call_tool(name, args)
+            [text] = result.content
+            assert text.type == "text"
+            # Older clients read the text: the very JSON of the structured content, non-ASCII as it is, no spaces.
+            expected = json.dumps(result.structured_content, ensure_ascii=False, separators=(",", ":"))
+            assert text.text == expected, name
+            if name == "probe_read_file":
+                assert "ファイル" in text.text and result.structured_content["text"].startswith("naïve")
+
+
+async def test_a_result_over_the_response_cap_is_limit_exceeded_naming_the_cap(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import deskbridge.app
+
+    (folder / "big.txt").write_text("x" * 400, "utf-8")
+    monkeypatch.setattr(deskbridge.app, "RESPONSE_MAX_BYTES", 300)
+    async with running_server(folder, kind="probe") as srv, srv.client() as client:
+        result = await client.call_tool("probe_read_file", {"path": "big.txt"})
+        assert result.is_error and result.structured_content["code"] == "LIMIT_EXCEEDED"
+        assert "300-byte cap" in result.structured_content["message"]
+        assert "probe_read_file" in result.structured_content["hint"]
+        # The size is that of the JSON that would have been sent: {"path":"big.txt","text":"xxx…"}.
+        sent = len(json.dumps({"path": "big.txt", "text": "x" * 400}, separators=(",", ":")))
+        assert f"is {sent} bytes" in result.structured_content["message"]
+        small = await client.call_tool("probe_read_file", {"path": "hello.txt"})
+        assert not small.is_error

@@ -265,3 +265,85 @@ def test_config_set_reaches_a_running_server_or_says_it_needs_a_restart(
         proc.communicate(timeout=10)
     gone = run_cli("config", "set", "require_approval", "true")
     assert "no deskbridge server is running" in gone.stderr
+
+
+def _stdio_exchange(tmp_path: Path, lines: list[str], answers: int) -> list[dict]:
+    """Raw JSON-RPC lines to `deskbridge mcp` over its stdin; the first `answers` reply lines, parsed."""
+    import json
+
+    (tmp_path / "a.txt").write_text("raw stdio", "utf-8")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "deskbridge", "mcp", str(tmp_path), "--kind", "probe"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=dict(os.environ),
+    )
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write("".join(line + "\n" for line in lines).encode())
+        proc.stdin.flush()
+        replies = [
+            json.loads(proc.stdout.readline()) for _ in range(answers)
+        ]  # (pytest-timeout bounds a hang)
+        proc.stdin.close()
+        assert proc.wait(timeout=30) == 0
+        return replies
+    finally:
+        proc.kill()
+
+
+META = (
+    '"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",'
+    '"io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"}}'
+)
+
+
+def test_stdio_chooses_the_era_from_the_first_request_and_keeps_what_came_before(tmp_path: Path) -> None:
+    # Modern: junk and a notification before the first request are kept or skipped as the SDK does; the request
+    # is answered, and a later initialize on this connection is refused as from the other era.
+    replies = _stdio_exchange(
+        tmp_path,
+        [
+            "",
+            "this is not json",
+            '{"jsonrpc":"2.0","method":"notifications/initialized"}',
+            '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"probe_read_file",'
+            '"arguments":{"path":"a.txt"},' + META + "}}",
+            '{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":"2025-11-25",'
+            '"capabilities":{},"clientInfo":{"name":"t","version":"1"}}}',
+        ],
+        answers=2,
+    )
+    by_id = {r["id"]: r for r in replies}
+    assert by_id[1]["result"]["structuredContent"]["text"] == "raw stdio"
+    assert by_id[1]["result"]["resultType"] == "complete"
+    assert "error" in by_id[2]
+
+
+def test_stdio_serves_the_handshake_era_when_it_opens_with_initialize(tmp_path: Path) -> None:
+    replies = _stdio_exchange(
+        tmp_path,
+        [
+            '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",'
+            '"capabilities":{},"clientInfo":{"name":"t","version":"1"}}}',
+            '{"jsonrpc":"2.0","method":"notifications/initialized"}',
+            '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"probe_read_file",'
+            '"arguments":{"path":"a.txt"}}}',
+            # An enveloped request on a handshake connection is refused (the other era).
+            '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"probe_read_file",'
+            '"arguments":{"path":"a.txt"},' + META + "}}",
+        ],
+        answers=3,
+    )
+    by_id = {r["id"]: r for r in replies}
+    assert by_id[1]["result"]["protocolVersion"] == "2025-11-25"
+    assert by_id[2]["result"]["structuredContent"]["text"] == "raw stdio"
+    assert "resultType" not in by_id[2]["result"]
+    assert "error" in by_id[3]
+
+
+def test_stdio_ends_cleanly_when_stdin_closes_before_any_request(tmp_path: Path) -> None:
+    assert (
+        _stdio_exchange(tmp_path, ['{"jsonrpc":"2.0","method":"notifications/initialized"}'], answers=0) == []
+    )

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import unicodedata
 from collections.abc import Iterable, Sequence
 from pathlib import Path, PurePosixPath
@@ -151,12 +152,6 @@ class ConfinedPath(type(Path())):  # type: ignore[misc]  # PosixPath / WindowsPa
     confined_root: Path | None = None
 
 
-def _confined(real: str, root: str) -> Path:
-    path = ConfinedPath(real)
-    path.confined_root = Path(root)
-    return path
-
-
 def _realpath(p: str) -> str:
     # A link removed between realpath's lstat and readlink raises even with strict=False (Python < 3.13):
     # look again; a path that keeps changing under the check is refused, never an INTERNAL error.
@@ -179,6 +174,55 @@ def _inside(candidate: str, root: str) -> bool:
         return False
 
 
+_REAL_ROOTS_MAX = 256
+_real_roots: dict[str, tuple[Path, int, int]] = {}
+"""Roots that were their own real path when first seen: name → (the root as a Path, st_dev, st_ino)."""
+
+
+def _known_real_root(root: str) -> Path | None:
+    """`root` as a Path when it is known to be its own real path and still the very folder it was (one `lstat`:
+    a real folder, not a link, the same device and inode as when it was first resolved); else None."""
+    known = _real_roots.get(root)
+    if known is None:
+        return None
+    try:
+        st = os.lstat(root)
+    except OSError:
+        return None
+    if not stat.S_ISDIR(st.st_mode) or (st.st_dev, st.st_ino) != known[1:]:
+        return None
+    return known[0]
+
+
+def _remember_real_root(root: str) -> None:
+    try:
+        st = os.lstat(root)
+    except OSError:
+        return
+    if not stat.S_ISDIR(st.st_mode):
+        return
+    if len(_real_roots) >= _REAL_ROOTS_MAX:
+        _real_roots.clear()
+    _real_roots[root] = (Path(root), st.st_dev, st.st_ino)
+
+
+def _walk_plain(root: str, parts: list[str]) -> tuple[str, bool] | None:
+    """`(real path, exists)` of `parts` below the real folder `root` when no existing component is a symbolic
+    link — which is then exactly what `os.path.realpath` returns, found with one `lstat` per component instead
+    of a walk from `/` — or None when a link is met (the caller then resolves the general way)."""
+    path = root.rstrip("/")
+    for i, part in enumerate(parts):
+        path = f"{path}/{part}"
+        try:
+            st = os.lstat(path)
+        except OSError:  # nothing there (or not a folder): realpath keeps the rest as written
+            rest = parts[i + 1 :]
+            return (f"{path}/{'/'.join(rest)}" if rest else path), False
+        if stat.S_ISLNK(st.st_mode):
+            return None
+    return (path or "/"), True
+
+
 def resolve_path(
     raw: str,
     roots: Sequence[Path | str],
@@ -190,6 +234,12 @@ def resolve_path(
 
     Relative paths are taken from the first root. `must_exist`: `NOT_FOUND` when nothing is there.
     `check_case`: refuse a *new* name that differs only by case from an existing sibling.
+
+    A root that is its own real path (workspaces resolve theirs once, at open) is remembered with its device
+    and inode, and a path below it whose components are plain files and folders is resolved with one `lstat`
+    per component of the path below the root; any symbolic link on the way, a root that changed (another
+    folder, or a link, now under its name) or a root that is not real takes the general path: `realpath` of
+    the root and of the whole target. Either way the answer is the same real path inside the same root.
     """
     if not roots:
         raise _denied(
@@ -200,31 +250,80 @@ def resolve_path(
     rel = s.lstrip("/") if s.startswith("/") else s
     if _DRIVE.match(rel):
         rel = rel[2:].lstrip("/")
-    for part in (p for p in rel.split("/") if p not in ("", ".")):
+    parts = [p for p in rel.split("/") if p not in ("", ".")]
+    for part in parts:
         check_component(part)
+    if os.name == "posix":
+        fast = _resolve_below_known_root(s, parts, is_abs, roots)
+        if fast is not None:
+            real, exists, root_path = fast
+            return _finish(raw, real, root_path, exists, must_exist=must_exist, check_case=check_case)
     real_roots = [_realpath(os.path.abspath(os.fspath(r))) for r in roots]
+    if os.name == "posix":
+        for given, real_root in zip(roots, real_roots, strict=True):
+            # A root that is real now is remembered (again, if the folder under its name was replaced).
+            if os.path.abspath(os.fspath(given)) == real_root and _known_real_root(real_root) is None:
+                _remember_real_root(real_root)
     joined = os.path.abspath(s) if is_abs else os.path.join(real_roots[0], s)
     real = _realpath(joined)
     root = next((r for r in real_roots if _inside(real, r)), None)
     if root is None:
-        # The caller's own words only: never `real` (where a link leads, e.g. /proc/self/environ), and the
-        # same answer whether or not anything exists out there.
-        raise BridgeError(
-            ErrorCode.ACCESS_DENIED,
-            f"{raw!r} is outside the allowed folders",
-            "Stay inside the workspace folder (symbolic links leading out of it are refused too).",
-            data={"reason": OUTSIDE_ROOTS},
-        )
-    if must_exist and not os.path.lexists(real):
+        raise _outside(raw)
+    return _finish(raw, real, Path(root), None, must_exist=must_exist, check_case=check_case)
+
+
+def _resolve_below_known_root(
+    s: str, parts: list[str], is_abs: bool, roots: Sequence[Path | str]
+) -> tuple[str, bool, Path] | None:
+    """The fast path of `resolve_path` (POSIX): `(real path, exists, root)` or None to take the general one."""
+    if is_abs:
+        # The first root (in order) whose components begin the path, as the general path would choose.
+        for r in roots:
+            name = os.fspath(r)
+            root_path = _known_real_root(name)
+            if root_path is None:
+                return None
+            prefix = [p for p in name.split("/") if p]
+            if parts[: len(prefix)] == prefix:
+                walked = _walk_plain(name, parts[len(prefix) :])
+                return None if walked is None else (*walked, root_path)
+        return None
+    name = os.fspath(roots[0])
+    root_path = _known_real_root(name)
+    if root_path is None:
+        return None
+    walked = _walk_plain(name, parts)
+    return None if walked is None else (*walked, root_path)
+
+
+def _outside(raw: str) -> BridgeError:
+    # The caller's own words only: never the real path (where a link leads, e.g. /proc/self/environ), and the
+    # same answer whether or not anything exists out there.
+    return BridgeError(
+        ErrorCode.ACCESS_DENIED,
+        f"{raw!r} is outside the allowed folders",
+        "Stay inside the workspace folder (symbolic links leading out of it are refused too).",
+        data={"reason": OUTSIDE_ROOTS},
+    )
+
+
+def _finish(
+    raw: str, real: str, root: Path, exists: bool | None, *, must_exist: bool, check_case: bool
+) -> Path:
+    if (must_exist or check_case) and exists is None:
+        exists = os.path.lexists(real)
+    if must_exist and not exists:
         raise BridgeError(ErrorCode.NOT_FOUND, f"{raw!r} does not exist")
-    if check_case and not os.path.lexists(real):
+    if check_case and not exists:
         clash = case_alias_of(Path(real))
         if clash is not None:
             raise _invalid(
                 f"{raw!r} differs only by letter case from the existing '{clash.name}'",
                 "Use the existing name exactly, or choose a name that differs by more than case.",
             )
-    return _confined(real, root)
+    path = ConfinedPath(real)
+    path.confined_root = root
+    return path
 
 
 def case_key(name: str) -> str:

@@ -7,7 +7,6 @@ models) and we want exact schemas, our own validation messages and one place tha
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import re
@@ -23,6 +22,7 @@ from mcp_types.jsonrpc import INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from deskbridge import __version__
+from deskbridge.app import encode_result
 from deskbridge.core.errors import BridgeError
 from deskbridge.core.tools import (
     CallContext,
@@ -115,17 +115,27 @@ def templates_of(app: App) -> list[types.ResourceTemplate]:
     ]
 
 
-def tool_result(payload: dict[str, Any], *, is_error: bool = False) -> types.CallToolResult:
-    """Both forms the spec asks for: structured content and the same JSON as text for older clients."""
-    text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text=text)],
-        structured_content=payload,
-        is_error=is_error,
-    )
+def tool_result(
+    payload: dict[str, Any], *, is_error: bool = False, text: str | None = None
+) -> dict[str, Any]:
+    """Both forms the spec asks for: structured content and the same JSON as text for older clients.
+
+    The wire form of a `CallToolResult`, written as the dict the SDK validates and sends (it checks every result
+    against the protocol's schema before it leaves): building the pydantic model first and dumping it again
+    would serialise the payload twice more for nothing. `text` is the payload's JSON when the caller already
+    encoded it (`App.invoke_encoded`), so it is encoded once per call.
+    """
+    if text is None:
+        text = encode_result(payload)
+    return {
+        "content": [{"type": "text", "text": text}],
+        "structuredContent": payload,
+        "isError": is_error,
+        "resultType": "complete",
+    }
 
 
-def error_result(error: BridgeError) -> types.CallToolResult:
+def error_result(error: BridgeError) -> dict[str, Any]:
     return tool_result(error.to_dict(), is_error=True)
 
 
@@ -326,7 +336,8 @@ def build_mcp_server(app: App, *, editor: bool = True) -> Server[Any]:
         return spec.input_schema(shared=True) if offered(spec) else None
 
     async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams):
-        if not editor and app.find_tool(params.name) is not None and not offered(app.find_tool(params.name)):
+        spec = app.find_tool(params.name)
+        if spec is not None and not editor and not offered(spec):
             return error_result(
                 BridgeError(
                     "NOT_FOUND",
@@ -335,8 +346,7 @@ def build_mcp_server(app: App, *, editor: bool = True) -> Server[Any]:
                     "web UI to use the editor tools; the other tools work here.",
                 )
             )
-        person_only = app.find_tool(params.name)
-        if person_only is not None and person_only.person_only:
+        if spec is not None and spec.person_only:
             # Answered as for a tool that is not there (it is not listed): the decision is the person's.
             return error_result(
                 BridgeError(
@@ -346,7 +356,6 @@ def build_mcp_server(app: App, *, editor: bool = True) -> Server[Any]:
                 )
             )
         caller, client_name = _caller_of(ctx)
-        spec = app.find_tool(params.name)
         if (
             spec is not None and spec.name != params.name
         ):  # an alias: list the aliases to this caller from now on
@@ -372,7 +381,7 @@ def build_mcp_server(app: App, *, editor: bool = True) -> Server[Any]:
             close_stream=close,
         )
         try:
-            payload = await app.invoke(params.name, params.arguments or {}, call)
+            payload, text = await app.invoke_encoded(params.name, params.arguments or {}, call)
         except BridgeError as error:
             if not editor:
                 error = without_browser(error, params.name, app.workspace.path if app.workspace else None)
@@ -385,7 +394,7 @@ def build_mcp_server(app: App, *, editor: bool = True) -> Server[Any]:
                 message=str(missing),
                 data={"requiredCapabilities": {missing.capability: {}}},
             ) from None
-        return tool_result(payload)
+        return tool_result(payload, text=text)
 
     async def list_resources(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None

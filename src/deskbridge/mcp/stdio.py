@@ -5,13 +5,16 @@ Nothing but protocol may reach stdout, so logging goes to stderr and the App is 
 `fast_stdio` is the SDK's `stdio_server` without its worker-thread hop per line: the SDK reads each line and
 writes and flushes each reply through `anyio.wrap_file`, three thread round trips per call, which made a small
 read over stdio ~1.7x slower than the Node reference server (MCP-LAT). Here stdin and stdout are asyncio pipes on
-the same event loop. fds 0 and 1 are diverted exactly as the SDK does (stray prints cannot corrupt the stream);
-where the streams are not pipes (a file, Windows) the SDK's transport is used unchanged.
+the same event loop, and the streams handed to the SDK read and write those pipes directly: no reader or writer
+task and no memory stream of our own between the pipe and the SDK's dispatcher (each hop is a task switch and
+several event-loop turns per message). fds 0 and 1 are diverted exactly as the SDK does (stray prints cannot
+corrupt the stream); where the streams are not pipes (a file, Windows) the SDK's transport is used unchanged.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import os
 import stat
@@ -22,6 +25,7 @@ from typing import Any, Final
 
 import anyio
 import mcp_types as types
+from mcp.server import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 
@@ -30,6 +34,8 @@ from deskbridge.mcp.server import build_mcp_server
 
 LINE_MAX_BYTES: Final = 64 * 1024 * 1024
 """The longest message line read from stdin (64 MiB; a tool result is capped far below this)."""
+PRE_REQUEST_FRAMES: Final = 8
+"""Frames kept from before the client's first request (the SDK's `_PRE_REQUEST_REPLAY_LIMIT`)."""
 
 
 def _pipe_like(fd: int) -> bool:
@@ -40,6 +46,113 @@ def _pipe_like(fd: int) -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
 
 
+class _PipeReader:
+    """The SDK's `ReadStream` of SessionMessages, read straight from stdin's pipe on the caller's task.
+
+    No reader task and no memory stream in between: the SDK's own relay task awaits `receive()`, which parses the
+    next line. A line that is not JSON-RPC is yielded as the exception (as the SDK's `stdio_server` does).
+    """
+
+    def __init__(self, reader: asyncio.StreamReader) -> None:
+        self._reader = reader
+        self._closed = False
+        self._replay: collections.deque[SessionMessage | Exception] = collections.deque()
+        self._ended = False
+
+    async def opening_request(self) -> types.JSONRPCRequest | None:
+        """The client's first request, read ahead and kept (with up to `PRE_REQUEST_FRAMES` frames before it) to
+        be received again; None when stdin closes before one. What the SDK's `serve_dual_era_loop` peeks at to
+        choose the protocol era (`mcp.server.runner._replay_from_opening_request`), without its relay task."""
+        while True:
+            try:
+                item = await self._read()
+            except anyio.EndOfStream:
+                self._ended = True
+                return None
+            if isinstance(item, SessionMessage) and isinstance(item.message, types.JSONRPCRequest):
+                self._replay.append(item)
+                return item.message
+            if len(self._replay) < PRE_REQUEST_FRAMES:
+                self._replay.append(item)
+
+    async def receive(self) -> SessionMessage | Exception:
+        if self._closed:
+            raise anyio.ClosedResourceError
+        if self._replay:
+            return self._replay.popleft()
+        if self._ended:
+            raise anyio.EndOfStream
+        return await self._read()
+
+    async def _read(self) -> SessionMessage | Exception:
+        while True:
+            if self._closed:
+                raise anyio.ClosedResourceError
+            try:
+                line = await self._reader.readline()
+            except ValueError as exc:  # a line over LINE_MAX_BYTES: asyncio drops it, the next one is read
+                return exc
+            if not line:
+                raise anyio.EndOfStream
+            if not line.strip():
+                continue
+            try:
+                return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+            except Exception as exc:
+                return exc
+
+    def __aiter__(self) -> _PipeReader:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        self._closed = True
+
+    async def __aenter__(self) -> _PipeReader:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
+class _PipeWriter:
+    """The SDK's `WriteStream` of SessionMessages, written straight to stdout's pipe by the sending task.
+
+    One line per message, whole (`write` is synchronous, so concurrent senders never interleave), in the order
+    sent; `drain` waits only while the pipe's buffer is over its high-water mark (back-pressure from a slow
+    client). A send after close, or to a client that went away, raises what anyio streams raise (the SDK drops
+    such writes with a debug log).
+    """
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self._writer = writer
+        self._closed = False
+
+    async def send(self, item: SessionMessage, /) -> None:
+        if self._closed:
+            raise anyio.ClosedResourceError
+        body = item.message.model_dump_json(by_alias=True, exclude_unset=True)
+        try:
+            self._writer.write(body.encode() + b"\n")
+            await self._writer.drain()
+        except ConnectionError as exc:
+            raise anyio.BrokenResourceError from exc
+
+    async def aclose(self) -> None:
+        self._closed = True
+
+    async def __aenter__(self) -> _PipeWriter:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
 @contextlib.asynccontextmanager
 async def fast_stdio() -> AsyncIterator[tuple[Any, Any]]:
     """(read stream, write stream) of SessionMessages over this process's stdin and stdout."""
@@ -48,7 +161,6 @@ async def fast_stdio() -> AsyncIterator[tuple[Any, Any]]:
             yield streams
         return
     from mcp.server.stdio import _claim_fd, _open_stdin_diversion, _open_stdout_diversion
-    from mcp.shared._context_streams import create_context_streams
 
     stdin_file, restore_stdin = _claim_fd(0, sys.stdin, "rb", _open_stdin_diversion)
     stdout_file, restore_stdout = _claim_fd(1, sys.stdout, "wb", _open_stdout_diversion)
@@ -59,35 +171,8 @@ async def fast_stdio() -> AsyncIterator[tuple[Any, Any]]:
         asyncio.streams.FlowControlMixin, stdout_file
     )
     writer = asyncio.StreamWriter(write_transport, write_protocol, None, loop)
-
-    read_stream_writer, read_stream = create_context_streams[SessionMessage | Exception](0)
-    write_stream, write_stream_reader = create_context_streams[SessionMessage](0)
-
-    async def stdin_reader() -> None:
-        async with read_stream_writer:
-            while line := await reader.readline():
-                if not line.strip():
-                    continue
-                try:
-                    message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-                except Exception as exc:
-                    await read_stream_writer.send(exc)
-                    continue
-                await read_stream_writer.send(SessionMessage(message))
-
-    async def stdout_writer() -> None:
-        async with write_stream_reader:
-            async for session_message in write_stream_reader:
-                body = session_message.message.model_dump_json(by_alias=True, exclude_unset=True)
-                writer.write(body.encode() + b"\n")
-                await writer.drain()
-
     try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(stdin_reader)
-            tg.start_soon(stdout_writer)
-            yield read_stream, write_stream
-            tg.cancel_scope.cancel()
+        yield _PipeReader(reader), _PipeWriter(writer)
     finally:
         read_transport.close()
         with contextlib.suppress(Exception):
@@ -97,6 +182,53 @@ async def fast_stdio() -> AsyncIterator[tuple[Any, Any]]:
             restore_stdout()
         if restore_stdin is not None:
             restore_stdin()
+
+
+async def serve(server: Server[Any], read_stream: Any, write_stream: Any) -> None:
+    """`server.run(read_stream, write_stream, …)`, with the era chosen here when the stream is our pipe.
+
+    The SDK's `serve_dual_era_loop` peeks at the first request to pick the protocol era and then relays every
+    later message through a task and a memory stream of its own to the era's loop (~9 % of a small call's CPU
+    over stdio). `_PipeReader` can hold the first request itself, so the era's loop reads the pipe directly:
+    the same two SDK loops (`_serve_modern_stream`, `_serve_legacy_stream`) with the same arguments
+    `serve_dual_era_loop` passes, which also refuse a later request from the other era. Where those private
+    functions are not there (another SDK release) or the stream is not ours, `server.run` serves unchanged.
+    """
+    try:
+        from mcp.server.runner import _has_modern_envelope, _serve_legacy_stream, _serve_modern_stream
+    except ImportError:  # pragma: no cover - an SDK without these helpers
+        _serve_modern_stream = None
+    if _serve_modern_stream is None or not isinstance(read_stream, _PipeReader):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
+        return
+    async with server.lifespan(server) as lifespan_state:
+        try:
+            async with read_stream:
+                opening = await read_stream.opening_request()
+                if (
+                    opening is not None
+                    and opening.method != "initialize"
+                    and _has_modern_envelope(opening.params)
+                ):
+                    await _serve_modern_stream(
+                        server,
+                        read_stream,
+                        write_stream,
+                        lifespan_state=lifespan_state,
+                        raise_exceptions=False,
+                    )
+                else:
+                    await _serve_legacy_stream(
+                        server,
+                        read_stream,
+                        write_stream,
+                        lifespan_state=lifespan_state,
+                        session_id=None,
+                        init_options=server.create_initialization_options(),
+                        raise_exceptions=False,
+                    )
+        finally:
+            await write_stream.aclose()
 
 
 def run_stdio(path: Path | None, *, kind: str | None = None, options: dict[str, Any] | None = None) -> None:
@@ -109,7 +241,7 @@ def run_stdio(path: Path | None, *, kind: str | None = None, options: dict[str, 
         await application.start()
         try:
             async with fast_stdio() as (read_stream, write_stream):
-                await server.run(read_stream, write_stream, server.create_initialization_options())
+                await serve(server, read_stream, write_stream)
         finally:
             await application.stop()
 

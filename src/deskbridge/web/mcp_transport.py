@@ -197,7 +197,7 @@ async def _answer_oversize(send: Send, peek: bytes, size: int, limit: int) -> No
         await _json(send, 413, body)
         return
     if envelope.get("method") == "tools/call":
-        result = error_result(error).model_dump(by_alias=True, exclude_none=True, mode="json")
+        result = error_result(error)
         await _json(send, 200, {"jsonrpc": "2.0", "id": request_id, "result": result})
         return
     body = {
