@@ -31,6 +31,22 @@ async def test_stdio_server_answers(tmp_path: Path, mode: str) -> None:
         assert failed.is_error and failed.structured_content["code"] == "NOT_FOUND"
 
 
+@pytest.mark.security
+async def test_a_person_only_tool_is_unknown_over_stdio_as_over_http(tmp_path: Path) -> None:
+    # The editor-tool answer ("drives the browser editor") would tell an agent the person's tool exists.
+    (tmp_path / "note.md").write_text("# Note\n", "utf-8")
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "deskbridge", "mcp", str(tmp_path), "--kind", "markdown"],
+        env=dict(os.environ),
+    )
+    async with Client(params) as client:
+        denied = await client.call_tool("md_resolve_external_change", {"docId": "d1", "action": "keep"})
+        assert denied.is_error and denied.structured_content["code"] == "NOT_FOUND"
+        assert "unknown tool" in denied.structured_content["message"]
+        assert "editor" not in denied.structured_content["message"]
+
+
 def run_cli(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "deskbridge", *args],

@@ -337,15 +337,6 @@ def build_mcp_server(app: App, *, editor: bool = True) -> Server[Any]:
 
     async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams):
         spec = app.find_tool(params.name)
-        if spec is not None and not editor and not offered(spec):
-            return error_result(
-                BridgeError(
-                    "NOT_FOUND",
-                    f"{params.name} drives the browser editor, which is not attached over stdio",
-                    hint=f"Run `deskbridge serve {app.workspace.path if app.workspace else 'PATH'}` and open its "
-                    "web UI to use the editor tools; the other tools work here.",
-                )
-            )
         if spec is not None and spec.person_only:
             # Answered as for a tool that is not there (it is not listed): the decision is the person's.
             return error_result(
@@ -353,6 +344,15 @@ def build_mcp_server(app: App, *, editor: bool = True) -> Server[Any]:
                     "NOT_FOUND",
                     f"unknown tool {params.name!r}",
                     hint="Call tools/list to see the tools of the open workspace.",
+                )
+            )
+        if spec is not None and not editor and spec.requires_editor:
+            return error_result(
+                BridgeError(
+                    "NOT_FOUND",
+                    f"{params.name} drives the browser editor, which is not attached over stdio",
+                    hint=f"Run `deskbridge serve {app.workspace.path if app.workspace else 'PATH'}` and open its "
+                    "web UI to use the editor tools; the other tools work here.",
                 )
             )
         caller, client_name = _caller_of(ctx)
