@@ -190,6 +190,136 @@ def extract(
     return Extracted(combined, pair_arr, list(lines), line_base)
 
 
+# --------------------------------------------------------------------------------------------- two processes
+
+PARALLEL_MIN_FILES = 40_000
+"""Archives with at least this many files are read in two processes (below it, starting a second
+interpreter costs more than it saves)."""
+WORKERS_ENV = "DESKBRIDGE_PVF_INDEX_WORKERS"
+"""`0` reads every file in the building process; unset = a second process when the machine has 2+ cores."""
+WORKER_LINE_BASE = EXT + (1 << 39)
+"""Line-piece keys of the worker's half start here (the building process's start at `LINE_BASE`), so the two
+halves' text-file pieces never share a key."""
+
+
+def _worker_main(
+    archive_path: str,
+    options: dict[str, Any],
+    start: int,
+    stop: int,
+    out_dir: str,
+    done: Any,
+) -> None:
+    """Entry of the second process (spawned: the server runs threads, so it is never forked): the postings
+    of files `start:stop`, written as `part.combined.npy`, `part.pairs.npy`, `part.lines.json`."""
+    import json
+    from pathlib import Path
+
+    from deskbridge.kinds.pvf.archive import open_archive
+
+    ar = open_archive(Path(archive_path), **options)
+    try:
+
+        def step(hi: int) -> None:
+            done.value = hi - start
+
+        ex = extract(ar, start, stop, WORKER_LINE_BASE, progress=step)
+    finally:
+        ar.close()
+    out = Path(out_dir)
+    np.save(out / "part.combined.npy", ex.combined)
+    np.save(out / "part.pairs.npy", ex.pairs)
+    (out / "part.lines.json").write_text(json.dumps(ex.lines), "utf-8")
+
+
+def _workers() -> int:
+    import os
+
+    raw = os.environ.get(WORKERS_ENV)
+    if raw is not None:
+        try:
+            return max(int(raw), 0)
+        except ValueError:
+            return 0
+    return 1 if (os.cpu_count() or 1) >= 2 else 0
+
+
+def extract_parallel(
+    ar: Any,
+    archive_path: Any,
+    options: dict[str, Any],
+    total: int,
+    work_dir: Any,
+    progress: Callable[[int], None] | None = None,
+    cancelled: Callable[[], bool] = lambda: False,
+) -> list[Extracted]:
+    """The postings of every file of the archive, as one `Extracted` per contiguous range of files (the
+    index stores each as its own segment, so the halves are never merged). Building one's postings is pure
+    Python/numpy work bound to one core by the GIL, so on a machine with two cores the second half is read
+    by a spawned process that opens the archive itself (`_worker_main`) while this one reads the first.
+    If the process cannot start or fails, this process reads that half too."""
+    import multiprocessing
+    from pathlib import Path
+
+    if total < PARALLEL_MIN_FILES or _workers() == 0:
+        return [extract(ar, 0, total, progress=progress, cancelled=cancelled)]
+    # The second process pays an interpreter start and an archive open first: it takes a little less.
+    mid = total // 2 + total // 40
+    ctx = multiprocessing.get_context("spawn")
+    out = Path(work_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    done = ctx.Value("q", 0, lock=False)
+    proc = None
+    try:
+        proc = ctx.Process(
+            target=_worker_main,
+            args=(str(archive_path), options, mid, total, str(out), done),
+            name="pvf-index-worker",
+            daemon=True,
+        )
+        proc.start()
+    except Exception:  # cannot spawn here (options not picklable, no resources): one process
+        proc = None
+    try:
+
+        def step(hi: int) -> None:
+            if progress is not None:
+                progress(hi + (int(done.value) if proc is not None else 0))
+
+        if proc is None:
+            return [extract(ar, 0, total, progress=progress, cancelled=cancelled)]
+        first = extract(ar, 0, mid, progress=step, cancelled=cancelled)
+        while proc.is_alive():
+            if cancelled():
+                raise InterruptedError("index build cancelled")
+            proc.join(0.2)
+            step(mid)
+        second = None
+        if proc.exitcode == 0:
+            import contextlib
+            import json
+
+            with contextlib.suppress(OSError, ValueError):
+                second = Extracted(
+                    np.load(out / "part.combined.npy"),
+                    np.load(out / "part.pairs.npy"),
+                    [str(x) for x in json.loads((out / "part.lines.json").read_text("utf-8"))],
+                    WORKER_LINE_BASE,
+                )
+        if second is None:  # the process failed: read its half here
+
+            def rest(hi: int) -> None:
+                if progress is not None:
+                    progress(hi)
+
+            second = extract(ar, mid, total, WORKER_LINE_BASE, progress=rest, cancelled=cancelled)
+        return [first, second]
+    finally:
+        if proc is not None and proc.is_alive():
+            proc.terminate()  # cancelled or failed here: our own child, by its handle
+            proc.join(5)
+
+
 def _sorted_unique(a: np.ndarray) -> np.ndarray:
     """`np.unique` by sorting in place (numpy 2's hash-based unique is several times slower on 64-bit keys)."""
     a.sort()
@@ -288,10 +418,42 @@ def _nkpi_texts(ar: Any, keys: np.ndarray) -> Iterable[tuple[int, str]]:
     signed = np.where(v_all >= 1 << 31, v_all - (1 << 32), v_all)
     ints = t_all == nc.T_INT
     yield from zip(rec[ints].tolist(), map(str, signed[ints].tolist()), strict=True)
-    for k, t, v in zip(rec[~ints].tolist(), t_all[~ints].tolist(), signed[~ints].tolist(), strict=True):
+    # Quoted pool strings (every type but tags, which may print as sections or words) are most of the
+    # keys of a large archive: their text is written here as `record_token` + `token_text` would print
+    # it — `` `s` `` for type 6, `{N=`s`}` for the others, `{N=offset}` raw when the offset or its
+    # string is unusable — without a `Token` per key. Every string key also yields its raw form (a
+    # repeat of the string at another offset in one file prints raw).
+    quoted = np.isin(t_all, [t for t in nc.STRING_TYPES if t != nc.T_TAG])
+    is_valid, resolve = pools.is_valid, pools.resolve
+    for k, t, v in zip(rec[quoted].tolist(), t_all[quoted].tolist(), signed[quoted].tolist(), strict=True):
+        raw = f"{{{t}={v}}}"
+        u = v & 0xFFFFFFFF
+        if is_valid(u):
+            s = resolve(u)
+            if _utf8_ok(s):
+                q = "`" + s.replace("`", "``") + "`"
+                yield k, (q if t == nc.T_STRING else f"{{{t}={q}}}")
+            else:
+                yield k, raw
+        else:
+            yield k, raw
+        yield k, raw
+    rest = ~(ints | quoted)
+    for k, t, v in zip(rec[rest].tolist(), t_all[rest].tolist(), signed[rest].tolist(), strict=True):
         yield k, _safe_text(nc.record_token(t, v, pools), token_text)
         if t in nc.STRING_TYPES:
             yield k, token_text(typed_token(t, v))  # a repeat of the string at another offset prints raw
+
+
+def _utf8_ok(s: str) -> bool:
+    """`nkpi_codec._string_ok`: a string holding lone surrogates (undecodable pool bytes) prints raw."""
+    if s.isascii():
+        return True
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _safe_text(tok: Any, token_text: Callable[[Any], str]) -> str:
@@ -403,7 +565,7 @@ def vocabulary(ar: Any, keys: np.ndarray, pairs: np.ndarray, lines: dict[int, li
     if ar.family == "classic":
         items.append([(HEADER_KEY, "#PVF_File")])
     for base, found in lines.items():
-        items.append(((base + i, p) for i, p in enumerate(found)))
+        items.append(list(zip(range(base, base + len(found)), found, strict=True)))  # `base` bound now
 
     def chain() -> Iterable[tuple[int, str]]:
         for it in items:
