@@ -102,31 +102,41 @@ def _reader(ar: Any) -> Callable[[int, int], list[tuple[str, Any, bytes]]]:
     return read
 
 
-def _text_of_file(ar: Any, path: str, dt: Any, data: bytes) -> tuple[bytes | None, str | None]:
-    """(token records, None) for a script, (None, text) for a text file, (None, None) for the rest —
-    decided as the archive's `read_text` decides it."""
+def _classifier(ar: Any) -> Callable[[str, Any, bytes], tuple[bytes | None, str | None]]:
+    """`classify(path, dt, data)`: (token records, None) for a script, (None, text) for a text file, (None,
+    None) for the rest — decided as the archive's `read_text` decides it (imports bound once, not per file)."""
     if ar.family == "classic":
         from deskbridge.kinds.pvf.archive.classic_text import STRINGTABLE, decode_text, text_encoding_for
         from deskbridge.kinds.pvf.script import classic_codec
 
-        if norm_path(path) == STRINGTABLE:
-            try:
-                return None, ar.strings.stringtable_listing()
-            except BridgeError:
-                return None, None
-        if classic_codec.is_script(data):
-            return (data[2:], None) if (len(data) - 2) % 5 == 0 else (None, None)
-        return None, decode_text(data, text_encoding_for(path, ar.encoding))
+        is_script, encoding = classic_codec.is_script, ar.encoding
+
+        def classic(path: str, dt: Any, data: bytes) -> tuple[bytes | None, str | None]:
+            if norm_path(path) == STRINGTABLE:
+                try:
+                    return None, ar.strings.stringtable_listing()
+                except BridgeError:
+                    return None, None
+            if is_script(data):
+                return (data[2:], None) if (len(data) - 2) % 5 == 0 else (None, None)
+            return None, decode_text(data, text_encoding_for(path, encoding))
+
+        return classic
     from deskbridge.kinds.pvf.script import nkpi_codec
 
-    if dt == 1:
-        return (data, None) if len(data) % 5 == 0 else (None, None)
-    if dt == 3:
-        try:
-            return None, nkpi_codec.decode_utf16_text(data)[0]
-        except BridgeError:
-            return None, None
-    return None, None
+    decode_utf16 = nkpi_codec.decode_utf16_text
+
+    def nkpi(path: str, dt: Any, data: bytes) -> tuple[bytes | None, str | None]:
+        if dt == 1:
+            return (data, None) if len(data) % 5 == 0 else (None, None)
+        if dt == 3:
+            try:
+                return None, decode_utf16(data)[0]
+            except BridgeError:
+                return None, None
+        return None, None
+
+    return nkpi
 
 
 def extract(
@@ -141,6 +151,7 @@ def extract(
     those positions)."""
     classic = ar.family == "classic"
     read = _reader(ar)
+    classify = _classifier(ar)
     parts: list[np.ndarray] = []
     pairs: list[np.ndarray] = []
     lines: dict[str, int] = {}
@@ -153,7 +164,7 @@ def extract(
         counts: list[int] = []
         extra: list[int] = []
         for fid, (path, dt, data) in enumerate(read(lo, hi), start=lo):
-            recs, text = _text_of_file(ar, path, dt, data)
+            recs, text = classify(path, dt, data)
             if recs is not None:
                 recs_list.append(recs)
                 rec_files.append(fid)
