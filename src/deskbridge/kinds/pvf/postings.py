@@ -399,7 +399,26 @@ def _classic_texts(ar: Any, keys: np.ndarray, pairs: np.ndarray) -> Iterable[tup
     ints = t_all == cc.T_INT
     signed = np.where(v_all >= 1 << 31, v_all - (1 << 32), v_all)
     yield from zip(rec[ints].tolist(), map(str, signed[ints].tolist()), strict=True)
-    for k, t, v in zip(rec[~ints].tolist(), t_all[~ints].tolist(), v_all[~ints].tolist(), strict=True):
+    # Table strings of every string type but sections (which may print as `[tag]`), written here as
+    # `record_token` + `token_text` print them (`_nkpi_texts` says why): `` `s` `` for type 7,
+    # `{N=`s`}` for the others, `{N=index}` when the index is not a canonical table string.
+    quoted = np.isin(t_all, [t for t in cc.STRING_TYPES if t != cc.T_SECTION])
+    canonical, get = table.is_canonical, table.get
+    for k, t, v, sv in zip(
+        rec[quoted].tolist(),
+        t_all[quoted].tolist(),
+        v_all[quoted].tolist(),
+        signed[quoted].tolist(),
+        strict=True,
+    ):
+        s = get(v) if canonical(v) else None
+        if s is None:
+            yield k, f"{{{t}={sv}}}"
+            continue
+        q = "`" + s.replace("`", "``") + "`"
+        yield k, (q if t == cc.T_STRING else f"{{{t}={q}}}")
+    rest = ~(ints | quoted)
+    for k, t, v in zip(rec[rest].tolist(), t_all[rest].tolist(), v_all[rest].tolist(), strict=True):
         tok = cc.record_token(t, v, table)
         yield k, _safe_text(tok, token_text)
     yield from link_texts(table, link_text, pairs)
