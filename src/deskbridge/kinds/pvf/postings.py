@@ -276,6 +276,10 @@ def extract_parallel(
         return [extract(ar, 0, total, progress=progress, cancelled=cancelled)]
     # The second process pays an interpreter start and an archive open first: it takes a little less.
     mid = total // 2 + total // 40
+    if ar.family == "classic":
+        # The pack encoding this process detected (or was given): the worker reads the same texts and
+        # does not detect it again (a scan of the whole string table).
+        options = {**options, "encoding": ar.encoding}
     ctx = multiprocessing.get_context("spawn")
     out = Path(work_dir)
     out.mkdir(parents=True, exist_ok=True)
