@@ -26,7 +26,7 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +52,7 @@ HITS_PER_FILE_MAX = 20
 class PathList:
     """Every original path of one source, searchable by case-insensitive substring in one `str.find` loop."""
 
-    def __init__(self, paths: list[str]) -> None:
+    def __init__(self, paths: Sequence[str]) -> None:
         self.paths = paths
         lowered = [norm_path(p) for p in paths]
         self.blob = "\n".join(lowered) + "\n"

@@ -53,7 +53,7 @@ _MISSING = object()
 class DirIndex:
     """Folders → (sub-folders, files) of the archive as opened; built once, lazily (≈1 s per million paths)."""
 
-    def __init__(self, paths: list[str]) -> None:
+    def __init__(self, paths: Sequence[str]) -> None:
         dirs: dict[str, set[str]] = {"": set()}
         files: dict[str, list[str]] = {}
         for p in paths:
