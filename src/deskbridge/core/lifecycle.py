@@ -82,6 +82,10 @@ class Store(Protocol):
 #       a `progress(done, total)` keyword is passed when the method accepts one (archive opens and saves
 #       take seconds; the lifecycle task forwards it to MCP progress notifications and the UI), and the
 #       kind's open options (e.g. PVF key files) reach `load` as keywords.
+#   file_identity(path) -> FileIdentity
+#       the opened file's identity, when the kind can vouch for it without hashing the whole file (PVF
+#       reuses a verified identity for an unchanged file; see kinds/pvf/store.py `VerifiedIdentities`);
+#       must equal what `files.file_identity` would return. Saves still hash the target before replacing it.
 #   verify(workspace, tmp_path) -> None
 #       check the complete temp file before it replaces the target (re-open it, read the changes back);
 #       raising leaves the target untouched. Used by save and save-as alike.
@@ -433,12 +437,17 @@ class Lifecycle:
         if not target.exists():
             raise BridgeError(ErrorCode.NOT_FOUND, f"'{target}' does not exist")
         # A folder source has no single identity; its kind checks its files in `write_source`.
-        identity = files.file_identity(target) if target.is_file() else None
+        identity_of = getattr(self.store, "file_identity", None) or files.file_identity
+        identity = identity_of(target) if target.is_file() else None
         source = self.store.load(target, **kwargs)
         if identity is not None:
-            # The identity is the file we parsed only if nothing replaced or wrote it meanwhile.
-            now = files.current_identity(target)
-            if now is None or (now.device, now.inode, now.size, now.mtime_ns) != (
+            # The identity is the file we parsed only if nothing replaced or wrote it meanwhile: a stat
+            # says so (only these fields are compared; hashing the file a second time added nothing).
+            try:
+                now: os.stat_result | None = target.stat()
+            except FileNotFoundError:
+                now = None
+            if now is None or (now.st_dev, now.st_ino, now.st_size, now.st_mtime_ns) != (
                 identity.device,
                 identity.inode,
                 identity.size,

@@ -13,6 +13,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -239,3 +240,61 @@ def test_an_index_of_an_earlier_layout_is_rebuilt_not_read(tmp_path: Path) -> No
     assert old.state == "ready" and not (old.path / "paths.json").exists()
     assert fast(old, FIXED[0]) == want
     ar.close()
+
+
+@pytest.mark.parametrize("family", ["classic", "nkpi"])
+def test_a_two_process_build_answers_as_one_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, family: str
+) -> None:
+    """Large archives are read in two processes (the second half in a spawned one), stored as two
+    segments: every query answers exactly as the slow path, in row order across the halves."""
+    from deskbridge.kinds.pvf import postings
+
+    archive = tmp_path / "a.pvf"
+    synth(archive, family=family, files=120, seed=8)
+    monkeypatch.setattr(postings, "PARALLEL_MIN_FILES", 0)
+    monkeypatch.setenv(postings.WORKERS_ENV, "1")
+    index, ar = _build(tmp_path, archive)
+    try:
+        assert index._meta["segments"] == 2
+        for q in FIXED + _queries(ar, random.Random(9), 20):
+            assert fast(index, q) == slow(ar, q), q
+    finally:
+        ar.close()
+
+
+def test_a_failed_second_process_leaves_its_half_to_the_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from deskbridge.kinds.pvf import postings
+
+    archive = tmp_path / "a.pvf"
+    synth(archive, family="nkpi", files=80, seed=2)
+    monkeypatch.setattr(postings, "PARALLEL_MIN_FILES", 0)
+    monkeypatch.setenv(postings.WORKERS_ENV, "1")
+    ar = open_archive(archive)
+    try:
+        total = len(ar.paths())
+        # the child opens a file that is not there and exits with an error
+        parts = postings.extract_parallel(ar, tmp_path / "missing.pvf", {}, total, tmp_path / "work")
+        whole = postings.extract(ar, 0, total)
+    finally:
+        ar.close()
+    assert len(parts) == 2
+    combined = np.sort(np.concatenate([p.combined for p in parts]))
+    lines = {p.line_base: p.lines for p in parts}
+    assert len(combined) == len(whole.combined)
+
+    # the same postings, line pieces keyed by each half's own base
+    def as_text(c: np.ndarray, base_of: dict[int, list[str]]) -> list[tuple[str, int]]:
+        out = []
+        for v in c.tolist():
+            key, f = v >> postings.FILE_BITS, v & postings.FILE_MASK
+            if key >= postings.LINE_BASE:
+                base = max(b for b in base_of if b <= key)
+                out.append((base_of[base][key - base], f))
+            else:
+                out.append((str(key), f))
+        return sorted(out)
+
+    assert as_text(combined, lines) == as_text(whole.combined, {whole.line_base: whole.lines})

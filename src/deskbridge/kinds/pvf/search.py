@@ -26,7 +26,7 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +52,7 @@ HITS_PER_FILE_MAX = 20
 class PathList:
     """Every original path of one source, searchable by case-insensitive substring in one `str.find` loop."""
 
-    def __init__(self, paths: list[str]) -> None:
+    def __init__(self, paths: Sequence[str]) -> None:
         self.paths = paths
         lowered = [norm_path(p) for p in paths]
         self.blob = "\n".join(lowered) + "\n"
@@ -327,13 +327,22 @@ class ContentIndex:
                 if progress is not None:
                     progress(done, total)
 
-            ex = postings.extract(ar, 0, total, progress=step, cancelled=cancelled)
-            seg = postings.Segment.from_combined(ex.combined)
-            ex.combined = np.empty(0, np.uint64)
-            vocab = postings.vocabulary(ar, seg.keys, ex.pairs, {ex.line_base: ex.lines})
+            parts = postings.extract_parallel(
+                ar, archive_path, options, total, tmp / "work", progress=step, cancelled=cancelled
+            )
+            segments = []
+            for ex in parts:
+                segments.append(postings.Segment.from_combined(ex.combined))
+                ex.combined = np.empty(0, np.uint64)
+            keys = segments[0].keys
+            for seg in segments[1:]:
+                keys = np.union1d(keys, seg.keys)
+            pairs = postings._sorted_unique(np.concatenate([ex.pairs for ex in parts]))
+            vocab = postings.vocabulary(ar, keys, pairs, {ex.line_base: ex.lines for ex in parts})
             if cancelled():
                 raise InterruptedError("index build cancelled")
-            tmp.mkdir()
+            tmp.mkdir(exist_ok=True)
+            shutil.rmtree(tmp / "work", ignore_errors=True)
             table = PathTable.of(paths)
             (tmp / "paths.bin").write_bytes(table.blob)
             (tmp / "vocab.txt").write_bytes(vocab.blob)
@@ -342,17 +351,18 @@ class ContentIndex:
                 ("vocab_starts", vocab.starts),
                 ("vocab_keys", vocab.keys),
                 ("vocab_key_offs", vocab.key_offs),
-                ("seg0_keys", seg.keys),
-                ("seg0_offs", seg.offs),
-                ("seg0_files", seg.files),
-                ("pairs", ex.pairs),
+                ("pairs", pairs),
             ):
                 np.save(tmp / f"{name}.npy", arr)
+            for i, seg in enumerate(segments):  # file ranges in order: row order across segments
+                np.save(tmp / f"seg{i}_keys.npy", seg.keys)
+                np.save(tmp / f"seg{i}_offs.npy", seg.offs)
+                np.save(tmp / f"seg{i}_files.npy", seg.files)
             self._meta = {
                 "version": INDEX_VERSION,
                 "complete": True,
                 "files": total,
-                "segments": 1,
+                "segments": len(segments),
                 "family": ar.family,
                 "dead": [],
                 "delta": [],

@@ -44,6 +44,7 @@ from deskbridge.kinds.pvf.store import (
     Compiler,
     PvfSource,
     PvfStore,
+    VerifiedIdentities,
     mirror_on_apply,
     text_of,
 )
@@ -77,11 +78,11 @@ class PvfService:
         *,
         barrier_timeout_s: float | None = None,
     ) -> None:
-        self.store = PvfStore()
+        self.index_root = cache_dir / "pvf-index"
+        self.store = PvfStore(VerifiedIdentities(self.index_root / "identities.json"))
         kwargs = {} if barrier_timeout_s is None else {"barrier_timeout_s": barrier_timeout_s}
         self.engine = Engine(self.store, bus, **kwargs)
         self.bus = bus
-        self.index_root = cache_dir / "pvf-index"
         self.index: ContentIndex | None = None
         self._index_ws: str | None = None
         self._paths_cache: tuple[int, PathList] | None = None
@@ -275,9 +276,8 @@ class PvfService:
         self.recovery = None
         if ident is None or not isinstance(src, PvfSource) or src.path is None:
             return
-        # The folder index (≈ 2 s per million paths) is built beside the open, not in it: the archive is
-        # readable and searchable at once, and a listing asked for meanwhile waits for the build.
-        threading.Thread(target=src.dirs, name="pvf-dir-index", daemon=True).start()
+        # The folder index (≈ 2 s per million paths) is built by the first listing (`list_dir`), not here:
+        # a reopen that searches or reads never decodes every path, nor holds the GIL while the index loads.
         self.recovery = recovery.load(self.data_dir, src.path, ident.sha256)
         self.index = ContentIndex(self.index_root, ident.sha256)
         self.index.reader = reader = DiskText(src.archive, self.engine.lock)

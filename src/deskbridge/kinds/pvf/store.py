@@ -24,12 +24,17 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
+import os
 import posixpath
+import stat
 import threading
-from collections.abc import Callable, Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from deskbridge.core import files
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.files import FileIdentity
 from deskbridge.core.plans import Change
@@ -48,7 +53,7 @@ _MISSING = object()
 class DirIndex:
     """Folders → (sub-folders, files) of the archive as opened; built once, lazily (≈1 s per million paths)."""
 
-    def __init__(self, paths: list[str]) -> None:
+    def __init__(self, paths: Sequence[str]) -> None:
         dirs: dict[str, set[str]] = {"": set()}
         files: dict[str, list[str]] = {}
         for p in paths:
@@ -87,7 +92,7 @@ class PvfSource:
         self.archive = archive
         self.path = path
         self.options = dict(options)
-        self._paths: list[str] | None = None
+        self._paths: Sequence[str] | None = None
         self._norm: set[str] | None = None
         self._dirs: DirIndex | None = None
         self._lock = threading.Lock()
@@ -116,12 +121,14 @@ class PvfSource:
 
     # ---------------------------------------------------------------------------------------------
 
-    def paths(self) -> list[str]:
-        """The archive's paths as opened (or last saved), without the overlay."""
+    def paths(self) -> Sequence[str]:
+        """The archive's paths as opened (or last saved), without the overlay: the library's own sequence
+        (nkpi: a `PathList` decoding blocks on demand), not a copy — a cached reopen that only searches never
+        creates a million path strings. Taken at open and right after a re-bind, when nothing is staged:
+        the paths on disk."""
         with self._lock:
             if self._paths is None:
-                # Built at open and right after a re-bind, when nothing is staged: the paths on disk.
-                self._paths = list(self.archive.paths())
+                self._paths = self.archive.paths()
             return self._paths
 
     def norm_set(self) -> set[str]:
@@ -168,16 +175,107 @@ class EmptySource:
         return norm_path(key)
 
 
+# --------------------------------------------------------------------------------------------- identity
+
+
+def _stat_key(st: os.stat_result) -> str:
+    return f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
+
+
+class VerifiedIdentities:
+    """Content digests of archives this machine hashed, by (st_dev, st_ino, st_size, st_mtime_ns,
+    st_ctime_ns), in one small JSON file beside the content indexes: a reopen of an unchanged archive
+    finds its identity (and with it its index) without reading 100s of MB first.
+
+    Why a matching stat is enough here. `st_ctime_ns` is set by the kernel to the current time on every
+    change of the file's content or metadata and cannot be set by a program (utime/touch set mtime and
+    atime only; POSIX `stat(2)`, "st_ctime"), so content written after we hashed gives another ctime — as
+    long as the kernel clock had moved past the old ctime, which timestamp granularity (a jiffy on Linux,
+    2 s on FAT) could hide. So a digest is recorded only for a file that had been *quiet*: its ctime and
+    mtime at least `QUIET_NS` older than the start of the hash, and the same five fields after the hash as
+    before. Any later write then carries a ctime at least `QUIET_NS` newer and misses this record, and a
+    replaced file is another inode or ctime. What is left is a clock set backwards by more than that
+    (administrator action) — and even then a save still hashes the target right before replacing it
+    (`core.files` `expected_identity`), so a replaced archive is reported as `SOURCE_CHANGED`, never
+    overwritten. Not used where ctime is the creation time (Windows): there every open hashes.
+    Anything unreadable or of another `IDENTITY_SCHEME` is ignored (the file is hashed)."""
+
+    QUIET_NS = 3_000_000_000
+    KEPT = 64
+
+    def __init__(self, path: Path, quiet_ns: int = QUIET_NS) -> None:
+        self.path = path
+        self.quiet_ns = quiet_ns
+        self._lock = threading.Lock()
+
+    def _read(self) -> dict[str, str]:
+        try:
+            data = json.loads(self.path.read_bytes())
+        except (OSError, ValueError):
+            return {}
+        if not isinstance(data, dict) or data.get("scheme") != files.IDENTITY_SCHEME:
+            return {}
+        known = data.get("files")
+        return known if isinstance(known, dict) else {}
+
+    def identity(self, target: Path) -> FileIdentity:
+        """`files.file_identity(target)`, from the record when the file is the one hashed before."""
+        if os.name != "posix":
+            return files.file_identity(target)
+        try:
+            st = os.stat(target)
+        except OSError:
+            return files.file_identity(target)  # its error (NOT_FOUND …)
+        if stat.S_ISREG(st.st_mode):
+            digest = self._read().get(_stat_key(st))
+            if isinstance(digest, str) and len(digest) == 64:
+                return FileIdentity(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, digest)
+        started = time.time_ns()
+        ident = files.file_identity(target)
+        try:
+            after = os.stat(target)
+        except OSError:
+            return ident
+        quiet = max(st.st_ctime_ns, st.st_mtime_ns) <= started - self.quiet_ns
+        same = _stat_key(after) == _stat_key(st) and (ident.inode, ident.size, ident.mtime_ns) == (
+            st.st_ino,
+            st.st_size,
+            st.st_mtime_ns,
+        )
+        if quiet and same and len(ident.sha256) == 64:
+            self._remember(_stat_key(st), ident.sha256)
+        return ident
+
+    def _remember(self, key: str, digest: str) -> None:
+        with self._lock:
+            known = self._read()
+            known.pop(key, None)
+            known[key] = digest
+            while len(known) > self.KEPT:
+                known.pop(next(iter(known)))
+            with contextlib.suppress(OSError, BridgeError):
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                payload = {"scheme": files.IDENTITY_SCHEME, "files": known}
+                files.atomic_write(self.path, json.dumps(payload).encode("utf-8"))
+
+
 # --------------------------------------------------------------------------------------------- the store
 
 
 class PvfStore:
     """`core.lifecycle.Store` for PVF archives. `hooks` are called after saves (index, journal)."""
 
-    def __init__(self) -> None:
+    def __init__(self, identities: VerifiedIdentities | None = None) -> None:
+        self.identities = identities
         self.after_save_hooks: list[Callable[[Workspace, Path], None]] = []
         self.last_serialised: dict[str, tuple[str, Any, bytes | None]] = {}
         """key → (display path, value, payload before the change) of the overlay the last serialise wrote."""
+
+    def file_identity(self, path: Path) -> FileIdentity:
+        """The lifecycle's identity of an archive being opened (see `VerifiedIdentities`)."""
+        if self.identities is None:
+            return files.file_identity(path)
+        return self.identities.identity(path)
 
     def load(
         self,
@@ -196,7 +294,7 @@ class PvfStore:
             source = PvfSource(archive, path, {"encoding": encoding, "keys": keys})
             if progress is not None:
                 progress(1, 3)
-            source.paths()
+            source.paths()  # taken now, while nothing is staged (not a copy: see `paths`)
             if progress is not None:
                 progress(2, 3)
             _ = archive.encoding  # classic: detect the pack encoding now, not on the first read

@@ -1,0 +1,94 @@
+"""A reopen reuses the verified identity of an unchanged archive instead of hashing it; any change of the
+file's stat (content rewritten with its mtime restored, a replaced file) falls back to hashing, and a file
+changed moments before it was hashed is not recorded at all (store.py `VerifiedIdentities`)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from deskbridge.core import files
+from deskbridge.core.errors import BridgeError, ErrorCode
+from deskbridge.kinds.pvf.store import PvfStore, VerifiedIdentities
+
+pytestmark = pytest.mark.skipif(os.name != "posix", reason="ctime is the creation time elsewhere")
+
+
+def _no_hash(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(path: object) -> files.FileIdentity:
+        raise AssertionError("hashed although the identity was recorded")
+
+    monkeypatch.setattr(files, "file_identity", refuse)
+
+
+def test_an_unchanged_file_is_not_hashed_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    target = tmp_path / "a.pvf"
+    target.write_bytes(os.urandom(300_000))
+    ids = VerifiedIdentities(tmp_path / "ids.json", quiet_ns=0)
+    first = ids.identity(target)
+    assert first == files.file_identity(target)
+    _no_hash(monkeypatch)
+    assert ids.identity(target) == first
+    assert VerifiedIdentities(tmp_path / "ids.json").identity(target) == first  # persisted
+
+
+def test_rewritten_content_with_the_old_mtime_is_hashed(tmp_path: Path) -> None:
+    target = tmp_path / "a.pvf"
+    target.write_bytes(b"x" * 200_000)
+    ids = VerifiedIdentities(tmp_path / "ids.json", quiet_ns=0)
+    first = ids.identity(target)
+    st = target.stat()
+    with target.open("r+b") as f:
+        f.write(b"y")  # same size…
+    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))  # …same mtime: only ctime tells
+    again = ids.identity(target)
+    assert again.sha256 != first.sha256
+    assert again == files.file_identity(target)
+
+
+def test_a_replaced_file_is_hashed(tmp_path: Path) -> None:
+    target = tmp_path / "a.pvf"
+    target.write_bytes(b"a" * 100_000)
+    ids = VerifiedIdentities(tmp_path / "ids.json", quiet_ns=0)
+    first = ids.identity(target)
+    other = tmp_path / "b.pvf"
+    other.write_bytes(b"b" * 100_000)
+    os.utime(other, ns=(first.mtime_ns, first.mtime_ns))
+    os.replace(other, target)
+    assert ids.identity(target).sha256 == files.file_identity(target).sha256 != first.sha256
+
+
+def test_a_file_changed_just_before_the_hash_is_not_recorded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = tmp_path / "a.pvf"
+    target.write_bytes(b"z" * 100_000)  # ctime is now: within the quiet window
+    ids = VerifiedIdentities(tmp_path / "ids.json")
+    assert ids.identity(target) == files.file_identity(target)
+    assert not (tmp_path / "ids.json").exists()
+
+
+def test_a_record_of_another_scheme_or_garbage_is_ignored(tmp_path: Path) -> None:
+    target = tmp_path / "a.pvf"
+    target.write_bytes(b"q" * 1000)
+    st = target.stat()
+    key = f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
+    (tmp_path / "ids.json").write_text(f'{{"scheme": "sha256-1m", "files": {{"{key}": "{"0" * 64}"}}}}')
+    ids = VerifiedIdentities(tmp_path / "ids.json", quiet_ns=0)
+    assert ids.identity(target) == files.file_identity(target)
+    (tmp_path / "ids.json").write_text("not json")
+    assert ids.identity(target) == files.file_identity(target)
+
+
+def test_the_store_answers_the_lifecycle_with_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    target = tmp_path / "a.pvf"
+    target.write_bytes(b"s" * 70_000)
+    store = PvfStore(VerifiedIdentities(tmp_path / "ids.json", quiet_ns=0))
+    with pytest.raises(BridgeError) as missing:
+        store.file_identity(tmp_path / "missing.pvf")
+    assert missing.value.code is ErrorCode.NOT_FOUND
+    first = store.file_identity(target)
+    _no_hash(monkeypatch)
+    assert store.file_identity(target) == first
