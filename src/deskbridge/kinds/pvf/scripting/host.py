@@ -100,6 +100,10 @@ class Host:
             else:
                 self.base.setdefault(k, name.replace("\\", "/").lstrip("/"))
         self.order = list(self.base)
+        self.staged_keys = {norm_path(name) for name in job.get("overlay") or {}}
+        self.docs_live = int(job.get("docs_live", DOCS_LIVE))
+        self.doc_key: dict[int, str] = {}
+        self._suffix_type: dict[str, int] = {}
         self.tx: dict[str, tuple[str, Any]] = {}
         """key → (display path, text str | raw bytes | DELETED): the run's writes."""
         self.created: set[str] = set()
@@ -377,10 +381,17 @@ class Host:
     def _evict(self) -> None:
         """Keep at most `DOCS_LIVE` parsed documents: a script that parses every file of a large archive
         must not hold them all (their warnings are kept; a handle of an evicted one asks to parse again)."""
-        while len(self.docs) > int(self.job.get("docs_live", DOCS_LIVE)):
+        while len(self.docs) > self.docs_live:
             did = next(iter(self.docs))
             doc = self.docs.pop(did)
-            key = norm_path(self.doc_path.pop(did))
+            del self.doc_path[did]
+            key = self.doc_key.pop(did)
+            dids = self.doc_of_key.get(key)
+            if dids is not None:
+                with contextlib.suppress(ValueError):
+                    dids.remove(did)
+                if not dids:
+                    del self.doc_of_key[key]
             if doc.warnings:
                 kept = self.path_warnings.setdefault(key, [])
                 kept.extend(w for w in doc.warnings if w not in kept)
@@ -458,11 +469,20 @@ class Host:
         if key in self.tx and key not in self.base:
             value = self.tx[key][1]
             return TYPE_BINARY if isinstance(value, bytes) else self._created_type.get(key, TYPE_SCRIPT)
+        classic = self.family == "classic" and key not in self.tx and key not in self.staged_keys
+        if classic:  # a stored classic file's kind is its name's (`guess_kind`): decided once per suffix
+            suffix = posixpath.splitext(key)[1]
+            known = self._suffix_type.get(suffix)
+            if known is not None and key in self.base:
+                return known
         try:
             kind = self.ar.file_info(self.base[key]).kind
         except (BridgeError, KeyError):
             return TYPE_BINARY
-        return {"script": TYPE_SCRIPT, "text": TYPE_UNICODE}.get(kind, TYPE_BINARY)
+        out = {"script": TYPE_SCRIPT, "text": TYPE_UNICODE}.get(kind, TYPE_BINARY)
+        if classic:
+            self._suffix_type[suffix] = out
+        return out
 
     def file_info(self, args: list[Any]) -> dict[str, Any]:
         key = self._need(_arg(args, 0, str, "path"))
@@ -539,7 +559,7 @@ class Host:
         at = self.visit.get(key)
         if at is None or self.family != "classic" or not self.ar.has_original(path):
             return self.ar.read(path)
-        staged = self.ar.staged()
+        staged = self.staged_keys
         batch = [
             k
             for k in self.visit_keys[at : at + AHEAD]
@@ -606,6 +626,7 @@ class Host:
         did = self._new_id()
         self.docs[did] = doc
         self.doc_path[did] = self._shown(key)
+        self.doc_key[did] = key
         self.doc_of_key.setdefault(key, []).append(did)
         self._evict()
         return did

@@ -14,10 +14,9 @@ decompile budget) the document is decoded whole, as before, so the budget is enf
 
 from __future__ import annotations
 
+import struct
 import weakref
 from typing import Any
-
-import numpy as np
 
 from deskbridge.kinds.pvf.archive.budget import text_budget
 from deskbridge.kinds.pvf.script import classic_codec as cc
@@ -25,6 +24,7 @@ from deskbridge.kinds.pvf.script.text import Kind, Token
 from deskbridge.kinds.pvf.scripting import model
 
 _MISS = object()
+_U32 = struct.Struct("<I")
 _TAG_CACHES: weakref.WeakKeyDictionary[Any, dict[int, Any]] = weakref.WeakKeyDictionary()
 TAG_CACHE_MAX = 1 << 16
 
@@ -65,17 +65,24 @@ def classic_document(
     max_chars = getattr(strings, "max_chars", None)
     if max_chars is None or n * max_chars() > text_budget(len(data)) - (1 << 16):
         return None
-    at = np.flatnonzero(recs["t"] == cc.T_SECTION)
+    # The tag records by their type byte (every fifth byte from offset 2): a C-level slice and `find`s over
+    # ≈ 16 tags cost less than the numpy calls that would do the same on one small file.
+    types = data[2::5]
     tags: list[tuple[int, model.TagInfo]] = []
-    if len(at):
+    p = types.find(cc.T_SECTION)
+    if p >= 0:
         infos = _tag_cache(strings)
         get = infos.get
-        for p, v in zip(at.tolist(), recs["v"][at].tolist(), strict=True):
+        unpack = _U32.unpack_from
+        find = types.find
+        while p >= 0:
+            v = unpack(data, 3 + 5 * p)[0]
             info = get(v, _MISS)
             if info is _MISS:
                 info = _tag_of(v, strings, infos)
             if info is not None:
                 tags.append((p, info))
+            p = find(cc.T_SECTION, p + 1)
 
     def decode(a: int, b: int) -> list[Token]:
         return cc.records_tokens(recs[a:b], strings, link_text)[0]

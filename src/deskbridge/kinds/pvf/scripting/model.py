@@ -455,7 +455,7 @@ class LazyDocument(Document):
         """The top-level sections named `want` from the tags alone, or None where that needs the tree (one
         of them has an end tag, so it holds children)."""
         tags = self._tags
-        hits = [k for k, (_, info) in enumerate(tags) if info[1].lower() == want]
+        hits = [k for k, (_, info) in enumerate(tags) if info[3] == want]
         if not hits:
             return []
         matched = self._containers()
@@ -463,7 +463,7 @@ class LazyDocument(Document):
         if matched:
             # The walk of `_build` without its nodes: which tags open a section at the top level.
             stack: list[str] = []
-            for j, (_, (kind, _name, tag)) in enumerate(tags):
+            for j, (_, (kind, _name, tag, _low)) in enumerate(tags):
                 if kind == 1 and j in matched:
                     close = "[" + tag[2:]
                     while stack:
@@ -483,7 +483,7 @@ class LazyDocument(Document):
                 return None
             node = self._made.get(k)
             if node is None:
-                kind, name, tag = tags[k][1]
+                kind, name, tag, _low = tags[k][1]
                 node = Section(name, None, None, False, None, self.root)
                 if kind:
                     node.raw_tag = tag
@@ -515,7 +515,7 @@ class LazyDocument(Document):
                 else:
                     target._lazy = [decode, (prev, i), None]
             prev = i + 1
-            kind, name, tag = info
+            kind, name, tag, _low = info
             if kind == 1 and k in matched:
                 close = "[" + tag[2:]
                 while len(stack) > 1:
@@ -553,22 +553,23 @@ class LazyDocument(Document):
         self._made = {}
 
 
-TagInfo = tuple[int, str, str]
+TagInfo = tuple[int, str, str, str]
 _TAG_INFOS: dict[str, TagInfo] = {}
 
 
 def tag_info(tag: str) -> TagInfo:
-    """(0 a tag that may open a section | 1 an end tag | 2 an odd tag, the section's name, the tag): how
-    `Document._build` reads a tag, decided once per tag text."""
+    """(0 a tag that may open a section | 1 an end tag | 2 an odd tag, the section's name, the tag, the name
+    in lower case): how `Document._build` and `find` read a tag, decided once per tag text."""
     info = _TAG_INFOS.get(tag)
     if info is None:
         bracketed = tag.startswith("[") and tag.endswith("]")
         if tag.startswith("[/"):
-            info = (1, tag[1:-1] if bracketed else tag, tag)
+            name = tag[1:-1] if bracketed else tag
+            info = (1, name, tag, name.lower())
         elif not bracketed:
-            info = (2, tag, tag)
+            info = (2, tag, tag, tag.lower())
         else:
-            info = (0, tag[1:-1], tag)
+            info = (0, tag[1:-1], tag, tag[1:-1].lower())
         if len(_TAG_INFOS) > 1 << 16:
             _TAG_INFOS.clear()
         _TAG_INFOS[tag] = info
