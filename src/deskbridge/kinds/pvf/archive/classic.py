@@ -11,6 +11,7 @@ ascending, blocks contiguous and 4-aligned, unchanged blocks copied as ciphertex
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import mmap
 import os
@@ -420,10 +421,23 @@ class ClassicArchive(ArchiveBase):
         shown = list(self._keys.values())[start:stop]
         return list(zip(shown, self._decrypt_many(idx), strict=True))
 
-    def read_originals(self, keys: list[str]) -> list[bytes]:
+    def read_originals(self, keys: list[str], *, release: bool = False) -> list[bytes]:
         """The payloads as stored of the files with these normalised keys, decrypted in one vectorised pass
-        (the script worker reads the files a script is about to visit in batches)."""
-        return self._decrypt_many([self._index[k] for k in keys])
+        (the script worker reads the files a script is about to visit in batches). `release`: drop the
+        mapped pages just read from this process's resident set afterwards (`madvise(MADV_DONTNEED)`; clean
+        file pages, read again from the page cache if needed), so one pass over a 200 MB archive does not
+        leave it all resident in a memory-capped worker."""
+        idx = [self._index[k] for k in keys]
+        out = self._decrypt_many(idx)
+        buf = self._buf
+        if release and idx and isinstance(buf, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
+            tree, base = self._entries, self.header.data_start
+            lo = base + min(tree.rel[i] for i in idx)
+            hi = base + max(tree.rel[i] + cc.aligned(tree.size[i]) for i in idx)
+            lo -= lo % mmap.PAGESIZE
+            with contextlib.suppress(OSError, ValueError):
+                buf.madvise(mmap.MADV_DONTNEED, lo, min(hi, len(buf)) - lo)
+        return out
 
     def _decrypt_many(self, idx: list[int]) -> list[bytes]:
         tree, base, buf = self._entries, self.header.data_start, self._buf

@@ -22,7 +22,7 @@ from typing import Any
 from deskbridge.core.errors import BridgeError
 from deskbridge.core.plans import text_diff
 from deskbridge.kinds.pvf.archive import open_archive
-from deskbridge.kinds.pvf.archive.base import norm_path
+from deskbridge.kinds.pvf.archive.base import ArchiveBase, norm_path
 from deskbridge.kinds.pvf.script import classic_codec
 from deskbridge.kinds.pvf.script.text import Kind, int_token, lex, string_token
 from deskbridge.kinds.pvf.scripting import lazy, model
@@ -91,8 +91,12 @@ class Host:
         self.family = self.ar.family
         # Every path of the workspace as the person sees it (archive minus deletions plus additions).
         self.base: dict[str, str] = {}
-        for p in self.ar.paths():
-            self.base[norm_path(p)] = p.replace("\\", "/").lstrip("/")
+        # Keyed by the archive's own key strings where they are the same text (200,000 paths: ≈ 20 MB less
+        # in a memory-capped worker than a second copy of every key).
+        stored = self.ar._original_keys() if isinstance(self.ar, ArchiveBase) else None
+        for k, p in stored.items() if stored is not None else ((norm_path(p), p) for p in self.ar.paths()):
+            nk = norm_path(p)
+            self.base[k if nk == k else nk] = p.replace("\\", "/").lstrip("/")
         for name, value in (job.get("overlay") or {}).items():
             k = norm_path(name)
             if value is None:
@@ -117,7 +121,9 @@ class Host:
         self.doc_of_key: dict[str, list[int]] = {}
         self.path_warnings: dict[str, list[str]] = {}
         self.positions: dict[str, int] | None = None
-        self.orig_tokens: dict[str, tuple[list[Any], str | None, int | None]] = {}
+        self.orig_tokens: dict[str, tuple[Any, str | None, int | None]] = {}
+        """File key → (its stored tokens, or a function giving them, header, record width): the old text of
+        a written file for its diff."""
         self._next = 1
         self.filesets: dict[str, list[str]] = {k: list(v) for k, v in (job.get("filesets") or {}).items()}
         self.fileset_changed: set[str] = set()
@@ -407,6 +413,8 @@ class Host:
             from deskbridge.kinds.pvf.script.text import print_tokens
 
             tokens, header, width = kept
+            if callable(tokens):
+                tokens = tokens()
             return print_tokens(tokens, header=header, record_width=width)
         try:
             return self.ar.read_text(self.base[key])
@@ -567,7 +575,7 @@ class Host:
         ]
         if key not in batch:
             return self.ar.read(path)
-        self.ahead = dict(zip(batch, self.ar.read_originals(batch), strict=True))
+        self.ahead = dict(zip(batch, self.ar.read_originals(batch, release=True), strict=True))
         return self.ahead.pop(key)
 
     def _lazy_doc(self, key: str) -> model.Document | None:
@@ -634,8 +642,11 @@ class Host:
     def file_write(self, args: list[Any]) -> None:
         key = self._need(_arg(args, 0, str, "path"))
         doc = self._doc(args[1] if len(args) > 1 else None)
-        if key not in self.tx and doc.source_tokens is not None and key not in self.orig_tokens:
-            self.orig_tokens[key] = (doc.source_tokens, doc.header, doc.record_width)
+        if key not in self.tx and key not in self.orig_tokens:
+            # A lazy document keeps its stored payload, not its tokens: decoded for the diff at the end.
+            source = doc.source_ref()
+            if source is not None:
+                self.orig_tokens[key] = (source, doc.header, doc.record_width)
         self._stage(key, self._shown(key), doc.text())
 
     def create_file(self, args: list[Any]) -> str:

@@ -265,6 +265,10 @@ class Document:
             self._source = None
         return self._source_tokens
 
+    def source_ref(self) -> list[Token] | Callable[[], list[Token]] | None:
+        """The stored tokens, or the function that decodes them (not called here), or None."""
+        return self._source_tokens if self._source_tokens is not None else self._source
+
     @source_tokens.setter
     def source_tokens(self, tokens: list[Token] | None) -> None:
         self._source_tokens = tokens
