@@ -265,6 +265,10 @@ class Document:
             self._source = None
         return self._source_tokens
 
+    def release(self) -> None:
+        """The document is dropped (evicted by the worker): break what would keep it alive until a
+        collection."""
+
     def source_ref(self) -> list[Token] | Callable[[], list[Token]] | None:
         """The stored tokens, or the function that decodes them (not called here), or None."""
         return self._source_tokens if self._source_tokens is not None else self._source
@@ -435,6 +439,14 @@ class LazyDocument(Document):
         root = _PendingRoot("")
         root._doc = self
         self.root = root
+
+    def release(self) -> None:
+        # The root and the document point at each other until the tree is built, and sections `find` made
+        # point at the root: drop those links so reference counting frees an unread file at once.
+        root = self.root
+        if isinstance(root, _PendingRoot) and root._doc is not None:
+            root._doc = None
+            self._made = {}
 
     def _containers(self) -> set[int]:
         if self._matched is None:
