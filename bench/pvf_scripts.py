@@ -4,7 +4,8 @@
 
 The script runs as it does for an MCP client: a core write task, the sandboxed QuickJS worker, the plan
 compiled by the workspace. Reported: files scanned and changed, run → plan seconds (and ms per scanned file),
-apply seconds, the worker's peak RSS (VmHWM, sampled from /proc while it runs) and the machine's load.
+apply seconds, the worker's peak RSS (VmHWM, sampled from /proc while it runs), the worker's CPU seconds
+(user + system of the reaped child: less sensitive to the machine's load than wall time) and the load.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import resource
 import sys
 import tempfile
 import time
@@ -73,6 +75,7 @@ async def bench(path: Path, floor: int, pattern: str) -> dict[str, Any]:
         runs = runs_for(svc)
         runs.limits = ScriptLimits(wall_s=3600)
         source = PRICE_RAISE.replace("GLOB", repr(pattern)).replace("FLOOR", str(floor))
+        ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         t1 = time.perf_counter()
         task = runs.start("mcp:bench", info["workspaceId"], info["revision"], source, "bench")
         peak = 0
@@ -82,6 +85,8 @@ async def bench(path: Path, floor: int, pattern: str) -> dict[str, Any]:
                 peak = max(peak, _hwm(w.proc.pid))
             await asyncio.sleep(0.2)
         plan_s = time.perf_counter() - t1
+        ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)  # the worker, reaped when the run ended
+        worker_cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
         st = svc.engine.tasks.status(task.id)
         assert st["state"] == "succeeded", st
         import json
@@ -95,6 +100,8 @@ async def bench(path: Path, floor: int, pattern: str) -> dict[str, Any]:
             "planSeconds": round(plan_s, 3),
             "planMsPerScannedFile": round(plan_s * 1000 / max(1, logged["scanned"]), 4),
             "workerPeakRssMiB": round(peak / (1 << 20), 1),
+            "workerCpuSeconds": round(worker_cpu, 3),
+            "workerCpuMsPerScannedFile": round(worker_cpu * 1000 / max(1, logged["scanned"]), 4),
             "loadAverage": os.getloadavg(),
         }
         if plan_id:

@@ -128,10 +128,24 @@ def to_tokens(data: bytes, strings: StringSource, link_text: LinkText | None = N
         raise BridgeError(ErrorCode.LIMIT_EXCEEDED, f"script of {len(data)} bytes is over the 64 MiB limit")
     recs = read_tokens(data)
     n = len(recs)
-    types = recs["t"]
     max_chars = getattr(strings, "max_chars", None)
     if max_chars is None or n * max_chars() > text_budget(len(data)) - (1 << 16):
         return _to_tokens_reference(data, recs, strings, link_text)
+    out, chars = records_tokens(recs, strings, link_text)
+    if chars > (1 << 16):  # long link texts: the bound above did not cover them
+        return _to_tokens_reference(data, recs, strings, link_text)
+    return out
+
+
+def records_tokens(
+    recs: np.ndarray, strings: StringSource, link_text: LinkText | None
+) -> tuple[list[Token], int]:
+    """The tokens of a run of records (cached per table) and the characters of their string links' keys
+    and texts. No budget check: `to_tokens` bounds the whole file first. A run that starts after a tag
+    decodes to the same tokens as in the whole file (only a type-9 record looks at its neighbour, and a
+    tag is never one of the pair), which is what lazy documents of the script worker rely on."""
+    types = recs["t"]
+    n = len(recs)
     keys = ((types.astype(np.int64) << 32) | recs["v"].astype(np.int64)).tolist()
     cache = _token_cache(strings)
     size = len(strings) if hasattr(strings, "__len__") else 0  # type: ignore[arg-type]
@@ -165,9 +179,7 @@ def to_tokens(data: bytes, strings: StringSource, link_text: LinkText | None = N
         else:
             out.append(dialect.typed_token(T_LINK_ID, _signed(v)))
             start = p + 1
-    if chars > (1 << 16):  # long link texts: the bound above did not cover them
-        return _to_tokens_reference(data, recs, strings, link_text)
-    return out
+    return out, chars
 
 
 def _to_tokens_reference(

@@ -302,12 +302,15 @@ def container_indexes(tokens: Sequence[Token]) -> set[int]:
     """Indexes of the section tags that have a matching end tag (they nest their content), and of those end
     tags. An end tag closes the nearest open tag of its name; tags opened after it and still open are not
     containers. The one reading of nesting: the printer, the annotation engine and the script model use it."""
+    at = [i for i, tok in enumerate(tokens) if tok.kind is Kind.SECTION]
+    return {at[j] for j in container_tags([str(tokens[i].value) for i in at])}
+
+
+def container_tags(tags: Sequence[str]) -> set[int]:
+    """`container_indexes` over the tag texts alone (indexes into `tags`)."""
     stack: list[tuple[str, int]] = []
     found: set[int] = set()
-    for i, tok in enumerate(tokens):
-        if tok.kind is not Kind.SECTION:
-            continue
-        tag = str(tok.value)
+    for i, tag in enumerate(tags):
         if tag.startswith("[/"):
             name = "[" + tag[2:]
             for j in range(len(stack) - 1, -1, -1):

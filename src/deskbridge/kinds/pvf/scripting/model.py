@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from deskbridge.core.errors import BridgeError, ErrorCode
@@ -27,6 +26,7 @@ from deskbridge.kinds.pvf.script.text import (
     Kind,
     Token,
     container_indexes,
+    container_tags,
     float_token,
     int_token,
     is_link_key,
@@ -164,16 +164,70 @@ def from_json(value: Any, old: Token | None = None) -> Token:
 # --------------------------------------------------------------------------------------------- the tree
 
 
-@dataclass(eq=False)
+Decode = Callable[[int, int], list[Token]]
+"""`decode(start, stop)` → the tokens of records `start:stop` of a stored script (a lazy document's values)."""
+
+
 class Section:
-    name: str
-    values: list[Token] = field(default_factory=list)
-    children: list[Section] = field(default_factory=list)
-    has_end: bool = False
-    after_end: list[Token] = field(default_factory=list)
-    """Values that follow the end tag (before the next tag); kept so the layout round-trips."""
-    parent: Section | None = None
-    end_tag: str = ""
+    """A tag, its values, its children (when it has an end tag) and the values after its end tag.
+
+    `values` and `after_end` of a lazily read document are record ranges of the stored file, decoded the
+    first time they are read (`LazyDocument`); afterwards they are plain token lists like any other."""
+
+    __slots__ = (
+        "_after_end",
+        "_lazy",
+        "_values",
+        "children",
+        "end_tag",
+        "has_end",
+        "name",
+        "parent",
+        "raw_tag",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        values: list[Token] | None = None,
+        children: list[Section] | None = None,
+        has_end: bool = False,
+        after_end: list[Token] | None = None,
+        parent: Section | None = None,
+        end_tag: str = "",
+    ) -> None:
+        self.name = name
+        self._values: list[Token] = [] if values is None else values
+        self.children: list[Section] = [] if children is None else children
+        self.has_end = has_end
+        self._after_end: list[Token] = [] if after_end is None else after_end
+        """Values that follow the end tag (before the next tag); kept so the layout round-trips."""
+        self.parent = parent
+        self.end_tag = end_tag
+        self._lazy: list[Any] | None = None
+        """[decode, (start, stop) of the values or None, (start, stop) of the after-end values or None]."""
+
+    @property
+    def values(self) -> list[Token]:
+        lazy = self._lazy
+        if lazy is not None and lazy[1] is not None:
+            self._values = lazy[0](*lazy[1]) + self._values
+            lazy[1] = None
+        return self._values
+
+    @values.setter
+    def values(self, tokens: list[Token]) -> None:
+        if self._lazy is not None:
+            self._lazy[1] = None
+        self._values = tokens
+
+    @property
+    def after_end(self) -> list[Token]:
+        lazy = self._lazy
+        if lazy is not None and lazy[2] is not None:
+            self._after_end = lazy[0](*lazy[2]) + self._after_end
+            lazy[2] = None
+        return self._after_end
 
     def tag(self) -> str:
         return f"[{self.name}]"
@@ -191,35 +245,61 @@ class Document:
     """One parsed script; see the module docstring."""
 
     def __init__(self, tokens: list[Token], *, header: str | None, record_width: int | None) -> None:
+        self._init(header, record_width)
+        tags = [(i, tok) for i, tok in enumerate(tokens) if tok.kind is Kind.SECTION]
+        self._build(tags, len(tokens), lambda a, b: tokens[a:b])
+
+    def _init(self, header: str | None, record_width: int | None) -> None:
         self.header = header
         self.record_width = record_width
         self.root = Section("")
         self.warnings: list[str] = []
-        self.source_tokens: list[Token] | None = None
-        self._build(tokens)
+        self._source_tokens: list[Token] | None = None
+        self._source: Callable[[], list[Token]] | None = None
 
-    def _build(self, tokens: list[Token]) -> None:
-        matched = container_indexes(tokens)
+    @property
+    def source_tokens(self) -> list[Token] | None:
+        """The tokens of the file as stored (its text for the diff), when it was read from the archive."""
+        if self._source_tokens is None and self._source is not None:
+            self._source_tokens = self._source()
+            self._source = None
+        return self._source_tokens
+
+    def release(self) -> None:
+        """The document is dropped (evicted by the worker): break what would keep it alive until a
+        collection."""
+
+    def source_ref(self) -> list[Token] | Callable[[], list[Token]] | None:
+        """The stored tokens, or the function that decodes them (not called here), or None."""
+        return self._source_tokens if self._source_tokens is not None else self._source
+
+    @source_tokens.setter
+    def source_tokens(self, tokens: list[Token] | None) -> None:
+        self._source_tokens = tokens
+        self._source = None
+
+    def _build(self, tags: list[tuple[int, Token]], n: int, decode: Decode) -> None:
+        matched = container_indexes([tok for _, tok in tags])  # indexes into `tags`
+
+        def put(node: Section, after: bool, a: int, b: int) -> None:
+            # The values between two tags go to one section (its values, or those after its end tag).
+            if a < b:
+                (node._after_end if after else node._values).extend(decode(a, b))
+
         stack = [self.root]
-        current: list[Token] = self.root.values
-        # Values run between tags: take each run as one slice (most tokens are values).
-        tags = [i for i, tok in enumerate(tokens) if tok.kind is Kind.SECTION]
-        tags.append(len(tokens))
+        target, after = self.root, False
         prev = 0
-        for i in tags:
-            current.extend(tokens[prev:i])
+        for k, (i, tok) in enumerate(tags):
+            put(target, after, prev, i)
             prev = i + 1
-            if i == len(tokens):
-                break
-            tok = tokens[i]
             tag = str(tok.value)
-            if tag.startswith("[/") and i in matched:
+            if tag.startswith("[/") and k in matched:
                 name = "[" + tag[2:]
                 while len(stack) > 1:
                     node = stack.pop()
                     if node.tag() == name:
                         node.end_tag = tag
-                        current = node.after_end
+                        target, after = node, True
                         break
                 continue
             if tag.startswith("[/") or not tag.startswith("[") or not tag.endswith("]"):
@@ -227,15 +307,16 @@ class Document:
                 node = Section(tag[1:-1] if tag.startswith("[") and tag.endswith("]") else tag)
                 node.end_tag = ""
                 node.parent = stack[-1]
-                node.raw_tag = tag  # type: ignore[attr-defined]
+                node.raw_tag = tag
                 stack[-1].children.append(node)
-                current = node.values
+                target, after = node, False
                 continue
-            node = Section(tag[1:-1], has_end=i in matched, parent=stack[-1])
+            node = Section(tag[1:-1], has_end=k in matched, parent=stack[-1])
             stack[-1].children.append(node)
-            current = node.values
+            target, after = node, False
             if node.has_end:
                 stack.append(node)
+        put(target, after, prev, n)
 
     # -------------------------------------------------------------------------------------------- output
 
@@ -293,6 +374,224 @@ class Document:
         return append_section(parent, parts[-1], [], end_tag)
 
 
+class _PendingRoot(Section):
+    """The root of a `LazyDocument` whose tree is not built yet: reading its children or values builds it."""
+
+    __slots__ = ("_doc",)
+
+    @property  # type: ignore[override]
+    def children(self) -> list[Section]:
+        doc = self._doc
+        if doc is not None:
+            self._doc = None
+            doc._build_tree()
+        return _CHILDREN.__get__(self)
+
+    @children.setter
+    def children(self, nodes: list[Section]) -> None:
+        _CHILDREN.__set__(self, nodes)
+
+    @property  # type: ignore[override]
+    def values(self) -> list[Token]:
+        _ = self.children
+        return _VALUES.fget(self)  # type: ignore[misc]
+
+    @values.setter
+    def values(self, tokens: list[Token]) -> None:
+        _ = self.children
+        _VALUES.fset(self, tokens)  # type: ignore[misc]
+
+
+_CHILDREN = Section.__dict__["children"]
+_VALUES = Section.__dict__["values"]
+
+
+class LazyDocument(Document):
+    """A document read from a stored file's records without decoding them (`LazyDocument(tags, n, …)`):
+    `tags` are the positions of its section-tag records with their `tag_info`, `n` the record count,
+    `decode(a, b)` the tokens of records `a:b` and `source()` all of them.
+
+    The tree is the one `Document(tokens)` builds (the same walk over the same tags), built when first
+    needed; each section's values are decoded when first read. `find` of a one-part path answers from the
+    tags alone while the tree is not built: a file without the tag answers `[]` having decoded nothing, and
+    a top-level section without an end tag is made on its own (the tree built later takes that very
+    object). So a script that reads `[price]` of 80,000 files decodes the `[price]` records only. Valid where
+    the tokens of a run of records do not depend on the records before it (classic scripts; nkpi prints a
+    string that occurred earlier in the file at another offset raw, so nkpi documents are decoded whole)."""
+
+    def __init__(
+        self,
+        tags: list[tuple[int, TagInfo]],
+        n: int,
+        decode: Decode,
+        *,
+        header: str | None,
+        record_width: int | None,
+        source: Callable[[], list[Token]],
+    ) -> None:
+        self._init(header, record_width)
+        self._source = source
+        self._tags = tags
+        self._n = n
+        self._decode = decode
+        self._matched: set[int] | None = None
+        self._made: dict[int, Section] = {}
+        root = _PendingRoot("")
+        root._doc = self
+        self.root = root
+
+    def release(self) -> None:
+        # The root and the document point at each other until the tree is built, and sections `find` made
+        # point at the root: drop those links so reference counting frees an unread file at once.
+        root = self.root
+        if isinstance(root, _PendingRoot) and root._doc is not None:
+            root._doc = None
+            self._made = {}
+
+    def _containers(self) -> set[int]:
+        if self._matched is None:
+            tags = self._tags
+            self._matched = (
+                container_tags([info[2] for _, info in tags])
+                if any(info[0] == 1 for _, info in tags)
+                else set()
+            )
+        return self._matched
+
+    def find(self, path: str) -> list[Section]:
+        if isinstance(self.root, _PendingRoot) and self.root._doc is not None:
+            parts = [p for p in str(path).strip("/").split("/") if p]
+            if len(parts) == 1:
+                found = self._find_top(parts[0].strip("[]").lower())
+                if found is not None:
+                    return found
+        return super().find(path)
+
+    def _find_top(self, want: str) -> list[Section] | None:
+        """The top-level sections named `want` from the tags alone, or None where that needs the tree (one
+        of them has an end tag, so it holds children)."""
+        tags = self._tags
+        hits = [k for k, (_, info) in enumerate(tags) if info[3] == want]
+        if not hits:
+            return []
+        matched = self._containers()
+        top: list[bool] = []
+        if matched:
+            # The walk of `_build` without its nodes: which tags open a section at the top level.
+            stack: list[str] = []
+            for j, (_, (kind, _name, tag, _low)) in enumerate(tags):
+                if kind == 1 and j in matched:
+                    close = "[" + tag[2:]
+                    while stack:
+                        if stack.pop() == close:
+                            break
+                    top.append(False)
+                    continue
+                top.append(not stack)
+                if kind == 0 and j in matched:
+                    stack.append(tag)
+        out = []
+        n = self._n
+        for k in hits:
+            if matched and not top[k]:
+                continue
+            if k in matched:
+                return None
+            node = self._made.get(k)
+            if node is None:
+                kind, name, tag, _low = tags[k][1]
+                node = Section(name, None, None, False, None, self.root)
+                if kind:
+                    node.raw_tag = tag
+                a = tags[k][0] + 1
+                b = tags[k + 1][0] if k + 1 < len(tags) else n
+                if a < b:
+                    node._lazy = [self._decode, (a, b), None]
+                self._made[k] = node
+            out.append(node)
+        return out
+
+    def _build_tree(self) -> None:
+        """`_build(…, lazy=True)` with each tag's reading decided once per tag text (`tag_info`) and the
+        sections `find` already made taken as they are (their values may have been read or changed)."""
+        tags, n, decode, made = self._tags, self._n, self._decode, self._made
+        matched = self._containers()
+        root = self.root
+        stack: list[Section] = [root]
+        top = root
+        target: Section | None = root
+        after = False
+        prev = 0
+        for k, (i, info) in enumerate(tags):
+            if i > prev and target is not None:
+                if after:
+                    if target._lazy is None:
+                        target._lazy = [decode, None, None]
+                    target._lazy[2] = (prev, i)
+                else:
+                    target._lazy = [decode, (prev, i), None]
+            prev = i + 1
+            kind, name, tag, _low = info
+            if kind == 1 and k in matched:
+                close = "[" + tag[2:]
+                while len(stack) > 1:
+                    node = stack.pop()
+                    if node.tag() == close:
+                        node.end_tag = tag
+                        target, after = node, True
+                        break
+                top = stack[-1]
+                continue
+            node = made.get(k)
+            if node is not None:  # made by `find`: a top-level section without an end tag, values its own
+                top.children.append(node)
+                target = None
+                continue
+            if kind:
+                node = Section(name, None, None, False, None, top)
+                node.raw_tag = tag
+                top.children.append(node)
+                target, after = node, False
+                continue
+            node = Section(name, None, None, k in matched, None, top)
+            top.children.append(node)
+            target, after = node, False
+            if node.has_end:
+                stack.append(node)
+                top = node
+        if n > prev and target is not None:
+            if after:
+                if target._lazy is None:
+                    target._lazy = [decode, None, None]
+                target._lazy[2] = (prev, n)
+            else:
+                target._lazy = [decode, (prev, n), None]
+        self._made = {}
+
+
+TagInfo = tuple[int, str, str, str]
+_TAG_INFOS: dict[str, TagInfo] = {}
+
+
+def tag_info(tag: str) -> TagInfo:
+    """(0 a tag that may open a section | 1 an end tag | 2 an odd tag, the section's name, the tag, the name
+    in lower case): how `Document._build` and `find` read a tag, decided once per tag text."""
+    info = _TAG_INFOS.get(tag)
+    if info is None:
+        bracketed = tag.startswith("[") and tag.endswith("]")
+        if tag.startswith("[/"):
+            name = tag[1:-1] if bracketed else tag
+            info = (1, name, tag, name.lower())
+        elif not bracketed:
+            info = (2, tag, tag, tag.lower())
+        else:
+            info = (0, tag[1:-1], tag, tag[1:-1].lower())
+        if len(_TAG_INFOS) > 1 << 16:
+            _TAG_INFOS.clear()
+        _TAG_INFOS[tag] = info
+    return info
+
+
 def _emit(node: Section, out: list[Token]) -> None:
     raw = getattr(node, "raw_tag", None)
     if raw is not None:
@@ -322,6 +621,17 @@ def append_section(parent: Section, name: str, values: list[Token], end_tag: boo
     node = Section(name, values=list(values), has_end=bool(end_tag), parent=parent)
     parent.children.append(node)
     return node
+
+
+def attached(sec: Section) -> bool:
+    """Whether `sec` is still in its parent's children (not deleted). A section of a `LazyDocument` whose
+    tree is not built yet is: removing one builds the tree first."""
+    parent = sec.parent
+    if parent is None:
+        return False
+    if isinstance(parent, _PendingRoot) and parent._doc is not None:
+        return True
+    return sec in parent.children
 
 
 def walk(node: Section) -> Iterator[Section]:

@@ -4,7 +4,12 @@
 // ({v: value} or {e: {code, message}}): only data crosses the bridge, never a host object, so a script
 // that pollutes prototypes or replaces JSON changes nothing on the host side (the references used here
 // are taken before the script runs). The host function itself is removed from the global object.
-(function (host) {
+//
+// The hot operations (parse, sections, getValue, set of a number, write, progress) also have a primitive
+// form: `fast(op, a, b, c, d)` takes and returns strings, numbers or null — no JSON on either side. It answers
+// `nonce` (a random string the host chose, kept only in this closure) for an error, which `fast.error` then
+// describes, and `nonce + ":json"` for a result it cannot hand over as a primitive (the JSON form is asked).
+(function (host, fastHost, nonce) {
   "use strict";
   const parse = JSON.parse;
   const stringify = JSON.stringify;
@@ -15,6 +20,15 @@
   const hasOwn = Object.hasOwn;
   const ErrorCtor = Error;
   const StringCtor = String;
+  const isInteger = Number.isInteger;
+  const isFinite = Number.isFinite;
+  const is = Object.is;
+  const split = String.prototype.split;
+  const apply = Reflect.apply;
+  const indexOf = String.prototype.indexOf;
+  const retry = nonce + ":json";
+  // The binding cuts a string argument at a NUL: such strings take the JSON form.
+  const plainString = (s) => apply(indexOf, s, ["\0"]) < 0;
 
   function call(op, args) {
     const answer = parse(host(op, stringify(args)));
@@ -25,6 +39,34 @@
     }
     return answer.v;
   }
+
+  function fail(e) {
+    const err = new ErrorCtor(e.code + ": " + e.message);
+    err.code = e.code;
+    throw err;
+  }
+
+  // `args` for the JSON form when the primitive one cannot take them (a string the binding cannot convert).
+  function fast(op, a, b, c, d, args) {
+    let v;
+    try {
+      v = fastHost(op, a, b, c, d);
+    } catch (e) {
+      return call(op, args);
+    }
+    if (v === nonce) fail(call("fast.error", []));
+    if (v === retry) return call(op, args);
+    return v;
+  }
+
+  function ids(s) {
+    if (s === "") return [];
+    const parts = apply(split, s, [","]);
+    for (let i = 0; i < parts.length; i++) parts[i] = +parts[i];
+    return parts;
+  }
+
+  const isNumberValue = (v) => typeof v === "number" && isFinite(v) && !is(v, -0);
 
   function text(args) {
     let out = "";
@@ -57,10 +99,15 @@
     get size() { return call("file.info", [this.path]).size; }
     text() { return call("file.text", [this.path]); }
     setText(t) { call("file.setText", [this.path, StringCtor(t)]); }
-    parse() { return new PvfDocument(call("file.parse", [this.path])); }
+    parse() {
+      const p = this.path;
+      return new PvfDocument(plainString(p) ? fast("file.parse", p, null, null, null, [p]) : call("file.parse", [p]));
+    }
     write(doc) {
       if (!(doc instanceof PvfDocument)) throw new ErrorCtor("INVALID_ARGUMENT: write() takes a parsed document");
-      call("file.write", [this.path, doc._id]);
+      const p = this.path;
+      if (plainString(p)) fast("file.write", p, doc._id, null, null, [p, doc._id]);
+      else call("file.write", [p, doc._id]);
     }
   }
 
@@ -74,9 +121,17 @@
     children() { return call("sec.children", [this._id]).map((i) => new PvfSection(i)); }
     removeChildren(name) { return call("sec.removeChildren", [this._id, name === undefined ? null : StringCtor(name)]); }
     get(i) { return call("sec.get", [this._id, i === undefined ? 0 : i, "raw"]); }
-    getValue(i) { return call("sec.get", [this._id, i === undefined ? 0 : i, "plain"]); }
+    getValue(i) {
+      if (i === undefined) i = 0;
+      if (!isInteger(i)) return call("sec.get", [this._id, i, "plain"]);
+      return fast("sec.get", this._id, i, "plain", null, [this._id, i, "plain"]);
+    }
     getOriStrValue(i) { return call("sec.get", [this._id, i === undefined ? 0 : i, "ori"]); }
-    set(value, i) { call("sec.set", [this._id, value, i === undefined ? 0 : i, false]); }
+    set(value, i) {
+      if (i === undefined) i = 0;
+      if (!isNumberValue(value) || !isInteger(i)) call("sec.set", [this._id, value, i, false]);
+      else fast("sec.set", this._id, value, i, false, [this._id, value, i, false]);
+    }
     setStrValue(t, i) { call("sec.set", [this._id, StringCtor(t), i === undefined ? 0 : i, true]); }
     setValues(vs) {
       if (!isArray(vs)) throw new ErrorCtor("INVALID_ARGUMENT: setValues() takes an array");
@@ -91,7 +146,15 @@
 
   class PvfDocument {
     constructor(id) { defineProperty(this, "_id", { value: id }); }
-    sections(path) { return call("doc.sections", [this._id, StringCtor(path)]).map((i) => new PvfSection(i)); }
+    sections(path) {
+      const p = StringCtor(path);
+      const found = plainString(p)
+        ? ids(fast("doc.sections", this._id, p, null, null, [this._id, p]))
+        : call("doc.sections", [this._id, p]);
+      const out = [];
+      for (let i = 0; i < found.length; i++) out.push(new PvfSection(found[i]));
+      return out;
+    }
     section(path, occurrence) {
       const id = call("doc.section", [this._id, StringCtor(path), occurrence === undefined ? null : occurrence]);
       return id === null ? null : new PvfSection(id);
@@ -158,7 +221,12 @@
     },
     getOriStrValue(ref) { return call("pvf.getOriStrValue", [ref]); },
     log() { call("log", ["info", text(arguments)]); },
-    progress(done, total, message) { call("progress", [Number(done), Number(total), message === undefined ? null : StringCtor(message)]); },
+    progress(done, total, message) {
+      const args = [Number(done), Number(total), message === undefined ? null : StringCtor(message)];
+      if (isFinite(args[0]) && isFinite(args[1]) && (args[2] === null || plainString(args[2]))) {
+        fast("progress", args[0], args[1], args[2], null, args);
+      } else call("progress", args);
+    },
     types: types,
     get modifiedCount() { return call("pvf.counts", []).modified; },
     get scannedCount() { return call("pvf.counts", []).scanned; },
@@ -175,5 +243,7 @@
   }
   defineProperty(globalThis, "pvf", { value: freeze(pvf), enumerable: false });
   defineProperty(globalThis, "console", { value: freeze(console), enumerable: false });
-})(globalThis.__host);
+})(globalThis.__host, globalThis.__hostp, globalThis.__nonce);
 delete globalThis.__host;
+delete globalThis.__hostp;
+delete globalThis.__nonce;

@@ -1,0 +1,93 @@
+"""Lazily read documents of the script worker: a classic script's tree from its tag records alone.
+
+A price-raise over every equipment file reads one section of each file; decoding each whole file to tokens
+and building its tree cost ≈ 1 ms per file, most of the run (issue 14, PVF-SCRIPT in TARGETS.md). Here a
+document is built from the positions of its section-tag records (type 5 whose string is a tag, found with
+one vectorised comparison over the 5-byte records), and each section's values are decoded from its own
+record range when the script first reads them (`model.LazyDocument`). The tokens are the ones
+`classic_codec.to_tokens` gives for the whole file (`records_tokens` on a run of records that starts after a
+tag); `tests/kinds/pvf/test_script_lazy.py` checks reads and writes against whole-file documents.
+
+Where the whole-file decode would take its record-at-a-time path (a file whose text could exceed the
+decompile budget) the document is decoded whole, as before, so the budget is enforced the same way.
+"""
+
+from __future__ import annotations
+
+import struct
+import weakref
+from typing import Any
+
+from deskbridge.kinds.pvf.archive.budget import text_budget
+from deskbridge.kinds.pvf.script import classic_codec as cc
+from deskbridge.kinds.pvf.script.text import Kind, Token
+from deskbridge.kinds.pvf.scripting import model
+
+_MISS = object()
+_U32 = struct.Struct("<I")
+_TAG_CACHES: weakref.WeakKeyDictionary[Any, dict[int, Any]] = weakref.WeakKeyDictionary()
+TAG_CACHE_MAX = 1 << 16
+
+
+def _tag_cache(strings: cc.StringSource) -> dict[int, Any]:
+    """String index of a type-5 record → its `model.tag_info`, or None where the record is not a tag (a
+    string that is not tag text, or a later duplicate: `classic_codec.record_token`), per string table."""
+    try:
+        cache = _TAG_CACHES.setdefault(strings, {})
+    except TypeError:  # not weak-referenceable: no cache
+        return {}
+    if len(cache) > TAG_CACHE_MAX:
+        cache.clear()
+    return cache
+
+
+def _tag_of(v: int, strings: cc.StringSource, cache: dict[int, Any]) -> model.TagInfo | None:
+    tok = cc.record_token(cc.T_SECTION, v, strings)
+    info = model.tag_info(str(tok.value)) if tok.kind is Kind.SECTION else None
+    if v < (len(strings) if hasattr(strings, "__len__") else 0):  # a later index may be appended: not cached
+        cache[v] = info
+    return info
+
+
+def classic_document(
+    data: bytes,
+    strings: cc.StringSource,
+    link_text: cc.LinkText | None,
+    *,
+    header: str | None,
+    record_width: int | None,
+) -> model.Document | None:
+    """The lazy document of a classic binary script, or None where it must be decoded whole."""
+    if len(data) > cc.MAX_SCRIPT_BYTES:
+        return None
+    recs = cc.read_tokens(data)
+    n = len(recs)
+    max_chars = getattr(strings, "max_chars", None)
+    if max_chars is None or n * max_chars() > text_budget(len(data)) - (1 << 16):
+        return None
+    # The tag records by their type byte (every fifth byte from offset 2): a C-level slice and `find`s over
+    # ≈ 16 tags cost less than the numpy calls that would do the same on one small file.
+    types = data[2::5]
+    tags: list[tuple[int, model.TagInfo]] = []
+    p = types.find(cc.T_SECTION)
+    if p >= 0:
+        infos = _tag_cache(strings)
+        get = infos.get
+        unpack = _U32.unpack_from
+        find = types.find
+        while p >= 0:
+            v = unpack(data, 3 + 5 * p)[0]
+            info = get(v, _MISS)
+            if info is _MISS:
+                info = _tag_of(v, strings, infos)
+            if info is not None:
+                tags.append((p, info))
+            p = find(cc.T_SECTION, p + 1)
+
+    def decode(a: int, b: int) -> list[Token]:
+        return cc.records_tokens(recs[a:b], strings, link_text)[0]
+
+    def source() -> list[Token]:
+        return cc.to_tokens(data, strings, link_text)
+
+    return model.LazyDocument(tags, n, decode, header=header, record_width=record_width, source=source)

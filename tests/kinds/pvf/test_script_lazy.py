@@ -1,0 +1,231 @@
+"""Lazily read script documents (`scripting/lazy.py`) equal whole-file documents: the same tree, the same
+values, the same text after the same writes — on random record streams (tags, end tags, odd tags, links,
+typed values) and on every script of synthetic archives of both families; and the primitive bridge of the
+hot operations gives a script the same answers and the same plan as the JSON bridge."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import struct
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+sys.path.insert(0, str(Path(__file__).parent))
+from script_harness import session
+
+from deskbridge.kinds.pvf.archive import open_archive
+from deskbridge.kinds.pvf.script import classic_codec as cc
+from deskbridge.kinds.pvf.script.text import int_token
+from deskbridge.kinds.pvf.scripting import lazy, model
+from deskbridge.kinds.pvf.strings.stringtable import StringTable
+from deskbridge.kinds.pvf.synth import synth
+
+ENTRIES = [
+    b"[name]",
+    b"[price]",
+    b"[/price]",
+    b"[if equip]",
+    b"[/if equip]",
+    b"[usable job]",
+    b"[/usable job]",
+    b"[PRICE]",
+    b"[price]",  # a later duplicate: prints raw, never a tag
+    b"oddtag",
+    b"[/lonely]",
+    b"name_1",
+    b"abc",
+]
+LINKS = {(0, "name_1"): "Short Sword"}
+TAGS = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
+
+record = st.one_of(
+    st.tuples(st.just(cc.T_SECTION), st.sampled_from([*TAGS, len(ENTRIES) + 3])),
+    st.tuples(st.sampled_from([2, 3, 4, 6, 7, 8, 10, 11]), st.integers(0, len(ENTRIES) + 1)),
+    st.tuples(st.just(cc.T_LINK_ID), st.integers(0, 2)),
+    st.tuples(st.just(4), st.sampled_from([0x3F800000, 0x7FC00000, 0x41200000])),
+)
+# A link is a type-9 record and a type-10 key record: give the stream real pairs too.
+chunk = st.one_of(st.lists(record, min_size=1, max_size=3), st.just([(cc.T_LINK_ID, 0), (cc.T_LINK_KEY, 11)]))
+
+
+def _payload(recs: list[tuple[int, int]]) -> bytes:
+    return cc.MAGIC + b"".join(struct.pack("<BI", t, v) for t, v in recs)
+
+
+def _link_text(table_id: int, key: str) -> str | None:
+    return LINKS.get((table_id, key))
+
+
+def _shape(node: model.Section) -> list:
+    return [
+        (c.name, c.has_end, c.end_tag, getattr(c, "raw_tag", None), c.values, c.after_end, _shape(c))
+        for c in node.children
+    ]
+
+
+def _docs(data: bytes, table: StringTable) -> tuple[model.Document, model.Document]:
+    full = model.Document(cc.to_tokens(data, table, _link_text), header="#PVF_File", record_width=None)
+    lz = lazy.classic_document(data, table, _link_text, header="#PVF_File", record_width=None)
+    assert lz is not None
+    return full, lz
+
+
+def _same(full: model.Document, lz: model.Document) -> None:
+    assert lz.root.values == full.root.values
+    assert _shape(lz.root) == _shape(full.root)
+    assert lz.tokens() == full.tokens()
+    assert lz.text() == full.text()
+
+
+def _edit(doc: model.Document, name: str, seed: int) -> None:
+    """The same edits on either document: set a value of each match, append to one, delete one."""
+    found = doc.find(name)
+    for i, sec in enumerate(found):
+        if sec.values:
+            sec.values[0] = int_token(seed + i)
+        else:
+            sec.values.append(int_token(seed))
+    if found:
+        found[-1].values.append(int_token(-seed))
+        if found[0].parent is not None and len(found) > 1:
+            found[0].parent.children.remove(found[0])
+    model.append_section(doc.root, "added", [int_token(seed)], False)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(chunk, max_size=40),
+    st.sampled_from(
+        ["price", "PRICE", "if equip", "usable job", "oddtag", "/lonely", "if equip/price", "name"]
+    ),
+    st.integers(0, 1000),
+)
+def test_a_lazy_document_equals_the_whole_file_document(chunks: list, name: str, seed: int) -> None:
+    data = _payload([r for c in chunks for r in c])
+    table = StringTable(list(ENTRIES), "cp949")
+    full, lz = _docs(data, table)
+    # reads first, in a different order on each side (lazy values are decoded as they are read)
+    assert [s.values for s in lz.find(name)] == [s.values for s in full.find(name)]
+    _same(full, lz)
+    full, lz = _docs(data, table)
+    _edit(full, name, seed)
+    _edit(lz, name, seed)  # writes before the values were ever read
+    _same(full, lz)
+    assert lz.source_tokens == cc.to_tokens(data, table, _link_text)
+
+
+def test_every_script_of_a_classic_archive_reads_alike_lazily(tmp_path: Path) -> None:
+    path = tmp_path / "c.pvf"
+    synth(path, family="classic", files=300, seed=5)
+    ar = open_archive(path)
+    strings = ar.strings
+    n = 0
+    for p in ar.paths():
+        data = ar.read(p)
+        if not cc.is_script(data):
+            continue
+        width = 2 if p.endswith(".lst") else None
+        full = model.Document(
+            cc.to_tokens(data, strings.table, strings.link_text), header="#PVF_File", record_width=width
+        )
+        lz = lazy.classic_document(
+            data, strings.table, strings.link_text, header="#PVF_File", record_width=width
+        )
+        assert lz is not None
+        _same(full, lz)
+        assert lz.text() == ar.read_text(p)
+        n += 1
+    assert n > 200
+    ar.close()
+
+
+# --------------------------------------------------------------------------------------------- end to end
+
+READ_ALL = """
+const out = [];
+for (const f of pvf.glob("**/*.equ")) {
+  const doc = f.parse();
+  for (const name of ["price", "name", "usable job", "if equip/price", "weight"]) {
+    for (const s of doc.sections(name)) {
+      const vs = s.values();
+      for (let i = 0; i <= vs.length; i++) {
+        const fast = s.getValue(i), slow = s.getOriStrValue(i), raw = s.get(i);
+        const plain = raw === null || typeof raw !== "object" ? raw : raw.type === "link" ? raw.text : raw.value;
+        if (!(fast === plain || (typeof fast === "number" && typeof plain === "number" && Object.is(fast, plain))))
+          throw new Error(f.path + " [" + name + "] " + i + ": " + fast + " != " + plain);
+        if (raw !== null && typeof raw === "object" && raw.type === "float" && fast !== raw.value) throw new Error("float");
+        if (slow === undefined) throw new Error("undefined");
+      }
+    }
+  }
+  out.push(doc.sections("price").length);
+}
+pvf.log(JSON.stringify(out));
+"""
+
+RAISE_FAST = """
+let n = 0;
+for (const f of pvf.glob("**/*.equ")) {
+  const doc = f.parse();
+  let changed = false;
+  for (const s of doc.sections("price")) {
+    const v = s.getValue(0);
+    if (typeof v === "number" && v < 2000) { s.set(2000, 0); changed = true; }
+  }
+  if (changed) { f.write(doc); n++; }
+}
+pvf.log(String(n));
+"""
+
+# The same edits through the JSON forms only (string index, object arguments): the reference.
+RAISE_SLOW = """
+let n = 0;
+for (const f of pvf.glob("**/*.equ")) {
+  const doc = f.parse();
+  let changed = false;
+  for (const s of doc.sections("price")) {
+    const raw = s.get(0);
+    const v = raw !== null && typeof raw === "object" ? raw.value : raw;
+    if (typeof v === "number" && v < 2000) {
+      s.setValues([raw !== null && typeof raw === "object" ? {type: "float", value: 2000} : 2000].concat(s.values().slice(1)));
+      changed = true;
+    }
+  }
+  if (changed) { f.write(doc); n++; }
+}
+pvf.log(String(n));
+"""
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("family", ["classic", "nkpi"])
+async def test_the_primitive_bridge_answers_and_plans_as_the_json_bridge(family: str, tmp_path: Path) -> None:
+    src = tmp_path / "src.pvf"
+    synth(src, family=family, files=400, seed=11)
+    plans = []
+    for i, script in enumerate((RAISE_FAST, RAISE_SLOW)):
+        path = tmp_path / f"run{i}.pvf"
+        shutil.copyfile(src, path)
+        async with session(path, tmp_path / f"cache{i}") as s:
+            if i == 0:
+                res = await s.run(READ_ALL)
+                assert res["state"] == "succeeded", res
+                counts = json.loads(res["logs"][-1])
+                assert sum(counts) > 20
+            res = await s.run(script)
+            assert res["state"] == "succeeded", res
+            assert int(res["logs"][-1]) > 5
+            plan = res["plan"]
+            plans.append({k: (c.action, c.new, c.diff, c.requires, c.meta) for k, c in plan.changes.items()})
+            s.discard(res)
+    assert plans[0] == plans[1]
