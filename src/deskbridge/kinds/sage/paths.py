@@ -230,12 +230,17 @@ class PathResolver:
             self.scope.forget()
 
     def export_state(self) -> dict[str, Any] | None:
-        """Every answer so far with the mtimes of the directories they depend on (for the disk cache)."""
-        if any(m is None for m in self.tree.mtimes.values()):
+        """Every answer so far with the mtimes of the directories they depend on (for the disk cache).
+
+        Copies, not the live dicts: the cache keeps what it was given, and it must not change when the
+        next build lists directories again. The caller makes sure no build runs meanwhile
+        (`ProjectIndexer.save_cache`)."""
+        dirs = dict(self.tree.mtimes)
+        if any(m is None for m in dirs.values()):
             return None  # a directory was changing while listed: do not persist
         return {
-            "dirs": self.tree.mtimes,
-            "memo": [[s, b, t] for (s, b), t in self._memo.items()],
+            "dirs": dirs,
+            "memo": [[s, b, t] for (s, b), t in list(self._memo.items())],
             "setup": self._setup(),
         }
 
