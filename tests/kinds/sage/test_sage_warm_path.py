@@ -134,3 +134,18 @@ def test_the_definition_tables_are_made_on_first_use_and_equal_a_cold_builds(
         pass
     else:
         raise AssertionError("unknown attributes must still raise AttributeError")
+
+
+def test_cached_records_keep_their_assets_marshalled_until_read() -> None:
+    rec = extract_records(
+        b'<AssetDeclaration xmlns="uri:ea.com:eala:asset"><A id="x"/><B id="y"/></AssetDeclaration>', None
+    )
+    assert rec.assets == [("A", "x", 1), ("B", "y", 1)]
+    head, blob = rec.to_cache()
+    cached = FileRecords.from_cache(head, blob)
+    assert type(cached.asset_data) is bytes and cached.asset_count == 2  # counted, not decoded
+    assert type(cached.asset_data) is bytes
+    assert cached == FileRecords.from_cache(head, blob)  # equality decodes both
+    assert cached.assets == rec.assets and type(cached.asset_data) is list
+    again = FileRecords.from_cache(*cached.to_cache())
+    assert again == cached and again.replace(last_good=True).assets == rec.assets

@@ -540,7 +540,7 @@ def _assemble(index: SageIndex, walk: _Walk) -> None:
     define_count = ref_count = 0
     for path, rec in walk.files.items():
         splice = splices.get(path)
-        asset_count += len(rec.assets) if splice is None else len(_file_assets(rec, splice))
+        asset_count += rec.asset_count if splice is None else len(_file_assets(rec, splice))
         define_count += len(rec.defines)
         ref_count += rec.ref_count
     index.stats.update(assetCount=asset_count, referenceCount=ref_count, defineCount=define_count)
