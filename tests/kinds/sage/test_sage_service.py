@@ -317,3 +317,22 @@ def test_the_resolvers_exported_state_is_a_copy(minimod):
     service.resolver.tree.mtimes["/nowhere"] = 1
     service.resolver.resolve("DATA:Nowhere/Else.xml", None)
     assert state["dirs"] == dirs and state["memo"] == memo
+
+
+def test_a_warm_start_that_resolved_nothing_new_saves_nothing(minimod):
+    old = time.time() - 60  # folders listed right after they changed are not persisted (racy)
+    for path in [minimod.root, *minimod.root.rglob("*")]:
+        os.utime(path, (old, old))
+    cold = SageService(minimod.mod, minimod.sdk)
+    cold.open_sync()
+    assert cold.save_cache()
+    warm = SageService(minimod.mod, minimod.sdk)
+    warm.open_sync()
+    assert warm.store.parsed == 0 and warm.resolver.changed is False  # every include from the cache
+    assert warm.save_cache() is False
+    warm.resolver.resolve("DATA:Nowhere/Else.xml", None)  # a new answer is saved
+    assert warm.resolver.changed is True and warm.save_cache() is True
+    again = SageService(minimod.mod, minimod.sdk)
+    again.open_sync()
+    assert again.resolver._memo.get(("DATA:Nowhere/Else.xml", "")) is None
+    assert ("DATA:Nowhere/Else.xml", "") in again.resolver._memo

@@ -285,7 +285,8 @@ class ProjectIndexer:
         if not self._building.acquire(blocking=False):
             return False
         try:
-            state = self.resolver.export_state()
+            # A warm start answers every include from the imported answers: nothing to export then.
+            state = self.resolver.export_state() if self.resolver.changed else None
             if state is not None and state != self.store.extras.get("resolver"):
                 self.store.extras["resolver"] = state
                 self.store.dirty = True

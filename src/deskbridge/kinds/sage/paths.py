@@ -220,12 +220,15 @@ class PathResolver:
         self._dirnames: dict[str, str] = {}
         self.calls = 0
         self.memo_hits = 0
+        self.changed = True
+        """False while the answers are the ones `import_state` took (then there is nothing to save)."""
 
     def invalidate(self, directories: Iterable[str] = ()) -> None:
         """Forget answers (all of them: a new file can change which search path wins)."""
         for d in directories:
             self.tree.forget(d)
         self._memo.clear()
+        self.changed = True
         if self.scope is not None:
             self.scope.forget()
 
@@ -267,6 +270,7 @@ class PathResolver:
         except (KeyError, TypeError, ValueError):
             return False
         self.tree.mtimes.update(dirs)
+        self.changed = False
         return True
 
     def resolve(self, source: str, from_file: str | None) -> str | None:
@@ -310,6 +314,7 @@ class PathResolver:
             elif self._escapes(src, base_dir):
                 found = OUTSIDE
         self._memo[key] = found
+        self.changed = True
         return found
 
     def _escapes(self, source: str, base_dir: str) -> bool:
