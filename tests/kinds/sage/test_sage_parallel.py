@@ -38,6 +38,7 @@ rows = {}
 for path, entry in sorted(service.store._entries.items()):
     rec = entry[5]
     head, blob = rec.to_cache() if isinstance(rec, FileRecords) else (rec, entry[6])
+    head[1] = marshal.loads(head[1])  # the assets, marshalled as the references are
     rows[path] = [entry[0], entry[3], head, marshal.loads(blob)]
 stats = {k: v for k, v in index.stats.items() if not k.endswith("Ms") and k != "resolveCalls"}
 diags = [(d.file, d.line, d.code, d.severity, d.message) for d in index.diagnostics]

@@ -252,3 +252,87 @@ def test_a_failed_build_keeps_the_last_good_index_answering(minimod, monkeypatch
         await service.stop()
 
     asyncio.run(scenario())
+
+
+def test_stop_during_a_build_saves_no_cache_that_mixes_two_builds(minimod, monkeypatch):
+    """`stop()` stops waiting for a build after a while; the build thread goes on. Saving then iterated the
+    resolver's and the store's dicts while the build grew them ("dictionary changed size during
+    iteration") and would have written a cache half of one build: now nothing is saved until it ends."""
+    import threading
+
+    from deskbridge.kinds.sage import service as service_module
+    from deskbridge.kinds.sage.indexer import ProjectIndexer
+
+    monkeypatch.setattr(service_module, "STOP_WAIT_S", 0.2)
+    service = SageService(minimod.mod, minimod.sdk, snapshot_quiet_s=600)
+    cache = service.store.cache_file
+    assert cache is not None and not cache.exists()
+    reached, release = threading.Event(), threading.Event()
+    real_get = service.store.get
+    calls = []
+
+    def slow_get(path):
+        calls.append(path)
+        if len(calls) == 3:  # two files parsed: the store is dirty, the resolver has answers
+            reached.set()
+            release.wait(30)
+        return real_get(path)
+
+    monkeypatch.setattr(service.store, "get", slow_get)
+
+    async def scenario() -> None:
+        await service.start(watch=False)
+        assert await asyncio.to_thread(reached.wait, 30)
+        assert service.building()
+        assert service.save_cache() is False  # refused mid-build, from any caller
+        await service.stop()
+        assert not cache.exists()
+        release.set()
+        assert service._build_task is not None
+        await service._build_task  # the build ends and saves its own, whole cache
+        assert not service.building()
+        assert cache.exists()
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        release.set()
+    built = service.index
+    assert built is not None and built.complete
+    warm = ProjectIndexer(minimod.mod, minimod.sdk)
+    index = warm.open_sync()
+    assert warm.store.parsed == 0  # everything came from the saved cache
+    assert sorted(index.assets) == sorted(built.assets)
+
+
+def test_the_resolvers_exported_state_is_a_copy(minimod):
+    old = time.time() - 60  # folders listed right after they changed are not persisted (racy)
+    for folder in [minimod.root, *(p for p in minimod.root.rglob("*") if p.is_dir())]:
+        os.utime(folder, (old, old))
+    service = SageService(minimod.mod, minimod.sdk, use_cache=False)
+    service.open_sync()
+    state = service.resolver.export_state()
+    assert state is not None and state["dirs"] and state["memo"]
+    dirs, memo = dict(state["dirs"]), list(state["memo"])
+    service.resolver.tree.mtimes["/nowhere"] = 1
+    service.resolver.resolve("DATA:Nowhere/Else.xml", None)
+    assert state["dirs"] == dirs and state["memo"] == memo
+
+
+def test_a_warm_start_that_resolved_nothing_new_saves_nothing(minimod):
+    old = time.time() - 60  # folders listed right after they changed are not persisted (racy)
+    for path in [minimod.root, *minimod.root.rglob("*")]:
+        os.utime(path, (old, old))
+    cold = SageService(minimod.mod, minimod.sdk)
+    cold.open_sync()
+    assert cold.save_cache()
+    warm = SageService(minimod.mod, minimod.sdk)
+    warm.open_sync()
+    assert warm.store.parsed == 0 and warm.resolver.changed is False  # every include from the cache
+    assert warm.save_cache() is False
+    warm.resolver.resolve("DATA:Nowhere/Else.xml", None)  # a new answer is saved
+    assert warm.resolver.changed is True and warm.save_cache() is True
+    again = SageService(minimod.mod, minimod.sdk)
+    again.open_sync()
+    assert again.resolver._memo.get(("DATA:Nowhere/Else.xml", "")) is None
+    assert ("DATA:Nowhere/Else.xml", "") in again.resolver._memo

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -44,6 +45,10 @@ def _asset_index_at(rec: FileRecords, line: int) -> int:
 
 SPLICED_ROOT = -2
 """`AssetDef.index` of an asset that is a whole fragment file spliced in by a root-level `xi:include`."""
+
+TABLES = ("assets", "by_id", "defines", "diagnostics", "includes")
+"""The tables a warm start leaves to first use (`SageIndex.defer_tables`)."""
+_TABLES_LOCK = threading.RLock()
 
 MODE_RANK = {"all": 0, "instance": 1, "reference": 2}
 """How a file belongs to a stream: `all` = compiled into it; `instance` = visible for inheritance and
@@ -240,6 +245,28 @@ class SageIndex(Record):
         self._frags_of = _frags_of
         self._unresolved = _unresolved
         self._model = _model
+
+    def defer_tables(self, build: Callable[[], tuple[Any, Any, Any, Any, Any]]) -> None:
+        """Make `assets`, `by_id`, `defines`, `diagnostics` and `includes` on first use, from `build()`.
+
+        They are ~17 k `AssetDef`s, ~2 k `DefineDef`s, 5.5 k `IncludeEdge`s and 3.3 k `Diagnostic`s on
+        RA3Afterdash, about a third of a warm start's CPU; a process that opens the index to report its status or save its cache never reads them.
+        The first reader builds all five (under a lock: the service warms an index up in a thread while
+        the event loop may query it), and from then on they are plain attributes."""
+        for name in TABLES:
+            self.__dict__.pop(name, None)
+        self._tables_fn = build
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached when normal lookup fails: a deferred table not built yet.
+        if name in TABLES and self.__dict__.get("_tables_fn") is not None:
+            with _TABLES_LOCK:
+                build = self.__dict__.get("_tables_fn")
+                if build is not None:
+                    self.assets, self.by_id, self.defines, self.diagnostics, self.includes = build()
+                    self._tables_fn = None
+            return self.__dict__[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def unresolved(self) -> list[Diagnostic]:
         """`unresolved-reference` diagnostics, computed on first use (60 k sites cost ~80 ms) and kept.

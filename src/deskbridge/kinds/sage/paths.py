@@ -220,22 +220,30 @@ class PathResolver:
         self._dirnames: dict[str, str] = {}
         self.calls = 0
         self.memo_hits = 0
+        self.changed = True
+        """False while the answers are the ones `import_state` took (then there is nothing to save)."""
 
     def invalidate(self, directories: Iterable[str] = ()) -> None:
         """Forget answers (all of them: a new file can change which search path wins)."""
         for d in directories:
             self.tree.forget(d)
         self._memo.clear()
+        self.changed = True
         if self.scope is not None:
             self.scope.forget()
 
     def export_state(self) -> dict[str, Any] | None:
-        """Every answer so far with the mtimes of the directories they depend on (for the disk cache)."""
-        if any(m is None for m in self.tree.mtimes.values()):
+        """Every answer so far with the mtimes of the directories they depend on (for the disk cache).
+
+        Copies, not the live dicts: the cache keeps what it was given, and it must not change when the
+        next build lists directories again. The caller makes sure no build runs meanwhile
+        (`ProjectIndexer.save_cache`)."""
+        dirs = dict(self.tree.mtimes)
+        if any(m is None for m in dirs.values()):
             return None  # a directory was changing while listed: do not persist
         return {
-            "dirs": self.tree.mtimes,
-            "memo": [[s, b, t] for (s, b), t in self._memo.items()],
+            "dirs": dirs,
+            "memo": [[s, b, t] for (s, b), t in list(self._memo.items())],
             "setup": self._setup(),
         }
 
@@ -262,6 +270,7 @@ class PathResolver:
         except (KeyError, TypeError, ValueError):
             return False
         self.tree.mtimes.update(dirs)
+        self.changed = False
         return True
 
     def resolve(self, source: str, from_file: str | None) -> str | None:
@@ -305,6 +314,7 @@ class PathResolver:
             elif self._escapes(src, base_dir):
                 found = OUTSIDE
         self._memo[key] = found
+        self.changed = True
         return found
 
     def _escapes(self, source: str, base_dir: str) -> bool:

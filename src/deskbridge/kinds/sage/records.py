@@ -68,7 +68,7 @@ attribute) — kind is `attribute`, `content` or `inheritFrom`; columns are 1-ba
 class FileRecords(Record):
     """What one file contributes to the index; small, and cached per file."""
 
-    __slots__ = _fields = (
+    _fields = (
         "root",
         "assets",
         "defines",
@@ -83,11 +83,12 @@ class FileRecords(Record):
         "last_good",
         "ref_total",
     )
+    __slots__ = (*(f for f in _fields if f != "assets"), "asset_data", "asset_total")
 
     def __init__(
         self,
         root: str = "",
-        assets: list[tuple[str, str, int]] | None = None,
+        assets: list[tuple[str, str, int]] | bytes | None = None,
         defines: list[tuple[str, str, int, bool]] | None = None,
         includes: list[tuple[str, str, int]] | None = None,
         xincludes: list[tuple[str, str, int, bool]] | None = None,
@@ -99,12 +100,17 @@ class FileRecords(Record):
         root_has_id: bool = False,
         last_good: bool = False,
         ref_total: int = 0,
+        asset_total: int = 0,
     ) -> None:
         self.root = root
         """Local name of the root element ('' when nothing parsed); fragments have a root other than
         AssetDeclaration."""
-        self.assets = [] if assets is None else assets
-        """(type, id, line) of every top-level asset."""
+        self.asset_data: Any = [] if assets is None else assets
+        """(type, id, line) of every top-level asset (`assets`) — for records read from the cache, their
+        marshalled bytes until first use: a warm start counts assets, it does not list them until a query
+        needs the definition tables (17 k tuples were a third of the cache's load time)."""
+        self.asset_total = asset_total
+        """How many assets `asset_data` holds while it is still marshalled."""
         self.defines = [] if defines is None else defines
         """(name, value, line, override)."""
         self.includes = [] if includes is None else includes
@@ -132,6 +138,22 @@ class FileRecords(Record):
         """How many reference rows `ref_data` holds while it is still marshalled."""
 
     @property
+    def assets(self) -> list[tuple[str, str, int]]:
+        data = self.asset_data
+        if type(data) is bytes:
+            data = self.asset_data = marshal.loads(data)
+        return data  # type: ignore[no-any-return]
+
+    @assets.setter
+    def assets(self, value: list[tuple[str, str, int]]) -> None:
+        self.asset_data = value
+
+    @property
+    def asset_count(self) -> int:
+        data = self.asset_data
+        return self.asset_total if type(data) is bytes else len(data)
+
+    @property
     def refs(self) -> list[Ref]:
         data = self.ref_data
         if type(data) is bytes:
@@ -147,9 +169,10 @@ class FileRecords(Record):
         """(head, marshalled reference rows) for the records cache."""
         data = self.ref_data
         blob = data if type(data) is bytes else marshal.dumps(data)
+        assets = self.asset_data
         head = [
             self.root,
-            self.assets,
+            assets if type(assets) is bytes else marshal.dumps(assets),
             self.defines,
             self.includes,
             self.xincludes,
@@ -160,6 +183,7 @@ class FileRecords(Record):
             self.root_has_id,
             self.last_good,
             self.ref_count,
+            self.asset_count,
         ]
         return head, blob
 
@@ -179,6 +203,7 @@ class FileRecords(Record):
             root_has_id=head[9],
             last_good=head[10],
             ref_total=head[11],
+            asset_total=head[12],
         )
 
     def parse_failed(self) -> bool:

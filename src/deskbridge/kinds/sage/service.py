@@ -30,6 +30,8 @@ WATCH_DEBOUNCE_MS = 300
 WAIT_TIMEOUT_DEFAULT_S = 30.0
 WAIT_TIMEOUT_MAX_S = 300.0
 WATCHED_SUFFIXES = (".xml", ".w3x", ".manifest", ".xsd", ".babproj")
+STOP_WAIT_S = 10.0
+"""How long `stop()` waits for a running build before giving up on saving the cache."""
 
 
 class SageService(ProjectIndexer):
@@ -73,11 +75,16 @@ class SageService(ProjectIndexer):
                     await task
         if self._build_task is not None and not self._build_task.done():
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(asyncio.shield(self._build_task), timeout=10)
+                await asyncio.wait_for(asyncio.shield(self._build_task), timeout=STOP_WAIT_S)
         try:
             if self.index is not None and self._snapshot_build != self.index.build_id:
                 await asyncio.to_thread(self.write_snapshot_sync)
-            await asyncio.to_thread(self.save_cache)
+            if self.building():
+                # The build thread cannot be stopped; saving now would write a cache half of this build
+                # and half of the last one. The last saved cache stays; the next start re-parses.
+                log.info("sage: a build is still running at stop; the records cache is not saved")
+            else:
+                await asyncio.to_thread(self.save_cache)
         except Exception:  # best effort on the way out
             log.exception("sage: final snapshot failed")
 

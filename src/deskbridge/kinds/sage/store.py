@@ -26,7 +26,7 @@ TYPE_CHECKING = False  # `typing` is not loaded by a warm start
 if TYPE_CHECKING:
     from typing import Any
 
-CACHE_VERSION = 5
+CACHE_VERSION = 6
 CACHE_MAGIC = b"deskbridge-sage-records\n"
 MARSHAL_TAG = f"{sys.version_info[0]}.{sys.version_info[1]}/{marshal.version}".encode()
 """marshal's format belongs to the Python version: a cache written by another one is ignored."""
@@ -105,8 +105,11 @@ class RecordStore:
             elif data.get("model") != self.model_digest:
                 return 0
             entries = data["entries"]
+            # marshal gives back the lists `save` wrote: used as they are, after a check of their shape.
+            if not all(type(e) is list and len(e) == 7 for e in entries.values()):
+                return 0
             self.extras = data.get("extras") or {}
-            self._entries = {p: [e[0], e[1], e[2], e[3], e[4], e[5], e[6]] for p, e in entries.items()}
+            self._entries = entries
         except (OSError, ValueError, KeyError, TypeError, EOFError, IndexError, AttributeError):
             self._entries = {}
             return 0
