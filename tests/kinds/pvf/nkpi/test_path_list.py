@@ -134,3 +134,39 @@ def test_the_vectorised_hash_is_the_python_hash():
     hashes, lengths, ok = _word_hashes(buf, starts)
     assert ok.all() and lengths.tolist() == [len(s) for s in strings]
     assert hashes.tolist() == [_str_hash(s.lower()) for s in strings]
+
+
+def test_a_pool_lookup_gives_the_index_answer_for_every_key():
+    """`PoolLookup` (a search of the lower-cased name pool) answers exactly what the path index answers:
+    present keys (first entry of a repeated key included), case and `\\` variants, names holding `/`,
+    absent keys; what it cannot decide is `NOT_SURE`, never a wrong answer."""
+    from deskbridge.kinds.pvf.archive.nkpi_index import NOT_SURE, PoolLookup
+
+    names = [n for n in NAMES if n.isascii()] + ["a.equ", "A.EQU", "Equ"]
+    folders = ["", "equipment/character", "Mixed/CASE", "/", "end/", "a"]
+    names = [n for n in names for _ in range(len(folders))]
+    index = _index_over(names, folders)
+    lookup = PoolLookup(index._files, index._pools, index.resolve_path)
+    assert lookup.usable
+    keys = {norm_path(p) for p in index.display_paths()}
+    keys |= {k + "x" for k in keys} | {"no/such.equ", "a", "equ", "mixed/case/equ", "ünï/x", ""}
+    undecided = []
+    for key in sorted(keys):
+        got = lookup.find(key)
+        if got == NOT_SURE:
+            undecided.append(key)
+            continue
+        assert got == index.find(key), key
+    assert all(k == "" or k.endswith("/") for k in undecided)  # empty names: only the index decides
+
+
+def test_reading_one_file_after_opening_builds_no_path_index(small_archives):
+    with open_nkpi(small_archives["legacy"]) as ar:
+        want = ar._path_index().display_paths()
+    with open_nkpi(small_archives["legacy"]) as ar:
+        assert ar.read(want[123].upper()) and ar.exists(want[7]) and not ar.exists("no/such.equ")
+        assert ar.file_info(want[200]).path == want[200]
+        assert ar._index is None  # answered from the name pool
+        for path in want[:20]:  # past POOL_LOOKUPS the index is built and answers the same
+            assert ar.read(path) == ar.read_entry(ar._path_index().find(norm_path(path)))
+        assert ar._index is not None

@@ -28,7 +28,7 @@ from .base import ArchiveBase, FileInfo, Progress, norm_path
 from .budget import archive_budget, over_budget, text_budget
 from .nkpi_cipher import MAGIC_DATA, SCHEMES, KeyScheme, crypt, keystream_word_at
 from .nkpi_errors import corrupt, key_required, unsupported
-from .nkpi_index import KeysView, PathIndex, PathList
+from .nkpi_index import NOT_SURE, LazyKeys, PathIndex, PathList, PoolLookup
 from .nkpi_paged import GUARD_SIZE, PAGE_SIZE, NkpiKeys, aes_cbc_decrypt, guard_length, load_keys
 from .nkpi_pools import PoolKeys, StringPools
 from .nkpi_recover import inflate_exact, recover_word_seed, recover_zlib_seed
@@ -344,8 +344,11 @@ class NkpiArchive(ArchiveBase):
         self._check_encoding()
         self._cache: OrderedDict[int, bytes] = OrderedDict()
         self._cache_bytes = 0
-        self._keys_map: KeysView | None = None
+        self._keys_map: LazyKeys | None = None
         self._index: PathIndex | None = None
+        self._pool_lookup: PoolLookup | None = None
+        self._pool_lookups = 0
+        self._last_find: tuple[str, int | None] | None = None
         self._check_body_key(src)
 
     @staticmethod
@@ -541,15 +544,36 @@ class NkpiArchive(ArchiveBase):
     def _path_index(self) -> PathIndex:
         if self._index is None:
             self._index = PathIndex(self.files, self.pools)
+            self._pool_lookup = None  # the index answers from now on; drop the lower-cased pool copy
         return self._index
 
     def _original_keys(self) -> Mapping[str, str]:
         if self._keys_map is None:
-            self._keys_map = KeysView(self._path_index())
+            self._keys_map = LazyKeys(self._find, self.entry_path, self._path_index)
         return self._keys_map
 
+    POOL_LOOKUPS = 8
+    """Lookups answered by searching the name pool before the path index is built for the rest."""
+
+    def _find(self, key: str) -> int | None:
+        """The first entry with lookup key `key`: the path index's answer, found without building the
+        index for the first `POOL_LOOKUPS` lookups when the pool search can decide them (`PoolLookup`)."""
+        last = self._last_find
+        if last is not None and last[0] == key:
+            return last[1]
+        got: int | None = NOT_SURE
+        if self._index is None and self._pool_lookups < self.POOL_LOOKUPS:
+            if self._pool_lookup is None:
+                self._pool_lookup = PoolLookup(self.files, self.pools, self.entry_path)
+            got = self._pool_lookup.find(key)
+            self._pool_lookups += 1
+        if got == NOT_SURE:
+            got = self._path_index().find(key)
+        self._last_find = (key, got)
+        return got
+
     def _entry(self, key: str) -> int:
-        i = self._path_index().find(key)
+        i = self._find(key)
         if i is None:
             raise KeyError(key)
         return i

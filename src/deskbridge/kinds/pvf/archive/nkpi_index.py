@@ -384,6 +384,93 @@ class PathIndex:
         return block
 
 
+NOT_SURE = -1
+"""`PoolLookup.find`: this lookup needs the path index (the pool search cannot decide it)."""
+_LOWER_TABLE = bytes(
+    (b + 32 if 65 <= b <= 90 else 47 if b == 92 else b) for b in range(256)
+)  # A-Z -> a-z, `\` -> `/`: `norm_path` on ASCII bytes
+
+
+class PoolLookup:
+    """Single lookups answered from the name pool, without building the path index (PVF-OPEN-4M: a
+    `pvf get` or the first `read` of a 4.3 M-file archive need one path, not 4.3 M hashes).
+
+    Applies when every name lives in an ASCII sTrA (the legacy, guard and protected variants pvfine and
+    the synthesiser write). The pool is lower-cased once (`\\` → `/`, so it reads like `norm_path`); the
+    key's last component plus its NUL is searched in it, and every entry whose name starts inside a string
+    holding such a match is a candidate (a name may itself hold `/`), confirmed against its real path. Since
+    every name normalises to ASCII, the candidates include every entry with that key, so the first
+    confirmed one is the index's answer and none confirmed means absent. What it cannot decide cheaply
+    (a key ending in `/`, a name used in thousands of folders, many matches) is `NOT_SURE`."""
+
+    MAX_MATCHES = 64
+    MAX_CANDIDATES = 4096
+
+    def __init__(self, files: np.ndarray, pools: StringPools, resolve) -> None:  # type: ignore[no-untyped-def]
+        self._names = files["name"]
+        self._resolve = resolve
+        raw = pools.raw_a_view()
+        self.usable = bool(len(self._names)) and raw.isascii() and not bool((self._names & 1).any())
+        self._low = raw.translate(_LOWER_TABLE) if self.usable else b""
+        self._starts = (self._names >> np.uint32(1)) if self.usable else self._names
+
+    def find(self, key: str) -> int | None:
+        """The first entry whose lookup key is `key` (normalised), None when there is none, or `NOT_SURE`."""
+        base = key[key.rfind("/") + 1 :]
+        if not self.usable or not base:
+            return NOT_SURE
+        if not base.isascii():
+            return None  # every name normalises to ASCII: no entry ends in this component
+        needle = base.encode("ascii") + b"\0"
+        low = self._low
+        ranges: list[tuple[int, int]] = []
+        at = low.find(needle)
+        while at >= 0:
+            if len(ranges) == self.MAX_MATCHES:
+                return NOT_SURE
+            ranges.append((low.rfind(b"\0", 0, at) + 1, at))  # names starting in [string start, match]
+            at = low.find(needle, at + 1)
+        if not ranges:
+            return None
+        starts = self._starts
+        hit = np.zeros(len(starts), dtype=bool)
+        for lo, hi in ranges:
+            hit |= (starts >= lo) & (starts <= hi)
+        candidates = np.flatnonzero(hit)
+        if len(candidates) > self.MAX_CANDIDATES:
+            return NOT_SURE
+        for i in candidates.tolist():
+            if norm_path(self._resolve(i)) == key:
+                return i
+        return None
+
+
+class LazyKeys(Mapping[str, str]):
+    """`norm key → display path` for `ArchiveBase`: membership and lookups go through `lookup` (a pool
+    search until the index exists), iterating and counting build the path index (`index()`)."""
+
+    def __init__(self, lookup, resolve, index) -> None:  # type: ignore[no-untyped-def]
+        self._lookup, self._resolve, self._index = lookup, resolve, index
+
+    def __getitem__(self, key: str) -> str:
+        i = self._lookup(key)
+        if i is None:
+            raise KeyError(key)
+        return self._resolve(i)
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self._lookup(key) is not None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(KeysView(self._index()))
+
+    def items(self):  # type: ignore[override]
+        return KeysView(self._index()).items()
+
+    def __len__(self) -> int:
+        return len(KeysView(self._index()))
+
+
 class PathList(Sequence[str]):
     """Every listed path of an archive without staged changes, in file-table order, decoded on demand.
 
