@@ -26,54 +26,27 @@ _CHUNK = 1 << 16
 """Dwords per step of the cipher loops: the working arrays stay in the CPU cache (≈ 25 % faster on 20 MB)."""
 
 
-_LOW6 = np.uint64(0x0000003F0000003F)
-_HIGH26 = np.uint64(0xFFFFFFC0FFFFFFC0)
-_LOW26 = np.uint64(0x03FFFFFF03FFFFFF)
-_HIGH6 = np.uint64(0xFC000000FC000000)
-
-
 def _rotate(block: bytes | memoryview, crc: int, decrypting: bool) -> np.ndarray:
-    """The cipher over whole dwords, a cache-sized piece at a time, into one output array.
-
-    Two dwords at a time as one uint64: the key is the same for every dword, and a rotation of each 32-bit
-    half is two 64-bit shifts whose bits crossing into the other half are masked off — half the element
-    operations of the 32-bit loop (the string table and the tree are re-keyed on every edit save)."""
-    src32 = np.frombuffer(block, dtype="<u4")
-    out32 = np.empty_like(src32)
-    pairs = len(src32) // 2
-    key = (KEY ^ crc) & 0xFFFFFFFF
-    if pairs:
-        src = src32[: 2 * pairs].view("<u8")
-        out = out32[: 2 * pairs].view("<u8")
-        tmp = np.empty(min(_CHUNK, pairs), dtype=np.uint64)
-        key64 = np.uint64(key | (key << 32))
-        for start in range(0, pairs, _CHUNK):
-            o = out[start : start + _CHUNK]
-            t = tmp[: len(o)]
-            if decrypting:  # ROR32(v ^ key, 6) per half
-                np.bitwise_xor(src[start : start + _CHUNK], key64, out=o)
-                np.left_shift(o, np.uint64(26), out=t)
-                np.bitwise_and(t, _HIGH6, out=t)
-                np.right_shift(o, np.uint64(6), out=o)
-                np.bitwise_and(o, _LOW26, out=o)
-                np.bitwise_or(o, t, out=o)
-            else:  # ROL32(v, 6) ^ key per half
-                piece = src[start : start + _CHUNK]
-                np.right_shift(piece, np.uint64(26), out=t)
-                np.bitwise_and(t, _LOW6, out=t)
-                np.left_shift(piece, np.uint64(6), out=o)
-                np.bitwise_and(o, _HIGH26, out=o)
-                np.bitwise_or(o, t, out=o)
-                np.bitwise_xor(o, key64, out=o)
-    if len(src32) % 2:  # an odd last dword
-        v = int(src32[-1])
-        if decrypting:
-            v ^= key
-            v = ((v >> 6) | (v << 26)) & 0xFFFFFFFF
-        else:
-            v = (((v << 6) | (v >> 26)) & 0xFFFFFFFF) ^ key
-        out32[-1] = v
-    return out32
+    """The cipher over whole dwords, a cache-sized piece at a time, into one output array."""
+    src = np.frombuffer(block, dtype="<u4")
+    out = np.empty_like(src)
+    tmp = np.empty(min(_CHUNK, len(src)), dtype=np.uint32)
+    key = np.uint32((KEY ^ crc) & 0xFFFFFFFF)
+    right, left = (np.uint32(6), np.uint32(26)) if decrypting else (np.uint32(26), np.uint32(6))
+    for start in range(0, len(src), _CHUNK):
+        o = out[start : start + _CHUNK]
+        t = tmp[: len(o)]
+        if decrypting:  # ROR32(v ^ key, 6)
+            np.bitwise_xor(src[start : start + _CHUNK], key, out=o)
+            np.right_shift(o, right, out=t)
+            np.left_shift(o, left, out=o)
+            np.bitwise_or(o, t, out=o)
+        else:  # ROL32(v, 6) ^ key
+            np.right_shift(src[start : start + _CHUNK], right, out=t)
+            np.left_shift(src[start : start + _CHUNK], left, out=o)
+            np.bitwise_or(o, t, out=o)
+            np.bitwise_xor(o, key, out=o)
+    return out
 
 
 def u32_at(buf: np.ndarray, offsets: np.ndarray) -> np.ndarray:
