@@ -161,13 +161,52 @@ DAMAGE = {
 }
 
 
+TREE_DAMAGE = {"unchanged path byte", "path length", "unchanged key", "block offset", "changed key"}
+"""Damage `_with_tree` makes: a tree that still decrypts under its (recomputed) checksum."""
+
+
+@pytest.mark.parametrize("compared", [False, True], ids=["tree decrypted", "tree compared"])
 @pytest.mark.parametrize("damage", list(DAMAGE), ids=list(DAMAGE))
-def test_the_check_catches_damage(copy, tmp_path, damage):
+def test_the_check_catches_damage(copy, tmp_path, damage, compared):
+    """With the written tree known (`written_tree`, what saves record) a tree read back must be those
+    bytes; without it the tree is decrypted and checked field by field. Both catch every damage, and the
+    field checks (also run on the written tree) name what is wrong."""
+    import dataclasses
+
+    ar, _ = _edited(copy)
+    data, layout = _written(ar, tmp_path / "out.pvf")
+    assert layout.written_tree is not None
+    if not compared:
+        layout = dataclasses.replace(layout, written_tree=None, written_plain=None, tree_checksum=None)
+    make, message = DAMAGE[damage]
+    if compared and (damage in TREE_DAMAGE or damage == "tree byte (checksum)"):
+        message = "the tree checksum or the tree read back is not the one written"
+    bad = tmp_path / "bad.pvf"
+    bad.write_bytes(make(data, layout, ar))
+    with pytest.raises(BridgeError) as err:
+        verify_patched(bad, layout)
+    assert err.value.code == "INTERNAL" and message in err.value.message
+
+
+@pytest.mark.parametrize("damage", sorted(TREE_DAMAGE))
+def test_a_written_tree_that_breaks_the_layout_is_caught_by_the_field_checks(copy, tmp_path, damage):
+    """The field checks run on the tree the writer wrote: a writer bug that puts a damaged tree on disk
+    (read back exactly as written) is still refused, with the same message as when read back damaged."""
+    import dataclasses
+
     ar, _ = _edited(copy)
     data, layout = _written(ar, tmp_path / "out.pvf")
     make, message = DAMAGE[damage]
+    bad_data = make(data, layout, ar)
+    at, tree_len, crc, _count = _tree_at(bad_data)
     bad = tmp_path / "bad.pvf"
-    bad.write_bytes(make(data, layout, ar))
+    bad.write_bytes(bad_data)
+    layout = dataclasses.replace(
+        layout,
+        written_tree=bad_data[at : at + tree_len],
+        written_plain=cc.decrypt(bad_data[at : at + tree_len], crc),
+        tree_checksum=crc,
+    )
     with pytest.raises(BridgeError) as err:
         verify_patched(bad, layout)
     assert err.value.code == "INTERNAL" and message in err.value.message

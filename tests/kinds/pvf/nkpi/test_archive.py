@@ -10,6 +10,7 @@ import pytest
 
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.files import content_digest
+from deskbridge.kinds.pvf.archive.base import norm_path
 from deskbridge.kinds.pvf.archive.nkpi import open_nkpi
 from deskbridge.kinds.pvf.synth.nkpi import synth_nkpi
 
@@ -210,3 +211,33 @@ def test_a_staged_script_edit_keeps_the_entrys_kind(small_archives):
         info = ar.file_info(path)
         assert info.staged and info.kind == "script"
         assert ar.read_text(path).endswith("`y`\n")
+
+
+def test_keystream_word_at_is_the_word_of_the_whole_keystream():
+    from deskbridge.kinds.pvf.archive.nkpi_cipher import (
+        MAGIC_DATA,
+        MAGIC_POOL,
+        keystream_word_at,
+        keystream_words,
+    )
+
+    for seed in (0, 12345, 0xDEADBEEF):
+        for magic in (MAGIC_DATA, MAGIC_POOL):
+            words = keystream_words(seed, 140_000, magic)
+            for k in (0, 1, 2, 65_535, 65_536, 65_537, 131_071, 139_999):
+                assert keystream_word_at(seed, k, magic) == int(words[k])
+
+
+@pytest.mark.parametrize("variant", ["legacy", "guard", "protected", "paged"])
+def test_open_reads_two_words_of_the_hash_table_not_all_of_it(small_archives, variant, monkeypatch):
+    """Opening confirms the hash table's key from its two size words (nothing reads the rest until a save
+    writes a new table); damaged tables are still refused (`test_hostile`: the whole table is then read)."""
+    from deskbridge.kinds.pvf.archive import nkpi
+
+    reads: list[tuple[int, int]] = []
+    real = nkpi._Source.read
+    monkeypatch.setattr(nkpi._Source, "read", lambda self, at, n: reads.append((at, n)) or real(self, at, n))
+    with _open(small_archives[variant]) as ar:
+        h = ar.header
+        assert (h.hash_table_offset, h.hash_table_size) not in reads
+        assert ar.read(ar.paths()[7]) == ar.read_entry(ar._entry(norm_path(ar.paths()[7])))

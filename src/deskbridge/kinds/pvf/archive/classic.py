@@ -614,16 +614,15 @@ class ClassicArchive(ArchiveBase):
                 ErrorCode.LIMIT_EXCEEDED, "the data section would exceed 2 GiB (classic offsets are i32)"
             )
         tree = np.frombuffer(t.plain, dtype=np.uint8).copy()
-        where = tails + 8
-        for k in range(4):
-            tree[where + k] = (new_rels >> (8 * k)) & 0xFF
+        cc.u32_view(tree)[tails + 8] = new_rels.astype(np.uint32)  # every relOffset, one scatter
         for i, (size, crc, _block) in blocks.items():
             struct.pack_into("<iI", tree, t.tail[i], size, crc)
         plain = tree.tobytes()
         crc = cc.tree_checksum(plain, n)
         h = self.header
         out.write(struct.pack("<i", len(h.guid)) + h.guid + _HEAD.pack(h.file_version, len(plain), crc, n))
-        out.write(cc.encrypt(plain, crc))
+        cipher = cc.encrypt(plain, crc)
+        out.write(cipher)
         fd = self._fh.fileno() if self._fh is not None else None
         start = 0
         for done, i in enumerate(sorted(blocks)):
@@ -651,7 +650,11 @@ class ClassicArchive(ArchiveBase):
             sizes,
             cols.checksums,
             {i: (norm_path(t.path[i]), data) for i, data in changed.items()},
-            {i: block.result() for i, (_size, _key, block) in blocks.items()},
+            written_blocks={i: block.result() for i, (_size, _key, block) in blocks.items()},
+            written_tree=cipher,
+            written_plain=plain,
+            tree_checksum=crc,
+            written_keys={i: key for i, (_size, key, _block) in blocks.items()},
         )
         new_crcs = cols.checksums.copy()
         for i, (_size, key, _block) in blocks.items():
@@ -674,11 +677,13 @@ class ClassicArchive(ArchiveBase):
             tree = np.frombuffer(t.plain, dtype=np.uint8)
             # The fields straight from the decrypted tree (one gather each) rather than from the parsed
             # lists: a list of 200 k Python ints takes longer to convert than the bytes take to gather.
-            fields = tree[tails[:, None] + np.arange(12)].view("<u4").reshape(len(tails), 3).astype(np.int64)
+            # Each field is one gather through a byte-stride uint32 view (`cc.u32_at`).
+            sizes = cc.u32_at(tree, tails).view("<i4").astype(np.int64)
+            checksums = cc.u32_at(tree, tails + 4).astype(np.int64)
+            rels = cc.u32_at(tree, tails + 8).view("<i4").astype(np.int64)
             heads = np.zeros(len(tails), dtype=np.int64)
             heads[1:] = tails[:-1] + 12
-            hashes = tree[heads[:, None] + np.arange(4)].view("<u4").ravel()
-            sizes, checksums, rels = fields[:, 0], fields[:, 1], fields[:, 2]
+            hashes = cc.u32_at(tree, heads)
             ends = np.cumsum((sizes + 3) & ~3)
             if (
                 np.any(hashes[1:] < hashes[:-1])

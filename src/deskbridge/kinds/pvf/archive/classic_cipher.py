@@ -49,6 +49,18 @@ def _rotate(block: bytes | memoryview, crc: int, decrypting: bool) -> np.ndarray
     return out
 
 
+def u32_at(buf: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """The little-endian uint32 at each (unaligned) byte offset of the uint8 array `buf`: one gather through
+    a byte-stride view, instead of gathering 4 bytes per offset and reassembling them."""
+    view = np.ndarray((max(0, len(buf) - 3),), dtype="<u4", buffer=buf, strides=(1,))
+    return view[offsets]
+
+
+def u32_view(buf: np.ndarray) -> np.ndarray:
+    """A writable byte-stride uint32 view of the writable uint8 array `buf` (`view[k]` = bytes k..k+3)."""
+    return np.ndarray((max(0, len(buf) - 3),), dtype="<u4", buffer=buf, strides=(1,))
+
+
 def decrypt(block: bytes | memoryview, crc: int, size: int | None = None) -> bytes:
     """Decrypt a dword-aligned block with its key; keep the first `size` bytes (default: all)."""
     n = len(block)

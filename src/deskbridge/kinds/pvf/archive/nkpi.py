@@ -26,9 +26,9 @@ from deskbridge.core.errors import BridgeError, ErrorCode
 from . import nkpi_header as hdr
 from .base import ArchiveBase, FileInfo, Progress, norm_path
 from .budget import archive_budget, over_budget, text_budget
-from .nkpi_cipher import MAGIC_DATA, SCHEMES, KeyScheme, crypt
+from .nkpi_cipher import MAGIC_DATA, SCHEMES, KeyScheme, crypt, keystream_word_at
 from .nkpi_errors import corrupt, key_required, unsupported
-from .nkpi_index import KeysView, PathIndex, PathList
+from .nkpi_index import NOT_SURE, LazyKeys, PathIndex, PathList, PoolLookup
 from .nkpi_paged import GUARD_SIZE, PAGE_SIZE, NkpiKeys, aes_cbc_decrypt, guard_length, load_keys
 from .nkpi_pools import PoolKeys, StringPools
 from .nkpi_recover import inflate_exact, recover_word_seed, recover_zlib_seed
@@ -277,9 +277,11 @@ class NkpiArchive(ArchiveBase):
         ft = src.read(header.file_table_offset, 24 * header.file_count)
         files = np.frombuffer(ft, dtype=FILE_DTYPE)
         # Hash table (key HASH): word 0 is the pair count == FileCount, which also recovers an unknown seed.
-        ht_raw = src.read(header.hash_table_offset, header.hash_table_size)
+        # Nothing reads it after opening (a save writes a new one), so when the scheme's seed explains its two
+        # size words the 52 MB of a 4.3 M-file table are neither read nor decrypted (PVF-OPEN-4M).
         hash_seed = scheme.hash
-        if header.hash_table_size:
+        if header.hash_table_size and not self._hash_sizes_ok(src, header, scheme.hash):
+            ht_raw = src.read(header.hash_table_offset, header.hash_table_size)
             hash_seed, rec = self._section_seed(
                 ht_raw,
                 scheme.hash,
@@ -342,8 +344,11 @@ class NkpiArchive(ArchiveBase):
         self._check_encoding()
         self._cache: OrderedDict[int, bytes] = OrderedDict()
         self._cache_bytes = 0
-        self._keys_map: KeysView | None = None
+        self._keys_map: LazyKeys | None = None
         self._index: PathIndex | None = None
+        self._pool_lookup: PoolLookup | None = None
+        self._pool_lookups = 0
+        self._last_find: tuple[str, int | None] | None = None
         self._check_body_key(src)
 
     @staticmethod
@@ -398,6 +403,18 @@ class NkpiArchive(ArchiveBase):
                     data={"encoding": self.encoding, "undecodable": bad, "guessed": guessed},
                 )
             )
+
+    @staticmethod
+    def _hash_sizes_ok(src: _Source, header: hdr.Header, seed: int) -> bool:
+        """True when `seed` decrypts the hash table's two size words to what `_hash_ok` demands of the
+        whole table: the pair count is FileCount and the sorted offsets fill the table exactly."""
+        size, at, count = header.hash_table_size, header.hash_table_offset, header.file_count
+        word = 1 + 2 * count  # the count of sorted offsets follows the pairs
+        if size < 8 or 4 * word + 4 > size:
+            return False
+        first = int.from_bytes(src.read(at, 4), "little") ^ keystream_word_at(seed, 0)
+        n = int.from_bytes(src.read(at + 4 * word, 4), "little") ^ keystream_word_at(seed, word)
+        return first == count and 8 + 8 * count + 4 * n == size
 
     @staticmethod
     def _hash_ok(plain: bytes, header: hdr.Header) -> bool:
@@ -527,15 +544,36 @@ class NkpiArchive(ArchiveBase):
     def _path_index(self) -> PathIndex:
         if self._index is None:
             self._index = PathIndex(self.files, self.pools)
+            self._pool_lookup = None  # the index answers from now on; drop the lower-cased pool copy
         return self._index
 
     def _original_keys(self) -> Mapping[str, str]:
         if self._keys_map is None:
-            self._keys_map = KeysView(self._path_index())
+            self._keys_map = LazyKeys(self._find, self.entry_path, self._path_index)
         return self._keys_map
 
+    POOL_LOOKUPS = 8
+    """Lookups answered by searching the name pool before the path index is built for the rest."""
+
+    def _find(self, key: str) -> int | None:
+        """The first entry with lookup key `key`: the path index's answer, found without building the
+        index for the first `POOL_LOOKUPS` lookups when the pool search can decide them (`PoolLookup`)."""
+        last = self._last_find
+        if last is not None and last[0] == key:
+            return last[1]
+        got: int | None = NOT_SURE
+        if self._index is None and self._pool_lookups < self.POOL_LOOKUPS:
+            if self._pool_lookup is None:
+                self._pool_lookup = PoolLookup(self.files, self.pools, self.entry_path)
+            got = self._pool_lookup.find(key)
+            self._pool_lookups += 1
+        if got == NOT_SURE:
+            got = self._path_index().find(key)
+        self._last_find = (key, got)
+        return got
+
     def _entry(self, key: str) -> int:
-        i = self._path_index().find(key)
+        i = self._find(key)
         if i is None:
             raise KeyError(key)
         return i

@@ -131,6 +131,21 @@ def keystream_words(seed: int, count: int, magic: int = MAGIC_DATA) -> np.ndarra
     return out
 
 
+def keystream_word_at(seed: int, k: int, magic: int = MAGIC_DATA) -> int:
+    """Keystream word `k` for `seed` alone (`keystream_words(seed, k + 1)[k]` without the k words before it):
+    the LCG is an affine map, so k steps of it are one map found by squaring."""
+    a, c = 1, 0  # the identity map
+    step_a, step_c = _compose(LCG_A, magic, LCG_A, magic)  # one keystream word = two LCG steps
+    while k:
+        if k & 1:
+            a, c = _compose(a, c, step_a, step_c)
+        step_a, step_c = _compose(step_a, step_c, step_a, step_c)
+        k >>= 1
+    t1 = (a * ((LCG_A * (seed & MASK32) + magic) & MASK32) + c) & MASK32
+    s = (t1 * LCG_A + magic) & MASK32
+    return (t1 & 0xFFFF0000) | (s >> 16)
+
+
 def crypt(data: bytes | bytearray | memoryview, seed: int, magic: int = MAGIC_DATA) -> bytes:
     """Encrypt or decrypt `data` (the cipher is its own inverse)."""
     n = len(data)
