@@ -258,12 +258,13 @@ def _workers() -> int:
         return 0
     # A second process only shortens the build when it gets a core of its own: on a busy machine it adds its
     # start-up and a second archive open (≈ 4–7 s of CPU on classic-200k / nkpi-1m) and the two halves share
-    # the same core. Measured at load 6–7 on 2 cores: nkpi-1m 48.7 s in one process vs 66.4 s in two.
+    # the same core. Measured at load 6–7 on 2 cores: nkpi-1m 48.7 s in one process vs 66.4 s in two; with
+    # about one core free (load 2.7–4.5, two other builds running) 35.9 s in one vs 32.1 s in two.
     try:
         busy = os.getloadavg()[0]
     except (AttributeError, OSError):  # no load average (Windows): assume the cores are free
         busy = 0.0
-    return 1 if busy <= cores - 1.5 else 0
+    return 1 if busy <= cores - 1 else 0
 
 
 def extract_parallel(
