@@ -86,50 +86,46 @@ class Documents:
     def open_path(
         self, path: Path, *, encoding: str | None = None, make_current: bool = True
     ) -> MarkdownDocument:
-        """Open (or return the already open) document at a resolved path; no scope or approval checks."""
+        """Open (or return the already open) document at a resolved path, reading it on this thread (the
+        folder's start-up); no scope or approval checks. The core's per-key open (`Lifecycle.open_key_now`)."""
         existing = self.find_open(path)
-        if existing is not None:
-            if make_current:
-                self.set_current(existing.doc_id)
-            return existing
-        if len(self.docs) >= OPEN_DOCUMENTS_MAX:
-            raise BridgeError(
-                ErrorCode.LIMIT_EXCEEDED,
-                f"{OPEN_DOCUMENTS_MAX} documents are open; close one before opening another",
-            )
-        doc = self._adopt(MarkdownDocument.load("", path, encoding), make_current=make_current)
-        return doc
+        if existing is None:
+            self.check_room()
+        info = self.engine.open_key_now(
+            path, key=self._new_id(), workspace_id=self._engine_ws_id(), options={"encoding": encoding}
+        )
+        return self._opened(info, make_current=make_current)
 
-    def _adopt(
-        self, loaded: tuple[MarkdownDocument, FileIdentity | None], *, make_current: bool = True
-    ) -> MarkdownDocument:
-        """Give a loaded document its id and make it a key of the engine workspace (with its file's identity)."""
+    def check_room(self) -> None:
+        """LIMIT_EXCEEDED when no further document may be open (checked again as the key is added)."""
         if len(self.docs) >= OPEN_DOCUMENTS_MAX:
             raise BridgeError(
                 ErrorCode.LIMIT_EXCEEDED,
                 f"{OPEN_DOCUMENTS_MAX} documents are open; close one before opening another",
+                "Close a document (md_close_document), then open this one.",
             )
-        doc, identity = loaded
-        doc.doc_id = self._new_id()
-        self._bind(doc, identity)
-        self.publish("doc", {"type": "opened", **self.describe(doc)})
+
+    def _engine_ws_id(self) -> str:
+        ws = self.engine.workspace
+        assert ws is not None, "the markdown engine workspace is opened when the service is created"
+        return ws.id
+
+    def _opened(self, info: dict[str, Any], *, make_current: bool = True) -> MarkdownDocument:
+        """After the core's per-key open: announce a newly opened document and make it current."""
+        doc = self.docs[info["key"]]
+        if info["opened"]:
+            self.publish("doc", {"type": "opened", **self.describe(doc)})
         if make_current or self.current_id is None:
             self.set_current(doc.doc_id)
         return doc
 
     def new_document(self, text: str = "") -> MarkdownDocument:
-        """An untitled document (saved later with save-as)."""
-        doc = MarkdownDocument.new(self._new_id(), text)
-        self._bind(doc, None)
-        self.publish("doc", {"type": "opened", **self.describe(doc)})
-        self.set_current(doc.doc_id)
-        return doc
-
-    def _bind(self, doc: MarkdownDocument, identity: FileIdentity | None) -> None:
-        ws = self.engine.workspace
-        assert ws is not None, "the markdown engine workspace is opened when the service is created"
-        self.docs[doc.doc_id] = doc
-        doc.bind(DocumentKey(self.engine, ws, doc.doc_id), identity)
+        """An untitled document (saved later with save-as): a key without a file."""
+        self.check_room()
+        info = self.engine.open_key_now(
+            None, key=self._new_id(), workspace_id=self._engine_ws_id(), options={"text": text}
+        )
+        return self._opened(info)
 
     def _key(self, doc: MarkdownDocument) -> DocumentKey:
         assert doc.key is not None
@@ -190,12 +186,17 @@ class Documents:
                 )
             target = self.workspace.resolve(raw_path, must_exist=True, check_scope=False)
         if self.find_open(target) is None:
-            # Reading, decoding and hashing a large file happens in a worker thread; adopting it here.
-            loaded = await asyncio.to_thread(MarkdownDocument.load, "", target, encoding)
-            if self.find_open(target) is None:  # nobody opened it meanwhile
-                self._adopt(loaded)
-        doc = self.open_path(target, encoding=encoding)
-        return self.describe(doc)
+            self.check_room()
+        # The core's per-key open: admitted per document (NOT_READY while this file's document is being
+        # saved or closed), read and hashed in a worker thread, its identity recorded once by the engine.
+        info = await self.engine.open_key(
+            target,
+            key=self._new_id(),
+            workspace_id=self._engine_ws_id(),
+            options={"encoding": encoding},
+            caller=ctx.caller,
+        )
+        return self.describe(self._opened(info))
 
     async def save(
         self, doc_id: str | None = None, *, ctx: CallContext = UI, tool: str = "save"
