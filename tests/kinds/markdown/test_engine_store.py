@@ -181,7 +181,7 @@ async def test_a_revision_of_a_closed_document_never_names_a_version_of_its_reop
 
 
 async def test_opening_a_document_is_the_cores_per_key_open(folder, monkeypatch):
-    svc, a, b = _service(folder)
+    svc, a, _b = _service(folder)
     ws = svc.engine.workspace
     (folder / "c.md").write_text("# C\n", encoding="utf-8")
     before = ws.revision
@@ -225,7 +225,7 @@ async def test_opening_a_document_is_the_cores_per_key_open(folder, monkeypatch)
 
 
 def test_a_new_document_is_a_key_without_a_file(folder):
-    svc, a, b = _service(folder)
+    svc, _a, _b = _service(folder)
     doc = svc.new_document("hello")
     ws = svc.engine.workspace
     assert ws.exists(doc.doc_id) and ws.key_identity(doc.doc_id) is None and doc.path is None
