@@ -31,6 +31,8 @@ NEEDS_APPROVAL_BY_DEFAULT: Final[dict[str, bool]] = {
     "open_outside": True,
     "copy_rich_html": True,
     "export": True,
+    "rename": True,
+    "delete": True,
     "save": False,
     "save_as": False,
 }
