@@ -230,3 +230,23 @@ def test_a_new_document_is_a_key_without_a_file(folder):
     ws = svc.engine.workspace
     assert ws.exists(doc.doc_id) and ws.key_identity(doc.doc_id) is None and doc.path is None
     assert doc.text == "hello" and not doc.dirty and svc.current_id == doc.doc_id
+
+
+async def test_save_as_refuses_a_target_changed_after_the_person_was_asked(folder):
+    from deskbridge.core.tools import CallContext
+
+    ai = CallContext(caller="mcp:s", client_name="Claude")
+    svc, a, _b = _service(folder)
+    (folder / "t.md").write_text("old\n", encoding="utf-8")
+    assert svc.overwrite_question(a, "t.md", False) is None  # no overwrite asked for: nothing to ask
+    question = svc.overwrite_question(a, "t.md", True)  # what App.invoke shows the person (one bounded read)
+    assert question is not None and "-old" in (question.diff or "") and question.target == "t.md"
+    (folder / "t.md").write_text("someone else's newer text\n", encoding="utf-8")
+    with pytest.raises(BridgeError) as err:
+        await svc.save_as(a, "t.md", overwrite=True, ctx=ai)
+    assert err.value.code is ErrorCode.TARGET_CHANGED
+    assert (folder / "t.md").read_text("utf-8") == "someone else's newer text\n"
+    # asked again, about the file as it is now: the save goes through
+    assert "-someone" in (svc.overwrite_question(a, "t.md", True).diff or "")
+    await svc.save_as(a, "t.md", overwrite=True, ctx=ai)
+    assert (folder / "t.md").read_text("utf-8") == "# A\n\nalpha\n"
