@@ -306,6 +306,7 @@ class App:
                     or (str(where) if where else ""),
                     summary=text.summary,
                     diff=text.diff,
+                    operation=spec.operation,
                 )
 
             asking = ask_for_tool(

@@ -109,3 +109,26 @@ class SnapshotFolderStore(FolderStore):
     def snapshot_key(self, workspace: Workspace, key: str) -> str:
         self.snapshots.append((key, workspace.revision))
         return workspace.read(key)
+
+
+class OpeningFolderStore(FolderStore):
+    """A folder store that also opens one file at a time as a new key (`Lifecycle.open_key`, like a markdown
+    document opened into its folder's workspace); `load_gate(path)` runs in the read, to see what runs beside."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.load_gate = None
+
+    def find_key(self, workspace: Workspace, path: Path) -> str | None:
+        return next((k for k in workspace.source.all_keys() if self.key_path(workspace, k) == path), None)
+
+    def load_key(self, workspace: Workspace, path: Path | None) -> tuple[Path | None, str]:
+        if self.load_gate is not None:
+            self.load_gate(path)
+        return path, "" if path is None else path.read_text("utf-8")
+
+    def add_key(self, workspace: Workspace, key: str, value: tuple[Path | None, str], revision: int) -> None:
+        path, text = value
+        workspace.source._data[key] = text
+        if path is not None:
+            self.paths[key] = path

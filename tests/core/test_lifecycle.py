@@ -803,3 +803,119 @@ def test_open_first_opens_synchronously_into_an_empty_engine_only(folder):
     with pytest.raises(BridgeError) as ei:
         eng.lifecycle.open_first(folder)  # one is open: replacing it needs open() with its workspaceId
     assert ei.value.code == ErrorCode.STALE_WORKSPACE and eng.workspace.id == info["workspaceId"]
+
+
+# -- open_key: one file opened as a new key of a folder workspace ---------------------------------------------
+
+
+async def test_open_key_adds_a_clean_key_with_its_file_identity_recorded_once(folder):
+    from memkind import OpeningFolderStore
+
+    eng = Engine(OpeningFolderStore(), backup_on_save=False)
+    wid = (await eng.open(folder))["workspaceId"]
+    ws = eng.workspace
+    other = folder.parent / "c.txt"  # a file outside the folder, like a document opened with approval
+    other.write_text("C", "utf-8")
+    before = ws.revision
+    async with eng.bus.subscribe("workspace") as sub:
+        out = await eng.open_key(other, key="c", workspace_id=wid, caller="mcp:1")
+        ev = await sub.get(1)
+    assert out["opened"] is True and out["key"] == "c" and out["path"] == str(other)
+    assert out["revision"] == before + 1 == ws.revision  # a new key is a change: no older revision names it
+    assert out["identity"] == file_identity(other).to_dict() == ws.key_identity("c").to_dict()
+    assert ws.read("c") == "C" and not ws.key_dirty("c") and not ws.dirty
+    assert ev.data["event"] == "key-opened" and ev.data["key"] == "c" and ev.data["caller"] == "mcp:1"
+    # the same file again is the same key, nothing recorded a second time
+    again = await eng.open_key(other, key="c2", workspace_id=wid)
+    assert again["opened"] is False and again["key"] == "c" and ws.revision == before + 1
+    assert not ws.exists("c2")
+    # the recorded identity is what a save of the key checks: its own file, written in place
+    eng.commit("mcp:1", wid, {"c": "C2"})
+    await eng.save(workspace_id=wid, keys=["c"])
+    assert other.read_text("utf-8") == "C2" and not ws.dirty
+
+
+async def test_open_key_is_not_ready_while_that_key_is_being_saved_and_per_key_otherwise(folder):
+    from memkind import OpeningFolderStore
+
+    store = OpeningFolderStore()
+    eng = Engine(store, backup_on_save=False)
+    wid = (await eng.open(folder))["workspaceId"]
+    eng.commit("mcp:1", wid, {"a": "A2"})
+    store.gate = held = _Held("a")
+    saving_a = asyncio.create_task(eng.save(workspace_id=wid, keys=["a"]))
+    try:
+        await held.wait_started()
+        # opening a's file would hand back a key that is mid-save: refused at once, not waited for
+        err = await raises(ErrorCode.NOT_READY, eng.open_key(folder / "a.txt", key="x", workspace_id=wid))
+        assert err.data["keys"] == ["a"]
+        # another file opens beside the save (admission is per key)
+        (folder / "d.txt").write_text("D", "utf-8")
+        out = await eng.open_key(folder / "d.txt", key="d", workspace_id=wid)
+        assert out["opened"] and eng.workspace.read("d") == "D"
+    finally:
+        held.go.set()
+    await saving_a
+    assert (await eng.open_key(folder / "a.txt", key="x", workspace_id=wid))["key"] == "a"
+    # and a key being opened is busy for a save or close of it until the open has finished
+    (folder / "e.txt").write_text("E", "utf-8")
+    loading = threading.Event()
+    go = threading.Event()
+
+    def hold(path):
+        if path.name == "e.txt":
+            loading.set()
+            assert go.wait(10)
+
+    store.load_gate = hold
+    opening = asyncio.create_task(eng.open_key(folder / "e.txt", key="e", workspace_id=wid))
+    try:
+        assert await asyncio.to_thread(loading.wait, 10)
+        assert eng.saving_keys == {"e"}
+    finally:
+        go.set()
+    assert (await opening)["opened"] and eng.saving_keys == set()
+
+
+async def test_open_key_refuses_a_file_changed_while_read_and_bad_paths(folder, src):
+    from memkind import OpeningFolderStore
+
+    store = OpeningFolderStore()
+    eng = Engine(store, backup_on_save=False)
+    wid = (await eng.open(folder))["workspaceId"]
+    f = folder.parent / "f.txt"
+    f.write_text("F", "utf-8")
+    store.load_gate = lambda path: (f.write_text("F, longer now", "utf-8"), os.utime(f, ns=(1, 1)))
+    rev = eng.workspace.revision
+    await raises(ErrorCode.SOURCE_CHANGED, eng.open_key(f, key="f", workspace_id=wid))
+    assert not eng.workspace.exists("f") and eng.workspace.revision == rev and eng.saving_keys == set()
+    store.load_gate = None
+    await raises(ErrorCode.NOT_FOUND, eng.open_key(folder / "nope.txt", key="n", workspace_id=wid))
+    await raises(ErrorCode.INVALID_ARGUMENT, eng.open_key("f.txt", key="n", workspace_id=wid))
+    await raises(ErrorCode.STALE_WORKSPACE, eng.open_key(f, key="n", workspace_id="ws-other"))
+    # a kind that opens its workspace as a whole has no per-key open
+    whole = Engine(JsonStore())
+    wid2 = (await whole.open(src))["workspaceId"]
+    await raises(ErrorCode.UNSUPPORTED_CHANGE, whole.open_key(f, key="n", workspace_id=wid2))
+
+
+async def test_two_opens_of_one_file_that_race_end_with_one_key(folder):
+    from memkind import OpeningFolderStore
+
+    store = OpeningFolderStore()
+    eng = Engine(store, backup_on_save=False)
+    wid = (await eng.open(folder))["workspaceId"]
+    g = folder.parent / "g.txt"
+    g.write_text("G", "utf-8")
+    inner: list[dict] = []
+
+    def open_meanwhile(path):  # while the first open reads, a second open of the same file completes
+        if not inner:
+            store.load_gate = None
+            inner.append(eng.open_key_now(path, key="g2", workspace_id=wid))
+
+    store.load_gate = open_meanwhile
+    out = await eng.open_key(g, key="g1", workspace_id=wid)
+    assert inner[0]["opened"] is True and inner[0]["key"] == "g2"
+    assert out["opened"] is False and out["key"] == "g2" and not eng.workspace.exists("g1")
+    assert eng.workspace.key_identity("g2") == file_identity(g)

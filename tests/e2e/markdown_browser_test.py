@@ -635,3 +635,24 @@ def test_an_mcp_save_asks_the_editor_whose_event_stream_is_open(browser, tmp_pat
         again = bench.submit(mcp_save()).result(30)
         assert not again.is_error, again.structured_content
     assert errors == [], f"the page raised: {errors}"
+
+
+def test_the_approval_dialog_names_the_operation_it_asks_about(editor):
+    """Issue 10: a tool approved centrally (App.invoke, `ToolSpec.operation`) tells the dialog its operation,
+    so the title says what is asked — an export here, not an edit — and a "no" is audited as declined."""
+    from deskbridge.core.tools import CallContext
+
+    bench, page = editor
+    bench.set_require_approval(True)
+    ai = CallContext(caller="mcp:pytest", client_name="pytest-agent")
+    future = bench.submit(bench.app.invoke("md_ui_export_current_document", {"format": "HTML"}, ai))
+    page.wait_for_selector("#approval-dialog")
+    text = page.inner_text("#approval-dialog")
+    assert "Approve an export?" in text and "md_ui_export_current_document" in text
+    page.wait_for_timeout(600)  # answers count from 500 ms after the dialog appears
+    page.click("#approval-reject")
+    with pytest.raises(Exception, match="APPROVAL_DECLINED"):
+        future.result(10)
+    record = [r for r in bench.app.audit.recent() if r.tool == "md_ui_export_current_document"][-1]
+    assert record.to_dict()["approval"] == "declined"
+    assert not list(Path(bench.service.workspace.allowed_root).glob("*.html"))

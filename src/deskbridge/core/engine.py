@@ -517,6 +517,32 @@ class Engine:
             progress=progress,
         )
 
+    async def open_key(
+        self,
+        path: Path | str | None,
+        *,
+        key: str,
+        workspace_id: str,
+        options: dict[str, Any] | None = None,
+        caller: str = "ui",
+    ) -> dict[str, Any]:
+        return await self.lifecycle.open_key(
+            path, key=key, workspace_id=workspace_id, options=options, caller=caller
+        )
+
+    def open_key_now(
+        self,
+        path: Path | str | None,
+        *,
+        key: str,
+        workspace_id: str,
+        options: dict[str, Any] | None = None,
+        caller: str = "ui",
+    ) -> dict[str, Any]:
+        return self.lifecycle.open_key_now(
+            path, key=key, workspace_id=workspace_id, options=options, caller=caller
+        )
+
     async def close_key(
         self,
         key: str,

@@ -29,7 +29,7 @@ import inspect
 import os
 import secrets
 import threading
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, TypeVar
@@ -320,8 +320,9 @@ class Lifecycle:
                 eng.lifecycle_op = None
             self.barrier.release(op_id, outcome)
 
-    @contextlib.asynccontextmanager
-    async def _exclusive_keys(self, keys: Sequence[str]) -> AsyncIterator[str]:
+    @contextlib.contextmanager
+    def _admitted_keys(self, keys: Sequence[str]) -> Iterator[str]:
+        """Per-key admission (`Engine.admit_key_save`): `keys` are busy until the block ends."""
         eng = self.engine
         op_id = "op-" + secrets.token_hex(6)
         with eng.lock:
@@ -335,6 +336,11 @@ class Lifecycle:
             with eng.lock:
                 eng.saving_keys.difference_update(keys)
             self.barrier.release(op_id, outcome)
+
+    @contextlib.asynccontextmanager
+    async def _exclusive_keys(self, keys: Sequence[str]) -> AsyncIterator[str]:
+        with self._admitted_keys(keys) as op_id:
+            yield op_id
 
     # -- open / close ----------------------------------------------------------------------------------
 
@@ -436,10 +442,15 @@ class Lifecycle:
             return self.store.load(None, **kwargs), None
         if not target.exists():
             raise BridgeError(ErrorCode.NOT_FOUND, f"'{target}' does not exist")
-        # A folder source has no single identity; its kind checks its files in `write_source`.
+        if not target.is_file():  # a folder source has no single identity; its kind checks its files
+            return self.store.load(target, **kwargs), None
+        return self._identity_checked(target, lambda: self.store.load(target, **kwargs))
+
+    def _identity_checked(self, target: Path, load: Callable[[], T]) -> tuple[T, FileIdentity]:
+        """`load()` of the file `target` with the identity it had before the read, checked after it."""
         identity_of = getattr(self.store, "file_identity", None) or files.file_identity
-        identity = identity_of(target) if target.is_file() else None
-        source = self.store.load(target, **kwargs)
+        identity = identity_of(target)
+        source = load()
         if identity is not None:
             # The identity is the file we parsed only if nothing replaced or wrote it meanwhile: a stat
             # says so (only these fields are compared; hashing the file a second time added nothing).
@@ -462,6 +473,141 @@ class Lifecycle:
                     "Another program is writing it; wait until it has finished, then open it again.",
                 )
         return source, identity
+
+    # -- open of one key (a folder workspace's document) -------------------------------------------------
+
+    async def open_key(
+        self,
+        path: Path | str | None,
+        *,
+        key: str,
+        workspace_id: str,
+        options: dict[str, Any] | None = None,
+        caller: str = "ui",
+    ) -> dict[str, Any]:
+        """Open the file `path` as a new key `key` of a folder workspace (markdown: open one document), the
+        other keys staying as they are; `path` None adds a key without a file (an untitled document).
+
+        The per-key counterpart of `open`, admitted like `save(keys=…)` / `close_key` / `save_key_as`:
+
+        * when the store says the file is open already (`find_key(workspace, path)`), that key is admitted
+          (`NOT_READY` while it is being saved, saved-as or closed — the caller would be handed a key that
+          is about to change file or go away) and returned with `opened: false`;
+        * otherwise `key` is admitted and the store's `load_key(workspace, path, **options)` reads the file
+          off the event loop; the file's identity is taken before the read and checked after it
+          (`SOURCE_CHANGED` when another program wrote it meanwhile, like `open`);
+        * under `Engine.lock` the store's `add_key(workspace, key, value, revision)` puts the value into the
+          source, the revision advances by one (a new key is a change of the workspace, so no revision
+          issued before names its content), the key is clean at that revision and its file's identity is
+          recorded, once, in `Workspace.key_identities`. Two opens of one file that raced end with one key:
+          the second finds the first's key (`find_key`) and returns it.
+
+        No draft barrier: nothing an editor holds is settled by adding a key (a barrier guards a snapshot
+        or a swap of what editors show; an open takes neither).
+        """
+        ws, target = self._open_key_checks(path, workspace_id)
+        existing = self._find_key(ws, target)
+        if existing is not None:
+            with self._admitted_keys([existing]) as op_id:
+                return self._key_open_info(op_id, ws, existing, target, opened=False, caller=caller)
+        with self._admitted_keys([key]) as op_id:
+            loaded = await run_uninterruptible(lambda: self._load_key(ws, target, options))
+            return self._add_key(op_id, ws, key, target, loaded, caller)
+
+    def open_key_now(
+        self,
+        path: Path | str | None,
+        *,
+        key: str,
+        workspace_id: str,
+        options: dict[str, Any] | None = None,
+        caller: str = "ui",
+    ) -> dict[str, Any]:
+        """`open_key` reading on the calling thread: for a kind's start-up (its folder's front page, before
+        any caller exists) and for a key without a file (nothing to read). Same admission and bookkeeping."""
+        ws, target = self._open_key_checks(path, workspace_id)
+        existing = self._find_key(ws, target)
+        if existing is not None:
+            with self._admitted_keys([existing]) as op_id:
+                return self._key_open_info(op_id, ws, existing, target, opened=False, caller=caller)
+        with self._admitted_keys([key]) as op_id:
+            return self._add_key(op_id, ws, key, target, self._load_key(ws, target, options), caller)
+
+    def _open_key_checks(self, path: Path | str | None, workspace_id: str) -> tuple[Workspace, Path | None]:
+        if getattr(self.store, "load_key", None) is None or getattr(self.store, "add_key", None) is None:
+            raise BridgeError(
+                ErrorCode.UNSUPPORTED_CHANGE,
+                "this kind opens its workspace as a whole, not key by key",
+                "Open the workspace.",
+            )
+        target = None if path is None else Path(path)
+        if target is not None and not target.is_absolute():
+            raise BridgeError(
+                ErrorCode.INVALID_ARGUMENT,
+                f"{str(target)!r} is not an absolute path",
+                "Give the full path of the file to open.",
+            )
+        return self._open_workspace(workspace_id, None), target
+
+    def _find_key(self, ws: Workspace, target: Path | None) -> str | None:
+        find = getattr(self.store, "find_key", None)
+        if target is None or find is None:
+            return None
+        with self.engine.lock:
+            return find(ws, target)
+
+    def _load_key(
+        self, ws: Workspace, target: Path | None, options: dict[str, Any] | None
+    ) -> tuple[Any, FileIdentity | None]:
+        kwargs = dict(options or {})
+        if target is None:
+            return self.store.load_key(ws, None, **kwargs), None  # type: ignore[attr-defined]
+        return self._identity_checked(target, lambda: self.store.load_key(ws, target, **kwargs))  # type: ignore[attr-defined]
+
+    def _add_key(
+        self,
+        op_id: str,
+        ws: Workspace,
+        key: str,
+        target: Path | None,
+        loaded: tuple[Any, FileIdentity | None],
+        caller: str,
+    ) -> dict[str, Any]:
+        value, identity = loaded
+        eng = self.engine
+        with eng.lock:
+            self._open_workspace(ws.id, None)  # still the workspace we were admitted in
+            raced = self._find_key(ws, target)
+            if raced is not None:  # the same file was opened meanwhile: one key per file
+                return self._key_open_info(op_id, ws, raced, target, opened=False, caller=caller)
+            if ws.exists(key):
+                raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"{ws.name(key)!r} is in the workspace already")
+            revision = ws.note_changed([key])
+            try:
+                self.store.add_key(ws, key, value, revision)  # type: ignore[attr-defined]
+            except BaseException:
+                ws.forget_key(key)
+                raise
+            ws.mark_keys_saved([key], revision)
+            ws.key_identities[ws.key_of(key)] = identity
+            info = self._key_open_info(op_id, ws, key, target, opened=True, caller=caller)
+        eng.bus.publish("workspace", {"event": "key-opened", **_event_view(info)})
+        return info
+
+    def _key_open_info(
+        self, op_id: str, ws: Workspace, key: str, target: Path | None, *, opened: bool, caller: str
+    ) -> dict[str, Any]:
+        with self.engine.lock:
+            identity = ws.key_identity(key)
+            return {
+                "operationId": op_id,
+                "key": ws.name(key),
+                "opened": opened,
+                "path": None if target is None else str(target),
+                "revision": ws.revision,
+                "identity": None if identity is None else identity.to_dict(),
+                "caller": caller,
+            }
 
     async def close(
         self,

@@ -149,10 +149,14 @@ class ApprovalRequest:
     diff_truncated: bool = False
     timeout_s: float = 0.0
     """How long the person has to answer (set when asked), so a dialog can show the time left."""
+    operation: str | None = None
+    """The approval operation asked about (`ToolSpec.operation`: edit, export, open_outside …): the dialog's
+    title names it, instead of guessing from the tool's name."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.id,
+            "operation": self.operation,
             "caller": self.caller,
             "client": self.client,
             "tool": self.tool,

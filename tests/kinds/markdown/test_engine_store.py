@@ -178,3 +178,75 @@ async def test_a_revision_of_a_closed_document_never_names_a_version_of_its_reop
         again.version_of(old_revision)
     assert err.value.code is ErrorCode.STALE_WORKSPACE
     assert not again.dirty and not svc.engine.workspace.dirty
+
+
+async def test_opening_a_document_is_the_cores_per_key_open(folder, monkeypatch):
+    svc, a, _b = _service(folder)
+    ws = svc.engine.workspace
+    (folder / "c.md").write_text("# C\n", encoding="utf-8")
+    before = ws.revision
+    events: list[tuple[str, dict]] = []
+    publish = svc.engine.bus.publish
+    monkeypatch.setattr(svc.engine.bus, "publish", lambda t, d: (events.append((t, d)), publish(t, d)))
+    info = await svc.open(str(folder / "c.md"))
+    c = info["docId"]
+    assert [d["key"] for t, d in events if t == "workspace" and d["event"] == "key-opened"] == [c]
+    # one identity record, the engine's, taken around the read; the open is one revision, clean
+    assert (
+        ws.key_identities[c] == file_identity(folder / "c.md") and svc.get(c).identity is ws.key_identities[c]
+    )
+    assert ws.revision == before + 1 and not svc.get(c).dirty and info["current"] is True
+    # the same file again is the same document
+    assert (await svc.open(str(folder / "c.md")))["docId"] == c and ws.revision == before + 1
+    # while a's document is being saved, opening a's file is NOT_READY (not a document about to change)
+    await _type(svc, a, "A!")
+    entered, release = threading.Event(), threading.Event()
+    real = MarkdownStore.serialize_key
+
+    def held(self, ws, key, out, snapshot):
+        if key == a:
+            entered.set()
+            assert release.wait(10)
+        return real(self, ws, key, out, snapshot)
+
+    monkeypatch.setattr(MarkdownStore, "serialize_key", held)
+    saving_a = asyncio.create_task(svc.save(a))
+    try:
+        assert await asyncio.to_thread(entered.wait, 10)
+        with pytest.raises(BridgeError) as err:
+            await svc.open(str(folder / "a.md"))
+        assert err.value.code is ErrorCode.NOT_READY and err.value.data["keys"] == [a]
+        (folder / "d.md").write_text("# D\n", encoding="utf-8")
+        assert (await svc.open(str(folder / "d.md")))["path"] == "d.md"  # another file opens meanwhile
+    finally:
+        release.set()
+    await saving_a
+    assert (await svc.open(str(folder / "a.md")))["docId"] == a
+
+
+def test_a_new_document_is_a_key_without_a_file(folder):
+    svc, _a, _b = _service(folder)
+    doc = svc.new_document("hello")
+    ws = svc.engine.workspace
+    assert ws.exists(doc.doc_id) and ws.key_identity(doc.doc_id) is None and doc.path is None
+    assert doc.text == "hello" and not doc.dirty and svc.current_id == doc.doc_id
+
+
+async def test_save_as_refuses_a_target_changed_after_the_person_was_asked(folder):
+    from deskbridge.core.tools import CallContext
+
+    ai = CallContext(caller="mcp:s", client_name="Claude")
+    svc, a, _b = _service(folder)
+    (folder / "t.md").write_text("old\n", encoding="utf-8")
+    assert svc.overwrite_question(a, "t.md", False) is None  # no overwrite asked for: nothing to ask
+    question = svc.overwrite_question(a, "t.md", True)  # what App.invoke shows the person (one bounded read)
+    assert question is not None and "-old" in (question.diff or "") and question.target == "t.md"
+    (folder / "t.md").write_text("someone else's newer text\n", encoding="utf-8")
+    with pytest.raises(BridgeError) as err:
+        await svc.save_as(a, "t.md", overwrite=True, ctx=ai)
+    assert err.value.code is ErrorCode.TARGET_CHANGED
+    assert (folder / "t.md").read_text("utf-8") == "someone else's newer text\n"
+    # asked again, about the file as it is now: the save goes through
+    assert "-someone" in (svc.overwrite_question(a, "t.md", True).diff or "")
+    await svc.save_as(a, "t.md", overwrite=True, ctx=ai)
+    assert (folder / "t.md").read_text("utf-8") == "# A\n\nalpha\n"

@@ -18,6 +18,8 @@ from deskbridge.kinds.markdown.demo import make_sample_notes
 from deskbridge.kinds.markdown.service import MarkdownService
 from deskbridge.kinds.markdown.tools import markdown_tools
 
+from .central import approved_run
+
 AI = CallContext(caller="mcp:s", client_name="Claude")
 
 
@@ -93,11 +95,13 @@ def test_copy_rich_html_needs_approval_and_goes_to_the_editor(notes):
     events = []
     service = MarkdownService(notes / "ideas.md", events=lambda topic, data: events.append((topic, data)))
     tool = {s.name: s for s in markdown_tools(service)}["md_ui_copy_rendered_html"]
-    with pytest.raises(BridgeError) as err:
-        asyncio.run(tool.handler(AI, tool.args.model_validate({"target": "wechat"})))
+    args = tool.args.model_validate({"target": "wechat"})
+    with pytest.raises(BridgeError) as err:  # asked centrally (as App.invoke does): no channel, declined
+        asyncio.run(approved_run(service, tool, AI, args))
     assert err.value.code is ErrorCode.APPROVAL_DECLINED
+    assert not [d for t, d in events if t == "ui" and d.get("type") == "clipboard"]
     service.approvals.rules.enabled = False
-    asyncio.run(tool.handler(AI, tool.args.model_validate({"target": "wechat"})))
+    asyncio.run(approved_run(service, tool, AI, args))
     clip = [d for t, d in events if t == "ui" and d.get("type") == "clipboard"]
     assert clip and "style=" in clip[0]["html"]
 

@@ -31,6 +31,8 @@ NEEDS_APPROVAL_BY_DEFAULT: Final[dict[str, bool]] = {
     "open_outside": True,
     "copy_rich_html": True,
     "export": True,
+    "rename": True,
+    "delete": True,
     "save": False,
     "save_as": False,
 }
@@ -133,7 +135,10 @@ def _shift_hunks(diff: str, old_shift: int, new_shift: int | None = None) -> str
 
 
 class Approvals:
-    """Asks the person through the core broker when the rules require it; APPROVAL_DECLINED on no/timeout."""
+    """Asks the person through the core broker when the rules require it; APPROVAL_DECLINED on no/timeout.
+
+    Only for a change known inside a handler (editor commands, prepared by the open editor); every other
+    markdown tool declares its operation and is asked once by `App.invoke` (tools.py, file_tools.py)."""
 
     def __init__(self, broker: ApprovalBroker | None, rules: ApprovalRules) -> None:
         self.broker = broker
@@ -156,7 +161,13 @@ class Approvals:
                 f"(`deskbridge config set require_approval false`); then call {tool} again.",
             )
         request = ApprovalRequest(
-            caller=ctx.caller, client=ctx.client_name, tool=tool, target=target, summary=summary, diff=diff
+            caller=ctx.caller,
+            client=ctx.client_name,
+            tool=tool,
+            target=target,
+            summary=summary,
+            diff=diff,
+            operation=operation,
         )
         # The broker leaves its decision in core.policy.LAST_APPROVAL, which the audit reads.
         await self.broker.require(request, elicit=ctx.elicit)

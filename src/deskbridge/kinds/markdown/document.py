@@ -131,15 +131,12 @@ class MarkdownDocument:
     """Collab version → engine revision, one pair per accepted update (both strictly increasing)."""
 
     @classmethod
-    def load(
-        cls, doc_id: str, path: Path, encoding: str | None = None
-    ) -> tuple[MarkdownDocument, FileIdentity]:
-        """Read and decode `path`: the document and the identity of the file as it was read."""
+    def read(cls, doc_id: str, path: Path, encoding: str | None = None) -> MarkdownDocument:
+        """Read and decode `path` (its identity is the caller's: `Lifecycle.open_key` takes it around the read)."""
         # One bounded read of a regular file: a FIFO or device named `x.md` is refused, never blocked on.
         data = files.read_regular_file(path, max_bytes=DOCUMENT_MAX_BYTES, shown_as=path.name)
-        identity = files.file_identity(path)
         decoded = decode_file(data, encoding)
-        doc = cls(
+        return cls(
             doc_id=doc_id,
             path=path,
             collab=CollabDocument(decoded.text),
@@ -147,7 +144,14 @@ class MarkdownDocument:
             newline=decoded.newline,
             bom=decoded.bom,
         )
-        return doc, identity
+
+    @classmethod
+    def load(
+        cls, doc_id: str, path: Path, encoding: str | None = None
+    ) -> tuple[MarkdownDocument, FileIdentity]:
+        """`read`, and the identity of the file as it was read (a reload takes both)."""
+        doc = cls.read(doc_id, path, encoding)
+        return doc, files.file_identity(path)
 
     @classmethod
     def new(cls, doc_id: str, text: str = "") -> MarkdownDocument:
@@ -155,23 +159,18 @@ class MarkdownDocument:
 
     # --- the engine key ----------------------------------------------------------------------------------
 
-    def bind(self, key: DocumentKey, identity: FileIdentity | None) -> None:
-        """Make the document key `key.key` of the engine workspace, its file read as `identity` (None: none).
+    def bind(self, key: DocumentKey, opened_at: int) -> None:
+        """Make the document key `key.key` of the engine workspace, opened at revision `opened_at`.
 
+        Called by the store's `add_key` under `Engine.lock` while `Lifecycle.open_key` adds the key (which
+        advances the revision, marks the key clean and records its file's identity — the engine's, once).
         From now on every update the collab log accepts is noted in the engine under the collab lock, so the
-        revision of a version is known the moment the version exists."""
-        eng, ws = key.engine, key.workspace
-        with self.collab.lock:
-            with eng.lock:
-                # Opening is a change of the workspace (a new key with its content), clean as read: the
-                # revision advances, so no revision issued before — of a document closed with its edits
-                # discarded, say — ever names a version of this one.
-                opened_at = eng.note_changed("open", ws.id, [key.key])
-                ws.mark_keys_saved([key.key], opened_at)
-                ws.key_identities[key.key] = identity
-                self._versions, self._revisions = [self.collab.version], [opened_at]
-            self.key = key
-            self.collab.on_update = self._noted
+        revision of a version is known the moment the version exists. The collab lock is not taken here: the
+        document is not reachable by anyone else until this returns (taking it under `Engine.lock` would
+        also invert the collab → engine order `_noted` uses)."""
+        self._versions, self._revisions = [self.collab.version], [opened_at]
+        self.key = key
+        self.collab.on_update = self._noted
 
     def _noted(self, client_id: str, version: int) -> None:
         key = self.key

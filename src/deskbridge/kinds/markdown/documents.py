@@ -10,8 +10,11 @@ open documents (store.py): saving and saving-as a document are the core lifecycl
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import itertools
 import logging
+import os
+import stat
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,12 +25,13 @@ from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.files import FileIdentity
 from deskbridge.core.lifecycle import DirtyPolicy, DraftBarrier
 from deskbridge.core.paths import OUTSIDE_ROOTS
+from deskbridge.core.policy import LAST_APPROVAL, ApprovalText
 from deskbridge.core.tools import CallContext
 from deskbridge.kinds.markdown import diskio
 from deskbridge.kinds.markdown.approvals import Approvals, unified_diff
 from deskbridge.kinds.markdown.callers import UI, is_ai
 from deskbridge.kinds.markdown.collab import Edit
-from deskbridge.kinds.markdown.document import DOCUMENT_MAX_BYTES, DocumentKey, MarkdownDocument
+from deskbridge.kinds.markdown.document import DocumentKey, MarkdownDocument
 from deskbridge.kinds.markdown.outline import Heading
 from deskbridge.kinds.markdown.render import PreviewRenderer
 from deskbridge.kinds.markdown.scope import Workspace
@@ -36,6 +40,20 @@ log = logging.getLogger(__name__)
 
 OPEN_DOCUMENTS_MAX = 64
 """Documents open at once; opening more asks to close one first."""
+
+OVERWRITE_DIFF_READ_MAX = 2 * 1024 * 1024
+"""Bytes of a save-as target read, on the event loop, to show the person what overwriting it loses."""
+
+SHOWN_TARGET: contextvars.ContextVar[tuple[Path, tuple[int, int, int, int]] | None] = contextvars.ContextVar(
+    "md_shown_target", default=None
+)
+"""The save-as target as the approval question showed it (path, stat), for the rest of the same tool call."""
+
+
+def approved_this_call() -> bool:
+    """The person approved the current tool call (`App.invoke` asked centrally; `LAST_APPROVAL` is per call)."""
+    result = LAST_APPROVAL.get()
+    return result is not None and result.approved
 
 
 class Documents:
@@ -86,50 +104,46 @@ class Documents:
     def open_path(
         self, path: Path, *, encoding: str | None = None, make_current: bool = True
     ) -> MarkdownDocument:
-        """Open (or return the already open) document at a resolved path; no scope or approval checks."""
+        """Open (or return the already open) document at a resolved path, reading it on this thread (the
+        folder's start-up); no scope or approval checks. The core's per-key open (`Lifecycle.open_key_now`)."""
         existing = self.find_open(path)
-        if existing is not None:
-            if make_current:
-                self.set_current(existing.doc_id)
-            return existing
-        if len(self.docs) >= OPEN_DOCUMENTS_MAX:
-            raise BridgeError(
-                ErrorCode.LIMIT_EXCEEDED,
-                f"{OPEN_DOCUMENTS_MAX} documents are open; close one before opening another",
-            )
-        doc = self._adopt(MarkdownDocument.load("", path, encoding), make_current=make_current)
-        return doc
+        if existing is None:
+            self.check_room()
+        info = self.engine.open_key_now(
+            path, key=self._new_id(), workspace_id=self._engine_ws_id(), options={"encoding": encoding}
+        )
+        return self._opened(info, make_current=make_current)
 
-    def _adopt(
-        self, loaded: tuple[MarkdownDocument, FileIdentity | None], *, make_current: bool = True
-    ) -> MarkdownDocument:
-        """Give a loaded document its id and make it a key of the engine workspace (with its file's identity)."""
+    def check_room(self) -> None:
+        """LIMIT_EXCEEDED when no further document may be open (checked again as the key is added)."""
         if len(self.docs) >= OPEN_DOCUMENTS_MAX:
             raise BridgeError(
                 ErrorCode.LIMIT_EXCEEDED,
                 f"{OPEN_DOCUMENTS_MAX} documents are open; close one before opening another",
+                "Close a document (md_close_document), then open this one.",
             )
-        doc, identity = loaded
-        doc.doc_id = self._new_id()
-        self._bind(doc, identity)
-        self.publish("doc", {"type": "opened", **self.describe(doc)})
+
+    def _engine_ws_id(self) -> str:
+        ws = self.engine.workspace
+        assert ws is not None, "the markdown engine workspace is opened when the service is created"
+        return ws.id
+
+    def _opened(self, info: dict[str, Any], *, make_current: bool = True) -> MarkdownDocument:
+        """After the core's per-key open: announce a newly opened document and make it current."""
+        doc = self.docs[info["key"]]
+        if info["opened"]:
+            self.publish("doc", {"type": "opened", **self.describe(doc)})
         if make_current or self.current_id is None:
             self.set_current(doc.doc_id)
         return doc
 
     def new_document(self, text: str = "") -> MarkdownDocument:
-        """An untitled document (saved later with save-as)."""
-        doc = MarkdownDocument.new(self._new_id(), text)
-        self._bind(doc, None)
-        self.publish("doc", {"type": "opened", **self.describe(doc)})
-        self.set_current(doc.doc_id)
-        return doc
-
-    def _bind(self, doc: MarkdownDocument, identity: FileIdentity | None) -> None:
-        ws = self.engine.workspace
-        assert ws is not None, "the markdown engine workspace is opened when the service is created"
-        self.docs[doc.doc_id] = doc
-        doc.bind(DocumentKey(self.engine, ws, doc.doc_id), identity)
+        """An untitled document (saved later with save-as): a key without a file."""
+        self.check_room()
+        info = self.engine.open_key_now(
+            None, key=self._new_id(), workspace_id=self._engine_ws_id(), options={"text": text}
+        )
+        return self._opened(info)
 
     def _key(self, doc: MarkdownDocument) -> DocumentKey:
         assert doc.key is not None
@@ -166,36 +180,53 @@ class Documents:
         text, version = doc.collab.snapshot()
         return {**self.describe(doc), "text": text, "version": version, "revision": doc.revision_at(version)}
 
-    async def open(
-        self, raw_path: str, *, encoding: str | None = None, ctx: CallContext = UI, tool: str = "open"
-    ) -> dict[str, Any]:
-        """Open a document by path; for AI callers a path outside the scope asks the person first."""
+    def outside_target(self, raw_path: str) -> Path | None:
+        """None when `raw_path` is an openable document inside the scope; the error's reason otherwise is
+        raised, except for a path outside the scope, for which its text is returned (`Path(raw_path)`), so an
+        approval can be asked before anything out there is looked at. A malformed path ('..', device, UNC)
+        is refused outright, never asked about."""
         try:
-            target = self.workspace.resolve(raw_path, must_exist=True, check_scope=True)
+            self.workspace.resolve(raw_path, must_exist=True, check_scope=True)
+            return None
         except BridgeError as exc:
             outside = exc.data.get("reason") == OUTSIDE_ROOTS or "scope" in exc.data
             if exc.code is not ErrorCode.ACCESS_DENIED or "UNC" in exc.message or not outside:
-                raise  # a malformed path ('..', device, UNC) is refused outright, never asked about
-            if is_ai(ctx) and not self.approvals.needed("open_outside"):
-                raise  # approval switched off must not widen the scope silently
-            if is_ai(ctx):
-                # Ask before looking: whether something exists out there, what it is and where a link leads
-                # stay unknown to the caller until the person allowed it (the same answer either way).
-                await self.approvals.ask(
-                    ctx,
-                    "open_outside",
-                    tool,
-                    raw_path,
-                    f"open {raw_path!r}, which is outside the workspace ({self.workspace.scope_description()})",
-                )
+                raise
+            return Path(raw_path)
+
+    def open_outside_question(self, raw_path: str) -> str | None:
+        """The approval question of opening `raw_path` (`md_open_document`'s `approval_summary`): None inside
+        the scope (nothing to ask), the question outside it; a path that cannot be opened raises unasked."""
+        if self.outside_target(raw_path) is None:
+            return None
+        return f"open {raw_path!r}, which is outside the workspace ({self.workspace.scope_description()})"
+
+    async def open(
+        self, raw_path: str, *, encoding: str | None = None, ctx: CallContext = UI, tool: str = "open"
+    ) -> dict[str, Any]:
+        """Open a document by path. For an AI caller a path outside the scope needs the person's approval of
+        this call, asked centrally by `App.invoke` before the handler runs (`ToolSpec.operation`
+        "open_outside"): asked before looking, so whether something exists out there, what it is and where a
+        link leads stay unknown to the caller until the person allowed it (the same answer either way)."""
+        if self.outside_target(raw_path) is None:
+            target = self.workspace.resolve(raw_path, must_exist=True, check_scope=True)
+        else:
+            if is_ai(ctx) and not approved_this_call():
+                # approval switched off (or not asked) must not widen the scope silently
+                self.workspace.resolve(raw_path, must_exist=True, check_scope=True)
             target = self.workspace.resolve(raw_path, must_exist=True, check_scope=False)
         if self.find_open(target) is None:
-            # Reading, decoding and hashing a large file happens in a worker thread; adopting it here.
-            loaded = await asyncio.to_thread(MarkdownDocument.load, "", target, encoding)
-            if self.find_open(target) is None:  # nobody opened it meanwhile
-                self._adopt(loaded)
-        doc = self.open_path(target, encoding=encoding)
-        return self.describe(doc)
+            self.check_room()
+        # The core's per-key open: admitted per document (NOT_READY while this file's document is being
+        # saved or closed), read and hashed in a worker thread, its identity recorded once by the engine.
+        info = await self.engine.open_key(
+            target,
+            key=self._new_id(),
+            workspace_id=self._engine_ws_id(),
+            options={"encoding": encoding},
+            caller=ctx.caller,
+        )
+        return self.describe(self._opened(info))
 
     async def save(
         self, doc_id: str | None = None, *, ctx: CallContext = UI, tool: str = "save"
@@ -229,6 +260,58 @@ class Documents:
         self.publish("doc", {"type": "saved", **self.describe(doc)})
         return {**self.describe(doc), "bytesWritten": out["identities"][key.key]["size"]}
 
+    def save_as_target(self, doc_id: str | None, raw_path: str) -> tuple[MarkdownDocument, Path]:
+        """The document and the resolved save-as target, refused when it is the document's own file or open."""
+        doc = self.get(doc_id)
+        target = self.workspace.resolve(raw_path, must_exist=False, check_scope=True)
+        if doc.path is not None and target == doc.path:
+            raise BridgeError(ErrorCode.SAME_AS_SOURCE, f"'{raw_path}' is the open file itself")
+        if self.find_open(target) is not None:
+            raise BridgeError(
+                ErrorCode.TARGET_EXISTS,
+                f"'{raw_path}' is open as another document; close it first",
+                hint="Pick another path for md_save_current_document_as; md_list_open_documents shows the open ones.",
+            )
+        return doc, target
+
+    def overwrite_question(self, doc_id: str | None, raw_path: str, overwrite: bool) -> ApprovalText | None:
+        """`md_save_current_document_as`'s approval question (`ToolSpec.operation` "overwrite"): None when
+        nothing would be overwritten (no overwrite asked for, or no file there), else the unified diff from
+        the file to the document.
+
+        `App.invoke` calls it synchronously on the event loop, so the target is read with one bounded
+        `read_regular_file` (`OVERWRITE_DIFF_READ_MAX`; a larger file is described by its size, without a
+        diff). The file's stat around that read is left in `SHOWN_TARGET` for this call, so the save refuses
+        a file that changed between the question and the write (`TARGET_CHANGED`)."""
+        SHOWN_TARGET.set(None)
+        if not overwrite:
+            return None
+        doc, target = self.save_as_target(doc_id, raw_path)
+        name = self.workspace.relative(target)
+        try:
+            before = os.stat(target)
+        except FileNotFoundError:
+            return None
+        if not stat.S_ISREG(before.st_mode):
+            raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"'{raw_path}' is not a regular file")
+        diff = None
+        if before.st_size <= OVERWRITE_DIFF_READ_MAX:
+            raw = files.read_regular_file(target, max_bytes=OVERWRITE_DIFF_READ_MAX, shown_as=raw_path)
+            diff = unified_diff(raw.decode("utf-8", "replace").replace("\r\n", "\n"), doc.text, target.name)
+        after = os.stat(target)
+        seen = (after.st_dev, after.st_ino, after.st_size, after.st_mtime_ns)
+        if seen != (before.st_dev, before.st_ino, before.st_size, before.st_mtime_ns):
+            raise BridgeError(
+                ErrorCode.TARGET_CHANGED,
+                f"'{raw_path}' is being written by another program",
+                hint="Wait until it has finished, then call md_save_current_document_as again.",
+            )
+        SHOWN_TARGET.set((target, seen))
+        summary = f"overwrite {target.name} with {doc.name}"
+        if diff is None:
+            summary += f" ({before.st_size} bytes: too large to show the changes)"
+        return ApprovalText(summary, diff, name)
+
     async def save_as(
         self,
         doc_id: str | None,
@@ -240,17 +323,7 @@ class Documents:
     ) -> dict[str, Any]:
         """Write the document to another file in scope, which becomes its file (the core's per-key save-as);
         an existing target needs `overwrite` (+ approval), and must still be the file seen then."""
-        doc = self.get(doc_id)
-        target = self.workspace.resolve(raw_path, must_exist=False, check_scope=True)
-        target_name = self.workspace.relative(target)
-        if doc.path is not None and target == doc.path:
-            raise BridgeError(ErrorCode.SAME_AS_SOURCE, f"'{raw_path}' is the open file itself")
-        if self.find_open(target) is not None:
-            raise BridgeError(
-                ErrorCode.TARGET_EXISTS,
-                f"'{raw_path}' is open as another document; close it first",
-                hint="Pick another path for md_save_current_document_as; md_list_open_documents shows the open ones.",
-            )
+        doc, target = self.save_as_target(doc_id, raw_path)
         existing = await asyncio.to_thread(diskio.identity_of, target)
         if existing is not None and not overwrite:
             raise BridgeError(
@@ -258,25 +331,24 @@ class Documents:
                 f"'{raw_path}' already exists",
                 hint="Call md_save_current_document_as again with overwrite true (the person is asked first), "
                 "or with another path.",
-                data={"path": target_name},
+                data={"path": self.workspace.relative(target)},
             )
-
-        async def ask_to_overwrite(dest: Path, observed: FileIdentity | None) -> None:
-            if observed is None or not is_ai(ctx) or not self.approvals.needed("overwrite"):
-                return
-            raw = await asyncio.to_thread(
-                files.read_regular_file, dest, max_bytes=DOCUMENT_MAX_BYTES, shown_as=raw_path
+        shown = SHOWN_TARGET.get()
+        # The person approved overwriting the file as `overwrite_question` read it; a file replaced or
+        # written since then is not what they agreed to lose.
+        if (
+            existing is not None
+            and is_ai(ctx)
+            and shown is not None
+            and shown[0] == target
+            and shown[1] != (existing.device, existing.inode, existing.size, existing.mtime_ns)
+        ):
+            raise BridgeError(
+                ErrorCode.TARGET_CHANGED,
+                f"'{raw_path}' changed after the person was asked to overwrite it",
+                hint="Call md_save_current_document_as again: the person is shown the file as it is now.",
+                data={"path": self.workspace.relative(target)},
             )
-            old = raw.decode("utf-8", "replace").replace("\r\n", "\n")
-            await self.approvals.ask(
-                ctx,
-                "overwrite",
-                tool,
-                target_name,
-                f"overwrite {dest.name} with {doc.name}",
-                unified_diff(old, doc.text, dest.name),
-            )
-
         key = self._key(doc)
         out = await self.engine.save_key_as(
             key.key,
@@ -285,7 +357,6 @@ class Documents:
             overwrite=existing is not None,
             observed_identity=existing,
             caller=ctx.caller,
-            before_write=ask_to_overwrite,
         )
         doc.external_change = None
         self.publish("doc", {"type": "saved", **self.describe(doc)})

@@ -238,3 +238,31 @@ async def copy_rich_html(
     return await export_mod.copy_rich_html(
         service, args.doc_id, args.target, ctx=ctx, tool="md_ui_copy_rendered_html"
     )
+
+
+# -- approval questions of the file and export tools (asked centrally by App.invoke, `ToolSpec.operation`) ----
+
+
+def open_approval(service: MarkdownService) -> Callable[[OpenArgs], ApprovalText | None]:
+    """md_open_document ("open_outside"): nothing to ask inside the scope; outside it, the question."""
+
+    def summary(args: OpenArgs) -> ApprovalText | None:
+        question = service.open_outside_question(args.path)
+        return None if question is None else ApprovalText(question, target=args.path)
+
+    return summary
+
+
+def save_as_approval(service: MarkdownService) -> Callable[[SaveAsArgs], ApprovalText | None]:
+    """md_save_current_document_as ("overwrite"): the diff from the file to be overwritten, else nothing."""
+    return lambda args: service.overwrite_question(args.doc_id, args.path, args.overwrite)
+
+
+def export_approval(service: MarkdownService) -> Callable[[ExportArgs], ApprovalText]:
+    """md_ui_export_current_document ("export")."""
+    return lambda args: export_mod.export_question(service, args.doc_id, args.format, args.file_name)
+
+
+def copy_approval(service: MarkdownService) -> Callable[[CopyRichHtmlArgs], ApprovalText]:
+    """md_ui_copy_rendered_html ("copy_rich_html")."""
+    return lambda args: export_mod.copy_question(service, args.doc_id, args.target)

@@ -100,6 +100,10 @@ async def run_agent_command(service: Any, publish: Any, ctx: CallContext, comman
             data={"revision": doc.revision},
         )
     edits = changes_to_edits(changes, None, doc.collab.offsets)
+    # Asked here (apply_edits with ask=True), not centrally from ToolSpec.operation: App.invoke asks before
+    # the handler runs, and until the open editor has prepared the command nobody knows what it changes —
+    # a central question could show no diff, and a command that turns out to change nothing must ask
+    # nothing. The broker, rules, audit record (App.invoke's, once) and a timeout's "timed_out" are the same.
     result = await service.apply_edits(
         doc.doc_id,
         edits,

@@ -25,11 +25,13 @@ from lxml import html as lxml_html
 
 from deskbridge.core import files
 from deskbridge.core.errors import BridgeError, ErrorCode
+from deskbridge.core.policy import ApprovalText
 from deskbridge.core.tools import CallContext
 from deskbridge.kinds.markdown.render import EXPORT, render_html
 from deskbridge.kinds.markdown.sanitize import safe_url
 
 if TYPE_CHECKING:
+    from deskbridge.kinds.markdown.document import MarkdownDocument
     from deskbridge.kinds.markdown.service import MarkdownService
 
 CHROMIUM_PATH: Final = "/usr/bin/chromium"
@@ -605,16 +607,11 @@ def _typography(service: MarkdownService) -> str | None:
     return None
 
 
-async def export_to_workspace(
-    service: MarkdownService,
-    doc_id: str | None,
-    fmt: str,
-    file_name: str | None,
-    *,
-    ctx: CallContext,
-    tool: str,
-) -> dict[str, Any]:
-    """Export into the document's folder under a free name (no-overwrite publish), after the person approves."""
+def export_target(
+    service: MarkdownService, doc_id: str | None, fmt: str, file_name: str | None
+) -> tuple[MarkdownDocument, Path, str, str]:
+    """`(document, folder, stem, extension)` of an export: the document's folder (in scope), its name's stem
+    or `file_name`; INVALID_ARGUMENT for an unknown format or a file name with folders."""
     doc = service.get(doc_id)
     ext = FORMATS.get(fmt)
     if ext is None:
@@ -632,13 +629,33 @@ async def export_to_workspace(
         if service.workspace.scope.value != "CurrentDocument"
         else folder
     )
-    await service.approvals.ask(
-        ctx,
-        "export",
-        tool,
-        service.workspace.relative(folder / f"{stem}{ext}"),
+    return doc, folder, stem, ext
+
+
+def export_question(
+    service: MarkdownService, doc_id: str | None, fmt: str, file_name: str | None
+) -> ApprovalText:
+    """`md_ui_export_current_document`'s approval question (`ToolSpec.operation` "export"), asked centrally by
+    `App.invoke`; a call that cannot succeed (unknown format, bad name) raises here, unasked."""
+    doc, folder, stem, ext = export_target(service, doc_id, fmt, file_name)
+    return ApprovalText(
         f"export {doc.name} as {fmt} into {folder.name or folder}",
+        target=service.workspace.relative(folder / f"{stem}{ext}"),
     )
+
+
+async def export_to_workspace(
+    service: MarkdownService,
+    doc_id: str | None,
+    fmt: str,
+    file_name: str | None,
+    *,
+    ctx: CallContext,
+    tool: str,
+) -> dict[str, Any]:
+    """Export into the document's folder under a free name (no-overwrite publish). An AI caller's export was
+    approved by the person before this runs (`App.invoke`, from the tool's operation and `export_question`)."""
+    doc, folder, stem, ext = export_target(service, doc_id, fmt, file_name)
     text = doc.text
     data = await export_gate(service).run(
         lambda: export_bytes(
@@ -675,11 +692,7 @@ async def export_to_workspace(
     raise BridgeError(ErrorCode.TARGET_EXISTS, f"no free file name for {stem}{ext} in {folder}")
 
 
-async def copy_rich_html(
-    service: MarkdownService, doc_id: str | None, target: str, *, ctx: CallContext, tool: str
-) -> dict[str, Any]:
-    """After approval, hand platform-styled HTML to the editor, which writes it to the clipboard."""
-    doc = service.get(doc_id)
+def _editor_page_or_refuse(service: MarkdownService) -> None:
     if getattr(service.approvals.broker, "ui_attached", True) is False:
         # only the editor page can write the person's clipboard; without one the copy would go nowhere
         raise BridgeError(
@@ -687,9 +700,23 @@ async def copy_rich_html(
             "no editor page is open to put the rich HTML on the clipboard",
             hint="Ask the person to open the deskbridge editor in the browser, then retry.",
         )
-    await service.approvals.ask(
-        ctx, "copy_rich_html", tool, doc.name, f"copy {doc.name} as rich HTML for {target} to the clipboard"
-    )
+
+
+def copy_question(service: MarkdownService, doc_id: str | None, target: str) -> ApprovalText:
+    """`md_ui_copy_rendered_html`'s approval question (`ToolSpec.operation` "copy_rich_html"); without an
+    editor page to write the clipboard the call is refused here, before anyone is asked."""
+    doc = service.get(doc_id)
+    _editor_page_or_refuse(service)
+    return ApprovalText(f"copy {doc.name} as rich HTML for {target} to the clipboard", target=doc.name)
+
+
+async def copy_rich_html(
+    service: MarkdownService, doc_id: str | None, target: str, *, ctx: CallContext, tool: str
+) -> dict[str, Any]:
+    """Hand platform-styled HTML to the editor, which writes it to the clipboard (an AI caller's copy was
+    approved before this runs: `App.invoke`, from the tool's operation and `copy_question`)."""
+    doc = service.get(doc_id)
+    _editor_page_or_refuse(service)
     html = rich_html(
         doc.text, target, base_dir=doc.path.parent if doc.path else None, typography=_typography(service)
     )

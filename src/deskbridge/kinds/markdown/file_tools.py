@@ -22,6 +22,7 @@ from pydantic import Field
 
 from deskbridge.core import files
 from deskbridge.core.errors import BridgeError, ErrorCode
+from deskbridge.core.policy import ApprovalText
 from deskbridge.core.tools import CallContext, NoArgs, ToolArgs, ToolSpec
 
 if TYPE_CHECKING:
@@ -136,7 +137,7 @@ def file_tools(service: MarkdownService, recent: RecentFiles | None = None) -> l
         files.publish_new(target, f"# {target.stem}\n".encode(), root=folder_root())
         return {"path": service.workspace.relative(target), "created": True}
 
-    async def rename(ctx: CallContext, args: RenameArgs) -> dict[str, Any]:
+    def rename_paths(args: RenameArgs) -> tuple[Path, Path]:
         source = service.workspace.resolve(args.path, must_exist=True, check_scope=True)
         target = service.workspace.resolve(args.new_path, must_exist=False, check_scope=True)
         if service.find_open(source) is not None:
@@ -145,10 +146,15 @@ def file_tools(service: MarkdownService, recent: RecentFiles | None = None) -> l
                 f"{args.path!r} is open; rename saves it under the new name instead",
                 hint="Use md_save_current_document_as for the open document, or md_close_document first.",
             )
-        if _is_ai(ctx):
-            await service.approvals.ask(
-                ctx, "rename", "md_rename_file", args.path, f"rename to {target.name}"
-            )
+        return source, target
+
+    def rename_question(args: RenameArgs) -> ApprovalText:
+        # asked centrally by App.invoke ("rename") for an AI's call; the person's own click is not asked
+        _source, target = rename_paths(args)
+        return ApprovalText(f"rename to {target.name}", target=args.path)
+
+    async def rename(ctx: CallContext, args: RenameArgs) -> dict[str, Any]:
+        source, target = rename_paths(args)
         try:
             files.rename_noreplace(source, target)  # atomic, and never over an existing file
         except FileExistsError:
@@ -159,7 +165,7 @@ def file_tools(service: MarkdownService, recent: RecentFiles | None = None) -> l
             ) from None
         return {"path": service.workspace.relative(target), "renamedFrom": service.workspace.relative(source)}
 
-    async def delete(ctx: CallContext, args: PathArgs) -> dict[str, Any]:
+    def delete_target(args: PathArgs) -> Path:
         target = service.workspace.resolve(args.path, must_exist=True, check_scope=True)
         if service.find_open(target) is not None:
             raise BridgeError(
@@ -167,10 +173,14 @@ def file_tools(service: MarkdownService, recent: RecentFiles | None = None) -> l
                 f"{args.path!r} is open",
                 hint="Close it first (md_close_document), then delete it.",
             )
-        if _is_ai(ctx):  # the person clicked Delete and confirmed in the page; an AI's delete asks them
-            await service.approvals.ask(
-                ctx, "delete", "md_delete_file", args.path, f"move {target.name} to the trash"
-            )
+        return target
+
+    def delete_question(args: PathArgs) -> ApprovalText:
+        # the person clicked Delete and confirmed in the page; an AI's delete asks them (App.invoke, "delete")
+        return ApprovalText(f"move {delete_target(args).name} to the trash", target=args.path)
+
+    async def delete(ctx: CallContext, args: PathArgs) -> dict[str, Any]:
+        target = delete_target(args)
         try:
             from send2trash import send2trash
         except ImportError:  # pragma: no cover - a dependency
@@ -228,6 +238,8 @@ def file_tools(service: MarkdownService, recent: RecentFiles | None = None) -> l
             "Rename a Markdown file that is not open.",
             RenameArgs,
             rename,
+            operation="rename",
+            approval_summary=rename_question,
         ),
         ui_tool(
             "md_delete_file",
@@ -236,6 +248,8 @@ def file_tools(service: MarkdownService, recent: RecentFiles | None = None) -> l
             PathArgs,
             delete,
             destructive=True,
+            operation="delete",
+            approval_summary=delete_question,
         ),
         ui_tool("md_close_document", "Close document", "Close an open document.", CloseArgs, close),
         ui_tool(

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.workspace import Workspace
-from deskbridge.kinds.markdown.document import MarkdownDocument, encode_text
+from deskbridge.kinds.markdown.document import DocumentKey, MarkdownDocument, encode_text
 
 if TYPE_CHECKING:
     from deskbridge.kinds.markdown.documents import Documents
@@ -83,6 +83,27 @@ class MarkdownStore:
     ) -> None:
         text, _version, encoding, newline, bom = snapshot
         out.write(encode_text(text, encoding, newline, bom))
+
+    def find_key(self, workspace: Workspace, path: Path) -> str | None:
+        """The open document whose file is `path` (one document per file)."""
+        doc = self.service.find_open(path)
+        return None if doc is None else doc.doc_id
+
+    def load_key(
+        self, workspace: Workspace, path: Path | None, encoding: str | None = None, text: str = ""
+    ) -> MarkdownDocument:
+        """Read one document (in a worker thread for an open; `Lifecycle.open_key` checks the file's
+        identity around it); no path: a new untitled document with `text`."""
+        if path is None:
+            return MarkdownDocument.new("", text)
+        return MarkdownDocument.read("", path, encoding)
+
+    def add_key(self, workspace: Workspace, key: str, doc: MarkdownDocument, revision: int) -> None:
+        """The loaded document is open as `key` (under `Engine.lock`; the core records revision and identity)."""
+        self.service.check_room()
+        doc.doc_id = key
+        self.service.docs[key] = doc
+        doc.bind(DocumentKey(self.service.engine, workspace, key), revision)
 
     def close_key(self, workspace: Workspace, key: str) -> None:
         """The document is no longer open (called under `Engine.lock`)."""

@@ -325,6 +325,8 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
         vex: str | None = None,
         target_of: Callable[[Any], str | None] | None = None,
         person_only: bool = False,
+        operation: str | None = None,
+        approval: Callable[[Any], Any] | None = None,
     ) -> ToolSpec:
         planner = getattr(fn, "planner", None)
         return ToolSpec(
@@ -338,9 +340,10 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
             idempotent=idempotent or read_only,
             aliases=_aliases(vex) if vex else (),
             person_only=person_only,
-            # an edit is approved centrally (App.invoke) with the diff its planner prepared; a no-op asks nothing
-            operation="edit" if planner else None,
-            approval_summary=edit_tools.edit_approval(service, planner) if planner else None,
+            # approved centrally (App.invoke) from the declared operation: an edit with the diff its planner
+            # prepared (a no-op asks nothing); opening outside, overwriting, export and copy with their question
+            operation=operation or ("edit" if planner else None),
+            approval_summary=approval or (edit_tools.edit_approval(service, planner) if planner else None),
         )
 
     specs = [
@@ -489,6 +492,8 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
             "Open a .md/.markdown/.mdown/.txt file in the access scope (outside it: asks the person).",
             OpenArgs,
             edit_tools.open_document,
+            operation="open_outside",
+            approval=edit_tools.open_approval(service),
             vex="open_document",
             target_of=lambda a: a.path,
         ),
@@ -509,6 +514,8 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
             "Save to a new path in scope; an existing file needs overwrite true and the person's approval.",
             SaveAsArgs,
             edit_tools.save_as,
+            operation="overwrite",
+            approval=edit_tools.save_as_approval(service),
             destructive=True,  # with overwrite true it replaces an existing file
             vex="save_current_document_as",
             target_of=lambda a: a.path,
@@ -531,6 +538,8 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
             "(asks the person; never overwrites).",
             ExportArgs,
             edit_tools.export_document,
+            operation="export",
+            approval=edit_tools.export_approval(service),
             vex="ui_export_current_document",
         ),
         spec(
@@ -540,6 +549,8 @@ def markdown_tools(service: MarkdownService) -> list[ToolSpec]:
             "person's clipboard through the editor (asks the person first).",
             CopyRichHtmlArgs,
             edit_tools.copy_rich_html,
+            operation="copy_rich_html",
+            approval=edit_tools.copy_approval(service),
             vex="ui_copy_rendered_html",
         ),
     ]
