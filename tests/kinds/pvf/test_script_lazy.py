@@ -263,3 +263,22 @@ async def test_the_primitive_bridge_answers_and_plans_as_the_json_bridge(family:
             plans.append({k: (c.action, c.new, c.diff, c.requires, c.meta) for k, c in plan.changes.items()})
             s.discard(res)
     assert plans[0] == plans[1]
+
+
+def test_a_tag_prefilter_answers_find_without_the_tags_only_where_no_tag_record_names_it() -> None:
+    """`has_tag` looks for whole 5-byte tag records: the same bytes straddling two records (an int whose last
+    byte is 5 before a type-7 record of value 0 reads `05 07 00 00 00`, the record of `[PRICE]`, index 7) are
+    no tag, and a later duplicate of a tag string (index 8, printed raw) is none either."""
+    table = StringTable(list(ENTRIES), "cp949")
+    straddle = [(2, 0x05000000), (7, 0), (cc.T_SECTION, 8), (2, 1)]
+    for recs, want in (
+        (straddle, []),
+        ([*straddle, (cc.T_SECTION, 7), (2, 42)], [[int_token(42)]]),
+        ([(2, 3), (cc.T_SECTION, 1), (2, 9), (cc.T_SECTION, 0), (7, 12)], [[int_token(9)]]),
+    ):
+        data = _payload(recs)
+        full, lz = _docs(data, table)
+        found = lz.find("price")
+        assert [s.values for s in found] == [s.values for s in full.find("price")] == want
+        assert (lz._tag_list is None) == (want == [])  # no tag record: answered without scanning the tags
+        _same(full, lz)

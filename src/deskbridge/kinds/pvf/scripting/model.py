@@ -265,6 +265,14 @@ class Document:
             self._source = None
         return self._source_tokens
 
+    @property
+    def _tags(self) -> list[tuple[int, TagInfo]]:
+        tags = self._tag_list
+        if tags is None:
+            tags = self._tag_list = self._scan()  # type: ignore[misc]
+            self._scan = None
+        return tags
+
     def release(self) -> None:
         """The document is dropped (evicted by the worker): break what would keep it alive until a
         collection."""
@@ -421,17 +429,22 @@ class LazyDocument(Document):
 
     def __init__(
         self,
-        tags: list[tuple[int, TagInfo]],
+        tags: list[tuple[int, TagInfo]] | Callable[[], list[tuple[int, TagInfo]]],
         n: int,
         decode: Decode,
         *,
         header: str | None,
         record_width: int | None,
         source: Callable[[], list[Token]],
+        has_tag: Callable[[str], bool] | None = None,
     ) -> None:
         self._init(header, record_width)
         self._source = source
-        self._tags = tags
+        self._tag_list = tags if isinstance(tags, list) else None
+        self._scan = None if isinstance(tags, list) else tags
+        self._has_tag = has_tag
+        """`has_tag(name)`: False only when no tag record of the file reads `[name]` (any case) — so `find`
+        of a name the file lacks answers without scanning its tags."""
         self._n = n
         self._decode = decode
         self._matched: set[int] | None = None
@@ -470,6 +483,8 @@ class LazyDocument(Document):
     def _find_top(self, want: str) -> list[Section] | None:
         """The top-level sections named `want` from the tags alone, or None where that needs the tree (one
         of them has an end tag, so it holds children)."""
+        if self._tag_list is None and self._has_tag is not None and not self._has_tag(want):
+            return []
         tags = self._tags
         hits = [k for k, (_, info) in enumerate(tags) if info[3] == want]
         if not hits:
