@@ -14,6 +14,7 @@ decompile budget) the document is decoded whole, as before, so the budget is enf
 
 from __future__ import annotations
 
+import contextlib
 import struct
 import weakref
 from typing import Any
@@ -27,6 +28,8 @@ _MISS = object()
 _U32 = struct.Struct("<I")
 _TAG_CACHES: weakref.WeakKeyDictionary[Any, dict[int, Any]] = weakref.WeakKeyDictionary()
 TAG_CACHE_MAX = 1 << 16
+_LAST: tuple[Any, str, int, tuple[bytes, ...]] | None = None
+"""(weak reference to a string table, name, table size, `_tag_patterns`): the last answer."""
 
 
 def _tag_cache(strings: cc.StringSource) -> dict[int, Any]:
@@ -115,6 +118,10 @@ def _tag_patterns(strings: cc.StringSource, want: str) -> tuple[bytes, ...] | No
     `want` in any case (`model.tag_info(...)[3] == want`), or None when the table cannot be listed. Found
     once per name and table (one pass over the table's strings), so a run asking every file for `[price]`
     skips the tag scan of each file without one: no such record, no such section."""
+    global _LAST
+    last = _LAST  # a run asks every file for the same name: one comparison, not the cache lookup below
+    if last is not None and last[1] == want and last[0]() is strings and last[2] == len(strings):  # type: ignore[arg-type]
+        return last[3]
     size = len(strings) if hasattr(strings, "__len__") else None  # type: ignore[arg-type]
     get = getattr(strings, "get", None)
     if size is None or get is None:
@@ -123,6 +130,8 @@ def _tag_patterns(strings: cc.StringSource, want: str) -> tuple[bytes, ...] | No
     key = ("patterns", want)
     hit = cache.get(key)  # type: ignore[call-overload]
     if hit is not None and hit[0] == size:
+        with contextlib.suppress(TypeError):
+            _LAST = (weakref.ref(strings), want, size, hit[1])
         return hit[1]
     target = f"[{want}]"
     out = []
@@ -134,4 +143,6 @@ def _tag_patterns(strings: cc.StringSource, want: str) -> tuple[bytes, ...] | No
                 out.append(bytes([cc.T_SECTION]) + _U32.pack(i))
     found = tuple(out)
     cache[key] = (size, found)  # type: ignore[index]
+    with contextlib.suppress(TypeError):  # not weak-referenceable: no memo
+        _LAST = (weakref.ref(strings), want, size, found)
     return found
