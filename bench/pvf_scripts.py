@@ -102,6 +102,10 @@ async def bench(path: Path, floor: int, pattern: str) -> dict[str, Any]:
             "workerPeakRssMiB": round(peak / (1 << 20), 1),
             "workerCpuSeconds": round(worker_cpu, 3),
             "workerCpuMsPerScannedFile": round(worker_cpu * 1000 / max(1, logged["scanned"]), 4),
+            # where the wall time goes: the worker's phases (as it measured them) and the parent's compile
+            "workerPhaseSeconds": st["result"]["summary"].get("workerSeconds"),
+            "workerWallSeconds": st["result"]["summary"].get("runSeconds"),
+            "parentCompileSeconds": st["result"].get("compileSeconds"),
             "loadAverage": os.getloadavg(),
         }
         if plan_id:

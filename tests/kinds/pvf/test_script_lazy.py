@@ -119,6 +119,40 @@ def test_a_lazy_document_equals_the_whole_file_document(chunks: list, name: str,
     assert lz.source_tokens == cc.to_tokens(data, table, _link_text)
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(chunk, max_size=40),
+    st.sampled_from(["price", "PRICE", "if equip", "usable job", "oddtag", "/lonely", "name"]),
+    st.integers(0, 1000),
+    st.booleans(),
+)
+def test_a_lazy_document_written_before_its_tree_is_built_equals_the_whole_file_one(
+    chunks: list, name: str, seed: int, read_all: bool
+) -> None:
+    """`LazyDocument.tokens()` while the tree is unbuilt (what `file.write` of a price-raise prints): the
+    stored runs around the sections `find` made, some read, some changed, some untouched."""
+    data = _payload([r for c in chunks for r in c])
+    table = StringTable(list(ENTRIES), "cp949")
+    full, lz = _docs(data, table)
+    pairs = list(zip(full.find(name), lz.find(name), strict=True))
+    for i, (a, b) in enumerate(pairs):
+        if i % 3 == 2 and not read_all:
+            continue  # never read on the lazy side
+        assert b.values == a.values
+        if i % 3 == 0:
+            for sec in (a, b):
+                if sec.values:
+                    sec.values[0] = int_token(seed + i)
+                else:
+                    sec.values.append(int_token(seed))
+    unbuilt = isinstance(lz.root, model._PendingRoot) and lz.root._doc is not None
+    assert lz.tokens() == full.tokens()
+    assert lz.text() == full.text()
+    if unbuilt:  # the fast path answered: the tree is still not built
+        assert isinstance(lz.root, model._PendingRoot) and lz.root._doc is not None
+    _same(full, lz)
+
+
 def test_every_script_of_a_classic_archive_reads_alike_lazily(tmp_path: Path) -> None:
     path = tmp_path / "c.pvf"
     synth(path, family="classic", files=300, seed=5)
@@ -229,3 +263,22 @@ async def test_the_primitive_bridge_answers_and_plans_as_the_json_bridge(family:
             plans.append({k: (c.action, c.new, c.diff, c.requires, c.meta) for k, c in plan.changes.items()})
             s.discard(res)
     assert plans[0] == plans[1]
+
+
+def test_a_tag_prefilter_answers_find_without_the_tags_only_where_no_tag_record_names_it() -> None:
+    """`has_tag` looks for whole 5-byte tag records: the same bytes straddling two records (an int whose last
+    byte is 5 before a type-7 record of value 0 reads `05 07 00 00 00`, the record of `[PRICE]`, index 7) are
+    no tag, and a later duplicate of a tag string (index 8, printed raw) is none either."""
+    table = StringTable(list(ENTRIES), "cp949")
+    straddle = [(2, 0x05000000), (7, 0), (cc.T_SECTION, 8), (2, 1)]
+    for recs, want in (
+        (straddle, []),
+        ([*straddle, (cc.T_SECTION, 7), (2, 42)], [[int_token(42)]]),
+        ([(2, 3), (cc.T_SECTION, 1), (2, 9), (cc.T_SECTION, 0), (7, 12)], [[int_token(9)]]),
+    ):
+        data = _payload(recs)
+        full, lz = _docs(data, table)
+        found = lz.find("price")
+        assert [s.values for s in found] == [s.values for s in full.find("price")] == want
+        assert (lz._tag_list is None) == (want == [])  # no tag record: answered without scanning the tags
+        _same(full, lz)

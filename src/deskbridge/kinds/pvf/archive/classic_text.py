@@ -122,14 +122,15 @@ class ClassicStrings:
                 out.extend(f"{path}: {key}" for key in StrFile.from_text(text).duplicate_keys())
         return out
 
-    def _link_edits(self, text: str) -> dict[str, bytes]:
+    def _link_edits(self, text: str, tokens: list[dialect.Token] | None = None) -> dict[str, bytes]:
         """`.str` payloads for the link texts `text` changes (pvfVSCode's behaviour: the text inside
         `<id::key`…`>` is the `.str` value, so editing it edits that entry). An empty text changes nothing
-        (the decompiler prints one for an unresolved link); two different texts for one key are refused."""
+        (the decompiler prints one for an unresolved link); two different texts for one key are refused.
+        `tokens` is `text` already lexed (the compile needs them too: lexing is most of its cost)."""
         if "::" not in text:
             return {}
         wanted: dict[tuple[int, str], str] = {}
-        for tok in dialect.lex(text):
+        for tok in dialect.lex(text) if tokens is None else tokens:
             if tok.kind is not dialect.Kind.LINK or not tok.link_text:
                 continue
             key = str(tok.value)
@@ -249,10 +250,12 @@ class ClassicStrings:
         if key == STRINGTABLE:
             return self._listing_to_table(text)
         if text.lstrip("\ufeff \t\r\n").startswith(classic_codec.HEADER_LINE) or self._is_script_path(key):
-            str_edits = self._link_edits(text)
+            body = text.lstrip("\ufeff")
+            tokens = dialect.lex(body)  # once, for the link edits and the compile
+            str_edits = self._link_edits(body, tokens)
             table = self.table
             before = table.appended
-            payload = classic_codec.compile_text(text.lstrip("\ufeff"), table)
+            payload = classic_codec.from_tokens(tokens, table, body)
             if table.appended != before:
                 self._self_staging = True
                 try:

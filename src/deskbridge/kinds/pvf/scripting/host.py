@@ -80,6 +80,7 @@ def _index(v: Any, what: str = "index") -> int:
 
 class Host:
     def __init__(self, job: dict[str, Any], pipe: Pipe) -> None:
+        t0 = time.perf_counter()
         self.job = job
         self.pipe = pipe
         opts = job.get("options") or {}
@@ -149,6 +150,8 @@ class Host:
         """What the primitive bridge returns for an error (then `fast.error` tells which): a random string no
         archive value can equal by chance and the script cannot see (the prelude keeps it in its closure)."""
         self.fast_error: dict[str, str] = {"code": "INTERNAL", "message": "no error"}
+        self.timings: dict[str, float] = {"open": time.perf_counter() - t0}
+        """Seconds per phase of the worker (open, script, finish): reported with the run's summary."""
         self.fast_ops = {
             "file.parse": self.fast_parse,
             "file.write": self.fast_write,
@@ -312,6 +315,7 @@ class Host:
         ctx.set("__nonce", self.nonce)
         ctx.eval(PRELUDE)
         ctx.set("__src", job["source"])
+        t0 = time.perf_counter()
         try:
             # Compiled as a function body so a top-level `return` ends the script and `this` is undefined.
             ctx.eval("(new Function(__src))(); undefined")
@@ -338,12 +342,14 @@ class Host:
             raise ScriptError(code, msg, **{k: v for k, v in d.items() if k != "message"}) from None
         if self.fatal is not None:
             raise self.fatal
+        self.timings["script"] = time.perf_counter() - t0
         self.flush_logs(force=True)
         self.finish()
 
     # ------------------------------------------------------------------------------------------ results
 
     def finish(self) -> None:
+        t0 = time.perf_counter()
         n = 0
         for key, (shown, value) in self.tx.items():
             exists = key in self.base
@@ -380,6 +386,7 @@ class Host:
                 "t": "done",
                 "changes": n,
                 "scanned": len(self.scanned),
+                "timings": {**self.timings, "finish": time.perf_counter() - t0},
                 "filesets": {k: self.filesets[k] for k in sorted(self.fileset_changed)},
             }
         )

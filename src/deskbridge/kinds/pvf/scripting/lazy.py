@@ -14,6 +14,7 @@ decompile budget) the document is decoded whole, as before, so the budget is enf
 
 from __future__ import annotations
 
+import contextlib
 import struct
 import weakref
 from typing import Any
@@ -27,6 +28,8 @@ _MISS = object()
 _U32 = struct.Struct("<I")
 _TAG_CACHES: weakref.WeakKeyDictionary[Any, dict[int, Any]] = weakref.WeakKeyDictionary()
 TAG_CACHE_MAX = 1 << 16
+_LAST: tuple[Any, str, int, tuple[bytes, ...]] | None = None
+"""(weak reference to a string table, name, table size, `_tag_patterns`): the last answer."""
 
 
 def _tag_cache(strings: cc.StringSource) -> dict[int, Any]:
@@ -65,24 +68,39 @@ def classic_document(
     max_chars = getattr(strings, "max_chars", None)
     if max_chars is None or n * max_chars() > text_budget(len(data)) - (1 << 16):
         return None
-    # The tag records by their type byte (every fifth byte from offset 2): a C-level slice and `find`s over
-    # ≈ 16 tags cost less than the numpy calls that would do the same on one small file.
-    types = data[2::5]
-    tags: list[tuple[int, model.TagInfo]] = []
-    p = types.find(cc.T_SECTION)
-    if p >= 0:
-        infos = _tag_cache(strings)
-        get = infos.get
-        unpack = _U32.unpack_from
-        find = types.find
-        while p >= 0:
-            v = unpack(data, 3 + 5 * p)[0]
-            info = get(v, _MISS)
-            if info is _MISS:
-                info = _tag_of(v, strings, infos)
-            if info is not None:
-                tags.append((p, info))
-            p = find(cc.T_SECTION, p + 1)
+
+    def scan() -> list[tuple[int, model.TagInfo]]:
+        # The tag records by their type byte (every fifth byte from offset 2): a C-level slice and `find`s
+        # over ≈ 16 tags cost less than the numpy calls that would do the same on one small file.
+        types = data[2::5]
+        tags: list[tuple[int, model.TagInfo]] = []
+        p = types.find(cc.T_SECTION)
+        if p >= 0:
+            infos = _tag_cache(strings)
+            get = infos.get
+            unpack = _U32.unpack_from
+            find = types.find
+            while p >= 0:
+                v = unpack(data, 3 + 5 * p)[0]
+                info = get(v, _MISS)
+                if info is _MISS:
+                    info = _tag_of(v, strings, infos)
+                if info is not None:
+                    tags.append((p, info))
+                p = find(cc.T_SECTION, p + 1)
+        return tags
+
+    def has_tag(want: str) -> bool:
+        patterns = _tag_patterns(strings, want)
+        if patterns is None:
+            return True  # cannot tell without the tags
+        for pat in patterns:
+            at = data.find(pat, 2)
+            while at >= 0:
+                if (at - 2) % 5 == 0:  # a whole record, not bytes straddling two
+                    return True
+                at = data.find(pat, at + 1)
+        return False
 
     def decode(a: int, b: int) -> list[Token]:
         return cc.records_tokens(recs[a:b], strings, link_text)[0]
@@ -90,4 +108,41 @@ def classic_document(
     def source() -> list[Token]:
         return cc.to_tokens(data, strings, link_text)
 
-    return model.LazyDocument(tags, n, decode, header=header, record_width=record_width, source=source)
+    return model.LazyDocument(
+        scan, n, decode, header=header, record_width=record_width, source=source, has_tag=has_tag
+    )
+
+
+def _tag_patterns(strings: cc.StringSource, want: str) -> tuple[bytes, ...] | None:
+    """The 5-byte records (type 5 + string index) of every tag the string table reads as a section named
+    `want` in any case (`model.tag_info(...)[3] == want`), or None when the table cannot be listed. Found
+    once per name and table (one pass over the table's strings), so a run asking every file for `[price]`
+    skips the tag scan of each file without one: no such record, no such section."""
+    global _LAST
+    last = _LAST  # a run asks every file for the same name: one comparison, not the cache lookup below
+    if last is not None and last[1] == want and last[0]() is strings and last[2] == len(strings):  # type: ignore[arg-type]
+        return last[3]
+    size = len(strings) if hasattr(strings, "__len__") else None  # type: ignore[arg-type]
+    get = getattr(strings, "get", None)
+    if size is None or get is None:
+        return None
+    cache = _tag_cache(strings)
+    key = ("patterns", want)
+    hit = cache.get(key)  # type: ignore[call-overload]
+    if hit is not None and hit[0] == size:
+        with contextlib.suppress(TypeError):
+            _LAST = (weakref.ref(strings), want, size, hit[1])
+        return hit[1]
+    target = f"[{want}]"
+    out = []
+    for i in range(size):
+        s = get(i)
+        if s is not None and s.lower() == target:
+            tok = cc.record_token(cc.T_SECTION, i, strings)
+            if tok.kind is Kind.SECTION and model.tag_info(str(tok.value))[3] == want:
+                out.append(bytes([cc.T_SECTION]) + _U32.pack(i))
+    found = tuple(out)
+    cache[key] = (size, found)  # type: ignore[index]
+    with contextlib.suppress(TypeError):  # not weak-referenceable: no memo
+        _LAST = (weakref.ref(strings), want, size, found)
+    return found

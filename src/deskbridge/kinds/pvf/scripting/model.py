@@ -265,6 +265,14 @@ class Document:
             self._source = None
         return self._source_tokens
 
+    @property
+    def _tags(self) -> list[tuple[int, TagInfo]]:
+        tags = self._tag_list
+        if tags is None:
+            tags = self._tag_list = self._scan()  # type: ignore[misc]
+            self._scan = None
+        return tags
+
     def release(self) -> None:
         """The document is dropped (evicted by the worker): break what would keep it alive until a
         collection."""
@@ -421,17 +429,22 @@ class LazyDocument(Document):
 
     def __init__(
         self,
-        tags: list[tuple[int, TagInfo]],
+        tags: list[tuple[int, TagInfo]] | Callable[[], list[tuple[int, TagInfo]]],
         n: int,
         decode: Decode,
         *,
         header: str | None,
         record_width: int | None,
         source: Callable[[], list[Token]],
+        has_tag: Callable[[str], bool] | None = None,
     ) -> None:
         self._init(header, record_width)
         self._source = source
-        self._tags = tags
+        self._tag_list = tags if isinstance(tags, list) else None
+        self._scan = None if isinstance(tags, list) else tags
+        self._has_tag = has_tag
+        """`has_tag(name)`: False only when no tag record of the file reads `[name]` (any case) — so `find`
+        of a name the file lacks answers without scanning its tags."""
         self._n = n
         self._decode = decode
         self._matched: set[int] | None = None
@@ -470,6 +483,8 @@ class LazyDocument(Document):
     def _find_top(self, want: str) -> list[Section] | None:
         """The top-level sections named `want` from the tags alone, or None where that needs the tree (one
         of them has an end tag, so it holds children)."""
+        if self._tag_list is None and self._has_tag is not None and not self._has_tag(want):
+            return []
         tags = self._tags
         hits = [k for k, (_, info) in enumerate(tags) if info[3] == want]
         if not hits:
@@ -509,6 +524,32 @@ class LazyDocument(Document):
                     node._lazy = [self._decode, (a, b), None]
                 self._made[k] = node
             out.append(node)
+        return out
+
+    def tokens(self) -> list[Token]:
+        """All tokens; while the tree is not built, without building it. Then only the sections `find` made
+        (top-level, no end tag, no children) can differ from the stored records, and only in their values
+        (anything else builds the tree first), so the file is the stored records in a few long runs with
+        those sections' values in between: a written file of a price-raise costs ≈ 3 decodes, not one per
+        section plus the tree."""
+        root = self.root
+        if not isinstance(root, _PendingRoot) or root._doc is None:
+            return super().tokens()
+        decode, tags, n = self._decode, self._tags, self._n
+        out: list[Token] = []
+        prev = 0
+        for k in sorted(self._made):
+            node = self._made[k]
+            lazy = node._lazy
+            if lazy is not None and lazy[1] is not None:
+                continue  # its values were never read: still the stored records
+            p = tags[k][0] + 1
+            if p > prev:
+                out.extend(decode(prev, p))  # up to and with the section's own tag record
+            out.extend(node._values)
+            prev = tags[k + 1][0] if k + 1 < len(tags) else n
+        if n > prev:
+            out.extend(decode(prev, n))
         return out
 
     def _build_tree(self) -> None:

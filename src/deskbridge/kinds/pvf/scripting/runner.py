@@ -357,17 +357,24 @@ class ScriptRuns:
             if caller != "ui":
                 raise BridgeError(ErrorCode.UNSUPPORTED_CHANGE, "filesets cannot be changed over MCP")
             self.save_filesets(fileset_changes)
+        timings = done.get("timings") if isinstance(done.get("timings"), dict) else {}
         summary = {
             "label": label,
             "scanned": done.get("scanned"),
             "runSeconds": round(ran_s, 3),
+            # the worker's own phases (open the archive, run the script, send the changes), as it measured them
+            "workerSeconds": {
+                str(k)[:16]: round(v, 3) for k, v in list(timings.items())[:8] if isinstance(v, int | float)
+            },
             "filesetsChanged": sorted(fileset_changes),
         }
         if not changes:
             handle.progress(1, 1, "done (read-only: no plan)")
             return {"planId": None, "readOnly": True, "changes": 0, "summary": summary}
         handle.progress(0, len(changes), "compiling changes")
+        t_plan = time.monotonic()
         plan = self._plan(handle, caller, workspace_id, revision, changes, summary)
+        compile_s = time.monotonic() - t_plan
         handle.progress(len(changes), len(changes), "plan ready")
         return {
             "planId": plan["planId"],
@@ -376,6 +383,7 @@ class ScriptRuns:
             "counts": plan["counts"],
             "warnings": plan["warnings"][:20],
             "summary": plan["summary"],
+            "compileSeconds": round(compile_s, 3),
         }
 
     def _plan(
