@@ -34,7 +34,6 @@ from deskbridge.kinds.sage.records import (
     FileRecords,
     PendingRecords,
     begin_records,
-    extract_records,
     finish_records,
     shallow_scan,
 )
@@ -101,6 +100,9 @@ class _Worker:
         self.has_model = False
         self.held: list[tuple[str, os.stat_result, str, PendingRecords | None, bytes]] = []
         self.held_bytes = 0
+        self.kept: list[Any] = []
+        """Parsed trees never freed: the worker ends with `os._exit`, so freeing them (0.1 s of a cold
+        build's CPU, spent while the parent waits to join) is work nobody needs."""
 
     def parse(self, batch: list[tuple[str, bool]]) -> list[tuple[str, str, Any]]:
         out: list[tuple[str, str, Any]] = []
@@ -114,7 +116,9 @@ class _Worker:
             if art:
                 out.append((path, "full", _result(st, sha, shallow_scan(data))))
             elif self.has_model:
-                out.append((path, "full", _result(st, sha, extract_records(data, self.model))))
+                pending = begin_records(data)
+                self.kept.append(pending.root)
+                out.append((path, "full", _result(st, sha, finish_records(pending, self.model))))
             elif self.held_bytes + len(data) <= HELD_TREES_MAX_BYTES:
                 pending = begin_records(data)
                 self.held.append((path, st, sha, pending, b""))
@@ -133,12 +137,10 @@ class _Worker:
         self.has_model = True
         out = []
         for path, st, sha, pending, data in self.held:
-            rec = (
-                finish_records(pending, self.model)
-                if pending is not None
-                else extract_records(data, self.model)
-            )
-            out.append((path, _result(st, sha, rec)))
+            if pending is None:
+                pending = begin_records(data)
+            self.kept.append(pending.root)
+            out.append((path, _result(st, sha, finish_records(pending, self.model))))
         self.held = []
         self.held_bytes = 0
         return out
@@ -148,16 +150,19 @@ class _Worker:
             try:
                 msg = self.conn.recv()
             except EOFError:
-                return
+                os._exit(0)
             if msg[0] == "parse":
                 self.conn.send(("parsed", self.parse(msg[1])))
             elif msg[0] == "model":
                 self.conn.send(("finished", self.finish(msg[1])))
             else:
-                return
+                os._exit(0)
 
 
 def _worker_main(conn: Connection) -> None:
+    """A worker's answers are all sent (a `Connection.send` returns once its bytes are written), and it has
+    no files, buffers or finalisers of its own, so it leaves at once: no freeing of trees and records, no
+    interpreter teardown (multiprocessing's child would `os._exit` after them anyway)."""
     _Worker(conn).run()
 
 
