@@ -30,6 +30,7 @@ from typing import Any
 
 from deskbridge.core.errors import BridgeError
 from deskbridge.core.files import read_regular_file
+from deskbridge.kinds.sage import schema
 from deskbridge.kinds.sage.records import (
     FILE_MAX_BYTES,
     FileRecords,
@@ -193,6 +194,8 @@ def _worker_main(conn: Connection) -> None:
 def _compile_main(conn: Connection, loader: Callable[[], SchemaModel | None]) -> None:
     """In the schema process: compile (or load) the model — `loader` writes the schema cache as usual — and
     send it marshalled (a few ms either way; pickling the dataclass is no faster)."""
+    writes: list[Callable[[], object]] = []
+    schema.DEFERRED_CACHE_WRITES = writes  # this process only: it was forked for this
     try:
         model = loader()
         conn.send_bytes(marshal.dumps(model.to_json() if model is not None else None))
@@ -200,6 +203,9 @@ def _compile_main(conn: Connection, loader: Callable[[], SchemaModel | None]) ->
         conn.send_bytes(marshal.dumps(("error", repr(exc))))
     finally:
         conn.close()
+    for write in writes:  # the parent joins this process before it returns, so the cache is there
+        with contextlib.suppress(Exception):  # as a cache write in the build itself: best effort
+            write()
 
 
 def prefetch(
