@@ -23,18 +23,19 @@ import multiprocessing
 import os
 import stat
 import threading
+from collections import deque
 from collections.abc import Callable, Iterable
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from deskbridge.core.errors import BridgeError
 from deskbridge.core.files import read_regular_file
+from deskbridge.kinds.sage import schema
 from deskbridge.kinds.sage.records import (
     FILE_MAX_BYTES,
     FileRecords,
     PendingRecords,
     begin_records,
-    extract_records,
     finish_records,
     shallow_scan,
 )
@@ -44,6 +45,8 @@ WORKERS_ENV = "DESKBRIDGE_SAGE_WORKERS"
 """Worker processes for a cold build: unset = one per core (when there are two or more), 0 = none."""
 BATCH_MAX = 16
 """Files handed to a worker at once."""
+FINISH_CHUNK = 32
+"""Held files a worker finishes between looks at its pipe for parse requests."""
 HELD_TREES_MAX_BYTES = 32 * 1024 * 1024
 """Source bytes of the parsed trees one worker keeps while it waits for the model (a tree takes several
 times its source); files beyond it keep only their bytes and are parsed again once the model is there."""
@@ -99,8 +102,12 @@ class _Worker:
         self.conn = conn
         self.model: SchemaModel | None = None
         self.has_model = False
-        self.held: list[tuple[str, os.stat_result, str, PendingRecords | None, bytes]] = []
+        self.held: deque[tuple[str, os.stat_result, str, PendingRecords | None, bytes, int]] = deque()
+        """(path, stat, sha1, parsed tree or None, bytes when no tree is kept, bytes counted in `held_bytes`)."""
         self.held_bytes = 0
+        self.kept: list[Any] = []
+        """Parsed trees never freed: the worker ends with `os._exit`, so freeing them (0.1 s of a cold
+        build's CPU, spent while the parent waits to join) is work nobody needs."""
 
     def parse(self, batch: list[tuple[str, bool]]) -> list[tuple[str, str, Any]]:
         out: list[tuple[str, str, Any]] = []
@@ -113,57 +120,82 @@ class _Worker:
             sha = hashlib.sha1(data).hexdigest()
             if art:
                 out.append((path, "full", _result(st, sha, shallow_scan(data))))
-            elif self.has_model:
-                out.append((path, "full", _result(st, sha, extract_records(data, self.model))))
-            elif self.held_bytes + len(data) <= HELD_TREES_MAX_BYTES:
+            elif self.has_model and not self.held:
                 pending = begin_records(data)
-                self.held.append((path, st, sha, pending, b""))
+                self.kept.append(pending.root)
+                out.append((path, "full", _result(st, sha, finish_records(pending, self.model))))
+            elif self.held_bytes + len(data) <= HELD_TREES_MAX_BYTES:
+                # No model yet, or trees still to finish: answer the includes now (the parent goes on
+                # discovering files with them) and extract the references in turn.
+                pending = begin_records(data)
+                self.held.append((path, st, sha, pending, b"", len(data)))
                 self.held_bytes += len(data)
                 out.append((path, "links", (pending.rec.includes, pending.rec.xincludes)))
             else:
                 # Too many trees held already: read the includes now, keep only the bytes.
                 rec = begin_records(data).rec
-                self.held.append((path, st, sha, None, data))
+                self.held.append((path, st, sha, None, data, 0))
                 out.append((path, "links", (rec.includes, rec.xincludes)))
         return out
 
-    def finish(self, raw: bytes) -> list[tuple[str, Result]]:
+    def adopt(self, raw: bytes) -> None:
         json = marshal.loads(raw)
         self.model = SchemaModel.from_json(json) if json is not None else None
         self.has_model = True
+
+    def finish_some(self) -> list[tuple[str, Result]]:
+        """References of up to `FINISH_CHUNK` held files, oldest first."""
         out = []
-        for path, st, sha, pending, data in self.held:
-            rec = (
-                finish_records(pending, self.model)
-                if pending is not None
-                else extract_records(data, self.model)
-            )
-            out.append((path, _result(st, sha, rec)))
-        self.held = []
-        self.held_bytes = 0
+        held = self.held
+        while held and len(out) < FINISH_CHUNK:
+            path, st, sha, pending, data, counted = held.popleft()
+            if pending is None:
+                pending = begin_records(data)
+            self.held_bytes -= counted
+            self.kept.append(pending.root)
+            out.append((path, _result(st, sha, finish_records(pending, self.model))))
         return out
 
+    def pending(self) -> int:
+        """Held files still to finish once the model is here; -1 before (the parent waits for the model)."""
+        return len(self.held) if self.has_model else -1
+
     def run(self) -> None:
+        conn = self.conn
         while True:
+            if self.has_model and self.held and not conn.poll():
+                # Finish held trees in chunks, looking at the pipe in between: a parse request is answered
+                # within one chunk, so discovery never waits for all held trees (≈ 0.3 s) to be finished.
+                done = self.finish_some()
+                conn.send(("finished", done, self.pending()))
+                continue
             try:
-                msg = self.conn.recv()
+                msg = conn.recv()
             except EOFError:
-                return
+                os._exit(0)
             if msg[0] == "parse":
-                self.conn.send(("parsed", self.parse(msg[1])))
+                items = self.parse(msg[1])
+                conn.send(("parsed", items, self.pending()))
             elif msg[0] == "model":
-                self.conn.send(("finished", self.finish(msg[1])))
+                self.adopt(msg[1])
+                if not self.held:
+                    conn.send(("finished", [], 0))
             else:
-                return
+                os._exit(0)
 
 
 def _worker_main(conn: Connection) -> None:
+    """A worker's answers are all sent (a `Connection.send` returns once its bytes are written), and it has
+    no files, buffers or finalisers of its own, so it leaves at once: no freeing of trees and records, no
+    interpreter teardown (multiprocessing's child would `os._exit` after them anyway)."""
     _Worker(conn).run()
 
 
 def _compile_main(conn: Connection, loader: Callable[[], SchemaModel | None]) -> None:
     """In the schema process: compile (or load) the model — `loader` writes the schema cache as usual — and
     send it marshalled (a few ms either way; pickling the dataclass is no faster)."""
+    writes: list[Callable[[], object]] = []
+    schema.DEFERRED_CACHE_WRITES = writes  # this process only: it was forked for this
     try:
         model = loader()
         conn.send_bytes(marshal.dumps(model.to_json() if model is not None else None))
@@ -171,6 +203,9 @@ def _compile_main(conn: Connection, loader: Callable[[], SchemaModel | None]) ->
         conn.send_bytes(marshal.dumps(("error", repr(exc))))
     finally:
         conn.close()
+    for write in writes:  # the parent joins this process before it returns, so the cache is there
+        with contextlib.suppress(Exception):  # as a cache write in the build itself: best effort
+            write()
 
 
 def prefetch(
@@ -283,12 +318,16 @@ def prefetch(
                     send_model(model_blob)
                     continue
                 try:
-                    kind, items = conn.recv()
+                    kind, items, pending = conn.recv()
                 except (EOFError, OSError):
                     drop(conn)
                     continue
-                if kind == "finished":
+                # Every answer after the model says how many held files the worker has still to finish.
+                if pending > 0:
+                    awaiting_full.add(conn)
+                elif pending == 0:
                     awaiting_full.discard(conn)
+                if kind == "finished":
                     for path, result in items:
                         put(path, result)
                     continue

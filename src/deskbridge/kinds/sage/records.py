@@ -600,10 +600,14 @@ def _walk(
     fallback = model.fallback
     refs = rec.refs
     local = _LOCAL
-    stack: list[tuple[etree._Element, str | None, str]] = [(top, top_type, top_parent)]
+    element = etree.Element
+    # Each entry carries the element's local name, found when its parent looked at it: `el.tag` builds a
+    # new `{namespace}name` string on every read, so it is read once per element.
+    stack: list[tuple[etree._Element, str | None, str, str]] = [
+        (top, top_type, top_parent, local.get(top.tag) or _local(top.tag))
+    ]
     while stack:
-        el, t, parent = stack.pop()
-        name = local.get(el.tag) or _local(el.tag)
+        el, t, parent, name = stack.pop()
         if t is not None:
             specs = attr_refs.get(t)
             if specs:
@@ -617,7 +621,7 @@ def _walk(
                 if text and text.strip():
                     _emit(refs, locator, index, el, name, parent, "", text, spec[0], spec[1])
         kids = children_of.get(t) if t is not None else None
-        for child in el.iterchildren(tag=etree.Element):
+        for child in el.iterchildren(tag=element):
             ctag = child.tag
             cname = local.get(ctag) or _local(ctag)
             ct = kids.get(cname) if kids else None
@@ -625,13 +629,13 @@ def _walk(
                 ct = fallback.get(cname)
                 if ct is None:
                     if ctag != XI_INCLUDE:
-                        stack.append((child, None, name))  # unknown element: look below it anyway
+                        stack.append((child, None, name, cname))  # unknown element: look below it anyway
                     continue
                 if ct not in with_refs:
                     continue
             elif not ct:
                 continue  # declared here, and nothing below it can reference anything
-            stack.append((child, ct, name))
+            stack.append((child, ct, name, cname))
 
 
 def _emit(

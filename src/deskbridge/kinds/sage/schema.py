@@ -22,6 +22,7 @@ from deskbridge.kinds.sage.paths import CaseFoldTree
 
 TYPE_CHECKING = False  # `typing` is not loaded by a warm start
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
 XS = "{http://www.w3.org/2001/XMLSchema}"
@@ -423,6 +424,12 @@ def collect_schema(entry: Path) -> _Compiler:
     return compiler
 
 
+DEFERRED_CACHE_WRITES: list[Callable[[], object]] | None = None
+"""When a list (only in a cold build's schema process, `parallel._compile_main`), `load_schema` appends its
+cache write here instead of writing at once: that process sends the model first, so the workers waiting for
+it do not also wait for the JSON, the gzip and the durable write (fsync of file and folder)."""
+
+
 def load_schema(entry: Path, cache_dir: Path | None, digest: str | None = None) -> SchemaModel:
     """The compiled model for the SDK whose entry schema is `entry`, from the disk cache when valid.
     `digest` is `schema_digest(entry)` when the caller already has it."""
@@ -441,5 +448,13 @@ def load_schema(entry: Path, cache_dir: Path | None, digest: str | None = None) 
     model = compile_schema(entry)
     model.digest = digest
     if cache_file is not None:
-        atomic_write(cache_file, gzip.compress(json.dumps(model.to_json()).encode(), compresslevel=5))
+        path = cache_file
+
+        def write() -> None:
+            atomic_write(path, gzip.compress(json.dumps(model.to_json()).encode(), compresslevel=5))
+
+        if DEFERRED_CACHE_WRITES is not None:
+            DEFERRED_CACHE_WRITES.append(write)
+        else:
+            write()
     return model
