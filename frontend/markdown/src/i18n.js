@@ -92,6 +92,8 @@ const S = {
   'approval.title.export': ['Approve an export?', '是否同意导出？', '是否同意匯出？', 'エクスポートを承認しますか？'],
   'approval.title.open_outside': ['Approve opening a file outside the workspace?', '是否同意打开工作区外的文件？', '是否同意開啟工作區外的檔案？', 'ワークスペース外のファイルを開くことを承認しますか？'],
   'approval.title.copy_rich_html': ['Approve copying to the clipboard?', '是否同意复制到剪贴板？', '是否同意複製到剪貼簿？', 'クリップボードへのコピーを承認しますか？'],
+  'approval.title.rename': ['Approve renaming a file?', '是否同意重命名文件？', '是否同意重新命名檔案？', 'ファイル名の変更を承認しますか？'],
+  'approval.title.delete': ['Approve moving a file to the trash?', '是否同意将文件移到回收站？', '是否同意將檔案移到資源回收筒？', 'ファイルをゴミ箱に移すことを承認しますか？'],
   'approval.title.overwrite': ['Approve overwriting a file?', '是否同意覆盖文件？', '是否同意覆寫檔案？', 'ファイルの上書きを承認しますか？'],
   'sidebar.files': ['Files', '文档', '文件', 'ファイル'],
   'sidebar.outline': ['Outline', '大纲', '大綱', 'アウトライン'],

@@ -338,7 +338,7 @@ function next(app) {
   const tool = String(request.tool || '');
   const operation = request.operation || (/export/.test(tool) ? 'export' : /copy/.test(tool) ? 'copy_rich_html'
     : /open/.test(tool) ? 'open_outside' : /save_.*as/.test(tool) ? 'overwrite' : request.diff ? 'edit' : null);
-  const title = ['edit', 'export', 'open_outside', 'copy_rich_html', 'overwrite'].includes(operation)
+  const title = ['edit', 'export', 'open_outside', 'copy_rich_html', 'overwrite', 'rename', 'delete'].includes(operation)
     ? `approval.title.${operation}` : 'approval.title';
   modal('approval-dialog', title, body, {
     wide: true,
