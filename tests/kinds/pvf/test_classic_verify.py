@@ -212,6 +212,39 @@ def test_a_written_tree_that_breaks_the_layout_is_caught_by_the_field_checks(cop
     assert err.value.code == "INTERNAL" and message in err.value.message
 
 
+BOUNDARY_BYTES = {
+    "first byte of the tree": lambda lay: 0,
+    "last path byte before a tail": lambda lay: _tail(lay, _unchanged(lay)) - 1,
+    "name hash right after a tail": lambda lay: _tail(lay, _unchanged(lay)) + 12,
+    "name hash after a changed entry's tail": lambda lay: _tail(lay, min(lay.changed)) + 12,
+    "last path byte of the last entry": lambda lay: _tail(lay, len(lay.tails) - 1) - 1,
+}
+
+
+@pytest.mark.parametrize("where", list(BOUNDARY_BYTES), ids=list(BOUNDARY_BYTES))
+def test_only_the_twelve_tail_bytes_of_an_entry_may_differ(copy, tmp_path, where):
+    """The diff clears exactly `dataLen, checksum, relOffset` of each entry (three dword stores): the
+    bytes either side of a tail — the last path byte, the next entry's name hash — are still compared."""
+    import dataclasses
+
+    ar, _ = _edited(copy)
+    data, layout = _written(ar, tmp_path / "out.pvf")
+    pos = BOUNDARY_BYTES[where](layout)
+    bad_data = _with_tree(data, lambda t: t.__setitem__(pos, t[pos] ^ 0x01))
+    at, tree_len, crc, _count = _tree_at(bad_data)
+    bad = tmp_path / "bad.pvf"
+    bad.write_bytes(bad_data)
+    layout = dataclasses.replace(
+        layout,
+        written_tree=bad_data[at : at + tree_len],
+        written_plain=cc.decrypt(bad_data[at : at + tree_len], crc),
+        tree_checksum=crc,
+    )
+    with pytest.raises(BridgeError) as err:
+        verify_patched(bad, layout)
+    assert "a path, path length or name hash in the tree differs from the source" in err.value.message
+
+
 def test_a_writer_that_damages_the_output_is_caught_before_the_rename(copy, monkeypatch):
     before = copy.read_bytes()
     ar, picked = _edited(copy)
