@@ -356,3 +356,24 @@ def test_a_big_changed_file_is_encrypted_beside_the_copy_and_reads_back(copy, mo
     monkeypatch.undo()
     ar.save()
     assert open_archive(copy).read(picked[1]) == big
+
+
+def test_tail_fields_and_clear_tails_read_and_zero_exactly_twelve_bytes_at_each_offset():
+    """The 12-byte-item gather and scatter (`cc.tail_fields`, `cc.clear_tails`) against struct, at
+    unaligned offsets, back to back and at the very end of the buffer."""
+    import random
+
+    import numpy as np
+
+    rng = random.Random(3)
+    raw = bytearray(rng.randbytes(4001))
+    offsets = [0, 12, 25, 101, 1000, 1013, len(raw) - 12]
+    arr = np.frombuffer(bytes(raw), dtype=np.uint8)
+    fields = cc.tail_fields(arr, np.asarray(offsets, dtype=np.int64))
+    assert fields.tolist() == [list(struct.unpack_from("<3I", raw, o)) for o in offsets]
+    buf = np.frombuffer(raw, dtype=np.uint8).copy()
+    cc.clear_tails(buf, np.asarray(offsets, dtype=np.int64))
+    expected = bytearray(raw)
+    for o in offsets:
+        expected[o : o + 12] = b"\0" * 12
+    assert buf.tobytes() == bytes(expected)
