@@ -111,11 +111,19 @@ def _find_anchor(data: Any, start: int, end: int) -> int:
     end = min(end, len(data))  # as `find` clamps it
     if np is None or start < 0 or end - start < _NUMPY_FIND_MIN:
         return int(data.find(IDENTITY_ANCHOR, start, end))
-    window = np.frombuffer(data, dtype=np.uint8, count=end - start, offset=start)
-    pair = window[:-1] == IDENTITY_ANCHOR[0]
-    pair &= window[1:] == IDENTITY_ANCHOR[1]
-    i = int(pair.argmax())
-    return start + i if pair[i] else -1
+    # In steps (each overlapping the next by one byte, so a pair across a step is seen): the anchor is
+    # usually within the first step, and the temporary arrays stay small.
+    at = start
+    while at < end - 1:
+        stop = min(end, at + _SCAN_STEP + 1)
+        window = np.frombuffer(data, dtype=np.uint8, count=stop - at, offset=at)
+        pair = window[:-1] == IDENTITY_ANCHOR[0]
+        pair &= window[1:] == IDENTITY_ANCHOR[1]
+        i = int(pair.argmax())
+        if pair[i]:
+            return at + i
+        at += _SCAN_STEP
+    return -1
 
 
 def _next_cut(data: Any, pos: int, size: int) -> int:
