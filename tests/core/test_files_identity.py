@@ -218,3 +218,32 @@ def test_an_identity_from_an_earlier_scheme_is_not_taken_as_current(tmp_path):
     assert fixed != now  # same digest field, other scheme: not the same identity
     assert FileIdentity.from_dict(now.to_dict()) == now
     assert now.scheme == IDENTITY_SCHEME == "sha256-cdc"
+
+
+@pytest.mark.parametrize("numpy_loaded", [True, False], ids=["numpy", "find"])
+def test_the_anchor_search_finds_what_bytes_find_finds(numpy_loaded, monkeypatch):
+    """`_find_anchor` (numpy when the process has it, else `find`) gives `bytes.find`'s index for every
+    window: anchors at the window's first and last possible positions, one byte across either edge, a
+    first byte alone, none at all, windows shorter than the numpy cut-over and longer than a step."""
+    import sys
+
+    import numpy  # noqa: F401 - loaded, so the numpy branch is taken unless removed below
+
+    if not numpy_loaded:
+        monkeypatch.delitem(sys.modules, "numpy")
+    rng = random.Random(7)
+    n = 3 * files._NUMPY_FIND_MIN
+    monkeypatch.setattr(files, "_SCAN_STEP", files._NUMPY_FIND_MIN + 3)  # windows span several steps
+    for trial in range(400):
+        data = bytearray(rng.randbytes(n).replace(IDENTITY_ANCHOR, b"\0\0"))
+        start = rng.choice([0, 1, rng.randrange(n)])
+        end = rng.choice([n, start + files._NUMPY_FIND_MIN + rng.randrange(3), rng.randrange(start, n + 1)])
+        step = files._SCAN_STEP
+        spots = [start - 1, start, end - 2, end - 1, start + step - 1, start + step, rng.randrange(n - 1)]
+        for at in rng.sample(spots, rng.randrange(3)):
+            if 0 <= at < n - 1:
+                data[at : at + 2] = IDENTITY_ANCHOR
+        if trial % 5 == 0:
+            data[rng.randrange(n)] = IDENTITY_ANCHOR[0]
+        for buf in (data, bytes(data)):
+            assert files._find_anchor(buf, start, end) == buf.find(IDENTITY_ANCHOR, start, end), (start, end)

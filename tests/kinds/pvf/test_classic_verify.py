@@ -212,6 +212,39 @@ def test_a_written_tree_that_breaks_the_layout_is_caught_by_the_field_checks(cop
     assert err.value.code == "INTERNAL" and message in err.value.message
 
 
+BOUNDARY_BYTES = {
+    "first byte of the tree": lambda lay: 0,
+    "last path byte before a tail": lambda lay: _tail(lay, _unchanged(lay)) - 1,
+    "name hash right after a tail": lambda lay: _tail(lay, _unchanged(lay)) + 12,
+    "name hash after a changed entry's tail": lambda lay: _tail(lay, min(lay.changed)) + 12,
+    "last path byte of the last entry": lambda lay: _tail(lay, len(lay.tails) - 1) - 1,
+}
+
+
+@pytest.mark.parametrize("where", list(BOUNDARY_BYTES), ids=list(BOUNDARY_BYTES))
+def test_only_the_twelve_tail_bytes_of_an_entry_may_differ(copy, tmp_path, where):
+    """The diff clears exactly `dataLen, checksum, relOffset` of each entry (three dword stores): the
+    bytes either side of a tail — the last path byte, the next entry's name hash — are still compared."""
+    import dataclasses
+
+    ar, _ = _edited(copy)
+    data, layout = _written(ar, tmp_path / "out.pvf")
+    pos = BOUNDARY_BYTES[where](layout)
+    bad_data = _with_tree(data, lambda t: t.__setitem__(pos, t[pos] ^ 0x01))
+    at, tree_len, crc, _count = _tree_at(bad_data)
+    bad = tmp_path / "bad.pvf"
+    bad.write_bytes(bad_data)
+    layout = dataclasses.replace(
+        layout,
+        written_tree=bad_data[at : at + tree_len],
+        written_plain=cc.decrypt(bad_data[at : at + tree_len], crc),
+        tree_checksum=crc,
+    )
+    with pytest.raises(BridgeError) as err:
+        verify_patched(bad, layout)
+    assert "a path, path length or name hash in the tree differs from the source" in err.value.message
+
+
 def test_a_writer_that_damages_the_output_is_caught_before_the_rename(copy, monkeypatch):
     before = copy.read_bytes()
     ar, picked = _edited(copy)
@@ -323,3 +356,24 @@ def test_a_big_changed_file_is_encrypted_beside_the_copy_and_reads_back(copy, mo
     monkeypatch.undo()
     ar.save()
     assert open_archive(copy).read(picked[1]) == big
+
+
+def test_tail_fields_and_clear_tails_read_and_zero_exactly_twelve_bytes_at_each_offset():
+    """The 12-byte-item gather and scatter (`cc.tail_fields`, `cc.clear_tails`) against struct, at
+    unaligned offsets, back to back and at the very end of the buffer."""
+    import random
+
+    import numpy as np
+
+    rng = random.Random(3)
+    raw = bytearray(rng.randbytes(4001))
+    offsets = [0, 12, 25, 101, 1000, 1013, len(raw) - 12]
+    arr = np.frombuffer(bytes(raw), dtype=np.uint8)
+    fields = cc.tail_fields(arr, np.asarray(offsets, dtype=np.int64))
+    assert fields.tolist() == [list(struct.unpack_from("<3I", raw, o)) for o in offsets]
+    buf = np.frombuffer(raw, dtype=np.uint8).copy()
+    cc.clear_tails(buf, np.asarray(offsets, dtype=np.int64))
+    expected = bytearray(raw)
+    for o in offsets:
+        expected[o : o + 12] = b"\0" * 12
+    assert buf.tobytes() == bytes(expected)

@@ -56,6 +56,26 @@ def u32_at(buf: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     return view[offsets]
 
 
+_TAIL = np.dtype("V12")
+"""An entry's `dataLen, checksum, relOffset` as one opaque 12-byte item (research/pvf.md §1A tree entry)."""
+
+
+def _tail_view(buf: np.ndarray) -> np.ndarray:
+    return np.ndarray((max(0, len(buf) - 11),), dtype=_TAIL, buffer=buf, strides=(1,))
+
+
+def tail_fields(buf: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """The three little-endian uint32 at each byte offset of the uint8 array `buf` (a tree entry's
+    `dataLen, checksum, relOffset`), as an (n, 3) array: one gather of 12-byte items instead of three
+    uint32 gathers (2.6 vs 6.7 ms on 200 k entries)."""
+    return _tail_view(buf)[offsets].view("<u4").reshape(-1, 3)
+
+
+def clear_tails(buf: np.ndarray, offsets: np.ndarray) -> None:
+    """Zero the 12 bytes at each offset of the writable uint8 array `buf` (one scatter of 12-byte items)."""
+    _tail_view(buf)[offsets] = np.zeros((), dtype=_TAIL)
+
+
 def u32_view(buf: np.ndarray) -> np.ndarray:
     """A writable byte-stride uint32 view of the writable uint8 array `buf` (`view[k]` = bytes k..k+3)."""
     return np.ndarray((max(0, len(buf) - 3),), dtype="<u4", buffer=buf, strides=(1,))

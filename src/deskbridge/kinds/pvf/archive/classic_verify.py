@@ -135,13 +135,15 @@ def _verify(fd: int, size: int, layout: PatchedLayout) -> int:
     # path, path length or name hash (a scatter of 12 per entry, not a search per differing byte: an edit
     # of the first file moves every later block, so every relOffset differs).
     differs = tree != np.frombuffer(layout.source_tree, dtype=np.uint8)
-    for k in range(12):
-        differs[tails + k] = False
+    # The 12 tail bytes cleared as one 12-byte store per entry through a byte-stride view (a bool is one
+    # byte): a fancy-indexed store per byte cost 12 scatters of 200 k (~10 ms of the verify on classic-200k).
+    cc.clear_tails(differs.view(np.uint8), tails)
     if differs.any():
         raise _fail("a path, path length or name hash in the tree differs from the source")
-    sizes = cc.u32_at(tree, tails).view("<i4").astype(np.int64)  # dataLen, checksum, relOffset
-    checksums = cc.u32_at(tree, tails + 4).astype(np.int64)
-    rels = cc.u32_at(tree, tails + 8).view("<i4").astype(np.int64)
+    fields = cc.tail_fields(tree, tails)  # dataLen, checksum, relOffset
+    sizes = fields[:, 0].view("<i4").astype(np.int64)
+    checksums = fields[:, 1].astype(np.int64)
+    rels = fields[:, 2].view("<i4").astype(np.int64)
 
     kept = np.ones(n, dtype=bool)
     kept[list(layout.changed)] = False
