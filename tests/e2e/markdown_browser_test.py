@@ -656,3 +656,28 @@ def test_the_approval_dialog_names_the_operation_it_asks_about(editor):
     record = [r for r in bench.app.audit.recent() if r.tool == "md_ui_export_current_document"][-1]
     assert record.to_dict()["approval"] == "declined"
     assert not list(Path(bench.service.workspace.allowed_root).glob("*.html"))
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "title"),
+    [
+        ("md_rename_file", {"path": "ideas.md", "newPath": "later.md"}, "Approve renaming a file?"),
+        ("md_delete_file", {"path": "ideas.md"}, "Approve moving a file to the trash?"),
+    ],
+)
+def test_the_approval_dialog_names_rename_and_delete(editor, tool, args, title):
+    """Rename and delete are approved centrally too; the dialog says which, and a "no" leaves the file."""
+    from deskbridge.core.tools import CallContext
+
+    bench, page = editor
+    bench.set_require_approval(True)
+    ai = CallContext(caller="mcp:pytest", client_name="pytest-agent")
+    future = bench.submit(bench.app.invoke(tool, args, ai))
+    page.wait_for_selector("#approval-dialog")
+    text = page.inner_text("#approval-dialog")
+    assert title in text and tool in text
+    page.wait_for_timeout(600)  # answers count from 500 ms after the dialog appears
+    page.click("#approval-reject")
+    with pytest.raises(Exception, match="APPROVAL_DECLINED"):
+        future.result(10)
+    assert (bench.root / "ideas.md").is_file()
