@@ -453,9 +453,20 @@ def link_texts(table: Any, link_text: Any, pairs: np.ndarray) -> Iterable[tuple[
             yield k, _safe_text(tok, token_text)
 
 
-def _nkpi_texts(ar: Any, keys: np.ndarray) -> Iterable[tuple[int, str]]:
+_PLAIN = bytes(range(0x20, 0x7F)).replace(b"`", b"")
+"""Bytes of a pool string whose quoted text is one vocabulary entry as it is, once lower-cased: printable
+ASCII (no TAB or line break to cut at, `str.lower` = `bytes.lower`) without a backtick (none to double)."""
+
+
+def _nkpi_entries(ar: Any, keys: np.ndarray) -> tuple[list[bytes], np.ndarray]:
+    """The vocabulary entries (UTF-8, in the order `_nkpi_texts` yields their texts) and their keys.
+
+    Numbers and the quoted pool strings — nearly every key of a large archive — are written in bulk: the
+    strings' spans are measured with one vectorised scan of the pool (`string_spans`), their bytes sliced
+    and lower-cased without decoding, and each key's quoted and raw entries placed by position. Only
+    strings that are not plain printable ASCII (and the other record types) take the per-token path."""
+    from deskbridge.kinds.pvf.archive.nkpi_pools import string_spans
     from deskbridge.kinds.pvf.script import nkpi_codec as nc
-    from deskbridge.kinds.pvf.script.text import token_text, typed_token
 
     pools = ar.pools
     rec = keys[keys < EXT]
@@ -463,28 +474,78 @@ def _nkpi_texts(ar: Any, keys: np.ndarray) -> Iterable[tuple[int, str]]:
     v_all = (rec & np.uint64(0xFFFFFFFF)).astype(np.int64)
     signed = np.where(v_all >= 1 << 31, v_all - (1 << 32), v_all)
     ints = t_all == nc.T_INT
-    yield from zip(rec[ints].tolist(), map(str, signed[ints].tolist()), strict=True)
-    # Quoted pool strings (every type but tags, which may print as sections or words) are most of the
-    # keys of a large archive: their text is written here as `record_token` + `token_text` would print
-    # it — `` `s` `` for type 6, `{N=`s`}` for the others, `{N=offset}` raw when the offset or its
-    # string is unusable — without a `Token` per key. Every string key also yields its raw form (a
-    # repeat of the string at another offset in one file prints raw).
+    entries: list[bytes] = list(map(b"%d".__mod__, signed[ints].tolist()))
+    key_parts = [rec[ints]]
     quoted = np.isin(t_all, [t for t in nc.STRING_TYPES if t != nc.T_TAG])
+    qk, qt, qv, qu = rec[quoted], t_all[quoted], signed[quoted], v_all[quoted]
+    if len(qk):
+        n = len(qk)
+        qt_list, qv_list = qt.tolist(), qv.tolist()
+        # `{N=offset}` (ASCII, lower case already): every string key's raw form.
+        raw = list(map(b"{%d=%d}".__mod__, zip(qt_list, qv_list, strict=True)))
+        quoted_entry: list[bytes | None] = [None] * n
+        pool = pools.raw_a()
+        ascii_compatible = _PLAIN.decode(pools.encoding, errors="replace") == _PLAIN.decode("ascii")
+        in_a = np.flatnonzero(((qu & 1) == 0) & pools.valid(qu.astype(np.uint32))) if ascii_compatible else []
+        if len(in_a):
+            pos = qu[in_a] >> 1
+            lengths, _ = string_spans(np.frombuffer(pool, dtype=np.uint8), pos)
+            for i, t, a, b in zip(
+                in_a.tolist(), qt[in_a].tolist(), pos.tolist(), (pos + lengths).tolist(), strict=True
+            ):
+                s = pool[a:b]
+                if not s.translate(None, _PLAIN):
+                    low = s.lower()
+                    quoted_entry[i] = b"`%b`" % low if t == nc.T_STRING else b"{%d=`%b`}" % (t, low)
+        slow = np.array([i for i, e in enumerate(quoted_entry) if e is None], dtype=np.int64)
+        fast = np.array([i for i, e in enumerate(quoted_entry) if e is not None], dtype=np.int64)
+        slow_lists = [_entries([item])[0] for item in _nkpi_quoted_texts(pools, qk[slow], qt[slow], qv[slow])]
+        counts = np.ones(n, dtype=np.int64)  # the raw entry, after the quoted one(s)
+        counts[fast] += 1
+        slow_counts = np.array([len(x) for x in slow_lists], dtype=np.int64)
+        counts[slow] += slow_counts
+        ends = np.cumsum(counts)
+        firsts = ends - counts
+        out = np.empty(int(ends[-1]), dtype=object)
+        out[ends - 1] = raw
+        out[firsts[fast]] = [quoted_entry[i] for i in fast.tolist()]
+        if int(slow_counts.sum()):
+            # Entry j of slow key i goes at firsts[i] + j.
+            at = np.repeat(firsts[slow] - np.cumsum(slow_counts) + slow_counts, slow_counts)
+            out[at + np.arange(len(at))] = [e for x in slow_lists for e in x]
+        entries.extend(out.tolist())
+        key_parts.append(np.repeat(qk, counts))
+    rest_entries, rest_keys = _entries(_nkpi_rest_texts(pools, rec, t_all, signed, ~(ints | quoted)))
+    entries.extend(rest_entries)
+    key_parts.append(np.array(rest_keys, dtype=np.uint64))
+    return entries, np.concatenate(key_parts).astype(np.uint64)
+
+
+def _nkpi_quoted_texts(
+    pools: Any, ks: np.ndarray, ts: np.ndarray, vs: np.ndarray
+) -> Iterable[tuple[int, str]]:
+    """The quoted texts of string keys (`record_token` + `token_text` as they would print them): `` `s` `` for
+    type 6, `{N=`s`}` for the others, `{N=offset}` raw when the offset or its string is unusable."""
+    from deskbridge.kinds.pvf.script import nkpi_codec as nc
+
     is_valid, resolve = pools.is_valid, pools.resolve
-    for k, t, v in zip(rec[quoted].tolist(), t_all[quoted].tolist(), signed[quoted].tolist(), strict=True):
-        raw = f"{{{t}={v}}}"
+    for k, t, v in zip(ks.tolist(), ts.tolist(), vs.tolist(), strict=True):
         u = v & 0xFFFFFFFF
         if is_valid(u):
             s = resolve(u)
             if _utf8_ok(s):
                 q = "`" + s.replace("`", "``") + "`"
                 yield k, (q if t == nc.T_STRING else f"{{{t}={q}}}")
-            else:
-                yield k, raw
-        else:
-            yield k, raw
-        yield k, raw
-    rest = ~(ints | quoted)
+                continue
+        yield k, f"{{{t}={v}}}"
+
+
+def _nkpi_rest_texts(
+    pools: Any, rec: np.ndarray, t_all: np.ndarray, signed: np.ndarray, rest: np.ndarray
+) -> Iterable[tuple[int, str]]:
+    from deskbridge.kinds.pvf.script import nkpi_codec as nc
+    from deskbridge.kinds.pvf.script.text import token_text, typed_token
+
     for k, t, v in zip(rec[rest].tolist(), t_all[rest].tolist(), signed[rest].tolist(), strict=True):
         yield k, _safe_text(nc.record_token(t, v, pools), token_text)
         if t in nc.STRING_TYPES:
@@ -509,26 +570,26 @@ def _safe_text(tok: Any, token_text: Callable[[Any], str]) -> str:
         return ""
 
 
-def _entries(items: Iterable[tuple[int, str]]) -> tuple[list[str], list[int]]:
-    entries: list[str] = []
+def _entries(items: Iterable[tuple[int, str]]) -> tuple[list[bytes], list[int]]:
+    """The entries (UTF-8) of each `(key, text)` and their keys, in order."""
+    entries: list[bytes] = []
     keys: list[int] = []
     add_entry, add_key = entries.append, keys.append
     for k, text in items:
         if text.isascii() and text.isprintable():  # numbers, tags, ASCII strings: one piece, lower case
             if text:
-                add_entry(text.lower())
+                add_entry(text.lower().encode("ascii"))
                 add_key(k)
             continue
         for p in pieces(text):
-            add_entry(p)
+            add_entry(p.encode("utf-8", "surrogatepass"))
             add_key(k)
     return entries, keys
 
 
-def _encoded(entries: list[str], base: int) -> tuple[bytes, np.ndarray]:
-    """(the entries as UTF-8, each followed by a line break; their byte offsets from `base`)."""
-    encoded = [e.encode("utf-8", "surrogatepass") for e in entries]
-    lengths = np.fromiter((len(e) + 1 for e in encoded), dtype=np.int64, count=len(encoded))
+def _encoded(encoded: list[bytes], base: int) -> tuple[bytes, np.ndarray]:
+    """(the UTF-8 entries, each followed by a line break; their byte offsets from `base`)."""
+    lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)) + 1
     starts = np.full(len(encoded), base, dtype=np.int64)
     if len(encoded) > 1:
         starts[1:] += np.cumsum(lengths[:-1])
@@ -552,13 +613,20 @@ class Vocabulary:
     @classmethod
     def build(cls, items: Iterable[tuple[int, str]], base: int = 0) -> Vocabulary:
         entries, keys = _entries(items)
-        first: dict[str, int] = {}
-        order = np.array([first.setdefault(e, len(first)) for e in entries], dtype=np.int64)
-        blob, starts = _encoded(list(first), base)
-        key_offs = np.zeros(len(first) + 1, dtype=np.int64)
-        np.cumsum(np.bincount(order, minlength=len(first)), out=key_offs[1:])
+        return cls.of_entries(entries, np.array(keys, np.uint64), base)
+
+    @classmethod
+    def of_entries(cls, entries: list[bytes], keys: np.ndarray, base: int = 0) -> Vocabulary:
+        """The vocabulary of UTF-8 `entries` (entry i belongs to `keys[i]`): each distinct entry once, in
+        the order of its first occurrence, with its keys in the order they came."""
+        distinct = list(dict.fromkeys(entries))  # first occurrences, in order (C loops, no step per entry)
+        number = dict(zip(distinct, range(len(distinct)), strict=True))
+        order = np.fromiter(map(number.__getitem__, entries), dtype=np.int64, count=len(entries))
+        blob, starts = _encoded(distinct, base)
+        key_offs = np.zeros(len(distinct) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(order, minlength=len(distinct)), out=key_offs[1:])
         by_entry = np.argsort(order, kind="stable")
-        return cls(blob, starts, np.array(keys, np.uint64)[by_entry], key_offs)
+        return cls(blob, starts, np.asarray(keys, np.uint64)[by_entry], key_offs)
 
     def extended(self, items: Iterable[tuple[int, str]]) -> Vocabulary:
         """This vocabulary with more entries (texts that became possible after a save; an entry already
@@ -605,11 +673,14 @@ class Vocabulary:
 
 def vocabulary(ar: Any, keys: np.ndarray, pairs: np.ndarray, lines: dict[int, list[str]]) -> Vocabulary:
     """The vocabulary of the distinct `keys` of an archive (`lines`: line_base → that build's line pieces)."""
-    items: list[Iterable[tuple[int, str]]] = [
-        _classic_texts(ar, keys, pairs) if ar.family == "classic" else _nkpi_texts(ar, keys)
-    ]
+    items: list[Iterable[tuple[int, str]]] = []
     if ar.family == "classic":
+        entries, key_list = _entries(_classic_texts(ar, keys, pairs))
+        key_parts = [np.array(key_list, dtype=np.uint64)]
         items.append([(HEADER_KEY, "#PVF_File")])
+    else:
+        entries, nkpi_keys = _nkpi_entries(ar, keys)
+        key_parts = [nkpi_keys]
     for base, found in lines.items():
         items.append(list(zip(range(base, base + len(found)), found, strict=True)))  # `base` bound now
 
@@ -617,4 +688,7 @@ def vocabulary(ar: Any, keys: np.ndarray, pairs: np.ndarray, lines: dict[int, li
         for it in items:
             yield from it
 
-    return Vocabulary.build(chain())
+    more, more_keys = _entries(chain())
+    entries.extend(more)
+    key_parts.append(np.array(more_keys, dtype=np.uint64))
+    return Vocabulary.of_entries(entries, np.concatenate(key_parts))
