@@ -483,22 +483,39 @@ def _nkpi_entries(ar: Any, keys: np.ndarray) -> tuple[list[bytes], np.ndarray]:
         qt_list, qv_list = qt.tolist(), qv.tolist()
         # `{N=offset}` (ASCII, lower case already): every string key's raw form.
         raw = list(map(b"{%d=%d}".__mod__, zip(qt_list, qv_list, strict=True)))
-        quoted_entry: list[bytes | None] = [None] * n
+        fast = np.empty(0, dtype=np.int64)
+        fast_entries: list[bytes] = []
         pool = pools.raw_a()
         ascii_compatible = _PLAIN.decode(pools.encoding, errors="replace") == _PLAIN.decode("ascii")
-        in_a = np.flatnonzero(((qu & 1) == 0) & pools.valid(qu.astype(np.uint32))) if ascii_compatible else []
-        if len(in_a):
+        in_a = np.flatnonzero(((qu & 1) == 0) & pools.valid(qu.astype(np.uint32)))
+        if ascii_compatible and len(in_a):
+            units = np.frombuffer(pool, dtype=np.uint8)
             pos = qu[in_a] >> 1
-            lengths, _ = string_spans(np.frombuffer(pool, dtype=np.uint8), pos)
-            for i, t, a, b in zip(
-                in_a.tolist(), qt[in_a].tolist(), pos.tolist(), (pos + lengths).tolist(), strict=True
-            ):
-                s = pool[a:b]
-                if not s.translate(None, _PLAIN):
-                    low = s.lower()
-                    quoted_entry[i] = b"`%b`" % low if t == nc.T_STRING else b"{%d=`%b`}" % (t, low)
-        slow = np.array([i for i, e in enumerate(quoted_entry) if e is None], dtype=np.int64)
-        fast = np.array([i for i, e in enumerate(quoted_entry) if e is not None], dtype=np.int64)
+            lengths, _ = string_spans(units, pos)
+            # Bytes that are not plain (outside printable ASCII, or a backtick), counted per string with one
+            # reduceat over (start, end) pairs; the pad keeps an end at the pool's end a valid index.
+            bad = np.zeros(len(units) + 1, dtype=np.uint8)
+            np.greater(units - np.uint8(0x20), np.uint8(0x7E - 0x20), out=bad[:-1])
+            bad[:-1] |= units == 0x60
+            bounds = np.empty(2 * len(pos), dtype=np.int64)
+            bounds[0::2], bounds[1::2] = pos, pos + lengths
+            plain = (np.add.reduceat(bad, bounds, dtype=np.int64)[0::2] == 0) | (lengths == 0)
+            fast = in_a[plain]
+            low = pool.lower()  # ASCII letters only: `str.lower` of a printable-ASCII text
+            p0 = pos[plain]
+            texts = np.empty(len(fast), dtype=object)
+            texts[:] = list(map(low.__getitem__, map(slice, p0.tolist(), (p0 + lengths[plain]).tolist())))
+            ft = qt[fast]
+            is_s = ft == nc.T_STRING
+            out_fast = np.empty(len(fast), dtype=object)
+            out_fast[is_s] = list(map(b"`%b`".__mod__, texts[is_s].tolist()))
+            out_fast[~is_s] = list(
+                map(b"{%d=`%b`}".__mod__, zip(ft[~is_s].tolist(), texts[~is_s].tolist(), strict=True))
+            )
+            fast_entries = out_fast.tolist()
+        slow_mask = np.ones(n, dtype=bool)
+        slow_mask[fast] = False
+        slow = np.flatnonzero(slow_mask)
         slow_lists = [_entries([item])[0] for item in _nkpi_quoted_texts(pools, qk[slow], qt[slow], qv[slow])]
         counts = np.ones(n, dtype=np.int64)  # the raw entry, after the quoted one(s)
         counts[fast] += 1
@@ -508,7 +525,7 @@ def _nkpi_entries(ar: Any, keys: np.ndarray) -> tuple[list[bytes], np.ndarray]:
         firsts = ends - counts
         out = np.empty(int(ends[-1]), dtype=object)
         out[ends - 1] = raw
-        out[firsts[fast]] = [quoted_entry[i] for i in fast.tolist()]
+        out[firsts[fast]] = fast_entries
         if int(slow_counts.sum()):
             # Entry j of slow key i goes at firsts[i] + j.
             at = np.repeat(firsts[slow] - np.cumsum(slow_counts) + slow_counts, slow_counts)
