@@ -636,9 +636,15 @@ class Vocabulary:
     def of_entries(cls, entries: list[bytes], keys: np.ndarray, base: int = 0) -> Vocabulary:
         """The vocabulary of UTF-8 `entries` (entry i belongs to `keys[i]`): each distinct entry once, in
         the order of its first occurrence, with its keys in the order they came."""
-        distinct = list(dict.fromkeys(entries))  # first occurrences, in order (C loops, no step per entry)
-        number = dict(zip(distinct, range(len(distinct)), strict=True))
-        order = np.fromiter(map(number.__getitem__, entries), dtype=np.int64, count=len(entries))
+        n = len(entries)
+        # Each entry → where it first occurs, in one dict built by C loops: written back to front, the first
+        # occurrence is the last write. Its first occurrences are the distinct entries, in order.
+        first_at = dict(zip(reversed(entries), range(n - 1, -1, -1), strict=True))
+        firsts = np.fromiter(map(first_at.__getitem__, entries), dtype=np.int64, count=n)
+        del first_at
+        heads = np.flatnonzero(firsts == np.arange(n))
+        distinct = list(map(entries.__getitem__, heads.tolist()))
+        order = np.searchsorted(heads, firsts)
         blob, starts = _encoded(distinct, base)
         key_offs = np.zeros(len(distinct) + 1, dtype=np.int64)
         np.cumsum(np.bincount(order, minlength=len(distinct)), out=key_offs[1:])
