@@ -352,10 +352,26 @@ def test_bulk_nkpi_vocabulary_entries_equal_the_per_token_texts(tmp_path: Path) 
         built_keys = np.concatenate([np.asarray(seg.keys) for seg in index._segments])
         mine = [(t << 32) | (o & 0xFFFFFFFF) for o in offsets for t in (nc.T_STRING, nc.T_REF8, nc.T_BLOCK5)]
         keys = np.unique(np.concatenate([built_keys, np.array(mine, dtype=np.uint64)]))
-        entries, entry_keys = postings._nkpi_entries(ar, keys)
+        entries, entry_keys, lone = postings._nkpi_entries(ar, keys)
         want, want_keys = _per_token_entries(ar, keys)
         assert entries == want
         assert entry_keys.tolist() == want_keys
         assert b"`plain upper`" in entries and b"`back``tick`" in entries and b"{8=`caf\xc3\xa9`}" in entries
+        # The raw forms are marked distinct from each other, not from the rest: an offset past the pool prints
+        # raw as its quoted text too, and a text file's line can hold `{8=…}`; the vocabulary is the same.
+        assert lone.sum() and any(e.startswith(b"{8=") for e in np.array(entries, dtype=object)[~lone])
+        lines = [b"{8=12}", entries[int(np.flatnonzero(lone)[3])]]
+        entries += lines
+        entry_keys = np.concatenate([entry_keys, np.array([1 << 41, 1 << 41], dtype=np.uint64)])
+        lone = np.concatenate([lone, [False, False]])
+        a = postings.Vocabulary.of_entries(entries, entry_keys, lone=lone)
+        b = postings.Vocabulary.of_entries(entries, entry_keys)
+        assert (a.blob, a.starts.tolist(), a.keys.tolist(), a.key_offs.tolist()) == (
+            b.blob,
+            b.starts.tolist(),
+            b.keys.tolist(),
+            b.key_offs.tolist(),
+        )
+        assert len(b.starts) < len(entries) - 1  # there were duplicates to merge
     finally:
         ar.close()

@@ -458,13 +458,14 @@ _PLAIN = bytes(range(0x20, 0x7F)).replace(b"`", b"")
 ASCII (no TAB or line break to cut at, `str.lower` = `bytes.lower`) without a backtick (none to double)."""
 
 
-def _nkpi_entries(ar: Any, keys: np.ndarray) -> tuple[list[bytes], np.ndarray]:
+def _nkpi_entries(ar: Any, keys: np.ndarray) -> tuple[list[bytes], np.ndarray, np.ndarray]:
     """The vocabulary entries (UTF-8, in the order `_nkpi_texts` yields their texts) and their keys.
 
     Numbers and the quoted pool strings — nearly every key of a large archive — are written in bulk: the
     strings' spans are measured with one vectorised scan of the pool (`string_spans`), their bytes sliced
     and lower-cased without decoding, and each key's quoted and raw entries placed by position. Only
-    strings that are not plain printable ASCII (and the other record types) take the per-token path."""
+    strings that are not plain printable ASCII (and the other record types) take the per-token path. The
+    third array marks the raw forms (`{N=offset}` of distinct keys: distinct from each other)."""
     from deskbridge.kinds.pvf.archive.nkpi_pools import string_spans
     from deskbridge.kinds.pvf.script import nkpi_codec as nc
 
@@ -476,6 +477,7 @@ def _nkpi_entries(ar: Any, keys: np.ndarray) -> tuple[list[bytes], np.ndarray]:
     ints = t_all == nc.T_INT
     entries: list[bytes] = list(map(b"%d".__mod__, signed[ints].tolist()))
     key_parts = [rec[ints]]
+    lone_parts = [np.zeros(len(entries), dtype=bool)]
     quoted = np.isin(t_all, [t for t in nc.STRING_TYPES if t != nc.T_TAG])
     qk, qt, qv, qu = rec[quoted], t_all[quoted], signed[quoted], v_all[quoted]
     if len(qk):
@@ -532,10 +534,14 @@ def _nkpi_entries(ar: Any, keys: np.ndarray) -> tuple[list[bytes], np.ndarray]:
             out[at + np.arange(len(at))] = [e for x in slow_lists for e in x]
         entries.extend(out.tolist())
         key_parts.append(np.repeat(qk, counts))
+        lone = np.zeros(len(out), dtype=bool)
+        lone[ends - 1] = True
+        lone_parts.append(lone)
     rest_entries, rest_keys = _entries(_nkpi_rest_texts(pools, rec, t_all, signed, ~(ints | quoted)))
     entries.extend(rest_entries)
     key_parts.append(np.array(rest_keys, dtype=np.uint64))
-    return entries, np.concatenate(key_parts).astype(np.uint64)
+    lone_parts.append(np.zeros(len(rest_entries), dtype=bool))
+    return entries, np.concatenate(key_parts).astype(np.uint64), np.concatenate(lone_parts)
 
 
 def _nkpi_quoted_texts(
@@ -633,14 +639,38 @@ class Vocabulary:
         return cls.of_entries(entries, np.array(keys, np.uint64), base)
 
     @classmethod
-    def of_entries(cls, entries: list[bytes], keys: np.ndarray, base: int = 0) -> Vocabulary:
+    def of_entries(
+        cls, entries: list[bytes], keys: np.ndarray, base: int = 0, lone: np.ndarray | None = None
+    ) -> Vocabulary:
         """The vocabulary of UTF-8 `entries` (entry i belongs to `keys[i]`): each distinct entry once, in
-        the order of its first occurrence, with its keys in the order they came."""
+        the order of its first occurrence, with its keys in the order they came. `lone` marks entries the
+        caller knows to be distinct from each other (nkpi's raw `{N=offset}` forms, half the entries of a
+        large archive): they are only looked up among the others, never added to the dict."""
+        from itertools import repeat
+
         n = len(entries)
+        if lone is None:
+            lone = np.zeros(n, dtype=bool)
+        others = np.flatnonzero(~lone)
+        alone = np.flatnonzero(lone)
+        other_list = list(map(entries.__getitem__, others.tolist()))
         # Each entry → where it first occurs, in one dict built by C loops: written back to front, the first
-        # occurrence is the last write. Its first occurrences are the distinct entries, in order.
-        first_at = dict(zip(reversed(entries), range(n - 1, -1, -1), strict=True))
-        firsts = np.fromiter(map(first_at.__getitem__, entries), dtype=np.int64, count=n)
+        # occurrence is the last write. The first occurrences are the distinct entries, in order.
+        first_at = dict(zip(reversed(other_list), reversed(others.tolist()), strict=True))
+        firsts = np.arange(n, dtype=np.int64)
+        firsts[others] = np.fromiter(map(first_at.__getitem__, other_list), dtype=np.int64, count=len(others))
+        if len(alone):
+            lone_list = list(map(entries.__getitem__, alone.tolist()))
+            found = np.fromiter(
+                map(first_at.get, lone_list, repeat(-1, len(alone))), dtype=np.int64, count=len(alone)
+            )
+            hit = np.flatnonzero(found >= 0)
+            if len(hit):  # a lone entry that also occurs among the others: every occurrence → the earliest
+                earliest = np.minimum(alone[hit], found[hit])
+                remap = np.arange(n, dtype=np.int64)
+                remap[found[hit]] = earliest
+                firsts[others] = remap[firsts[others]]
+                firsts[alone[hit]] = earliest
         del first_at
         heads = np.flatnonzero(firsts == np.arange(n))
         distinct = list(map(entries.__getitem__, heads.tolist()))
@@ -700,9 +730,10 @@ def vocabulary(ar: Any, keys: np.ndarray, pairs: np.ndarray, lines: dict[int, li
     if ar.family == "classic":
         entries, key_list = _entries(_classic_texts(ar, keys, pairs))
         key_parts = [np.array(key_list, dtype=np.uint64)]
+        lone = np.zeros(len(entries), dtype=bool)
         items.append([(HEADER_KEY, "#PVF_File")])
     else:
-        entries, nkpi_keys = _nkpi_entries(ar, keys)
+        entries, nkpi_keys, lone = _nkpi_entries(ar, keys)
         key_parts = [nkpi_keys]
     for base, found in lines.items():
         items.append(list(zip(range(base, base + len(found)), found, strict=True)))  # `base` bound now
@@ -714,4 +745,5 @@ def vocabulary(ar: Any, keys: np.ndarray, pairs: np.ndarray, lines: dict[int, li
     more, more_keys = _entries(chain())
     entries.extend(more)
     key_parts.append(np.array(more_keys, dtype=np.uint64))
-    return Vocabulary.of_entries(entries, np.concatenate(key_parts))
+    lone = np.concatenate([lone, np.zeros(len(more), dtype=bool)])
+    return Vocabulary.of_entries(entries, np.concatenate(key_parts), lone=lone)
