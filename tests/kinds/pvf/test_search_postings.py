@@ -298,3 +298,80 @@ def test_a_failed_second_process_leaves_its_half_to_the_first(
         return sorted(out)
 
     assert as_text(combined, lines) == as_text(whole.combined, {whole.line_base: whole.lines})
+
+
+def _per_token_entries(ar: Any, keys: np.ndarray) -> tuple[list[bytes], list[int]]:
+    """The oracle for the bulk writer: every key's texts one `Token` text at a time, in the writer's order
+    (numbers, then each quoted string key's quoted text and its raw form, then the other records)."""
+    from deskbridge.kinds.pvf import postings
+    from deskbridge.kinds.pvf.script import nkpi_codec as nc
+
+    rec = keys[keys < postings.EXT]
+    t_all = (rec >> np.uint64(32)).astype(np.int64)
+    v_all = (rec & np.uint64(0xFFFFFFFF)).astype(np.int64)
+    signed = np.where(v_all >= 1 << 31, v_all - (1 << 32), v_all)
+    ints = t_all == nc.T_INT
+    items: list[tuple[int, str]] = [(int(k), str(v)) for k, v in zip(rec[ints], signed[ints], strict=True)]
+    quoted = np.isin(t_all, [t for t in nc.STRING_TYPES if t != nc.T_TAG])
+    for k, t, v in zip(rec[quoted], t_all[quoted], signed[quoted], strict=True):
+        items += postings._nkpi_quoted_texts(ar.pools, np.array([k]), np.array([t]), np.array([v]))
+        items.append((int(k), f"{{{t}={v}}}"))
+    items += postings._nkpi_rest_texts(ar.pools, rec, t_all, signed, ~(ints | quoted))
+    return postings._entries(items)
+
+
+def test_bulk_nkpi_vocabulary_entries_equal_the_per_token_texts(tmp_path: Path) -> None:
+    """Plain-ASCII pool strings are sliced from the pool in bulk; every other string (upper case folded,
+    backticks doubled, TABs and line breaks cut, non-ASCII, undecodable bytes printed raw, bad offsets) goes
+    through the per-token texts — together they must write exactly the entries, in the same order."""
+    from deskbridge.kinds.pvf import postings
+    from deskbridge.kinds.pvf.script import nkpi_codec as nc
+
+    archive = tmp_path / "a.pvf"
+    synth(archive, family="nkpi", files=160, seed=3)
+    ar = open_archive(archive)
+    try:
+        pools = ar.pools
+        extra = [
+            "Plain Upper",
+            "back`tick",
+            "",
+            "tab\there",
+            "line\nbreak",
+            "破舊的",
+            "x" * 300,
+            "~!@#$%^&*()",
+        ]
+        offsets = [pools.add(s) for s in extra]
+        tail = pools.size_a
+        pools.append_raw(b"caf\xc3\xa9\0\xff\xfeoops\0bell\x07\0del\x7f\0end-no-nul", b"")
+        offsets += [2 * tail, 2 * (tail + 6), 2 * (tail + 12), 2 * (tail + 18), 2 * (tail + 23)]
+        offsets += [2 * (pools.size_a + 5), pools.size_w + 7]  # past the end of each pool: raw
+        index = ContentIndex(tmp_path / "idx", "x" * 64)
+        index.build(archive, {})
+        built_keys = np.concatenate([np.asarray(seg.keys) for seg in index._segments])
+        mine = [(t << 32) | (o & 0xFFFFFFFF) for o in offsets for t in (nc.T_STRING, nc.T_REF8, nc.T_BLOCK5)]
+        keys = np.unique(np.concatenate([built_keys, np.array(mine, dtype=np.uint64)]))
+        entries, entry_keys, lone = postings._nkpi_entries(ar, keys)
+        want, want_keys = _per_token_entries(ar, keys)
+        assert entries == want
+        assert entry_keys.tolist() == want_keys
+        assert b"`plain upper`" in entries and b"`back``tick`" in entries and b"{8=`caf\xc3\xa9`}" in entries
+        # The raw forms are marked distinct from each other, not from the rest: an offset past the pool prints
+        # raw as its quoted text too, and a text file's line can hold `{8=…}`; the vocabulary is the same.
+        assert lone.sum() and any(e.startswith(b"{8=") for e in np.array(entries, dtype=object)[~lone])
+        lines = [b"{8=12}", entries[int(np.flatnonzero(lone)[3])]]
+        entries += lines
+        entry_keys = np.concatenate([entry_keys, np.array([1 << 41, 1 << 41], dtype=np.uint64)])
+        lone = np.concatenate([lone, [False, False]])
+        a = postings.Vocabulary.of_entries(entries, entry_keys, lone=lone)
+        b = postings.Vocabulary.of_entries(entries, entry_keys)
+        assert (a.blob, a.starts.tolist(), a.keys.tolist(), a.key_offs.tolist()) == (
+            b.blob,
+            b.starts.tolist(),
+            b.keys.tolist(),
+            b.key_offs.tolist(),
+        )
+        assert len(b.starts) < len(entries) - 1  # there were duplicates to merge
+    finally:
+        ar.close()

@@ -453,9 +453,21 @@ def link_texts(table: Any, link_text: Any, pairs: np.ndarray) -> Iterable[tuple[
             yield k, _safe_text(tok, token_text)
 
 
-def _nkpi_texts(ar: Any, keys: np.ndarray) -> Iterable[tuple[int, str]]:
+_PLAIN = bytes(range(0x20, 0x7F)).replace(b"`", b"")
+"""Bytes of a pool string whose quoted text is one vocabulary entry as it is, once lower-cased: printable
+ASCII (no TAB or line break to cut at, `str.lower` = `bytes.lower`) without a backtick (none to double)."""
+
+
+def _nkpi_entries(ar: Any, keys: np.ndarray) -> tuple[list[bytes], np.ndarray, np.ndarray]:
+    """The vocabulary entries (UTF-8, in the order `_nkpi_texts` yields their texts) and their keys.
+
+    Numbers and the quoted pool strings — nearly every key of a large archive — are written in bulk: the
+    strings' spans are measured with one vectorised scan of the pool (`string_spans`), their bytes sliced
+    and lower-cased without decoding, and each key's quoted and raw entries placed by position. Only
+    strings that are not plain printable ASCII (and the other record types) take the per-token path. The
+    third array marks the raw forms (`{N=offset}` of distinct keys: distinct from each other)."""
+    from deskbridge.kinds.pvf.archive.nkpi_pools import string_spans
     from deskbridge.kinds.pvf.script import nkpi_codec as nc
-    from deskbridge.kinds.pvf.script.text import token_text, typed_token
 
     pools = ar.pools
     rec = keys[keys < EXT]
@@ -463,28 +475,100 @@ def _nkpi_texts(ar: Any, keys: np.ndarray) -> Iterable[tuple[int, str]]:
     v_all = (rec & np.uint64(0xFFFFFFFF)).astype(np.int64)
     signed = np.where(v_all >= 1 << 31, v_all - (1 << 32), v_all)
     ints = t_all == nc.T_INT
-    yield from zip(rec[ints].tolist(), map(str, signed[ints].tolist()), strict=True)
-    # Quoted pool strings (every type but tags, which may print as sections or words) are most of the
-    # keys of a large archive: their text is written here as `record_token` + `token_text` would print
-    # it — `` `s` `` for type 6, `{N=`s`}` for the others, `{N=offset}` raw when the offset or its
-    # string is unusable — without a `Token` per key. Every string key also yields its raw form (a
-    # repeat of the string at another offset in one file prints raw).
+    entries: list[bytes] = list(map(b"%d".__mod__, signed[ints].tolist()))
+    key_parts = [rec[ints]]
+    lone_parts = [np.zeros(len(entries), dtype=bool)]
     quoted = np.isin(t_all, [t for t in nc.STRING_TYPES if t != nc.T_TAG])
+    qk, qt, qv, qu = rec[quoted], t_all[quoted], signed[quoted], v_all[quoted]
+    if len(qk):
+        n = len(qk)
+        qt_list, qv_list = qt.tolist(), qv.tolist()
+        # `{N=offset}` (ASCII, lower case already): every string key's raw form.
+        raw = list(map(b"{%d=%d}".__mod__, zip(qt_list, qv_list, strict=True)))
+        fast = np.empty(0, dtype=np.int64)
+        fast_entries: list[bytes] = []
+        pool = pools.raw_a()
+        ascii_compatible = _PLAIN.decode(pools.encoding, errors="replace") == _PLAIN.decode("ascii")
+        in_a = np.flatnonzero(((qu & 1) == 0) & pools.valid(qu.astype(np.uint32)))
+        if ascii_compatible and len(in_a):
+            units = np.frombuffer(pool, dtype=np.uint8)
+            pos = qu[in_a] >> 1
+            lengths, _ = string_spans(units, pos)
+            # Bytes that are not plain (outside printable ASCII, or a backtick), counted per string with one
+            # reduceat over (start, end) pairs; the pad keeps an end at the pool's end a valid index.
+            bad = np.zeros(len(units) + 1, dtype=np.uint8)
+            np.greater(units - np.uint8(0x20), np.uint8(0x7E - 0x20), out=bad[:-1])
+            bad[:-1] |= units == 0x60
+            bounds = np.empty(2 * len(pos), dtype=np.int64)
+            bounds[0::2], bounds[1::2] = pos, pos + lengths
+            plain = (np.add.reduceat(bad, bounds, dtype=np.int64)[0::2] == 0) | (lengths == 0)
+            fast = in_a[plain]
+            low = pool.lower()  # ASCII letters only: `str.lower` of a printable-ASCII text
+            p0 = pos[plain]
+            texts = np.empty(len(fast), dtype=object)
+            texts[:] = list(map(low.__getitem__, map(slice, p0.tolist(), (p0 + lengths[plain]).tolist())))
+            ft = qt[fast]
+            is_s = ft == nc.T_STRING
+            out_fast = np.empty(len(fast), dtype=object)
+            out_fast[is_s] = list(map(b"`%b`".__mod__, texts[is_s].tolist()))
+            out_fast[~is_s] = list(
+                map(b"{%d=`%b`}".__mod__, zip(ft[~is_s].tolist(), texts[~is_s].tolist(), strict=True))
+            )
+            fast_entries = out_fast.tolist()
+        slow_mask = np.ones(n, dtype=bool)
+        slow_mask[fast] = False
+        slow = np.flatnonzero(slow_mask)
+        slow_lists = [_entries([item])[0] for item in _nkpi_quoted_texts(pools, qk[slow], qt[slow], qv[slow])]
+        counts = np.ones(n, dtype=np.int64)  # the raw entry, after the quoted one(s)
+        counts[fast] += 1
+        slow_counts = np.array([len(x) for x in slow_lists], dtype=np.int64)
+        counts[slow] += slow_counts
+        ends = np.cumsum(counts)
+        firsts = ends - counts
+        out = np.empty(int(ends[-1]), dtype=object)
+        out[ends - 1] = raw
+        out[firsts[fast]] = fast_entries
+        if int(slow_counts.sum()):
+            # Entry j of slow key i goes at firsts[i] + j.
+            at = np.repeat(firsts[slow] - np.cumsum(slow_counts) + slow_counts, slow_counts)
+            out[at + np.arange(len(at))] = [e for x in slow_lists for e in x]
+        entries.extend(out.tolist())
+        key_parts.append(np.repeat(qk, counts))
+        lone = np.zeros(len(out), dtype=bool)
+        lone[ends - 1] = True
+        lone_parts.append(lone)
+    rest_entries, rest_keys = _entries(_nkpi_rest_texts(pools, rec, t_all, signed, ~(ints | quoted)))
+    entries.extend(rest_entries)
+    key_parts.append(np.array(rest_keys, dtype=np.uint64))
+    lone_parts.append(np.zeros(len(rest_entries), dtype=bool))
+    return entries, np.concatenate(key_parts).astype(np.uint64), np.concatenate(lone_parts)
+
+
+def _nkpi_quoted_texts(
+    pools: Any, ks: np.ndarray, ts: np.ndarray, vs: np.ndarray
+) -> Iterable[tuple[int, str]]:
+    """The quoted texts of string keys (`record_token` + `token_text` as they would print them): `` `s` `` for
+    type 6, `{N=`s`}` for the others, `{N=offset}` raw when the offset or its string is unusable."""
+    from deskbridge.kinds.pvf.script import nkpi_codec as nc
+
     is_valid, resolve = pools.is_valid, pools.resolve
-    for k, t, v in zip(rec[quoted].tolist(), t_all[quoted].tolist(), signed[quoted].tolist(), strict=True):
-        raw = f"{{{t}={v}}}"
+    for k, t, v in zip(ks.tolist(), ts.tolist(), vs.tolist(), strict=True):
         u = v & 0xFFFFFFFF
         if is_valid(u):
             s = resolve(u)
             if _utf8_ok(s):
                 q = "`" + s.replace("`", "``") + "`"
                 yield k, (q if t == nc.T_STRING else f"{{{t}={q}}}")
-            else:
-                yield k, raw
-        else:
-            yield k, raw
-        yield k, raw
-    rest = ~(ints | quoted)
+                continue
+        yield k, f"{{{t}={v}}}"
+
+
+def _nkpi_rest_texts(
+    pools: Any, rec: np.ndarray, t_all: np.ndarray, signed: np.ndarray, rest: np.ndarray
+) -> Iterable[tuple[int, str]]:
+    from deskbridge.kinds.pvf.script import nkpi_codec as nc
+    from deskbridge.kinds.pvf.script.text import token_text, typed_token
+
     for k, t, v in zip(rec[rest].tolist(), t_all[rest].tolist(), signed[rest].tolist(), strict=True):
         yield k, _safe_text(nc.record_token(t, v, pools), token_text)
         if t in nc.STRING_TYPES:
@@ -509,26 +593,26 @@ def _safe_text(tok: Any, token_text: Callable[[Any], str]) -> str:
         return ""
 
 
-def _entries(items: Iterable[tuple[int, str]]) -> tuple[list[str], list[int]]:
-    entries: list[str] = []
+def _entries(items: Iterable[tuple[int, str]]) -> tuple[list[bytes], list[int]]:
+    """The entries (UTF-8) of each `(key, text)` and their keys, in order."""
+    entries: list[bytes] = []
     keys: list[int] = []
     add_entry, add_key = entries.append, keys.append
     for k, text in items:
         if text.isascii() and text.isprintable():  # numbers, tags, ASCII strings: one piece, lower case
             if text:
-                add_entry(text.lower())
+                add_entry(text.lower().encode("ascii"))
                 add_key(k)
             continue
         for p in pieces(text):
-            add_entry(p)
+            add_entry(p.encode("utf-8", "surrogatepass"))
             add_key(k)
     return entries, keys
 
 
-def _encoded(entries: list[str], base: int) -> tuple[bytes, np.ndarray]:
-    """(the entries as UTF-8, each followed by a line break; their byte offsets from `base`)."""
-    encoded = [e.encode("utf-8", "surrogatepass") for e in entries]
-    lengths = np.fromiter((len(e) + 1 for e in encoded), dtype=np.int64, count=len(encoded))
+def _encoded(encoded: list[bytes], base: int) -> tuple[bytes, np.ndarray]:
+    """(the UTF-8 entries, each followed by a line break; their byte offsets from `base`)."""
+    lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)) + 1
     starts = np.full(len(encoded), base, dtype=np.int64)
     if len(encoded) > 1:
         starts[1:] += np.cumsum(lengths[:-1])
@@ -552,13 +636,50 @@ class Vocabulary:
     @classmethod
     def build(cls, items: Iterable[tuple[int, str]], base: int = 0) -> Vocabulary:
         entries, keys = _entries(items)
-        first: dict[str, int] = {}
-        order = np.array([first.setdefault(e, len(first)) for e in entries], dtype=np.int64)
-        blob, starts = _encoded(list(first), base)
-        key_offs = np.zeros(len(first) + 1, dtype=np.int64)
-        np.cumsum(np.bincount(order, minlength=len(first)), out=key_offs[1:])
+        return cls.of_entries(entries, np.array(keys, np.uint64), base)
+
+    @classmethod
+    def of_entries(
+        cls, entries: list[bytes], keys: np.ndarray, base: int = 0, lone: np.ndarray | None = None
+    ) -> Vocabulary:
+        """The vocabulary of UTF-8 `entries` (entry i belongs to `keys[i]`): each distinct entry once, in
+        the order of its first occurrence, with its keys in the order they came. `lone` marks entries the
+        caller knows to be distinct from each other (nkpi's raw `{N=offset}` forms, half the entries of a
+        large archive): they are only looked up among the others, never added to the dict."""
+        from itertools import repeat
+
+        n = len(entries)
+        if lone is None:
+            lone = np.zeros(n, dtype=bool)
+        others = np.flatnonzero(~lone)
+        alone = np.flatnonzero(lone)
+        other_list = list(map(entries.__getitem__, others.tolist()))
+        # Each entry → where it first occurs, in one dict built by C loops: written back to front, the first
+        # occurrence is the last write. The first occurrences are the distinct entries, in order.
+        first_at = dict(zip(reversed(other_list), reversed(others.tolist()), strict=True))
+        firsts = np.arange(n, dtype=np.int64)
+        firsts[others] = np.fromiter(map(first_at.__getitem__, other_list), dtype=np.int64, count=len(others))
+        if len(alone):
+            lone_list = list(map(entries.__getitem__, alone.tolist()))
+            found = np.fromiter(
+                map(first_at.get, lone_list, repeat(-1, len(alone))), dtype=np.int64, count=len(alone)
+            )
+            hit = np.flatnonzero(found >= 0)
+            if len(hit):  # a lone entry that also occurs among the others: every occurrence → the earliest
+                earliest = np.minimum(alone[hit], found[hit])
+                remap = np.arange(n, dtype=np.int64)
+                remap[found[hit]] = earliest
+                firsts[others] = remap[firsts[others]]
+                firsts[alone[hit]] = earliest
+        del first_at
+        heads = np.flatnonzero(firsts == np.arange(n))
+        distinct = list(map(entries.__getitem__, heads.tolist()))
+        order = np.searchsorted(heads, firsts)
+        blob, starts = _encoded(distinct, base)
+        key_offs = np.zeros(len(distinct) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(order, minlength=len(distinct)), out=key_offs[1:])
         by_entry = np.argsort(order, kind="stable")
-        return cls(blob, starts, np.array(keys, np.uint64)[by_entry], key_offs)
+        return cls(blob, starts, np.asarray(keys, np.uint64)[by_entry], key_offs)
 
     def extended(self, items: Iterable[tuple[int, str]]) -> Vocabulary:
         """This vocabulary with more entries (texts that became possible after a save; an entry already
@@ -605,11 +726,15 @@ class Vocabulary:
 
 def vocabulary(ar: Any, keys: np.ndarray, pairs: np.ndarray, lines: dict[int, list[str]]) -> Vocabulary:
     """The vocabulary of the distinct `keys` of an archive (`lines`: line_base → that build's line pieces)."""
-    items: list[Iterable[tuple[int, str]]] = [
-        _classic_texts(ar, keys, pairs) if ar.family == "classic" else _nkpi_texts(ar, keys)
-    ]
+    items: list[Iterable[tuple[int, str]]] = []
     if ar.family == "classic":
+        entries, key_list = _entries(_classic_texts(ar, keys, pairs))
+        key_parts = [np.array(key_list, dtype=np.uint64)]
+        lone = np.zeros(len(entries), dtype=bool)
         items.append([(HEADER_KEY, "#PVF_File")])
+    else:
+        entries, nkpi_keys, lone = _nkpi_entries(ar, keys)
+        key_parts = [nkpi_keys]
     for base, found in lines.items():
         items.append(list(zip(range(base, base + len(found)), found, strict=True)))  # `base` bound now
 
@@ -617,4 +742,8 @@ def vocabulary(ar: Any, keys: np.ndarray, pairs: np.ndarray, lines: dict[int, li
         for it in items:
             yield from it
 
-    return Vocabulary.build(chain())
+    more, more_keys = _entries(chain())
+    entries.extend(more)
+    key_parts.append(np.array(more_keys, dtype=np.uint64))
+    lone = np.concatenate([lone, np.zeros(len(more), dtype=bool)])
+    return Vocabulary.of_entries(entries, np.concatenate(key_parts), lone=lone)
