@@ -92,3 +92,31 @@ def test_the_store_answers_the_lifecycle_with_it(tmp_path: Path, monkeypatch: py
     first = store.file_identity(target)
     _no_hash(monkeypatch)
     assert store.file_identity(target) == first
+
+
+def test_a_reopened_classic_archive_takes_its_earlier_encoding_detection(
+    archives: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Detection reads only the archive's bytes, so its answer is kept by content digest: a reopen of the
+    same bytes skips it, and other bytes (or an unrecorded file) detect again."""
+    from deskbridge.kinds.pvf.archive import classic
+
+    target = tmp_path / "Script.pvf"
+    target.write_bytes(archives["classic"].read_bytes())
+    store = PvfStore(VerifiedIdentities(tmp_path / "ids.json", quiet_ns=0))
+    store.file_identity(target)
+    first = store.load(target)
+    detected = first.archive.encoding
+    first.archive.close()
+    calls: list[int] = []
+    real = classic.detect_encoding
+    monkeypatch.setattr(classic, "detect_encoding", lambda entries: calls.append(1) or real(entries))
+    store.file_identity(target)
+    again = store.load(target)
+    assert again.archive.encoding == detected and calls == []
+    again.archive.close()
+    other = tmp_path / "Other.pvf"  # not recorded (never identified): detected, nothing remembered
+    other.write_bytes(target.read_bytes())
+    fresh = store.load(other)
+    assert fresh.archive.encoding == detected and calls == [1]
+    fresh.archive.close()

@@ -330,6 +330,13 @@ class ClassicArchive(ArchiveBase):
             self.detection = detection
         return self._encoding
 
+    def adopt_detected_encoding(self, name: str) -> None:
+        """Take `name` as what detection answers, without reading stringtable.bin again: for a caller that
+        detected it on these same bytes before (the workspace keeps it by the archive's content digest).
+        An encoding chosen at open stays."""
+        if self._encoding is None:
+            self._encoding = resolve_encoding(name)
+
     def check_encoding(self) -> BridgeError | None:
         """ENCODING_MISMATCH warning when the chosen encoding reads stringtable.bin clearly worse than another."""
         detection = detect_encoding(self._stringtable_entries())
