@@ -5,9 +5,23 @@ Kinds and transports import these instead of writing their own numbers, so a lim
 
 from __future__ import annotations
 
+import os
 from typing import Final
 
 MIB: Final = 1024 * 1024
+
+
+def env_count(name: str) -> int | None:
+    """A count chosen in the environment variable `name` (how many worker processes a build starts): None
+    when it is unset, 0 when it is not a number, never negative."""
+    raw = os.environ.get(name)
+    if raw is None:
+        return None
+    try:
+        return max(int(raw), 0)
+    except ValueError:
+        return 0
+
 
 REQUEST_HISTORY_MAX: Final = 256
 """How many requestId results each caller's de-duplication history keeps (oldest dropped first)."""

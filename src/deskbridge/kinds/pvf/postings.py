@@ -247,12 +247,11 @@ def _worker_main(
 def _workers(family: str) -> int:
     import os
 
-    raw = os.environ.get(WORKERS_ENV)
-    if raw is not None:
-        try:
-            return max(int(raw), 0)
-        except ValueError:
-            return 0
+    from deskbridge.core.limits import env_count
+
+    chosen = env_count(WORKERS_ENV)
+    if chosen is not None:
+        return chosen
     cores = os.cpu_count() or 1
     if cores < 2 or family == "classic":
         # classic: the worker's own open (string-table listing, the tree) eats what its half saves — measured

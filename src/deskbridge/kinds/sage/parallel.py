@@ -30,6 +30,7 @@ from typing import Any
 
 from deskbridge.core.errors import BridgeError
 from deskbridge.core.files import read_regular_file
+from deskbridge.core.limits import env_count
 from deskbridge.kinds.sage import schema
 from deskbridge.kinds.sage.records import (
     FILE_MAX_BYTES,
@@ -56,12 +57,9 @@ Result = tuple[int, int, int, str, list[Any], bytes]
 
 
 def worker_count() -> int:
-    raw = os.environ.get(WORKERS_ENV)
-    if raw is not None:
-        try:
-            return max(int(raw), 0)
-        except ValueError:
-            return 0
+    chosen = env_count(WORKERS_ENV)
+    if chosen is not None:
+        return chosen
     cores = os.cpu_count() or 1
     return cores if cores >= 2 else 0
 
