@@ -222,24 +222,24 @@ class VerifiedIdentities:
     def _read(self) -> dict[str, str]:
         return self._read_all()[0]
 
-    def recorded_digest(self, target: Path) -> str | None:
-        """The digest recorded for `target` when its stat is the recorded one (see the class), else None."""
+    def recorded_digest(self, target: Path, known: dict[str, str] | None = None) -> str | None:
+        """The digest recorded for `target` (in `known`, else the file) when its stat is the recorded one
+        (see the class), else None."""
         if os.name != "posix":
             return None
         try:
             st = os.stat(target)
         except OSError:
             return None
-        digest = self._read().get(_stat_key(st))
+        digest = (self._read() if known is None else known).get(_stat_key(st))
         return digest if isinstance(digest, str) and len(digest) == 64 else None
 
     def encoding_of(self, target: Path) -> str | None:
         """The classic pack encoding detected before on the same bytes (keyed by content digest, so it is
         what detection would answer again: it reads only stringtable.bin's bytes), else None."""
-        digest = self.recorded_digest(target)
-        if digest is None:
-            return None
-        name = self._read_all()[1].get(digest)
+        known, encodings = self._read_all()
+        digest = self.recorded_digest(target, known)
+        name = encodings.get(digest) if digest is not None else None
         return name if isinstance(name, str) else None
 
     def remember_encoding(self, target: Path, name: str) -> None:
