@@ -41,6 +41,7 @@ from deskbridge.core.plans import Change
 from deskbridge.core.workspace import DELETED, Workspace
 from deskbridge.kinds.pvf.archive import open_archive
 from deskbridge.kinds.pvf.archive.base import norm_path
+from deskbridge.kinds.pvf.strings.encodings import resolve_encoding
 
 Progress = Callable[[int, int], None]
 STRINGTABLE = "stringtable.bin"
@@ -240,7 +241,12 @@ class VerifiedIdentities:
         known, encodings = self._read_all()
         digest = self.recorded_digest(target, known)
         name = encodings.get(digest) if digest is not None else None
-        return name if isinstance(name, str) else None
+        if not isinstance(name, str):
+            return None
+        try:  # a damaged record must not stop the archive from opening: detect instead
+            return resolve_encoding(name)
+        except BridgeError:
+            return None
 
     def remember_encoding(self, target: Path, name: str) -> None:
         digest = self.recorded_digest(target)

@@ -120,3 +120,25 @@ def test_a_reopened_classic_archive_takes_its_earlier_encoding_detection(
     fresh = store.load(other)
     assert fresh.archive.encoding == detected and calls == [1]
     fresh.archive.close()
+
+
+def test_a_damaged_encoding_record_is_ignored_not_an_open_error(
+    archives: dict[str, Path], tmp_path: Path
+) -> None:
+    import json
+
+    target = tmp_path / "Script.pvf"
+    target.write_bytes(archives["classic"].read_bytes())
+    record = tmp_path / "ids.json"
+    store = PvfStore(VerifiedIdentities(record, quiet_ns=0))
+    store.file_identity(target)
+    first = store.load(target)
+    detected = first.archive.encoding
+    first.archive.close()
+    data = json.loads(record.read_text("utf-8"))
+    assert data["encodings"]  # the detection was kept
+    data["encodings"] = {digest: "no-such-codec" for digest in data["encodings"]}
+    record.write_text(json.dumps(data), "utf-8")
+    again = store.load(target)  # opens, detecting again
+    assert again.archive.encoding == detected
+    again.archive.close()
