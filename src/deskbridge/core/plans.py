@@ -101,6 +101,10 @@ class Change:
     requires: tuple[str, ...] = ()
     """changeKeys in the same plan this change depends on (a string-table entry, a registry line).
     Selecting it without them is allowed only after acknowledging the dependency warning."""
+    diff_of: Callable[[], str | None] | None = field(default=None, repr=False, compare=False)
+    """Computes `diff` on its first read instead of at plan time (then dropped): a script plan of thousands
+    of files is previewed a page at a time, and most diffs are never looked at. Called under the engine
+    lock (preview holds it), once; what it returns is `diff` from then on."""
 
     def to_dict(self, diff_budget: int | None = None) -> tuple[dict[str, Any], bool, int]:
         """Preview form, the diff cut to `diff_budget` bytes; returns (item, cut?, diff bytes used)."""
@@ -124,6 +128,23 @@ class Change:
         if self.meta:
             item.update(self.meta)
         return item, cut, used
+
+
+def _read_diff(change: Change) -> str | None:
+    compute = change.diff_of
+    if compute is not None:
+        change.diff_of = None
+        change._diff = compute()
+    return change._diff
+
+
+def _write_diff(change: Change, value: str | None) -> None:
+    change._diff = value
+
+
+# `diff` stays a plain attribute to every reader and writer; a pending `diff_of` is resolved on the first read.
+Change._diff = None  # type: ignore[attr-defined]
+Change.diff = property(_read_diff, _write_diff)  # type: ignore[assignment]
 
 
 def make_change(key: str, old: Any, new: Any, *, requires: Sequence[str] = (), **meta: Any) -> Change:

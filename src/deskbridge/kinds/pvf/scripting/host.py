@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from deskbridge.core.errors import BridgeError
-from deskbridge.core.plans import text_diff
 from deskbridge.kinds.pvf.archive import open_archive
 from deskbridge.kinds.pvf.archive.base import ArchiveBase, norm_path
 from deskbridge.kinds.pvf.script import classic_codec
@@ -354,24 +353,20 @@ class Host:
         for key, (shown, value) in self.tx.items():
             exists = key in self.base
             msg: dict[str, Any] = {"t": "change", "path": shown}
+            # No diffs and no old texts here: the parent decompiles the old side itself when a preview
+            # shows a change (it cannot take a sandbox's word for what a diff says), and it drops a change
+            # whose compiled payload equals the old one.
             if value is DELETED:
                 if not exists:
                     continue  # created and deleted within the run
                 msg["action"] = "delete"
-                old = self._orig_text(key)
-                if old is not None:
-                    msg["diff"] = text_diff(shown, old, None)
             elif isinstance(value, bytes):
                 msg["action"] = "modify" if exists else "add"
                 msg["base64"] = base64.b64encode(value).decode()
             else:
-                old = self._orig_text(key) if exists else None
-                if old == value:
-                    continue
                 msg["action"] = "modify" if exists else "add"
                 msg["text"] = value
                 msg["type"] = self._type_of(key)
-                msg["diff"] = text_diff(shown, old, value)
             msg["warnings"] = self._warnings_for(key)
             needs = self.list_created.get(key, set()) | self.str_requires.get(key, set())
             if needs:
@@ -421,20 +416,6 @@ class Host:
                 self.sec_doc.pop(sid, None)
                 if sec is not None:
                     self.sec_ids.pop(id(sec), None)
-
-    def _orig_text(self, key: str) -> str | None:
-        kept = self.orig_tokens.get(key)
-        if kept is not None:
-            from deskbridge.kinds.pvf.script.text import print_tokens
-
-            tokens, header, width = kept
-            if callable(tokens):
-                tokens = tokens()
-            return print_tokens(tokens, header=header, record_width=width)
-        try:
-            return self.ar.read_text(self.base[key])
-        except (BridgeError, KeyError):
-            return None
 
     # ------------------------------------------------------------------------------------------ files
 

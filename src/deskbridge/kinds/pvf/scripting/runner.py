@@ -26,16 +26,19 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.files import atomic_write, read_regular_file
-from deskbridge.core.plans import Change, PlanKind, PlanWarning
+from deskbridge.core.plans import Change, PlanKind, PlanWarning, text_diff
 from deskbridge.core.tasks import TaskCancelled, TaskHandle
 from deskbridge.core.workspace import DELETED
+from deskbridge.kinds.pvf.archive.base import norm_path
 from deskbridge.kinds.pvf.store import STRINGTABLE, Compiler, PvfSource, mirror_on_apply
+from deskbridge.kinds.pvf.transfer import payload_text
 
 SOURCE_MAX_BYTES = 1 << 20
 FRAME_MAX = 40 << 20
@@ -375,6 +378,17 @@ class ScriptRuns:
         t_plan = time.monotonic()
         plan = self._plan(handle, caller, workspace_id, revision, changes, summary)
         compile_s = time.monotonic() - t_plan
+        if plan["planId"] is None:
+            # every write compiled to the payload it had (a document written back unchanged): the worker no
+            # longer compares old and new texts itself, so such a run is read-only here
+            handle.progress(1, 1, "done (read-only: no plan)")
+            return {
+                "planId": None,
+                "readOnly": True,
+                "changes": 0,
+                "summary": summary,
+                "compileSeconds": round(compile_s, 3),
+            }
         handle.progress(len(changes), len(changes), "plan ready")
         return {
             "planId": plan["planId"],
@@ -409,6 +423,13 @@ class ScriptRuns:
                 ) from None
             changes: list[Change] = []
             file_warnings = 0
+            archive = ws.source.archive  # type: ignore[union-attr]
+            # the table's listing before this plan's compiles grow it (the old side of its diff)
+            table_text = (
+                _table_listing(archive)
+                if any(isinstance(m.get("path"), str) and norm_path(m["path"]) == STRINGTABLE for m in msgs)
+                else None
+            )
             with Compiler(ws) as comp:
                 for n, msg in enumerate(msgs):
                     path = _str(msg, "path", 4096)
@@ -417,18 +438,30 @@ class ScriptRuns:
                         raise BridgeError(
                             ErrorCode.INTERNAL, "the worker sent a change without path or action"
                         )
-                    exists = ws.exists(path)
-                    old = ws.read(path) if exists else None
-                    diff = _str(msg, "diff")
+                    try:  # one read (an `exists` first read the payload twice)
+                        old: bytes | None = ws.read(path)
+                    except BridgeError as exc:
+                        if exc.code is not ErrorCode.NOT_FOUND:
+                            raise
+                        old = None
                     warnings = [str(x)[:500] for x in (msg.get("warnings") or [])][:50]
                     file_warnings += len(warnings)
                     meta: dict[str, Any] = {"warnings": warnings} if warnings else {}
                     if action == "delete":
-                        if not exists:
+                        if old is None:
                             continue
-                        ch = Change(path, "delete", DELETED, diff=diff, meta=meta)
-                        if diff is None:
-                            ch.binary = {"old": {"size": len(old or b"")}, "new": None}
+                        old_text = (
+                            table_text if norm_path(path) == STRINGTABLE else _old_text(archive, path, old)
+                        )
+                        ch = Change(
+                            path,
+                            "delete",
+                            DELETED,
+                            diff=None if old_text is None else text_diff(path, old_text, None),
+                            meta=meta,
+                        )
+                        if old_text is None:
+                            ch.binary = {"old": {"size": len(old)}, "new": None}
                     else:
                         text = _str(msg, "text")
                         b64 = _str(msg, "base64")
@@ -444,7 +477,7 @@ class ScriptRuns:
                             path,
                             "add" if old is None else "modify",
                             payload,
-                            diff=diff if text is not None else None,
+                            diff_of=None if text is None else _diff_of(archive, path, old, text, table_text),
                             meta={**meta, "size": len(payload)},
                         )
                         if text is None:
@@ -500,6 +533,34 @@ class ScriptRuns:
                 task=task,
             )
             return eng.get_plan(plan.id)
+
+
+def _old_text(archive: Any, path: str, old: bytes) -> str | None:
+    """The editable text of a file's payload before the run (None: it has none), as the worker printed it
+    for its diffs before they moved here (`read_text` of that payload; the string table: `_table_listing`)."""
+    return payload_text(archive, path, old)
+
+
+def _table_listing(archive: Any) -> str | None:
+    """`stringtable.bin`'s editable text (a listing of the table, not a decompile of its bytes)."""
+    try:
+        return archive.read_text(STRINGTABLE)
+    except BridgeError:
+        return None
+
+
+def _diff_of(
+    archive: Any, path: str, old: bytes | None, text: str, table_text: str | None
+) -> Callable[[], str]:
+    """The diff of a text change, computed when a preview first shows it (`Change.diff_of`, under the
+    engine lock): the old side is decompiled from the payload the plan was built on — never the worker's
+    word for it — and the new side is the text the parent compiled. `table_text` is the string table's
+    listing taken before the plan's compiles (its text is the table's, which they grow)."""
+    if old is None:
+        return lambda: text_diff(path, None, text)
+    if norm_path(path) == STRINGTABLE:
+        return lambda: text_diff(path, table_text, text)
+    return lambda: text_diff(path, _old_text(archive, path, old), text)
 
 
 def runs_for(svc: Any, config_dir: Path | None = None) -> ScriptRuns:
