@@ -10,7 +10,7 @@ from memkind import JsonStore
 from deskbridge.core import limits
 from deskbridge.core.engine import Engine
 from deskbridge.core.errors import BridgeError, ErrorCode
-from deskbridge.core.plans import PlanKind, PlanWarning, make_change, text_diff
+from deskbridge.core.plans import Change, PlanKind, PlanWarning, make_change, text_diff
 from deskbridge.core.workspace import DELETED, MappingSource
 
 pytestmark = pytest.mark.anyio
@@ -328,6 +328,44 @@ async def test_preview_respects_the_byte_cap_and_cuts_an_oversized_diff(eng, mon
     assert second["truncated"] is False
     assert sum(len(i["diff"].encode()) for i in second["items"]) <= 1000
     assert len(second["items"]) >= 2
+
+
+async def test_a_lazy_diff_is_computed_once_when_a_preview_first_shows_it(eng, monkeypatch):
+    monkeypatch.setattr(limits, "PLAN_PAGE_MAX_BYTES", 1000)
+    calls: list[str] = []
+
+    def lazy(key: str, old: str, new: str):
+        def compute() -> str:
+            calls.append(key)
+            return text_diff(key, old, new)
+
+        return Change(key, "modify", new, diff_of=compute)
+
+    eager = [make_change(f"k{i}", "a\n", "y" * 300 + "\n") for i in range(5)]
+    eager_plan = script_plan(eng, changes=eager)
+    want = [eng.preview_plan(eager_plan.id)]
+    want.append(eng.preview_plan(eager_plan.id, want[0]["nextCursor"]))
+    eng.discard_plan(eager_plan.id, caller="ui")
+    lazies = [lazy(f"k{i}", "a\n", "y" * 300 + "\n") for i in range(5)]
+    plan = script_plan(eng, changes=lazies)
+    assert calls == []  # nothing at plan time
+    first = eng.preview_plan(plan.id)
+    # the page stops at the byte budget exactly as with eager diffs; only the diffs it looked at were made
+    assert [i["changeKey"] for i in first["items"]] == ["k0", "k1"] and calls == ["k0", "k1", "k2"]
+    second = eng.preview_plan(plan.id, first["nextCursor"])
+    assert [p["items"] for p in (first, second)] == [p["items"] for p in want]
+    assert [p["truncated"] for p in (first, second)] == [p["truncated"] for p in want]
+    assert calls == ["k0", "k1", "k2", "k3", "k4"]
+    eng.preview_plan(plan.id)
+    assert calls == ["k0", "k1", "k2", "k3", "k4"]  # once each
+    assert plan.changes["k4"].diff == eager[4].diff and plan.changes["k4"].diff_of is None
+
+
+def test_a_diff_set_on_a_change_replaces_a_pending_lazy_one():
+    ch = Change("k", "modify", "v", diff_of=lambda: "computed")
+    assert ch.diff == "computed"
+    ch.diff = "set"
+    assert ch.diff == "set" and Change("k", "modify", "v", diff="set") == ch
 
 
 async def test_preview_cursor_from_another_plan_or_garbage_is_invalid(eng):

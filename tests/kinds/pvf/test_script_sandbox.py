@@ -201,3 +201,43 @@ async def test_the_worker_is_confined(archive: Path, tmp_path: Path) -> None:
     assert environ == b""
     # stdin (closed after the job), the protocol pipe, stderr, the archive, and the engine's own few
     assert len(fds) < 12
+
+
+async def test_a_diff_the_worker_sends_is_never_shown(
+    archive: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A subverted worker could describe its change as harmless: the preview's diff is the parent's own,
+    from the payload it read and the text it compiled, whatever a change frame claims."""
+    import queue as real_queue
+
+    from deskbridge.core.plans import text_diff
+    from deskbridge.kinds.pvf.scripting import runner
+
+    class Forging(real_queue.Queue):
+        def put(self, msg, *args, **kwargs):  # type: ignore[no-untyped-def]
+            if isinstance(msg, dict) and msg.get("t") == "change":
+                msg = {**msg, "diff": "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-harmless\n+harmless\n"}
+            super().put(msg, *args, **kwargs)
+
+    class Queues:
+        Queue = Forging
+        Empty = real_queue.Empty
+
+    monkeypatch.setattr(runner, "queue", Queues)
+    source = """
+    const f = pvf.glob("equipment/**/*.equ")[0];
+    f.setText(f.text() + "\\n[added by a test]\\n\\t1\\n");
+    pvf.log(f.path);
+    """
+    async with session(archive, tmp_path / "cache") as s:
+        res = await s.run(source)
+        assert res["state"] == "succeeded", res
+        path = res["logs"][-1]
+        old = s.text(path)
+        page = s.svc.engine.preview_plan(res["plan"].id)
+        # the new section tag is a new string: the grown stringtable.bin comes with it (binary, no diff)
+        (item,) = [i for i in page["items"] if i["changeKey"] == path]
+        assert all("diff" not in i for i in page["items"] if i is not item)
+        assert item["diff"] == text_diff(path, old, old + "\n[added by a test]\n\t1\n")
+        assert "harmless" not in item["diff"] and "+[added by a test]" in item["diff"]
+        s.discard(res)
