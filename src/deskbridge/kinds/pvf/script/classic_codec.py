@@ -265,40 +265,50 @@ def from_tokens(tokens: list[Token], strings: StringSource, source_text: str = "
 
 
 def _from_tokens(tokens: list[Token], strings: StringSource, source_text: str) -> bytes:
-    recs = np.empty(len(tokens) + sum(1 for t in tokens if t.kind is Kind.LINK), dtype=TOKEN_DTYPE)
-    ts = recs["t"]
-    vs = recs["v"]
-    j = 0
+    # Python lists, then one bulk store per column: setting numpy record fields one token at a time was
+    # most of the cost of a compile after the lexer.
+    types: list[int] = []
+    values: list[int] = []
+    put_t, put_v = types.append, values.append
+    intern = strings.intern
+    k_int, k_float, k_section, k_string = Kind.INT, Kind.FLOAT, Kind.SECTION, Kind.STRING
     tok = None
     try:
         for tok in tokens:
             kind = tok.kind
             value = tok.value
-            if kind is Kind.INT:
-                ts[j], vs[j] = T_INT, int(value) & 0xFFFFFFFF
-            elif kind is Kind.STRING:
-                ts[j], vs[j] = T_STRING, strings.intern(str(value))
-            elif kind is Kind.SECTION:
-                ts[j], vs[j] = T_SECTION, strings.intern(str(value))
-            elif kind is Kind.FLOAT:
-                ts[j], vs[j] = T_FLOAT, int(value)
+            if kind is k_int:
+                put_t(T_INT)
+                put_v(int(value) & 0xFFFFFFFF)
+            elif kind is k_float:
+                put_t(T_FLOAT)
+                put_v(int(value))
+            elif kind is k_section:
+                put_t(T_SECTION)
+                put_v(intern(str(value)))
+            elif kind is k_string:
+                put_t(T_STRING)
+                put_v(intern(str(value)))
             elif kind is Kind.TYPED:
-                ts[j] = tok.code
-                vs[j] = strings.intern(value) if isinstance(value, str) else value & 0xFFFFFFFF
+                put_t(tok.code)
+                put_v(intern(value) if isinstance(value, str) else value & 0xFFFFFFFF)
             elif kind is Kind.LINK:
-                ts[j], vs[j] = T_LINK_ID, tok.link_id
-                j += 1
-                ts[j], vs[j] = T_LINK_KEY, strings.intern(str(value))
+                put_t(T_LINK_ID)
+                put_v(tok.link_id)
+                put_t(T_LINK_KEY)
+                put_v(intern(str(value)))
             else:
                 raise dialect.syntax_error(
                     source_text,
                     max(tok.pos, 0),
                     f"bare word {str(value)[:40]!r}: classic scripts quote strings with backticks (`{value}`)",
                 )
-            j += 1
     except BridgeError as exc:
         exc.data["_token"] = tok  # where it happened, for from_tokens
         raise
+    recs = np.empty(len(types), dtype=TOKEN_DTYPE)
+    recs["t"] = types
+    recs["v"] = values
     return MAGIC + recs.tobytes()
 
 

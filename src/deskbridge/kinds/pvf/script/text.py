@@ -49,10 +49,14 @@ class Kind(StrEnum):
     WORD = "word"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Token:
     """One text token. `value`: INT int; FLOAT float32 bits as unsigned int; SECTION the tag with brackets
-    (`[name]`); STRING/WORD the text; TYPED int or str; LINK the key. `pos` = offset in the source text."""
+    (`[name]`); STRING/WORD the text; TYPED int or str; LINK the key. `pos` = offset in the source text.
+
+    A value: never change one (the decompiler's record cache shares them between files); equal and hashed
+    by everything but `pos`. Not `frozen`, because a frozen dataclass sets each field through
+    `object.__setattr__`, and building tokens was half of `lex` — the cost of every compile."""
 
     kind: Kind
     value: int | str
@@ -153,19 +157,21 @@ def parse_float32(text: str) -> int:
 # ------------------------------------------------------------------------------------------------ lexer
 
 _STR = r"(?:[^`]++|``)*+"  # possessive: linear time even on an unterminated string (fuzzed)
-TOKEN_RE = re.compile(  # one alternative per token form; `lex` reads the groups by name
-    r"(?P<ws>\s+)"
-    r"|(?P<comment>\#[^\n]*+)"
-    rf"|`(?P<str>{_STR})`"
+_TOKENS = (  # one alternative per token form; `lex` reads the groups by name
+    rf"`(?P<str>{_STR})`"
     r"|(?P<sec>\[[^\]\r\n]*+\])"
     rf"|\{{(?P<code>\d{{1,3}})=(?:(?P<tint>[-+]?\d{{1,12}})|`(?P<tstr>{_STR})`)\}}"
     rf"|<(?P<lid>\d{{1,10}})::(?P<lkey>[^`\r\n]*+)`(?P<ltext>{_STR})`>"
     r"|(?P<flt>[-+]?(?:\d++\.\d*+|\.\d++)(?:[eE][-+]?\d++)?)(?=[\s`]|\Z)"  # a word ends at a backtick too
     r"|(?P<int>[-+]?\d++)(?=[\s`]|\Z)"
     r"|(?P<word>[^\s`\[\]{}<>#][^\s`]*+)"
-    r"|(?P<bad>.)",
-    re.S,
+    r"|(?P<bad>.)"
 )
+TOKEN_RE = re.compile(r"(?P<ws>\s+)|(?P<comment>\#[^\n]*+)|" + _TOKENS, re.S)
+_LEX_RE = re.compile(r"(?P<skip>(?:\s++|\#[^\n]*+)*+)(?:" + _TOKENS + r"|(?P<end>\Z))", re.S)
+"""`lex`'s pattern: the whitespace and comments before a token go with it (one match per token, not two),
+`skip`'s end is the token's offset, and `end` is the whitespace after the last one. A token never starts
+with whitespace or `#`, so this reads the same tokens as `TOKEN_RE` does one match at a time."""
 _WORD_RE = re.compile(r"[^\s`\[\]{}<>#][^\s`]*")
 _NUMBER_RE = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
 _SECTION_RE = re.compile(r"\[[^\]\r\n]*\]")
@@ -204,51 +210,54 @@ _BAD_HINTS = {
 
 
 def lex(text: str) -> list[Token]:
-    """Split script text into tokens; `SCRIPT_SYNTAX` (with line/column) on anything malformed."""
+    """Split script text into tokens; `SCRIPT_SYNTAX` (with line/column) on anything malformed.
+
+    The hot loop of every compile (a script run's plan compiles thousands of texts): one match per token,
+    the common kinds first, positional `Token` arguments."""
     out: list[Token] = []
     append = out.append
-    for m in TOKEN_RE.finditer(text):
+    k_int, k_float, k_section, k_string = Kind.INT, Kind.FLOAT, Kind.SECTION, Kind.STRING
+    for m in _LEX_RE.finditer(text):
         group = m.lastgroup
-        pos = m.start()
-        if group == "ws" or group == "comment":
-            continue
         if group == "int":
-            append(Token(Kind.INT, _check_int(text, pos, m.group("int")), pos=pos))
-        elif group == "str":
-            append(Token(Kind.STRING, m.group("str").replace("``", "`"), pos=pos))
-        elif group == "sec":
-            append(Token(Kind.SECTION, m.group("sec"), pos=pos))
+            raw = m.group("int")
+            value = int(raw)
+            if not INT32_MIN <= value <= INT32_MAX:
+                _check_int(text, m.end("skip"), raw)
+            append(Token(k_int, value, -1, 0, "", m.end("skip")))
         elif group == "flt":
             try:
                 bits = parse_float32(m.group("flt"))
             except ValueError as exc:
-                raise syntax_error(text, pos, str(exc)) from None
-            append(Token(Kind.FLOAT, bits, pos=pos))
-        elif group == "code" or m.group("code") is not None:
+                raise syntax_error(text, m.end("skip"), str(exc)) from None
+            append(Token(k_float, bits, -1, 0, "", m.end("skip")))
+        elif group == "sec":
+            append(Token(k_section, m.group("sec"), -1, 0, "", m.end("skip")))
+        elif group == "str":
+            raw = m.group("str")
+            append(Token(k_string, raw.replace("``", "`") if "`" in raw else raw, -1, 0, "", m.end("skip")))
+        elif group == "end":
+            continue
+        elif group == "word":
+            append(Token(Kind.WORD, m.group("word"), -1, 0, "", m.end("skip")))
+        elif m.group("code") is not None:
+            pos = m.end("skip")
             code = int(m.group("code"))
             if code > 255:
                 raise syntax_error(text, pos, f"token type {code} is outside 0..255")
             tint = m.group("tint")
-            value: int | str = (
+            typed: int | str = (
                 _check_int(text, pos, tint) if tint is not None else m.group("tstr").replace("``", "`")
             )
-            append(Token(Kind.TYPED, value, code=code, pos=pos))
+            append(Token(Kind.TYPED, typed, code, 0, "", pos))
         elif m.group("lid") is not None:
+            pos = m.end("skip")
             lid = int(m.group("lid"))
             if lid > INT32_MAX:
                 raise syntax_error(text, pos, f"string link id {lid} is outside the signed 32-bit range")
-            append(
-                Token(
-                    Kind.LINK,
-                    m.group("lkey"),
-                    link_id=lid,
-                    link_text=m.group("ltext").replace("``", "`"),
-                    pos=pos,
-                )
-            )
-        elif group == "word":
-            append(Token(Kind.WORD, m.group("word"), pos=pos))
+            append(Token(Kind.LINK, m.group("lkey"), -1, lid, m.group("ltext").replace("``", "`"), pos))
         else:
+            pos = m.end("skip")
             ch = m.group("bad")
             raise syntax_error(text, pos, _BAD_HINTS.get(ch, f"unexpected character {ch!r}"))
     return out

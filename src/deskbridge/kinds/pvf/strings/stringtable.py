@@ -124,7 +124,8 @@ class StringTable:
 
     def intern(self, text: str) -> int:
         """Index of `text`, appending it when new; ENCODING_MISMATCH when the pack encoding cannot hold it."""
-        found = self.index_of(text)
+        index = self._index if self._index is not None else self._build_index()  # the hot path of a compile
+        found = index.get(text)
         if found is not None:
             return found
         return self.append(text)
