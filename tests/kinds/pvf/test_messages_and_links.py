@@ -140,3 +140,50 @@ def test_stale_temps_of_a_killed_save_go_on_the_next_open_and_nothing_else(tw):
         os.utime(f, (hours_ago, hours_ago))
     open_archive(tw).close()
     assert not old.exists() and fresh.exists() and foreign.exists()
+
+
+def test_warmed_string_tables_compile_the_same_and_a_stage_meanwhile_wins(tw):
+    """`ClassicStrings.warm` (a script run reads the compile's tables while its script runs) installs tables
+    equal to the ones a compile reads itself, and none read before a stage of the same files."""
+    import threading
+
+    from deskbridge.kinds.pvf.archive.classic_text import STRINGTABLE
+
+    cold = open_archive(tw)
+    warm = open_archive(tw)
+    try:
+        p, text, _link = _linked(cold)
+        lock = threading.Lock()
+        warm.strings.warm(lock)
+        assert warm.strings._table is not None and warm.strings._nstring is not None
+        assert warm.strings._str_cache  # the .str files n_string.lst names
+        new = text.replace("[", "[x", 1) + "\n`a string the table lacks`\n"
+        assert warm.text_to_payload(p, new) == cold.text_to_payload(p, new)
+        assert warm.read(STRINGTABLE) == cold.read(STRINGTABLE)  # the same grown table, staged
+        assert warm.read_text(p) == cold.read_text(p)
+
+        class StagingLock:
+            """Stages a grown string table while the warm-up builds its tables outside the lock."""
+
+            entered = 0
+
+            def __enter__(self):
+                lock.acquire()
+
+            def __exit__(self, *exc):
+                StagingLock.entered += 1
+                if StagingLock.entered == 1:
+                    late.stage(STRINGTABLE, grown)
+                lock.release()
+
+        late = open_archive(tw)
+        try:
+            grown = cold.read(STRINGTABLE)  # has the string cold's compile appended
+            late.strings.warm(StagingLock())
+            assert StagingLock.entered >= 2
+            assert late.strings.table.index_of("a string the table lacks") is not None
+        finally:
+            late.close()
+    finally:
+        cold.close()
+        warm.close()

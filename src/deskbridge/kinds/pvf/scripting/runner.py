@@ -259,9 +259,14 @@ class ScriptRuns:
                 "filesets": self.load_filesets(),
                 "fileset_writes": caller == "ui",
             }
+            strings = src.archive.strings if src.archive.family == "classic" else None
         runs = self
 
         def work(handle: TaskHandle) -> dict[str, Any]:
+            if strings is not None:  # the parent idles while the script runs: read what its compile needs
+                threading.Thread(
+                    target=strings.warm, args=(eng.lock,), name="pvf-script-warm", daemon=True
+                ).start()
             return runs._follow(handle, caller, workspace_id, revision, job, label)
 
         return eng.start_task(work, owner=caller, label="pvf_script_run", write=True, cancellable=True)
