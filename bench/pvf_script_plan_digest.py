@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from pvf_format import ensure
 from pvf_scripts import PRESETS, PRICE_RAISE
 
-_TIMINGS = {"runSeconds", "workerSeconds", "compileSeconds"}
+_TIMINGS = {"runSeconds", "workerSeconds", "compileSeconds", "afterDoneSeconds"}
 
 
 def _sha(data: Any) -> str:

@@ -401,6 +401,51 @@ async def test_bulk_change_over_ten_thousand_files(tmp_path: Path) -> None:
         assert "[bulk mark]" in some.diff and "0.5" in some.diff
 
 
+@pytest.mark.parametrize("batch", [1, 3])
+async def test_a_plan_compiled_in_batches_is_the_plan_compiled_at_once(
+    archive: Path, family: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch: int
+) -> None:
+    """The parent compiles change frames as they arrive, a batch per hold of the engine lock; new strings
+    (classic: one grown stringtable.bin that the changes needing it require) come out as in one batch."""
+    from deskbridge.kinds.pvf.scripting import runner
+
+    source = r"""
+    const files = pvf.glob("equipment/**/*.equ").slice(0, 7);
+    files.forEach((f, i) => {
+      const d = f.parse();
+      // the first files only change numbers; the later ones add strings no file had
+      if (i < 3) for (const s of d.sections("price")) s.set(12345 + i, 0);
+      else d.appendSection("batch mark " + i, ["a new string " + i]);
+      f.write(d);
+    });
+    pvf.log(files.length);
+    """
+
+    async def plan_with(size: int | None) -> list[tuple]:
+        if size is None:  # the reference: every frame compiled in one batch, after the worker's `done`
+            monkeypatch.setattr(runner._PlanBuilder, "streaming", property(lambda self: False))
+        else:
+            monkeypatch.undo()
+            monkeypatch.setattr(runner, "_BATCH", size)
+        async with session(archive, tmp_path / f"cache-{size}") as s:
+            res = await s.run(source)
+            assert res["state"] == "succeeded", res
+            plan = res["plan"]
+            out = [
+                (c.key, c.action, c.new, c.requires, c.meta, c.binary, c.diff) for c in plan.changes.values()
+            ]
+            s.discard(res)
+            return out
+
+    once = await plan_with(None)
+    assert len(once) >= 5
+    if family == "classic":
+        table = once[-1][0]
+        assert table.lower() == "stringtable.bin"
+        assert [c[3] for c in once[-5:-1]] == [(table,)] * 4 and all(c[3] == () for c in once[:-5])
+    assert await plan_with(batch) == once
+
+
 async def test_a_failing_script_reports_its_line_and_the_host_error_code(
     archive: Path, tmp_path: Path
 ) -> None:

@@ -437,19 +437,26 @@ class Compiler:
     distinct indices); on exit the staging is taken back (the archive mirrors the *committed* state only)
     and the grown table is offered as its own change in `extra`, with `grew` naming the files that need it.
     nkpi string pools only grow in memory and are written with the archive, so they need no extra change.
+
+    `resume` is the `extra[STRINGTABLE]` of an earlier `Compiler` of the same plan (a plan compiled in
+    batches, the lock released between them): it is staged on entry, so new strings keep growing that table,
+    and `extra` then holds the table as every batch grew it. `grew` names only this batch's files.
     """
 
-    def __init__(self, workspace: Workspace) -> None:
+    def __init__(self, workspace: Workspace, resume: bytes | None = None) -> None:
         src = workspace.source
         if not isinstance(src, PvfSource):
             raise BridgeError(ErrorCode.NO_WORKSPACE, "no archive is open", "Open one with pvf_archive_open.")
         self.archive = src.archive
         self.before: Any = _MISSING
+        self.resume = resume
         self.extra: dict[str, bytes] = {}
         self.grew: list[str] = []
 
     def __enter__(self) -> Compiler:
         self.before = _staged_value(self.archive, STRINGTABLE)
+        if self.resume is not None:
+            self.archive.stage(STRINGTABLE, self.resume)
         return self
 
     def compile(self, path: str, text: str) -> bytes:

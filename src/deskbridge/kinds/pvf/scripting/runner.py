@@ -286,11 +286,16 @@ class ScriptRuns:
         self.workers[handle.task_id] = w
         started = time.monotonic()
         deadline = started + limits.wall_s
-        changes: list[dict[str, Any]] = []
+        plan = _PlanBuilder(self, handle, caller, workspace_id, revision)
+        pending: list[dict[str, Any]] = []
+        count = 0
         received = 0
         done: dict[str, Any] | None = None
         try:
             while done is None:
+                if pending and (len(pending) >= _BATCH or w.frames.empty()) and plan.streaming:
+                    plan.add(pending)  # compiled while the worker still sends (see `_PlanBuilder`)
+                    pending = []
                 if handle.cancelled:
                     w.kill()
                     raise TaskCancelled()
@@ -334,10 +339,11 @@ class ScriptRuns:
                         )
                 elif kind == "change":
                     received += sum(len(str(v)) for v in msg.values())
-                    if received > RESULT_MAX_BYTES or len(changes) >= limits.max_changes:
+                    if received > RESULT_MAX_BYTES or count >= limits.max_changes:
                         w.kill()
                         raise BridgeError(ErrorCode.LIMIT_EXCEEDED, "the run changed too much to preview")
-                    changes.append(msg)
+                    pending.append(msg)
+                    count += 1
                 elif kind == "error":
                     w.kill()
                     code = msg.get("code")
@@ -376,14 +382,17 @@ class ScriptRuns:
             },
             "filesetsChanged": sorted(fileset_changes),
         }
-        if not changes:
+        if not count:
             handle.progress(1, 1, "done (read-only: no plan)")
             return {"planId": None, "readOnly": True, "changes": 0, "summary": summary}
-        handle.progress(0, len(changes), "compiling changes")
         t_plan = time.monotonic()
-        plan = self._plan(handle, caller, workspace_id, revision, changes, summary)
-        compile_s = time.monotonic() - t_plan
-        if plan["planId"] is None:
+        if pending:
+            plan.add(pending)
+        info = plan.create(summary)
+        compile_s = plan.compile_s
+        summary = info["summary"]
+        summary["afterDoneSeconds"] = round(time.monotonic() - t_plan, 3)
+        if info["planId"] is None:
             # every write compiled to the payload it had (a document written back unchanged): the worker no
             # longer compares old and new texts itself, so such a run is read-only here
             handle.progress(1, 1, "done (read-only: no plan)")
@@ -394,115 +403,155 @@ class ScriptRuns:
                 "summary": summary,
                 "compileSeconds": round(compile_s, 3),
             }
-        handle.progress(len(changes), len(changes), "plan ready")
+        handle.progress(count, count, "plan ready")
         return {
-            "planId": plan["planId"],
+            "planId": info["planId"],
             "readOnly": False,
-            "changes": plan["changeCount"],
-            "counts": plan["counts"],
-            "warnings": plan["warnings"][:20],
-            "summary": plan["summary"],
+            "changes": info["changeCount"],
+            "counts": info["counts"],
+            "warnings": info["warnings"][:20],
+            "summary": summary,
             "compileSeconds": round(compile_s, 3),
         }
 
-    def _plan(
-        self,
-        handle: TaskHandle,
-        caller: str,
-        workspace_id: str,
-        revision: int,
-        msgs: list[dict[str, Any]],
-        summary: dict[str, Any],
-    ) -> dict[str, Any]:
-        eng = self.svc.engine
-        task = eng.tasks.get(handle.task_id)
-        with eng.lock:
-            try:
-                ws = self.svc._ws(workspace_id, revision)
-            except BridgeError as exc:
-                raise BridgeError(
-                    exc.code,
-                    "the workspace changed while the script ran",
-                    "Run the script again on the current revision (pvf_workspace_info).",
-                    data=exc.data,
-                ) from None
-            changes: list[Change] = []
-            file_warnings = 0
-            archive = ws.source.archive  # type: ignore[union-attr]
-            # the table's listing before this plan's compiles grow it (the old side of its diff)
+
+_BATCH = 256
+"""Change frames compiled per hold of the engine lock while the worker still sends."""
+
+
+class _PlanBuilder:
+    """The plan of one run, compiled as the worker's change frames arrive (its `finish` sends them while the
+    parent compiles the ones before) against the revision the run started on.
+
+    Each batch is compiled under `Engine.lock` and checks first that the workspace is still that revision
+    (else "the workspace changed while the script ran", as at the end); between batches the lock is free and
+    the archive holds only committed state. A classic compile that adds strings stages the grown
+    `stringtable.bin` in the archive; a later batch resumes from that table (`Compiler(resume=)`) — one
+    re-read of the table — so after the first growth the rest waits for the worker's `done` and is compiled
+    in one batch. The plan is created under the lock with the revision checked once more."""
+
+    def __init__(
+        self, runs: ScriptRuns, handle: TaskHandle, caller: str, workspace_id: str, revision: int
+    ) -> None:
+        self.runs = runs
+        self.handle = handle
+        self.caller = caller
+        self.workspace_id = workspace_id
+        self.revision = revision
+        self.changes: list[Change] = []
+        self.file_warnings = 0
+        self.grown: bytes | None = None
+        """The string table as this plan's compiles grew it (None: not grown)."""
+        self.grew: list[str] = []
+        self.compile_s = 0.0
+
+    @property
+    def streaming(self) -> bool:
+        return self.grown is None
+
+    def _ws(self) -> Any:
+        try:
+            return self.runs.svc._ws(self.workspace_id, self.revision)
+        except BridgeError as exc:
+            raise BridgeError(
+                exc.code,
+                "the workspace changed while the script ran",
+                "Run the script again on the current revision (pvf_workspace_info).",
+                data=exc.data,
+            ) from None
+
+    def add(self, msgs: list[dict[str, Any]]) -> None:
+        """Compile a batch of change frames (call with the frames in the order the worker sent them)."""
+        t0 = time.monotonic()
+        with self.runs.svc.engine.lock:
+            ws = self._ws()
+            archive = ws.source.archive
+            # the table's listing as committed, before this batch's compiles grow it (the old side of its diff)
             table_text = (
                 _table_listing(archive)
                 if any(isinstance(m.get("path"), str) and norm_path(m["path"]) == STRINGTABLE for m in msgs)
                 else None
             )
-            with Compiler(ws) as comp:
-                for n, msg in enumerate(msgs):
-                    path = _str(msg, "path", 4096)
-                    action = msg.get("action")
-                    if not path or action not in ("add", "modify", "delete"):
-                        raise BridgeError(
-                            ErrorCode.INTERNAL, "the worker sent a change without path or action"
-                        )
-                    try:  # one read (an `exists` first read the payload twice)
-                        old: bytes | None = ws.read(path)
-                    except BridgeError as exc:
-                        if exc.code is not ErrorCode.NOT_FOUND:
-                            raise
-                        old = None
-                    warnings = [str(x)[:500] for x in (msg.get("warnings") or [])][:50]
-                    file_warnings += len(warnings)
-                    meta: dict[str, Any] = {"warnings": warnings} if warnings else {}
-                    if action == "delete":
-                        if old is None:
-                            continue
-                        old_text = (
-                            table_text if norm_path(path) == STRINGTABLE else _old_text(archive, path, old)
-                        )
-                        ch = Change(
-                            path,
-                            "delete",
-                            DELETED,
-                            diff=None if old_text is None else text_diff(path, old_text, None),
-                            meta=meta,
-                        )
-                        if old_text is None:
-                            ch.binary = {"old": {"size": len(old)}, "new": None}
-                    else:
-                        text = _str(msg, "text")
-                        b64 = _str(msg, "base64")
-                        if text is not None:
-                            payload = comp.compile(path, text)
-                        elif b64 is not None:
-                            payload = base64.b64decode(b64, validate=True)
-                        else:
-                            raise BridgeError(ErrorCode.INTERNAL, "the worker sent a change without content")
-                        if old is not None and payload == old:
-                            continue
-                        ch = Change(
-                            path,
-                            "add" if old is None else "modify",
-                            payload,
-                            diff_of=None if text is None else _diff_of(archive, path, old, text, table_text),
-                            meta={**meta, "size": len(payload)},
-                        )
-                        if text is None:
-                            ch.binary = {
-                                "old": None if old is None else {"size": len(old)},
-                                "new": {"size": len(payload)},
-                            }
-                    req = msg.get("requires")
-                    if isinstance(req, list):
-                        ch.requires = tuple(str(r) for r in req[:1000])
-                    changes.append(ch)
-                    if n % 500 == 0:
-                        handle.progress(n, len(msgs), "compiling changes")
+            with Compiler(ws, resume=self.grown) as comp:
+                for msg in msgs:
+                    self._one(ws, archive, comp, msg, table_text)
             if comp.extra:
-                table = comp.extra[STRINGTABLE]
+                self.grown = comp.extra[STRINGTABLE]
+            self.grew += comp.grew
+        self.compile_s += time.monotonic() - t0
+        self.handle.progress(len(self.changes), None, "compiling changes")
+
+    def _one(
+        self, ws: Any, archive: Any, comp: Compiler, msg: dict[str, Any], table_text: str | None
+    ) -> None:
+        path = _str(msg, "path", 4096)
+        action = msg.get("action")
+        if not path or action not in ("add", "modify", "delete"):
+            raise BridgeError(ErrorCode.INTERNAL, "the worker sent a change without path or action")
+        try:  # one read (an `exists` first read the payload twice)
+            old: bytes | None = ws.read(path)
+        except BridgeError as exc:
+            if exc.code is not ErrorCode.NOT_FOUND:
+                raise
+            old = None
+        warnings = [str(x)[:500] for x in (msg.get("warnings") or [])][:50]
+        self.file_warnings += len(warnings)
+        meta: dict[str, Any] = {"warnings": warnings} if warnings else {}
+        if action == "delete":
+            if old is None:
+                return
+            old_text = table_text if norm_path(path) == STRINGTABLE else _old_text(archive, path, old)
+            ch = Change(
+                path,
+                "delete",
+                DELETED,
+                diff=None if old_text is None else text_diff(path, old_text, None),
+                meta=meta,
+            )
+            if old_text is None:
+                ch.binary = {"old": {"size": len(old)}, "new": None}
+        else:
+            text = _str(msg, "text")
+            b64 = _str(msg, "base64")
+            if text is not None:
+                payload = comp.compile(path, text)
+            elif b64 is not None:
+                payload = base64.b64decode(b64, validate=True)
+            else:
+                raise BridgeError(ErrorCode.INTERNAL, "the worker sent a change without content")
+            if old is not None and payload == old:
+                return
+            ch = Change(
+                path,
+                "add" if old is None else "modify",
+                payload,
+                diff_of=None if text is None else _diff_of(archive, path, old, text, table_text),
+                meta={**meta, "size": len(payload)},
+            )
+            if text is None:
+                ch.binary = {
+                    "old": None if old is None else {"size": len(old)},
+                    "new": {"size": len(payload)},
+                }
+        req = msg.get("requires")
+        if isinstance(req, list):
+            ch.requires = tuple(str(r) for r in req[:1000])
+        self.changes.append(ch)
+
+    def create(self, summary: dict[str, Any]) -> dict[str, Any]:
+        """The plan of every change compiled (with the grown string table as its own change), or no plan."""
+        eng = self.runs.svc.engine
+        task = eng.tasks.get(self.handle.task_id)
+        changes = self.changes
+        with eng.lock:
+            ws = self._ws()
+            if self.grown is not None:
+                table = self.grown
                 old_table = ws.read(STRINGTABLE) if ws.exists(STRINGTABLE) else None
                 key = STRINGTABLE
                 if old_table is not None:
                     with contextlib.suppress(BridgeError):
-                        key = ws.source.archive.file_info(STRINGTABLE).path  # type: ignore[union-attr]
+                        key = ws.source.archive.file_info(STRINGTABLE).path
                 changes.append(
                     Change(
                         key,
@@ -515,7 +564,7 @@ class ScriptRuns:
                         meta={"reason": "new strings"},
                     )
                 )
-                grew = {ws.key_of(p) for p in comp.grew}
+                grew = {ws.key_of(p) for p in self.grew}
                 for ch in changes:
                     if ws.key_of(ch.key) in grew:
                         ch.requires = (*ch.requires, key)
@@ -524,17 +573,16 @@ class ScriptRuns:
                 ch.requires = tuple(r for r in ch.requires if r in known)
             if not changes:
                 return {"planId": None, "changeCount": 0, "counts": {}, "warnings": [], "summary": summary}
-
             plan_warnings: list[PlanWarning] = []
             plan = eng.create_plan(
                 PlanKind.SCRIPT,
-                owner=caller,
+                owner=self.caller,
                 workspace_id=ws.id,
                 revision=ws.revision,
                 changes=changes,
                 warnings=plan_warnings,
                 on_apply=mirror_on_apply(ws),
-                summary={**summary, "files": len(changes), "fileWarnings": file_warnings},
+                summary={**summary, "files": len(changes), "fileWarnings": self.file_warnings},
                 task=task,
             )
             return eng.get_plan(plan.id)
