@@ -147,3 +147,31 @@ _tokens = st.one_of(
 @given(st.lists(_tokens, max_size=30), st.sampled_from([None, 2, 3]))
 def test_print_then_lex_gives_the_same_tokens(tokens, width):
     assert d.lex(d.print_tokens(tokens, header="#PVF_File", record_width=width)) == tokens
+
+
+_PIECES = st.sampled_from(
+    ["`", "``", "[", "]", "[a b]", "[/a]", "{", "}", "{4=12}", "{300=1}", "{5=`x`}", "<", ">", "<3::k`t`>",
+     "<99999999999::k`t`>", "::", "#", "# c\n", "\n", " ", "\t", "\r\n", "12", "-5", "+7", "2147483648",
+     "-2147483649", "1.5", ".5", "5.", "1e5", "1.0e+40", "abc", "x`y", "a#b", "é", "\u3000", "0"]
+)  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_PIECES, max_size=14).map("".join))
+def test_lex_reads_the_tokens_token_re_matches_one_at_a_time(src):
+    """`lex` takes the whitespace and comments before a token in the same match (one match per token): the
+    tokens it reads start exactly where `TOKEN_RE`, matching one piece at a time, finds a token — or it raises
+    where `TOKEN_RE` finds a character that starts no token."""
+    starts, bad = [], None
+    for m in d.TOKEN_RE.finditer(src):
+        if m.lastgroup == "bad":
+            bad = m.start()
+            break
+        if m.lastgroup not in ("ws", "comment"):
+            starts.append(m.start())
+    try:
+        tokens = d.lex(src)
+    except BridgeError as exc:
+        assert exc.data["offset"] in [*starts, bad]
+        return
+    assert bad is None and [t.pos for t in tokens] == starts
