@@ -106,8 +106,20 @@ async def bench(path: Path, floor: int, pattern: str) -> dict[str, Any]:
             "workerPhaseSeconds": st["result"]["summary"].get("workerSeconds"),
             "workerWallSeconds": st["result"]["summary"].get("runSeconds"),
             "parentCompileSeconds": st["result"].get("compileSeconds"),
+            "parentAfterDoneSeconds": st["result"]["summary"].get("afterDoneSeconds"),
             "loadAverage": os.getloadavg(),
         }
+        phases = out["workerPhaseSeconds"] or {}
+        if out["workerWallSeconds"] is not None and "script" in phases:
+            # from the end of the script to the plan: the worker's finish (sending the changes while the parent
+            # compiles them) and its exit, then what the parent did after `done` (worker start-up counts too)
+            out["afterScriptSeconds"] = round(
+                out["workerWallSeconds"]
+                - phases.get("open", 0)
+                - phases["script"]
+                + (out["parentAfterDoneSeconds"] or out["parentCompileSeconds"] or 0),
+                3,
+            )
         if plan_id:
             keys = list(svc.engine.plans.get(plan_id, PlanKind.SCRIPT).changes)
             t2 = time.perf_counter()
