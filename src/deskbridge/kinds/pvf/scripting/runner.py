@@ -390,8 +390,8 @@ class ScriptRuns:
             plan.add(pending)
         info = plan.create(summary)
         compile_s = plan.compile_s
-        summary = info["summary"]
-        summary["afterDoneSeconds"] = round(time.monotonic() - t_plan, 3)
+        # the task's copy (the plan's own summary is read under the engine lock by previews)
+        summary = {**info["summary"], "afterDoneSeconds": round(time.monotonic() - t_plan, 3)}
         if info["planId"] is None:
             # every write compiled to the payload it had (a document written back unchanged): the worker no
             # longer compares old and new texts itself, so such a run is read-only here
