@@ -133,8 +133,11 @@ class ClassicStrings:
         if "::" not in text:
             return {}
         wanted: dict[tuple[int, str], str] = {}
-        for tok in dialect.lex(text) if tokens is None else tokens:
-            if tok.kind is not dialect.Kind.LINK or not tok.link_text:
+        link = dialect.Kind.LINK
+        # the links alone first: this runs for every compiled text with a `::`, over all of its tokens
+        links = [tok for tok in (dialect.lex(text) if tokens is None else tokens) if tok.kind is link]
+        for tok in links:
+            if not tok.link_text:
                 continue
             key = str(tok.value)
             if self.link_text(tok.link_id, key) == tok.link_text:
