@@ -371,9 +371,14 @@ class Host:
             needs = self.list_created.get(key, set()) | self.str_requires.get(key, set())
             if needs:
                 msg["requires"] = sorted(needs)
-            raw = json.dumps(msg, ensure_ascii=False)
-            if len(raw.encode()) > CHANGE_FRAME_MAX:
-                raise ScriptError("LIMIT_EXCEEDED", f"the new content of {shown} is larger than 32 MiB")
+            # A JSON character is at most 6 bytes (`\u001f`) and UTF-8 at most 4 per character: a frame whose
+            # content is far under the cap is sent without first encoding it a second time just to measure it.
+            chars = len(msg.get("text") or msg.get("base64") or "") + len(shown)
+            chars += sum(map(len, msg["warnings"])) + sum(map(len, msg.get("requires", ())))
+            if chars * 6 + 4096 > CHANGE_FRAME_MAX:  # 4096: the keys, the action, the type, the brackets
+                raw = json.dumps(msg, ensure_ascii=False)
+                if len(raw.encode()) > CHANGE_FRAME_MAX:
+                    raise ScriptError("LIMIT_EXCEEDED", f"the new content of {shown} is larger than 32 MiB")
             self.pipe.send(msg)
             n += 1
         self.pipe.send(
