@@ -188,7 +188,14 @@ class ClassicStrings:
 
         `lock` guards this archive (the engine lock). The bytes are taken under it, the tables built outside
         it (nothing waits on them), and installed under it only where nothing was staged meanwhile and no
-        compile read them first. Best effort: on any failure the first compile reads them itself."""
+        compile read them first. Best effort: on any failure (the archive closed meanwhile…) the first compile
+        reads them itself."""
+        try:
+            self._warm(lock)
+        except Exception:
+            return
+
+    def _warm(self, lock: AbstractContextManager[object]) -> None:
         with lock:
             if self._table is not None and self._nstring is not None:
                 return
@@ -196,15 +203,12 @@ class ClassicStrings:
             enc = self.archive.encoding
             table_data = self.archive.read(STRINGTABLE) if self.archive.exists(STRINGTABLE) else b""
             list_data = self.archive.read(N_STRING_LST) if self.archive.exists(N_STRING_LST) else None
-        try:
-            table = StringTable.parse(table_data, enc)
-            table.index_of("")
-            reg = Registry(N_STRING_LST, root_relative=True)
-            if list_data is not None:
-                reg = parse_classic_list(N_STRING_LST, list_data, table)
-                reg.root_relative = True
-        except Exception:
-            return
+        table = StringTable.parse(table_data, enc)
+        table.index_of("")
+        reg = Registry(N_STRING_LST, root_relative=True)
+        if list_data is not None:
+            reg = parse_classic_list(N_STRING_LST, list_data, table)
+            reg.root_relative = True
         with lock:
             if generation != self._generation:
                 return
@@ -218,13 +222,9 @@ class ClassicStrings:
                 for p in paths
                 if norm_path(p) not in self._str_cache and self.archive.exists(p)
             }
-        try:
-            parsed = {
-                norm_path(p): StrFile.from_text(data.decode(enc, "replace")).entries()
-                for p, data in raw.items()
-            }
-        except Exception:
-            return
+        parsed = {
+            norm_path(p): StrFile.from_text(data.decode(enc, "replace")).entries() for p, data in raw.items()
+        }
         with lock:
             if generation == self._generation:
                 for key, entries in parsed.items():

@@ -259,7 +259,8 @@ class ScriptRuns:
                 "filesets": self.load_filesets(),
                 "fileset_writes": caller == "ui",
             }
-            strings = src.archive.strings if src.archive.family == "classic" else None
+            ar = getattr(src, "archive", None)
+            strings = ar.strings if ar is not None and ar.family == "classic" else None
         runs = self
 
         def work(handle: TaskHandle) -> dict[str, Any]:
