@@ -46,6 +46,7 @@ from deskbridge.kinds.pvf.store import (
     PvfStore,
     VerifiedIdentities,
     mirror_on_apply,
+    side_changes,
     text_of,
 )
 
@@ -821,7 +822,8 @@ class PvfService:
                         )
                     changes.append(ch)
             warnings: list[PlanWarning] = []
-            if comp.extra:
+            changes += side_changes(ws, comp.extra, [c.key for c in changes])
+            if STRINGTABLE in comp.extra:
                 table = comp.extra[STRINGTABLE]
                 old_table = ws.read(STRINGTABLE) if ws.exists(STRINGTABLE) else None
                 table_key = _display(ws, ws.key_of(STRINGTABLE)) if old_table is not None else STRINGTABLE

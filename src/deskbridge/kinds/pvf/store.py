@@ -37,7 +37,7 @@ from typing import Any, BinaryIO
 from deskbridge.core import files
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.files import FileIdentity
-from deskbridge.core.plans import Change
+from deskbridge.core.plans import Change, make_change
 from deskbridge.core.workspace import DELETED, Workspace
 from deskbridge.kinds.pvf.archive import open_archive
 from deskbridge.kinds.pvf.archive.base import norm_path
@@ -432,31 +432,36 @@ class Compiler:
     """Compile several files' text against one evolving string table; use as a context manager under
     `Engine.lock`.
 
-    The library's classic compiler appends new strings to the archive's table and stages the grown
-    `stringtable.bin` itself. Within one plan the table accumulates (two scripts adding strings get
-    distinct indices); on exit the staging is taken back (the archive mirrors the *committed* state only)
-    and the grown table is offered as its own change in `extra`, with `grew` naming the files that need it.
-    nkpi string pools only grow in memory and are written with the archive, so they need no extra change.
+    The library's classic compiler stages what a text needs besides its own payload: the grown
+    `stringtable.bin` (new strings) and the `.str` files whose entries a link's edited text changes
+    (`<id::key`…`>`, pvfVSCode's behaviour). Within one plan these accumulate (two scripts adding strings
+    get distinct indices; two link edits of one `.str` file both land). On exit every such staging is taken
+    back — the archive mirrors the *committed* state only, so nothing reaches it behind the plan — and what
+    was staged is offered in `extra` (normalised key → new payload) to become the plan's own changes (see
+    `side_changes`), with `grew` naming the files that need the grown table. nkpi string pools only grow in
+    memory and are written with the archive, so they need no extra change.
 
-    `resume` is the `extra[STRINGTABLE]` of an earlier `Compiler` of the same plan (a plan compiled in
-    batches, the lock released between them): it is staged on entry, so new strings keep growing that table,
-    and `extra` then holds the table as every batch grew it. `grew` names only this batch's files.
+    `resume` is the `extra` of an earlier `Compiler` of the same plan (a plan compiled in batches, the lock
+    released between them): it is staged on entry, so new strings keep growing that table and later link
+    edits see the earlier ones, and `extra` then holds everything every batch staged. `grew` names only
+    this batch's files.
     """
 
-    def __init__(self, workspace: Workspace, resume: bytes | None = None) -> None:
+    def __init__(self, workspace: Workspace, resume: Mapping[str, bytes] | None = None) -> None:
         src = workspace.source
         if not isinstance(src, PvfSource):
             raise BridgeError(ErrorCode.NO_WORKSPACE, "no archive is open", "Open one with pvf_archive_open.")
         self.archive = src.archive
-        self.before: Any = _MISSING
-        self.resume = resume
+        self.before: dict[str, bytes | None] = {}
+        self.resume = dict(resume or {})
         self.extra: dict[str, bytes] = {}
         self.grew: list[str] = []
 
     def __enter__(self) -> Compiler:
-        self.before = _staged_value(self.archive, STRINGTABLE)
-        if self.resume is not None:
-            self.archive.stage(STRINGTABLE, self.resume)
+        # one copy of the overlay's entries (values compared by identity on exit: a stage makes a new object)
+        self.before = dict(self.archive.iter_overlay())
+        for key, data in self.resume.items():
+            self.archive.stage(key, data)
         return self
 
     def compile(self, path: str, text: str) -> bytes:
@@ -468,19 +473,48 @@ class Compiler:
 
     def __exit__(self, *exc: object) -> None:
         ar = self.archive
-        now = _staged_value(ar, STRINGTABLE)
-        if now is self.before:
-            return
-        if exc[0] is None and now is not _MISSING and now is not None:
-            self.extra[STRINGTABLE] = now
-        # Restore the committed table (re-staging also resets the library's cached table).
-        if self.before is _MISSING:
-            ar.discard(STRINGTABLE)
-            strings = getattr(ar, "strings", None)
-            if strings is not None and hasattr(strings, "invalidate"):
-                strings.invalidate(STRINGTABLE)
-        else:
-            ar.stage(STRINGTABLE, self.before)
+        now = dict(ar.iter_overlay())
+        changed = [
+            k
+            for k in now.keys() | self.before.keys()
+            if now.get(k, _MISSING) is not self.before.get(k, _MISSING)
+        ]
+        if exc[0] is None:
+            self.extra = {k: now[k] for k in sorted(changed) if now.get(k) is not None}  # type: ignore[misc]
+        # Restore what was committed (re-staging also resets the library's cached tables).
+        strings = getattr(ar, "strings", None) if ar.family == "classic" else None
+        for key in changed:
+            if key in self.before:
+                ar.stage(key, self.before[key])
+            else:
+                ar.discard(key)
+                if strings is not None and hasattr(strings, "invalidate"):
+                    strings.invalidate(key)
+
+
+def side_changes(
+    workspace: Workspace, extra: Mapping[str, bytes], planned: Iterable[str] = ()
+) -> list[Change]:
+    """A change for each `.str` file a `Compiler`'s compiles edited through a link's text (`extra`; not the
+    string table: each plan kind adds that with its own metadata), except keys `planned` already holds — a
+    file the plan writes itself (a script that also wrote that `.str` file) is the change that counts."""
+    taken = {norm_path(k) for k in planned}
+    archive = workspace.source.archive  # type: ignore[union-attr]
+    out = []
+    for key, data in extra.items():
+        if key == STRINGTABLE or key in taken:
+            continue
+        old = workspace.read(key) if workspace.exists(key) else None
+        enc = archive.encoding
+        change = make_change(
+            _shown(archive, key, workspace),
+            None if old is None else old.decode(enc, "replace"),
+            data.decode(enc, "replace"),
+            reason="link text edited",
+        )
+        change.new = data  # the exact bytes (the texts above are only for the diff)
+        out.append(change)
+    return out
 
 
 def _shown(archive: Any, key: str, workspace: Workspace) -> str:

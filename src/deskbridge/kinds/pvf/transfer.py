@@ -37,7 +37,7 @@ from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.plans import Change, PlanKind, PlanWarning, make_change, text_diff
 from deskbridge.core.workspace import DELETED, Workspace
 from deskbridge.kinds.pvf.archive.base import norm_path
-from deskbridge.kinds.pvf.store import STRINGTABLE, Compiler, PvfSource, mirror, text_of
+from deskbridge.kinds.pvf.store import STRINGTABLE, Compiler, PvfSource, mirror, side_changes, text_of
 
 _BAD_NAME = re.compile(r'[<>:"|?*\x00-\x1f\\]')
 _WIN_RESERVED = {
@@ -308,7 +308,8 @@ def build_import_changes(ws: Workspace, sources: list[Source], spill: SpillStore
                     if old is not None
                     else Change(shown, "add", data, binary=_summary(None, data), meta=meta)
                 )
-    if comp.extra:
+    changes += side_changes(ws, comp.extra, [c.key for c in changes])
+    if STRINGTABLE in comp.extra:
         table = comp.extra[STRINGTABLE]
         old_table = ws.read(STRINGTABLE) if ws.exists(STRINGTABLE) else None
         key = ws.source.archive.file_info(STRINGTABLE).path if old_table is not None else STRINGTABLE  # type: ignore[union-attr]

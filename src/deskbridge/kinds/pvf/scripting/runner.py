@@ -37,7 +37,7 @@ from deskbridge.core.plans import Change, PlanKind, PlanWarning, text_diff
 from deskbridge.core.tasks import TaskCancelled, TaskHandle
 from deskbridge.core.workspace import DELETED
 from deskbridge.kinds.pvf.archive.base import norm_path
-from deskbridge.kinds.pvf.store import STRINGTABLE, Compiler, PvfSource, mirror_on_apply
+from deskbridge.kinds.pvf.store import STRINGTABLE, Compiler, PvfSource, mirror_on_apply, side_changes
 from deskbridge.kinds.pvf.transfer import payload_text
 
 SOURCE_MAX_BYTES = 1 << 20
@@ -441,8 +441,9 @@ class _PlanBuilder:
         self.revision = revision
         self.changes: list[Change] = []
         self.file_warnings = 0
-        self.grown: bytes | None = None
-        """The string table as this plan's compiles grew it (None: not grown)."""
+        self.grown: dict[str, bytes] | None = None
+        """What this plan's compiles staged besides their payloads (`Compiler.extra`: the grown string
+        table, `.str` files edited through link texts); None: nothing."""
         self.grew: list[str] = []
         self.compile_s = 0.0
 
@@ -477,7 +478,7 @@ class _PlanBuilder:
                 for msg in msgs:
                     self._one(ws, archive, comp, msg, table_text)
             if comp.extra:
-                self.grown = comp.extra[STRINGTABLE]
+                self.grown = comp.extra
             self.grew += comp.grew
         self.compile_s += time.monotonic() - t0
         self.handle.progress(len(self.changes), None, "compiling changes")
@@ -546,8 +547,9 @@ class _PlanBuilder:
         changes = self.changes
         with eng.lock:
             ws = self._ws()
-            if self.grown is not None:
-                table = self.grown
+            changes += side_changes(ws, self.grown or {}, [c.key for c in changes])
+            if self.grown is not None and STRINGTABLE in self.grown:
+                table = self.grown[STRINGTABLE]
                 old_table = ws.read(STRINGTABLE) if ws.exists(STRINGTABLE) else None
                 key = STRINGTABLE
                 if old_table is not None:
