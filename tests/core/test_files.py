@@ -544,3 +544,83 @@ def test_a_writer_failing_after_big_writes_leaves_no_temp_and_no_worker(tmp_path
         atomic_write(target, writer)
     assert target.read_bytes() == b"orig" and leftovers(tmp_path) == []
     assert not [t for t in threading.enumerate() if t.name == "deskbridge-hash"]
+
+
+# ------------------------------------------------------------------ early writeback of streamed temp files
+
+
+def _record_writeback(monkeypatch, step: int, *, fail: bool = False) -> list[tuple[int, int, bytes]]:
+    """Replace `sync_file_range` with a recorder: (offset, length, the bytes the kernel held there then)."""
+    calls: list[tuple[int, int, bytes]] = []
+
+    def fake(fd: int, offset: int, length: int, flags: int) -> int:
+        assert flags == files._SYNC_FILE_RANGE_WRITE
+        calls.append((offset, length, os.pread(fd, length, offset)))
+        if fail:
+            raise OSError(5, "injected")
+        return 0
+
+    monkeypatch.setattr(files, "WRITEBACK_STEP", step)
+    monkeypatch.setattr(files, "_sync_file_range", lambda: fake)
+    return calls
+
+
+def test_a_streamed_write_starts_its_disk_writes_while_it_is_being_written(tmp_path, monkeypatch):
+    step = 64 << 10
+    calls = _record_writeback(monkeypatch, step)
+    src = tmp_path / "src"
+    copied = os.urandom(5 * step + 17)
+    src.write_bytes(copied)
+    head, tail = os.urandom(3 * step // 2), b"x" * 1000  # a big write, a kernel copy, small writes
+    expected = head + copied + tail * 40
+
+    def write(out):
+        out.write(head)
+        fd = os.open(src, os.O_RDONLY)
+        try:
+            assert out.copy_range(fd, 0, len(copied)) == len(copied)
+        finally:
+            os.close(fd)
+        for _ in range(40):
+            out.write(tail)
+
+    result = atomic_write(tmp_path / "dst", write)
+    assert (tmp_path / "dst").read_bytes() == expected
+    assert result.identity.sha256 == files.content_digest(expected)
+    # contiguous ranges from the start, each at least a step, each already in the kernel when handed over
+    assert calls and calls[0][0] == 0
+    for (at, n, seen), nxt in zip(calls, [*calls[1:], None], strict=True):
+        assert n >= step and seen == expected[at : at + n]
+        if nxt is not None:
+            assert nxt[0] == at + n
+    assert calls[-1][0] + calls[-1][1] > len(expected) - step
+
+
+def test_a_failing_writeback_hint_does_not_fail_the_write(tmp_path, monkeypatch):
+    calls = _record_writeback(monkeypatch, 4096, fail=True)
+    data = os.urandom(50_000)
+    atomic_write(tmp_path / "f", lambda out: [out.write(data[i : i + 5000]) for i in range(0, 50_000, 5000)])
+    assert (tmp_path / "f").read_bytes() == data
+    assert len(calls) == 1  # the first failure turns the hint off for this file
+
+
+def test_a_writer_that_seeks_gets_no_writeback_at_stale_offsets(tmp_path, monkeypatch):
+    calls = _record_writeback(monkeypatch, 4096)
+
+    def write(out):
+        out.write(b"a" * 10_000)
+        out.seek(0)
+        out.write(b"b" * 20_000)
+
+    atomic_write(tmp_path / "f", write)
+    assert (tmp_path / "f").read_bytes() == b"b" * 20_000
+    assert [(at, n) for at, n, _ in calls] == [(0, 10_000)]  # nothing after the seek
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="sync_file_range is Linux-only")
+def test_the_real_writeback_call_is_found_and_accepted_on_linux(tmp_path, monkeypatch):
+    assert files._sync_file_range() is not None
+    monkeypatch.setattr(files, "WRITEBACK_STEP", 4096)
+    data = os.urandom(100_000)
+    atomic_write(tmp_path / "f", lambda out: [out.write(data[i : i + 7000]) for i in range(0, 100_000, 7000)])
+    assert (tmp_path / "f").read_bytes() == data
