@@ -3,7 +3,8 @@
 Cipher (identical in pvfUtility, pvf-parser-ts, chunk.md, xentax): per little-endian dword,
 decrypt `v = ROR32(v ^ 0x81A79011 ^ crc, 6)`, encrypt `v = ROL32(v, 6) ^ crc ^ 0x81A79011`; blocks are whole
 dwords (`(len + 3) & ~3`) and the bytes past the true length are zero after decrypting.
-Checksums are plain `zlib.crc32(data, seed)` (research §1A "Checksums", verified against PU's table code).
+Checksums are plain `zlib.crc32(data, seed)` (research §1A "Checksums", verified against PU's table code),
+computed with ISA-L's identical crc32 when installed.
 """
 
 from __future__ import annotations
@@ -11,6 +12,11 @@ from __future__ import annotations
 import zlib
 
 import numpy as np
+
+try:  # ISA-L's crc32 (PCLMULQDQ): the same CRC-32 as zlib's, ≈ 6× faster (21 MB in 1.0 vs 6.3 ms here)
+    from isal.isal_zlib import crc32 as _crc32
+except ImportError:  # pragma: no cover - isal is a dependency; zlib gives the identical value
+    _crc32 = zlib.crc32
 
 KEY = 0x81A79011
 TRAILER = b"\0This pvf Pack was created by pvfUtility."
@@ -133,8 +139,8 @@ def padded(data: bytes) -> bytes:
 
 def _crc_padded(data: bytes, seed: int) -> int:
     """crc32 of `data` zero-padded to whole dwords, without copying it (crc32 streams)."""
-    crc = zlib.crc32(data, seed)
-    return zlib.crc32(b"\0" * (-len(data) % 4), crc) if len(data) % 4 else crc
+    crc = _crc32(data, seed)
+    return _crc32(b"\0" * (-len(data) % 4), crc) if len(data) % 4 else crc
 
 
 def file_checksum(data: bytes, nhash: int) -> int:
@@ -145,7 +151,7 @@ def file_checksum(data: bytes, nhash: int) -> int:
 def accepted_checksums(data: bytes, nhash: int) -> set[int]:
     """Every per-file key a known writer produces for this payload (PU/PT padded, pvfVSCode unpadded, PT's 0
     for an empty file) — a reader must accept all of them (data/pvf/README "Per-file checksum")."""
-    keys = {_crc_padded(data, nhash), zlib.crc32(data, nhash)}
+    keys = {_crc_padded(data, nhash), _crc32(data, nhash)}
     if not data:
         keys.add(0)
     return keys
