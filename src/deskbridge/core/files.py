@@ -32,7 +32,6 @@ import errno
 import functools
 import os
 import platform
-import queue
 import secrets
 import shutil
 import stat
@@ -733,20 +732,16 @@ class _Writeback:
     Without it every dirty page waits for the fsync before the rename, so a 200 MB save waits ~0.1 s for
     the disk after its last byte (a file copy with `cp` + `sync` pays the same). Every `WRITEBACK_STEP`
     bytes the range written since the last step is handed to the kernel with `sync_file_range(...,
-    SYNC_FILE_RANGE_WRITE)` (sync_file_range(2): it starts write-out of those dirty pages; it promises
-    nothing about durability), so the disk works while the writer computes the next bytes and the hash and
-    verify run; the fsync then finds little left. The calls are made by a thread of their own (through a
-    duplicate descriptor), since the call itself waits when the disk's request queue is full — under other
-    programs' I/O that was tens of ms per save spent blocked in the writer. Only a hint: any failure is
-    ignored (the fsync before the rename is still what makes the file durable and reports I/O errors)."""
+    SYNC_FILE_RANGE_WRITE)` (sync_file_range(2): it starts write-out of those dirty pages and returns,
+    it promises nothing about durability), so the disk works while the writer computes the next bytes
+    and the hash and verify run; the fsync then finds little left. Only a hint: any failure is ignored
+    (the fsync before the rename is still what makes the file durable, and it reports real I/O errors)."""
 
     def __init__(self, f: BinaryIO) -> None:
         self._f = f
         self._fn = _sync_file_range()
         self._started = 0
         self._end = 0
-        self._queue: queue.SimpleQueue[tuple[int, int] | None] | None = None
-        self._thread: threading.Thread | None = None
         self.calls = 0
         """Ranges handed to the kernel (for tests)."""
 
@@ -768,43 +763,14 @@ class _Writeback:
             self._start()
 
     def _start(self) -> None:
-        if self._queue is None:
-            self._queue = queue.SimpleQueue()
-            fd = os.dup(self._f.fileno())
-            self._thread = threading.Thread(
-                target=self._run, args=(fd, self._queue), name="deskbridge-writeback", daemon=True
-            )
-            self._thread.start()
-        self._queue.put((self._started, self._end - self._started))
-        self._started = self._end
-
-    def _run(self, fd: int, ranges: queue.SimpleQueue[tuple[int, int] | None]) -> None:
+        assert self._fn is not None
         try:
-            while (item := ranges.get()) is not None:
-                fn = self._fn
-                if fn is None:
-                    continue  # stopped, or an earlier call failed: drain the queue
-                try:
-                    fn(fd, item[0], item[1], _SYNC_FILE_RANGE_WRITE)
-                except (OSError, ValueError, ctypes.ArgumentError):
-                    self._fn = None
-                    continue
-                self.calls += 1
-        finally:
-            os.close(fd)
-
-    def finish(self) -> None:
-        """The writer is done: the thread ends after the ranges already handed over (not waited for)."""
-        if self._queue is not None:
-            self._queue.put(None)
-            self._queue = None
-
-    def join(self) -> None:
-        """Wait for the thread (before the temp file is published or given up)."""
-        self.finish()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
+            self._fn(self._f.fileno(), self._started, self._end - self._started, _SYNC_FILE_RANGE_WRITE)
+        except (OSError, ValueError, ctypes.ArgumentError):
+            self._fn = None
+            return
+        self.calls += 1
+        self._started = self._end
 
 
 class _HashingFile:
@@ -887,14 +853,8 @@ class _PendingTemp:
     """
 
     def __init__(
-        self,
-        tmp: Path,
-        hasher: _Hasher | None = None,
-        digest: str | None = None,
-        sync_fd: int | None = None,
-        writeback: _Writeback | None = None,
+        self, tmp: Path, hasher: _Hasher | None = None, digest: str | None = None, sync_fd: int | None = None
     ) -> None:
-        self._writeback = writeback
         self._hasher = hasher
         if hasher is not None:
             hasher.start()  # beside the fsync and the caller's verify
@@ -930,7 +890,6 @@ class _PendingTemp:
 
     def result(self) -> str:
         """The temp file's identity digest once it is durable; raises what the fsync or the hash hit."""
-        self._end_writeback()
         if self._sync_thread is not None:
             self._sync_thread.join()
             self._sync_thread = None
@@ -948,14 +907,8 @@ class _PendingTemp:
         assert self._digest is not None
         return self._digest
 
-    def _end_writeback(self) -> None:
-        if self._writeback is not None:
-            self._writeback.join()
-            self._writeback = None
-
     def abandon(self) -> None:
         """Wait for the threads without a result (the write is being given up)."""
-        self._end_writeback()
         if self._sync_thread is not None:
             self._sync_thread.join()
             self._sync_thread = None
@@ -1001,7 +954,6 @@ def _write_temp(
     hasher: _Hasher | None = None
     digest: str | None = None
     sync_fd: int | None = None
-    writeback: _Writeback | None = None
     try:
         exact = mode if mode is not None else existing_mode
         if exact is not None and hasattr(os, "fchmod"):
@@ -1010,10 +962,8 @@ def _write_temp(
             if callable(content):
                 proxy = _HashingFile(f)
                 hasher = proxy._hasher
-                writeback = proxy.writeback
                 content(proxy)  # type: ignore[arg-type]
                 hasher = proxy.take_hasher()
-                writeback.finish()
             else:
                 f.write(content)
                 digest = content_digest(content)  # the same scheme as every other identity
@@ -1021,17 +971,12 @@ def _write_temp(
             if background_fsync:
                 sync_fd = os.dup(f.fileno())
             else:
-                if writeback is not None:
-                    writeback.join()
-                    writeback = None
                 os.fsync(f.fileno())
         pending = _PendingTemp(
-            d.at(tmp), hasher, digest, sync_fd, writeback
+            d.at(tmp), hasher, digest, sync_fd
         )  # hasher and digest None: hashed in a thread
-        hasher = sync_fd = writeback = None
+        hasher = sync_fd = None
     except BaseException:
-        if writeback is not None:
-            writeback.join()
         if hasher is not None:
             hasher.abandon()
         if sync_fd is not None:
