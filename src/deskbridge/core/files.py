@@ -708,71 +708,6 @@ class _Hasher:
         self._close()
 
 
-WRITEBACK_STEP = 8 << 20
-"""A streamed temp file asks the kernel to start writing its pages to disk every this many bytes (8 MiB)."""
-_SYNC_FILE_RANGE_WRITE = 2  # linux/fs.h
-
-
-@functools.cache
-def _sync_file_range() -> Callable[..., int] | None:
-    """glibc's `sync_file_range` (Linux; Python's `os` has no wrapper), or None where there is none."""
-    if not sys.platform.startswith("linux"):
-        return None
-    fn = getattr(_libc(), "sync_file_range", None)
-    if fn is None:
-        return None
-    fn.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
-    fn.restype = ctypes.c_int
-    return fn  # type: ignore[no-any-return]
-
-
-class _Writeback:
-    """Starts the disk writes of a temp file while it is still being filled.
-
-    Without it every dirty page waits for the fsync before the rename, so a 200 MB save waits ~0.1 s for
-    the disk after its last byte (a file copy with `cp` + `sync` pays the same). Every `WRITEBACK_STEP`
-    bytes the range written since the last step is handed to the kernel with `sync_file_range(...,
-    SYNC_FILE_RANGE_WRITE)` (sync_file_range(2): it starts write-out of those dirty pages and returns,
-    it promises nothing about durability), so the disk works while the writer computes the next bytes
-    and the hash and verify run; the fsync then finds little left. Only a hint: any failure is ignored
-    (the fsync before the rename is still what makes the file durable, and it reports real I/O errors)."""
-
-    def __init__(self, f: BinaryIO) -> None:
-        self._f = f
-        self._fn = _sync_file_range()
-        self._started = 0
-        self._end = 0
-        self.calls = 0
-        """Ranges handed to the kernel (for tests)."""
-
-    def stop(self) -> None:
-        """The writer writes around the proxy (seeks, raw descriptor): its offsets are no longer known."""
-        self._fn = None
-
-    def wrote(self, n: int) -> None:
-        """`n` bytes were appended through the buffered writer (flushed when a step is due)."""
-        self._end += n
-        if self._fn is not None and self._end - self._started >= WRITEBACK_STEP:
-            self._f.flush()
-            self._start()
-
-    def copied(self, end: int) -> None:
-        """Bytes were appended in the kernel; the file now ends at `end`."""
-        self._end = end
-        if self._fn is not None and end - self._started >= WRITEBACK_STEP:
-            self._start()
-
-    def _start(self) -> None:
-        assert self._fn is not None
-        try:
-            self._fn(self._f.fileno(), self._started, self._end - self._started, _SYNC_FILE_RANGE_WRITE)
-        except (OSError, ValueError, ctypes.ArgumentError):
-            self._fn = None
-            return
-        self.calls += 1
-        self._started = self._end
-
-
 class _HashingFile:
     """The temp file as a writer sees it: what is written and copied is recorded for the identity hash.
 
@@ -789,13 +724,11 @@ class _HashingFile:
     def __init__(self, f: BinaryIO) -> None:
         self._f = f
         self._hasher: _Hasher | None = _Hasher(f.fileno())
-        self.writeback = _Writeback(f)
 
     def write(self, data: Any) -> int:
         n = self._f.write(data)
         if self._hasher is not None:
             self._hasher.add_bytes(memoryview(data).nbytes if n is None else n)
-        self.writeback.wrote(memoryview(data).nbytes if n is None else n)
         return n
 
     def copy_range(self, source_fd: int, offset: int, length: int) -> int:
@@ -825,18 +758,15 @@ class _HashingFile:
                 if self._hasher is not None:
                     self._hasher.add_range(pos + done, n, None if source is None else (source, offset + done))
                 done += n
-                self.writeback.copied(pos + done)
         except OSError:
             pass  # e.g. EXDEV or EINVAL: the caller copies the rest through memory
         f.seek(pos + done)
         return done
 
     def __getattr__(self, name: str) -> Any:
-        if name in ("seek", "fileno", "writelines", "truncate", "raw", "detach"):
-            self.writeback.stop()
-            if self._hasher is not None:
-                self._hasher.abandon()
-                self._hasher = None
+        if name in ("seek", "fileno", "writelines", "truncate", "raw", "detach") and self._hasher is not None:
+            self._hasher.abandon()
+            self._hasher = None
         return getattr(self._f, name)
 
     def take_hasher(self) -> _Hasher | None:
