@@ -9,6 +9,7 @@ import os
 import random
 
 import pytest
+from blake3 import blake3
 
 from deskbridge.core import files
 from deskbridge.core.files import (
@@ -44,10 +45,10 @@ def _reference_cuts(data: bytes) -> list[int]:
 
 
 def _reference(data: bytes) -> str:
-    h = hashlib.sha256(b"deskbridge-identity-sha256-cdc\0" + len(data).to_bytes(8, "little"))
+    h = blake3(b"deskbridge-identity-blake3-cdc\0" + len(data).to_bytes(8, "little"))
     start = 0
     for cut in _reference_cuts(data):
-        h.update((cut - start).to_bytes(8, "little") + hashlib.sha256(data[start:cut]).digest())
+        h.update((cut - start).to_bytes(8, "little") + blake3(data[start:cut]).digest())
         start = cut
     return h.hexdigest()
 
@@ -214,10 +215,11 @@ def test_an_identity_from_an_earlier_scheme_is_not_taken_as_current(tmp_path):
     old["sha256"] = hashlib.sha256(b"abc").hexdigest()
     legacy = FileIdentity.from_dict(old)
     assert legacy.scheme == "sha256" and legacy != now
-    fixed = FileIdentity.from_dict({**now.to_dict(), "scheme": "sha256-1m"})
-    assert fixed != now  # same digest field, other scheme: not the same identity
+    for earlier in ("sha256-1m", "sha256-cdc"):
+        fixed = FileIdentity.from_dict({**now.to_dict(), "scheme": earlier})
+        assert fixed != now  # same digest field, other scheme: not the same identity
     assert FileIdentity.from_dict(now.to_dict()) == now
-    assert now.scheme == IDENTITY_SCHEME == "sha256-cdc"
+    assert now.scheme == IDENTITY_SCHEME == "blake3-cdc"
 
 
 @pytest.mark.parametrize("numpy_loaded", [True, False], ids=["numpy", "find"])

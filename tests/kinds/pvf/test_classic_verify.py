@@ -288,7 +288,7 @@ def _same_as_a_fresh_open(ar: ClassicArchive, path: Path) -> None:
     fresh = open_archive(path)
     assert ar.header == fresh.header
     assert ar.raw_entries() == fresh.raw_entries()
-    assert ar._entries.plain == fresh._entries.plain
+    assert bytes(ar._entries.plain) == fresh._entries.plain  # after an edit-only save: its array
     assert all(ar.read(p) == fresh.read(p) for p in fresh.paths())
 
 
@@ -377,3 +377,72 @@ def test_tail_fields_and_clear_tails_read_and_zero_exactly_twelve_bytes_at_each_
     for o in offsets:
         expected[o : o + 12] = b"\0" * 12
     assert buf.tobytes() == bytes(expected)
+
+
+@pytest.mark.parametrize("size", [0, 1, 2, 3, 4, 5, 4099, (1 << 16) * 4 + 3, (1 << 20) + 6])
+def test_encrypt_view_is_encrypt_without_the_copies(size):
+    import os
+
+    data = os.urandom(size)
+    view = cc.encrypt_view(data, 0x1234ABCD)
+    assert bytes(view) == cc.encrypt(data, 0x1234ABCD) and view.readonly
+    assert bytes(cc.encrypt_view(memoryview(data), 7)) == cc.encrypt(data, 7)
+    assert cc.decrypt(bytes(view), 0x1234ABCD, size) == data
+
+
+@pytest.mark.parametrize("where", ["first step", "a later step", "last byte"])
+def test_a_big_block_read_back_in_steps_catches_a_byte_anywhere(copy, tmp_path, where, monkeypatch):
+    """The read-back compares a big changed block a step at a time into one buffer: damage in any step,
+    the short last one included, is caught."""
+    from deskbridge.kinds.pvf.archive import classic_verify
+
+    monkeypatch.setattr(classic_verify, "_COMPARE_STEP", 4096)
+    ar, picked = _edited(copy)
+    big = bytes(range(256)) * 200 + b"odd"  # 12 steps of 4 KiB and a short one, not dword-aligned
+    ar.stage(picked[1], big)
+    out = tmp_path / "out.pvf"
+    written, layout = _written(ar, out)
+    assert verify_patched(out, layout) == 2
+    i = sorted(layout.changed)[1]
+    at, tree_len, _crc, _count = _tree_at(written)
+    start = at + tree_len + struct.unpack_from("<i", layout.written_plain, _tail(layout, i) + 8)[0]
+    n = cc.aligned(len(big))
+    pos = start + {"first step": 5, "a later step": 9 * 4096 + 77, "last byte": n - 1}[where]
+    bad = bytearray(written)
+    bad[pos] ^= 0x40
+    out.write_bytes(bytes(bad))
+    with pytest.raises(BridgeError, match="reads back different bytes"):
+        verify_patched(out, layout)
+
+
+def test_a_tree_read_back_in_steps_catches_a_byte_in_a_later_step(copy, tmp_path, monkeypatch):
+    from deskbridge.kinds.pvf.archive import classic_verify
+
+    monkeypatch.setattr(classic_verify, "_COMPARE_STEP", 1024)
+    ar, _picked = _edited(copy)
+    out = tmp_path / "out.pvf"
+    written, layout = _written(ar, out)
+    at, tree_len, _crc, _count = _tree_at(written)
+    assert tree_len > 3 * 1024
+    bad = bytearray(written)
+    bad[at + tree_len - 1030] ^= 1
+    out.write_bytes(bytes(bad))
+    with pytest.raises(BridgeError, match="tree read back is not the one written"):
+        verify_patched(out, layout)
+
+
+def test_the_fast_crc32_is_zlibs_crc32():
+    """Keys and tree checksums are zlib's CRC-32 (research/pvf.md §1A); ISA-L's crc32 computes them."""
+    import os
+    import zlib
+
+    import numpy as np
+
+    assert cc._crc32 is not zlib.crc32  # isal is a dependency
+    for size in (0, 1, 3, 4, 1000, 100_003):
+        data = os.urandom(size)
+        for seed in (0, 1, 0x1505, 0x81A79011, 0xFFFFFFFF):
+            assert cc._crc32(data, seed) == zlib.crc32(data, seed)
+            assert cc.file_checksum(data, seed) == zlib.crc32(cc.padded(data), seed)
+        frozen = np.frombuffer(data, dtype=np.uint8)  # a read-only array, as the edit-only save passes
+        assert cc.tree_checksum(frozen, 7) == zlib.crc32(cc.padded(data), 7)

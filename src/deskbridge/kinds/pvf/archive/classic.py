@@ -117,8 +117,9 @@ class _Tree:
     __slots__ = ("checksum", "name_hash", "path", "path_raw", "plain", "rel", "size", "tail", "used")
 
     def __init__(self) -> None:
-        self.plain = b""
-        """The decrypted tree, kept so an edit-only save can patch it instead of rebuilding it."""
+        self.plain: bytes | np.ndarray = b""
+        """The decrypted tree, kept so an edit-only save can patch it instead of rebuilding it (after such a
+        save, the read-only uint8 array it wrote)."""
         self.tail: list[int] = []
         """Offset of each entry's `dataLen, checksum, relOffset` inside `plain`."""
         self.used = 0
@@ -607,7 +608,7 @@ class ClassicArchive(ArchiveBase):
             return False
         sizes, rels, tails = cols.sizes, cols.rels, cols.tails
         old_aligned = (sizes + 3) & ~3
-        blocks: dict[int, tuple[int, int, bytes]] = {}
+        blocks: dict[int, tuple[int, int, _Encrypted]] = {}
         new_sizes = sizes.copy()
         for i, data in changed.items():
             crc = cc.file_checksum(data, t.name_hash[i])
@@ -624,11 +625,14 @@ class ClassicArchive(ArchiveBase):
         cc.u32_view(tree)[tails + 8] = new_rels.astype(np.uint32)  # every relOffset, one scatter
         for i, (size, crc, _block) in blocks.items():
             struct.pack_into("<iI", tree, t.tail[i], size, crc)
-        plain = tree.tobytes()
+        # The patched tree stays in its array (read-only from here on): no 12 MB copy into a `bytes`; it is
+        # checksummed, encrypted, checked and re-bound to as a buffer.
+        tree.flags.writeable = False
+        plain = tree
         crc = cc.tree_checksum(plain, n)
         h = self.header
         out.write(struct.pack("<i", len(h.guid)) + h.guid + _HEAD.pack(h.file_version, len(plain), crc, n))
-        cipher = cc.encrypt(plain, crc)
+        cipher = cc.encrypt_view(plain, crc)
         out.write(cipher)
         fd = self._fh.fileno() if self._fh is not None else None
         start = 0
@@ -777,16 +781,17 @@ class ClassicArchive(ArchiveBase):
 
 class _Encrypted:
     """A changed file's encrypted block; a big one is encrypted in a thread while the tree is built and the
-    unchanged blocks before it are copied (numpy releases the GIL), small ones right away."""
+    unchanged blocks before it are copied (numpy releases the GIL), small ones right away. The block is a
+    read-only view of the array it was encrypted into (`cc.encrypt_view`): it is only written and compared."""
 
     BACKGROUND_FROM = 1 << 20
 
     def __init__(self, data: bytes, key: int) -> None:
-        self._block: bytes | None = None
+        self._block: memoryview | None = None
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
         if len(data) < self.BACKGROUND_FROM:
-            self._block = cc.encrypt(data, key)
+            self._block = cc.encrypt_view(data, key)
         else:
             self._thread = threading.Thread(
                 target=self._run, args=(data, key), name="pvf-encrypt", daemon=True
@@ -795,11 +800,11 @@ class _Encrypted:
 
     def _run(self, data: bytes, key: int) -> None:
         try:
-            self._block = cc.encrypt(data, key)
+            self._block = cc.encrypt_view(data, key)
         except BaseException as exc:  # re-raised by result()
             self._error = exc
 
-    def result(self) -> bytes:
+    def result(self) -> memoryview:
         if self._thread is not None:
             self._thread.join()
             self._thread = None
@@ -821,7 +826,8 @@ class _Columns:
 class _Patched:
     """The tree an edit-only save wrote, kept so `save` can re-bind to the file without re-parsing it."""
 
-    plain: bytes
+    plain: bytes | np.ndarray
+    """The written tree, decrypted (a read-only uint8 array)."""
     tree_checksum: int
     data_end: int
     columns: _Columns

@@ -3,7 +3,8 @@
 Cipher (identical in pvfUtility, pvf-parser-ts, chunk.md, xentax): per little-endian dword,
 decrypt `v = ROR32(v ^ 0x81A79011 ^ crc, 6)`, encrypt `v = ROL32(v, 6) ^ crc ^ 0x81A79011`; blocks are whole
 dwords (`(len + 3) & ~3`) and the bytes past the true length are zero after decrypting.
-Checksums are plain `zlib.crc32(data, seed)` (research §1A "Checksums", verified against PU's table code).
+Checksums are plain `zlib.crc32(data, seed)` (research §1A "Checksums", verified against PU's table code),
+computed with ISA-L's identical crc32 when installed.
 """
 
 from __future__ import annotations
@@ -11,6 +12,11 @@ from __future__ import annotations
 import zlib
 
 import numpy as np
+
+try:  # ISA-L's crc32 (PCLMULQDQ): the same CRC-32 as zlib's, ≈ 6× faster (21 MB in 1.0 vs 6.3 ms here)
+    from isal.isal_zlib import crc32 as _crc32
+except ImportError:  # pragma: no cover - isal is a dependency; zlib gives the identical value
+    _crc32 = zlib.crc32
 
 KEY = 0x81A79011
 TRAILER = b"\0This pvf Pack was created by pvfUtility."
@@ -26,10 +32,13 @@ _CHUNK = 1 << 16
 """Dwords per step of the cipher loops: the working arrays stay in the CPU cache (≈ 25 % faster on 20 MB)."""
 
 
-def _rotate(block: bytes | memoryview, crc: int, decrypting: bool) -> np.ndarray:
-    """The cipher over whole dwords, a cache-sized piece at a time, into one output array."""
+def _rotate(
+    block: bytes | memoryview | np.ndarray, crc: int, decrypting: bool, out: np.ndarray | None = None
+) -> np.ndarray:
+    """The cipher over whole dwords, a cache-sized piece at a time, into one output array (`out`: into
+    that one, at least as long)."""
     src = np.frombuffer(block, dtype="<u4")
-    out = np.empty_like(src)
+    out = np.empty_like(src) if out is None else out
     tmp = np.empty(min(_CHUNK, len(src)), dtype=np.uint32)
     key = np.uint32((KEY ^ crc) & 0xFFFFFFFF)
     right, left = (np.uint32(6), np.uint32(26)) if decrypting else (np.uint32(26), np.uint32(6))
@@ -98,6 +107,23 @@ def encrypt(data: bytes | memoryview, crc: int) -> bytes:
     return _rotate(data, crc, False).tobytes()
 
 
+def encrypt_view(data: bytes | memoryview | np.ndarray, crc: int) -> memoryview:
+    """`encrypt(data, crc)` as a read-only view of the one array it was encrypted into: a writer that only
+    writes and compares the block (the edit-only save: a 21 MB `stringtable.bin`) spares the copy into a
+    `bytes` and the padded copy of the payload, two more 21 MB allocations whose fresh pages the kernel
+    zeroes on first touch (≈ 5,000 page faults per save)."""
+    view = memoryview(data).cast("B")
+    n = len(view)
+    whole = n & ~3
+    out = np.empty(aligned(n) // 4, dtype=np.uint32)
+    if whole:
+        _rotate(view[:whole], crc, False, out[: whole // 4])
+    if whole < n:  # the last, partial dword, zero-padded on its own
+        _rotate(padded(bytes(view[whole:])), crc, False, out[whole // 4 :])
+    out.flags.writeable = False
+    return memoryview(out.view(np.uint8))
+
+
 def name_hash(path_bytes: bytes) -> int:
     """djb2 variant over the CP949 path bytes: h = 0x1505; h = h*33 + b; result h*33 (PU `GetFileNameHashCode`)."""
     h = 0x1505
@@ -113,8 +139,8 @@ def padded(data: bytes) -> bytes:
 
 def _crc_padded(data: bytes, seed: int) -> int:
     """crc32 of `data` zero-padded to whole dwords, without copying it (crc32 streams)."""
-    crc = zlib.crc32(data, seed)
-    return zlib.crc32(b"\0" * (-len(data) % 4), crc) if len(data) % 4 else crc
+    crc = _crc32(data, seed)
+    return _crc32(b"\0" * (-len(data) % 4), crc) if len(data) % 4 else crc
 
 
 def file_checksum(data: bytes, nhash: int) -> int:
@@ -125,7 +151,7 @@ def file_checksum(data: bytes, nhash: int) -> int:
 def accepted_checksums(data: bytes, nhash: int) -> set[int]:
     """Every per-file key a known writer produces for this payload (PU/PT padded, pvfVSCode unpadded, PT's 0
     for an empty file) — a reader must accept all of them (data/pvf/README "Per-file checksum")."""
-    keys = {_crc_padded(data, nhash), zlib.crc32(data, nhash)}
+    keys = {_crc_padded(data, nhash), _crc32(data, nhash)}
     if not data:
         keys.add(0)
     return keys

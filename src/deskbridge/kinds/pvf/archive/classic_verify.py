@@ -42,7 +42,7 @@ class PatchedLayout:
     file_version: int
     file_count: int
     trailer: bytes
-    source_tree: bytes
+    source_tree: bytes | np.ndarray
     """The source's decrypted tree; the written tree differs from it only in patched tail fields."""
     tails: np.ndarray
     """int64 offset of each entry's `dataLen, checksum, relOffset` in the tree (same in source and output)."""
@@ -50,15 +50,15 @@ class PatchedLayout:
     source_checksums: np.ndarray
     changed: dict[int, tuple[str, bytes]]
     """Entry index → (lookup key, staged payload)."""
-    written_blocks: dict[int, bytes] | None = None
+    written_blocks: dict[int, bytes | memoryview] | None = None
     """Entry index → the encrypted block the writer wrote for it (under the key the check confirms), or
     None: then each block read back is decrypted and compared with its payload instead."""
-    written_tree: bytes | None = None
+    written_tree: bytes | memoryview | None = None
     """The encrypted tree the writer wrote, or None: then the tree read back is decrypted and its checksum
     recomputed. With it, the tree read back must be these bytes exactly; the header's key was just checked
     to be `tree_checksum`, and the cipher is a bijection for a fixed key, so the tree on disk is then
     `written_plain` — checked below like a decrypted one, without decrypting and re-hashing 12 MB."""
-    written_plain: bytes | None = None
+    written_plain: bytes | np.ndarray | None = None
     tree_checksum: int | None = None
     written_keys: dict[int, int] | None = None
     """Entry index → the key (`cc.file_checksum` of the payload) the writer computed for it, or None: then
@@ -81,6 +81,43 @@ def _pread_exact(fd: int, length: int, offset: int, what: str) -> bytes:
             raise _fail(f"{what} ends early at offset {offset + len(data)}")
         data += more
     return data
+
+
+_COMPARE_STEP = 1 << 20
+"""Bytes read back and compared at a time (one reused buffer, so the check allocates no 21 MB copies)."""
+
+
+def _same_on_disk(fd: int, offset: int, expected: bytes | memoryview, what: str) -> bool:
+    """Whether the file holds exactly `expected` at `offset`, read back a step at a time into one buffer
+    (a `bytearray` compared with a memoryview slice is one `memcmp`, no copy)."""
+    want = memoryview(expected).cast("B")
+    n = len(want)
+    buf = bytearray(min(n, _COMPARE_STEP))
+    view = memoryview(buf)
+    pos = 0
+    while pos < n:
+        step = min(len(buf), n - pos)
+        if step < len(buf):
+            buf = bytearray(step)
+            view = memoryview(buf)
+        got = 0
+        while got < step:
+            k = _read_into(fd, view[got:], offset + pos + got)
+            if k <= 0:
+                raise _fail(f"{what} ends early at offset {offset + pos + got}")
+            got += k
+        if buf != want[pos : pos + step]:
+            return False
+        pos += step
+    return True
+
+
+def _read_into(fd: int, view: memoryview, offset: int) -> int:
+    if hasattr(os, "preadv"):
+        return os.preadv(fd, [view], offset)
+    data = os.pread(fd, len(view), offset)
+    view[: len(data)] = data
+    return len(data)
 
 
 def _decode_path(raw: bytes) -> str:
@@ -111,13 +148,16 @@ def _verify(fd: int, size: int, layout: PatchedLayout) -> int:
     data_start = 20 + g + tree_len
     if tree_len % 4 or data_start > size:
         raise _fail(f"the tree ({tree_len} bytes) does not fit the file ({size} bytes)")
-    cipher = _pread_exact(fd, tree_len, 20 + g, "the tree")
     if layout.written_tree is not None and layout.written_plain is not None:
-        if tree_crc != layout.tree_checksum or cipher != layout.written_tree:
+        if (
+            tree_crc != layout.tree_checksum
+            or len(layout.written_tree) != tree_len
+            or not _same_on_disk(fd, 20 + g, layout.written_tree, "the tree")
+        ):
             raise _fail("the tree checksum or the tree read back is not the one written")
         plain = layout.written_plain
     else:
-        plain = cc.decrypt(cipher, tree_crc)
+        plain = cc.decrypt(_pread_exact(fd, tree_len, 20 + g, "the tree"), tree_crc)
         if cc.tree_checksum(plain, count) != tree_crc:
             raise _fail("the tree checksum does not match the tree read back")
 
@@ -169,7 +209,7 @@ def _verify(fd: int, size: int, layout: PatchedLayout) -> int:
     for i, (key, data) in layout.changed.items():
         head = 0 if i == 0 else int(tails[i - 1]) + 12
         name_hash = struct.unpack_from("<I", plain, head)[0]
-        name = _decode_path(plain[head + 8 : int(tails[i])])
+        name = _decode_path(bytes(plain[head + 8 : int(tails[i])]))
         if norm_path(name) != key:
             raise _fail(f"entry {i} is '{name}', expected '{key}'")
         if int(sizes[i]) != len(data):
@@ -178,14 +218,17 @@ def _verify(fd: int, size: int, layout: PatchedLayout) -> int:
         key = keys[i] if keys is not None and i in keys else cc.file_checksum(data, name_hash)
         if int(checksums[i]) != key:
             raise _fail(f"'{name}' has the wrong key for its payload")
-        block = _pread_exact(fd, int(aligned[i]), data_start + int(rels[i]), f"'{name}'")
+        at = data_start + int(rels[i])
         written = None if layout.written_blocks is None else layout.written_blocks.get(i)
         if written is not None:
             # The cipher is a bijection for a fixed key (XOR, then a rotation per dword), and the key in the
             # tree read back was just checked to be the payload's: the block decrypts to the payload exactly
             # when it is the payload's encryption, so a byte compare spares decrypting a 21 MB string table.
-            if block != written:
+            if len(written) != int(aligned[i]) or not _same_on_disk(fd, at, written, f"'{name}'"):
                 raise _fail(f"'{name}' reads back different bytes")
-        elif cc.decrypt(block, int(checksums[i]), len(data)) != data:
+        elif (
+            cc.decrypt(_pread_exact(fd, int(aligned[i]), at, f"'{name}'"), int(checksums[i]), len(data))
+            != data
+        ):
             raise _fail(f"'{name}' reads back different bytes")
     return len(layout.changed)
