@@ -121,7 +121,9 @@ class _Worker:
             elif self.has_model and not self.held:
                 pending = begin_records(data)
                 self.kept.append(pending.root)
-                out.append((path, "full", _result(st, sha, finish_records(pending, self.model))))
+                out.append(
+                    (path, "full", _result(st, sha, finish_records(pending, self.model, locate=False)))
+                )
             elif self.held_bytes + len(data) <= HELD_TREES_MAX_BYTES:
                 # No model yet, or trees still to finish: answer the includes now (the parent goes on
                 # discovering files with them) and extract the references in turn.
@@ -151,7 +153,7 @@ class _Worker:
                 pending = begin_records(data)
             self.held_bytes -= counted
             self.kept.append(pending.root)
-            out.append((path, _result(st, sha, finish_records(pending, self.model))))
+            out.append((path, _result(st, sha, finish_records(pending, self.model, locate=False))))
         return out
 
     def pending(self) -> int:
