@@ -31,7 +31,7 @@ from typing import Any
 from deskbridge.core.errors import BridgeError
 from deskbridge.core.files import read_regular_file
 from deskbridge.core.limits import env_count
-from deskbridge.kinds.sage import schema
+from deskbridge.kinds.sage import _lxml, schema
 from deskbridge.kinds.sage.records import (
     FILE_MAX_BYTES,
     FileRecords,
@@ -226,6 +226,7 @@ def prefetch(
     putting the records in `store`. `links(path, records)` gives the files a parsed file leads to. The model
     is `loaded` when the caller has it already, else `loader()` runs in a process of its own and the parent
     hands the result to `adopt`. Returns the files parsed."""
+    _lxml.load()
     ctx = multiprocessing.get_context("fork")
     workers: list[tuple[Connection, Any]] = []
     for _ in range(worker_count()):
