@@ -100,11 +100,42 @@ def test_cold_build_on_every_core_equals_one_core(sage_data: Any, tmp_path: Path
 
 
 def test_model_is_compiled_here_when_the_schema_process_gives_nothing() -> None:
-    ours, theirs = multiprocessing.Pipe(duplex=False)
-    theirs.close()  # the schema process died before answering
+    r, w = os.pipe()
+    os.close(w)  # the schema process died before answering
+    ours = parallel.Channel(r, -1)
     model = SchemaModel(asset_types={"Weapon": "WeaponTemplate"}, digest="d")
     adopted: list[SchemaModel | None] = []
     blob = parallel._take_model(ours, lambda: model, adopted.append)
     assert adopted == [model]
     # What the workers receive is the same model.
     assert SchemaModel.from_json(marshal.loads(blob)).asset_types == {"Weapon": "WeaponTemplate"}
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_that_fails_or_dies_is_seen_as_gone_and_never_returns_here() -> None:
+    """`_fork`'s child leaves with `os._exit` even when its target raises, so the parent's channel reads EOF
+    (the parent then parses that worker's files itself) and the child never runs the parent's code."""
+
+    def fails(conn: parallel.Channel) -> None:
+        conn.send_bytes(marshal.dumps(("hello", 1)))
+        raise RuntimeError("boom")
+
+    pid, conn = parallel._fork(fails)
+    assert marshal.loads(conn.recv_bytes()) == ("hello", 1)
+    with pytest.raises(EOFError):
+        conn.recv_bytes()
+    assert os.waitpid(pid, 0)[1] >> 8 == 1
+    conn.close()
+    big = bytes(range(256)) * 4096  # 1 MiB: more than a pipe holds, in several writes and reads
+
+    def echo(conn: parallel.Channel) -> None:
+        conn.send_bytes(conn.recv_bytes())
+
+    pid, conn = parallel._fork(echo)
+    conn.send_bytes(big)
+    assert conn.recv_bytes() == big
+    parallel._join(pid)
+    assert conn.poll()  # the child is gone: EOF is waiting
+    with pytest.raises(EOFError):
+        conn.recv_bytes()
+    conn.close()

@@ -17,21 +17,21 @@ the parent's walk parses those files itself.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import marshal
-import multiprocessing
 import os
+import select
 import stat
+import sys
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable
-from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from deskbridge.core.errors import BridgeError
 from deskbridge.core.files import read_regular_file
 from deskbridge.core.limits import env_count
 from deskbridge.kinds.sage import _lxml, schema
+from deskbridge.kinds.sage._sha1 import sha1
 from deskbridge.kinds.sage.records import (
     FILE_MAX_BYTES,
     FileRecords,
@@ -69,11 +69,95 @@ def worker_count() -> int:
 
 def usable() -> bool:
     """Forking is safe only while this process runs one thread."""
-    return (
-        worker_count() > 0
-        and threading.active_count() == 1
-        and "fork" in multiprocessing.get_all_start_methods()
-    )
+    return worker_count() > 0 and threading.active_count() == 1 and hasattr(os, "fork")
+
+
+class Channel:
+    """One end of a pair of pipes to a forked process: length-prefixed messages. The processes are forked
+    with `os.fork` directly: `multiprocessing` (its import alone was ~15 ms of a cold build's critical path,
+    before any worker could start) added nothing this needs — messages are marshalled, not pickled, and a
+    child that fails only means the parent parses its files itself."""
+
+    __slots__ = ("rfd", "wfd")
+
+    def __init__(self, rfd: int, wfd: int) -> None:
+        self.rfd = rfd
+        self.wfd = wfd
+
+    def fileno(self) -> int:
+        return self.rfd
+
+    def send_bytes(self, data: bytes) -> None:
+        """Write one message whole (blocks while the pipe is full); OSError when the other end is gone."""
+        if self.wfd < 0:
+            raise OSError("channel closed")
+        view = memoryview(len(data).to_bytes(8, "little") + data)
+        while view:
+            view = view[os.write(self.wfd, view) :]
+
+    def recv_bytes(self) -> bytes:
+        """One whole message; EOFError when the other end closed (or died) first."""
+        return self._read(int.from_bytes(self._read(8), "little"))
+
+    def _read(self, size: int) -> bytes:
+        if self.rfd < 0:
+            raise EOFError
+        chunks = []
+        while size:
+            got = os.read(self.rfd, min(size, 1 << 20))
+            if not got:
+                raise EOFError
+            chunks.append(got)
+            size -= len(got)
+        return b"".join(chunks)
+
+    def poll(self) -> bool:
+        """True when a message (or EOF) is waiting."""
+        return bool(select.select([self.rfd], [], [], 0)[0])
+
+    def close(self) -> None:
+        for fd in (self.rfd, self.wfd):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self.rfd = self.wfd = -1
+
+
+def wait(channels: list[Any]) -> list[Any]:
+    """The channels with a message (or EOF) waiting; blocks until there is one."""
+    return select.select(channels, [], [])[0]
+
+
+def _fork(target: Callable[..., None], *args: Any, close: Iterable[Channel] = ()) -> tuple[int, Channel]:
+    """Run `target(channel, *args)` in a forked child; returns its pid and the parent's channel to it.
+
+    The child closes the parent's ends to the other children (`close`), so each child sees EOF when the
+    parent goes, and leaves with `os._exit` whatever happens: it never returns into the parent's code."""
+    down_r, down_w = os.pipe()
+    up_r, up_w = os.pipe()
+    for stream in (sys.stdout, sys.stderr):  # what is buffered would be written twice
+        with contextlib.suppress(Exception):
+            stream.flush()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child's coverage is not collected
+        code = 1
+        try:
+            for other in close:
+                other.close()
+            os.close(down_w)
+            os.close(up_r)
+            target(Channel(down_r, up_w), *args)
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(down_r)
+    os.close(up_w)
+    return pid, Channel(up_r, down_w)
+
+
+def _join(pid: int) -> None:
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
 
 
 def _read(path: str) -> tuple[os.stat_result, bytes] | None:
@@ -99,7 +183,7 @@ def _result(st: os.stat_result, sha: str, rec: FileRecords) -> Result:
 class _Worker:
     """One forked parser: the loop behind `_worker_main`."""
 
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: Channel) -> None:
         self.conn = conn
         self.model: SchemaModel | None = None
         self.has_model = False
@@ -118,7 +202,7 @@ class _Worker:
                 out.append((path, "none", None))
                 continue
             st, data = got
-            sha = hashlib.sha1(data).hexdigest()
+            sha = sha1(data).hexdigest()
             if art:
                 out.append((path, "full", _result(st, sha, shallow_scan(data))))
             elif self.has_model and not self.held:
@@ -187,14 +271,14 @@ class _Worker:
                 os._exit(0)
 
 
-def _worker_main(conn: Connection) -> None:
-    """A worker's answers are all sent (a `Connection.send` returns once its bytes are written), and it has
-    no files, buffers or finalisers of its own, so it leaves at once: no freeing of trees and records, no
-    interpreter teardown (multiprocessing's child would `os._exit` after them anyway)."""
+def _worker_main(conn: Channel) -> None:
+    """A worker's answers are all sent (`Channel.send_bytes` returns once its bytes are written), and it has
+    no files, buffers or finalisers of its own, so it leaves at once (`_fork`'s `os._exit`): no freeing of
+    trees and records, no interpreter teardown."""
     _Worker(conn).run()
 
 
-def _compile_main(conn: Connection, loader: Callable[[], SchemaModel | None]) -> None:
+def _compile_main(conn: Channel, loader: Callable[[], SchemaModel | None]) -> None:
     """In the schema process: compile (or load) the model — `loader` writes the schema cache as usual — and
     send it marshalled (a few ms either way; pickling the dataclass is no faster)."""
     writes: list[Callable[[], object]] = []
@@ -227,32 +311,24 @@ def prefetch(
     is `loaded` when the caller has it already, else `loader()` runs in a process of its own and the parent
     hands the result to `adopt`. Returns the files parsed."""
     _lxml.load()
-    ctx = multiprocessing.get_context("fork")
-    workers: list[tuple[Connection, Any]] = []
+    workers: list[tuple[Channel, int]] = []
     for _ in range(worker_count()):
-        ours, theirs = ctx.Pipe()
-        proc = ctx.Process(target=_worker_main, args=(theirs,), daemon=True)
-        proc.start()
-        theirs.close()
-        workers.append((ours, proc))
-    schema_conn: Connection | None = None
+        pid, ours = _fork(_worker_main, close=[c for c, _p in workers])
+        workers.append((ours, pid))
+    schema_conn: Channel | None = None
     schema_proc = None
     model_blob: bytes | None = None
     if loaded is not None:
         model_blob = marshal.dumps(loaded.to_json())
     else:
-        ours, theirs = ctx.Pipe(duplex=False)
-        schema_proc = ctx.Process(target=_compile_main, args=(theirs, loader), daemon=True)
-        schema_proc.start()
-        theirs.close()
-        schema_conn = ours
+        schema_proc, schema_conn = _fork(_compile_main, loader, close=[c for c, _p in workers])
 
     seen: set[str] = set()
     queue: list[tuple[str, bool]] = []
     parsed: set[str] = set()
     alive = {conn: proc for conn, proc in workers}
     outstanding = dict.fromkeys(alive, 0)
-    awaiting_full: set[Connection] = set()
+    awaiting_full: set[Channel] = set()
 
     def want(path: str) -> None:
         if path in seen or store.has_valid(path):
@@ -271,7 +347,7 @@ def prefetch(
             except OSError:
                 drop(conn)
 
-    def drop(conn: Connection) -> None:
+    def drop(conn: Channel) -> None:
         # A worker that died: its files are simply parsed by the walk.
         alive.pop(conn, None)
         outstanding.pop(conn, None)
@@ -348,18 +424,20 @@ def prefetch(
         if schema_conn is not None:
             _take_model(schema_conn, loader, adopt)  # every worker died: the parent still wants the model
     finally:
-        for conn, proc in workers:
+        for conn, pid in workers:
             with contextlib.suppress(OSError):
                 conn.send_bytes(marshal.dumps(("stop",)))
             conn.close()
-            proc.join()
+            _join(pid)
+        if schema_conn is not None:
+            schema_conn.close()
         if schema_proc is not None:
-            schema_proc.join()
+            _join(schema_proc)
     return parsed
 
 
 def _take_model(
-    conn: Connection,
+    conn: Channel,
     loader: Callable[[], SchemaModel | None],
     adopt: Callable[[SchemaModel | None], None] | None,
 ) -> bytes:
