@@ -217,12 +217,12 @@ class _Worker:
                 pending = begin_records(data)
                 self.held.append((path, st, sha, pending, b"", len(data)))
                 self.held_bytes += len(data)
-                out.append((path, "links", (pending.rec.includes, pending.rec.xincludes)))
+                out.append((path, "links", (pending.rec.includes, pending.rec.xincludes, len(data))))
             else:
                 # Too many trees held already: read the includes now, keep only the bytes.
                 rec = begin_records(data).rec
                 self.held.append((path, st, sha, None, data, 0))
-                out.append((path, "links", (rec.includes, rec.xincludes)))
+                out.append((path, "links", (rec.includes, rec.xincludes, len(data))))
         return out
 
     def adopt(self, raw: bytes) -> None:
@@ -328,6 +328,12 @@ def prefetch(
     parsed: set[str] = set()
     alive = {conn: proc for conn, proc in workers}
     outstanding = dict.fromkeys(alive, 0)
+    queued = dict.fromkeys(alive, 0)
+    """Files sent to each worker and not answered yet."""
+    held = dict.fromkeys(alive, 0)
+    """Bytes of the files each worker parsed and has still to finish: only it can, it holds their trees."""
+    sizes: list[int] = [0, 0]
+    """Bytes and count of the files answered so far: a file not read yet counts as their mean."""
     awaiting_full: set[Channel] = set()
 
     def want(path: str) -> None:
@@ -353,11 +359,18 @@ def prefetch(
         outstanding.pop(conn, None)
         awaiting_full.discard(conn)
 
+    def ahead(conn: Channel) -> tuple[bool, float]:
+        mean = sizes[0] / sizes[1] if sizes[1] else 0.0
+        return outstanding[conn] >= 2, held[conn] + queued[conn] * mean
+
     def dispatch() -> None:
-        # Small batches keep every worker busy without one message per file.
+        # Small batches keep every worker busy without one message per file; each goes to the worker with
+        # the least work ahead of it — the bytes it holds to finish and the files sent — at most two
+        # batches ahead. Fewer batches waiting alone (the old rule) let the worker that answered faster
+        # hold more trees, which it then had to finish alone while the other one idled.
         n = max(len(alive), 1)
         while queue and alive:
-            conn = min(outstanding, key=outstanding.__getitem__)
+            conn = min(alive, key=ahead)
             if outstanding[conn] >= 2:
                 return
             size = max(1, min(BATCH_MAX, len(queue) // n or 1))
@@ -365,6 +378,7 @@ def prefetch(
             try:
                 conn.send_bytes(marshal.dumps(("parse", batch)))
                 outstanding[conn] += 1
+                queued[conn] += size
             except OSError:
                 drop(conn)
 
@@ -409,15 +423,22 @@ def prefetch(
                     awaiting_full.discard(conn)
                 if kind == "finished":
                     for path, result in items:
+                        held[conn] -= result[0]
                         put(path, result)
                     continue
                 outstanding[conn] -= 1
+                queued[conn] -= len(items)
                 for path, what, payload in items:
                     if what == "none":
                         continue
                     if what == "full":
+                        sizes[0] += payload[0]
+                        sizes[1] += 1
                         rec = put(path, payload)
                     else:
+                        sizes[0] += payload[2]
+                        sizes[1] += 1
+                        held[conn] += payload[2]
                         rec = FileRecords(includes=payload[0], xincludes=payload[1])
                     for target in links(path, rec):
                         want(target)
