@@ -133,7 +133,8 @@ class RecordStore:
                 "entries": out,
             }
         )
-        atomic_write(self.cache_file, CACHE_MAGIC + MARSHAL_TAG + b"\n" + body)
+        # Not durable: a cache lost in a power cut is rebuilt, and `load` ignores a torn or empty one.
+        atomic_write(self.cache_file, CACHE_MAGIC + MARSHAL_TAG + b"\n" + body, durable=False)
         self.dirty = False
         return True
 
