@@ -139,3 +139,38 @@ def test_a_forked_child_that_fails_or_dies_is_seen_as_gone_and_never_returns_her
     with pytest.raises(EOFError):
         conn.recv_bytes()
     conn.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_large_model_and_a_large_answer_crossing_in_the_pipes_do_not_deadlock(tmp_path: Path) -> None:
+    """The parent writes the model (more than a pipe holds) while a worker writes a large answer: each
+    would wait for the other to read. The worker reads its inbox in a thread of its own, so the parent's
+    write completes (this test hung before it did)."""
+    import signal
+
+    many = "".join(
+        f'<Include type="all" source="DATA:some/long/folder/name_{i:05d}.xml"/>' for i in range(6000)
+    )
+    doc = tmp_path / "many.xml"
+    doc.write_text(
+        f'<AssetDeclaration xmlns="uri:ea.com:eala:asset"><Includes>{many}</Includes></AssetDeclaration>'
+    )
+    model = SchemaModel(asset_types={f"Type{i:06d}": f"Key{i:06d}" for i in range(20000)}, digest="d")
+    blob = marshal.dumps(model.to_json())
+    assert len(blob) > 256 * 1024
+    pid, conn = parallel._fork(parallel._worker_main)
+    previous = signal.signal(signal.SIGALRM, signal.default_int_handler)
+    signal.alarm(60)
+    try:
+        conn.send_bytes(marshal.dumps(("parse", [(str(doc), False)])))
+        conn.send_bytes(marshal.dumps(("model", blob)))  # while the worker writes its ~300 KB answer
+        kind, items, _pending = marshal.loads(conn.recv_bytes())
+        assert kind == "parsed" and items[0][1] == "links" and len(items[0][2][0]) == 6000
+        kind, done, pending = marshal.loads(conn.recv_bytes())
+        assert kind == "finished" and [p for p, _r in done] == [str(doc)] and pending == 0
+        conn.send_bytes(marshal.dumps(("stop",)))
+        parallel._join(pid)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+        conn.close()

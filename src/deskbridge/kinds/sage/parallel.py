@@ -25,6 +25,7 @@ import sys
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable
+from queue import SimpleQueue
 from typing import Any
 
 from deskbridge.core.errors import BridgeError
@@ -249,17 +250,30 @@ class _Worker:
 
     def run(self) -> None:
         conn = self.conn
+        inbox: SimpleQueue[bytes | None] = SimpleQueue()
+
+        def drain() -> None:
+            # Read every message as it comes, whatever the worker is doing: the parent's write of the model
+            # (~220 KB, more than a pipe holds) must never wait for a worker that is itself blocked writing
+            # a large answer the parent has not read yet — that was a deadlock (both pipes full).
+            try:
+                while True:
+                    inbox.put(conn.recv_bytes())
+            except (EOFError, OSError):
+                inbox.put(None)
+
+        threading.Thread(target=drain, name="sage-worker-inbox", daemon=True).start()
         while True:
-            if self.has_model and self.held and not conn.poll():
-                # Finish held trees in chunks, looking at the pipe in between: a parse request is answered
+            if self.has_model and self.held and inbox.empty():
+                # Finish held trees in chunks, looking at the inbox in between: a parse request is answered
                 # within one chunk, so discovery never waits for all held trees (≈ 0.3 s) to be finished.
                 done = self.finish_some()
                 conn.send_bytes(marshal.dumps(("finished", done, self.pending())))
                 continue
-            try:
-                msg = marshal.loads(conn.recv_bytes())
-            except EOFError:
+            raw = inbox.get()
+            if raw is None:
                 os._exit(0)
+            msg = marshal.loads(raw)
             if msg[0] == "parse":
                 items = self.parse(msg[1])
                 conn.send_bytes(marshal.dumps(("parsed", items, self.pending())))
