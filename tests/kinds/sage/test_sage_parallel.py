@@ -35,6 +35,7 @@ parallel.prefetch = counted
 service = ProjectIndexer(sys.argv[1], sys.argv[2])
 index = service.open_sync()
 saved = service.save_cache()  # before any row is located: the cache keeps what the build made
+counted = index.unresolved_count()[1]  # from the rows' ids alone: locates nothing
 unlocated = 0
 rows = {}
 for path, entry in sorted(service.store._entries.items()):
@@ -55,6 +56,7 @@ print(json.dumps({
     "prefetched": calls,
     "saved": saved,
     "unlocated": unlocated,
+    "unresolved": [counted, len(index.unresolved())],
 }))
 """
 
@@ -82,6 +84,7 @@ def test_cold_build_on_every_core_equals_one_core(sage_data: Any, tmp_path: Path
     assert many["prefetched"] and many["prefetched"][0] >= 1000, many["prefetched"]
     assert tight["prefetched"] == many["prefetched"]
     assert one["unlocated"] == 0
+    assert one["unresolved"][0] == one["unresolved"][1] > 20_000
     for other in (many, tight):
         assert other["records"] == one["records"]
         assert other["diagnostics"] == one["diagnostics"]
@@ -90,6 +93,7 @@ def test_cold_build_on_every_core_equals_one_core(sage_data: Any, tmp_path: Path
         assert other["saved"] is True
         # The workers leave the reference rows unlocated; located on first read they equal one core's.
         assert other["unlocated"] > 500, other["unlocated"]
+        assert other["unresolved"] == one["unresolved"]
     # The schema process wrote the compiled model to the schema cache, as a build on one core does.
     assert list((tmp_path / "many").rglob("schema/*.json.gz"))
     # A warm start from the cache the workers' build wrote (rows still unlocated) locates them the same.
