@@ -218,7 +218,6 @@ class PathResolver:
         self.scope = scope
         self._memo: dict[tuple[str, str], str | None] = {}
         self._dirnames: dict[str, str] = {}
-        self._dir_bound: dict[str, bool] = {}
         self.calls = 0
         self.memo_hits = 0
         self.changed = True
@@ -301,14 +300,7 @@ class PathResolver:
         return found
 
     def _checked(self, source: str, base_dir: str, exclude: str | None) -> str | None:
-        if exclude is not None:
-            key = (source, "\0" + exclude)
-        elif base_dir and self._needs_dir(source):
-            key = (source, base_dir)
-        else:
-            # `DATA:x.xml` means one file wherever it is written (~60 % of a cold build's lookups asked
-            # it again from another folder): one answer, kept as if asked from no file.
-            key = (source, "")
+        key = (source, base_dir) if exclude is None else (source, "\0" + exclude)
         found = self._memo.get(key, _UNKNOWN)
         if found is not _UNKNOWN:
             self.memo_hits += 1
@@ -324,24 +316,6 @@ class PathResolver:
         self._memo[key] = found
         self.changed = True
         return found
-
-    def _needs_dir(self, source: str) -> bool:
-        """Whether the answer for `source` depends on the including file's folder: a relative path, or
-        an alias one of whose search folders is `*` (rooted paths, drive letters and the other aliases are
-        resolved, and checked by `_escapes`, the same from every folder)."""
-        hit = self._dir_bound.get(source)
-        if hit is None:
-            src = source.strip()
-            alias, sep, _ = src.partition(":")
-            if not sep:
-                hit = not src.startswith(("/", "\\"))
-            elif len(alias) == 1 and alias.isalpha():
-                hit = False
-            else:
-                alias = alias.strip().casefold()
-                hit = alias in ALIASES and "*" in self.search.for_alias(alias)
-            self._dir_bound[source] = hit
-        return hit
 
     def _escapes(self, source: str, base_dir: str) -> bool:
         """A source that found nothing, but names a place outside the scope as written."""
