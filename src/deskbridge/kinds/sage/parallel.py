@@ -32,7 +32,7 @@ from deskbridge.core.errors import BridgeError
 from deskbridge.core.files import read_regular_file
 from deskbridge.core.limits import env_count
 from deskbridge.kinds.sage import _lxml, schema
-from deskbridge.kinds.sage._sha1 import sha1
+from deskbridge.kinds.sage._sha1 import bulk_sha1
 from deskbridge.kinds.sage.records import (
     FILE_MAX_BYTES,
     FileRecords,
@@ -203,7 +203,7 @@ class _Worker:
                 out.append((path, "none", None))
                 continue
             st, data = got
-            sha = sha1(data).hexdigest()
+            sha = bulk_sha1(data).hexdigest()
             if art:
                 out.append((path, "full", _result(st, sha, shallow_scan(data))))
             elif self.has_model and not self.held:

@@ -17,7 +17,7 @@ from pathlib import Path
 from deskbridge.kinds.sage._atomic import atomic_write
 from deskbridge.kinds.sage._lxml import etree
 from deskbridge.kinds.sage._record import Record
-from deskbridge.kinds.sage._sha1 import sha1
+from deskbridge.kinds.sage._sha1 import bulk_sha1, sha1
 from deskbridge.kinds.sage.paths import CaseFoldTree
 
 TYPE_CHECKING = False  # `typing` is not loaded by a warm start
@@ -372,7 +372,7 @@ def schema_digest(entry: Path) -> str:
     for rel, path in schema_files(entry.parent):
         h.update(rel.encode())
         with open(path, "rb") as fh:
-            h.update(sha1(fh.read()).digest())
+            h.update(bulk_sha1(fh.read()).digest())
     return h.hexdigest()
 
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from deskbridge.kinds.sage._atomic import atomic_write
-from deskbridge.kinds.sage._sha1 import sha1
+from deskbridge.kinds.sage._sha1 import bulk_sha1
 from deskbridge.kinds.sage.paths import Scope
 from deskbridge.kinds.sage.records import FILE_MAX_BYTES, FileRecords, extract_records, shallow_scan
 from deskbridge.kinds.sage.schema import SchemaModel
@@ -214,7 +214,7 @@ class RecordStore:
             data = self._read(path)
             if data is None:
                 return None
-            if sha1(data).hexdigest() == entry[3]:
+            if bulk_sha1(data).hexdigest() == entry[3]:
                 self._trusted.add(path)
                 self.cache_hits += 1
                 return self._records(entry, path)
@@ -274,7 +274,7 @@ class RecordStore:
                 data = read_regular_file(path, max_bytes=FILE_MAX_BYTES, shown_as=self._shown(path))
             except BridgeError:
                 return None
-            if sha1(data).hexdigest() != sha:
+            if bulk_sha1(data).hexdigest() != sha:
                 return None
             self.dirty = True
             return data
@@ -294,7 +294,7 @@ class RecordStore:
             st.st_size,
             st.st_mtime_ns,
             st.st_ctime_ns,
-            sha1(data).hexdigest(),
+            bulk_sha1(data).hexdigest(),
             time.time_ns(),
             rec,
             b"",
