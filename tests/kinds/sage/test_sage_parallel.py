@@ -34,10 +34,15 @@ def counted(*args, **kwargs):
 parallel.prefetch = counted
 service = ProjectIndexer(sys.argv[1], sys.argv[2])
 index = service.open_sync()
+saved = service.save_cache()  # before any row is located: the cache keeps what the build made
+counted = index.unresolved_count()[1]  # from the rows' ids alone: locates nothing
+unlocated = 0
 rows = {}
 for path, entry in sorted(service.store._entries.items()):
-    rec = entry[5]
-    head, blob = rec.to_cache() if isinstance(rec, FileRecords) else (rec, entry[6])
+    rec = service.store._records(entry, path)
+    unlocated += not rec.located
+    rec.refs  # locates the rows of a record the workers left unlocated (from the file's bytes)
+    head, blob = rec.to_cache()
     head[1] = marshal.loads(head[1])  # the assets, marshalled as the references are
     rows[path] = [entry[0], entry[3], head, marshal.loads(blob)]
 stats = {k: v for k, v in index.stats.items() if not k.endswith("Ms") and k != "resolveCalls"}
@@ -49,7 +54,9 @@ print(json.dumps({
     "model": hashlib.sha256(json.dumps(service.model().to_json(), sort_keys=True).encode()).hexdigest(),
     "stats": stats,
     "prefetched": calls,
-    "saved": service.save_cache(),
+    "saved": saved,
+    "unlocated": unlocated,
+    "unresolved": [counted, len(index.unresolved())],
 }))
 """
 
@@ -76,22 +83,98 @@ def test_cold_build_on_every_core_equals_one_core(sage_data: Any, tmp_path: Path
     assert one["prefetched"] == []
     assert many["prefetched"] and many["prefetched"][0] >= 1000, many["prefetched"]
     assert tight["prefetched"] == many["prefetched"]
+    assert one["unlocated"] == 0
+    assert one["unresolved"][0] == one["unresolved"][1] > 20_000
     for other in (many, tight):
         assert other["records"] == one["records"]
         assert other["diagnostics"] == one["diagnostics"]
         assert other["model"] == one["model"]
         assert other["stats"] == one["stats"]
         assert other["saved"] is True
+        # The workers leave the reference rows unlocated; located on first read they equal one core's.
+        assert other["unlocated"] > 500, other["unlocated"]
+        assert other["unresolved"] == one["unresolved"]
     # The schema process wrote the compiled model to the schema cache, as a build on one core does.
     assert list((tmp_path / "many").rglob("schema/*.json.gz"))
+    # A warm start from the cache the workers' build wrote (rows still unlocated) locates them the same.
+    warm = _cold(sage_data, tmp_path / "many", 2)
+    assert warm["prefetched"] == [] and warm["unlocated"] == many["unlocated"]
+    assert warm["records"] == one["records"]
+    assert warm["diagnostics"] == one["diagnostics"]
 
 
 def test_model_is_compiled_here_when_the_schema_process_gives_nothing() -> None:
-    ours, theirs = multiprocessing.Pipe(duplex=False)
-    theirs.close()  # the schema process died before answering
+    r, w = os.pipe()
+    os.close(w)  # the schema process died before answering
+    ours = parallel.Channel(r, -1)
     model = SchemaModel(asset_types={"Weapon": "WeaponTemplate"}, digest="d")
     adopted: list[SchemaModel | None] = []
     blob = parallel._take_model(ours, lambda: model, adopted.append)
     assert adopted == [model]
     # What the workers receive is the same model.
     assert SchemaModel.from_json(marshal.loads(blob)).asset_types == {"Weapon": "WeaponTemplate"}
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_that_fails_or_dies_is_seen_as_gone_and_never_returns_here() -> None:
+    """`_fork`'s child leaves with `os._exit` even when its target raises, so the parent's channel reads EOF
+    (the parent then parses that worker's files itself) and the child never runs the parent's code."""
+
+    def fails(conn: parallel.Channel) -> None:
+        conn.send_bytes(marshal.dumps(("hello", 1)))
+        raise RuntimeError("boom")
+
+    pid, conn = parallel._fork(fails)
+    assert marshal.loads(conn.recv_bytes()) == ("hello", 1)
+    with pytest.raises(EOFError):
+        conn.recv_bytes()
+    assert os.waitpid(pid, 0)[1] >> 8 == 1
+    conn.close()
+    big = bytes(range(256)) * 4096  # 1 MiB: more than a pipe holds, in several writes and reads
+
+    def echo(conn: parallel.Channel) -> None:
+        conn.send_bytes(conn.recv_bytes())
+
+    pid, conn = parallel._fork(echo)
+    conn.send_bytes(big)
+    assert conn.recv_bytes() == big
+    parallel._join(pid)
+    assert conn.poll()  # the child is gone: EOF is waiting
+    with pytest.raises(EOFError):
+        conn.recv_bytes()
+    conn.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_large_model_and_a_large_answer_crossing_in_the_pipes_do_not_deadlock(tmp_path: Path) -> None:
+    """The parent writes the model (more than a pipe holds) while a worker writes a large answer: each
+    would wait for the other to read. The worker reads its inbox in a thread of its own, so the parent's
+    write completes (this test hung before it did)."""
+    import signal
+
+    many = "".join(
+        f'<Include type="all" source="DATA:some/long/folder/name_{i:05d}.xml"/>' for i in range(6000)
+    )
+    doc = tmp_path / "many.xml"
+    doc.write_text(
+        f'<AssetDeclaration xmlns="uri:ea.com:eala:asset"><Includes>{many}</Includes></AssetDeclaration>'
+    )
+    model = SchemaModel(asset_types={f"Type{i:06d}": f"Key{i:06d}" for i in range(20000)}, digest="d")
+    blob = marshal.dumps(model.to_json())
+    assert len(blob) > 256 * 1024
+    pid, conn = parallel._fork(parallel._worker_main)
+    previous = signal.signal(signal.SIGALRM, signal.default_int_handler)
+    signal.alarm(60)
+    try:
+        conn.send_bytes(marshal.dumps(("parse", [(str(doc), False)])))
+        conn.send_bytes(marshal.dumps(("model", blob)))  # while the worker writes its ~300 KB answer
+        kind, items, _pending = marshal.loads(conn.recv_bytes())
+        assert kind == "parsed" and items[0][1] == "links" and len(items[0][2][0]) == 6000
+        kind, done, pending = marshal.loads(conn.recv_bytes())
+        assert kind == "finished" and [p for p, _r in done] == [str(doc)] and pending == 0
+        conn.send_bytes(marshal.dumps(("stop",)))
+        parallel._join(pid)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+        conn.close()

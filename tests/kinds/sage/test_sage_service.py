@@ -336,3 +336,25 @@ def test_a_warm_start_that_resolved_nothing_new_saves_nothing(minimod):
     again.open_sync()
     assert again.resolver._memo.get(("DATA:Nowhere/Else.xml", "")) is None
     assert ("DATA:Nowhere/Else.xml", "") in again.resolver._memo
+
+
+def test_torn_caches_are_ignored_and_built_again(minimod, deskbridge_home):
+    """The records and schema caches are written without fsync (`durable=False`): after a power cut either
+    may be empty or cut short, and the next start must then simply build again, never fail."""
+    from deskbridge.kinds.sage.indexer import ProjectIndexer
+
+    cold = ProjectIndexer(minimod.mod, minimod.sdk)
+    built = cold.open_sync()
+    assert cold.save_cache()
+    caches = [p for p in deskbridge_home.rglob("*") if p.is_file() and p.suffix in (".marshal", ".gz")]
+    assert {p.suffix for p in caches} == {".marshal", ".gz"}
+    for cut in (0.5, 0.0):
+        for p in caches:
+            data = p.read_bytes()
+            p.write_bytes(data[: int(len(data) * cut)])
+        again = ProjectIndexer(minimod.mod, minimod.sdk)
+        index = again.open_sync()
+        assert again.store.cache_hits == 0 and again.store.parsed >= len(index.files) > 0  # all parsed again
+        assert again.model() is not None  # the torn schema cache was compiled again
+        assert sorted(index.assets) == sorted(built.assets)
+        assert again.save_cache()

@@ -688,7 +688,8 @@ def patch_index(old: SageIndex, changed: dict[str, FileRecords], build_id: int) 
     for path, rec in changed.items():
         prev = old.files[path]
         touched_ids.update(a[1].casefold() for a in (*prev.assets, *rec.assets))
-        touched_refs.update(r[R_VALUE].casefold() for r in (*prev.refs, *rec.refs))
+        # `raw_refs`: only the ids are read, so the previous version's rows need not be located.
+        touched_refs.update(r[R_VALUE].casefold() for r in (*prev.raw_refs, *rec.raw_refs))
         touched_defines.update(d[0].casefold() for d in (*prev.defines, *rec.defines))
         for atype, _aid, _line in (*prev.assets, *rec.assets):
             if atype not in copied_types:

@@ -51,6 +51,9 @@ def _run(project: Path, sdk: Path | None, ask: Callable[[ProjectIndexer, SageInd
     try:
         service, index = _open(project, sdk)
         body = service.answer(ask(service, index))
+        # The answer may have located reference rows a cold build left unlocated (read from the files):
+        # saved, so the next command does not locate them again. A no-op when nothing changed.
+        service.save_cache()
     except BridgeError as exc:
         _fail(exc)
         return

@@ -293,6 +293,30 @@ class SageIndex(Record):
             self._unresolved = out
         return self._unresolved
 
+    def unresolved_count(self) -> tuple[str, int]:
+        """(code, how many) of the `unresolved-reference` diagnostics without making them: counted from the
+        reference rows' ids and types alone, so a cold build's rows need not be located for it (`deskbridge
+        index` prints only counts). The same sites `unresolved` lists, by the same rule."""
+        code = "unresolved-reference" if self.complete else "unresolved-reference-indexing"
+        if self._unresolved is not None:
+            return code, len(self._unresolved)
+        if self.refs_built is not None:
+            sites = ((key, [r for _p, r in rows]) for key, rows in self.refs_built.items())
+        else:
+            grouped: dict[str, list[Any]] = {}
+            for rec in self.files.values():
+                for r in rec.raw_refs:
+                    grouped.setdefault(r[2].casefold(), []).append(r)
+            sites = iter(grouped.items())
+        n = 0
+        for key, rows in sites:
+            defs = self.by_id.get(key)
+            types = {d.type for d in defs} if defs else set()
+            for r in rows:
+                if not any(self.assignable(t, r[1]) for t in types):
+                    n += 1
+        return code, n
+
     def all_diagnostics(self) -> list[Diagnostic]:
         return self.diagnostics + self.unresolved()
 

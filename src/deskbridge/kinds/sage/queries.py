@@ -538,8 +538,11 @@ def list_diagnostics(
 
 def diagnostic_counts(index: SageIndex) -> dict[str, int]:
     counts: dict[str, int] = {}
-    for d in index.all_diagnostics():
+    for d in index.diagnostics:
         counts[d.code] = counts.get(d.code, 0) + 1
+    code, unresolved = index.unresolved_count()  # counted without locating any reference row
+    if unresolved:
+        counts[code] = counts.get(code, 0) + unresolved
     return counts
 
 

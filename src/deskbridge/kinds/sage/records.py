@@ -82,8 +82,9 @@ class FileRecords(Record):
         "root_has_id",
         "last_good",
         "ref_total",
+        "located",
     )
-    __slots__ = (*(f for f in _fields if f != "assets"), "asset_data", "asset_total")
+    __slots__ = (*(f for f in _fields if f != "assets"), "asset_data", "asset_total", "source")
 
     def __init__(
         self,
@@ -101,6 +102,8 @@ class FileRecords(Record):
         last_good: bool = False,
         ref_total: int = 0,
         asset_total: int = 0,
+        located: bool = True,
+        source: Any = None,
     ) -> None:
         self.root = root
         """Local name of the root element ('' when nothing parsed); fragments have a root other than
@@ -136,6 +139,12 @@ class FileRecords(Record):
         current text."""
         self.ref_total = ref_total
         """How many reference rows `ref_data` holds while it is still marshalled."""
+        self.located = located
+        """False while the reference rows are not located yet (`UNLOCATED` rows, as a cold build's workers
+        write them): `refs` finds their lines and columns in the file's text on first read."""
+        self.source = source
+        """Gives the file's bytes as they were parsed (None when the file changed since) for locating the
+        rows; set by the record store, not cached."""
 
     @property
     def assets(self) -> list[tuple[str, str, int]]:
@@ -155,6 +164,20 @@ class FileRecords(Record):
 
     @property
     def refs(self) -> list[Ref]:
+        data = self.ref_data
+        if type(data) is bytes:
+            data = self.ref_data = marshal.loads(data)
+        if not self.located:
+            source = self.source
+            text = source() if source is not None else None
+            data = self.ref_data = locate_refs(data, text)
+            self.located = True
+        return data  # type: ignore[no-any-return]
+
+    @property
+    def raw_refs(self) -> list[Any]:
+        """The reference rows, located or not: what reads only their asset, type, id, kind, element, parent
+        and attribute (the fields both forms share) needs no file read."""
         data = self.ref_data
         if type(data) is bytes:
             data = self.ref_data = marshal.loads(data)
@@ -184,6 +207,7 @@ class FileRecords(Record):
             self.last_good,
             self.ref_count,
             self.asset_count,
+            self.located,
         ]
         return head, blob
 
@@ -204,6 +228,7 @@ class FileRecords(Record):
             last_good=head[10],
             ref_total=head[11],
             asset_total=head[12],
+            located=head[13],
         )
 
     def parse_failed(self) -> bool:
@@ -257,7 +282,6 @@ class _Locator:
     def __init__(self, data: bytes) -> None:
         self.data = data
         self._lines: list[str] | None = None
-        self._starts: dict[tuple[int, str], int] = {}
 
     def lines(self) -> list[str]:
         if self._lines is None:
@@ -265,38 +289,22 @@ class _Locator:
         return self._lines
 
     def start_line(self, line: int, element: str) -> int:
-        """The line where `<element` opens: libxml2 reports the line where the start tag *ends*."""
-        key = (line, element)
-        hit = self._starts.get(key)
-        if hit is not None:
-            return hit
-        lines = self.lines()
+        """The line where `<element` opens: libxml2 reports the line where the start tag *ends*. Searched
+        from that line up (at most 200 lines): in EA's files about half the start tags span several lines."""
+        lines = self._lines
+        if lines is None:
+            lines = self.lines()
         needle = "<" + element
-        if 0 < line <= len(lines):
-            # The common case first, without the loop's set-up (~23k calls per cold build): the tag opens on
-            # the line where it ends. Otherwise the loop below looks at this line again, then further up.
-            text = lines[line - 1]
-            pos = text.find(needle)
-            while pos >= 0:
-                after = text[pos + len(needle) : pos + len(needle) + 1]
-                if not after or after in " \t\r/>":
-                    self._starts[key] = line
-                    return line
-                pos = text.find(needle, pos + 1)
-        found = line
+        n = len(needle)
         for ln in range(min(line, len(lines)) - 1, max(line - 200, 0) - 1, -1):
             text = lines[ln]
             pos = text.find(needle)
             while pos >= 0:
-                after = text[pos + len(needle) : pos + len(needle) + 1]
+                after = text[pos + n : pos + n + 1]
                 if not after or after in " \t\r/>":
-                    found = ln + 1
-                    break
+                    return ln + 1
                 pos = text.find(needle, pos + 1)
-            if found != line or pos >= 0:
-                break
-        self._starts[key] = found
-        return found
+        return line
 
     def attribute(self, line: int, element: str, name: str, value: str) -> tuple[int, int, int]:
         """Search backwards from the line where the start tag ends to the line where it opens."""
@@ -364,6 +372,35 @@ def _split_ref(value: str, ref_type: str) -> tuple[str, str] | None:
         value = _BRACKET_INDEX.sub("", value)
     value = value.strip()
     return (ref_type, value) if value else None
+
+
+UNLOCATED = (
+    "(asset, type, id, libxml2's line, searched value, list item or None, kind, element, parent, attr)"
+)
+"""The shape of a reference row before `locate_refs`: `Ref`'s fields, the three positions replaced."""
+
+
+def locate_refs(rows: list[Any], data: bytes | None) -> list[Ref]:
+    """`UNLOCATED` rows as `Ref`s, exactly as `finish_records(locate=True)` gives them: the same locator
+    calls on the same text, then the same sort. Without the text (the file changed since it was parsed)
+    each row keeps the line libxml2 reported with columns 0, what the locator answers when it finds nothing."""
+    out: list[Ref] = []
+    if data is None:
+        out = [(r[0], r[1], r[2], r[3], 0, 0, r[6], r[7], r[8], r[9]) for r in rows]
+    else:
+        locator = _Locator(data)
+        attribute, content = locator.attribute, locator.content
+        for index, rtype, rid, line, value, item, kind, element, parent, attr in rows:
+            if kind == "content":
+                ln, col, end = content(line, value)
+            else:
+                ln, col, end = attribute(line, element, attr, value)
+                if item is not None and col:
+                    offset = value.find(item)
+                    col, end = col + offset, col + offset + len(item)
+            out.append((index, rtype, rid, ln, col, end, kind, element, parent, attr))
+    out.sort(key=_BY_POSITION)
+    return out
 
 
 def extract_records(data: bytes, model: SchemaModel | None) -> FileRecords:
@@ -473,23 +510,33 @@ def begin_records(data: bytes) -> PendingRecords:
     return pending
 
 
-def finish_records(pending: PendingRecords, model: SchemaModel | None) -> FileRecords:
-    """`pending`'s references (typed by `model`; only `inheritFrom` without one) and `xai:joinAction`s."""
+def finish_records(pending: PendingRecords, model: SchemaModel | None, locate: bool = True) -> FileRecords:
+    """`pending`'s references (typed by `model`; only `inheritFrom` without one) and `xai:joinAction`s.
+
+    With `locate=False` the reference rows stay `UNLOCATED` (`FileRecords.located` is False): finding each
+    row's line and columns in the text is ~15 % of a file's extraction, and a cold build's index is ready
+    to answer without them — they are found per file, from its bytes, when a query first reads its rows."""
     rec, root, locator = pending.rec, pending.root, pending.locator
     if root is None or locator is None:
         return rec
     pending.root = pending.locator = None
+    at = locator if locate else None
     if rec.root != "AssetDeclaration":
-        _fragment(root, rec, model, locator)
-        return rec
-    for child, name, index in pending.assets:
-        _inherit_ref(child, name, index, rec, locator)
-        if model is not None:
-            _walk(
-                child, model.asset_types.get(name) or model.fallback.get(name), index, model, rec, locator, ""
-            )
-    pending.assets = []
-    rec.refs.sort(key=_BY_POSITION)
+        _fragment(root, rec, model, locator, at)
+    else:
+        for child, name, index in pending.assets:
+            _inherit_ref(child, name, index, rec, at)
+            if model is not None:
+                _walk(
+                    child, model.asset_types.get(name) or model.fallback.get(name), index, model, rec, at, ""
+                )
+        pending.assets = []
+        if at is not None:
+            rec.ref_data.sort(key=_BY_POSITION)
+    if at is None and rec.ref_data:
+        rec.located = False
+    if rec.root != "AssetDeclaration":
+        return rec  # a fragment's joins are not read (they belong to the including asset's file)
     data = locator.data
     # The XPath walks the whole tree; most files have no joinAction at all, which the bytes tell at once
     # (unless the text is UTF-16, where the name's bytes are interleaved with NULs).
@@ -508,17 +555,33 @@ def finish_records(pending: PendingRecords, model: SchemaModel | None) -> FileRe
     return rec
 
 
-def _inherit_ref(el: etree._Element, name: str, index: int, rec: FileRecords, locator: _Locator) -> None:
+def _inherit_ref(
+    el: etree._Element, name: str, index: int, rec: FileRecords, locator: _Locator | None
+) -> None:
     """`inheritFrom="Id"` (the asset's own type) or `inheritFrom="Type:Id"` as a reference."""
     inherit = el.get("inheritFrom")
     if inherit:
         split = _split_ref(inherit, name)
         if split:
-            ln, col, end = locator.attribute(el.sourceline or 0, name, "inheritFrom", inherit)
-            rec.refs.append((index, split[0], split[1], ln, col, end, "inheritFrom", name, "", "inheritFrom"))
+            line = el.sourceline or 0
+            if locator is None:
+                rec.ref_data.append(
+                    (index, split[0], split[1], line, inherit, None, "inheritFrom", name, "", "inheritFrom")
+                )
+                return
+            ln, col, end = locator.attribute(line, name, "inheritFrom", inherit)
+            rec.ref_data.append(
+                (index, split[0], split[1], ln, col, end, "inheritFrom", name, "", "inheritFrom")
+            )
 
 
-def _fragment(root: etree._Element, rec: FileRecords, model: SchemaModel | None, locator: _Locator) -> None:
+def _fragment(
+    root: etree._Element,
+    rec: FileRecords,
+    model: SchemaModel | None,
+    locator: _Locator,
+    at: _Locator | None,
+) -> None:
     """A file whose root is not `AssetDeclaration`. Pulled in by an `xi:include` inside an asset (e.g.
     `<CreateObjectDie>` under `<Behaviors>`), its references belong to that asset; spliced in at the root of
     a document (research/sage.md §1.4, XInclude semantics), its root — or with `xpointer(/n:X/child::*)` its
@@ -529,13 +592,13 @@ def _fragment(root: etree._Element, rec: FileRecords, model: SchemaModel | None,
             (rec.root, root.get("id", ""), locator.start_line(root.sourceline or 0, rec.root))
         )
         rec.root_has_id = True
-        _inherit_ref(root, rec.root, 0, rec, locator)
+        _inherit_ref(root, rec.root, 0, rec, at)
     children = []
     for child in root.iterchildren(tag=etree.Element):
         name = _local(child.tag)
         if child.get("id") and child.tag != XI_INCLUDE:
             children.append((child, name, len(rec.spliceable)))
-            _inherit_ref(child, name, len(rec.spliceable), rec, locator)
+            _inherit_ref(child, name, len(rec.spliceable), rec, at)
             rec.spliceable.append(
                 (name, child.get("id", ""), locator.start_line(child.sourceline or 0, name))
             )
@@ -543,23 +606,24 @@ def _fragment(root: etree._Element, rec: FileRecords, model: SchemaModel | None,
         return
     root_type = model.fallback.get(rec.root)
     if not children:
-        _walk(root, root_type, -1, model, rec, locator, "")
+        _walk(root, root_type, -1, model, rec, at, "")
     else:
         # The root's own attributes, then each child on its own so its references carry its index.
         kids = model.children.get(root_type or "", {})
         for attr, (ref_type, is_list) in model.attr_refs.get(root_type or "", {}).items():
             value = root.get(attr)
             if value:
-                _emit(rec.refs, locator, -1, root, rec.root, "", attr, value, ref_type, is_list)
+                _emit(rec.ref_data, at, -1, root, rec.root, "", attr, value, ref_type, is_list)
         with_id = {id(c) for c, _n, _i in children}
         for child, name, index in children:
             ctype = model.asset_types.get(name) or kids.get(name) or model.fallback.get(name)
-            _walk(child, ctype, index, model, rec, locator, rec.root)
+            _walk(child, ctype, index, model, rec, at, rec.root)
         for child in root.iterchildren(tag=etree.Element):
             if id(child) not in with_id and child.tag != XI_INCLUDE:
                 name = _local(child.tag)
-                _walk(child, kids.get(name) or model.fallback.get(name), -1, model, rec, locator, rec.root)
-    rec.refs.sort(key=_BY_POSITION)
+                _walk(child, kids.get(name) or model.fallback.get(name), -1, model, rec, at, rec.root)
+    if at is not None:
+        rec.ref_data.sort(key=_BY_POSITION)
 
 
 def _parse_errors(parser: etree.XMLParser, rec: FileRecords) -> None:
@@ -588,7 +652,7 @@ def _walk(
     index: int,
     model: SchemaModel,
     rec: FileRecords,
-    locator: _Locator,
+    locator: _Locator | None,
     top_parent: str,
 ) -> None:
     """Typed references below one asset: each element's type comes from its parent's type (the same name
@@ -598,7 +662,7 @@ def _walk(
     content_refs = model.content_refs
     with_refs = model.with_refs
     fallback = model.fallback
-    refs = rec.refs
+    refs = rec.ref_data
     local = _LOCAL
     element = etree.Element
     # Each entry carries the element's local name, found when its parent looked at it: `el.tag` builds a
@@ -639,8 +703,8 @@ def _walk(
 
 
 def _emit(
-    refs: list[Ref],
-    locator: _Locator,
+    refs: list[Any],
+    locator: _Locator | None,
     index: int,
     el: etree._Element,
     element: str,
@@ -655,6 +719,23 @@ def _emit(
     for v in values:
         split = _split_ref(v, ref_type)
         if split is None:
+            continue
+        if locator is None:
+            # UNLOCATED: what `locate_refs` needs in place of line, column and end column.
+            refs.append(
+                (
+                    index,
+                    sys.intern(split[0]),
+                    split[1],
+                    line,
+                    value if attr else v.strip(),
+                    v if attr and is_list else None,
+                    "attribute" if attr else "content",
+                    element,
+                    parent,
+                    attr,
+                )
+            )
             continue
         if attr:
             ln, col, end = locator.attribute(line, element, attr, value)

@@ -17,7 +17,7 @@ from pathlib import Path
 from deskbridge.kinds.sage._atomic import atomic_write
 from deskbridge.kinds.sage._lxml import etree
 from deskbridge.kinds.sage._record import Record
-from deskbridge.kinds.sage._sha1 import sha1
+from deskbridge.kinds.sage._sha1 import bulk_sha1, sha1
 from deskbridge.kinds.sage.paths import CaseFoldTree
 
 TYPE_CHECKING = False  # `typing` is not loaded by a warm start
@@ -372,7 +372,7 @@ def schema_digest(entry: Path) -> str:
     for rel, path in schema_files(entry.parent):
         h.update(rel.encode())
         with open(path, "rb") as fh:
-            h.update(sha1(fh.read()).digest())
+            h.update(bulk_sha1(fh.read()).digest())
     return h.hexdigest()
 
 
@@ -435,6 +435,7 @@ def load_schema(entry: Path, cache_dir: Path | None, digest: str | None = None) 
     `digest` is `schema_digest(entry)` when the caller already has it."""
     import gzip  # not at the top: a warm start (which needs only `schema_fingerprint`) never loads the model
     import json
+    import zlib
 
     digest = digest or schema_digest(entry)
     cache_file = cache_dir / "schema" / f"{digest}.json.gz" if cache_dir else None
@@ -443,15 +444,17 @@ def load_schema(entry: Path, cache_dir: Path | None, digest: str | None = None) 
             raw = json.loads(gzip.decompress(cache_file.read_bytes()))
             if raw.get("version") == MODEL_VERSION and raw.get("digest") == digest:
                 return SchemaModel.from_json(raw)
-        except (OSError, ValueError, KeyError, TypeError, EOFError):
-            pass
+        except (OSError, ValueError, KeyError, TypeError, EOFError, zlib.error):
+            pass  # absent, stale or torn: compiled again
     model = compile_schema(entry)
     model.digest = digest
     if cache_file is not None:
         path = cache_file
 
         def write() -> None:
-            atomic_write(path, gzip.compress(json.dumps(model.to_json()).encode(), compresslevel=5))
+            # Not durable: a torn cache file is ignored below and compiled again.
+            data = gzip.compress(json.dumps(model.to_json()).encode(), compresslevel=5)
+            atomic_write(path, data, durable=False)
 
         if DEFERRED_CACHE_WRITES is not None:
             DEFERRED_CACHE_WRITES.append(write)

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from deskbridge.kinds.sage._atomic import atomic_write
-from deskbridge.kinds.sage._sha1 import sha1
+from deskbridge.kinds.sage._sha1 import bulk_sha1
 from deskbridge.kinds.sage.paths import Scope
 from deskbridge.kinds.sage.records import FILE_MAX_BYTES, FileRecords, extract_records, shallow_scan
 from deskbridge.kinds.sage.schema import SchemaModel
@@ -26,7 +26,7 @@ TYPE_CHECKING = False  # `typing` is not loaded by a warm start
 if TYPE_CHECKING:
     from typing import Any
 
-CACHE_VERSION = 6
+CACHE_VERSION = 7
 CACHE_MAGIC = b"deskbridge-sage-records\n"
 MARSHAL_TAG = f"{sys.version_info[0]}.{sys.version_info[1]}/{marshal.version}".encode()
 """marshal's format belongs to the Python version: a cache written by another one is ignored."""
@@ -133,7 +133,8 @@ class RecordStore:
                 "entries": out,
             }
         )
-        atomic_write(self.cache_file, CACHE_MAGIC + MARSHAL_TAG + b"\n" + body)
+        # Not durable: a cache lost in a power cut is rebuilt, and `load` ignores a torn or empty one.
+        atomic_write(self.cache_file, CACHE_MAGIC + MARSHAL_TAG + b"\n" + body, durable=False)
         self.dirty = False
         return True
 
@@ -154,6 +155,8 @@ class RecordStore:
     ) -> FileRecords:
         """Records a worker process extracted (see `parallel.prefetch`)."""
         rec = FileRecords.from_cache(head, blob)
+        if not rec.located:
+            rec.source = self._source(path, size, mtime, ctime, sha)
         self._entries[path] = [size, mtime, ctime, sha, time.time_ns(), rec, b""]
         self._trusted.add(path)
         self.parsed += 1
@@ -182,7 +185,7 @@ class RecordStore:
         why when it exists but is not something the index may read)."""
         entry = self._entries.get(path)
         if entry is not None and path in self._trusted:
-            return self._records(entry)
+            return self._records(entry, path)
         self.errors.pop(path, None)
         try:
             st = os.lstat(path)
@@ -206,15 +209,15 @@ class RecordStore:
             if st.st_mtime_ns < entry[4] - RACY_WINDOW_NS:
                 self._trusted.add(path)
                 self.cache_hits += 1
-                return self._records(entry)
+                return self._records(entry, path)
             self.hash_checks += 1
             data = self._read(path)
             if data is None:
                 return None
-            if sha1(data).hexdigest() == entry[3]:
+            if bulk_sha1(data).hexdigest() == entry[3]:
                 self._trusted.add(path)
                 self.cache_hits += 1
-                return self._records(entry)
+                return self._records(entry, path)
             return self._parse(path, data, st, entry)
         data = self._read(path)
         if data is None:
@@ -238,18 +241,51 @@ class RecordStore:
             self._forget(path)
             return None
 
-    def _records(self, entry: list) -> FileRecords:
+    def _records(self, entry: list, path: str = "") -> FileRecords:
         rec = entry[5]
         if not isinstance(rec, FileRecords):
             rec = FileRecords.from_cache(rec, entry[6])
+            if not rec.located:
+                rec.source = self._source(path, entry[0], entry[1], entry[2], entry[3])
             entry[5] = rec
         return rec
+
+    def _source(self, path: str, size: int, mtime: int, ctime: int, sha: str) -> Callable[[], bytes | None]:
+        """What a record with `UNLOCATED` reference rows reads its text from when a query first needs the
+        rows' positions: the file's bytes if they are still the ones parsed (same stat, same SHA-1), else
+        None (the rows then keep libxml2's lines with columns 0 until the file is indexed again, which its
+        change triggers). Located rows make the entry worth saving again."""
+
+        def read() -> bytes | None:
+            if not path:
+                return None
+            try:
+                st = os.stat(path)
+            except OSError:
+                return None
+            if (st.st_size, st.st_mtime_ns, st.st_ctime_ns) != (size, mtime, ctime) or not stat.S_ISREG(
+                st.st_mode
+            ):
+                return None
+            from deskbridge.core.errors import BridgeError
+            from deskbridge.core.files import read_regular_file
+
+            try:
+                data = read_regular_file(path, max_bytes=FILE_MAX_BYTES, shown_as=self._shown(path))
+            except BridgeError:
+                return None
+            if bulk_sha1(data).hexdigest() != sha:
+                return None
+            self.dirty = True
+            return data
+
+        return read
 
     def _parse(self, path: str, data: bytes, st: os.stat_result, prev: list | None = None) -> FileRecords:
         rec = shallow_scan(data) if is_art(path) else extract_records(data, self._model())
         self.parsed += 1
         if prev is not None and rec.parse_failed():
-            good = self._records(prev)
+            good = self._records(prev, path)
             if good.last_good or not good.parse_failed():
                 # The seed's rule "build failed but keep last good", per file: a save that broke the XML
                 # (emptied, cut in half) keeps the assets of the version that parsed, flagged.
@@ -258,7 +294,7 @@ class RecordStore:
             st.st_size,
             st.st_mtime_ns,
             st.st_ctime_ns,
-            sha1(data).hexdigest(),
+            bulk_sha1(data).hexdigest(),
             time.time_ns(),
             rec,
             b"",
@@ -287,6 +323,8 @@ def _kept(good: FileRecords, broken: FileRecords) -> FileRecords:
         xincludes=good.xincludes,
         ref_data=good.ref_data,
         ref_total=good.ref_total,
+        located=good.located,
+        source=good.source,
         joins=good.joins,
         diagnostics=[*own, *errors, note],
         shallow=good.shallow,
