@@ -146,6 +146,11 @@ def test_a_lazy_document_written_before_its_tree_is_built_equals_the_whole_file_
                 else:
                     sec.values.append(int_token(seed))
     unbuilt = isinstance(lz.root, model._PendingRoot) and lz.root._doc is not None
+    pair = lz.text_and_stored()
+    assert (pair is not None) == unbuilt
+    if pair is not None:  # printed piece by piece: the same text, and the stored one without a print
+        assert pair[0] == full.text()
+        assert pair[1]() == cc.decompile(data, table, _link_text)
     assert lz.tokens() == full.tokens()
     assert lz.text() == full.text()
     if unbuilt:  # the fast path answered: the tree is still not built
@@ -280,5 +285,5 @@ def test_a_tag_prefilter_answers_find_without_the_tags_only_where_no_tag_record_
         full, lz = _docs(data, table)
         found = lz.find("price")
         assert [s.values for s in found] == [s.values for s in full.find("price")] == want
-        assert (lz._tag_list is None) == (want == [])  # no tag record: answered without scanning the tags
+        assert (lz._shape_of is None) == (want == [])  # no tag record: answered without scanning the tags
         _same(full, lz)

@@ -10,6 +10,7 @@ the parent compiles and registers the plan (`runner.py`).
 from __future__ import annotations
 
 import base64
+import collections
 import contextlib
 import gc
 import json
@@ -47,6 +48,32 @@ AHEAD = 256
 _LINK = re.compile(r"^<\s*(\d+)\s*::\s*([^<>`]+?)\s*(?:`[^`]*`)?>$")
 _CODE = re.compile(r"^(?:Error: )?([A-Z][A-Z_]+): ")
 _CONTROL = re.compile(r"[\x00-\x1f]")
+_ODD_PARTS = (
+    "//",
+    "\x7f/",
+    "/\x7f",
+    "\x7f\x7f",
+    "/./",
+    "\x7f./",
+    "/.\x7f",
+    "/../",
+    "\x7f../",
+    "/..\x7f",
+    "\x7f.\x7f",
+    "\x7f..\x7f",
+)
+
+
+def _plain_keys(keys: list[str]) -> bool:
+    """True when `Host._key` accepts every one of these keys as it is — no control character, no empty,
+    `.` or `..` part, none blank or longer than 1,024 — checked over all of them at once (False may also
+    mean "not sure": the caller then resolves each path as given)."""
+    joined = "\x7f" + "\x7f".join(keys) + "\x7f"
+    if _CONTROL.search(joined) or any(odd in joined for odd in _ODD_PARTS):
+        return False
+    return max(map(len, keys)) <= 1024 and all([k.strip() for k in keys])
+
+
 _PRIMITIVE = (str, int, float)
 
 
@@ -70,6 +97,17 @@ def _utf8(s: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def _lowered(stored: Any) -> bool:
+    """True when each key of the archive's key → path map is its path in lower case and no path has a `\\`
+    or a leading `/` (so `norm_path(path) == key` and the shown path is the path): checked in bulk."""
+    if not isinstance(stored, dict):
+        return False
+    paths = "\n".join(stored.values())
+    if "\\" in paths or paths.startswith("/") or "\n/" in paths:
+        return False
+    return paths.lower().split("\n") == list(stored)
 
 
 def _index(v: Any, what: str = "index") -> int:
@@ -96,9 +134,14 @@ class Host:
         # Keyed by the archive's own key strings where they are the same text (200,000 paths: ≈ 20 MB less
         # in a memory-capped worker than a second copy of every key).
         stored = self.ar._original_keys() if isinstance(self.ar, ArchiveBase) else None
-        for k, p in stored.items() if stored is not None else ((norm_path(p), p) for p in self.ar.paths()):
-            nk = norm_path(p)
-            self.base[k if nk == k else nk] = p.replace("\\", "/").lstrip("/")
+        if stored is not None and _lowered(stored):
+            # every key is `norm_path` of its path and every path is its own shown form: the mapping itself
+            self.base = dict(stored)
+        else:
+            items = stored.items() if stored is not None else ((norm_path(p), p) for p in self.ar.paths())
+            for k, p in items:
+                nk = norm_path(p)
+                self.base[k if nk == k else nk] = p.replace("\\", "/").lstrip("/")
         for name, value in (job.get("overlay") or {}).items():
             k = norm_path(name)
             if value is None:
@@ -124,8 +167,8 @@ class Host:
         self.path_warnings: dict[str, list[str]] = {}
         self.positions: dict[str, int] | None = None
         self.orig_tokens: dict[str, tuple[Any, str | None, int | None]] = {}
-        """File key → (its stored tokens, or a function giving them, header, record width): the old text of
-        a written file for its diff."""
+        """File key → (its stored tokens, or a function giving them or the stored text itself, header, record
+        width): the old text of a written file for its diff."""
         self._next = 1
         self.filesets: dict[str, list[str]] = {k: list(v) for k, v in (job.get("filesets") or {}).items()}
         self.fileset_changed: set[str] = set()
@@ -145,7 +188,14 @@ class Host:
         """Key → position in the last list of files `pvf.files()` / `pvf.glob()` returned (the order a
         script most likely visits them in: classic payloads are decrypted a batch ahead, `_payload`)."""
         self.visit_keys: list[str] = []
+        self.visit_gen = 0
+        self.listings = 0
+        """The number of the last listing: a file object of that listing names its file by (number, position)
+        to the primitive `file.parse` (`fast_parse`), which then skips resolving its path (-1: it may not)."""
         self.ahead: dict[str, bytes] = {}
+        self.doc_order: collections.deque[int] = collections.deque()
+        """Document ids in parse order (eviction takes the oldest: a dict emptied from its front would scan
+        its dead slots on every `next(iter(…))`)."""
         self.nonce = "pvfjs-error:" + os.urandom(16).hex()
         """What the primitive bridge returns for an error (then `fast.error` tells which): a random string no
         archive value can equal by chance and the script cannot see (the prelude keeps it in its closure)."""
@@ -162,9 +212,9 @@ class Host:
         }
         self.ops = {
             "fast.error": self.last_fast_error,
-            "pvf.files": self.files,
+            "pvf.files": lambda args: self.listing(self.files(args)),
             "pvf.find": self.find,
-            "pvf.glob": self.glob,
+            "pvf.glob": lambda args: self.listing(self.glob(args)),
             "pvf.createFile": self.create_file,
             "pvf.copyFile": self.copy_file,
             "pvf.deleteFile": self.delete_file,
@@ -271,6 +321,15 @@ class Host:
     # The primitive forms of the hot operations: the same methods as the JSON ones, results as primitives.
 
     def fast_parse(self, args: list[Any]) -> int:
+        """`file.parse(path)`; `args[1:3]` = (listing number, position) of a file object of a listing: the
+        key is taken from `visit_keys` when that listing is the last and its shown path is `path` (so the
+        same key `_need(path)` resolves), unless the run wrote the file."""
+        path, gen, i = args[0], args[1], args[2]
+        keys = self.visit_keys
+        if gen == self.visit_gen and gen is not None and gen > 0 and type(i) is int and 0 <= i < len(keys):
+            key = keys[i]
+            if key not in self.tx and self.base[key] == path:
+                return self._register(key, self._parse(key))
         return self.file_parse(args[:1])
 
     def fast_write(self, args: list[Any]) -> None:
@@ -402,7 +461,7 @@ class Host:
         """Keep at most `DOCS_LIVE` parsed documents: a script that parses every file of a large archive
         must not hold them all (their warnings are kept; a handle of an evicted one asks to parse again)."""
         while len(self.docs) > self.docs_live:
-            did = next(iter(self.docs))
+            did = self.doc_order.popleft()
             doc = self.docs.pop(did)
             doc.release()
             del self.doc_path[did]
@@ -430,6 +489,8 @@ class Host:
             tokens, header, width = kept
             if callable(tokens):
                 tokens = tokens()
+            if isinstance(tokens, str):  # the stored text itself (`LazyDocument.text_and_stored`)
+                return tokens
             return print_tokens(tokens, header=header, record_width=width)
         try:
             return self.ar.read_text(self.base[key])
@@ -470,10 +531,21 @@ class Host:
         out += [v[0] for k, v in self.tx.items() if k not in self.base and v[1] is not DELETED]
         return out
 
+    def listing(self, paths: list[str]) -> dict[str, Any]:
+        """A listing for the prelude's file objects: the paths, and — where `fast_parse` may take them — the
+        listing's number and how many leading paths are archive files of `visit_keys`."""
+        return {"p": paths, "g": self.visit_gen, "n": len(self.visit_keys)}
+
     def _visit(self, keys: list[str]) -> list[str]:
         self.visit_keys = keys
         self.visit = {k: i for i, k in enumerate(keys)}
         self.ahead = {}
+        # A listed key is taken by position only when `_key` would accept its shown path as it is (the
+        # archive's own names normally are: checked over all of them at once).
+        self.listings += 1
+        self.visit_gen = self.listings
+        if not keys or not _plain_keys(keys):
+            self.visit_gen = -1
         return [self.base[k] for k in keys]
 
     def find(self, args: list[Any]) -> str | None:
@@ -645,24 +717,36 @@ class Host:
 
     def file_parse(self, args: list[Any]) -> int:
         key = self._need(_arg(args, 0, str, "path"))
-        doc = self._parse(key)
-        did = self._new_id()
+        return self._register(key, self._parse(key))
+
+    def _register(self, key: str, doc: model.Document) -> int:
+        did = self._next
+        self._next = did + 1
         self.docs[did] = doc
+        self.doc_order.append(did)
         self.doc_path[did] = self._shown(key)
         self.doc_key[did] = key
         self.doc_of_key.setdefault(key, []).append(did)
-        self._evict()
+        if len(self.docs) > self.docs_live:
+            self._evict()
         return did
 
     def file_write(self, args: list[Any]) -> None:
         key = self._need(_arg(args, 0, str, "path"))
         doc = self._doc(args[1] if len(args) > 1 else None)
-        if key not in self.tx and key not in self.orig_tokens:
+        first = key not in self.tx and key not in self.orig_tokens
+        pair = doc.text_and_stored() if first and isinstance(doc, model.LazyDocument) else None
+        if pair is not None:
+            # The stored text for the diff at the end: this text with the stored values put back.
+            text, stored = pair
+            self.orig_tokens[key] = (stored, None, None)
+        else:
+            text = doc.text()
             # A lazy document keeps its stored payload, not its tokens: decoded for the diff at the end.
-            source = doc.source_ref()
+            source = doc.source_ref() if first else None
             if source is not None:
                 self.orig_tokens[key] = (source, doc.header, doc.record_width)
-        self._stage(key, self._shown(key), doc.text())
+        self._stage(key, self._shown(key), text)
 
     def create_file(self, args: list[Any]) -> str:
         path = _arg(args, 0, str, "path")

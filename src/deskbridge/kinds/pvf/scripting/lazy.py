@@ -61,39 +61,65 @@ def classic_document(
     record_width: int | None,
 ) -> model.Document | None:
     """The lazy document of a classic binary script, or None where it must be decoded whole."""
-    if len(data) > cc.MAX_SCRIPT_BYTES:
+    size = len(data)
+    if size > cc.MAX_SCRIPT_BYTES:
         return None
-    recs = cc.read_tokens(data)
-    n = len(recs)
+    if data[:2] != cc.MAGIC or (size - 2) % 5:
+        cc.read_tokens(data)  # raises its PVF_CORRUPT
+    n = (size - 2) // 5
     max_chars = getattr(strings, "max_chars", None)
-    if max_chars is None or n * max_chars() > text_budget(len(data)) - (1 << 16):
+    if max_chars is None or n * max_chars() > text_budget(size) - (1 << 16):
         return None
+    return ClassicDocument(data, strings, link_text, n, header, record_width)
 
-    def scan() -> list[tuple[int, model.TagInfo]]:
-        # The tag records by their type byte (every fifth byte from offset 2): a C-level slice and `find`s
-        # over ≈ 16 tags cost less than the numpy calls that would do the same on one small file.
-        types = data[2::5]
-        tags: list[tuple[int, model.TagInfo]] = []
-        p = types.find(cc.T_SECTION)
-        if p >= 0:
-            infos = _tag_cache(strings)
-            get = infos.get
-            unpack = _U32.unpack_from
-            find = types.find
-            while p >= 0:
-                v = unpack(data, 3 + 5 * p)[0]
-                info = get(v, _MISS)
-                if info is _MISS:
-                    info = _tag_of(v, strings, infos)
-                if info is not None:
-                    tags.append((p, info))
-                p = find(cc.T_SECTION, p + 1)
-        return tags
 
-    def has_tag(want: str) -> bool:
-        patterns = _tag_patterns(strings, want)
+class ClassicDocument(model.LazyDocument):
+    """`model.LazyDocument` over the records of a stored classic script. Its tags are found by their type
+    byte (every fifth byte from offset 2: a C-level slice and `find`s over ≈ 16 tags cost less than the numpy
+    calls that would do the same on one small file), and what `find` needs of them (which tags nest, which
+    are top-level) from the tags alone (`model.TagShape`)."""
+
+    def __init__(
+        self,
+        data: bytes,
+        strings: cc.StringSource,
+        link_text: cc.LinkText | None,
+        n: int,
+        header: str | None,
+        record_width: int | None,
+    ) -> None:
+        self._init(header, record_width)
+        self._source = self._all_tokens
+        self._tag_list = None
+        self._shape_of: model.TagShape | None = None
+        self._positions: list[int] | None = None
+        self._n = n
+        self._matched = None
+        self._made = {}
+        self._data = data
+        self._strings = strings
+        self._link_text = link_text
+        self._recs: Any = None
+        root = model._PendingRoot("")
+        root._doc = self
+        self.root = root
+
+    def _all_tokens(self) -> list[Token]:
+        return cc.to_tokens(self._data, self._strings, self._link_text)
+
+    def _decode(self, a: int, b: int) -> list[Token]:
+        if b - a <= SMALL_RUN:
+            return cc.run_tokens(self._data, a, b, self._strings, self._link_text)
+        recs = self._recs
+        if recs is None:
+            recs = self._recs = cc.read_tokens(self._data)
+        return cc.records_tokens(recs[a:b], self._strings, self._link_text)[0]
+
+    def _has_tag(self, want: str) -> bool:
+        patterns = _tag_patterns(self._strings, want)
         if patterns is None:
             return True  # cannot tell without the tags
+        data = self._data
         for pat in patterns:
             at = data.find(pat, 2)
             while at >= 0:
@@ -102,15 +128,42 @@ def classic_document(
                 at = data.find(pat, at + 1)
         return False
 
-    def decode(a: int, b: int) -> list[Token]:
-        return cc.records_tokens(recs[a:b], strings, link_text)[0]
+    def _shape(self) -> tuple[model.TagShape, list[int]]:
+        shape = self._shape_of
+        if shape is not None:
+            return shape, self._positions  # type: ignore[return-value]
+        data = self._data
+        types = data[2::5]
+        find = types.find
+        unpack = _U32.unpack_from
+        at: list[int] = []
+        p = find(cc.T_SECTION)
+        while p >= 0:
+            at.append(p)
+            p = find(cc.T_SECTION, p + 1)
+        strings = self._strings
+        infos = _tag_cache(strings)
+        get = infos.get
+        keep: list[int] = []
+        found: list[model.TagInfo] = []
+        for j, p in enumerate(at):
+            v = unpack(data, 3 + 5 * p)[0]
+            info = get(v, _MISS)
+            if info is _MISS:
+                info = _tag_of(v, strings, infos)
+            if info is not None:
+                keep.append(j)
+                found.append(info)  # type: ignore[arg-type]
+        shape = model.TagShape(keep, found)
+        keep = shape.keep
+        positions = at if len(keep) == len(at) else [at[j] for j in keep]
+        self._shape_of, self._positions = shape, positions
+        return shape, positions
 
-    def source() -> list[Token]:
-        return cc.to_tokens(data, strings, link_text)
 
-    return model.LazyDocument(
-        scan, n, decode, header=header, record_width=record_width, source=source, has_tag=has_tag
-    )
+SMALL_RUN = 16
+"""Runs of at most this many records are decoded with `struct` (`classic_codec.run_tokens`): numpy's
+per-call cost is most of the work for the one or two values of a section."""
 
 
 def _tag_patterns(strings: cc.StringSource, want: str) -> tuple[bytes, ...] | None:
@@ -135,7 +188,13 @@ def _tag_patterns(strings: cc.StringSource, want: str) -> tuple[bytes, ...] | No
         return hit[1]
     target = f"[{want}]"
     out = []
-    for i in range(size):
+    texts = getattr(strings, "texts", None)
+    if texts is not None:  # one pass in C over the table: only strings that start with `[` can lower to it
+        listed = texts()
+        candidates: Any = [i for i, s in enumerate(listed) if s and s[0] == "[" and s.lower() == target]
+    else:
+        candidates = range(size)
+    for i in candidates:
         s = get(i)
         if s is not None and s.lower() == target:
             tok = cc.record_token(cc.T_SECTION, i, strings)

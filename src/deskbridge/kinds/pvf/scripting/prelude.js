@@ -91,8 +91,11 @@
   }
 
   class PvfFile {
-    constructor(path) {
+    // `_g`, `_i`: the host's listing number and position of the file (see `listed`), or -1.
+    constructor(path, g, i) {
       defineProperty(this, "path", { value: path, enumerable: true });
+      defineProperty(this, "_g", { value: g === undefined ? -1 : g });
+      defineProperty(this, "_i", { value: i === undefined ? -1 : i });
     }
     get index() { return call("file.info", [this.path]).index; }
     get type() { return call("file.info", [this.path]).type; }
@@ -101,7 +104,7 @@
     setText(t) { call("file.setText", [this.path, StringCtor(t)]); }
     parse() {
       const p = this.path;
-      return new PvfDocument(plainString(p) ? fast("file.parse", p, null, null, null, [p]) : call("file.parse", [p]));
+      return new PvfDocument(plainString(p) ? fast("file.parse", p, this._g, this._i, null, [p]) : call("file.parse", [p]));
     }
     write(doc) {
       if (!(doc instanceof PvfDocument)) throw new ErrorCtor("INVALID_ARGUMENT: write() takes a parsed document");
@@ -203,12 +206,18 @@
     }
   }
 
-  const files = (paths) => paths.map((p) => new PvfFile(p));
+  // A listing from the host: {p: paths, g: its number, n: how many leading paths it may name by position}.
+  function listed(r) {
+    const ps = r.p, g = r.g, n = r.n;
+    const out = [];
+    for (let i = 0; i < ps.length; i++) out.push(i < n ? new PvfFile(ps[i], g, i) : new PvfFile(ps[i]));
+    return out;
+  }
   const types = freeze({ script: 1, unicode: 3 });
   const pvf = {
-    files() { return files(call("pvf.files", [])); },
+    files() { return listed(call("pvf.files", [])); },
     find(path) { const p = call("pvf.find", [StringCtor(path)]); return p === null ? null : new PvfFile(p); },
-    glob(pattern) { return files(call("pvf.glob", [StringCtor(pattern)])); },
+    glob(pattern) { return listed(call("pvf.glob", [StringCtor(pattern)])); },
     createFile(path, type, t) {
       return new PvfFile(call("pvf.createFile", [StringCtor(path), type === undefined ? 1 : type, t === undefined ? null : StringCtor(t)]));
     },
