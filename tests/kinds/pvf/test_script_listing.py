@@ -83,3 +83,53 @@ async def test_a_forged_or_stale_position_reads_what_the_path_names(tmp_path: Pa
     assert out["outside"] == "INVALID_ARGUMENT"
     assert out["absolute"] == out["missing"] == "NOT_FOUND"  # `/etc/passwd` is the archive path etc/passwd
     assert out["written"] == "rewritten"
+
+
+HINTED = r"""
+const out = {};
+const files = pvf.glob("**/*.equ");
+const name = "no such section";
+const first = files[0].parse();
+out.asked = first.sections(name).length;  // the host now knows the name: later parses answer for it
+const d = files[1].parse();
+out.hinted = d._miss === name;  // the host did answer for this name (so what follows tests the hint)
+out.before = d.sections(name).length;
+d.appendSection(name, [5]);
+out.appended = d.sections(name).map((s) => s.getValue(0));
+const e = files[2].parse();
+e.set(name, 7, { create: true });
+out.created = e.sections(name).map((s) => s.getValue(0));
+const f = files[3].parse();
+out.other = f.sections(name.toUpperCase()).length;
+// parsed long ago: evicted by the host (docs_live), so the hint no longer answers
+const old = files[4].parse();
+for (let i = 5; i < 12; i++) files[i].parse();
+try { old.sections(name); out.old = "answered"; } catch (err) { out.old = err.code; }
+pvf.log(JSON.stringify(out));
+"""
+
+
+@pytest.mark.anyio
+async def test_the_no_such_section_hint_holds_until_the_document_changes(tmp_path: Path) -> None:
+    """`file.parse` tells the prelude when the new document has no tag of the name last asked for; the
+    prelude answers `sections(name)` itself only while the document is unchanged and still live."""
+    from deskbridge.kinds.pvf.scripting.runner import ScriptLimits
+
+    src = tmp_path / "src.pvf"
+    synth(src, family="classic", files=200, seed=4)
+    path = tmp_path / "Script.pvf"
+    shutil.copyfile(src, path)
+    async with session(path, tmp_path / "cache", ScriptLimits(docs_live=4)) as s:
+        res = await s.run(HINTED)
+        assert res["state"] == "succeeded", res
+        out = json.loads(res["logs"][-1])
+        s.discard(res)
+    assert out == {
+        "asked": 0,
+        "hinted": True,
+        "before": 0,
+        "appended": [5],
+        "created": [7],
+        "other": 0,
+        "old": "INVALID_ARGUMENT",
+    }

@@ -75,6 +75,7 @@ def _plain_keys(keys: list[str]) -> bool:
 
 
 _PRIMITIVE = (str, int, float)
+_PRIMITIVE_TYPES = frozenset({str, int, float, bool, type(None)})
 
 
 def _arg(args: list[Any], i: int, kind: type | tuple[type, ...], what: str) -> Any:
@@ -304,8 +305,10 @@ class Host:
         numbers or null, so a call costs no JSON on either side (≈ 10× cheaper per call). An error returns
         `nonce`; the prelude then asks `fast.error` over the JSON bridge and throws it. Never raises."""
         args = [a, b, c, d]
-        fn = self.fast_ops.get(op) if isinstance(op, str) else None
-        if fn is None or not all([v is None or isinstance(v, _PRIMITIVE) for v in args]):
+        fn = self.fast_ops.get(op) if type(op) is str else None
+        prim = _PRIMITIVE_TYPES  # the binding hands over exactly these types for JavaScript primitives
+        exact = type(a) in prim and type(b) in prim and type(c) in prim and type(d) in prim
+        if fn is None or (not exact and not all([v is None or isinstance(v, _PRIMITIVE) for v in args])):
             fn = _raiser(ScriptError("INVALID_ARGUMENT", f"no primitive host operation {op!r}"))
         ok, v = self._call(fn, args)
         if ok:
@@ -323,13 +326,18 @@ class Host:
     def fast_parse(self, args: list[Any]) -> int:
         """`file.parse(path)`; `args[1:3]` = (listing number, position) of a file object of a listing: the
         key is taken from `visit_keys` when that listing is the last and its shown path is `path` (so the
-        same key `_need(path)` resolves), unless the run wrote the file."""
-        path, gen, i = args[0], args[1], args[2]
+        same key `_need(path)` resolves), unless the run wrote the file. `args[3]`: the section path the
+        script last asked `sections` for; the answer is the negative id when the new document certainly has
+        no such section (`LazyDocument.lacks`: the prelude then answers `sections(name)` itself)."""
+        path, gen, i, name = args
         keys = self.visit_keys
         if gen == self.visit_gen and gen is not None and gen > 0 and type(i) is int and 0 <= i < len(keys):
             key = keys[i]
             if key not in self.tx and self.base[key] == path:
-                return self._register(key, self._parse(key))
+                doc = self._parse(key)
+                lacks = isinstance(name, str) and isinstance(doc, model.LazyDocument) and doc.lacks(name)
+                did = self._register(key, doc)
+                return -did if lacks else did
         return self.file_parse(args[:1])
 
     def fast_write(self, args: list[Any]) -> None:
@@ -372,6 +380,7 @@ class Host:
         ctx.add_callable("__host", self.bridge)
         ctx.add_callable("__hostp", self.fast)
         ctx.set("__nonce", self.nonce)
+        ctx.set("__docsLive", self.docs_live)
         ctx.eval(PRELUDE)
         ctx.set("__src", job["source"])
         t0 = time.perf_counter()

@@ -28,6 +28,7 @@ _MISS = object()
 _U32 = struct.Struct("<I")
 _TAG_CACHES: weakref.WeakKeyDictionary[Any, dict[int, Any]] = weakref.WeakKeyDictionary()
 TAG_CACHE_MAX = 1 << 16
+_LAST_TAGS: tuple[Any, dict[int, Any]] | None = None
 _LAST: tuple[Any, str, int, tuple[bytes, ...]] | None = None
 """(weak reference to a string table, name, table size, `_tag_patterns`): the last answer."""
 
@@ -35,12 +36,17 @@ _LAST: tuple[Any, str, int, tuple[bytes, ...]] | None = None
 def _tag_cache(strings: cc.StringSource) -> dict[int, Any]:
     """String index of a type-5 record → its `model.tag_info`, or None where the record is not a tag (a
     string that is not tag text, or a later duplicate: `classic_codec.record_token`), per string table."""
+    global _LAST_TAGS
+    last = _LAST_TAGS  # a run reads one table: one comparison, not the weak dictionary
+    if last is not None and last[0]() is strings and len(last[1]) <= TAG_CACHE_MAX:
+        return last[1]
     try:
         cache = _TAG_CACHES.setdefault(strings, {})
     except TypeError:  # not weak-referenceable: no cache
         return {}
     if len(cache) > TAG_CACHE_MAX:
         cache.clear()
+    _LAST_TAGS = (weakref.ref(strings), cache)
     return cache
 
 
@@ -88,7 +94,11 @@ class ClassicDocument(model.LazyDocument):
         header: str | None,
         record_width: int | None,
     ) -> None:
-        self._init(header, record_width)
+        # `Document._init` without the root it would make (replaced by the pending one below)
+        self.header = header
+        self.record_width = record_width
+        self.warnings: list[str] = []
+        self._source_tokens = None
         self._source = self._all_tokens
         self._tag_list = None
         self._shape_of: model.TagShape | None = None
@@ -133,30 +143,28 @@ class ClassicDocument(model.LazyDocument):
         if shape is not None:
             return shape, self._positions  # type: ignore[return-value]
         data = self._data
-        types = data[2::5]
-        find = types.find
-        unpack = _U32.unpack_from
+        find = data[2::5].find
         at: list[int] = []
         p = find(cc.T_SECTION)
         while p >= 0:
             at.append(p)
             p = find(cc.T_SECTION, p + 1)
         strings = self._strings
-        infos = _tag_cache(strings)
-        get = infos.get
-        keep: list[int] = []
-        found: list[model.TagInfo] = []
-        for j, p in enumerate(at):
-            v = unpack(data, 3 + 5 * p)[0]
-            info = get(v, _MISS)
-            if info is _MISS:
-                info = _tag_of(v, strings, infos)
-            if info is not None:
-                keep.append(j)
-                found.append(info)  # type: ignore[arg-type]
-        shape = model.TagShape(keep, found)
-        keep = shape.keep
-        positions = at if len(keep) == len(at) else [at[j] for j in keep]
+        cache = _tag_cache(strings)
+        unpack = _U32.unpack_from
+        got = [cache.get(unpack(data, 3 + 5 * p)[0], _MISS) for p in at]
+        if _MISS in got:
+            got = [
+                g if g is not _MISS else _tag_of(unpack(data, 3 + 5 * p)[0], strings, cache)
+                for g, p in zip(got, at, strict=True)
+            ]
+        if None in got:  # tag-typed records that are no tag (a later duplicate, not tag text)
+            keep = [j for j, g in enumerate(got) if g is not None]
+            shape = model.TagShape(keep, [got[j] for j in keep])
+            positions = [at[j] for j in keep]
+        else:
+            shape = model.TagShape(list(range(len(at))), got)
+            positions = at
         self._shape_of, self._positions = shape, positions
         return shape, positions
 

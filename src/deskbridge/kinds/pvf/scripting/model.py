@@ -539,6 +539,19 @@ class LazyDocument(Document):
                     return found
         return super().find(path)
 
+    def lacks(self, path: str) -> bool:
+        """True when `find(path)` is `[]` from the prefilter alone: the tree is not built and `path` is one
+        name that no tag record of the file reads (`_has_tag`). Only a change of the document itself can
+        then add such a section (a new top-level one)."""
+        root = self.root
+        if not isinstance(root, _PendingRoot) or root._doc is None or self._shape_of is not None:
+            return False
+        want = _ONE_PART.get(path, _NO_PART)
+        if want is _NO_PART:
+            parts = [p for p in str(path).strip("/").split("/") if p]
+            want = parts[0].strip("[]").lower() if len(parts) == 1 else None
+        return want is not None and not self._has_tag(want)
+
     def _find_top(self, want: str) -> list[Section] | None:
         """The top-level sections named `want` from the tags alone, or None where that needs the tree (one
         of them has an end tag, so it holds children)."""
