@@ -491,6 +491,8 @@ class LazyDocument(Document):
     _shape_of: TagShape | None
     _tag_list: list[tuple[int, TagInfo]] | None
     _made: dict[int, Section]
+    _tagged: str | None = None
+    """A name `_has_tag` answered True for (`lacks`)."""
 
     def _shape(self) -> tuple[TagShape, list[int]]:
         raise NotImplementedError
@@ -550,12 +552,17 @@ class LazyDocument(Document):
         if want is _NO_PART:
             parts = [p for p in str(path).strip("/").split("/") if p]
             want = parts[0].strip("[]").lower() if len(parts) == 1 else None
-        return want is not None and not self._has_tag(want)
+        if want is None:
+            return False
+        if self._has_tag(want):
+            self._tagged = want  # so `find(path)` does not look again
+            return False
+        return True
 
     def _find_top(self, want: str) -> list[Section] | None:
         """The top-level sections named `want` from the tags alone, or None where that needs the tree (one
         of them has an end tag, so it holds children)."""
-        if self._shape_of is None and not self._has_tag(want):
+        if self._shape_of is None and self._tagged != want and not self._has_tag(want):
             return []
         shape, positions = self._shape()
         hits = shape.top_hits(want)
