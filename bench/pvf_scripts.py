@@ -6,6 +6,11 @@ The script runs as it does for an MCP client: a core write task, the sandboxed Q
 compiled by the workspace. Reported: files scanned and changed, run → plan seconds (and ms per scanned file),
 apply seconds, the worker's peak RSS (VmHWM, sampled from /proc while it runs), the worker's CPU seconds
 (user + system of the reaped child: less sensitive to the machine's load than wall time) and the load.
+
+    python bench/pvf_scripts.py --in-process [--dump-changes FILE] [--profile FILE]
+
+runs the worker's host in this process instead (no sandbox, no plan): its phase timings and the change
+frames it would send — their digest, or all of them in FILE to compare two versions byte for byte.
 """
 
 from __future__ import annotations
@@ -134,14 +139,84 @@ async def bench(path: Path, floor: int, pattern: str) -> dict[str, Any]:
         return out
 
 
+def in_process(path: Path, floor: int, pattern: str, dump: str | None, profile: str | None) -> dict[str, Any]:
+    """The worker's `Host` run in this process (no sandbox, no parent): its phase timings, the change frames
+    it would send (their sha256, and all of them one a line in `dump` to compare two versions byte for
+    byte) and, with `profile`, a cProfile of the run written to that file."""
+    import cProfile
+    import hashlib
+    import json
+
+    from deskbridge.kinds.pvf.scripting.host import Host
+
+    class Frames:
+        def __init__(self) -> None:
+            self.frames: list[str] = []
+
+        def send(self, msg: dict[str, Any]) -> None:  # what `worker.Pipe` writes, without the length prefix
+            self.frames.append(json.dumps(msg, ensure_ascii=False, separators=(",", ":")))
+
+    job = {
+        "path": str(path),
+        "options": {},
+        "overlay": {},
+        "pool_tail": None,
+        "source": PRICE_RAISE.replace("GLOB", repr(pattern)).replace("FLOOR", str(floor)),
+        "filesets": {},
+        "fileset_writes": False,
+        "js_mem_bytes": 512 << 20,
+        "cpu_s": 3600,
+        "as_bytes": None,
+        "max_changes": 1_000_000,
+        "log_max_lines": 100_000,
+        "docs_live": 4096,
+        "log_max_bytes": 4 << 20,
+    }
+    pipe = Frames()
+    t0, c0 = time.perf_counter(), time.process_time()
+    host = Host(job, pipe)  # type: ignore[arg-type]
+    prof = cProfile.Profile() if profile else None
+    if prof is not None:
+        prof.enable()
+    host.run()
+    if prof is not None:
+        prof.disable()
+        prof.dump_stats(profile)
+    changes = [f for f in pipe.frames if f.startswith('{"t":"change"')]
+    if dump:
+        Path(dump).write_text("\n".join(changes) + "\n", encoding="utf-8")
+    return {
+        "inProcessSeconds": round(time.perf_counter() - t0, 3),
+        "inProcessCpuSeconds": round(time.process_time() - c0, 3),
+        "workerPhaseSeconds": json.loads(pipe.frames[-1])["timings"],
+        "changeFrames": len(changes),
+        "changeFramesSha256": hashlib.sha256("\n".join(changes).encode()).hexdigest(),
+        "loadAverage": os.getloadavg(),
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--archive", default="classic-200k", choices=sorted(PRESETS))
     ap.add_argument("--floor", type=int, default=10)
     ap.add_argument("--glob", default="equipment/**/*.equ")
+    ap.add_argument(
+        "--in-process",
+        action="store_true",
+        help="run the worker's host in this process (phase timings, change-frame digest); not the target figure",
+    )
+    ap.add_argument(
+        "--dump-changes", metavar="FILE", help="with --in-process: write every change frame to FILE"
+    )
+    ap.add_argument(
+        "--profile", metavar="FILE", help="with --in-process: write a cProfile of the run to FILE"
+    )
     args = ap.parse_args()
     family, files = PRESETS[args.archive]
     path = ensure(args.archive, family, files)
+    if args.in_process:
+        print(in_process(path, args.floor, args.glob, args.dump_changes, args.profile))
+        return
     result = asyncio.run(bench(path, args.floor, args.glob))
     data = {"archive": args.archive, "files": files, "floor": args.floor, "glob": args.glob, **result}
     target = (

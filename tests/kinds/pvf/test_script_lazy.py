@@ -280,5 +280,5 @@ def test_a_tag_prefilter_answers_find_without_the_tags_only_where_no_tag_record_
         full, lz = _docs(data, table)
         found = lz.find("price")
         assert [s.values for s in found] == [s.values for s in full.find("price")] == want
-        assert (lz._tag_list is None) == (want == [])  # no tag record: answered without scanning the tags
+        assert (lz._shape_of is None) == (want == [])  # no tag record: answered without scanning the tags
         _same(full, lz)

@@ -13,6 +13,7 @@ range, not decodable, or a later duplicate of an earlier equal string; a non-fin
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable
 from typing import Protocol
 
@@ -149,14 +150,6 @@ def records_tokens(
     keys = ((types.astype(np.int64) << 32) | recs["v"].astype(np.int64)).tolist()
     cache = _token_cache(strings)
     size = len(strings) if hasattr(strings, "__len__") else 0  # type: ignore[arg-type]
-
-    def miss(k: int) -> Token:
-        t, v = k >> 32, k & 0xFFFFFFFF
-        tok = record_token(t, v, strings)
-        if t not in STRING_TYPES or v < size:  # an index past the table may name a string appended later
-            cache[k] = tok
-        return tok
-
     out: list[Token] = []
     start = 0
     chars = 0
@@ -166,7 +159,7 @@ def records_tokens(
     for p in nines:
         if p < start:
             continue
-        out.extend([get(k) or miss(k) for k in keys[start:p]])
+        out.extend([get(k) or _miss(k, cache, strings, size) for k in keys[start:p]])
         if p >= n:
             break
         v = keys[p] & 0xFFFFFFFF
@@ -180,6 +173,32 @@ def records_tokens(
             out.append(dialect.typed_token(T_LINK_ID, _signed(v)))
             start = p + 1
     return out, chars
+
+
+def _miss(k: int, cache: dict[int, Token], strings: StringSource, size: int) -> Token:
+    """The token of record key `k` (type << 32 | value), kept in `cache` unless the value is a string index
+    past the table's `size` (it may name a string appended later)."""
+    t, v = k >> 32, k & 0xFFFFFFFF
+    tok = record_token(t, v, strings)
+    if t not in STRING_TYPES or v < size:
+        cache[k] = tok
+    return tok
+
+
+_RECORD = struct.Struct("<BI")
+
+
+def run_tokens(data: bytes, a: int, b: int, strings: StringSource, link_text: LinkText | None) -> list[Token]:
+    """`records_tokens(read_tokens(data)[a:b], …)[0]` of a short run of a script's records, read with
+    `struct`: for the one or two values of a section, numpy's per-call cost is most of the work."""
+    unpack = _RECORD.unpack_from
+    recs = [unpack(data, 2 + 5 * j) for j in range(a, b)]
+    if any(t == T_LINK_ID for t, _v in recs):
+        return records_tokens(read_tokens(data)[a:b], strings, link_text)[0]
+    cache = _token_cache(strings)
+    size = len(strings) if hasattr(strings, "__len__") else 0  # type: ignore[arg-type]
+    get = cache.get
+    return [get(t << 32 | v) or _miss(t << 32 | v, cache, strings, size) for t, v in recs]
 
 
 def _to_tokens_reference(

@@ -355,12 +355,15 @@ def print_tokens(
     depth = 0
     value_indent = 0
     cur: list[str] = []
+    # The kinds as locals: an enum member read through its class costs a lookup on every token.
+    section, integer, string, floating = Kind.SECTION, Kind.INT, Kind.STRING, Kind.FLOAT
     for i, tok in enumerate(tokens):
-        if tok.kind is Kind.SECTION:
+        kind = tok.kind
+        if kind is section:
             if cur:
                 lines.append("\t" * value_indent + "\t".join(cur))
                 cur = []
-            closes = i in containers and tok.is_end_tag
+            closes = i in containers and str(tok.value).startswith("[/")
             if closes:
                 depth -= 1
             if depth == 0 and lines:
@@ -373,12 +376,11 @@ def print_tokens(
                 value_indent = depth if closes else depth + 1
             continue
         # The common kinds inline (this loop is most of decompiling); the rest through token_text.
-        kind = tok.kind
-        if kind is Kind.INT:
+        if kind is integer:
             text, string_like = str(tok.value), False
-        elif kind is Kind.STRING:
+        elif kind is string:
             text, string_like = quote(str(tok.value)), True
-        elif kind is Kind.FLOAT and (text := format_float32(int(tok.value))) is not None:  # type: ignore[assignment]
+        elif kind is floating and (text := format_float32(int(tok.value))) is not None:  # type: ignore[assignment]
             string_like = False
         else:
             text, string_like = token_text(tok), tok.is_string_like

@@ -10,6 +10,7 @@ the parent compiles and registers the plan (`runner.py`).
 from __future__ import annotations
 
 import base64
+import collections
 import contextlib
 import gc
 import json
@@ -46,7 +47,34 @@ AHEAD = 256
 _LINK = re.compile(r"^<\s*(\d+)\s*::\s*([^<>`]+?)\s*(?:`[^`]*`)?>$")
 _CODE = re.compile(r"^(?:Error: )?([A-Z][A-Z_]+): ")
 _CONTROL = re.compile(r"[\x00-\x1f]")
+_ODD_PARTS = (
+    "//",
+    "\x7f/",
+    "/\x7f",
+    "\x7f\x7f",
+    "/./",
+    "\x7f./",
+    "/.\x7f",
+    "/../",
+    "\x7f../",
+    "/..\x7f",
+    "\x7f.\x7f",
+    "\x7f..\x7f",
+)
+
+
+def _plain_keys(keys: list[str]) -> bool:
+    """True when `Host._key` accepts every one of these keys as it is — no control character, no empty,
+    `.` or `..` part, none blank or longer than 1,024 — checked over all of them at once (False may also
+    mean "not sure": the caller then resolves each path as given)."""
+    joined = "\x7f" + "\x7f".join(keys) + "\x7f"
+    if _CONTROL.search(joined) or any(odd in joined for odd in _ODD_PARTS):
+        return False
+    return max(map(len, keys)) <= 1024 and all([k.strip() for k in keys])
+
+
 _PRIMITIVE = (str, int, float)
+_PRIMITIVE_TYPES = frozenset({str, int, float, bool, type(None)})
 
 
 def _arg(args: list[Any], i: int, kind: type | tuple[type, ...], what: str) -> Any:
@@ -69,6 +97,17 @@ def _utf8(s: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def _lowered(stored: Any) -> bool:
+    """True when each key of the archive's key → path map is its path in lower case and no path has a `\\`
+    or a leading `/` (so `norm_path(path) == key` and the shown path is the path): checked in bulk."""
+    if not isinstance(stored, dict):
+        return False
+    paths = "\n".join(stored.values())
+    if "\\" in paths or paths.startswith("/") or "\n/" in paths:
+        return False
+    return paths.lower().split("\n") == list(stored)
 
 
 def _index(v: Any, what: str = "index") -> int:
@@ -95,9 +134,14 @@ class Host:
         # Keyed by the archive's own key strings where they are the same text (200,000 paths: ≈ 20 MB less
         # in a memory-capped worker than a second copy of every key).
         stored = self.ar._original_keys() if isinstance(self.ar, ArchiveBase) else None
-        for k, p in stored.items() if stored is not None else ((norm_path(p), p) for p in self.ar.paths()):
-            nk = norm_path(p)
-            self.base[k if nk == k else nk] = p.replace("\\", "/").lstrip("/")
+        if stored is not None and _lowered(stored):
+            # every key is `norm_path` of its path and every path is its own shown form: the mapping itself
+            self.base = dict(stored)
+        else:
+            items = stored.items() if stored is not None else ((norm_path(p), p) for p in self.ar.paths())
+            for k, p in items:
+                nk = norm_path(p)
+                self.base[k if nk == k else nk] = p.replace("\\", "/").lstrip("/")
         for name, value in (job.get("overlay") or {}).items():
             k = norm_path(name)
             if value is None:
@@ -122,9 +166,6 @@ class Host:
         self.doc_of_key: dict[str, list[int]] = {}
         self.path_warnings: dict[str, list[str]] = {}
         self.positions: dict[str, int] | None = None
-        self.orig_tokens: dict[str, tuple[Any, str | None, int | None]] = {}
-        """File key → (its stored tokens, or a function giving them, header, record width): the old text of
-        a written file for its diff."""
         self._next = 1
         self.filesets: dict[str, list[str]] = {k: list(v) for k, v in (job.get("filesets") or {}).items()}
         self.fileset_changed: set[str] = set()
@@ -144,7 +185,14 @@ class Host:
         """Key → position in the last list of files `pvf.files()` / `pvf.glob()` returned (the order a
         script most likely visits them in: classic payloads are decrypted a batch ahead, `_payload`)."""
         self.visit_keys: list[str] = []
+        self.visit_gen = 0
+        self.listings = 0
+        """The number of the last listing: a file object of that listing names its file by (number, position)
+        to the primitive `file.parse` (`fast_parse`), which then skips resolving its path (-1: it may not)."""
         self.ahead: dict[str, bytes] = {}
+        self.doc_order: collections.deque[int] = collections.deque()
+        """Document ids in parse order (eviction takes the oldest: a dict emptied from its front would scan
+        its dead slots on every `next(iter(…))`)."""
         self.nonce = "pvfjs-error:" + os.urandom(16).hex()
         """What the primitive bridge returns for an error (then `fast.error` tells which): a random string no
         archive value can equal by chance and the script cannot see (the prelude keeps it in its closure)."""
@@ -161,9 +209,9 @@ class Host:
         }
         self.ops = {
             "fast.error": self.last_fast_error,
-            "pvf.files": self.files,
+            "pvf.files": lambda args: self.listing(self.files(args)),
             "pvf.find": self.find,
-            "pvf.glob": self.glob,
+            "pvf.glob": lambda args: self.listing(self.glob(args)),
             "pvf.createFile": self.create_file,
             "pvf.copyFile": self.copy_file,
             "pvf.deleteFile": self.delete_file,
@@ -253,8 +301,10 @@ class Host:
         numbers or null, so a call costs no JSON on either side (≈ 10× cheaper per call). An error returns
         `nonce`; the prelude then asks `fast.error` over the JSON bridge and throws it. Never raises."""
         args = [a, b, c, d]
-        fn = self.fast_ops.get(op) if isinstance(op, str) else None
-        if fn is None or not all([v is None or isinstance(v, _PRIMITIVE) for v in args]):
+        fn = self.fast_ops.get(op) if type(op) is str else None
+        prim = _PRIMITIVE_TYPES  # the binding hands over exactly these types for JavaScript primitives
+        exact = type(a) in prim and type(b) in prim and type(c) in prim and type(d) in prim
+        if fn is None or (not exact and not all([v is None or isinstance(v, _PRIMITIVE) for v in args])):
             fn = _raiser(ScriptError("INVALID_ARGUMENT", f"no primitive host operation {op!r}"))
         ok, v = self._call(fn, args)
         if ok:
@@ -270,6 +320,20 @@ class Host:
     # The primitive forms of the hot operations: the same methods as the JSON ones, results as primitives.
 
     def fast_parse(self, args: list[Any]) -> int:
+        """`file.parse(path)`; `args[1:3]` = (listing number, position) of a file object of a listing: the
+        key is taken from `visit_keys` when that listing is the last and its shown path is `path` (so the
+        same key `_need(path)` resolves), unless the run wrote the file. `args[3]`: the section path the
+        script last asked `sections` for; the answer is the negative id when the new document certainly has
+        no such section (`LazyDocument.lacks`: the prelude then answers `sections(name)` itself)."""
+        path, gen, i, name = args
+        keys = self.visit_keys
+        if gen == self.visit_gen and gen is not None and gen > 0 and type(i) is int and 0 <= i < len(keys):
+            key = keys[i]
+            if key not in self.tx and self.base[key] == path:
+                doc = self._parse(key)
+                lacks = isinstance(name, str) and isinstance(doc, model.LazyDocument) and doc.lacks(name)
+                did = self._register(key, doc)
+                return -did if lacks else did
         return self.file_parse(args[:1])
 
     def fast_write(self, args: list[Any]) -> None:
@@ -312,6 +376,7 @@ class Host:
         ctx.add_callable("__host", self.bridge)
         ctx.add_callable("__hostp", self.fast)
         ctx.set("__nonce", self.nonce)
+        ctx.set("__docsLive", self.docs_live)
         ctx.eval(PRELUDE)
         ctx.set("__src", job["source"])
         t0 = time.perf_counter()
@@ -402,7 +467,7 @@ class Host:
         """Keep at most `DOCS_LIVE` parsed documents: a script that parses every file of a large archive
         must not hold them all (their warnings are kept; a handle of an evicted one asks to parse again)."""
         while len(self.docs) > self.docs_live:
-            did = next(iter(self.docs))
+            did = self.doc_order.popleft()
             doc = self.docs.pop(did)
             doc.release()
             del self.doc_path[did]
@@ -456,10 +521,21 @@ class Host:
         out += [v[0] for k, v in self.tx.items() if k not in self.base and v[1] is not DELETED]
         return out
 
+    def listing(self, paths: list[str]) -> dict[str, Any]:
+        """A listing for the prelude's file objects: the paths, and — where `fast_parse` may take them — the
+        listing's number and how many leading paths are archive files of `visit_keys`."""
+        return {"p": paths, "g": self.visit_gen, "n": len(self.visit_keys)}
+
     def _visit(self, keys: list[str]) -> list[str]:
         self.visit_keys = keys
         self.visit = {k: i for i, k in enumerate(keys)}
         self.ahead = {}
+        # A listed key is taken by position only when `_key` would accept its shown path as it is (the
+        # archive's own names normally are: checked over all of them at once).
+        self.listings += 1
+        self.visit_gen = self.listings
+        if not keys or not _plain_keys(keys):
+            self.visit_gen = -1
         return [self.base[k] for k in keys]
 
     def find(self, args: list[Any]) -> str | None:
@@ -631,24 +707,25 @@ class Host:
 
     def file_parse(self, args: list[Any]) -> int:
         key = self._need(_arg(args, 0, str, "path"))
-        doc = self._parse(key)
-        did = self._new_id()
+        return self._register(key, self._parse(key))
+
+    def _register(self, key: str, doc: model.Document) -> int:
+        did = self._next
+        self._next = did + 1
         self.docs[did] = doc
+        self.doc_order.append(did)
         self.doc_path[did] = self._shown(key)
         self.doc_key[did] = key
         self.doc_of_key.setdefault(key, []).append(did)
-        self._evict()
+        if len(self.docs) > self.docs_live:
+            self._evict()
         return did
 
     def file_write(self, args: list[Any]) -> None:
         key = self._need(_arg(args, 0, str, "path"))
         doc = self._doc(args[1] if len(args) > 1 else None)
-        if key not in self.tx and key not in self.orig_tokens:
-            # A lazy document keeps its stored payload, not its tokens: decoded for the diff at the end.
-            source = doc.source_ref()
-            if source is not None:
-                self.orig_tokens[key] = (source, doc.header, doc.record_width)
-        self._stage(key, self._shown(key), doc.text())
+        text = doc.text()  # the old text and the diff are the parent's (from the payload it reads)
+        self._stage(key, self._shown(key), text)
 
     def create_file(self, args: list[Any]) -> str:
         path = _arg(args, 0, str, "path")

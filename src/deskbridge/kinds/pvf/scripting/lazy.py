@@ -28,6 +28,7 @@ _MISS = object()
 _U32 = struct.Struct("<I")
 _TAG_CACHES: weakref.WeakKeyDictionary[Any, dict[int, Any]] = weakref.WeakKeyDictionary()
 TAG_CACHE_MAX = 1 << 16
+_LAST_TAGS: tuple[Any, dict[int, Any]] | None = None
 _LAST: tuple[Any, str, int, tuple[bytes, ...]] | None = None
 """(weak reference to a string table, name, table size, `_tag_patterns`): the last answer."""
 
@@ -35,12 +36,17 @@ _LAST: tuple[Any, str, int, tuple[bytes, ...]] | None = None
 def _tag_cache(strings: cc.StringSource) -> dict[int, Any]:
     """String index of a type-5 record → its `model.tag_info`, or None where the record is not a tag (a
     string that is not tag text, or a later duplicate: `classic_codec.record_token`), per string table."""
+    global _LAST_TAGS
+    last = _LAST_TAGS  # a run reads one table: one comparison, not the weak dictionary
+    if last is not None and last[0]() is strings and len(last[1]) <= TAG_CACHE_MAX:
+        return last[1]
     try:
         cache = _TAG_CACHES.setdefault(strings, {})
     except TypeError:  # not weak-referenceable: no cache
         return {}
     if len(cache) > TAG_CACHE_MAX:
         cache.clear()
+    _LAST_TAGS = (weakref.ref(strings), cache)
     return cache
 
 
@@ -61,39 +67,69 @@ def classic_document(
     record_width: int | None,
 ) -> model.Document | None:
     """The lazy document of a classic binary script, or None where it must be decoded whole."""
-    if len(data) > cc.MAX_SCRIPT_BYTES:
+    size = len(data)
+    if size > cc.MAX_SCRIPT_BYTES:
         return None
-    recs = cc.read_tokens(data)
-    n = len(recs)
+    if data[:2] != cc.MAGIC or (size - 2) % 5:
+        cc.read_tokens(data)  # raises its PVF_CORRUPT
+    n = (size - 2) // 5
     max_chars = getattr(strings, "max_chars", None)
-    if max_chars is None or n * max_chars() > text_budget(len(data)) - (1 << 16):
+    if max_chars is None or n * max_chars() > text_budget(size) - (1 << 16):
         return None
+    return ClassicDocument(data, strings, link_text, n, header, record_width)
 
-    def scan() -> list[tuple[int, model.TagInfo]]:
-        # The tag records by their type byte (every fifth byte from offset 2): a C-level slice and `find`s
-        # over ≈ 16 tags cost less than the numpy calls that would do the same on one small file.
-        types = data[2::5]
-        tags: list[tuple[int, model.TagInfo]] = []
-        p = types.find(cc.T_SECTION)
-        if p >= 0:
-            infos = _tag_cache(strings)
-            get = infos.get
-            unpack = _U32.unpack_from
-            find = types.find
-            while p >= 0:
-                v = unpack(data, 3 + 5 * p)[0]
-                info = get(v, _MISS)
-                if info is _MISS:
-                    info = _tag_of(v, strings, infos)
-                if info is not None:
-                    tags.append((p, info))
-                p = find(cc.T_SECTION, p + 1)
-        return tags
 
-    def has_tag(want: str) -> bool:
-        patterns = _tag_patterns(strings, want)
+class ClassicDocument(model.LazyDocument):
+    """`model.LazyDocument` over the records of a stored classic script. Its tags are found by their type
+    byte (every fifth byte from offset 2: a C-level slice and `find`s over ≈ 16 tags cost less than the numpy
+    calls that would do the same on one small file), and what `find` needs of them (which tags nest, which
+    are top-level) from the tags alone (`model.TagShape`)."""
+
+    def __init__(
+        self,
+        data: bytes,
+        strings: cc.StringSource,
+        link_text: cc.LinkText | None,
+        n: int,
+        header: str | None,
+        record_width: int | None,
+    ) -> None:
+        # `Document._init` without the root it would make (replaced by the pending one below)
+        self.header = header
+        self.record_width = record_width
+        self.warnings: list[str] = []
+        self._source_tokens = None
+        self._source = self._all_tokens
+        self._tag_list = None
+        self._shape_of: model.TagShape | None = None
+        self._positions: list[int] | None = None
+        self._n = n
+        self._matched = None
+        self._made = {}
+        self._data = data
+        self._strings = strings
+        self._link_text = link_text
+        self._recs: Any = None
+        root = model._PendingRoot("")
+        root._doc = self
+        self.root = root
+
+    def _all_tokens(self) -> list[Token]:
+        return cc.to_tokens(self._data, self._strings, self._link_text)
+
+    def _decode(self, a: int, b: int) -> list[Token]:
+        if b - a <= SMALL_RUN:
+            return cc.run_tokens(self._data, a, b, self._strings, self._link_text)
+        recs = self._recs
+        if recs is None:
+            recs = self._recs = cc.read_tokens(self._data)
+        return cc.records_tokens(recs[a:b], self._strings, self._link_text)[0]
+
+    def _has_tag(self, want: str) -> bool:
+        patterns = _tag_patterns(self._strings, want)
         if patterns is None:
             return True  # cannot tell without the tags
+        data = self._data
         for pat in patterns:
             at = data.find(pat, 2)
             while at >= 0:
@@ -102,15 +138,40 @@ def classic_document(
                 at = data.find(pat, at + 1)
         return False
 
-    def decode(a: int, b: int) -> list[Token]:
-        return cc.records_tokens(recs[a:b], strings, link_text)[0]
+    def _shape(self) -> tuple[model.TagShape, list[int]]:
+        shape = self._shape_of
+        if shape is not None:
+            return shape, self._positions  # type: ignore[return-value]
+        data = self._data
+        find = data[2::5].find
+        at: list[int] = []
+        p = find(cc.T_SECTION)
+        while p >= 0:
+            at.append(p)
+            p = find(cc.T_SECTION, p + 1)
+        strings = self._strings
+        cache = _tag_cache(strings)
+        unpack = _U32.unpack_from
+        got = [cache.get(unpack(data, 3 + 5 * p)[0], _MISS) for p in at]
+        if _MISS in got:
+            got = [
+                g if g is not _MISS else _tag_of(unpack(data, 3 + 5 * p)[0], strings, cache)
+                for g, p in zip(got, at, strict=True)
+            ]
+        if None in got:  # tag-typed records that are no tag (a later duplicate, not tag text)
+            keep = [j for j, g in enumerate(got) if g is not None]
+            shape = model.TagShape(keep, [got[j] for j in keep])
+            positions = [at[j] for j in keep]
+        else:
+            shape = model.TagShape(list(range(len(at))), got)
+            positions = at
+        self._shape_of, self._positions = shape, positions
+        return shape, positions
 
-    def source() -> list[Token]:
-        return cc.to_tokens(data, strings, link_text)
 
-    return model.LazyDocument(
-        scan, n, decode, header=header, record_width=record_width, source=source, has_tag=has_tag
-    )
+SMALL_RUN = 16
+"""Runs of at most this many records are decoded with `struct` (`classic_codec.run_tokens`): numpy's
+per-call cost is most of the work for the one or two values of a section."""
 
 
 def _tag_patterns(strings: cc.StringSource, want: str) -> tuple[bytes, ...] | None:
@@ -135,7 +196,13 @@ def _tag_patterns(strings: cc.StringSource, want: str) -> tuple[bytes, ...] | No
         return hit[1]
     target = f"[{want}]"
     out = []
-    for i in range(size):
+    texts = getattr(strings, "texts", None)
+    if texts is not None:  # one pass in C over the table: only strings that start with `[` can lower to it
+        listed = texts()
+        candidates: Any = [i for i, s in enumerate(listed) if s and s[0] == "[" and s.lower() == target]
+    else:
+        candidates = range(size)
+    for i in candidates:
         s = get(i)
         if s is not None and s.lower() == target:
             tok = cc.record_token(cc.T_SECTION, i, strings)

@@ -265,21 +265,9 @@ class Document:
             self._source = None
         return self._source_tokens
 
-    @property
-    def _tags(self) -> list[tuple[int, TagInfo]]:
-        tags = self._tag_list
-        if tags is None:
-            tags = self._tag_list = self._scan()  # type: ignore[misc]
-            self._scan = None
-        return tags
-
     def release(self) -> None:
         """The document is dropped (evicted by the worker): break what would keep it alive until a
         collection."""
-
-    def source_ref(self) -> list[Token] | Callable[[], list[Token]] | None:
-        """The stored tokens, or the function that decodes them (not called here), or None."""
-        return self._source_tokens if self._source_tokens is not None else self._source
 
     @source_tokens.setter
     def source_tokens(self, tokens: list[Token] | None) -> None:
@@ -414,10 +402,78 @@ _CHILDREN = Section.__dict__["children"]
 _VALUES = Section.__dict__["values"]
 
 
+class TagShape:
+    """What `LazyDocument.find` needs of a file's tags, from the tags alone: `infos` (the `tag_info` of each
+    tag), `keep` (the indexes among the file's tag-typed records that are tags) and — worked out only for a
+    file with end tags — which tags nest (`matched`, `container_tags`) and the spans they enclose."""
+
+    __slots__ = ("_spans", "infos", "keep", "matched")
+
+    def __init__(self, keep: list[int], infos: list[TagInfo]) -> None:
+        self.keep = keep
+        self.infos = infos
+        self._spans: list[tuple[int, int]] | None = None
+        self.matched: set[int] = set()
+
+    def _nesting(self) -> list[tuple[int, int]]:
+        """Spans (a, b) of the tags `Document._build` has open between tags a and b. Only tags whose text
+        some end tag of the file closes can be matched, so `container_tags` runs over those alone (a tag
+        nothing closes only ever leaves the stack with the ones above it: the same pairs); then the walk of
+        `_build` over the matched ones: an end tag closes the open tags down to its own, and a tag is at the
+        top level exactly when no span encloses it."""
+        spans = self._spans
+        if spans is None:
+            infos = self.infos
+            closes = {"[" + info[2][2:] for info in infos if info[0] == 1}
+            spans = []
+            if closes:
+                at = [k for k, info in enumerate(infos) if info[0] == 1 or info[2] in closes]
+                found = container_tags([infos[k][2] for k in at])
+                self.matched = {at[j] for j in found}
+                stack: list[int] = []
+                for j in sorted(found):
+                    k = at[j]
+                    kind, _name, tag, _low = infos[k]
+                    if kind == 1:
+                        close = "[" + tag[2:]
+                        while stack:
+                            a = stack.pop()
+                            spans.append((a, k))
+                            if infos[a][2] == close:
+                                break
+                    elif kind == 0:
+                        stack.append(k)
+                spans.extend((a, len(infos)) for a in stack)
+            self._spans = spans
+        return spans
+
+    def top_hits(self, want: str) -> tuple[int, ...] | None:
+        """The indexes of the top-level tags named `want` (lower case), or None where one of them has an end
+        tag (it holds children: the tree is needed)."""
+        infos = self.infos
+        hits = [k for k, info in enumerate(infos) if info[3] == want]
+        if not hits:
+            return ()
+        spans = self._nesting()
+        matched = self.matched
+        if not matched:
+            return tuple(hits)
+        out = []
+        for k in hits:
+            if k in matched and infos[k][0] == 1:
+                continue  # an end tag that closes a section is no section
+            if any(a < k < b for a, b in spans):
+                continue
+            if k in matched:
+                return None
+            out.append(k)
+        return tuple(out)
+
+
 class LazyDocument(Document):
-    """A document read from a stored file's records without decoding them (`LazyDocument(tags, n, …)`):
-    `tags` are the positions of its section-tag records with their `tag_info`, `n` the record count,
-    `decode(a, b)` the tokens of records `a:b` and `source()` all of them.
+    """A document read from a stored file's records without decoding them. A subclass gives `_shape()`
+    (the `TagShape` of its tags and the record position of each), `_n` (the record count), `_decode(a, b)`
+    (the tokens of records `a:b`), `_has_tag(name)` and `_source` (all the tokens).
 
     The tree is the one `Document(tokens)` builds (the same walk over the same tags), built when first
     needed; each section's values are decoded when first read. `find` of a one-part path answers from the
@@ -427,31 +483,31 @@ class LazyDocument(Document):
     the tokens of a run of records do not depend on the records before it (classic scripts; nkpi prints a
     string that occurred earlier in the file at another offset raw, so nkpi documents are decoded whole)."""
 
-    def __init__(
-        self,
-        tags: list[tuple[int, TagInfo]] | Callable[[], list[tuple[int, TagInfo]]],
-        n: int,
-        decode: Decode,
-        *,
-        header: str | None,
-        record_width: int | None,
-        source: Callable[[], list[Token]],
-        has_tag: Callable[[str], bool] | None = None,
-    ) -> None:
-        self._init(header, record_width)
-        self._source = source
-        self._tag_list = tags if isinstance(tags, list) else None
-        self._scan = None if isinstance(tags, list) else tags
-        self._has_tag = has_tag
-        """`has_tag(name)`: False only when no tag record of the file reads `[name]` (any case) — so `find`
-        of a name the file lacks answers without scanning its tags."""
-        self._n = n
-        self._decode = decode
-        self._matched: set[int] | None = None
-        self._made: dict[int, Section] = {}
-        root = _PendingRoot("")
-        root._doc = self
-        self.root = root
+    _n: int
+    _shape_of: TagShape | None
+    _tag_list: list[tuple[int, TagInfo]] | None
+    _made: dict[int, Section]
+    _tagged: str | None = None
+    """A name `_has_tag` answered True for (`lacks`)."""
+
+    def _shape(self) -> tuple[TagShape, list[int]]:
+        raise NotImplementedError
+
+    def _decode(self, a: int, b: int) -> list[Token]:
+        raise NotImplementedError
+
+    def _has_tag(self, want: str) -> bool:
+        """False only when no tag record of the file reads `[want]` (any case) — so `find` of a name the
+        file lacks answers without scanning its tags."""
+        return True
+
+    @property
+    def _tags(self) -> list[tuple[int, TagInfo]]:
+        tags = self._tag_list
+        if tags is None:
+            shape, positions = self._shape()
+            tags = self._tag_list = list(zip(positions, shape.infos, strict=True))
+        return tags
 
     def release(self) -> None:
         # The root and the document point at each other until the tree is built, and sections `find` made
@@ -462,67 +518,67 @@ class LazyDocument(Document):
             self._made = {}
 
     def _containers(self) -> set[int]:
-        if self._matched is None:
-            tags = self._tags
-            self._matched = (
-                container_tags([info[2] for _, info in tags])
-                if any(info[0] == 1 for _, info in tags)
-                else set()
-            )
-        return self._matched
+        shape = self._shape()[0]
+        shape._nesting()
+        return shape.matched
 
     def find(self, path: str) -> list[Section]:
-        if isinstance(self.root, _PendingRoot) and self.root._doc is not None:
-            parts = [p for p in str(path).strip("/").split("/") if p]
-            if len(parts) == 1:
-                found = self._find_top(parts[0].strip("[]").lower())
+        root = self.root
+        if isinstance(root, _PendingRoot) and root._doc is not None:
+            want = _ONE_PART.get(path, _NO_PART)
+            if want is _NO_PART:
+                parts = [p for p in str(path).strip("/").split("/") if p]
+                want = parts[0].strip("[]").lower() if len(parts) == 1 else None
+                if len(_ONE_PART) < 4096 and isinstance(path, str):
+                    _ONE_PART[path] = want
+            if want is not None:
+                found = self._find_top(want)
                 if found is not None:
                     return found
         return super().find(path)
 
+    def lacks(self, path: str) -> bool:
+        """True when `find(path)` is `[]` from the prefilter alone: the tree is not built and `path` is one
+        name that no tag record of the file reads (`_has_tag`). Only a change of the document itself can
+        then add such a section (a new top-level one)."""
+        root = self.root
+        if not isinstance(root, _PendingRoot) or root._doc is None or self._shape_of is not None:
+            return False
+        want = _ONE_PART.get(path, _NO_PART)
+        if want is _NO_PART:
+            parts = [p for p in str(path).strip("/").split("/") if p]
+            want = parts[0].strip("[]").lower() if len(parts) == 1 else None
+        if want is None:
+            return False
+        if self._has_tag(want):
+            self._tagged = want  # so `find(path)` does not look again
+            return False
+        return True
+
     def _find_top(self, want: str) -> list[Section] | None:
         """The top-level sections named `want` from the tags alone, or None where that needs the tree (one
         of them has an end tag, so it holds children)."""
-        if self._tag_list is None and self._has_tag is not None and not self._has_tag(want):
+        if self._shape_of is None and self._tagged != want and not self._has_tag(want):
             return []
-        tags = self._tags
-        hits = [k for k, (_, info) in enumerate(tags) if info[3] == want]
+        shape, positions = self._shape()
+        hits = shape.top_hits(want)
         if not hits:
-            return []
-        matched = self._containers()
-        top: list[bool] = []
-        if matched:
-            # The walk of `_build` without its nodes: which tags open a section at the top level.
-            stack: list[str] = []
-            for j, (_, (kind, _name, tag, _low)) in enumerate(tags):
-                if kind == 1 and j in matched:
-                    close = "[" + tag[2:]
-                    while stack:
-                        if stack.pop() == close:
-                            break
-                    top.append(False)
-                    continue
-                top.append(not stack)
-                if kind == 0 and j in matched:
-                    stack.append(tag)
+            return None if hits is None else []
         out = []
-        n = self._n
+        made = self._made
+        last = len(positions) - 1
         for k in hits:
-            if matched and not top[k]:
-                continue
-            if k in matched:
-                return None
-            node = self._made.get(k)
+            node = made.get(k)
             if node is None:
-                kind, name, tag, _low = tags[k][1]
+                kind, name, tag, _low = shape.infos[k]
                 node = Section(name, None, None, False, None, self.root)
                 if kind:
                     node.raw_tag = tag
-                a = tags[k][0] + 1
-                b = tags[k + 1][0] if k + 1 < len(tags) else n
+                a = positions[k] + 1
+                b = positions[k + 1] if k < last else self._n
                 if a < b:
                     node._lazy = [self._decode, (a, b), None]
-                self._made[k] = node
+                made[k] = node
             out.append(node)
         return out
 
@@ -612,6 +668,9 @@ class LazyDocument(Document):
 
 TagInfo = tuple[int, str, str, str]
 _TAG_INFOS: dict[str, TagInfo] = {}
+_ONE_PART: dict[str, str | None] = {}
+"""A `find` path → its one part in lower case without brackets, or None where it has more than one part."""
+_NO_PART = object()
 
 
 def tag_info(tag: str) -> TagInfo:
@@ -631,6 +690,14 @@ def tag_info(tag: str) -> TagInfo:
             _TAG_INFOS.clear()
         _TAG_INFOS[tag] = info
     return info
+
+
+def _values_text(tag: Token, values: list[Token], width: int | None) -> str:
+    """The lines `print_tokens` gives the values of a top-level section without an end tag (those after its
+    tag line)."""
+    if not values:
+        return ""
+    return print_tokens([tag, *values], record_width=width).split("\n", 1)[1]
 
 
 def _emit(node: Section, out: list[Token]) -> None:

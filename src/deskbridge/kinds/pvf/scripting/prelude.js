@@ -9,7 +9,7 @@
 // form: `fast(op, a, b, c, d)` takes and returns strings, numbers or null — no JSON on either side. It answers
 // `nonce` (a random string the host chose, kept only in this closure) for an error, which `fast.error` then
 // describes, and `nonce + ":json"` for a result it cannot hand over as a primitive (the JSON form is asked).
-(function (host, fastHost, nonce) {
+(function (host, fastHost, nonce, docsLive) {
   "use strict";
   const parse = JSON.parse;
   const stringify = JSON.stringify;
@@ -29,6 +29,13 @@
   const retry = nonce + ":json";
   // The binding cuts a string argument at a NUL: such strings take the JSON form.
   const plainString = (s) => apply(indexOf, s, ["\0"]) < 0;
+  // A price raise asks every document for the same section, and most files have none: the primitive parse
+  // is told the name last asked for (`lastName`) and answers a negative id when the file has no tag record
+  // of that name at all (so `sections(lastName)` is [] until the document is changed). The host keeps the
+  // last `docsLive` documents: `parsed` numbers them the same way, so an evicted one still asks the host
+  // (and gets its "not a live document" error).
+  let lastName = null;
+  let parsed = 0;
 
   function call(op, args) {
     const answer = parse(host(op, stringify(args)));
@@ -91,8 +98,11 @@
   }
 
   class PvfFile {
-    constructor(path) {
+    // `_g`, `_i`: the host's listing number and position of the file (see `listed`), or -1.
+    constructor(path, g, i) {
       defineProperty(this, "path", { value: path, enumerable: true });
+      defineProperty(this, "_g", { value: g === undefined ? -1 : g });
+      defineProperty(this, "_i", { value: i === undefined ? -1 : i });
     }
     get index() { return call("file.info", [this.path]).index; }
     get type() { return call("file.info", [this.path]).type; }
@@ -101,7 +111,10 @@
     setText(t) { call("file.setText", [this.path, StringCtor(t)]); }
     parse() {
       const p = this.path;
-      return new PvfDocument(plainString(p) ? fast("file.parse", p, null, null, null, [p]) : call("file.parse", [p]));
+      if (!plainString(p)) return new PvfDocument(call("file.parse", [p]));
+      const name = lastName;
+      const id = fast("file.parse", p, this._g, this._i, name, [p]);
+      return id < 0 ? new PvfDocument(-id, name) : new PvfDocument(id);
     }
     write(doc) {
       if (!(doc instanceof PvfDocument)) throw new ErrorCtor("INVALID_ARGUMENT: write() takes a parsed document");
@@ -145,12 +158,20 @@
   }
 
   class PvfDocument {
-    constructor(id) { defineProperty(this, "_id", { value: id }); }
+    // `_miss`: a section name this document has no tag of (see `lastName`), or null; `_n`: its parse number.
+    constructor(id, miss) {
+      defineProperty(this, "_id", { value: id });
+      defineProperty(this, "_n", { value: ++parsed });
+      defineProperty(this, "_miss", { value: miss === undefined ? null : miss, writable: true });
+    }
     sections(path) {
       const p = StringCtor(path);
-      const found = plainString(p)
-        ? ids(fast("doc.sections", this._id, p, null, null, [this._id, p]))
-        : call("doc.sections", [this._id, p]);
+      if (p === this._miss && parsed - this._n < docsLive) return [];
+      let found;
+      if (plainString(p)) {
+        lastName = p;
+        found = ids(fast("doc.sections", this._id, p, null, null, [this._id, p]));
+      } else found = call("doc.sections", [this._id, p]);
       const out = [];
       for (let i = 0; i < found.length; i++) out.push(new PvfSection(found[i]));
       return out;
@@ -162,10 +183,11 @@
     get(path, occurrence, valueIndex) { return call("doc.get", [this._id, StringCtor(path), occurrence === undefined ? null : occurrence, valueIndex === undefined ? 0 : valueIndex, "raw"]); }
     getValue(path, occurrence, valueIndex) { return call("doc.get", [this._id, StringCtor(path), occurrence === undefined ? null : occurrence, valueIndex === undefined ? 0 : valueIndex, "plain"]); }
     getOriStrValue(path, occurrence, valueIndex) { return call("doc.get", [this._id, StringCtor(path), occurrence === undefined ? null : occurrence, valueIndex === undefined ? 0 : valueIndex, "ori"]); }
-    set(path, value, o) { call("doc.set", [this._id, StringCtor(path), value, opts(o), false]); }
-    setStrValue(path, t, o) { call("doc.set", [this._id, StringCtor(path), StringCtor(t), opts(o), true]); }
-    delete(path, occurrence) { return call("doc.delete", [this._id, StringCtor(path), occurrence === undefined ? null : occurrence]); }
+    set(path, value, o) { this._miss = null; call("doc.set", [this._id, StringCtor(path), value, opts(o), false]); }
+    setStrValue(path, t, o) { this._miss = null; call("doc.set", [this._id, StringCtor(path), StringCtor(t), opts(o), true]); }
+    delete(path, occurrence) { this._miss = null; return call("doc.delete", [this._id, StringCtor(path), occurrence === undefined ? null : occurrence]); }
     appendSection(name, values, o) {
+      this._miss = null;
       return new PvfSection(call("doc.appendSection", [this._id, StringCtor(name), values === undefined ? [] : values, !!opts(o).endTag]));
     }
     warnings() { return call("doc.warnings", [this._id]); }
@@ -203,12 +225,18 @@
     }
   }
 
-  const files = (paths) => paths.map((p) => new PvfFile(p));
+  // A listing from the host: {p: paths, g: its number, n: how many leading paths it may name by position}.
+  function listed(r) {
+    const ps = r.p, g = r.g, n = r.n;
+    const out = [];
+    for (let i = 0; i < ps.length; i++) out.push(i < n ? new PvfFile(ps[i], g, i) : new PvfFile(ps[i]));
+    return out;
+  }
   const types = freeze({ script: 1, unicode: 3 });
   const pvf = {
-    files() { return files(call("pvf.files", [])); },
+    files() { return listed(call("pvf.files", [])); },
     find(path) { const p = call("pvf.find", [StringCtor(path)]); return p === null ? null : new PvfFile(p); },
-    glob(pattern) { return files(call("pvf.glob", [StringCtor(pattern)])); },
+    glob(pattern) { return listed(call("pvf.glob", [StringCtor(pattern)])); },
     createFile(path, type, t) {
       return new PvfFile(call("pvf.createFile", [StringCtor(path), type === undefined ? 1 : type, t === undefined ? null : StringCtor(t)]));
     },
@@ -243,7 +271,8 @@
   }
   defineProperty(globalThis, "pvf", { value: freeze(pvf), enumerable: false });
   defineProperty(globalThis, "console", { value: freeze(console), enumerable: false });
-})(globalThis.__host, globalThis.__hostp, globalThis.__nonce);
+})(globalThis.__host, globalThis.__hostp, globalThis.__nonce, globalThis.__docsLive);
 delete globalThis.__host;
 delete globalThis.__hostp;
 delete globalThis.__nonce;
+delete globalThis.__docsLive;

@@ -9,6 +9,7 @@ back to back (pvf-parser-ts / pvfVSCode); an unchanged table serialises to its o
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -112,6 +113,13 @@ class StringTable:
             self._index = index  # type: ignore[assignment]
             self._list = decoded
         return self._index
+
+    def texts(self) -> Sequence[str | None]:
+        """Every entry decoded (None where it is not decodable), in index order: the list the lookup index
+        is built with (built once; it grows with the table). Read-only for callers."""
+        self._build_index()
+        assert self._list is not None
+        return self._list
 
     def index_of(self, text: str) -> int | None:
         """First index whose string equals `text`."""

@@ -1,0 +1,135 @@
+"""File objects of a listing (`pvf.glob` / `pvf.files`) name their file to the primitive `file.parse` by
+(listing number, position), which skips resolving the path: the host takes the position only where it names
+the very file the path resolves to, so a forged or stale position, a path outside the archive, or a file the
+run has written reads exactly as `parse(path)` would."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+sys.path.insert(0, str(Path(__file__).parent))
+from script_harness import session
+
+from deskbridge.kinds.pvf.scripting.host import Host, _plain_keys
+from deskbridge.kinds.pvf.scripting.worker import ScriptError
+from deskbridge.kinds.pvf.synth import synth
+
+
+def _accepted_as_is(key: str) -> bool:
+    try:
+        return Host._key(None, key) == key  # type: ignore[arg-type]
+    except ScriptError:
+        return False
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.text(alphabet="a/. \x01\x7f\t", max_size=8), min_size=1, max_size=4))
+def test_keys_checked_in_bulk_are_ones_the_path_check_accepts(keys: list[str]) -> None:
+    if _plain_keys(keys):
+        assert all(_accepted_as_is(k) for k in keys)
+    if not all(_accepted_as_is(k) for k in keys):
+        assert not _plain_keys(keys)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+FORGED = r"""
+const out = {};
+const files = pvf.glob("**/*.equ");
+const a = files[0], b = files[1];
+const P = Object.getPrototypeOf(a);
+const name = (d) => d.sections("name").map((s) => s.getValue(0)).join("|");
+out.real = name(a.parse());
+// a's path with b's position: the host reads a (the path decides), never b
+out.forged = name(P.parse.call({ path: a.path, _g: b._g, _i: b._i }));
+out.other = name(b.parse());
+for (const [k, p] of [["outside", "../../etc/passwd"], ["absolute", "/etc/passwd"], ["missing", "no/such.equ"]]) {
+  try { P.parse.call({ path: p, _g: a._g, _i: a._i }); out[k] = "parsed"; } catch (e) { out[k] = e.code; }
+}
+// a stale listing (another listing came after it) still reads its files
+pvf.files();
+out.stale = name(a.parse());
+// a file the run wrote reads as written, through its listed object
+a.setText("#PVF_File\n[name]\n\t`rewritten`\n");
+out.written = name(a.parse());
+pvf.log(JSON.stringify(out));
+"""
+
+
+@pytest.mark.anyio
+@pytest.mark.security
+async def test_a_forged_or_stale_position_reads_what_the_path_names(tmp_path: Path) -> None:
+    src = tmp_path / "src.pvf"
+    synth(src, family="classic", files=200, seed=3)
+    path = tmp_path / "Script.pvf"
+    shutil.copyfile(src, path)
+    async with session(path, tmp_path / "cache") as s:
+        res = await s.run(FORGED)
+        assert res["state"] == "succeeded", res
+        out = json.loads(res["logs"][-1])
+        s.discard(res)
+    assert out["real"] and out["other"] and out["real"] != out["other"]
+    assert out["forged"] == out["real"] == out["stale"]
+    assert out["outside"] == "INVALID_ARGUMENT"
+    assert out["absolute"] == out["missing"] == "NOT_FOUND"  # `/etc/passwd` is the archive path etc/passwd
+    assert out["written"] == "rewritten"
+
+
+HINTED = r"""
+const out = {};
+const files = pvf.glob("**/*.equ");
+const name = "no such section";
+const first = files[0].parse();
+out.asked = first.sections(name).length;  // the host now knows the name: later parses answer for it
+const d = files[1].parse();
+out.hinted = d._miss === name;  // the host did answer for this name (so what follows tests the hint)
+out.before = d.sections(name).length;
+d.appendSection(name, [5]);
+out.appended = d.sections(name).map((s) => s.getValue(0));
+const e = files[2].parse();
+e.set(name, 7, { create: true });
+out.created = e.sections(name).map((s) => s.getValue(0));
+const f = files[3].parse();
+out.other = f.sections(name.toUpperCase()).length;
+// parsed long ago: evicted by the host (docs_live), so the hint no longer answers
+const old = files[4].parse();
+for (let i = 5; i < 12; i++) files[i].parse();
+try { old.sections(name); out.old = "answered"; } catch (err) { out.old = err.code; }
+pvf.log(JSON.stringify(out));
+"""
+
+
+@pytest.mark.anyio
+async def test_the_no_such_section_hint_holds_until_the_document_changes(tmp_path: Path) -> None:
+    """`file.parse` tells the prelude when the new document has no tag of the name last asked for; the
+    prelude answers `sections(name)` itself only while the document is unchanged and still live."""
+    from deskbridge.kinds.pvf.scripting.runner import ScriptLimits
+
+    src = tmp_path / "src.pvf"
+    synth(src, family="classic", files=200, seed=4)
+    path = tmp_path / "Script.pvf"
+    shutil.copyfile(src, path)
+    async with session(path, tmp_path / "cache", ScriptLimits(docs_live=4)) as s:
+        res = await s.run(HINTED)
+        assert res["state"] == "succeeded", res
+        out = json.loads(res["logs"][-1])
+        s.discard(res)
+    assert out == {
+        "asked": 0,
+        "hinted": True,
+        "before": 0,
+        "appended": [5],
+        "created": [7],
+        "other": 0,
+        "old": "INVALID_ARGUMENT",
+    }
