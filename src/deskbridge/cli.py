@@ -166,8 +166,7 @@ def _serve(
     # One writer per workspace: an in-process `deskbridge mcp` hands it over (or says why not) before we read it.
     # A lock left by a process that died is stale and taken over, so an early exit needs no cleanup.
     lock = claim_workspace(path) if path is not None else None
-    if path is not None or kind == "pvf":  # pvf can start empty and open an archive through a tool
-        application.open(path, kind=kind, options=_kind_options(sdk))
+    application.open_at_start(path, kind=kind, options=_kind_options(sdk))
     sock = bind_socket(host, port)
     port = sock.getsockname()[1]  # --port 0 asks the system for a free port
     wildcard = host in ("0.0.0.0", "::")
