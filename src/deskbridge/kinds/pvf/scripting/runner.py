@@ -371,7 +371,7 @@ class ScriptRuns:
         if not changes:
             handle.progress(1, 1, "done (read-only: no plan)")
             return {"planId": None, "readOnly": True, "changes": 0, "summary": summary}
-        handle.progress(0, len(changes), "compiling changes")
+        handle.progress(0, len(changes), "compiling changes", restart=True)
         t_plan = time.monotonic()
         plan = self._plan(handle, caller, workspace_id, revision, changes, summary)
         compile_s = time.monotonic() - t_plan
