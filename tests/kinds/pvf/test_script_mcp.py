@@ -95,11 +95,13 @@ async def test_validate_run_preview_partial_apply_save_reopen(archive: Path) -> 
 
         chosen = [i["changeKey"] for i in items[: len(items) // 2]]
         left = [i["changeKey"] for i in items[len(items) // 2 :]]
-        await a.fail(
+        wrong = await a.fail(
             "pvf_plan_apply",
             {"planId": plan_id, "expectedRevision": rev + 7, "changeKeys": chosen},
             "STALE_PLAN",
         )
+        # Only the caller's revision is off, the plan is current: the hint says so, not "run it again".
+        assert f"expectedRevision {rev}" in wrong["hint"] and "pvf_script_run" not in wrong["hint"], wrong
         done = await a.call(
             "pvf_plan_apply", {"planId": plan_id, "expectedRevision": rev, "changeKeys": chosen}
         )
