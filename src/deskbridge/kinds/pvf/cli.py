@@ -595,13 +595,35 @@ def _edit(
                 if not opts.force:
                     refuse_existing(opts.out)
                 report = ar.save_copy(opts.out)
+                commit = None
             else:
+                commit = {
+                    name: (name, ar.read_original(name) if ar.has_original(name) else None, after)
+                    for name, after in ar.staged().items()
+                }
                 report = ar.save(backup=opts.backup, expected_identity=identity)
         finally:
             ar.close()
     done = ", ".join(report.changed) or "nothing"
     extra = f"; backup {report.backup}" if report.backup else ""
     typer.echo(f"wrote {report.target} ({done}; {report.verified} verified{extra})")
+    if commit:
+        _record_history(archive, commit)
+
+
+def _record_history(archive: Path, commit: dict[str, tuple[str, bytes | None, bytes | None]]) -> None:
+    """An in-place `set` / `add` / `rm` is a save like the server's: it goes into the archive's version history
+    (`deskbridge pvf log`, the export sources `working` / `commit`) with source `cli` and revision 0 (there is
+    no workspace revision). The archive is written by then, so a failure here is a warning, not an error."""
+    from deskbridge.kinds.pvf.history import Journal
+    from deskbridge.settings import deskbridge_dirs
+
+    try:
+        Journal(deskbridge_dirs().data, archive.expanduser().resolve()).record(
+            commit, caller="cli", revision=0
+        )
+    except (BridgeError, OSError) as exc:
+        typer.echo(f"warning: the change is saved but not recorded in the history: {exc}", err=True)
 
 
 def _put(archive: Path, path: str, source: str, raw: bool, opts: WriteOptions, *, replace: bool) -> None:
