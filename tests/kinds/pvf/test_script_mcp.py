@@ -292,3 +292,39 @@ async def test_the_seeds_flow_over_stdio_from_a_server_started_empty(archive: Pa
             assert price_of(ar.read_text(key)) == before[key]
     finally:
         ar.close()
+
+
+async def test_every_help_example_runs_and_the_price_raise_touches_every_occurrence(archive: Path) -> None:
+    # The examples topic is what an agent copies; nothing ran it. The seed asks tool texts to make the handling
+    # of duplicate sections explicit: the price raise went through the first [price] only (one warning per
+    # file on nkpi, 26,295 on nkpi-1m) and left the others below the floor.
+    from deskbridge.kinds.pvf.scripting.help import EXAMPLES
+
+    blocks = [b.strip() for b in EXAMPLES.split("\n\n") if b.strip()]
+    assert len(blocks) >= 3
+    async with serve(archive) as a:
+        info = await opened(a)
+        ws, rev = info["workspaceId"], info["revision"]
+        for block in blocks:
+            st = await a.run_script(ws, rev, block)
+            assert st["state"] == "succeeded", (block, st)
+            if block.startswith("// Raise"):
+                assert st["result"]["summary"]["fileWarnings"] == 0, st["result"]
+                plan_id, cursor, diffs = st["planId"], None, []
+                while True:
+                    args = {"planId": plan_id, "limit": 200, **({"cursor": cursor} if cursor else {})}
+                    page = await a.call("pvf_plan_preview", args)
+                    diffs += [i["diff"] for i in page["items"]]
+                    cursor = page["nextCursor"]
+                    if not cursor:
+                        break
+                assert diffs
+                for diff in diffs:  # each changed line is a price raised to 10, its type kept
+                    old = [x[1:].split("\t") for x in diff.splitlines() if x.startswith("-\t")]
+                    new = [x[1:].split("\t") for x in diff.splitlines() if x.startswith("+\t")]
+                    assert len(old) == len(new) >= 1, diff
+                    for before, after in zip(old, new, strict=True):
+                        assert float(before[1]) < 10 and after[1] == ("10.0" if "." in before[1] else "10")
+                        assert before[2:] == after[2:], diff
+            if st["planId"]:
+                await a.call("pvf_plan_discard", {"planId": st["planId"]})
