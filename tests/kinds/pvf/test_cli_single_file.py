@@ -188,3 +188,21 @@ def test_in_place_edits_go_into_the_version_history(classic, tmp_path, deskbridg
     journal = Journal(deskbridge_dirs().data, classic.resolve())
     assert journal.blob(commits[0]["files"][0]["before"]) == original
     assert journal.blob(commits[0]["files"][0]["after"]) == open_archive(classic).read(path)
+
+
+def test_ctrl_c_during_an_in_place_save_says_the_archive_is_unchanged(classic, tmp_path, monkeypatch):
+    # It ended silently with 130; the modder could not tell whether Script.pvf was the old or a broken one.
+    before = classic.read_bytes()
+    path = _an_equ(classic)
+    text_file = tmp_path / "item.equ"
+    assert runner.invoke(app, ["pvf", "get", str(classic), path, "-o", str(text_file)]).exit_code == 0
+    text_file.write_text(text_file.read_text(encoding="utf-8") + "\n[price]\n\t1\n", encoding="utf-8")
+
+    def interrupted(self, *args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ArchiveBase, "save", interrupted)
+    res = runner.invoke(app, ["pvf", "set", str(classic), path, str(text_file)])
+    assert res.exit_code == 130, res.output
+    assert f"interrupted: {classic} is unchanged" in res.output
+    assert classic.read_bytes() == before
