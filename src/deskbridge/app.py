@@ -128,6 +128,16 @@ class App:
             entry = find_kind(path, kind)
         return self.adopt(entry.open(path, self.kind_services(options)))
 
+    def open_at_start(
+        self, path: Path | None, *, kind: str | None = None, options: dict[str, Any] | None = None
+    ) -> None:
+        """What `deskbridge serve` and `deskbridge mcp` open when they start: `path`, or with no path the empty
+        workspace of a kind that can start empty (pvf: `pvf_archive_open` opens an archive later)."""
+        if path is not None:
+            self.open(path, kind=kind, options=options)
+        elif kind is not None and find_kind(Path(), kind).empty_ok:
+            self.open(None, kind=kind, options=options)
+
     def kind_services(self, options: dict[str, Any] | None = None) -> KindServices:
         """The shared services a kind's workspace is opened with."""
         return KindServices(
@@ -211,7 +221,12 @@ class App:
         try:
             if spec is None:
                 if self.workspace is None:
-                    raise BridgeError(ErrorCode.NO_WORKSPACE, f"unknown tool {name!r}: no workspace is open")
+                    raise BridgeError(
+                        ErrorCode.NO_WORKSPACE,
+                        f"unknown tool {name!r}: no workspace is open",
+                        hint="Start deskbridge with what to work on (deskbridge serve PATH or deskbridge mcp "
+                        "PATH), or with --kind pvf to open an archive later with pvf_archive_open.",
+                    )
                 names = [s.name for s in self.tool_specs()]
                 status = next((n for n in names if n.endswith(("_status", "_workspace_info"))), None)
                 raise BridgeError(

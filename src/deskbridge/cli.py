@@ -143,6 +143,20 @@ def serve(
         raise fail(error) from error
 
 
+def _serving(workspace: Any) -> str:
+    """What the start-up banner says is served; an empty workspace (`--kind pvf` without a path) printed its
+    path as '.', as if the current folder were served."""
+    if workspace is None:
+        return "no workspace"
+    if workspace.path is None or str(workspace.path) in ("", "."):
+        return (
+            f"an empty {workspace.kind} workspace (an agent opens an archive with pvf_archive_open)"
+            if workspace.kind == "pvf"
+            else f"an empty {workspace.kind} workspace"
+        )
+    return f"{workspace.kind} {workspace.path}"
+
+
 def _serve(
     path: Path | None,
     kind: str | None,
@@ -166,8 +180,7 @@ def _serve(
     # One writer per workspace: an in-process `deskbridge mcp` hands it over (or says why not) before we read it.
     # A lock left by a process that died is stale and taken over, so an early exit needs no cleanup.
     lock = claim_workspace(path) if path is not None else None
-    if path is not None or kind == "pvf":  # pvf can start empty and open an archive through a tool
-        application.open(path, kind=kind, options=_kind_options(sdk))
+    application.open_at_start(path, kind=kind, options=_kind_options(sdk))
     sock = bind_socket(host, port)
     port = sock.getsockname()[1]  # --port 0 asks the system for a free port
     wildcard = host in ("0.0.0.0", "::")
@@ -184,10 +197,7 @@ def _serve(
         err.print(
             f"[bold yellow]warning:[/] listening on {host}: anyone who can reach it and has the token can act."
         )
-    err.print(
-        f"[bold]deskbridge {__version__}[/] serving "
-        f"{application.workspace.kind + ' ' + str(application.workspace.path) if application.workspace else 'no workspace'}"
-    )
+    err.print(f"[bold]deskbridge {__version__}[/] serving {_serving(application.workspace)}")
     # The UI secret never goes on a command line (any local user can read those with `ps`) or into a URL: the
     # browser gets a one-time login code inside an owner-only file, and the link printed here has its own code.
     codes = web.state.policy.login_codes

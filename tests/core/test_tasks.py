@@ -69,6 +69,50 @@ async def test_progress_never_goes_backwards():
     assert tm.status(t.id)["progress"] == {"done": 5.0, "total": 10.0, "message": "late report"}
 
 
+async def test_a_new_phase_restarts_progress_from_its_own_count():
+    # A script run scans (140 of 150 files), then compiles its 20 changes: the compile's progress is its own.
+    tm = TaskManager(EventBus())
+
+    async def work(h):
+        h.progress(140, 150, "scanning")
+        h.progress(0, 20, "compiling changes", restart=True)
+        h.progress(5, 20)
+
+    t = tm.start(work, owner="ui", label="p")
+    await tm.wait(t.id, 2)
+    assert tm.status(t.id)["progress"] == {"done": 5.0, "total": 20.0, "message": "compiling changes"}
+
+
+async def test_status_answers_while_another_thread_holds_the_engine_lock():
+    # The task manager shares the engine's lock; a script run's compile held it for 106 s on a one-million-file
+    # archive and every pvf_script_status poll hung behind it.
+    lock = threading.RLock()
+    tm = TaskManager(EventBus(), lock=lock)
+
+    async def work(h):
+        h.progress(1, 2, "half")
+
+    t = tm.start(work, owner="ui", label="p")
+    await tm.wait(t.id, 2)
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with lock:
+            held.set()
+            release.wait(60)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert held.wait(10)
+    try:
+        answer = await asyncio.wait_for(asyncio.to_thread(tm.status, t.id), 30)  # a hang guard
+        assert answer["progress"]["message"] == "half"
+        assert not release.is_set() and holder.is_alive()  # answered while the lock was still held
+    finally:
+        release.set()
+        holder.join()
+
+
 async def test_failure_records_the_bridge_error_or_internal():
     tm = TaskManager(EventBus())
 

@@ -363,3 +363,31 @@ def test_stdio_ends_cleanly_when_stdin_closes_before_any_request(tmp_path: Path)
     assert (
         _stdio_exchange(tmp_path, ['{"jsonrpc":"2.0","method":"notifications/initialized"}'], answers=0) == []
     )
+
+
+def test_serve_of_the_empty_pvf_workspace_says_so_in_its_banner() -> None:
+    # `deskbridge serve --kind pvf` with no archive printed "serving pvf ." as if it served the current folder.
+    import time
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "deskbridge", "serve", "--kind", "pvf", "--port", str(port), "--no-browser"],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ),
+    )
+    try:
+        for _ in range(600):
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                    break
+            except OSError:
+                time.sleep(0.05)
+    finally:
+        proc.terminate()
+        _, stderr = proc.communicate(timeout=10)
+    banner = next(line for line in stderr.splitlines() if " serving " in line)
+    assert "an empty pvf workspace" in banner and "pvf_archive_open" in banner, banner
+    assert not banner.rstrip().endswith(" ."), banner

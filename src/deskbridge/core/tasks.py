@@ -210,13 +210,18 @@ class TaskHandle:
         reopen gets `STALE_WORKSPACE` instead of writing its old result into the new workspace."""
         return self._task.workspace_id
 
-    def progress(self, done: float, total: float | None = None, message: str | None = None) -> None:
-        """Report progress. `done` never goes backwards (a smaller value is ignored, the message still shows)."""
+    def progress(
+        self, done: float, total: float | None = None, message: str | None = None, *, restart: bool = False
+    ) -> None:
+        """Report progress. `done` never goes backwards (a smaller value is ignored, the message still shows),
+        except that `restart` begins a new phase counted from `done` with its own `total` (None: not known
+        yet) — a script run's scan, then its compile: without it the compile showed the scan's count over its
+        own total, 140000 of 26295."""
         t = self._task
         with t.lock:
-            t.done = max(t.done, float(done))
-            if total is not None:
-                t.total = float(total)
+            t.done = float(done) if restart else max(t.done, float(done))
+            if total is not None or restart:
+                t.total = None if total is None else float(total)
             if message is not None:
                 t.message = message
         self._publish(t, "progress")
@@ -361,9 +366,15 @@ class TaskManager:
     # -- queries ---------------------------------------------------------------------------------------
 
     def get(self, task_id: str) -> Task:
-        with self.lock:
-            self._prune()
-            task = self._tasks.get(task_id)
+        # A lookup never waits for the lock, which is the engine's: a long commit or a script run's compile
+        # holds it for minutes on a big archive, and a status poll (pvf_script_status, pvf_task_status) hung
+        # behind it. Reading one key of the dict is atomic; pruning waits for a call that finds the lock free.
+        if self.lock.acquire(blocking=False):
+            try:
+                self._prune()
+            finally:
+                self.lock.release()
+        task = self._tasks.get(task_id)
         if task is None:
             raise BridgeError(
                 ErrorCode.NOT_FOUND,

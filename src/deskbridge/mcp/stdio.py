@@ -233,8 +233,7 @@ async def serve(server: Server[Any], read_stream: Any, write_stream: Any) -> Non
 
 def run_stdio(path: Path | None, *, kind: str | None = None, options: dict[str, Any] | None = None) -> None:
     application = App.create()
-    if path is not None:
-        application.open(path, kind=kind, options=options)
+    application.open_at_start(path, kind=kind, options=options)
     server = build_mcp_server(application, editor=False)
 
     async def main() -> None:

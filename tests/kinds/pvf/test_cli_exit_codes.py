@@ -103,3 +103,11 @@ def test_pack_warns_when_n_string_lst_points_at_a_missing_str_file(small, tmp_pa
     res = runner.invoke(app, ["pvf", "pack", str(tree), "-o", str(tmp_path / "out.pvf")])
     assert res.exit_code == 0, res.output
     assert "warning: n_string.lst maps table" in res.output and "not in the tree" in res.output
+
+
+def test_a_missing_archive_says_to_check_its_path(tmp_path):
+    # The hint was NOT_FOUND's generic "list or search first to get a valid name or id".
+    res = runner.invoke(app, ["pvf", "info", str(tmp_path / "Scirpt.pvf")])
+    assert res.exit_code == 2
+    assert "no archive file" in res.output and "Check the path of the .pvf file" in res.output, res.output
+    assert "list or search" not in res.output

@@ -156,3 +156,53 @@ def test_help_shows_the_workflows():
     assert "pvf set Script.pvf" in res.output and "pvf extract Script.pvf -o tree/" in res.output
     for cmd in ("get", "set", "add", "rm"):
         assert "Example" in runner.invoke(app, ["pvf", cmd, "--help"]).output
+
+
+def test_in_place_edits_go_into_the_version_history(classic, tmp_path, deskbridge_home):
+    # docs/pvf-workspace.md: "Every save records a commit — source (UI, MCP, CLI)"; `pvf set/add/rm` recorded
+    # nothing, so `pvf log` said "no history" right after a CLI edit.
+    from deskbridge.kinds.pvf.history import Journal
+    from deskbridge.settings import deskbridge_dirs
+
+    path = _an_equ(classic)
+    original = open_archive(classic).read(path)
+    text_file = tmp_path / "item.equ"
+    assert runner.invoke(app, ["pvf", "get", str(classic), path, "-o", str(text_file)]).exit_code == 0
+    text_file.write_text(text_file.read_text(encoding="utf-8") + "\n[price]\n\t777\n", encoding="utf-8")
+    assert runner.invoke(app, ["pvf", "set", str(classic), path, str(text_file)]).exit_code == 0
+    assert (
+        runner.invoke(app, ["pvf", "add", str(classic), "etc/Added.txt", str(text_file), "--raw"]).exit_code
+        == 0
+    )
+    assert runner.invoke(app, ["pvf", "rm", str(classic), "etc/added.txt"]).exit_code == 0
+    copy = tmp_path / "copy.pvf"
+    assert runner.invoke(app, ["pvf", "rm", str(classic), path, "-o", str(copy)]).exit_code == 0
+
+    log = runner.invoke(app, ["pvf", "log", str(classic)])
+    assert log.exit_code == 0 and "no history" not in log.output, log.output
+    commits = Journal(deskbridge_dirs().data, classic.resolve()).list()
+    assert [c["source"] for c in commits] == ["cli"] * 3  # the -o copy is not a change of this archive
+    assert [(f["action"], f["path"]) for f in commits[0]["files"]] == [("modify", path)]
+    assert [(f["action"], f["path"]) for f in commits[1]["files"]] == [("add", "etc/added.txt")]
+    assert [(f["action"], f["path"]) for f in commits[2]["files"]] == [("delete", "etc/added.txt")]
+    journal = Journal(deskbridge_dirs().data, classic.resolve())
+    assert journal.blob(commits[0]["files"][0]["before"]) == original
+    assert journal.blob(commits[0]["files"][0]["after"]) == open_archive(classic).read(path)
+
+
+def test_ctrl_c_during_an_in_place_save_says_the_archive_is_unchanged(classic, tmp_path, monkeypatch):
+    # It ended silently with 130; the modder could not tell whether Script.pvf was the old or a broken one.
+    before = classic.read_bytes()
+    path = _an_equ(classic)
+    text_file = tmp_path / "item.equ"
+    assert runner.invoke(app, ["pvf", "get", str(classic), path, "-o", str(text_file)]).exit_code == 0
+    text_file.write_text(text_file.read_text(encoding="utf-8") + "\n[price]\n\t1\n", encoding="utf-8")
+
+    def interrupted(self, *args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ArchiveBase, "save", interrupted)
+    res = runner.invoke(app, ["pvf", "set", str(classic), path, str(text_file)])
+    assert res.exit_code == 130, res.output
+    assert f"interrupted: {classic} is unchanged" in res.output
+    assert classic.read_bytes() == before

@@ -133,6 +133,17 @@ async def test_spinning_without_allocating_is_ended(archive: Path, tmp_path: Pat
     assert "longer than 2 s" in res["error"]["message"]
 
 
+async def test_a_run_out_of_time_says_how_far_it_got(archive: Path, tmp_path: Path) -> None:
+    # On a one-million-file archive the seed's example over every equipment file can outrun the 5 minutes:
+    # the error says where it stopped and to narrow the glob, so an agent splits the run by folder.
+    res = await attack(
+        archive, tmp_path, "pvf.progress(3, 7, 'scanning'); for (;;) {}", ScriptLimits(wall_s=2)
+    )
+    assert res["state"] == "failed" and res["error"]["code"] == "LIMIT_EXCEEDED", res
+    assert "at pvf.progress 3 of 7" in res["error"]["message"], res["error"]
+    assert "one folder at a time" in res["error"]["hint"]
+
+
 async def test_memory_bomb_is_ended(archive: Path, tmp_path: Path) -> None:
     res = await attack(
         archive,

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Final
+from typing import Annotated, Any, Final, NoReturn
 
 import typer
 
@@ -584,24 +584,75 @@ def _edit(
     from deskbridge.core.files import file_identity
     from deskbridge.kinds.pvf.tree import refuse_existing
 
-    with _errors():
-        material = opts.material()
-        data = _read_input(source) if source is not None else None
-        identity = file_identity(archive) if opts.out is None else None
-        ar = _open(archive, opts.encoding, material)
-        try:
-            change(ar, data)
-            if opts.out is not None:
-                if not opts.force:
-                    refuse_existing(opts.out)
-                report = ar.save_copy(opts.out)
-            else:
-                report = ar.save(backup=opts.backup, expected_identity=identity)
-        finally:
-            ar.close()
+    identity = None
+    saving = False
+    try:
+        with _errors():
+            material = opts.material()
+            data = _read_input(source) if source is not None else None
+            identity = file_identity(archive) if opts.out is None else None
+            ar = _open(archive, opts.encoding, material)
+            try:
+                change(ar, data)
+                if opts.out is not None:
+                    if not opts.force:
+                        refuse_existing(opts.out)
+                    report = ar.save_copy(opts.out)
+                    commit = None
+                else:
+                    commit = {
+                        name: (name, ar.read_original(name) if ar.has_original(name) else None, after)
+                        for name, after in ar.staged().items()
+                    }
+                    saving = True
+                    report = ar.save(backup=opts.backup, expected_identity=identity)
+                    saving = False
+            finally:
+                ar.close()
+    except KeyboardInterrupt:
+        _interrupted(archive, identity, saving)  # with -o the archive itself is never written
     done = ", ".join(report.changed) or "nothing"
     extra = f"; backup {report.backup}" if report.backup else ""
     typer.echo(f"wrote {report.target} ({done}; {report.verified} verified{extra})")
+    if commit:
+        _record_history(archive, commit)
+
+
+def _interrupted(target: Path, identity: Any, saving: bool) -> NoReturn:
+    """Ctrl-C during `set` / `add` / `rm`: say what state the file is in (it ended silently with 130). Before the
+    save nothing was written; during it the write goes to a temporary file renamed over the archive, so it is
+    either the old one or the whole new one — the content hash says which."""
+    from deskbridge.core.files import file_identity
+
+    same: bool | None = True
+    if saving:
+        try:
+            now = file_identity(target)
+            same = identity is not None and (now.size, now.sha256) == (identity.size, identity.sha256)
+        except (BridgeError, OSError):
+            same = None
+    state = {
+        True: "unchanged",
+        False: "already replaced by the new one (the interrupt came after the write)",
+        None: "in an unknown state",
+    }[same]
+    typer.echo(f"interrupted: {target} is {state}", err=True)
+    raise typer.Exit(130)
+
+
+def _record_history(archive: Path, commit: dict[str, tuple[str, bytes | None, bytes | None]]) -> None:
+    """An in-place `set` / `add` / `rm` is a save like the server's: it goes into the archive's version history
+    (`deskbridge pvf log`, the export sources `working` / `commit`) with source `cli` and revision 0 (there is
+    no workspace revision). The archive is written by then, so a failure here is a warning, not an error."""
+    from deskbridge.kinds.pvf.history import Journal
+    from deskbridge.settings import deskbridge_dirs
+
+    try:
+        Journal(deskbridge_dirs().data, archive.expanduser().resolve()).record(
+            commit, caller="cli", revision=0
+        )
+    except (BridgeError, OSError) as exc:
+        typer.echo(f"warning: the change is saved but not recorded in the history: {exc}", err=True)
 
 
 def _put(archive: Path, path: str, source: str, raw: bool, opts: WriteOptions, *, replace: bool) -> None:

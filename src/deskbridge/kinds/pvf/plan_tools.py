@@ -90,6 +90,20 @@ def _rehinted(handler: Handler) -> Handler:
     return run
 
 
+def _only_the_expected_revision_is_off(eng: Any, plan_id: str, data: dict[str, Any]) -> bool:
+    """A STALE_PLAN whose plan still matches the workspace: only the caller's expectedRevision was wrong (the
+    "build it again" hint would send them to re-run a script for nothing)."""
+    try:
+        plan = eng.get_plan(plan_id)
+    except BridgeError:
+        return False
+    return (
+        data.get("workspaceId") == plan["workspaceId"]
+        and data.get("revision") is not None
+        and data.get("revision") == data.get("planRevision")
+    )
+
+
 def plan_tools(svc: Any) -> list[ToolSpec]:
     eng = svc.engine
 
@@ -144,7 +158,15 @@ def plan_tools(svc: Any) -> list[ToolSpec]:
                 kind=what,
             )
         except BridgeError as exc:
-            if exc.code is ErrorCode.STALE_PLAN:
+            data = exc.data or {}
+            if exc.code is ErrorCode.STALE_PLAN and _only_the_expected_revision_is_off(
+                eng, args.planId, data
+            ):
+                exc.hint = (
+                    f"The plan is current: the workspace is still at revision {data['revision']}, where it was "
+                    f"built; call pvf_plan_apply again with expectedRevision {data['revision']}."
+                )
+            elif exc.code is ErrorCode.STALE_PLAN:
                 exc.hint = (
                     f"The workspace changed since the plan was built: build it again with {BUILDERS[what]} on "
                     "the current revision (pvf_workspace_info) and apply the new plan."

@@ -9,6 +9,7 @@ de-duplicates it for every tool (same caller + id + arguments → the first resu
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import secrets
 from pathlib import Path
@@ -254,11 +255,14 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
             max_bytes=args.maxBytes,
         )
 
+    # The prechecks take the engine lock: off the event loop, or a long holder (a script run's compile held it
+    # 106 s on nkpi-1m) froze every client and the UI until it let go, where a refusal (TASK_BUSY) was due.
     async def archive_open(call: CallContext, args: OpenArgs) -> dict[str, Any]:
         path = _absolute(args.path, "path")
         assert path is not None
         options = open_options(args)
-        svc.precheck(
+        await asyncio.to_thread(
+            svc.precheck,
             "open",
             epoch=args.expectedWorkspaceEpoch,
             workspace_id=args.workspaceId,
@@ -280,7 +284,9 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
         return await svc.run_task(call, "pvf_archive_open", body, args.waitSeconds)
 
     async def archive_close(call: CallContext, args: CloseArgs) -> dict[str, Any]:
-        svc.precheck("close", epoch=None, workspace_id=args.workspaceId, revision=args.expectedRevision)
+        await asyncio.to_thread(
+            svc.precheck, "close", epoch=None, workspace_id=args.workspaceId, revision=args.expectedRevision
+        )
 
         async def body(progress: Any) -> dict[str, Any]:
             return await svc.close_archive(
@@ -294,7 +300,9 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
         return await svc.run_task(call, "pvf_archive_close", body, args.waitSeconds)
 
     async def archive_save(call: CallContext, args: SaveArgs) -> dict[str, Any]:
-        svc.precheck("save", epoch=None, workspace_id=args.workspaceId, revision=args.expectedRevision)
+        await asyncio.to_thread(
+            svc.precheck, "save", epoch=None, workspace_id=args.workspaceId, revision=args.expectedRevision
+        )
 
         async def body(progress: Any) -> dict[str, Any]:
             return await svc.save(
@@ -308,7 +316,9 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
 
     async def archive_save_as(call: CallContext, args: SaveAsArgs) -> dict[str, Any]:
         _absolute(args.path, "path")
-        svc.precheck("save_as", epoch=None, workspace_id=args.workspaceId, revision=args.expectedRevision)
+        await asyncio.to_thread(
+            svc.precheck, "save_as", epoch=None, workspace_id=args.workspaceId, revision=args.expectedRevision
+        )
 
         async def body(progress: Any) -> dict[str, Any]:
             return await svc.save_as(

@@ -288,3 +288,38 @@ def test_cli_synth_paged_says_where_the_test_keys_are(tmp_path):
     assert f"test page keys to {key_file}" in made.output
     opened = runner.invoke(app, ["pvf", "info", str(path), "--keys", str(key_file)])
     assert opened.exit_code == 0 and "variant: paged" in opened.output
+
+
+def test_cli_keys_of_another_build_are_named_as_the_problem(tmp_path):
+    # The hint was UNSUPPORTED_VARIANT's generic "check the family and variant named in the message", which
+    # sends a modder looking at the wrong thing.
+    from typer.testing import CliRunner
+
+    from deskbridge.cli import app
+
+    runner = CliRunner()
+    for seed in ("1", "2"):
+        made = runner.invoke(
+            app,
+            [
+                "pvf",
+                "synth",
+                "--family",
+                "nkpi",
+                "--variant",
+                "paged",
+                "--files",
+                "60",
+                "--seed",
+                seed,
+                "-o",
+                str(tmp_path / f"p{seed}.pvf"),
+            ],
+        )
+        assert made.exit_code == 0, made.output
+    res = runner.invoke(
+        app, ["pvf", "info", str(tmp_path / "p1.pvf"), "--keys", str(tmp_path / "p2.pvf.keys.json")]
+    )
+    assert res.exit_code == 2
+    assert "do not decrypt" in res.output and "key material of the client build" in res.output, res.output
+    assert "check the family and variant" not in res.output

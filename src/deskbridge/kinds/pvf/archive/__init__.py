@@ -28,7 +28,11 @@ def _head(source: Path | str | bytes) -> bytes:
         with open(source, "rb") as fh:
             return fh.read(_HEAD_BYTES)
     except FileNotFoundError:
-        raise BridgeError(ErrorCode.NOT_FOUND, f"no file '{source}'") from None
+        raise BridgeError(
+            ErrorCode.NOT_FOUND,
+            f"no archive file '{source}'",
+            hint="Check the path of the .pvf file (a relative path starts at the current folder).",
+        ) from None
     except IsADirectoryError:
         raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"'{source}' is a directory, not a .pvf file") from None
 

@@ -180,6 +180,9 @@ def _detect(src: _Source) -> tuple[KeyScheme, hdr.Header, bool]:
         raise unsupported(
             "the page keys given do not decrypt this file to an nkpi header; "
             "check that they belong to this client build",
+            # the generic hint ("check the family and variant") points away from what is wrong: the keys
+            hint="Pass the key material of the client build this archive comes from (its sk.dat, or its page "
+            "keys).",
             first_bytes=raw[:16].hex(),
         )
     if size >= GUARD_SIZE and _maybe_paged(src):

@@ -13,9 +13,9 @@ def corrupt(offset: int, expected: str, seen: str = "", **data: object) -> Bridg
     return BridgeError(ErrorCode.PVF_CORRUPT, what, data={"offset": offset, "expected": expected, **data})
 
 
-def unsupported(message: str, **data: object) -> BridgeError:
+def unsupported(message: str, hint: str | None = None, **data: object) -> BridgeError:
     """An `UNSUPPORTED_VARIANT` error naming what was seen."""
-    return BridgeError(ErrorCode.UNSUPPORTED_VARIANT, message, data=dict(data))
+    return BridgeError(ErrorCode.UNSUPPORTED_VARIANT, message, hint, data=dict(data))
 
 
 def key_required(message: str, **data: object) -> BridgeError:

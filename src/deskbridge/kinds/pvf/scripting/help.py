@@ -41,14 +41,19 @@ UNSUPPORTED_CHANGE): name, getAll(), setAll(paths).
 """
 
 EXAMPLES = """\
-// Raise every equipment price below 10 to 10 (ints stay ints).
+// Raise every equipment price below 10 to 10 (ints stay ints, floats floats). A file may hold [price] more
+// than once: go through every occurrence (doc.getValue("price") alone reads only the first, with a warning).
 for (const f of pvf.glob("equipment/**/*.equ")) {
   const doc = f.parse();
-  const price = doc.getValue("price");
-  if (typeof price === "number" && price < 10) {
-    doc.set("price", 10);
-    f.write(doc);
+  let raised = false;
+  for (const price of doc.sections("price")) {
+    const value = price.getValue();
+    if (typeof value === "number" && value < 10) {
+      price.set(10);
+      raised = true;
+    }
   }
+  if (raised) f.write(doc);
 }
 pvf.log("changed", pvf.modifiedCount, "of", pvf.scannedCount);
 
