@@ -7,6 +7,7 @@ import os
 import pytest
 
 from deskbridge.core import files
+from deskbridge.core.errors import BridgeError
 
 
 def _count_fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
@@ -39,3 +40,30 @@ def test_the_default_write_is_still_durable_and_hashed(tmp_path, monkeypatch):
     assert target.read_bytes() == b"text"
     assert len(calls) >= 2  # the file, then its folder
     assert result.identity.sha256 == files.content_digest(b"text")
+
+
+def test_non_durable_new_files_are_published_once_and_made_durable_by_one_sync(tmp_path, monkeypatch):
+    calls = _count_fsyncs(monkeypatch)
+    synced: list[int] = []
+    real_libc = files._libc
+
+    class _Libc:  # the real libc, with its syncfs calls counted
+        def __getattr__(self, name: str):
+            return getattr(real_libc(), name)
+
+        def syncfs(self, fd: int) -> int:
+            synced.append(fd)
+            return real_libc().syncfs(fd)
+
+    if os.uname().sysname == "Linux":
+        monkeypatch.setattr(files, "_libc", lambda: _Libc())
+    written = [files.publish_new(tmp_path / f"blob{i}", b"x" * i, durable=False).path for i in range(5)]
+    assert calls == []  # nothing fsynced per file
+    with pytest.raises(BridgeError) as err:
+        files.publish_new(tmp_path / "blob1", b"other", durable=False)
+    assert err.value.code.value == "TARGET_EXISTS"  # still create-only
+    files.sync_filesystem(written)
+    if os.uname().sysname == "Linux":
+        assert len(synced) == 1 and calls == []  # one syncfs for all of them
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"blob{i}" for i in range(5)]
+    assert (tmp_path / "blob3").read_bytes() == b"xxx"

@@ -46,13 +46,15 @@ class Journal:
         self.archive = archive
         self.root = journal_dir(data_dir, archive)
 
-    def _put_blob(self, data: bytes) -> str:
+    def _put_blob(self, data: bytes, written: list[Path]) -> str:
+        """Store `data` once (not yet durable: `record` makes every new blob durable at once)."""
         digest = hashlib.sha256(data).hexdigest()
         path = self.root / "blobs" / digest
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
             with contextlib.suppress(BridgeError):  # TARGET_EXISTS: another save stored it first
-                files.publish_new(path, data)
+                files.publish_new(path, data, durable=False)
+                written.append(path)
         return digest
 
     def blob(self, digest: str | None) -> bytes | None:
@@ -67,16 +69,19 @@ class Journal:
     ) -> dict[str, Any]:
         """Record one commit: `key → (display path, before | None, after | None)`; returns its summary."""
         entries = []
+        written: list[Path] = []
         for _key, (path, before, after) in sorted(changes.items()):
             action = "add" if before is None else "delete" if after is None else "modify"
             entries.append(
                 {
                     "path": path,
                     "action": action,
-                    "before": None if before is None else self._put_blob(before),
-                    "after": None if after is None else self._put_blob(after),
+                    "before": None if before is None else self._put_blob(before, written),
+                    "after": None if after is None else self._put_blob(after, written),
                 }
             )
+        # every blob durable before the commit that names them (one file-system sync, not one per blob)
+        files.sync_filesystem(written)
         commits = self.root / "commits"
         commits.mkdir(parents=True, exist_ok=True)
         seq = len(self.list()) + 1
