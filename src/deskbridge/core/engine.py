@@ -32,6 +32,7 @@ instead of the write-task slot) and `cancellable=False` (a file replace cannot b
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -48,6 +49,8 @@ from deskbridge.core.policy import AccessScope
 from deskbridge.core.requests import RequestLog
 from deskbridge.core.tasks import Task, TaskManager, Work
 from deskbridge.core.workspace import Workspace, stale_workspace
+
+log = logging.getLogger(__name__)
 
 _KEYS_IN_EVENT = 50
 
@@ -72,6 +75,8 @@ class Engine:
         self.workspace: Workspace | None = None
         self.epoch = 0
         self.lifecycle_op: str | None = None
+        self._after_lifecycle: list[Callable[[], None]] = []
+        """What `after_lifecycle` deferred until the running lifecycle operation ends."""
         self.saving_keys: set[str] = set()
         """Keys a per-key save (`save(keys=…)`) is writing now: per-key saves of other keys run beside it;
         whole-workspace lifecycle operations wait for none of them but are refused (`NOT_READY`)."""
@@ -181,6 +186,27 @@ class Engine:
                     f"plan {plan.id} is pending",
                     data={"planId": plan.id, "owner": plan.owner},
                 )
+
+    def after_lifecycle(self, fn: Callable[[], None]) -> None:
+        """Run `fn` once no lifecycle operation holds the workspace: now, or right after the running one ends.
+        For a store's maintenance inside an operation that starts a task (the operation's own admission
+        refuses every task: a save's after-save hook restarting the content index build)."""
+        with self.lock:
+            if self.lifecycle_op is not None:
+                self._after_lifecycle.append(fn)
+                return
+        fn()
+
+    def end_lifecycle(self) -> None:
+        """Clear the running lifecycle operation (`Lifecycle` calls this), then run what waited for its end."""
+        with self.lock:
+            self.lifecycle_op = None
+            waiting, self._after_lifecycle = self._after_lifecycle, []
+        for fn in waiting:
+            try:
+                fn()
+            except Exception:  # maintenance; the operation itself has already answered
+                log.exception("work deferred until the end of a lifecycle operation failed")
 
     def admit_lifecycle(self, operation: str, *, refuse_export_plan: bool) -> None:
         """Called by `Lifecycle` under the lock before it sets `lifecycle_op`."""

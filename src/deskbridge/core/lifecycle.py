@@ -316,8 +316,7 @@ class Lifecycle:
             yield op_id
             outcome = "ok"
         finally:
-            with eng.lock:
-                eng.lifecycle_op = None
+            eng.end_lifecycle()
             self.barrier.release(op_id, outcome)
 
     @contextlib.contextmanager
@@ -427,8 +426,7 @@ class Lifecycle:
                     "previousWorkspaceId": None,
                 }
         finally:
-            with eng.lock:
-                eng.lifecycle_op = None
+            eng.end_lifecycle()
         eng.bus.publish("workspace", {"event": "opened", **info})
         return info
 

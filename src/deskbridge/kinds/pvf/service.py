@@ -398,7 +398,9 @@ class PvfService:
                 self.index.reader = DiskText(ws.source.archive, self.engine.lock)
             self._index_ws = ws.id
             if self.index.state != "ready" and isinstance(ws.source, PvfSource):
-                self._start_index_build(ws.id, ws.source)
+                # after the save has ended: while it runs, every task is refused (NOT_READY)
+                source = ws.source
+                self.engine.after_lifecycle(lambda: self._start_index_build(ws.id, source))
             return
         rows: dict[str, tuple[str | None, str | None]] = {}
         src = ws.source
