@@ -282,3 +282,45 @@ def test_a_tag_prefilter_answers_find_without_the_tags_only_where_no_tag_record_
         assert [s.values for s in found] == [s.values for s in full.find("price")] == want
         assert (lz._shape_of is None) == (want == [])  # no tag record: answered without scanning the tags
         _same(full, lz)
+
+
+def _tags_one_by_one(data: bytes) -> lazy.RecordTags:
+    """The type-5 records of one payload the way `ClassicDocument._shape` scans a file read on its own."""
+    whole = (len(data) - 2) // 5 if len(data) >= 2 else 0
+    at = [p for p in range(whole) if data[2 + 5 * p] == cc.T_SECTION]
+    return at, [struct.unpack_from("<I", data, 3 + 5 * p)[0] for p in at]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.lists(chunk, max_size=30).map(lambda cs: _payload([r for c in cs for r in c])),
+            st.binary(max_size=40),  # not a script (odd length, a record cut short, no magic): scanned alike
+        ),
+        max_size=12,
+    ),
+    st.sampled_from(["price", "PRICE", "if equip", "usable job", "oddtag", "/lonely", "name"]),
+    st.integers(0, 1000),
+)
+def test_a_batch_tag_scan_finds_each_files_tag_records_and_its_documents_read_alike(
+    payloads: list[bytes], name: str, seed: int
+) -> None:
+    """`lazy.batch_tags` over a batch (what the worker does with each 256 payloads it decrypts) finds of each
+    file what a scan of that file alone finds — whole records only, none across two files — and a document
+    given those records reads, finds, prefilters and writes as the whole-file document."""
+    batch = lazy.batch_tags(payloads)
+    assert batch == [_tags_one_by_one(p) for p in payloads]
+    table = StringTable(list(ENTRIES), "cp949")
+    for data, tags in zip(payloads, batch, strict=True):
+        if data[:2] != cc.MAGIC or (len(data) - 2) % 5:
+            continue
+        full = model.Document(cc.to_tokens(data, table, _link_text), header="#PVF_File", record_width=None)
+        lz = lazy.classic_document(data, table, _link_text, header="#PVF_File", record_width=None, tags=tags)
+        plain = lazy.classic_document(data, table, _link_text, header="#PVF_File", record_width=None)
+        assert lz is not None and plain is not None
+        assert lz.lacks(name) == plain.lacks(name)
+        assert [s.values for s in lz.find(name)] == [s.values for s in full.find(name)]
+        _edit(full, name, seed)
+        _edit(lz, name, seed)
+        _same(full, lz)
