@@ -156,8 +156,12 @@ def in_process(path: Path, floor: int, pattern: str, dump: str | None, profile: 
         def send(self, msg: dict[str, Any]) -> None:  # what `worker.Pipe` writes, without the length prefix
             self.frames.append(json.dumps(msg, ensure_ascii=False, separators=(",", ":")))
 
+    from deskbridge.kinds.pvf.archive import open_archive
+
+    detected = open_archive(path).encoding  # what the workspace detected, as `runner` passes it
     job = {
         "path": str(path),
+        "detected_encoding": detected,
         "options": {},
         "overlay": {},
         "pool_tail": None,

@@ -324,3 +324,54 @@ def test_a_batch_tag_scan_finds_each_files_tag_records_and_its_documents_read_al
         _edit(full, name, seed)
         _edit(lz, name, seed)
         _same(full, lz)
+
+
+@pytest.mark.anyio
+async def test_the_worker_adopts_the_encoding_the_parent_detected(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A classic run's job carries the pack encoding the workspace detected, and the worker takes it instead
+    of detecting it again at open; a script reads its strings alike either way."""
+    from deskbridge.kinds.pvf.scripting import host as host_mod
+    from deskbridge.kinds.pvf.scripting import runner
+
+    jobs: list[dict] = []
+    real = runner.Worker.__init__
+
+    def spy(self: runner.Worker, job: dict, limits: runner.ScriptLimits) -> None:
+        jobs.append(job)
+        real(self, job, limits)
+
+    monkeypatch.setattr(runner.Worker, "__init__", spy)
+    path = tmp_path / "c.pvf"
+    synth(path, family="classic", files=120, seed=3)
+    read_names = 'pvf.log(pvf.glob("equipment/**/*.equ").map(f => f.parse().sections("name").length).join())'
+    async with session(path, tmp_path / "cache") as s:
+        res = await s.run(read_names)
+        assert res["state"] == "succeeded", res
+        expected = open_archive(path).encoding
+        assert jobs and jobs[-1]["detected_encoding"] == expected
+    cls = type(open_archive(path))
+    adopted: list[str] = []
+    real_adopt = cls.adopt_detected_encoding
+
+    def adopt(self: object, name: str) -> None:
+        adopted.append(name)
+        real_adopt(self, name)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(cls, "adopt_detected_encoding", adopt)
+
+    class Frames:
+        def __init__(self) -> None:
+            self.frames: list[dict] = []
+
+        def send(self, msg: dict) -> None:
+            self.frames.append(msg)
+
+    limits = {"js_mem_bytes": 512 << 20, "cpu_s": 600, "as_bytes": None, "max_changes": 1000}
+    limits |= {"log_max_lines": 1000, "docs_live": 4096, "log_max_bytes": 1 << 20}
+    pipe = Frames()
+    h = host_mod.Host({**jobs[-1], **limits}, pipe)  # type: ignore[arg-type]
+    assert adopted == [expected] and h.ar.encoding == expected
+    h.run()
+    assert res["logs"][-1] in json.dumps(pipe.frames, ensure_ascii=False)

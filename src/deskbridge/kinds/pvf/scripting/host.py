@@ -123,6 +123,10 @@ class Host:
         self.pipe = pipe
         opts = job.get("options") or {}
         self.ar = open_archive(Path(job["path"]), encoding=opts.get("encoding"), keys=opts.get("keys"))
+        detected = job.get("detected_encoding")
+        adopt = getattr(self.ar, "adopt_detected_encoding", None)
+        if isinstance(detected, str) and adopt is not None:
+            adopt(detected)  # the parent's detection on these bytes (an encoding chosen at open stays)
         if job.get("pool_tail"):
             self.ar.pools.append_raw(*job["pool_tail"])  # type: ignore[attr-defined]
         for name, value in (job.get("overlay") or {}).items():
