@@ -375,3 +375,20 @@ async def test_the_worker_adopts_the_encoding_the_parent_detected(
     assert adopted == [expected] and h.ar.encoding == expected
     h.run()
     assert res["logs"][-1] in json.dumps(pipe.frames, ensure_ascii=False)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.lists(st.sampled_from([e.decode() for e in ENTRIES[:11]] + ["[price]", "[/if equip]"]), max_size=24),
+    st.sampled_from(["price", "if equip", "usable job", "oddtag", "/lonely", "name"]),
+)
+def test_top_level_hits_before_any_closable_tag_are_the_ones_the_nesting_walk_gives(
+    tags: list[str], want: str
+) -> None:
+    """`TagShape.top_hits` answers without the nesting walk when every hit comes before the first tag some
+    end tag closes: the same answer as with the walk."""
+    infos = [model.tag_info(t) for t in tags]
+    quick = model.TagShape(list(range(len(infos))), infos)
+    walked = model.TagShape(list(range(len(infos))), infos)
+    walked._nesting()
+    assert quick.top_hits(want) == walked.top_hits(want)
