@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import os
 import resource
+import subprocess
 import sys
 import tempfile
 import time
@@ -139,6 +140,9 @@ async def bench(path: Path, floor: int, pattern: str) -> dict[str, Any]:
         return out
 
 
+_DETECT = "import sys; from deskbridge.kinds.pvf.archive import open_archive; print(open_archive(sys.argv[1]).encoding)"
+
+
 def in_process(path: Path, floor: int, pattern: str, dump: str | None, profile: str | None) -> dict[str, Any]:
     """The worker's `Host` run in this process (no sandbox, no parent): its phase timings, the change frames
     it would send (their sha256, and all of them one a line in `dump` to compare two versions byte for
@@ -156,8 +160,14 @@ def in_process(path: Path, floor: int, pattern: str, dump: str | None, profile: 
         def send(self, msg: dict[str, Any]) -> None:  # what `worker.Pipe` writes, without the length prefix
             self.frames.append(json.dumps(msg, ensure_ascii=False, separators=(",", ":")))
 
+    # What the workspace detected, as `runner` passes it; found in a child process, so a profile or an
+    # instruction count of this process (callgrind without --trace-children) is the worker's work alone.
+    detected = subprocess.run(
+        [sys.executable, "-c", _DETECT, str(path)], check=True, capture_output=True, text=True
+    ).stdout.strip()
     job = {
         "path": str(path),
+        "detected_encoding": detected,
         "options": {},
         "overlay": {},
         "pool_tail": None,

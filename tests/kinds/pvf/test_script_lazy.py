@@ -282,3 +282,113 @@ def test_a_tag_prefilter_answers_find_without_the_tags_only_where_no_tag_record_
         assert [s.values for s in found] == [s.values for s in full.find("price")] == want
         assert (lz._shape_of is None) == (want == [])  # no tag record: answered without scanning the tags
         _same(full, lz)
+
+
+def _tags_one_by_one(data: bytes) -> lazy.RecordTags:
+    """The type-5 records of one payload the way `ClassicDocument._shape` scans a file read on its own."""
+    whole = (len(data) - 2) // 5 if len(data) >= 2 else 0
+    at = [p for p in range(whole) if data[2 + 5 * p] == cc.T_SECTION]
+    return at, [struct.unpack_from("<I", data, 3 + 5 * p)[0] for p in at]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.lists(chunk, max_size=30).map(lambda cs: _payload([r for c in cs for r in c])),
+            st.binary(max_size=40),  # not a script (odd length, a record cut short, no magic): scanned alike
+        ),
+        max_size=12,
+    ),
+    st.sampled_from(["price", "PRICE", "if equip", "usable job", "oddtag", "/lonely", "name"]),
+    st.integers(0, 1000),
+)
+def test_a_batch_tag_scan_finds_each_files_tag_records_and_its_documents_read_alike(
+    payloads: list[bytes], name: str, seed: int
+) -> None:
+    """`lazy.batch_tags` over a batch (what the worker does with each 256 payloads it decrypts) finds of each
+    file what a scan of that file alone finds — whole records only, none across two files — and a document
+    given those records reads, finds, prefilters and writes as the whole-file document."""
+    batch = lazy.batch_tags(payloads)
+    assert batch == [_tags_one_by_one(p) for p in payloads]
+    table = StringTable(list(ENTRIES), "cp949")
+    for data, tags in zip(payloads, batch, strict=True):
+        if data[:2] != cc.MAGIC or (len(data) - 2) % 5:
+            continue
+        full = model.Document(cc.to_tokens(data, table, _link_text), header="#PVF_File", record_width=None)
+        lz = lazy.classic_document(data, table, _link_text, header="#PVF_File", record_width=None, tags=tags)
+        plain = lazy.classic_document(data, table, _link_text, header="#PVF_File", record_width=None)
+        assert lz is not None and plain is not None
+        assert lz.lacks(name) == plain.lacks(name)
+        assert [s.values for s in lz.find(name)] == [s.values for s in full.find(name)]
+        _edit(full, name, seed)
+        _edit(lz, name, seed)
+        _same(full, lz)
+
+
+@pytest.mark.anyio
+async def test_the_worker_adopts_the_encoding_the_parent_detected(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A classic run's job carries the pack encoding the workspace detected, and the worker takes it instead
+    of detecting it again at open; a script reads its strings alike either way."""
+    from deskbridge.kinds.pvf.scripting import host as host_mod
+    from deskbridge.kinds.pvf.scripting import runner
+
+    jobs: list[dict] = []
+    real = runner.Worker.__init__
+
+    def spy(self: runner.Worker, job: dict, limits: runner.ScriptLimits) -> None:
+        jobs.append(job)
+        real(self, job, limits)
+
+    monkeypatch.setattr(runner.Worker, "__init__", spy)
+    path = tmp_path / "c.pvf"
+    synth(path, family="classic", files=120, seed=3)
+    read_names = 'pvf.log(pvf.glob("equipment/**/*.equ").map(f => f.parse().sections("name").length).join())'
+    async with session(path, tmp_path / "cache") as s:
+        res = await s.run(read_names)
+        assert res["state"] == "succeeded", res
+        expected = open_archive(path).encoding
+        assert jobs and jobs[-1]["detected_encoding"] == expected
+    cls = type(open_archive(path))
+    adopted: list[str] = []
+    real_adopt = cls.adopt_detected_encoding
+
+    def adopt(self: object, name: str) -> None:
+        adopted.append(name)
+        real_adopt(self, name)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(cls, "adopt_detected_encoding", adopt)
+
+    class Frames:
+        def __init__(self) -> None:
+            self.frames: list[dict] = []
+
+        def send(self, msg: dict) -> None:
+            self.frames.append(msg)
+
+    limits = {"js_mem_bytes": 512 << 20, "cpu_s": 600, "as_bytes": None, "max_changes": 1000}
+    limits |= {"log_max_lines": 1000, "docs_live": 4096, "log_max_bytes": 1 << 20}
+    pipe = Frames()
+    h = host_mod.Host({**jobs[-1], **limits}, pipe)  # type: ignore[arg-type]
+    assert adopted == [expected] and h.ar.encoding == expected
+    h.run()
+    assert res["logs"][-1] in json.dumps(pipe.frames, ensure_ascii=False)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.lists(st.sampled_from([e.decode() for e in ENTRIES[:11]] + ["[price]", "[/if equip]"]), max_size=24),
+    st.sampled_from(["price", "if equip", "usable job", "oddtag", "/lonely", "name"]),
+)
+def test_top_level_hits_before_any_closable_tag_are_the_ones_the_nesting_walk_gives(
+    tags: list[str], want: str
+) -> None:
+    """`TagShape.top_hits` answers without the nesting walk when every hit comes before the first tag some
+    end tag closes: the same answer as with the walk."""
+    infos = [model.tag_info(t) for t in tags]
+    quick = model.TagShape(list(range(len(infos))), infos)
+    walked = model.TagShape(list(range(len(infos))), infos)
+    walked._nesting()
+    assert quick.top_hits(want) == walked.top_hits(want)

@@ -123,6 +123,10 @@ class Host:
         self.pipe = pipe
         opts = job.get("options") or {}
         self.ar = open_archive(Path(job["path"]), encoding=opts.get("encoding"), keys=opts.get("keys"))
+        detected = job.get("detected_encoding")
+        adopt = getattr(self.ar, "adopt_detected_encoding", None)
+        if isinstance(detected, str) and adopt is not None:
+            adopt(detected)  # the parent's detection on these bytes (an encoding chosen at open stays)
         if job.get("pool_tail"):
             self.ar.pools.append_raw(*job["pool_tail"])  # type: ignore[attr-defined]
         for name, value in (job.get("overlay") or {}).items():
@@ -189,7 +193,8 @@ class Host:
         self.listings = 0
         """The number of the last listing: a file object of that listing names its file by (number, position)
         to the primitive `file.parse` (`fast_parse`), which then skips resolving its path (-1: it may not)."""
-        self.ahead: dict[str, bytes] = {}
+        self.ahead: dict[str, tuple[bytes, lazy.RecordTags]] = {}
+        """Key → (payload, its type-5 records `lazy.batch_tags` found with the rest of its batch)."""
         self.doc_order: collections.deque[int] = collections.deque()
         """Document ids in parse order (eviction takes the oldest: a dict emptied from its front would scan
         its dead slots on every `next(iter(…))`)."""
@@ -634,16 +639,21 @@ class Host:
         return doc
 
     def _payload(self, key: str) -> bytes:
-        """The payload of an archive file (not one the run wrote). Classic payloads of the files the last
-        `pvf.glob()`/`pvf.files()` listed are decrypted `AHEAD` at a time in one vectorised pass (one numpy
-        call per file costs more than the cipher itself)."""
-        data = self.ahead.pop(key, None)
-        if data is not None:
-            return data
+        return self._payload_tags(key)[0]
+
+    def _payload_tags(self, key: str) -> tuple[bytes, lazy.RecordTags | None]:
+        """The payload of an archive file (not one the run wrote), with its type-5 records where it was read
+        ahead. Classic payloads of the files the last `pvf.glob()`/`pvf.files()` listed are decrypted
+        `AHEAD` at a time in one vectorised pass (one numpy call per file costs more than the cipher
+        itself), and their type-5 records found in one more (`lazy.batch_tags`: the tag scan of each file,
+        and the answer of `sections(name)` for a file without such a tag, without a loop per file)."""
+        got = self.ahead.pop(key, None)
+        if got is not None:
+            return got
         path = self.base[key]
         at = self.visit.get(key)
         if at is None or self.family != "classic" or not self.ar.has_original(path):
-            return self.ar.read(path)
+            return self.ar.read(path), None
         staged = self.staged_keys
         batch = [
             k
@@ -651,8 +661,9 @@ class Host:
             if k not in self.tx and k not in staged and self.ar.has_original(self.base[k])
         ]
         if key not in batch:
-            return self.ar.read(path)
-        self.ahead = dict(zip(batch, self.ar.read_originals(batch, release=True), strict=True))
+            return self.ar.read(path), None
+        payloads = self.ar.read_originals(batch, release=True)
+        self.ahead = dict(zip(batch, zip(payloads, lazy.batch_tags(payloads), strict=True), strict=True))
         return self.ahead.pop(key)
 
     def _lazy_doc(self, key: str) -> model.Document | None:
@@ -661,7 +672,7 @@ class Host:
         if self.family != "classic" or key in self.tx:
             return None
         try:
-            data = self._payload(key)
+            data, tags = self._payload_tags(key)
             if not classic_codec.is_script(data):
                 return None
             strings = self.ar.strings
@@ -671,6 +682,7 @@ class Host:
                 strings.link_text,
                 header="#PVF_File",
                 record_width=2 if key.endswith(".lst") else None,
+                tags=tags,
             )
         except BridgeError:
             return None

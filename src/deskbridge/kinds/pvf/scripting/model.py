@@ -454,6 +454,16 @@ class TagShape:
         hits = [k for k, info in enumerate(infos) if info[3] == want]
         if not hits:
             return ()
+        if self._spans is None:
+            # Every span `_nesting` finds opens at a tag of kind 0 whose text some end tag closes: a hit before
+            # the first such tag is enclosed by none and matched by nothing (unless it is an end tag), so it is
+            # a top-level section — the usual `[price]` ahead of any `[if equip]`, without the walk.
+            closes = {"[" + info[2][2:] for info in infos if info[0] == 1}
+            first = next(
+                (j for j, info in enumerate(infos) if info[0] == 0 and info[2] in closes), len(infos)
+            )
+            if hits[-1] < first and all(infos[k][0] != 1 for k in hits):
+                return tuple(hits)
         spans = self._nesting()
         matched = self.matched
         if not matched:

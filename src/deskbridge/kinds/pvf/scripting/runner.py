@@ -261,6 +261,10 @@ class ScriptRuns:
             }
             ar = getattr(src, "archive", None)
             strings = ar.strings if ar is not None and ar.family == "classic" else None
+            if strings is not None and not job["options"].get("encoding"):
+                # what the parent detected on these same bytes: the worker adopts it instead of reading
+                # stringtable.bin again at open (`ClassicArchive.adopt_detected_encoding`)
+                job["detected_encoding"] = ar.encoding
         runs = self
 
         def work(handle: TaskHandle) -> dict[str, Any]:
