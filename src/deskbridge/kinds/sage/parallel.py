@@ -33,6 +33,7 @@ from deskbridge.core.files import read_regular_file
 from deskbridge.core.limits import env_count
 from deskbridge.kinds.sage import _lxml, schema
 from deskbridge.kinds.sage._sha1 import bulk_sha1
+from deskbridge.kinds.sage._trace import mark, role
 from deskbridge.kinds.sage.records import (
     FILE_MAX_BYTES,
     FileRecords,
@@ -202,6 +203,7 @@ class _Worker:
         build's CPU, spent while the parent waits to join) is work nobody needs."""
 
     def parse(self, batch: list[tuple[str, bool]]) -> list[tuple[str, str, Any]]:
+        mark(f"batch-start {len(batch)}")
         out: list[tuple[str, str, Any]] = []
         for path, art in batch:
             got = _read(path)
@@ -234,15 +236,18 @@ class _Worker:
                 rec = begin_records(data).rec
                 self.held.append((path, st, sha, None, data, 0))
                 out.append((path, "links", (rec.includes, rec.xincludes, len(data))))
+        mark("batch-end")
         return out
 
     def adopt(self, raw: bytes) -> None:
         json = marshal.loads(raw)
         self.model = SchemaModel.from_json(json) if json is not None else None
         self.has_model = True
+        mark("model-adopted")
 
     def finish_some(self) -> list[tuple[str, Result]]:
         """References of up to `FINISH_CHUNK` held files, oldest first."""
+        mark(f"finish-start {len(self.held)}")
         out = []
         held = self.held
         while held and len(out) < FINISH_CHUNK:
@@ -254,6 +259,7 @@ class _Worker:
             out.append(
                 (path, _result(st, sha, finish_records(pending, self.model, locate=LOCATE_IN_WORKERS)))
             )
+        mark("finish-end")
         return out
 
     def pending(self) -> int:
@@ -284,6 +290,7 @@ class _Worker:
                 continue
             raw = inbox.get()
             if raw is None:
+                mark("exit")
                 os._exit(0)
             msg = marshal.loads(raw)
             if msg[0] == "parse":
@@ -294,6 +301,7 @@ class _Worker:
                 if not self.held:
                     conn.send_bytes(marshal.dumps(("finished", [], 0)))
             else:
+                mark("exit")
                 os._exit(0)
 
 
@@ -301,17 +309,23 @@ def _worker_main(conn: Channel) -> None:
     """A worker's answers are all sent (`Channel.send_bytes` returns once its bytes are written), and it has
     no files, buffers or finalisers of its own, so it leaves at once (`_fork`'s `os._exit`): no freeing of
     trees and records, no interpreter teardown."""
+    role("worker")
+    mark("start")
     _Worker(conn).run()
 
 
 def _compile_main(conn: Channel, loader: Callable[[], SchemaModel | None]) -> None:
     """In the schema process: compile (or load) the model — `loader` writes the schema cache as usual — and
     send it marshalled (a few ms either way; pickling the dataclass is no faster)."""
+    role("schema")
+    mark("start")
     writes: list[Callable[[], object]] = []
     schema.DEFERRED_CACHE_WRITES = writes  # this process only: it was forked for this
     try:
         model = loader()
+        mark("compiled")
         conn.send_bytes(marshal.dumps(model.to_json() if model is not None else None))
+        mark("model-sent")
     except BaseException as exc:  # the parent compiles it again and reports the error itself
         conn.send_bytes(marshal.dumps(("error", repr(exc))))
     finally:
@@ -319,6 +333,7 @@ def _compile_main(conn: Channel, loader: Callable[[], SchemaModel | None]) -> No
     for write in writes:  # the parent joins this process before it returns, so the cache is there
         with contextlib.suppress(Exception):  # as a cache write in the build itself: best effort
             write()
+    mark("exit")
 
 
 def prefetch(
@@ -336,6 +351,7 @@ def prefetch(
     putting the records in `store`. `links(path, records)` gives the files a parsed file leads to. The model
     is `loaded` when the caller has it already, else `loader()` runs in a process of its own and the parent
     hands the result to `adopt`. Returns the files parsed."""
+    mark("prefetch")
     _lxml.load()
     workers: list[tuple[Channel, int]] = []
     for _ in range(worker_count()):
@@ -348,6 +364,7 @@ def prefetch(
         model_blob = marshal.dumps(loaded.to_json())
     else:
         schema_proc, schema_conn = _fork(_compile_main, loader, close=[c for c, _p in workers])
+    mark("forked")
 
     seen: set[str] = set()
     queue: list[tuple[str, bool]] = []
@@ -422,6 +439,7 @@ def prefetch(
             dispatch()
             if not any(outstanding.values()) and not queue:
                 if not extra_done:
+                    mark("discovered")
                     extra_done = True
                     for p in later():
                         want(p)
@@ -433,6 +451,7 @@ def prefetch(
                 waiting.append(schema_conn)
             for conn in wait(waiting):
                 if conn is schema_conn:
+                    mark("model-received")
                     model_blob = _take_model(schema_conn, loader, adopt)
                     schema_conn = None
                     send_model(model_blob)
@@ -470,6 +489,7 @@ def prefetch(
                         want(target)
         if schema_conn is not None:
             _take_model(schema_conn, loader, adopt)  # every worker died: the parent still wants the model
+        mark("all-parsed")
     finally:
         for conn, pid in workers:
             with contextlib.suppress(OSError):
@@ -480,6 +500,7 @@ def prefetch(
             schema_conn.close()
         if schema_proc is not None:
             _join(schema_proc)
+        mark("joined")
     return parsed
 
 
