@@ -116,7 +116,7 @@ def timeline(runs: int) -> None:
         for line in out.stderr.splitlines():
             if not line.startswith("sage-trace "):
                 continue
-            _tag, pid, who, clock, event = line.split(" ", 4)
+            _tag, pid, who, clock, cpu, event = line.split(" ", 5)
             ms = (float(clock) - t0) * 1000
             if who != "parent":
                 roles.setdefault(pid, f"{who}{sum(1 for r in roles.values() if r.startswith(who))}")
@@ -125,6 +125,8 @@ def timeline(runs: int) -> None:
             word = event.split(" ")[0]
             firsts.setdefault((who, word), ms)
             firsts[(who, word + " (last)")] = ms
+            # CPU the process had used by its last event (a forked child's count starts at the fork).
+            firsts[(who, "CPU ms")] = float(cpu) * 1000
         rows.append(((t_end - t0) * 1000, "parent", "exit seen"))
         busy: dict[str, float] = {}
         began: dict[str, float] = {}
