@@ -695,13 +695,15 @@ def _walk(
     stack: list[tuple[etree._Element, str | None, str, str]] = [
         (top, top_type, top_parent, local.get(top.tag) or _local(top.tag))
     ]
+    pop, push = stack.pop, stack.append
     while stack:
-        el, t, parent, name = stack.pop()
+        el, t, parent, name = pop()
         if t is not None:
             specs = attr_refs.get(t)
             if specs:
+                get = el.get
                 for attr, (ref_type, is_list) in specs.items():
-                    value = el.get(attr)
+                    value = get(attr)
                     if value:
                         _emit(refs, locator, index, el, name, parent, attr, value, ref_type, is_list)
             spec = content_refs.get(t)
@@ -709,7 +711,11 @@ def _walk(
                 text = el.text
                 if text and text.strip():
                     _emit(refs, locator, index, el, name, parent, "", text, spec[0], spec[1])
-        kids = children_of.get(t) if t is not None else None
+            kids = children_of.get(t)
+        else:
+            kids = None
+        if not len(el):
+            continue  # a leaf (most elements the walk reaches): no child iterator to build
         for child in el.iterchildren(tag=element):
             ctag = child.tag
             cname = local.get(ctag) or _local(ctag)
@@ -718,13 +724,13 @@ def _walk(
                 ct = fallback.get(cname)
                 if ct is None:
                     if ctag != XI_INCLUDE:
-                        stack.append((child, None, name, cname))  # unknown element: look below it anyway
+                        push((child, None, name, cname))  # unknown element: look below it anyway
                     continue
                 if ct not in with_refs:
                     continue
             elif not ct:
                 continue  # declared here, and nothing below it can reference anything
-            stack.append((child, ct, name, cname))
+            push((child, ct, name, cname))
 
 
 def _emit(
