@@ -91,6 +91,64 @@ def run_child(home: Path, mod: Path = MOD, first_query: bool = False) -> tuple[f
     return wall, info
 
 
+def timeline(runs: int) -> None:
+    """`--timeline`: cold processes with `DESKBRIDGE_SAGE_TRACE=1`; prints each process's events in ms from
+    the spawn (all processes read one clock, CLOCK_MONOTONIC), then the median of every event over the runs."""
+    per_event: dict[str, list[float]] = {}
+    for run in range(runs):
+        home = Path(tempfile.mkdtemp(prefix="sage-bench-home-"))
+        try:
+            env = {**os.environ, "DESKBRIDGE_HOME": str(home), "DESKBRIDGE_SAGE_TRACE": "1"}
+            t0 = time.monotonic()
+            out = subprocess.run(
+                [sys.executable, "-c", _CHILD, str(MOD), str(SDK)],
+                env=env,
+                check=True,
+                capture_output=True,
+                text=True,
+            )
+            t_end = time.monotonic()
+        finally:
+            shutil.rmtree(home, ignore_errors=True)
+        rows: list[tuple[float, str, str]] = []
+        roles: dict[str, str] = {}
+        firsts: dict[tuple[str, str], float] = {}
+        for line in out.stderr.splitlines():
+            if not line.startswith("sage-trace "):
+                continue
+            _tag, pid, who, clock, cpu, event = line.split(" ", 5)
+            ms = (float(clock) - t0) * 1000
+            if who != "parent":
+                roles.setdefault(pid, f"{who}{sum(1 for r in roles.values() if r.startswith(who))}")
+                who = roles[pid]
+            rows.append((ms, who, event))
+            word = event.split(" ")[0]
+            firsts.setdefault((who, word), ms)
+            firsts[(who, word + " (last)")] = ms
+            # CPU the process had used by its last event (a forked child's count starts at the fork).
+            firsts[(who, "CPU ms")] = float(cpu) * 1000
+        rows.append(((t_end - t0) * 1000, "parent", "exit seen"))
+        busy: dict[str, float] = {}
+        began: dict[str, float] = {}
+        for ms, who, event in rows:
+            word = event.split(" ")[0]
+            if word in ("batch-start", "finish-start"):
+                began[who] = ms
+            elif word in ("batch-end", "finish-end") and who in began:
+                busy[who] = busy.get(who, 0.0) + ms - began.pop(who)
+        for who, ms in busy.items():
+            per_event.setdefault(f"{who} busy (sum of batches and finish chunks)", []).append(ms)
+        print(
+            f"run {run + 1}: {', '.join(f'{ms:.0f} {who} {ev}' for ms, who, ev in rows if 'batch' not in ev)}"
+        )
+        for (who, word), ms in firsts.items():
+            per_event.setdefault(f"{who} {word}", []).append(ms)
+        per_event.setdefault("parent exit seen", []).append((t_end - t0) * 1000)
+    print(f"median over {runs} runs (ms from spawn; load {os.getloadavg()[0]:.2f}):")
+    for key, values in sorted(per_event.items(), key=lambda kv: statistics.median(kv[1])):
+        print(f"  {statistics.median(values):7.1f}  {key}")
+
+
 def bench_cold_warm(runs: int, warm_per_cold: int = 3) -> tuple[dict[str, Any], dict[str, Any]]:
     """`runs` cold processes, each followed by `warm_per_cold` warm ones on the caches it left.
 
@@ -351,7 +409,15 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=2000, help="query samples (default 2000)")
     parser.add_argument("--scale-runs", type=int, default=3, help="SAGE-SCALE cold/warm runs (default 3)")
     parser.add_argument("--only-scale", action="store_true", help="run SAGE-SCALE alone")
+    parser.add_argument(
+        "--timeline",
+        action="store_true",
+        help="print a cold build's per-process timeline (--runs runs) alone",
+    )
     args = parser.parse_args()
+    if args.timeline:
+        timeline(args.runs)
+        return
     if args.only_scale:
         scale = bench_scale(args.scale_runs, args.incr)
         print_scale(scale)

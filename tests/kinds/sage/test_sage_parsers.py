@@ -220,3 +220,26 @@ def test_unlocated_rows_are_located_from_the_file_only_while_it_is_unchanged(tmp
     rows = rec.refs
     assert [r[:3] + r[6:] for r in rows] == [r[:3] + r[6:] for r in eager.refs]
     assert all(r[4] == 0 and r[5] == 0 for r in rows)
+
+
+def test_multiline_start_tags_open_on_the_same_line_in_utf8_and_utf16():
+    """Asset, include and define lines are where each start tag opens, whatever the encoding: the locator
+    searches the bytes (UTF-8) or the decoded text (UTF-16) — non-ASCII text, a lookalike `<GameObjectX`
+    and a name inside a comment on an earlier line must not move them."""
+    text = (
+        '<?xml version="1.0"?>\n'
+        '<AssetDeclaration xmlns="uri:ea.com:eala:asset">\n'
+        "  <Includes>\n"
+        '    <Include\n      type="all"\n      source="DATA:ä.xml" />\n'
+        "  </Includes>\n"
+        '  <Defines><Define name="X"\n    value="1"/></Defines>\n'
+        '  <!-- <GameObject id="Old"> -->\n'
+        '  <GameObjectX id="Y"/>\n'
+        '  <GameObject\n    id="A" Name="Ünïcode"\n\n    Side="x">\n  </GameObject>\n'
+        "</AssetDeclaration>\n"
+    )
+    for data in (text.encode(), "\ufeff".encode() + text.encode(), text.encode("utf-16")):
+        rec = extract_records(data, fuzz._MODEL)
+        assert rec.includes == [("all", "DATA:ä.xml", 4)]
+        assert rec.defines == [("X", "1", 8, False)]
+        assert rec.assets == [("GameObjectX", "Y", 11), ("GameObject", "A", 12)]

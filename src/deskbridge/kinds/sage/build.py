@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from deskbridge.kinds.sage._trace import mark
 from deskbridge.kinds.sage.model import (
     MODE_RANK,
     SPLICED_ROOT,
@@ -210,6 +211,7 @@ class IndexBuilder:
         for path, message in self.read_errors:
             walk.diag(path, 0, "unreadable-file", "error", message)
         t_walk = time.perf_counter()
+        mark("walked")
         index = SageIndex(
             project=self.project,
             sdk=self.sdk,
@@ -222,6 +224,7 @@ class IndexBuilder:
             scope=self.resolver.scope,
         )
         _assemble(index, walk)
+        mark("assembled")
         index.deferred_art = sorted(walk.art_pending)
         index.source_candidates = self._source_candidates(index)
         self.last_file_count = len(index.files)

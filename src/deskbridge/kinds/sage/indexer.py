@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from deskbridge.kinds.sage._trace import mark
 from deskbridge.kinds.sage.build import IndexBuilder, patch_index
 from deskbridge.kinds.sage.model import SageIndex
 from deskbridge.kinds.sage.paths import PathResolver, Scope, default_search_paths
@@ -200,6 +201,7 @@ class ProjectIndexer:
             publish(index)
         else:
             self.state = "ready" if index.complete else "ready_xml"
+        mark(f"published {index.phase}")
 
     def reindex_sync(self, paths: Iterable[str]) -> SageIndex:
         """Re-index after files changed: patch the index when only contents changed, else rebuild."""
@@ -291,7 +293,9 @@ class ProjectIndexer:
                 self.store.extras["resolver"] = state
                 self.store.dirty = True
             with _no_cyclic_gc():
-                return self.store.save()
+                saved = self.store.save()
+            mark("cache-saved")
+            return saved
         finally:
             self._building.release()
 

@@ -33,6 +33,7 @@ from deskbridge.core.files import read_regular_file
 from deskbridge.core.limits import env_count
 from deskbridge.kinds.sage import _lxml, schema
 from deskbridge.kinds.sage._sha1 import bulk_sha1
+from deskbridge.kinds.sage._trace import mark, role
 from deskbridge.kinds.sage.records import (
     FILE_MAX_BYTES,
     FileRecords,
@@ -55,6 +56,10 @@ index is ready sooner (the locator is ~15 % of a file's extraction, spread over 
 are located per file when a query first reads them — on one core, from the files read again: on RA3Afterdash
 the first `find_references` after a cold build (or after a warm start from the cache such a build saved)
 then takes ~0.65 s instead of ~0.19 s (load 5), once: the located rows are saved with the cache."""
+STEAL_MIN_PENDING = 64
+"""Held files a worker must still have to finish before the parent takes some of them for an idle worker.
+A stolen file costs the thief a read and a parse on top of the typing the holder would have done (~2.5x,
+1.4 M instructions more per RA3 file under cachegrind), so only a tail worth several chunks is split."""
 HELD_TREES_MAX_BYTES = 32 * 1024 * 1024
 """Source bytes of the parsed trees one worker keeps while it waits for the model (a tree takes several
 times its source); files beyond it keep only their bytes and are parsed again once the model is there."""
@@ -202,6 +207,7 @@ class _Worker:
         build's CPU, spent while the parent waits to join) is work nobody needs."""
 
     def parse(self, batch: list[tuple[str, bool]]) -> list[tuple[str, str, Any]]:
+        mark(f"batch-start {len(batch)}")
         out: list[tuple[str, str, Any]] = []
         for path, art in batch:
             got = _read(path)
@@ -234,15 +240,18 @@ class _Worker:
                 rec = begin_records(data).rec
                 self.held.append((path, st, sha, None, data, 0))
                 out.append((path, "links", (rec.includes, rec.xincludes, len(data))))
+        mark("batch-end")
         return out
 
     def adopt(self, raw: bytes) -> None:
         json = marshal.loads(raw)
         self.model = SchemaModel.from_json(json) if json is not None else None
         self.has_model = True
+        mark("model-adopted")
 
     def finish_some(self) -> list[tuple[str, Result]]:
         """References of up to `FINISH_CHUNK` held files, oldest first."""
+        mark(f"finish-start {len(self.held)}")
         out = []
         held = self.held
         while held and len(out) < FINISH_CHUNK:
@@ -254,6 +263,22 @@ class _Worker:
             out.append(
                 (path, _result(st, sha, finish_records(pending, self.model, locate=LOCATE_IN_WORKERS)))
             )
+        mark("finish-end")
+        return out
+
+    def give(self, count: int) -> list[tuple[str, int]]:
+        """Up to `count` held files, newest first (this worker finishes the oldest first), handed back
+        unfinished with the bytes the parent counted for each: the parent sends them to a worker with
+        nothing left to do, which reads and parses them again — a tree cannot move between processes, and a
+        parse is ~40 % of a file's cost."""
+        out = []
+        held = self.held
+        while held and len(out) < count:
+            path, _st, _sha, pending, data, counted = held.pop()
+            self.held_bytes -= counted
+            if pending is not None:
+                self.kept.append(pending.root)
+            out.append((path, counted or len(data)))
         return out
 
     def pending(self) -> int:
@@ -284,16 +309,21 @@ class _Worker:
                 continue
             raw = inbox.get()
             if raw is None:
+                mark("exit")
                 os._exit(0)
             msg = marshal.loads(raw)
             if msg[0] == "parse":
                 items = self.parse(msg[1])
                 conn.send_bytes(marshal.dumps(("parsed", items, self.pending())))
+            elif msg[0] == "give":
+                items = self.give(msg[1])
+                conn.send_bytes(marshal.dumps(("given", items, self.pending())))
             elif msg[0] == "model":
                 self.adopt(msg[1])
                 if not self.held:
                     conn.send_bytes(marshal.dumps(("finished", [], 0)))
             else:
+                mark("exit")
                 os._exit(0)
 
 
@@ -301,17 +331,23 @@ def _worker_main(conn: Channel) -> None:
     """A worker's answers are all sent (`Channel.send_bytes` returns once its bytes are written), and it has
     no files, buffers or finalisers of its own, so it leaves at once (`_fork`'s `os._exit`): no freeing of
     trees and records, no interpreter teardown."""
+    role("worker")
+    mark("start")
     _Worker(conn).run()
 
 
 def _compile_main(conn: Channel, loader: Callable[[], SchemaModel | None]) -> None:
     """In the schema process: compile (or load) the model — `loader` writes the schema cache as usual — and
     send it marshalled (a few ms either way; pickling the dataclass is no faster)."""
+    role("schema")
+    mark("start")
     writes: list[Callable[[], object]] = []
     schema.DEFERRED_CACHE_WRITES = writes  # this process only: it was forked for this
     try:
         model = loader()
+        mark("compiled")
         conn.send_bytes(marshal.dumps(model.to_json() if model is not None else None))
+        mark("model-sent")
     except BaseException as exc:  # the parent compiles it again and reports the error itself
         conn.send_bytes(marshal.dumps(("error", repr(exc))))
     finally:
@@ -319,6 +355,7 @@ def _compile_main(conn: Channel, loader: Callable[[], SchemaModel | None]) -> No
     for write in writes:  # the parent joins this process before it returns, so the cache is there
         with contextlib.suppress(Exception):  # as a cache write in the build itself: best effort
             write()
+    mark("exit")
 
 
 def prefetch(
@@ -336,6 +373,7 @@ def prefetch(
     putting the records in `store`. `links(path, records)` gives the files a parsed file leads to. The model
     is `loaded` when the caller has it already, else `loader()` runs in a process of its own and the parent
     hands the result to `adopt`. Returns the files parsed."""
+    mark("prefetch")
     _lxml.load()
     workers: list[tuple[Channel, int]] = []
     for _ in range(worker_count()):
@@ -348,6 +386,7 @@ def prefetch(
         model_blob = marshal.dumps(loaded.to_json())
     else:
         schema_proc, schema_conn = _fork(_compile_main, loader, close=[c for c, _p in workers])
+    mark("forked")
 
     seen: set[str] = set()
     queue: list[tuple[str, bool]] = []
@@ -361,6 +400,10 @@ def prefetch(
     sizes: list[int] = [0, 0]
     """Bytes and count of the files answered so far: a file not read yet counts as their mean."""
     awaiting_full: set[Channel] = set()
+    pending_of = dict.fromkeys(alive, -1)
+    """Held files each worker said it had still to finish in its last answer (-1: before the model)."""
+    asked: dict[Channel, Channel] = {}
+    """Workers asked to give back held files → the idle worker those files go to."""
 
     def want(path: str) -> None:
         if path in seen or store.has_valid(path):
@@ -384,6 +427,30 @@ def prefetch(
         alive.pop(conn, None)
         outstanding.pop(conn, None)
         awaiting_full.discard(conn)
+        asked.pop(conn, None)
+
+    def steal() -> None:
+        # Once the model is here, each worker finishes the trees it holds, and only it can: when the load
+        # of the machine leaves one with nothing to do while the other (descheduled more often, on a shared
+        # machine) still holds many, the idle one takes a third of them — it reads and parses them again,
+        # ~2.5x a held file's cost, so the split is about even. Seen at load 2: the two workers' last
+        # answers ~80-250 ms apart.
+        if model_blob is None or queue:
+            return
+        for thief in list(alive):  # drop() may remove a worker meanwhile
+            if thief not in alive or outstanding[thief] or thief in awaiting_full or thief in asked.values():
+                continue
+            donors = [
+                c for c in awaiting_full if c not in asked and pending_of.get(c, 0) >= STEAL_MIN_PENDING
+            ]
+            if not donors:
+                return
+            donor = max(donors, key=lambda c: pending_of[c])
+            try:
+                donor.send_bytes(marshal.dumps(("give", min(pending_of[donor] // 3, 2 * BATCH_MAX))))
+                asked[donor] = thief
+            except OSError:
+                drop(donor)
 
     def ahead(conn: Channel) -> tuple[bool, float]:
         mean = sizes[0] / sizes[1] if sizes[1] else 0.0
@@ -420,19 +487,22 @@ def prefetch(
         extra_done = False
         while True:
             dispatch()
+            steal()
             if not any(outstanding.values()) and not queue:
                 if not extra_done:
+                    mark("discovered")
                     extra_done = True
                     for p in later():
                         want(p)
                     continue
-                if (model_blob is not None and not awaiting_full) or not alive:
+                if (model_blob is not None and not awaiting_full and not asked) or not alive:
                     break
             waiting: list[Any] = list(alive)
             if schema_conn is not None:
                 waiting.append(schema_conn)
             for conn in wait(waiting):
                 if conn is schema_conn:
+                    mark("model-received")
                     model_blob = _take_model(schema_conn, loader, adopt)
                     schema_conn = None
                     send_model(model_blob)
@@ -443,6 +513,7 @@ def prefetch(
                     drop(conn)
                     continue
                 # Every answer after the model says how many held files the worker has still to finish.
+                pending_of[conn] = pending
                 if pending > 0:
                     awaiting_full.add(conn)
                 elif pending == 0:
@@ -451,6 +522,24 @@ def prefetch(
                     for path, result in items:
                         held[conn] -= result[0]
                         put(path, result)
+                    continue
+                if kind == "given":
+                    thief = asked.pop(conn)
+                    mark(f"given {len(items)}")
+                    batch = []
+                    for path, size in items:
+                        held[conn] -= size
+                        batch.append((path, False))
+                    if batch:
+                        try:
+                            if thief not in alive:
+                                raise OSError
+                            thief.send_bytes(marshal.dumps(("parse", batch)))
+                            outstanding[thief] += 1
+                            queued[thief] += len(batch)
+                        except OSError:
+                            drop(thief)
+                            queue.extend(batch)
                     continue
                 outstanding[conn] -= 1
                 queued[conn] -= len(items)
@@ -470,6 +559,7 @@ def prefetch(
                         want(target)
         if schema_conn is not None:
             _take_model(schema_conn, loader, adopt)  # every worker died: the parent still wants the model
+        mark("all-parsed")
     finally:
         for conn, pid in workers:
             with contextlib.suppress(OSError):
@@ -480,6 +570,7 @@ def prefetch(
             schema_conn.close()
         if schema_proc is not None:
             _join(schema_proc)
+        mark("joined")
     return parsed
 
 

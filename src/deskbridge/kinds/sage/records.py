@@ -276,12 +276,21 @@ def _attr_pattern(name: str) -> re.Pattern[str]:
     return pat
 
 
+_OPENERS: dict[str, bytes] = {}
+"""Element name → b"<name", for `_Locator.start_line` on bytes."""
+_ENDS = (b" ", b"\t", b"\r", b"/", b">")
+"""What may follow `<name` in a start tag, as one-byte slices (`in` on a bytes object would also match b"")."""
+
+
 class _Locator:
     """Find the column range of a value on (or just after) an element's start line."""
+
+    __slots__ = ("_blines", "_lines", "data")
 
     def __init__(self, data: bytes) -> None:
         self.data = data
         self._lines: list[str] | None = None
+        self._blines: list[bytes] | list[str] | None = None
 
     def lines(self) -> list[str]:
         if self._lines is None:
@@ -290,18 +299,34 @@ class _Locator:
 
     def start_line(self, line: int, element: str) -> int:
         """The line where `<element` opens: libxml2 reports the line where the start tag *ends*. Searched
-        from that line up (at most 200 lines): in EA's files about half the start tags span several lines."""
-        lines = self._lines
+        from that line up (at most 200 lines): in EA's files about half the start tags span several lines.
+
+        Only a line number is wanted, so unless the text is UTF-16 the search runs on the bytes split at
+        b"\n": UTF-8 decoding never adds or removes a "\n", and `<element` (ASCII or UTF-8) followed by
+        one of ` \t\r/>` is found on the same lines either way. That skips decoding and splitting the
+        text (half the cost of locating a file's assets), which a cold build's workers never need: their
+        rows stay unlocated (`finish_records(locate=False)`)."""
+        lines = self._blines
         if lines is None:
-            lines = self.lines()
-        needle = "<" + element
+            data = self.data
+            lines = self._blines = (
+                self.lines() if data[:2] in (b"\xff\xfe", b"\xfe\xff") else data.split(b"\n")
+            )
+        if isinstance(lines[0], str):
+            needle: Any = "<" + element
+            ends: Any = " \t\r/>"
+        else:
+            needle = _OPENERS.get(element)
+            if needle is None:
+                needle = _OPENERS[element] = b"<" + element.encode()
+            ends = _ENDS
         n = len(needle)
         for ln in range(min(line, len(lines)) - 1, max(line - 200, 0) - 1, -1):
             text = lines[ln]
             pos = text.find(needle)
             while pos >= 0:
                 after = text[pos + n : pos + n + 1]
-                if not after or after in " \t\r/>":
+                if not after or after in ends:
                     return ln + 1
                 pos = text.find(needle, pos + 1)
         return line
@@ -670,13 +695,15 @@ def _walk(
     stack: list[tuple[etree._Element, str | None, str, str]] = [
         (top, top_type, top_parent, local.get(top.tag) or _local(top.tag))
     ]
+    pop, push = stack.pop, stack.append
     while stack:
-        el, t, parent, name = stack.pop()
+        el, t, parent, name = pop()
         if t is not None:
             specs = attr_refs.get(t)
             if specs:
+                get = el.get
                 for attr, (ref_type, is_list) in specs.items():
-                    value = el.get(attr)
+                    value = get(attr)
                     if value:
                         _emit(refs, locator, index, el, name, parent, attr, value, ref_type, is_list)
             spec = content_refs.get(t)
@@ -684,7 +711,11 @@ def _walk(
                 text = el.text
                 if text and text.strip():
                     _emit(refs, locator, index, el, name, parent, "", text, spec[0], spec[1])
-        kids = children_of.get(t) if t is not None else None
+            kids = children_of.get(t)
+        else:
+            kids = None
+        if not len(el):
+            continue  # a leaf (most elements the walk reaches): no child iterator to build
         for child in el.iterchildren(tag=element):
             ctag = child.tag
             cname = local.get(ctag) or _local(ctag)
@@ -693,13 +724,13 @@ def _walk(
                 ct = fallback.get(cname)
                 if ct is None:
                     if ctag != XI_INCLUDE:
-                        stack.append((child, None, name, cname))  # unknown element: look below it anyway
+                        push((child, None, name, cname))  # unknown element: look below it anyway
                     continue
                 if ct not in with_refs:
                     continue
             elif not ct:
                 continue  # declared here, and nothing below it can reference anything
-            stack.append((child, ct, name, cname))
+            push((child, ct, name, cname))
 
 
 def _emit(
