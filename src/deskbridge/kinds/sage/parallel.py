@@ -56,10 +56,8 @@ index is ready sooner (the locator is ~15 % of a file's extraction, spread over 
 are located per file when a query first reads them — on one core, from the files read again: on RA3Afterdash
 the first `find_references` after a cold build (or after a warm start from the cache such a build saved)
 then takes ~0.65 s instead of ~0.19 s (load 5), once: the located rows are saved with the cache."""
-STEAL_MIN_PENDING = 64
-"""Held files a worker must still have to finish before the parent takes some of them for an idle worker.
-A stolen file costs the thief a read and a parse on top of the typing the holder would have done (~2.5x,
-1.4 M instructions more per RA3 file under cachegrind), so only a tail worth several chunks is split."""
+STEAL_MIN_PENDING = 8
+"""Held files a worker must still have to finish before the parent takes some of them for an idle worker."""
 HELD_TREES_MAX_BYTES = 32 * 1024 * 1024
 """Source bytes of the parsed trees one worker keeps while it waits for the model (a tree takes several
 times its source); files beyond it keep only their bytes and are parsed again once the model is there."""
@@ -431,10 +429,9 @@ def prefetch(
 
     def steal() -> None:
         # Once the model is here, each worker finishes the trees it holds, and only it can: when the load
-        # of the machine leaves one with nothing to do while the other (descheduled more often, on a shared
-        # machine) still holds many, the idle one takes a third of them — it reads and parses them again,
-        # ~2.5x a held file's cost, so the split is about even. Seen at load 2: the two workers' last
-        # answers ~80-250 ms apart.
+        # of the machine (or of the include graph) leaves one with nothing to do while the other still holds
+        # many, the idle one takes a third of those files (it reads and parses them again, ~2.5x a held
+        # file's cost) — measured: one worker busy ~120 ms longer than the other in a cold build at load 2.
         if model_blob is None or queue:
             return
         for thief in list(alive):  # drop() may remove a worker meanwhile
