@@ -434,8 +434,8 @@ def prefetch(
         # file's cost) — measured: one worker busy ~120 ms longer than the other in a cold build at load 2.
         if model_blob is None or queue:
             return
-        for thief in list(alive):  # drop() may remove a worker meanwhile
-            if thief not in alive or outstanding[thief] or thief in awaiting_full or thief in asked.values():
+        for thief in alive:
+            if outstanding[thief] or thief in awaiting_full or thief in asked.values():
                 continue
             donors = [
                 c for c in awaiting_full if c not in asked and pending_of.get(c, 0) >= STEAL_MIN_PENDING
