@@ -178,39 +178,3 @@ def test_a_large_model_and_a_large_answer_crossing_in_the_pipes_do_not_deadlock(
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
         conn.close()
-
-
-def test_a_worker_gives_back_its_newest_held_files_unfinished(tmp_path: Path) -> None:
-    """`give` (the parent takes held files for an idle worker): the newest files come back with the bytes the
-    parent counted for them, and the worker finishes only the files it kept once the model is there."""
-    import signal
-
-    paths = []
-    for i in range(5):
-        doc = tmp_path / f"f{i}.xml"
-        doc.write_text(
-            f'<AssetDeclaration xmlns="uri:ea.com:eala:asset"><GameObject id="G{i}"/></AssetDeclaration>'
-        )
-        paths.append(str(doc))
-    pid, conn = parallel._fork(parallel._worker_main)
-    previous = signal.signal(signal.SIGALRM, signal.default_int_handler)
-    signal.alarm(60)
-    try:
-        conn.send_bytes(marshal.dumps(("parse", [(p, False) for p in paths])))
-        kind, items, pending = marshal.loads(conn.recv_bytes())
-        assert kind == "parsed" and [i[1] for i in items] == ["links"] * 5 and pending == -1
-        conn.send_bytes(marshal.dumps(("give", 2)))
-        kind, given, _pending = marshal.loads(conn.recv_bytes())
-        assert kind == "given"
-        assert given == [(paths[4], os.path.getsize(paths[4])), (paths[3], os.path.getsize(paths[3]))]
-        conn.send_bytes(marshal.dumps(("model", marshal.dumps(SchemaModel(digest="d").to_json()))))
-        kind, done, pending = marshal.loads(conn.recv_bytes())
-        assert kind == "finished" and [p for p, _r in done] == paths[:3] and pending == 0
-        conn.send_bytes(marshal.dumps(("give", 2)))  # nothing left to give
-        assert marshal.loads(conn.recv_bytes()) == ("given", [], 0)
-        conn.send_bytes(marshal.dumps(("stop",)))
-        parallel._join(pid)
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
-        conn.close()

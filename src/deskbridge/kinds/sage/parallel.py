@@ -56,8 +56,6 @@ index is ready sooner (the locator is ~15 % of a file's extraction, spread over 
 are located per file when a query first reads them — on one core, from the files read again: on RA3Afterdash
 the first `find_references` after a cold build (or after a warm start from the cache such a build saved)
 then takes ~0.65 s instead of ~0.19 s (load 5), once: the located rows are saved with the cache."""
-STEAL_MIN_PENDING = 8
-"""Held files a worker must still have to finish before the parent takes some of them for an idle worker."""
 HELD_TREES_MAX_BYTES = 32 * 1024 * 1024
 """Source bytes of the parsed trees one worker keeps while it waits for the model (a tree takes several
 times its source); files beyond it keep only their bytes and are parsed again once the model is there."""
@@ -264,21 +262,6 @@ class _Worker:
         mark("finish-end")
         return out
 
-    def give(self, count: int) -> list[tuple[str, int]]:
-        """Up to `count` held files, newest first (this worker finishes the oldest first), handed back
-        unfinished with the bytes the parent counted for each: the parent sends them to a worker with
-        nothing left to do, which reads and parses them again — a tree cannot move between processes, and a
-        parse is ~40 % of a file's cost."""
-        out = []
-        held = self.held
-        while held and len(out) < count:
-            path, _st, _sha, pending, data, counted = held.pop()
-            self.held_bytes -= counted
-            if pending is not None:
-                self.kept.append(pending.root)
-            out.append((path, counted or len(data)))
-        return out
-
     def pending(self) -> int:
         """Held files still to finish once the model is here; -1 before (the parent waits for the model)."""
         return len(self.held) if self.has_model else -1
@@ -313,9 +296,6 @@ class _Worker:
             if msg[0] == "parse":
                 items = self.parse(msg[1])
                 conn.send_bytes(marshal.dumps(("parsed", items, self.pending())))
-            elif msg[0] == "give":
-                items = self.give(msg[1])
-                conn.send_bytes(marshal.dumps(("given", items, self.pending())))
             elif msg[0] == "model":
                 self.adopt(msg[1])
                 if not self.held:
@@ -398,10 +378,6 @@ def prefetch(
     sizes: list[int] = [0, 0]
     """Bytes and count of the files answered so far: a file not read yet counts as their mean."""
     awaiting_full: set[Channel] = set()
-    pending_of = dict.fromkeys(alive, -1)
-    """Held files each worker said it had still to finish in its last answer (-1: before the model)."""
-    asked: dict[Channel, Channel] = {}
-    """Workers asked to give back held files → the idle worker those files go to."""
 
     def want(path: str) -> None:
         if path in seen or store.has_valid(path):
@@ -425,29 +401,6 @@ def prefetch(
         alive.pop(conn, None)
         outstanding.pop(conn, None)
         awaiting_full.discard(conn)
-        asked.pop(conn, None)
-
-    def steal() -> None:
-        # Once the model is here, each worker finishes the trees it holds, and only it can: when the load
-        # of the machine (or of the include graph) leaves one with nothing to do while the other still holds
-        # many, the idle one takes a third of those files (it reads and parses them again, ~2.5x a held
-        # file's cost) — measured: one worker busy ~120 ms longer than the other in a cold build at load 2.
-        if model_blob is None or queue:
-            return
-        for thief in alive:
-            if outstanding[thief] or thief in awaiting_full or thief in asked.values():
-                continue
-            donors = [
-                c for c in awaiting_full if c not in asked and pending_of.get(c, 0) >= STEAL_MIN_PENDING
-            ]
-            if not donors:
-                return
-            donor = max(donors, key=lambda c: pending_of[c])
-            try:
-                donor.send_bytes(marshal.dumps(("give", min(pending_of[donor] // 3, 2 * BATCH_MAX))))
-                asked[donor] = thief
-            except OSError:
-                drop(donor)
 
     def ahead(conn: Channel) -> tuple[bool, float]:
         mean = sizes[0] / sizes[1] if sizes[1] else 0.0
@@ -484,7 +437,6 @@ def prefetch(
         extra_done = False
         while True:
             dispatch()
-            steal()
             if not any(outstanding.values()) and not queue:
                 if not extra_done:
                     mark("discovered")
@@ -492,7 +444,7 @@ def prefetch(
                     for p in later():
                         want(p)
                     continue
-                if (model_blob is not None and not awaiting_full and not asked) or not alive:
+                if (model_blob is not None and not awaiting_full) or not alive:
                     break
             waiting: list[Any] = list(alive)
             if schema_conn is not None:
@@ -510,7 +462,6 @@ def prefetch(
                     drop(conn)
                     continue
                 # Every answer after the model says how many held files the worker has still to finish.
-                pending_of[conn] = pending
                 if pending > 0:
                     awaiting_full.add(conn)
                 elif pending == 0:
@@ -519,24 +470,6 @@ def prefetch(
                     for path, result in items:
                         held[conn] -= result[0]
                         put(path, result)
-                    continue
-                if kind == "given":
-                    thief = asked.pop(conn)
-                    mark(f"given {len(items)}")
-                    batch = []
-                    for path, size in items:
-                        held[conn] -= size
-                        batch.append((path, False))
-                    if batch:
-                        try:
-                            if thief not in alive:
-                                raise OSError
-                            thief.send_bytes(marshal.dumps(("parse", batch)))
-                            outstanding[thief] += 1
-                            queued[thief] += len(batch)
-                        except OSError:
-                            drop(thief)
-                            queue.extend(batch)
                     continue
                 outstanding[conn] -= 1
                 queued[conn] -= len(items)
