@@ -30,6 +30,7 @@ import contextlib
 import ctypes
 import errno
 import functools
+import itertools
 import os
 import platform
 import secrets
@@ -212,6 +213,36 @@ _CHUNKS = _ChunkCache()
 
 def _cache_key(st: os.stat_result) -> tuple[int, int, int, int]:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+_CHUNK_RECORD = 8 + 32
+"""One chunk in a `chunk_record`: its length (u64 little-endian) and its 32-byte digest."""
+
+
+def chunk_record(st: os.stat_result) -> bytes | None:
+    """The chunk digests remembered for the file whose stat is `st`, as bytes to keep beside a cached identity
+    of it (`adopt_chunk_record` reads them back in a later process), or None when none are remembered."""
+    chunks = _CHUNKS.get(_cache_key(st))
+    if chunks is None:
+        return None
+    return b"".join(n.to_bytes(8, "little") + d for n, d in zip(chunks.lengths, chunks.digests, strict=True))
+
+
+def adopt_chunk_record(st: os.stat_result, digest: str, record: bytes) -> bool:
+    """Remember the chunk digests of `record` (from `chunk_record`) for the file whose stat is `st` and whose
+    identity digest — trusted by the caller for that stat, as a cached identity is — is `digest`: only when
+    they add up to its size and reproduce that digest, so a damaged or foreign record is ignored (False).
+    A save copying from the file then reuses them instead of hashing it whole (PVF-SAVE after a reopen that
+    took its identity from a cache)."""
+    if len(record) % _CHUNK_RECORD:
+        return False
+    lengths = [int.from_bytes(record[i : i + 8], "little") for i in range(0, len(record), _CHUNK_RECORD)]
+    digests = [record[i + 8 : i + _CHUNK_RECORD] for i in range(0, len(record), _CHUNK_RECORD)]
+    if sum(lengths) != st.st_size or _tree_digest(st.st_size, lengths, digests) != digest:
+        return False
+    starts = tuple(itertools.accumulate(lengths[:-1], initial=0)) if lengths else ()
+    _CHUNKS.put(_cache_key(st), _Chunks(st.st_size, starts, tuple(lengths), tuple(digests)))
+    return True
 
 
 @dataclass(frozen=True)

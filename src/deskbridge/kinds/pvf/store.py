@@ -199,7 +199,12 @@ class VerifiedIdentities:
     (administrator action) — and even then a save still hashes the target right before replacing it
     (`core.files` `expected_identity`), so a replaced archive is reported as `SOURCE_CHANGED`, never
     overwritten. Not used where ctime is the creation time (Windows): there every open hashes.
-    Anything unreadable or of another `IDENTITY_SCHEME` is ignored (the file is hashed)."""
+    Anything unreadable or of another `IDENTITY_SCHEME` is ignored (the file is hashed).
+
+    Beside a recorded digest its chunk digests are kept (`chunks/<digest>`, `core.files.chunk_record`) and
+    adopted when the record is used, so the first save after such a reopen reuses them for what it copies
+    unchanged instead of hashing the whole archive (PVF-SAVE); a record that does not reproduce the digest
+    is ignored (`core.files.adopt_chunk_record`)."""
 
     QUIET_NS = 3_000_000_000
     KEPT = 64
@@ -264,6 +269,7 @@ class VerifiedIdentities:
         if stat.S_ISREG(st.st_mode):
             digest = self._read().get(_stat_key(st))
             if isinstance(digest, str) and len(digest) == 64:
+                self._adopt_chunks(st, digest)
                 return FileIdentity(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, digest)
         started = time.time_ns()
         ident = files.file_identity(target)
@@ -279,7 +285,29 @@ class VerifiedIdentities:
         )
         if quiet and same and len(ident.sha256) == 64:
             self._remember(_stat_key(st), ident.sha256)
+            self._keep_chunks(after, ident.sha256)
         return ident
+
+    def _chunks_path(self, digest: str) -> Path:
+        return self.path.parent / "chunks" / digest
+
+    def _keep_chunks(self, st: os.stat_result, digest: str) -> None:
+        record = files.chunk_record(st)
+        if record is None:
+            return
+        folder = self._chunks_path(digest).parent
+        with contextlib.suppress(OSError, BridgeError):  # a cache: losing it costs one full hash
+            folder.mkdir(parents=True, exist_ok=True)
+            files.atomic_write(self._chunks_path(digest), record, durable=False)
+            kept = set(self._read().values())  # records of digests no longer kept go too
+            for old in folder.iterdir():
+                if old.name not in kept and not old.name.startswith(files.TEMP_PREFIX):
+                    old.unlink(missing_ok=True)
+
+    def _adopt_chunks(self, st: os.stat_result, digest: str) -> None:
+        with contextlib.suppress(OSError, BridgeError):
+            record = files.read_regular_file(self._chunks_path(digest), max_bytes=1 << 24)
+            files.adopt_chunk_record(st, digest, record)
 
     def _remember(self, key: str, digest: str) -> None:
         self._write(file=(key, digest))

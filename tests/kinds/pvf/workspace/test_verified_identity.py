@@ -142,3 +142,29 @@ def test_a_damaged_encoding_record_is_ignored_not_an_open_error(
     again = store.load(target)  # opens, detecting again
     assert again.archive.encoding == detected
     again.archive.close()
+
+
+def test_a_reused_identity_brings_its_chunk_digests_back_and_a_damaged_record_is_ignored(
+    tmp_path: Path,
+) -> None:
+    """The first save after a reopen reuses the chunk digests of what it copies (PVF-SAVE) only if they were
+    kept with the identity: a later process adopts them, unless the record no longer reproduces the digest."""
+    target = tmp_path / "a.pvf"
+    target.write_bytes(os.urandom(3 << 20))
+    ids = VerifiedIdentities(tmp_path / "ids.json", quiet_ns=0)
+    first = ids.identity(target)
+    st = os.stat(target)
+    kept = files.chunk_record(st)
+    assert kept is not None and len(kept) > 40  # several chunks
+    files._CHUNKS._items.clear()  # a new process
+    assert VerifiedIdentities(tmp_path / "ids.json").identity(target) == first
+    assert files.chunk_record(st) == kept
+
+    record = tmp_path / "chunks" / first.sha256
+    damaged = bytearray(record.read_bytes())
+    damaged[45] ^= 1
+    record.write_bytes(bytes(damaged))
+    files._CHUNKS._items.clear()
+    assert VerifiedIdentities(tmp_path / "ids.json").identity(target) == first  # the identity still holds
+    assert files.chunk_record(st) is None  # but chunks that do not reproduce it are not taken
+    assert not files.adopt_chunk_record(st, first.sha256, kept[:-1])  # nor a cut-off record
