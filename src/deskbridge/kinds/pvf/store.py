@@ -555,11 +555,7 @@ def _shown(archive: Any, key: str, workspace: Workspace) -> str:
 
 
 def _staged_value(archive: Any, path: str) -> Any:
-    key = norm_path(path)
-    for name, value in archive.staged().items():
-        if norm_path(name) == key:
-            return value
-    return _MISSING
+    return archive.staged_value(path, _MISSING)
 
 
 def text_of(workspace: Workspace, path: str, data: bytes) -> str | None:

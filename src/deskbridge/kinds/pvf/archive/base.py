@@ -126,6 +126,7 @@ class Archive(Protocol):
     def stage(self, path: str, data: bytes | None) -> None: ...
     def stage_text(self, path: str, text: str) -> None: ...
     def staged(self) -> Mapping[str, bytes | None]: ...
+    def staged_value(self, path: str, default: Any = None) -> Any: ...
     def save(
         self, target: Path | str | None = None, *, backup: bool = False, progress: Progress | None = None
     ) -> SaveReport: ...
@@ -292,6 +293,11 @@ class ArchiveBase(ABC):
 
     def staged(self) -> Mapping[str, bytes | None]:
         return {self._overlay_names[k]: v for k, v in self._overlay.items()}
+
+    def staged_value(self, path: str, default: Any = None) -> Any:
+        """What is staged for `path` (its payload, None for a deletion), or `default` when nothing is: one
+        lookup, where `staged()` copies the whole overlay (a compile asks twice per file)."""
+        return self._overlay.get(norm_path(path), default)
 
     def discard(self, path: str | None = None) -> None:
         """Drop the staged change of `path`, or every staged change."""
