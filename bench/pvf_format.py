@@ -532,9 +532,10 @@ def _rows(results: dict[str, Any]) -> list[tuple[str, str, str, bool | None]]:
     s1, si = results.get("save_one_core"), results.get("save_one_core_identity_known")
     if s1:
         # Not a target row: the library's save_copy of an archive whose file was never hashed must hash
-        # all 205 MB it writes (no chunk digest to reuse). Every product path knows them: a workspace
-        # hashes the archive when it opens it, `pvf set/add/rm` check the archive's identity before
-        # writing (the `1c sbs`, `1c nostr` and `1c+id` rows).
+        # all 205 MB it writes (no chunk digest to reuse). Saves of an open workspace and in-place
+        # `pvf set/add/rm` know them (the workspace hashes the archive when it opens it, the CLI checks its
+        # identity before writing: the `1c sbs`, `1c nostr` and `1c+id` rows); `pvf set -o OTHER` has this
+        # row's shape, its hash overlapping the write when a second core is free.
         rows.append(
             (
                 "PVF-SAVE 1c cold",
