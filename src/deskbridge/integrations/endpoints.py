@@ -200,15 +200,38 @@ def candidate_endpoints(project: Path | str) -> list[Endpoint]:
 
 
 def health(endpoint: Endpoint, timeout: float = HEALTH_TIMEOUT_S) -> dict[str, Any] | None:
-    """The server's health answer (`projectDir`, `kind`, `pid` …), or None if it did not answer in time."""
+    """The server's health answer (`projectDir`, `kind`, `pid` …), or None if it did not answer in time or could
+    not prove that it holds our token.
+
+    An endpoint file outlives a server that was killed (or the machine's restart), and its pid then names some
+    other process, so "pid alive" proves nothing: whoever listens on that port now — another local user's program
+    — would get the bearer token with the health request. The server first answers a random challenge with
+    `web.security.health_proof` (HMAC with the token); only a server that does is sent the token."""
+    import hmac
+    import secrets
+
     import httpx2
+
+    from deskbridge.web.security import HEALTH_CHALLENGE_HEADER, health_proof
 
     token = endpoint.token()
     if token is None:
         return None
+    challenge = secrets.token_hex(32)
+    deadline = time.monotonic() + timeout
     try:
+        proof = httpx2.get(
+            endpoint.url + HEALTH_PATH, headers={HEALTH_CHALLENGE_HEADER: challenge}, timeout=timeout
+        )
+        given = proof.json().get("proof") if proof.status_code == 200 else None
+        if not isinstance(given, str) or not hmac.compare_digest(
+            given.encode("ascii", "replace"), health_proof(token, challenge).encode("ascii")
+        ):
+            return None
         response = httpx2.get(
-            endpoint.url + HEALTH_PATH, headers={"Authorization": f"Bearer {token}"}, timeout=timeout
+            endpoint.url + HEALTH_PATH,
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=max(0.1, deadline - time.monotonic()),
         )
     except Exception:
         return None
