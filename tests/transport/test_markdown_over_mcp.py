@@ -53,6 +53,9 @@ async def test_edit_asks_through_elicitation_without_a_browser(notes: Path, appr
         after = await read(client)
         audit = [r.to_dict() for r in srv.app.audit.recent() if r.tool == "md_replace_text"]
     assert seen, "the person was not asked"
+    assert "-Hello world." in seen[-1] and "+Hello deskbridge." in seen[-1], (
+        seen
+    )  # the diff, not only a summary
     assert audit[-1]["approval"] == ("approved" if approve else "declined")
     if mode == "auto":  # the first round returned the question, the client's retry carried the answer
         assert [r["outcome"] for r in audit][-2] == "INPUT_REQUIRED"
