@@ -120,6 +120,14 @@ def test_codex_toml_keeps_comments_and_other_tables(home: Path, project: Path) -
     assert config.read_text("utf-8") == original
 
 
+def test_a_project_that_does_not_exist_is_refused_and_nothing_is_written(home: Path, tmp_path: Path) -> None:
+    missing = tmp_path / "nots"  # a typo of notes
+    for args in (("cursor",), ("vscode", "--scope", "project"), ("codex", "--http")):
+        result = setup(*args, "--project", str(missing))
+        assert result.returncode != 0 and "does not exist" in result.stderr, result.stderr
+    assert not missing.exists() and not (home / ".cursor").exists() and not (home / ".codex").exists()
+
+
 def test_dry_run_and_print_write_nothing(home: Path, project: Path) -> None:
     dry = setup("cursor", "--project", str(project), "--dry-run")
     assert dry.returncode == 0 and "+++" in dry.stdout and '"deskbridge"' in dry.stdout

@@ -182,6 +182,15 @@ def plan_setup(
     launcher: Path | None = None,
 ) -> Plan:
     """What `deskbridge setup HOST` would change. Raises `BridgeError` when it must not (someone else's entry)."""
+    if not normalise(project).exists():
+        # A mistyped --project used to be written as is (and `--scope project` created the folders for it): the
+        # client then starts a bridge on a workspace that is not there.
+        raise BridgeError(
+            ErrorCode.NOT_FOUND,
+            f"{project} does not exist",
+            hint="Give --project the Markdown folder or file, mod folder or .pvf archive the client should work "
+            "on; nothing was changed.",
+        )
     try:
         h = host(host_name)
         file = h.config_path(scope, project_folder(project))
