@@ -201,6 +201,39 @@ def test_doctor_reports_and_says_what_to_fix(home: Path, project: Path) -> None:
     )
 
 
+def doctor(*args: str, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "deskbridge", "doctor", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+        env={**os.environ, **env},
+    )
+
+
+def test_doctor_checks_the_workspace_and_the_form_the_client_was_set_up_with(
+    home: Path, project: Path, tmp_path: Path
+) -> None:
+    """The README's order: `setup HOST --project ~/notes`, then `doctor HOST` from wherever the shell is."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    assert setup("cursor", "--project", str(project)).returncode == 0
+    proc = doctor("cursor", cwd=elsewhere)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"tools/list for {project}" in proc.stdout, proc.stdout  # not the current folder
+    # An HTTP entry reaches only a running serve: none is running, so the round trip says what to start.
+    assert setup("codex", "--http", "--project", str(project)).returncode == 0
+    http = doctor("codex", cwd=elsewhere)
+    assert http.returncode == 1 and "no deskbridge serve answers" in http.stdout, http.stdout
+    assert "deskbridge serve" in http.stdout and "tools via the launcher" not in http.stdout
+    # A workspace that went away since setup is named.
+    moved = tmp_path / "moved"
+    project.rename(moved)
+    gone = doctor("cursor", cwd=elsewhere)
+    assert gone.returncode == 1 and f"workspace {project} does not exist" in gone.stdout, gone.stdout
+
+
 def test_export_tools_say_what_to_install_when_the_extra_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
     from deskbridge.core.errors import BridgeError
     from deskbridge.kinds.markdown import export

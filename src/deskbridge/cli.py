@@ -387,7 +387,7 @@ def doctor(
     trip; say what to fix. Exits 1 when something needs fixing."""
     from deskbridge.integrations.doctor import run_checks
 
-    checks = run_checks(host, (project or Path.cwd()).expanduser().resolve())
+    checks = run_checks(host, project.expanduser().resolve() if project else None)
     bad = 0
     for check in checks:
         mark = {"ok": "[green]ok[/]  ", "warn": "[yellow]warn[/]", "fix": "[red]fix[/] "}[check.status]

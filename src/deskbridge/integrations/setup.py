@@ -324,5 +324,13 @@ def entry_problem(entry_file: Path, name: str, h: Host) -> str | None:
         command = value.get("command") if isinstance(value, dict) else None
         if command and not Path(command).exists():
             return f"the entry's command {command} does not exist"
+        args = value.get("args") if isinstance(value, dict) else None
+        if (
+            isinstance(args, list)
+            and len(args) >= 2
+            and args[0] == "--project"
+            and not Path(args[1]).exists()
+        ):
+            return f"the entry's workspace {args[1]} does not exist"
         return None
     return f"{entry_file} cannot be read as {h.format.upper()}"
