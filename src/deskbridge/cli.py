@@ -221,6 +221,9 @@ def _serve(
         server = BridgeServer(server_config(web), web.state.shutdown)
         server.on_stopped.append(record.remove)
         workspace = application.workspace
+        from deskbridge.mcp.bridge import unsaved_documents
+
+        server.unsaved = lambda: unsaved_documents(application.workspace)
         with (
             announced(  # endpoint files for `deskbridge mcp --project`; ours are removed on exit (Ctrl-C too)
                 workspace.path if workspace is not None else None,

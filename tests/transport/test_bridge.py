@@ -238,7 +238,54 @@ async def test_elicitation_reaches_the_client_through_the_bridge(tmp_path: Path,
             text = (await client.call_tool("md_get_current_document", {})).structured_content["markdown"]
         assert asked and "Hello bridge." in text
     finally:
-        server.stop()
+        server.stop(signal.SIGTERM)  # README.md is unsaved: a Ctrl+C would ask first
+
+
+async def test_ctrl_c_with_unsaved_changes_names_them_and_a_second_one_stops(tmp_path: Path) -> None:
+    """A Ctrl+C used to stop `serve` at once and drop the unsaved documents without a word."""
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    from deskbridge.settings import load_or_create_token
+
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "README.md").write_text("# Notes\n\nHello world.\n", "utf-8")
+    subprocess.run(
+        [sys.executable, "-m", "deskbridge", "config", "set", "require_approval", "false"],
+        check=True,
+        capture_output=True,
+        env=dict(os.environ),
+    )
+    server = Serve(notes)
+    try:
+        headers = {"Authorization": f"Bearer {load_or_create_token()}"}
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=30) as http,
+            Client(streamable_http_client(server.url + "/mcp", http_client=http)) as client,
+        ):
+            doc = (await client.call_tool("md_get_current_document", {})).structured_content
+            edit = await client.call_tool(
+                "md_replace_text",
+                {"oldText": "Hello world.", "newText": "Unsaved.", "expectedRevision": doc["revision"]},
+            )
+            assert not edit.is_error, edit.structured_content
+        server.proc.send_signal(signal.SIGINT)
+        warning = ""
+        while "unsaved changes in" not in warning:
+            line = server.proc.stderr.readline()
+            assert line, "serve exited on the first Ctrl+C: " + "".join(server.lines)
+            warning += line
+        assert "README.md" in warning and "Ctrl+C again" in warning
+        time.sleep(0.5)
+        assert server.proc.poll() is None, "serve stopped although it said it would wait"
+        server.proc.send_signal(signal.SIGINT)
+        server.proc.communicate(timeout=20)
+        assert server.proc.returncode is not None
+        assert (notes / "README.md").read_text("utf-8") == "# Notes\n\nHello world.\n"
+    finally:
+        if server.proc.poll() is None:
+            server.stop(signal.SIGTERM)
 
 
 async def test_a_reply_from_another_project_is_not_passed_on(tmp_path: Path) -> None:
