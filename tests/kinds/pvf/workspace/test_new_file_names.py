@@ -84,3 +84,51 @@ def test_the_library_never_stages_a_new_dot_component(archive: Path) -> None:
         assert "equipment/qa/fine.equ" in ar.staged()
     finally:
         ar.close()
+
+
+def hostile_copy(archive: Path, dest: Path) -> Path:
+    """`archive` with entries other tools may write (`../x`, `a/../../x`), saved by our own writer: the overlay
+    is filled directly, as `stage` refuses such names now."""
+    ar = open_archive(archive)
+    try:
+        for name in ("../escaped.txt", "deep/../../../escaped2.txt"):
+            ar._overlay[name] = b"written outside"
+            ar._overlay_names[name] = name
+        ar.save_copy(dest)
+    finally:
+        ar.close()
+    return dest
+
+
+@pytest.mark.parametrize("mode", ["direct", "110USextend", "115CN-mod"])
+async def test_an_export_never_writes_a_hostile_entry_outside_its_folder(
+    archive: Path, tmp_path: Path, mode: str
+) -> None:
+    hostile = hostile_copy(archive, tmp_path / "hostile.pvf")
+    out = tmp_path / "out" / "parent"
+    out.mkdir(parents=True)
+    async with serve(hostile) as a:
+        info = await a.ready()
+        args: dict = {
+            "workspaceId": info["workspaceId"],
+            "expectedRevision": info["revision"],
+            "scopes": [""],
+        }
+        if mode == "direct":
+            args["mode"] = "direct"
+        else:
+            args.update(mode="mod", format=mode, name="pkg", modId="qa.pkg")
+        plan = await a.call("pvf_export_prepare", args)
+        run = {
+            "exportPlanId": plan["exportPlanId"],
+            "outputParent": str(out),
+            "waitSeconds": 30,
+            "acknowledgedWarningIds": [w["warningId"] for w in plan["warnings"]],
+        }
+        if mode == "direct":
+            run["outputName"] = "files"
+        err = await a.fail("pvf_export_execute", run, "ACCESS_DENIED")
+        assert "cannot be extracted safely" in err["message"]
+    written = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*escaped*"))
+    assert written == [], written
+    assert list(out.iterdir()) == []  # and no half-written package
