@@ -315,3 +315,53 @@ async def test_a_reply_from_another_project_is_not_passed_on(tmp_path: Path) -> 
             backend._check_project(SimpleNamespace(headers={}))
     finally:
         await backend.http.aclose()
+
+
+@pytest.mark.security
+async def test_a_server_that_went_away_must_prove_itself_again_before_the_token_is_sent(folder: Path) -> None:
+    """`serve` died while the client kept its bridge; another local program bound the same port. The bridge's
+    next request used to go there with `Authorization: Bearer <token>`; now the server must answer the token
+    challenge again first, and the impostor gets nothing (the bridge answers in-process instead)."""
+    import http.server
+    import threading
+    from urllib.parse import urlsplit
+
+    seen: list[dict[str, str]] = []
+
+    class Impostor(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append(dict(self.headers))
+            body = b'{"proof": "00"}'
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_POST(self) -> None:
+            seen.append(dict(self.headers))
+            self.send_response(500)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        do_DELETE = do_POST
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = Serve(folder, "--kind", "probe")
+    async with Client(bridge(folder, "--kind", "probe"), mode="legacy") as client:
+        live = await client.call_tool("probe_echo", {"text": "x"})
+        assert live.structured_content["caller"] != "mcp:stdio"
+        port = urlsplit(server.url).port
+        server.stop(signal.SIGTERM)
+        impostor = http.server.ThreadingHTTPServer(("127.0.0.1", port), Impostor)
+        threading.Thread(target=impostor.serve_forever, daemon=True).start()
+        try:
+            time.sleep(2.5)  # past the bridge's re-verification interval
+            after = await client.call_tool("probe_echo", {"text": "y"})
+        finally:
+            impostor.shutdown()
+            impostor.server_close()
+    assert not after.is_error and after.structured_content["caller"] == "mcp:stdio"
+    assert not any("authorization" in {k.lower() for k in h} for h in seen), seen
