@@ -128,6 +128,32 @@ def test_a_project_that_does_not_exist_is_refused_and_nothing_is_written(home: P
     assert not missing.exists() and not (home / ".cursor").exists() and not (home / ".codex").exists()
 
 
+def test_backups_are_owner_only_and_two_in_one_second_never_overwrite_each_other(
+    home: Path, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first backup is the only copy of the person's own config; a `--remove` (or another setup) in the
+    same second used to write its backup under the same name over it. A config can hold API keys: 0600."""
+    import stat
+    import time
+
+    from deskbridge.integrations import setup as setup_module
+
+    config = home / ".cursor" / "mcp.json"
+    config.parent.mkdir(parents=True)
+    original = '{"mcpServers": {"other": {"command": "npx", "env": {"API_KEY": "sk-secret"}}}}\n'
+    config.write_text(original, "utf-8")
+    config.chmod(0o644)
+    monkeypatch.setattr(time, "strftime", lambda *_a: "20261201-120000")  # both runs in one second
+    first = setup_module.apply(setup_module.plan_setup("cursor", project))
+    second = setup_module.apply(setup_module.plan_remove("cursor", project))
+    assert first is not None and second is not None and first != second
+    assert first.read_text("utf-8") == original
+    assert '"deskbridge"' in second.read_text("utf-8")
+    assert stat.S_IMODE(first.stat().st_mode) == 0o600 and stat.S_IMODE(second.stat().st_mode) == 0o600
+    assert config.read_text("utf-8") == original  # the remove took out exactly what setup added
+    assert stat.S_IMODE(setup_module.record_path().stat().st_mode) == 0o600
+
+
 def test_dry_run_and_print_write_nothing(home: Path, project: Path) -> None:
     dry = setup("cursor", "--project", str(project), "--dry-run")
     assert dry.returncode == 0 and "+++" in dry.stdout and '"deskbridge"' in dry.stdout

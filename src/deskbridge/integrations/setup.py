@@ -11,8 +11,6 @@ from __future__ import annotations
 import contextlib
 import difflib
 import json
-import os
-import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,11 +42,12 @@ def _load_record() -> list[dict[str, Any]]:
 
 
 def _save_record(entries: list[dict[str, Any]]) -> None:
+    from deskbridge.core.files import atomic_write
+
     path = record_path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".setup.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"entries": entries}, indent=1, ensure_ascii=False), "utf-8")
-    os.replace(tmp, path)
+    data = json.dumps({"entries": entries}, indent=1, ensure_ascii=False).encode("utf-8")
+    atomic_write(path, data, mode=0o600)
 
 
 def recorded(file: Path, name: str) -> dict[str, Any] | None:
@@ -58,11 +57,40 @@ def recorded(file: Path, name: str) -> dict[str, Any] | None:
 # -- reading and changing one config file -------------------------------------------------------------------
 
 
+CONFIG_MAX_BYTES: Final = 64 * 1024 * 1024
+"""The largest client config read (Claude Code's ~/.claude.json keeps every project's history and grows)."""
+
+
 def _read(path: Path) -> str:
+    from deskbridge.core.files import read_regular_file
+
     try:
-        return path.read_text("utf-8")
-    except FileNotFoundError:
-        return ""
+        return read_regular_file(path, max_bytes=CONFIG_MAX_BYTES).decode("utf-8")
+    except BridgeError as exc:
+        if exc.code == ErrorCode.NOT_FOUND:
+            return ""
+        raise
+
+
+def _back_up(plan: Plan) -> Path:
+    """A copy of the config as it is now, owner-only (a client config can hold other servers' API keys), under a
+    name no other backup has: two runs in the same second used to overwrite the first backup, the only copy of
+    the person's original file."""
+    from deskbridge.core.files import publish_new
+
+    data = _read(plan.file).encode("utf-8")
+    backups_dir().mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    base = f"{plan.host.name}-{plan.scope}-{stamp}"
+    for n in range(1, 1000):
+        backup = backups_dir() / (f"{base}-{plan.file.name}" if n == 1 else f"{base}-{n}-{plan.file.name}")
+        try:
+            publish_new(backup, data, mode=0o600)
+            return backup
+        except BridgeError as exc:
+            if exc.code != ErrorCode.TARGET_EXISTS:
+                raise
+    raise BridgeError(ErrorCode.LIMIT_EXCEEDED, f"too many backups of {plan.file} this second")
 
 
 def current_entry(h: Host, text: str, name: str) -> Any:
@@ -282,10 +310,7 @@ def apply(plan: Plan) -> Path | None:
     backup = None
     if plan.changes:
         if plan.file.exists():
-            backups_dir().mkdir(parents=True, exist_ok=True)
-            stamp = time.strftime("%Y%m%d-%H%M%S")
-            backup = backups_dir() / f"{plan.host.name}-{plan.scope}-{stamp}-{plan.file.name}"
-            shutil.copy2(plan.file, backup)
+            backup = _back_up(plan)
         plan.file.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(plan.file, plan.new_text.encode("utf-8"), new_file_mode=0o600)
     if plan.entry is not None:
