@@ -227,12 +227,12 @@ class Documents:
             caller=ctx.caller,
         )
         doc = self._opened(info)
-        if not info["opened"] and doc.external_change is not None and not doc.dirty:
+        change = doc.external_change
+        if not info["opened"] and change is not None and not change.get("deleted") and not doc.dirty:
             # Opening it again asks for the file, and nothing here is unsaved: take the file's new text. Without
             # this an agent with no editor open (stdio) kept reading the old text and every save was refused,
             # with no way out (the reload/keep choice is the person's, for a document with unsaved changes).
-            if not doc.external_change.get("deleted"):
-                await self.reload_from_disk(doc.doc_id)
+            await self.reload_from_disk(doc.doc_id)
         return self.describe(doc)
 
     async def save(
