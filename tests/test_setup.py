@@ -54,7 +54,7 @@ HOST_FILES = {
 
 
 def entries(path: Path, host: str) -> dict:
-    text = path.read_text("utf-8")
+    text = path.read_text("utf-8-sig")
     if host == "codex":
         return tomlkit.parse(text).unwrap()["mcp_servers"]
     return jsonedit._loads_jsonc(text)[hosts.host(host).container]
@@ -286,3 +286,28 @@ def test_readme_says_how_to_install_and_connect() -> None:
         "deskbridge doctor",
     ):
         assert command in readme, command
+
+
+@pytest.mark.parametrize("host", ["cursor", "codex"])
+def test_a_windows_written_config_with_a_bom_and_crlf_is_merged_and_restored_byte_for_byte(
+    home: Path, project: Path, host: str
+) -> None:
+    """Notepad writes a UTF-8 BOM and CRLF; VS Code and Cursor read such a file. `setup` refused it as "not an
+    object", `--remove` ended in a traceback, and the lines it added ended in LF among CRLF."""
+    rel = HOST_FILES[host][0]
+    config = home / rel
+    config.parent.mkdir(parents=True, exist_ok=True)
+    original = (
+        b'\xef\xbb\xbf{\r\n  "mcpServers": {\r\n    "other": {"command": "npx"}\r\n  }\r\n}\r\n'
+        if host == "cursor"
+        else b'\xef\xbb\xbf# mine\r\nmodel = "o3"\r\n\r\n[mcp_servers.other]\r\ncommand = "npx"\r\n'
+    )
+    config.write_bytes(original)
+    added = setup(host, "--project", str(project))
+    assert added.returncode == 0, added.stderr
+    data = config.read_bytes()
+    assert data.startswith(b"\xef\xbb\xbf") and data.count(b"\n") == data.count(b"\r\n")
+    assert "deskbridge" in entries(config, host) and "other" in entries(config, host)
+    removed = setup(host, "--remove", "--project", str(project))
+    assert removed.returncode == 0 and "Traceback" not in removed.stderr, removed.stderr
+    assert config.read_bytes() == original

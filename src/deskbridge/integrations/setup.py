@@ -93,7 +93,13 @@ def _back_up(plan: Plan) -> Path:
     raise BridgeError(ErrorCode.LIMIT_EXCEEDED, f"too many backups of {plan.file} this second")
 
 
+BOM: Final = "\ufeff"
+"""A UTF-8 byte-order mark, as Windows editors (Notepad) put at the start of a file: VS Code and Cursor read such
+a config, so do we, and an edited file keeps it."""
+
+
 def current_entry(h: Host, text: str, name: str) -> Any:
+    text = text.removeprefix(BOM)
     if not text.strip():
         return None
     if h.format == "toml":
@@ -108,7 +114,22 @@ def current_entry(h: Host, text: str, name: str) -> Any:
     return jsonedit.get(text, [h.container, name])
 
 
+def _all_crlf(text: str) -> bool:
+    return "\r\n" in text and text.count("\n") == text.count("\r\n")
+
+
+def _same_newlines(old: str, new: str) -> str:
+    """`new` with the CRLF line ends of `old` when every line of `old` ends so (a Windows-written config): the
+    lines we insert used to end in LF alone among the person's CRLF. A file with mixed line ends is edited as
+    it is."""
+    return new.replace("\r\n", "\n").replace("\n", "\r\n") if _all_crlf(old) else new
+
+
 def _with_entry(h: Host, text: str, name: str, entry: dict[str, Any]) -> str:
+    if text.startswith(BOM):
+        return BOM + _with_entry(h, text.removeprefix(BOM), name, entry)
+    if _all_crlf(text):
+        return _same_newlines(text, _with_entry(h, text.replace("\r\n", "\n"), name, entry))
     if h.format == "toml":
         import tomlkit
 
@@ -124,6 +145,10 @@ def _with_entry(h: Host, text: str, name: str, entry: dict[str, Any]) -> str:
 
 
 def _without_entry(h: Host, text: str, name: str, drop_container: bool) -> str:
+    if text.startswith(BOM):
+        return BOM + _without_entry(h, text.removeprefix(BOM), name, drop_container)
+    if _all_crlf(text):
+        return _same_newlines(text, _without_entry(h, text.replace("\r\n", "\n"), name, drop_container))
     if h.format == "toml":
         import tomlkit
 
@@ -270,6 +295,7 @@ def plan_setup(
 
 
 def _container_missing(h: Host, text: str) -> bool:
+    text = text.removeprefix(BOM)
     if not text.strip():
         return True
     if h.format == "toml":
@@ -287,7 +313,14 @@ def plan_remove(host_name: str, project: Path, *, scope: Scope = "user", name: s
         raise BridgeError(ErrorCode.INVALID_ARGUMENT, str(exc)) from exc
     old = _read(file)
     ours = recorded(file, name)
-    existing = current_entry(h, old, name) if old.strip() else None
+    try:
+        existing = current_entry(h, old, name) if old.strip() else None
+    except Exception as exc:  # a config we cannot parse is left alone (it was a traceback)
+        raise BridgeError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"{file} is not valid {h.format.upper()}: {exc}",
+            hint="Fix the file (or move it away), then run `deskbridge setup --remove` again; nothing was changed.",
+        ) from exc
     if ours is None or existing is None:
         plan = Plan(h, scope, file, name, old, old, None, "absent")
         if existing is not None:
