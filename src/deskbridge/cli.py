@@ -290,12 +290,11 @@ def mcp(
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
     try:
         if project is not None:
-            from deskbridge.kinds.base import find_kind
+            from deskbridge.kinds.base import find_kind, project_target
             from deskbridge.mcp.bridge import run_bridge
 
-            find_kind(
-                project.expanduser().resolve(), kind
-            )  # a wrong path is an error now, not at the first call
+            project = project_target(project.expanduser().resolve(), kind)
+            find_kind(project, kind)  # a wrong path is an error now, not at the first call
             run_bridge(project, kind=kind, options=_kind_options(sdk))
             return
         from deskbridge.mcp.stdio import run_stdio

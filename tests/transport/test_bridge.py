@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import anyio
 import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
@@ -365,3 +366,27 @@ async def test_a_server_that_went_away_must_prove_itself_again_before_the_token_
             impostor.server_close()
     assert not after.is_error and after.structured_content["caller"] == "mcp:stdio"
     assert not any("authorization" in {k.lower() for k in h} for h in seen), seen
+
+
+async def test_a_folder_holding_one_archive_opens_the_archive(tmp_path: Path) -> None:
+    """The MCP bundle asks for a folder ("the folder holding the Script.pvf"): `mcp --project FOLDER` opened it
+    as an empty Markdown workspace, so every pvf_* tool was unknown."""
+    from deskbridge.kinds.pvf.synth import synth
+
+    game = tmp_path / "game"
+    game.mkdir()
+    synth(game / "Script.pvf", family="classic", files=20, seed=3)
+    (game / "readme.txt").write_text("the game's own readme\n", "utf-8")
+    async with Client(bridge(game), mode="legacy") as client:
+        names = {t.name for t in (await client.list_tools()).tools}
+        assert "pvf_workspace_info" in names and "md_get_app_status" not in names
+        for _ in range(200):
+            info = (await client.call_tool("pvf_workspace_info", {})).structured_content
+            if info["open"]:
+                break
+            await anyio.sleep(0.05)
+        assert info["sourcePath"] == str((game / "Script.pvf").resolve())
+    # a folder of notes that also holds an archive stays a Markdown folder
+    (game / "notes.md").write_text("# notes\n", "utf-8")
+    async with Client(bridge(game), mode="legacy") as client:
+        assert "md_get_app_status" in {t.name for t in (await client.list_tools()).tools}
