@@ -54,7 +54,7 @@ HOST_FILES = {
 
 
 def entries(path: Path, host: str) -> dict:
-    text = path.read_text("utf-8")
+    text = path.read_text("utf-8-sig")
     if host == "codex":
         return tomlkit.parse(text).unwrap()["mcp_servers"]
     return jsonedit._loads_jsonc(text)[hosts.host(host).container]
@@ -118,6 +118,40 @@ def test_codex_toml_keeps_comments_and_other_tables(home: Path, project: Path) -
     assert table["bearer_token_env_var"] == "DESKBRIDGE_TOKEN" and "bearer_token" not in table
     assert setup("codex", "--remove").returncode == 0
     assert config.read_text("utf-8") == original
+
+
+def test_a_project_that_does_not_exist_is_refused_and_nothing_is_written(home: Path, tmp_path: Path) -> None:
+    missing = tmp_path / "nots"  # a typo of notes
+    for args in (("cursor",), ("vscode", "--scope", "project"), ("codex", "--http")):
+        result = setup(*args, "--project", str(missing))
+        assert result.returncode != 0 and "does not exist" in result.stderr, result.stderr
+    assert not missing.exists() and not (home / ".cursor").exists() and not (home / ".codex").exists()
+
+
+def test_backups_are_owner_only_and_two_in_one_second_never_overwrite_each_other(
+    home: Path, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first backup is the only copy of the person's own config; a `--remove` (or another setup) in the
+    same second used to write its backup under the same name over it. A config can hold API keys: 0600."""
+    import stat
+    import time
+
+    from deskbridge.integrations import setup as setup_module
+
+    config = home / ".cursor" / "mcp.json"
+    config.parent.mkdir(parents=True)
+    original = '{"mcpServers": {"other": {"command": "npx", "env": {"API_KEY": "sk-secret"}}}}\n'
+    config.write_text(original, "utf-8")
+    config.chmod(0o644)
+    monkeypatch.setattr(time, "strftime", lambda *_a: "20261201-120000")  # both runs in one second
+    first = setup_module.apply(setup_module.plan_setup("cursor", project))
+    second = setup_module.apply(setup_module.plan_remove("cursor", project))
+    assert first is not None and second is not None and first != second
+    assert first.read_text("utf-8") == original
+    assert '"deskbridge"' in second.read_text("utf-8")
+    assert stat.S_IMODE(first.stat().st_mode) == 0o600 and stat.S_IMODE(second.stat().st_mode) == 0o600
+    assert config.read_text("utf-8") == original  # the remove took out exactly what setup added
+    assert stat.S_IMODE(setup_module.record_path().stat().st_mode) == 0o600
 
 
 def test_dry_run_and_print_write_nothing(home: Path, project: Path) -> None:
@@ -193,6 +227,39 @@ def test_doctor_reports_and_says_what_to_fix(home: Path, project: Path) -> None:
     )
 
 
+def doctor(*args: str, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "deskbridge", "doctor", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+        env={**os.environ, **env},
+    )
+
+
+def test_doctor_checks_the_workspace_and_the_form_the_client_was_set_up_with(
+    home: Path, project: Path, tmp_path: Path
+) -> None:
+    """The README's order: `setup HOST --project ~/notes`, then `doctor HOST` from wherever the shell is."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    assert setup("cursor", "--project", str(project)).returncode == 0
+    proc = doctor("cursor", cwd=elsewhere)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"tools/list for {project}" in proc.stdout, proc.stdout  # not the current folder
+    # An HTTP entry reaches only a running serve: none is running, so the round trip says what to start.
+    assert setup("codex", "--http", "--project", str(project)).returncode == 0
+    http = doctor("codex", cwd=elsewhere)
+    assert http.returncode == 1 and "no deskbridge serve answers" in http.stdout, http.stdout
+    assert "deskbridge serve" in http.stdout and "tools via the launcher" not in http.stdout
+    # A workspace that went away since setup is named.
+    moved = tmp_path / "moved"
+    project.rename(moved)
+    gone = doctor("cursor", cwd=elsewhere)
+    assert gone.returncode == 1 and f"workspace {project} does not exist" in gone.stdout, gone.stdout
+
+
 def test_export_tools_say_what_to_install_when_the_extra_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
     from deskbridge.core.errors import BridgeError
     from deskbridge.kinds.markdown import export
@@ -219,3 +286,28 @@ def test_readme_says_how_to_install_and_connect() -> None:
         "deskbridge doctor",
     ):
         assert command in readme, command
+
+
+@pytest.mark.parametrize("host", ["cursor", "codex"])
+def test_a_windows_written_config_with_a_bom_and_crlf_is_merged_and_restored_byte_for_byte(
+    home: Path, project: Path, host: str
+) -> None:
+    """Notepad writes a UTF-8 BOM and CRLF; VS Code and Cursor read such a file. `setup` refused it as "not an
+    object", `--remove` ended in a traceback, and the lines it added ended in LF among CRLF."""
+    rel = HOST_FILES[host][0]
+    config = home / rel
+    config.parent.mkdir(parents=True, exist_ok=True)
+    original = (
+        b'\xef\xbb\xbf{\r\n  "mcpServers": {\r\n    "other": {"command": "npx"}\r\n  }\r\n}\r\n'
+        if host == "cursor"
+        else b'\xef\xbb\xbf# mine\r\nmodel = "o3"\r\n\r\n[mcp_servers.other]\r\ncommand = "npx"\r\n'
+    )
+    config.write_bytes(original)
+    added = setup(host, "--project", str(project))
+    assert added.returncode == 0, added.stderr
+    data = config.read_bytes()
+    assert data.startswith(b"\xef\xbb\xbf") and data.count(b"\n") == data.count(b"\r\n")
+    assert "deskbridge" in entries(config, host) and "other" in entries(config, host)
+    removed = setup(host, "--remove", "--project", str(project))
+    assert removed.returncode == 0 and "Traceback" not in removed.stderr, removed.stderr
+    assert config.read_bytes() == original

@@ -221,6 +221,9 @@ def _serve(
         server = BridgeServer(server_config(web), web.state.shutdown)
         server.on_stopped.append(record.remove)
         workspace = application.workspace
+        from deskbridge.mcp.bridge import unsaved_documents
+
+        server.unsaved = lambda: unsaved_documents(application.workspace)
         with (
             announced(  # endpoint files for `deskbridge mcp --project`; ours are removed on exit (Ctrl-C too)
                 workspace.path if workspace is not None else None,
@@ -287,12 +290,11 @@ def mcp(
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
     try:
         if project is not None:
-            from deskbridge.kinds.base import find_kind
+            from deskbridge.kinds.base import find_kind, project_target
             from deskbridge.mcp.bridge import run_bridge
 
-            find_kind(
-                project.expanduser().resolve(), kind
-            )  # a wrong path is an error now, not at the first call
+            project = project_target(project.expanduser().resolve(), kind)
+            find_kind(project, kind)  # a wrong path is an error now, not at the first call
             run_bridge(project, kind=kind, options=_kind_options(sdk))
             return
         from deskbridge.mcp.stdio import run_stdio
@@ -387,7 +389,7 @@ def doctor(
     trip; say what to fix. Exits 1 when something needs fixing."""
     from deskbridge.integrations.doctor import run_checks
 
-    checks = run_checks(host, (project or Path.cwd()).expanduser().resolve())
+    checks = run_checks(host, project.expanduser().resolve() if project else None)
     bad = 0
     for check in checks:
         mark = {"ok": "[green]ok[/]  ", "warn": "[yellow]warn[/]", "fix": "[red]fix[/] "}[check.status]

@@ -153,6 +153,29 @@ async def test_unanswered_request_times_out_as_declined_and_late_answer_is_not_f
 
 
 @pytest.mark.anyio
+@pytest.mark.security
+async def test_the_clients_question_shows_the_real_diff_not_only_the_agents_reason():
+    """The summary is the agent's own `reason`; the person answering in the client must see what changes."""
+    broker = ApprovalBroker(EventBus())
+    asked: list[str] = []
+
+    async def elicit(question: str) -> bool | None:
+        asked.append(question)
+        return False
+
+    diff = "--- doc.md\n+++ doc.md\n@@ -1 +1 @@\n-keep me\n+rm -rf everything\n"
+    await broker.request(req(summary="fix a typo", diff=diff), elicit=elicit)
+    assert "fix a typo" in asked[0] and "-keep me\n+rm -rf everything" in asked[0]
+    # A long diff is cut at a line end, and the question says where to see it whole.
+    long = "".join(f"+line {i}\n" for i in range(5000))
+    await broker.request(req(diff=long), elicit=elicit)
+    assert len(asked[1]) < limits.APPROVAL_ELICIT_DIFF_MAX_CHARS + 500
+    assert "+line 0\n" in asked[1] and "+line 4999" not in asked[1] and "deskbridge open" in asked[1]
+    shown = asked[1].split("\n\n", 1)[1].splitlines()[:-1]
+    assert all(line.startswith("+line ") and line[6:].isdigit() for line in shown)
+
+
+@pytest.mark.anyio
 async def test_without_ui_the_elicit_callback_asks():
     broker = ApprovalBroker(EventBus())
     asked = []

@@ -197,6 +197,39 @@ def test_new_close_rename_and_delete_from_the_editor(home, editor):  # noqa: F81
     assert (home / ".local" / "share" / "Trash" / "files" / "diary.md").is_file()
 
 
+def test_closing_an_unsaved_document_leaves_no_stale_status(editor):  # noqa: F811
+    """After File → Close (discarding the unsaved typing), the title, the status bar and the file list said the
+    closed document was still there: "Unsaved changes", its line and word counts, its row highlighted."""
+    bench, page = editor
+    page.click(".cm-content")
+    page.keyboard.press("Control+End")
+    page.keyboard.type("typed and never saved\n")
+    page.wait_for_function("() => document.querySelector('#st-dirty').classList.contains('dirty')")
+    page.once(
+        "dialog", lambda dialog: dialog.accept()
+    )  # "The document has unsaved changes. Close it and lose them?"
+    page.click("#menu-file .menu-button")
+    page.click("#menu-file [data-action=close]")
+    page.wait_for_function("() => document.querySelector('#doc-name').textContent === ''")
+    state = page.evaluate(
+        """() => ({
+        dirty: document.querySelector('#st-dirty').className,
+        dot: document.querySelector('#dirty-dot').classList.contains('on'),
+        lines: document.querySelector('#st-lines').textContent,
+        title: document.title,
+        active: [...document.querySelectorAll('#files-list .file-item.active')].length,
+      })"""
+    )
+    assert state == {
+        "dirty": "clean",
+        "dot": False,
+        "lines": "1 lines",
+        "title": "deskbridge",
+        "active": 0,
+    }, state
+    assert "typed and never saved" not in (bench.root / "notes.md").read_text("utf-8")
+
+
 def test_recent_files_reopen_a_document(editor):  # noqa: F811
     _bench, page = editor
     page.click("#tab-files")

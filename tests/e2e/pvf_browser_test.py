@@ -127,6 +127,7 @@ def test_an_agents_change_is_approved_in_the_open_pvf_page(browser, tmp_path: Pa
             agent.start()
             page.wait_for_selector("#approvals .approval")
             assert "pvf_plan_apply" in page.text_content("#approvals")
+            assert "+[t]" in page.text_content("#approvals .approval-diff")  # the plan's real diff
             page.click("#approvals .approve" if approve else "#approvals .reject")
             agent.join(30)
             outcome = results.pop("apply")

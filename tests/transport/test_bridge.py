@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import anyio
 import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
@@ -238,7 +239,54 @@ async def test_elicitation_reaches_the_client_through_the_bridge(tmp_path: Path,
             text = (await client.call_tool("md_get_current_document", {})).structured_content["markdown"]
         assert asked and "Hello bridge." in text
     finally:
-        server.stop()
+        server.stop(signal.SIGTERM)  # README.md is unsaved: a Ctrl+C would ask first
+
+
+async def test_ctrl_c_with_unsaved_changes_names_them_and_a_second_one_stops(tmp_path: Path) -> None:
+    """A Ctrl+C used to stop `serve` at once and drop the unsaved documents without a word."""
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    from deskbridge.settings import load_or_create_token
+
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "README.md").write_text("# Notes\n\nHello world.\n", "utf-8")
+    subprocess.run(
+        [sys.executable, "-m", "deskbridge", "config", "set", "require_approval", "false"],
+        check=True,
+        capture_output=True,
+        env=dict(os.environ),
+    )
+    server = Serve(notes)
+    try:
+        headers = {"Authorization": f"Bearer {load_or_create_token()}"}
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=30) as http,
+            Client(streamable_http_client(server.url + "/mcp", http_client=http)) as client,
+        ):
+            doc = (await client.call_tool("md_get_current_document", {})).structured_content
+            edit = await client.call_tool(
+                "md_replace_text",
+                {"oldText": "Hello world.", "newText": "Unsaved.", "expectedRevision": doc["revision"]},
+            )
+            assert not edit.is_error, edit.structured_content
+        server.proc.send_signal(signal.SIGINT)
+        warning = ""
+        while "unsaved changes in" not in warning:
+            line = server.proc.stderr.readline()
+            assert line, "serve exited on the first Ctrl+C: " + "".join(server.lines)
+            warning += line
+        assert "README.md" in warning and "Ctrl+C again" in warning
+        time.sleep(0.5)
+        assert server.proc.poll() is None, "serve stopped although it said it would wait"
+        server.proc.send_signal(signal.SIGINT)
+        server.proc.communicate(timeout=20)
+        assert server.proc.returncode is not None
+        assert (notes / "README.md").read_text("utf-8") == "# Notes\n\nHello world.\n"
+    finally:
+        if server.proc.poll() is None:
+            server.stop(signal.SIGTERM)
 
 
 async def test_a_reply_from_another_project_is_not_passed_on(tmp_path: Path) -> None:
@@ -268,3 +316,77 @@ async def test_a_reply_from_another_project_is_not_passed_on(tmp_path: Path) -> 
             backend._check_project(SimpleNamespace(headers={}))
     finally:
         await backend.http.aclose()
+
+
+@pytest.mark.security
+async def test_a_server_that_went_away_must_prove_itself_again_before_the_token_is_sent(folder: Path) -> None:
+    """`serve` died while the client kept its bridge; another local program bound the same port. The bridge's
+    next request used to go there with `Authorization: Bearer <token>`; now the server must answer the token
+    challenge again first, and the impostor gets nothing (the bridge answers in-process instead)."""
+    import http.server
+    import threading
+    from urllib.parse import urlsplit
+
+    seen: list[dict[str, str]] = []
+
+    class Impostor(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append(dict(self.headers))
+            body = b'{"proof": "00"}'
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_POST(self) -> None:
+            seen.append(dict(self.headers))
+            self.send_response(500)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        do_DELETE = do_POST
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = Serve(folder, "--kind", "probe")
+    async with Client(bridge(folder, "--kind", "probe"), mode="legacy") as client:
+        live = await client.call_tool("probe_echo", {"text": "x"})
+        assert live.structured_content["caller"] != "mcp:stdio"
+        port = urlsplit(server.url).port
+        server.stop(signal.SIGTERM)
+        impostor = http.server.ThreadingHTTPServer(("127.0.0.1", port), Impostor)
+        threading.Thread(target=impostor.serve_forever, daemon=True).start()
+        try:
+            time.sleep(2.5)  # past the bridge's re-verification interval
+            after = await client.call_tool("probe_echo", {"text": "y"})
+        finally:
+            impostor.shutdown()
+            impostor.server_close()
+    assert not after.is_error and after.structured_content["caller"] == "mcp:stdio"
+    assert not any("authorization" in {k.lower() for k in h} for h in seen), seen
+
+
+async def test_a_folder_holding_one_archive_opens_the_archive(tmp_path: Path) -> None:
+    """The MCP bundle asks for a folder ("the folder holding the Script.pvf"): `mcp --project FOLDER` opened it
+    as an empty Markdown workspace, so every pvf_* tool was unknown."""
+    from deskbridge.kinds.pvf.synth import synth
+
+    game = tmp_path / "game"
+    game.mkdir()
+    synth(game / "Script.pvf", family="classic", files=20, seed=3)
+    (game / "readme.txt").write_text("the game's own readme\n", "utf-8")
+    async with Client(bridge(game), mode="legacy") as client:
+        names = {t.name for t in (await client.list_tools()).tools}
+        assert "pvf_workspace_info" in names and "md_get_app_status" not in names
+        for _ in range(200):
+            info = (await client.call_tool("pvf_workspace_info", {})).structured_content
+            if info["open"]:
+                break
+            await anyio.sleep(0.05)
+        assert info["sourcePath"] == str((game / "Script.pvf").resolve())
+    # a folder of notes that also holds an archive stays a Markdown folder
+    (game / "notes.md").write_text("# notes\n", "utf-8")
+    async with Client(bridge(game), mode="legacy") as client:
+        assert "md_get_app_status" in {t.name for t in (await client.list_tools()).tools}

@@ -53,6 +53,9 @@ async def test_edit_asks_through_elicitation_without_a_browser(notes: Path, appr
         after = await read(client)
         audit = [r.to_dict() for r in srv.app.audit.recent() if r.tool == "md_replace_text"]
     assert seen, "the person was not asked"
+    assert "-Hello world." in seen[-1] and "+Hello deskbridge." in seen[-1], (
+        seen
+    )  # the diff, not only a summary
     assert audit[-1]["approval"] == ("approved" if approve else "declined")
     if mode == "auto":  # the first round returned the question, the client's retry carried the answer
         assert [r["outcome"] for r in audit][-2] == "INPUT_REQUIRED"
@@ -111,3 +114,39 @@ async def test_a_change_on_disk_is_noticed_while_serving(notes: Path) -> None:
                 break
             await anyio.sleep(0.1)
         assert doc["externalChange"] is True
+
+
+async def test_an_agent_without_an_editor_can_take_a_changed_file_it_has_not_edited(notes: Path) -> None:
+    """With no editor open, nobody answers the reload/keep banner: an agent kept reading the old text and every
+    save was refused. Opening the file again now takes its new text when nothing is unsaved; with unsaved
+    changes the choice stays the person's."""
+    async with running_server(notes) as srv, srv.client() as client:
+        srv.app.update_settings({"require_approval": False})
+        await read(client)
+        (notes / "README.md").write_text("# Changed elsewhere\n", "utf-8")
+        refused = await client.call_tool("md_save_current_document", {})
+        assert refused.is_error and refused.structured_content["code"] == "SOURCE_CHANGED"
+        assert "md_open_document" in refused.structured_content["hint"]
+        opened = await client.call_tool("md_open_document", {"path": "README.md"})
+        assert not opened.is_error and opened.structured_content["externalChange"] is False
+        doc = await read(client)
+        assert doc["markdown"] == "# Changed elsewhere\n"
+        edit = await client.call_tool(
+            "md_replace_text",
+            {"oldText": "Changed elsewhere", "newText": "Mine now", "expectedRevision": doc["revision"]},
+        )
+        assert not edit.is_error, edit.structured_content
+        saved = await client.call_tool("md_save_current_document", {})
+        assert not saved.is_error, saved.structured_content
+        assert (notes / "README.md").read_text("utf-8") == "# Mine now\n"
+        # unsaved changes and another outside write: opening again keeps them (the person chooses)
+        doc = await read(client)
+        await client.call_tool(
+            "md_replace_text",
+            {"oldText": "Mine now", "newText": "Unsaved", "expectedRevision": doc["revision"]},
+        )
+        (notes / "README.md").write_text("# Third version\n", "utf-8")
+        again = await client.call_tool("md_save_current_document", {})
+        assert again.is_error and "reload or keep" in again.structured_content["hint"]
+        await client.call_tool("md_open_document", {"path": "README.md"})
+        assert (await read(client))["markdown"] == "# Unsaved\n"

@@ -342,10 +342,20 @@ async function documentGone() {
     showError(err);
   }
   app.docId = null;
+  // Nothing is open any more: the title, the status bar (it kept "Unsaved changes" and the closed document's
+  // counts), the outline and the file list's highlight must say so too.
+  app.doc = null;
+  app.sync = null;
+  app.serverDirty = false;
   app.view?.setState(createState({ text: '', version: 0, clientID: app.clientId, language: app.ui.cultureName,
     showLineNumbers: app.ui.showLineNumbers, onUpdate: () => {} }));
   app.preview?.replaceChildren(h('p.empty', { i18n: 'noDocument' }));
   $('#doc-name').textContent = '';
+  $('#external-banner').hidden = true;
+  document.title = 'deskbridge';
+  renderOutline();
+  renderStats();
+  renderFiles();
 }
 
 async function saveDocument() {

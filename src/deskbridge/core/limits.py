@@ -92,6 +92,11 @@ AUDIT_TARGET_MAX_CHARS: Final = 512
 APPROVAL_DIFF_MAX_BYTES: Final = 64 * 1024
 """Bytes of diff text shown in one approval request (UTF-8); longer diffs are cut and marked."""
 
+APPROVAL_ELICIT_DIFF_MAX_CHARS: Final = 4000
+"""Characters of the diff put into an approval question asked through the client (MCP elicitation): a client
+shows the message as plain text in a dialog, so a longer diff is cut there and the question says where to see it
+whole (the deskbridge page)."""
+
 APPROVAL_PENDING_MAX: Final = 64
 """Approval requests waiting for an answer at once; one more is declined as over the limit."""
 

@@ -218,6 +218,20 @@ def _cap_diff(diff: str | None) -> tuple[str | None, bool]:
     return raw[:cap].decode("utf-8", "ignore") + "\n… (diff truncated)", True
 
 
+def _elicit_diff(diff: str, truncated: bool) -> str:
+    """The diff as a client's dialog shows it: at most `APPROVAL_ELICIT_DIFF_MAX_CHARS`, cut at a line end."""
+    cap = limits.APPROVAL_ELICIT_DIFF_MAX_CHARS
+    if len(diff) <= cap and not truncated:
+        return diff
+    head = diff[:cap]
+    if "\n" in head:
+        head = head[: head.rindex("\n") + 1]
+    return (
+        head.rstrip("\n")
+        + "\n… (the diff is cut here; the deskbridge page shows it whole: `deskbridge open`)"
+    )
+
+
 class ApprovalBroker:
     """Routes approval requests to a person and their answers back; see the module docstring."""
 
@@ -341,6 +355,10 @@ class ApprovalBroker:
         question = (
             f"{req.client} wants to run {req.tool} on {req.target}: {req.summary}. Allow? (change {change})"
         )
+        # The summary is the agent's own words (its `reason`); the person must see what really changes, as the
+        # browser dialog shows it, or a prompt-injected agent's "fix a typo" could approve any rewrite.
+        if req.diff:
+            question += "\n\n" + _elicit_diff(req.diff, req.diff_truncated)
         from deskbridge.core.tools import ElicitationUnavailable
 
         try:

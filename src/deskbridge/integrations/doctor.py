@@ -26,14 +26,100 @@ class Check:
     help: str = ""
 
 
-def run_checks(host_name: str | None, project: Path) -> list[Check]:
+def run_checks(host_name: str | None, project: Path | None) -> list[Check]:
+    """Every check. Without `project`, the round trip checks the workspace the host's entry names (the README's
+    `deskbridge doctor claude-code` after `setup claude-code --project ~/notes`), else the current folder."""
     from deskbridge.settings import deskbridge_dirs
 
     dirs = deskbridge_dirs()
     checks = [_install(), _launcher(dirs), _token(dirs), _port(dirs)]
-    checks += _hosts(host_name, project)
-    checks.append(_round_trip(project, dirs))
+    configured = _configured_project(host_name)
+    target = project or configured or Path.cwd().resolve()
+    checks += _hosts(host_name, target)
+    http_url = _configured_http_url(host_name)
+    if http_url is not None:
+        checks.append(_http_entry(http_url, project))
+    else:
+        checks.append(_round_trip(target, dirs))
     return checks
+
+
+def _entries(host_name: str | None) -> list[dict[str, object]]:
+    from deskbridge.integrations.hosts import host
+    from deskbridge.integrations.setup import current_entry, setups
+
+    if host_name is None:
+        return []
+    try:
+        h = host(host_name)
+    except ValueError:
+        return []
+    out = []
+    for record in setups():
+        if record.get("host") != h.name:
+            continue
+        with contextlib.suppress(Exception):  # the entry as it is in the file now, else as we wrote it
+            text = Path(record["file"]).read_text("utf-8")
+            record = {**record, "entry": current_entry(h, text, record["name"]) or record["entry"]}
+        out.append(record)
+    return out
+
+
+def _configured_project(host_name: str | None) -> Path | None:
+    """The one workspace the host's stdio entries name (`args: ["--project", PATH]`), if there is exactly one."""
+    found = set()
+    for record in _entries(host_name):
+        entry = record.get("entry")
+        args = entry.get("args") if isinstance(entry, dict) else None
+        if isinstance(args, list) and len(args) >= 2 and args[0] == "--project":
+            found.add(str(args[1]))
+    return Path(found.pop()) if len(found) == 1 else None
+
+
+def _configured_http_url(host_name: str | None) -> str | None:
+    urls = {
+        str(entry["url"])
+        for record in _entries(host_name)
+        if isinstance(entry := record.get("entry"), dict) and entry.get("url")
+    }
+    return urls.pop() if len(urls) == 1 else None
+
+
+def _http_entry(url: str, project: Path | None) -> Check:
+    """An HTTP entry reaches only a running `serve`: say whether one answers at its URL (and proves it is ours)."""
+    from deskbridge.integrations.endpoints import Endpoint, health
+    from deskbridge.settings import deskbridge_dirs
+
+    base = url.removesuffix("/mcp")
+    probe = Endpoint(
+        url=base, token_file=str(deskbridge_dirs().token_file), pid=0, kind="", project_dir="", started=0
+    )
+    answer = health(probe)
+    if answer is None:
+        return Check(
+            "round trip",
+            "fix",
+            f"the client's entry points at {url}, where no deskbridge serve answers",
+            f"Start it: `deskbridge serve {project or 'PATH'}` (an HTTP entry needs a running server), or use "
+            "the stdio form: `deskbridge setup HOST` without --http.",
+        )
+    token_env = os.environ.get("DESKBRIDGE_TOKEN")
+    if not token_env:
+        return Check(
+            "round trip",
+            "warn",
+            f"{url}: deskbridge serve of {answer.get('projectDir')}; DESKBRIDGE_TOKEN is not set in this shell",
+            "The client reads the token from DESKBRIDGE_TOKEN: `export DESKBRIDGE_TOKEN=$(deskbridge token show)` "
+            "before starting it.",
+        )
+    if token_env.strip() != (probe.token() or ""):
+        return Check(
+            "round trip",
+            "fix",
+            f"{url}: DESKBRIDGE_TOKEN in this shell is not the server's token (rotated?)",
+            "`export DESKBRIDGE_TOKEN=$(deskbridge token show)`, then restart the client.",
+        )
+    return Check("round trip", "ok", f"{url}: deskbridge serve of {answer.get('projectDir')}, token matches")
 
 
 def _install() -> Check:

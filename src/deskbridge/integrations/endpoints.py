@@ -199,16 +199,49 @@ def candidate_endpoints(project: Path | str) -> list[Endpoint]:
     return out
 
 
-def health(endpoint: Endpoint, timeout: float = HEALTH_TIMEOUT_S) -> dict[str, Any] | None:
-    """The server's health answer (`projectDir`, `kind`, `pid` …), or None if it did not answer in time."""
+def proves_token(endpoint: Endpoint, timeout: float = HEALTH_TIMEOUT_S) -> bool:
+    """True when the server at `endpoint.url` answers a fresh random challenge with `web.security.health_proof`
+    (HMAC with our token), i.e. it holds the token; the token itself is not sent.
+
+    An endpoint file outlives a server that was killed (or the machine's restart), and its pid then names some
+    other process, so "pid alive" proves nothing: whoever listens on that port now — another local user's program
+    — would get the bearer token with the first request."""
+    import hmac
+    import secrets
+
     import httpx2
+
+    from deskbridge.web.security import HEALTH_CHALLENGE_HEADER, health_proof
 
     token = endpoint.token()
     if token is None:
+        return False
+    challenge = secrets.token_hex(32)
+    try:
+        answer = httpx2.get(
+            endpoint.url + HEALTH_PATH, headers={HEALTH_CHALLENGE_HEADER: challenge}, timeout=timeout
+        )
+        given = answer.json().get("proof") if answer.status_code == 200 else None
+    except Exception:
+        return False
+    return isinstance(given, str) and hmac.compare_digest(
+        given.encode("ascii", "replace"), health_proof(token, challenge).encode("ascii")
+    )
+
+
+def health(endpoint: Endpoint, timeout: float = HEALTH_TIMEOUT_S) -> dict[str, Any] | None:
+    """The server's health answer (`projectDir`, `kind`, `pid` …), or None if it did not answer in time or could
+    not prove that it holds our token (`proves_token`, asked first: only such a server is sent the token)."""
+    import httpx2
+
+    deadline = time.monotonic() + timeout
+    if not proves_token(endpoint, timeout):
         return None
     try:
         response = httpx2.get(
-            endpoint.url + HEALTH_PATH, headers={"Authorization": f"Bearer {token}"}, timeout=timeout
+            endpoint.url + HEALTH_PATH,
+            headers={"Authorization": f"Bearer {endpoint.token()}"},
+            timeout=max(0.1, deadline - time.monotonic()),
         )
     except Exception:
         return None

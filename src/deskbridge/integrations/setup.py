@@ -11,8 +11,6 @@ from __future__ import annotations
 import contextlib
 import difflib
 import json
-import os
-import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,11 +42,12 @@ def _load_record() -> list[dict[str, Any]]:
 
 
 def _save_record(entries: list[dict[str, Any]]) -> None:
+    from deskbridge.core.files import atomic_write
+
     path = record_path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".setup.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"entries": entries}, indent=1, ensure_ascii=False), "utf-8")
-    os.replace(tmp, path)
+    data = json.dumps({"entries": entries}, indent=1, ensure_ascii=False).encode("utf-8")
+    atomic_write(path, data, mode=0o600)
 
 
 def recorded(file: Path, name: str) -> dict[str, Any] | None:
@@ -58,14 +57,49 @@ def recorded(file: Path, name: str) -> dict[str, Any] | None:
 # -- reading and changing one config file -------------------------------------------------------------------
 
 
+CONFIG_MAX_BYTES: Final = 64 * 1024 * 1024
+"""The largest client config read (Claude Code's ~/.claude.json keeps every project's history and grows)."""
+
+
 def _read(path: Path) -> str:
+    from deskbridge.core.files import read_regular_file
+
     try:
-        return path.read_text("utf-8")
-    except FileNotFoundError:
-        return ""
+        return read_regular_file(path, max_bytes=CONFIG_MAX_BYTES).decode("utf-8")
+    except BridgeError as exc:
+        if exc.code == ErrorCode.NOT_FOUND:
+            return ""
+        raise
+
+
+def _back_up(plan: Plan) -> Path:
+    """A copy of the config as it is now, owner-only (a client config can hold other servers' API keys), under a
+    name no other backup has: two runs in the same second used to overwrite the first backup, the only copy of
+    the person's original file."""
+    from deskbridge.core.files import publish_new
+
+    data = _read(plan.file).encode("utf-8")
+    backups_dir().mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    base = f"{plan.host.name}-{plan.scope}-{stamp}"
+    for n in range(1, 1000):
+        backup = backups_dir() / (f"{base}-{plan.file.name}" if n == 1 else f"{base}-{n}-{plan.file.name}")
+        try:
+            publish_new(backup, data, mode=0o600)
+            return backup
+        except BridgeError as exc:
+            if exc.code != ErrorCode.TARGET_EXISTS:
+                raise
+    raise BridgeError(ErrorCode.LIMIT_EXCEEDED, f"too many backups of {plan.file} this second")
+
+
+BOM: Final = "\ufeff"
+"""A UTF-8 byte-order mark, as Windows editors (Notepad) put at the start of a file: VS Code and Cursor read such
+a config, so do we, and an edited file keeps it."""
 
 
 def current_entry(h: Host, text: str, name: str) -> Any:
+    text = text.removeprefix(BOM)
     if not text.strip():
         return None
     if h.format == "toml":
@@ -80,7 +114,22 @@ def current_entry(h: Host, text: str, name: str) -> Any:
     return jsonedit.get(text, [h.container, name])
 
 
+def _all_crlf(text: str) -> bool:
+    return "\r\n" in text and text.count("\n") == text.count("\r\n")
+
+
+def _same_newlines(old: str, new: str) -> str:
+    """`new` with the CRLF line ends of `old` when every line of `old` ends so (a Windows-written config): the
+    lines we insert used to end in LF alone among the person's CRLF. A file with mixed line ends is edited as
+    it is."""
+    return new.replace("\r\n", "\n").replace("\n", "\r\n") if _all_crlf(old) else new
+
+
 def _with_entry(h: Host, text: str, name: str, entry: dict[str, Any]) -> str:
+    if text.startswith(BOM):
+        return BOM + _with_entry(h, text.removeprefix(BOM), name, entry)
+    if _all_crlf(text):
+        return _same_newlines(text, _with_entry(h, text.replace("\r\n", "\n"), name, entry))
     if h.format == "toml":
         import tomlkit
 
@@ -96,6 +145,10 @@ def _with_entry(h: Host, text: str, name: str, entry: dict[str, Any]) -> str:
 
 
 def _without_entry(h: Host, text: str, name: str, drop_container: bool) -> str:
+    if text.startswith(BOM):
+        return BOM + _without_entry(h, text.removeprefix(BOM), name, drop_container)
+    if _all_crlf(text):
+        return _same_newlines(text, _without_entry(h, text.replace("\r\n", "\n"), name, drop_container))
     if h.format == "toml":
         import tomlkit
 
@@ -182,6 +235,15 @@ def plan_setup(
     launcher: Path | None = None,
 ) -> Plan:
     """What `deskbridge setup HOST` would change. Raises `BridgeError` when it must not (someone else's entry)."""
+    if not normalise(project).exists():
+        # A mistyped --project used to be written as is (and `--scope project` created the folders for it): the
+        # client then starts a bridge on a workspace that is not there.
+        raise BridgeError(
+            ErrorCode.NOT_FOUND,
+            f"{project} does not exist",
+            hint="Give --project the Markdown folder or file, mod folder or .pvf archive the client should work "
+            "on; nothing was changed.",
+        )
     try:
         h = host(host_name)
         file = h.config_path(scope, project_folder(project))
@@ -233,6 +295,7 @@ def plan_setup(
 
 
 def _container_missing(h: Host, text: str) -> bool:
+    text = text.removeprefix(BOM)
     if not text.strip():
         return True
     if h.format == "toml":
@@ -250,7 +313,14 @@ def plan_remove(host_name: str, project: Path, *, scope: Scope = "user", name: s
         raise BridgeError(ErrorCode.INVALID_ARGUMENT, str(exc)) from exc
     old = _read(file)
     ours = recorded(file, name)
-    existing = current_entry(h, old, name) if old.strip() else None
+    try:
+        existing = current_entry(h, old, name) if old.strip() else None
+    except Exception as exc:  # a config we cannot parse is left alone (it was a traceback)
+        raise BridgeError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"{file} is not valid {h.format.upper()}: {exc}",
+            hint="Fix the file (or move it away), then run `deskbridge setup --remove` again; nothing was changed.",
+        ) from exc
     if ours is None or existing is None:
         plan = Plan(h, scope, file, name, old, old, None, "absent")
         if existing is not None:
@@ -273,10 +343,7 @@ def apply(plan: Plan) -> Path | None:
     backup = None
     if plan.changes:
         if plan.file.exists():
-            backups_dir().mkdir(parents=True, exist_ok=True)
-            stamp = time.strftime("%Y%m%d-%H%M%S")
-            backup = backups_dir() / f"{plan.host.name}-{plan.scope}-{stamp}-{plan.file.name}"
-            shutil.copy2(plan.file, backup)
+            backup = _back_up(plan)
         plan.file.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(plan.file, plan.new_text.encode("utf-8"), new_file_mode=0o600)
     if plan.entry is not None:
@@ -315,5 +382,13 @@ def entry_problem(entry_file: Path, name: str, h: Host) -> str | None:
         command = value.get("command") if isinstance(value, dict) else None
         if command and not Path(command).exists():
             return f"the entry's command {command} does not exist"
+        args = value.get("args") if isinstance(value, dict) else None
+        if (
+            isinstance(args, list)
+            and len(args) >= 2
+            and args[0] == "--project"
+            and not Path(args[1]).exists()
+        ):
+            return f"the entry's workspace {args[1]} does not exist"
         return None
     return f"{entry_file} cannot be read as {h.format.upper()}"

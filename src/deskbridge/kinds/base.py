@@ -160,6 +160,23 @@ KINDS: tuple[KindEntry, ...] = (
 )
 
 
+def project_target(path: Path, kind: str | None = None) -> Path:
+    """What `deskbridge mcp --project PATH` opens: PATH, except that a folder holding one `.pvf` archive and no
+    Markdown document or mod (the game folder, as the MCP bundle's folder picker gives it) means that archive.
+    Such a folder used to open as an empty Markdown workspace: every pvf_* tool was unknown."""
+    if kind not in (None, "pvf") or not path.is_dir() or _is_sage(path):
+        return path
+    try:
+        entries = [p for p in path.iterdir() if p.is_file()]
+    except OSError:
+        return path
+    archives = [p for p in entries if p.suffix.lower() == ".pvf"]
+    notes = [p for p in entries if p.suffix.lower() in MARKDOWN_SUFFIXES and p.suffix.lower() != ".txt"]
+    if len(archives) == 1 and (kind == "pvf" or not notes):
+        return archives[0]
+    return path
+
+
 def find_kind(path: Path, kind: str | None = None) -> KindEntry:
     """The kind named, or the first whose detector accepts the path (pvf, then sage, then markdown)."""
     if kind:

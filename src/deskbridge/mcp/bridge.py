@@ -39,10 +39,14 @@ from deskbridge.integrations.endpoints import (
     covers,
     find_live,
     normalise,
+    proves_token,
 )
 
 logger = logging.getLogger(__name__)
 
+REVERIFY_S: Final = 2.0
+"""A live server that has not answered for this long proves again that it holds the token before the next
+request carries it (seconds; one loopback round trip)."""
 LIVE_RETRY_S: Final = 5.0
 """After a failed live attempt, answer locally for this long before looking for a server again (seconds)."""
 TAKEOVER_POLL_S: Final = 0.5
@@ -226,6 +230,8 @@ class LiveBackend:
         self.session_id: str | None = None
         self.protocol_version: str | None = None
         self.initialized = False
+        self.verified_at = time.monotonic()
+        """When the server last proved it holds the token (`find_live` just did)."""
         self._init_lock = anyio.Lock()
         self._ids = itertools.count(1)
 
@@ -248,6 +254,15 @@ class LiveBackend:
                 headers["MCP-Protocol-Version"] = self.protocol_version
         return headers
 
+    async def _check_still_ours(self) -> None:
+        """Before sending the token after a quiet spell, have the server prove again that it holds it: if
+        `serve` died meanwhile, another local user's program may have bound its port (`proves_token`)."""
+        if time.monotonic() - self.verified_at < REVERIFY_S:
+            return
+        if not await anyio.to_thread.run_sync(proves_token, self.endpoint):
+            raise BackendGone(f"the server at {self.endpoint.url} no longer proves it holds the token")
+        self.verified_at = time.monotonic()
+
     def _check_project(self, response: Any) -> None:
         served = response.headers.get(PROJECT_HEADER)
         if served is None or not covers(unquote(served), self.bridge.project):
@@ -262,6 +277,7 @@ class LiveBackend:
     async def _post(self, msg: Message) -> Any:
         import httpx2
 
+        await self._check_still_ours()
         request = self.http.build_request("POST", self.url, json=msg, headers=self._headers(msg))
         try:
             return await self.http.send(request, stream=True)
@@ -413,6 +429,7 @@ class LiveBackend:
     async def close(self) -> None:
         if self.session_id is not None:
             with contextlib.suppress(Exception):
+                await self._check_still_ours()
                 await self.http.delete(self.url, headers={"Mcp-Session-Id": self.session_id}, timeout=2)
         await self.http.aclose()
 

@@ -13,6 +13,7 @@ sets the cookie: `/?k=anything-else` leaves a session as it was.
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import ipaddress
 import json
@@ -27,6 +28,7 @@ from typing import Final
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from deskbridge.core import limits
+from deskbridge.integrations.endpoints import HEALTH_PATH
 
 UI_COOKIE: Final = "deskbridge_ui"
 UI_HEADER: Final = "x-deskbridge-ui"
@@ -40,6 +42,25 @@ FRAME_DENY_HEADERS: Final = (
     (b"referrer-policy", b"no-referrer"),
 )
 """Sent on every response. A route's own Content-Security-Policy is kept beside ours (browsers enforce both)."""
+
+
+HEALTH_CHALLENGE_HEADER: Final = "x-deskbridge-challenge"
+"""A `GET /mcp/health` carrying this header and no credentials is answered with `health_proof` alone."""
+HEALTH_CHALLENGE_CHARS: Final = frozenset("0123456789abcdef")
+
+
+def health_proof(token: str, challenge: str) -> str:
+    """What only a holder of the MCP token can answer to `challenge`: HMAC-SHA256(token, label + challenge).
+
+    `deskbridge mcp --project` checks it before it sends the token anywhere: the port in an endpoint file left by a
+    server that crashed (or a reboot, after which its pid belongs to another process) may be held by another local
+    user's program, which would otherwise receive `Authorization: Bearer <token>` with the first health check."""
+    message = b"deskbridge-health-v1\0" + challenge.encode("ascii")
+    return hmac.new(token.encode("utf-8"), message, hashlib.sha256).hexdigest()
+
+
+def valid_challenge(challenge: str | None) -> bool:
+    return challenge is not None and 32 <= len(challenge) <= 128 and set(challenge) <= HEALTH_CHALLENGE_CHARS
 
 
 def same_secret(given: str | None, expected: str) -> bool:
@@ -224,6 +245,10 @@ class SecurityMiddleware:
             return
         path: str = scope.get("path", "")
         if path == "/mcp" or path.startswith("/mcp/"):
+            challenge = _header(scope, HEALTH_CHALLENGE_HEADER.encode())
+            if path == HEALTH_PATH and challenge is not None and _header(scope, b"authorization") is None:
+                await self._prove(send, challenge)
+                return
             if self.policy.require_token and not self._token_ok(scope):
                 await _reject(
                     send,
@@ -244,6 +269,26 @@ class SecurityMiddleware:
             )
             return
         await self.app(scope, receive, send)
+
+    async def _prove(self, send: Send, challenge: str) -> None:
+        """The answer to a credential-less health challenge: the proof and nothing else about this server."""
+        if not valid_challenge(challenge):
+            await _reject(
+                send,
+                400,
+                "INVALID_ARGUMENT",
+                f"{HEALTH_CHALLENGE_HEADER} must be 32 to 128 lower-case hex digits",
+                "Send a fresh random challenge (`secrets.token_hex(32)`).",
+            )
+            return
+        body = json.dumps({"proof": health_proof(self.policy.mcp_token, challenge)}).encode()
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            (b"cache-control", b"no-store"),
+        ]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
 
     def _token_ok(self, scope: Scope) -> bool:
         auth = _header(scope, b"authorization") or ""

@@ -25,9 +25,12 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import signal
+import sys
 import time
+from collections.abc import Callable
 from types import FrameType
-from typing import Any
+from typing import Any, Final
 
 import anyio
 import uvicorn
@@ -239,6 +242,10 @@ def server_config(web: ASGIApp, **overrides: Any) -> uvicorn.Config:
     return uvicorn.Config(web, **options)
 
 
+CONFIRM_EXIT_S: Final = 10.0
+"""How long a second Ctrl+C stops a `serve` that warned about unsaved documents (seconds)."""
+
+
 class BridgeServer(uvicorn.Server):
     """A uvicorn server that raises the shutdown signal before it drains connections, and enforces the
     connection deadlines of `GuardedProtocol` once a second."""
@@ -251,6 +258,10 @@ class BridgeServer(uvicorn.Server):
         self.on_stopped: list[Any] = []
         """Callables run once the server has stopped (before uvicorn re-raises a SIGTERM, which would skip a
         `finally` around `run`)."""
+        self.unsaved: Callable[[], list[str]] | None = None
+        """Names of documents with unsaved changes (`serve` sets it): a Ctrl+C while there are some asks first."""
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._warned_at = -1e9
 
     async def shutdown(self, sockets: list[Any] | None = None) -> None:
         try:
@@ -279,11 +290,45 @@ class BridgeServer(uvicorn.Server):
 
     async def serve(self, sockets: list[Any] | None = None) -> None:
         self.stop_signal.bind()
+        self._loop = asyncio.get_running_loop()
         await super().serve(sockets)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        # A Ctrl+C used to end `serve` at once and drop every unsaved document (the person's typing in the
+        # browser, an AI's edits) without a word. Like Jupyter's "Shutdown this server?", the first Ctrl+C with
+        # unsaved documents names them and the second within CONFIRM_EXIT_S quits. The check runs on the event
+        # loop, not in the signal handler, which may have interrupted code holding the workspace's locks.
+        if (
+            sig == signal.SIGINT
+            and self.unsaved is not None
+            and self._loop is not None
+            and not self.should_exit
+            and time.monotonic() - self._warned_at > CONFIRM_EXIT_S
+        ):
+            self._loop.call_soon_threadsafe(self._exit_unless_unsaved, sig, frame)
+            return
+        self._exit(sig, frame)
+
+    def _exit(self, sig: int, frame: FrameType | None) -> None:
         self.stop_signal.set()
         super().handle_exit(sig, frame)
+
+    def _exit_unless_unsaved(self, sig: int, frame: FrameType | None) -> None:
+        try:
+            names = self.unsaved() if self.unsaved is not None else []
+        except Exception:  # pragma: no cover - never keep a person from stopping the server
+            names = []
+        if not names:
+            self._exit(sig, frame)
+            return
+        self._warned_at = time.monotonic()
+        shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+        print(
+            f"\ndeskbridge: unsaved changes in {shown}. Save them in the browser (Ctrl+S), or press Ctrl+C again "
+            f"within {CONFIRM_EXIT_S:g} s to stop and lose them.",
+            file=sys.stderr,
+            flush=True,
+        )
 
     def request_exit(self) -> None:
         """Stop from code (tests, `demo --exit-after`) without faking a signal, which uvicorn would re-raise."""

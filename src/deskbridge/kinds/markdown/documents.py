@@ -226,7 +226,14 @@ class Documents:
             options={"encoding": encoding},
             caller=ctx.caller,
         )
-        return self.describe(self._opened(info))
+        doc = self._opened(info)
+        change = doc.external_change
+        if not info["opened"] and change is not None and not change.get("deleted") and not doc.dirty:
+            # Opening it again asks for the file, and nothing here is unsaved: take the file's new text. Without
+            # this an agent with no editor open (stdio) kept reading the old text and every save was refused,
+            # with no way out (the reload/keep choice is the person's, for a document with unsaved changes).
+            await self.reload_from_disk(doc.doc_id)
+        return self.describe(doc)
 
     async def save(
         self, doc_id: str | None = None, *, ctx: CallContext = UI, tool: str = "save"
@@ -248,12 +255,18 @@ class Documents:
                 raise
             path = doc.path
             self._mark_external(doc, await asyncio.to_thread(diskio.identity_of, path))
+            hint = (
+                "Ask the person to reload or keep their text in the editor (the banner above it), "
+                "then call md_save_current_document again."
+                if doc.dirty
+                else f"Nothing here is unsaved: call md_open_document with path {self._target(doc)!r} to take "
+                "the file's new text, then make your change and call md_save_current_document again."
+            )
             raise BridgeError(
                 ErrorCode.SOURCE_CHANGED,
                 f"'{doc.name}' was changed on disk by another program since it was opened; "
                 "nothing was written",
-                hint="Ask the person to reload or keep their text in the editor (the banner above it), "
-                "then call md_save_current_document again.",
+                hint=hint,
                 data={"docId": doc.doc_id, "path": str(path)},
             ) from exc
         doc.external_change = None

@@ -13,15 +13,20 @@ from __future__ import annotations
 
 import functools
 import inspect
-from typing import Any
+from typing import Any, Final
 
 from pydantic import AliasChoices, Field
 
+from deskbridge.core import limits
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.limits import PLAN_PAGE_MAX_ITEMS
 from deskbridge.core.plans import PlanKind
+from deskbridge.core.policy import ApprovalText
 from deskbridge.core.tools import CallContext, Handler, ToolSpec
 from deskbridge.kinds.pvf.args import PvfArgs, acknowledged, cursor, limit, request_id, revision
+
+APPROVAL_DIFF_MAX_CHANGES: Final = 200
+"""Changes whose diffs an approval request of `pvf_plan_apply` shows (the rest: pvf_plan_preview)."""
 
 BUILDERS = {
     PlanKind.EDIT: "pvf_edit_prepare",
@@ -183,7 +188,7 @@ def plan_tools(svc: Any) -> list[ToolSpec]:
             svc._drop_spills()  # the frozen source bytes go with the plan
         return out
 
-    def apply_summary(args: ApplyArgs) -> str:
+    def apply_summary(args: ApplyArgs) -> ApprovalText:
         try:
             plan = eng.get_plan(args.planId)  # an unknown plan fails before anyone is asked
         except BridgeError as exc:
@@ -192,10 +197,33 @@ def plan_tools(svc: Any) -> list[ToolSpec]:
         shown = ", ".join(args.changeKeys[:5]) + (
             f" and {len(args.changeKeys) - 5} more" if len(args.changeKeys) > 5 else ""
         )
-        return (
+        summary = (
             f"commit {len(args.changeKeys)} of the {plan['changeCount']} change(s) of the {plan['kind']} plan "
             f"{args.planId} to the workspace (saved only with pvf_archive_save): {shown}"
         )
+        return ApprovalText(summary, diff=selected_diffs(args.planId, args.changeKeys))
+
+    def selected_diffs(plan_id: str, keys: list[str]) -> str | None:
+        """The diffs of the changes to be applied, as the person approving sees them (the file names alone said
+        nothing of what an agent's plan really does); cut at the approval's diff budget."""
+        budget = limits.APPROVAL_DIFF_MAX_BYTES
+        parts: list[str] = []
+        with eng.lock:
+            changes = eng.plans.get(plan_id).changes
+            for n, key in enumerate(keys):
+                change = changes.get(key)
+                if change is None:
+                    continue
+                if budget <= 0 or n >= APPROVAL_DIFF_MAX_CHANGES:
+                    parts.append(f"… and {len(keys) - n} more change(s): pvf_plan_preview shows them\n")
+                    break
+                item, _cut, used = change.to_dict(diff_budget=budget)
+                budget -= max(used, 1)
+                diff = item.get("diff")
+                parts.append(
+                    diff if diff else f"{item.get('action')} {key} (no text diff, {item.get('size')} bytes)\n"
+                )
+        return "".join(p if p.endswith("\n") else p + "\n" for p in parts) or None
 
     return [
         ToolSpec(

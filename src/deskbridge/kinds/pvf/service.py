@@ -855,6 +855,13 @@ class PvfService:
                         raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"'{path}' appears twice")
                     seen.add(key)
                     exists = ws.exists(path)
+                    if not exists and not e.get("delete"):
+                        # A new file gets the rules an import's names get: `../x`, `a/../../x` or `c:/x` were
+                        # added as they were written, and other tools extract such an archive outside their
+                        # folder (zip-slip) or cannot extract it at all.
+                        from deskbridge.kinds.pvf.transfer import check_archive_path
+
+                        check_archive_path(path)
                     old = ws.read(path) if exists else None
                     shown = _display(ws, key) if exists else path.replace("\\", "/").lstrip("/")
                     if e.get("delete"):

@@ -38,6 +38,7 @@ from deskbridge.core.plans import Change, PlanKind, PlanWarning, make_change, te
 from deskbridge.core.workspace import DELETED, Workspace
 from deskbridge.kinds.pvf.archive.base import norm_path
 from deskbridge.kinds.pvf.store import STRINGTABLE, Compiler, PvfSource, mirror, side_changes, text_of
+from deskbridge.kinds.pvf.tree import safe_parts
 
 _BAD_NAME = re.compile(r'[<>:"|?*\x00-\x1f\\]')
 _WIN_RESERVED = {
@@ -704,11 +705,14 @@ def write_package(
 
 
 def _check_collisions(keys: list[str]) -> None:
-    """Two outputs that one case-insensitive file system (Windows, macOS) would see as one, or a file that is
-    also a folder, are refused before anything is written."""
+    """Two outputs that one case-insensitive file system (Windows, macOS) would see as one, a file that is
+    also a folder, or a name that would leave the output folder, are refused before anything is written."""
     seen: dict[str, str] = {}
     dirs: set[str] = set()
     for k in keys:
+        # An entry of a hostile archive named `../../x` was written outside the export folder (through the
+        # temp folder's parent), and a 115CN zip would carry it to whoever unpacks the package (zip slip).
+        safe_parts(k)
         low = k.lower()
         if low in seen:
             raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"'{k}' and '{seen[low]}' differ only in case")

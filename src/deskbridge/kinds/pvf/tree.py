@@ -26,14 +26,24 @@ VERIFY_PROBLEMS = ("unreadable", "checksum", "structural", "duplicates", "conver
 """The `verify_archive` lists that make `pvf verify` exit non-zero (each entry is one problem)."""
 
 
-def _safe_target(root: Path, path: str) -> Path:
-    """Where an archive path lands under `root`; refuses traversal, absolute and empty components."""
+def safe_parts(path: str) -> list[str]:
+    """The components an archive path is written under on disk (extract, export); refuses traversal, absolute,
+    drive and empty components: a hostile archive's `../../x` must never land outside the output folder."""
     parts = path.replace("\\", "/").split("/")
     if not path or any(p in ("", ".", "..") or ":" in p or "\0" in p for p in parts):
         raise BridgeError(
-            ErrorCode.ACCESS_DENIED, f"archive path '{path}' cannot be extracted safely", data={"path": path}
+            ErrorCode.ACCESS_DENIED,
+            f"archive path '{path}' cannot be extracted safely",
+            "The archive names a file outside the output folder (`..`, a drive or an empty part): leave it out "
+            "(scopes), or delete it from the archive (pvf_edit_prepare with delete) and add it under a proper name.",
+            data={"path": path},
         )
-    return root.joinpath(*parts)
+    return parts
+
+
+def _safe_target(root: Path, path: str) -> Path:
+    """Where an archive path lands under `root`; refuses traversal, absolute and empty components."""
+    return root.joinpath(*safe_parts(path))
 
 
 def _mode_of(ar: Any, path: str, data: bytes) -> str:

@@ -53,6 +53,7 @@ async def test_applying_a_plan_asks_the_person_through_the_client(
         after = await a.call("pvf_workspace_info", {})
         audit = [r.to_dict() for r in a.srv.app.audit.recent() if r.tool == "pvf_plan_apply"]
     assert len(seen) == 1 and "pvf_plan_apply" in seen[0] and plan_id in seen[0]
+    assert "+[t]" in seen[0], seen[0]  # what the plan really changes, not only its file names
     assert audit[-1]["approval"] == ("approved" if approve else "declined")
     if mode == "auto":  # the first round returned the question, the client's retry carried the answer
         assert [r["outcome"] for r in audit][-2] == "INPUT_REQUIRED"

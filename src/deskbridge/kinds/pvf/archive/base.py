@@ -275,6 +275,8 @@ class ArchiveBase(ABC):
                 if self._read_original(key) == data:
                     self._overlay.pop(key, None)  # staging the original bytes back is no change at all
                     return
+        if data is not None and key not in self._overlay_names and key not in self._original_keys():
+            _refuse_dot_components(path, key)
         self._overlay[key] = None if data is None else bytes(data)
         # a new file is stored under its normalised (lower-case) name, as pvfUtility writes it: a stored
         # upper-case name would be unreachable from string links and registries in other tools
@@ -505,6 +507,20 @@ class ArchiveBase(ABC):
 
 STALE_TEMP_AGE_S = 3600.0
 """A `.deskbridge-tmp-*` file next to an archive untouched this long is left over from a killed save."""
+
+
+def _refuse_dot_components(path: str, key: str) -> None:
+    """The last line for a new file's name, whoever stages it (CLI, edits, imports, scripts): no empty, `.` or
+    `..` component. Such an entry is meaningless to the game, and a tool that extracts the archive would write
+    it outside its folder. (Names already in an archive are kept as they are: they are only read.)"""
+    padded = f"/{key}/"
+    if "/../" in padded or "/./" in padded or "//" in padded:
+        raise BridgeError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"'{path}' is not a valid archive path (an empty, '.' or '..' component)",
+            "Use '/'-separated names without '.' or '..' components.",
+            data={"path": path},
+        )
 
 
 def _clean_stale_temps(path: Path) -> None:

@@ -441,7 +441,8 @@ function renderApprovals() {
     box.setAttribute("role", "alert");
     document.body.prepend(box);
   }
-  box.innerHTML = [...approvals.values()].map((r) => `<div class="approval" data-id="${esc(r.id)}"><b>${esc(r.client)}</b> wants to run <code>${esc(r.tool)}</code> on ${esc(r.target)}: ${esc(r.summary)} <button type="button" class="approve" data-ok="1">Approve</button> <button type="button" class="reject" data-ok="0">Reject</button></div>`).join("");
+  // The diff is what the plan really changes (the summary is the agent's request); shown as text, never as HTML.
+  box.innerHTML = [...approvals.values()].map((r) => `<div class="approval" data-id="${esc(r.id)}"><b>${esc(r.client)}</b> wants to run <code>${esc(r.tool)}</code> on ${esc(r.target)}: ${esc(r.summary)} <button type="button" class="approve" data-ok="1">Approve</button> <button type="button" class="reject" data-ok="0">Reject</button>${r.diff ? `<pre class="approval-diff">${esc(r.diff)}</pre>` : ""}</div>`).join("");
   box.hidden = approvals.size === 0;
 }
 
