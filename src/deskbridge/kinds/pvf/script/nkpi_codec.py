@@ -105,6 +105,34 @@ def _cache_for(pools: Pools) -> dict[int, tuple[Any, ...]]:
     return cache
 
 
+def record_key(t: int, v: int) -> int:
+    """The cache key of a record: its type above its value's 32 bits."""
+    return (t << 32) | (v & 0xFFFFFFFF)
+
+
+def record_entry(k: int, pools: Pools, cache: dict[int, tuple[Any, ...]]) -> tuple[Any, ...]:
+    """What `to_tokens` keeps of record key `k` (`record_key`), stored in `cache` where it cannot change:
+    `(token, None)` for a record without a string, else `(token where first in the file, (tag?, string),
+    characters, signed value, the raw token of a later use at another offset)`."""
+    t, u = k >> 32, k & 0xFFFFFFFF
+    v = u - (1 << 32) if u & 0x80000000 else u
+    tok = record_token(t, v, pools)
+    if t in STRING_TYPES and pools.is_valid(u):
+        s = pools.resolve(u)
+        e: tuple[Any, ...] = (tok, (t == T_TAG, s), len(s), v, typed_token(t, v))
+        cache[k] = e
+    elif t in STRING_TYPES:
+        e = (tok, None)  # an offset past the pools may be valid once strings are added: not cached
+    else:
+        e = cache[k] = (tok, None)
+    return e
+
+
+def cache_for(pools: Pools) -> dict[int, tuple[Any, ...]]:
+    """The record cache of `pools` (`record_entry`), shared by whole and lazy decodes."""
+    return _cache_for(pools)
+
+
 def to_tokens(payload: bytes, pools: Pools) -> list[Token]:
     """Text tokens for a script payload (see the module docstring for the mapping).
 
@@ -124,17 +152,7 @@ def to_tokens(payload: bytes, pools: Pools) -> list[Token]:
     for k in keys:
         e = get(k)
         if e is None:
-            t, u = k >> 32, k & 0xFFFFFFFF
-            v = u - (1 << 32) if u & 0x80000000 else u
-            tok = record_token(t, v, pools)
-            if t in STRING_TYPES and pools.is_valid(u):
-                s = pools.resolve(u)
-                e = (tok, (t == T_TAG, s), len(s), v, typed_token(t, v))
-                cache[k] = e
-            elif t in STRING_TYPES:
-                e = (tok, None)  # an offset past the pools may be valid once strings are added: not cached
-            else:
-                e = cache[k] = (tok, None)
+            e = record_entry(k, pools, cache)
         sig = e[1]
         if sig is None:
             append(e[0])
