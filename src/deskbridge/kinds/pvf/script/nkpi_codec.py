@@ -174,9 +174,20 @@ def _hints(original: bytes | None, pools: Pools) -> dict[tuple[bool, str], int]:
     hints: dict[tuple[bool, str], int] = {}
     if not original or len(original) % RECORD:
         return hints
-    for t, v in records(original).tolist():
-        if t in STRING_TYPES and pools.is_valid(v & 0xFFFFFFFF):
-            hints.setdefault((t == T_TAG, pools.resolve(v & 0xFFFFFFFF)), v)
+    recs = records(original)
+    keys = ((recs["t"].astype(np.int64) << 32) | (recs["v"].astype(np.int64) & 0xFFFFFFFF)).tolist()
+    cache = _cache_for(pools)
+    get = cache.get
+    setdefault = hints.setdefault
+    for k in keys:  # the (tag?, string) and signed value `to_tokens` keeps of each record (`record_entry`)
+        e = get(k)
+        if e is None:
+            if k >> 32 not in STRING_TYPES:
+                continue
+            e = record_entry(k, pools, cache)
+        sig = e[1]
+        if sig is not None:
+            setdefault(sig, e[3])
     return hints
 
 
