@@ -221,3 +221,65 @@ def test_every_script_of_an_nkpi_archive_reads_alike_lazily(tmp_path: Path) -> N
         n += 1
     assert n > 200
     ar.close()
+
+
+# The reads and writes of a run in every shape the documents have: sections by name, nested paths, string
+# and number values, a set, a created section, a delete, writes before and after the tree is built.
+MIXED = """
+let n = 0;
+const out = [];
+for (const f of pvf.glob("**/*")) {
+  if (f.type !== 1) continue;
+  const doc = f.parse();
+  const prices = doc.sections("price");
+  out.push(prices.length, doc.sections("if equip/price").length, doc.sections("nothing").length);
+  for (const s of doc.sections("name")) out.push(JSON.stringify(s.values()));
+  let changed = false;
+  for (const s of prices) {
+    const v = s.getValue(0);
+    if (typeof v === "number" && v < 3000) { s.set(3000, 0); changed = true; }
+  }
+  if (n % 7 === 3 && doc.sections("weight").length) { doc.section("weight").delete(); changed = true; }
+  if (n % 11 === 5) { doc.appendSection("added", [n]); changed = true; }
+  if (changed) f.write(doc);
+  n++;
+}
+pvf.log(JSON.stringify(out));
+"""
+
+
+def test_a_run_over_lazy_nkpi_documents_sends_what_whole_decodes_send(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker's host in this process over a synthetic nkpi archive: the same logs and change frames
+    (the texts the parent compiles) with lazy documents as with every document decoded whole."""
+    from deskbridge.kinds.pvf.scripting import host as host_mod
+
+    path = tmp_path / "n.pvf"
+    synth(path, family="nkpi", files=400, seed=9)
+
+    class Frames:
+        def __init__(self) -> None:
+            self.frames: list[dict] = []
+
+        def send(self, msg: dict) -> None:
+            self.frames.append(msg)
+
+    def run() -> tuple[list[dict], int]:
+        job = {"path": str(path), "options": {}, "overlay": {}, "pool_tail": None, "source": MIXED}
+        job |= {"filesets": {}, "fileset_writes": False, "js_mem_bytes": 512 << 20, "cpu_s": 600}
+        job |= {"as_bytes": None, "max_changes": 10_000, "log_max_lines": 1000, "docs_live": 64}
+        job |= {"log_max_bytes": 1 << 22}
+        pipe = Frames()
+        host = host_mod.Host(job, pipe)  # type: ignore[arg-type]
+        host.run()
+        kept = [f for f in pipe.frames if f.get("t") in ("change", "log")]
+        return kept, sum(1 for d in (host.docs or {}).values() if isinstance(d, lazy_nkpi.NkpiDocument))
+
+    lazy_frames, lazy_docs = run()
+    assert lazy_docs > 0  # the run read lazy documents
+    monkeypatch.setattr(lazy_nkpi, "archive_document", lambda *a, **k: None)
+    whole_frames, whole_docs = run()
+    assert whole_docs == 0
+    assert sum(1 for f in lazy_frames if f["t"] == "change") > 20
+    assert lazy_frames == whole_frames
