@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import struct
 import weakref
-from collections.abc import Iterator
 from typing import Any, Protocol
 
 import numpy as np
@@ -101,7 +100,12 @@ def _cache_for(pools: Pools) -> dict[int, tuple[Any, ...]]:
     except TypeError:  # not weak-referenceable: no cache
         return {}
     if len(cache) > CACHE_MAX:
+        # Numbers fill the cache (a million files hold millions of distinct ints); the string records, few
+        # and each a pool lookup to redo, stay unless they alone fill half of it.
+        kept = [(k, e) for k, e in cache.items() if e[1] is not None]
         cache.clear()
+        if len(kept) <= CACHE_MAX // 2:
+            cache.update(kept)
     return cache
 
 
@@ -191,10 +195,12 @@ def _hints(original: bytes | None, pools: Pools) -> dict[tuple[bool, str], int]:
     return hints
 
 
-def _iter_records(
+def _records_of(
     tokens: list[Token], text: str, pools: Pools, hints: dict[tuple[bool, str], int]
-) -> Iterator[tuple[int, int]]:
-    def offset(s: str, tag: bool) -> int:
+) -> tuple[list[int], list[int]]:
+    """The (types, signed values) of the records `tokens` compile to."""
+
+    def offset(s: str, tag: bool, tok: Token) -> int:
         hit = hints.get((tag, s))
         if hit is None:
             try:
@@ -204,22 +210,42 @@ def _iter_records(
             hints[(tag, s)] = hit
         return hit - (1 << 32) if hit >= 1 << 31 else hit
 
+    types: list[int] = []
+    values: list[int] = []
+    put_t, put_v = types.append, values.append
+    # The kinds as locals: an enum member read through its class costs a lookup on every token.
+    k_int, k_float, k_section, k_word, k_string, k_typed = (
+        Kind.INT,
+        Kind.FLOAT,
+        Kind.SECTION,
+        Kind.WORD,
+        Kind.STRING,
+        Kind.TYPED,
+    )
+    get = hints.get
     for tok in tokens:
         kind = tok.kind
-        if kind is Kind.INT:
-            yield T_INT, int(tok.value)
-        elif kind is Kind.FLOAT:
+        if kind is k_int:
+            put_t(T_INT)
+            put_v(int(tok.value))
+        elif kind is k_float:
             bits = int(tok.value)
-            yield T_FLOAT, bits - (1 << 32) if bits >= 1 << 31 else bits
-        elif kind is Kind.SECTION or kind is Kind.WORD:
-            yield T_TAG, offset(str(tok.value), True)
-        elif kind is Kind.STRING:
-            yield T_STRING, offset(str(tok.value), False)
-        elif kind is Kind.TYPED:
-            if isinstance(tok.value, str):
-                yield tok.code, offset(tok.value, tok.code == T_TAG)
-            else:
-                yield tok.code, int(tok.value)
+            put_t(T_FLOAT)
+            put_v(bits - (1 << 32) if bits >= 1 << 31 else bits)
+        elif kind is k_section or kind is k_word or kind is k_string:
+            tag = kind is not k_string
+            s = str(tok.value)
+            hit = get((tag, s))
+            if hit is None:
+                hit = offset(s, tag, tok)  # signed already
+            elif hit >= 1 << 31:
+                hit -= 1 << 32
+            put_t(T_TAG if tag else T_STRING)
+            put_v(hit)
+        elif kind is k_typed:
+            put_t(tok.code)
+            value = tok.value
+            put_v(offset(value, tok.code == T_TAG, tok) if isinstance(value, str) else int(value))
         else:
             raise syntax_error(
                 text,
@@ -227,17 +253,18 @@ def _iter_records(
                 "string links <id::key`…`> do not exist in nkpi scripts; "
                 "write {8=`<table::key>`} for a string-table reference",
             )
+    return types, values
 
 
 def compile_text(text: str, pools: Pools, *, original: bytes | None = None) -> bytes:
     """Script payload for `text`; strings missing from the pools are appended to them."""
     tokens = lex(text)
     hints = _hints(original, pools)
-    recs = list(_iter_records(tokens, text, pools, hints))
-    arr = np.empty(len(recs), dtype=_REC_DTYPE)
-    if recs:
-        arr["t"] = [r[0] for r in recs]
-        arr["v"] = [r[1] for r in recs]
+    types, values = _records_of(tokens, text, pools, hints)
+    arr = np.empty(len(types), dtype=_REC_DTYPE)
+    if types:
+        arr["t"] = types
+        arr["v"] = values
     return arr.tobytes()
 
 
