@@ -283,3 +283,19 @@ def test_a_run_over_lazy_nkpi_documents_sends_what_whole_decodes_send(
     assert whole_docs == 0
     assert sum(1 for f in lazy_frames if f["t"] == "change") > 20
     assert lazy_frames == whole_frames
+
+
+def test_strings_added_to_the_pools_are_seen_by_the_prefilter_and_the_budget() -> None:
+    """The pools' facts are per state: a `[price]` appended after a first search is found by the next, and a
+    long string appended makes a file of many string records a whole decode."""
+    pools, _ = _pools()
+    before = lazy_nkpi.tag_patterns(pools, "price")
+    assert before is not None
+    pools.append_raw(b"[PriCe]" + b"\0", b"")  # as the worker appends the workspace's unsaved strings
+    after = lazy_nkpi.tag_patterns(pools, "price")
+    assert after is not None and len(after) == len(before) + 1
+    assert set(after) == _brute_patterns(pools, "price")
+    data = _payload([(nc.T_STRING, 2)] * 4000)
+    assert lazy_nkpi.nkpi_document(data, pools, record_width=None) is not None
+    pools.add("z" * 1000)
+    assert lazy_nkpi.nkpi_document(data, pools, record_width=None) is None
