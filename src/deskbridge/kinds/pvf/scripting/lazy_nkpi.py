@@ -47,23 +47,23 @@ for the one or two values of a section)."""
 
 class _PoolFacts:
     """What the lazy reading needs of one state of the pools (their sizes): the longest string any offset
-    can resolve to, and the lower-cased pool bytes the tag search runs over."""
+    can resolve to, the tag records found per name, and the tag reading of each type-3 value. No pool bytes
+    are kept (a million-file archive's sTrA is ≈ 62 MB; the worker's memory is capped)."""
 
     def __init__(self, pools: Any) -> None:
         self.sizes = (pools.size_a, pools.size_w)
-        tail_a, tail_w = pools.appended_raw()
-        self.a = pools.raw_a_view() + tail_a if tail_a else pools.raw_a_view()
-        self.w = pools.raw_w_view() + tail_w if tail_w else pools.raw_w_view()
-        self.max_chars = max(_longest(self.a, np.uint8), _longest(self.w, np.dtype("<u2")))
-        self._lower: tuple[bytes, bytes] | None = None
+        a, w = _pool_bytes(pools)
+        self.max_chars = max(_longest(a, np.uint8), _longest(w, np.dtype("<u2")))
         self.patterns: dict[str, tuple[bytes, ...] | None] = {}
         self.tags: dict[int, tuple[str | None, model.TagInfo | None]] = {}
         """Signed value of a type-3 record → `NkpiDocument._tag_entry`."""
 
-    def lowered(self) -> tuple[bytes, bytes]:
-        if self._lower is None:
-            self._lower = (self.a.lower(), self.w.lower())
-        return self._lower
+
+def _pool_bytes(pools: Any) -> tuple[bytes, bytes]:
+    """sTrA and sTrW as they are now: the bytes as opened (no copy) plus what was appended since."""
+    tail_a, tail_w = pools.appended_raw()
+    a, w = pools.raw_a_view(), pools.raw_w_view()
+    return (a + tail_a if tail_a else a), (w + tail_w if tail_w else w)
 
 
 def _longest(raw: bytes, dtype: Any) -> int:
@@ -118,28 +118,27 @@ def tag_patterns(pools: Any, want: str) -> tuple[bytes, ...] | None:
     if not target.isascii() or "k" in target or target.lower() != target:
         facts.patterns[want] = None
         return None
-    low_a, low_w = facts.lowered()
+    a, w = _pool_bytes(pools)
+    low_a, low_w = a.lower(), w.lower()  # for this search only
     offsets: list[int] = []
     pat_a = target.encode("ascii")
-    for end_nul in (True, False):
-        needle = pat_a + b"\0" if end_nul else pat_a
-        if not end_nul:  # a last string without its NUL
-            if low_a.endswith(needle):
-                offsets.append((len(low_a) - len(needle)) * 2)
-            continue
-        at = low_a.find(needle)
-        while at >= 0:
-            offsets.append(at * 2)
-            at = low_a.find(needle, at + 1)
+    needle = pat_a + b"\0"
+    at = low_a.find(needle)
+    while at >= 0:  # sTrA byte `at` is magic offset 2 * at
+        offsets.append(at * 2)
+        at = low_a.find(needle, at + 1)
+    if low_a.endswith(pat_a):  # a last string without its NUL
+        offsets.append((len(low_a) - len(pat_a)) * 2)
     pat_w = target.encode("utf-16-le")
     needle = pat_w + b"\0\0"
     at = low_w.find(needle)
-    while at >= 0:
+    while at >= 0:  # sTrW byte `at` (a unit's start) is magic offset at + 1
         if at % 2 == 0:
             offsets.append(at + 1)
         at = low_w.find(needle, at + 1)
     if low_w.endswith(pat_w) and (len(low_w) - len(pat_w)) % 2 == 0:
         offsets.append(len(low_w) - len(pat_w) + 1)
+    del low_a, low_w
     out = []
     for off in sorted(set(offsets)):
         tok = nc.record_token(nc.T_TAG, off - (1 << 32) if off >= 1 << 31 else off, pools)
