@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import struct
 import weakref
-from collections.abc import Iterator
 from typing import Any, Protocol
 
 import numpy as np
@@ -101,8 +100,41 @@ def _cache_for(pools: Pools) -> dict[int, tuple[Any, ...]]:
     except TypeError:  # not weak-referenceable: no cache
         return {}
     if len(cache) > CACHE_MAX:
+        # Numbers fill the cache (a million files hold millions of distinct ints); the string records, few
+        # and each a pool lookup to redo, stay unless they alone fill half of it.
+        kept = [(k, e) for k, e in cache.items() if e[1] is not None]
         cache.clear()
+        if len(kept) <= CACHE_MAX // 2:
+            cache.update(kept)
     return cache
+
+
+def record_key(t: int, v: int) -> int:
+    """The cache key of a record: its type above its value's 32 bits."""
+    return (t << 32) | (v & 0xFFFFFFFF)
+
+
+def record_entry(k: int, pools: Pools, cache: dict[int, tuple[Any, ...]]) -> tuple[Any, ...]:
+    """What `to_tokens` keeps of record key `k` (`record_key`), stored in `cache` where it cannot change:
+    `(token, None)` for a record without a string, else `(token where first in the file, (tag?, string),
+    characters, signed value, the raw token of a later use at another offset)`."""
+    t, u = k >> 32, k & 0xFFFFFFFF
+    v = u - (1 << 32) if u & 0x80000000 else u
+    tok = record_token(t, v, pools)
+    if t in STRING_TYPES and pools.is_valid(u):
+        s = pools.resolve(u)
+        e: tuple[Any, ...] = (tok, (t == T_TAG, s), len(s), v, typed_token(t, v))
+        cache[k] = e
+    elif t in STRING_TYPES:
+        e = (tok, None)  # an offset past the pools may be valid once strings are added: not cached
+    else:
+        e = cache[k] = (tok, None)
+    return e
+
+
+def cache_for(pools: Pools) -> dict[int, tuple[Any, ...]]:
+    """The record cache of `pools` (`record_entry`), shared by whole and lazy decodes."""
+    return _cache_for(pools)
 
 
 def to_tokens(payload: bytes, pools: Pools) -> list[Token]:
@@ -124,17 +156,7 @@ def to_tokens(payload: bytes, pools: Pools) -> list[Token]:
     for k in keys:
         e = get(k)
         if e is None:
-            t, u = k >> 32, k & 0xFFFFFFFF
-            v = u - (1 << 32) if u & 0x80000000 else u
-            tok = record_token(t, v, pools)
-            if t in STRING_TYPES and pools.is_valid(u):
-                s = pools.resolve(u)
-                e = (tok, (t == T_TAG, s), len(s), v, typed_token(t, v))
-                cache[k] = e
-            elif t in STRING_TYPES:
-                e = (tok, None)  # an offset past the pools may be valid once strings are added: not cached
-            else:
-                e = cache[k] = (tok, None)
+            e = record_entry(k, pools, cache)
         sig = e[1]
         if sig is None:
             append(e[0])
@@ -156,16 +178,29 @@ def _hints(original: bytes | None, pools: Pools) -> dict[tuple[bool, str], int]:
     hints: dict[tuple[bool, str], int] = {}
     if not original or len(original) % RECORD:
         return hints
-    for t, v in records(original).tolist():
-        if t in STRING_TYPES and pools.is_valid(v & 0xFFFFFFFF):
-            hints.setdefault((t == T_TAG, pools.resolve(v & 0xFFFFFFFF)), v)
+    recs = records(original)
+    keys = ((recs["t"].astype(np.int64) << 32) | (recs["v"].astype(np.int64) & 0xFFFFFFFF)).tolist()
+    cache = _cache_for(pools)
+    get = cache.get
+    setdefault = hints.setdefault
+    for k in keys:  # the (tag?, string) and signed value `to_tokens` keeps of each record (`record_entry`)
+        e = get(k)
+        if e is None:
+            if k >> 32 not in STRING_TYPES:
+                continue
+            e = record_entry(k, pools, cache)
+        sig = e[1]
+        if sig is not None:
+            setdefault(sig, e[3])
     return hints
 
 
-def _iter_records(
+def _records_of(
     tokens: list[Token], text: str, pools: Pools, hints: dict[tuple[bool, str], int]
-) -> Iterator[tuple[int, int]]:
-    def offset(s: str, tag: bool) -> int:
+) -> tuple[list[int], list[int]]:
+    """The (types, signed values) of the records `tokens` compile to."""
+
+    def offset(s: str, tag: bool, tok: Token) -> int:
         hit = hints.get((tag, s))
         if hit is None:
             try:
@@ -175,22 +210,42 @@ def _iter_records(
             hints[(tag, s)] = hit
         return hit - (1 << 32) if hit >= 1 << 31 else hit
 
+    types: list[int] = []
+    values: list[int] = []
+    put_t, put_v = types.append, values.append
+    # The kinds as locals: an enum member read through its class costs a lookup on every token.
+    k_int, k_float, k_section, k_word, k_string, k_typed = (
+        Kind.INT,
+        Kind.FLOAT,
+        Kind.SECTION,
+        Kind.WORD,
+        Kind.STRING,
+        Kind.TYPED,
+    )
+    get = hints.get
     for tok in tokens:
         kind = tok.kind
-        if kind is Kind.INT:
-            yield T_INT, int(tok.value)
-        elif kind is Kind.FLOAT:
+        if kind is k_int:
+            put_t(T_INT)
+            put_v(int(tok.value))
+        elif kind is k_float:
             bits = int(tok.value)
-            yield T_FLOAT, bits - (1 << 32) if bits >= 1 << 31 else bits
-        elif kind is Kind.SECTION or kind is Kind.WORD:
-            yield T_TAG, offset(str(tok.value), True)
-        elif kind is Kind.STRING:
-            yield T_STRING, offset(str(tok.value), False)
-        elif kind is Kind.TYPED:
-            if isinstance(tok.value, str):
-                yield tok.code, offset(tok.value, tok.code == T_TAG)
-            else:
-                yield tok.code, int(tok.value)
+            put_t(T_FLOAT)
+            put_v(bits - (1 << 32) if bits >= 1 << 31 else bits)
+        elif kind is k_section or kind is k_word or kind is k_string:
+            tag = kind is not k_string
+            s = str(tok.value)
+            hit = get((tag, s))
+            if hit is None:
+                hit = offset(s, tag, tok)  # signed already
+            elif hit >= 1 << 31:
+                hit -= 1 << 32
+            put_t(T_TAG if tag else T_STRING)
+            put_v(hit)
+        elif kind is k_typed:
+            put_t(tok.code)
+            value = tok.value
+            put_v(offset(value, tok.code == T_TAG, tok) if isinstance(value, str) else int(value))
         else:
             raise syntax_error(
                 text,
@@ -198,17 +253,18 @@ def _iter_records(
                 "string links <id::key`…`> do not exist in nkpi scripts; "
                 "write {8=`<table::key>`} for a string-table reference",
             )
+    return types, values
 
 
 def compile_text(text: str, pools: Pools, *, original: bytes | None = None) -> bytes:
     """Script payload for `text`; strings missing from the pools are appended to them."""
     tokens = lex(text)
     hints = _hints(original, pools)
-    recs = list(_iter_records(tokens, text, pools, hints))
-    arr = np.empty(len(recs), dtype=_REC_DTYPE)
-    if recs:
-        arr["t"] = [r[0] for r in recs]
-        arr["v"] = [r[1] for r in recs]
+    types, values = _records_of(tokens, text, pools, hints)
+    arr = np.empty(len(types), dtype=_REC_DTYPE)
+    if types:
+        arr["t"] = types
+        arr["v"] = values
     return arr.tobytes()
 
 

@@ -26,7 +26,7 @@ from deskbridge.kinds.pvf.archive import open_archive
 from deskbridge.kinds.pvf.archive.base import ArchiveBase, norm_path
 from deskbridge.kinds.pvf.script import classic_codec
 from deskbridge.kinds.pvf.script.text import Kind, int_token, lex, string_token
-from deskbridge.kinds.pvf.scripting import lazy, model
+from deskbridge.kinds.pvf.scripting import lazy, lazy_nkpi, model
 from deskbridge.kinds.pvf.scripting.worker import (
     CHANGE_FRAME_MAX,
     LOG_MAX_BYTES,
@@ -667,10 +667,17 @@ class Host:
         return self.ahead.pop(key)
 
     def _lazy_doc(self, key: str) -> model.Document | None:
-        """A classic archive script read lazily (`lazy.classic_document`), or None (nkpi, a file the run
-        wrote, not a binary script, or one whose whole decode decides the text budget)."""
-        if self.family != "classic" or key in self.tx:
+        """An archive script read lazily (`lazy.classic_document`, `lazy_nkpi.archive_document`), or None (a
+        file the run wrote, not a binary script, or one whose whole decode decides the text budget)."""
+        if key in self.tx:
             return None
+        if self.family != "classic":
+            doc = lazy_nkpi.archive_document(
+                self.ar, self.base[key], record_width=2 if key.endswith(".lst") else None
+            )
+            if doc is not None:
+                self.scanned.add(key)
+            return doc
         try:
             data, tags = self._payload_tags(key)
             if not classic_codec.is_script(data):

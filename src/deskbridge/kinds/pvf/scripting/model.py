@@ -489,9 +489,9 @@ class LazyDocument(Document):
     needed; each section's values are decoded when first read. `find` of a one-part path answers from the
     tags alone while the tree is not built: a file without the tag answers `[]` having decoded nothing, and
     a top-level section without an end tag is made on its own (the tree built later takes that very
-    object). So a script that reads `[price]` of 80,000 files decodes the `[price]` records only. Valid where
-    the tokens of a run of records do not depend on the records before it (classic scripts; nkpi prints a
-    string that occurred earlier in the file at another offset raw, so nkpi documents are decoded whole)."""
+    object). So a script that reads `[price]` of 80,000 files decodes the `[price]` records only. A subclass
+    whose tokens of a run depend on the records before it (nkpi prints a string that occurred earlier in the
+    file at another offset raw) keeps that rule in `_shape` and `_decode` (`lazy_nkpi.NkpiDocument`)."""
 
     _n: int
     _shape_of: TagShape | None
