@@ -10,7 +10,7 @@ the parent compiles and registers the plan (`runner.py`).
 from __future__ import annotations
 
 import base64
-import collections
+import bisect
 import contextlib
 import gc
 import json
@@ -155,6 +155,14 @@ class Host:
         self.order = list(self.base)
         self.staged_keys = {norm_path(name) for name in job.get("overlay") or {}}
         self.docs_live = int(job.get("docs_live", DOCS_LIVE))
+        self.parsed = 0
+        """Documents parsed so far: a document's id is its parse number, and it is live while it is one of the
+        last `docs_live` parsed (`_live`), whether or not it was built."""
+        self.pending: dict[int, str] = {}
+        """Parse number → key of a document answered without being built (`fast_parse`: a file the batch
+        prefilter found without the section asked for); built on its first use (`_doc`)."""
+        self.lacking: tuple[str | None, set[str]] = (None, set())
+        """(section name, the keys read ahead whose documents certainly lack it: `_lacking`)."""
         self.doc_key: dict[int, str] = {}
         self._suffix_type: dict[str, int] = {}
         self.tx: dict[str, tuple[str, Any]] = {}
@@ -195,9 +203,6 @@ class Host:
         to the primitive `file.parse` (`fast_parse`), which then skips resolving its path (-1: it may not)."""
         self.ahead: dict[str, tuple[bytes, lazy.RecordTags]] = {}
         """Key → (payload, its type-5 records `lazy.batch_tags` found with the rest of its batch)."""
-        self.doc_order: collections.deque[int] = collections.deque()
-        """Document ids in parse order (eviction takes the oldest: a dict emptied from its front would scan
-        its dead slots on every `next(iter(…))`)."""
         self.nonce = "pvfjs-error:" + os.urandom(16).hex()
         """What the primitive bridge returns for an error (then `fast.error` tells which): a random string no
         archive value can equal by chance and the script cannot see (the prelude keeps it in its closure)."""
@@ -329,17 +334,73 @@ class Host:
         key is taken from `visit_keys` when that listing is the last and its shown path is `path` (so the
         same key `_need(path)` resolves), unless the run wrote the file. `args[3]`: the section path the
         script last asked `sections` for; the answer is the negative id when the new document certainly has
-        no such section (`LazyDocument.lacks`: the prelude then answers `sections(name)` itself)."""
+        no such section (the prelude then answers `sections(name)` itself). Such a document is not built
+        here (`pending`): a file the batch prefilter found without a tag record of `name` (`_lacking`) costs
+        a few dictionary operations, and is built from its stored payload only if the script uses it."""
         path, gen, i, name = args
         keys = self.visit_keys
         if gen == self.visit_gen and gen is not None and gen > 0 and type(i) is int and 0 <= i < len(keys):
             key = keys[i]
             if key not in self.tx and self.base[key] == path:
+                if type(name) is str:
+                    lacking = self.lacking
+                    if key not in self.ahead:
+                        self._read_ahead(key)
+                        lacking = self.lacking
+                    if lacking[0] != name:
+                        lacking = self._lacking(name)
+                    if key in lacking[1]:
+                        self.ahead.pop(key, None)
+                        self.scanned.add(key)
+                        n = self.parsed = self.parsed + 1
+                        self.pending[n] = key
+                        if len(self.docs) + len(self.pending) > self.docs_live + self._slack:
+                            self._evict()
+                        return -n
                 doc = self._parse(key)
                 lacks = isinstance(name, str) and isinstance(doc, model.LazyDocument) and doc.lacks(name)
                 did = self._register(key, doc)
                 return -did if lacks else did
         return self.file_parse(args[:1])
+
+    @property
+    def _slack(self) -> int:
+        """Documents past `docs_live` kept until the next eviction (evicted in bulk: one pass per this many)."""
+        return max(16, self.docs_live // 4)
+
+    def _lacking(self, name: str) -> tuple[str | None, set[str]]:
+        """The keys read ahead (`ahead`) whose documents would be lazy classic documents without a tag record
+        that reads `[name]` — exactly those `_parse` + `LazyDocument.lacks(name)` answer True for: a stored
+        classic script (by its name's kind), a whole-record payload within the decode budget
+        (`lazy.classic_document`), none of whose type-5 records (`lazy.batch_tags`) is such a tag."""
+        out: set[str] = set()
+        self.lacking = (name, out)
+        if self.family != "classic" or not self.ahead:
+            return self.lacking
+        want = model.one_part(name)
+        strings = self.ar.strings
+        patterns = lazy._tag_patterns(strings.table, want) if want is not None else None
+        max_chars = getattr(strings.table, "max_chars", None)
+        if patterns is None or max_chars is None:
+            return self.lacking
+        wanted = lazy._pattern_indexes(patterns)
+        per_record = max_chars()
+        tx, staged = self.tx, self.staged_keys
+        for key, (data, tags) in self.ahead.items():
+            size = len(data)
+            if (
+                tags is not None
+                and data[:2] == classic_codec.MAGIC
+                and (size - 2) % 5 == 0
+                and size <= classic_codec.MAX_SCRIPT_BYTES
+                and (size - 2) // 5 * per_record <= lazy.text_budget(size) - (1 << 16)
+                and wanted.isdisjoint(tags[1])
+                and key not in tx
+                and key not in staged
+                and self._type_of(key) == TYPE_SCRIPT
+            ):
+                out.add(key)
+        return self.lacking
 
     def fast_write(self, args: list[Any]) -> None:
         self.file_write(args[:2])
@@ -462,6 +523,8 @@ class Host:
         )
 
     def _warnings_for(self, key: str) -> list[str]:
+        if self.docs and next(iter(self.docs)) <= self.parsed - self.docs_live:
+            self._evict()  # as if each document had been dropped when it left the window
         out = list(self.path_warnings.get(key, ()))
         for did in self.doc_of_key.get(key, ()):
             if did in self.docs:
@@ -469,10 +532,15 @@ class Host:
         return out[:50]
 
     def _evict(self) -> None:
-        """Keep at most `DOCS_LIVE` parsed documents: a script that parses every file of a large archive
-        must not hold them all (their warnings are kept; a handle of an evicted one asks to parse again)."""
-        while len(self.docs) > self.docs_live:
-            did = self.doc_order.popleft()
+        """Drop the documents that are no longer live (`_live`: older than the last `docs_live` parsed): a
+        script that parses every file of a large archive must not hold them all (their warnings are kept; a
+        handle of an evicted one asks to parse again). In bulk, oldest first: a handle is refused as soon as
+        its document leaves the window, whether or not it was dropped yet."""
+        floor = self.parsed - self.docs_live
+        if self.pending:
+            self.pending = {n: k for n, k in self.pending.items() if n > floor}
+        dead = sorted(d for d in self.docs if d <= floor)
+        for did in dead:
             doc = self.docs.pop(did)
             doc.release()
             del self.doc_path[did]
@@ -618,15 +686,19 @@ class Host:
             raise ScriptError("UNSUPPORTED_CHANGE", f"{self._shown(key)} is binary and has no text form")
         self._stage(key, self._shown(key), text)
 
-    def _parse(self, key: str) -> model.Document:
+    def _parse(self, key: str, stored: bool = False) -> model.Document:
+        """The document of a file; `stored`: of its stored payload even where the run has written it since (a
+        `pending` document is built when first used: it reads the file as it was when it was parsed)."""
         if self._type_of(key) != TYPE_SCRIPT:
             raise ScriptError("UNSUPPORTED_CHANGE", f"{self._shown(key)} is not a script; use text()")
-        doc = self._lazy_doc(key)
+        doc = self._lazy_doc(key, stored)
         if doc is not None:
             return doc
-        tokens = self._codec_tokens(key)
+        tokens = self._codec_tokens(key, stored)
         from_archive = tokens is not None
         if tokens is None:
+            if stored:
+                raise ScriptError("INTERNAL", f"{self.base[key]} no longer reads as it did")
             text = self._text(key)
             try:
                 tokens = lex(text)
@@ -650,10 +722,16 @@ class Host:
         got = self.ahead.pop(key, None)
         if got is not None:
             return got
-        path = self.base[key]
+        if self._read_ahead(key):
+            return self.ahead.pop(key)
+        return self.ar.read(self.base[key]), None
+
+    def _read_ahead(self, key: str) -> bool:
+        """Decrypt the stored classic payloads of the last listing from `key` on (`AHEAD` of them) into
+        `ahead`, with their type-5 records; False where `key` is not one of them."""
         at = self.visit.get(key)
-        if at is None or self.family != "classic" or not self.ar.has_original(path):
-            return self.ar.read(path), None
+        if at is None or self.family != "classic" or not self.ar.has_original(self.base[key]):
+            return False
         staged = self.staged_keys
         batch = [
             k
@@ -661,18 +739,23 @@ class Host:
             if k not in self.tx and k not in staged and self.ar.has_original(self.base[k])
         ]
         if key not in batch:
-            return self.ar.read(path), None
+            return False
         payloads = self.ar.read_originals(batch, release=True)
         self.ahead = dict(zip(batch, zip(payloads, lazy.batch_tags(payloads), strict=True), strict=True))
-        return self.ahead.pop(key)
+        self.lacking = (None, set())
+        return True
 
-    def _lazy_doc(self, key: str) -> model.Document | None:
+    def _lazy_doc(self, key: str, stored: bool = False) -> model.Document | None:
         """A classic archive script read lazily (`lazy.classic_document`), or None (nkpi, a file the run
-        wrote, not a binary script, or one whose whole decode decides the text budget)."""
-        if self.family != "classic" or key in self.tx:
+        wrote — unless `stored` —, not a binary script, or one whose whole decode decides the text budget)."""
+        if self.family != "classic" or (key in self.tx and not stored):
             return None
         try:
-            data, tags = self._payload_tags(key)
+            if stored:
+                got = self.ahead.pop(key, None)
+                data, tags = got if got is not None else (self.ar.read(self.base[key]), None)
+            else:
+                data, tags = self._payload_tags(key)
             if not classic_codec.is_script(data):
                 return None
             strings = self.ar.strings
@@ -690,10 +773,10 @@ class Host:
             self.scanned.add(key)
         return doc
 
-    def _codec_tokens(self, key: str) -> list[Any] | None:
+    def _codec_tokens(self, key: str, stored: bool = False) -> list[Any] | None:
         """The tokens of an archive script straight from the family codec — the same tokens `lex` reads
         from `read_text` (the printer is canonical), without printing and re-lexing every scanned file."""
-        if key in self.tx:
+        if key in self.tx and not stored:
             return None
         path = self.base[key]
         try:
@@ -721,15 +804,19 @@ class Host:
         key = self._need(_arg(args, 0, str, "path"))
         return self._register(key, self._parse(key))
 
-    def _register(self, key: str, doc: model.Document) -> int:
-        did = self._next
-        self._next = did + 1
+    def _register(self, key: str, doc: model.Document, did: int | None = None) -> int:
+        """The handle of a newly parsed document (its parse number), or of a `pending` one now built."""
+        if did is None:
+            did = self.parsed = self.parsed + 1
         self.docs[did] = doc
-        self.doc_order.append(did)
         self.doc_path[did] = self._shown(key)
         self.doc_key[did] = key
-        self.doc_of_key.setdefault(key, []).append(did)
-        if len(self.docs) > self.docs_live:
+        dids = self.doc_of_key.setdefault(key, [])
+        if dids and dids[-1] > did:
+            bisect.insort(dids, did)  # a pending document built late: keep parse order (`_warnings_for`)
+        else:
+            dids.append(did)
+        if len(self.docs) + len(self.pending) > self.docs_live + self._slack:
             self._evict()
         return did
 
@@ -895,7 +982,11 @@ class Host:
         return n
 
     def _doc(self, did: Any) -> model.Document:
-        doc = self.docs.get(did) if isinstance(did, int) and not isinstance(did, bool) else None
+        doc = self.docs.get(did) if type(did) is int and did > self.parsed - self.docs_live else None
+        if doc is None and type(did) is int and did in self.pending and did > self.parsed - self.docs_live:
+            key = self.pending.pop(did)
+            doc = self._parse(key, stored=True)
+            self._register(key, doc, did)
         if doc is None:
             raise ScriptError(
                 "INVALID_ARGUMENT",
@@ -915,7 +1006,7 @@ class Host:
 
     def _sec(self, sid: Any) -> model.Section:
         sec = self.secs.get(sid) if isinstance(sid, int) and not isinstance(sid, bool) else None
-        if sec is None:
+        if sec is None or self.sec_doc[sid] <= self.parsed - self.docs_live:
             raise ScriptError(
                 "INVALID_ARGUMENT", "not a live section of this run (its document was evicted?)"
             )

@@ -31,9 +31,10 @@
   const plainString = (s) => apply(indexOf, s, ["\0"]) < 0;
   // A price raise asks every document for the same section, and most files have none: the primitive parse
   // is told the name last asked for (`lastName`) and answers a negative id when the file has no tag record
-  // of that name at all (so `sections(lastName)` is [] until the document is changed). The host keeps the
-  // last `docsLive` documents: `parsed` numbers them the same way, so an evicted one still asks the host
-  // (and gets its "not a live document" error).
+  // of that name at all (so `sections(lastName)` is [] until the document is changed); the host builds such
+  // a document only if another method uses it. A document's id is its parse number and the host keeps the
+  // last `docsLive` parsed: `parsed` is the newest id seen, so an evicted one still asks the host (and gets
+  // its "not a live document" error).
   let lastName = null;
   let parsed = 0;
 
@@ -158,10 +159,12 @@
   }
 
   class PvfDocument {
-    // `_miss`: a section name this document has no tag of (see `lastName`), or null; `_n`: its parse number.
+    // `_miss`: a section name this document has no tag of (see `lastName`), or null; `_n`: its parse number
+    // (the host numbers documents as it parses them: the id).
     constructor(id, miss) {
+      if (id > parsed) parsed = id;
       defineProperty(this, "_id", { value: id });
-      defineProperty(this, "_n", { value: ++parsed });
+      defineProperty(this, "_n", { value: id });
       defineProperty(this, "_miss", { value: miss === undefined ? null : miss, writable: true });
     }
     sections(path) {
