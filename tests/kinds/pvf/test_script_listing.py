@@ -133,3 +133,40 @@ async def test_the_no_such_section_hint_holds_until_the_document_changes(tmp_pat
         "other": 0,
         "old": "INVALID_ARGUMENT",
     }
+
+
+PENDING = r"""
+const out = {};
+const files = pvf.glob("**/*.equ");
+const name = (d) => d.sections("name").map((s) => s.getValue(0)).join("|");
+out.before = name(files[1].parse());
+files[0].parse().sections("no such section");  // the name the host now answers parses for
+const d = files[1].parse();  // no such tag: answered without building the document
+out.hinted = d._miss === "no such section";
+files[1].setText("#PVF_File\n[name]\n\t`rewritten`\n");  // the run writes the file after that parse
+out.built = name(d);  // built on first use: the file as it was parsed
+out.warned = d.warnings().length;
+out.now = name(files[1].parse());
+// a forged id names no document the host answered for
+const P = Object.getPrototypeOf(d);
+try { P.warnings.call({ _id: 1e6 }); out.forged = "answered"; } catch (e) { out.forged = e.code; }
+pvf.log(JSON.stringify(out));
+"""
+
+
+@pytest.mark.anyio
+async def test_a_document_answered_without_being_built_reads_the_file_as_parsed(tmp_path: Path) -> None:
+    """A parse the batch prefilter answers "no such section" for builds no document; the host builds it from
+    the stored payload when the script first uses it, even after the run wrote the file."""
+    src = tmp_path / "src.pvf"
+    synth(src, family="classic", files=200, seed=5)
+    path = tmp_path / "Script.pvf"
+    shutil.copyfile(src, path)
+    async with session(path, tmp_path / "cache") as s:
+        res = await s.run(PENDING)
+        assert res["state"] == "succeeded", res
+        out = json.loads(res["logs"][-1])
+        s.discard(res)
+    assert out["before"] and out["hinted"] is True
+    assert out["built"] == out["before"] and out["now"] == "rewritten"
+    assert out["warned"] == 0 and out["forged"] == "INVALID_ARGUMENT"
