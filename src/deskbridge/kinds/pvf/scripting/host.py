@@ -14,6 +14,7 @@ import bisect
 import contextlib
 import gc
 import json
+import math
 import os
 import posixpath
 import re
@@ -167,6 +168,8 @@ class Host:
         self._suffix_type: dict[str, int] = {}
         self.tx: dict[str, tuple[str, Any]] = {}
         """key → (display path, text str | raw bytes | DELETED): the run's writes."""
+        self.sent: dict[str, dict[str, Any]] = {}
+        """key → the change frame sent for it while the script ran (`_send_early`)."""
         self.created: set[str] = set()
         self.scanned: set[str] = set()
         self.docs: dict[int, model.Document] = {}
@@ -406,7 +409,23 @@ class Host:
         self.file_write(args[:2])
 
     def fast_sections(self, args: list[Any]) -> str:
-        return ",".join(map(str, self.doc_sections(args[:2])))
+        """`doc.sections(path)` as "id" or "id=first value" per section (comma-separated): the first value
+        where `getValue(0)` would answer a finite number (its JavaScript reading of `repr` is that very
+        number), so the prelude answers that call itself."""
+        did = args[0]
+        doc = self._doc(did)
+        out = []
+        for sec in doc.find(_arg(args, 1, str, "path")):
+            sid = self._sec_handle(did, sec)
+            values = sec.values
+            if values:
+                v = model.plain(values[0])
+                t = type(v)
+                if t is int or (t is float and math.isfinite(v)):
+                    out.append(f"{sid}={v!r}")
+                    continue
+            out.append(str(sid))
+        return ",".join(out)
 
     def fast_sec_get(self, args: list[Any]) -> Any:
         return self.sec_get(args[:3])
@@ -478,39 +497,59 @@ class Host:
 
     # ------------------------------------------------------------------------------------------ results
 
+    def _change(self, key: str) -> dict[str, Any] | None:
+        """The change frame of a key the run wrote, as it stands now (None: created and deleted in the run)."""
+        shown, value = self.tx[key]
+        exists = key in self.base
+        msg: dict[str, Any] = {"t": "change", "path": shown}
+        # No diffs and no old texts here: the parent decompiles the old side itself when a preview
+        # shows a change (it cannot take a sandbox's word for what a diff says), and it drops a change
+        # whose compiled payload equals the old one.
+        if value is DELETED:
+            if not exists:
+                return None  # created and deleted within the run
+            msg["action"] = "delete"
+        elif isinstance(value, bytes):
+            msg["action"] = "modify" if exists else "add"
+            msg["base64"] = base64.b64encode(value).decode()
+        else:
+            msg["action"] = "modify" if exists else "add"
+            msg["text"] = value
+            msg["type"] = self._type_of(key)
+        msg["warnings"] = self._warnings_for(key)
+        needs = self.list_created.get(key, set()) | self.str_requires.get(key, set())
+        if needs:
+            msg["requires"] = sorted(needs)
+        # A JSON character is at most 6 bytes (`\u001f`) and UTF-8 at most 4 per character: a frame whose
+        # content is far under the cap is sent without first encoding it a second time just to measure it.
+        chars = len(msg.get("text") or msg.get("base64") or "") + len(shown)
+        chars += sum(map(len, msg["warnings"])) + sum(map(len, msg.get("requires", ())))
+        if chars * 6 + 4096 > CHANGE_FRAME_MAX:  # 4096: the keys, the action, the type, the brackets
+            raw = json.dumps(msg, ensure_ascii=False)
+            if len(raw.encode()) > CHANGE_FRAME_MAX:
+                raise ScriptError("LIMIT_EXCEEDED", f"the new content of {shown} is larger than 32 MiB")
+        return msg
+
+    def _send_early(self, key: str) -> None:
+        """Send the frame of a stored file the script just wrote, so the parent compiles it while the script
+        goes on (`runner._PlanBuilder`); `finish` sends it again only if it changed since (the parent keeps
+        the last frame of each key)."""
+        msg = self._change(key)
+        if msg is not None:
+            self.pipe.send(msg)
+            self.sent[key] = msg
+
     def finish(self) -> None:
         t0 = time.perf_counter()
+        self.pipe.send({"t": "finishing"})  # the script is over (the parent's progress turns to its compile)
         n = 0
-        for key, (shown, value) in self.tx.items():
-            exists = key in self.base
-            msg: dict[str, Any] = {"t": "change", "path": shown}
-            # No diffs and no old texts here: the parent decompiles the old side itself when a preview
-            # shows a change (it cannot take a sandbox's word for what a diff says), and it drops a change
-            # whose compiled payload equals the old one.
-            if value is DELETED:
-                if not exists:
-                    continue  # created and deleted within the run
-                msg["action"] = "delete"
-            elif isinstance(value, bytes):
-                msg["action"] = "modify" if exists else "add"
-                msg["base64"] = base64.b64encode(value).decode()
-            else:
-                msg["action"] = "modify" if exists else "add"
-                msg["text"] = value
-                msg["type"] = self._type_of(key)
-            msg["warnings"] = self._warnings_for(key)
-            needs = self.list_created.get(key, set()) | self.str_requires.get(key, set())
-            if needs:
-                msg["requires"] = sorted(needs)
-            # A JSON character is at most 6 bytes (`\u001f`) and UTF-8 at most 4 per character: a frame whose
-            # content is far under the cap is sent without first encoding it a second time just to measure it.
-            chars = len(msg.get("text") or msg.get("base64") or "") + len(shown)
-            chars += sum(map(len, msg["warnings"])) + sum(map(len, msg.get("requires", ())))
-            if chars * 6 + 4096 > CHANGE_FRAME_MAX:  # 4096: the keys, the action, the type, the brackets
-                raw = json.dumps(msg, ensure_ascii=False)
-                if len(raw.encode()) > CHANGE_FRAME_MAX:
-                    raise ScriptError("LIMIT_EXCEEDED", f"the new content of {shown} is larger than 32 MiB")
-            self.pipe.send(msg)
+        sent = self.sent
+        for key in self.tx:
+            msg = self._change(key)
+            if msg is None:
+                continue  # (never sent early: only stored files are)
+            if sent.get(key) != msg:
+                self.pipe.send(msg)
             n += 1
         self.pipe.send(
             {
@@ -824,7 +863,12 @@ class Host:
         key = self._need(_arg(args, 0, str, "path"))
         doc = self._doc(args[1] if len(args) > 1 else None)
         text = doc.text()  # the old text and the diff are the parent's (from the payload it reads)
+        first = key not in self.tx
         self._stage(key, self._shown(key), text)
+        # Sent now while the frames sent so far are those of every file written so far, so the parent still
+        # gets them in the order of the run's first writes (the order its compile adds new strings in).
+        if first and key in self.base and len(self.sent) == len(self.tx) - 1:
+            self._send_early(key)
 
     def create_file(self, args: list[Any]) -> str:
         path = _arg(args, 0, str, "path")

@@ -37,8 +37,13 @@
   // its "not a live document" error).
   let lastName = null;
   let parsed = 0;
+  // `doc.sections(name)` answers each section with its first value where that is a number, kept on the
+  // section object so `getValue(0)` asks the host nothing; valid while `changes` is what it was then (every
+  // JSON operation and every primitive `set` counts as a change) and the document is still live.
+  let changes = 0;
 
   function call(op, args) {
+    changes++;
     const answer = parse(host(op, stringify(args)));
     if (hasOwn(answer, "e")) {
       const err = new ErrorCtor(answer.e.code + ": " + answer.e.message);
@@ -67,11 +72,19 @@
     return v;
   }
 
-  function ids(s) {
-    if (s === "") return [];
+  const slice = String.prototype.slice;
+  // The primitive `doc.sections` answer: "id" or "id=first value" per section, comma-separated.
+  function sectionsOf(s, doc) {
+    const out = [];
+    if (s === "") return out;
     const parts = apply(split, s, [","]);
-    for (let i = 0; i < parts.length; i++) parts[i] = +parts[i];
-    return parts;
+    for (let i = 0; i < parts.length; i++) {
+      const part = parts[i];
+      const eq = apply(indexOf, part, ["="]);
+      if (eq < 0) out.push(new PvfSection(+part));
+      else out.push(new PvfSection(+apply(slice, part, [0, eq]), doc, +apply(slice, part, [eq + 1]), changes));
+    }
+    return out;
   }
 
   const isNumberValue = (v) => typeof v === "number" && isFinite(v) && !is(v, -0);
@@ -126,7 +139,15 @@
   }
 
   class PvfSection {
-    constructor(id) { defineProperty(this, "_id", { value: id }); }
+    // `_d`, `_v`, `_c`: its document's id, its first value and `changes` when the host answered it (or -1).
+    constructor(id, doc, first, seen) {
+      defineProperty(this, "_id", { value: id });
+      if (doc !== undefined) {
+        defineProperty(this, "_d", { value: doc });
+        defineProperty(this, "_v", { value: first });
+        defineProperty(this, "_c", { value: seen });
+      }
+    }
     get name() { return call("sec.info", [this._id]).name; }
     get hasEndTag() { return call("sec.info", [this._id]).hasEndTag; }
     get path() { return call("sec.info", [this._id]).path; }
@@ -137,6 +158,7 @@
     get(i) { return call("sec.get", [this._id, i === undefined ? 0 : i, "raw"]); }
     getValue(i) {
       if (i === undefined) i = 0;
+      if (i === 0 && this._c === changes && parsed - this._d < docsLive) return this._v;
       if (!isInteger(i)) return call("sec.get", [this._id, i, "plain"]);
       return fast("sec.get", this._id, i, "plain", null, [this._id, i, "plain"]);
     }
@@ -144,7 +166,10 @@
     set(value, i) {
       if (i === undefined) i = 0;
       if (!isNumberValue(value) || !isInteger(i)) call("sec.set", [this._id, value, i, false]);
-      else fast("sec.set", this._id, value, i, false, [this._id, value, i, false]);
+      else {
+        changes++;
+        fast("sec.set", this._id, value, i, false, [this._id, value, i, false]);
+      }
     }
     setStrValue(t, i) { call("sec.set", [this._id, StringCtor(t), i === undefined ? 0 : i, true]); }
     setValues(vs) {
@@ -173,7 +198,9 @@
       let found;
       if (plainString(p)) {
         lastName = p;
-        found = ids(fast("doc.sections", this._id, p, null, null, [this._id, p]));
+        const got = fast("doc.sections", this._id, p, null, null, [this._id, p]);
+        if (typeof got === "string") return sectionsOf(got, this._id);
+        found = got;  // the JSON form's answer (a retry)
       } else found = call("doc.sections", [this._id, p]);
       const out = [];
       for (let i = 0; i < found.length; i++) out.push(new PvfSection(found[i]));

@@ -298,8 +298,17 @@ class ScriptRuns:
         done: dict[str, Any] | None = None
         try:
             while done is None:
-                if pending and (len(pending) >= _BATCH or w.frames.empty()) and plan.streaming:
-                    plan.add(pending)  # compiled while the worker still sends (see `_PlanBuilder`)
+                # Frames come while the script runs (a file's, when it is written) and after it: compiled while
+                # the worker goes on (see `_PlanBuilder`), in batches of at least `_EARLY` while it scans.
+                if (
+                    pending
+                    and plan.streaming
+                    and (
+                        len(pending) >= _BATCH
+                        or (w.frames.empty() and (plan.reporting or len(pending) >= _EARLY))
+                    )
+                ):
+                    plan.add(pending)
                     pending = []
                 if handle.cancelled:
                     w.kill()
@@ -371,6 +380,8 @@ class ScriptRuns:
                         "the workspace is unchanged.",
                         data=data,
                     )
+                elif kind == "finishing":
+                    plan.reporting = True  # the script is over: progress is the compile's from here on
                 elif kind == "done":
                     done = msg
         finally:
@@ -397,6 +408,7 @@ class ScriptRuns:
             handle.progress(1, 1, "done (read-only: no plan)")
             return {"planId": None, "readOnly": True, "changes": 0, "summary": summary}
         t_plan = time.monotonic()
+        plan.reporting = True
         if pending:
             plan.add(pending)
         info = plan.create(summary)
@@ -428,6 +440,8 @@ class ScriptRuns:
 
 _BATCH = 256
 """Change frames compiled per hold of the engine lock while the worker still sends."""
+_EARLY = 64
+"""The fewest frames compiled in one hold of the lock while the script still runs (the queue empty)."""
 
 
 class _PlanBuilder:
@@ -449,14 +463,19 @@ class _PlanBuilder:
         self.caller = caller
         self.workspace_id = workspace_id
         self.revision = revision
-        self.changes: list[Change] = []
-        self.file_warnings = 0
+        self.changes: dict[str, Change] = {}
+        """Archive key → the change of the last frame sent for it (the worker sends a file's frame when the
+        script writes it, and again at its end if the file changed since: the later replaces the earlier)."""
+        self.warned: dict[str, int] = {}
+        """Archive key → how many warnings its last frame carried (the summary's `fileWarnings`)."""
         self.grown: dict[str, bytes] | None = None
         """What this plan's compiles staged besides their payloads (`Compiler.extra`: the grown string
         table, `.str` files edited through link texts); None: nothing."""
         self.grew: list[str] = []
         self.compile_s = 0.0
         self.batches = 0
+        self.reporting = False
+        """Whether the script is over (the worker's `finishing`): only then is progress the compile's."""
 
     @property
     def streaming(self) -> bool:
@@ -492,9 +511,11 @@ class _PlanBuilder:
                 self.grown = comp.extra
             self.grew += comp.grew
         self.compile_s += time.monotonic() - t0
-        # the compile is a phase of its own, counted from its first batch (the scan's count is over)
-        self.handle.progress(len(self.changes), None, "compiling changes", restart=self.batches == 0)
-        self.batches += 1
+        # the compile is a phase of its own, counted from its first batch after the script (the scan's
+        # count is over)
+        if self.reporting:
+            self.handle.progress(len(self.changes), None, "compiling changes", restart=self.batches == 0)
+            self.batches += 1
 
     def _one(
         self, ws: Any, archive: Any, comp: Compiler, msg: dict[str, Any], table_text: str | None
@@ -503,6 +524,7 @@ class _PlanBuilder:
         action = msg.get("action")
         if not path or action not in ("add", "modify", "delete"):
             raise BridgeError(ErrorCode.INTERNAL, "the worker sent a change without path or action")
+        key = norm_path(path)  # a later frame of the same file replaces the earlier one, in its place
         try:  # one read (an `exists` first read the payload twice)
             old: bytes | None = ws.read(path)
         except BridgeError as exc:
@@ -510,10 +532,11 @@ class _PlanBuilder:
                 raise
             old = None
         warnings = [str(x)[:500] for x in (msg.get("warnings") or [])][:50]
-        self.file_warnings += len(warnings)
+        self.warned[key] = len(warnings)
         meta: dict[str, Any] = {"warnings": warnings} if warnings else {}
         if action == "delete":
             if old is None:
+                self.changes.pop(key, None)
                 return
             old_text = table_text if norm_path(path) == STRINGTABLE else _old_text(archive, path, old)
             ch = Change(
@@ -535,6 +558,7 @@ class _PlanBuilder:
             else:
                 raise BridgeError(ErrorCode.INTERNAL, "the worker sent a change without content")
             if old is not None and payload == old:
+                self.changes.pop(key, None)
                 return
             ch = Change(
                 path,
@@ -551,13 +575,13 @@ class _PlanBuilder:
         req = msg.get("requires")
         if isinstance(req, list):
             ch.requires = tuple(str(r) for r in req[:1000])
-        self.changes.append(ch)
+        self.changes[key] = ch
 
     def create(self, summary: dict[str, Any]) -> dict[str, Any]:
         """The plan of every change compiled (with the grown string table as its own change), or no plan."""
         eng = self.runs.svc.engine
         task = eng.tasks.get(self.handle.task_id)
-        changes = self.changes
+        changes = list(self.changes.values())
         with eng.lock:
             ws = self._ws()
             changes += side_changes(ws, self.grown or {}, [c.key for c in changes])
@@ -598,7 +622,7 @@ class _PlanBuilder:
                 changes=changes,
                 warnings=plan_warnings,
                 on_apply=mirror_on_apply(ws),
-                summary={**summary, "files": len(changes), "fileWarnings": self.file_warnings},
+                summary={**summary, "files": len(changes), "fileWarnings": sum(self.warned.values())},
                 task=task,
             )
             return eng.get_plan(plan.id)
