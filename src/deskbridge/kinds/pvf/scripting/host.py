@@ -562,8 +562,8 @@ class Host:
         )
 
     def _warnings_for(self, key: str) -> list[str]:
-        if self.docs and next(iter(self.docs)) <= self.parsed - self.docs_live:
-            self._evict()  # as if each document had been dropped when it left the window
+        # Documents that left the window but are not dropped yet come in parse order after those dropped
+        # (`doc_of_key` is in parse order): the same list as if each had been dropped when it left it.
         out = list(self.path_warnings.get(key, ()))
         for did in self.doc_of_key.get(key, ()):
             if did in self.docs:
