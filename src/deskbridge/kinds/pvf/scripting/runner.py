@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import os
 import pickle
 import queue
 import struct
@@ -45,6 +46,12 @@ FRAME_MAX = 40 << 20
 RESULT_MAX_BYTES = 1 << 30
 FILESETS_FILE = "pvf-file-sets.json"
 _FRAME = struct.Struct(">I")
+_READ_BYTES = 1 << 20
+"""Bytes asked of the worker's pipe per read (`Worker._read`)."""
+_PIPE_BYTES = 1 << 20
+"""The worker's pipe capacity asked for (Linux `F_SETPIPE_SZ`; 1 MiB is the default most a process may set)."""
+_QUEUED = 4096
+"""Frames read ahead of the run loop (it compiles change frames between reads)."""
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[4])
 _BOOT = (
     "import sys; sys.path.insert(0, sys.argv[1]); "
@@ -104,7 +111,7 @@ class Worker:
             cwd="/",
             start_new_session=True,
         )
-        self.frames: queue.Queue[dict[str, Any] | None] = queue.Queue(maxsize=256)
+        self.frames: queue.Queue[dict[str, Any] | None] = queue.Queue(maxsize=_QUEUED)
         self.stderr_tail = b""
         self.bad: str | None = None
         threading.Thread(target=self._read, daemon=True).start()
@@ -120,18 +127,41 @@ class Worker:
     def _read(self) -> None:
         out = self.proc.stdout
         assert out is not None
+        # Read in large chunks straight from the pipe: each read gives the GIL away, and while the parent
+        # compiles frames (pure Python, in another thread) taking it back waits for a switch interval — read
+        # a frame at a time (the buffered reader's 8 KiB) and the worker stalls on a full pipe (classic-200k:
+        # the worker's sending phase took as long as the parent's compile). A larger pipe lets it write on.
+        fd = out.fileno()
+        with contextlib.suppress(OSError, AttributeError, ValueError):
+            import fcntl
+
+            fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, _PIPE_BYTES)  # type: ignore[attr-defined]
+        buf = bytearray()
+        at = 0
         try:
             while True:
-                head = out.read(_FRAME.size)
-                if len(head) < _FRAME.size:
-                    break
-                (n,) = _FRAME.unpack(head)
+                if len(buf) - at < _FRAME.size:
+                    chunk = os.read(fd, _READ_BYTES)
+                    if not chunk:
+                        break
+                    del buf[:at]
+                    at = 0
+                    buf += chunk
+                    continue
+                (n,) = _FRAME.unpack_from(buf, at)
                 if n > FRAME_MAX:
                     self.bad = f"a frame of {n} bytes"
                     break
-                raw = out.read(n)
-                if len(raw) < n:
-                    break
+                if len(buf) - at - _FRAME.size < n:
+                    chunk = os.read(fd, max(_READ_BYTES, n + _FRAME.size - (len(buf) - at)))
+                    if not chunk:
+                        break
+                    del buf[:at]
+                    at = 0
+                    buf += chunk
+                    continue
+                raw = bytes(buf[at + _FRAME.size : at + _FRAME.size + n])
+                at += _FRAME.size + n
                 try:
                     msg = json.loads(raw)
                 except ValueError:
