@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from deskbridge.core.errors import BridgeError
 from deskbridge.kinds.pvf.archive import open_archive
 from deskbridge.kinds.pvf.archive.base import ArchiveBase, norm_path
@@ -204,8 +206,10 @@ class Host:
         self.listings = 0
         """The number of the last listing: a file object of that listing names its file by (number, position)
         to the primitive `file.parse` (`fast_parse`), which then skips resolving its path (-1: it may not)."""
-        self.ahead: dict[str, tuple[bytes, lazy.RecordTags]] = {}
-        """Key → (payload, its type-5 records `lazy.batch_tags` found with the rest of its batch)."""
+        self.ahead: dict[str, tuple[bytes, int]] = {}
+        """Key → (payload, its position in `ahead_batch`): the payloads read ahead and not parsed yet."""
+        self.ahead_batch: tuple[list[str], lazy.BatchTags | None] = ([], None)
+        """The keys of the batch last read ahead and their type-5 records (`lazy.BatchTags`)."""
         self.nonce = "pvfjs-error:" + os.urandom(16).hex()
         """What the primitive bridge returns for an error (then `fast.error` tells which): a random string no
         archive value can equal by chance and the script cannot see (the prelude keeps it in its closure)."""
@@ -386,18 +390,23 @@ class Host:
         max_chars = getattr(strings.table, "max_chars", None)
         if patterns is None or max_chars is None:
             return self.lacking
-        wanted = lazy._pattern_indexes(patterns)
+        keys, batch = self.ahead_batch
+        if batch is None:
+            return self.lacking
         per_record = max_chars()
-        tx, staged = self.tx, self.staged_keys
-        for key, (data, tags) in self.ahead.items():
+        tx, staged, ahead = self.tx, self.staged_keys, self.ahead
+        sizes = batch.sizes
+        whole = (sizes >= 2) & ((sizes - 2) % 5 == 0) & (sizes <= classic_codec.MAX_SCRIPT_BYTES)
+        for i in np.flatnonzero(batch.without(lazy._pattern_indexes(patterns)) & whole).tolist():
+            key = keys[i]
+            got = ahead.get(key)
+            if got is None:
+                continue
+            data = got[0]
             size = len(data)
             if (
-                tags is not None
-                and data[:2] == classic_codec.MAGIC
-                and (size - 2) % 5 == 0
-                and size <= classic_codec.MAX_SCRIPT_BYTES
+                data[:2] == classic_codec.MAGIC
                 and (size - 2) // 5 * per_record <= lazy.text_budget(size) - (1 << 16)
-                and wanted.isdisjoint(tags[1])
                 and key not in tx
                 and key not in staged
                 and self._type_of(key) == TYPE_SCRIPT
@@ -642,6 +651,7 @@ class Host:
         self.visit_keys = keys
         self.visit = {k: i for i, k in enumerate(keys)}
         self.ahead = {}
+        self.ahead_batch = ([], None)
         # A listed key is taken by position only when `_key` would accept its shown path as it is (the
         # archive's own names normally are: checked over all of them at once).
         self.listings += 1
@@ -759,10 +769,12 @@ class Host:
         itself), and their type-5 records found in one more (`lazy.batch_tags`: the tag scan of each file,
         and the answer of `sections(name)` for a file without such a tag, without a loop per file)."""
         got = self.ahead.pop(key, None)
+        if got is None and self._read_ahead(key):
+            got = self.ahead.pop(key)
         if got is not None:
-            return got
-        if self._read_ahead(key):
-            return self.ahead.pop(key)
+            batch = self.ahead_batch[1]
+            assert batch is not None
+            return got[0], batch.of(got[1])
         return self.ar.read(self.base[key]), None
 
     def _read_ahead(self, key: str) -> bool:
@@ -780,7 +792,8 @@ class Host:
         if key not in batch:
             return False
         payloads = self.ar.read_originals(batch, release=True)
-        self.ahead = dict(zip(batch, zip(payloads, lazy.batch_tags(payloads), strict=True), strict=True))
+        self.ahead = {k: (data, i) for i, (k, data) in enumerate(zip(batch, payloads, strict=True))}
+        self.ahead_batch = (batch, lazy.BatchTags(payloads))
         self.lacking = (None, set())
         return True
 
@@ -792,7 +805,11 @@ class Host:
         try:
             if stored:
                 got = self.ahead.pop(key, None)
-                data, tags = got if got is not None else (self.ar.read(self.base[key]), None)
+                batch = self.ahead_batch[1]
+                if got is not None and batch is not None:
+                    data, tags = got[0], batch.of(got[1])
+                else:
+                    data, tags = self.ar.read(self.base[key]), None
             else:
                 data, tags = self._payload_tags(key)
             if not classic_codec.is_script(data):
