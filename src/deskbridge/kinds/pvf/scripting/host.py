@@ -2,9 +2,10 @@
 
 Every operation of `prelude.js` arrives here as `(op, JSON arguments)` and is looked up in a fixed table
 (`Host.ops`); arguments are checked for type, never trusted. Writes go to the run's transaction (`Tx`): the
-script reads its own writes, the archive object is never written. At the end each changed file is sent to
-the parent as text (scripts, lists, text files) or bytes (copies of binary files) with its unified diff;
-the parent compiles and registers the plan (`runner.py`).
+script reads its own writes, the archive object is never written. Each changed file is sent to the parent
+as text (scripts, lists, text files) or bytes (copies of binary files), without a diff — a stored file when
+the script writes it (`_send_early`), again at the end only if it changed since, the rest at the end; the
+parent compiles and registers the plan (`runner.py`).
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ the worker its job (archive path and options, the workspace's overlay, the scrip
 frames, forwards logs and progress to the task, and ends the worker when the wall clock runs out or the
 owner cancels (`proc.kill()`: the engine has no in-engine time limit, see `worker.py`).
 
-When the worker is done the changes are compiled by the parent — under `Engine.lock`, against the
+The changes are compiled by the parent as their frames arrive (a stored file's when the script writes it,
+the rest when the script is over; `_PlanBuilder` keeps each file's last) — under `Engine.lock`, against the
 workspace's own archive object, with the same `store.Compiler` as `pvf_edit_prepare` — so a classic script
 that needs new strings comes with the grown `stringtable.bin` as a change it `requires`, and nkpi pool
 strings land in the workspace's pools. A `.lst` entry that registers a file created by the same run
