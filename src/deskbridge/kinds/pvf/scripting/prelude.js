@@ -37,10 +37,15 @@
   // its "not a live document" error).
   let lastName = null;
   let parsed = 0;
-  // `doc.sections(name)` answers each section with its first value where that is a number, kept on the
-  // section object so `getValue(0)` asks the host nothing; valid while `changes` is what it was then (every
-  // JSON operation and every primitive `set` counts as a change) and the document is still live.
+  // `doc.sections(name)` answers each section with its first value where that is a number; the last such
+  // answer is kept here (section ids, their first values, the document, `changes` then) so `getValue(0)` of
+  // one of those sections asks the host nothing while `changes` is unchanged (every JSON operation and every
+  // primitive `set` counts as a change) and the document is still live.
   let changes = 0;
+  let firstIds = [];
+  let firstValues = [];
+  let firstDoc = 0;
+  let firstAt = -1;
 
   function call(op, args) {
     changes++;
@@ -78,12 +83,22 @@
     const out = [];
     if (s === "") return out;
     const parts = apply(split, s, [","]);
+    const ids = [];
+    const values = [];
     for (let i = 0; i < parts.length; i++) {
       const part = parts[i];
       const eq = apply(indexOf, part, ["="]);
-      if (eq < 0) out.push(new PvfSection(+part));
-      else out.push(new PvfSection(+apply(slice, part, [0, eq]), doc, +apply(slice, part, [eq + 1]), changes));
+      const id = eq < 0 ? +part : +apply(slice, part, [0, eq]);
+      if (eq >= 0) {
+        ids.push(id);
+        values.push(+apply(slice, part, [eq + 1]));
+      }
+      out.push(new PvfSection(id));
     }
+    firstIds = ids;
+    firstValues = values;
+    firstDoc = doc;
+    firstAt = changes;
     return out;
   }
 
@@ -139,15 +154,7 @@
   }
 
   class PvfSection {
-    // `_d`, `_v`, `_c`: its document's id, its first value and `changes` when the host answered it (or -1).
-    constructor(id, doc, first, seen) {
-      defineProperty(this, "_id", { value: id });
-      if (doc !== undefined) {
-        defineProperty(this, "_d", { value: doc });
-        defineProperty(this, "_v", { value: first });
-        defineProperty(this, "_c", { value: seen });
-      }
-    }
+    constructor(id) { defineProperty(this, "_id", { value: id }); }
     get name() { return call("sec.info", [this._id]).name; }
     get hasEndTag() { return call("sec.info", [this._id]).hasEndTag; }
     get path() { return call("sec.info", [this._id]).path; }
@@ -158,7 +165,10 @@
     get(i) { return call("sec.get", [this._id, i === undefined ? 0 : i, "raw"]); }
     getValue(i) {
       if (i === undefined) i = 0;
-      if (i === 0 && this._c === changes && parsed - this._d < docsLive) return this._v;
+      if (i === 0 && firstAt === changes && parsed - firstDoc < docsLive) {
+        const id = this._id;
+        for (let k = 0; k < firstIds.length; k++) if (firstIds[k] === id) return firstValues[k];
+      }
       if (!isInteger(i)) return call("sec.get", [this._id, i, "plain"]);
       return fast("sec.get", this._id, i, "plain", null, [this._id, i, "plain"]);
     }
