@@ -194,17 +194,16 @@
   }
 
   class PvfDocument {
-    // `_miss`: a section name this document has no tag of (see `lastName`), or null; `_n`: its parse number
-    // (the host numbers documents as it parses them: the id).
+    // `_miss`: a section name this document has no tag of (see `lastName`), or null; `_id` is its parse
+    // number (the host numbers documents as it parses them).
     constructor(id, miss) {
       if (id > parsed) parsed = id;
       defineProperty(this, "_id", { value: id });
-      defineProperty(this, "_n", { value: id });
       defineProperty(this, "_miss", { value: miss === undefined ? null : miss, writable: true });
     }
     sections(path) {
       const p = StringCtor(path);
-      if (p === this._miss && parsed - this._n < docsLive) return [];
+      if (p === this._miss && parsed - this._id < docsLive) return [];
       let found;
       if (plainString(p)) {
         lastName = p;
