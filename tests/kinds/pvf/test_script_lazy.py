@@ -311,6 +311,10 @@ def test_a_batch_tag_scan_finds_each_files_tag_records_and_its_documents_read_al
     given those records reads, finds, prefilters and writes as the whole-file document."""
     batch = lazy.batch_tags(payloads)
     assert batch == [_tags_one_by_one(p) for p in payloads]
+    columns = lazy.BatchTags(payloads)
+    for wanted in ({seed % 11}, {seed % 11, 3}, set(range(11)), {1 << 31}):
+        lacking = columns.without(frozenset(wanted)).tolist()
+        assert lacking == [wanted.isdisjoint(idx) for _recs, idx in batch]  # what the prefilter reads
     table = StringTable(list(ENTRIES), "cp949")
     for data, tags in zip(payloads, batch, strict=True):
         if data[:2] != cc.MAGIC or (len(data) - 2) % 5:

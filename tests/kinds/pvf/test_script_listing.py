@@ -133,3 +133,142 @@ async def test_the_no_such_section_hint_holds_until_the_document_changes(tmp_pat
         "other": 0,
         "old": "INVALID_ARGUMENT",
     }
+
+
+PENDING = r"""
+const out = {};
+const files = pvf.glob("**/*.equ");
+const name = (d) => d.sections("name").map((s) => s.getValue(0)).join("|");
+out.before = name(files[1].parse());
+files[0].parse().sections("no such section");  // the name the host now answers parses for
+const d = files[1].parse();  // no such tag: answered without building the document
+out.hinted = d._miss === "no such section";
+files[1].setText("#PVF_File\n[name]\n\t`rewritten`\n");  // the run writes the file after that parse
+out.built = name(d);  // built on first use: the file as it was parsed
+out.warned = d.warnings().length;
+out.now = name(files[1].parse());
+// a forged id names no document the host answered for
+const P = Object.getPrototypeOf(d);
+try { P.warnings.call({ _id: 1e6 }); out.forged = "answered"; } catch (e) { out.forged = e.code; }
+pvf.log(JSON.stringify(out));
+"""
+
+
+@pytest.mark.anyio
+async def test_a_document_answered_without_being_built_reads_the_file_as_parsed(tmp_path: Path) -> None:
+    """A parse the batch prefilter answers "no such section" for builds no document; the host builds it from
+    the stored payload when the script first uses it, even after the run wrote the file."""
+    src = tmp_path / "src.pvf"
+    synth(src, family="classic", files=200, seed=5)
+    path = tmp_path / "Script.pvf"
+    shutil.copyfile(src, path)
+    async with session(path, tmp_path / "cache") as s:
+        res = await s.run(PENDING)
+        assert res["state"] == "succeeded", res
+        out = json.loads(res["logs"][-1])
+        s.discard(res)
+    assert out["before"] and out["hinted"] is True
+    assert out["built"] == out["before"] and out["now"] == "rewritten"
+    assert out["warned"] == 0 and out["forged"] == "INVALID_ARGUMENT"
+
+
+FIRST_VALUES = r"""
+const out = {};
+const files = pvf.glob("**/*.equ");
+let d = null, a = null, at = 0;
+for (; at < files.length && a === null; at++) {
+  const doc = files[at].parse();
+  const found = doc.sections("price");
+  if (found.length && typeof found[0].getValue(0) === "number") { d = doc; a = found[0]; }
+}
+const b = d.sections("price")[0];  // the same section, another object with its own first value
+const before = a.getValue(0);
+out.same = b.getValue(0) === before && a.get(0) === before;
+b.set(before + 1, 0);  // the primitive set, through the other object
+out.afterSet = a.getValue(0) === before + 1;
+d.set("price", before + 2);  // a JSON operation on the document
+out.afterDocSet = a.getValue(0) === before + 2 && b.getValue(0) === before + 2;
+const c = d.sections("price")[0];
+d.delete("price", 0);
+try { c.getValue(0); out.deleted = "answered"; } catch (e) { out.deleted = e.code; }
+// a section of a document parsed long ago (docs_live) is not answered from what it read then
+let old = [];
+for (; at < files.length && !old.length; at++) old = files[at].parse().sections("price");
+out.fresh = typeof old[0].getValue(0) === "number";
+for (let i = at; i < at + 8; i++) files[i].parse();
+try { old[0].getValue(0); out.old = "answered"; } catch (err) { out.old = err.code; }
+pvf.log(JSON.stringify(out));
+"""
+
+
+@pytest.mark.anyio
+async def test_first_values_the_sections_answer_brought_hold_only_while_nothing_changed(
+    tmp_path: Path,
+) -> None:
+    """`doc.sections(name)` brings each section's first number, so `getValue(0)` asks the host nothing;
+    a set (primitive or JSON) by any object, a delete and the document's eviction each end that answer."""
+    from deskbridge.kinds.pvf.scripting.runner import ScriptLimits
+
+    src = tmp_path / "src.pvf"
+    synth(src, family="classic", files=200, seed=6)
+    path = tmp_path / "Script.pvf"
+    shutil.copyfile(src, path)
+    async with session(path, tmp_path / "cache", ScriptLimits(docs_live=4)) as s:
+        res = await s.run(FIRST_VALUES)
+        assert res["state"] == "succeeded", res
+        out = json.loads(res["logs"][-1])
+        s.discard(res)
+    assert out == {
+        "same": True,
+        "afterSet": True,
+        "afterDocSet": True,
+        "deleted": "INVALID_ARGUMENT",
+        "fresh": True,
+        "old": "INVALID_ARGUMENT",
+    }
+
+
+REWRITES = r"""
+const files = pvf.glob("**/*.equ");
+const [a, b, c, d] = files;
+a.write(a.parse());  // sent when written (it compiles to its old payload) ...
+a.setText("#PVF_File\n[name]\n\t`rewritten`\n");  // ... then rewritten as text
+let doc = b.parse();
+doc.appendSection("pvfjs one", [1]);
+b.write(doc);
+doc = b.parse();  // the written text
+doc.appendSection("pvfjs two", [2]);
+b.write(doc);
+doc = c.parse();
+doc.appendSection("pvfjs gone", [3]);
+c.write(doc);
+pvf.deleteFile(c.path);
+const original = d.parse();
+doc = d.parse();
+doc.appendSection("pvfjs undone", [4]);
+d.write(doc);
+d.write(original);  // back as it was: no change
+pvf.log(JSON.stringify([a.path, b.path, c.path, d.path]));
+"""
+
+
+@pytest.mark.anyio
+async def test_a_file_written_again_after_its_frame_was_sent_plans_its_last_state(tmp_path: Path) -> None:
+    """The worker sends a stored file's change when the script writes it (the parent compiles it while the
+    script goes on) and again at the end if it changed since: the plan holds each file's last state."""
+    src = tmp_path / "src.pvf"
+    synth(src, family="classic", files=200, seed=7)
+    path = tmp_path / "Script.pvf"
+    shutil.copyfile(src, path)
+    async with session(path, tmp_path / "cache") as s:
+        res = await s.run(REWRITES)
+        assert res["state"] == "succeeded", res
+        a, b, c, _d = json.loads(res["logs"][-1])
+        changes = {k.lower(): ch for k, ch in res["plan"].changes.items()}
+        s.discard(res)
+    # (the string table grows with the strings of the frames compiled early, those of c and d too)
+    assert set(changes) - {"stringtable.bin"} == {a.lower(), b.lower(), c.lower()}
+    assert "rewritten" in changes[a.lower()].diff
+    diff_b = changes[b.lower()].diff
+    assert "pvfjs one" in diff_b and "pvfjs two" in diff_b
+    assert changes[c.lower()].action == "delete"

@@ -252,3 +252,51 @@ async def test_a_diff_the_worker_sends_is_never_shown(
         assert item["diff"] == text_diff(path, old, old + "\n[added by a test]\n\t1\n")
         assert "harmless" not in item["diff"] and "+[added by a test]" in item["diff"]
         s.discard(res)
+
+
+def _frames_read(chunks: list[bytes]) -> tuple[list[dict], str | None]:
+    """What the parent's reader makes of these bytes from a worker's pipe, written in these pieces."""
+    import os
+    import queue
+    import threading
+    import types
+
+    from deskbridge.kinds.pvf.scripting import runner
+
+    r, w = os.pipe()
+    reader = runner.Worker.__new__(runner.Worker)
+    reader.proc = types.SimpleNamespace(stdout=os.fdopen(r, "rb"))  # type: ignore[assignment]
+    reader.frames = queue.Queue()
+    reader.bad = None
+
+    def write() -> None:
+        for c in chunks:
+            os.write(w, c)
+        os.close(w)
+
+    t = threading.Thread(target=write)
+    t.start()
+    reader._read()
+    t.join()
+    got = []
+    while (msg := reader.frames.get_nowait()) is not None:
+        got.append(msg)
+    return got, reader.bad
+
+
+def _frame(raw: bytes) -> bytes:
+    return len(raw).to_bytes(4, "big") + raw
+
+
+@pytest.mark.security
+def test_the_parent_reads_frames_cut_anywhere_and_refuses_oversized_or_garbled_ones() -> None:
+    msgs = [{"t": "change", "path": f"a/{i}.equ", "text": "x" * (i * 997 % 5000)} for i in range(60)]
+    stream = b"".join(_frame(json.dumps(m).encode()) for m in msgs)
+    for size in (1, 3, 4096, 1 << 20):
+        got, bad = _frames_read([stream[i : i + size] for i in range(0, len(stream), size)])
+        assert got == msgs and bad is None
+    big = (41 << 20).to_bytes(4, "big") + b"{}"
+    assert _frames_read([stream, big]) == (msgs, "a frame of 42991616 bytes")
+    assert _frames_read([_frame(b"{not json")]) == ([], "a frame that is not JSON")
+    assert _frames_read([_frame(b"[1]")]) == ([], "a frame without a type")
+    assert _frames_read([stream[:-3]])[0] == msgs[:-1]  # a frame cut short by the worker's end is dropped

@@ -2,24 +2,28 @@
 
 Every operation of `prelude.js` arrives here as `(op, JSON arguments)` and is looked up in a fixed table
 (`Host.ops`); arguments are checked for type, never trusted. Writes go to the run's transaction (`Tx`): the
-script reads its own writes, the archive object is never written. At the end each changed file is sent to
-the parent as text (scripts, lists, text files) or bytes (copies of binary files) with its unified diff;
-the parent compiles and registers the plan (`runner.py`).
+script reads its own writes, the archive object is never written. Each changed file is sent to the parent
+as text (scripts, lists, text files) or bytes (copies of binary files), without a diff — a stored file when
+the script writes it (`_send_early`), again at the end only if it changed since, the rest at the end; the
+parent compiles and registers the plan (`runner.py`).
 """
 
 from __future__ import annotations
 
 import base64
-import collections
+import bisect
 import contextlib
 import gc
 import json
+import math
 import os
 import posixpath
 import re
 import time
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from deskbridge.core.errors import BridgeError
 from deskbridge.kinds.pvf.archive import open_archive
@@ -155,10 +159,20 @@ class Host:
         self.order = list(self.base)
         self.staged_keys = {norm_path(name) for name in job.get("overlay") or {}}
         self.docs_live = int(job.get("docs_live", DOCS_LIVE))
+        self.parsed = 0
+        """Documents parsed so far: a document's id is its parse number, and it is live while it is one of the
+        last `docs_live` parsed (`_live`), whether or not it was built."""
+        self.pending: dict[int, str] = {}
+        """Parse number → key of a document answered without being built (`fast_parse`: a file the batch
+        prefilter found without the section asked for); built on its first use (`_doc`)."""
+        self.lacking: tuple[str | None, set[str]] = (None, set())
+        """(section name, the keys read ahead whose documents certainly lack it: `_lacking`)."""
         self.doc_key: dict[int, str] = {}
         self._suffix_type: dict[str, int] = {}
         self.tx: dict[str, tuple[str, Any]] = {}
         """key → (display path, text str | raw bytes | DELETED): the run's writes."""
+        self.sent: dict[str, dict[str, Any]] = {}
+        """key → the change frame sent for it while the script ran (`_send_early`)."""
         self.created: set[str] = set()
         self.scanned: set[str] = set()
         self.docs: dict[int, model.Document] = {}
@@ -193,11 +207,10 @@ class Host:
         self.listings = 0
         """The number of the last listing: a file object of that listing names its file by (number, position)
         to the primitive `file.parse` (`fast_parse`), which then skips resolving its path (-1: it may not)."""
-        self.ahead: dict[str, tuple[bytes, lazy.RecordTags]] = {}
-        """Key → (payload, its type-5 records `lazy.batch_tags` found with the rest of its batch)."""
-        self.doc_order: collections.deque[int] = collections.deque()
-        """Document ids in parse order (eviction takes the oldest: a dict emptied from its front would scan
-        its dead slots on every `next(iter(…))`)."""
+        self.ahead: dict[str, tuple[bytes, int]] = {}
+        """Key → (payload, its position in `ahead_batch`): the payloads read ahead and not parsed yet."""
+        self.ahead_batch: tuple[list[str], lazy.BatchTags | None] = ([], None)
+        """The keys of the batch last read ahead and their type-5 records (`lazy.BatchTags`)."""
         self.nonce = "pvfjs-error:" + os.urandom(16).hex()
         """What the primitive bridge returns for an error (then `fast.error` tells which): a random string no
         archive value can equal by chance and the script cannot see (the prelude keeps it in its closure)."""
@@ -329,23 +342,100 @@ class Host:
         key is taken from `visit_keys` when that listing is the last and its shown path is `path` (so the
         same key `_need(path)` resolves), unless the run wrote the file. `args[3]`: the section path the
         script last asked `sections` for; the answer is the negative id when the new document certainly has
-        no such section (`LazyDocument.lacks`: the prelude then answers `sections(name)` itself)."""
+        no such section (the prelude then answers `sections(name)` itself). Such a document is not built
+        here (`pending`): a file the batch prefilter found without a tag record of `name` (`_lacking`) costs
+        a few dictionary operations, and is built from its stored payload only if the script uses it."""
         path, gen, i, name = args
         keys = self.visit_keys
         if gen == self.visit_gen and gen is not None and gen > 0 and type(i) is int and 0 <= i < len(keys):
             key = keys[i]
             if key not in self.tx and self.base[key] == path:
+                if type(name) is str:
+                    lacking = self.lacking
+                    if key not in self.ahead:
+                        self._read_ahead(key)
+                        lacking = self.lacking
+                    if lacking[0] != name:
+                        lacking = self._lacking(name)
+                    if key in lacking[1]:
+                        self.ahead.pop(key, None)
+                        self.scanned.add(key)
+                        n = self.parsed = self.parsed + 1
+                        self.pending[n] = key
+                        if len(self.docs) + len(self.pending) > self.docs_live + self._slack:
+                            self._evict()
+                        return -n
                 doc = self._parse(key)
                 lacks = isinstance(name, str) and isinstance(doc, model.LazyDocument) and doc.lacks(name)
                 did = self._register(key, doc)
                 return -did if lacks else did
         return self.file_parse(args[:1])
 
+    @property
+    def _slack(self) -> int:
+        """Documents past `docs_live` kept until the next eviction (evicted in bulk: one pass per this many)."""
+        return max(16, self.docs_live // 4)
+
+    def _lacking(self, name: str) -> tuple[str | None, set[str]]:
+        """The keys read ahead (`ahead`) whose documents would be lazy classic documents without a tag record
+        that reads `[name]` — exactly those `_parse` + `LazyDocument.lacks(name)` answer True for: a stored
+        classic script (by its name's kind), a whole-record payload within the decode budget
+        (`lazy.classic_document`), none of whose type-5 records (`lazy.batch_tags`) is such a tag."""
+        out: set[str] = set()
+        self.lacking = (name, out)
+        if self.family != "classic" or not self.ahead:
+            return self.lacking
+        want = model.one_part(name)
+        strings = self.ar.strings
+        patterns = lazy._tag_patterns(strings.table, want) if want is not None else None
+        max_chars = getattr(strings.table, "max_chars", None)
+        if patterns is None or max_chars is None:
+            return self.lacking
+        keys, batch = self.ahead_batch
+        if batch is None:
+            return self.lacking
+        per_record = max_chars()
+        tx, staged, ahead = self.tx, self.staged_keys, self.ahead
+        sizes = batch.sizes
+        whole = (sizes >= 2) & ((sizes - 2) % 5 == 0) & (sizes <= classic_codec.MAX_SCRIPT_BYTES)
+        for i in np.flatnonzero(batch.without(lazy._pattern_indexes(patterns)) & whole).tolist():
+            key = keys[i]
+            got = ahead.get(key)
+            if got is None:
+                continue
+            data = got[0]
+            size = len(data)
+            if (
+                data[:2] == classic_codec.MAGIC
+                and (size - 2) // 5 * per_record <= lazy.text_budget(size) - (1 << 16)
+                and key not in tx
+                and key not in staged
+                and self._type_of(key) == TYPE_SCRIPT
+            ):
+                out.add(key)
+        return self.lacking
+
     def fast_write(self, args: list[Any]) -> None:
         self.file_write(args[:2])
 
     def fast_sections(self, args: list[Any]) -> str:
-        return ",".join(map(str, self.doc_sections(args[:2])))
+        """`doc.sections(path)` as "id" or "id=first value" per section (comma-separated): the first value
+        where `getValue(0)` would answer a finite number (its JavaScript reading of `repr` is that very
+        number), so the prelude answers that call itself."""
+        did = args[0]
+        doc = self._doc(did)
+        out = []
+        for sec in doc.find(_arg(args, 1, str, "path")):
+            sid = self._sec_handle(did, sec)
+            values = sec.values
+            if values:
+                v = model.plain(values[0])
+                t = type(v)
+                if t is int or (t is float and math.isfinite(v)):
+                    out.append(f"{sid}={v!r}")
+                    continue
+            out.append(str(sid))
+        return ",".join(out)
 
     def fast_sec_get(self, args: list[Any]) -> Any:
         return self.sec_get(args[:3])
@@ -417,39 +507,59 @@ class Host:
 
     # ------------------------------------------------------------------------------------------ results
 
+    def _change(self, key: str) -> dict[str, Any] | None:
+        """The change frame of a key the run wrote, as it stands now (None: created and deleted in the run)."""
+        shown, value = self.tx[key]
+        exists = key in self.base
+        msg: dict[str, Any] = {"t": "change", "path": shown}
+        # No diffs and no old texts here: the parent decompiles the old side itself when a preview
+        # shows a change (it cannot take a sandbox's word for what a diff says), and it drops a change
+        # whose compiled payload equals the old one.
+        if value is DELETED:
+            if not exists:
+                return None  # created and deleted within the run
+            msg["action"] = "delete"
+        elif isinstance(value, bytes):
+            msg["action"] = "modify" if exists else "add"
+            msg["base64"] = base64.b64encode(value).decode()
+        else:
+            msg["action"] = "modify" if exists else "add"
+            msg["text"] = value
+            msg["type"] = self._type_of(key)
+        msg["warnings"] = self._warnings_for(key)
+        needs = self.list_created.get(key, set()) | self.str_requires.get(key, set())
+        if needs:
+            msg["requires"] = sorted(needs)
+        # A JSON character is at most 6 bytes (`\u001f`) and UTF-8 at most 4 per character: a frame whose
+        # content is far under the cap is sent without first encoding it a second time just to measure it.
+        chars = len(msg.get("text") or msg.get("base64") or "") + len(shown)
+        chars += sum(map(len, msg["warnings"])) + sum(map(len, msg.get("requires", ())))
+        if chars * 6 + 4096 > CHANGE_FRAME_MAX:  # 4096: the keys, the action, the type, the brackets
+            raw = json.dumps(msg, ensure_ascii=False)
+            if len(raw.encode()) > CHANGE_FRAME_MAX:
+                raise ScriptError("LIMIT_EXCEEDED", f"the new content of {shown} is larger than 32 MiB")
+        return msg
+
+    def _send_early(self, key: str) -> None:
+        """Send the frame of a stored file the script just wrote, so the parent compiles it while the script
+        goes on (`runner._PlanBuilder`); `finish` sends it again only if it changed since (the parent keeps
+        the last frame of each key)."""
+        msg = self._change(key)
+        if msg is not None:
+            self.pipe.send(msg)
+            self.sent[key] = msg
+
     def finish(self) -> None:
         t0 = time.perf_counter()
+        self.pipe.send({"t": "finishing"})  # the script is over (the parent's progress turns to its compile)
         n = 0
-        for key, (shown, value) in self.tx.items():
-            exists = key in self.base
-            msg: dict[str, Any] = {"t": "change", "path": shown}
-            # No diffs and no old texts here: the parent decompiles the old side itself when a preview
-            # shows a change (it cannot take a sandbox's word for what a diff says), and it drops a change
-            # whose compiled payload equals the old one.
-            if value is DELETED:
-                if not exists:
-                    continue  # created and deleted within the run
-                msg["action"] = "delete"
-            elif isinstance(value, bytes):
-                msg["action"] = "modify" if exists else "add"
-                msg["base64"] = base64.b64encode(value).decode()
-            else:
-                msg["action"] = "modify" if exists else "add"
-                msg["text"] = value
-                msg["type"] = self._type_of(key)
-            msg["warnings"] = self._warnings_for(key)
-            needs = self.list_created.get(key, set()) | self.str_requires.get(key, set())
-            if needs:
-                msg["requires"] = sorted(needs)
-            # A JSON character is at most 6 bytes (`\u001f`) and UTF-8 at most 4 per character: a frame whose
-            # content is far under the cap is sent without first encoding it a second time just to measure it.
-            chars = len(msg.get("text") or msg.get("base64") or "") + len(shown)
-            chars += sum(map(len, msg["warnings"])) + sum(map(len, msg.get("requires", ())))
-            if chars * 6 + 4096 > CHANGE_FRAME_MAX:  # 4096: the keys, the action, the type, the brackets
-                raw = json.dumps(msg, ensure_ascii=False)
-                if len(raw.encode()) > CHANGE_FRAME_MAX:
-                    raise ScriptError("LIMIT_EXCEEDED", f"the new content of {shown} is larger than 32 MiB")
-            self.pipe.send(msg)
+        sent = self.sent
+        for key in self.tx:
+            msg = self._change(key)
+            if msg is None:
+                continue  # (never sent early: only stored files are)
+            if sent.get(key) != msg:
+                self.pipe.send(msg)
             n += 1
         self.pipe.send(
             {
@@ -462,6 +572,8 @@ class Host:
         )
 
     def _warnings_for(self, key: str) -> list[str]:
+        # Documents that left the window but are not dropped yet come in parse order after those dropped
+        # (`doc_of_key` is in parse order): the same list as if each had been dropped when it left it.
         out = list(self.path_warnings.get(key, ()))
         for did in self.doc_of_key.get(key, ()):
             if did in self.docs:
@@ -469,10 +581,15 @@ class Host:
         return out[:50]
 
     def _evict(self) -> None:
-        """Keep at most `DOCS_LIVE` parsed documents: a script that parses every file of a large archive
-        must not hold them all (their warnings are kept; a handle of an evicted one asks to parse again)."""
-        while len(self.docs) > self.docs_live:
-            did = self.doc_order.popleft()
+        """Drop the documents that are no longer live (`_live`: older than the last `docs_live` parsed): a
+        script that parses every file of a large archive must not hold them all (their warnings are kept; a
+        handle of an evicted one asks to parse again). In bulk, oldest first: a handle is refused as soon as
+        its document leaves the window, whether or not it was dropped yet."""
+        floor = self.parsed - self.docs_live
+        if self.pending:
+            self.pending = {n: k for n, k in self.pending.items() if n > floor}
+        dead = sorted(d for d in self.docs if d <= floor)
+        for did in dead:
             doc = self.docs.pop(did)
             doc.release()
             del self.doc_path[did]
@@ -535,6 +652,7 @@ class Host:
         self.visit_keys = keys
         self.visit = {k: i for i, k in enumerate(keys)}
         self.ahead = {}
+        self.ahead_batch = ([], None)
         # A listed key is taken by position only when `_key` would accept its shown path as it is (the
         # archive's own names normally are: checked over all of them at once).
         self.listings += 1
@@ -618,15 +736,19 @@ class Host:
             raise ScriptError("UNSUPPORTED_CHANGE", f"{self._shown(key)} is binary and has no text form")
         self._stage(key, self._shown(key), text)
 
-    def _parse(self, key: str) -> model.Document:
+    def _parse(self, key: str, stored: bool = False) -> model.Document:
+        """The document of a file; `stored`: of its stored payload even where the run has written it since (a
+        `pending` document is built when first used: it reads the file as it was when it was parsed)."""
         if self._type_of(key) != TYPE_SCRIPT:
             raise ScriptError("UNSUPPORTED_CHANGE", f"{self._shown(key)} is not a script; use text()")
-        doc = self._lazy_doc(key)
+        doc = self._lazy_doc(key, stored)
         if doc is not None:
             return doc
-        tokens = self._codec_tokens(key)
+        tokens = self._codec_tokens(key, stored)
         from_archive = tokens is not None
         if tokens is None:
+            if stored:
+                raise ScriptError("INTERNAL", f"{self.base[key]} no longer reads as it did")
             text = self._text(key)
             try:
                 tokens = lex(text)
@@ -648,12 +770,20 @@ class Host:
         itself), and their type-5 records found in one more (`lazy.batch_tags`: the tag scan of each file,
         and the answer of `sections(name)` for a file without such a tag, without a loop per file)."""
         got = self.ahead.pop(key, None)
+        if got is None and self._read_ahead(key):
+            got = self.ahead.pop(key)
         if got is not None:
-            return got
-        path = self.base[key]
+            batch = self.ahead_batch[1]
+            assert batch is not None
+            return got[0], batch.of(got[1])
+        return self.ar.read(self.base[key]), None
+
+    def _read_ahead(self, key: str) -> bool:
+        """Decrypt the stored classic payloads of the last listing from `key` on (`AHEAD` of them) into
+        `ahead`, with their type-5 records; False where `key` is not one of them."""
         at = self.visit.get(key)
-        if at is None or self.family != "classic" or not self.ar.has_original(path):
-            return self.ar.read(path), None
+        if at is None or self.family != "classic" or not self.ar.has_original(self.base[key]):
+            return False
         staged = self.staged_keys
         batch = [
             k
@@ -661,15 +791,18 @@ class Host:
             if k not in self.tx and k not in staged and self.ar.has_original(self.base[k])
         ]
         if key not in batch:
-            return self.ar.read(path), None
+            return False
         payloads = self.ar.read_originals(batch, release=True)
-        self.ahead = dict(zip(batch, zip(payloads, lazy.batch_tags(payloads), strict=True), strict=True))
-        return self.ahead.pop(key)
+        self.ahead = {k: (data, i) for i, (k, data) in enumerate(zip(batch, payloads, strict=True))}
+        self.ahead_batch = (batch, lazy.BatchTags(payloads))
+        self.lacking = (None, set())
+        return True
 
-    def _lazy_doc(self, key: str) -> model.Document | None:
+    def _lazy_doc(self, key: str, stored: bool = False) -> model.Document | None:
         """An archive script read lazily (`lazy.classic_document`, `lazy_nkpi.archive_document`), or None (a
-        file the run wrote, not a binary script, or one whose whole decode decides the text budget)."""
-        if key in self.tx:
+        file the run wrote — unless `stored`: the file as it was parsed —, not a binary script, or one whose
+        whole decode decides the text budget)."""
+        if key in self.tx and not stored:
             return None
         if self.family != "classic":
             doc = lazy_nkpi.archive_document(
@@ -679,7 +812,15 @@ class Host:
                 self.scanned.add(key)
             return doc
         try:
-            data, tags = self._payload_tags(key)
+            if stored:
+                got = self.ahead.pop(key, None)
+                batch = self.ahead_batch[1]
+                if got is not None and batch is not None:
+                    data, tags = got[0], batch.of(got[1])
+                else:
+                    data, tags = self.ar.read(self.base[key]), None
+            else:
+                data, tags = self._payload_tags(key)
             if not classic_codec.is_script(data):
                 return None
             strings = self.ar.strings
@@ -697,10 +838,10 @@ class Host:
             self.scanned.add(key)
         return doc
 
-    def _codec_tokens(self, key: str) -> list[Any] | None:
+    def _codec_tokens(self, key: str, stored: bool = False) -> list[Any] | None:
         """The tokens of an archive script straight from the family codec — the same tokens `lex` reads
         from `read_text` (the printer is canonical), without printing and re-lexing every scanned file."""
-        if key in self.tx:
+        if key in self.tx and not stored:
             return None
         path = self.base[key]
         try:
@@ -728,15 +869,19 @@ class Host:
         key = self._need(_arg(args, 0, str, "path"))
         return self._register(key, self._parse(key))
 
-    def _register(self, key: str, doc: model.Document) -> int:
-        did = self._next
-        self._next = did + 1
+    def _register(self, key: str, doc: model.Document, did: int | None = None) -> int:
+        """The handle of a newly parsed document (its parse number), or of a `pending` one now built."""
+        if did is None:
+            did = self.parsed = self.parsed + 1
         self.docs[did] = doc
-        self.doc_order.append(did)
         self.doc_path[did] = self._shown(key)
         self.doc_key[did] = key
-        self.doc_of_key.setdefault(key, []).append(did)
-        if len(self.docs) > self.docs_live:
+        dids = self.doc_of_key.setdefault(key, [])
+        if dids and dids[-1] > did:
+            bisect.insort(dids, did)  # a pending document built late: keep parse order (`_warnings_for`)
+        else:
+            dids.append(did)
+        if len(self.docs) + len(self.pending) > self.docs_live + self._slack:
             self._evict()
         return did
 
@@ -744,7 +889,12 @@ class Host:
         key = self._need(_arg(args, 0, str, "path"))
         doc = self._doc(args[1] if len(args) > 1 else None)
         text = doc.text()  # the old text and the diff are the parent's (from the payload it reads)
+        first = key not in self.tx
         self._stage(key, self._shown(key), text)
+        # Sent now while the frames sent so far are those of every file written so far, so the parent still
+        # gets them in the order of the run's first writes (the order its compile adds new strings in).
+        if first and key in self.base and len(self.sent) == len(self.tx) - 1:
+            self._send_early(key)
 
     def create_file(self, args: list[Any]) -> str:
         path = _arg(args, 0, str, "path")
@@ -902,7 +1052,11 @@ class Host:
         return n
 
     def _doc(self, did: Any) -> model.Document:
-        doc = self.docs.get(did) if isinstance(did, int) and not isinstance(did, bool) else None
+        doc = self.docs.get(did) if type(did) is int and did > self.parsed - self.docs_live else None
+        if doc is None and type(did) is int and did in self.pending and did > self.parsed - self.docs_live:
+            key = self.pending.pop(did)
+            doc = self._parse(key, stored=True)
+            self._register(key, doc, did)
         if doc is None:
             raise ScriptError(
                 "INVALID_ARGUMENT",
@@ -922,7 +1076,7 @@ class Host:
 
     def _sec(self, sid: Any) -> model.Section:
         sec = self.secs.get(sid) if isinstance(sid, int) and not isinstance(sid, bool) else None
-        if sec is None:
+        if sec is None or self.sec_doc[sid] <= self.parsed - self.docs_live:
             raise ScriptError(
                 "INVALID_ARGUMENT", "not a live section of this run (its document was evicted?)"
             )

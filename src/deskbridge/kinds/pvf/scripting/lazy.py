@@ -15,7 +15,6 @@ decompile budget) the document is decoded whole, as before, so the budget is enf
 from __future__ import annotations
 
 import contextlib
-import itertools
 import struct
 import weakref
 from typing import Any
@@ -45,28 +44,47 @@ def batch_tags(payloads: list[bytes]) -> list[RecordTags]:
     tag type; records start at offset 2) — what `ClassicDocument._shape` and `_has_tag` read, found for a
     batch of files in a few numpy calls over their concatenation instead of a slice and a loop of `find`s per
     file. A record cut short by its file's end is not one (`classic_document` refuses such a file anyway)."""
-    if not payloads:
-        return []
-    sizes = np.fromiter(map(len, payloads), dtype=np.int64, count=len(payloads))
-    ends = np.cumsum(sizes)
-    starts = ends - sizes
-    buf = np.frombuffer(b"".join(payloads), dtype=np.uint8)
-    pos = np.flatnonzero(buf == cc.T_SECTION)
-    f = np.searchsorted(ends, pos, side="right")
-    rel = pos - starts[f] - 2
-    keep = (rel >= 0) & (rel % 5 == 0) & (pos + 5 <= ends[f])
-    pos, f, rel = pos[keep], f[keep], rel[keep]
-    vals = (
-        buf[pos + 1].astype(np.uint32)
-        | (buf[pos + 2].astype(np.uint32) << 8)
-        | (buf[pos + 3].astype(np.uint32) << 16)
-        | (buf[pos + 4].astype(np.uint32) << 24)
-    )
-    cuts = np.searchsorted(f, np.arange(1, len(payloads)), side="left")
-    recs = (rel // 5).tolist()
-    idx = vals.tolist()
-    bounds = [0, *cuts.tolist(), len(recs)]
-    return [(recs[a:b], idx[a:b]) for a, b in itertools.pairwise(bounds)]
+    batch = BatchTags(payloads)
+    return [batch.of(i) for i in range(len(payloads))]
+
+
+class BatchTags:
+    """The type-5 records of a batch of payloads (`batch_tags`), kept as numpy columns: a file's own lists
+    are made only when its document needs them (`of`), and which files have no record of some string
+    indexes is answered for the whole batch at once (`without`)."""
+
+    def __init__(self, payloads: list[bytes]) -> None:
+        n = len(payloads)
+        self.n = n
+        sizes = np.fromiter(map(len, payloads), dtype=np.int64, count=n)
+        ends = np.cumsum(sizes)
+        starts = ends - sizes
+        buf = np.frombuffer(b"".join(payloads), dtype=np.uint8)
+        self.sizes = sizes
+        pos = np.flatnonzero(buf == cc.T_SECTION)
+        f = np.searchsorted(ends, pos, side="right")
+        rel = pos - starts[f] - 2
+        keep = (rel >= 0) & (rel % 5 == 0) & (pos + 5 <= ends[f])
+        pos, f, rel = pos[keep], f[keep], rel[keep]
+        self.vals = (
+            buf[pos + 1].astype(np.uint32)
+            | (buf[pos + 2].astype(np.uint32) << 8)
+            | (buf[pos + 3].astype(np.uint32) << 16)
+            | (buf[pos + 4].astype(np.uint32) << 24)
+        )
+        self.recs = rel // 5
+        self.file = f
+        self.bounds = [0, *np.searchsorted(f, np.arange(1, n), side="left").tolist(), len(f)]
+
+    def of(self, i: int) -> RecordTags:
+        """(record numbers, string indexes) of the type-5 records of payload `i`."""
+        a, b = self.bounds[i], self.bounds[i + 1]
+        return self.recs[a:b].tolist(), self.vals[a:b].tolist()
+
+    def without(self, indexes: frozenset[int]) -> np.ndarray:
+        """Per payload: True where none of its type-5 records names one of these string indexes."""
+        hit = np.isin(self.vals, np.fromiter(indexes, dtype=np.uint32, count=len(indexes)))
+        return np.bincount(self.file[hit], minlength=self.n) == 0
 
 
 def _pattern_indexes(patterns: tuple[bytes, ...]) -> frozenset[int]:

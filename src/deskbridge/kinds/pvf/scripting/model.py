@@ -554,10 +554,7 @@ class LazyDocument(Document):
         root = self.root
         if not isinstance(root, _PendingRoot) or root._doc is None or self._shape_of is not None:
             return False
-        want = _ONE_PART.get(path, _NO_PART)
-        if want is _NO_PART:
-            parts = [p for p in str(path).strip("/").split("/") if p]
-            want = parts[0].strip("[]").lower() if len(parts) == 1 else None
+        want = one_part(path)
         if want is None:
             return False
         if self._has_tag(want):
@@ -681,6 +678,17 @@ _TAG_INFOS: dict[str, TagInfo] = {}
 _ONE_PART: dict[str, str | None] = {}
 """A `find` path → its one part in lower case without brackets, or None where it has more than one part."""
 _NO_PART = object()
+
+
+def one_part(path: str) -> str | None:
+    """The one part of a `find` path in lower case without brackets, or None where it has more than one."""
+    want = _ONE_PART.get(path, _NO_PART)
+    if want is _NO_PART:
+        parts = [p for p in str(path).strip("/").split("/") if p]
+        want = parts[0].strip("[]").lower() if len(parts) == 1 else None
+        if len(_ONE_PART) < 4096 and isinstance(path, str):
+            _ONE_PART[path] = want
+    return want  # type: ignore[return-value]
 
 
 def tag_info(tag: str) -> TagInfo:

@@ -31,13 +31,24 @@
   const plainString = (s) => apply(indexOf, s, ["\0"]) < 0;
   // A price raise asks every document for the same section, and most files have none: the primitive parse
   // is told the name last asked for (`lastName`) and answers a negative id when the file has no tag record
-  // of that name at all (so `sections(lastName)` is [] until the document is changed). The host keeps the
-  // last `docsLive` documents: `parsed` numbers them the same way, so an evicted one still asks the host
-  // (and gets its "not a live document" error).
+  // of that name at all (so `sections(lastName)` is [] until the document is changed); the host builds such
+  // a document only if another method uses it. A document's id is its parse number and the host keeps the
+  // last `docsLive` parsed: `parsed` is the newest id seen, so an evicted one still asks the host (and gets
+  // its "not a live document" error).
   let lastName = null;
   let parsed = 0;
+  // `doc.sections(name)` answers each section with its first value where that is a number; the last such
+  // answer is kept here (section ids, their first values, the document, `changes` then) so `getValue(0)` of
+  // one of those sections asks the host nothing while `changes` is unchanged (every JSON operation and every
+  // primitive `set` counts as a change) and the document is still live.
+  let changes = 0;
+  let firstIds = [];
+  let firstValues = [];
+  let firstDoc = 0;
+  let firstAt = -1;
 
   function call(op, args) {
+    changes++;
     const answer = parse(host(op, stringify(args)));
     if (hasOwn(answer, "e")) {
       const err = new ErrorCtor(answer.e.code + ": " + answer.e.message);
@@ -66,11 +77,29 @@
     return v;
   }
 
-  function ids(s) {
-    if (s === "") return [];
+  const slice = String.prototype.slice;
+  // The primitive `doc.sections` answer: "id" or "id=first value" per section, comma-separated.
+  function sectionsOf(s, doc) {
+    const out = [];
+    if (s === "") return out;
     const parts = apply(split, s, [","]);
-    for (let i = 0; i < parts.length; i++) parts[i] = +parts[i];
-    return parts;
+    const ids = [];
+    const values = [];
+    for (let i = 0; i < parts.length; i++) {
+      const part = parts[i];
+      const eq = apply(indexOf, part, ["="]);
+      const id = eq < 0 ? +part : +apply(slice, part, [0, eq]);
+      if (eq >= 0) {
+        ids.push(id);
+        values.push(+apply(slice, part, [eq + 1]));
+      }
+      out.push(new PvfSection(id));
+    }
+    firstIds = ids;
+    firstValues = values;
+    firstDoc = doc;
+    firstAt = changes;
+    return out;
   }
 
   const isNumberValue = (v) => typeof v === "number" && isFinite(v) && !is(v, -0);
@@ -136,6 +165,10 @@
     get(i) { return call("sec.get", [this._id, i === undefined ? 0 : i, "raw"]); }
     getValue(i) {
       if (i === undefined) i = 0;
+      if (i === 0 && firstAt === changes && parsed - firstDoc < docsLive) {
+        const id = this._id;
+        for (let k = 0; k < firstIds.length; k++) if (firstIds[k] === id) return firstValues[k];
+      }
       if (!isInteger(i)) return call("sec.get", [this._id, i, "plain"]);
       return fast("sec.get", this._id, i, "plain", null, [this._id, i, "plain"]);
     }
@@ -143,7 +176,10 @@
     set(value, i) {
       if (i === undefined) i = 0;
       if (!isNumberValue(value) || !isInteger(i)) call("sec.set", [this._id, value, i, false]);
-      else fast("sec.set", this._id, value, i, false, [this._id, value, i, false]);
+      else {
+        changes++;
+        fast("sec.set", this._id, value, i, false, [this._id, value, i, false]);
+      }
     }
     setStrValue(t, i) { call("sec.set", [this._id, StringCtor(t), i === undefined ? 0 : i, true]); }
     setValues(vs) {
@@ -158,19 +194,22 @@
   }
 
   class PvfDocument {
-    // `_miss`: a section name this document has no tag of (see `lastName`), or null; `_n`: its parse number.
+    // `_miss`: a section name this document has no tag of (see `lastName`), or null; `_id` is its parse
+    // number (the host numbers documents as it parses them).
     constructor(id, miss) {
+      if (id > parsed) parsed = id;
       defineProperty(this, "_id", { value: id });
-      defineProperty(this, "_n", { value: ++parsed });
       defineProperty(this, "_miss", { value: miss === undefined ? null : miss, writable: true });
     }
     sections(path) {
       const p = StringCtor(path);
-      if (p === this._miss && parsed - this._n < docsLive) return [];
+      if (p === this._miss && parsed - this._id < docsLive) return [];
       let found;
       if (plainString(p)) {
         lastName = p;
-        found = ids(fast("doc.sections", this._id, p, null, null, [this._id, p]));
+        const got = fast("doc.sections", this._id, p, null, null, [this._id, p]);
+        if (typeof got === "string") return sectionsOf(got, this._id);
+        found = got;  // the JSON form's answer (a retry)
       } else found = call("doc.sections", [this._id, p]);
       const out = [];
       for (let i = 0; i < found.length; i++) out.push(new PvfSection(found[i]));

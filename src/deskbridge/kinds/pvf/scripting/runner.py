@@ -6,7 +6,8 @@ the worker its job (archive path and options, the workspace's overlay, the scrip
 frames, forwards logs and progress to the task, and ends the worker when the wall clock runs out or the
 owner cancels (`proc.kill()`: the engine has no in-engine time limit, see `worker.py`).
 
-When the worker is done the changes are compiled by the parent — under `Engine.lock`, against the
+The changes are compiled by the parent as their frames arrive (a stored file's when the script writes it,
+the rest when the script is over; `_PlanBuilder` keeps each file's last) — under `Engine.lock`, against the
 workspace's own archive object, with the same `store.Compiler` as `pvf_edit_prepare` — so a classic script
 that needs new strings comes with the grown `stringtable.bin` as a change it `requires`, and nkpi pool
 strings land in the workspace's pools. A `.lst` entry that registers a file created by the same run
@@ -19,6 +20,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import os
 import pickle
 import queue
 import struct
@@ -45,6 +47,12 @@ FRAME_MAX = 40 << 20
 RESULT_MAX_BYTES = 1 << 30
 FILESETS_FILE = "pvf-file-sets.json"
 _FRAME = struct.Struct(">I")
+_READ_BYTES = 1 << 20
+"""Bytes asked of the worker's pipe per read (`Worker._read`)."""
+_PIPE_BYTES = 1 << 20
+"""The worker's pipe capacity asked for (Linux `F_SETPIPE_SZ`; 1 MiB is the default most a process may set)."""
+_QUEUED = 4096
+"""Frames read ahead of the run loop (it compiles change frames between reads)."""
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[4])
 _BOOT = (
     "import sys; sys.path.insert(0, sys.argv[1]); "
@@ -104,7 +112,7 @@ class Worker:
             cwd="/",
             start_new_session=True,
         )
-        self.frames: queue.Queue[dict[str, Any] | None] = queue.Queue(maxsize=256)
+        self.frames: queue.Queue[dict[str, Any] | None] = queue.Queue(maxsize=_QUEUED)
         self.stderr_tail = b""
         self.bad: str | None = None
         threading.Thread(target=self._read, daemon=True).start()
@@ -120,18 +128,41 @@ class Worker:
     def _read(self) -> None:
         out = self.proc.stdout
         assert out is not None
+        # Read in large chunks straight from the pipe: each read gives the GIL away, and while the parent
+        # compiles frames (pure Python, in another thread) taking it back waits for a switch interval — read
+        # a frame at a time (the buffered reader's 8 KiB) and the worker stalls on a full pipe (classic-200k:
+        # the worker's sending phase took as long as the parent's compile). A larger pipe lets it write on.
+        fd = out.fileno()
+        with contextlib.suppress(OSError, AttributeError, ValueError):
+            import fcntl
+
+            fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, _PIPE_BYTES)  # type: ignore[attr-defined]
+        buf = bytearray()
+        at = 0
         try:
             while True:
-                head = out.read(_FRAME.size)
-                if len(head) < _FRAME.size:
-                    break
-                (n,) = _FRAME.unpack(head)
+                if len(buf) - at < _FRAME.size:
+                    chunk = os.read(fd, _READ_BYTES)
+                    if not chunk:
+                        break
+                    del buf[:at]
+                    at = 0
+                    buf += chunk
+                    continue
+                (n,) = _FRAME.unpack_from(buf, at)
                 if n > FRAME_MAX:
                     self.bad = f"a frame of {n} bytes"
                     break
-                raw = out.read(n)
-                if len(raw) < n:
-                    break
+                if len(buf) - at - _FRAME.size < n:
+                    chunk = os.read(fd, max(_READ_BYTES, n + _FRAME.size - (len(buf) - at)))
+                    if not chunk:
+                        break
+                    del buf[:at]
+                    at = 0
+                    buf += chunk
+                    continue
+                raw = bytes(buf[at + _FRAME.size : at + _FRAME.size + n])
+                at += _FRAME.size + n
                 try:
                     msg = json.loads(raw)
                 except ValueError:
@@ -298,8 +329,17 @@ class ScriptRuns:
         done: dict[str, Any] | None = None
         try:
             while done is None:
-                if pending and (len(pending) >= _BATCH or w.frames.empty()) and plan.streaming:
-                    plan.add(pending)  # compiled while the worker still sends (see `_PlanBuilder`)
+                # Frames come while the script runs (a file's, when it is written) and after it: compiled while
+                # the worker goes on (see `_PlanBuilder`), in batches of at least `_EARLY` while it scans.
+                if (
+                    pending
+                    and plan.streaming
+                    and (
+                        len(pending) >= _BATCH
+                        or (w.frames.empty() and (plan.reporting or len(pending) >= _EARLY))
+                    )
+                ):
+                    plan.add(pending)
                     pending = []
                 if handle.cancelled:
                     w.kill()
@@ -371,6 +411,8 @@ class ScriptRuns:
                         "the workspace is unchanged.",
                         data=data,
                     )
+                elif kind == "finishing":
+                    plan.reporting = True  # the script is over: progress is the compile's from here on
                 elif kind == "done":
                     done = msg
         finally:
@@ -397,6 +439,7 @@ class ScriptRuns:
             handle.progress(1, 1, "done (read-only: no plan)")
             return {"planId": None, "readOnly": True, "changes": 0, "summary": summary}
         t_plan = time.monotonic()
+        plan.reporting = True
         if pending:
             plan.add(pending)
         info = plan.create(summary)
@@ -428,6 +471,8 @@ class ScriptRuns:
 
 _BATCH = 256
 """Change frames compiled per hold of the engine lock while the worker still sends."""
+_EARLY = 64
+"""The fewest frames compiled in one hold of the lock while the script still runs (the queue empty)."""
 
 
 class _PlanBuilder:
@@ -449,14 +494,19 @@ class _PlanBuilder:
         self.caller = caller
         self.workspace_id = workspace_id
         self.revision = revision
-        self.changes: list[Change] = []
-        self.file_warnings = 0
+        self.changes: dict[str, Change] = {}
+        """Archive key → the change of the last frame sent for it (the worker sends a file's frame when the
+        script writes it, and again at its end if the file changed since: the later replaces the earlier)."""
+        self.warned: dict[str, int] = {}
+        """Archive key → how many warnings its last frame carried (the summary's `fileWarnings`)."""
         self.grown: dict[str, bytes] | None = None
         """What this plan's compiles staged besides their payloads (`Compiler.extra`: the grown string
         table, `.str` files edited through link texts); None: nothing."""
         self.grew: list[str] = []
         self.compile_s = 0.0
         self.batches = 0
+        self.reporting = False
+        """Whether the script is over (the worker's `finishing`): only then is progress the compile's."""
 
     @property
     def streaming(self) -> bool:
@@ -492,9 +542,11 @@ class _PlanBuilder:
                 self.grown = comp.extra
             self.grew += comp.grew
         self.compile_s += time.monotonic() - t0
-        # the compile is a phase of its own, counted from its first batch (the scan's count is over)
-        self.handle.progress(len(self.changes), None, "compiling changes", restart=self.batches == 0)
-        self.batches += 1
+        # the compile is a phase of its own, counted from its first batch after the script (the scan's
+        # count is over)
+        if self.reporting:
+            self.handle.progress(len(self.changes), None, "compiling changes", restart=self.batches == 0)
+            self.batches += 1
 
     def _one(
         self, ws: Any, archive: Any, comp: Compiler, msg: dict[str, Any], table_text: str | None
@@ -503,6 +555,7 @@ class _PlanBuilder:
         action = msg.get("action")
         if not path or action not in ("add", "modify", "delete"):
             raise BridgeError(ErrorCode.INTERNAL, "the worker sent a change without path or action")
+        key = norm_path(path)  # a later frame of the same file replaces the earlier one, in its place
         try:  # one read (an `exists` first read the payload twice)
             old: bytes | None = ws.read(path)
         except BridgeError as exc:
@@ -510,10 +563,11 @@ class _PlanBuilder:
                 raise
             old = None
         warnings = [str(x)[:500] for x in (msg.get("warnings") or [])][:50]
-        self.file_warnings += len(warnings)
+        self.warned[key] = len(warnings)
         meta: dict[str, Any] = {"warnings": warnings} if warnings else {}
         if action == "delete":
             if old is None:
+                self.changes.pop(key, None)
                 return
             old_text = table_text if norm_path(path) == STRINGTABLE else _old_text(archive, path, old)
             ch = Change(
@@ -535,6 +589,7 @@ class _PlanBuilder:
             else:
                 raise BridgeError(ErrorCode.INTERNAL, "the worker sent a change without content")
             if old is not None and payload == old:
+                self.changes.pop(key, None)
                 return
             ch = Change(
                 path,
@@ -551,13 +606,13 @@ class _PlanBuilder:
         req = msg.get("requires")
         if isinstance(req, list):
             ch.requires = tuple(str(r) for r in req[:1000])
-        self.changes.append(ch)
+        self.changes[key] = ch
 
     def create(self, summary: dict[str, Any]) -> dict[str, Any]:
         """The plan of every change compiled (with the grown string table as its own change), or no plan."""
         eng = self.runs.svc.engine
         task = eng.tasks.get(self.handle.task_id)
-        changes = self.changes
+        changes = list(self.changes.values())
         with eng.lock:
             ws = self._ws()
             changes += side_changes(ws, self.grown or {}, [c.key for c in changes])
@@ -598,7 +653,7 @@ class _PlanBuilder:
                 changes=changes,
                 warnings=plan_warnings,
                 on_apply=mirror_on_apply(ws),
-                summary={**summary, "files": len(changes), "fileWarnings": self.file_warnings},
+                summary={**summary, "files": len(changes), "fileWarnings": sum(self.warned.values())},
                 task=task,
             )
             return eng.get_plan(plan.id)
