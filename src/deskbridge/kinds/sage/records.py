@@ -349,6 +349,15 @@ class _Locator:
                 needle = _OPENERS[element] = b"<" + element.encode()
             ends = _ENDS
         n = len(needle)
+        if 0 < line <= len(lines):
+            # Most start tags open on the line where they end: that line alone, without the loop.
+            text = lines[line - 1]
+            pos = text.find(needle)
+            while pos >= 0:
+                after = text[pos + n : pos + n + 1]
+                if not after or after in ends:
+                    return line
+                pos = text.find(needle, pos + 1)
         for ln in range(min(line, len(lines)) - 1, max(line - 200, 0) - 1, -1):
             text = lines[ln]
             pos = text.find(needle)
@@ -502,8 +511,12 @@ def begin_records(data: bytes) -> PendingRecords:
         return pending
     seen: dict[tuple[str, str], int] = {}
     element = etree.Element
-    for child in root.iterchildren(tag=element):
-        name = _local(child.tag)
+    local = _LOCAL
+    for child in root[:]:  # one list made in C (see `_walk`); comments, PIs and entities are skipped
+        ctag = child.tag
+        if ctag.__class__ is not str:
+            continue
+        name = local.get(ctag) or _local(ctag)
         line = child.sourceline or 0
         if name in SPECIAL_ROOT_CHILDREN:
             if name == "Includes":
@@ -528,7 +541,7 @@ def begin_records(data: bytes) -> PendingRecords:
                             )
                         )
             continue
-        if child.tag == XI_INCLUDE:
+        if ctag == XI_INCLUDE:
             continue  # collected below with the nested ones
         if name == "Include":
             rec.diagnostics.append(
