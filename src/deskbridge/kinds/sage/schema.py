@@ -444,26 +444,51 @@ cache write here instead of writing at once: that process sends the model first,
 it do not also wait for the JSON, the gzip and the durable write (fsync of file and folder)."""
 
 
-def load_schema(entry: Path, cache_dir: Path | None, digest: str | None = None) -> SchemaModel:
+EARLY_MODEL: Callable[[SchemaModel], None] | None = None
+"""When set (only in a cold build's schema process, `parallel._compile_main`) and the schema cache holds no
+file at all, so none can match: `load_schema` compiles first and hands the model to this before it hashes the
+XSDs for the cache key (~15 ms that the workers waiting for the model then do not wait for)."""
+
+
+def _cache_is_empty(cache_dir: Path | None) -> bool:
+    if cache_dir is None:
+        return True
+    try:
+        with os.scandir(cache_dir / "schema") as it:
+            return not any(e.name.endswith(".json.gz") for e in it)
+    except OSError:
+        return True
+
+
+def load_schema(
+    entry: Path, cache_dir: Path | None, digest: str | Callable[[], str] | None = None
+) -> SchemaModel:
     """The compiled model for the SDK whose entry schema is `entry`, from the disk cache when valid.
-    `digest` is `schema_digest(entry)` when the caller already has it."""
+    `digest` is `schema_digest(entry)` when the caller already has it (or gives it when called)."""
     import gzip  # not at the top: a warm start (which needs only `schema_fingerprint`) never loads the model
     import json
     import zlib
 
-    digest = digest or schema_digest(entry)
-    cache_file = cache_dir / "schema" / f"{digest}.json.gz" if cache_dir else None
-    if cache_file is not None:
-        try:
-            raw = json.loads(gzip.decompress(cache_file.read_bytes()))
-            if raw.get("version") == MODEL_VERSION and raw.get("digest") == digest:
-                return SchemaModel.from_json(raw)
-        except (OSError, ValueError, KeyError, TypeError, EOFError, zlib.error):
-            pass  # absent, stale or torn: compiled again
-    model = compile_schema(entry)
-    model.digest = digest
-    if cache_file is not None:
-        path = cache_file
+    early = EARLY_MODEL
+    if early is not None and _cache_is_empty(cache_dir):
+        model = compile_schema(entry)
+        early(model)
+        digest = (digest() if callable(digest) else digest) or schema_digest(entry)
+        model.digest = digest
+    else:
+        digest = (digest() if callable(digest) else digest) or schema_digest(entry)
+        cache_file = cache_dir / "schema" / f"{digest}.json.gz" if cache_dir else None
+        if cache_file is not None:
+            try:
+                raw = json.loads(gzip.decompress(cache_file.read_bytes()))
+                if raw.get("version") == MODEL_VERSION and raw.get("digest") == digest:
+                    return SchemaModel.from_json(raw)
+            except (OSError, ValueError, KeyError, TypeError, EOFError, zlib.error):
+                pass  # absent, stale or torn: compiled again
+        model = compile_schema(entry)
+        model.digest = digest
+    if cache_dir is not None:
+        path = cache_dir / "schema" / f"{digest}.json.gz"
 
         def write() -> None:
             # Not durable: a torn cache file is ignored below and compiled again.
