@@ -306,6 +306,10 @@ def _attr_pattern(name: str) -> re.Pattern[str]:
 
 _OPENERS: dict[str, bytes] = {}
 """Element name → b"<name", for `_Locator.start_line` on bytes."""
+_NEEDLES: dict[str, str] = {}
+"""Attribute name → "name=", for `_Locator.attribute` (made once, not per reference row)."""
+_STR_OPENERS: dict[str, str] = {}
+"""Element name → "<name", for `_Locator.attribute`."""
 _ENDS = (b" ", b"\t", b"\r", b"/", b">")
 """What may follow `<name` in a start tag, as one-byte slices (`in` on a bytes object would also match b"")."""
 
@@ -370,9 +374,15 @@ class _Locator:
 
     def attribute(self, line: int, element: str, name: str, value: str) -> tuple[int, int, int]:
         """Search backwards from the line where the start tag ends to the line where it opens."""
-        lines = self.lines()
-        needle = name + "="
-        opener = "<" + element
+        lines = self._lines
+        if lines is None:
+            lines = self.lines()
+        needle = _NEEDLES.get(name)
+        if needle is None:
+            needle = _NEEDLES[name] = name + "="
+        opener = _STR_OPENERS.get(element)
+        if opener is None:
+            opener = _STR_OPENERS[element] = "<" + element
         if 0 < line <= len(lines):
             # The common case first (the loop's first step, when it returns at once): `name="…"` after the
             # opener on the line where the tag ends.
