@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from deskbridge.kinds.sage import parallel
+from deskbridge.kinds.sage import parallel, schema
 from deskbridge.kinds.sage.schema import SchemaModel
 
 # Run in a fresh interpreter: forking is only done from a single-threaded process, which a test process
@@ -109,10 +109,43 @@ def test_model_is_compiled_here_when_the_schema_process_gives_nothing() -> None:
     ours = parallel.Channel(r, -1)
     model = SchemaModel(asset_types={"Weapon": "WeaponTemplate"}, digest="d")
     adopted: list[SchemaModel | None] = []
-    blob = parallel._take_model(ours, lambda: model, adopted.append)
-    assert adopted == [model]
+    blob, got = parallel._take_model(ours, lambda: model, adopted.append)
+    assert adopted == [model] and got is model
     # What the workers receive is the same model.
     assert SchemaModel.from_json(marshal.loads(blob)).asset_types == {"Weapon": "WeaponTemplate"}
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+@pytest.mark.parametrize("digest_arrives", [True, False])
+def test_a_model_sent_before_its_digest_gets_the_digest_when_it_follows(digest_arrives: bool) -> None:
+    """With no schema cache the schema process sends the model as soon as it is compiled
+    (`schema.EARLY_MODEL`) and its digest after hashing the XSDs; the parent adopts the digest when it comes,
+    and leaves it unknown (the store hashes the XSDs itself) when the process fails after the model."""
+
+    def loader() -> SchemaModel:
+        model = SchemaModel(asset_types={"Weapon": "WeaponTemplate"})
+        assert schema.EARLY_MODEL is not None  # set in the schema process only
+        schema.EARLY_MODEL(model)
+        if not digest_arrives:
+            raise OSError("the XSDs vanished")
+        model.digest = "abc"
+        return model
+
+    def never() -> SchemaModel:
+        raise AssertionError("the model came from the schema process")
+
+    pid, conn = parallel._fork(parallel._compile_main, loader)
+    adopted: list[SchemaModel | None] = []
+    blob, got = parallel._take_model(conn, never, adopted.append)
+    assert got is not None and got.digest == "" and adopted == [got]
+    assert SchemaModel.from_json(marshal.loads(blob)).asset_types == {"Weapon": "WeaponTemplate"}
+    parallel._take_digest(conn, got, adopted.append)
+    parallel._join(pid)
+    if digest_arrives:
+        assert got.digest == "abc" and adopted == [got, got]
+    else:
+        assert got.digest == "" and adopted == [got]
+    assert schema.EARLY_MODEL is None  # the parent's module was never changed
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")

@@ -243,3 +243,22 @@ def test_multiline_start_tags_open_on_the_same_line_in_utf8_and_utf16():
         assert rec.includes == [("all", "DATA:ä.xml", 4)]
         assert rec.defines == [("X", "1", 8, False)]
         assert rec.assets == [("GameObjectX", "Y", 11), ("GameObject", "A", 12)]
+
+
+def test_lines_beyond_65535_are_the_real_lines():
+    """libxml2 keeps an element's line in 16 bits and, past 65,535, finds it in the text node next to it:
+    the parser must keep whitespace-only text (KW's FXParticleSystem.xml has assets past line 80,000)."""
+    filler = '  <GameObject id="F{0}" Side="x"/>\n'
+    head = '<?xml version="1.0"?>\n<AssetDeclaration xmlns="uri:ea.com:eala:asset">\n'
+    body = "".join(filler.format(i) for i in range(70_000))
+    tail = '  <GameObject id="Far"\n    inheritFrom="F1" Upgrades="F2">\n  </GameObject>\n'
+    data = (head + body + tail + "</AssetDeclaration>\n").encode()
+    far_line = 2 + 70_000 + 1
+    located = extract_records(data, fuzz._MODEL)
+    unlocated = finish_records(begin_records(data), fuzz._MODEL, locate=False)
+    for rec in (located, unlocated):
+        assert rec.assets[-1] == ("GameObject", "Far", far_line)
+        assert len({line for _t, _i, line in rec.assets[66_000:-2]}) == len(rec.assets[66_000:-2])
+    rows = [r for r in located.refs if r[0] == len(located.assets) - 1]
+    assert rows == [r for r in locate_refs(unlocated.raw_refs, data) if r[0] == len(unlocated.assets) - 1]
+    assert {(r[2], r[3]) for r in rows} == {("F1", far_line + 1), ("F2", far_line + 1)}

@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 
 from deskbridge.core.errors import BridgeError
+from deskbridge.kinds.sage import schema
 from deskbridge.kinds.sage.paths import CaseFoldTree, PathResolver, SearchPaths, default_search_paths
 from deskbridge.kinds.sage.project import find_project_root, is_sdk, locate_sdk
-from deskbridge.kinds.sage.schema import compile_schema, load_schema
+from deskbridge.kinds.sage.schema import SchemaModel, compile_schema, load_schema
 from deskbridge.kinds.sage.settings import deskbridge_dirs
 
 
@@ -127,7 +128,7 @@ def test_lookups_list_each_directory_once(tree, monkeypatch):
     assert len(calls) == len(set(calls))
 
 
-def test_schema_model_of_the_real_sdk(sage_data, tmp_path):
+def test_schema_model_of_the_real_sdk(sage_data, tmp_path, monkeypatch):
     entry = sage_data.sdk / "Schemas" / "CnC3Types.xsd"
     model = compile_schema(entry)
     assert len(model.asset_types) > 250 and model.asset_types["GameObject"] == "GameObject"
@@ -151,6 +152,18 @@ def test_schema_model_of_the_real_sdk(sage_data, tmp_path):
     assert len(cached) == 1 and cached[0].name.startswith(first.digest)
     again = load_schema(entry, tmp_path)
     assert again.attr_refs == first.attr_refs and again.with_refs == first.with_refs
+    # In a cold build's schema process with no schema cache at all, the model is handed over before the
+    # XSDs are hashed; the cache is written under the same digest as before.
+    early: list[tuple[SchemaModel, str]] = []
+    monkeypatch.setattr(schema, "EARLY_MODEL", lambda m: early.append((m, m.digest)))
+    fresh = tmp_path / "fresh"
+    made = load_schema(entry, fresh, lambda: first.digest)
+    assert early == [(made, "")] and made.digest == first.digest
+    assert made.attr_refs == first.attr_refs and made.with_refs == first.with_refs
+    assert [p.name for p in (fresh / "schema").glob("*.json.gz")] == [cached[0].name]
+    early.clear()
+    assert load_schema(entry, fresh).with_refs == first.with_refs  # a cache is there: loaded, not sent
+    assert early == []
 
 
 @pytest.mark.parametrize("home", [True, False])

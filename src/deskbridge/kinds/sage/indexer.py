@@ -116,7 +116,9 @@ class ProjectIndexer:
             return None
         with self._model_lock:
             if self._model is None:
-                self._model = load_schema(self._entry, self.cache_dir, self.store.model_digest)
+                # The digest as a callable: a cold build's schema process hashes the XSDs after it sent
+                # the model (`schema.EARLY_MODEL`).
+                self._model = load_schema(self._entry, self.cache_dir, lambda: self.store.model_digest)
             return self._model
 
     def _adopt_model(self, model: SchemaModel | None) -> None:

@@ -316,18 +316,35 @@ def _worker_main(conn: Channel) -> None:
 
 def _compile_main(conn: Channel, loader: Callable[[], SchemaModel | None]) -> None:
     """In the schema process: compile (or load) the model — `loader` writes the schema cache as usual — and
-    send it marshalled (a few ms either way; pickling the dataclass is no faster)."""
+    send it marshalled (a few ms either way; pickling the dataclass is no faster).
+
+    With no schema cache at all the model is sent as soon as it is compiled (`schema.EARLY_MODEL`), without
+    its digest, which follows in a second message ("digest", digest) once the XSDs are hashed."""
     role("schema")
     mark("start")
     writes: list[Callable[[], object]] = []
     schema.DEFERRED_CACHE_WRITES = writes  # this process only: it was forked for this
+    sent: list[bool] = []
+
+    def send_early(model: SchemaModel) -> None:
+        mark("compiled")
+        conn.send_bytes(marshal.dumps(model.to_json()))
+        sent.append(True)
+        mark("model-sent")
+
+    schema.EARLY_MODEL = send_early
     try:
         model = loader()
-        mark("compiled")
-        conn.send_bytes(marshal.dumps(model.to_json() if model is not None else None))
-        mark("model-sent")
+        if sent:
+            conn.send_bytes(marshal.dumps(("digest", model.digest if model is not None else "")))
+            mark("digest-sent")
+        else:
+            mark("compiled")
+            conn.send_bytes(marshal.dumps(model.to_json() if model is not None else None))
+            mark("model-sent")
     except BaseException as exc:  # the parent compiles it again and reports the error itself
-        conn.send_bytes(marshal.dumps(("error", repr(exc))))
+        with contextlib.suppress(OSError):
+            conn.send_bytes(marshal.dumps(("error", repr(exc))))
     finally:
         conn.close()
     for write in writes:  # the parent joins this process before it returns, so the cache is there
@@ -359,6 +376,8 @@ def prefetch(
         workers.append((ours, pid))
     schema_conn: Channel | None = None
     schema_proc = None
+    digest_wait: tuple[Channel, SchemaModel] | None = None
+    """The schema process's channel and the model it sent before its digest (`_compile_main`)."""
     model_blob: bytes | None = None
     if loaded is not None:
         model_blob = marshal.dumps(loaded.to_json())
@@ -452,7 +471,9 @@ def prefetch(
             for conn in wait(waiting):
                 if conn is schema_conn:
                     mark("model-received")
-                    model_blob = _take_model(schema_conn, loader, adopt)
+                    model_blob, got = _take_model(schema_conn, loader, adopt)
+                    if got is not None and not got.digest:
+                        digest_wait = (schema_conn, got)  # sent early: its digest follows
                     schema_conn = None
                     send_model(model_blob)
                     continue
@@ -488,7 +509,11 @@ def prefetch(
                     for target in links(path, rec):
                         want(target)
         if schema_conn is not None:
-            _take_model(schema_conn, loader, adopt)  # every worker died: the parent still wants the model
+            # Every worker died: the parent still wants the model.
+            _blob, got = _take_model(schema_conn, loader, adopt)
+            if got is not None and not got.digest:
+                digest_wait = (schema_conn, got)
+            schema_conn = None
         mark("all-parsed")
     finally:
         for conn, pid in workers:
@@ -498,6 +523,8 @@ def prefetch(
             _join(pid)
         if schema_conn is not None:
             schema_conn.close()
+        if digest_wait is not None:
+            _take_digest(*digest_wait, adopt)
         if schema_proc is not None:
             _join(schema_proc)
         mark("joined")
@@ -508,20 +535,41 @@ def _take_model(
     conn: Channel,
     loader: Callable[[], SchemaModel | None],
     adopt: Callable[[SchemaModel | None], None] | None,
-) -> bytes:
-    """The schema process's model (compiled here instead when it failed there), given to `adopt`."""
+) -> tuple[bytes, SchemaModel | None]:
+    """The schema process's model (compiled here instead when it failed there), given to `adopt`, with its
+    marshalled form. The channel stays open when the model came without its digest (`_take_digest`)."""
+    early = False
     try:
         blob = conn.recv_bytes()
         raw = marshal.loads(blob)
     except (EOFError, OSError, ValueError):
         raw = ("error", "no answer")
-    finally:
-        conn.close()
     if isinstance(raw, tuple):
+        conn.close()
         model = loader()  # raises here, in the build, if the schemas really cannot be compiled
         blob = marshal.dumps(model.to_json() if model is not None else None)
     else:
         model = SchemaModel.from_json(raw) if raw is not None else None
+        early = model is not None and not model.digest
+        if not early:
+            conn.close()
     if adopt is not None:
         adopt(model)
-    return blob
+    return blob, model
+
+
+def _take_digest(
+    conn: Channel, model: SchemaModel, adopt: Callable[[SchemaModel | None], None] | None
+) -> None:
+    """The digest the schema process sends after a model it sent early; without it (the process failed
+    after the model) the store hashes the XSDs itself when it first needs the digest."""
+    try:
+        raw = marshal.loads(conn.recv_bytes())
+        if isinstance(raw, tuple) and len(raw) == 2 and raw[0] == "digest" and isinstance(raw[1], str):
+            model.digest = raw[1]
+            if adopt is not None and raw[1]:
+                adopt(model)
+    except (EOFError, OSError, ValueError):
+        pass
+    finally:
+        conn.close()

@@ -10,6 +10,7 @@ recovering parser keeps what it can and every error becomes a `parse-error` diag
 
 from __future__ import annotations
 
+import _thread
 import io
 import marshal
 import operator
@@ -235,16 +236,43 @@ class FileRecords(Record):
         return any(d[0] == "parse-error" for d in self.diagnostics)
 
 
+_PARSERS: dict[int, etree.XMLParser] = {}
+"""One parser per thread (an lxml parser must not parse in two threads at once), made once, not per file;
+each parse starts a fresh `error_log`."""
+
+
 def _parser() -> etree.XMLParser:
-    return etree.XMLParser(
-        recover=True,
-        remove_comments=True,
-        remove_pis=True,
-        huge_tree=True,
-        resolve_entities=False,
-        no_network=True,
-        load_dtd=False,
-    )
+    thread = _thread.get_ident()
+    parser = _PARSERS.get(thread)
+    if parser is None:
+        parser = _PARSERS[thread] = etree.XMLParser(
+            recover=True,
+            remove_comments=True,
+            remove_pis=True,
+            huge_tree=True,
+            resolve_entities=False,
+            no_network=True,
+            load_dtd=False,
+            # Nothing reads `xml:id`s: libxml2 then does not hash them. (Not `remove_blank_text`, though it
+            # parses faster: beyond line 65,535 libxml2 finds an element's line in the text node after it,
+            # so without blank text nodes every such element is on line 65,535 — KW's FXParticleSystem.xml.)
+            collect_ids=False,
+        )
+    return parser
+
+
+_ASSET_NS_DECL = b'xmlns="uri:ea.com:eala:asset"'
+
+
+def _without_asset_ns(data: bytes) -> bytes:
+    """`data` with its first default declaration of EA's asset namespace blanked out (same length: every
+    line and column stays where it was). Every element then has its bare local name as its tag, which lxml
+    builds on each `.tag` read without a `{uri:ea.com:eala:asset}` prefix to join onto it; the records
+    use local names only, so they are the same (compared on all RA3Afterdash files)."""
+    at = data.find(_ASSET_NS_DECL)
+    if at < 0:
+        return data
+    return b"".join((data[:at], b" " * len(_ASSET_NS_DECL), data[at + len(_ASSET_NS_DECL) :]))
 
 
 def decode_text(data: bytes) -> str:
@@ -278,6 +306,10 @@ def _attr_pattern(name: str) -> re.Pattern[str]:
 
 _OPENERS: dict[str, bytes] = {}
 """Element name → b"<name", for `_Locator.start_line` on bytes."""
+_NEEDLES: dict[str, str] = {}
+"""Attribute name → "name=", for `_Locator.attribute` (made once, not per reference row)."""
+_STR_OPENERS: dict[str, str] = {}
+"""Element name → "<name", for `_Locator.attribute`."""
 _ENDS = (b" ", b"\t", b"\r", b"/", b">")
 """What may follow `<name` in a start tag, as one-byte slices (`in` on a bytes object would also match b"")."""
 
@@ -321,6 +353,15 @@ class _Locator:
                 needle = _OPENERS[element] = b"<" + element.encode()
             ends = _ENDS
         n = len(needle)
+        if 0 < line <= len(lines):
+            # Most start tags open on the line where they end: that line alone, without the loop.
+            text = lines[line - 1]
+            pos = text.find(needle)
+            while pos >= 0:
+                after = text[pos + n : pos + n + 1]
+                if not after or after in ends:
+                    return line
+                pos = text.find(needle, pos + 1)
         for ln in range(min(line, len(lines)) - 1, max(line - 200, 0) - 1, -1):
             text = lines[ln]
             pos = text.find(needle)
@@ -333,9 +374,15 @@ class _Locator:
 
     def attribute(self, line: int, element: str, name: str, value: str) -> tuple[int, int, int]:
         """Search backwards from the line where the start tag ends to the line where it opens."""
-        lines = self.lines()
-        needle = name + "="
-        opener = "<" + element
+        lines = self._lines
+        if lines is None:
+            lines = self.lines()
+        needle = _NEEDLES.get(name)
+        if needle is None:
+            needle = _NEEDLES[name] = name + "="
+        opener = _STR_OPENERS.get(element)
+        if opener is None:
+            opener = _STR_OPENERS[element] = "<" + element
         if 0 < line <= len(lines):
             # The common case first (the loop's first step, when it returns at once): `name="…"` after the
             # opener on the line where the tag ends.
@@ -457,7 +504,7 @@ def begin_records(data: bytes) -> PendingRecords:
         return PendingRecords(rec)
     parser = _parser()
     try:
-        root = etree.fromstring(data, parser) if data.strip() else None
+        root = etree.fromstring(_without_asset_ns(data), parser) if data.strip() else None
     except etree.XMLSyntaxError as exc:  # recover=True still raises when nothing at all is usable
         root = None
         rec.diagnostics.append(("parse-error", "error", exc.lineno or 0, str(exc.msg or exc)))
@@ -474,8 +521,12 @@ def begin_records(data: bytes) -> PendingRecords:
         return pending
     seen: dict[tuple[str, str], int] = {}
     element = etree.Element
-    for child in root.iterchildren(tag=element):
-        name = _local(child.tag)
+    local = _LOCAL
+    for child in root[:]:  # one list made in C (see `_walk`); comments, PIs and entities are skipped
+        ctag = child.tag
+        if ctag.__class__ is not str:
+            continue
+        name = local.get(ctag) or _local(ctag)
         line = child.sourceline or 0
         if name in SPECIAL_ROOT_CHILDREN:
             if name == "Includes":
@@ -500,7 +551,7 @@ def begin_records(data: bytes) -> PendingRecords:
                             )
                         )
             continue
-        if child.tag == XI_INCLUDE:
+        if ctag == XI_INCLUDE:
             continue  # collected below with the nested ones
         if name == "Include":
             rec.diagnostics.append(
@@ -689,7 +740,8 @@ def _walk(
     fallback = model.fallback
     refs = rec.ref_data
     local = _LOCAL
-    element = etree.Element
+    unlocated = locator is None
+    intern = sys.intern
     # Each entry carries the element's local name, found when its parent looked at it: `el.tag` builds a
     # new `{namespace}name` string on every read, so it is read once per element.
     stack: list[tuple[etree._Element, str | None, str, str]] = [
@@ -705,7 +757,31 @@ def _walk(
                 for attr, (ref_type, is_list) in specs.items():
                     value = get(attr)
                     if value:
-                        _emit(refs, locator, index, el, name, parent, attr, value, ref_type, is_list)
+                        if (
+                            unlocated
+                            and not is_list
+                            and value[0] not in "$= \t\r\n"
+                            and value[-1] not in "] \t\r\n"
+                            and ":" not in value
+                        ):
+                            # `_emit`'s UNLOCATED row for the common case (`_split_ref`'s first test),
+                            # without the call: 2 of 3 rows of a cold build.
+                            refs.append(
+                                (
+                                    index,
+                                    intern(ref_type),
+                                    value,
+                                    el.sourceline or 0,
+                                    value,
+                                    None,
+                                    "attribute",
+                                    name,
+                                    parent,
+                                    attr,
+                                )
+                            )
+                        else:
+                            _emit(refs, locator, index, el, name, parent, attr, value, ref_type, is_list)
             spec = content_refs.get(t)
             if spec is not None:
                 text = el.text
@@ -715,9 +791,14 @@ def _walk(
         else:
             kids = None
         if not len(el):
-            continue  # a leaf (most elements the walk reaches): no child iterator to build
-        for child in el.iterchildren(tag=element):
+            continue  # a leaf (most elements the walk reaches): no list to build
+        # `el[:]` is a list made in one C call (no iterator object, no tag matcher per element: fewer
+        # instructions for the walk than `iterchildren(tag=Element)`, cachegrind on RA3Afterdash); it also
+        # holds comments, PIs and entity references, whose tag is not a string.
+        for child in el[:]:
             ctag = child.tag
+            if ctag.__class__ is not str:
+                continue
             cname = local.get(ctag) or _local(ctag)
             ct = kids.get(cname) if kids else None
             if ct is None:

@@ -26,6 +26,10 @@ if TYPE_CHECKING:
     from typing import Any
 
 XS = "{http://www.w3.org/2001/XMLSchema}"
+_XS_SIMPLE = XS + "simpleType"
+_XS_COMPLEX = XS + "complexType"
+_XS_ELEMENT = XS + "element"
+_XS_SIMPLE_CONTENT = XS + "simpleContent"
 XAS_REFTYPE = "{uri:ea.com:eala:asset:schema}refType"
 MODEL_VERSION = 3
 """Bump when the compiled model's shape changes, so old caches are ignored."""
@@ -130,6 +134,14 @@ class SchemaModel(Record):
         )
 
 
+def _first(node: etree._Element, tag: str) -> etree._Element | None:
+    """`node.find(tag)` for a plain `{namespace}name`: its first child with that tag, found without
+    ElementPath's parsing and caching of the path (a quarter of collecting the RA3 schemas)."""
+    for child in node.iterchildren(tag):
+        return child
+    return None
+
+
 def _local(qname: str | None) -> str | None:
     """`xs:string` → None (built-ins are never references); `at:Foo` / `Foo` → `Foo`."""
     if not qname:
@@ -169,25 +181,26 @@ class _Compiler:
             name = node.get("name")
             if not name:
                 continue
-            if tag == XS + "simpleType":
+            if tag == _XS_SIMPLE:
                 self._simple(name, node, node.get(XAS_REFTYPE))
-            elif tag == XS + "complexType":
+            elif tag == _XS_COMPLEX:
                 self._complex(name, node)
-            elif tag == XS + "element":
+            elif tag == _XS_ELEMENT:
                 self.top_elements[name] = self._element_type(name, node, owner="")
 
     def _simple(self, name: str, node: etree._Element, ref: str | None) -> None:
         base = item = None
         for child in node.iterchildren(tag=etree.Element):
-            if child.tag == XS + "restriction":
+            ctag = child.tag
+            if ctag == XS + "restriction":
                 base = _local(child.get("base"))
-                inner = child.find(XS + "simpleType")
+                inner = _first(child, _XS_SIMPLE)
                 if base is None and inner is not None:
                     base = f"{name}~base"
                     self._simple(base, inner, inner.get(XAS_REFTYPE))
-            elif child.tag == XS + "list":
+            elif ctag == XS + "list":
                 item = _local(child.get("itemType"))
-                inner = child.find(XS + "simpleType")
+                inner = _first(child, _XS_SIMPLE)
                 if item is None and inner is not None:
                     item = f"{name}~item"
                     self._simple(item, inner, inner.get(XAS_REFTYPE))
@@ -205,13 +218,14 @@ class _Compiler:
         while stack:
             cur, kind, many = stack.pop(0)
             for child in cur.iterchildren(tag=etree.Element):
-                tag = child.tag[len(XS) :] if child.tag.startswith(XS) else ""
+                ctag = child.tag
+                tag = ctag[len(XS) :] if ctag.startswith(XS) else ""
                 if tag == "attribute":
                     aname = child.get("name")
                     if not aname:
                         continue
                     atype = _local(child.get("type"))
-                    inner = child.find(XS + "simpleType")
+                    inner = _first(child, _XS_SIMPLE) if atype is None else None
                     if atype is None and inner is not None:
                         atype = f"{name}@{aname}"
                         self._simple(atype, inner, inner.get(XAS_REFTYPE))
@@ -227,7 +241,7 @@ class _Compiler:
                 elif tag in ("extension", "restriction"):
                     base = _local(child.get("base"))
                     if base:
-                        if cur.tag == XS + "simpleContent":
+                        if cur.tag == _XS_SIMPLE_CONTENT:
                             self.c_content[name] = base
                         else:
                             self.c_base[name] = base
@@ -247,8 +261,8 @@ class _Compiler:
         ref = node.get(XAS_REFTYPE)
         etype = _local(node.get("type"))
         if etype is None:
-            inner_c = node.find(XS + "complexType")
-            inner_s = node.find(XS + "simpleType")
+            inner_c = _first(node, _XS_COMPLEX)
+            inner_s = _first(node, _XS_SIMPLE) if inner_c is None else None
             if inner_c is not None:
                 etype = f"{owner}/{ename}"
                 self._complex(etype, inner_c)
@@ -430,26 +444,51 @@ cache write here instead of writing at once: that process sends the model first,
 it do not also wait for the JSON, the gzip and the durable write (fsync of file and folder)."""
 
 
-def load_schema(entry: Path, cache_dir: Path | None, digest: str | None = None) -> SchemaModel:
+EARLY_MODEL: Callable[[SchemaModel], None] | None = None
+"""When set (only in a cold build's schema process, `parallel._compile_main`) and the schema cache holds no
+file at all, so none can match: `load_schema` compiles first and hands the model to this before it hashes the
+XSDs for the cache key (~15 ms that the workers waiting for the model then do not wait for)."""
+
+
+def _cache_is_empty(cache_dir: Path | None) -> bool:
+    if cache_dir is None:
+        return True
+    try:
+        with os.scandir(cache_dir / "schema") as it:
+            return not any(e.name.endswith(".json.gz") for e in it)
+    except OSError:
+        return True
+
+
+def load_schema(
+    entry: Path, cache_dir: Path | None, digest: str | Callable[[], str] | None = None
+) -> SchemaModel:
     """The compiled model for the SDK whose entry schema is `entry`, from the disk cache when valid.
-    `digest` is `schema_digest(entry)` when the caller already has it."""
+    `digest` is `schema_digest(entry)` when the caller already has it (or gives it when called)."""
     import gzip  # not at the top: a warm start (which needs only `schema_fingerprint`) never loads the model
     import json
     import zlib
 
-    digest = digest or schema_digest(entry)
-    cache_file = cache_dir / "schema" / f"{digest}.json.gz" if cache_dir else None
-    if cache_file is not None:
-        try:
-            raw = json.loads(gzip.decompress(cache_file.read_bytes()))
-            if raw.get("version") == MODEL_VERSION and raw.get("digest") == digest:
-                return SchemaModel.from_json(raw)
-        except (OSError, ValueError, KeyError, TypeError, EOFError, zlib.error):
-            pass  # absent, stale or torn: compiled again
-    model = compile_schema(entry)
-    model.digest = digest
-    if cache_file is not None:
-        path = cache_file
+    early = EARLY_MODEL
+    if early is not None and _cache_is_empty(cache_dir):
+        model = compile_schema(entry)
+        early(model)
+        digest = (digest() if callable(digest) else digest) or schema_digest(entry)
+        model.digest = digest
+    else:
+        digest = (digest() if callable(digest) else digest) or schema_digest(entry)
+        cache_file = cache_dir / "schema" / f"{digest}.json.gz" if cache_dir else None
+        if cache_file is not None:
+            try:
+                raw = json.loads(gzip.decompress(cache_file.read_bytes()))
+                if raw.get("version") == MODEL_VERSION and raw.get("digest") == digest:
+                    return SchemaModel.from_json(raw)
+            except (OSError, ValueError, KeyError, TypeError, EOFError, zlib.error):
+                pass  # absent, stale or torn: compiled again
+        model = compile_schema(entry)
+        model.digest = digest
+    if cache_dir is not None:
+        path = cache_dir / "schema" / f"{digest}.json.gz"
 
         def write() -> None:
             # Not durable: a torn cache file is ignored below and compiled again.
