@@ -286,6 +286,29 @@ async def test_string_links_are_kept_and_resolved(archive: Path, family: str, tm
 # --------------------------------------------------------------------------------------------- files and lists
 
 
+@pytest.mark.security
+async def test_a_script_creates_no_file_whose_name_cannot_be_extracted(
+    archive: Path, family: str, tmp_path: Path
+) -> None:
+    """createFile / copyFile give a new file the import's name rules: a drive, a reserved Windows name, a
+    character Windows cannot hold or a `..` component is INVALID_ARGUMENT (extracting such an entry would
+    fail or land outside the output folder), and the run plans nothing."""
+    source = r"""
+    const out = {};
+    const src = pvf.glob("**/*.equ")[0];
+    for (const bad of ["c:/evil.equ", "equipment/con.equ", "equipment/a|b.equ", "equipment/../x.equ", "equipment/trail. "]) {
+      try { pvf.createFile(bad, pvf.types.script, "[price]\n1\n"); out[bad] = "created"; } catch (e) { out[bad] = e.code; }
+      try { pvf.copyFile(src.path, bad); out["copy " + bad] = "copied"; } catch (e) { out["copy " + bad] = e.code; }
+    }
+    pvf.log(JSON.stringify(out));
+    """
+    async with session(archive, tmp_path / "cache") as s:
+        res = await s.run(source)
+        got = logged(res)
+        assert set(got.values()) == {"INVALID_ARGUMENT"}, got
+        assert res["plan"] is None
+
+
 async def test_files_create_copy_delete_lists_and_counts(archive: Path, family: str, tmp_path: Path) -> None:
     source = r"""
     const out = {};

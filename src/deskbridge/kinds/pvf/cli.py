@@ -677,7 +677,7 @@ def _put(archive: Path, path: str, source: str, raw: bool, opts: WriteOptions, *
             )
             raise BridgeError(*refusal, data={"path": path})
         if not replace:  # a new name follows the import's rules (no `..`, drive or reserved names)
-            from deskbridge.kinds.pvf.transfer import check_archive_path
+            from deskbridge.kinds.pvf.paths import check_archive_path
 
             check_archive_path(path)
         _stage_input(ar, path, data, raw)

@@ -11,9 +11,45 @@ written (pack, import, stage of several files).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from deskbridge.core.errors import BridgeError, ErrorCode
+
+# Characters and names Windows cannot hold in a file name: an archive extracted there must unpack.
+BAD_NAME = re.compile(r'[<>:"|?*\x00-\x1f\\]')
+_WIN_RESERVED = {
+    "con",
+    "prn",
+    "aux",
+    "nul",
+    *(f"com{i}" for i in range(1, 10)),
+    *(f"lpt{i}" for i in range(1, 10)),
+}
+
+
+def check_archive_path(path: str) -> str:
+    """An archive path safe to create: `/`-separated components, none empty, `.`/`..`, reserved or with
+    characters Windows cannot hold (research: pvfine's MOD path validation rules)."""
+    p = path.replace("\\", "/").strip("/")
+    parts = p.split("/")
+    for part in parts:
+        low = part.lower()
+        if (
+            not part
+            or part in (".", "..")
+            or BAD_NAME.search(part)
+            or part.endswith((".", " "))
+            or low.split(".")[0] in _WIN_RESERVED
+            or len(part.encode("utf-16-le")) > 510
+        ):
+            raise BridgeError(
+                ErrorCode.INVALID_ARGUMENT,
+                f"'{path}' is not a valid archive path (component {part!r})",
+                "Use '/'-separated names without .., reserved names or <>:\"|?* characters.",
+                data={"path": path},
+            )
+    return p
 
 
 def normalize_archive_path(path: str) -> str:

@@ -859,7 +859,7 @@ class PvfService:
                         # A new file gets the rules an import's names get: `../x`, `a/../../x` or `c:/x` were
                         # added as they were written, and other tools extract such an archive outside their
                         # folder (zip-slip) or cannot extract it at all.
-                        from deskbridge.kinds.pvf.transfer import check_archive_path
+                        from deskbridge.kinds.pvf.paths import check_archive_path
 
                         check_archive_path(path)
                     old = ws.read(path) if exists else None

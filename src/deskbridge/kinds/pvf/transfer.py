@@ -37,45 +37,13 @@ from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.plans import Change, PlanKind, PlanWarning, make_change, text_diff
 from deskbridge.core.workspace import DELETED, Workspace
 from deskbridge.kinds.pvf.archive.base import norm_path
+from deskbridge.kinds.pvf.paths import BAD_NAME, check_archive_path
 from deskbridge.kinds.pvf.store import STRINGTABLE, Compiler, PvfSource, mirror, side_changes, text_of
 from deskbridge.kinds.pvf.tree import safe_parts
 
-_BAD_NAME = re.compile(r'[<>:"|?*\x00-\x1f\\]')
-_WIN_RESERVED = {
-    "con",
-    "prn",
-    "aux",
-    "nul",
-    *(f"com{i}" for i in range(1, 10)),
-    *(f"lpt{i}" for i in range(1, 10)),
-}
 _VERSION_RE = re.compile(r"^[^\x00-\x1f\x7f]{1,128}$")
 _LINK_RE = re.compile(r"<(\d+)::([^<>`\s]+)(?:`[^`]*`)?>")
 MOD_FORMATS = ("110USextend", "115CN-mod")
-
-
-def check_archive_path(path: str) -> str:
-    """An archive path safe to create: `/`-separated components, none empty, `.`/`..`, reserved or with
-    characters Windows cannot hold (research: pvfine's MOD path validation rules)."""
-    p = path.replace("\\", "/").strip("/")
-    parts = p.split("/")
-    for part in parts:
-        low = part.lower()
-        if (
-            not part
-            or part in (".", "..")
-            or _BAD_NAME.search(part)
-            or part.endswith((".", " "))
-            or low.split(".")[0] in _WIN_RESERVED
-            or len(part.encode("utf-16-le")) > 510
-        ):
-            raise BridgeError(
-                ErrorCode.INVALID_ARGUMENT,
-                f"'{path}' is not a valid archive path (component {part!r})",
-                "Use '/'-separated names without .., reserved names or <>:\"|?* characters.",
-                data={"path": path},
-            )
-    return p
 
 
 def payload_text(archive: Any, path: str, data: bytes) -> str | None:
@@ -609,10 +577,10 @@ def validate_mod_meta(
         raise BridgeError(
             ErrorCode.INVALID_ARGUMENT, f"format must be one of {', '.join(MOD_FORMATS)} (pvf_export_formats)"
         )
-    if not name or _BAD_NAME.search(name) or name.strip() != name or name in (".", ".."):
+    if not name or BAD_NAME.search(name) or name.strip() != name or name in (".", ".."):
         raise BridgeError(ErrorCode.INVALID_ARGUMENT, "a MOD needs a name usable as a file name")
     version = (version or "").strip() or "1.0"
-    if not _VERSION_RE.match(version) or len(version.encode()) > 128 or _BAD_NAME.search(version):
+    if not _VERSION_RE.match(version) or len(version.encode()) > 128 or BAD_NAME.search(version):
         raise BridgeError(
             ErrorCode.INVALID_ARGUMENT, "version must be 1–128 bytes without control or path characters"
         )

@@ -28,6 +28,7 @@ import numpy as np
 from deskbridge.core.errors import BridgeError
 from deskbridge.kinds.pvf.archive import open_archive
 from deskbridge.kinds.pvf.archive.base import ArchiveBase, norm_path
+from deskbridge.kinds.pvf.paths import check_archive_path
 from deskbridge.kinds.pvf.script import classic_codec
 from deskbridge.kinds.pvf.script.text import Kind, int_token, lex, string_token
 from deskbridge.kinds.pvf.scripting import lazy, lazy_nkpi, model
@@ -622,6 +623,17 @@ class Host:
             raise ScriptError("INVALID_ARGUMENT", f"{path!r} is not an archive file path")
         return key
 
+    def _new_key(self, path: str) -> str:
+        """The key of a file the script creates: a new name follows the import's rules (no drive, reserved
+        name or character Windows cannot hold), which `_key` does not ask of names the archive already has."""
+        key = self._key(path)
+        if not self._exists(key):
+            try:
+                check_archive_path(path)
+            except BridgeError as exc:
+                raise ScriptError("INVALID_ARGUMENT", exc.message, hint=exc.hint) from None
+        return key
+
     def _exists(self, key: str) -> bool:
         if key in self.tx:
             return self.tx[key][1] is not DELETED
@@ -898,7 +910,7 @@ class Host:
 
     def create_file(self, args: list[Any]) -> str:
         path = _arg(args, 0, str, "path")
-        key = self._key(path)
+        key = self._new_key(path)
         kind = _index(args[1] if len(args) > 1 else TYPE_SCRIPT, "type")
         if kind not in (TYPE_SCRIPT, TYPE_UNICODE):
             raise ScriptError("INVALID_ARGUMENT", "type is pvf.types.script (1) or pvf.types.unicode (3)")
@@ -923,7 +935,7 @@ class Host:
     def copy_file(self, args: list[Any]) -> str:
         src = self._need(_arg(args, 0, str, "from"))
         to_path = _arg(args, 1, str, "to")
-        dst = self._key(to_path)
+        dst = self._new_key(to_path)
         overwrite = bool(args[2]) if len(args) > 2 else False
         if self._exists(dst) and not overwrite:
             raise ScriptError("TARGET_EXISTS", f"{to_path!r} exists; pass overwrite = true")
