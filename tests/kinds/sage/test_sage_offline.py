@@ -3,6 +3,7 @@ refuses what only the live index can answer instead of returning an empty list."
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 from typing import Any
@@ -60,3 +61,33 @@ async def test_answers_come_from_the_snapshot_and_say_so(minimod: Any) -> None:
         live_only = await client.call_tool("sage_get_asset_references", {"type": "GameObject", "id": "Tank"})
         assert live_only.is_error and live_only.structured_content["code"] == "NOT_READY"
         assert "deskbridge serve" in live_only.structured_content["hint"]
+
+
+async def test_a_strict_question_is_never_answered_from_a_snapshot_older_than_the_project(
+    minimod: Any,
+) -> None:
+    """Offline, `freshness: strict` is INDEX_STALE once a project file changed (or appeared) after the
+    snapshot's index was built, naming the file; `newest` still answers, saying `stale` and which files."""
+    service = SageService(minimod.mod, minimod.sdk, use_cache=False)
+    service.open_sync()
+    service.write_snapshot_sync()
+    async with Client(bridge(minimod)) as client:
+        fresh = await client.call_tool("sage_find_asset", {"id": "tank", "freshness": "strict"})
+        assert not fresh.is_error, fresh.structured_content
+        assert fresh.structured_content["index"]["stale"] is False
+        tank = minimod.mod / "Data" / "Units" / "Tank.xml"
+        later = tank.stat().st_mtime + 5
+        tank.write_text(tank.read_text("utf-8").replace('id="Tank"', 'id="Tank2"'), "utf-8")
+        os.utime(tank, (later, later))
+        (minimod.mod / "Data" / "New.xml").write_text("<AssetDeclaration/>", "utf-8")
+        await asyncio.sleep(1.1)  # past the one-second look the previous answer took
+        strict = await client.call_tool("sage_find_asset", {"id": "tank", "freshness": "strict"})
+        assert strict.is_error and strict.structured_content["code"] == "INDEX_STALE"
+        assert "Data/Units/Tank.xml" in strict.structured_content["message"]
+        assert "deskbridge serve" in strict.structured_content["hint"]
+        legacy = await client.call_tool("sage_find_asset", {"id": "tank", "allowStale": False})
+        assert legacy.is_error and legacy.structured_content["code"] == "INDEX_STALE"
+        newest = (await client.call_tool("sage_find_asset", {"id": "tank"})).structured_content
+        assert newest["items"][0]["id"] == "Tank"  # the snapshot's answer, flagged
+        assert newest["index"]["stale"] is True
+        assert {"Data/Units/Tank.xml", "Data/New.xml"} <= set(newest["index"]["changedSinceSnapshot"])

@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import gzip
 import json
+import os
 import time
 from collections import defaultdict
 from datetime import UTC, datetime
@@ -34,6 +35,12 @@ LIVE_ONLY = {
 }
 
 
+CHANGED_SHOWN = 20
+"""Project files changed since the snapshot an answer names (the count says how many there are)."""
+CHANGE_CHECK_S = 1.0
+"""How long one look at the project's files serves (a walk of the mod folder: a few ms per 1,000 files)."""
+
+
 class Snapshot:
     """One loaded `current.json.gz`, with the lookups the offline tools need."""
 
@@ -53,6 +60,8 @@ class Snapshot:
         self.defines: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for row in data.get("defines", []):
             self.defines[str(row.get("name", "")).casefold()].append(row)
+        self.files = {str(row.get("file") or "") for row in data.get("assets", [])} - {""}
+        """The files the snapshot's definitions come from (display paths: `Data/…` inside the project)."""
 
     def age_s(self) -> float:
         generated = self.data.get("generatedAt")
@@ -63,14 +72,21 @@ class Snapshot:
             return max(0.0, time.time() - stamp.timestamp())
         return max(0.0, time.time() - self.path.stat().st_mtime)
 
-    def envelope(self) -> dict[str, Any]:
+    def built_at(self) -> float:
+        """When the index behind the snapshot was built (its `generatedAt`), as a timestamp."""
+        return time.time() - self.age_s()
+
+    def envelope(self, changed: list[str] | None = None) -> dict[str, Any]:
+        """The `index` block of an answer; `changed`: project files changed since the snapshot was built."""
         return {
             "state": "snapshot",
             "source": "snapshot",
             "snapshotAgeSeconds": round(self.age_s(), 1),
             "phase": self.data.get("phase"),
             "complete": bool(self.data.get("complete")),
-            "stale": bool(self.data.get("stale")),
+            "stale": bool(self.data.get("stale")) or bool(changed),
+            "changedSinceSnapshot": (changed or [])[:CHANGED_SHOWN],
+            "changedSinceSnapshotCount": len(changed or ()),
             "buildId": self.data.get("buildId"),
             "generatedAt": self.data.get("generatedAt"),
             "projectDir": self.project,
@@ -91,6 +107,7 @@ class SnapshotWorkspace(KindWorkspaceBase):
         self.path = self.service.project
         self._snapshot: Snapshot | None = None
         self._loaded_mtime = -1.0
+        self._changed: tuple[Snapshot, float, list[str]] | None = None
 
     # -- the snapshot ---------------------------------------------------------------------------------------
     def snapshot_file(self) -> Path:
@@ -112,9 +129,40 @@ class SnapshotWorkspace(KindWorkspaceBase):
             self._loaded_mtime = mtime
         return self._snapshot
 
+    def changed_since(self, snap: Snapshot) -> list[str]:
+        """Project files written after the snapshot's index was built, or named by it and gone (display
+        paths): `.xml` files under the project newer than the build, found by a walk of the project folder
+        (the SDK, the game's own data, is not looked at). Modification times only: a file copied in with an
+        older time is not seen. One look serves `CHANGE_CHECK_S`."""
+        now = time.monotonic()
+        cached = self._changed
+        if cached is not None and cached[0] is snap and now - cached[1] < CHANGE_CHECK_S:
+            return cached[2]
+        built = snap.built_at()
+        root = Path(self.path)
+        changed: list[str] = []
+        seen: set[str] = set()
+        for folder, dirs, files in os.walk(root):
+            dirs[:] = [d for d in dirs if not d.startswith(".")]
+            for name in files:
+                if not name.lower().endswith(".xml"):
+                    continue
+                full = os.path.join(folder, name)
+                shown = os.path.relpath(full, root).replace(os.sep, "/")
+                seen.add(shown.casefold())
+                with contextlib.suppress(OSError):
+                    if os.stat(full).st_mtime > built:
+                        changed.append(shown)
+        for shown in snap.files:
+            if not Path(shown).is_absolute() and shown.casefold() not in seen:
+                changed.append(shown)  # gone (or renamed) since the snapshot
+        changed.sort()
+        self._changed = (snap, now, changed)
+        return changed
+
     def answer(self, body: dict[str, Any]) -> dict[str, Any]:
         snap = self.snapshot()
-        envelope = snap.envelope()
+        envelope = snap.envelope(self.changed_since(snap))
         body["source"] = "snapshot"
         body["snapshotAgeSeconds"] = envelope["snapshotAgeSeconds"]
         body["index"] = envelope
@@ -139,9 +187,35 @@ class SnapshotWorkspace(KindWorkspaceBase):
         }
         out = []
         for spec in sage_tools(self.service):
-            handler = handlers.get(spec.name) or self._live_only(spec.name)
+            handler = handlers.get(spec.name)
+            handler = self._strict(spec.name, handler) if handler is not None else self._live_only(spec.name)
             out.append(dataclasses.replace(spec, handler=handler))
         return out
+
+    def _strict(self, name: str, handler: Any) -> Any:
+        """`freshness: strict` (or `allowStale: false`) is `INDEX_STALE` while project files changed since
+        the snapshot — it is never answered from an index that does not hold them, with `stale: false`."""
+
+        async def checked(ctx: CallContext, args: Any) -> dict[str, Any]:
+            consistency = getattr(args, "consistency", None)
+            if consistency is not None and not consistency()[2]:
+                snap = self.snapshot()
+                changed = self.changed_since(snap)
+                if changed or snap.data.get("stale"):
+                    shown = ", ".join(changed[:5]) + (
+                        f" and {len(changed) - 5} more" if len(changed) > 5 else ""
+                    )
+                    raise BridgeError(
+                        ErrorCode.INDEX_STALE,
+                        f"the saved snapshot is older than the project: {shown or 'it was written stale'}",
+                        hint=f"Start `deskbridge serve {self.path}` for live answers (or run `deskbridge "
+                        f"snapshot {self.path}` to refresh the snapshot), then call {name} again; freshness "
+                        "newest answers from the snapshot as it is.",
+                        data={"source": "snapshot", "changedSinceSnapshot": changed[:CHANGED_SHOWN]},
+                    )
+            return await handler(ctx, args)
+
+        return checked
 
     def _live_only(self, name: str) -> Any:
         async def refuse(ctx: CallContext, args: Any) -> dict[str, Any]:
