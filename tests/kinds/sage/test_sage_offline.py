@@ -47,7 +47,7 @@ async def test_answers_come_from_the_snapshot_and_say_so(minimod: Any) -> None:
         assert found["source"] == "snapshot" and found["index"]["source"] == "snapshot"
         assert found["snapshotAgeSeconds"] >= 0 and found["items"][0]["file"] == "Data/Units/Tank.xml"
         refs = (await client.call_tool("sage_find_references", {"id": "TankGun"})).structured_content
-        assert refs["total"] >= 1 and refs["items"][0]["fromId"] == "Tank"
+        assert refs["total"] >= 1 and refs["items"][0]["from"]["id"] == "Tank"  # the live answer's shape
         chain = await client.call_tool("sage_get_inheritance_chain", {"type": "GameObject", "id": "Tank"})
         assert [s["id"] for s in chain.structured_content["chain"]] == ["Tank", "BaseUnit"]
         active = (

@@ -275,6 +275,7 @@ class SnapshotWorkspace(KindWorkspaceBase):
             own = {row.get("type") for row in self._defs(a.id, None)}
             sites = [s for s in sites if s.get("type") == a.type or s.get("type") not in own]
         out = queries.page(sites, a.cursor, a.limit)
+        out["items"] = [_live_site(row) for row in out["items"]]
         out.update({"id": a.id, "type": a.type})
         return self.answer(out)
 
@@ -441,3 +442,27 @@ class SnapshotWorkspace(KindWorkspaceBase):
         with contextlib.suppress(BridgeError):
             out["index"] = self.snapshot().envelope()
         return out
+
+
+def _live_site(row: dict[str, Any]) -> dict[str, Any]:
+    """A snapshot's reference row (flat: `type`/`id` of the target, `fromType`/`fromId`/`includedAt`, the
+    public snapshot schema) in the shape the live `sage_find_references` answers with, so an agent reads
+    one shape whether or not a server is running."""
+    owner = None
+    if row.get("fromId") is not None:
+        owner = {"type": row.get("fromType"), "id": row.get("fromId")}
+        if row.get("includedAt"):
+            owner["includedAt"] = row["includedAt"]
+    return {
+        "file": row.get("file"),
+        "line": row.get("line"),
+        "column": row.get("column"),
+        "endColumn": row.get("endColumn"),
+        "kind": row.get("kind"),
+        "element": row.get("element"),
+        "parent": None,  # not in the snapshot
+        "attribute": row.get("attribute"),
+        "targetType": row.get("type"),
+        "value": row.get("id"),
+        "from": owner,
+    }
