@@ -40,13 +40,12 @@ from deskbridge.kinds.pvf.search import (
     matching_lines,
 )
 from deskbridge.kinds.pvf.store import (
-    STRINGTABLE,
     Compiler,
     PvfSource,
     PvfStore,
     VerifiedIdentities,
+    add_side_changes,
     mirror_on_apply,
-    side_changes,
     text_of,
 )
 
@@ -915,16 +914,7 @@ class PvfService:
                         )
                     changes.append(ch)
             warnings: list[PlanWarning] = []
-            changes += side_changes(ws, comp.extra, [c.key for c in changes])
-            if STRINGTABLE in comp.extra:
-                table = comp.extra[STRINGTABLE]
-                old_table = ws.read(STRINGTABLE) if ws.exists(STRINGTABLE) else None
-                table_key = _display(ws, ws.key_of(STRINGTABLE)) if old_table is not None else STRINGTABLE
-                changes.append(make_change(table_key, old_table, table, reason="new strings"))
-                grew = {ws.key_of(p) for p in comp.grew}
-                for ch in changes:
-                    if ws.key_of(ch.key) in grew:
-                        ch.requires = (table_key,)
+            add_side_changes(ws, comp.extra, changes, comp.grew)
             if not changes:
                 raise BridgeError(
                     ErrorCode.INVALID_ARGUMENT,

@@ -466,7 +466,7 @@ class Compiler:
     get distinct indices; two link edits of one `.str` file both land). On exit every such staging is taken
     back — the archive mirrors the *committed* state only, so nothing reaches it behind the plan — and what
     was staged is offered in `extra` (normalised key → new payload) to become the plan's own changes (see
-    `side_changes`), with `grew` naming the files that need the grown table. nkpi string pools only grow in
+    `add_side_changes`), with `grew` naming the files that need the grown table. nkpi string pools only grow in
     memory and are written with the archive, so they need no extra change.
 
     `resume` is the `extra` of an earlier `Compiler` of the same plan (a plan compiled in batches, the lock
@@ -520,20 +520,25 @@ class Compiler:
                     strings.invalidate(key)
 
 
-def side_changes(
-    workspace: Workspace, extra: Mapping[str, bytes], planned: Iterable[str] = ()
-) -> list[Change]:
-    """A change for each `.str` file a `Compiler`'s compiles edited through a link's text (`extra`; not the
-    string table: each plan kind adds that with its own metadata), except keys `planned` already holds — a
-    file the plan writes itself (a script that also wrote that `.str` file) is the change that counts."""
-    taken = {norm_path(k) for k in planned}
+def add_side_changes(
+    workspace: Workspace,
+    extra: Mapping[str, bytes],
+    changes: list[Change],
+    grew: Iterable[str] = (),
+    **table_meta: Any,
+) -> None:
+    """Append to a plan's `changes` what a `Compiler`'s compiles staged beside the files compiled (`extra`):
+    a change for each `.str` file edited through a link's text — unless `changes` writes that file itself
+    (a script that also wrote that `.str` file: that change counts) — and the grown string table as one
+    change (`reason: new strings` plus `table_meta`), which the change of every file in `grew` then requires:
+    applied without it, such a file would name strings the archive lacks."""
+    taken = {norm_path(c.key) for c in changes}
     archive = workspace.source.archive  # type: ignore[union-attr]
-    out = []
+    enc = archive.encoding
     for key, data in extra.items():
         if key == STRINGTABLE or key in taken:
             continue
         old = workspace.read(key) if workspace.exists(key) else None
-        enc = archive.encoding
         change = make_change(
             _shown(archive, key, workspace),
             None if old is None else old.decode(enc, "replace"),
@@ -541,8 +546,17 @@ def side_changes(
             reason="link text edited",
         )
         change.new = data  # the exact bytes (the texts above are only for the diff)
-        out.append(change)
-    return out
+        changes.append(change)
+    table = extra.get(STRINGTABLE)
+    if table is None:
+        return
+    old_table = workspace.read(STRINGTABLE) if workspace.exists(STRINGTABLE) else None
+    table_key = _shown(archive, STRINGTABLE, workspace) if old_table is not None else STRINGTABLE
+    changes.append(make_change(table_key, old_table, table, reason="new strings", **table_meta))
+    needing = {workspace.key_of(p) for p in grew}
+    for ch in changes:
+        if workspace.key_of(ch.key) in needing and table_key not in ch.requires:
+            ch.requires = (*ch.requires, table_key)
 
 
 def _shown(archive: Any, key: str, workspace: Workspace) -> str:

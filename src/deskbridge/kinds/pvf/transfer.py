@@ -38,7 +38,7 @@ from deskbridge.core.plans import Change, PlanKind, PlanWarning, make_change, te
 from deskbridge.core.workspace import DELETED, Workspace
 from deskbridge.kinds.pvf.archive.base import norm_path
 from deskbridge.kinds.pvf.paths import BAD_NAME, check_archive_path
-from deskbridge.kinds.pvf.store import STRINGTABLE, Compiler, PvfSource, mirror, side_changes, text_of
+from deskbridge.kinds.pvf.store import STRINGTABLE, Compiler, PvfSource, add_side_changes, mirror, text_of
 from deskbridge.kinds.pvf.tree import safe_parts
 
 _VERSION_RE = re.compile(r"^[^\x00-\x1f\x7f]{1,128}$")
@@ -277,18 +277,7 @@ def build_import_changes(ws: Workspace, sources: list[Source], spill: SpillStore
                     if old is not None
                     else Change(shown, "add", data, binary=_summary(None, data), meta=meta)
                 )
-    changes += side_changes(ws, comp.extra, [c.key for c in changes])
-    if STRINGTABLE in comp.extra:
-        table = comp.extra[STRINGTABLE]
-        old_table = ws.read(STRINGTABLE) if ws.exists(STRINGTABLE) else None
-        key = ws.source.archive.file_info(STRINGTABLE).path if old_table is not None else STRINGTABLE  # type: ignore[union-attr]
-        changes.append(
-            make_change(key, old_table, table, reason="new strings", derived=True, overwrite=False)
-        )
-        grew = {norm_path(p) for p in comp.grew}
-        for c in changes:
-            if norm_path(c.key) in grew:
-                c.requires = (key,)
+    add_side_changes(ws, comp.extra, changes, comp.grew, derived=True, overwrite=False)
     return changes
 
 

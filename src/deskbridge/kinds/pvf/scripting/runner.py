@@ -39,7 +39,7 @@ from deskbridge.core.plans import Change, PlanKind, PlanWarning, text_diff
 from deskbridge.core.tasks import TaskCancelled, TaskHandle
 from deskbridge.core.workspace import DELETED
 from deskbridge.kinds.pvf.archive.base import norm_path
-from deskbridge.kinds.pvf.store import STRINGTABLE, Compiler, PvfSource, mirror_on_apply, side_changes
+from deskbridge.kinds.pvf.store import STRINGTABLE, Compiler, PvfSource, add_side_changes, mirror_on_apply
 from deskbridge.kinds.pvf.transfer import payload_text
 
 SOURCE_MAX_BYTES = 1 << 20
@@ -615,30 +615,7 @@ class _PlanBuilder:
         changes = list(self.changes.values())
         with eng.lock:
             ws = self._ws()
-            changes += side_changes(ws, self.grown or {}, [c.key for c in changes])
-            if self.grown is not None and STRINGTABLE in self.grown:
-                table = self.grown[STRINGTABLE]
-                old_table = ws.read(STRINGTABLE) if ws.exists(STRINGTABLE) else None
-                key = STRINGTABLE
-                if old_table is not None:
-                    with contextlib.suppress(BridgeError):
-                        key = ws.source.archive.file_info(STRINGTABLE).path
-                changes.append(
-                    Change(
-                        key,
-                        "add" if old_table is None else "modify",
-                        table,
-                        binary={
-                            "old": None if old_table is None else {"size": len(old_table)},
-                            "new": {"size": len(table)},
-                        },
-                        meta={"reason": "new strings"},
-                    )
-                )
-                grew = {ws.key_of(p) for p in self.grew}
-                for ch in changes:
-                    if ws.key_of(ch.key) in grew:
-                        ch.requires = (*ch.requires, key)
+            add_side_changes(ws, self.grown or {}, changes, self.grew)
             known = {c.key for c in changes}
             for ch in changes:  # a registration whose new file is not in the plan needs nothing
                 ch.requires = tuple(r for r in ch.requires if r in known)
