@@ -124,11 +124,24 @@ def test_an_agents_change_is_approved_in_the_open_pvf_page(browser, tmp_path: Pa
             agent = threading.Thread(
                 target=lambda a=args: results.__setitem__("apply", call("pvf_plan_apply", a))
             )
+            button = "#approvals .approve" if approve else "#approvals .reject"
+            # A click in the request's first half second is a reflex or a decoy, not an answer (as in the
+            # markdown editor): the page says so and the request stays. The click comes from an observer
+            # in the same task that shows the request, so no machine is too slow to make it "too soon".
+            page.evaluate(
+                """(sel) => { window.__early = null; const o = new MutationObserver(() => {
+                    const b = document.querySelector(sel); if (!b) return; o.disconnect(); b.click();
+                    window.__early = !!document.querySelector('#approvals .too-soon'); });
+                  o.observe(document.body, {childList: true, subtree: true}); }""",
+                button,
+            )
             agent.start()
-            page.wait_for_selector("#approvals .approval")
+            page.wait_for_function("window.__early !== null")
+            assert page.evaluate("window.__early") is True and agent.is_alive()
             assert "pvf_plan_apply" in page.text_content("#approvals")
             assert "+[t]" in page.text_content("#approvals .approval-diff")  # the plan's real diff
-            page.click("#approvals .approve" if approve else "#approvals .reject")
+            page.wait_for_timeout(600)
+            page.click(button)
             agent.join(30)
             outcome = results.pop("apply")
             if approve:

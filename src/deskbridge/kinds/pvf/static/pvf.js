@@ -432,6 +432,17 @@ $("history").addEventListener("click", async (ev) => {
 // an open event stream counts as a person who can answer), so this page shows and answers it.
 
 const approvals = new Map();
+const approvalShownAt = new Map(); // id → performance.now() when it first appeared
+
+/** Milliseconds after an approval appears during which its answers are ignored (a decoy click, a reflex): the
+ * markdown editor's rule (frontend/markdown/src/panels.js), so both pages ask alike. */
+const ANSWER_GUARD_MS = 500;
+
+/** An answer counts only from a person looking at this page: visible, focused, and not in the first 500 ms. */
+function answerable(id) {
+  const shownAt = approvalShownAt.get(id) ?? performance.now();
+  return document.visibilityState === "visible" && document.hasFocus() && performance.now() - shownAt >= ANSWER_GUARD_MS;
+}
 
 function renderApprovals() {
   let box = $("approvals");
@@ -444,6 +455,9 @@ function renderApprovals() {
   // The diff is what the plan really changes (the summary is the agent's request); shown as text, never as HTML.
   box.innerHTML = [...approvals.values()].map((r) => `<div class="approval" data-id="${esc(r.id)}"><b>${esc(r.client)}</b> wants to run <code>${esc(r.tool)}</code> on ${esc(r.target)}: ${esc(r.summary)} <button type="button" class="approve" data-ok="1">Approve</button> <button type="button" class="reject" data-ok="0">Reject</button>${r.diff ? `<pre class="approval-diff">${esc(r.diff)}</pre>` : ""}</div>`).join("");
   box.hidden = approvals.size === 0;
+  const now = performance.now();
+  for (const id of approvals.keys()) if (!approvalShownAt.has(id)) approvalShownAt.set(id, now);
+  for (const id of [...approvalShownAt.keys()]) if (!approvals.has(id)) approvalShownAt.delete(id);
 }
 
 async function answerApproval(id, approved) {
@@ -454,7 +468,19 @@ async function answerApproval(id, approved) {
 
 document.addEventListener("click", (ev) => {
   const button = ev.target.closest("#approvals button");
-  if (button) answerApproval(button.closest(".approval").dataset.id, button.dataset.ok === "1");
+  if (!button) return;
+  const box = button.closest(".approval");
+  if (!answerable(box.dataset.id)) {
+    let notice = box.querySelector(".too-soon");
+    if (!notice) {
+      notice = document.createElement("p");
+      notice.className = "too-soon";
+      notice.textContent = "Read the request first: answers in its first half second, or while this page is not in front, do not count.";
+      box.append(notice);
+    }
+    return;
+  }
+  answerApproval(box.dataset.id, button.dataset.ok === "1");
 });
 
 async function loadApprovals() {
