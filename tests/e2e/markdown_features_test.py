@@ -263,3 +263,37 @@ def test_the_file_list_is_a_folder_tree_that_folds(editor):  # noqa: F811
     page.click(folder)
     page.click(f"{file_row} .file-item")
     page.wait_for_function("() => document.querySelector('#doc-name').textContent === 'setup.md'")
+
+
+def test_save_as_writes_another_file_and_replaces_one_only_when_confirmed(editor):  # noqa: F811
+    """File → Save as… writes the open document's text (unsaved typing included) into another file of the
+    folder, which the editor then shows; a file that exists is replaced only after the person confirms, and
+    declining leaves it as it was."""
+    bench, page = editor
+    page.click(".cm-content")
+    page.keyboard.press("Control+End")
+    page.keyboard.type("typed before save as\n")
+    page.once("dialog", lambda dialog: dialog.accept("second"))
+    page.click("#menu-file .menu-button")
+    page.click("#menu-file [data-action=save-as]")
+    second = bench.root / "second.md"
+    page.wait_for_function("() => document.querySelector('#doc-name').textContent.includes('second.md')")
+    assert "typed before save as" in second.read_text("utf-8")
+    assert "typed before save as" not in (bench.root / "notes.md").read_text("utf-8")
+    (bench.root / "keep.md").write_text("# keep me\n", "utf-8")
+    answers = iter(["keep.md", None])  # the path, then "keep.md exists. Replace it?" declined
+
+    def decline(dialog) -> None:
+        answer = next(answers)
+        dialog.accept(answer) if answer is not None else dialog.dismiss()
+
+    page.on("dialog", decline)
+    page.keyboard.press("Control+Shift+S")
+    page.wait_for_timeout(500)
+    assert (bench.root / "keep.md").read_text("utf-8") == "# keep me\n"
+    page.remove_listener("dialog", decline)
+    answers = iter(["keep.md", ""])  # the path, then the replacement confirmed
+    page.on("dialog", lambda dialog: dialog.accept(next(answers)))
+    page.keyboard.press("Control+Shift+S")
+    page.wait_for_function("() => document.querySelector('#doc-name').textContent.includes('keep.md')")
+    assert "typed before save as" in (bench.root / "keep.md").read_text("utf-8")

@@ -67,6 +67,27 @@ export async function newFile(app, openFile) {
   } catch (err) { app.showError(err); }
 }
 
+/** File → Save as…: the open document's text into another file of the folder, which it then is (a file that
+ * exists is replaced only after the person confirms). */
+export async function saveDocumentAs(app) {
+  if (!app.docId) return;
+  const current = (app.doc && (app.doc.path || app.doc.fileName || app.doc.name)) || 'untitled.md';
+  const name = prompt(t('file.saveAsTo'), current);
+  if (!name || name === current) return;
+  const path = /\.(md|markdown|mdown|txt)$/i.test(name) ? name : `${name}.md`;
+  const saveAs = async (overwrite) => {
+    if (app.sync && await app.sync.flush(2000)) throw new Error(t('notSynced'));
+    await api.tool('md_save_current_document_as', { docId: app.docId, path, overwrite });
+  };
+  try {
+    await saveAs(false);
+  } catch (err) {
+    if (err.code === 'TARGET_EXISTS' && confirm(t('file.confirmReplace', { name: path }))) {
+      try { await saveAs(true); } catch (again) { app.showError(again); }
+    } else app.showError(err);
+  }
+}
+
 export async function renameFile(app, path, reload) {
   const next = prompt(t('file.renameTo'), path);
   if (!next || next === path) return;

@@ -12,7 +12,7 @@ import { createState, setLineNumbers, setPhrases, outlineOf, countText } from '.
 import { runEditorCommand, prepareCommand } from './commands.js';
 import { offerConnect } from './onboarding.js';
 import { shortcutsPanel } from './shortcuts.js';
-import { closeDocument, deleteFile, handleImageInput, newFile, recentPanel, rememberRecent, renameFile } from './files.js';
+import { closeDocument, deleteFile, handleImageInput, newFile, recentPanel, rememberRecent, renameFile, saveDocumentAs } from './files.js';
 import { showPreview, scrollPreviewToLine, mountPreviewFrame } from './preview.js';
 import { h, icon, menu, retranslate, toast } from './dom.js';
 import { t, setLanguage, LANGUAGES, THEMES, TYPOGRAPHIES } from './i18n.js';
@@ -81,6 +81,7 @@ function build() {
     menu('menu-file', 'menu.file', [
       { id: 'new', label: 'file.new', action: () => newFile(app, openFile) },
       { id: 'save', label: 'save', keys: 'Ctrl+S', action: saveDocument },
+      { id: 'save-as', label: 'file.saveAs', keys: 'Ctrl+Shift+S', action: () => saveDocumentAs(app) },
       { id: 'open', label: 'openFile', action: () => openPanel('openFile', app) },
       { id: 'recent', label: 'file.recent', action: () => recentPanel(app, openFile) },
       { id: 'close', label: 'file.close', action: () => closeDocument(app) },
@@ -204,7 +205,7 @@ function build() {
     if (event.key === 'F1' && !event.ctrlKey && !event.metaKey && !event.altKey) { event.preventDefault(); shortcutsPanel(); return; }
     if (!(event.ctrlKey || event.metaKey) || event.altKey) return;
     const key = event.key.toLowerCase();
-    if (key === 's') { event.preventDefault(); saveDocument(); }
+    if (key === 's') { event.preventDefault(); if (event.shiftKey) saveDocumentAs(app); else saveDocument(); }
     if (key === 'h') { event.preventDefault(); app.openSearch(true); }
   });
   // Scroll sync source → preview by the renderer's source-line marks (proportional when there are none);

@@ -12,6 +12,7 @@ const mod = MAC ? '⌘' : 'Ctrl';
 /** [label key, keys] of everything that is not in formatKeymap. */
 const OTHERS = [
   ['save', `${mod}+S`],
+  ['file.saveAs', `${mod}+Shift+S`],
   ['cmd.undo', `${mod}+Z`],
   ['cmd.redo', `${mod}+Y / ${mod}+Shift+Z`],
   ['panel.find', `${mod}+F`],
