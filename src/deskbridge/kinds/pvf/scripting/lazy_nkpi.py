@@ -8,10 +8,10 @@ What makes nkpi different: a string record prints raw (`{N=offset}`) where the f
 earlier at another offset (`nkpi_codec.to_tokens`: a string compiles back to the first offset it had), so a
 run of records does not decode on its own. Here that rule is kept per file without decoding it: tags take
 part in it only among tags (the rule's key is (is it a tag, the string)), so the tag scan applies it to the
-type-3 records it reads anyway; the other string records' first offsets are found once, when a decoded run
-first holds one of them (a section of ints and floats such as `[price]` never needs them). The tokens are
-the ones `to_tokens` gives for the whole file (the same record cache), and the text budget is kept by
-decoding whole (as before) any file whose text could exceed it by the pools' longest string.
+type-3 records it reads anyway; a short run of numbers (`[price]`) decodes on its own, and any run that
+holds a string record is a slice of one whole decode of the file (`to_tokens`, the same record cache). The
+text budget is kept by decoding whole (as before) any file whose text could exceed it by the pools'
+longest string.
 
 `doc.sections(name)` of a file with no tag record naming `[name]` answers without the tag scan: the offsets
 of every pool string that reads `[name]` (any case) are found once per name and pools by searching the
@@ -35,7 +35,6 @@ from deskbridge.kinds.pvf.scripting import model
 
 _REC = struct.Struct("<Bi")
 _U32 = struct.Struct("<I")
-_STRING_TYPES = frozenset(nc.STRING_TYPES)
 _TAG_KEY = nc.T_TAG << 32
 SMALL_RUN = 16
 """Runs of at most this many records are unpacked with `struct` (numpy's per-call cost is most of the work
@@ -250,7 +249,7 @@ class NkpiDocument(model.LazyDocument):
         shape = self._shape_of
         if shape is not None:
             return shape, self._positions  # type: ignore[return-value]
-        recs = np.frombuffer(self._data, dtype=_REC_DTYPE)
+        recs = nc.records(self._data)
         where = np.flatnonzero(recs["t"] == nc.T_TAG)
         at = where.tolist()
         vals = recs["v"][where].tolist()
@@ -298,4 +297,3 @@ class NkpiDocument(model.LazyDocument):
 
 
 TAG_CACHE_MAX = 1 << 16
-_REC_DTYPE = np.dtype([("t", "u1"), ("v", "<i4")])
