@@ -41,6 +41,7 @@ from deskbridge.kinds.sage.records import (
     XAI_JOIN,
     XI_INCLUDE,
     _Locator,
+    xml_parser,
 )
 from deskbridge.kinds.sage.schema import _Compiler, collect_schema
 
@@ -305,17 +306,8 @@ class _Loader:
                     hint="The file changed on disk; call sage_get_status until the re-index is done, then "
                     "call sage_get_effective_asset again.",
                 ) from None
-            parser = etree.XMLParser(
-                recover=True,
-                remove_comments=True,
-                remove_pis=True,
-                huge_tree=True,
-                resolve_entities=False,
-                no_network=True,
-                load_dtd=False,
-            )
             try:
-                root = etree.fromstring(data, parser) if data.strip() else None
+                root = etree.fromstring(data, xml_parser()) if data.strip() else None
             except etree.XMLSyntaxError:
                 root = None
             hit = self.docs[path] = (root, _Locator(data))

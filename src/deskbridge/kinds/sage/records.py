@@ -241,7 +241,8 @@ _PARSERS: dict[int, etree.XMLParser] = {}
 each parse starts a fresh `error_log`."""
 
 
-def _parser() -> etree.XMLParser:
+def xml_parser() -> etree.XMLParser:
+    """This thread's parser of mod XML (records, effective assets): recovering, no entities, DTDs or network."""
     thread = _thread.get_ident()
     parser = _PARSERS.get(thread)
     if parser is None:
@@ -502,7 +503,7 @@ def begin_records(data: bytes) -> PendingRecords:
     if len(data) > FILE_MAX_BYTES:
         rec.diagnostics.append(("parse-error", "error", 0, f"file is larger than {FILE_MAX_BYTES} bytes"))
         return PendingRecords(rec)
-    parser = _parser()
+    parser = xml_parser()
     try:
         root = etree.fromstring(_without_asset_ns(data), parser) if data.strip() else None
     except etree.XMLSyntaxError as exc:  # recover=True still raises when nothing at all is usable

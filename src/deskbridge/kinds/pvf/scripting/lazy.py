@@ -162,26 +162,11 @@ class ClassicDocument(model.LazyDocument):
         record_width: int | None,
         tags: RecordTags | None = None,
     ) -> None:
-        # `Document._init` without the root it would make (replaced by the pending one below)
-        self.header = header
-        self.record_width = record_width
-        self.warnings: list[str] = []
-        self._source_tokens = None
-        self._source = self._all_tokens
-        self._tag_list = None
-        self._shape_of: model.TagShape | None = None
-        self._positions: list[int] | None = None
-        self._n = n
-        self._matched = None
-        self._made = {}
-        self._data = data
+        self._init_lazy(header, record_width, n, data)
         self._strings = strings
         self._link_text = link_text
         self._recs: Any = None
         self._rec_tags = tags
-        root = model._PendingRoot("")
-        root._doc = self
-        self.root = root
 
     def _all_tokens(self) -> list[Token]:
         return cc.to_tokens(self._data, self._strings, self._link_text)

@@ -184,26 +184,11 @@ class NkpiDocument(model.LazyDocument):
     """`model.LazyDocument` over the records of a stored nkpi script (see the module docstring)."""
 
     def __init__(self, data: bytes, pools: Any, facts: _PoolFacts, n: int, record_width: int | None) -> None:
-        # `Document._init` without the root it would make (replaced by the pending one below)
-        self.header = None
-        self.record_width = record_width
-        self.warnings: list[str] = []
-        self._source_tokens = None
-        self._source = self._all_tokens  # the whole decode, shared with `_decode`
-        self._tag_list = None
-        self._shape_of: model.TagShape | None = None
-        self._positions: list[int] | None = None
-        self._n = n
-        self._matched = None
-        self._made = {}
-        self._data = data
+        self._init_lazy(None, record_width, n, data)  # `_source`: the whole decode, shared with `_decode`
         self._pools = pools
         self._cache = nc.cache_for(pools)
         self._tags_of = facts.tags
         self._whole: list[Token] | None = None
-        root = model._PendingRoot("")
-        root._doc = self
-        self.root = root
 
     def _all_tokens(self) -> list[Token]:
         whole = self._whole

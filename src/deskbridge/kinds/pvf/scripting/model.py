@@ -500,6 +500,25 @@ class LazyDocument(Document):
     _tagged: str | None = None
     """A name `_has_tag` answered True for (`lacks`)."""
 
+    def _init_lazy(self, header: str | None, record_width: int | None, n: int, data: bytes) -> None:
+        """`Document._init` without the root it would make: the root is a pending one, built on first use.
+        A subclass calls this first, then sets what its `_decode` reads."""
+        self.header = header
+        self.record_width = record_width
+        self.warnings: list[str] = []
+        self._source_tokens = None
+        self._source = self._all_tokens  # type: ignore[attr-defined]  # every subclass defines it
+        self._tag_list = None
+        self._shape_of = None
+        self._positions: list[int] | None = None
+        self._n = n
+        self._matched = None
+        self._made = {}
+        self._data = data
+        root = _PendingRoot("")
+        root._doc = self
+        self.root = root
+
     def _shape(self) -> tuple[TagShape, list[int]]:
         raise NotImplementedError
 
