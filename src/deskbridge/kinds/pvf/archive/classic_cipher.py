@@ -80,11 +80,6 @@ def tail_fields(buf: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     return _tail_view(buf)[offsets].view("<u4").reshape(-1, 3)
 
 
-def clear_tails(buf: np.ndarray, offsets: np.ndarray) -> None:
-    """Zero the 12 bytes at each offset of the writable uint8 array `buf` (one scatter of 12-byte items)."""
-    _tail_view(buf)[offsets] = np.zeros((), dtype=_TAIL)
-
-
 def u32_view(buf: np.ndarray) -> np.ndarray:
     """A writable byte-stride uint32 view of the writable uint8 array `buf` (`view[k]` = bytes k..k+3)."""
     return np.ndarray((max(0, len(buf) - 3),), dtype="<u4", buffer=buf, strides=(1,))

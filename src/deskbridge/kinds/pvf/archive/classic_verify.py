@@ -174,11 +174,13 @@ def _verify(fd: int, size: int, layout: PatchedLayout) -> int:
     # Every byte that differs, with the 12 tail bytes of each entry then cleared: anything left over is a
     # path, path length or name hash (a scatter of 12 per entry, not a search per differing byte: an edit
     # of the first file moves every later block, so every relOffset differs).
-    differs = tree != np.frombuffer(layout.source_tree, dtype=np.uint8)
-    # The 12 tail bytes cleared as one 12-byte store per entry through a byte-stride view (a bool is one
-    # byte): a fancy-indexed store per byte cost 12 scatters of 200 k (~10 ms of the verify on classic-200k).
-    cc.clear_tails(differs.view(np.uint8), tails)
-    if differs.any():
+    # Counted instead of cleared: the entries' 12-byte tails are disjoint, so the differing bytes all lie in
+    # tails exactly when the tails hold as many of them as the whole tree (one XOR, two counts and one
+    # gather of 12-byte items: ≈ 8 ms on classic-200k, where clearing the tails of a 12 MB mask took ≈ 25).
+    differs = np.bitwise_xor(tree, np.frombuffer(layout.source_tree, dtype=np.uint8))
+    if np.any(np.diff(tails) < 12) or np.count_nonzero(differs) != np.count_nonzero(
+        cc.tail_fields(differs, tails).view(np.uint8)
+    ):
         raise _fail("a path, path length or name hash in the tree differs from the source")
     fields = cc.tail_fields(tree, tails)  # dataLen, checksum, relOffset
     sizes = fields[:, 0].view("<i4").astype(np.int64)
