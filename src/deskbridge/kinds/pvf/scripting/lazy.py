@@ -186,14 +186,7 @@ class ClassicDocument(model.LazyDocument):
         tags = self._rec_tags
         if tags is not None:  # the records `batch_tags` found: a whole record is type 5 + one of these
             return not _pattern_indexes(patterns).isdisjoint(tags[1])
-        data = self._data
-        for pat in patterns:
-            at = data.find(pat, 2)
-            while at >= 0:
-                if (at - 2) % 5 == 0:  # a whole record, not bytes straddling two
-                    return True
-                at = data.find(pat, at + 1)
-        return False
+        return model.at_a_record(self._data, patterns, 2)  # classic records start after the 2-byte header
 
     def _shape(self) -> tuple[model.TagShape, list[int]]:
         shape = self._shape_of

@@ -221,14 +221,7 @@ class NkpiDocument(model.LazyDocument):
         patterns = tag_patterns(self._pools, want)
         if patterns is None:
             return True  # cannot tell without the tags
-        data = self._data
-        for pat in patterns:
-            at = data.find(pat)
-            while at >= 0:
-                if at % 5 == 0:  # a whole record, not bytes straddling two
-                    return True
-                at = data.find(pat, at + 1)
-        return False
+        return model.at_a_record(self._data, patterns, 0)
 
     def _shape(self) -> tuple[model.TagShape, list[int]]:
         shape = self._shape_of

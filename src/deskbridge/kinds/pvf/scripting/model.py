@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from deskbridge.core.errors import BridgeError, ErrorCode
@@ -554,12 +554,7 @@ class LazyDocument(Document):
     def find(self, path: str) -> list[Section]:
         root = self.root
         if isinstance(root, _PendingRoot) and root._doc is not None:
-            want = _ONE_PART.get(path, _NO_PART)
-            if want is _NO_PART:
-                parts = [p for p in str(path).strip("/").split("/") if p]
-                want = parts[0].strip("[]").lower() if len(parts) == 1 else None
-                if len(_ONE_PART) < 4096 and isinstance(path, str):
-                    _ONE_PART[path] = want
+            want = one_part(path)
             if want is not None:
                 found = self._find_top(want)
                 if found is not None:
@@ -697,6 +692,18 @@ _TAG_INFOS: dict[str, TagInfo] = {}
 _ONE_PART: dict[str, str | None] = {}
 """A `find` path → its one part in lower case without brackets, or None where it has more than one part."""
 _NO_PART = object()
+
+
+def at_a_record(data: bytes, patterns: Iterable[bytes], first: int) -> bool:
+    """Whether any of `patterns` occurs in `data` where a 5-byte record starts (records from offset `first`),
+    not in bytes straddling two records — the tag prefilter of a lazy document of either family."""
+    for pat in patterns:
+        at = data.find(pat, first)
+        while at >= 0:
+            if (at - first) % 5 == 0:
+                return True
+            at = data.find(pat, at + 1)
+    return False
 
 
 def one_part(path: str) -> str | None:
