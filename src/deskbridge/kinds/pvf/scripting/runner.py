@@ -141,20 +141,13 @@ class Worker:
         at = 0
         try:
             while True:
-                if len(buf) - at < _FRAME.size:
-                    chunk = os.read(fd, _READ_BYTES)
-                    if not chunk:
-                        break
-                    del buf[:at]
-                    at = 0
-                    buf += chunk
-                    continue
-                (n,) = _FRAME.unpack_from(buf, at)
+                have = len(buf) - at
+                n = _FRAME.unpack_from(buf, at)[0] if have >= _FRAME.size else -1  # -1: no length yet
                 if n > FRAME_MAX:
                     self.bad = f"a frame of {n} bytes"
                     break
-                if len(buf) - at - _FRAME.size < n:
-                    chunk = os.read(fd, max(_READ_BYTES, n + _FRAME.size - (len(buf) - at)))
+                if n < 0 or have - _FRAME.size < n:  # read on: at least the rest of this frame
+                    chunk = os.read(fd, max(_READ_BYTES, n + _FRAME.size - have))
                     if not chunk:
                         break
                     del buf[:at]
