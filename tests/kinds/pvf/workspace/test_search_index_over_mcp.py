@@ -60,28 +60,16 @@ async def test_a_save_replaces_adds_and_removes_index_rows(archive: Path) -> Non
         assert removed in await _content(a, ws, gone_line)
         header = "#PVF_File\n" if old.startswith("#PVF_File") else ""
         added = "equipment/added_by_test.equ"
-        plan = await a.call(
-            "pvf_edit_prepare",
-            {
-                "workspaceId": ws,
-                "expectedRevision": rev,
-                "edits": [
-                    {"path": replaced, "text": header + "[name2]\n\t`Obsidian Marmot`\n"},
-                    {"path": added, "text": header + "[name2]\n\t`Obsidian Marmot twin`\n"},
-                    {"path": removed, "delete": True},
-                ],
-            },
+        await _edit_and_save(
+            a,
+            ws,
+            rev,
+            [
+                {"path": replaced, "text": header + "[name2]\n\t`Obsidian Marmot`\n"},
+                {"path": added, "text": header + "[name2]\n\t`Obsidian Marmot twin`\n"},
+                {"path": removed, "delete": True},
+            ],
         )
-        preview = await a.call("pvf_edit_preview", {"planId": plan["planId"]})
-        applied = await a.call(
-            "pvf_edit_apply",
-            {
-                "planId": plan["planId"],
-                "changeKeys": [i["changeKey"] for i in preview["items"]],
-                "expectedRevision": rev,
-            },
-        )
-        await a.call("pvf_archive_save", {"workspaceId": ws, "expectedRevision": applied["revision"]})
         svc = service(a)
         index = svc.index
         built_seconds = index.status()["seconds"]
