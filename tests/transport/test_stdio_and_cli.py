@@ -367,27 +367,36 @@ def test_stdio_ends_cleanly_when_stdin_closes_before_any_request(tmp_path: Path)
 
 def test_serve_of_the_empty_pvf_workspace_says_so_in_its_banner() -> None:
     # `deskbridge serve --kind pvf` with no archive printed "serving pvf ." as if it served the current folder.
-    import time
+    # The test waits for the banner itself, not for the port: the socket listens before the banner is printed,
+    # so a loaded machine could end the server between the two (CI did once).
+    import threading
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "deskbridge", "serve", "--kind", "pvf", "--port", str(port), "--no-browser"],
+        [sys.executable, "-m", "deskbridge", "serve", "--kind", "pvf", "--port", "0", "--no-browser"],
         stderr=subprocess.PIPE,
         text=True,
         env=dict(os.environ),
     )
+    lines: list[str] = []
+    banner_seen = threading.Event()
+
+    def read() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            lines.append(line)
+            if " serving " in line:
+                banner_seen.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
     try:
-        for _ in range(600):
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                    break
-            except OSError:
-                time.sleep(0.05)
+        banner_seen.wait(timeout=120)
     finally:
         proc.terminate()
-        _, stderr = proc.communicate(timeout=10)
+        proc.wait(timeout=30)
+        reader.join(timeout=10)
+    stderr = "".join(lines)
+    assert banner_seen.is_set(), stderr
     banner = next(line for line in stderr.splitlines() if " serving " in line)
     assert "an empty pvf workspace" in banner and "pvf_archive_open" in banner, banner
     assert not banner.rstrip().endswith(" ."), banner
