@@ -73,7 +73,8 @@ writeFileSync(join(out, 'THIRD-PARTY-NOTICES.txt'),
 
 // Which sources this bundle was built from: tests/kinds/markdown/ui/test_static.py recomputes the digest and
 // fails when a source changed without a rebuild (the bundle is committed, so it must never go stale).
-const sourceFiles = ['build.mjs', 'index.html', 'package-lock.json',
+// (approval-guard.js is the platform's, bundled from src/deskbridge/web/static.)
+const sourceFiles = ['build.mjs', 'index.html', 'package-lock.json', '../../src/deskbridge/web/static/approval-guard.js',
   ...readdirSync(join(here, 'src'), { recursive: true }).map((f) => join('src', f))]
   .filter((f) => statSync(join(here, f)).isFile()).map((f) => f.split('\\').join('/')).sort();
 const digest = createHash('sha256');

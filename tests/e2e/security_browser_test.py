@@ -4,7 +4,8 @@
 * the browser's way in — the owner-only login page `serve` opens (a file:// path, no secret on any command line)
   signs the browser in once; a stray `/?k=…` (a document's <img>) never logs it out;
 * the MCP token is shown only after the person confirms in the page, and "Copy client config" still works;
-* the `approvals_via_client` choice in the settings panel reaches the server.
+* the `approvals_via_client` choice in the settings panel reaches the server;
+* the platform page ignores an answer in a request's first half second (the rule every page shares).
 
 Chromium comes from the `browser` / `new_page` fixtures in tests/e2e/conftest.py.
 """
@@ -190,3 +191,35 @@ def test_the_editor_settings_panel_asks_before_showing_the_token(new_page, tmp_p
         page.click("#mcp-save")
         page.wait_for_selector("#panel-mcpSettings", state="detached")
         assert srv.app.settings.approvals_via_client is False
+
+
+def test_the_platform_page_ignores_an_answer_in_the_requests_first_half_second(new_page, served) -> None:
+    # The platform page (every kind without its own page, e.g. sage) answers approvals too: the same rule as the
+    # PVF page and the markdown editor (web/static/approval-guard.js) — a click that lands as the request appears
+    # is a reflex or a decoy, not an answer.
+    from deskbridge.core.policy import ApprovalRequest, Decision
+
+    srv = served.srv
+    page = new_page()
+    page.goto(srv.login_url())
+    page.wait_for_selector("#ws")
+    deadline = time.monotonic() + 10
+    while not srv.app.approvals.ui_attached:  # the page's event stream is what makes it a place to ask
+        assert time.monotonic() < deadline, "the platform page never opened its event stream"
+        time.sleep(0.05)
+    # The click comes from an observer in the same task that shows the request: never late enough to count.
+    page.evaluate(
+        """() => { window.__early = null; const o = new MutationObserver(() => {
+            const b = document.querySelector('#pending button[data-ok="1"]'); if (!b) return; o.disconnect();
+            b.click(); setTimeout(() => { window.__early = !document.querySelector('#pending .too-soon').hidden; }, 0); });
+          o.observe(document.getElementById('pending'), {childList: true, subtree: true}); }"""
+    )
+    req = ApprovalRequest("agent", "an agent", "sage_touch", "Data/Mod.xml", "change one attribute", "+x\n")
+    answer = served.submit(srv.app.approvals.request(req, timeout_s=60))
+    page.wait_for_function("window.__early !== null")
+    assert page.evaluate("window.__early") is True and not answer.done()
+    assert "sage_touch" in page.text_content("#pending")
+    page.wait_for_timeout(600)
+    page.click('#pending button[data-ok="1"]')
+    assert answer.result(30).decision is Decision.APPROVED
+    assert page.errors == []

@@ -1,6 +1,8 @@
 // The editor's dialogs: MCP settings, audit log, the approval dialog with its diff, export/copy, and the small
 // informational panels (properties, word count, about, changelog, thanks).
 
+// The platform's rule for when an answer counts, bundled from its one source (also served as /platform-static).
+import { answerable } from '../../../src/deskbridge/web/static/approval-guard.js';
 import { api } from './api.js';
 import { h, modal, toast } from './dom.js';
 import { t } from './i18n.js';
@@ -274,14 +276,6 @@ function diffView(diff) {
   }
   if (lines.length > 4000) pre.append(h('span.diff-line.hunk', {}, t('diffTruncated')));
   return pre;
-}
-
-/** Milliseconds after an approval appears during which its answers are ignored (a decoy click, a reflex). */
-const ANSWER_GUARD_MS = 500;
-
-/** An answer counts only from a person looking at this page: visible, focused, and not in the first 500 ms. */
-function answerable(shownAt) {
-  return document.visibilityState === 'visible' && document.hasFocus() && performance.now() - shownAt >= ANSWER_GUARD_MS;
 }
 
 let keyHandler = null;

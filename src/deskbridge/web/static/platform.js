@@ -2,6 +2,7 @@
 // The MCP panel (connection, token, client set-up, approvals setting) is the shared module every kind page mounts.
 import { diffHtml, esc, mountMcpPanel } from "/platform-static/mcp-panel.js";
 import { onboardingOffer } from "/platform-static/connect.js";
+import { TOO_SOON, answerable } from "/platform-static/approval-guard.js";
 
 const $ = (id) => document.getElementById(id);
 const api = async (path, opts = {}) => {
@@ -19,15 +20,22 @@ async function refreshStatus() {
   $("state").textContent = st.mcpEnabled ? "MCP running" : "MCP off";
   $("state").className = st.mcpEnabled ? "pill" : "pill off";
 }
+const shownAt = new Map(); // approval id → performance.now() when this page first showed it
 async function refreshApprovals() {
   const { pending } = await api("/api/approvals");
   $("pending").innerHTML = pending.length ? "" : '<p class="muted">Nothing to approve.</p>';
+  const now = performance.now();
+  for (const id of [...shownAt.keys()]) if (!pending.some((p) => p.id === id)) shownAt.delete(id);
   for (const p of pending) {
+    if (!shownAt.has(p.id)) shownAt.set(p.id, now);
     const div = document.createElement("div");
+    div.className = "approval";
     div.innerHTML = `<p><b>${esc(p.client)}</b> wants to run <code>${esc(p.tool)}</code> on <code>${esc(p.target)}</code>: ${esc(p.summary)}</p>
       <pre class="diff">${diffHtml(p.diff || "")}</pre>
-      <button class="primary" data-ok="1">Approve</button> <button data-ok="0">Reject</button>`;
+      <button class="primary" data-ok="1">Approve</button> <button data-ok="0">Reject</button>
+      <p class="too-soon muted" hidden>${esc(TOO_SOON)}</p>`;
     div.querySelectorAll("button").forEach((b) => b.onclick = async () => {
+      if (!answerable(shownAt.get(p.id))) { div.querySelector(".too-soon").hidden = false; return; }
       await post(`/api/approvals/${p.id}`, { approved: b.dataset.ok === "1" });
       refreshApprovals();
     });

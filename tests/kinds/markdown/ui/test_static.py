@@ -18,7 +18,12 @@ BUNDLE_MAX_BYTES = 1200 * 1024
 
 def test_the_bundle_was_built_from_the_current_sources():
     # Same digest as build.mjs: sorted relative paths with their bytes, NUL-separated.
-    files = ["build.mjs", "index.html", "package-lock.json"]
+    files = [
+        "build.mjs",
+        "index.html",
+        "package-lock.json",
+        "../../src/deskbridge/web/static/approval-guard.js",
+    ]
     files += [p.relative_to(FRONTEND).as_posix() for p in (FRONTEND / "src").rglob("*") if p.is_file()]
     digest = hashlib.sha256()
     for name in sorted(files):

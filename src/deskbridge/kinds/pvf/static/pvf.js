@@ -434,14 +434,14 @@ $("history").addEventListener("click", async (ev) => {
 const approvals = new Map();
 const approvalShownAt = new Map(); // id → performance.now() when it first appeared
 
-/** Milliseconds after an approval appears during which its answers are ignored (a decoy click, a reflex): the
- * markdown editor's rule (frontend/markdown/src/panels.js), so both pages ask alike. */
-const ANSWER_GUARD_MS = 500;
+// When an answer counts is the platform's rule (/platform-static/approval-guard.js, shared with the markdown editor
+// and the platform page); until that module has loaded, no answer counts.
+let answerRule = () => false;
+let tooSoon = "";
+import("/platform-static/approval-guard.js").then((guard) => { answerRule = guard.answerable; tooSoon = guard.TOO_SOON; });
 
-/** An answer counts only from a person looking at this page: visible, focused, and not in the first 500 ms. */
 function answerable(id) {
-  const shownAt = approvalShownAt.get(id) ?? performance.now();
-  return document.visibilityState === "visible" && document.hasFocus() && performance.now() - shownAt >= ANSWER_GUARD_MS;
+  return answerRule(approvalShownAt.get(id) ?? performance.now());
 }
 
 function renderApprovals() {
@@ -475,7 +475,7 @@ document.addEventListener("click", (ev) => {
     if (!notice) {
       notice = document.createElement("p");
       notice.className = "too-soon";
-      notice.textContent = "Read the request first: answers in its first half second, or while this page is not in front, do not count.";
+      notice.textContent = tooSoon || "Wait a moment, then answer.";
       box.append(notice);
     }
     return;
