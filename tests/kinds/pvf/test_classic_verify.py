@@ -441,3 +441,42 @@ def test_the_fast_crc32_is_zlibs_crc32():
             assert cc.file_checksum(data, seed) == zlib.crc32(cc.padded(data), seed)
         frozen = np.frombuffer(data, dtype=np.uint8)  # a read-only array, as the edit-only save passes
         assert cc.tree_checksum(frozen, 7) == zlib.crc32(cc.padded(data), 7)
+
+
+def test_unchanged_ranges_are_written_from_the_populated_mapping_byte_for_byte(copy, tmp_path, monkeypatch):
+    """The edit-only and the no-op save write unchanged ranges from the archive's own mapping (write(2),
+    once MADV_POPULATE_READ mapped it) instead of splicing them: the same bytes as the kernel copy, and
+    where the kernel refuses the populate the kernel copy stays."""
+    import sys
+
+    from deskbridge.core import files
+    from deskbridge.kinds.pvf.archive import classic
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("MADV_POPULATE_READ is Linux's")
+    seen: list[bool] = []
+    real = files._HashingFile.copy_range
+
+    def spy(self, source_fd, offset, length, mapped=None):  # type: ignore[no-untyped-def]
+        seen.append(mapped is not None)
+        return real(self, source_fd, offset, length, mapped)
+
+    monkeypatch.setattr(files._HashingFile, "copy_range", spy)
+    ar, _picked = _edited(copy)
+    ar.save_copy(tmp_path / "mapped.pvf")
+    assert seen and all(seen) and ar._populated is ar._buf
+    seen.clear()
+    ar2, _ = _edited(copy)
+    monkeypatch.setattr(classic, "_MADV_POPULATE_READ", 0x7FFF)  # not an advice: EINVAL
+    ar2.save_copy(tmp_path / "spliced.pvf")
+    assert seen and not any(seen) and ar2._populated is None
+    assert (tmp_path / "mapped.pvf").read_bytes() == (tmp_path / "spliced.pvf").read_bytes()
+    monkeypatch.undo()
+    monkeypatch.setattr(files._HashingFile, "copy_range", spy)
+    seen.clear()
+    plain = open_archive(copy)
+    plain.save_copy(tmp_path / "noop.pvf")  # the no-op save: the whole file from the mapping
+    assert seen and all(seen)
+    assert (tmp_path / "noop.pvf").read_bytes() == copy.read_bytes()
+    again = open_archive(tmp_path / "mapped.pvf")
+    assert {p: again.read(p) for p in _picked} == {p: ar.read(p) for p in _picked}
