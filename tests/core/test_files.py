@@ -544,3 +544,74 @@ def test_a_writer_failing_after_big_writes_leaves_no_temp_and_no_worker(tmp_path
         atomic_write(target, writer)
     assert target.read_bytes() == b"orig" and leftovers(tmp_path) == []
     assert not [t for t in threading.enumerate() if t.name == "deskbridge-hash"]
+
+
+def _streamed(data: bytes):  # type: ignore[no-untyped-def]
+    def writer(f):  # type: ignore[no-untyped-def]
+        f.write(data)
+
+    return writer
+
+
+def test_the_disk_write_out_starts_before_the_hash_and_the_verify(tmp_path, monkeypatch):
+    """A verified write hands the whole temp file to the disk (sync_file_range SYNC_FILE_RANGE_WRITE) in
+    the fsync thread first; the hash and the caller's verify start once that is done, and the fsync still
+    runs before the rename."""
+    order: list[str] = []
+    calls: list[tuple[int, int, int]] = []
+
+    def fake_sync_file_range(fd, offset, nbytes, flags):  # type: ignore[no-untyped-def]
+        order.append("write-out")
+        calls.append((offset, nbytes, flags))
+        return 0
+
+    real_fsync, real_start = files.os.fsync, files._Hasher.start
+    monkeypatch.setattr(files, "_sync_file_range", lambda: fake_sync_file_range)
+    monkeypatch.setattr(files.os, "fsync", lambda fd: order.append("fsync") or real_fsync(fd))
+    monkeypatch.setattr(files._Hasher, "start", lambda self: order.append("hash") or real_start(self))
+    data = os.urandom(3 << 20)
+    r = atomic_write(tmp_path / "a.bin", _streamed(data), verify=lambda tmp: order.append("verify"))
+    assert (tmp_path / "a.bin").read_bytes() == data and r.identity == file_identity(tmp_path / "a.bin")
+    assert calls == [(0, 0, files._SYNC_FILE_RANGE_WRITE)]
+    assert order.index("write-out") < order.index("hash") < order.index("verify")
+    assert order.index("write-out") < order.index("fsync")
+
+
+def test_a_write_out_that_waits_for_the_disk_does_not_hold_back_the_verify(tmp_path, monkeypatch):
+    import threading
+
+    verified = threading.Event()
+    waited: list[bool] = []
+
+    def stuck(fd, offset, nbytes, flags):  # type: ignore[no-untyped-def]
+        waited.append(verified.wait(10))  # a full device queue: returns once the verify has run
+        return 0
+
+    monkeypatch.setattr(files, "_sync_file_range", lambda: stuck)
+    monkeypatch.setattr(files._PendingTemp, "WRITE_OUT_WAIT", 0.01)
+    data = os.urandom(1 << 20)
+    atomic_write(tmp_path / "a.bin", _streamed(data), verify=lambda tmp: verified.set())
+    assert waited == [True] and (tmp_path / "a.bin").read_bytes() == data
+
+
+def test_a_failing_write_out_is_only_a_hint(tmp_path, monkeypatch):
+    def broken(fd, offset, nbytes, flags):  # type: ignore[no-untyped-def]
+        raise OSError(5, "Input/output error")
+
+    synced: list[int] = []
+    real_fsync = files.os.fsync
+    monkeypatch.setattr(files, "_sync_file_range", lambda: broken)
+    monkeypatch.setattr(files.os, "fsync", lambda fd: synced.append(fd) or real_fsync(fd))
+    data = os.urandom(1 << 20)
+    atomic_write(tmp_path / "a.bin", _streamed(data), verify=lambda tmp: None)
+    assert (tmp_path / "a.bin").read_bytes() == data and synced  # the fsync still made it durable
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="sync_file_range is Linux's")
+def test_the_real_sync_file_range_is_found_and_accepts_a_temp_file(tmp_path):
+    fn = files._sync_file_range()
+    assert fn is not None
+    with open(tmp_path / "f", "wb") as fh:
+        fh.write(b"x" * 10000)
+        fh.flush()
+        assert fn(fh.fileno(), 0, 0, files._SYNC_FILE_RANGE_WRITE) == 0
