@@ -168,39 +168,6 @@ def test_a_copy_moved_by_an_earlier_edit_still_reuses_its_chunks(tmp_path, monke
     assert sum(read) <= 2 * MAX
 
 
-def test_a_copy_written_from_the_sources_mapping_is_a_copy_to_the_hash(tmp_path, monkeypatch):
-    """`copy_range(..., mapped=)` writes the range from the caller's mmap of the source with write(2)
-    instead of copy_file_range(2): the same bytes, the same digest, and the moved source chunks are
-    still reused (not read back); a range running past the source's end stops there, as the kernel copy."""
-    import mmap
-
-    data = _with_anchors(16 * MAX + 999, seed=7)
-    src = tmp_path / "src"
-    src.write_bytes(data)
-    file_identity(src)
-    edit_at = 5 * MAX + 123
-    kernel_copies: list[int] = []
-    real_cfr = os.copy_file_range
-    monkeypatch.setattr(
-        files.os, "copy_file_range", lambda *a: kernel_copies.append(1) or real_cfr(*a), raising=True
-    )
-    read = _count_reads(monkeypatch)
-
-    def edited(out):
-        with open(src, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            assert out.copy_range(fh.fileno(), 0, edit_at, mm) == edit_at
-            out.write(b"a longer replacement for the edited file")
-            rest = len(data) - edit_at - 10
-            assert out.copy_range(fh.fileno(), edit_at + 10, rest + 5000, mm) == rest  # source ends
-
-    new = data[:edit_at] + b"a longer replacement for the edited file" + data[edit_at + 10 :]
-    result = atomic_write(tmp_path / "dst", edited)
-    assert (tmp_path / "dst").read_bytes() == new
-    assert kernel_copies == []  # written from the mapping, not spliced
-    assert sum(read) <= 2 * MAX < len(data) // 8  # the copied chunks' digests were reused
-    assert result.identity.sha256 == _reference(new) == file_identity(tmp_path / "dst").sha256
-
-
 def test_a_copy_after_a_rewritten_head_meets_the_source_cuts_again(tmp_path, monkeypatch):
     """The archive's file table is rewritten (other bytes, other anchors): after it the chains of cuts
     start far apart, and must still meet again soon, not many chunks later."""

@@ -587,18 +587,14 @@ def guess_kind(path: str, data: bytes | None = None) -> str:
     return "binary"
 
 
-def kernel_copy(out: BinaryIO, source_fd: int, start: int, length: int, mapped: Any = None) -> int:
+def kernel_copy(out: BinaryIO, source_fd: int, start: int, length: int) -> int:
     """Copy source bytes to the end of `out` in the kernel (`os.copy_file_range`); returns the bytes copied
     (0 when `out` has no file descriptor, or the platform or file system refuses). Untouched ciphertext is
     nearly all of an edit save, so copying it without passing through Python keeps the save close to a file
     copy. `core.files.atomic_write`'s temp file offers `copy_range`, which also keeps its running content
-    hash (it hashes the copied range in a worker thread); a plain file gets the raw system call.
-    `mapped`: the caller's mmap of the source file; `copy_range` then writes the range from the mapping
-    with write(2), which costs less system time than the kernel's splice copy (see `copy_range`)."""
+    hash (it hashes the copied range in a worker thread); a plain file gets the raw system call."""
     copy_range = getattr(out, "copy_range", None)
     if copy_range is not None:
-        if mapped is not None:
-            return int(copy_range(source_fd, start, length, mapped))
         return int(copy_range(source_fd, start, length))
     if not hasattr(os, "copy_file_range"):
         return 0

@@ -16,7 +16,6 @@ import itertools
 import mmap
 import os
 import struct
-import sys
 import threading
 import zlib
 from collections.abc import Iterable, Mapping
@@ -53,10 +52,6 @@ _HEAD = struct.Struct("<iiIi")
 _ENTRY_HEAD = struct.Struct("<II")
 _ENTRY_TAIL = struct.Struct("<iIi")
 STRINGTABLE = "stringtable.bin"
-_MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22 if sys.platform.startswith("linux") else None)
-"""madvise(2) MADV_POPULATE_READ (Linux 5.14, include/uapi/asm-generic/mman-common.h; Python 3.11's mmap
-module has no name for it): map the source's pages into the page tables in one call."""
-
 COPY_CHUNK = 8 << 20
 ENCODING_SAMPLE_SPANS = 32
 """Open-time encoding check: runs of consecutive strings taken at this many evenly spaced table positions…"""
@@ -286,7 +281,6 @@ class ClassicArchive(ArchiveBase):
         self._patched_layout: PatchedLayout | None = None
         self._patched_result: _Patched | None = None
         self._verified: _Patched | None = None
-        self._populated: mmap.mmap | None = None  # the mapping `_mapped` populated
         if self._encoding is not None:
             self._check_chosen_encoding()
 
@@ -552,9 +546,7 @@ class ClassicArchive(ArchiveBase):
         if self._fh is not None:  # kernel-side copy: as fast as copying the file
             sent = 0
             while sent < size:
-                n = kernel_copy(
-                    out, self._fh.fileno(), sent, min(COPY_CHUNK * 8, size - sent), self._mapped()
-                )
+                n = kernel_copy(out, self._fh.fileno(), sent, min(COPY_CHUNK * 8, size - sent))
                 if n <= 0:
                     break
                 sent += n
@@ -643,10 +635,9 @@ class ClassicArchive(ArchiveBase):
         cipher = cc.encrypt_view(plain, crc)
         out.write(cipher)
         fd = self._fh.fileno() if self._fh is not None else None
-        mapped = self._mapped()
         start = 0
         for done, i in enumerate(sorted(blocks)):
-            _copy(out, self._buf, h.data_start + int(rels[start]), int(rels[i] - rels[start]), fd, mapped)
+            _copy(out, self._buf, h.data_start + int(rels[start]), int(rels[i] - rels[start]), fd)
             out.write(blocks[i][2].result())
             start = i + 1
             if progress is not None:
@@ -658,7 +649,6 @@ class ClassicArchive(ArchiveBase):
                 h.data_start + int(rels[start]),
                 int(rels[-1] + old_aligned[-1] - rels[start]),
                 fd,
-                mapped,
             )
         out.write(h.trailer)
         self._patched_layout = PatchedLayout(
@@ -688,26 +678,6 @@ class ClassicArchive(ArchiveBase):
             tuple(sorted(blocks)),
         )
         return True
-
-    def _mapped(self) -> mmap.mmap | None:
-        """The mapping of the open source file (`self._fh`), from which unchanged ranges are written with
-        write(2) rather than spliced (`core.files` `copy_range`: less system time per byte), or None.
-
-        Only once its pages are in the page tables (MADV_POPULATE_READ, once per mapping): write(2) copies
-        from user memory with page faults disabled and faults each missing range in before retrying, which
-        made a save from a fresh mapping dearer than the splice (205 MB on one core: 134 ms of CPU, against
-        68 ms populated first — the populate included — and 101 ms for copy_file_range). Where the kernel
-        refuses the populate the splice stays."""
-        buf = self._buf
-        if self._fh is None or not isinstance(buf, mmap.mmap) or _MADV_POPULATE_READ is None:
-            return None
-        if self._populated is not buf:
-            try:
-                buf.madvise(_MADV_POPULATE_READ)
-            except (OSError, ValueError, AttributeError):
-                return None  # e.g. EINVAL before Linux 5.14: copy_file_range as before
-            self._populated = buf
-        return buf
 
     def _columns(self) -> _Columns | None:
         """The tree's numeric columns as numpy arrays, when the archive has the layout the edit-only save
@@ -956,21 +926,15 @@ def write_archive(
 
 
 def _copy(
-    out: BinaryIO,
-    source: bytes | mmap.mmap | None,
-    start: int,
-    length: int,
-    source_fd: int | None = None,
-    mapped: mmap.mmap | None = None,
+    out: BinaryIO, source: bytes | mmap.mmap | None, start: int, length: int, source_fd: int | None = None
 ) -> None:
-    """Append `length` source bytes from `start` to `out`: in the kernel when both are files (`mapped`:
-    `source_fd`'s mapping, written from with write(2)), else through memory, zero-padding a block that
-    runs past the end of a truncated source."""
+    """Append `length` source bytes from `start` to `out`: in the kernel when both are files, else through
+    memory, zero-padding a block that runs past the end of a truncated source."""
     if not length:
         return
     assert source is not None
     if source_fd is not None:
-        done = kernel_copy(out, source_fd, start, length, mapped)
+        done = kernel_copy(out, source_fd, start, length)
         start, length = start + done, length - done
         if not length:
             return
