@@ -805,32 +805,6 @@ class _HashingFile:
         return self._hasher
 
 
-_SYNC_FILE_RANGE_WRITE = 2
-"""sync_file_range(2) SYNC_FILE_RANGE_WRITE (include/uapi/linux/fs.h): start write-out of the dirty pages."""
-
-
-@functools.cache
-def _sync_file_range() -> Callable[..., int] | None:
-    """glibc's `sync_file_range` (Linux; Python's `os` has no wrapper), or None where there is none."""
-    if not sys.platform.startswith("linux"):
-        return None
-    fn = getattr(_libc(), "sync_file_range", None)
-    if fn is None:
-        return None
-    fn.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
-    fn.restype = ctypes.c_int
-    return fn  # type: ignore[no-any-return]
-
-
-def _start_write_out(fd: int) -> None:
-    """Hand every dirty page of `fd` to the disk now, without waiting for it (a hint: the fsync that
-    follows is what makes the file durable and reports I/O errors, so any failure here is ignored)."""
-    fn = _sync_file_range()
-    if fn is not None:
-        with contextlib.suppress(OSError, ValueError, ctypes.ArgumentError):
-            fn(fd, 0, 0, _SYNC_FILE_RANGE_WRITE)
-
-
 class _PendingTemp:
     """A written temp file whose fsync and content hash may still be finishing in threads; `result()` waits for both.
 
@@ -839,33 +813,22 @@ class _PendingTemp:
     is on disk. When the writer wrote around the running hash, the whole temp file is hashed in a thread.
     """
 
-    WRITE_OUT_WAIT = 0.05
-    """Seconds the hash and the caller's verify wait at most for the fsync thread to hand the whole file
-    to the disk (`_fsync`)."""
-
     def __init__(
         self, tmp: Path, hasher: _Hasher | None = None, digest: str | None = None, sync_fd: int | None = None
     ) -> None:
         self._hasher = hasher
+        if hasher is not None:
+            hasher.start()  # beside the fsync and the caller's verify
         self._digest = digest
         self._hash_error: BaseException | None = None
         self._sync_error: BaseException | None = None
         self._hash_thread: threading.Thread | None = None
         self._sync_thread: threading.Thread | None = None
-        self._submitted = threading.Event()
         if sync_fd is not None:
             self._sync_thread = threading.Thread(
                 target=self._fsync, args=(sync_fd,), name="deskbridge-fsync", daemon=True
             )
             self._sync_thread.start()
-            # The disk writes start first: the fsync's own CPU work (block allocation, building and
-            # submitting the write requests: ≈ 15 ms for a 200 MB pvf save) otherwise shares one busy core
-            # with the hash and the verify, and the disk waits for it (measured on one core: the fsync
-            # ended ≈ 20-35 ms later). Bounded: if the device queue is full, the write-out waits for the
-            # disk, and the hash and verify go ahead meanwhile.
-            self._submitted.wait(self.WRITE_OUT_WAIT)
-        if hasher is not None:
-            hasher.start()  # beside the fsync and the caller's verify
         if digest is None and hasher is None:
             self._hash_thread = threading.Thread(
                 target=self._hash_file, args=(tmp,), name="deskbridge-hash", daemon=True
@@ -874,8 +837,6 @@ class _PendingTemp:
 
     def _fsync(self, fd: int) -> None:
         try:
-            _start_write_out(fd)
-            self._submitted.set()
             os.fsync(fd)
         except BaseException as exc:  # reported by result()
             self._sync_error = exc
