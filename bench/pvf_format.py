@@ -186,10 +186,11 @@ def _edit(ar: Any, *, last: bool = False, new_string: bool = True) -> None:
 
 def _opened(path: Path, edit: dict[str, bool] | None) -> Any:
     """The archive opened afresh and (`edit`: `_edit`'s options) edited, untimed: every timed save of the
-    PVF-SAVE rows is the first save of an open archive, as `pvf set` does and as a workspace save after
-    open does (a save in place re-binds to the new file, so the next one also copies from a new mapping):
-    nothing a save builds or maps once per opened file (the tree's columns, the populated mapping of the
-    source) is left over from an earlier timed save."""
+    PVF-SAVE rows is the first save after an open, as `pvf set` does and as a workspace's first save after
+    opening does, so what a save builds once per opened file (the tree's columns) is in each timed save.
+    A save in place keeps those columns for the next one, and a kept-open archive's later saves were ≈ 30
+    ms of CPU cheaper side by side (string-adding save: 296 vs 340 ms, user 73 vs 84, system 134 vs 155
+    ms, load 3.7); before, one archive stayed open across the timed saves, so only the first paid."""
     from deskbridge.kinds.pvf.archive import open_archive
 
     ar = open_archive(path)
