@@ -374,6 +374,44 @@ def test_tail_fields_read_exactly_twelve_bytes_at_each_offset():
     assert fields.view(np.uint8).tolist() == [list(raw[o : o + 12]) for o in offsets]
 
 
+@pytest.mark.parametrize("count", [0, 1, 2, 7, 300])
+def test_the_tree_columns_gather_matches_a_struct_walk_of_the_entries(count):
+    """`cc.tail_and_next_hash` (one 16-byte gather: an entry's 12 tail bytes and the next entry's name
+    hash) against walking a packed tree with struct, for trees ending exactly at the last tail."""
+    import random
+
+    import numpy as np
+
+    rng = random.Random(count)
+    tree, tails, expect_fields, expect_hashes = bytearray(), [], [], []
+    for _ in range(count):
+        nh, path = rng.getrandbits(32), rng.randbytes(rng.randrange(0, 40))
+        size, crc, rel = rng.getrandbits(31), rng.getrandbits(32), rng.getrandbits(31)
+        tree += struct.pack("<II", nh, len(path)) + path
+        tails.append(len(tree))
+        tree += struct.pack("<iIi", size, crc, rel)
+        expect_fields.append([size, crc, rel])
+        expect_hashes.append(nh)
+    fields, hashes = cc.tail_and_next_hash(
+        np.frombuffer(bytes(tree), dtype=np.uint8), np.asarray(tails, dtype=np.int64)
+    )
+    assert fields.tolist() == expect_fields and hashes.tolist() == expect_hashes
+    assert fields.shape == (count, 3)
+
+
+def test_columns_of_an_opened_archive_are_its_parsed_entries(copy):
+    import numpy as np
+
+    ar = open_archive(copy)
+    assert isinstance(ar, ClassicArchive)
+    cols = ar._columns()
+    t = ar._entries
+    assert cols is not None
+    assert cols.sizes.tolist() == list(t.size) and cols.rels.tolist() == list(t.rel)
+    assert cols.checksums.tolist() == list(t.checksum) and cols.tails.tolist() == list(t.tail)
+    assert cols.tails.dtype == np.int64 and not np.shares_memory(cols.tails, np.frombuffer(t.tail, np.int64))
+
+
 @pytest.mark.parametrize("size", [0, 1, 2, 3, 4, 5, 4099, (1 << 16) * 4 + 3, (1 << 20) + 6])
 def test_encrypt_view_is_encrypt_without_the_copies(size):
     import os
@@ -441,3 +479,27 @@ def test_the_fast_crc32_is_zlibs_crc32():
             assert cc.file_checksum(data, seed) == zlib.crc32(cc.padded(data), seed)
         frozen = np.frombuffer(data, dtype=np.uint8)  # a read-only array, as the edit-only save passes
         assert cc.tree_checksum(frozen, 7) == zlib.crc32(cc.padded(data), 7)
+
+
+@pytest.mark.parametrize("damage", ["hash_order", "first_offset"])
+def test_an_archive_outside_the_patched_layout_gets_no_columns_and_saves_the_general_way(copy, damage):
+    """The columns (one gather of each entry's tail and the next entry's name hash) must still see a
+    tree that is not sorted by name hash, or whose blocks do not start at offset 0."""
+    data = copy.read_bytes()
+
+    def change(plain: bytearray) -> None:
+        first_tail = 8 + struct.unpack_from("<I", plain, 4)[0]
+        if damage == "hash_order":  # the second entry's hash below the first's
+            second = first_tail + 12
+            struct.pack_into("<I", plain, second, struct.unpack_from("<I", plain, 0)[0] - 1)
+        else:
+            struct.pack_into("<i", plain, first_tail + 8, 4)
+
+    copy.write_bytes(_with_tree(data, change))
+    ar = open_archive(copy)
+    assert isinstance(ar, ClassicArchive)
+    assert ar._columns() is None
+    path = ar.paths()[-1]
+    ar.stage(path, b"rewritten the general way")
+    ar.save()
+    assert open_archive(copy).read(path) == b"rewritten the general way"

@@ -80,6 +80,29 @@ def tail_fields(buf: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     return _tail_view(buf)[offsets].view("<u4").reshape(-1, 3)
 
 
+_TAIL_AND_HASH = np.dtype("V16")
+
+
+def tail_and_next_hash(buf: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`tail_fields(buf, offsets)` and every entry's name hash, in one gather: a tree entry's 12 tail bytes
+    are followed by the next entry's `nameHash` (research/pvf.md §1A tree entry), so 16-byte items at each
+    offset but the last hold both; the first entry's hash is the tree's first dword. `offsets` must be the
+    entries' tail offsets in order (each next entry starting 12 bytes after a tail)."""
+    n = len(offsets)
+    hashes = np.empty(n, dtype=np.uint32)
+    if n == 0:
+        return np.empty((0, 3), dtype=np.uint32), hashes
+    hashes[0] = buf[:4].view("<u4")[0]
+    fields = np.empty((n, 3), dtype=np.uint32)
+    if n > 1:
+        view = np.ndarray((max(0, len(buf) - 15),), dtype=_TAIL_AND_HASH, buffer=buf, strides=(1,))
+        items = view[offsets[:-1]].view("<u4").reshape(-1, 4)
+        fields[:-1] = items[:, :3]
+        hashes[1:] = items[:, 3]
+    fields[-1] = tail_fields(buf, offsets[-1:])[0]
+    return fields, hashes
+
+
 def u32_view(buf: np.ndarray) -> np.ndarray:
     """A writable byte-stride uint32 view of the writable uint8 array `buf` (`view[k]` = bytes k..k+3)."""
     return np.ndarray((max(0, len(buf) - 3),), dtype="<u4", buffer=buf, strides=(1,))
