@@ -20,7 +20,7 @@ from script_harness import session
 
 from deskbridge.kinds.pvf.archive import open_archive
 from deskbridge.kinds.pvf.script import classic_codec as cc
-from deskbridge.kinds.pvf.script.text import int_token
+from deskbridge.kinds.pvf.script.text import int_token, print_tokens
 from deskbridge.kinds.pvf.scripting import lazy, model
 from deskbridge.kinds.pvf.strings.stringtable import StringTable
 from deskbridge.kinds.pvf.synth import synth
@@ -396,3 +396,41 @@ def test_top_level_hits_before_any_closable_tag_are_the_ones_the_nesting_walk_gi
     walked = model.TagShape(list(range(len(infos))), infos)
     walked._nesting()
     assert quick.top_hits(want) == walked.top_hits(want)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(chunk, max_size=60),
+    st.sampled_from(["price", "PRICE", "if equip", "usable job", "oddtag", "name", "abc"]),
+    st.integers(-5, 5),
+    st.sampled_from(["#PVF_File", None]),
+    st.sampled_from(["read", "set", "grow", "clear", "none"]),
+)
+def test_a_lazy_document_printed_from_its_runs_is_the_full_printers_text(
+    chunks: list, name: str, seed: int, header: str | None, how: str
+) -> None:
+    """`LazyDocument.text()` while the tree is unbuilt lays the file out from its tags and prints each run
+    of values on its own (record pieces, `lazy.ClassicDocument._run_text`): the very text `print_tokens`
+    gives all of the document's tokens, whatever the nesting, strings, links and edited sections."""
+    data = _payload([r for c in chunks for r in c])
+    table = StringTable(list(ENTRIES), "cp949")
+    lz = lazy.classic_document(data, table, _link_text, header=header, record_width=None)
+    assert lz is not None
+    for i, sec in enumerate(lz.find(name)):
+        if how == "read" or (how == "set" and not sec.values):
+            _ = sec.values
+        elif how == "set":
+            sec.values[0] = int_token(seed + i)
+        elif how == "grow":
+            sec.values.append(cc.record_token(cc.T_STRING, 11, table))
+        elif how == "clear":
+            sec.values = []
+    unbuilt = isinstance(lz.root, model._PendingRoot) and lz.root._doc is not None  # (a nesting tag: built)
+    want = print_tokens(lz.tokens(), header=header, record_width=None)
+    assert lz.text() == want
+    assert lz.text() == want  # printed again from the pieces kept for the table
+    if unbuilt:
+        assert isinstance(lz.root, model._PendingRoot) and lz.root._doc is not None
+    full = model.Document(cc.to_tokens(data, table, _link_text), header=header, record_width=None)
+    if how in ("read", "none"):
+        assert lz.text() == full.text()

@@ -37,6 +37,7 @@ from deskbridge.kinds.pvf.script.text import (
     section_token,
     string_token,
     typed_token,
+    values_block,
     word_token,
 )
 
@@ -628,6 +629,52 @@ class LazyDocument(Document):
         if n > prev:
             out.extend(decode(prev, n))
         return out
+
+    def text(self) -> str:
+        """`print_tokens(self.tokens(), …)`; while the tree is not built (and without `record_width`), laid
+        out from the tags alone, each run of values between two tags printed on its own (`_run_text`): the
+        stored runs without making their tokens, the sections `find` made and changed from their tokens. A
+        written file of a price-raise costs its runs' texts, not a decode and a print of every token."""
+        root = self.root
+        if self.record_width is not None or not isinstance(root, _PendingRoot) or root._doc is None:
+            return super().text()
+        tags, n, made = self._tags, self._n, self._made
+        matched = self._containers()
+        run_text = self._run_text
+        lines: list[str] = [self.header] if self.header is not None else []
+        depth = indent = prev = 0
+        last = len(tags) - 1
+        for k, (p, info) in enumerate(tags):
+            if p > prev:
+                lines.append(run_text(prev, p, indent))
+            kind, _name, tag, _low = info
+            contains = k in matched
+            closes = contains and kind == 1  # `tag_info`: kind 1 is a tag that starts with `[/`
+            if closes:
+                depth -= 1
+            if depth == 0 and lines:
+                lines.append("")
+            lines.append("\t" * depth + tag)
+            if contains and not closes:
+                depth += 1
+                indent = depth
+            else:
+                indent = depth if closes else depth + 1
+            prev = p + 1
+            node = made.get(k)
+            if node is not None:
+                lazy = node._lazy
+                if lazy is None or lazy[1] is None:  # its values were read (maybe changed): print its tokens
+                    if node._values:
+                        lines.append(values_block(node._values, indent))
+                    prev = tags[k + 1][0] if k < last else n
+        if n > prev:
+            lines.append(run_text(prev, n, indent))
+        return "\n".join(lines) + "\n"
+
+    def _run_text(self, a: int, b: int, indent: int) -> str:
+        """`values_block` of the tokens of records `a:b` (values between two tags, `a < b`)."""
+        return values_block(self._decode(a, b), indent)
 
     def _build_tree(self) -> None:
         """`_build(…, lazy=True)` with each tag's reading decided once per tag text (`tag_info`) and the
