@@ -338,12 +338,14 @@ class Host:
 
     # The primitive forms of the hot operations: the same methods as the JSON ones, results as primitives.
 
-    def fast_parse(self, args: list[Any]) -> int:
+    def fast_parse(self, args: list[Any]) -> int | str:
         """`file.parse(path)`; `args[1:3]` = (listing number, position) of a file object of a listing: the
         key is taken from `visit_keys` when that listing is the last and its shown path is `path` (so the
         same key `_need(path)` resolves), unless the run wrote the file. `args[3]`: the section path the
         script last asked `sections` for; the answer is the negative id when the new document certainly has
-        no such section (the prelude then answers `sections(name)` itself). Such a document is not built
+        no such section (the prelude then answers `sections(name)` itself), else "id:" + what
+        `fast_sections` answers for that path (the prelude answers `sections(name)` with it while nothing
+        changed since). Such a document is not built
         here (`pending`): a file the batch prefilter found without a tag record of `name` (`_lacking`) costs
         a few dictionary operations, and is built from its stored payload only if the script uses it."""
         path, gen, i, name = args
@@ -369,7 +371,16 @@ class Host:
                 doc = self._parse(key)
                 lacks = isinstance(name, str) and isinstance(doc, model.LazyDocument) and doc.lacks(name)
                 did = self._register(key, doc)
-                return -did if lacks else did
+                if lacks:
+                    return -did
+                if type(name) is str:
+                    # The script asks each document for `name` next: the answer now saves it a host call
+                    # (the prelude uses it while nothing changed since; an error is left for that call).
+                    try:
+                        return f"{did}:{self._sections_answer(did, doc, name)}"
+                    except (BridgeError, ScriptError):
+                        pass
+                return did
         return self.file_parse(args[:1])
 
     @property
@@ -424,9 +435,12 @@ class Host:
         where `getValue(0)` would answer a finite number (its JavaScript reading of `repr` is that very
         number), so the prelude answers that call itself."""
         did = args[0]
-        doc = self._doc(did)
+        return self._sections_answer(did, self._doc(did), _arg(args, 1, str, "path"))
+
+    def _sections_answer(self, did: int, doc: model.Document, path: str) -> str:
+        """`fast_sections`' answer for document `did`."""
         out = []
-        for sec in doc.find(_arg(args, 1, str, "path")):
+        for sec in doc.find(path):
             sid = self._sec_handle(did, sec)
             values = sec.values
             if values:
