@@ -5,10 +5,12 @@ hot operations gives a script the same answers and the same plan as the JSON bri
 
 from __future__ import annotations
 
+import gc
 import json
 import shutil
 import struct
 import sys
+import weakref
 from pathlib import Path
 
 import pytest
@@ -434,3 +436,30 @@ def test_a_lazy_document_printed_from_its_runs_is_the_full_printers_text(
     full = model.Document(cc.to_tokens(data, table, _link_text), header=header, record_width=None)
     if how in ("read", "none"):
         assert lz.text() == full.text()
+
+
+@pytest.mark.parametrize("how", ["unread", "found", "tree", "whole"])
+def test_a_released_document_is_freed_by_reference_counting(how: str) -> None:
+    """An evicted document (`Document.release`) leaves no cycle for the collector: the worker's full
+    collections, which walk every live object, can then run rarely (`Host.run`'s thresholds)."""
+    data = _payload([(5, 0), (2, 1), (5, 3), (5, 1), (4, 0x3F800000), (5, 4), (5, 5), (7, 12), (5, 6)])
+    table = StringTable(list(ENTRIES), "cp949")
+    gc.collect()
+    gc.disable()
+    try:
+        if how == "whole":
+            doc: model.Document = model.Document(cc.to_tokens(data, table), header=None, record_width=None)
+        else:
+            lz = lazy.classic_document(data, table, None, header=None, record_width=None)
+            assert lz is not None
+            doc, lz = lz, None
+        if how == "found":
+            assert [s.values for s in doc.find("name")] == [[int_token(1)]]
+        elif how in ("tree", "whole"):
+            assert [c.name for c in doc.root.children] == ["name", "if equip", "usable job"]
+        ref = weakref.ref(doc)
+        doc.release()
+        del doc
+        assert ref() is None
+    finally:
+        gc.enable()
