@@ -328,12 +328,9 @@ def _tag_patterns(strings: cc.StringSource, want: str) -> tuple[bytes, ...] | No
         return hit[1]
     target = f"[{want}]"
     out = []
-    texts = getattr(strings, "texts", None)
-    if texts is not None:  # one pass in C over the table: only strings that start with `[` can lower to it
-        listed = texts()
-        candidates: Any = [i for i, s in enumerate(listed) if s and s[0] == "[" and s.lower() == target]
-    else:
-        candidates = range(size)
+    bracketed = getattr(strings, "bracketed", None)
+    # only strings that start with `[` can lower to it: found by their first byte, not decoded
+    candidates: Any = bracketed() if bracketed is not None else range(size)
     for i in candidates:
         s = get(i)
         if s is not None and s.lower() == target:
