@@ -463,3 +463,14 @@ def test_a_released_document_is_freed_by_reference_counting(how: str) -> None:
         assert ref() is None
     finally:
         gc.enable()
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet="ab./", max_size=12))
+def test_a_keys_suffix_is_what_splitext_gives(key: str) -> None:
+    """`host._suffix`, the kind of a stored classic file by its name (decided once per suffix)."""
+    import posixpath
+
+    from deskbridge.kinds.pvf.scripting.host import _suffix
+
+    assert _suffix(key) == posixpath.splitext(key)[1]

@@ -115,6 +115,18 @@ def _lowered(stored: Any) -> bool:
     return paths.lower().split("\n") == list(stored)
 
 
+def _suffix(key: str) -> str:
+    """`posixpath.splitext(key)[1]` without its general path handling: the last `.` of the last part, where
+    something other than dots comes before it in that part."""
+    dot = key.rfind(".")
+    if dot < 0:
+        return ""
+    start = key.rfind("/") + 1
+    if dot < start or not key[start:dot].strip("."):
+        return ""
+    return key[dot:]
+
+
 def _index(v: Any, what: str = "index") -> int:
     if isinstance(v, bool) or not isinstance(v, int | float) or v != int(v) or v < 0:
         raise ScriptError("INVALID_ARGUMENT", f"{what} must be a whole number ≥ 0")
@@ -710,7 +722,7 @@ class Host:
             return TYPE_BINARY if isinstance(value, bytes) else self._created_type.get(key, TYPE_SCRIPT)
         classic = self.family == "classic" and key not in self.tx and key not in self.staged_keys
         if classic:  # a stored classic file's kind is its name's (`guess_kind`): decided once per suffix
-            suffix = posixpath.splitext(key)[1]
+            suffix = _suffix(key)
             known = self._suffix_type.get(suffix)
             if known is not None and key in self.base:
                 return known
