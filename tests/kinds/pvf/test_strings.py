@@ -213,3 +213,39 @@ def test_a_character_of_two_byte_forms_is_one_string_either_way(
     ]
     assert fresh._index is None or encoding == "cp932"  # answered without decoding the table
     assert fresh.bracketed() == [1]
+
+
+def _doubles_one_at_a_time(encoding: str) -> dict[str, tuple[bytes, ...]] | None:
+    """`encodings._doubles` the plain way: every one- and two-byte form decoded strictly on its own."""
+    forms: dict[str, list[bytes]] = {}
+    leads = []
+    for b in range(256):
+        try:
+            ch = bytes([b]).decode(encoding)
+        except UnicodeDecodeError:
+            leads.append(b)
+            continue
+        if len(ch) != 1 or (ch.isascii() and ord(ch) != b):
+            return None
+        forms.setdefault(ch, []).append(bytes([b]))
+    for a in leads:
+        for b in range(256):
+            try:
+                ch = bytes([a, b]).decode(encoding)
+            except UnicodeDecodeError:
+                continue
+            if len(ch) != 1 or ch.isascii():
+                return None
+            forms.setdefault(ch, []).append(bytes([a, b]))
+    out = {ch: tuple(got) for ch, got in forms.items() if len(got) > 1}
+    return out if len(out) <= 64 else None
+
+
+@pytest.mark.parametrize(
+    "encoding",
+    ["cp950", "windows-950", "gbk", "windows-936", "cp949", "big5", "shift_jis", "cp932", "cp1252"],
+)
+def test_the_doubles_read_a_row_at_a_time_are_those_read_one_form_at_a_time(encoding: str) -> None:
+    from deskbridge.kinds.pvf.strings import encodings
+
+    assert encodings._doubles(encoding) == _doubles_one_at_a_time(encoding)

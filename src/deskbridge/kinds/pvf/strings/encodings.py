@@ -231,15 +231,30 @@ def _doubles(encoding: str) -> dict[str, tuple[bytes, ...]] | None:
         if len(ch) != 1 or (ch.isascii() and ord(ch) != b):
             return None
         forms.setdefault(ch, []).append(bytes([b]))
+    # Each lead's 256 pairs in one decode: "a b NUL" repeated, read with "replace", split at the NULs (no
+    # pair ends in one: a trail byte is never 0x00, and NUL is always its own character). Where the split
+    # does not give 256 pieces (an invalid pair swallowed a NUL), that lead's pairs one at a time.
     for a in leads:
-        for b in range(256):
-            try:
-                ch = bytes([a, b]).decode(encoding)
-            except UnicodeDecodeError:
-                continue
+        row = b"".join(bytes((a, b, 0)) for b in range(1, 256))
+        pieces = row.decode(encoding, "replace").split("\0")[:-1]
+        if len(pieces) != 255:
+            pieces = [bytes((a, b)).decode(encoding, "replace") for b in range(1, 256)]
+        for b, ch in enumerate(pieces, 1):
+            if "\ufffd" in ch:
+                if ch != "\ufffd":
+                    continue  # a valid pair is one character
+                try:
+                    ch = bytes((a, b)).decode(encoding)
+                except UnicodeDecodeError:
+                    continue
             if len(ch) != 1 or ch.isascii():
                 return None
-            forms.setdefault(ch, []).append(bytes([a, b]))
+            forms.setdefault(ch, []).append(bytes((a, b)))
+        try:
+            ch = bytes((a, 0)).decode(encoding)
+        except UnicodeDecodeError:
+            continue
+        return None  # a pair ending in NUL
     out = {ch: tuple(got) for ch, got in forms.items() if len(got) > 1}
     return out if len(out) <= AMBIGUOUS_MAX else None
 
