@@ -5,10 +5,12 @@ hot operations gives a script the same answers and the same plan as the JSON bri
 
 from __future__ import annotations
 
+import gc
 import json
 import shutil
 import struct
 import sys
+import weakref
 from pathlib import Path
 
 import pytest
@@ -20,7 +22,7 @@ from script_harness import session
 
 from deskbridge.kinds.pvf.archive import open_archive
 from deskbridge.kinds.pvf.script import classic_codec as cc
-from deskbridge.kinds.pvf.script.text import int_token
+from deskbridge.kinds.pvf.script.text import int_token, print_tokens
 from deskbridge.kinds.pvf.scripting import lazy, model
 from deskbridge.kinds.pvf.strings.stringtable import StringTable
 from deskbridge.kinds.pvf.synth import synth
@@ -396,3 +398,79 @@ def test_top_level_hits_before_any_closable_tag_are_the_ones_the_nesting_walk_gi
     walked = model.TagShape(list(range(len(infos))), infos)
     walked._nesting()
     assert quick.top_hits(want) == walked.top_hits(want)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(chunk, max_size=60),
+    st.sampled_from(["price", "PRICE", "if equip", "usable job", "oddtag", "name", "abc"]),
+    st.integers(-5, 5),
+    st.sampled_from(["#PVF_File", None]),
+    st.sampled_from(["read", "set", "grow", "clear", "none"]),
+)
+def test_a_lazy_document_printed_from_its_runs_is_the_full_printers_text(
+    chunks: list, name: str, seed: int, header: str | None, how: str
+) -> None:
+    """`LazyDocument.text()` while the tree is unbuilt lays the file out from its tags and prints each run
+    of values on its own (record pieces, `lazy.ClassicDocument._run_text`): the very text `print_tokens`
+    gives all of the document's tokens, whatever the nesting, strings, links and edited sections."""
+    data = _payload([r for c in chunks for r in c])
+    table = StringTable(list(ENTRIES), "cp949")
+    lz = lazy.classic_document(data, table, _link_text, header=header, record_width=None)
+    assert lz is not None
+    for i, sec in enumerate(lz.find(name)):
+        if how == "read" or (how == "set" and not sec.values):
+            _ = sec.values
+        elif how == "set":
+            sec.values[0] = int_token(seed + i)
+        elif how == "grow":
+            sec.values.append(cc.record_token(cc.T_STRING, 11, table))
+        elif how == "clear":
+            sec.values = []
+    unbuilt = isinstance(lz.root, model._PendingRoot) and lz.root._doc is not None  # (a nesting tag: built)
+    want = print_tokens(lz.tokens(), header=header, record_width=None)
+    assert lz.text() == want
+    assert lz.text() == want  # printed again from the pieces kept for the table
+    if unbuilt:
+        assert isinstance(lz.root, model._PendingRoot) and lz.root._doc is not None
+    full = model.Document(cc.to_tokens(data, table, _link_text), header=header, record_width=None)
+    if how in ("read", "none"):
+        assert lz.text() == full.text()
+
+
+@pytest.mark.parametrize("how", ["unread", "found", "tree", "whole"])
+def test_a_released_document_is_freed_by_reference_counting(how: str) -> None:
+    """An evicted document (`Document.release`) leaves no cycle for the collector: the worker's full
+    collections, which walk every live object, can then run rarely (`Host.run`'s thresholds)."""
+    data = _payload([(5, 0), (2, 1), (5, 3), (5, 1), (4, 0x3F800000), (5, 4), (5, 5), (7, 12), (5, 6)])
+    table = StringTable(list(ENTRIES), "cp949")
+    gc.collect()
+    gc.disable()
+    try:
+        if how == "whole":
+            doc: model.Document = model.Document(cc.to_tokens(data, table), header=None, record_width=None)
+        else:
+            lz = lazy.classic_document(data, table, None, header=None, record_width=None)
+            assert lz is not None
+            doc, lz = lz, None
+        if how == "found":
+            assert [s.values for s in doc.find("name")] == [[int_token(1)]]
+        elif how in ("tree", "whole"):
+            assert [c.name for c in doc.root.children] == ["name", "if equip", "usable job"]
+        ref = weakref.ref(doc)
+        doc.release()
+        del doc
+        assert ref() is None
+    finally:
+        gc.enable()
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet="ab./", max_size=12))
+def test_a_keys_suffix_is_what_splitext_gives(key: str) -> None:
+    """`host._suffix`, the kind of a stored classic file by its name (decided once per suffix)."""
+    import posixpath
+
+    from deskbridge.kinds.pvf.scripting.host import _suffix
+
+    assert _suffix(key) == posixpath.splitext(key)[1]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deskbridge.core.errors import BridgeError
@@ -128,3 +128,124 @@ def test_strings_appended_to_a_fresh_table_read_back_at_their_index():
     for s in ("a", "b", "c"):
         table.append(s)
     assert [table.get(i) for i in range(3)] == ["a", "b", "c"] and table.is_canonical(2)
+
+
+# ---------------------------------------------------------------------------------- canonical by bytes
+
+_PIECES = {
+    # a few characters of each code page, with both forms of the characters cp950 / Big5 map twice
+    "windows-950": [
+        b"\xa2\xcc",
+        b"\xa4\x51",
+        b"\xa4\xca",
+        b"\xa2\xce",
+        b"\xf9\xf9",
+        b"\xa2\xa4",
+        b"\xa4\x40",
+    ],
+    "big5": [b"\xa1\xfe", b"\xa2\x41", b"\xa2\x40", b"\xa2\x42", b"\xa4\x40"],
+    "cp949": [b"\xb0\xa1", b"\xb0\xa2", "가".encode("cp949")],
+    "windows-936": [b"\x80", b"\xb0\xa1", b"\xa2\xe3"],
+    "utf-8": ["é".encode(), "十".encode(), b"\xc3"],
+    "cp932": [b"\x87\x90", b"\x81\xe0", b"\x82\xa0"],
+}
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.sampled_from(sorted(_PIECES)),
+    st.data(),
+)
+def test_the_canonical_check_by_bytes_answers_as_the_index(encoding: str, data: st.DataObject) -> None:
+    """`StringTable.is_canonical` before the index is built (bytes, the entries holding a character of two
+    byte forms by their texts) answers what it answers from the index of every decoded entry; `bracketed`
+    finds the entries the decoded table has starting with `[`."""
+    piece = st.sampled_from([b"[", b"a", b"A", b"]", b"\0", b"\xff", *_PIECES[encoding]])
+    entries = data.draw(st.lists(st.lists(piece, max_size=4).map(b"".join), max_size=30))
+    fresh = StringTable(list(entries), encoding)
+    whole = StringTable(list(entries), encoding)
+    whole.texts()  # the index built: the reference
+    for i in range(-1, len(entries) + 1):
+        assert fresh.is_canonical(i) == whole.is_canonical(i), (i, entries)
+    assert fresh._index is None or encoding == "cp932"  # answered without decoding the table
+    want = [i for i, s in enumerate(whole.texts()) if s and s[0] == "["]
+    assert [i for i in StringTable(list(entries), encoding).bracketed() if whole.get(i)] == want
+
+
+def test_the_code_pages_built_on_python_codecs_have_no_second_forms_of_their_own() -> None:
+    """`encodings.ambiguous_chars` reads windows-950 / windows-936 by Python's cp950 / gbk: a character of
+    two forms in our code page has them in that codec too (windows-936's extra 0x80 € has no second)."""
+    from deskbridge.kinds.pvf.strings import encodings
+
+    ours = encodings._doubles(encodings.WINDOWS_950)
+    theirs = encodings._doubles("cp950")
+    assert ours is not None and theirs is not None and ours
+    assert all(set(forms) <= set(theirs[ch]) for ch, forms in ours.items())
+    assert encodings._doubles(encodings.WINDOWS_936) == encodings._doubles("gbk") == {}
+    assert encodings.ambiguous_chars("cp932") is None  # hundreds of NEC / IBM doubles: by the index
+    assert encodings.ambiguous_chars(encodings.WINDOWS_950) == theirs
+    assert encodings.ambiguous_chars("gb18030") is None
+
+
+@pytest.mark.parametrize(
+    ("encoding", "one", "other"),
+    [
+        ("windows-950", b"\xa2\xcc", b"\xa4\x51"),  # 十 twice
+        ("windows-950", b"\xf9\xf9", b"\xa2\xa4"),  # ═ twice
+        ("big5", b"\xa1\xfe", b"\xa2\x41"),  # ／ twice
+        ("cp932", b"\x87\x90", b"\x81\xe0"),  # ≒ twice (by the index)
+    ],
+)
+def test_a_character_of_two_byte_forms_is_one_string_either_way(
+    encoding: str, one: bytes, other: bytes
+) -> None:
+    entries = [b"a" + one, b"[x]", b"a" + other, other, one + b"\0", one, b"a" + one]
+    fresh = StringTable(list(entries), encoding)
+    assert fresh.get(0) == fresh.get(2) and fresh.get(3) == fresh.get(4) == fresh.get(5)
+    assert [fresh.is_canonical(i) for i in range(len(entries))] == [
+        True,
+        True,
+        False,
+        True,
+        False,
+        False,
+        False,
+    ]
+    assert fresh._index is None or encoding == "cp932"  # answered without decoding the table
+    assert fresh.bracketed() == [1]
+
+
+def _doubles_one_at_a_time(encoding: str) -> dict[str, tuple[bytes, ...]] | None:
+    """`encodings._doubles` the plain way: every one- and two-byte form decoded strictly on its own."""
+    forms: dict[str, list[bytes]] = {}
+    leads = []
+    for b in range(256):
+        try:
+            ch = bytes([b]).decode(encoding)
+        except UnicodeDecodeError:
+            leads.append(b)
+            continue
+        if len(ch) != 1 or (ch.isascii() and ord(ch) != b):
+            return None
+        forms.setdefault(ch, []).append(bytes([b]))
+    for a in leads:
+        for b in range(256):
+            try:
+                ch = bytes([a, b]).decode(encoding)
+            except UnicodeDecodeError:
+                continue
+            if len(ch) != 1 or ch.isascii():
+                return None
+            forms.setdefault(ch, []).append(bytes([a, b]))
+    out = {ch: tuple(got) for ch, got in forms.items() if len(got) > 1}
+    return out if len(out) <= 64 else None
+
+
+@pytest.mark.parametrize(
+    "encoding",
+    ["cp950", "windows-950", "gbk", "windows-936", "cp949", "big5", "shift_jis", "cp932", "cp1252"],
+)
+def test_the_doubles_read_a_row_at_a_time_are_those_read_one_form_at_a_time(encoding: str) -> None:
+    from deskbridge.kinds.pvf.strings import encodings
+
+    assert encodings._doubles(encoding) == _doubles_one_at_a_time(encoding)

@@ -186,19 +186,19 @@ def _miss(k: int, cache: dict[int, Token], strings: StringSource, size: int) -> 
 
 
 _RECORD = struct.Struct("<BI")
+_LINK_ID_BYTE = bytes([T_LINK_ID])
 
 
 def run_tokens(data: bytes, a: int, b: int, strings: StringSource, link_text: LinkText | None) -> list[Token]:
     """`records_tokens(read_tokens(data)[a:b], …)[0]` of a short run of a script's records, read with
     `struct`: for the one or two values of a section, numpy's per-call cost is most of the work."""
-    unpack = _RECORD.unpack_from
-    recs = [unpack(data, 2 + 5 * j) for j in range(a, b)]
-    if any(t == T_LINK_ID for t, _v in recs):
+    run = data[2 + 5 * a : 2 + 5 * b]
+    if _LINK_ID_BYTE in run[::5]:  # the type bytes: a string link reads its neighbour
         return records_tokens(read_tokens(data)[a:b], strings, link_text)[0]
     cache = _token_cache(strings)
     size = len(strings) if hasattr(strings, "__len__") else 0  # type: ignore[arg-type]
     get = cache.get
-    return [get(t << 32 | v) or _miss(t << 32 | v, cache, strings, size) for t, v in recs]
+    return [get(t << 32 | v) or _miss(t << 32 | v, cache, strings, size) for t, v in _RECORD.iter_unpack(run)]
 
 
 def _to_tokens_reference(

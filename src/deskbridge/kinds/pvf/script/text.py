@@ -311,6 +311,37 @@ def token_text(tok: Token) -> str:
     return f"<{tok.link_id}::{tok.value}{quote(tok.link_text)}>"
 
 
+def value_piece(tok: Token) -> tuple[str, bool]:
+    """(text, starts a new line) of a value token as `print_tokens` lays it out: its text, and whether it is
+    string-like (without `record_width`, a string-like value after another on its line starts a new one)."""
+    kind = tok.kind
+    if kind is Kind.INT:
+        return str(tok.value), False
+    if kind is Kind.STRING:
+        return quote(str(tok.value)), True
+    if kind is Kind.FLOAT:
+        text = format_float32(int(tok.value))
+        if text is not None:
+            return text, False
+    return token_text(tok), tok.is_string_like
+
+
+def values_block(tokens: Sequence[Token], indent: int) -> str:
+    """The lines `print_tokens` (without `record_width`) gives a run of value tokens between two tags whose
+    values are indented by `indent` TABs, joined by newlines; "" for no tokens."""
+    if not tokens:
+        return ""
+    ind = "\t" * indent
+    brk = "\n" + ind
+    text, _ = value_piece(tokens[0])
+    out = [ind, text]
+    for tok in tokens[1:]:
+        text, new_line = value_piece(tok)
+        out.append(brk if new_line else "\t")
+        out.append(text)
+    return "".join(out)
+
+
 def container_indexes(tokens: Sequence[Token]) -> set[int]:
     """Indexes of the section tags that have a matching end tag (they nest their content), and of those end
     tags. An end tag closes the nearest open tag of its name; tags opened after it and still open are not

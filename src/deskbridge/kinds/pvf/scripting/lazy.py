@@ -14,6 +14,7 @@ decompile budget) the document is decoded whole, as before, so the budget is enf
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import struct
 import weakref
@@ -23,7 +24,7 @@ import numpy as np
 
 from deskbridge.kinds.pvf.archive.budget import text_budget
 from deskbridge.kinds.pvf.script import classic_codec as cc
-from deskbridge.kinds.pvf.script.text import Kind, Token
+from deskbridge.kinds.pvf.script.text import INT32_MAX, Kind, Token, typed_token, value_piece
 from deskbridge.kinds.pvf.scripting import model
 
 _MISS = object()
@@ -167,6 +168,8 @@ class ClassicDocument(model.LazyDocument):
         self._link_text = link_text
         self._recs: Any = None
         self._rec_tags = tags
+        self._keys: list[int] | None = None
+        self._nines: list[int] = []
 
     def _all_tokens(self) -> list[Token]:
         return cc.to_tokens(self._data, self._strings, self._link_text)
@@ -178,6 +181,51 @@ class ClassicDocument(model.LazyDocument):
         if recs is None:
             recs = self._recs = cc.read_tokens(self._data)
         return cc.records_tokens(recs[a:b], self._strings, self._link_text)[0]
+
+    def _run_text(self, a: int, b: int, indent: int) -> str:
+        """`model.values_block` of records `a:b` from each record's printed piece (kept per string table
+        and indent, like the decoder's record tokens: `classic_codec.records_tokens`), without making the
+        run's tokens; a string link (a type-9 record and its key: its text is resolved per use) is printed
+        from its tokens."""
+        keys = self._keys
+        if keys is None:
+            recs = self._recs
+            if recs is None:
+                recs = self._recs = cc.read_tokens(self._data)
+            types = recs["t"]
+            keys = self._keys = ((types.astype(np.int64) << 32) | recs["v"].astype(np.int64)).tolist()
+            self._nines = np.flatnonzero(types == cc.T_LINK_ID).tolist()
+        strings = self._strings
+        pieces = _pieces(strings, indent)
+        get = pieces.get
+        nines = self._nines
+        j = bisect.bisect_left(nines, a) if nines else 0
+        if j == len(nines) or nines[j] >= b:
+            parts = [get(k) or _piece(k, strings, pieces, indent) for k in keys[a:b]]
+        else:  # `records_tokens`' reading of type-9 records, each pair's piece made from its tokens
+            parts = []
+            brk = "\n" + "\t" * indent
+            start = a
+            for p in nines[j:]:
+                if p >= b:
+                    break
+                if p < start:
+                    continue
+                parts.extend([get(k) or _piece(k, strings, pieces, indent) for k in keys[start:p]])
+                v = keys[p] & 0xFFFFFFFF
+                if p + 1 < b and keys[p + 1] >> 32 == cc.T_LINK_KEY and v <= INT32_MAX:
+                    toks = cc.link_tokens(v, keys[p + 1] & 0xFFFFFFFF, strings, self._link_text)
+                    start = p + 2
+                else:
+                    toks = [typed_token(cc.T_LINK_ID, cc._signed(v))]
+                    start = p + 1
+                for tok in toks:
+                    text, new_line = value_piece(tok)
+                    parts.append(brk + text if new_line else "\t" + text)
+            parts.extend([get(k) or _piece(k, strings, pieces, indent) for k in keys[start:b]])
+        run = "".join(parts)
+        # each piece is its separator and its text: the first value's line starts with the indent instead
+        return run[1:] if run[0] == "\n" else "\t" * indent + run[1:]
 
     def _has_tag(self, want: str) -> bool:
         patterns = _tag_patterns(self._strings, want)
@@ -224,6 +272,35 @@ class ClassicDocument(model.LazyDocument):
         return shape, positions
 
 
+PIECES_MAX = 1 << 16
+"""Printed pieces one string table keeps per indent (`_pieces`)."""
+
+
+def _pieces(strings: cc.StringSource, indent: int) -> dict[int, str]:
+    """Record key (type << 32 | value) → its piece in a run of values indented by `indent` TABs: TAB + its
+    text, or (string-like: it starts a new line) newline + the indent + its text (`text.value_piece`)."""
+    cache = _tag_cache(strings)
+    key = ("pieces", indent)
+    got = cache.get(key)  # type: ignore[call-overload]
+    if got is None or len(got) > PIECES_MAX:
+        got = cache[key] = {}  # type: ignore[index]
+    return got  # type: ignore[no-any-return]
+
+
+def _piece(k: int, strings: cc.StringSource, pieces: dict[int, str], indent: int) -> str:
+    """The piece of record key `k` (never type 9), kept unless it names a string index past the table's end
+    (a string appended later may give it another text: `classic_codec._miss`'s rule)."""
+    tokens = cc._token_cache(strings)
+    size = len(strings) if hasattr(strings, "__len__") else 0  # type: ignore[arg-type]
+    tok = tokens.get(k) or cc._miss(k, tokens, strings, size)
+    text, new_line = value_piece(tok)
+    piece = "\n" + "\t" * indent + text if new_line else "\t" + text
+    t, v = k >> 32, k & 0xFFFFFFFF
+    if t not in cc.STRING_TYPES or v < size:
+        pieces[k] = piece
+    return piece
+
+
 SMALL_RUN = 16
 """Runs of at most this many records are decoded with `struct` (`classic_codec.run_tokens`): numpy's
 per-call cost is most of the work for the one or two values of a section."""
@@ -251,12 +328,9 @@ def _tag_patterns(strings: cc.StringSource, want: str) -> tuple[bytes, ...] | No
         return hit[1]
     target = f"[{want}]"
     out = []
-    texts = getattr(strings, "texts", None)
-    if texts is not None:  # one pass in C over the table: only strings that start with `[` can lower to it
-        listed = texts()
-        candidates: Any = [i for i, s in enumerate(listed) if s and s[0] == "[" and s.lower() == target]
-    else:
-        candidates = range(size)
+    bracketed = getattr(strings, "bracketed", None)
+    # only strings that start with `[` can lower to it: found by their first byte, not decoded
+    candidates: Any = bracketed() if bracketed is not None else range(size)
     for i in candidates:
         s = get(i)
         if s is not None and s.lower() == target:

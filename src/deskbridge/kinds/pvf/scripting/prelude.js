@@ -46,6 +46,12 @@
   let firstValues = [];
   let firstDoc = 0;
   let firstAt = -1;
+  // The primitive parse of a file that has a tag of `lastName` answers `sections(lastName)` too ("id:" +
+  // the answer): kept here for that document (`ansDoc`) while `changes` is unchanged (`ansAt`).
+  let ansDoc = 0;
+  let ansName = null;
+  let ansAt = -1;
+  let ans = "";
 
   function call(op, args) {
     changes++;
@@ -143,6 +149,15 @@
       if (!plainString(p)) return new PvfDocument(call("file.parse", [p]));
       const name = lastName;
       const id = fast("file.parse", p, this._g, this._i, name, [p]);
+      if (typeof id === "string") {
+        const c = apply(indexOf, id, [":"]);
+        const doc = new PvfDocument(+apply(slice, id, [0, c]));
+        ansDoc = doc._id;
+        ansName = name;
+        ansAt = changes;
+        ans = apply(slice, id, [c + 1]);
+        return doc;
+      }
       return id < 0 ? new PvfDocument(-id, name) : new PvfDocument(id);
     }
     write(doc) {
@@ -207,6 +222,9 @@
       let found;
       if (plainString(p)) {
         lastName = p;
+        if (this._id === ansDoc && p === ansName && ansAt === changes && parsed - ansDoc < docsLive) {
+          return sectionsOf(ans, ansDoc);
+        }
         const got = fast("doc.sections", this._id, p, null, null, [this._id, p]);
         if (typeof got === "string") return sectionsOf(got, this._id);
         found = got;  // the JSON form's answer (a retry)

@@ -13,6 +13,7 @@ with another mostly land outside those blocks, which is what separates TW from C
 from __future__ import annotations
 
 import codecs
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -176,6 +177,86 @@ def _search(name: str) -> codecs.CodecInfo | None:
 
 
 codecs.register(_search)
+
+
+_AT_MOST_TWO_BYTES = frozenset(
+    {"ascii", "iso8859-1", "cp1252", "cp949", "euc_kr", "gbk", "big5", "cp950", "shift_jis", "cp932"}
+    | {WINDOWS_950, WINDOWS_936}
+)
+"""Codecs (by `codecs.lookup` name) whose characters are one or two bytes, the first telling which."""
+
+
+@functools.cache
+def ambiguous_chars(encoding: str) -> dict[str, tuple[bytes, ...]] | None:
+    """The characters `encoding` decodes from more than one byte form, with their forms (Big5's ／ and 十,
+    cp950's 十 at A2CC and A451, …), where a string's bytes otherwise tell its text: two strings of different
+    bytes decode (strictly) to the same text only by such characters, and a text starts with an ASCII
+    character exactly when its bytes start with that byte. So a string table can compare its entries and
+    find those that start with `[` by their bytes. None where that cannot be told (a codec with longer
+    characters, or with too many such characters: cp932's NEC and IBM doubles).
+
+    Checked by decoding every one- and two-byte character of the codecs whose characters are one or two
+    bytes, the first byte telling which (a decode is then character by character, so two texts are equal
+    exactly when their characters' forms are); UTF-8's strict decode is one-to-one by its definition
+    (RFC 3629 §3: overlong forms and surrogates are invalid)."""
+    try:
+        name = codecs.lookup(encoding).name
+    except LookupError:
+        return None
+    if name == "utf-8":
+        return {}
+    if name not in _AT_MOST_TWO_BYTES:
+        return None
+    # Our two code pages decode as Python's codec they build on or refuse (a few codes fewer for 950, the
+    # one byte 0x80 more for 936, no second form of €): its doubles are theirs or more (a form the page
+    # refuses is never the text's: callers decode a form before they trust it), and its C decoder tells
+    # them in a fraction of the time (`tests/kinds/pvf/test_strings.py` checks both).
+    return _doubles(_BUILT_ON.get(name, name))
+
+
+_BUILT_ON = {WINDOWS_950: "cp950", WINDOWS_936: "gbk"}
+AMBIGUOUS_MAX = 64
+"""More characters of two forms than this: a table compares its strings by their texts."""
+
+
+def _doubles(encoding: str) -> dict[str, tuple[bytes, ...]] | None:
+    forms: dict[str, list[bytes]] = {}
+    leads = []
+    for b in range(256):
+        try:
+            ch = bytes([b]).decode(encoding)
+        except UnicodeDecodeError:
+            leads.append(b)
+            continue
+        if len(ch) != 1 or (ch.isascii() and ord(ch) != b):
+            return None
+        forms.setdefault(ch, []).append(bytes([b]))
+    # Each lead's 256 pairs in one decode: "a b NUL" repeated, read with "replace", split at the NULs (no
+    # pair ends in one: a trail byte is never 0x00, and NUL is always its own character). Where the split
+    # does not give 256 pieces (an invalid pair swallowed a NUL), that lead's pairs one at a time.
+    for a in leads:
+        row = b"".join(bytes((a, b, 0)) for b in range(1, 256))
+        pieces = row.decode(encoding, "replace").split("\0")[:-1]
+        if len(pieces) != 255:
+            pieces = [bytes((a, b)).decode(encoding, "replace") for b in range(1, 256)]
+        for b, ch in enumerate(pieces, 1):
+            if "\ufffd" in ch:
+                if ch != "\ufffd":
+                    continue  # a valid pair is one character
+                try:
+                    ch = bytes((a, b)).decode(encoding)
+                except UnicodeDecodeError:
+                    continue
+            if len(ch) != 1 or ch.isascii():
+                return None
+            forms.setdefault(ch, []).append(bytes((a, b)))
+        try:
+            ch = bytes((a, 0)).decode(encoding)
+        except UnicodeDecodeError:
+            continue
+        return None  # a pair ending in NUL
+    out = {ch: tuple(got) for ch, got in forms.items() if len(got) > 1}
+    return out if len(out) <= AMBIGUOUS_MAX else None
 
 
 def cannot_encode(text: str, encoding: str, exc: UnicodeEncodeError, *, where: str = "text") -> BridgeError:

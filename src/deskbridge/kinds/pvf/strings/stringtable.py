@@ -15,7 +15,7 @@ import numpy as np
 
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.kinds.pvf.archive.base import corrupt
-from deskbridge.kinds.pvf.strings.encodings import cannot_encode
+from deskbridge.kinds.pvf.strings.encodings import ambiguous_chars, cannot_encode
 
 MAX_STRING_BYTES = 1 << 20
 """Longest single entry we accept when appending (1 MiB); real entries are short."""
@@ -33,6 +33,10 @@ class StringTable:
         self._list: list[str | None] | None = None
         self.appended = 0
         self._max_bytes: int | None = None
+        self._by_bytes: dict[bytes, int] | None = None
+        self._by_bytes_tried = False
+        self._doubles: dict[str, tuple[bytes, ...]] = {}
+        self._nul = False
         self.token_cache: dict[int, object] = {}
         """Record → decompiled token, kept by `classic_codec.to_tokens` (entries never change meaning: the
         table only grows, and a record naming an index past its end is not cached)."""
@@ -105,6 +109,7 @@ class StringTable:
 
     def _build_index(self) -> dict[str, int]:
         if self._index is None:
+            self._by_bytes = None  # the index answers from now on (`is_canonical`)
             decoded = self._bulk_decode()
             n = len(decoded)
             # reversed insertion keeps the first occurrence of equal strings (pvfUtility lookup rule)
@@ -126,9 +131,76 @@ class StringTable:
         return self._build_index().get(text)
 
     def is_canonical(self, index: int) -> bool:
-        """True when `index` is what `index_of(get(index))` returns (so text → index round-trips)."""
+        """True when `index` is what `index_of(get(index))` returns (so text → index round-trips). Until the
+        index is built, from the entries' bytes where the encoding's bytes tell its texts apart
+        (`_canonical_by_bytes`): a run that decodes a few thousand strings does not decode the whole table."""
+        if self._index is None:
+            got = self._canonical_by_bytes(index)
+            if got is not None:
+                return got
         s = self.get(index)
         return s is not None and self.index_of(s) == index
+
+    def _canonical_by_bytes(self, index: int) -> bool | None:
+        """`is_canonical` from the first index of each entry's bytes, or None where that cannot tell. Where
+        the encoding decodes some characters from two byte forms (`encodings.ambiguous_chars`), an entry with
+        such a character is looked up under each spelling of its text (each form of each such character that
+        decodes to it): two different byte strings read the same only that way."""
+        first = self._first_bytes()
+        if first is None:
+            return None
+        raw = self._raw
+        if not 0 <= index < len(raw):
+            return False
+        s = self.get(index)
+        if s is None:
+            return False
+        key = raw[index].rstrip(b"\0") if self._nul else raw[index]
+        doubles = self._doubles
+        if doubles and not key.isascii():
+            chars = [doubles.get(c) for c in s]
+            if any(chars):
+                spellings = [b""]
+                try:
+                    for c, forms in zip(s, chars, strict=True):
+                        options = forms if forms is not None else (c.encode(self.encoding),)
+                        spellings = [p + f for p in spellings for f in options]
+                        if len(spellings) > 64:
+                            return None
+                except UnicodeEncodeError:
+                    return None
+                found = [first[v] for v in spellings if v in first and self.get(first[v]) == s]
+                return bool(found) and min(found) == index
+        return first.get(key) == index
+
+    def _first_bytes(self) -> dict[bytes, int] | None:
+        """Each entry's bytes (without trailing NULs) → the first index holding them; None where the encoding's
+        bytes do not tell its texts apart (`encodings.ambiguous_chars`)."""
+        first = self._by_bytes
+        if first is None and not self._by_bytes_tried:
+            self._by_bytes_tried = True
+            doubles = ambiguous_chars(self.encoding)
+            if doubles is None:
+                return None
+            self._doubles = doubles
+            raw = self._raw
+            self._nul = any(r.endswith(b"\0") for r in raw) if b"\0" in b"".join(raw) else False
+            keys = [r.rstrip(b"\0") for r in raw] if self._nul else raw
+            first = self._by_bytes = dict(zip(reversed(keys), range(len(keys) - 1, -1, -1), strict=True))
+        return first
+
+    def bracketed(self) -> list[int]:
+        """The indexes of the entries whose text starts with `[` (section tags, in any case), in order; by
+        their first byte where the encoding tells that by it (`encodings.ambiguous_chars`), so undecodable
+        entries may be among them."""
+        raw = self._raw
+        if self._list is None and ambiguous_chars(self.encoding) is not None and raw:
+            sizes = np.fromiter(map(len, raw), dtype=np.int64, count=len(raw))
+            starts = np.cumsum(sizes) - sizes
+            some = np.flatnonzero(sizes)
+            firsts = np.frombuffer(b"".join(raw), dtype=np.uint8)[starts[some]]
+            return some[firsts == ord("[")].tolist()  # type: ignore[no-any-return]
+        return [i for i, s in enumerate(self.texts()) if s and s[0] == "["]
 
     def intern(self, text: str) -> int:
         """Index of `text`, appending it when new; ENCODING_MISMATCH when the pack encoding cannot hold it."""
