@@ -262,3 +262,28 @@ def test_lines_beyond_65535_are_the_real_lines():
     rows = [r for r in located.refs if r[0] == len(located.assets) - 1]
     assert rows == [r for r in locate_refs(unlocated.raw_refs, data) if r[0] == len(unlocated.assets) - 1]
     assert {(r[2], r[3]) for r in rows} == {("F1", far_line + 1), ("F2", far_line + 1)}
+
+
+_PIECES = st.sampled_from(
+    ["<A", "<A ", "<A>", "<A/>", "<AB", "<B", "\n", "\r\n", "\t", " ", "x", "<!-- <A -->", "ä", "<A\n"]
+)
+
+
+@given(
+    st.lists(_PIECES, max_size=400).map("".join),
+    st.lists(st.tuples(st.integers(-2, 520), st.sampled_from(["A", "B", "AB"])), max_size=40),
+    st.booleans(),
+)
+def test_start_line_cursor_answers_as_the_search_up_from_the_line(text, questions, in_order):
+    """`_Locator.start_line` goes forward through each name's openers with a cursor when asked in document
+    order, and searches the lines up from `line` (at most 200) otherwise: both answer as that search does,
+    for any text, question order, and a text whose lines run past 200 between openers."""
+    from deskbridge.kinds.sage.records import _ENDS, _Locator, _opener_line
+
+    data = text.encode() + b"\n" * (len(questions) * 7) + text.encode()
+    if in_order:
+        questions = sorted(questions)
+    locator = _Locator(data)
+    lines = data.split(b"\n")
+    for line, name in questions:
+        assert locator.start_line(line, name) == _opener_line(lines, line, b"<" + name.encode(), _ENDS)

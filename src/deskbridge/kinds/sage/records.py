@@ -313,17 +313,36 @@ _STR_OPENERS: dict[str, str] = {}
 """Element name → "<name", for `_Locator.attribute`."""
 _ENDS = (b" ", b"\t", b"\r", b"/", b">")
 """What may follow `<name` in a start tag, as one-byte slices (`in` on a bytes object would also match b"")."""
+_ENDS_NL = (*_ENDS, b"\n")
+"""The same in the whole text, where a line's end is its "\n"."""
+_PAST_THE_END = 1 << 62
+"""A cursor's line once no opener is left after it."""
+
+
+def _opener_line(lines: list[Any], line: int, needle: Any, ends: Any) -> int:
+    """`_Locator.start_line` on the text split into lines (bytes or str): from `line` up, at most 200 lines."""
+    n = len(needle)
+    for ln in range(min(line, len(lines)) - 1, max(line - 200, 0) - 1, -1):
+        text = lines[ln]
+        pos = text.find(needle)
+        while pos >= 0:
+            after = text[pos + n : pos + n + 1]
+            if not after or after in ends:
+                return ln + 1
+            pos = text.find(needle, pos + 1)
+    return line
 
 
 class _Locator:
     """Find the column range of a value on (or just after) an element's start line."""
 
-    __slots__ = ("_blines", "_lines", "data")
+    __slots__ = ("_blines", "_cursors", "_lines", "data")
 
     def __init__(self, data: bytes) -> None:
         self.data = data
         self._lines: list[str] | None = None
-        self._blines: list[bytes] | list[str] | None = None
+        self._blines: list[bytes] | None = None
+        self._cursors: dict[str, list[Any]] | None = None
 
     def lines(self) -> list[str]:
         if self._lines is None:
@@ -331,47 +350,57 @@ class _Locator:
         return self._lines
 
     def start_line(self, line: int, element: str) -> int:
-        """The line where `<element` opens: libxml2 reports the line where the start tag *ends*. Searched
-        from that line up (at most 200 lines): in EA's files about half the start tags span several lines.
+        """The line where `<element` opens: libxml2 reports the line where the start tag *ends*. The answer
+        is the last line at or before `line` (at most 199 lines up) holding `<element` followed by one of
+        ` \t\r/>` or the line's end — in EA's files about half the start tags span several lines.
 
-        Only a line number is wanted, so unless the text is UTF-16 the search runs on the bytes split at
-        b"\n": UTF-8 decoding never adds or removes a "\n", and `<element` (ASCII or UTF-8) followed by
-        one of ` \t\r/>` is found on the same lines either way. That skips decoding and splitting the
-        text (half the cost of locating a file's assets), which a cold build's workers never need: their
-        rows stay unlocated (`finish_records(locate=False)`)."""
-        lines = self._blines
-        if lines is None:
-            data = self.data
-            lines = self._blines = (
-                self.lines() if data[:2] in (b"\xff\xfe", b"\xfe\xff") else data.split(b"\n")
-            )
-        if isinstance(lines[0], str):
-            needle: Any = "<" + element
-            ends: Any = " \t\r/>"
-        else:
+        Unless the text is UTF-16 the search runs on the bytes (UTF-8 decoding never adds or removes a
+        "\n", and `<element` is found on the same lines either way), and without splitting them into lines:
+        the records ask for the openers of one name in document order (assets, includes, defines), so each
+        name keeps a cursor that goes forward through the occurrences of `<element`, counting newlines in
+        between (`bytes.find` and `bytes.count` in C). Splitting every file into lines was a quarter of
+        reading a cold build's assets and includes. Asked out of order (the effective-asset builder), it
+        searches the lines from `line` up instead — the same answer."""
+        cursors = self._cursors
+        if cursors is None:
+            if self.data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+                return _opener_line(self.lines(), line, "<" + element, " \t\r/>")
+            cursors = self._cursors = {}
+        cur = cursors.get(element)
+        if cur is None:
             needle = _OPENERS.get(element)
             if needle is None:
                 needle = _OPENERS[element] = b"<" + element.encode()
-            ends = _ENDS
-        n = len(needle)
-        if 0 < line <= len(lines):
-            # Most start tags open on the line where they end: that line alone, without the loop.
-            text = lines[line - 1]
-            pos = text.find(needle)
-            while pos >= 0:
-                after = text[pos + n : pos + n + 1]
-                if not after or after in ends:
-                    return line
-                pos = text.find(needle, pos + 1)
-        for ln in range(min(line, len(lines)) - 1, max(line - 200, 0) - 1, -1):
-            text = lines[ln]
-            pos = text.find(needle)
-            while pos >= 0:
-                after = text[pos + n : pos + n + 1]
-                if not after or after in ends:
-                    return ln + 1
-                pos = text.find(needle, pos + 1)
-        return line
+            # [needle, offset the next search starts at, its line, last line with an opener, last question]
+            cur = cursors[element] = [needle, 0, 1, 0, 0]
+        needle, pos, pos_line, best, last = cur
+        if line < last:
+            lines = self._blines
+            if lines is None:
+                lines = self._blines = self.data.split(b"\n")
+            return _opener_line(lines, line, needle, _ENDS)
+        if pos_line <= line:
+            data = self.data
+            find, count = data.find, data.count
+            n = len(needle)
+            while True:
+                at = find(needle, pos)
+                if at < 0:
+                    pos_line = _PAST_THE_END
+                    break
+                pos_line += count(b"\n", pos, at)
+                pos = at
+                if pos_line > line:
+                    break
+                after = data[at + n : at + n + 1]
+                if not after or after in _ENDS_NL:
+                    best = pos_line
+                pos = at + 1
+            cur[1] = pos
+            cur[2] = pos_line
+            cur[3] = best
+        cur[4] = line
+        return best if best and best > line - 200 else line
 
     def attribute(self, line: int, element: str, name: str, value: str) -> tuple[int, int, int]:
         """Search backwards from the line where the start tag ends to the line where it opens."""
