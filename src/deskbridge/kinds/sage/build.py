@@ -146,7 +146,7 @@ class IndexBuilder:
     def _read(self, path: str, max_bytes: int) -> bytes | None:
         """A babproj's or manifest's bytes through the bounded regular-file read (None when refused)."""
         from deskbridge.core.errors import BridgeError  # with `typing`: not on the warm path
-        from deskbridge.core.files import read_regular_file
+        from deskbridge.core.reading import read_regular_file
 
         try:
             return read_regular_file(path, max_bytes=max_bytes, shown_as=self.store._shown(path))

@@ -26,11 +26,10 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterable
 from queue import SimpleQueue
-from typing import Any
 
 from deskbridge.core.errors import BridgeError
-from deskbridge.core.files import read_regular_file
 from deskbridge.core.limits import env_count
+from deskbridge.core.reading import read_regular_file
 from deskbridge.kinds.sage import _lxml, schema
 from deskbridge.kinds.sage._sha1 import bulk_sha1
 from deskbridge.kinds.sage._trace import mark, role
@@ -43,6 +42,10 @@ from deskbridge.kinds.sage.records import (
     shallow_scan,
 )
 from deskbridge.kinds.sage.schema import SchemaModel
+
+TYPE_CHECKING = False  # `typing` is not loaded before the workers are forked
+if TYPE_CHECKING:
+    from typing import Any
 
 WORKERS_ENV = "DESKBRIDGE_SAGE_WORKERS"
 """Worker processes for a cold build: unset = one per core (when there are two or more), 0 = none."""
@@ -60,8 +63,9 @@ HELD_TREES_MAX_BYTES = 32 * 1024 * 1024
 """Source bytes of the parsed trees one worker keeps while it waits for the model (a tree takes several
 times its source); files beyond it keep only their bytes and are parsed again once the model is there."""
 
-Result = tuple[int, int, int, str, list[Any], bytes]
-"""(size, mtime_ns, ctime_ns, sha1, records head, marshalled refs): what `RecordStore.put_parsed` takes.
+if TYPE_CHECKING:
+    Result = tuple[int, int, int, str, list[Any], bytes]
+"""`Result`: (size, mtime_ns, ctime_ns, sha1, records head, marshalled refs): what `RecordStore.put_parsed` takes.
 
 Messages both ways are marshalled (`send_bytes`), not pickled: they hold only strings, numbers, bytes,
 lists and tuples, which marshal writes and reads several times faster."""
