@@ -117,18 +117,24 @@ def test_model_is_compiled_here_when_the_schema_process_gives_nothing() -> None:
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 @pytest.mark.parametrize("digest_arrives", [True, False])
-def test_a_model_sent_before_its_digest_gets_the_digest_when_it_follows(digest_arrives: bool) -> None:
+def test_a_model_sent_before_its_digest_gets_the_digest_when_it_follows(
+    digest_arrives: bool, tmp_path: Path
+) -> None:
     """With no schema cache the schema process sends the model as soon as it is compiled
-    (`schema.EARLY_MODEL`) and its digest after hashing the XSDs; the parent adopts the digest when it comes,
-    and leaves it unknown (the store hashes the XSDs itself) when the process fails after the model."""
+    (`schema.EARLY_MODEL`) and its digest after hashing the XSDs, with the schema cache's bytes, which the
+    parent writes; the parent adopts the digest when it comes, and leaves it unknown (the store hashes the
+    XSDs itself) when the process fails after the model."""
+    cache = tmp_path / "schema" / "abc.json.gz"
 
     def loader() -> SchemaModel:
         model = SchemaModel(asset_types={"Weapon": "WeaponTemplate"})
         assert schema.EARLY_MODEL is not None  # set in the schema process only
+        assert schema.DEFERRED_CACHE_WRITES is not None
         schema.EARLY_MODEL(model)
         if not digest_arrives:
             raise OSError("the XSDs vanished")
         model.digest = "abc"
+        schema.DEFERRED_CACHE_WRITES.append((cache, lambda: b"compiled"))
         return model
 
     def never() -> SchemaModel:
@@ -143,9 +149,11 @@ def test_a_model_sent_before_its_digest_gets_the_digest_when_it_follows(digest_a
     parallel._join(pid)
     if digest_arrives:
         assert got.digest == "abc" and adopted == [got, got]
+        assert cache.read_bytes() == b"compiled"
     else:
         assert got.digest == "" and adopted == [got]
-    assert schema.EARLY_MODEL is None  # the parent's module was never changed
+        assert not cache.exists()
+    assert schema.EARLY_MODEL is None and schema.DEFERRED_CACHE_WRITES is None  # the parent's, unchanged
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")

@@ -25,12 +25,14 @@ import sys
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from queue import SimpleQueue
 
 from deskbridge.core.errors import BridgeError
 from deskbridge.core.limits import env_count
 from deskbridge.core.reading import read_regular_file
 from deskbridge.kinds.sage import _lxml, schema
+from deskbridge.kinds.sage._atomic import atomic_write
 from deskbridge.kinds.sage._sha1 import bulk_sha1
 from deskbridge.kinds.sage._trace import mark, role
 from deskbridge.kinds.sage.records import (
@@ -319,14 +321,16 @@ def _worker_main(conn: Channel) -> None:
 
 
 def _compile_main(conn: Channel, loader: Callable[[], SchemaModel | None]) -> None:
-    """In the schema process: compile (or load) the model — `loader` writes the schema cache as usual — and
-    send it marshalled (a few ms either way; pickling the dataclass is no faster).
+    """In the schema process: compile (or load) the model and send it marshalled (a few ms either way;
+    pickling the dataclass is no faster).
 
     With no schema cache at all the model is sent as soon as it is compiled (`schema.EARLY_MODEL`), without
-    its digest, which follows in a second message ("digest", digest) once the XSDs are hashed."""
+    its digest, which follows in a second message ("digest", digest, cache writes) once the XSDs are hashed:
+    the schema cache's (path, bytes), which the parent writes (`_take_digest`). Otherwise this process writes
+    the cache itself after sending the model."""
     role("schema")
     mark("start")
-    writes: list[Callable[[], object]] = []
+    writes: list[tuple[Any, Callable[[], bytes]]] = []
     schema.DEFERRED_CACHE_WRITES = writes  # this process only: it was forked for this
     sent: list[bool] = []
 
@@ -340,7 +344,9 @@ def _compile_main(conn: Channel, loader: Callable[[], SchemaModel | None]) -> No
     try:
         model = loader()
         if sent:
-            conn.send_bytes(marshal.dumps(("digest", model.digest if model is not None else "")))
+            files = [(str(path), make()) for path, make in writes]
+            writes.clear()
+            conn.send_bytes(marshal.dumps(("digest", model.digest if model is not None else "", files)))
             mark("digest-sent")
         else:
             mark("compiled")
@@ -351,9 +357,9 @@ def _compile_main(conn: Channel, loader: Callable[[], SchemaModel | None]) -> No
             conn.send_bytes(marshal.dumps(("error", repr(exc))))
     finally:
         conn.close()
-    for write in writes:  # the parent joins this process before it returns, so the cache is there
+    for path, make in writes:  # the parent joins this process before it returns, so the cache is there
         with contextlib.suppress(Exception):  # as a cache write in the build itself: best effort
-            write()
+            atomic_write(path, make(), durable=False)
     mark("exit")
 
 
@@ -464,6 +470,7 @@ def prefetch(
                 if not extra_done:
                     mark("discovered")
                     extra_done = True
+                    _load_writer()
                     for p in later():
                         want(p)
                     continue
@@ -535,6 +542,14 @@ def prefetch(
     return parsed
 
 
+def _load_writer() -> None:
+    """Import `core.files` (~60 M instructions: dataclasses, ctypes, secrets, shutil, blake3) now, once
+    discovery is done and the parent only waits for the workers: the schema and records cache writes
+    need it right after, when nothing else runs (the workers read through the lighter `core.reading`, and
+    it is not imported before the fork so that they start sooner)."""
+    import deskbridge.core.files  # noqa: F401
+
+
 def _take_model(
     conn: Channel,
     loader: Callable[[], SchemaModel | None],
@@ -569,10 +584,13 @@ def _take_digest(
     after the model) the store hashes the XSDs itself when it first needs the digest."""
     try:
         raw = marshal.loads(conn.recv_bytes())
-        if isinstance(raw, tuple) and len(raw) == 2 and raw[0] == "digest" and isinstance(raw[1], str):
+        if isinstance(raw, tuple) and len(raw) >= 2 and raw[0] == "digest" and isinstance(raw[1], str):
             model.digest = raw[1]
             if adopt is not None and raw[1]:
                 adopt(model)
+            for path, data in raw[2] if len(raw) > 2 else ():
+                with contextlib.suppress(Exception):  # a cache write: best effort, as in the schema process
+                    atomic_write(Path(path), data, durable=False)
     except (EOFError, OSError, ValueError):
         pass
     finally:
