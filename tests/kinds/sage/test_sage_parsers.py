@@ -287,3 +287,32 @@ def test_start_line_cursor_answers_as_the_search_up_from_the_line(text, question
     lines = data.split(b"\n")
     for line, name in questions:
         assert locator.start_line(line, name) == _opener_line(lines, line, b"<" + name.encode(), _ENDS)
+
+
+def test_join_actions_are_every_element_carrying_one_in_document_order():
+    """`rec.joins` (found through the attribute, `//@xai:joinAction/..`) lists every element with an
+    `xai:joinAction`, at any depth, once, in document order — what walking every element finds."""
+    from lxml import etree
+
+    text = (
+        '<?xml version="1.0"?>\n'
+        '<AssetDeclaration xmlns="uri:ea.com:eala:asset" xmlns:xai="uri:ea.com:eala:asset:instance">\n'
+        '  <GameObject id="A" xai:joinAction="Replace">\n'
+        '    <Behaviors><Physics id="P" xai:joinAction="Remove"/>\n'
+        '      <Body xai:joinAction="replace"><Armor xai:joinAction="Bogus" joinAction="x"/></Body>\n'
+        "    </Behaviors>\n"
+        "  </GameObject>\n"
+        '  <GameObject id="B" joinAction="Replace"><Draws xai:joinAction="Append"/></GameObject>\n'
+        "</AssetDeclaration>\n"
+    )
+    data = text.encode()
+    rec = extract_records(data, fuzz._MODEL)
+    xai = "{uri:ea.com:eala:asset:instance}joinAction"
+    every = [
+        (etree.QName(el).localname, el.get(xai), el.sourceline)
+        for el in etree.fromstring(data).iter()
+        if el.get(xai) is not None
+    ]
+    assert rec.joins == every
+    assert [j[1] for j in rec.joins] == ["Replace", "Remove", "replace", "Bogus", "Append"]
+    assert [d[0] for d in rec.diagnostics] == ["invalid-join-action"]
