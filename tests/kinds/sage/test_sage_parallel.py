@@ -34,6 +34,12 @@ def counted(*args, **kwargs):
 parallel.prefetch = counted
 service = ProjectIndexer(sys.argv[1], sys.argv[2])
 index = service.open_sync()
+import os
+try:  # every child the build forked has been waited for (the workers after the walk: `parallel.reap`)
+    os.waitpid(-1, os.WNOHANG)
+    children = True
+except ChildProcessError:
+    children = False
 saved = service.save_cache()  # before any row is located: the cache keeps what the build made
 counted = index.unresolved_count()[1]  # from the rows' ids alone: locates nothing
 unlocated = 0
@@ -57,6 +63,7 @@ print(json.dumps({
     "saved": saved,
     "unlocated": unlocated,
     "unresolved": [counted, len(index.unresolved())],
+    "children": children,
 }))
 """
 
@@ -94,6 +101,7 @@ def test_cold_build_on_every_core_equals_one_core(sage_data: Any, tmp_path: Path
         # The workers leave the reference rows unlocated; located on first read they equal one core's.
         assert other["unlocated"] > 500, other["unlocated"]
         assert other["unresolved"] == one["unresolved"]
+        assert other["children"] is False
     # The schema process wrote the compiled model to the schema cache, as a build on one core does.
     assert list((tmp_path / "many").rglob("schema/*.json.gz"))
     # A warm start from the cache the workers' build wrote (rows still unlocated) locates them the same.
