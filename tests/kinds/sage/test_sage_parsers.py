@@ -316,3 +316,26 @@ def test_join_actions_are_every_element_carrying_one_in_document_order():
     assert rec.joins == every
     assert [j[1] for j in rec.joins] == ["Replace", "Remove", "replace", "Bogus", "Append"]
     assert [d[0] for d in rec.diagnostics] == ["invalid-join-action"]
+
+
+def test_xincludes_are_found_in_utf8_and_utf16_and_only_where_the_namespace_is_declared():
+    """The `xi:include` walk is skipped when the bytes never name the XInclude namespace (UTF-16 text, where
+    they would not show, is always walked): both encodings give the same includes, and an element that
+    only looks like one (no namespace declared) is none."""
+    text = (
+        '<?xml version="1.0"?>\n'
+        '<AssetDeclaration xmlns="uri:ea.com:eala:asset" xmlns:xi="http://www.w3.org/2001/XInclude">\n'
+        '  <xi:include href="DATA:Root.xml" xpointer="xpointer(/n:Frag/child::*)"/>\n'
+        '  <GameObject id="A"><Behaviors>\n'
+        '    <xi:include\n      href="DATA:Includes/Die.xml"/>\n'
+        "  </Behaviors></GameObject>\n"
+        "</AssetDeclaration>\n"
+    )
+    want = [
+        ("DATA:Root.xml", "xpointer(/n:Frag/child::*)", 3, False),
+        ("DATA:Includes/Die.xml", "", 5, True),
+    ]
+    for data in (text.encode(), text.encode("utf-16")):
+        assert extract_records(data, fuzz._MODEL).xincludes == want
+    bare = text.replace(' xmlns:xi="http://www.w3.org/2001/XInclude"', "").replace("xi:include", "include")
+    assert extract_records(bare.encode(), fuzz._MODEL).xincludes == []

@@ -747,6 +747,11 @@ def _parse_errors(parser: etree.XMLParser, rec: FileRecords) -> None:
 
 
 def _xincludes(root: etree._Element, rec: FileRecords, locator: _Locator) -> None:
+    data = locator.data
+    if b"XInclude" not in data and b"\x00" not in data:
+        # No element can be in the XInclude namespace unless the text declares it (entities are not
+        # resolved and no DTD is loaded): the walk over every node in C is skipped for most files.
+        return
     for xi in root.iter(XI_INCLUDE):
         nested = xi.getparent() is not root
         prefix = xi.prefix
@@ -821,11 +826,9 @@ def _walk(
                 text = el.text
                 if text and text.strip():
                     _emit(refs, locator, index, el, name, parent, "", text, spec[0], spec[1])
-            kids = children_of.get(t)
-        else:
-            kids = None
         if not len(el):
             continue  # a leaf (most elements the walk reaches): no list to build
+        kids = children_of.get(t) if t is not None else None
         # `el[:]` is a list made in one C call (no iterator object, no tag matcher per element: fewer
         # instructions for the walk than `iterchildren(tag=Element)`, cachegrind on RA3Afterdash); it also
         # holds comments, PIs and entity references, whose tag is not a string.
