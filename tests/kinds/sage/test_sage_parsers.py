@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -339,3 +340,53 @@ def test_xincludes_are_found_in_utf8_and_utf16_and_only_where_the_namespace_is_d
         assert extract_records(data, fuzz._MODEL).xincludes == want
     bare = text.replace(' xmlns:xi="http://www.w3.org/2001/XInclude"', "").replace("xi:include", "include")
     assert extract_records(bare.encode(), fuzz._MODEL).xincludes == []
+
+
+def _both_ways(data: bytes, monkeypatch: Any) -> tuple[Any, Any]:
+    """The records of `data` parsed with its blank text nodes and without them."""
+    from deskbridge.kinds.sage import records
+
+    out = []
+    for below in (0, 10**9):  # 0: every text keeps its blank nodes; 10**9: every text drops them
+        monkeypatch.setattr(records, "BLANKS_DROPPED_BELOW_LINES", below)
+        rec = extract_records(data, fuzz._MODEL)
+        out.append([rec.to_cache()[0][2:], rec.assets, rec.refs, rec.spliceable])
+    return out[0], out[1]
+
+
+@SLOW_OK
+@given(st.sampled_from(_LOCATED_DOCS), st.integers(0, 4000), st.binary(min_size=1, max_size=8))
+def test_records_are_the_same_with_or_without_blank_text_nodes(seed, pos, patch):
+    """Short texts are parsed without their blank text nodes (`BLANKS_DROPPED_BELOW_LINES`): whatever the
+    bytes (mutated, malformed), the records — assets, lines, references, diagnostics — are the same."""
+    pos = pos % len(seed)
+    data = seed[:pos] + patch + seed[pos + len(patch) :]
+    with pytest.MonkeyPatch.context() as mp:
+        kept, dropped = _both_ways(data, mp)
+    assert kept == dropped
+
+
+def test_real_files_give_the_same_records_with_or_without_blank_text_nodes(sage_data, monkeypatch):
+    """Every XML file of RA3Afterdash and of EA's RA3 SageXml, typed by the real schemas: the same records
+    parsed with and without blank text nodes (issue 12, SAGE-COLD: the cold build drops them)."""
+    from deskbridge.kinds.sage.project import schema_entry
+    from deskbridge.kinds.sage.schema import compile_schema
+
+    model = compile_schema(schema_entry(sage_data.sdk))
+    from deskbridge.kinds.sage import records
+
+    paths = sorted(
+        p
+        for root in (sage_data.mod, sage_data.sdk / "SageXml")
+        for p in root.rglob("*")
+        if p.suffix.lower() == ".xml"
+    )
+    assert len(paths) > 1000
+    for path in paths:
+        data = path.read_bytes()
+        got = []
+        for below in (0, 10**9):
+            monkeypatch.setattr(records, "BLANKS_DROPPED_BELOW_LINES", below)
+            rec = extract_records(data, model)
+            got.append([rec.to_cache()[0][2:], rec.assets, rec.refs, rec.spliceable])
+        assert got[0] == got[1], path
