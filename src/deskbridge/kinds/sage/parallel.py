@@ -492,7 +492,16 @@ def prefetch(
             waiting: list[Any] = list(alive)
             if schema_conn is not None:
                 waiting.append(schema_conn)
+            if digest_wait is not None:
+                waiting.append(digest_wait[0])
             for conn in wait(waiting):
+                if digest_wait is not None and conn is digest_wait[0]:
+                    # Read as soon as it is sent: its cache bytes are more than a pipe holds, so the schema
+                    # process would otherwise wait, alive, until the end of the build to hand them over and
+                    # exit (and the parent for it to exit, on the build's serial tail).
+                    _take_digest(*digest_wait, adopt)
+                    digest_wait = None
+                    continue
                 if conn is schema_conn:
                     mark("model-received")
                     model_blob, got = _take_model(schema_conn, loader, adopt)
