@@ -34,6 +34,8 @@ XAS_REFTYPE = "{uri:ea.com:eala:asset:schema}refType"
 MODEL_VERSION = 3
 """Bump when the compiled model's shape changes, so old caches are ignored."""
 
+_UNSET: Any = object()
+
 RefSpec = tuple[str, bool]
 """(target asset type, value is a whitespace-separated list)."""
 
@@ -325,13 +327,18 @@ class _Compiler:
             for name, t in self.c_children.get(decl or "", {}).items()
             if name not in ("Tags", "Includes", "Defines")
         }
+        # An attribute's spec depends only on its (type, refType): base types' attributes are resolved once,
+        # not again for every type deriving from them (~11 k `simple_ref` calls on RA3's schemas).
+        specs: dict[tuple[str | None, str | None], RefSpec | None] = {}
         for key in self.c_attrs:
             children: dict[str, str] = {}
             attrs: dict[str, RefSpec] = {}
             for t in reversed(self.complex_chain(key)):
                 children.update(self.c_children[t])
-                for aname, (atype, aref) in self.c_attrs[t].items():
-                    spec = self.simple_ref(atype, aref)
+                for aname, typed in self.c_attrs[t].items():
+                    spec = specs.get(typed, _UNSET)
+                    if spec is _UNSET:
+                        spec = specs[typed] = self.simple_ref(*typed)
                     if spec:
                         attrs[aname] = spec
                     else:
