@@ -7,7 +7,10 @@ status, a CLI `error:`/`help:` pair); nothing below the transports knows about t
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any, Final
+
+TYPE_CHECKING = False  # `typing` is not loaded on the short paths that only raise or catch these
+if TYPE_CHECKING:
+    from typing import Any, Final
 
 
 class ErrorCode(StrEnum):

@@ -6,7 +6,10 @@ Kinds and transports import these instead of writing their own numbers, so a lim
 from __future__ import annotations
 
 import os
-from typing import Final
+
+TYPE_CHECKING = False  # `typing` is not loaded on the short paths that read a count
+if TYPE_CHECKING:
+    from typing import Final
 
 MIB: Final = 1024 * 1024
 

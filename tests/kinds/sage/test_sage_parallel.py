@@ -34,6 +34,12 @@ def counted(*args, **kwargs):
 parallel.prefetch = counted
 service = ProjectIndexer(sys.argv[1], sys.argv[2])
 index = service.open_sync()
+import os
+try:  # every child the build forked has been waited for (the workers after the walk: `parallel.reap`)
+    os.waitpid(-1, os.WNOHANG)
+    children = True
+except ChildProcessError:
+    children = False
 saved = service.save_cache()  # before any row is located: the cache keeps what the build made
 counted = index.unresolved_count()[1]  # from the rows' ids alone: locates nothing
 unlocated = 0
@@ -57,6 +63,7 @@ print(json.dumps({
     "saved": saved,
     "unlocated": unlocated,
     "unresolved": [counted, len(index.unresolved())],
+    "children": children,
 }))
 """
 
@@ -94,6 +101,7 @@ def test_cold_build_on_every_core_equals_one_core(sage_data: Any, tmp_path: Path
         # The workers leave the reference rows unlocated; located on first read they equal one core's.
         assert other["unlocated"] > 500, other["unlocated"]
         assert other["unresolved"] == one["unresolved"]
+        assert other["children"] is False
     # The schema process wrote the compiled model to the schema cache, as a build on one core does.
     assert list((tmp_path / "many").rglob("schema/*.json.gz"))
     # A warm start from the cache the workers' build wrote (rows still unlocated) locates them the same.
@@ -117,18 +125,24 @@ def test_model_is_compiled_here_when_the_schema_process_gives_nothing() -> None:
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 @pytest.mark.parametrize("digest_arrives", [True, False])
-def test_a_model_sent_before_its_digest_gets_the_digest_when_it_follows(digest_arrives: bool) -> None:
+def test_a_model_sent_before_its_digest_gets_the_digest_when_it_follows(
+    digest_arrives: bool, tmp_path: Path
+) -> None:
     """With no schema cache the schema process sends the model as soon as it is compiled
-    (`schema.EARLY_MODEL`) and its digest after hashing the XSDs; the parent adopts the digest when it comes,
-    and leaves it unknown (the store hashes the XSDs itself) when the process fails after the model."""
+    (`schema.EARLY_MODEL`) and its digest after hashing the XSDs, with the schema cache's bytes, which the
+    parent writes; the parent adopts the digest when it comes, and leaves it unknown (the store hashes the
+    XSDs itself) when the process fails after the model."""
+    cache = tmp_path / "schema" / "abc.json.gz"
 
     def loader() -> SchemaModel:
         model = SchemaModel(asset_types={"Weapon": "WeaponTemplate"})
         assert schema.EARLY_MODEL is not None  # set in the schema process only
+        assert schema.DEFERRED_CACHE_WRITES is not None
         schema.EARLY_MODEL(model)
         if not digest_arrives:
             raise OSError("the XSDs vanished")
         model.digest = "abc"
+        schema.DEFERRED_CACHE_WRITES.append((cache, lambda: b"compiled"))
         return model
 
     def never() -> SchemaModel:
@@ -143,9 +157,11 @@ def test_a_model_sent_before_its_digest_gets_the_digest_when_it_follows(digest_a
     parallel._join(pid)
     if digest_arrives:
         assert got.digest == "abc" and adopted == [got, got]
+        assert cache.read_bytes() == b"compiled"
     else:
         assert got.digest == "" and adopted == [got]
-    assert schema.EARLY_MODEL is None  # the parent's module was never changed
+        assert not cache.exists()
+    assert schema.EARLY_MODEL is None and schema.DEFERRED_CACHE_WRITES is None  # the parent's, unchanged
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -262,3 +263,130 @@ def test_lines_beyond_65535_are_the_real_lines():
     rows = [r for r in located.refs if r[0] == len(located.assets) - 1]
     assert rows == [r for r in locate_refs(unlocated.raw_refs, data) if r[0] == len(unlocated.assets) - 1]
     assert {(r[2], r[3]) for r in rows} == {("F1", far_line + 1), ("F2", far_line + 1)}
+
+
+_PIECES = st.sampled_from(
+    ["<A", "<A ", "<A>", "<A/>", "<AB", "<B", "\n", "\r\n", "\t", " ", "x", "<!-- <A -->", "ä", "<A\n"]
+)
+
+
+@given(
+    st.lists(_PIECES, max_size=400).map("".join),
+    st.lists(st.tuples(st.integers(-2, 520), st.sampled_from(["A", "B", "AB"])), max_size=40),
+    st.booleans(),
+)
+def test_start_line_cursor_answers_as_the_search_up_from_the_line(text, questions, in_order):
+    """`_Locator.start_line` goes forward through each name's openers with a cursor when asked in document
+    order, and searches the lines up from `line` (at most 200) otherwise: both answer as that search does,
+    for any text, question order, and a text whose lines run past 200 between openers."""
+    from deskbridge.kinds.sage.records import _ENDS, _Locator, _opener_line
+
+    data = text.encode() + b"\n" * (len(questions) * 7) + text.encode()
+    if in_order:
+        questions = sorted(questions)
+    locator = _Locator(data)
+    lines = data.split(b"\n")
+    for line, name in questions:
+        assert locator.start_line(line, name) == _opener_line(lines, line, b"<" + name.encode(), _ENDS)
+
+
+def test_join_actions_are_every_element_carrying_one_in_document_order():
+    """`rec.joins` (found through the attribute, `//@xai:joinAction/..`) lists every element with an
+    `xai:joinAction`, at any depth, once, in document order — what walking every element finds."""
+    from lxml import etree
+
+    text = (
+        '<?xml version="1.0"?>\n'
+        '<AssetDeclaration xmlns="uri:ea.com:eala:asset" xmlns:xai="uri:ea.com:eala:asset:instance">\n'
+        '  <GameObject id="A" xai:joinAction="Replace">\n'
+        '    <Behaviors><Physics id="P" xai:joinAction="Remove"/>\n'
+        '      <Body xai:joinAction="replace"><Armor xai:joinAction="Bogus" joinAction="x"/></Body>\n'
+        "    </Behaviors>\n"
+        "  </GameObject>\n"
+        '  <GameObject id="B" joinAction="Replace"><Draws xai:joinAction="Append"/></GameObject>\n'
+        "</AssetDeclaration>\n"
+    )
+    data = text.encode()
+    rec = extract_records(data, fuzz._MODEL)
+    xai = "{uri:ea.com:eala:asset:instance}joinAction"
+    every = [
+        (etree.QName(el).localname, el.get(xai), el.sourceline)
+        for el in etree.fromstring(data).iter()
+        if el.get(xai) is not None
+    ]
+    assert rec.joins == every
+    assert [j[1] for j in rec.joins] == ["Replace", "Remove", "replace", "Bogus", "Append"]
+    assert [d[0] for d in rec.diagnostics] == ["invalid-join-action"]
+
+
+def test_xincludes_are_found_in_utf8_and_utf16_and_only_where_the_namespace_is_declared():
+    """The `xi:include` walk is skipped when the bytes never name the XInclude namespace (UTF-16 text, where
+    they would not show, is always walked): both encodings give the same includes, and an element that
+    only looks like one (no namespace declared) is none."""
+    text = (
+        '<?xml version="1.0"?>\n'
+        '<AssetDeclaration xmlns="uri:ea.com:eala:asset" xmlns:xi="http://www.w3.org/2001/XInclude">\n'
+        '  <xi:include href="DATA:Root.xml" xpointer="xpointer(/n:Frag/child::*)"/>\n'
+        '  <GameObject id="A"><Behaviors>\n'
+        '    <xi:include\n      href="DATA:Includes/Die.xml"/>\n'
+        "  </Behaviors></GameObject>\n"
+        "</AssetDeclaration>\n"
+    )
+    want = [
+        ("DATA:Root.xml", "xpointer(/n:Frag/child::*)", 3, False),
+        ("DATA:Includes/Die.xml", "", 5, True),
+    ]
+    for data in (text.encode(), text.encode("utf-16")):
+        assert extract_records(data, fuzz._MODEL).xincludes == want
+    bare = text.replace(' xmlns:xi="http://www.w3.org/2001/XInclude"', "").replace("xi:include", "include")
+    assert extract_records(bare.encode(), fuzz._MODEL).xincludes == []
+
+
+def _both_ways(data: bytes, monkeypatch: Any) -> tuple[Any, Any]:
+    """The records of `data` parsed with its blank text nodes and without them."""
+    from deskbridge.kinds.sage import records
+
+    out = []
+    for below in (0, 10**9):  # 0: every text keeps its blank nodes; 10**9: every text drops them
+        monkeypatch.setattr(records, "BLANKS_DROPPED_BELOW_LINES", below)
+        rec = extract_records(data, fuzz._MODEL)
+        out.append([rec.to_cache()[0][2:], rec.assets, rec.refs, rec.spliceable])
+    return out[0], out[1]
+
+
+@SLOW_OK
+@given(st.sampled_from(_LOCATED_DOCS), st.integers(0, 4000), st.binary(min_size=1, max_size=8))
+def test_records_are_the_same_with_or_without_blank_text_nodes(seed, pos, patch):
+    """Short texts are parsed without their blank text nodes (`BLANKS_DROPPED_BELOW_LINES`): whatever the
+    bytes (mutated, malformed), the records — assets, lines, references, diagnostics — are the same."""
+    pos = pos % len(seed)
+    data = seed[:pos] + patch + seed[pos + len(patch) :]
+    with pytest.MonkeyPatch.context() as mp:
+        kept, dropped = _both_ways(data, mp)
+    assert kept == dropped
+
+
+def test_real_files_give_the_same_records_with_or_without_blank_text_nodes(sage_data, monkeypatch):
+    """Every XML file of RA3Afterdash and of EA's RA3 SageXml, typed by the real schemas: the same records
+    parsed with and without blank text nodes (issue 12, SAGE-COLD: the cold build drops them)."""
+    from deskbridge.kinds.sage.project import schema_entry
+    from deskbridge.kinds.sage.schema import compile_schema
+
+    model = compile_schema(schema_entry(sage_data.sdk))
+    from deskbridge.kinds.sage import records
+
+    paths = sorted(
+        p
+        for root in (sage_data.mod, sage_data.sdk / "SageXml")
+        for p in root.rglob("*")
+        if p.suffix.lower() == ".xml"
+    )
+    assert len(paths) > 1000
+    for path in paths:
+        data = path.read_bytes()
+        got = []
+        for below in (0, 10**9):
+            monkeypatch.setattr(records, "BLANKS_DROPPED_BELOW_LINES", below)
+            rec = extract_records(data, model)
+            got.append([rec.to_cache()[0][2:], rec.assets, rec.refs, rec.spliceable])
+        assert got[0] == got[1], path

@@ -164,6 +164,17 @@ def test_schema_model_of_the_real_sdk(sage_data, tmp_path, monkeypatch):
     early.clear()
     assert load_schema(entry, fresh).with_refs == first.with_refs  # a cache is there: loaded, not sent
     assert early == []
+    # The digest computed right after that compile hashes the bytes the compile read (no second read of
+    # the ~800 files), and is the digest of the files on disk.
+    known: list[int] = []
+
+    def digest_now() -> str:
+        known.append(len(schema._READ_DIGESTS or {}))
+        return schema.schema_digest(entry)
+
+    again = load_schema(entry, tmp_path / "fresh2", digest_now)
+    assert again.digest == first.digest and known[0] > 0 and schema._READ_DIGESTS is None
+    assert schema.schema_digest(entry) == first.digest
 
 
 @pytest.mark.parametrize("home", [True, False])

@@ -149,3 +149,39 @@ def test_cached_records_keep_their_assets_marshalled_until_read() -> None:
     assert cached.assets == rec.assets and type(cached.asset_data) is list
     again = FileRecords.from_cache(*cached.to_cache())
     assert again == cached and again.replace(last_good=True).assets == rec.assets
+
+
+_COLD_CHILD = r"""
+import sys
+from deskbridge.kinds.sage import parallel
+from deskbridge.kinds.sage.indexer import ProjectIndexer
+loaded = []
+real_fork = parallel._fork
+def spy(*args, **kwargs):
+    loaded.append("deskbridge.core.files" in sys.modules)
+    return real_fork(*args, **kwargs)
+parallel._fork = spy
+service = ProjectIndexer(sys.argv[1], sys.argv[2])
+index = service.open_sync()
+service.save_cache()
+print(index.stats["parsedFiles"], len(loaded), any(loaded), service.store.cache_file.is_file(), sep="|")
+"""
+
+
+def test_a_cold_build_forks_its_workers_before_loading_core_files(minimod: Any, tmp_path: Path) -> None:
+    """The workers read files through `core.reading`; `core.files` (dataclasses, ctypes, secrets, platform,
+    shutil, blake3: ~60 M instructions) is loaded only afterwards, for the cache writes — everything
+    imported before the fork delays every worker (issue 12, SAGE-COLD)."""
+    env = {**os.environ, "DESKBRIDGE_HOME": str(tmp_path / "home"), "DESKBRIDGE_SAGE_WORKERS": "2"}
+    out = subprocess.run(
+        [sys.executable, "-c", _COLD_CHILD, str(minimod.mod), str(minimod.sdk)],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    parsed, forks, core_files_loaded, cached = out.stdout.splitlines()[-1].split("|")
+    assert int(parsed) > 0 and int(forks) == 3  # two workers and the schema process
+    assert core_files_loaded == "False"
+    assert cached == "True"

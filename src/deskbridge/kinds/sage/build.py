@@ -146,7 +146,7 @@ class IndexBuilder:
     def _read(self, path: str, max_bytes: int) -> bytes | None:
         """A babproj's or manifest's bytes through the bounded regular-file read (None when refused)."""
         from deskbridge.core.errors import BridgeError  # with `typing`: not on the warm path
-        from deskbridge.core.files import read_regular_file
+        from deskbridge.core.reading import read_regular_file
 
         try:
             return read_regular_file(path, max_bytes=max_bytes, shown_as=self.store._shown(path))
@@ -191,10 +191,12 @@ class IndexBuilder:
                 "Pass --sdk or set DESKBRIDGE_SAGE_SDK.",
             )
         prefetched: set[str] = set()
+        forked = False
         if self.store.empty() and entries:
             from deskbridge.kinds.sage import parallel  # multiprocessing: only a cold build needs it
         if self.store.empty() and entries and parallel.usable():
             # A cold build: parse the files the walk will need on every core first, while the model compiles.
+            forked = True
             prefetched = parallel.prefetch(
                 self.store,
                 self.model,
@@ -225,6 +227,8 @@ class IndexBuilder:
         )
         _assemble(index, walk)
         mark("assembled")
+        if forked:
+            parallel.reap()  # the workers' exits, torn down by the kernel meanwhile
         index.deferred_art = sorted(walk.art_pending)
         index.source_candidates = self._source_candidates(index)
         self.last_file_count = len(index.files)

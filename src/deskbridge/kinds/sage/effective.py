@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from deskbridge.core.errors import BridgeError, ErrorCode
-from deskbridge.core.files import read_regular_file
+from deskbridge.core.reading import read_regular_file
 from deskbridge.kinds.sage._lxml import etree
 from deskbridge.kinds.sage.model import SPLICED_ROOT, AssetDef, SageIndex
 from deskbridge.kinds.sage.project import schema_entry

@@ -25,13 +25,14 @@ import sys
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from queue import SimpleQueue
-from typing import Any
 
 from deskbridge.core.errors import BridgeError
-from deskbridge.core.files import read_regular_file
 from deskbridge.core.limits import env_count
+from deskbridge.core.reading import read_regular_file
 from deskbridge.kinds.sage import _lxml, schema
+from deskbridge.kinds.sage._atomic import atomic_write
 from deskbridge.kinds.sage._sha1 import bulk_sha1
 from deskbridge.kinds.sage._trace import mark, role
 from deskbridge.kinds.sage.records import (
@@ -43,6 +44,10 @@ from deskbridge.kinds.sage.records import (
     shallow_scan,
 )
 from deskbridge.kinds.sage.schema import SchemaModel
+
+TYPE_CHECKING = False  # `typing` is not loaded before the workers are forked
+if TYPE_CHECKING:
+    from typing import Any
 
 WORKERS_ENV = "DESKBRIDGE_SAGE_WORKERS"
 """Worker processes for a cold build: unset = one per core (when there are two or more), 0 = none."""
@@ -60,8 +65,9 @@ HELD_TREES_MAX_BYTES = 32 * 1024 * 1024
 """Source bytes of the parsed trees one worker keeps while it waits for the model (a tree takes several
 times its source); files beyond it keep only their bytes and are parsed again once the model is there."""
 
-Result = tuple[int, int, int, str, list[Any], bytes]
-"""(size, mtime_ns, ctime_ns, sha1, records head, marshalled refs): what `RecordStore.put_parsed` takes.
+if TYPE_CHECKING:
+    Result = tuple[int, int, int, str, list[Any], bytes]
+"""`Result`: (size, mtime_ns, ctime_ns, sha1, records head, marshalled refs): what `RecordStore.put_parsed` takes.
 
 Messages both ways are marshalled (`send_bytes`), not pickled: they hold only strings, numbers, bytes,
 lists and tuples, which marshal writes and reads several times faster."""
@@ -166,6 +172,18 @@ def _fork(target: Callable[..., None], *args: Any, close: Iterable[Channel] = ()
 def _join(pid: int) -> None:
     with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, 0)
+
+
+_UNREAPED: list[int] = []
+"""Workers a finished `prefetch` told to stop, not waited for yet (`reap`)."""
+
+
+def reap() -> None:
+    """Wait for the workers the last `prefetch` told to stop. A worker leaves holding ~100 MB of parsed trees,
+    which the kernel takes several ms to tear down: waiting for that as soon as the last answer was in put
+    it on the build's serial tail; the build reaps them once it has walked and assembled the index."""
+    while _UNREAPED:
+        _join(_UNREAPED.pop())
 
 
 def _read(path: str) -> tuple[os.stat_result, bytes] | None:
@@ -315,14 +333,16 @@ def _worker_main(conn: Channel) -> None:
 
 
 def _compile_main(conn: Channel, loader: Callable[[], SchemaModel | None]) -> None:
-    """In the schema process: compile (or load) the model — `loader` writes the schema cache as usual — and
-    send it marshalled (a few ms either way; pickling the dataclass is no faster).
+    """In the schema process: compile (or load) the model and send it marshalled (a few ms either way;
+    pickling the dataclass is no faster).
 
     With no schema cache at all the model is sent as soon as it is compiled (`schema.EARLY_MODEL`), without
-    its digest, which follows in a second message ("digest", digest) once the XSDs are hashed."""
+    its digest, which follows in a second message ("digest", digest, cache writes) once the XSDs are hashed:
+    the schema cache's (path, bytes), which the parent writes (`_take_digest`). Otherwise this process writes
+    the cache itself after sending the model."""
     role("schema")
     mark("start")
-    writes: list[Callable[[], object]] = []
+    writes: list[tuple[Any, Callable[[], bytes]]] = []
     schema.DEFERRED_CACHE_WRITES = writes  # this process only: it was forked for this
     sent: list[bool] = []
 
@@ -336,7 +356,9 @@ def _compile_main(conn: Channel, loader: Callable[[], SchemaModel | None]) -> No
     try:
         model = loader()
         if sent:
-            conn.send_bytes(marshal.dumps(("digest", model.digest if model is not None else "")))
+            files = [(str(path), make()) for path, make in writes]
+            writes.clear()
+            conn.send_bytes(marshal.dumps(("digest", model.digest if model is not None else "", files)))
             mark("digest-sent")
         else:
             mark("compiled")
@@ -347,9 +369,9 @@ def _compile_main(conn: Channel, loader: Callable[[], SchemaModel | None]) -> No
             conn.send_bytes(marshal.dumps(("error", repr(exc))))
     finally:
         conn.close()
-    for write in writes:  # the parent joins this process before it returns, so the cache is there
+    for path, make in writes:  # the parent joins this process before it returns, so the cache is there
         with contextlib.suppress(Exception):  # as a cache write in the build itself: best effort
-            write()
+            atomic_write(path, make(), durable=False)
     mark("exit")
 
 
@@ -369,6 +391,7 @@ def prefetch(
     is `loaded` when the caller has it already, else `loader()` runs in a process of its own and the parent
     hands the result to `adopt`. Returns the files parsed."""
     mark("prefetch")
+    reap()  # a build that failed before reaping its workers
     _lxml.load()
     workers: list[tuple[Channel, int]] = []
     for _ in range(worker_count()):
@@ -460,6 +483,7 @@ def prefetch(
                 if not extra_done:
                     mark("discovered")
                     extra_done = True
+                    _load_writer()
                     for p in later():
                         want(p)
                     continue
@@ -468,7 +492,16 @@ def prefetch(
             waiting: list[Any] = list(alive)
             if schema_conn is not None:
                 waiting.append(schema_conn)
+            if digest_wait is not None:
+                waiting.append(digest_wait[0])
             for conn in wait(waiting):
+                if digest_wait is not None and conn is digest_wait[0]:
+                    # Read as soon as it is sent: its cache bytes are more than a pipe holds, so the schema
+                    # process would otherwise wait, alive, until the end of the build to hand them over and
+                    # exit (and the parent for it to exit, on the build's serial tail).
+                    _take_digest(*digest_wait, adopt)
+                    digest_wait = None
+                    continue
                 if conn is schema_conn:
                     mark("model-received")
                     model_blob, got = _take_model(schema_conn, loader, adopt)
@@ -520,7 +553,7 @@ def prefetch(
             with contextlib.suppress(OSError):
                 conn.send_bytes(marshal.dumps(("stop",)))
             conn.close()
-            _join(pid)
+            _UNREAPED.append(pid)  # waited for by `reap`, after the walk
         if schema_conn is not None:
             schema_conn.close()
         if digest_wait is not None:
@@ -529,6 +562,14 @@ def prefetch(
             _join(schema_proc)
         mark("joined")
     return parsed
+
+
+def _load_writer() -> None:
+    """Import `core.files` (~60 M instructions: dataclasses, ctypes, secrets, shutil, blake3) now, once
+    discovery is done and the parent only waits for the workers: the schema and records cache writes
+    need it right after, when nothing else runs (the workers read through the lighter `core.reading`, and
+    it is not imported before the fork so that they start sooner)."""
+    import deskbridge.core.files  # noqa: F401
 
 
 def _take_model(
@@ -565,10 +606,13 @@ def _take_digest(
     after the model) the store hashes the XSDs itself when it first needs the digest."""
     try:
         raw = marshal.loads(conn.recv_bytes())
-        if isinstance(raw, tuple) and len(raw) == 2 and raw[0] == "digest" and isinstance(raw[1], str):
+        if isinstance(raw, tuple) and len(raw) >= 2 and raw[0] == "digest" and isinstance(raw[1], str):
             model.digest = raw[1]
             if adopt is not None and raw[1]:
                 adopt(model)
+            for path, data in raw[2] if len(raw) > 2 else ():
+                with contextlib.suppress(Exception):  # a cache write: best effort, as in the schema process
+                    atomic_write(Path(path), data, durable=False)
     except (EOFError, OSError, ValueError):
         pass
     finally:

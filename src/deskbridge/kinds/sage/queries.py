@@ -12,7 +12,7 @@ from typing import Any, Final
 
 from deskbridge.core import limits, paging
 from deskbridge.core.errors import BridgeError, ErrorCode
-from deskbridge.core.files import read_regular_file
+from deskbridge.core.reading import read_regular_file
 from deskbridge.kinds.sage._lxml import etree
 from deskbridge.kinds.sage.model import SPLICED_ROOT, AssetDef, Owner, SageIndex, outside_error
 from deskbridge.kinds.sage.paths import OUTSIDE

@@ -34,6 +34,8 @@ XAS_REFTYPE = "{uri:ea.com:eala:asset:schema}refType"
 MODEL_VERSION = 3
 """Bump when the compiled model's shape changes, so old caches are ignored."""
 
+_UNSET: Any = object()
+
 RefSpec = tuple[str, bool]
 """(target asset type, value is a whitespace-separated list)."""
 
@@ -325,13 +327,18 @@ class _Compiler:
             for name, t in self.c_children.get(decl or "", {}).items()
             if name not in ("Tags", "Includes", "Defines")
         }
+        # An attribute's spec depends only on its (type, refType): base types' attributes are resolved once,
+        # not again for every type deriving from them (~11 k `simple_ref` calls on RA3's schemas).
+        specs: dict[tuple[str | None, str | None], RefSpec | None] = {}
         for key in self.c_attrs:
             children: dict[str, str] = {}
             attrs: dict[str, RefSpec] = {}
             for t in reversed(self.complex_chain(key)):
                 children.update(self.c_children[t])
-                for aname, (atype, aref) in self.c_attrs[t].items():
-                    spec = self.simple_ref(atype, aref)
+                for aname, typed in self.c_attrs[t].items():
+                    spec = specs.get(typed, _UNSET)
+                    if spec is _UNSET:
+                        spec = specs[typed] = self.simple_ref(*typed)
                     if spec:
                         attrs[aname] = spec
                     else:
@@ -380,13 +387,23 @@ def schema_files(schema_dir: Path) -> list[tuple[str, str]]:
     return out
 
 
+_READ_DIGESTS: dict[str, bytes] | None = None
+"""While `load_schema` hashes the XSDs right after compiling them (a cold build's schema process): the SHA-1
+of every file the compile read, by path, so `schema_digest` hashes the bytes the model was compiled from
+instead of opening ~800 files again (21 -> 6 ms on RA3's schemas). None at any other time."""
+
+
 def schema_digest(entry: Path) -> str:
     """SHA-1 over every XSD file's relative path and content: the compiled model's cache key."""
     h = sha1(f"v{MODEL_VERSION}".encode())
+    known = _READ_DIGESTS or {}
     for rel, path in schema_files(entry.parent):
         h.update(rel.encode())
-        with open(path, "rb") as fh:
-            h.update(bulk_sha1(fh.read()).digest())
+        digest = known.get(path)
+        if digest is None:
+            with open(path, "rb") as fh:
+                digest = bulk_sha1(fh.read()).digest()
+        h.update(digest)
     return h.hexdigest()
 
 
@@ -405,16 +422,26 @@ def _repeating(node: etree._Element) -> bool:
     return occurs == "unbounded" or (occurs is not None and occurs.isdigit() and int(occurs) > 1)
 
 
-def compile_schema(entry: Path) -> SchemaModel:
-    """Parse `entry` and everything it `xs:include`s (case-insensitively, as the EA files need)."""
-    return collect_schema(entry).build()
+def compile_schema(entry: Path, read: dict[str, bytes] | None = None) -> SchemaModel:
+    """Parse `entry` and everything it `xs:include`s (case-insensitively, as the EA files need); `read`, when
+    given, receives the SHA-1 of every file parsed."""
+    return collect_schema(entry, read).build()
 
 
-def collect_schema(entry: Path) -> _Compiler:
+def collect_schema(entry: Path, read: dict[str, bytes] | None = None) -> _Compiler:
     """Every type declaration reachable from `entry`, before flattening (the joiner reads it directly)."""
     compiler = _Compiler()
     tree = CaseFoldTree()
-    parser = etree.XMLParser(remove_comments=True, recover=True, resolve_entities=False, no_network=True)
+    # No blank text nodes and no xml:id hash: the compile reads elements and attributes only (the same
+    # model, compared on the RA3 and KW schemas; ~20 % fewer nodes to build).
+    parser = etree.XMLParser(
+        remove_comments=True,
+        recover=True,
+        resolve_entities=False,
+        no_network=True,
+        remove_blank_text=True,
+        collect_ids=False,
+    )
     todo = [str(entry)]
     seen: set[str] = set()
     while todo:
@@ -423,7 +450,11 @@ def collect_schema(entry: Path) -> _Compiler:
             continue
         seen.add(path)
         try:
-            root = etree.parse(path, parser).getroot()
+            with open(path, "rb") as fh:
+                data = fh.read()
+            if read is not None:
+                read[path] = bulk_sha1(data).digest()
+            root = etree.fromstring(data, parser, base_url=path)
         except (OSError, etree.XMLSyntaxError):
             continue
         if root is None:
@@ -438,10 +469,11 @@ def collect_schema(entry: Path) -> _Compiler:
     return compiler
 
 
-DEFERRED_CACHE_WRITES: list[Callable[[], object]] | None = None
+DEFERRED_CACHE_WRITES: list[tuple[Path, Callable[[], bytes]]] | None = None
 """When a list (only in a cold build's schema process, `parallel._compile_main`), `load_schema` appends its
-cache write here instead of writing at once: that process sends the model first, so the workers waiting for
-it do not also wait for the JSON, the gzip and the durable write (fsync of file and folder)."""
+cache write here — (path, what makes the bytes) — instead of writing at once: that process sends the model
+first, so the workers waiting for it do not also wait for the JSON and the gzip, and the parent writes the
+bytes (it loads `core.files` for its own cache anyway, the schema process then never does)."""
 
 
 EARLY_MODEL: Callable[[SchemaModel], None] | None = None
@@ -469,11 +501,17 @@ def load_schema(
     import json
     import zlib
 
+    global _READ_DIGESTS
     early = EARLY_MODEL
     if early is not None and _cache_is_empty(cache_dir):
-        model = compile_schema(entry)
+        read: dict[str, bytes] = {}
+        model = compile_schema(entry, read)
         early(model)
-        digest = (digest() if callable(digest) else digest) or schema_digest(entry)
+        _READ_DIGESTS = read  # the digest (the caller's `schema_digest`) hashes what was just compiled
+        try:
+            digest = (digest() if callable(digest) else digest) or schema_digest(entry)
+        finally:
+            _READ_DIGESTS = None
         model.digest = digest
     else:
         digest = (digest() if callable(digest) else digest) or schema_digest(entry)
@@ -490,13 +528,13 @@ def load_schema(
     if cache_dir is not None:
         path = cache_dir / "schema" / f"{digest}.json.gz"
 
-        def write() -> None:
-            # Not durable: a torn cache file is ignored below and compiled again.
-            data = gzip.compress(json.dumps(model.to_json()).encode(), compresslevel=5)
-            atomic_write(path, data, durable=False)
+        def make() -> bytes:
+            # Level 1: 4 ms instead of 9 (76 instead of 63 KB), and read back as fast.
+            return gzip.compress(json.dumps(model.to_json()).encode(), compresslevel=1)
 
         if DEFERRED_CACHE_WRITES is not None:
-            DEFERRED_CACHE_WRITES.append(write)
+            DEFERRED_CACHE_WRITES.append((path, make))
         else:
-            write()
+            # Not durable: a torn cache file is ignored above and compiled again.
+            atomic_write(path, make(), durable=False)
     return model

@@ -232,7 +232,7 @@ class RecordStore:
         """The file's bytes through the one bounded read that refuses FIFOs and devices."""
         # Not imported by a warm start that reads nothing (`core.errors` loads `typing`, ~5 ms).
         from deskbridge.core.errors import BridgeError
-        from deskbridge.core.files import read_regular_file
+        from deskbridge.core.reading import read_regular_file
 
         try:
             return read_regular_file(path, max_bytes=FILE_MAX_BYTES, shown_as=self._shown(path))
@@ -268,7 +268,7 @@ class RecordStore:
             ):
                 return None
             from deskbridge.core.errors import BridgeError
-            from deskbridge.core.files import read_regular_file
+            from deskbridge.core.reading import read_regular_file
 
             try:
                 data = read_regular_file(path, max_bytes=FILE_MAX_BYTES, shown_as=self._shown(path))
