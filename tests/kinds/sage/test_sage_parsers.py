@@ -290,6 +290,32 @@ def test_start_line_cursor_answers_as_the_search_up_from_the_line(text, question
         assert locator.start_line(line, name) == _opener_line(lines, line, b"<" + name.encode(), _ENDS)
 
 
+_LONG_PIECES = st.sampled_from(
+    ["<A", "<A ", "<A/>", "<AB", "<B>", "\n", "<!-- <A -->", "x" * 300, "\u00e4" * 700, "<A\n", "<p:A "]
+)
+
+
+@given(
+    st.lists(_LONG_PIECES, max_size=200).map("".join),
+    st.lists(st.tuples(st.integers(-2, 320), st.sampled_from(["A", "B", "AB"])), max_size=40),
+    st.booleans(),
+)
+def test_opener_line_answers_as_the_search_up_from_the_line(text, questions, in_order):
+    """`_Locator.opener_line` (one cursor for every name, windows that grow past 1 KB) answers as the
+    search up from `line` does — in document order, which `begin_records` asks in, and in any other order
+    (where it falls back to `start_line`), also when an opener is in a comment, prefixed, or cut by a
+    window's edge."""
+    from deskbridge.kinds.sage.records import _ENDS, _Locator, _opener_line
+
+    data = text.encode() + b"\n" * (len(questions) * 7) + text.encode()
+    if in_order:
+        questions = sorted(questions)
+    locator = _Locator(data)
+    lines = data.split(b"\n")
+    for line, name in questions:
+        assert locator.opener_line(line, name) == _opener_line(lines, line, b"<" + name.encode(), _ENDS)
+
+
 def test_join_actions_are_every_element_carrying_one_in_document_order():
     """`rec.joins` (found through the attribute, `//@xai:joinAction/..`) lists every element with an
     `xai:joinAction`, at any depth, once, in document order — what walking every element finds."""

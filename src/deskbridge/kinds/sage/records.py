@@ -347,13 +347,17 @@ def _opener_line(lines: list[Any], line: int, needle: Any, ends: Any) -> int:
 class _Locator:
     """Find the column range of a value on (or just after) an element's start line."""
 
-    __slots__ = ("_blines", "_cursors", "_lines", "data")
+    __slots__ = ("_blines", "_count", "_cursors", "_lines", "_scan", "data")
 
     def __init__(self, data: bytes) -> None:
         self.data = data
         self._lines: list[str] | None = None
         self._blines: list[bytes] | None = None
         self._cursors: dict[str, list[Any]] | None = None
+        self._scan = 0
+        """Where `opener_line` starts its next search: just after the last opener it answered."""
+        self._count = [0, 1]
+        """[that opener's offset, its line]: where `opener_line` counts newlines on from."""
 
     def lines(self) -> list[str]:
         if self._lines is None:
@@ -413,6 +417,69 @@ class _Locator:
             cur[3] = best
         cur[4] = line
         return best if best and best > line - 200 else line
+
+    def opener_line(self, line: int, element: str) -> int:
+        """`start_line`'s answer for elements asked in document order, each after the end of the one before
+        (the assets, includes and defines of `begin_records`), with one cursor for every name: the search
+        starts just after the opener answered last, and the newlines are counted from there, so a file's
+        bytes are searched and counted about once, not once per name.
+
+        The answer is the same: `start_line` answers the last opener of `element` on a line up to `line`
+        (if it is less than 200 lines up). The first opener found on `line` itself is answered at once (any
+        later one up to `line` is on that line too); one found on a line before it is followed by a search
+        to `line`'s end, in windows that grow until the newlines counted say they are past it. If the
+        search finds no opener up to `line` (a prefixed tag, or a comment holding an opener after the last
+        answer on its line), `start_line` answers."""
+        data = self.data
+        if self._cursors is None and data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+            return self.start_line(line, element)
+        needle = _OPENERS.get(element)
+        if needle is None:
+            needle = _OPENERS[element] = b"<" + element.encode()
+        find = data.find
+        at = find(needle, self._scan)
+        if at < 0:
+            return self.start_line(line, element)
+        counted = self._count
+        count = data.count
+        at_line = counted[1] + count(b"\n", counted[0], at)
+        if at_line > line:
+            return self.start_line(line, element)
+        n = len(needle)
+        after = data[at + n : at + n + 1]
+        valid = not after or after in _ENDS_NL
+        if valid and at_line == line:
+            self._scan = at + 1
+            counted[0] = at
+            counted[1] = at_line
+            return line
+        best, best_at = (at_line, at) if valid else (0, 0)
+        width = 1024
+        while True:
+            hi = at + 1 + width
+            nxt = find(needle, at + 1, hi)
+            if nxt < 0:
+                if hi >= len(data):
+                    break
+                # No opener starts before hi - n + 1: look further only while that is still on `line`.
+                edge = hi - n + 1
+                if edge > at and at_line + count(b"\n", at, edge) > line:
+                    break
+                width *= 4
+                continue
+            at_line += count(b"\n", at, nxt)
+            at = nxt
+            if at_line > line:
+                break
+            after = data[at + n : at + n + 1]
+            if not after or after in _ENDS_NL:
+                best, best_at = at_line, at
+        if not best:
+            return self.start_line(line, element)
+        self._scan = best_at + 1
+        counted[0] = best_at
+        counted[1] = best
+        return best if best > line - 200 else line
 
     def attribute(self, line: int, element: str, name: str, value: str) -> tuple[int, int, int]:
         """Search backwards from the line where the start tag ends to the line where it opens."""
@@ -582,7 +649,7 @@ def begin_records(data: bytes) -> PendingRecords:
                             (
                                 (inc.get("type") or "").strip().lower(),
                                 (inc.get("source") or "").strip(),
-                                locator.start_line(inc.sourceline or 0, "Include"),
+                                locator.opener_line(inc.sourceline or 0, "Include"),
                             )
                         )
             elif name == "Defines":
@@ -592,7 +659,7 @@ def begin_records(data: bytes) -> PendingRecords:
                             (
                                 d.get("name", ""),
                                 d.get("value", ""),
-                                locator.start_line(d.sourceline or 0, "Define"),
+                                locator.opener_line(d.sourceline or 0, "Define"),
                                 (d.get("override") or "").strip().lower() == "true",
                             )
                         )
@@ -613,7 +680,7 @@ def begin_records(data: bytes) -> PendingRecords:
         if not asset_id:
             rec.diagnostics.append(("missing-id", "error", line, f"<{name}> has no id attribute"))
             continue
-        start = locator.start_line(line, name)
+        start = locator.opener_line(line, name)
         key = (name, asset_id.casefold())
         if key in seen:
             rec.diagnostics.append(
