@@ -274,17 +274,21 @@ def xml_parser(blank: bool = True) -> etree.XMLParser:
 
 
 _ASSET_NS_DECL = b'xmlns="uri:ea.com:eala:asset"'
+_ASSET_NS_BLANK = b" " * len(_ASSET_NS_DECL)
 
 
-def _without_asset_ns(data: bytes) -> bytes:
+def _without_asset_ns(data: bytes) -> bytes | bytearray:
     """`data` with its first default declaration of EA's asset namespace blanked out (same length: every
     line and column stays where it was). Every element then has its bare local name as its tag, which lxml
     builds on each `.tag` read without a `{uri:ea.com:eala:asset}` prefix to join onto it; the records
-    use local names only, so they are the same (compared on all RA3Afterdash files)."""
+    use local names only, so they are the same (compared on all RA3Afterdash files). One copy, blanked in
+    place (lxml parses any buffer), not the two that slicing and joining bytes make."""
     at = data.find(_ASSET_NS_DECL)
     if at < 0:
         return data
-    return b"".join((data[:at], b" " * len(_ASSET_NS_DECL), data[at + len(_ASSET_NS_DECL) :]))
+    out = bytearray(data)
+    out[at : at + len(_ASSET_NS_DECL)] = _ASSET_NS_BLANK
+    return out
 
 
 def decode_text(data: bytes) -> str:
@@ -617,7 +621,8 @@ def begin_records(data: bytes) -> PendingRecords:
         blank=len(data) >= BLANKS_DROPPED_BELOW_LINES and data.count(b"\n") >= BLANKS_DROPPED_BELOW_LINES
     )
     try:
-        root = etree.fromstring(_without_asset_ns(data), parser) if data.strip() else None
+        # `isspace` stops at the first other byte (strip would copy the whole text to test it).
+        root = etree.fromstring(_without_asset_ns(data), parser) if data and not data.isspace() else None
     except etree.XMLSyntaxError as exc:  # recover=True still raises when nothing at all is usable
         root = None
         rec.diagnostics.append(("parse-error", "error", exc.lineno or 0, str(exc.msg or exc)))
