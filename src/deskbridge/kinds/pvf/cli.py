@@ -354,9 +354,22 @@ def extract(
     """
     from deskbridge.kinds.pvf.tree import extract_tree
 
-    with _errors(), _progress("extract", quiet) as progress:
-        ar = opts.open(archive)
-        summary = extract_tree(ar, out, raw=raw, force=force, progress=progress)
+    existed = out.exists()
+    try:
+        with _errors(), _progress("extract", quiet) as progress:
+            ar = opts.open(archive)
+            summary = extract_tree(ar, out, raw=raw, force=force, progress=progress)
+    except KeyboardInterrupt:
+        # Say what is on disk (it ended silently with 130): a new folder is published whole or not at all;
+        # over an existing one (--force) the manifest marks the part written as incomplete.
+        state = (
+            f"{out} holds a partial extraction, marked incomplete (pack refuses it); run the same extract "
+            "again to finish it"
+            if existed and force and out.is_dir()
+            else f"nothing was written ({out} was not created)"
+        )
+        typer.echo(f"interrupted: {state}", err=True)
+        raise typer.Exit(130) from None
     for w in summary["warnings"]:
         typer.echo(f"warning: {w['code']}: {w['message']}", err=True)
     fallbacks = summary["fallbacks"]

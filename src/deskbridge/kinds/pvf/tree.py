@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from deskbridge.core.errors import BridgeError, ErrorCode
-from deskbridge.core.files import publish_directory
+from deskbridge.core.files import atomic_write, make_dirs, publish_directory
 from deskbridge.kinds.pvf.archive import open_archive
 from deskbridge.kinds.pvf.archive.base import TEXT_SUFFIXES, Progress, norm_path
 from deskbridge.kinds.pvf.paths import case_duplicates, refuse_case_duplicates
@@ -128,11 +129,37 @@ def extract_tree(
     if fresh:
         publish_directory(out, fill)
     else:
-        fill(out)
+        # Over an existing folder nothing is published whole: the manifest says "incomplete" until the last
+        # file is written (pack refuses such a tree, so a Ctrl-C cannot leave a part that packs as if it were
+        # the archive), and every write refuses a symbolic link below `out` (a planted `equipment -> /etc`
+        # would otherwise receive the files).
+        root = Path(os.path.realpath(out))
+        made: set[Path] = set()
+
+        def write(target: Path, content: bytes) -> None:
+            if target.parent not in made:
+                make_dirs(target.parent, root=root)
+                made.add(target.parent)
+            atomic_write(target, content, root=root, durable=False)
+
+        write(root / MANIFEST, json.dumps({"version": 1, "incomplete": True}).encode("utf-8"))
+        result.update(_extract_into(ar, root, raw=raw, progress=progress, write=write))
     return result
 
 
-def _extract_into(ar: Any, out: Path, *, raw: bool, progress: Progress | None) -> dict[str, Any]:
+def _plain_write(target: Path, content: bytes) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(content)
+
+
+def _extract_into(
+    ar: Any,
+    out: Path,
+    *,
+    raw: bool,
+    progress: Progress | None,
+    write: Callable[[Path, bytes], None] = _plain_write,
+) -> dict[str, Any]:
     modes: dict[str, str] = {}
     paths = ar.paths()
     counts = {"text": 0, "raw": 0}
@@ -140,7 +167,6 @@ def _extract_into(ar: Any, out: Path, *, raw: bool, progress: Progress | None) -
     for i, path in enumerate(paths):
         data = ar.read(path)
         target = _safe_target(out, path)
-        target.parent.mkdir(parents=True, exist_ok=True)
         mode = MODE_RAW
         content = data
         if not raw:
@@ -157,7 +183,7 @@ def _extract_into(ar: Any, out: Path, *, raw: bool, progress: Progress | None) -
                     )
         modes[path] = mode
         counts["raw" if mode == MODE_RAW else "text"] += 1
-        target.write_bytes(content)
+        write(target, content)
         if progress is not None and i % 512 == 0:
             progress(i, len(paths))
     header = getattr(ar, "header", None)
@@ -169,7 +195,7 @@ def _extract_into(ar: Any, out: Path, *, raw: bool, progress: Progress | None) -
         "header": header.to_dict() if header is not None and hasattr(header, "to_dict") else None,
         "files": modes,
     }
-    (out / MANIFEST).write_text(json.dumps(manifest, ensure_ascii=False, indent=1), encoding="utf-8")
+    write(out / MANIFEST, json.dumps(manifest, ensure_ascii=False, indent=1).encode("utf-8"))
     if progress is not None:
         progress(len(paths), len(paths))
     return {
@@ -224,6 +250,15 @@ def pack_tree(
             manifest = json.loads((root / MANIFEST).read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"{MANIFEST} is not valid JSON: {exc}") from None
+    if manifest.get("incomplete"):
+        raise BridgeError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"'{root}' holds an extraction that did not finish (interrupted or failed); packing it would "
+            "build an archive that lacks the files never written",
+            "Run `deskbridge pvf extract ARCHIVE -o FOLDER --force` again to the end (your edits to files "
+            "it rewrites are overwritten), then pack.",
+            data={"path": str(root)},
+        )
     like_ar = open_archive(like, keys=keys) if like is not None else None
     family = like_ar.family if like_ar is not None else manifest.get("family", "classic")
     if family != "classic":
