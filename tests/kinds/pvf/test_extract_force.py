@@ -116,3 +116,23 @@ def test_interrupted_fresh_extract_leaves_nothing(small, tmp_path, monkeypatch):
     assert "nothing was written" in result.output
     assert not target.exists()
     assert [p.name for p in tmp_path.iterdir()] == []
+
+
+@pytest.mark.security
+@pytest.mark.parametrize("kind", ["file", "folder"])
+def test_pack_refuses_a_link_in_the_tree(small, tmp_path, kind):
+    folder = tmp_path / "tree"
+    assert runner.invoke(app, ["pvf", "extract", str(small), "-o", str(folder), "-q"]).exit_code == 0
+    secret = tmp_path / "secret"
+    if kind == "file":
+        secret.write_text("TOPSECRET\n")
+        (folder / "stolen.txt").symlink_to(secret)
+    else:
+        (secret / "sub").mkdir(parents=True)
+        (secret / "sub" / "x.txt").write_text("TOPSECRET\n")
+        (folder / "linked").symlink_to(secret, target_is_directory=True)
+    out = tmp_path / "out.pvf"
+    result = runner.invoke(app, ["pvf", "pack", str(folder), "-o", str(out), "--like", str(small)])
+    assert result.exit_code == 2, result.output
+    assert "symbolic link" in result.output
+    assert not out.exists()

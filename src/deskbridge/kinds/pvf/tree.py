@@ -209,7 +209,20 @@ def _extract_into(
 
 def _walk(root: Path) -> list[str]:
     found = []
-    for dirpath, _dirs, names in os.walk(root):
+    for dirpath, dirs, names in os.walk(root):
+        for name in (*dirs, *names):
+            full = Path(dirpath) / name
+            if full.is_symlink():
+                # A link in a tree someone else made (a downloaded mod) would pack whatever it points at
+                # (`stolen.txt -> ~/.ssh/id_rsa`) into an archive that is then shared; a linked folder was
+                # skipped without a word. The tree holds files, so a link is refused, never followed.
+                raise BridgeError(
+                    ErrorCode.ACCESS_DENIED,
+                    f"'{full.relative_to(root).as_posix()}' in the tree '{root}' is a symbolic link; pack "
+                    "reads only the tree's own files",
+                    "Replace the link with a copy of the file or folder it points at (or delete it), then pack.",
+                    data={"path": str(full)},
+                )
         for name in names:
             full = Path(dirpath) / name
             rel = full.relative_to(root).as_posix()
