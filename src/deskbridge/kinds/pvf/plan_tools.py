@@ -194,6 +194,11 @@ def plan_tools(svc: Any) -> list[ToolSpec]:
         except BridgeError as exc:
             exc.hint = _rebuild_hint(args.planId)
             raise
+        if plan["kind"] != PlanKind.EXPORT:
+            # The selection is checked before the person is asked (unknown keys, warnings not acknowledged):
+            # else they approve a commit that then fails, and are asked again on the corrected call.
+            with eng.lock:
+                eng.plans.select(eng.plans.get(args.planId), args.changeKeys, args.acknowledgedWarningIds)
         shown = ", ".join(args.changeKeys[:5]) + (
             f" and {len(args.changeKeys) - 5} more" if len(args.changeKeys) > 5 else ""
         )
