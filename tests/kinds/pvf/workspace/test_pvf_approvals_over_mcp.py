@@ -94,14 +94,21 @@ async def test_a_selection_that_cannot_apply_is_refused_before_anyone_is_asked(a
             {"planId": plan["planId"], "changeKeys": ["no/such.equ"], "expectedRevision": rev},
             "INVALID_ARGUMENT",
         )
-        assert not seen  # nobody approved a commit that was going to fail
         keys = [
             i["changeKey"] for i in (await a.call("pvf_plan_preview", {"planId": plan["planId"]}))["items"]
         ]
-        await a.call(
-            "pvf_plan_apply", {"planId": plan["planId"], "changeKeys": keys, "expectedRevision": rev}
+        err = await a.fail(
+            "pvf_plan_apply",
+            {"planId": plan["planId"], "changeKeys": keys, "expectedRevision": rev + 5},
+            "STALE_PLAN",
         )
+        assert f"expectedRevision {rev}" in err["hint"], err
+        assert not seen  # nobody approved a commit that was going to fail
+        selection = {"planId": plan["planId"], "changeKeys": keys, "expectedRevision": rev}
+        await a.call("pvf_plan_apply", selection)
         assert len(seen) == 1
+        await a.fail("pvf_plan_apply", selection, "NOT_FOUND")
+        assert len(seen) == 1  # an applied plan is not offered again
 
 
 async def test_the_settings_decide_which_operations_ask(archive: Path, tmp_path: Path) -> None:
