@@ -413,6 +413,22 @@ def test_a_crlf_file_keeps_its_line_endings_and_bom_through_typing_an_ai_edit_an
     assert errors == [], f"the page raised: {errors}"
 
 
+def test_a_file_renamed_away_while_open_is_said_so_and_keep_mine_writes_it_back(editor):
+    bench, page = editor
+    type_at_end(page, "\nfrom tab one")
+    wait_synced(page, bench)
+    (bench.root / "notes.md").rename(bench.root / "moved.md")
+    page.keyboard.press("Control+s")
+    page.wait_for_selector("#external-banner:not([hidden])")
+    page.wait_for_function("() => document.body.innerText.includes('renamed or deleted')")
+    assert not (bench.root / "notes.md").exists()
+    page.click("#external-keep")
+    page.wait_for_selector("#external-banner", state="hidden")
+    page.keyboard.press("Control+s")
+    page.wait_for_selector("#st-dirty.clean")
+    assert (bench.root / "notes.md").read_text("utf-8").endswith("\nfrom tab one")
+
+
 def test_the_editor_follows_when_an_ai_opens_another_document(editor):
     bench, page = editor
     from deskbridge.core.tools import CallContext
