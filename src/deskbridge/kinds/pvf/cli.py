@@ -111,6 +111,30 @@ def _errors() -> Iterator[None]:
         _fail(exc)
 
 
+def _missing_file(exc: BridgeError, ar: Any, archive: Path, path: str) -> BridgeError:
+    """A NOT_FOUND for `path` with what the archive does hold near it: the closest names in the same folder
+    (a typo, a digit too few) and the `pvf ls` command that lists that folder, instead of the library's
+    "list or search first" (which names no command)."""
+    if exc.code is not ErrorCode.NOT_FOUND:
+        return exc
+    import difflib
+
+    want = path.replace("\\", "/").strip("/").lower()
+    folder = want.rsplit("/", 1)[0] + "/" if "/" in want else ""
+    siblings = [p.lower() for p in ar.paths() if p.lower().startswith(folder)]
+    if not folder:
+        siblings = [p for p in siblings if "/" not in p]
+    close = difflib.get_close_matches(want, siblings, n=3, cutoff=0.8)
+    hint = (f"Closest: {', '.join(close)}. " if close else "") + (
+        f"List the folder with `deskbridge pvf ls {archive} {folder}`"
+        if siblings and folder
+        else f"Nothing is under '{folder}'; list every file with `deskbridge pvf ls {archive}`"
+        if folder
+        else f"List every file with `deskbridge pvf ls {archive}`"
+    )
+    return BridgeError(exc.code, exc.message, hint + ".", data=exc.data)
+
+
 @contextmanager
 def _progress(label: str, quiet: bool = False) -> Iterator[Callable[[int, int], None]]:
     """A rich progress bar on stderr; `update(done, total)` drives it (no bar when quiet or not a TTY)."""
@@ -315,6 +339,11 @@ def ls_cmd(
         return
     for r in rows:
         typer.echo(f"{r.size:>10}  {r.path}")
+    if not rows and prefix:  # said on stderr: an empty listing looked like an empty archive
+        typer.echo(
+            f"no file in {archive} starts with '{prefix}' (any case); `deskbridge pvf ls {archive}` lists all",
+            err=True,
+        )
 
 
 @read_command()
@@ -328,10 +357,15 @@ def cat(
     """Print one file as editable text (scripts decompiled), or its raw payload with --raw."""
     with _errors():
         ar = opts.open(archive)
-        if raw:
-            sys.stdout.buffer.write(ar.read(path))
+        try:
+            data = ar.read(path) if raw else None
+            text = ar.read_text(path) if not raw else ""
+        except BridgeError as exc:
+            raise _missing_file(exc, ar, archive, path) from None
+        if data is not None:
+            sys.stdout.buffer.write(data)
             return
-        typer.echo(ar.read_text(path), nl=False)
+        typer.echo(text, nl=False)
 
 
 @read_command()
@@ -715,7 +749,10 @@ def get(
     """
     with _errors():
         ar = opts.open(archive)
-        data = ar.read(path) if raw else ar.read_text(path).encode("utf-8")
+        try:
+            data = ar.read(path) if raw else ar.read_text(path).encode("utf-8")
+        except BridgeError as exc:
+            raise _missing_file(exc, ar, archive, path) from None
         if out is None:
             sys.stdout.buffer.write(data)
             sys.stdout.buffer.flush()
