@@ -641,6 +641,11 @@ def _edit(
             ar = _open(archive, opts.encoding, material)
             try:
                 change(ar, data)
+                if opts.out is None and not ar.staged():
+                    # The same content (e.g. `pvf get` then `pvf set` unedited): writing would only replace
+                    # ARCHIVE.bak, the one copy of the archive before the last real change, with this same one.
+                    typer.echo(f"nothing changed: {archive} already holds that content; nothing was written")
+                    return
                 if opts.out is not None:
                     if not opts.force:
                         refuse_existing(opts.out)
