@@ -4,6 +4,9 @@ that stops part way is marked so that `pvf pack` refuses it instead of building 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 from typer.testing import CliRunner
@@ -135,4 +138,31 @@ def test_pack_refuses_a_link_in_the_tree(small, tmp_path, kind):
     result = runner.invoke(app, ["pvf", "pack", str(folder), "-o", str(out), "--like", str(small)])
     assert result.exit_code == 2, result.output
     assert "symbolic link" in result.output
+    assert not out.exists()
+
+
+@pytest.mark.security
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX FIFOs")
+def test_pack_refuses_a_fifo_in_the_tree_instead_of_hanging(small, tmp_path):
+    folder = tmp_path / "tree"
+    assert runner.invoke(app, ["pvf", "extract", str(small), "-o", str(folder), "-q"]).exit_code == 0
+    os.mkfifo(folder / "equipment.lst.fifo")
+    out = tmp_path / "out.pvf"
+    cmd = [
+        sys.executable,
+        "-m",
+        "deskbridge",
+        "pvf",
+        "pack",
+        str(folder),
+        "-o",
+        str(out),
+        "--like",
+        str(small),
+    ]
+    done = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=120
+    )  # a read of the FIFO never returns
+    assert done.returncode == 2, done.stderr
+    assert "ACCESS_DENIED" in done.stderr and "equipment.lst.fifo" in done.stderr
     assert not out.exists()

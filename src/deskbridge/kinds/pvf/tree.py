@@ -15,13 +15,15 @@ from pathlib import Path
 from typing import Any
 
 from deskbridge.core.errors import BridgeError, ErrorCode
-from deskbridge.core.files import atomic_write, make_dirs, publish_directory
+from deskbridge.core.files import atomic_write, make_dirs, publish_directory, read_regular_file
 from deskbridge.kinds.pvf.archive import open_archive
 from deskbridge.kinds.pvf.archive.base import TEXT_SUFFIXES, Progress, norm_path
 from deskbridge.kinds.pvf.paths import case_duplicates, refuse_case_duplicates
 from deskbridge.kinds.pvf.strings.encodings import DEFAULT_ENCODING, cannot_encode, resolve_encoding
 
 MANIFEST = ".deskbridge-pvf.json"
+TREE_FILE_MAX_BYTES = 256 * 1024 * 1024
+"""Largest file `pack` reads from a tree (a payload cannot exceed an nkpi chunk's 256 MiB; as `pvf set`)."""
 MODE_SCRIPT, MODE_TEXT, MODE_RAW, MODE_TABLE = "script", "text", "raw", "stringtable"
 VERIFY_PROBLEMS = ("unreadable", "checksum", "structural", "duplicates", "conversion", "roundtrip")
 """The `verify_archive` lists that make `pvf verify` exit non-zero (each entry is one problem)."""
@@ -298,7 +300,8 @@ def _read_modes(root: Path, manifest: dict[str, Any]) -> list[tuple[str, str, by
     # archive: refuse before reading anything
     refuse_case_duplicates(rels, where=f"the tree '{root}'")
     for rel in rels:
-        data = (root / rel).read_bytes()
+        # a FIFO or device put in the tree would block `read_bytes()` forever or never end
+        data = read_regular_file(root / rel, max_bytes=TREE_FILE_MAX_BYTES, shown_as=rel)
         out.append((rel, modes.get(norm_path(rel)) or _guess_mode(rel, data), data))
     return out
 
