@@ -386,6 +386,49 @@ def test_ctrl_s_saves_what_the_person_sees(editor):
     assert page.title() == "notes.md — deskbridge"
 
 
+@pytest.mark.parametrize("bom", [b"", b"\xef\xbb\xbf"])
+def test_a_crlf_file_keeps_its_line_endings_and_bom_through_typing_an_ai_edit_and_ctrl_s(
+    browser, tmp_path, bom
+):
+    bench = harness.make_bench(tmp_path / "notes", require_approval=False)
+    original = bom + harness.SAMPLE.replace("\n", "\r\n").encode("utf-8")
+    (bench.root / "notes.md").write_bytes(original)
+    errors: list[str] = []
+    with harness.serving(bench):
+        page = _open(browser, bench, errors)
+        assert "\r" not in editor_text(page)  # the editor works on \n, like CodeMirror
+        type_at_end(page, "\nTyped line one.\nTyped line two.")
+        bench.call(bench.ai_edit("Field notes", "Field notes (AI)"))
+        page.wait_for_function("() => window.deskbridge.view.state.doc.toString().includes('(AI)')")
+        wait_synced(page, bench)
+        page.keyboard.press("Control+s")
+        page.wait_for_selector("#st-dirty.clean")
+        page.context.close()
+    data = (bench.root / "notes.md").read_bytes()
+    assert data.startswith(bom + b"# Field notes (AI)\r\n"), data[:40]
+    body = data[len(bom) :]
+    assert not body.startswith(b"\xef\xbb\xbf")
+    assert body.count(b"\n") == body.count(b"\r\n") > original.count(b"\n")  # every line break is CRLF
+    assert body.endswith(b"\r\nTyped line one.\r\nTyped line two.")
+    assert errors == [], f"the page raised: {errors}"
+
+
+def test_a_file_renamed_away_while_open_is_said_so_and_keep_mine_writes_it_back(editor):
+    bench, page = editor
+    type_at_end(page, "\nfrom tab one")
+    wait_synced(page, bench)
+    (bench.root / "notes.md").rename(bench.root / "moved.md")
+    page.keyboard.press("Control+s")
+    page.wait_for_selector("#external-banner:not([hidden])")
+    page.wait_for_function("() => document.body.innerText.includes('renamed or deleted')")
+    assert not (bench.root / "notes.md").exists()
+    page.click("#external-keep")
+    page.wait_for_selector("#external-banner", state="hidden")
+    page.keyboard.press("Control+s")
+    page.wait_for_selector("#st-dirty.clean")
+    assert (bench.root / "notes.md").read_text("utf-8").endswith("\nfrom tab one")
+
+
 def test_the_editor_follows_when_an_ai_opens_another_document(editor):
     bench, page = editor
     from deskbridge.core.tools import CallContext

@@ -379,6 +379,56 @@ class Engine:
             plan = self.plans.get(plan_id, kind)
             return self.plans.preview(plan, cursor, limit, key_filter=key_filter)
 
+    def check_apply(
+        self,
+        plan_id: str,
+        *,
+        change_keys: Sequence[str],
+        expected_revision: int | None = None,
+        acknowledged_warning_ids: Iterable[str] = (),
+        kind: PlanKind | None = None,
+    ) -> None:
+        """Raise what `apply_plan` would raise for this selection (unknown, applied or stale plan, unknown
+        keys, warnings not acknowledged), changing nothing: run before the person is asked to approve it."""
+        with self.lock:
+            self._selection(plan_id, kind, change_keys, expected_revision, acknowledged_warning_ids)
+
+    def _selection(
+        self,
+        plan_id: str,
+        kind: PlanKind | None,
+        change_keys: Sequence[str],
+        expected_revision: int | None,
+        acknowledged_warning_ids: Iterable[str],
+    ) -> tuple[Any, Any, list[Any]]:
+        """The pending, current plan and the validated selection; the caller holds the lock."""
+        plan = self.plans.get(plan_id, kind)
+        if plan.state is not PlanState.PENDING:
+            raise BridgeError(
+                ErrorCode.NOT_FOUND,
+                f"plan {plan_id} is {plan.state}",
+                "Build a new plan.",
+                data={"state": str(plan.state)},
+            )
+        ws = self.workspace
+        stale_code = ErrorCode.STALE_EXPORT if plan.kind is PlanKind.EXPORT else ErrorCode.STALE_PLAN
+        current_rev = None if ws is None else ws.revision
+        if (
+            ws is None
+            or ws.id != plan.workspace_id
+            or ws.revision != plan.revision
+            or (expected_revision is not None and expected_revision != ws.revision)
+        ):
+            raise BridgeError(
+                stale_code,
+                f"plan {plan_id} was built on revision {plan.revision}; the workspace is now at "
+                f"{current_rev}"
+                + ("" if expected_revision is None else f" (you expected {expected_revision})"),
+                data={"planRevision": plan.revision, **self.identity_data()},
+            )
+        selected = self.plans.select(plan, change_keys, acknowledged_warning_ids)
+        return plan, ws, selected
+
     def apply_plan(
         self,
         plan_id: str,
@@ -398,31 +448,9 @@ class Engine:
         with self.lock:
             self._refuse_during_lifecycle()
             self._refuse_other_write_task(task)
-            plan = self.plans.get(plan_id, kind)
-            if plan.state is not PlanState.PENDING:
-                raise BridgeError(
-                    ErrorCode.NOT_FOUND,
-                    f"plan {plan_id} is {plan.state}",
-                    "Build a new plan.",
-                    data={"state": str(plan.state)},
-                )
-            ws = self.workspace
-            stale_code = ErrorCode.STALE_EXPORT if plan.kind is PlanKind.EXPORT else ErrorCode.STALE_PLAN
-            current_rev = None if ws is None else ws.revision
-            if (
-                ws is None
-                or ws.id != plan.workspace_id
-                or ws.revision != plan.revision
-                or (expected_revision is not None and expected_revision != ws.revision)
-            ):
-                raise BridgeError(
-                    stale_code,
-                    f"plan {plan_id} was built on revision {plan.revision}; the workspace is now at "
-                    f"{current_rev}"
-                    + ("" if expected_revision is None else f" (you expected {expected_revision})"),
-                    data={"planRevision": plan.revision, **self.identity_data()},
-                )
-            selected = self.plans.select(plan, change_keys, acknowledged_warning_ids)
+            plan, ws, selected = self._selection(
+                plan_id, kind, change_keys, expected_revision, acknowledged_warning_ids
+            )
             if plan.kind is PlanKind.EXPORT:
                 result = plan.on_apply(selected) if plan.on_apply is not None else None
                 plan.state = PlanState.APPLIED

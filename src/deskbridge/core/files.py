@@ -1576,6 +1576,41 @@ def _fsync_tree(root: Path) -> None:
         fsync_dir(dirpath)
 
 
+def make_dirs(directory: Path | str, *, root: Path | str) -> None:
+    """Create `directory` and its missing parents inside `root`, following no symbolic link on the way.
+
+    `Path.mkdir(parents=True)` walks through a link planted inside the folder (`tree/equipment -> /etc`) and
+    creates, then lets the caller write, outside it; here each component is made and opened with O_NOFOLLOW
+    relative to its parent's descriptor, so a link anywhere below `root` is `ACCESS_DENIED` (as for
+    `atomic_write(..., root=)`). `root` must be a real path (no link in it); it must exist."""
+    target = Path(os.path.abspath(directory))
+    base = Path(os.path.abspath(root))
+    if not _DIR_FD_OK:
+        target.mkdir(parents=True, exist_ok=True)
+        return
+    if not _is_inside(target, base):
+        raise BridgeError(
+            ErrorCode.ACCESS_DENIED,
+            f"'{target}' is outside the allowed folder",
+            data={"path": str(target), "diskTouched": False, "diskCommitted": False, "originalIntact": True},
+        )
+    fd = _open_confined(base, base, target)
+    try:
+        for part in target.relative_to(base).parts:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(part, 0o777, dir_fd=fd)
+            try:
+                next_fd = os.open(part, os.O_RDONLY | _O_DIRECTORY | _O_NOFOLLOW | _O_CLOEXEC, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR, getattr(errno, "EMLINK", -1)):
+                    raise _moved(target) from None
+                raise _disk_error(exc, target, touched=False, committed=False) from None
+            os.close(fd)
+            fd = next_fd
+    finally:
+        os.close(fd)
+
+
 def remove_stale_temps(
     directory: Path | str, older_than_s: float = 3600.0, *, root: Path | str | None = None
 ) -> int:

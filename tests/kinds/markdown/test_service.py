@@ -114,6 +114,23 @@ def test_save_refuses_to_overwrite_a_file_changed_by_another_program(notes):
     assert svc.read()["text"] == "changed elsewhere\n" and not svc.read()["dirty"]
 
 
+def test_save_of_a_file_renamed_away_says_so_and_keep_mine_writes_it_again(notes):
+    svc = MarkdownService(notes / "notes.md", approval_settings={"enabled": False})
+    run(svc.apply_edits(None, [Edit(0, 0, "x")], tool="t", base_version=0, summary=""))
+    (notes / "notes.md").rename(notes / "moved.md")
+    with pytest.raises(BridgeError) as err:
+        run(svc.save())
+    assert err.value.code is ErrorCode.SOURCE_CHANGED
+    assert "renamed or deleted" in err.value.message and err.value.data["deleted"] is True
+    assert "Keep mine" in err.value.hint and "md_save_current_document_as" in err.value.hint
+    assert svc.read()["externalChange"]
+    assert not (notes / "notes.md").exists()
+    run(svc.resolve_external(None, "keep"))
+    run(svc.save())
+    assert (notes / "notes.md").read_text(encoding="utf-8") == svc.read()["text"]
+    assert svc.read()["text"].startswith("x")
+
+
 def test_paths_outside_the_scope_and_unc_are_refused(notes, tmp_path_factory):
     outside = tmp_path_factory.mktemp("outside") / "secret.md"
     outside.write_text("secret")

@@ -206,3 +206,21 @@ def test_ctrl_c_during_an_in_place_save_says_the_archive_is_unchanged(classic, t
     assert res.exit_code == 130, res.output
     assert f"interrupted: {classic} is unchanged" in res.output
     assert classic.read_bytes() == before
+
+
+def test_set_of_the_same_content_writes_nothing_and_keeps_the_backup(classic, tmp_path):
+    before = classic.read_bytes()
+    path = _an_equ(classic)
+    text_file = tmp_path / "item.equ"
+    assert runner.invoke(app, ["pvf", "get", str(classic), path, "-o", str(text_file)]).exit_code == 0
+    text = text_file.read_text(encoding="utf-8")
+    text_file.write_text(text + "\n[price]\n\t777\n", encoding="utf-8")
+    assert runner.invoke(app, ["pvf", "set", str(classic), path, str(text_file)]).exit_code == 0
+    changed = classic.read_bytes()
+    assert (tmp_path / "Script.pvf.bak").read_bytes() == before
+    # set again, unedited: ARCHIVE.bak still holds the archive before the real change
+    res = runner.invoke(app, ["pvf", "set", str(classic), path, str(text_file)])
+    assert res.exit_code == 0, res.output
+    assert "nothing changed" in res.output and "nothing was written" in res.output
+    assert classic.read_bytes() == changed
+    assert (tmp_path / "Script.pvf.bak").read_bytes() == before

@@ -153,6 +153,7 @@ async def test_memory_bomb_is_ended(archive: Path, tmp_path: Path) -> None:
     )
     assert res["state"] == "failed" and res["error"]["code"] == "LIMIT_EXCEEDED", res
     assert "memory" in res["error"]["message"]
+    assert "keep less in memory" in res["error"]["hint"], res["error"]  # not "checks its syntax"
 
 
 async def test_log_flood_is_stopped(archive: Path, tmp_path: Path) -> None:
@@ -169,6 +170,7 @@ async def test_log_flood_is_stopped(archive: Path, tmp_path: Path) -> None:
     res = await attack(archive, tmp_path, "const x = 'y'.repeat(1 << 20); for (;;) console.error(x);")
     assert res["state"] == "failed" and res["error"]["code"] == "LIMIT_EXCEEDED", res
     assert sum(len(t) for t in res["logs"]) <= 1 << 20
+    assert "4 MiB" in res["error"]["message"] and "log less" in res["error"]["hint"], res["error"]
 
 
 async def test_oversized_source_is_refused(archive: Path, tmp_path: Path) -> None:

@@ -254,20 +254,32 @@ class Documents:
             if exc.code is not ErrorCode.SOURCE_CHANGED:
                 raise
             path = doc.path
-            self._mark_external(doc, await asyncio.to_thread(diskio.identity_of, path))
-            hint = (
-                "Ask the person to reload or keep their text in the editor (the banner above it), "
-                "then call md_save_current_document again."
-                if doc.dirty
-                else f"Nothing here is unsaved: call md_open_document with path {self._target(doc)!r} to take "
-                "the file's new text, then make your change and call md_save_current_document again."
-            )
+            now = await asyncio.to_thread(diskio.identity_of, path)
+            self._mark_external(doc, now)
+            gone = now is None
+            if gone:
+                # Renamed or deleted: "changed" sent the person to a Reload that has nothing to read.
+                hint = (
+                    "The file is gone from disk (renamed or deleted): choose Keep mine in the editor's banner "
+                    "to write the editor's text there again, or save it elsewhere with "
+                    "md_save_current_document_as."
+                )
+            elif doc.dirty:
+                hint = (
+                    "Ask the person to reload or keep their text in the editor (the banner above it), "
+                    "then call md_save_current_document again."
+                )
+            else:
+                hint = (
+                    f"Nothing here is unsaved: call md_open_document with path {self._target(doc)!r} to take "
+                    "the file's new text, then make your change and call md_save_current_document again."
+                )
+            what = "renamed or deleted" if gone else "changed on disk"
             raise BridgeError(
                 ErrorCode.SOURCE_CHANGED,
-                f"'{doc.name}' was changed on disk by another program since it was opened; "
-                "nothing was written",
+                f"'{doc.name}' was {what} by another program since it was opened; nothing was written",
                 hint=hint,
-                data={"docId": doc.doc_id, "path": str(path)},
+                data={"docId": doc.doc_id, "path": str(path), "deleted": gone},
             ) from exc
         doc.external_change = None
         self.publish("doc", {"type": "saved", **self.describe(doc)})

@@ -111,6 +111,30 @@ def _errors() -> Iterator[None]:
         _fail(exc)
 
 
+def _missing_file(exc: BridgeError, ar: Any, archive: Path, path: str) -> BridgeError:
+    """A NOT_FOUND for `path` with what the archive does hold near it: the closest names in the same folder
+    (a typo, a digit too few) and the `pvf ls` command that lists that folder, instead of the library's
+    "list or search first" (which names no command)."""
+    if exc.code is not ErrorCode.NOT_FOUND:
+        return exc
+    import difflib
+
+    want = path.replace("\\", "/").strip("/").lower()
+    folder = want.rsplit("/", 1)[0] + "/" if "/" in want else ""
+    siblings = [p.lower() for p in ar.paths() if p.lower().startswith(folder)]
+    if not folder:
+        siblings = [p for p in siblings if "/" not in p]
+    close = difflib.get_close_matches(want, siblings, n=3, cutoff=0.8)
+    hint = (f"Closest: {', '.join(close)}. " if close else "") + (
+        f"List the folder with `deskbridge pvf ls {archive} {folder}`"
+        if siblings and folder
+        else f"Nothing is under '{folder}'; list every file with `deskbridge pvf ls {archive}`"
+        if folder
+        else f"List every file with `deskbridge pvf ls {archive}`"
+    )
+    return BridgeError(exc.code, exc.message, hint + ".", data=exc.data)
+
+
 @contextmanager
 def _progress(label: str, quiet: bool = False) -> Iterator[Callable[[int, int], None]]:
     """A rich progress bar on stderr; `update(done, total)` drives it (no bar when quiet or not a TTY)."""
@@ -315,6 +339,11 @@ def ls_cmd(
         return
     for r in rows:
         typer.echo(f"{r.size:>10}  {r.path}")
+    if not rows and prefix:  # said on stderr: an empty listing looked like an empty archive
+        typer.echo(
+            f"no file in {archive} starts with '{prefix}' (any case); `deskbridge pvf ls {archive}` lists all",
+            err=True,
+        )
 
 
 @read_command()
@@ -328,10 +357,15 @@ def cat(
     """Print one file as editable text (scripts decompiled), or its raw payload with --raw."""
     with _errors():
         ar = opts.open(archive)
-        if raw:
-            sys.stdout.buffer.write(ar.read(path))
+        try:
+            data = ar.read(path) if raw else None
+            text = ar.read_text(path) if not raw else ""
+        except BridgeError as exc:
+            raise _missing_file(exc, ar, archive, path) from None
+        if data is not None:
+            sys.stdout.buffer.write(data)
             return
-        typer.echo(ar.read_text(path), nl=False)
+        typer.echo(text, nl=False)
 
 
 @read_command()
@@ -354,9 +388,22 @@ def extract(
     """
     from deskbridge.kinds.pvf.tree import extract_tree
 
-    with _errors(), _progress("extract", quiet) as progress:
-        ar = opts.open(archive)
-        summary = extract_tree(ar, out, raw=raw, force=force, progress=progress)
+    existed = out.exists()
+    try:
+        with _errors(), _progress("extract", quiet) as progress:
+            ar = opts.open(archive)
+            summary = extract_tree(ar, out, raw=raw, force=force, progress=progress)
+    except KeyboardInterrupt:
+        # Say what is on disk (it ended silently with 130): a new folder is published whole or not at all;
+        # over an existing one (--force) the manifest marks the part written as incomplete.
+        state = (
+            f"{out} holds a partial extraction, marked incomplete (pack refuses it); run the same extract "
+            "again to finish it"
+            if existed and force and out.is_dir()
+            else f"nothing was written ({out} was not created)"
+        )
+        typer.echo(f"interrupted: {state}", err=True)
+        raise typer.Exit(130) from None
     for w in summary["warnings"]:
         typer.echo(f"warning: {w['code']}: {w['message']}", err=True)
     fallbacks = summary["fallbacks"]
@@ -594,6 +641,11 @@ def _edit(
             ar = _open(archive, opts.encoding, material)
             try:
                 change(ar, data)
+                if opts.out is None and not ar.staged():
+                    # The same content (e.g. `pvf get` then `pvf set` unedited): writing would only replace
+                    # ARCHIVE.bak, the one copy of the archive before the last real change, with this same one.
+                    typer.echo(f"nothing changed: {archive} already holds that content; nothing was written")
+                    return
                 if opts.out is not None:
                     if not opts.force:
                         refuse_existing(opts.out)
@@ -702,7 +754,10 @@ def get(
     """
     with _errors():
         ar = opts.open(archive)
-        data = ar.read(path) if raw else ar.read_text(path).encode("utf-8")
+        try:
+            data = ar.read(path) if raw else ar.read_text(path).encode("utf-8")
+        except BridgeError as exc:
+            raise _missing_file(exc, ar, archive, path) from None
         if out is None:
             sys.stdout.buffer.write(data)
             sys.stdout.buffer.flush()

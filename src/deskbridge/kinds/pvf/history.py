@@ -26,6 +26,7 @@ import typer
 
 from deskbridge.core import files
 from deskbridge.core.errors import BridgeError, ErrorCode
+from deskbridge.settings import private_dir
 
 BLOB_MAX_BYTES = 256 * 1024 * 1024
 
@@ -46,11 +47,18 @@ class Journal:
         self.archive = archive
         self.root = journal_dir(data_dir, archive)
 
+    def _private_root(self) -> None:
+        """`<data>/pvf-history` owner-only (0700) before anything is stored: the blobs are the archive's files,
+        and a folder made with the umask (0755) let every local user read them, whatever the archive's own
+        permissions."""
+        private_dir(self.root.parent)
+
     def _put_blob(self, data: bytes, written: list[Path]) -> str:
         """Store `data` once (not yet durable: `record` makes every new blob durable at once)."""
         digest = hashlib.sha256(data).hexdigest()
         path = self.root / "blobs" / digest
         if not path.exists():
+            self._private_root()
             path.parent.mkdir(parents=True, exist_ok=True)
             with contextlib.suppress(BridgeError):  # TARGET_EXISTS: another save stored it first
                 files.publish_new(path, data, durable=False)
@@ -83,6 +91,7 @@ class Journal:
         # every blob durable before the commit that names them (one file-system sync, not one per blob)
         files.sync_filesystem(written)
         commits = self.root / "commits"
+        self._private_root()
         commits.mkdir(parents=True, exist_ok=True)
         seq = len(self.list()) + 1
         commit = {

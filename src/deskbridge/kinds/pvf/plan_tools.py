@@ -109,6 +109,21 @@ def _only_the_expected_revision_is_off(eng: Any, plan_id: str, data: dict[str, A
     )
 
 
+def _stale_hint(eng: Any, exc: BridgeError, plan_id: str, what: PlanKind) -> None:
+    """A STALE_PLAN's hint: pass the current revision (only expectedRevision was off) or rebuild the plan."""
+    data = exc.data or {}
+    if exc.code is ErrorCode.STALE_PLAN and _only_the_expected_revision_is_off(eng, plan_id, data):
+        exc.hint = (
+            f"The plan is current: the workspace is still at revision {data['revision']}, where it was "
+            f"built; call pvf_plan_apply again with expectedRevision {data['revision']}."
+        )
+    elif exc.code is ErrorCode.STALE_PLAN:
+        exc.hint = (
+            f"The workspace changed since the plan was built: build it again with {BUILDERS[what]} on "
+            "the current revision (pvf_workspace_info) and apply the new plan."
+        )
+
+
 def plan_tools(svc: Any) -> list[ToolSpec]:
     eng = svc.engine
 
@@ -163,19 +178,7 @@ def plan_tools(svc: Any) -> list[ToolSpec]:
                 kind=what,
             )
         except BridgeError as exc:
-            data = exc.data or {}
-            if exc.code is ErrorCode.STALE_PLAN and _only_the_expected_revision_is_off(
-                eng, args.planId, data
-            ):
-                exc.hint = (
-                    f"The plan is current: the workspace is still at revision {data['revision']}, where it was "
-                    f"built; call pvf_plan_apply again with expectedRevision {data['revision']}."
-                )
-            elif exc.code is ErrorCode.STALE_PLAN:
-                exc.hint = (
-                    f"The workspace changed since the plan was built: build it again with {BUILDERS[what]} on "
-                    "the current revision (pvf_workspace_info) and apply the new plan."
-                )
+            _stale_hint(eng, exc, args.planId, what)
             raise
         out["workspaceCommitted"] = True
         out["diskCommitted"] = False
@@ -194,6 +197,22 @@ def plan_tools(svc: Any) -> list[ToolSpec]:
         except BridgeError as exc:
             exc.hint = _rebuild_hint(args.planId)
             raise
+        what = PlanKind(plan["kind"])
+        if what is not PlanKind.EXPORT:
+            # Checked as the apply will check it (applied or stale plan, unknown keys, warnings not
+            # acknowledged) before the person is asked: else they approve a commit that then fails, and are
+            # asked again on the corrected call.
+            try:
+                eng.check_apply(
+                    args.planId,
+                    change_keys=args.changeKeys,
+                    expected_revision=args.expectedRevision,
+                    acknowledged_warning_ids=args.acknowledgedWarningIds,
+                    kind=what,
+                )
+            except BridgeError as exc:
+                _stale_hint(eng, exc, args.planId, what)
+                raise
         shown = ", ".join(args.changeKeys[:5]) + (
             f" and {len(args.changeKeys) - 5} more" if len(args.changeKeys) > 5 else ""
         )

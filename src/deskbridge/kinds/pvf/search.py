@@ -37,6 +37,7 @@ from deskbridge.core.workspace import DELETED
 from deskbridge.kinds.pvf import postings
 from deskbridge.kinds.pvf.archive import open_archive
 from deskbridge.kinds.pvf.archive.base import norm_path
+from deskbridge.settings import private_dir
 
 INDEX_VERSION = 5
 """5: distinct vocabulary entries, each with its run of keys (`vocab_key_offs.npy`); 4: the vocabulary's offsets
@@ -323,7 +324,9 @@ class ContentIndex:
     ) -> None:
         """Index every file of the archive on disk (its own handle: saves never disturb it)."""
         t0 = time.perf_counter()
-        self.root.mkdir(parents=True, exist_ok=True)
+        # owner-only (0700): the index holds every word of the archive's files (vocab.txt), readable by every
+        # local user in a folder made with the umask
+        private_dir(self.root)
         tmp = self.root / f"{self.sha256}.{os.getpid()}.{threading.get_ident()}.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         with self._lock:

@@ -42,6 +42,7 @@ from deskbridge.core.workspace import DELETED, Workspace
 from deskbridge.kinds.pvf.archive import open_archive
 from deskbridge.kinds.pvf.archive.base import norm_path
 from deskbridge.kinds.pvf.strings.encodings import resolve_encoding
+from deskbridge.settings import private_dir
 
 Progress = Callable[[int, int], None]
 STRINGTABLE = "stringtable.bin"
@@ -322,7 +323,7 @@ class VerifiedIdentities:
                     while len(table) > self.KEPT:
                         table.pop(next(iter(table)))
             with contextlib.suppress(OSError, BridgeError):
-                self.path.parent.mkdir(parents=True, exist_ok=True)
+                private_dir(self.path.parent)  # owner-only: it names the archives a person opened
                 payload = {"scheme": files.IDENTITY_SCHEME, "files": known, "encodings": encodings}
                 files.atomic_write(self.path, json.dumps(payload).encode("utf-8"))
 

@@ -10,17 +10,20 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from deskbridge.core.errors import BridgeError, ErrorCode
-from deskbridge.core.files import publish_directory
+from deskbridge.core.files import atomic_write, make_dirs, publish_directory, read_regular_file
 from deskbridge.kinds.pvf.archive import open_archive
 from deskbridge.kinds.pvf.archive.base import TEXT_SUFFIXES, Progress, norm_path
 from deskbridge.kinds.pvf.paths import case_duplicates, refuse_case_duplicates
 from deskbridge.kinds.pvf.strings.encodings import DEFAULT_ENCODING, cannot_encode, resolve_encoding
 
 MANIFEST = ".deskbridge-pvf.json"
+TREE_FILE_MAX_BYTES = 256 * 1024 * 1024
+"""Largest file `pack` reads from a tree (a payload cannot exceed an nkpi chunk's 256 MiB; as `pvf set`)."""
 MODE_SCRIPT, MODE_TEXT, MODE_RAW, MODE_TABLE = "script", "text", "raw", "stringtable"
 VERIFY_PROBLEMS = ("unreadable", "checksum", "structural", "duplicates", "conversion", "roundtrip")
 """The `verify_archive` lists that make `pvf verify` exit non-zero (each entry is one problem)."""
@@ -128,11 +131,37 @@ def extract_tree(
     if fresh:
         publish_directory(out, fill)
     else:
-        fill(out)
+        # Over an existing folder nothing is published whole: the manifest says "incomplete" until the last
+        # file is written (pack refuses such a tree, so a Ctrl-C cannot leave a part that packs as if it were
+        # the archive), and every write refuses a symbolic link below `out` (a planted `equipment -> /etc`
+        # would otherwise receive the files).
+        root = Path(os.path.realpath(out))
+        made: set[Path] = set()
+
+        def write(target: Path, content: bytes) -> None:
+            if target.parent not in made:
+                make_dirs(target.parent, root=root)
+                made.add(target.parent)
+            atomic_write(target, content, root=root, durable=False)
+
+        write(root / MANIFEST, json.dumps({"version": 1, "incomplete": True}).encode("utf-8"))
+        result.update(_extract_into(ar, root, raw=raw, progress=progress, write=write))
     return result
 
 
-def _extract_into(ar: Any, out: Path, *, raw: bool, progress: Progress | None) -> dict[str, Any]:
+def _plain_write(target: Path, content: bytes) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(content)
+
+
+def _extract_into(
+    ar: Any,
+    out: Path,
+    *,
+    raw: bool,
+    progress: Progress | None,
+    write: Callable[[Path, bytes], None] = _plain_write,
+) -> dict[str, Any]:
     modes: dict[str, str] = {}
     paths = ar.paths()
     counts = {"text": 0, "raw": 0}
@@ -140,7 +169,6 @@ def _extract_into(ar: Any, out: Path, *, raw: bool, progress: Progress | None) -
     for i, path in enumerate(paths):
         data = ar.read(path)
         target = _safe_target(out, path)
-        target.parent.mkdir(parents=True, exist_ok=True)
         mode = MODE_RAW
         content = data
         if not raw:
@@ -157,7 +185,7 @@ def _extract_into(ar: Any, out: Path, *, raw: bool, progress: Progress | None) -
                     )
         modes[path] = mode
         counts["raw" if mode == MODE_RAW else "text"] += 1
-        target.write_bytes(content)
+        write(target, content)
         if progress is not None and i % 512 == 0:
             progress(i, len(paths))
     header = getattr(ar, "header", None)
@@ -169,7 +197,7 @@ def _extract_into(ar: Any, out: Path, *, raw: bool, progress: Progress | None) -
         "header": header.to_dict() if header is not None and hasattr(header, "to_dict") else None,
         "files": modes,
     }
-    (out / MANIFEST).write_text(json.dumps(manifest, ensure_ascii=False, indent=1), encoding="utf-8")
+    write(out / MANIFEST, json.dumps(manifest, ensure_ascii=False, indent=1).encode("utf-8"))
     if progress is not None:
         progress(len(paths), len(paths))
     return {
@@ -183,7 +211,20 @@ def _extract_into(ar: Any, out: Path, *, raw: bool, progress: Progress | None) -
 
 def _walk(root: Path) -> list[str]:
     found = []
-    for dirpath, _dirs, names in os.walk(root):
+    for dirpath, dirs, names in os.walk(root):
+        for name in (*dirs, *names):
+            full = Path(dirpath) / name
+            if full.is_symlink():
+                # A link in a tree someone else made (a downloaded mod) would pack whatever it points at
+                # (`stolen.txt -> ~/.ssh/id_rsa`) into an archive that is then shared; a linked folder was
+                # skipped without a word. The tree holds files, so a link is refused, never followed.
+                raise BridgeError(
+                    ErrorCode.ACCESS_DENIED,
+                    f"'{full.relative_to(root).as_posix()}' in the tree '{root}' is a symbolic link; pack "
+                    "reads only the tree's own files",
+                    "Replace the link with a copy of the file or folder it points at (or delete it), then pack.",
+                    data={"path": str(full)},
+                )
         for name in names:
             full = Path(dirpath) / name
             rel = full.relative_to(root).as_posix()
@@ -224,6 +265,15 @@ def pack_tree(
             manifest = json.loads((root / MANIFEST).read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"{MANIFEST} is not valid JSON: {exc}") from None
+    if manifest.get("incomplete"):
+        raise BridgeError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"'{root}' holds an extraction that did not finish (interrupted or failed); packing it would "
+            "build an archive that lacks the files never written",
+            "Run `deskbridge pvf extract ARCHIVE -o FOLDER --force` again to the end (your edits to files "
+            "it rewrites are overwritten), then pack.",
+            data={"path": str(root)},
+        )
     like_ar = open_archive(like, keys=keys) if like is not None else None
     family = like_ar.family if like_ar is not None else manifest.get("family", "classic")
     if family != "classic":
@@ -250,7 +300,8 @@ def _read_modes(root: Path, manifest: dict[str, Any]) -> list[tuple[str, str, by
     # archive: refuse before reading anything
     refuse_case_duplicates(rels, where=f"the tree '{root}'")
     for rel in rels:
-        data = (root / rel).read_bytes()
+        # a FIFO or device put in the tree would block `read_bytes()` forever or never end
+        data = read_regular_file(root / rel, max_bytes=TREE_FILE_MAX_BYTES, shown_as=rel)
         out.append((rel, modes.get(norm_path(rel)) or _guess_mode(rel, data), data))
     return out
 

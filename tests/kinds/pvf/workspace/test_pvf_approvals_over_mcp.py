@@ -66,6 +66,51 @@ async def test_applying_a_plan_asks_the_person_through_the_client(
         assert after["revision"] == rev and not after["sourceDirty"]
 
 
+async def test_a_selection_that_cannot_apply_is_refused_before_anyone_is_asked(archive: Path) -> None:
+    seen: list[str] = []
+    async with serve(archive, approvals=True, mode="legacy", elicitation_callback=answer(True, seen)) as a:
+        info = await a.ready()
+        ws, rev = info["workspaceId"], info["revision"]
+        path = await a.first_script(ws)
+        text = (await a.call("pvf_read_file", {"workspaceId": ws, "path": path}))["text"]
+        # classic: a tag never seen before grows stringtable.bin, which the script's change requires
+        plan = await a.call(
+            "pvf_edit_prepare",
+            {
+                "workspaceId": ws,
+                "expectedRevision": rev,
+                "edits": [{"path": path, "text": text + "\n[qa7]\n1\n"}],
+            },
+        )
+        if plan["changeCount"] > 1:
+            err = await a.fail(
+                "pvf_plan_apply",
+                {"planId": plan["planId"], "changeKeys": [path], "expectedRevision": rev},
+                "INVALID_ARGUMENT",
+            )
+            assert err["data"]["unacknowledgedWarningIds"], err
+        await a.fail(
+            "pvf_plan_apply",
+            {"planId": plan["planId"], "changeKeys": ["no/such.equ"], "expectedRevision": rev},
+            "INVALID_ARGUMENT",
+        )
+        keys = [
+            i["changeKey"] for i in (await a.call("pvf_plan_preview", {"planId": plan["planId"]}))["items"]
+        ]
+        err = await a.fail(
+            "pvf_plan_apply",
+            {"planId": plan["planId"], "changeKeys": keys, "expectedRevision": rev + 5},
+            "STALE_PLAN",
+        )
+        assert f"expectedRevision {rev}" in err["hint"], err
+        assert not seen  # nobody approved a commit that was going to fail
+        selection = {"planId": plan["planId"], "changeKeys": keys, "expectedRevision": rev}
+        await a.call("pvf_plan_apply", selection)
+        assert len(seen) == 1
+        await a.fail("pvf_plan_apply", selection, "NOT_FOUND")
+        assert len(seen) == 1  # an applied plan is not offered again
+
+
 async def test_the_settings_decide_which_operations_ask(archive: Path, tmp_path: Path) -> None:
     seen: list[str] = []
     original = archive.read_bytes()

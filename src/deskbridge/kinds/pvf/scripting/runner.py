@@ -397,13 +397,17 @@ class ScriptRuns:
                     if code is None:  # SCRIPT_ERROR, SYNTAX_ERROR in a file, ALREADY_EXISTS…
                         data["scriptError"] = str(msg.get("code"))[:64]
                         code = "INVALID_ARGUMENT"
-                    raise BridgeError(
-                        ErrorCode[code],
-                        f"the script failed: {message}",
-                        "Fix the script (pvf_script_validate checks its syntax) and run it again; "
-                        "the workspace is unchanged.",
-                        data=data,
+                    # A sandbox limit (memory, log size) is not a mistake pvf_script_validate could find: the
+                    # hint says what to change instead of pointing at a syntax check that passes.
+                    hint = (
+                        "The run hit the sandbox limit named in the message: keep less in memory, log less "
+                        "(a summary, not every file), or narrow the glob to one folder at a time; the "
+                        "workspace is unchanged."
+                        if code == "LIMIT_EXCEEDED"
+                        else "Fix the script (pvf_script_validate checks its syntax) and run it again; "
+                        "the workspace is unchanged."
                     )
+                    raise BridgeError(ErrorCode[code], f"the script failed: {message}", hint, data=data)
                 elif kind == "finishing":
                     plan.reporting = True  # the script is over: progress is the compile's from here on
                 elif kind == "done":
