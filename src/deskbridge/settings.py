@@ -22,6 +22,7 @@ import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from deskbridge.core.errors import BridgeError, ErrorCode
+from deskbridge.core.folders import private_dir  # re-exported: callers import it from here too
 
 APP_NAME: Final = "deskbridge"
 DEFAULT_PORT: Final = 17891
@@ -78,26 +79,6 @@ def _runtime_dir() -> Path:
             return Path(xdg) / APP_NAME
         return Path(platformdirs.user_state_dir(APP_NAME, appauthor=False)) / "run"
     return Path(platformdirs.user_runtime_dir(APP_NAME, appauthor=False))
-
-
-def private_dir(path: Path) -> Path:
-    """Create `path` (and missing parents) if needed and make sure it is ours alone: owner-only (0700), owned
-    by this user. Refuses a directory owned by someone else (e.g. planted in advance) instead of using it."""
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    if os.name != "posix":
-        return path
-    st = path.stat()
-    if not stat.S_ISDIR(st.st_mode):
-        raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"{str(path)!r} is not a folder")
-    if st.st_uid != os.getuid():
-        raise BridgeError(
-            ErrorCode.ACCESS_DENIED,
-            f"the folder {str(path)!r} belongs to another user",
-            hint="deskbridge keeps its secrets only in folders you own; remove it or set DESKBRIDGE_HOME.",
-        )
-    if stat.S_IMODE(st.st_mode) & 0o077:
-        os.chmod(path, 0o700)
-    return path
 
 
 def read_small_file(path: Path) -> str | None:

@@ -91,3 +91,27 @@ async def test_a_strict_question_is_never_answered_from_a_snapshot_older_than_th
         assert newest["items"][0]["id"] == "Tank"  # the snapshot's answer, flagged
         assert newest["index"]["stale"] is True
         assert {"Data/Units/Tank.xml", "Data/New.xml"} <= set(newest["index"]["changedSinceSnapshot"])
+
+
+@pytest.mark.security
+@pytest.mark.skipif(os.name != "posix", reason="POSIX permission bits")
+def test_the_records_cache_and_the_snapshots_are_owner_only(minimod: Any) -> None:
+    # They name every file, asset and reference of a person's mod: another local user reads none of it, whatever
+    # the umask made of the folders above (pvf's history and index are kept the same way).
+    import stat
+
+    from deskbridge.kinds.sage.settings import deskbridge_dirs
+
+    old = os.umask(0o022)
+    try:
+        service = SageService(minimod.mod, minimod.sdk, use_cache=True)
+        service.open_sync()
+        service.save_cache()
+        service.write_snapshot_sync()
+    finally:
+        os.umask(old)
+    dirs = deskbridge_dirs()
+    assert any((dirs.cache / "sage").rglob("records.marshal")), "the records cache was written"
+    assert any((dirs.data / "sage" / "snapshots").rglob("*.json*")), "the snapshot was written"
+    for folder in (dirs.cache / "sage", dirs.data / "sage"):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder

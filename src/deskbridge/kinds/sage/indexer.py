@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from deskbridge.core.folders import private_dir
 from deskbridge.kinds.sage._trace import mark
 from deskbridge.kinds.sage.build import IndexBuilder, patch_index
 from deskbridge.kinds.sage.model import SageIndex
@@ -66,7 +67,9 @@ class ProjectIndexer:
         """What the index may read: the mod, the SDK and the configured search paths (issue 8)."""
         self.resolver = PathResolver(self.search, scope=self.scope)
         dirs = deskbridge_dirs()
-        self.cache_dir = dirs.cache / "sage" if use_cache else None
+        # Owner-only, as pvf's history and index are: the records cache and the snapshots describe a person's mod
+        # (every file, asset and reference); another local user reads nothing of it whatever the umask.
+        self.cache_dir = private_dir(dirs.cache / "sage") if use_cache else None
         self.data_dir = dirs.data
         self._entry = schema_entry(self.sdk) if self.sdk else None
         self._model: SchemaModel | None = None

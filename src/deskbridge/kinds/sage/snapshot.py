@@ -12,6 +12,7 @@ import os
 import re
 from pathlib import Path
 
+from deskbridge.core.folders import private_dir
 from deskbridge.kinds.sage._atomic import atomic_write
 from deskbridge.kinds.sage._sha1 import sha1
 from deskbridge.kinds.sage.model import SageIndex
@@ -201,6 +202,7 @@ def write_snapshot(index: SageIndex, stale: bool = False, data_dir: Path | None 
     import gzip  # not at the top: a warm start imports this module for `project_key` only
     import json
 
+    private_dir((data_dir or deskbridge_dirs().data) / "sage")  # owner-only: it describes a person's mod
     folder = snapshot_dir(index.project, data_dir)
     folder.mkdir(parents=True, exist_ok=True)
     current = folder / "current.json.gz"
