@@ -421,6 +421,11 @@ def test_a_file_renamed_away_while_open_is_said_so_and_keep_mine_writes_it_back(
     page.keyboard.press("Control+s")
     page.wait_for_selector("#external-banner:not([hidden])")
     page.wait_for_function("() => document.body.innerText.includes('renamed or deleted')")
+    # The banner says the file is gone (not "changed"), and offers no Reload: there is nothing to read.
+    page.wait_for_function(
+        "() => document.querySelector('#external-text').textContent.includes('gone from disk')"
+    )
+    assert page.locator("#external-reload").is_hidden()
     assert not (bench.root / "notes.md").exists()
     page.click("#external-keep")
     page.wait_for_selector("#external-banner", state="hidden")

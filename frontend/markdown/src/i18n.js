@@ -108,6 +108,7 @@ const S = {
   approvalsOnShort: ['Approvals on', '需确认', '需確認', '承認あり'],
   approvalsOffShort: ['Approvals OFF', '确认已关闭', '確認已關閉', '承認オフ'],
   externalChange: ['This file was changed by another program.', '此文件已被其他程序修改。', '此檔案已被其他程式修改。', 'このファイルは別のプログラムによって変更されました。'],
+  externalDeleted: ['This file is gone from disk (renamed or deleted by another program): Keep my version writes it back; File → Save as… puts it elsewhere.', '此文件已从磁盘上消失（被其他程序重命名或删除）：“保留我的版本”会把它写回；“文件 → 另存为…”可存到别处。', '此檔案已從磁碟上消失（被其他程式重新命名或刪除）：「保留我的版本」會把它寫回；「檔案 → 另存新檔…」可存到別處。', 'このファイルはディスクから消えました（別のプログラムが名前を変更または削除しました）。「自分の版を保持」で書き戻せます。「ファイル → 名前を付けて保存…」で別の場所にも保存できます。'],
   reload: ['Reload from disk', '从磁盘重新载入', '從磁碟重新載入', 'ディスクから再読み込み'],
   keepMine: ['Keep my version', '保留我的版本', '保留我的版本', '自分の版を保持'],
   moreHeadings: ['… and {n} more headings', '… 另有 {n} 个标题', '… 另有 {n} 個標題', '… ほか {n} 個の見出し'],

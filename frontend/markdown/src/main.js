@@ -174,7 +174,7 @@ function build() {
       h('span', { i18n: 'approvalsOff' }),
       h('button.link', { type: 'button', i18n: 'panel.mcpSettings', onclick: () => openPanel('mcpSettings', app) })),
     h('div#external-banner.banner.info', { hidden: true, role: 'alert' },
-      h('span', { i18n: 'externalChange' }),
+      h('span#external-text', { i18n: 'externalChange' }),
       h('button#external-reload', { type: 'button', i18n: 'reload', onclick: () => resolveExternal('reload') }),
       h('button#external-keep', { type: 'button', i18n: 'keepMine', onclick: () => resolveExternal('keep') })),
     h('div#error-banner.banner.error', { hidden: true, role: 'alert' }, h('span#error-text')));
@@ -310,7 +310,7 @@ async function loadDocument(docId) {
   $('#doc-name').textContent = doc.fileName || doc.name || (doc.path || docId).split(/[\\/]/).pop();
   document.title = `${$('#doc-name').textContent} — deskbridge`;
   rememberRecent(docId); // File → Recent files
-  $('#external-banner').hidden = !(doc.externalChange || doc.external);
+  if (doc.externalChange || doc.external) showExternal(Boolean(doc.externalDeleted)); else $('#external-banner').hidden = true;
   renderOutline();
   renderStats();
   refreshPreview(true);
@@ -787,6 +787,15 @@ function onApprovalEvent(data) {
 
 // service.py publishes topic 'doc' with `type`: opened, current, update, saved, closed, external-change,
 // reloaded, kept.
+/** The banner for a change another program made: a file gone from disk has nothing to reload, only to keep. */
+function showExternal(deleted) {
+  const text = $('#external-text');
+  text.dataset.i18n = deleted ? 'externalDeleted' : 'externalChange';
+  text.textContent = t(text.dataset.i18n);
+  $('#external-reload').hidden = deleted;
+  $('#external-banner').hidden = false;
+}
+
 function onDocEvent(data) {
   const type = data.type || data.kind;
   if (type === 'opened' || type === 'closed') loadFiles();
@@ -798,7 +807,7 @@ function onDocEvent(data) {
   if (type === 'closed') { documentGone(); return; }
   if (type === 'saved' || type === 'reloaded' || type === 'kept') followDocument(data);
   if (typeof data.dirty === 'boolean') { app.serverDirty = data.dirty; renderDirty(); }
-  if (type === 'external-change') $('#external-banner').hidden = false;
+  if (type === 'external-change') showExternal(Boolean(data.deleted));
   if (type === 'reloaded' || type === 'kept') $('#external-banner').hidden = true;
   if (type === 'exported' && data.path) toast(t('exportedTo', { path: data.path }), 'ok', 5000);
 }

@@ -169,6 +169,7 @@ class Documents:
             "encoding": doc.encoding,
             "current": doc.doc_id == self.current_id,
             "externalChange": doc.external_change is not None,
+            "externalDeleted": bool(doc.external_change and doc.external_change.get("deleted")),
         }
 
     def list_open(self) -> list[dict[str, Any]]:
