@@ -126,8 +126,21 @@ class PvfService:
             changed = len(ws.overlay) if ws is not None else 0
             unindexed = len(self._unindexed)
         running = [t for t in self.engine.tasks.list() if t["state"] in ("queued", "running")]
+        hint = None
+        if archive is None:
+            # workspaceId is null until an archive is open; say whether one is on its way (serve and mcp open the
+            # archive they were given in a task, so the first call of a fast client can come before it ends).
+            opening = next((t for t in running if t.get("label") == "pvf_archive_open"), None)
+            hint = (
+                f"The archive is still opening: follow pvf_task_status with taskId {opening['taskId']!r}, "
+                "then call pvf_workspace_info again."
+                if opening is not None
+                else "No archive is open: call pvf_archive_open with the path of a .pvf file and "
+                f"expectedWorkspaceEpoch {st.get('workspaceEpoch')}."
+            )
         return {
             **st,
+            **({"hint": hint} if hint else {}),
             "open": archive is not None,
             "archive": archive,
             "changedFiles": changed,
@@ -700,6 +713,12 @@ class PvfService:
         }
         if mode == "content" and self.index is not None:
             out["index"] = self.index.status()
+        if mode == "path" and not hits and nxt is None and not cursor:
+            # The default mode looks at names only: a word from inside the files finds nothing there.
+            out["hint"] = (
+                f"No path contains {query!r}. To search the files' text, call pvf_search again with "
+                'mode: "content".'
+            )
         return out
 
     def _search_paths(

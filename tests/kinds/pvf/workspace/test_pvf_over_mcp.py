@@ -28,6 +28,8 @@ async def test_open_from_the_empty_workspace_needs_the_epoch(archive: Path) -> N
         info = await a.call("pvf_workspace_info", {})
         assert info["open"] is False and info["workspaceId"] is None
         epoch = info["workspaceEpoch"]
+        # a null workspaceId says what to do: open an archive, with this epoch
+        assert "pvf_archive_open" in info["hint"] and f"expectedWorkspaceEpoch {epoch}" in info["hint"], info
         await a.fail("pvf_archive_open", {"path": str(archive)}, "INVALID_ARGUMENT")
         await a.fail(
             "pvf_archive_open", {"path": str(archive), "expectedWorkspaceEpoch": epoch + 5}, "STALE_WORKSPACE"
@@ -46,6 +48,7 @@ async def test_open_from_the_empty_workspace_needs_the_epoch(archive: Path) -> N
         )
         info = await a.ready()
         assert info["workspaceId"] == result["workspaceId"] and info["sourcePath"] == str(archive)
+        assert "hint" not in info
 
 
 async def test_failed_open_keeps_the_current_archive(archive: Path, tmp_path: Path) -> None:
@@ -513,6 +516,10 @@ async def test_search_paths_and_content_pages_and_revisions(archive: Path) -> No
             {"workspaceId": ws, "query": "EQUIPMENT", "limit": 5, "cursor": page["nextCursor"]},
             "STALE_WORKSPACE",
         )
+        # a word from inside a file, asked in the default (path) mode: no hits, and the answer says which mode finds it
+        by_name = await a.call("pvf_search", {"workspaceId": ws, "query": "quixotic needle"})
+        assert by_name["hits"] == [] and 'mode: "content"' in by_name["hint"], by_name
+        assert "hint" not in page
         found = await a.call("pvf_search", {"workspaceId": ws, "query": "quixotic needle", "mode": "content"})
         # the script, and for classic the string table that holds the new string
         assert path in [h["path"] for h in found["hits"]]
