@@ -187,3 +187,14 @@ def test_warmed_string_tables_compile_the_same_and_a_stage_meanwhile_wins(tw):
     finally:
         cold.close()
         warm.close()
+
+
+def test_a_file_shorter_than_any_header_says_it_is_no_archive_and_what_to_check(tmp_path):
+    # The code's general hint spoke of "the offset given" for a 3-byte file: the fix is the path, not an offset.
+    tiny = tmp_path / "Script.pvf"
+    tiny.write_bytes(b"abc")
+    with pytest.raises(BridgeError) as err:
+        open_archive(tiny)
+    assert err.value.code == ErrorCode.PVF_CORRUPT and "3 bytes" in err.value.message
+    assert "not a PVF archive" in err.value.hint and "check the path" in err.value.hint
+    assert "offset given" not in err.value.hint

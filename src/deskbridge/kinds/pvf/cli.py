@@ -53,7 +53,17 @@ PathArg = Annotated[
 ]
 EncodingOpt = Annotated[
     str | None,
-    typer.Option("--encoding", "-e", help="Pack encoding: tw, cn, kr, jp, utf8 (classic; default: detect)."),
+    typer.Option(
+        "--encoding",
+        "-e",
+        help="Pack encoding: tw, cn, kr, jp, gb18030, utf8 (classic; default: detected from stringtable.bin).",
+    ),
+]
+SynthEncodingOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--encoding", "-e", help="Pack encoding: tw (the default), cn, kr, jp, gb18030, utf8 (classic)."
+    ),
 ]
 KeysOpt = Annotated[
     Path | None,
@@ -517,7 +527,7 @@ def synth(
         str | None,
         typer.Option("--preset", help="small, classic-200k, nkpi-1m or nkpi-4m (110US-scale, 4.3 M files)"),
     ] = None,
-    encoding: EncodingOpt = None,
+    encoding: SynthEncodingOpt = None,
     quiet: QuietOpt = False,
     annotated: Annotated[
         bool, typer.Option("--annotated", help="Add files with every section the annotation rules cover.")

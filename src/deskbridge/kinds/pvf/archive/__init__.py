@@ -84,6 +84,8 @@ def open_archive(source: Path | str | bytes, *, encoding: str | None = None, key
         raise BridgeError(
             ErrorCode.PVF_CORRUPT,
             f"file of {len(head)} bytes is too short for any PVF header",
+            hint="This is not a PVF archive (a Script.pvf is megabytes, its header alone 48 bytes or more): "
+            "check the path, or restore the archive from a backup or a clean copy.",
             data={"offset": 0, "expected": "a header of at least 48 bytes"},
         )
     if looks_like_classic(head):

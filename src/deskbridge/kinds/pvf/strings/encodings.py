@@ -294,7 +294,7 @@ def resolve_encoding(name: str) -> str:
     raise BridgeError(
         ErrorCode.INVALID_ARGUMENT,
         f"unknown pack encoding '{name}'",
-        hint="Use one of tw (Windows code page 950), cn (936), kr (949), jp (932), utf8.",
+        hint="Use one of tw (Windows code page 950), cn (936), kr (949), jp (932), gb18030, utf8.",
     )
 
 
