@@ -390,3 +390,32 @@ async def test_a_folder_holding_one_archive_opens_the_archive(tmp_path: Path) ->
     (game / "notes.md").write_text("# notes\n", "utf-8")
     async with Client(bridge(game), mode="legacy") as client:
         assert "md_get_app_status" in {t.name for t in (await client.list_tools()).tools}
+
+
+def test_a_second_serve_of_the_same_folder_names_where_the_first_one_is(folder: Path) -> None:
+    # "already served (pid N)" left the person to find that server's address themselves.
+    first = Serve(folder, "--kind", "probe")
+    try:
+        second = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "deskbridge",
+                "serve",
+                str(folder),
+                "--kind",
+                "probe",
+                "--port",
+                "0",
+                "--no-browser",
+            ],
+            capture_output=True,
+            text=True,
+            env=dict(os.environ),
+            timeout=60,
+        )
+    finally:
+        first.stop(signal.SIGTERM)
+    assert second.returncode != 0
+    out = " ".join(second.stderr.split())  # rich wraps long lines
+    assert "already served" in out and first.url in out and "deskbridge open" in out, second.stderr

@@ -398,10 +398,18 @@ def claim_workspace(project: Path | str) -> WorkspaceLock:
     except LockHeld as held:
         holder = held.holder
         if holder.get("owner") != "mcp":
+            # Name where that server is (its published endpoint), so the person can go there straight away.
+            there = next((e for e in candidate_endpoints(project) if e.pid == holder.get("pid")), None)
+            where = f" at {there.url}" if there is not None else ""
             raise BridgeError(
                 ErrorCode.ACCESS_DENIED,
-                f"{str(project)!r} is already served by deskbridge (pid {holder.get('pid')})",
-                hint="Use that server (its web UI and MCP endpoint), or stop it first.",
+                f"{str(project)!r} is already served by deskbridge (pid {holder.get('pid')}){where}",
+                hint=(
+                    f"Use that server: `deskbridge open` opens its web UI, its MCP endpoint is {there.url}/mcp; "
+                    "or stop it first."
+                    if there is not None
+                    else "Use that server (its web UI and MCP endpoint), or stop it first."
+                ),
             ) from None
         reason = lock.request_takeover()
         if reason is not None:
