@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import sys
 
@@ -119,6 +120,20 @@ def test_interrupted_fresh_extract_leaves_nothing(small, tmp_path, monkeypatch):
     assert "nothing was written" in result.output
     assert not target.exists()
     assert [p.name for p in tmp_path.iterdir()] == []
+
+
+def test_interrupted_extract_into_an_empty_folder_leaves_that_folder_as_it_was(small, tmp_path, monkeypatch):
+    # The empty folder is taken away so the whole tree can appear in its place; a Ctrl-C removed it for good.
+    _interrupt_after_first_file(monkeypatch)
+    target = tmp_path / "mine"
+    target.mkdir(mode=0o750)
+    os.chmod(target, 0o750)
+    result = runner.invoke(app, ["pvf", "extract", str(small), "-o", str(target), "-q"])
+    assert result.exit_code == 130, result.output
+    assert "nothing was written" in result.output and "still the empty folder" in result.output
+    assert target.is_dir() and list(target.iterdir()) == []
+    assert stat.S_IMODE(target.stat().st_mode) == 0o750
+    assert [p.name for p in tmp_path.iterdir()] == ["mine"]
 
 
 @pytest.mark.security

@@ -409,7 +409,9 @@ def extract(
         state = (
             f"{out} holds a partial extraction, marked incomplete (pack refuses it); run the same extract "
             "again to finish it"
-            if existed and force and out.is_dir()
+            if existed and force and out.is_dir() and any(out.iterdir())
+            else f"nothing was written ({out} is still the empty folder it was)"
+            if existed
             else f"nothing was written ({out} was not created)"
         )
         typer.echo(f"interrupted: {state}", err=True)

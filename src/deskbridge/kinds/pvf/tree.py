@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -107,7 +108,6 @@ def _ensure_empty_target(out: Path, force: bool) -> bool:
                 data={"path": str(out)},
             )
         return False
-    out.rmdir()  # empty: re-created whole by publish_directory
     return True
 
 
@@ -129,7 +129,18 @@ def extract_tree(
         result.update(_extract_into(ar, root, raw=raw, progress=progress))
 
     if fresh:
-        publish_directory(out, fill)
+        # An empty folder the person made is taken away so the whole tree can appear in its place, and put
+        # back (with its permissions) if the extraction does not get that far — a Ctrl-C included.
+        kept_mode = stat.S_IMODE(out.stat().st_mode) if out.is_dir() else None
+        if kept_mode is not None:
+            out.rmdir()
+        try:
+            publish_directory(out, fill)
+        except BaseException:
+            if kept_mode is not None and not out.exists():
+                out.mkdir()
+                os.chmod(out, kept_mode)
+            raise
     else:
         # Over an existing folder nothing is published whole: the manifest says "incomplete" until the last
         # file is written (pack refuses such a tree, so a Ctrl-C cannot leave a part that packs as if it were
