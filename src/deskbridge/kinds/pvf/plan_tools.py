@@ -124,6 +124,16 @@ def _stale_hint(eng: Any, exc: BridgeError, plan_id: str, what: PlanKind) -> Non
         )
 
 
+def _selection(args: ApplyArgs) -> dict[str, Any]:
+    """What an apply commits, as `Engine.apply_plan` and `Engine.check_apply` take it: the approval's check and the
+    apply itself must judge the same selection."""
+    return {
+        "change_keys": args.changeKeys,
+        "expected_revision": args.expectedRevision,
+        "acknowledged_warning_ids": args.acknowledgedWarningIds,
+    }
+
+
 def plan_tools(svc: Any) -> list[ToolSpec]:
     eng = svc.engine
 
@@ -169,14 +179,7 @@ def plan_tools(svc: Any) -> list[ToolSpec]:
                     args.overwriteKeys,
                     args.acknowledgedWarningIds,
                 )
-            out = eng.apply_plan(
-                args.planId,
-                caller=call.caller,
-                change_keys=args.changeKeys,
-                expected_revision=args.expectedRevision,
-                acknowledged_warning_ids=args.acknowledgedWarningIds,
-                kind=what,
-            )
+            out = eng.apply_plan(args.planId, caller=call.caller, kind=what, **_selection(args))
         except BridgeError as exc:
             _stale_hint(eng, exc, args.planId, what)
             raise
@@ -203,13 +206,7 @@ def plan_tools(svc: Any) -> list[ToolSpec]:
             # acknowledged) before the person is asked: else they approve a commit that then fails, and are
             # asked again on the corrected call.
             try:
-                eng.check_apply(
-                    args.planId,
-                    change_keys=args.changeKeys,
-                    expected_revision=args.expectedRevision,
-                    acknowledged_warning_ids=args.acknowledgedWarningIds,
-                    kind=what,
-                )
+                eng.check_apply(args.planId, kind=what, **_selection(args))
             except BridgeError as exc:
                 _stale_hint(eng, exc, args.planId, what)
                 raise
