@@ -129,6 +129,31 @@ async def test_failure_records_the_bridge_error_or_internal():
     assert tm.status(b.id)["error"]["code"] == "INTERNAL" and "result" not in tm.status(b.id)
 
 
+async def test_a_failed_or_cancelled_task_says_so_in_its_progress_line():
+    # A script run failed while its progress still read "starting the sandbox" (QA, session 7).
+    tm = TaskManager(EventBus())
+    running = threading.Event()
+
+    async def bad(h):
+        h.progress(0, None, "starting the sandbox")
+        raise BridgeError(ErrorCode.INVALID_ARGUMENT, "the script failed")
+
+    def loop(h):
+        h.progress(3, 10, "scanning")
+        running.set()
+        while True:
+            h.check_cancelled()
+            threading.Event().wait(0.005)
+
+    a, b = tm.start(bad, owner="ui", label="a"), tm.start(loop, owner="ui", label="b")
+    await tm.wait(a.id, 2)
+    await asyncio.to_thread(running.wait, 2)
+    tm.cancel(b.id, "ui")
+    await tm.wait(b.id, 5)
+    assert tm.status(a.id)["progress"] == {"done": 0.0, "total": None, "message": "failed"}
+    assert tm.status(b.id)["progress"] == {"done": 3.0, "total": 10.0, "message": "cancelled"}
+
+
 async def test_progress_is_published_on_the_task_topic():
     bus = EventBus()
     tm = TaskManager(bus)

@@ -356,6 +356,11 @@ class TaskManager:
                 task.state = state
                 task.result = result
                 task.error = error
+                if state is not TaskState.SUCCEEDED:
+                    # The last progress line was written while the work still went on ("starting the
+                    # sandbox", "scanning 140 of 150"): a person or an agent polling it must not read a failed
+                    # or cancelled task as still busy there.
+                    task.message = "cancelled" if state is TaskState.CANCELLED else "failed"
                 task.finished_at = time.time()
                 task.finished_mono = self._clock()
             self._release(task)
