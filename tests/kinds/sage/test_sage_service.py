@@ -358,3 +358,35 @@ def test_torn_caches_are_ignored_and_built_again(minimod, deskbridge_home):
         assert again.model() is not None  # the torn schema cache was compiled again
         assert sorted(index.assets) == sorted(built.assets)
         assert again.save_cache()
+
+
+def test_freshness_final_sees_a_file_created_where_an_include_pointed_at_nothing(minimod):
+    """QA: a query with freshness final right after a save must see it, also when the saved file is new —
+    the missing file an include names, or a Data/Mod.xml written back after it was deleted. No watcher
+    runs here, so only the check of the disk before answering can notice."""
+
+    async def scenario() -> None:
+        service = SageService(minimod.mod, minimod.sdk, snapshot_quiet_s=600)
+        await service.start(watch=False)
+        index = await service.usable_index(wait_for_index=True, timeout_s=30)
+        assert queries.find_asset(index, "Plane")["total"] == 0
+        minimod.write(  # `Mod.xml` includes Missing.xml
+            "Data/Missing.xml",
+            '<AssetDeclaration xmlns="uri:ea.com:eala:asset"><GameObject id="Plane"/></AssetDeclaration>',
+        )
+        index = await service.usable_index(wait_for_index=True, timeout_s=30)
+        [row] = queries.find_asset(index, "Plane")["items"]
+        assert row["file"] == "Data/Missing.xml" and row["origin"] == "project"
+        mod_xml = minimod.mod / "Data/Mod.xml"
+        text = mod_xml.read_bytes()
+        mod_xml.unlink()
+        index = await service.usable_index(wait_for_index=True, timeout_s=30)
+        assert queries.find_asset(index, "Plane")["items"][0]["origin"] == "inactive"
+        mod_xml.write_bytes(text)
+        index = await service.usable_index(wait_for_index=True, timeout_s=30)
+        assert queries.find_asset(index, "Plane")["items"][0]["origin"] == "project"
+        (minimod.mod / "Data/.Mod.xml.swp").write_bytes(b"an editor's swap file")
+        assert (await service.usable_index(wait_for_index=True, timeout_s=30)).build_id == index.build_id
+        await service.stop()
+
+    asyncio.run(scenario())

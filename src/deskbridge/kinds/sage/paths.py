@@ -83,6 +83,35 @@ class CaseFoldTree:
         self._listings.clear()
         self.mtimes.clear()
 
+    def changed_directories(self, suffixes: tuple[str, ...]) -> list[str]:
+        """Directories listed (or validated) since the last `clear` that gained, lost or renamed a folder
+        or a file ending in one of `suffixes` (lower case): how a new file shows, which no index row names
+        yet (the missing file an include names, a deleted Data/Mod.xml written back). The mtime tells
+        which directories to look at (adding, removing or renaming an entry changes it); their names are
+        then compared with the listing, so an editor's swap file beside a mod file changes nothing."""
+        out = []
+        for directory, mtime in list(self.mtimes.items()):
+            try:
+                now = os.stat(directory).st_mtime_ns
+            except OSError:
+                now = -1
+            if mtime is not None and now == mtime:
+                continue
+            listed = self._listings.get(directory)
+            if listed is None:  # never listed here (answers taken from the cache), or was no directory
+                out.append(directory)
+                continue
+            try:
+                with os.scandir(directory) as it:
+                    names = {(e.name, e.is_dir()) for e in it}
+            except OSError:
+                out.append(directory)
+                continue
+            before = set(listed.values())
+            if any(d or name.casefold().endswith(suffixes) for name, d in names ^ before):
+                out.append(directory)
+        return out
+
     def find(self, base: str, parts: Iterable[str]) -> str | None:
         """The real path of `base/parts…` matched case-insensitively, or None. `base` itself must exist."""
         return self._find(base, parts, False)

@@ -227,9 +227,14 @@ class SageService(ProjectIndexer):
                 # A write the watcher has not reported yet (it waits 300 ms for more changes): compare the
                 # files the index answers from with the disk, and re-index what differs before answering.
                 moved = await asyncio.to_thread(self._changed_on_disk)
-                if not moved:
+                folders = await asyncio.to_thread(self.resolver.tree.changed_directories, WATCHED_SUFFIXES)
+                if folders:
+                    # A file appeared, vanished or was renamed: includes may resolve differently.
+                    await self.rebuild()
+                elif moved:
+                    await self.changed(moved)
+                else:
                     break
-                await self.changed(moved)
         index = self.index
         if index is None:
             raise BridgeError(
