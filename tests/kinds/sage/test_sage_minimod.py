@@ -378,3 +378,24 @@ def test_root_level_xi_include_splices_assets_in(minimod):
     assert [s["id"] for s in chain["chain"]] == ["RootSpliced", "BaseUnit"]
     edges = forward.get_asset_references(index, "GameObject", "RootSpliced", target_types=["WeaponTemplate"])
     assert [e["to"]["id"] for e in edges["edges"] if e["via"]["kind"] == "attribute"] == ["TankGun"]
+
+
+def test_a_windows_1252_file_shows_its_own_letters_and_columns(minimod):
+    """QA: Windows-authored XML declaring `encoding="windows-1252"` (XML 1.0 §4.3.3: the declaration names
+    the encoding) is shown and located in that encoding, not as UTF-8: the excerpt keeps `ä` (not U+FFFD,
+    which an agent would copy into its edit), and `Ã¼` — two letters in windows-1252 that are also the UTF-8
+    bytes of one `ü` — counts as two columns."""
+    text = (
+        '<?xml version="1.0" encoding="windows-1252"?>\n'
+        '<AssetDeclaration xmlns="uri:ea.com:eala:asset">\n'
+        '  <WeaponTemplate id="Pänzer" FireFX="FX_Vanilla"/>\n'
+        '  <WeaponTemplate id="BrÃ¼cke" FireFX="FX_Vanilla"/>\n'
+        "</AssetDeclaration>\n"
+    )
+    (minimod.mod / "Data/Units/Tank.xml").write_bytes(text.encode("cp1252"))
+    _, index = open_mini(minimod)
+    shown = queries.get_definition(index, "WeaponTemplate", "pänzer")
+    assert shown["excerpt"] == '  <WeaponTemplate id="Pänzer" FireFX="FX_Vanilla"/>'
+    line = text.split("\n")[3]
+    sites = [s for s in queries.find_references(index, "FX_Vanilla")["items"] if s["line"] == 4]
+    assert [s["column"] for s in sites] == [line.index("FX_Vanilla") + 1]

@@ -11,6 +11,7 @@ recovering parser keeps what it can and every error becomes a `parse-error` diag
 from __future__ import annotations
 
 import _thread
+import codecs
 import io
 import marshal
 import operator
@@ -291,10 +292,24 @@ def _without_asset_ns(data: bytes) -> bytes | bytearray:
     return out
 
 
+_DECLARED_ENCODING = re.compile(rb"<\?xml[^>]*?\bencoding\s*=\s*[\"']([A-Za-z][A-Za-z0-9._-]*)[\"']")
+"""The `encoding` of an XML declaration at the very start (XML 1.0 §4.3.3)."""
+
+
 def decode_text(data: bytes) -> str:
-    """Text of an XML file for locating columns: UTF-16 by BOM, else UTF-8 (BOM dropped), never failing."""
+    """Text of an XML file for excerpts and columns, never failing: UTF-16 by BOM, else the encoding its
+    XML declaration names (Windows-authored mods declare `windows-1252`, as libxml2 reads them), else UTF-8
+    (BOM dropped)."""
     if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
         return data.decode("utf-16", errors="replace")
+    if data[:3] != b"\xef\xbb\xbf" and (m := _DECLARED_ENCODING.match(data, 0, 200)):
+        try:
+            name = codecs.lookup(m.group(1).decode("ascii")).name
+        except LookupError:
+            name = "utf-8"
+        # A declaration readable as ASCII is never UTF-16/32 text (that comes with a BOM, handled above).
+        if not name.startswith(("utf-16", "utf-32", "utf-8")):
+            return data.decode(name, errors="replace")
     return data.decode("utf-8-sig", errors="replace")
 
 
