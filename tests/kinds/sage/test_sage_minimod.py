@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from deskbridge.core.errors import BridgeError
@@ -399,3 +401,25 @@ def test_a_windows_1252_file_shows_its_own_letters_and_columns(minimod):
     line = text.split("\n")[3]
     sites = [s for s in queries.find_references(index, "FX_Vanilla")["items"] if s["line"] == 4]
     assert [s["column"] for s in sites] == [line.index("FX_Vanilla") + 1]
+
+
+def test_a_looping_or_dangling_link_is_named_as_such_where_it_is_included(minimod):
+    """QA: an include that names a symbolic link looping onto itself, or one whose target is gone, said
+    "the file vanished while indexing" — a modder would look for a deleted file. It now says what the link
+    is (never where it points) and what to do."""
+    data = minimod.mod / "Data"
+    os.symlink("Loop.xml", data / "Loop.xml")
+    os.symlink("Gone/Nowhere.xml", data / "Dangling.xml")
+    mod_xml = data / "Mod.xml"
+    mod_xml.write_text(
+        mod_xml.read_text().replace(
+            "<Includes>",
+            '<Includes><Include type="all" source="Loop.xml"/><Include type="all" source="Dangling.xml"/>',
+        )
+    )
+    _, index = open_mini(minimod)
+    found = {d.file.rpartition("/")[2]: d for d in index.all_diagnostics() if "Data/" in d.file}
+    loop, dangling = found["Loop.xml"], found["Dangling.xml"]
+    assert loop.code == "unreadable-file" and "loops" in loop.message and "vanished" not in loop.message
+    assert dangling.code == "unreadable-file" and "target is gone" in dangling.message
+    assert "Nowhere" not in dangling.message
