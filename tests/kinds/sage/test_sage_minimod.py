@@ -88,6 +88,10 @@ def test_typed_references_with_positions(minimod):
         ("attribute", "GameObject"),
     }
     assert queries.find_references(index, "LocalFilter")["total"] == 0
+    assert "hint" not in queries.find_references(index, "Orphan")  # defined, and nothing uses it: that is all
+    # QA: an id nothing defines (a typo) is not answered as "nobody uses it" alone
+    typo = queries.find_references(index, "TankGnu")
+    assert typo["total"] == 0 and "sage_find_asset" in typo["hint"] and "no asset" in typo["hint"].lower()
     assert not [
         r for r in index.files[str(minimod.mod / "Data/Units/Tank.xml")].refs if r[2] in ("$X", "X", "=Y")
     ]

@@ -277,6 +277,8 @@ class SnapshotWorkspace(KindWorkspaceBase):
         out = queries.page(sites, a.cursor, a.limit)
         out["items"] = [_live_site(row) for row in out["items"]]
         out.update({"id": a.id, "type": a.type})
+        if not sites and not self._defs(a.id, None):
+            out["hint"] = queries.NO_SUCH_ID
         return self.answer(out)
 
     async def _list_by_type(self, ctx: CallContext, a: Any) -> dict[str, Any]:

@@ -207,13 +207,23 @@ def find_references(
     n = check_limit(limit)
     chunk = rows[start : start + n]
     nxt = start + n if start + n < len(rows) else None
-    return {
+    out = {
         "id": ident,
         "type": asset_type,
         "items": [site_json(index, p, r, o, resolve=False) for p, r, o in chunk],
         "total": len(rows),
         "nextCursor": paging.offset_cursor(nxt) if nxt is not None else None,
     }
+    if not rows and not index.by_id.get(ident.casefold()) and not index.inactive.get(ident.casefold()):
+        out["hint"] = NO_SUCH_ID
+    return out
+
+
+NO_SUCH_ID = (
+    "No asset has this id and nothing references it: check the spelling with sage_find_asset or "
+    "sage_list_assets_by_type (ids are case-insensitive)."
+)
+"""Said with an empty list of references when the id is not defined either (a typo, not an unused asset)."""
 
 
 def list_assets_by_type(
