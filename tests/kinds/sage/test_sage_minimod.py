@@ -427,3 +427,25 @@ def test_a_looping_or_dangling_link_is_named_as_such_where_it_is_included(minimo
     assert loop.code == "unreadable-file" and "loops" in loop.message and "vanished" not in loop.message
     assert dangling.code == "unreadable-file" and "target is gone" in dangling.message
     assert "Nowhere" not in dangling.message
+
+
+def test_the_mods_own_diagnostics_come_before_the_sdks(minimod):
+    """QA: with a KW or RA3 SDK, thousands of vanilla warnings (art EA does not ship) came first, so the first
+    page of sage_list_diagnostics showed nothing of the mod's own problems. The mod's rows come first now,
+    each row says its origin, and `origin` filters them."""
+    static = minimod.sdk / "SageXml/Static.xml"
+    static.write_text(
+        static.read_text().replace(
+            "<Includes>", '<Includes><Include type="all" source="ART:NotShipped.w3x"/>'
+        )
+    )
+    _, index = open_mini(minimod)
+    rows = queries.list_diagnostics(index)["items"]
+    origins = [r["origin"] for r in rows]
+    assert origins == sorted(origins, key=lambda o: o != "project") and origins[-1] == "sdk"
+    assert rows[0]["file"].startswith("Data/") and any("Missing.xml" in r["message"] for r in rows[:5])
+    sdk_only = queries.list_diagnostics(index, origin="sdk")["items"]
+    assert sdk_only and {r["origin"] for r in sdk_only} == {"sdk"}
+    with pytest.raises(BridgeError) as err:
+        queries.list_diagnostics(index, origin="mod")
+    assert err.value.code == "INVALID_ARGUMENT" and "project" in err.value.hint

@@ -262,13 +262,17 @@ def uses_cmd(
 def diagnostics_cmd(
     code: Annotated[str | None, typer.Option("--code")] = None,
     file: Annotated[str | None, typer.Option("--file")] = None,
+    origin: Annotated[
+        str | None,
+        typer.Option("--origin", help="project (the mod's own files) or sdk; default both, the mod's first."),
+    ] = None,
     project: ProjectOpt = Path("."),
     sdk: SdkOpt = None,
     cursor: CursorOpt = None,
     limit: LimitOpt = None,
 ) -> None:
     """Problems found while indexing."""
-    _run(project, sdk, lambda s, i: queries.list_diagnostics(i, code, file, cursor, limit))
+    _run(project, sdk, lambda s, i: queries.list_diagnostics(i, code, file, cursor, limit, origin))
 
 
 @app.command("guide")

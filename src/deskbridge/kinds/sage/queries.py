@@ -521,7 +521,16 @@ def list_diagnostics(
     file: str | None = None,
     cursor: str | None = None,
     limit: int | None = None,
+    origin: str | None = None,
 ) -> dict[str, Any]:
+    """Diagnostics, the mod's own first (an SDK's vanilla XML brings thousands of warnings about art EA
+    does not ship, which would otherwise fill the first pages), optionally of one origin only."""
+    if origin not in (None, "project", "sdk"):
+        raise BridgeError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"origin {origin!r} is neither project nor sdk",
+            hint="Call {tool} with origin project (the mod's own files), sdk, or without it for both.",
+        )
     diags = (
         index.all_diagnostics()
         if code in (None, "unresolved-reference", "unresolved-reference-indexing")
@@ -537,10 +546,13 @@ def list_diagnostics(
             "code": d.code,
             "severity": d.severity,
             "message": d.message,
+            "origin": index.origin_of(d.file),
         }
         for d in diags
         if (code is None or d.code == code) and (real is None or d.file == real)
     ]
+    rows = [r for r in rows if origin is None or r["origin"] == origin]
+    rows.sort(key=lambda r: r["origin"] != "project")  # stable: walk order within each origin
     out = page(rows, cursor, limit)
     out["code"] = code
     return out
