@@ -7,6 +7,7 @@ and exits. Output is JSON so scripts and agents can read it; errors print `error
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -80,7 +81,9 @@ def index_command(
         sys.stdout.write("\n")
         return
     s = index.stats
+    status = service.status()
     typer.echo(f"project  {service.project}")
+    typer.echo(f"state    {status['state']}" + "".join(f"\n  {why}" for why in status.get("degraded", ())))
     typer.echo(f"sdk      {service.sdk or '(none)'}")
     typer.echo(f"streams  {', '.join(index.streams) or '(none)'}")
     typer.echo(
@@ -93,6 +96,13 @@ def index_command(
     )
     for code, n in sorted(counts.items()):
         typer.echo(f"  {code:32} {n}")
+    if counts:
+        typer.echo(f"details  deskbridge sage diagnostics -p {_quoted(service.project)} --origin project")
+
+
+def _quoted(path: Path) -> str:
+    """A path as it can be pasted into a shell."""
+    return shlex.quote(str(path))
 
 
 def snapshot_command(
