@@ -427,6 +427,9 @@ def test_a_looping_or_dangling_link_is_named_as_such_where_it_is_included(minimo
     assert loop.code == "unreadable-file" and "loops" in loop.message and "vanished" not in loop.message
     assert dangling.code == "unreadable-file" and "target is gone" in dangling.message
     assert "Nowhere" not in dangling.message
+    active = queries.is_file_active(index, "Data/Loop.xml")  # included, yet nothing of it is indexed
+    assert active["active"] and "loops" in active["unreadable"] and "could not be read" in active["note"]
+    assert "unreadable" not in queries.is_file_active(index, "Data/Units/Tank.xml")
 
 
 def test_the_mods_own_diagnostics_come_before_the_sdks(minimod):

@@ -392,7 +392,7 @@ def is_file_active(index: SageIndex, path: str) -> dict[str, Any]:
         if found is not None and e.target == found
     ][: limits.LIST_PAGE_DEFAULT]
     streams = index.membership.get(found, {}) if found else {}
-    return {
+    out = {
         "path": index.display(found or real),
         "active": bool(streams),
         "streams": [{"stream": s, "how": how} for s, how in streams.items()],
@@ -400,6 +400,17 @@ def is_file_active(index: SageIndex, path: str) -> dict[str, Any]:
         "includedBy": included_by,
         "note": None if streams else "No stream includes this file: edits to it have no effect in game.",
     }
+    unreadable = next(
+        (d.message for d in index.diagnostics if d.file == found and d.code == "unreadable-file"), None
+    )
+    if found is not None and unreadable:
+        # Included, yet nothing of it is indexed (and BAB cannot read it either): say so, not just "active".
+        out["unreadable"] = unreadable
+        out["note"] = (
+            "Included, but the file could not be read, so none of its assets are indexed; fix it "
+            "(see unreadable), then call sage_get_status until the re-index is done."
+        )
+    return out
 
 
 def find_define(
