@@ -452,3 +452,26 @@ def test_the_mods_own_diagnostics_come_before_the_sdks(minimod):
     with pytest.raises(BridgeError) as err:
         queries.list_diagnostics(index, origin="mod")
     assert err.value.code == "INVALID_ARGUMENT" and "project" in err.value.hint
+
+
+def test_file_arguments_in_another_letter_case_find_the_file_as_windows_tools_do(minimod):
+    """QA: a Windows modder (or an agent copying an include source) writes `data\\units\\TANK.xml`. The
+    answers named that path as given — a path that does not open on Linux — and the diagnostics filter
+    and a relative include's `from` found nothing. They now match the file case-insensitively."""
+    _, index = open_mini(minimod)
+    unused = queries.is_file_active(index, "data\\UNUSED.xml")  # a file no stream includes
+    assert unused["path"] == "Data/Unused.xml" and not unused["active"]
+    minimod.write("Data/Units/Broken.xml", "<AssetDeclaration")
+    mod_xml = minimod.mod / "Data/Mod.xml"
+    mod_xml.write_text(
+        mod_xml.read_text().replace("<Includes>", '<Includes><Include type="all" source="Units/Broken.xml"/>')
+    )
+    _, index = open_mini(minimod)
+    assert queries.list_diagnostics(index, "parse-error", "data/units/BROKEN.XML")["total"] >= 1
+    resolved = queries.resolve_include(index, _resolver(minimod), "Tank.xml", "DATA\\units\\broken.xml")
+    assert resolved["from"] == "Data/Units/Broken.xml" and resolved["resolved"] == "Data/Units/Tank.xml"
+
+
+def _resolver(minimod):
+    service, _ = open_mini(minimod)
+    return service.resolver

@@ -159,6 +159,20 @@ class CaseFoldTree:
         return hit is not None and not hit[1]
 
 
+def match_case(path: str) -> str:
+    """`path` with the parts that do not exist as written matched case-insensitively, as Windows tools do
+    (a modder's `data\\units\\TANK.xml`), or `path` itself when nothing matches."""
+    head, tail = path, []
+    while not os.path.lexists(head):
+        head, name = os.path.split(head)
+        if not name:
+            return path
+        tail.append(name)
+    if not tail:
+        return path
+    return CaseFoldTree().find(head, reversed(tail)) or path
+
+
 def split_source(source: str) -> list[str]:
     """Path components of an include source: backslashes become separators, trailing dots/spaces go
     (Windows strips them; research/sage.md §2.3 counts two `….xml.` includes in EA's data)."""
