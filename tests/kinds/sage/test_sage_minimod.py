@@ -449,6 +449,9 @@ def test_the_mods_own_diagnostics_come_before_the_sdks(minimod):
     assert rows[0]["file"].startswith("Data/") and any("Missing.xml" in r["message"] for r in rows[:5])
     sdk_only = queries.list_diagnostics(index, origin="sdk")["items"]
     assert sdk_only and {r["origin"] for r in sdk_only} == {"sdk"}
+    no_sdk = SageService(minimod.mod, None).open_sync()  # a diagnostic about the project itself, no file
+    [note] = queries.list_diagnostics(no_sdk, "sdk-not-configured", origin="project")["items"]
+    assert note["file"] == ""
     with pytest.raises(BridgeError) as err:
         queries.list_diagnostics(index, origin="mod")
     assert err.value.code == "INVALID_ARGUMENT" and "project" in err.value.hint

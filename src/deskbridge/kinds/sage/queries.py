@@ -557,7 +557,7 @@ def list_diagnostics(
             "code": d.code,
             "severity": d.severity,
             "message": d.message,
-            "origin": index.origin_of(d.file),
+            "origin": index.origin_of(d.file) if d.file else "project",  # no file: about the project itself
         }
         for d in diags
         if (code is None or d.code == code) and (real is None or d.file == real)
