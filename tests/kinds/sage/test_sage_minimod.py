@@ -478,3 +478,20 @@ def test_file_arguments_in_another_letter_case_find_the_file_as_windows_tools_do
 def _resolver(minimod):
     service, _ = open_mini(minimod)
     return service.resolver
+
+
+def test_an_absolute_windows_include_says_it_is_one_and_how_to_write_it(minimod):
+    """QA: `source="C:\\Mods\\MiniMod\\Data\\Units\\Tank.xml"` (the author's own disk) was reported as leading
+    outside the mod — true here, but a Windows modder reads it as a wrong folder. It says what it is now."""
+    mod_xml = minimod.mod / "Data/Mod.xml"
+    mod_xml.write_text(
+        mod_xml.read_text().replace(
+            "<Includes>",
+            '<Includes><Include type="all" source="C:\\Mods\\MiniMod\\Data\\Units\\Tank.xml"/>'
+            '<Include type="all" source="\\\\server\\share\\Tank.xml"/>',
+        )
+    )
+    _, index = open_mini(minimod)
+    found = codes(index, "include-outside-roots")
+    assert len(found) == 2 and all("absolute Windows path" in d.message for d in found)
+    assert all("DATA:" in d.message for d in found)
