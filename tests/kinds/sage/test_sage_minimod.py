@@ -495,3 +495,13 @@ def test_an_absolute_windows_include_says_it_is_one_and_how_to_write_it(minimod)
     found = codes(index, "include-outside-roots")
     assert len(found) == 2 and all("absolute Windows path" in d.message for d in found)
     assert all("DATA:" in d.message for d in found)
+
+
+def test_a_crlf_files_excerpt_ends_with_the_element_not_a_stray_carriage_return(minimod):
+    """QA: a Windows (CRLF) file's excerpt kept its line breaks as written but ended in a lone '\\r'."""
+    tank = minimod.mod / "Data/Units/Tank.xml"
+    tank.write_bytes(tank.read_bytes().replace(b"\n", b"\r\n"))
+    _, index = open_mini(minimod)
+    shown = queries.get_definition(index, "GameObject", "Tank")
+    assert shown["excerpt"].endswith("</GameObject>") and "\r\n" in shown["excerpt"]
+    assert shown["endLine"] - shown["startLine"] == shown["excerpt"].count("\n")

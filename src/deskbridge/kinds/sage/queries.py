@@ -334,6 +334,10 @@ def _excerpt(path: str, line: int, element: str, shown: str) -> tuple[int, int, 
         pass
     end = max(end, line)
     text_lines = lines[line - 1 : end]
+    if (
+        text_lines
+    ):  # a CRLF file's last line keeps its "\r" after the split on "\n"; the lines within keep theirs
+        text_lines[-1] = text_lines[-1].removesuffix("\r")
     truncated = False
     if len(text_lines) > EXCERPT_MAX_LINES:
         text_lines, truncated = text_lines[:EXCERPT_MAX_LINES], True
