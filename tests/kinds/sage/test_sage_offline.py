@@ -59,7 +59,19 @@ async def test_answers_come_from_the_snapshot_and_say_so(minimod: Any) -> None:
         definition = await client.call_tool(
             "sage_get_definition", {"type": "WeaponTemplate", "id": "TankGun"}
         )
-        assert "TankGun" in definition.structured_content["xml"]
+        shown = definition.structured_content
+        # QA: the live answer's shape (excerpt, startLine, definitionCount, the row's file and line), not
+        # a nested `definition` and `xml` that an agent following the live tool's answer would not find
+        assert "TankGun" in shown["excerpt"] and shown["file"] == "Data/Units/Tank.xml"
+        assert shown["startLine"] == shown["line"] and shown["definitionCount"] == 1 and shown["which"] == 0
+        wrong = await client.call_tool(
+            "sage_get_definition", {"type": "WeaponTemplate", "id": "TankGun", "which": 5}
+        )
+        assert wrong.is_error and wrong.structured_content["code"] == "INVALID_ARGUMENT"
+        assert "Call sage_get_definition with which between 0 and 0" in wrong.structured_content["hint"]
+        big = await client.call_tool("sage_list_assets_by_type", {"type": "GameObject", "limit": 5000})
+        assert big.is_error and "{tool}" not in big.structured_content["hint"]  # named, as live
+        assert "sage_list_assets_by_type" in big.structured_content["hint"]
         live_only = await client.call_tool("sage_get_asset_references", {"type": "GameObject", "id": "Tank"})
         assert live_only.is_error and live_only.structured_content["code"] == "NOT_READY"
         assert "deskbridge serve" in live_only.structured_content["hint"]

@@ -213,7 +213,11 @@ class SnapshotWorkspace(KindWorkspaceBase):
                         "newest answers from the snapshot as it is.",
                         data={"source": "snapshot", "changedSinceSnapshot": changed[:CHANGED_SHOWN]},
                     )
-            return await handler(ctx, args)
+            try:
+                return await handler(ctx, args)
+            except BridgeError as exc:
+                exc.hint = exc.hint.replace("{tool}", name)  # as the live tools do (tools.sage_tools)
+                raise
 
         return checked
 
@@ -308,18 +312,30 @@ class SnapshotWorkspace(KindWorkspaceBase):
                 hint="Call sage_find_asset with the id alone to see which types define it.",
             )
         which = getattr(a, "which", None)
+        if which is not None and not 0 <= which < len(defs):
+            raise BridgeError(
+                ErrorCode.INVALID_ARGUMENT,
+                f"which={which} but there are {len(defs)} definitions",
+                hint=f"Call {{tool}} with which between 0 and {len(defs) - 1}, or sage_find_asset to list them.",
+            )
         compiled = [d for d in defs if "all" in (d.get("streams") or {}).values()]
-        row = defs[which] if which is not None and which < len(defs) else (compiled or defs)[-1]
-        body: dict[str, Any] = {"type": a.type, "id": a.id, "definition": row, "definitions": len(defs)}
+        row = defs[which] if which is not None else (compiled or defs)[-1]
+        # The live answer's shape (queries.get_definition), so an agent reads one shape with or without a server.
+        body: dict[str, Any] = {**row, "definitionCount": len(defs), "which": defs.index(row)}
+        body.update(startLine=None, endLine=None, excerpt=None, truncated=False)
         file = str(row.get("file") or "")
-        if file:
+        if not file:
+            body["note"] = "Defined only in a compiled manifest; there is no XML to show."
+        else:
             path = Path(file) if Path(file).is_absolute() else Path(self.path) / file
-            # The file may have changed or gone since the snapshot: answer with the record alone then.
-            with contextlib.suppress(BridgeError, OSError, ValueError):
+            try:
                 start, end, text, truncated = queries._excerpt(
                     str(path), int(row.get("line", 0)), a.type, shown=file
                 )
-                body.update({"startLine": start, "endLine": end, "xml": text, "truncated": truncated})
+            except (BridgeError, OSError, ValueError):
+                body["note"] = "The file changed or is gone since the snapshot: only its record is shown."
+            else:
+                body.update(startLine=start, endLine=end, excerpt=text, truncated=truncated)
         return self.answer(body)
 
     async def _is_file_active(self, ctx: CallContext, a: Any) -> dict[str, Any]:
