@@ -107,6 +107,31 @@ async def test_a_strict_question_is_never_answered_from_a_snapshot_older_than_th
         assert {"Data/Units/Tank.xml", "Data/New.xml"} <= set(newest["index"]["changedSinceSnapshot"])
 
 
+async def test_a_fresh_snapshot_of_a_mod_with_art_is_not_stale(minimod: Any) -> None:
+    """QA: right after `deskbridge snapshot` of a mod shipping art (`ART:` includes of `.w3x` files), every
+    offline answer said `stale: true` with the art file "changed since the snapshot", and `freshness: strict`
+    refused: the look for changes walked only `.xml` files, so the indexed `.w3x` counted as gone."""
+    mod_xml = minimod.mod / "Data" / "Mod.xml"
+    mod_xml.write_text(
+        mod_xml.read_text("utf-8").replace(
+            "<Includes>", '<Includes><Include type="all" source="ART:TkModel.w3x"/>'
+        ),
+        "utf-8",
+    )
+    minimod.write(
+        "Art/Tk/TkModel.w3x",
+        '<AssetDeclaration xmlns="uri:ea.com:eala:asset"><W3DHierarchy id="TkModel_SKL"/></AssetDeclaration>',
+    )
+    service = SageService(minimod.mod, minimod.sdk, use_cache=False)
+    index = service.open_sync()
+    assert str(minimod.mod / "Art" / "Tk" / "TkModel.w3x") in index.files
+    service.write_snapshot_sync()
+    async with Client(bridge(minimod)) as client:
+        fresh = await client.call_tool("sage_find_asset", {"id": "tank", "freshness": "strict"})
+        assert not fresh.is_error, fresh.structured_content
+        assert fresh.structured_content["index"]["stale"] is False
+
+
 @pytest.mark.security
 @pytest.mark.skipif(os.name != "posix", reason="POSIX permission bits")
 def test_the_records_cache_and_the_snapshots_are_owner_only(minimod: Any) -> None:

@@ -145,11 +145,11 @@ class SnapshotWorkspace(KindWorkspaceBase):
         for folder, dirs, files in os.walk(root):
             dirs[:] = [d for d in dirs if not d.startswith(".")]
             for name in files:
-                if not name.lower().endswith(".xml"):
-                    continue
                 full = os.path.join(folder, name)
                 shown = os.path.relpath(full, root).replace(os.sep, "/")
-                seen.add(shown.casefold())
+                seen.add(shown.casefold())  # every file: the snapshot also names the `.w3x` art it indexed
+                if not name.lower().endswith(".xml"):
+                    continue
                 with contextlib.suppress(OSError):
                     if os.stat(full).st_mtime > built:
                         changed.append(shown)
