@@ -56,6 +56,13 @@ async def test_answers_come_from_the_snapshot_and_say_so(minimod: Any) -> None:
             await client.call_tool("sage_is_file_active", {"path": "Data/Unused.xml"})
         ).structured_content
         assert active["active"] is False
+        # QA: a Windows spelling finds the file under its own name; a path outside is refused as live
+        windows = await client.call_tool("sage_is_file_active", {"path": "data\\units\\TANK.xml"})
+        assert windows.structured_content["path"] == "Data/Units/Tank.xml"
+        assert windows.structured_content["active"] is True
+        for outside in ("/etc/passwd", "../../../etc/passwd"):
+            refused = await client.call_tool("sage_is_file_active", {"path": outside})
+            assert refused.is_error and refused.structured_content["code"] == "ACCESS_DENIED", outside
         definition = await client.call_tool(
             "sage_get_definition", {"type": "WeaponTemplate", "id": "TankGun"}
         )

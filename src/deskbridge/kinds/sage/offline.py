@@ -13,6 +13,7 @@ import dataclasses
 import gzip
 import json
 import os
+import posixpath
 import time
 from collections import defaultdict
 from datetime import UTC, datetime
@@ -25,6 +26,7 @@ from deskbridge.core.tools import CallContext, ToolSpec
 from deskbridge.kinds.base import KindServices, KindWorkspaceBase
 from deskbridge.kinds.sage import queries
 from deskbridge.kinds.sage.guide import USAGE_GUIDE
+from deskbridge.kinds.sage.model import outside_error
 from deskbridge.kinds.sage.snapshot import list_snapshots, snapshot_dir
 
 LIVE_ONLY = {
@@ -340,11 +342,19 @@ class SnapshotWorkspace(KindWorkspaceBase):
 
     async def _is_file_active(self, ctx: CallContext, a: Any) -> dict[str, Any]:
         snap = self.snapshot()
-        wanted = a.path.replace("\\", "/")
+        wanted = posixpath.normpath(a.path.replace("\\", "/"))
         if Path(wanted).is_absolute():
             with contextlib.suppress(ValueError):
                 wanted = Path(wanted).relative_to(self.path).as_posix()
+        sdk = snap.data.get("sdk")
+        if (
+            wanted == ".."
+            or wanted.startswith("../")
+            or (Path(wanted).is_absolute() and not (sdk and Path(wanted).is_relative_to(sdk)))
+        ):
+            raise outside_error(a.path)  # as the live tool refuses it (SageIndex.check_scope)
         folded = wanted.casefold()
+        wanted = next((f for f in snap.files if f.casefold() == folded), wanted)  # the file's own spelling
         streams: dict[str, str] = {}
         for row in snap.data.get("assets", []):
             if str(row.get("file", "")).casefold() == folded:
