@@ -82,7 +82,7 @@ def test_index_says_the_state_and_how_to_see_the_problems_it_counts(minimod):
     out = runner.invoke(app, ["index", str(minimod.mod), "--sdk", str(minimod.sdk)])
     assert out.exit_code == 0, out.output
     assert "state    ready" in out.output and "parse-error" in out.output
-    assert f"deskbridge sage diagnostics -p {minimod.mod} --origin project" in out.output
+    assert f"deskbridge sage diagnostics -p {minimod.mod} --sdk {minimod.sdk} --origin project" in out.output
     listed = runner.invoke(
         app, ["diagnostics", "-p", str(minimod.mod), "--sdk", str(minimod.sdk), "--origin", "project"]
     )

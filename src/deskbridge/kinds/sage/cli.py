@@ -97,7 +97,11 @@ def index_command(
     for code, n in sorted(counts.items()):
         typer.echo(f"  {code:32} {n}")
     if counts:
-        typer.echo(f"details  deskbridge sage diagnostics -p {_quoted(service.project)} --origin project")
+        # With the SDK this run used: without it the listed diagnostics would be another index's.
+        with_sdk = f" --sdk {_quoted(service.sdk)}" if sdk is not None and service.sdk else ""
+        typer.echo(
+            f"details  deskbridge sage diagnostics -p {_quoted(service.project)}{with_sdk} --origin project"
+        )
 
 
 def _quoted(path: Path) -> str:
