@@ -390,3 +390,26 @@ def test_freshness_final_sees_a_file_created_where_an_include_pointed_at_nothing
         await service.stop()
 
     asyncio.run(scenario())
+
+
+def test_a_renamed_folder_reported_by_the_watcher_is_reindexed(minimod):
+    """QA: renaming a folder (`Data/Units` → `Data/units`, as Windows Explorer does on a case change) made
+    the watcher report the two folder paths only; they were dropped for not ending in .xml, and the index
+    kept answering with Data/Units/Tank.xml — a path that no longer exists — as `ready`."""
+
+    async def scenario() -> None:
+        service = SageService(minimod.mod, minimod.sdk, snapshot_quiet_s=600)
+        await service.start(watch=False)
+        index = await service.usable_index(wait_for_index=True, timeout_s=30)
+        assert queries.find_asset(index, "Tank")["items"][0]["file"] == "Data/Units/Tank.xml"
+        old, new = minimod.mod / "Data" / "Units", minimod.mod / "Data" / "units"
+        old.rename(new)
+        index = await service.changed([str(old), str(new)])  # what watchfiles reports for the rename
+        assert index is not None
+        assert queries.find_asset(index, "Tank")["items"][0]["file"] == "Data/units/Tank.xml"
+        (minimod.mod / "Data" / ".git-objects-like").mkdir()  # a folder no include can reach: no rebuild
+        again = await service.changed([str(minimod.mod / "Data" / ".git-objects-like" / "ab")])
+        assert again is not None and again.build_id == index.build_id
+        await service.stop()
+
+    asyncio.run(scenario())

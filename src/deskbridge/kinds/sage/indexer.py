@@ -236,8 +236,10 @@ class ProjectIndexer:
             self.builder.store = self.store
             self._cache_loaded = True
             return self.build_sync()
-        if old is None:
-            return self.build_sync()
+        if old is None or any(self.folder_event(p) for p in paths):
+            return (
+                self.build_sync()
+            )  # a folder appeared, vanished or was renamed: includes may resolve differently
         overlay = {p for p in paths if p in old.inactive_files}
         relevant = {p for p in paths - overlay if not self._cannot_matter(old, p)}
         if overlay and not relevant:
@@ -271,6 +273,16 @@ class ProjectIndexer:
             return self.build_sync()
         self.index = self._assess(new)
         return new
+
+    def folder_event(self, path: str) -> bool:
+        """Whether a changed path is a folder that includes may look in: one the last build listed (now
+        renamed or gone), or a new one inside such a folder. A watcher reports a renamed folder by its two
+        paths only, not the files under it; folders no include can reach (`.git/objects/…`) do not count."""
+        path = os.path.abspath(path)
+        tree = self.resolver.tree
+        if tree.cached_listing(path) is not None:
+            return True
+        return tree.cached_listing(os.path.dirname(path)) is not None and os.path.isdir(path)
 
     def _cannot_matter(self, old: SageIndex, path: str) -> bool:
         """A file no stream reaches, which already existed at the last build, cannot change any answer."""

@@ -131,7 +131,11 @@ class SageService(ProjectIndexer):
 
     async def changed(self, paths: Iterable[str]) -> SageIndex | None:
         """Apply a batch of changed paths (called by the watcher; callable directly in tests)."""
-        batch = {os.path.abspath(p) for p in paths if p.casefold().endswith(WATCHED_SUFFIXES)}
+        batch = {
+            os.path.abspath(p)
+            for p in paths
+            if p.casefold().endswith(WATCHED_SUFFIXES) or self.folder_event(p)
+        }
         if not batch:
             return self.index
         self._pending |= batch
