@@ -505,3 +505,22 @@ def test_a_crlf_files_excerpt_ends_with_the_element_not_a_stray_carriage_return(
     shown = queries.get_definition(index, "GameObject", "Tank")
     assert shown["excerpt"].endswith("</GameObject>") and "\r\n" in shown["excerpt"]
     assert shown["endLine"] - shown["startLine"] == shown["excerpt"].count("\n")
+
+
+def test_a_broken_sdk_schema_is_a_diagnostic_and_degrades_the_index(minimod):
+    """QA: a modder who edits the SDK's XSDs (to add a module) and leaves one malformed, or deletes an
+    included one, got `references 0` and no word why: the compile skipped what it could not parse. It is
+    now a `schema-error` diagnostic naming the file, and the state is degraded — also on a warm start."""
+    ref_xsd = minimod.sdk / "Schemas/xsd/Includes/Ref.xsd"
+    ref_xsd.write_text(ref_xsd.read_text()[:300])  # cut mid-way, as a failed save leaves it
+    for _attempt in ("cold", "warm"):
+        service, index = open_mini(minimod)
+        found = codes(index, "schema-error")
+        assert found and all(d.file == str(ref_xsd) for d in found), [d.message for d in found]
+        assert service.status()["state"] == "degraded"
+        assert any("schema-error" in why for why in service.status()["degraded"])
+        service.save_cache()
+    ref_xsd.unlink()
+    _, index = open_mini(minimod)
+    [missing] = codes(index, "schema-error")
+    assert "includes/Ref.xsd" in missing.message and missing.file.endswith("CnC3Types.xsd")

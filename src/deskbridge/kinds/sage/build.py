@@ -212,6 +212,8 @@ class IndexBuilder:
             walk.stream(stream, entry)
         for path, message in self.read_errors:
             walk.diag(path, 0, "unreadable-file", "error", message)
+        for path, line, message in self.store.extras.get("schemaProblems") or ():
+            walk.diag(path, line, "schema-error", "error", message)
         t_walk = time.perf_counter()
         mark("walked")
         index = SageIndex(

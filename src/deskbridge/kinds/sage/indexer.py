@@ -122,13 +122,23 @@ class ProjectIndexer:
                 # The digest as a callable: a cold build's schema process hashes the XSDs after it sent
                 # the model (`schema.EARLY_MODEL`).
                 self._model = load_schema(self._entry, self.cache_dir, lambda: self.store.model_digest)
+                self._note_schema(self._model)
             return self._model
+
+    def _note_schema(self, model: SchemaModel | None) -> None:
+        """Keep the schema's problems with the records (a warm start never loads the model, yet its
+        diagnostics must say them: the records were typed by that incomplete model)."""
+        problems = [list(p) for p in model.problems] if model is not None else []
+        if self.store.extras.get("schemaProblems", []) != problems:
+            self.store.extras["schemaProblems"] = problems
+            self.store.dirty = True
 
     def _adopt_model(self, model: SchemaModel | None) -> None:
         """The model a cold build compiled in another process (`parallel.prefetch`)."""
         with self._model_lock:
             if self._model is None:
                 self._model = model
+                self._note_schema(model)
         if model is not None and model.digest:
             # The schema process hashed the XSDs for this model's cache key: the records cache is keyed by
             # the same digest, so the parent need not read and hash the 815 files again when it saves.
@@ -186,6 +196,12 @@ class ProjectIndexer:
             reasons.append(
                 f"{len(kept)} file(s) do not parse; the index keeps their last good version: {shown} "
                 "(sage_list_diagnostics code parse-error)"
+            )
+        schema = len(self.store.extras.get("schemaProblems") or ())  # not index.diagnostics: made lazily
+        if schema:
+            reasons.append(
+                f"{schema} problem(s) in the SDK's schemas: references they would type are missed "
+                "(sage_list_diagnostics code schema-error)"
             )
         count = int(index.stats.get("assetCount", 0))
         base = self._baseline.get(index.phase)
