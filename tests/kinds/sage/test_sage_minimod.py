@@ -104,6 +104,10 @@ def test_defines_merge_through_every_include_kind_with_the_override_rule(minimod
     dup = codes(index, "duplicate-define")
     assert len(dup) == 1 and "HEALTH" in dup[0].message
     assert queries.find_define(index, "ARMOR")["items"][0]["override"] is True
+    assert "hint" not in queries.find_define(index, "ARMOR")
+    # QA: a name nothing defines (a typo) says so, with the close names, instead of an empty list alone
+    typo = queries.find_define(index, "$HELTH")
+    assert typo["total"] == 0 and typo["candidates"] == ["HEALTH"] and "sage_find_define" in typo["hint"]
 
 
 def test_diagnostics_for_missing_includes_cycles_and_duplicates(minimod):

@@ -48,6 +48,8 @@ async def test_answers_come_from_the_snapshot_and_say_so(minimod: Any) -> None:
         assert found["snapshotAgeSeconds"] >= 0 and found["items"][0]["file"] == "Data/Units/Tank.xml"
         refs = (await client.call_tool("sage_find_references", {"id": "TankGun"})).structured_content
         assert refs["total"] >= 1 and refs["items"][0]["from"]["id"] == "Tank"  # the live answer's shape
+        define = (await client.call_tool("sage_find_define", {"name": "HELTH"})).structured_content
+        assert define["total"] == 0 and define["candidates"] == ["HEALTH"]
         typo = (await client.call_tool("sage_find_references", {"id": "TankGnu"})).structured_content
         assert typo["total"] == 0 and "sage_find_asset" in typo["hint"]
         chain = await client.call_tool("sage_get_inheritance_chain", {"type": "GameObject", "id": "Tank"})

@@ -386,6 +386,9 @@ class SnapshotWorkspace(KindWorkspaceBase):
         ]
         out = queries.page(rows, a.cursor, a.limit)
         out["name"] = a.name
+        if not rows:
+            known = {k: str(v[0].get("name")) for k, v in self.snapshot().defines.items() if v}
+            out.update(queries.define_not_found(a.name, known))
         return self.answer(out)
 
     async def _unreferenced(self, ctx: CallContext, a: Any) -> dict[str, Any]:

@@ -434,7 +434,20 @@ def find_define(
     ]
     out = page(rows, cursor, limit)
     out["name"] = name
+    if not rows:
+        out.update(define_not_found(name, {k: v[0].name for k, v in index.defines.items() if v}))
     return out
+
+
+def define_not_found(name: str, known: dict[str, str]) -> dict[str, Any]:
+    """What an empty `find_define` adds: the defined names (case-folded → as written) closest to `name`,
+    since the likely cause is a typo, and what to do."""
+    close = difflib.get_close_matches(name.lstrip("$").casefold(), list(known), n=5)
+    return {
+        "candidates": [known[k] for k in close],
+        "hint": "No define has this name. Call sage_find_define with one of the candidates, or check the "
+        "spelling (names are case-insensitive; the $ is optional).",
+    }
 
 
 def unreferenced(
