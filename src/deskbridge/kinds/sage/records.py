@@ -643,6 +643,23 @@ def begin_records(data: bytes) -> PendingRecords:
         rec.diagnostics.append(("parse-error", "error", exc.lineno or 0, str(exc.msg or exc)))
     _parse_errors(parser, rec)
     if root is None:
+        declared = (
+            _DECLARED_ENCODING.match(data, 0, 200) if data[:2] not in (b"\xff\xfe", b"\xfe\xff") else None
+        )
+        if declared and declared.group(1).lower().startswith((b"utf-16", b"utf-32", b"ucs-2", b"ucs2")):
+            # Readable as ASCII, so not UTF-16 text: an editor saved it in 8 bits and kept the declaration.
+            name = declared.group(1).decode("ascii")
+            rec.diagnostics.insert(
+                0,
+                (
+                    "parse-error",
+                    "error",
+                    1,
+                    f'the XML declaration says encoding="{name}" but the file has no byte-order mark and '
+                    'reads as 8-bit text: change the declaration to encoding="utf-8" (or save the file '
+                    "as UTF-16 with a byte-order mark)",
+                ),
+            )
         if not rec.diagnostics:
             rec.diagnostics.append(("parse-error", "error", 0, "no XML element found"))
         return PendingRecords(rec)

@@ -27,7 +27,7 @@ TYPE_CHECKING = False  # `typing` is not loaded by a warm start
 if TYPE_CHECKING:
     from typing import Any
 
-CACHE_VERSION = 7
+CACHE_VERSION = 8  # 8: columns of files declaring a non-UTF encoding (ebdd06b), clearer parse errors
 CACHE_MAGIC = b"deskbridge-sage-records\n"
 MARSHAL_TAG = f"{sys.version_info[0]}.{sys.version_info[1]}/{marshal.version}".encode()
 """marshal's format belongs to the Python version: a cache written by another one is ignored."""
