@@ -98,8 +98,11 @@ class CaseFoldTree:
             if mtime is not None and now == mtime:
                 continue
             listed = self._listings.get(directory)
-            if listed is None:  # never listed here (answers taken from the cache), or was no directory
-                out.append(directory)
+            if listed is None:
+                # Never listed here (answers taken from the cache), or no directory then: a change counts
+                # only if it is one now (an edited file that a lookup once tried as a folder is not).
+                if os.path.isdir(directory):
+                    out.append(directory)
                 continue
             try:
                 with os.scandir(directory) as it:
