@@ -428,3 +428,14 @@ def test_a_declaration_saying_utf_16_over_8_bit_text_says_so():
     assert 'encoding="utf-16"' in messages[0] and "byte-order mark" in messages[0] and "utf-8" in messages[0]
     good = extract_records(text.encode("utf-16"), None)  # the same text really in UTF-16: no such message
     assert not any("byte-order mark" in d[3] for d in good.diagnostics)
+
+
+def test_windows_1252_bytes_in_a_utf_8_file_say_what_to_do():
+    """QA: a file declared UTF-8 (or with no declaration) but edited in an editor's ANSI mode holds a
+    windows-1252 `ä`: libxml2 says only 'Invalid bytes in character encoding'. BAB's .NET reader stops at
+    such a byte, so the modder must learn what it is and what to change."""
+    text = '<AssetDeclaration xmlns="uri:ea.com:eala:asset">\n<!-- Pänzer -->\n<GameObject id="A"/>\n</AssetDeclaration>'
+    rec = extract_records(text.encode("cp1252"), None)
+    [err] = [d for d in rec.diagnostics if d[0] == "parse-error"]
+    assert err[2] == 2 and "not UTF-8" in err[3] and 'encoding="windows-1252"' in err[3]
+    assert [a[1] for a in rec.assets] == ["A"]  # what follows is still indexed
