@@ -528,3 +528,21 @@ def test_a_broken_sdk_schema_is_a_diagnostic_and_degrades_the_index(minimod):
     _, index = open_mini(minimod)
     [missing] = codes(index, "schema-error")
     assert "includes/Ref.xsd" in missing.message and missing.file.endswith("CnC3Types.xsd")
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() == 0,
+    reason="root reads a chmod 000 file anyway: permission bits cannot make a file unreadable for it",
+)
+def test_a_file_without_read_permission_is_unreadable_file_and_the_rest_is_indexed(minimod):
+    """An included file the user may not read (chmod 000, a file copied from another account) is an
+    `unreadable-file` diagnostic saying why; the other files are indexed."""
+    tank = minimod.mod / "Data/Units/Tank.xml"
+    tank.chmod(0)
+    try:
+        _, index = open_mini(minimod)
+    finally:
+        tank.chmod(0o644)
+    [err] = [d for d in codes(index, "unreadable-file") if d.file == str(tank)]
+    assert "cannot be opened" in err.message and "Data/Units/Tank.xml" in err.message
+    assert queries.find_asset(index, "InstanceOnly")["total"] == 1
