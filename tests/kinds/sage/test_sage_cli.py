@@ -73,3 +73,17 @@ def test_effective_and_an_outside_path_from_the_command_line(minimod):
     out = runner.invoke(app, ["active", "/etc/passwd", *args])
     assert out.exit_code == 1 and "outside the mod and SDK folders" in out.output
     assert "{tool}" not in out.output
+
+
+def test_index_says_the_state_and_how_to_see_the_problems_it_counts(minimod):
+    """QA: `deskbridge index` of a mod whose Data/Mod.xml is 0 bytes printed `parse-error 1` and nothing
+    saying which file or how to learn more. It now prints the state and the command that lists them."""
+    (minimod.mod / "Data/Mod.xml").write_bytes(b"")
+    out = runner.invoke(app, ["index", str(minimod.mod), "--sdk", str(minimod.sdk)])
+    assert out.exit_code == 0, out.output
+    assert "state    ready" in out.output and "parse-error" in out.output
+    assert f"deskbridge sage diagnostics -p {minimod.mod} --sdk {minimod.sdk} --origin project" in out.output
+    listed = runner.invoke(
+        app, ["diagnostics", "-p", str(minimod.mod), "--sdk", str(minimod.sdk), "--origin", "project"]
+    )
+    assert json.loads(listed.output)["items"][0]["file"] == "Data/Mod.xml"

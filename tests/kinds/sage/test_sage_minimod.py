@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from deskbridge.core.errors import BridgeError
@@ -86,6 +88,10 @@ def test_typed_references_with_positions(minimod):
         ("attribute", "GameObject"),
     }
     assert queries.find_references(index, "LocalFilter")["total"] == 0
+    assert "hint" not in queries.find_references(index, "Orphan")  # defined, and nothing uses it: that is all
+    # QA: an id nothing defines (a typo) is not answered as "nobody uses it" alone
+    typo = queries.find_references(index, "TankGnu")
+    assert typo["total"] == 0 and "sage_find_asset" in typo["hint"] and "no asset" in typo["hint"].lower()
     assert not [
         r for r in index.files[str(minimod.mod / "Data/Units/Tank.xml")].refs if r[2] in ("$X", "X", "=Y")
     ]
@@ -98,6 +104,10 @@ def test_defines_merge_through_every_include_kind_with_the_override_rule(minimod
     dup = codes(index, "duplicate-define")
     assert len(dup) == 1 and "HEALTH" in dup[0].message
     assert queries.find_define(index, "ARMOR")["items"][0]["override"] is True
+    assert "hint" not in queries.find_define(index, "ARMOR")
+    # QA: a name nothing defines (a typo) says so, with the close names, instead of an empty list alone
+    typo = queries.find_define(index, "$HELTH")
+    assert typo["total"] == 0 and typo["candidates"] == ["HEALTH"] and "sage_find_define" in typo["hint"]
 
 
 def test_diagnostics_for_missing_includes_cycles_and_duplicates(minimod):
@@ -378,3 +388,161 @@ def test_root_level_xi_include_splices_assets_in(minimod):
     assert [s["id"] for s in chain["chain"]] == ["RootSpliced", "BaseUnit"]
     edges = forward.get_asset_references(index, "GameObject", "RootSpliced", target_types=["WeaponTemplate"])
     assert [e["to"]["id"] for e in edges["edges"] if e["via"]["kind"] == "attribute"] == ["TankGun"]
+
+
+def test_a_windows_1252_file_shows_its_own_letters_and_columns(minimod):
+    """QA: Windows-authored XML declaring `encoding="windows-1252"` (XML 1.0 §4.3.3: the declaration names
+    the encoding) is shown and located in that encoding, not as UTF-8: the excerpt keeps `ä` (not U+FFFD,
+    which an agent would copy into its edit), and `Ã¼` — two letters in windows-1252 that are also the UTF-8
+    bytes of one `ü` — counts as two columns."""
+    text = (
+        '<?xml version="1.0" encoding="windows-1252"?>\n'
+        '<AssetDeclaration xmlns="uri:ea.com:eala:asset">\n'
+        '  <WeaponTemplate id="Pänzer" FireFX="FX_Vanilla"/>\n'
+        '  <WeaponTemplate id="BrÃ¼cke" FireFX="FX_Vanilla"/>\n'
+        "</AssetDeclaration>\n"
+    )
+    (minimod.mod / "Data/Units/Tank.xml").write_bytes(text.encode("cp1252"))
+    _, index = open_mini(minimod)
+    shown = queries.get_definition(index, "WeaponTemplate", "pänzer")
+    assert shown["excerpt"] == '  <WeaponTemplate id="Pänzer" FireFX="FX_Vanilla"/>'
+    line = text.split("\n")[3]
+    sites = [s for s in queries.find_references(index, "FX_Vanilla")["items"] if s["line"] == 4]
+    assert [s["column"] for s in sites] == [line.index("FX_Vanilla") + 1]
+
+
+def test_a_looping_or_dangling_link_is_named_as_such_where_it_is_included(minimod):
+    """QA: an include that names a symbolic link looping onto itself, or one whose target is gone, said
+    "the file vanished while indexing" — a modder would look for a deleted file. It now says what the link
+    is (never where it points) and what to do."""
+    data = minimod.mod / "Data"
+    os.symlink("Loop.xml", data / "Loop.xml")
+    os.symlink("Gone/Nowhere.xml", data / "Dangling.xml")
+    mod_xml = data / "Mod.xml"
+    mod_xml.write_text(
+        mod_xml.read_text().replace(
+            "<Includes>",
+            '<Includes><Include type="all" source="Loop.xml"/><Include type="all" source="Dangling.xml"/>',
+        )
+    )
+    _, index = open_mini(minimod)
+    found = {d.file.rpartition("/")[2]: d for d in index.all_diagnostics() if "Data/" in d.file}
+    loop, dangling = found["Loop.xml"], found["Dangling.xml"]
+    assert loop.code == "unreadable-file" and "loops" in loop.message and "vanished" not in loop.message
+    assert dangling.code == "unreadable-file" and "target is gone" in dangling.message
+    assert "Nowhere" not in dangling.message
+    active = queries.is_file_active(index, "Data/Loop.xml")  # included, yet nothing of it is indexed
+    assert active["active"] and "loops" in active["unreadable"] and "could not be read" in active["note"]
+    assert "unreadable" not in queries.is_file_active(index, "Data/Units/Tank.xml")
+
+
+def test_the_mods_own_diagnostics_come_before_the_sdks(minimod):
+    """QA: with a KW or RA3 SDK, thousands of vanilla warnings (art EA does not ship) came first, so the first
+    page of sage_list_diagnostics showed nothing of the mod's own problems. The mod's rows come first now,
+    each row says its origin, and `origin` filters them."""
+    static = minimod.sdk / "SageXml/Static.xml"
+    static.write_text(
+        static.read_text().replace(
+            "<Includes>", '<Includes><Include type="all" source="ART:NotShipped.w3x"/>'
+        )
+    )
+    _, index = open_mini(minimod)
+    rows = queries.list_diagnostics(index)["items"]
+    origins = [r["origin"] for r in rows]
+    assert origins == sorted(origins, key=lambda o: o != "project") and origins[-1] == "sdk"
+    assert rows[0]["file"].startswith("Data/") and any("Missing.xml" in r["message"] for r in rows[:5])
+    sdk_only = queries.list_diagnostics(index, origin="sdk")["items"]
+    assert sdk_only and {r["origin"] for r in sdk_only} == {"sdk"}
+    no_sdk = SageService(minimod.mod, None).open_sync()  # a diagnostic about the project itself, no file
+    [note] = queries.list_diagnostics(no_sdk, "sdk-not-configured", origin="project")["items"]
+    assert note["file"] == ""
+    with pytest.raises(BridgeError) as err:
+        queries.list_diagnostics(index, origin="mod")
+    assert err.value.code == "INVALID_ARGUMENT" and "project" in err.value.hint
+
+
+def test_file_arguments_in_another_letter_case_find_the_file_as_windows_tools_do(minimod):
+    """QA: a Windows modder (or an agent copying an include source) writes `data\\units\\TANK.xml`. The
+    answers named that path as given — a path that does not open on Linux — and the diagnostics filter
+    and a relative include's `from` found nothing. They now match the file case-insensitively."""
+    _, index = open_mini(minimod)
+    unused = queries.is_file_active(index, "data\\UNUSED.xml")  # a file no stream includes
+    assert unused["path"] == "Data/Unused.xml" and not unused["active"]
+    minimod.write("Data/Units/Broken.xml", "<AssetDeclaration")
+    mod_xml = minimod.mod / "Data/Mod.xml"
+    mod_xml.write_text(
+        mod_xml.read_text().replace("<Includes>", '<Includes><Include type="all" source="Units/Broken.xml"/>')
+    )
+    _, index = open_mini(minimod)
+    assert queries.list_diagnostics(index, "parse-error", "data/units/BROKEN.XML")["total"] >= 1
+    resolved = queries.resolve_include(index, _resolver(minimod), "Tank.xml", "DATA\\units\\broken.xml")
+    assert resolved["from"] == "Data/Units/Broken.xml" and resolved["resolved"] == "Data/Units/Tank.xml"
+
+
+def _resolver(minimod):
+    service, _ = open_mini(minimod)
+    return service.resolver
+
+
+def test_an_absolute_windows_include_says_it_is_one_and_how_to_write_it(minimod):
+    """QA: `source="C:\\Mods\\MiniMod\\Data\\Units\\Tank.xml"` (the author's own disk) was reported as leading
+    outside the mod — true here, but a Windows modder reads it as a wrong folder. It says what it is now."""
+    mod_xml = minimod.mod / "Data/Mod.xml"
+    mod_xml.write_text(
+        mod_xml.read_text().replace(
+            "<Includes>",
+            '<Includes><Include type="all" source="C:\\Mods\\MiniMod\\Data\\Units\\Tank.xml"/>'
+            '<Include type="all" source="\\\\server\\share\\Tank.xml"/>',
+        )
+    )
+    _, index = open_mini(minimod)
+    found = codes(index, "include-outside-roots")
+    assert len(found) == 2 and all("absolute Windows path" in d.message for d in found)
+    assert all("DATA:" in d.message for d in found)
+
+
+def test_a_crlf_files_excerpt_ends_with_the_element_not_a_stray_carriage_return(minimod):
+    """QA: a Windows (CRLF) file's excerpt kept its line breaks as written but ended in a lone '\\r'."""
+    tank = minimod.mod / "Data/Units/Tank.xml"
+    tank.write_bytes(tank.read_bytes().replace(b"\n", b"\r\n"))
+    _, index = open_mini(minimod)
+    shown = queries.get_definition(index, "GameObject", "Tank")
+    assert shown["excerpt"].endswith("</GameObject>") and "\r\n" in shown["excerpt"]
+    assert shown["endLine"] - shown["startLine"] == shown["excerpt"].count("\n")
+
+
+def test_a_broken_sdk_schema_is_a_diagnostic_and_degrades_the_index(minimod):
+    """QA: a modder who edits the SDK's XSDs (to add a module) and leaves one malformed, or deletes an
+    included one, got `references 0` and no word why: the compile skipped what it could not parse. It is
+    now a `schema-error` diagnostic naming the file, and the state is degraded — also on a warm start."""
+    ref_xsd = minimod.sdk / "Schemas/xsd/Includes/Ref.xsd"
+    ref_xsd.write_text(ref_xsd.read_text()[:300])  # cut mid-way, as a failed save leaves it
+    for _attempt in ("cold", "warm"):
+        service, index = open_mini(minimod)
+        found = codes(index, "schema-error")
+        assert found and all(d.file == str(ref_xsd) for d in found), [d.message for d in found]
+        assert service.status()["state"] == "degraded"
+        assert any("schema-error" in why for why in service.status()["degraded"])
+        service.save_cache()
+    ref_xsd.unlink()
+    _, index = open_mini(minimod)
+    [missing] = codes(index, "schema-error")
+    assert "includes/Ref.xsd" in missing.message and missing.file.endswith("CnC3Types.xsd")
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() == 0,
+    reason="root reads a chmod 000 file anyway: permission bits cannot make a file unreadable for it",
+)
+def test_a_file_without_read_permission_is_unreadable_file_and_the_rest_is_indexed(minimod):
+    """An included file the user may not read (chmod 000, a file copied from another account) is an
+    `unreadable-file` diagnostic saying why; the other files are indexed."""
+    tank = minimod.mod / "Data/Units/Tank.xml"
+    tank.chmod(0)
+    try:
+        _, index = open_mini(minimod)
+    finally:
+        tank.chmod(0o644)
+    [err] = [d for d in codes(index, "unreadable-file") if d.file == str(tank)]
+    assert "cannot be opened" in err.message and "Data/Units/Tank.xml" in err.message
+    assert queries.find_asset(index, "InstanceOnly")["total"] == 1

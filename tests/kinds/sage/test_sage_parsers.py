@@ -416,3 +416,26 @@ def test_real_files_give_the_same_records_with_or_without_blank_text_nodes(sage_
             rec = extract_records(data, model)
             got.append([rec.to_cache()[0][2:], rec.assets, rec.refs, rec.spliceable])
         assert got[0] == got[1], path
+
+
+def test_a_declaration_saying_utf_16_over_8_bit_text_says_so():
+    """QA: a file re-saved as UTF-8 by a Windows editor that kept `encoding="utf-16"` in its declaration
+    (no byte-order mark) gave only libxml2's 'Blank needed here'. It now says what is wrong and what to do
+    (.NET's XmlReader, which BAB uses, refuses such a file too: no byte order mark to switch to Unicode)."""
+    text = '<?xml version="1.0" encoding="utf-16"?>\n<AssetDeclaration xmlns="uri:ea.com:eala:asset"/>\n'
+    rec = extract_records(text.encode(), None)
+    messages = [d[3] for d in rec.diagnostics if d[0] == "parse-error"]
+    assert 'encoding="utf-16"' in messages[0] and "byte-order mark" in messages[0] and "utf-8" in messages[0]
+    good = extract_records(text.encode("utf-16"), None)  # the same text really in UTF-16: no such message
+    assert not any("byte-order mark" in d[3] for d in good.diagnostics)
+
+
+def test_windows_1252_bytes_in_a_utf_8_file_say_what_to_do():
+    """QA: a file declared UTF-8 (or with no declaration) but edited in an editor's ANSI mode holds a
+    windows-1252 `ä`: libxml2 says only 'Invalid bytes in character encoding'. BAB's .NET reader stops at
+    such a byte, so the modder must learn what it is and what to change."""
+    text = '<AssetDeclaration xmlns="uri:ea.com:eala:asset">\n<!-- Pänzer -->\n<GameObject id="A"/>\n</AssetDeclaration>'
+    rec = extract_records(text.encode("cp1252"), None)
+    [err] = [d for d in rec.diagnostics if d[0] == "parse-error"]
+    assert err[2] == 2 and "not UTF-8" in err[3] and 'encoding="windows-1252"' in err[3]
+    assert [a[1] for a in rec.assets] == ["A"]  # what follows is still indexed

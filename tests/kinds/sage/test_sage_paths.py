@@ -187,3 +187,21 @@ def test_the_same_directories_as_the_shared_settings_module(tmp_path, monkeypatc
         monkeypatch.delenv("DESKBRIDGE_HOME", raising=False)
     mine, shared = deskbridge_dirs(), shared_dirs()
     assert (mine.cache, mine.data, mine.config) == (shared.cache, shared.data, shared.config)
+
+
+def test_changed_directories_sees_added_names_and_ignores_edited_files(tmp_path):
+    """What `freshness: final` relies on (SageService.usable_index): a new or renamed .xml or folder in a
+    listed folder counts, an editor's swap file does not, nor a file that a lookup once tried as a folder
+    and that was then edited."""
+    (tmp_path / "Units").mkdir()
+    (tmp_path / "Units" / "Tank.xml").write_text("<a/>")
+    tree = CaseFoldTree()
+    assert tree.find_file(str(tmp_path), ["units", "tank.xml"]) == str(tmp_path / "Units" / "Tank.xml")
+    assert tree.find(str(tmp_path), ["Units", "Tank.xml", "deeper"]) is None  # lists Tank.xml as a "folder"
+    suffixes = (".xml",)
+    assert tree.changed_directories(suffixes) == []
+    (tmp_path / "Units" / ".Tank.xml.swp").write_text("swap")
+    (tmp_path / "Units" / "Tank.xml").write_text("<b/>")  # edited in place
+    assert tree.changed_directories(suffixes) == []
+    (tmp_path / "Units" / "Plane.xml").write_text("<a/>")
+    assert tree.changed_directories(suffixes) == [str(tmp_path / "Units")]

@@ -358,3 +358,58 @@ def test_torn_caches_are_ignored_and_built_again(minimod, deskbridge_home):
         assert again.model() is not None  # the torn schema cache was compiled again
         assert sorted(index.assets) == sorted(built.assets)
         assert again.save_cache()
+
+
+def test_freshness_final_sees_a_file_created_where_an_include_pointed_at_nothing(minimod):
+    """QA: a query with freshness final right after a save must see it, also when the saved file is new —
+    the missing file an include names, or a Data/Mod.xml written back after it was deleted. No watcher
+    runs here, so only the check of the disk before answering can notice."""
+
+    async def scenario() -> None:
+        service = SageService(minimod.mod, minimod.sdk, snapshot_quiet_s=600)
+        await service.start(watch=False)
+        index = await service.usable_index(wait_for_index=True, timeout_s=30)
+        assert queries.find_asset(index, "Plane")["total"] == 0
+        minimod.write(  # `Mod.xml` includes Missing.xml
+            "Data/Missing.xml",
+            '<AssetDeclaration xmlns="uri:ea.com:eala:asset"><GameObject id="Plane"/></AssetDeclaration>',
+        )
+        index = await service.usable_index(wait_for_index=True, timeout_s=30)
+        [row] = queries.find_asset(index, "Plane")["items"]
+        assert row["file"] == "Data/Missing.xml" and row["origin"] == "project"
+        mod_xml = minimod.mod / "Data/Mod.xml"
+        text = mod_xml.read_bytes()
+        mod_xml.unlink()
+        index = await service.usable_index(wait_for_index=True, timeout_s=30)
+        assert queries.find_asset(index, "Plane")["items"][0]["origin"] == "inactive"
+        mod_xml.write_bytes(text)
+        index = await service.usable_index(wait_for_index=True, timeout_s=30)
+        assert queries.find_asset(index, "Plane")["items"][0]["origin"] == "project"
+        (minimod.mod / "Data/.Mod.xml.swp").write_bytes(b"an editor's swap file")
+        assert (await service.usable_index(wait_for_index=True, timeout_s=30)).build_id == index.build_id
+        await service.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_renamed_folder_reported_by_the_watcher_is_reindexed(minimod):
+    """QA: renaming a folder (`Data/Units` → `Data/units`, as Windows Explorer does on a case change) made
+    the watcher report the two folder paths only; they were dropped for not ending in .xml, and the index
+    kept answering with Data/Units/Tank.xml — a path that no longer exists — as `ready`."""
+
+    async def scenario() -> None:
+        service = SageService(minimod.mod, minimod.sdk, snapshot_quiet_s=600)
+        await service.start(watch=False)
+        index = await service.usable_index(wait_for_index=True, timeout_s=30)
+        assert queries.find_asset(index, "Tank")["items"][0]["file"] == "Data/Units/Tank.xml"
+        old, new = minimod.mod / "Data" / "Units", minimod.mod / "Data" / "units"
+        old.rename(new)
+        index = await service.changed([str(old), str(new)])  # what watchfiles reports for the rename
+        assert index is not None
+        assert queries.find_asset(index, "Tank")["items"][0]["file"] == "Data/units/Tank.xml"
+        (minimod.mod / "Data" / ".git-objects-like").mkdir()  # a folder no include can reach: no rebuild
+        again = await service.changed([str(minimod.mod / "Data" / ".git-objects-like" / "ab")])
+        assert again is not None and again.build_id == index.build_id
+        await service.stop()
+
+    asyncio.run(scenario())

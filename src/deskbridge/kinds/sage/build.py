@@ -212,6 +212,8 @@ class IndexBuilder:
             walk.stream(stream, entry)
         for path, message in self.read_errors:
             walk.diag(path, 0, "unreadable-file", "error", message)
+        for path, line, message in self.store.extras.get("schemaProblems") or ():
+            walk.diag(path, line, "schema-error", "error", message)
         t_walk = time.perf_counter()
         mark("walked")
         index = SageIndex(
@@ -453,7 +455,11 @@ class _Walk:
                     line,
                     "include-outside-roots",
                     "error",
-                    f"{kind} include {source!r} leads outside the mod and SDK folders; it was not read",
+                    f"{kind} include {source!r} is an absolute Windows path (a drive or share of the machine "
+                    "it was written on); here it leads outside the mod and SDK folders and was not read: "
+                    "write it as DATA:… or relative to this file"
+                    if _WINDOWS_ABSOLUTE.match(source)
+                    else f"{kind} include {source!r} leads outside the mod and SDK folders; it was not read",
                 )
             elif target is None and self.b.sdk is None and _has_alias(source):
                 self.suppressed += 1  # one `sdk-not-configured` says it all (research/sage.md §1.4)
@@ -519,6 +525,11 @@ def _file_assets(rec: FileRecords, splice: str | None) -> list[tuple[int, tuple[
         return [(SPLICED_ROOT, rec.spliceable[0])] if rec.root_has_id else []
     first = 1 if rec.root_has_id else 0
     return [(i, rec.spliceable[i]) for i in range(first, len(rec.spliceable))]
+
+
+_WINDOWS_ABSOLUTE = re.compile(r"\s*(?:[A-Za-z]:[\\/]|\\\\[^\\/])")
+"""`C:\\…`, `C:/…` or a UNC share `\\\\server\\…`: a path of the author's machine (single-letter drives are
+never one of the DATA:/ART:/AUDIO:/ROOT: aliases)."""
 
 
 def _has_alias(source: str) -> bool:

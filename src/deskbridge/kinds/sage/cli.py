@@ -7,6 +7,7 @@ and exits. Output is JSON so scripts and agents can read it; errors print `error
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -80,7 +81,9 @@ def index_command(
         sys.stdout.write("\n")
         return
     s = index.stats
+    status = service.status()
     typer.echo(f"project  {service.project}")
+    typer.echo(f"state    {status['state']}" + "".join(f"\n  {why}" for why in status.get("degraded", ())))
     typer.echo(f"sdk      {service.sdk or '(none)'}")
     typer.echo(f"streams  {', '.join(index.streams) or '(none)'}")
     typer.echo(
@@ -93,6 +96,17 @@ def index_command(
     )
     for code, n in sorted(counts.items()):
         typer.echo(f"  {code:32} {n}")
+    if counts:
+        # With the SDK this run used: without it the listed diagnostics would be another index's.
+        with_sdk = f" --sdk {_quoted(service.sdk)}" if sdk is not None and service.sdk else ""
+        typer.echo(
+            f"details  deskbridge sage diagnostics -p {_quoted(service.project)}{with_sdk} --origin project"
+        )
+
+
+def _quoted(path: Path) -> str:
+    """A path as it can be pasted into a shell."""
+    return shlex.quote(str(path))
 
 
 def snapshot_command(
@@ -262,13 +276,17 @@ def uses_cmd(
 def diagnostics_cmd(
     code: Annotated[str | None, typer.Option("--code")] = None,
     file: Annotated[str | None, typer.Option("--file")] = None,
+    origin: Annotated[
+        str | None,
+        typer.Option("--origin", help="project (the mod's own files) or sdk; default both, the mod's first."),
+    ] = None,
     project: ProjectOpt = Path("."),
     sdk: SdkOpt = None,
     cursor: CursorOpt = None,
     limit: LimitOpt = None,
 ) -> None:
     """Problems found while indexing."""
-    _run(project, sdk, lambda s, i: queries.list_diagnostics(i, code, file, cursor, limit))
+    _run(project, sdk, lambda s, i: queries.list_diagnostics(i, code, file, cursor, limit, origin))
 
 
 @app.command("guide")

@@ -33,7 +33,9 @@ attribute or element content names which asset type). Ids compare case-insensiti
   `all` = compiled into the stream, `instance` = visible only, `reference` = another stream).
 - Where does `DATA:foo/bar.xml` point? `sage_resolve_include {source, from}`.
 - What is `$SOME_DEFINE`? `sage_find_define {name}`.
-- Dead assets: `sage_unreferenced {type}` (without a type: only types something can reference). Problems: `sage_list_diagnostics {code}`.
+- Dead assets: `sage_unreferenced {type}` (without a type: only types something can reference).
+- Problems: `sage_list_diagnostics {code, origin: "project"}` (the mod's own; the SDK's vanilla XML has
+  thousands).
 
 ## Rules
 - Prefer these tools over full-text search; never read the whole index or snapshot into context.

@@ -122,13 +122,23 @@ class ProjectIndexer:
                 # The digest as a callable: a cold build's schema process hashes the XSDs after it sent
                 # the model (`schema.EARLY_MODEL`).
                 self._model = load_schema(self._entry, self.cache_dir, lambda: self.store.model_digest)
+                self._note_schema(self._model)
             return self._model
+
+    def _note_schema(self, model: SchemaModel | None) -> None:
+        """Keep the schema's problems with the records (a warm start never loads the model, yet its
+        diagnostics must say them: the records were typed by that incomplete model)."""
+        problems = [list(p) for p in model.problems] if model is not None else []
+        if self.store.extras.get("schemaProblems", []) != problems:
+            self.store.extras["schemaProblems"] = problems
+            self.store.dirty = True
 
     def _adopt_model(self, model: SchemaModel | None) -> None:
         """The model a cold build compiled in another process (`parallel.prefetch`)."""
         with self._model_lock:
             if self._model is None:
                 self._model = model
+                self._note_schema(model)
         if model is not None and model.digest:
             # The schema process hashed the XSDs for this model's cache key: the records cache is keyed by
             # the same digest, so the parent need not read and hash the 815 files again when it saves.
@@ -187,6 +197,12 @@ class ProjectIndexer:
                 f"{len(kept)} file(s) do not parse; the index keeps their last good version: {shown} "
                 "(sage_list_diagnostics code parse-error)"
             )
+        schema = len(self.store.extras.get("schemaProblems") or ())  # not index.diagnostics: made lazily
+        if schema:
+            reasons.append(
+                f"{schema} problem(s) in the SDK's schemas: references they would type are missed "
+                "(sage_list_diagnostics code schema-error)"
+            )
         count = int(index.stats.get("assetCount", 0))
         base = self._baseline.get(index.phase)
         if base and count * 2 < base:
@@ -236,8 +252,10 @@ class ProjectIndexer:
             self.builder.store = self.store
             self._cache_loaded = True
             return self.build_sync()
-        if old is None:
-            return self.build_sync()
+        if old is None or any(self.folder_event(p) for p in paths):
+            return (
+                self.build_sync()
+            )  # a folder appeared, vanished or was renamed: includes may resolve differently
         overlay = {p for p in paths if p in old.inactive_files}
         relevant = {p for p in paths - overlay if not self._cannot_matter(old, p)}
         if overlay and not relevant:
@@ -271,6 +289,16 @@ class ProjectIndexer:
             return self.build_sync()
         self.index = self._assess(new)
         return new
+
+    def folder_event(self, path: str) -> bool:
+        """Whether a changed path is a folder that includes may look in: one the last build listed (now
+        renamed or gone), or a new one inside such a folder. A watcher reports a renamed folder by its two
+        paths only, not the files under it; folders no include can reach (`.git/objects/…`) do not count."""
+        path = os.path.abspath(path)
+        tree = self.resolver.tree
+        if tree.cached_listing(path) is not None:
+            return True
+        return tree.cached_listing(os.path.dirname(path)) is not None and os.path.isdir(path)
 
     def _cannot_matter(self, old: SageIndex, path: str) -> bool:
         """A file no stream reaches, which already existed at the last build, cannot change any answer."""

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from deskbridge.kinds.sage._record import Record
+from deskbridge.kinds.sage.paths import match_case
 from deskbridge.kinds.sage.records import FileRecords, Ref
 from deskbridge.kinds.sage.schema import SchemaModel
 
@@ -358,9 +359,10 @@ class SageIndex(Record):
         return path
 
     def real_path(self, shown: str) -> str:
-        """Inverse of `display` (accepts relative-to-project and absolute paths), normalised."""
+        """Inverse of `display` (accepts relative-to-project and absolute paths, backslashes and any letter
+        case), normalised."""
         p = Path(shown.replace("\\", "/"))
-        return os.path.normpath(str(p if p.is_absolute() else self.project / p))
+        return match_case(os.path.normpath(str(p if p.is_absolute() else self.project / p)))
 
     def check_scope(self, real: str, given: str) -> None:
         """Refuse a path outside the mod and SDK folders, with one error whether or not it exists, naming

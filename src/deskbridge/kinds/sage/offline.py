@@ -13,6 +13,7 @@ import dataclasses
 import gzip
 import json
 import os
+import posixpath
 import time
 from collections import defaultdict
 from datetime import UTC, datetime
@@ -25,6 +26,7 @@ from deskbridge.core.tools import CallContext, ToolSpec
 from deskbridge.kinds.base import KindServices, KindWorkspaceBase
 from deskbridge.kinds.sage import queries
 from deskbridge.kinds.sage.guide import USAGE_GUIDE
+from deskbridge.kinds.sage.model import outside_error
 from deskbridge.kinds.sage.snapshot import list_snapshots, snapshot_dir
 
 LIVE_ONLY = {
@@ -145,11 +147,11 @@ class SnapshotWorkspace(KindWorkspaceBase):
         for folder, dirs, files in os.walk(root):
             dirs[:] = [d for d in dirs if not d.startswith(".")]
             for name in files:
-                if not name.lower().endswith(".xml"):
-                    continue
                 full = os.path.join(folder, name)
                 shown = os.path.relpath(full, root).replace(os.sep, "/")
-                seen.add(shown.casefold())
+                seen.add(shown.casefold())  # every file: the snapshot also names the `.w3x` art it indexed
+                if not name.lower().endswith(".xml"):
+                    continue
                 with contextlib.suppress(OSError):
                     if os.stat(full).st_mtime > built:
                         changed.append(shown)
@@ -213,7 +215,11 @@ class SnapshotWorkspace(KindWorkspaceBase):
                         "newest answers from the snapshot as it is.",
                         data={"source": "snapshot", "changedSinceSnapshot": changed[:CHANGED_SHOWN]},
                     )
-            return await handler(ctx, args)
+            try:
+                return await handler(ctx, args)
+            except BridgeError as exc:
+                exc.hint = exc.hint.replace("{tool}", name)  # as the live tools do (tools.sage_tools)
+                raise
 
         return checked
 
@@ -277,6 +283,8 @@ class SnapshotWorkspace(KindWorkspaceBase):
         out = queries.page(sites, a.cursor, a.limit)
         out["items"] = [_live_site(row) for row in out["items"]]
         out.update({"id": a.id, "type": a.type})
+        if not sites and not self._defs(a.id, None):
+            out["hint"] = queries.NO_SUCH_ID
         return self.answer(out)
 
     async def _list_by_type(self, ctx: CallContext, a: Any) -> dict[str, Any]:
@@ -306,27 +314,47 @@ class SnapshotWorkspace(KindWorkspaceBase):
                 hint="Call sage_find_asset with the id alone to see which types define it.",
             )
         which = getattr(a, "which", None)
+        if which is not None and not 0 <= which < len(defs):
+            raise BridgeError(
+                ErrorCode.INVALID_ARGUMENT,
+                f"which={which} but there are {len(defs)} definitions",
+                hint=f"Call {{tool}} with which between 0 and {len(defs) - 1}, or sage_find_asset to list them.",
+            )
         compiled = [d for d in defs if "all" in (d.get("streams") or {}).values()]
-        row = defs[which] if which is not None and which < len(defs) else (compiled or defs)[-1]
-        body: dict[str, Any] = {"type": a.type, "id": a.id, "definition": row, "definitions": len(defs)}
+        row = defs[which] if which is not None else (compiled or defs)[-1]
+        # The live answer's shape (queries.get_definition), so an agent reads one shape with or without a server.
+        body: dict[str, Any] = {**row, "definitionCount": len(defs), "which": defs.index(row)}
+        body.update(startLine=None, endLine=None, excerpt=None, truncated=False)
         file = str(row.get("file") or "")
-        if file:
+        if not file:
+            body["note"] = "Defined only in a compiled manifest; there is no XML to show."
+        else:
             path = Path(file) if Path(file).is_absolute() else Path(self.path) / file
-            # The file may have changed or gone since the snapshot: answer with the record alone then.
-            with contextlib.suppress(BridgeError, OSError, ValueError):
+            try:
                 start, end, text, truncated = queries._excerpt(
                     str(path), int(row.get("line", 0)), a.type, shown=file
                 )
-                body.update({"startLine": start, "endLine": end, "xml": text, "truncated": truncated})
+            except (BridgeError, OSError, ValueError):
+                body["note"] = "The file changed or is gone since the snapshot: only its record is shown."
+            else:
+                body.update(startLine=start, endLine=end, excerpt=text, truncated=truncated)
         return self.answer(body)
 
     async def _is_file_active(self, ctx: CallContext, a: Any) -> dict[str, Any]:
         snap = self.snapshot()
-        wanted = a.path.replace("\\", "/")
+        wanted = posixpath.normpath(a.path.replace("\\", "/"))
         if Path(wanted).is_absolute():
             with contextlib.suppress(ValueError):
                 wanted = Path(wanted).relative_to(self.path).as_posix()
+        sdk = snap.data.get("sdk")
+        if (
+            wanted == ".."
+            or wanted.startswith("../")
+            or (Path(wanted).is_absolute() and not (sdk and Path(wanted).is_relative_to(sdk)))
+        ):
+            raise outside_error(a.path)  # as the live tool refuses it (SageIndex.check_scope)
         folded = wanted.casefold()
+        wanted = next((f for f in snap.files if f.casefold() == folded), wanted)  # the file's own spelling
         streams: dict[str, str] = {}
         for row in snap.data.get("assets", []):
             if str(row.get("file", "")).casefold() == folded:
@@ -358,6 +386,9 @@ class SnapshotWorkspace(KindWorkspaceBase):
         ]
         out = queries.page(rows, a.cursor, a.limit)
         out["name"] = a.name
+        if not rows:
+            known = {k: str(v[0].get("name")) for k, v in self.snapshot().defines.items() if v}
+            out.update(queries.define_not_found(a.name, known))
         return self.answer(out)
 
     async def _unreferenced(self, ctx: CallContext, a: Any) -> dict[str, Any]:

@@ -83,6 +83,38 @@ class CaseFoldTree:
         self._listings.clear()
         self.mtimes.clear()
 
+    def changed_directories(self, suffixes: tuple[str, ...]) -> list[str]:
+        """Directories listed (or validated) since the last `clear` that gained, lost or renamed a folder
+        or a file ending in one of `suffixes` (lower case): how a new file shows, which no index row names
+        yet (the missing file an include names, a deleted Data/Mod.xml written back). The mtime tells
+        which directories to look at (adding, removing or renaming an entry changes it); their names are
+        then compared with the listing, so an editor's swap file beside a mod file changes nothing."""
+        out = []
+        for directory, mtime in list(self.mtimes.items()):
+            try:
+                now = os.stat(directory).st_mtime_ns
+            except OSError:
+                now = -1
+            if mtime is not None and now == mtime:
+                continue
+            listed = self._listings.get(directory)
+            if listed is None:
+                # Never listed here (answers taken from the cache), or no directory then: a change counts
+                # only if it is one now (an edited file that a lookup once tried as a folder is not).
+                if os.path.isdir(directory):
+                    out.append(directory)
+                continue
+            try:
+                with os.scandir(directory) as it:
+                    names = {(e.name, e.is_dir()) for e in it}
+            except OSError:
+                out.append(directory)
+                continue
+            before = set(listed.values())
+            if any(d or name.casefold().endswith(suffixes) for name, d in names ^ before):
+                out.append(directory)
+        return out
+
     def find(self, base: str, parts: Iterable[str]) -> str | None:
         """The real path of `base/parts…` matched case-insensitively, or None. `base` itself must exist."""
         return self._find(base, parts, False)
@@ -128,6 +160,20 @@ class CaseFoldTree:
             return False
         hit = listing.get(name)
         return hit is not None and not hit[1]
+
+
+def match_case(path: str) -> str:
+    """`path` with the parts that do not exist as written matched case-insensitively, as Windows tools do
+    (a modder's `data\\units\\TANK.xml`), or `path` itself when nothing matches."""
+    head, tail = path, []
+    while not os.path.lexists(head):
+        head, name = os.path.split(head)
+        if not name:
+            return path
+        tail.append(name)
+    if not tail:
+        return path
+    return CaseFoldTree().find(head, reversed(tail)) or path
 
 
 def split_source(source: str) -> list[str]:

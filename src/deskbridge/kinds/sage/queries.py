@@ -207,13 +207,23 @@ def find_references(
     n = check_limit(limit)
     chunk = rows[start : start + n]
     nxt = start + n if start + n < len(rows) else None
-    return {
+    out = {
         "id": ident,
         "type": asset_type,
         "items": [site_json(index, p, r, o, resolve=False) for p, r, o in chunk],
         "total": len(rows),
         "nextCursor": paging.offset_cursor(nxt) if nxt is not None else None,
     }
+    if not rows and not index.by_id.get(ident.casefold()) and not index.inactive.get(ident.casefold()):
+        out["hint"] = NO_SUCH_ID
+    return out
+
+
+NO_SUCH_ID = (
+    "No asset has this id and nothing references it: check the spelling with sage_find_asset or "
+    "sage_list_assets_by_type (ids are case-insensitive)."
+)
+"""Said with an empty list of references when the id is not defined either (a typo, not an unused asset)."""
 
 
 def list_assets_by_type(
@@ -324,6 +334,10 @@ def _excerpt(path: str, line: int, element: str, shown: str) -> tuple[int, int, 
         pass
     end = max(end, line)
     text_lines = lines[line - 1 : end]
+    if (
+        text_lines
+    ):  # a CRLF file's last line keeps its "\r" after the split on "\n"; the lines within keep theirs
+        text_lines[-1] = text_lines[-1].removesuffix("\r")
     truncated = False
     if len(text_lines) > EXCERPT_MAX_LINES:
         text_lines, truncated = text_lines[:EXCERPT_MAX_LINES], True
@@ -382,7 +396,7 @@ def is_file_active(index: SageIndex, path: str) -> dict[str, Any]:
         if found is not None and e.target == found
     ][: limits.LIST_PAGE_DEFAULT]
     streams = index.membership.get(found, {}) if found else {}
-    return {
+    out = {
         "path": index.display(found or real),
         "active": bool(streams),
         "streams": [{"stream": s, "how": how} for s, how in streams.items()],
@@ -390,6 +404,17 @@ def is_file_active(index: SageIndex, path: str) -> dict[str, Any]:
         "includedBy": included_by,
         "note": None if streams else "No stream includes this file: edits to it have no effect in game.",
     }
+    unreadable = next(
+        (d.message for d in index.diagnostics if d.file == found and d.code == "unreadable-file"), None
+    )
+    if found is not None and unreadable:
+        # Included, yet nothing of it is indexed (and BAB cannot read it either): say so, not just "active".
+        out["unreadable"] = unreadable
+        out["note"] = (
+            "Included, but the file could not be read, so none of its assets are indexed; fix it "
+            "(see unreadable), then call sage_get_status until the re-index is done."
+        )
+    return out
 
 
 def find_define(
@@ -409,7 +434,20 @@ def find_define(
     ]
     out = page(rows, cursor, limit)
     out["name"] = name
+    if not rows:
+        out.update(define_not_found(name, {k: v[0].name for k, v in index.defines.items() if v}))
     return out
+
+
+def define_not_found(name: str, known: dict[str, str]) -> dict[str, Any]:
+    """What an empty `find_define` adds: the defined names (case-folded → as written) closest to `name`,
+    since the likely cause is a typo, and what to do."""
+    close = difflib.get_close_matches(name.lstrip("$").casefold(), list(known), n=5)
+    return {
+        "candidates": [known[k] for k in close],
+        "hint": "No define has this name. Call sage_find_define with one of the candidates, or check the "
+        "spelling (names are case-insensitive; the $ is optional).",
+    }
 
 
 def unreferenced(
@@ -511,7 +549,16 @@ def list_diagnostics(
     file: str | None = None,
     cursor: str | None = None,
     limit: int | None = None,
+    origin: str | None = None,
 ) -> dict[str, Any]:
+    """Diagnostics, the mod's own first (an SDK's vanilla XML brings thousands of warnings about art EA
+    does not ship, which would otherwise fill the first pages), optionally of one origin only."""
+    if origin not in (None, "project", "sdk"):
+        raise BridgeError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"origin {origin!r} is neither project nor sdk",
+            hint="Call {tool} with origin project (the mod's own files), sdk, or without it for both.",
+        )
     diags = (
         index.all_diagnostics()
         if code in (None, "unresolved-reference", "unresolved-reference-indexing")
@@ -527,10 +574,13 @@ def list_diagnostics(
             "code": d.code,
             "severity": d.severity,
             "message": d.message,
+            "origin": index.origin_of(d.file) if d.file else "project",  # no file: about the project itself
         }
         for d in diags
         if (code is None or d.code == code) and (real is None or d.file == real)
     ]
+    rows = [r for r in rows if origin is None or r["origin"] == origin]
+    rows.sort(key=lambda r: r["origin"] != "project")  # stable: walk order within each origin
     out = page(rows, cursor, limit)
     out["code"] = code
     return out

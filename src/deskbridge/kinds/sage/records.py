@@ -11,6 +11,7 @@ recovering parser keeps what it can and every error becomes a `parse-error` diag
 from __future__ import annotations
 
 import _thread
+import codecs
 import io
 import marshal
 import operator
@@ -291,10 +292,31 @@ def _without_asset_ns(data: bytes) -> bytes | bytearray:
     return out
 
 
+_DECLARED_ENCODING = re.compile(rb"<\?xml[^>]*?\bencoding\s*=\s*[\"']([A-Za-z][A-Za-z0-9._-]*)[\"']")
+"""The `encoding` of an XML declaration at the very start (XML 1.0 §4.3.3)."""
+
+
+def _declared(data: bytes) -> str | None:
+    """The codec of the encoding an XML declaration at the start names (None: no declaration, unknown)."""
+    m = _DECLARED_ENCODING.match(data, 0, 200)
+    if m is None:
+        return None
+    try:
+        return codecs.lookup(m.group(1).decode("ascii")).name
+    except LookupError:
+        return None
+
+
 def decode_text(data: bytes) -> str:
-    """Text of an XML file for locating columns: UTF-16 by BOM, else UTF-8 (BOM dropped), never failing."""
+    """Text of an XML file for excerpts and columns, never failing: UTF-16 by BOM, else the encoding its
+    XML declaration names (Windows-authored mods declare `windows-1252`, as libxml2 reads them), else UTF-8
+    (BOM dropped)."""
     if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
         return data.decode("utf-16", errors="replace")
+    name = _declared(data) if data[:3] != b"\xef\xbb\xbf" else None
+    # A declaration readable as ASCII is never UTF-16/32 text (that comes with a BOM, handled above).
+    if name and not name.startswith(("utf-16", "utf-32", "utf-8")):
+        return data.decode(name, errors="replace")
     return data.decode("utf-8-sig", errors="replace")
 
 
@@ -626,8 +648,25 @@ def begin_records(data: bytes) -> PendingRecords:
     except etree.XMLSyntaxError as exc:  # recover=True still raises when nothing at all is usable
         root = None
         rec.diagnostics.append(("parse-error", "error", exc.lineno or 0, str(exc.msg or exc)))
-    _parse_errors(parser, rec)
+    _parse_errors(parser, rec, data)
     if root is None:
+        declared = (
+            _DECLARED_ENCODING.match(data, 0, 200) if data[:2] not in (b"\xff\xfe", b"\xfe\xff") else None
+        )
+        if declared and declared.group(1).lower().startswith((b"utf-16", b"utf-32", b"ucs-2", b"ucs2")):
+            # Readable as ASCII, so not UTF-16 text: an editor saved it in 8 bits and kept the declaration.
+            name = declared.group(1).decode("ascii")
+            rec.diagnostics.insert(
+                0,
+                (
+                    "parse-error",
+                    "error",
+                    1,
+                    f'the XML declaration says encoding="{name}" but the file has no byte-order mark and '
+                    'reads as 8-bit text: change the declaration to encoding="utf-8" (or save the file '
+                    "as UTF-16 with a byte-order mark)",
+                ),
+            )
         if not rec.diagnostics:
             rec.diagnostics.append(("parse-error", "error", 0, "no XML element found"))
         return PendingRecords(rec)
@@ -820,10 +859,22 @@ def _fragment(
         rec.ref_data.sort(key=_BY_POSITION)
 
 
-def _parse_errors(parser: etree.XMLParser, rec: FileRecords) -> None:
+NOT_UTF8 = (
+    "bytes that are not UTF-8 (the file was probably saved as ANSI / windows-1252 while it declares UTF-8 "
+    'or nothing): save it as UTF-8, or declare encoding="windows-1252" in its first line'
+)
+"""For libxml2's 'Invalid bytes in character encoding' in a UTF-8 file: what a modder saving in an editor's
+ANSI mode hits, and BAB stops at (XML 1.0 §4.3.3: without a declaration or BOM the text must be UTF-8)."""
+
+
+def _parse_errors(parser: etree.XMLParser, rec: FileRecords, data: bytes = b"") -> None:
     errors = [e for e in parser.error_log if e.level >= etree.ErrorLevels.ERROR]
+    utf8 = data[:2] not in (b"\xff\xfe", b"\xfe\xff") and _declared(data) in (None, "utf-8")
     for e in errors[:PARSE_ERRORS_MAX]:
-        rec.diagnostics.append(("parse-error", "error", e.line or 0, e.message.strip()))
+        message = e.message.strip()
+        if utf8 and e.type_name == "ERR_INVALID_ENCODING":
+            message = NOT_UTF8
+        rec.diagnostics.append(("parse-error", "error", e.line or 0, message))
     if len(errors) > PARSE_ERRORS_MAX:
         rec.diagnostics.append(
             ("parse-error", "error", 0, f"{len(errors) - PARSE_ERRORS_MAX} more parse errors not listed")

@@ -31,7 +31,7 @@ _XS_COMPLEX = XS + "complexType"
 _XS_ELEMENT = XS + "element"
 _XS_SIMPLE_CONTENT = XS + "simpleContent"
 XAS_REFTYPE = "{uri:ea.com:eala:asset:schema}refType"
-MODEL_VERSION = 3
+MODEL_VERSION = 4
 """Bump when the compiled model's shape changes, so old caches are ignored."""
 
 _UNSET: Any = object()
@@ -52,6 +52,7 @@ class SchemaModel(Record):
         "fallback",
         "with_refs",
         "digest",
+        "problems",
     )
 
     def __init__(
@@ -64,6 +65,7 @@ class SchemaModel(Record):
         fallback: dict[str, str] | None = None,
         with_refs: set[str] | None = None,
         digest: str = "",
+        problems: list[tuple[str, int, str]] | None = None,
     ) -> None:
         self.asset_types: dict[str, str] = {} if asset_types is None else asset_types
         """Top-level asset element name → its type key (from `AssetDeclaration`'s choice)."""
@@ -81,6 +83,9 @@ class SchemaModel(Record):
         self.with_refs: set[str] = set() if with_refs is None else with_refs
         """Type keys whose subtree can hold a reference; the extractor skips every other subtree."""
         self.digest = digest
+        self.problems: list[tuple[str, int, str]] = [] if problems is None else problems
+        """(file, line, message) of each XSD that could not be read or parsed whole, or an `xs:include`
+        that names no file: the model lacks what they declare, so references they type are missed."""
 
     def chain(self, asset_type: str) -> list[str]:
         """`asset_type`, its type key and every base type, nearest first."""
@@ -120,6 +125,7 @@ class SchemaModel(Record):
             "bases": self.bases,
             "fallback": self.fallback,
             "withRefs": sorted(self.with_refs),
+            "problems": [list(p) for p in self.problems],
         }
 
     @classmethod
@@ -133,6 +139,7 @@ class SchemaModel(Record):
             fallback=raw["fallback"],
             with_refs=set(raw["withRefs"]),
             digest=raw["digest"],
+            problems=[(str(f), int(n), str(m)) for f, n, m in raw.get("problems", ())],
         )
 
 
@@ -168,6 +175,8 @@ class _Compiler:
         self.c_content: dict[str, str] = {}
         self.c_ref: dict[str, str] = {}
         self.elem_ref: dict[str, str] = {}  # synthetic key for `<xs:element type=… xas:refType=…>`
+        self.problems: list[tuple[str, int, str]] = []
+        """What `SchemaModel.problems` says: XSDs the collection could not read or parse whole."""
         self.top_elements: dict[str, str] = {}
         self.declared_as: dict[str, set[str]] = {}
         self.c_layout: dict[str, dict[str, str]] = {}
@@ -320,7 +329,7 @@ class _Compiler:
         return out
 
     def build(self) -> SchemaModel:
-        model = SchemaModel()
+        model = SchemaModel(problems=list(self.problems))
         decl = self.top_elements.get("AssetDeclaration")
         model.asset_types = {
             name: t
@@ -455,8 +464,18 @@ def collect_schema(entry: Path, read: dict[str, bytes] | None = None) -> _Compil
             if read is not None:
                 read[path] = bulk_sha1(data).digest()
             root = etree.fromstring(data, parser, base_url=path)
-        except (OSError, etree.XMLSyntaxError):
+        except OSError as exc:
+            compiler.problems.append((path, 0, f"the schema cannot be read ({exc.strerror or exc})"))
             continue
+        except etree.XMLSyntaxError as exc:
+            compiler.problems.append((path, exc.lineno or 0, f"the schema does not parse: {exc.msg}"))
+            continue
+        # Recovered (parsed in part): what follows the first error is missing from the model.
+        errors = [e for e in parser.error_log if e.level >= etree.ErrorLevels.ERROR]
+        if errors:
+            compiler.problems.append(
+                (path, errors[0].line, f"the schema does not parse whole: {errors[0].message}")
+            )
         if root is None:
             continue
         for inc in root.iterchildren(XS + "include", XS + "redefine"):
@@ -465,6 +484,10 @@ def collect_schema(entry: Path, read: dict[str, bytes] | None = None) -> _Compil
                 hit = tree.find(os.path.dirname(path), loc.replace("\\", "/").split("/"))
                 if hit:
                     todo.append(hit)
+                else:
+                    compiler.problems.append(
+                        (path, inc.sourceline or 0, f"xs:include {loc!r} does not resolve to a file")
+                    )
         compiler.add_document(root)
     return compiler
 

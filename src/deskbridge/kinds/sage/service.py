@@ -131,7 +131,11 @@ class SageService(ProjectIndexer):
 
     async def changed(self, paths: Iterable[str]) -> SageIndex | None:
         """Apply a batch of changed paths (called by the watcher; callable directly in tests)."""
-        batch = {os.path.abspath(p) for p in paths if p.casefold().endswith(WATCHED_SUFFIXES)}
+        batch = {
+            os.path.abspath(p)
+            for p in paths
+            if p.casefold().endswith(WATCHED_SUFFIXES) or self.folder_event(p)
+        }
         if not batch:
             return self.index
         self._pending |= batch
@@ -227,9 +231,14 @@ class SageService(ProjectIndexer):
                 # A write the watcher has not reported yet (it waits 300 ms for more changes): compare the
                 # files the index answers from with the disk, and re-index what differs before answering.
                 moved = await asyncio.to_thread(self._changed_on_disk)
-                if not moved:
+                folders = await asyncio.to_thread(self.resolver.tree.changed_directories, WATCHED_SUFFIXES)
+                if folders:
+                    # A file appeared, vanished or was renamed: includes may resolve differently.
+                    await self.rebuild()
+                elif moved:
+                    await self.changed(moved)
+                else:
                     break
-                await self.changed(moved)
         index = self.index
         if index is None:
             raise BridgeError(

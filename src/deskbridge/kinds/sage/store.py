@@ -8,6 +8,7 @@ gzip JSON file per project, written atomically.
 
 from __future__ import annotations
 
+import errno
 import marshal
 import os
 import stat
@@ -26,7 +27,7 @@ TYPE_CHECKING = False  # `typing` is not loaded by a warm start
 if TYPE_CHECKING:
     from typing import Any
 
-CACHE_VERSION = 7
+CACHE_VERSION = 8  # 8: columns of files declaring a non-UTF encoding (ebdd06b), clearer parse errors
 CACHE_MAGIC = b"deskbridge-sage-records\n"
 MARSHAL_TAG = f"{sys.version_info[0]}.{sys.version_info[1]}/{marshal.version}".encode()
 """marshal's format belongs to the Python version: a cache written by another one is ignored."""
@@ -189,16 +190,26 @@ class RecordStore:
         self.errors.pop(path, None)
         try:
             st = os.lstat(path)
-            if stat.S_ISLNK(st.st_mode):
-                # A link may have been swapped in since the include was resolved: check where it leads.
-                if self.scope is not None and not self.scope.contains(path):
-                    self.errors[path] = "include-outside-roots"
-                    self._forget(path)
-                    return None
-                st = os.stat(path)
         except OSError:
             self._forget(path)
             return None
+        if stat.S_ISLNK(st.st_mode):
+            # A link may have been swapped in since the include was resolved: check where it leads.
+            if self.scope is not None and not self.scope.contains(path):
+                self.errors[path] = "include-outside-roots"
+                self._forget(path)
+                return None
+            try:
+                st = os.stat(path)
+            except OSError as exc:
+                self._forget(path)
+                # Said as what the link is, never where it points (the message may reach a client).
+                self.errors[path] = (
+                    f"{self._shown(path)}: a symbolic link that loops back onto itself; fix or remove the link"
+                    if exc.errno == errno.ELOOP
+                    else f"{self._shown(path)}: a symbolic link whose target is gone; fix or remove the link"
+                )
+                return None
         if (
             entry is not None
             and entry[0] == st.st_size

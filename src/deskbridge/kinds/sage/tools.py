@@ -134,6 +134,9 @@ class EffectiveArgs(TypeIdArgs):
 class DiagnosticsArgs(Paged):
     code: str | None = Field(None, description="Only this code (include-not-found, parse-error…).")
     file: str | None = Field(None, description="Only this file.")
+    origin: Literal["project", "sdk"] | None = Field(
+        None, description="Only the mod's own (project) or the SDK's vanilla XML's; default both, mod first."
+    )
 
 
 def sage_tools(service: SageService) -> list[ToolSpec]:
@@ -206,7 +209,9 @@ def sage_tools(service: SageService) -> list[ToolSpec]:
         return service.answer(effective.get_effective_asset(await idx(a), a.type, a.id, a.cursor, a.limit))
 
     async def diagnostics(ctx: CallContext, a: DiagnosticsArgs) -> dict[str, Any]:
-        return service.answer(queries.list_diagnostics(await idx(a), a.code, a.file, a.cursor, a.limit))
+        return service.answer(
+            queries.list_diagnostics(await idx(a), a.code, a.file, a.cursor, a.limit, a.origin)
+        )
 
     def spec(name: str, title: str, description: str, args: type[ToolArgs], handler: Any) -> ToolSpec:
         async def named(ctx: CallContext, a: Any) -> dict[str, Any]:
