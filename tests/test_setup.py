@@ -199,6 +199,34 @@ def test_claude_desktop_paths_per_platform(home: Path, monkeypatch: pytest.Monke
     assert h.config_path("user", home) == home / ".config/Claude/claude_desktop_config.json"
 
 
+def test_claude_desktop_on_windows_is_set_up_in_the_msix_package_folder_it_reads(
+    home: Path, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Claude Desktop for Windows is an MSIX package: it reads its config under %LOCALAPPDATA%\\Packages, and an
+    entry in %APPDATA%\\Claude was never seen (the server silently never appeared)."""
+    from deskbridge.integrations import setup as setup_module
+
+    monkeypatch.setattr(sys, "platform", "win32")
+    monkeypatch.setenv("APPDATA", str(home / "AppData/Roaming"))
+    monkeypatch.setenv("LOCALAPPDATA", str(home / "AppData/Local"))
+    classic = home / "AppData/Roaming/Claude/claude_desktop_config.json"
+    h = hosts.host("claude-desktop")
+    assert h.config_path("user", home) == classic  # not packaged: the documented folder
+    package = home / "AppData/Local/Packages/Claude_pzs8sxrjxfjjc"
+    packaged = package / "LocalCache/Roaming/Claude/claude_desktop_config.json"
+    (package / "LocalCache/Roaming").mkdir(parents=True)
+    assert h.config_path("user", home) == packaged  # a fresh packaged install: its own folder
+    plan = setup_module.plan_setup("claude-desktop", project, launcher=home / "deskbridge-mcp.cmd")
+    assert plan.file == packaged
+    setup_module.apply(plan)
+    assert "deskbridge" in entries(packaged, "claude-desktop") and not classic.exists()
+    # A packaged install that has no config of its own reads the classic file, which then is the one to edit.
+    packaged.unlink()
+    classic.parent.mkdir(parents=True)
+    classic.write_text('{"mcpServers": {}}\n', "utf-8")
+    assert h.config_path("user", home) == classic
+
+
 def test_doctor_reports_and_says_what_to_fix(home: Path, project: Path) -> None:
     assert setup("claude-code", "--project", str(project)).returncode == 0
     proc = subprocess.run(
