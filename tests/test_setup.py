@@ -339,3 +339,55 @@ def test_a_windows_written_config_with_a_bom_and_crlf_is_merged_and_restored_byt
     removed = setup(host, "--remove", "--project", str(project))
     assert removed.returncode == 0 and "Traceback" not in removed.stderr, removed.stderr
     assert config.read_bytes() == original
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ('{\n  "mcpServers": {"other": {"command": "npx"}}\n  "theme": "dark"\n}\n', "line 3, column 3"),
+        ('{"mcpServers": {"other": {"command": "npx"}}}\n}\n', "line 2, column 1"),
+        ('{"mcpServers": {}, "mcpServers": {"other": {"command": "npx"}}}\n', "given twice"),
+    ],
+    ids=["missing-comma", "extra-brace", "key-twice"],
+)
+def test_a_config_the_client_cannot_read_is_refused_with_where_it_breaks_and_left_as_it_was(
+    home: Path, project: Path, text: str, said: str
+) -> None:
+    """Only the members on our path were parsed: a file broken elsewhere was edited and reported as done, though
+    Cursor cannot load it (and under the first of two `mcpServers`, which clients ignore, the entry is unseen)."""
+    config = home / ".cursor" / "mcp.json"
+    config.parent.mkdir(parents=True)
+    config.write_text(text, "utf-8")
+    for args in (("cursor", "--project", str(project)), ("cursor", "--remove")):
+        result = setup(*args)
+        assert result.returncode == 2 and said in result.stderr and "nothing was changed" in result.stderr, (
+            result.stderr
+        )
+    assert config.read_text("utf-8") == text
+
+
+def test_comments_and_trailing_commas_are_read_as_the_client_reads_them(home: Path, project: Path) -> None:
+    config = home / ".cursor" / "mcp.json"
+    config.parent.mkdir(parents=True)
+    original = '{\n  // mine\n  "mcpServers": {"other": {"args": [", ]"],},},\n}\n'
+    config.write_text(original, "utf-8")
+    assert jsonedit._loads_jsonc(original)["mcpServers"]["other"]["args"] == [
+        ", ]"
+    ]  # a string stays as written
+    assert setup("cursor", "--project", str(project)).returncode == 0
+    assert set(entries(config, "cursor")) == {"other", "deskbridge"}
+    assert setup("cursor", "--remove").returncode == 0
+    assert config.read_text("utf-8") == original
+
+
+def test_doctor_names_the_line_where_a_client_config_breaks(home: Path, project: Path) -> None:
+    assert setup("cursor", "--project", str(project)).returncode == 0
+    config = home / ".cursor" / "mcp.json"
+    config.write_text(
+        config.read_text("utf-8").rstrip() + "\n}\n", "utf-8"
+    )  # one brace too many, after the last line
+    proc = doctor("cursor", "--project", str(project))
+    assert proc.returncode == 1, proc.stdout
+    assert "line 12, column 1: Extra data" in proc.stdout and "Cursor cannot load it" in proc.stdout, (
+        proc.stdout
+    )

@@ -8,7 +8,6 @@ takes out only entries that record names, and only while they are as we wrote th
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import json
 import time
@@ -111,6 +110,7 @@ def current_entry(h: Host, text: str, name: str) -> Any:
         return (
             json.loads(json.dumps(value.unwrap() if hasattr(value, "unwrap") else value)) if value else None
         )
+    jsonedit.check(text, [h.container, name])
     return jsonedit.get(text, [h.container, name])
 
 
@@ -375,20 +375,19 @@ def entry_problem(entry_file: Path, name: str, h: Host) -> str | None:
     text = _read(entry_file)
     if not text.strip():
         return f"{entry_file} does not exist"
-    with contextlib.suppress(Exception):
+    try:
         value = current_entry(h, text, name)
-        if value is None:
-            return f"{entry_file} has no {name!r} entry"
-        command = value.get("command") if isinstance(value, dict) else None
-        if command and not Path(command).exists():
-            return f"the entry's command {command} does not exist"
-        args = value.get("args") if isinstance(value, dict) else None
-        if (
-            isinstance(args, list)
-            and len(args) >= 2
-            and args[0] == "--project"
-            and not Path(args[1]).exists()
-        ):
-            return f"the entry's workspace {args[1]} does not exist"
-        return None
-    return f"{entry_file} cannot be read as {h.format.upper()}"
+    except Exception as exc:  # the client cannot load the file either: say where it breaks
+        return (
+            f"{entry_file} is not valid {h.format.upper()} ({exc}), so {h.title} cannot load it; fix that in a "
+            "text editor (or move the file away)"
+        )
+    if value is None:
+        return f"{entry_file} has no {name!r} entry"
+    command = value.get("command") if isinstance(value, dict) else None
+    if command and not Path(command).exists():
+        return f"the entry's command {command} does not exist"
+    args = value.get("args") if isinstance(value, dict) else None
+    if isinstance(args, list) and len(args) >= 2 and args[0] == "--project" and not Path(args[1]).exists():
+        return f"the entry's workspace {args[1]} does not exist"
+    return None
