@@ -206,6 +206,7 @@ def test_claude_desktop_on_windows_is_set_up_in_the_msix_package_folder_it_reads
     entry in %APPDATA%\\Claude was never seen (the server silently never appeared)."""
     from deskbridge.integrations import setup as setup_module
 
+    here = sys.platform
     monkeypatch.setattr(sys, "platform", "win32")
     monkeypatch.setenv("APPDATA", str(home / "AppData/Roaming"))
     monkeypatch.setenv("LOCALAPPDATA", str(home / "AppData/Local"))
@@ -218,8 +219,10 @@ def test_claude_desktop_on_windows_is_set_up_in_the_msix_package_folder_it_reads
     assert h.config_path("user", home) == packaged  # a fresh packaged install: its own folder
     plan = setup_module.plan_setup("claude-desktop", project, launcher=home / "deskbridge-mcp.cmd")
     assert plan.file == packaged
+    monkeypatch.setattr(sys, "platform", here)  # the write itself runs on this machine's file system
     setup_module.apply(plan)
     assert "deskbridge" in entries(packaged, "claude-desktop") and not classic.exists()
+    monkeypatch.setattr(sys, "platform", "win32")
     # A packaged install that has no config of its own reads the classic file, which then is the one to edit.
     packaged.unlink()
     classic.parent.mkdir(parents=True)
@@ -391,3 +394,50 @@ def test_doctor_names_the_line_where_a_client_config_breaks(home: Path, project:
     assert "line 12, column 1: Extra data" in proc.stdout and "Cursor cannot load it" in proc.stdout, (
         proc.stdout
     )
+
+
+def test_a_config_the_client_rewrote_after_it_was_read_is_never_overwritten(
+    home: Path, project: Path
+) -> None:
+    """Claude Code rewrites ~/.claude.json while it runs; the setup written over it dropped what the client had
+    just saved. (The web UI plans when the person looks and applies on the click: the same gap, wider.)"""
+    from deskbridge.core.errors import BridgeError
+    from deskbridge.integrations import setup as setup_module
+
+    config = home / ".claude.json"
+    config.write_text('{"numStartups": 1}\n', "utf-8")
+    plan = setup_module.plan_setup("claude-code", project, launcher=home / "deskbridge-mcp")
+    config.write_text('{"numStartups": 2, "projects": {"/x": {}}}\n', "utf-8")  # the client saves meanwhile
+    with pytest.raises(BridgeError) as changed:
+        setup_module.apply(plan)
+    assert changed.value.code == "SOURCE_CHANGED" and "setup` again" in changed.value.hint
+    assert config.read_text("utf-8") == '{"numStartups": 2, "projects": {"/x": {}}}\n'
+    # A config the client created after a plan that found none is not replaced either.
+    fresh = home / ".cursor" / "mcp.json"
+    plan = setup_module.plan_setup("cursor", project, launcher=home / "deskbridge-mcp")
+    fresh.parent.mkdir()
+    fresh.write_text('{"mcpServers": {"mine": {"command": "x"}}}\n', "utf-8")
+    with pytest.raises(BridgeError):
+        setup_module.apply(plan)
+    assert "mine" in fresh.read_text("utf-8")
+
+
+def test_a_read_only_or_utf16_config_is_left_alone_with_a_clear_message(home: Path, project: Path) -> None:
+    config = home / ".cursor" / "mcp.json"
+    config.parent.mkdir(parents=True)
+    config.write_text('{"mcpServers": {}}\n', "utf-8")
+    config.chmod(0o444)  # the person locked it
+    refused = setup("cursor", "--project", str(project))
+    assert refused.returncode == 2 and "read-only" in refused.stderr and "Traceback" not in refused.stderr
+    assert config.read_text("utf-8") == '{"mcpServers": {}}\n'
+    assert config.stat().st_mode & 0o777 == 0o444
+    printed = setup("cursor", "--project", str(project), "--print")  # pasting by hand still works
+    assert printed.returncode == 0 and '"deskbridge"' in printed.stdout
+    config.chmod(0o644)
+    utf16 = '{"mcpServers": {}}\r\n'.encode("utf-16")  # what Windows PowerShell's `>` writes
+    config.write_bytes(utf16)
+    result = setup("cursor", "--project", str(project))
+    assert result.returncode == 2 and "UTF-16" in result.stderr and "Traceback" not in result.stderr, (
+        result.stderr
+    )
+    assert config.read_bytes() == utf16

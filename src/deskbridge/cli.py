@@ -371,7 +371,10 @@ def setup(
             f"{plan.host.title}: {plan.file} already {'has' if plan.entry else 'lacks'} {name!r}; nothing changed."
         )
         return
-    backup = apply(plan)
+    try:
+        backup = apply(plan)
+    except BridgeError as error:
+        raise fail(error) from error
     verb = "removed from" if remove else "added to" if plan.action == "add" else "updated in"
     err.print(f"{plan.host.title}: {name!r} {verb} {plan.file}" + (f" (backup: {backup})" if backup else ""))
     if not remove:
