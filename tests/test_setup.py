@@ -120,6 +120,37 @@ def test_codex_toml_keeps_comments_and_other_tables(home: Path, project: Path) -
     assert config.read_text("utf-8") == original
 
 
+@pytest.mark.parametrize(
+    ("original", "said"),
+    [
+        ('mcp_servers = { other = { command = "npx" } }\nmodel = "o3"\n', None),
+        ("mcp_servers = 5\n", "'mcp_servers' is not a table"),
+    ],
+    ids=["inline-table", "not-a-table"],
+)
+def test_codex_servers_written_as_an_inline_table_get_our_entry_in_that_style(
+    home: Path, project: Path, original: str, said: str | None
+) -> None:
+    """`mcp_servers = { … }` is valid TOML; setup ended in a traceback ("Inline tables cannot contain a table")."""
+    config = home / ".codex/config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text(original, "utf-8")
+    added = setup("codex", "--project", str(project))
+    if said is not None:
+        assert added.returncode == 2 and said in added.stderr and "Traceback" not in added.stderr, (
+            added.stderr
+        )
+        assert config.read_text("utf-8") == original
+        return
+    assert added.returncode == 0, added.stderr
+    assert set(entries(config, "codex")) == {"other", "deskbridge"}
+    assert entries(config, "codex")["deskbridge"]["args"] == ["--project", str(project.resolve())]
+    assert tomlkit.parse(config.read_text("utf-8"))["model"] == "o3"
+    assert setup("codex", "--project", str(project)).returncode == 0  # again: nothing changes
+    assert setup("codex", "--remove").returncode == 0
+    assert config.read_text("utf-8") == original
+
+
 def test_a_project_that_does_not_exist_is_refused_and_nothing_is_written(home: Path, tmp_path: Path) -> None:
     missing = tmp_path / "nots"  # a typo of notes
     for args in (("cursor",), ("vscode", "--scope", "project"), ("codex", "--http")):
@@ -400,7 +431,7 @@ def test_a_config_the_client_rewrote_after_it_was_read_is_never_overwritten(
     home: Path, project: Path
 ) -> None:
     """Claude Code rewrites ~/.claude.json while it runs; the setup written over it dropped what the client had
-    just saved. (The web UI plans when the person looks and applies on the click: the same gap, wider.)"""
+    just saved."""
     from deskbridge.core.errors import BridgeError
     from deskbridge.integrations import setup as setup_module
 

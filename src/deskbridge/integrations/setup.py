@@ -130,6 +130,8 @@ def current_entry(h: Host, text: str, name: str) -> Any:
 
         doc = tomlkit.parse(text)
         servers = doc.get(h.container)
+        if servers is not None and not isinstance(servers, dict):
+            raise ValueError(f"{h.container!r} is not a table")
         value = servers.get(name) if servers is not None else None
         return (
             json.loads(json.dumps(value.unwrap() if hasattr(value, "unwrap") else value)) if value else None
@@ -156,14 +158,20 @@ def _with_entry(h: Host, text: str, name: str, entry: dict[str, Any]) -> str:
         return _same_newlines(text, _with_entry(h, text.replace("\r\n", "\n"), name, entry))
     if h.format == "toml":
         import tomlkit
+        from tomlkit.items import InlineTable, Table
 
         doc = tomlkit.parse(text) if text.strip() else tomlkit.document()
         if h.container not in doc:
             doc[h.container] = tomlkit.table(is_super_table=True)
-        table = tomlkit.table()
+        servers = doc[h.container]
+        if not isinstance(servers, Table | InlineTable):
+            raise jsonedit.JsonEditError(f"{h.container!r} is not a table")
+        # `mcp_servers = { other = {...} }` is valid TOML too; an inline table can hold only inline tables (tomlkit
+        # raised "Inline tables cannot contain a table" as a traceback), so our entry is written in its style.
+        table = tomlkit.inline_table() if isinstance(servers, InlineTable) else tomlkit.table()
         for key, value in entry.items():
             table[key] = value
-        doc[h.container][name] = table  # type: ignore[index]
+        servers[name] = table
         return tomlkit.dumps(doc)
     return jsonedit.set_member(text, h.container, name, entry)
 
