@@ -472,3 +472,21 @@ def test_a_read_only_or_utf16_config_is_left_alone_with_a_clear_message(home: Pa
         result.stderr
     )
     assert config.read_bytes() == utf16
+
+
+def test_doctor_s_fix_sets_up_the_same_workspace_and_name_again(
+    home: Path, project: Path, tmp_path: Path
+) -> None:
+    """The advice was a bare `deskbridge setup cursor`: run from another folder it set up that folder, under
+    the default name, and the entry the client had lost stayed lost."""
+    assert setup("cursor", "--project", str(project), "--name", "notes").returncode == 0
+    (home / ".cursor" / "mcp.json").write_text('{"mcpServers": {}}\n', "utf-8")  # the entry went away
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    for args in ((), ("cursor",)):
+        proc = doctor(*args, cwd=elsewhere)
+        assert proc.returncode == 1, proc.stdout
+        advice = f"deskbridge setup cursor --project {project.resolve()} --name notes"
+        assert advice in proc.stdout, proc.stdout
+    assert setup("cursor", "--project", str(project), "--name", "notes", cwd=elsewhere).returncode == 0
+    assert doctor("cursor", cwd=elsewhere).returncode == 0

@@ -217,6 +217,30 @@ def _port(dirs: object) -> Check:
     return Check("port", "ok", f"{port} is free (`deskbridge serve` will listen there)")
 
 
+def _setup_again(record: dict[str, object], project: Path) -> str:
+    """The `deskbridge setup` command that writes this recorded entry again: its workspace, scope, form and name.
+
+    A bare `deskbridge setup HOST` (the old advice) sets up the folder the shell is in, and under the default name.
+    """
+    import shlex
+
+    from deskbridge.integrations.setup import DEFAULT_NAME
+
+    entry = record.get("entry")
+    entry = entry if isinstance(entry, dict) else {}
+    args = entry.get("args")
+    if isinstance(args, list) and len(args) >= 2 and args[0] == "--project":
+        project = Path(str(args[1]))
+    words = ["deskbridge", "setup", str(record["host"]), "--project", str(project)]
+    if record.get("scope") == "project":
+        words += ["--scope", "project"]
+    if entry.get("url"):
+        words.append("--http")
+    if record.get("name", DEFAULT_NAME) != DEFAULT_NAME:
+        words += ["--name", str(record["name"])]
+    return f"`{shlex.join(words)}`."
+
+
 def _hosts(host_name: str | None, project: Path) -> list[Check]:
     from deskbridge.integrations.hosts import HOSTS, host
     from deskbridge.integrations.setup import entry_problem, project_folder, setups
@@ -228,14 +252,20 @@ def _hosts(host_name: str | None, project: Path) -> list[Check]:
             h = host(host_name)
         except ValueError as exc:
             return [Check("host", "fix", str(exc), f"Use one of {', '.join(HOSTS)}.")]
-        mine = [r for r in records if r["host"] == h.name]
-        files = {Path(r["file"]): r["name"] for r in mine} or {
-            h.config_path(scope, project_folder(project)): "deskbridge" for scope in h.scopes
-        }
-        for file, name in files.items():
+        mine = [r for r in records if r["host"] == h.name] or [
+            {
+                "host": h.name,
+                "scope": scope,
+                "file": str(h.config_path(scope, project_folder(project))),
+                "name": "deskbridge",
+            }
+            for scope in h.scopes
+        ]
+        for r in mine:
+            file, name = Path(r["file"]), r["name"]
             problem = entry_problem(file, name, h)
             if problem:
-                out.append(Check(h.name, "fix", problem, f"`deskbridge setup {h.name} --project {project}`."))
+                out.append(Check(h.name, "fix", problem, _setup_again(r, project)))
             else:
                 out.append(Check(h.name, "ok", f"{name!r} in {file}; {h.restart}"))
         return out
@@ -256,7 +286,7 @@ def _hosts(host_name: str | None, project: Path) -> list[Check]:
                 h.name,
                 "fix" if problem else "ok",
                 problem or f"{r['name']!r} in {r['file']}",
-                f"`deskbridge setup {h.name}` again." if problem else "",
+                _setup_again(r, project) if problem else "",
             )
         )
     return out
