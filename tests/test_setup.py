@@ -490,3 +490,34 @@ def test_doctor_s_fix_sets_up_the_same_workspace_and_name_again(
         assert advice in proc.stdout, proc.stdout
     assert setup("cursor", "--project", str(project), "--name", "notes", cwd=elsewhere).returncode == 0
     assert doctor("cursor", cwd=elsewhere).returncode == 0
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_on_windows_the_entry_starts_an_exe_not_the_cmd_launcher_clients_cannot_spawn(
+    home: Path, project: Path, anyio_backend: str
+) -> None:
+    """Node-based clients (Claude Code and Desktop, Cursor, VS Code) cannot spawn a `.cmd` without a shell
+    (spawn EINVAL since the CVE-2024-27980 fix): an entry naming `deskbridge-mcp.cmd` never connected."""
+    from mcp import Client, StdioServerParameters
+
+    from deskbridge.integrations import setup as setup_module
+
+    cmd = home / "deskbridge-mcp.cmd"  # what launcher_path() is on Windows
+    for host in ("claude-code", "claude-desktop", "codex"):
+        entry = setup_module.plan_setup(host, project, launcher=cmd).entry
+        assert entry is not None and not entry["command"].lower().endswith((".cmd", ".bat"))
+        assert entry["command"] == sys.executable
+        assert entry["args"] == ["-m", "deskbridge", "mcp", "--project", str(project.resolve())]
+        assert entry["env"] == {"DESKBRIDGE_HOME": os.environ["DESKBRIDGE_HOME"]}
+    # The entry as written starts deskbridge and answers, from another folder.
+    params = StdioServerParameters(
+        command=entry["command"], args=entry["args"], env={"PATH": "/usr/bin:/bin", **entry["env"]}, cwd="/"
+    )
+    async with Client(params) as client:
+        assert any(t.name == "md_search" for t in (await client.list_tools()).tools)
+    # doctor reads the workspace out of this form too
+    setup_module.apply(setup_module.plan_setup("cursor", project, launcher=cmd))
+    project.rename(project.with_name("moved"))
+    problem = setup_module.entry_problem(home / ".cursor/mcp.json", "deskbridge", hosts.host("cursor"))
+    assert problem == f"the entry's workspace {project.resolve()} does not exist"

@@ -67,12 +67,13 @@ def _entries(host_name: str | None) -> list[dict[str, object]]:
 
 def _configured_project(host_name: str | None) -> Path | None:
     """The one workspace the host's stdio entries name (`args: ["--project", PATH]`), if there is exactly one."""
+    from deskbridge.integrations.setup import entry_project
+
     found = set()
     for record in _entries(host_name):
-        entry = record.get("entry")
-        args = entry.get("args") if isinstance(entry, dict) else None
-        if isinstance(args, list) and len(args) >= 2 and args[0] == "--project":
-            found.add(str(args[1]))
+        workspace = entry_project(record.get("entry"))
+        if workspace is not None:
+            found.add(workspace)
     return Path(found.pop()) if len(found) == 1 else None
 
 
@@ -224,13 +225,11 @@ def _setup_again(record: dict[str, object], project: Path) -> str:
     """
     import shlex
 
-    from deskbridge.integrations.setup import DEFAULT_NAME
+    from deskbridge.integrations.setup import DEFAULT_NAME, entry_project
 
     entry = record.get("entry")
     entry = entry if isinstance(entry, dict) else {}
-    args = entry.get("args")
-    if isinstance(args, list) and len(args) >= 2 and args[0] == "--project":
-        project = Path(str(args[1]))
+    project = Path(entry_project(entry) or project)
     words = ["deskbridge", "setup", str(record["host"]), "--project", str(project)]
     if record.get("scope") == "project":
         words += ["--scope", "project"]
@@ -315,10 +314,11 @@ def _round_trip(project: Path, dirs: object) -> Check:
     async def over_stdio() -> int:
         from mcp import Client, StdioServerParameters
 
-        from deskbridge.integrations.launcher import launcher_path
+        from deskbridge.integrations.launcher import client_command, launcher_path
 
+        command, before, env = client_command(launcher_path())  # what the client's entry runs
         params = StdioServerParameters(
-            command=str(launcher_path()), args=["--project", str(project)], env=dict(os.environ)
+            command=command, args=[*before, "--project", str(project)], env={**os.environ, **env}
         )
         with anyio.fail_after(30):
             async with Client(params) as client:

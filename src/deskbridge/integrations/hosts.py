@@ -108,7 +108,12 @@ class Host:
         return codex_home / "config.toml"
 
     def stdio_entry(self, launcher: Path, project: Path) -> dict[str, Any]:
-        entry: dict[str, Any] = {"command": str(launcher), "args": ["--project", str(project)]}
+        from deskbridge.integrations.launcher import client_command
+
+        command, before, env = client_command(launcher)
+        entry: dict[str, Any] = {"command": command, "args": [*before, "--project", str(project)]}
+        if env:
+            entry["env"] = env
         if self.name in ("vscode", "claude-code"):
             entry = {"type": "stdio", **entry}
         if self.name == "codex":

@@ -428,6 +428,14 @@ def setups() -> list[dict[str, Any]]:
     return _load_record()
 
 
+def entry_project(entry: Any) -> str | None:
+    """The workspace a stdio entry names (`--project PATH` among its args), if it names one."""
+    args = entry.get("args") if isinstance(entry, dict) else None
+    if not isinstance(args, list) or "--project" not in args[:-1]:
+        return None
+    return str(args[args.index("--project") + 1])
+
+
 def entry_problem(entry_file: Path, name: str, h: Host) -> str | None:
     """For `doctor`: what is wrong with our entry in a host's config (None when it is fine)."""
     text = _read(entry_file)
@@ -445,7 +453,7 @@ def entry_problem(entry_file: Path, name: str, h: Host) -> str | None:
     command = value.get("command") if isinstance(value, dict) else None
     if command and not Path(command).exists():
         return f"the entry's command {command} does not exist"
-    args = value.get("args") if isinstance(value, dict) else None
-    if isinstance(args, list) and len(args) >= 2 and args[0] == "--project" and not Path(args[1]).exists():
-        return f"the entry's workspace {args[1]} does not exist"
+    workspace = entry_project(value)
+    if workspace is not None and not Path(workspace).exists():
+        return f"the entry's workspace {workspace} does not exist"
     return None
