@@ -419,3 +419,24 @@ def test_a_second_serve_of_the_same_folder_names_where_the_first_one_is(folder: 
     assert second.returncode != 0
     out = " ".join(second.stderr.split())  # rich wraps long lines
     assert "already served" in out and first.url in out and "deskbridge open" in out, second.stderr
+
+
+async def test_a_client_that_closes_before_saving_leaves_a_copy_of_the_unsaved_text(
+    tmp_path: Path, deskbridge_home: Path
+) -> None:
+    """A host that quits just closes stdin: approved edits that no one saved vanished with the process."""
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "README.md").write_text("# Notes\n\nHello world.\n", "utf-8")
+
+    async def approve(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+    async with Client(bridge(notes), mode="legacy", elicitation_callback=approve) as client:
+        doc = (await client.call_tool("md_get_current_document", {})).structured_content
+        edit = {"oldText": "Hello world.", "newText": "Hello, kept.", "expectedRevision": doc["revision"]}
+        assert not (await client.call_tool("md_replace_text", edit)).is_error
+    assert (notes / "README.md").read_text("utf-8") == "# Notes\n\nHello world.\n"  # never saved, as asked
+    kept = list((deskbridge_home / "state" / "unsaved").iterdir())
+    assert [p.read_text("utf-8") for p in kept] == ["# Notes\n\nHello, kept.\n"]
+    assert kept[0].name.endswith("README.md") and kept[0].stat().st_mode & 0o777 == 0o600

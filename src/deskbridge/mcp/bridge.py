@@ -19,6 +19,7 @@ import contextlib
 import itertools
 import json
 import logging
+import os
 import time
 from pathlib import Path
 from typing import Any, Final
@@ -40,6 +41,7 @@ from deskbridge.integrations.endpoints import (
     find_live,
     normalise,
     proves_token,
+    state_dir,
 )
 
 logger = logging.getLogger(__name__)
@@ -596,6 +598,10 @@ class LocalBackend:
         if self._to_server is not None:
             await self._to_server.aclose()
         if self.app is not None:
+            try:
+                keep_unsaved(self.app.workspace)
+            except Exception:
+                logger.exception("unsaved changes could not be kept")
             with contextlib.suppress(Exception):
                 await self.app.stop()
         if self._scope is not None:
@@ -621,6 +627,37 @@ def unsaved_documents(workspace: Any) -> list[str]:
         if workspace.status().get("dirty"):
             names.append(str(workspace.path))
     return names
+
+
+def keep_unsaved(workspace: Any) -> list[Path]:
+    """Copies of the documents with unsaved changes, when the client that made them closes the session.
+
+    Over stdio no one is there to ask, as `serve` asks on Ctrl+C: a host that quits (or restarts the server)
+    simply closes stdin, and edits the person may have approved, but no one saved, vanished with the process.
+    They are kept owner-only under `<state dir>/unsaved/` and named on stderr, which hosts keep in their MCP log.
+    """
+    from deskbridge.core.files import publish_new
+
+    service = getattr(workspace, "service", None)
+    if not callable(getattr(service, "list_open", None)) or not callable(getattr(service, "read", None)):
+        return []
+    kept: list[Path] = []
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for row in service.list_open():
+        if not row.get("dirty"):
+            continue
+        doc = service.read(row["docId"])
+        name = Path(str(row.get("fileName") or "untitled.md")).name
+        target = state_dir() / "unsaved" / f"{stamp}-{os.getpid()}-{row['docId']}-{name}"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        publish_new(target, str(doc["text"]).encode("utf-8"), mode=0o600)
+        kept.append(target)
+        logger.warning(
+            "the client closed the session before %s was saved: its unsaved text is kept in %s",
+            row.get("absolutePath") or name,
+            target,
+        )
+    return kept
 
 
 def run_bridge(project: Path, *, kind: str | None = None, options: dict[str, Any] | None = None) -> None:
