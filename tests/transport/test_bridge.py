@@ -421,8 +421,9 @@ def test_a_second_serve_of_the_same_folder_names_where_the_first_one_is(folder: 
     assert "already served" in out and first.url in out and "deskbridge open" in out, second.stderr
 
 
+@pytest.mark.parametrize("form", ["--project", "PATH"])
 async def test_a_client_that_closes_before_saving_leaves_a_copy_of_the_unsaved_text(
-    tmp_path: Path, deskbridge_home: Path
+    tmp_path: Path, deskbridge_home: Path, form: str
 ) -> None:
     """A host that quits just closes stdin: approved edits that no one saved vanished with the process."""
     notes = tmp_path / "notes"
@@ -432,7 +433,10 @@ async def test_a_client_that_closes_before_saving_leaves_a_copy_of_the_unsaved_t
     async def approve(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
         return types.ElicitResult(action="accept", content={"approve": True})
 
-    async with Client(bridge(notes), mode="legacy", elicitation_callback=approve) as client:
+    params = bridge(notes)  # `deskbridge mcp --project PATH`, what setup writes; or `deskbridge mcp PATH`
+    if form == "PATH":
+        params = params.model_copy(update={"args": ["-m", "deskbridge", "mcp", str(notes)]})
+    async with Client(params, mode="legacy", elicitation_callback=approve) as client:
         doc = (await client.call_tool("md_get_current_document", {})).structured_content
         edit = {"oldText": "Hello world.", "newText": "Hello, kept.", "expectedRevision": doc["revision"]}
         assert not (await client.call_tool("md_replace_text", edit)).is_error
