@@ -521,3 +521,11 @@ async def test_on_windows_the_entry_starts_an_exe_not_the_cmd_launcher_clients_c
     project.rename(project.with_name("moved"))
     problem = setup_module.entry_problem(home / ".cursor/mcp.json", "deskbridge", hosts.host("cursor"))
     assert problem == f"the entry's workspace {project.resolve()} does not exist"
+
+
+def test_setup_help_names_the_file_each_client_reads(home: Path) -> None:
+    shown = " ".join(setup("--help").stdout.split())
+    for name in hosts.HOSTS:
+        for scope in hosts.host(name).scopes:
+            assert hosts.host(name).config_path(scope, home).name in shown, (name, scope)
+    assert "deskbridge doctor HOST" in shown

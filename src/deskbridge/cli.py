@@ -339,6 +339,11 @@ def setup(
 
     Examples: `deskbridge setup claude-code --project ~/notes`, `deskbridge setup vscode --scope project
     --dry-run`, `deskbridge setup codex --remove`.
+
+    Files (user scope; project scope in parentheses): claude-code ~/.claude.json (.mcp.json), cursor
+    ~/.cursor/mcp.json (.cursor/mcp.json), vscode the user profile's mcp.json (.vscode/mcp.json), codex
+    ~/.codex/config.toml, claude-desktop claude_desktop_config.json. Then restart the client as the message
+    says; `deskbridge doctor HOST` checks the result.
     """
     from deskbridge.integrations.setup import apply, plan_remove, plan_setup
 
