@@ -444,3 +444,18 @@ async def test_a_client_that_closes_before_saving_leaves_a_copy_of_the_unsaved_t
     kept = list((deskbridge_home / "state" / "unsaved").iterdir())
     assert [p.read_text("utf-8") for p in kept] == ["# Notes\n\nHello, kept.\n"]
     assert kept[0].name.endswith("README.md") and kept[0].stat().st_mode & 0o777 == 0o600
+
+
+async def test_a_second_client_on_the_same_folder_is_told_to_share_it_through_serve(tmp_path: Path) -> None:
+    """Claude Desktop and Claude Code both set up on one folder: the second was told that a `serve` "did not
+    answer in time" and to check that serve was running, when no serve existed and one was the fix."""
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "README.md").write_text("# Notes\n", "utf-8")
+    async with Client(bridge(notes)) as first:
+        assert not (await first.call_tool("md_search", {"query": "Notes"})).is_error
+        async with Client(bridge(notes)) as second:
+            refused = await second.call_tool("md_search", {"query": "Notes"})
+    error = refused.structured_content
+    assert refused.is_error and error["code"] == "NOT_READY"
+    assert "another MCP client" in error["message"] and f"deskbridge serve {notes.resolve()}" in error["hint"]

@@ -504,10 +504,21 @@ class LocalBackend:
                     self.bridge.live_failed_at = (
                         -1e9
                     )  # a server holds it: look for it again on the next request
+                    pid = held.holder.get("pid")
+                    if held.holder.get("owner") == "mcp":
+                        # Another client's bridge (Claude Desktop and Claude Code both set up on one folder):
+                        # one process edits a workspace at a time, so clients share it through one `serve`.
+                        raise BridgeError(
+                            ErrorCode.NOT_READY,
+                            f"{str(project)!r} is open in another MCP client's deskbridge (pid {pid}); two "
+                            "clients share a workspace only through `deskbridge serve`",
+                            hint=f"Ask the person to run `deskbridge serve {project}` (the other client hands the "
+                            "workspace over once nothing is unsaved), then call this tool again; or to close "
+                            "the other client.",
+                        ) from None
                     raise BridgeError(
                         ErrorCode.NOT_READY,
-                        f"{str(project)!r} is open in deskbridge (pid {held.holder.get('pid')}), which did not "
-                        "answer in time",
+                        f"{str(project)!r} is open in deskbridge (pid {pid}), which did not answer in time",
                         hint="Retry in a few seconds; if it keeps failing, check that `deskbridge serve` is "
                         "running with MCP switched on (`deskbridge doctor`).",
                     ) from None
