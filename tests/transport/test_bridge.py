@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
-from mcp import Client, StdioServerParameters
+from mcp import Client, MCPError, StdioServerParameters
 
 from deskbridge.integrations import endpoints
 
@@ -448,14 +448,18 @@ async def test_a_client_that_closes_before_saving_leaves_a_copy_of_the_unsaved_t
 
 async def test_a_second_client_on_the_same_folder_is_told_to_share_it_through_serve(tmp_path: Path) -> None:
     """Claude Desktop and Claude Code both set up on one folder: the second was told that a `serve` "did not
-    answer in time" and to check that serve was running, when no serve existed and one was the fix."""
+    answer in time" and to check that serve was running, when no serve existed and one was the fix; and its
+    tools/list was empty, so the client showed a server without tools and the reason nowhere."""
     notes = tmp_path / "notes"
     notes.mkdir()
     (notes / "README.md").write_text("# Notes\n", "utf-8")
     async with Client(bridge(notes)) as first:
         assert not (await first.call_tool("md_search", {"query": "Notes"})).is_error
         async with Client(bridge(notes)) as second:
+            with pytest.raises(MCPError) as listing:  # not an empty list: the client shows why
+                await second.list_tools()
             refused = await second.call_tool("md_search", {"query": "Notes"})
+    assert "another MCP client" in str(listing.value)
     error = refused.structured_content
     assert refused.is_error and error["code"] == "NOT_READY"
     assert "another MCP client" in error["message"] and f"deskbridge serve {notes.resolve()}" in error["hint"]

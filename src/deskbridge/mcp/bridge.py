@@ -586,8 +586,10 @@ class LocalBackend:
 
     async def request(self, msg: Message) -> None:
         await self._start()
-        if self.error is not None and msg.get("method") == "tools/call":
-            raise self.error  # say why there is no workspace, rather than "unknown tool"
+        if self.error is not None and msg.get("method") in ("tools/call", "tools/list"):
+            # Say why there is no workspace, rather than "unknown tool", or an empty tools/list that the client
+            # shows as a server without tools (and never lists again), the reason nowhere.
+            raise self.error
         await self.ensure_initialized(msg)
         self._pending.add(str(msg["id"]))
         await self._put(msg)
