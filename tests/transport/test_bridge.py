@@ -463,3 +463,45 @@ async def test_a_second_client_on_the_same_folder_is_told_to_share_it_through_se
     error = refused.structured_content
     assert refused.is_error and error["code"] == "NOT_READY"
     assert "another MCP client" in error["message"] and f"deskbridge serve {notes.resolve()}" in error["hint"]
+
+
+@pytest.mark.parametrize("live", [False, True], ids=["in-process", "live-serve"])
+def test_requests_sent_before_stdin_closes_are_all_answered(folder: Path, live: bool) -> None:
+    """`echo '…' | deskbridge-mcp --project PATH` (a script, a quick check by hand) got no answer at all: the
+    bridge stopped at end of input with the requests it had read still unanswered."""
+    lines = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "script", "version": "1"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "tools/call",
+            "params": {"name": "probe_read_file", "arguments": {"path": "a.txt"}},
+        },
+    ]
+    server = Serve(folder, "--kind", "probe") if live else None
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "deskbridge", "mcp", "--project", str(folder), "--kind", "probe"],
+            input="".join(json.dumps(line) + "\n" for line in lines),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=dict(os.environ),
+        )
+    finally:
+        if server is not None:
+            server.stop()
+    answers = {m["id"]: m for m in map(json.loads, proc.stdout.splitlines())}
+    assert sorted(answers) == [1, 2, 3], proc.stdout + proc.stderr
+    assert answers[3]["result"]["structuredContent"]["text"] == "hello bridge"

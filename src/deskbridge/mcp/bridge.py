@@ -52,6 +52,10 @@ request carries it (seconds; one loopback round trip)."""
 LIVE_RETRY_S: Final = 5.0
 """After a failed live attempt, answer locally for this long before looking for a server again (seconds)."""
 TAKEOVER_POLL_S: Final = 0.5
+EOF_GRACE_S: Final = 10.0
+"""How long requests already received still run after the client closes stdin, so their answers go out
+(seconds). A client that sends and closes (`echo '…' | deskbridge-mcp`, a script) got no answer at all; a host
+that quits sends SIGTERM after its own grace period anyway (MCP spec 2025-11-25, lifecycle: shutdown)."""
 PROTOCOL_VERSION_META: Final = "io.modelcontextprotocol/protocolVersion"
 BRIDGE_ID_PREFIX: Final = "deskbridge-bridge-"
 """Ids of the requests the bridge sends on its own (the replayed initialize); their replies are not passed on."""
@@ -127,6 +131,13 @@ class Bridge:
         """Client request id → (backend, cancel scope) while it runs."""
         self.server_requests: dict[Any, Any] = {}
         """Id of a request a backend sent the client (elicitation) → that backend, for the client's answer."""
+        self.running = 0
+        """Client requests received and not yet handed to a backend."""
+
+    def busy(self) -> bool:
+        """Whether a client request is still on its way or not yet answered."""
+        local = self.local
+        return self.running > 0 or bool(local is not None and getattr(local, "_pending", None))
 
     # -- choosing a backend ---------------------------------------------------------------------------------
     async def pick(self) -> LiveBackend | LocalBackend:
@@ -158,6 +169,7 @@ class Bridge:
         if _is_request(msg):
             if msg["method"] == "initialize":
                 self.init_request = msg
+            self.running += 1
             self.tg.start_soon(self._run_request, msg)
         elif _is_notification(msg):
             await self._notification(msg)
@@ -187,6 +199,12 @@ class Bridge:
             await backend.notify(msg)
 
     async def _run_request(self, msg: Message) -> None:
+        try:
+            await self._route_request(msg)
+        finally:
+            self.running -= 1
+
+    async def _route_request(self, msg: Message) -> None:
         with anyio.CancelScope() as scope:
             for _attempt in range(2):
                 backend = await self.pick()
@@ -688,6 +706,9 @@ def run_bridge(project: Path, *, kind: str | None = None, options: dict[str, Any
                         continue
                     msg = item.message.model_dump(by_alias=True, exclude_unset=True, mode="json")
                     await bridge.from_client(msg)
+                with anyio.move_on_after(EOF_GRACE_S):  # stdin closed: answer what was asked first
+                    while bridge.busy():
+                        await anyio.sleep(0.02)
             finally:
                 with anyio.CancelScope(shield=True):
                     await bridge.close()
