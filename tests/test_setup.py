@@ -529,3 +529,13 @@ def test_setup_help_names_the_file_each_client_reads(home: Path) -> None:
         for scope in hosts.host(name).scopes:
             assert hosts.host(name).config_path(scope, home).name in shown, (name, scope)
     assert "deskbridge doctor HOST" in shown
+
+
+def test_vscode_http_form_says_the_stdio_form_is_the_way_out_of_an_unexpanded_token(
+    home: Path, project: Path
+) -> None:
+    result = setup("vscode", "--http", "--project", str(project))
+    assert result.returncode == 0, result.stderr
+    said = " ".join(result.stderr.split())
+    assert "336232" in said and "without --http" in said
+    assert "336232" not in " ".join(setup("cursor", "--http", "--project", str(project)).stderr.split())

@@ -326,6 +326,12 @@ def plan_setup(
             "Give the host the token in its environment: `export DESKBRIDGE_TOKEN=$(deskbridge token show)` "
             "before starting it; the token itself is never written into a config file."
         )
+        if h.name == "vscode":
+            plan.notes.append(
+                "VS Code may send `${env:DESKBRIDGE_TOKEN}` in a header as written, not the token (microsoft/vscode "
+                "issue #336232): if it is refused (401), use the stdio form, `deskbridge setup vscode` without "
+                "--http, which reaches a running `deskbridge serve` too."
+            )
     return plan
 
 
