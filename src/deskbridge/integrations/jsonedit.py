@@ -190,9 +190,12 @@ def check(text: str, path: list[str]) -> None:
     Editing a file that does not parse would report success for a config the client cannot load; and of a key
     given twice, clients (JSON.parse) read only the last, so an entry put under the first would never be seen."""
     try:
-        _loads_jsonc(text)
-    except json.JSONDecodeError as exc:
-        raise JsonEditError(f"line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+        json.loads(text)  # plain JSON (~/.claude.json, many MB) at C speed; JSONC only when that fails
+    except json.JSONDecodeError:
+        try:
+            _loads_jsonc(text)
+        except json.JSONDecodeError as exc:
+            raise JsonEditError(f"line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
     obj = _root(text)
     for key in path:
         found = [m for m in members(text, obj)[0] if m.key == key]
