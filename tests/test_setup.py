@@ -120,6 +120,37 @@ def test_codex_toml_keeps_comments_and_other_tables(home: Path, project: Path) -
     assert config.read_text("utf-8") == original
 
 
+@pytest.mark.parametrize(
+    ("original", "said"),
+    [
+        ('mcp_servers = { other = { command = "npx" } }\nmodel = "o3"\n', None),
+        ("mcp_servers = 5\n", "'mcp_servers' is not a table"),
+    ],
+    ids=["inline-table", "not-a-table"],
+)
+def test_codex_servers_written_as_an_inline_table_get_our_entry_in_that_style(
+    home: Path, project: Path, original: str, said: str | None
+) -> None:
+    """`mcp_servers = { … }` is valid TOML; setup ended in a traceback ("Inline tables cannot contain a table")."""
+    config = home / ".codex/config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text(original, "utf-8")
+    added = setup("codex", "--project", str(project))
+    if said is not None:
+        assert added.returncode == 2 and said in added.stderr and "Traceback" not in added.stderr, (
+            added.stderr
+        )
+        assert config.read_text("utf-8") == original
+        return
+    assert added.returncode == 0, added.stderr
+    assert set(entries(config, "codex")) == {"other", "deskbridge"}
+    assert entries(config, "codex")["deskbridge"]["args"] == ["--project", str(project.resolve())]
+    assert tomlkit.parse(config.read_text("utf-8"))["model"] == "o3"
+    assert setup("codex", "--project", str(project)).returncode == 0  # again: nothing changes
+    assert setup("codex", "--remove").returncode == 0
+    assert config.read_text("utf-8") == original
+
+
 def test_a_project_that_does_not_exist_is_refused_and_nothing_is_written(home: Path, tmp_path: Path) -> None:
     missing = tmp_path / "nots"  # a typo of notes
     for args in (("cursor",), ("vscode", "--scope", "project"), ("codex", "--http")):
@@ -197,6 +228,37 @@ def test_claude_desktop_paths_per_platform(home: Path, monkeypatch: pytest.Monke
     assert h.config_path("user", home) == home / "AppData/Roaming/Claude/claude_desktop_config.json"
     monkeypatch.setattr(sys, "platform", "linux")
     assert h.config_path("user", home) == home / ".config/Claude/claude_desktop_config.json"
+
+
+def test_claude_desktop_on_windows_is_set_up_in_the_msix_package_folder_it_reads(
+    home: Path, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Claude Desktop for Windows is an MSIX package: it reads its config under %LOCALAPPDATA%\\Packages, and an
+    entry in %APPDATA%\\Claude was never seen (the server silently never appeared)."""
+    from deskbridge.integrations import setup as setup_module
+
+    here = sys.platform
+    monkeypatch.setattr(sys, "platform", "win32")
+    monkeypatch.setenv("APPDATA", str(home / "AppData/Roaming"))
+    monkeypatch.setenv("LOCALAPPDATA", str(home / "AppData/Local"))
+    classic = home / "AppData/Roaming/Claude/claude_desktop_config.json"
+    h = hosts.host("claude-desktop")
+    assert h.config_path("user", home) == classic  # not packaged: the documented folder
+    package = home / "AppData/Local/Packages/Claude_pzs8sxrjxfjjc"
+    packaged = package / "LocalCache/Roaming/Claude/claude_desktop_config.json"
+    (package / "LocalCache/Roaming").mkdir(parents=True)
+    assert h.config_path("user", home) == packaged  # a fresh packaged install: its own folder
+    plan = setup_module.plan_setup("claude-desktop", project, launcher=home / "deskbridge-mcp.cmd")
+    assert plan.file == packaged
+    monkeypatch.setattr(sys, "platform", here)  # the write itself runs on this machine's file system
+    setup_module.apply(plan)
+    assert "deskbridge" in entries(packaged, "claude-desktop") and not classic.exists()
+    monkeypatch.setattr(sys, "platform", "win32")
+    # A packaged install that has no config of its own reads the classic file, which then is the one to edit.
+    packaged.unlink()
+    classic.parent.mkdir(parents=True)
+    classic.write_text('{"mcpServers": {}}\n', "utf-8")
+    assert h.config_path("user", home) == classic
 
 
 def test_doctor_reports_and_says_what_to_fix(home: Path, project: Path) -> None:
@@ -311,3 +373,169 @@ def test_a_windows_written_config_with_a_bom_and_crlf_is_merged_and_restored_byt
     removed = setup(host, "--remove", "--project", str(project))
     assert removed.returncode == 0 and "Traceback" not in removed.stderr, removed.stderr
     assert config.read_bytes() == original
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ('{\n  "mcpServers": {"other": {"command": "npx"}}\n  "theme": "dark"\n}\n', "line 3, column 3"),
+        ('{"mcpServers": {"other": {"command": "npx"}}}\n}\n', "line 2, column 1"),
+        ('{"mcpServers": {}, "mcpServers": {"other": {"command": "npx"}}}\n', "given twice"),
+    ],
+    ids=["missing-comma", "extra-brace", "key-twice"],
+)
+def test_a_config_the_client_cannot_read_is_refused_with_where_it_breaks_and_left_as_it_was(
+    home: Path, project: Path, text: str, said: str
+) -> None:
+    """Only the members on our path were parsed: a file broken elsewhere was edited and reported as done, though
+    Cursor cannot load it (and under the first of two `mcpServers`, which clients ignore, the entry is unseen)."""
+    config = home / ".cursor" / "mcp.json"
+    config.parent.mkdir(parents=True)
+    config.write_text(text, "utf-8")
+    for args in (("cursor", "--project", str(project)), ("cursor", "--remove")):
+        result = setup(*args)
+        assert result.returncode == 2 and said in result.stderr and "nothing was changed" in result.stderr, (
+            result.stderr
+        )
+    assert config.read_text("utf-8") == text
+
+
+def test_comments_and_trailing_commas_are_read_as_the_client_reads_them(home: Path, project: Path) -> None:
+    config = home / ".cursor" / "mcp.json"
+    config.parent.mkdir(parents=True)
+    original = '{\n  // mine\n  "mcpServers": {"other": {"args": [", ]"],},},\n}\n'
+    config.write_text(original, "utf-8")
+    assert jsonedit._loads_jsonc(original)["mcpServers"]["other"]["args"] == [
+        ", ]"
+    ]  # a string stays as written
+    assert setup("cursor", "--project", str(project)).returncode == 0
+    assert set(entries(config, "cursor")) == {"other", "deskbridge"}
+    assert setup("cursor", "--remove").returncode == 0
+    assert config.read_text("utf-8") == original
+
+
+def test_doctor_names_the_line_where_a_client_config_breaks(home: Path, project: Path) -> None:
+    assert setup("cursor", "--project", str(project)).returncode == 0
+    config = home / ".cursor" / "mcp.json"
+    config.write_text(
+        config.read_text("utf-8").rstrip() + "\n}\n", "utf-8"
+    )  # one brace too many, after the last line
+    proc = doctor("cursor", "--project", str(project))
+    assert proc.returncode == 1, proc.stdout
+    assert "line 12, column 1: Extra data" in proc.stdout and "Cursor cannot load it" in proc.stdout, (
+        proc.stdout
+    )
+
+
+def test_a_config_the_client_rewrote_after_it_was_read_is_never_overwritten(
+    home: Path, project: Path
+) -> None:
+    """Claude Code rewrites ~/.claude.json while it runs; the setup written over it dropped what the client had
+    just saved."""
+    from deskbridge.core.errors import BridgeError
+    from deskbridge.integrations import setup as setup_module
+
+    config = home / ".claude.json"
+    config.write_text('{"numStartups": 1}\n', "utf-8")
+    plan = setup_module.plan_setup("claude-code", project, launcher=home / "deskbridge-mcp")
+    config.write_text('{"numStartups": 2, "projects": {"/x": {}}}\n', "utf-8")  # the client saves meanwhile
+    with pytest.raises(BridgeError) as changed:
+        setup_module.apply(plan)
+    assert changed.value.code == "SOURCE_CHANGED" and "setup` again" in changed.value.hint
+    assert config.read_text("utf-8") == '{"numStartups": 2, "projects": {"/x": {}}}\n'
+    # A config the client created after a plan that found none is not replaced either.
+    fresh = home / ".cursor" / "mcp.json"
+    plan = setup_module.plan_setup("cursor", project, launcher=home / "deskbridge-mcp")
+    fresh.parent.mkdir()
+    fresh.write_text('{"mcpServers": {"mine": {"command": "x"}}}\n', "utf-8")
+    with pytest.raises(BridgeError):
+        setup_module.apply(plan)
+    assert "mine" in fresh.read_text("utf-8")
+
+
+def test_a_read_only_or_utf16_config_is_left_alone_with_a_clear_message(home: Path, project: Path) -> None:
+    config = home / ".cursor" / "mcp.json"
+    config.parent.mkdir(parents=True)
+    config.write_text('{"mcpServers": {}}\n', "utf-8")
+    config.chmod(0o444)  # the person locked it
+    refused = setup("cursor", "--project", str(project))
+    assert refused.returncode == 2 and "read-only" in refused.stderr and "Traceback" not in refused.stderr
+    assert config.read_text("utf-8") == '{"mcpServers": {}}\n'
+    assert config.stat().st_mode & 0o777 == 0o444
+    printed = setup("cursor", "--project", str(project), "--print")  # pasting by hand still works
+    assert printed.returncode == 0 and '"deskbridge"' in printed.stdout
+    config.chmod(0o644)
+    utf16 = '{"mcpServers": {}}\r\n'.encode("utf-16")  # what Windows PowerShell's `>` writes
+    config.write_bytes(utf16)
+    result = setup("cursor", "--project", str(project))
+    assert result.returncode == 2 and "UTF-16" in result.stderr and "Traceback" not in result.stderr, (
+        result.stderr
+    )
+    assert config.read_bytes() == utf16
+
+
+def test_doctor_s_fix_sets_up_the_same_workspace_and_name_again(
+    home: Path, project: Path, tmp_path: Path
+) -> None:
+    """The advice was a bare `deskbridge setup cursor`: run from another folder it set up that folder, under
+    the default name, and the entry the client had lost stayed lost."""
+    assert setup("cursor", "--project", str(project), "--name", "notes").returncode == 0
+    (home / ".cursor" / "mcp.json").write_text('{"mcpServers": {}}\n', "utf-8")  # the entry went away
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    for args in ((), ("cursor",)):
+        proc = doctor(*args, cwd=elsewhere)
+        assert proc.returncode == 1, proc.stdout
+        advice = f"deskbridge setup cursor --project {project.resolve()} --name notes"
+        assert advice in proc.stdout, proc.stdout
+    assert setup("cursor", "--project", str(project), "--name", "notes", cwd=elsewhere).returncode == 0
+    assert doctor("cursor", cwd=elsewhere).returncode == 0
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_on_windows_the_entry_starts_an_exe_not_the_cmd_launcher_clients_cannot_spawn(
+    home: Path, project: Path, anyio_backend: str
+) -> None:
+    """Node-based clients (Claude Code and Desktop, Cursor, VS Code) cannot spawn a `.cmd` without a shell
+    (spawn EINVAL since the CVE-2024-27980 fix): an entry naming `deskbridge-mcp.cmd` never connected."""
+    from mcp import Client, StdioServerParameters
+
+    from deskbridge.integrations import setup as setup_module
+
+    cmd = home / "deskbridge-mcp.cmd"  # what launcher_path() is on Windows
+    for host in ("claude-code", "claude-desktop", "codex"):
+        entry = setup_module.plan_setup(host, project, launcher=cmd).entry
+        assert entry is not None and not entry["command"].lower().endswith((".cmd", ".bat"))
+        assert entry["command"] == sys.executable
+        assert entry["args"] == ["-m", "deskbridge", "mcp", "--project", str(project.resolve())]
+        assert entry["env"] == {"DESKBRIDGE_HOME": os.environ["DESKBRIDGE_HOME"]}
+    # The entry as written starts deskbridge and answers, from another folder.
+    params = StdioServerParameters(
+        command=entry["command"], args=entry["args"], env={"PATH": "/usr/bin:/bin", **entry["env"]}, cwd="/"
+    )
+    async with Client(params) as client:
+        assert any(t.name == "md_search" for t in (await client.list_tools()).tools)
+    # doctor reads the workspace out of this form too
+    setup_module.apply(setup_module.plan_setup("cursor", project, launcher=cmd))
+    project.rename(project.with_name("moved"))
+    problem = setup_module.entry_problem(home / ".cursor/mcp.json", "deskbridge", hosts.host("cursor"))
+    assert problem == f"the entry's workspace {project.resolve()} does not exist"
+
+
+def test_setup_help_names_the_file_each_client_reads(home: Path) -> None:
+    shown = " ".join(setup("--help").stdout.split())
+    for name in hosts.HOSTS:
+        for scope in hosts.host(name).scopes:
+            assert hosts.host(name).config_path(scope, home).name in shown, (name, scope)
+    assert "deskbridge doctor HOST" in shown
+
+
+def test_vscode_http_form_says_the_stdio_form_is_the_way_out_of_an_unexpanded_token(
+    home: Path, project: Path
+) -> None:
+    result = setup("vscode", "--http", "--project", str(project))
+    assert result.returncode == 0, result.stderr
+    said = " ".join(result.stderr.split())
+    assert "336232" in said and "without --http" in said
+    assert "336232" not in " ".join(setup("cursor", "--http", "--project", str(project)).stderr.split())

@@ -339,6 +339,11 @@ def setup(
 
     Examples: `deskbridge setup claude-code --project ~/notes`, `deskbridge setup vscode --scope project
     --dry-run`, `deskbridge setup codex --remove`.
+
+    Files (user scope; project scope in parentheses): claude-code ~/.claude.json (.mcp.json), cursor
+    ~/.cursor/mcp.json (.cursor/mcp.json), vscode the user profile's mcp.json (.vscode/mcp.json), codex
+    ~/.codex/config.toml, claude-desktop claude_desktop_config.json. Then restart the client as the message
+    says; `deskbridge doctor HOST` checks the result.
     """
     from deskbridge.integrations.setup import apply, plan_remove, plan_setup
 
@@ -371,7 +376,10 @@ def setup(
             f"{plan.host.title}: {plan.file} already {'has' if plan.entry else 'lacks'} {name!r}; nothing changed."
         )
         return
-    backup = apply(plan)
+    try:
+        backup = apply(plan)
+    except BridgeError as error:
+        raise fail(error) from error
     verb = "removed from" if remove else "added to" if plan.action == "add" else "updated in"
     err.print(f"{plan.host.title}: {name!r} {verb} {plan.file}" + (f" (backup: {backup})" if backup else ""))
     if not remove:

@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
-from mcp import Client, StdioServerParameters
+from mcp import Client, MCPError, StdioServerParameters
 
 from deskbridge.integrations import endpoints
 
@@ -419,3 +419,89 @@ def test_a_second_serve_of_the_same_folder_names_where_the_first_one_is(folder: 
     assert second.returncode != 0
     out = " ".join(second.stderr.split())  # rich wraps long lines
     assert "already served" in out and first.url in out and "deskbridge open" in out, second.stderr
+
+
+@pytest.mark.parametrize("form", ["--project", "PATH"])
+async def test_a_client_that_closes_before_saving_leaves_a_copy_of_the_unsaved_text(
+    tmp_path: Path, deskbridge_home: Path, form: str
+) -> None:
+    """A host that quits just closes stdin: approved edits that no one saved vanished with the process."""
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "README.md").write_text("# Notes\n\nHello world.\n", "utf-8")
+
+    async def approve(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+    params = bridge(notes)  # `deskbridge mcp --project PATH`, what setup writes; or `deskbridge mcp PATH`
+    if form == "PATH":
+        params = params.model_copy(update={"args": ["-m", "deskbridge", "mcp", str(notes)]})
+    async with Client(params, mode="legacy", elicitation_callback=approve) as client:
+        doc = (await client.call_tool("md_get_current_document", {})).structured_content
+        edit = {"oldText": "Hello world.", "newText": "Hello, kept.", "expectedRevision": doc["revision"]}
+        assert not (await client.call_tool("md_replace_text", edit)).is_error
+    assert (notes / "README.md").read_text("utf-8") == "# Notes\n\nHello world.\n"  # never saved, as asked
+    kept = list((deskbridge_home / "state" / "unsaved").iterdir())
+    assert [p.read_text("utf-8") for p in kept] == ["# Notes\n\nHello, kept.\n"]
+    assert kept[0].name.endswith("README.md") and kept[0].stat().st_mode & 0o777 == 0o600
+
+
+async def test_a_second_client_on_the_same_folder_is_told_to_share_it_through_serve(tmp_path: Path) -> None:
+    """Claude Desktop and Claude Code both set up on one folder: the second was told that a `serve` "did not
+    answer in time" and to check that serve was running, when no serve existed and one was the fix; and its
+    tools/list was empty, so the client showed a server without tools and the reason nowhere."""
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "README.md").write_text("# Notes\n", "utf-8")
+    async with Client(bridge(notes)) as first:
+        assert not (await first.call_tool("md_search", {"query": "Notes"})).is_error
+        async with Client(bridge(notes)) as second:
+            with pytest.raises(MCPError) as listing:  # not an empty list: the client shows why
+                await second.list_tools()
+            refused = await second.call_tool("md_search", {"query": "Notes"})
+    assert "another MCP client" in str(listing.value)
+    error = refused.structured_content
+    assert refused.is_error and error["code"] == "NOT_READY"
+    assert "another MCP client" in error["message"] and f"deskbridge serve {notes.resolve()}" in error["hint"]
+
+
+@pytest.mark.parametrize("live", [False, True], ids=["in-process", "live-serve"])
+def test_requests_sent_before_stdin_closes_are_all_answered(folder: Path, live: bool) -> None:
+    """`echo '…' | deskbridge-mcp --project PATH` (a script, a quick check by hand) got no answer at all: the
+    bridge stopped at end of input with the requests it had read still unanswered."""
+    lines = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "script", "version": "1"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "tools/call",
+            "params": {"name": "probe_read_file", "arguments": {"path": "a.txt"}},
+        },
+    ]
+    server = Serve(folder, "--kind", "probe") if live else None
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "deskbridge", "mcp", "--project", str(folder), "--kind", "probe"],
+            input="".join(json.dumps(line) + "\n" for line in lines),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=dict(os.environ),
+        )
+    finally:
+        if server is not None:
+            server.stop()
+    answers = {m["id"]: m for m in map(json.loads, proc.stdout.splitlines())}
+    assert sorted(answers) == [1, 2, 3], proc.stdout + proc.stderr
+    assert answers[3]["result"]["structuredContent"]["text"] == "hello bridge"

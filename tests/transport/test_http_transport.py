@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import anyio
 import httpx2
 import pytest
 
@@ -302,3 +303,53 @@ async def test_a_result_over_the_response_cap_is_limit_exceeded_naming_the_cap(
         assert f"is {sent} bytes" in result.structured_content["message"]
         small = await client.call_tool("probe_read_file", {"path": "hello.txt"})
         assert not small.is_error
+
+
+async def test_a_session_cannot_replay_another_sessions_events_by_counting_ids(folder: Path) -> None:
+    """One event store serves every session and the SDK replays whatever stream an id names: with ids 1, 2, 3 …
+    any client could GET another client's tool results back with `Last-Event-ID`. Its own id still resumes."""
+    async with running_server(folder, kind="probe") as srv, httpx2.AsyncClient(timeout=10) as http:
+        headers = {**srv.auth_headers(), "Accept": "application/json, text/event-stream"}
+
+        async def session() -> dict[str, str]:
+            init = {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            }
+            r = await http.post(
+                srv.mcp_url,
+                headers=headers,
+                json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init},
+            )
+            h = {
+                **headers,
+                "mcp-session-id": r.headers["mcp-session-id"],
+                "mcp-protocol-version": "2025-11-25",
+            }
+            await http.post(
+                srv.mcp_url, headers=h, json={"jsonrpc": "2.0", "method": "notifications/initialized"}
+            )
+            return h
+
+        async def replay(h: dict[str, str], last_id: str) -> str:
+            seen = ""
+            with anyio.move_on_after(2):
+                async with http.stream("GET", srv.mcp_url, headers={**h, "Last-Event-ID": last_id}) as stream:
+                    async for line in stream.aiter_lines():
+                        seen += line + "\n"
+                        if "secret text" in seen:
+                            break
+            return seen
+
+        a, b = await session(), await session()
+        call = {"name": "probe_echo", "arguments": {"text": "secret text"}}
+        r = await http.post(
+            srv.mcp_url, headers=a, json={"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call}
+        )
+        ids = [line[3:].strip() for line in r.text.splitlines() if line.startswith("id:")]
+        assert ids and "secret text" in r.text
+        number = ids[0].split("-")[0]
+        for guess in {str(int(number) + k) for k in range(-3, 1) if int(number) + k > 0} | {number}:
+            assert "secret text" not in await replay(b, guess), guess
+        assert "secret text" in await replay(a, ids[0])  # resuming with the id it was given still works

@@ -67,12 +67,13 @@ def _entries(host_name: str | None) -> list[dict[str, object]]:
 
 def _configured_project(host_name: str | None) -> Path | None:
     """The one workspace the host's stdio entries name (`args: ["--project", PATH]`), if there is exactly one."""
+    from deskbridge.integrations.setup import entry_project
+
     found = set()
     for record in _entries(host_name):
-        entry = record.get("entry")
-        args = entry.get("args") if isinstance(entry, dict) else None
-        if isinstance(args, list) and len(args) >= 2 and args[0] == "--project":
-            found.add(str(args[1]))
+        workspace = entry_project(record.get("entry"))
+        if workspace is not None:
+            found.add(workspace)
     return Path(found.pop()) if len(found) == 1 else None
 
 
@@ -217,6 +218,28 @@ def _port(dirs: object) -> Check:
     return Check("port", "ok", f"{port} is free (`deskbridge serve` will listen there)")
 
 
+def _setup_again(record: dict[str, object], project: Path) -> str:
+    """The `deskbridge setup` command that writes this recorded entry again: its workspace, scope, form and name.
+
+    A bare `deskbridge setup HOST` (the old advice) sets up the folder the shell is in, and under the default name.
+    """
+    import shlex
+
+    from deskbridge.integrations.setup import DEFAULT_NAME, entry_project
+
+    entry = record.get("entry")
+    entry = entry if isinstance(entry, dict) else {}
+    project = Path(entry_project(entry) or project)
+    words = ["deskbridge", "setup", str(record["host"]), "--project", str(project)]
+    if record.get("scope") == "project":
+        words += ["--scope", "project"]
+    if entry.get("url"):
+        words.append("--http")
+    if record.get("name", DEFAULT_NAME) != DEFAULT_NAME:
+        words += ["--name", str(record["name"])]
+    return f"`{shlex.join(words)}`."
+
+
 def _hosts(host_name: str | None, project: Path) -> list[Check]:
     from deskbridge.integrations.hosts import HOSTS, host
     from deskbridge.integrations.setup import entry_problem, project_folder, setups
@@ -228,14 +251,20 @@ def _hosts(host_name: str | None, project: Path) -> list[Check]:
             h = host(host_name)
         except ValueError as exc:
             return [Check("host", "fix", str(exc), f"Use one of {', '.join(HOSTS)}.")]
-        mine = [r for r in records if r["host"] == h.name]
-        files = {Path(r["file"]): r["name"] for r in mine} or {
-            h.config_path(scope, project_folder(project)): "deskbridge" for scope in h.scopes
-        }
-        for file, name in files.items():
+        mine = [r for r in records if r["host"] == h.name] or [
+            {
+                "host": h.name,
+                "scope": scope,
+                "file": str(h.config_path(scope, project_folder(project))),
+                "name": "deskbridge",
+            }
+            for scope in h.scopes
+        ]
+        for r in mine:
+            file, name = Path(r["file"]), r["name"]
             problem = entry_problem(file, name, h)
             if problem:
-                out.append(Check(h.name, "fix", problem, f"`deskbridge setup {h.name} --project {project}`."))
+                out.append(Check(h.name, "fix", problem, _setup_again(r, project)))
             else:
                 out.append(Check(h.name, "ok", f"{name!r} in {file}; {h.restart}"))
         return out
@@ -256,7 +285,7 @@ def _hosts(host_name: str | None, project: Path) -> list[Check]:
                 h.name,
                 "fix" if problem else "ok",
                 problem or f"{r['name']!r} in {r['file']}",
-                f"`deskbridge setup {h.name}` again." if problem else "",
+                _setup_again(r, project) if problem else "",
             )
         )
     return out
@@ -285,10 +314,11 @@ def _round_trip(project: Path, dirs: object) -> Check:
     async def over_stdio() -> int:
         from mcp import Client, StdioServerParameters
 
-        from deskbridge.integrations.launcher import launcher_path
+        from deskbridge.integrations.launcher import client_command, launcher_path
 
+        command, before, env = client_command(launcher_path())  # what the client's entry runs
         params = StdioServerParameters(
-            command=str(launcher_path()), args=["--project", str(project)], env=dict(os.environ)
+            command=command, args=[*before, "--project", str(project)], env={**os.environ, **env}
         )
         with anyio.fail_after(30):
             async with Client(params) as client:

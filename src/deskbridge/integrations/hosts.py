@@ -30,6 +30,10 @@ def _appdata() -> Path:
     return Path(os.environ.get("APPDATA") or _home() / "AppData" / "Roaming")
 
 
+def _local_appdata() -> Path:
+    return Path(os.environ.get("LOCALAPPDATA") or _home() / "AppData" / "Local")
+
+
 def _xdg_config() -> Path:
     return Path(os.environ.get("XDG_CONFIG_HOME") or _home() / ".config")
 
@@ -41,6 +45,35 @@ def _platform_app_dir(name: str) -> Path:
     if sys.platform == "win32":
         return _appdata() / name
     return _xdg_config() / name
+
+
+CLAUDE_DESKTOP_CONFIG: Final = "claude_desktop_config.json"
+
+
+def _claude_desktop_dir() -> Path:
+    """The folder whose `claude_desktop_config.json` Claude Desktop reads.
+
+    On Windows, Claude Desktop is an MSIX package (the Store's and the claude.ai installer's, since early 2026).
+    Windows redirects a packaged app's %APPDATA% to `%LOCALAPPDATA%/Packages/Claude_<publisher id>/LocalCache/
+    Roaming`, so an entry written to `%APPDATA%/Claude` is never read there and the server silently never appears
+    (anthropics/claude-code issues #25579 and #26073). The classic folder stays right for an install that is not
+    packaged, and for a packaged one without a config of its own while the classic file exists (the redirect
+    falls back to it). Two packages (a beta beside the release): the one whose config was written last.
+    """
+    classic = _platform_app_dir("Claude")
+    if sys.platform != "win32":
+        return classic
+    try:
+        packages = [p for p in (_local_appdata() / "Packages").glob("Claude_*") if p.is_dir()]
+    except OSError:
+        packages = []
+    folders = [p / "LocalCache" / "Roaming" / "Claude" for p in packages]
+    with_config = [f for f in folders if (f / CLAUDE_DESKTOP_CONFIG).is_file()]
+    if with_config:
+        return max(with_config, key=lambda f: (f / CLAUDE_DESKTOP_CONFIG).stat().st_mtime_ns)
+    if folders and not (classic / CLAUDE_DESKTOP_CONFIG).exists():
+        return max(folders, key=lambda f: f.parents[2].stat().st_mtime_ns)
+    return classic
 
 
 @dataclass(frozen=True)
@@ -60,7 +93,7 @@ class Host:
         if scope not in self.scopes:
             raise ValueError(f"{self.title} has no {scope} configuration")
         if self.name == "claude-desktop":
-            return _platform_app_dir("Claude") / "claude_desktop_config.json"
+            return _claude_desktop_dir() / CLAUDE_DESKTOP_CONFIG
         if self.name == "claude-code":
             return _home() / ".claude.json" if scope == "user" else project_dir / ".mcp.json"
         if self.name == "cursor":
@@ -75,7 +108,12 @@ class Host:
         return codex_home / "config.toml"
 
     def stdio_entry(self, launcher: Path, project: Path) -> dict[str, Any]:
-        entry: dict[str, Any] = {"command": str(launcher), "args": ["--project", str(project)]}
+        from deskbridge.integrations.launcher import client_command
+
+        command, before, env = client_command(launcher)
+        entry: dict[str, Any] = {"command": command, "args": [*before, "--project", str(project)]}
+        if env:
+            entry["env"] = env
         if self.name in ("vscode", "claude-code"):
             entry = {"type": "stdio", **entry}
         if self.name == "codex":

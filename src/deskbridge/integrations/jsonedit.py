@@ -158,7 +158,10 @@ def get(text: str, path: list[str]) -> Any:
 
 
 def _loads_jsonc(fragment: str) -> Any:
-    """json.loads of a fragment that may hold comments and trailing commas."""
+    """json.loads of a fragment that may hold comments and trailing commas.
+
+    Comments and trailing commas become blanks of the same length (line ends kept), so an error's line and
+    column are those of the person's file."""
     out, i, n = [], 0, len(fragment)
     while i < n:
         c = fragment[i]
@@ -167,13 +170,43 @@ def _loads_jsonc(fragment: str) -> Any:
             out.append(fragment[i:j])
             i = j
         elif fragment.startswith("//", i) or fragment.startswith("/*", i):
-            i = _skip_ws(fragment, i)
-            out.append(" ")
+            j = _skip_ws(fragment, i)
+            out.append(re.sub(r"[^\r\n]", " ", fragment[i:j]))
+            i = j
+        elif c == ",":
+            j = _skip_ws(fragment, i + 1)
+            out.append(" " if j < n and fragment[j] in "}]" else c)
+            i += 1
         else:
             out.append(c)
             i += 1
-    cleaned = re.sub(r",(\s*[}\]])", r"\1", "".join(out))
-    return json.loads(cleaned)
+    return json.loads("".join(out))
+
+
+def check(text: str, path: list[str]) -> None:
+    """Raise `JsonEditError` (with the line and column) unless all of `text` is JSON a client can read, with each
+    key of `path` at most once where it is looked up.
+
+    Editing a file that does not parse would report success for a config the client cannot load; and of a key
+    given twice, clients (JSON.parse) read only the last, so an entry put under the first would never be seen."""
+    try:
+        json.loads(text)  # plain JSON (~/.claude.json, many MB) at C speed; JSONC only when that fails
+    except json.JSONDecodeError:
+        try:
+            _loads_jsonc(text)
+        except json.JSONDecodeError as exc:
+            raise JsonEditError(f"line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+    obj = _root(text)
+    for key in path:
+        found = [m for m in members(text, obj)[0] if m.key == key]
+        if len(found) > 1:
+            line = text.count("\n", 0, found[-1].start) + 1
+            raise JsonEditError(
+                f"{key!r} is given twice (again on line {line}); clients read only the last one"
+            )
+        if not found or text[found[0].value_start] != "{":
+            return
+        obj = found[0].value_start
 
 
 def set_member(text: str, parent: str, name: str, value: Any) -> str:

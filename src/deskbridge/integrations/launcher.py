@@ -38,6 +38,20 @@ def launcher_text(python: str | None = None) -> str:
     )
 
 
+def client_command(launcher: Path) -> tuple[str, list[str], dict[str, str]]:
+    """What a client's config runs: command, the arguments before `--project`, and environment.
+
+    The launcher itself where it is a script a client can start. A Windows batch file is not: Node (Claude Code,
+    Claude Desktop, Cursor, VS Code) refuses to spawn a `.cmd` without a shell since the CVE-2024-27980 fix
+    ("spawn EINVAL"; anthropics/claude-code issues #25019 and #68221), so there the entry runs this installation's
+    Python (an .exe) directly, with the DESKBRIDGE_HOME the launcher would have set.
+    """
+    if launcher.suffix.lower() not in (".cmd", ".bat"):
+        return str(launcher), [], {}
+    home = os.environ.get("DESKBRIDGE_HOME")
+    return sys.executable, ["-m", "deskbridge", "mcp"], ({"DESKBRIDGE_HOME": home} if home else {})
+
+
 def write_launcher(dirs: Dirs | None = None) -> Path:
     """Create or refresh the launcher; unchanged content is not rewritten."""
     path = launcher_path(dirs)

@@ -8,19 +8,22 @@ takes out only entries that record names, and only while they are as we wrote th
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import json
+import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.integrations import jsonedit
 from deskbridge.integrations.endpoints import normalise, state_dir
 from deskbridge.integrations.hosts import Host, Scope, host
 from deskbridge.integrations.launcher import write_launcher
+
+if TYPE_CHECKING:
+    from deskbridge.core.files import FileIdentity
 
 DEFAULT_NAME: Final = "deskbridge"
 
@@ -65,11 +68,31 @@ def _read(path: Path) -> str:
     from deskbridge.core.files import read_regular_file
 
     try:
-        return read_regular_file(path, max_bytes=CONFIG_MAX_BYTES).decode("utf-8")
+        data = read_regular_file(path, max_bytes=CONFIG_MAX_BYTES)
     except BridgeError as exc:
         if exc.code == ErrorCode.NOT_FOUND:
             return ""
         raise
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        # Windows PowerShell's `>` and Out-File write UTF-16; clients read their configs as UTF-8.
+        utf16 = data.startswith((b"\xff\xfe", b"\xfe\xff"))
+        raise BridgeError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"{path} is {'UTF-16' if utf16 else 'not UTF-8'} text (byte {exc.start})",
+            hint="Save it as UTF-8 (in Notepad: File > Save as, Encoding UTF-8), then run `deskbridge setup` "
+            "again; nothing was changed.",
+        ) from None
+
+
+def _read_config(path: Path) -> tuple[str, FileIdentity | None]:
+    """The config's text and the identity it had before it was read: `apply` writes only over that same file,
+    so a change the client made meanwhile (Claude Code rewrites ~/.claude.json as it runs) is never lost."""
+    from deskbridge.core.files import current_identity
+
+    identity = current_identity(path)
+    return _read(path), identity
 
 
 def _back_up(plan: Plan) -> Path:
@@ -107,10 +130,13 @@ def current_entry(h: Host, text: str, name: str) -> Any:
 
         doc = tomlkit.parse(text)
         servers = doc.get(h.container)
+        if servers is not None and not isinstance(servers, dict):
+            raise ValueError(f"{h.container!r} is not a table")
         value = servers.get(name) if servers is not None else None
         return (
             json.loads(json.dumps(value.unwrap() if hasattr(value, "unwrap") else value)) if value else None
         )
+    jsonedit.check(text, [h.container, name])
     return jsonedit.get(text, [h.container, name])
 
 
@@ -132,14 +158,20 @@ def _with_entry(h: Host, text: str, name: str, entry: dict[str, Any]) -> str:
         return _same_newlines(text, _with_entry(h, text.replace("\r\n", "\n"), name, entry))
     if h.format == "toml":
         import tomlkit
+        from tomlkit.items import InlineTable, Table
 
         doc = tomlkit.parse(text) if text.strip() else tomlkit.document()
         if h.container not in doc:
             doc[h.container] = tomlkit.table(is_super_table=True)
-        table = tomlkit.table()
+        servers = doc[h.container]
+        if not isinstance(servers, Table | InlineTable):
+            raise jsonedit.JsonEditError(f"{h.container!r} is not a table")
+        # `mcp_servers = { other = {...} }` is valid TOML too; an inline table can hold only inline tables (tomlkit
+        # raised "Inline tables cannot contain a table" as a traceback), so our entry is written in its style.
+        table = tomlkit.inline_table() if isinstance(servers, InlineTable) else tomlkit.table()
         for key, value in entry.items():
             table[key] = value
-        doc[h.container][name] = table  # type: ignore[index]
+        servers[name] = table
         return tomlkit.dumps(doc)
     return jsonedit.set_member(text, h.container, name, entry)
 
@@ -184,6 +216,8 @@ class Plan:
     """`add`, `update`, `unchanged`, `remove` or `absent`."""
     notes: list[str] = field(default_factory=list)
     created_container: bool = False
+    identity: FileIdentity | None = None
+    """The file as it was read (None: there was none); `apply` refuses to write over anything else."""
 
     @property
     def changes(self) -> bool:
@@ -258,7 +292,7 @@ def plan_setup(
             str(exc),
             hint="`deskbridge setup --help` lists the hosts, scopes and forms.",
         ) from exc
-    old = _read(file)
+    old, identity = _read_config(file)
     try:
         existing = current_entry(h, old, name)
     except Exception as exc:  # a config we cannot parse is left alone
@@ -285,12 +319,19 @@ def plan_setup(
             hint="Fix the file, or add the entry by hand (`deskbridge setup --print`).",
         ) from exc
     plan = Plan(h, scope, file, name, old, new, entry, "update" if existing is not None else "add")
+    plan.identity = identity
     plan.created_container = _container_missing(h, old)
     if http_url:
         plan.notes.append(
             "Give the host the token in its environment: `export DESKBRIDGE_TOKEN=$(deskbridge token show)` "
             "before starting it; the token itself is never written into a config file."
         )
+        if h.name == "vscode":
+            plan.notes.append(
+                "VS Code may send `${env:DESKBRIDGE_TOKEN}` in a header as written, not the token (microsoft/vscode "
+                "issue #336232): if it is refused (401), use the stdio form, `deskbridge setup vscode` without "
+                "--http, which reaches a running `deskbridge serve` too."
+            )
     return plan
 
 
@@ -311,7 +352,7 @@ def plan_remove(host_name: str, project: Path, *, scope: Scope = "user", name: s
         file = h.config_path(scope, project_folder(project))
     except ValueError as exc:
         raise BridgeError(ErrorCode.INVALID_ARGUMENT, str(exc)) from exc
-    old = _read(file)
+    old, identity = _read_config(file)
     ours = recorded(file, name)
     try:
         existing = current_entry(h, old, name) if old.strip() else None
@@ -331,21 +372,44 @@ def plan_remove(host_name: str, project: Path, *, scope: Scope = "user", name: s
         plan.notes.append(f"{name!r} in {file} was changed since deskbridge added it; it was left alone.")
         return plan
     new = _without_entry(h, old, name, bool(ours.get("createdContainer")))
-    return Plan(h, scope, file, name, old, new, None, "remove")
+    plan = Plan(h, scope, file, name, old, new, None, "remove")
+    plan.identity = identity
+    return plan
 
 
 def apply(plan: Plan) -> Path | None:
     """Make the change: back the file up, write it atomically (keeping its permissions), update the record.
     Returns the backup's path (None when the file did not exist or nothing changed)."""
-    from deskbridge.core.files import atomic_write
+    from deskbridge.core.files import atomic_write, publish_new
 
     entries = [e for e in _load_record() if not (e["file"] == str(plan.file) and e["name"] == plan.name)]
     backup = None
     if plan.changes:
+        if plan.identity is not None and not plan.file.stat().st_mode & stat.S_IWUSR:
+            raise BridgeError(
+                ErrorCode.ACCESS_DENIED,
+                f"{plan.file} is read-only; deskbridge leaves it as it is",
+                hint="Make it writable (`chmod u+w`, or untick Read-only in its Properties) and run `deskbridge "
+                "setup` again, or add the entry by hand (`deskbridge setup --print`); nothing was changed.",
+            )
         if plan.file.exists():
             backup = _back_up(plan)
         plan.file.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(plan.file, plan.new_text.encode("utf-8"), new_file_mode=0o600)
+        data = plan.new_text.encode("utf-8")
+        try:
+            if plan.identity is None:
+                publish_new(plan.file, data, new_file_mode=0o600)
+            else:
+                atomic_write(plan.file, data, expected_identity=plan.identity)
+        except BridgeError as exc:
+            if exc.code not in (ErrorCode.SOURCE_CHANGED, ErrorCode.TARGET_EXISTS):
+                raise
+            raise BridgeError(
+                ErrorCode.SOURCE_CHANGED,
+                f"{plan.file} changed while deskbridge was editing it (the client may have written it); "
+                "it was left as the other program wrote it",
+                hint="Run `deskbridge setup` again: it merges into the file as it is now.",
+            ) from None
     if plan.entry is not None:
         previous = recorded(plan.file, plan.name)
         entries.append(
@@ -370,25 +434,32 @@ def setups() -> list[dict[str, Any]]:
     return _load_record()
 
 
+def entry_project(entry: Any) -> str | None:
+    """The workspace a stdio entry names (`--project PATH` among its args), if it names one."""
+    args = entry.get("args") if isinstance(entry, dict) else None
+    if not isinstance(args, list) or "--project" not in args[:-1]:
+        return None
+    return str(args[args.index("--project") + 1])
+
+
 def entry_problem(entry_file: Path, name: str, h: Host) -> str | None:
     """For `doctor`: what is wrong with our entry in a host's config (None when it is fine)."""
     text = _read(entry_file)
     if not text.strip():
         return f"{entry_file} does not exist"
-    with contextlib.suppress(Exception):
+    try:
         value = current_entry(h, text, name)
-        if value is None:
-            return f"{entry_file} has no {name!r} entry"
-        command = value.get("command") if isinstance(value, dict) else None
-        if command and not Path(command).exists():
-            return f"the entry's command {command} does not exist"
-        args = value.get("args") if isinstance(value, dict) else None
-        if (
-            isinstance(args, list)
-            and len(args) >= 2
-            and args[0] == "--project"
-            and not Path(args[1]).exists()
-        ):
-            return f"the entry's workspace {args[1]} does not exist"
-        return None
-    return f"{entry_file} cannot be read as {h.format.upper()}"
+    except Exception as exc:  # the client cannot load the file either: say where it breaks
+        return (
+            f"{entry_file} is not valid {h.format.upper()} ({exc}), so {h.title} cannot load it; fix that in a "
+            "text editor (or move the file away)"
+        )
+    if value is None:
+        return f"{entry_file} has no {name!r} entry"
+    command = value.get("command") if isinstance(value, dict) else None
+    if command and not Path(command).exists():
+        return f"the entry's command {command} does not exist"
+    workspace = entry_project(value)
+    if workspace is not None and not Path(workspace).exists():
+        return f"the entry's workspace {workspace} does not exist"
+    return None

@@ -19,6 +19,7 @@ import contextlib
 import itertools
 import json
 import logging
+import os
 import time
 from pathlib import Path
 from typing import Any, Final
@@ -40,6 +41,7 @@ from deskbridge.integrations.endpoints import (
     find_live,
     normalise,
     proves_token,
+    state_dir,
 )
 
 logger = logging.getLogger(__name__)
@@ -50,6 +52,10 @@ request carries it (seconds; one loopback round trip)."""
 LIVE_RETRY_S: Final = 5.0
 """After a failed live attempt, answer locally for this long before looking for a server again (seconds)."""
 TAKEOVER_POLL_S: Final = 0.5
+EOF_GRACE_S: Final = 10.0
+"""How long requests already received still run after the client closes stdin, so their answers go out
+(seconds). A client that sends and closes (`echo '…' | deskbridge-mcp`, a script) got no answer at all; a host
+that quits sends SIGTERM after its own grace period anyway (MCP spec 2025-11-25, lifecycle: shutdown)."""
 PROTOCOL_VERSION_META: Final = "io.modelcontextprotocol/protocolVersion"
 BRIDGE_ID_PREFIX: Final = "deskbridge-bridge-"
 """Ids of the requests the bridge sends on its own (the replayed initialize); their replies are not passed on."""
@@ -125,6 +131,13 @@ class Bridge:
         """Client request id → (backend, cancel scope) while it runs."""
         self.server_requests: dict[Any, Any] = {}
         """Id of a request a backend sent the client (elicitation) → that backend, for the client's answer."""
+        self.running = 0
+        """Client requests received and not yet handed to a backend."""
+
+    def busy(self) -> bool:
+        """Whether a client request is still on its way or not yet answered."""
+        local = self.local
+        return self.running > 0 or bool(local is not None and getattr(local, "_pending", None))
 
     # -- choosing a backend ---------------------------------------------------------------------------------
     async def pick(self) -> LiveBackend | LocalBackend:
@@ -156,6 +169,7 @@ class Bridge:
         if _is_request(msg):
             if msg["method"] == "initialize":
                 self.init_request = msg
+            self.running += 1
             self.tg.start_soon(self._run_request, msg)
         elif _is_notification(msg):
             await self._notification(msg)
@@ -185,6 +199,12 @@ class Bridge:
             await backend.notify(msg)
 
     async def _run_request(self, msg: Message) -> None:
+        try:
+            await self._route_request(msg)
+        finally:
+            self.running -= 1
+
+    async def _route_request(self, msg: Message) -> None:
         with anyio.CancelScope() as scope:
             for _attempt in range(2):
                 backend = await self.pick()
@@ -502,10 +522,21 @@ class LocalBackend:
                     self.bridge.live_failed_at = (
                         -1e9
                     )  # a server holds it: look for it again on the next request
+                    pid = held.holder.get("pid")
+                    if held.holder.get("owner") == "mcp":
+                        # Another client's bridge (Claude Desktop and Claude Code both set up on one folder):
+                        # one process edits a workspace at a time, so clients share it through one `serve`.
+                        raise BridgeError(
+                            ErrorCode.NOT_READY,
+                            f"{str(project)!r} is open in another MCP client's deskbridge (pid {pid}); two "
+                            "clients share a workspace only through `deskbridge serve`",
+                            hint=f"Ask the person to run `deskbridge serve {project}` (the other client hands the "
+                            "workspace over once nothing is unsaved), then call this tool again; or to close "
+                            "the other client.",
+                        ) from None
                     raise BridgeError(
                         ErrorCode.NOT_READY,
-                        f"{str(project)!r} is open in deskbridge (pid {held.holder.get('pid')}), which did not "
-                        "answer in time",
+                        f"{str(project)!r} is open in deskbridge (pid {pid}), which did not answer in time",
                         hint="Retry in a few seconds; if it keeps failing, check that `deskbridge serve` is "
                         "running with MCP switched on (`deskbridge doctor`).",
                     ) from None
@@ -573,8 +604,10 @@ class LocalBackend:
 
     async def request(self, msg: Message) -> None:
         await self._start()
-        if self.error is not None and msg.get("method") == "tools/call":
-            raise self.error  # say why there is no workspace, rather than "unknown tool"
+        if self.error is not None and msg.get("method") in ("tools/call", "tools/list"):
+            # Say why there is no workspace, rather than "unknown tool", or an empty tools/list that the client
+            # shows as a server without tools (and never lists again), the reason nowhere.
+            raise self.error
         await self.ensure_initialized(msg)
         self._pending.add(str(msg["id"]))
         await self._put(msg)
@@ -596,6 +629,10 @@ class LocalBackend:
         if self._to_server is not None:
             await self._to_server.aclose()
         if self.app is not None:
+            try:
+                keep_unsaved(self.app.workspace)
+            except Exception:
+                logger.exception("unsaved changes could not be kept")
             with contextlib.suppress(Exception):
                 await self.app.stop()
         if self._scope is not None:
@@ -623,6 +660,37 @@ def unsaved_documents(workspace: Any) -> list[str]:
     return names
 
 
+def keep_unsaved(workspace: Any) -> list[Path]:
+    """Copies of the documents with unsaved changes, when the client that made them closes the session.
+
+    Over stdio no one is there to ask, as `serve` asks on Ctrl+C: a host that quits (or restarts the server)
+    simply closes stdin, and edits the person may have approved, but no one saved, vanished with the process.
+    They are kept owner-only under `<state dir>/unsaved/` and named on stderr, which hosts keep in their MCP log.
+    """
+    from deskbridge.core.files import publish_new
+
+    service = getattr(workspace, "service", None)
+    if not callable(getattr(service, "list_open", None)) or not callable(getattr(service, "read", None)):
+        return []
+    kept: list[Path] = []
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for row in service.list_open():
+        if not row.get("dirty"):
+            continue
+        doc = service.read(row["docId"])
+        name = Path(str(row.get("fileName") or "untitled.md")).name
+        target = state_dir() / "unsaved" / f"{stamp}-{os.getpid()}-{row['docId']}-{name}"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        publish_new(target, str(doc["text"]).encode("utf-8"), mode=0o600)
+        kept.append(target)
+        logger.warning(
+            "the client closed the session before %s was saved: its unsaved text is kept in %s",
+            row.get("absolutePath") or name,
+            target,
+        )
+    return kept
+
+
 def run_bridge(project: Path, *, kind: str | None = None, options: dict[str, Any] | None = None) -> None:
     """Serve one stdio client until it closes stdin."""
 
@@ -638,6 +706,9 @@ def run_bridge(project: Path, *, kind: str | None = None, options: dict[str, Any
                         continue
                     msg = item.message.model_dump(by_alias=True, exclude_unset=True, mode="json")
                     await bridge.from_client(msg)
+                with anyio.move_on_after(EOF_GRACE_S):  # stdin closed: answer what was asked first
+                    while bridge.busy():
+                        await anyio.sleep(0.02)
             finally:
                 with anyio.CancelScope(shield=True):
                     await bridge.close()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import logging
 import os
 import stat
 import sys
@@ -242,6 +243,12 @@ def run_stdio(path: Path | None, *, kind: str | None = None, options: dict[str, 
             async with fast_stdio() as (read_stream, write_stream):
                 await serve(server, read_stream, write_stream)
         finally:
+            from deskbridge.mcp.bridge import keep_unsaved
+
+            try:
+                keep_unsaved(application.workspace)
+            except Exception:
+                logging.getLogger(__name__).exception("unsaved changes could not be kept")
             await application.stop()
 
     anyio.run(main)
