@@ -208,6 +208,7 @@ def proves_token(endpoint: Endpoint, timeout: float = HEALTH_TIMEOUT_S) -> bool:
     — would get the bearer token with the first request."""
     import hmac
     import secrets
+    from urllib.parse import urlsplit
 
     import httpx2
 
@@ -218,6 +219,9 @@ def proves_token(endpoint: Endpoint, timeout: float = HEALTH_TIMEOUT_S) -> bool:
         return False
     challenge = secrets.token_hex(32)
     try:
+        # the proof names the port the server listens on: a program on this port that passes the challenge
+        # on to another live `serve` of ours gets that server's port in the answer, not this one
+        port = urlsplit(endpoint.url).port or 80
         answer = httpx2.get(
             endpoint.url + HEALTH_PATH, headers={HEALTH_CHALLENGE_HEADER: challenge}, timeout=timeout
         )
@@ -225,7 +229,7 @@ def proves_token(endpoint: Endpoint, timeout: float = HEALTH_TIMEOUT_S) -> bool:
     except Exception:
         return False
     return isinstance(given, str) and hmac.compare_digest(
-        given.encode("ascii", "replace"), health_proof(token, challenge).encode("ascii")
+        given.encode("ascii", "replace"), health_proof(token, challenge, port).encode("ascii")
     )
 
 
