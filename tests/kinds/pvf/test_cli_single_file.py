@@ -224,3 +224,68 @@ def test_set_of_the_same_content_writes_nothing_and_keeps_the_backup(classic, tm
     assert "nothing changed" in res.output and "nothing was written" in res.output
     assert classic.read_bytes() == changed
     assert (tmp_path / "Script.pvf.bak").read_bytes() == before
+
+
+def _hold_the_lock(archive, owner):
+    """Another process holding `archive`'s workspace lock as `owner` (serve, mcp or another cli command)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from deskbridge.integrations.endpoints import WorkspaceLock; "
+        f"WorkspaceLock(sys.argv[1], {owner!r}).acquire(); print('held', flush=True); sys.stdin.read()"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, str(archive)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout.readline().strip() == "held"
+    return proc
+
+
+@pytest.mark.parametrize(
+    ("owner", "said"),
+    [
+        ("serve", "open in deskbridge serve"),
+        ("mcp", "`deskbridge mcp`"),
+        ("cli", "another deskbridge command"),
+    ],
+)
+def test_set_refuses_an_archive_a_session_or_another_command_holds(classic, tmp_path, owner, said):
+    """`pvf set` used to write an archive that `serve` had open (that session kept showing the old files and its
+    next save was refused), and two `pvf set` at once could both pass the identity check before the rename."""
+    before = classic.read_bytes()
+    path = _an_equ(classic)
+    text_file = tmp_path / "item.equ"
+    assert runner.invoke(app, ["pvf", "get", str(classic), path, "-o", str(text_file)]).exit_code == 0
+    text_file.write_text(text_file.read_text(encoding="utf-8") + "\n[price]\n\t777\n", encoding="utf-8")
+    holder = _hold_the_lock(classic, owner)
+    try:
+        res = runner.invoke(app, ["pvf", "set", str(classic), path, str(text_file)])
+        assert res.exit_code == 2, res.output
+        assert said in res.output and "nothing was written" in res.output, res.output
+        assert classic.read_bytes() == before and not classic.with_name("Script.pvf.bak").exists()
+        # a copy with -o does not touch the archive, so it is not refused
+        copy = tmp_path / "copy.pvf"
+        assert (
+            runner.invoke(app, ["pvf", "set", str(classic), path, str(text_file), "-o", str(copy)]).exit_code
+            == 0
+        )
+    finally:
+        holder.communicate("")
+    res = runner.invoke(app, ["pvf", "set", str(classic), path, str(text_file)])
+    assert res.exit_code == 0, res.output
+    assert "[price]\n\t777" in open_archive(classic).read_text(path)
+    # and this command let go of the lock: a serve could now take the archive
+    _hold_the_lock(classic, "serve").communicate("")
+
+
+def test_serve_started_while_a_command_writes_says_so(classic):
+    from deskbridge.integrations.endpoints import claim_workspace
+
+    holder = _hold_the_lock(classic, "cli")
+    try:
+        with pytest.raises(BridgeError) as refused:
+            claim_workspace(classic)
+        assert refused.value.code is ErrorCode.NOT_READY and "is writing" in refused.value.message
+    finally:
+        holder.communicate("")

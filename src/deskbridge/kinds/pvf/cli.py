@@ -641,14 +641,18 @@ def _edit(
     nothing is written; the written temp file is verified first; `--backup` keeps ARCHIVE.bak.
     """
     from deskbridge.core.files import file_identity
+    from deskbridge.integrations.endpoints import claim_for_command
     from deskbridge.kinds.pvf.tree import refuse_existing
 
     identity = None
     saving = False
+    lock = None
     try:
         with _errors():
             material = opts.material()
             data = _read_input(source) if source is not None else None
+            if opts.out is None:
+                lock = claim_for_command(archive)
             identity = file_identity(archive) if opts.out is None else None
             ar = _open(archive, opts.encoding, material)
             try:
@@ -675,6 +679,9 @@ def _edit(
                 ar.close()
     except KeyboardInterrupt:
         _interrupted(archive, identity, saving)  # with -o the archive itself is never written
+    finally:
+        if lock is not None:
+            lock.release()
     done = ", ".join(report.changed) or "nothing"
     extra = f"; backup {report.backup}" if report.backup else ""
     typer.echo(f"wrote {report.target} ({done}; {report.verified} verified{extra})")
