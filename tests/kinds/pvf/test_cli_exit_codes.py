@@ -133,3 +133,8 @@ def test_names_with_terminal_escapes_are_printed_escaped(small, tmp_path):
     assert evil.lower() in {
         r["path"] for r in json.loads(runner.invoke(app, ["pvf", "ls", str(hostile), "--json"]).output)
     }
+    # and the history of a change to it (`pvf log`)
+    removed = runner.invoke(app, ["pvf", "rm", str(hostile), evil])
+    assert removed.exit_code == 0 and "\x1b" not in removed.output, removed.output
+    log = runner.invoke(app, ["pvf", "log", str(hostile)])
+    assert "delete" in log.output and "\x1b" not in log.output, log.output
