@@ -289,3 +289,18 @@ def test_serve_started_while_a_command_writes_says_so(classic):
         assert refused.value.code is ErrorCode.NOT_READY and "is writing" in refused.value.message
     finally:
         holder.communicate("")
+
+
+def test_a_text_saved_in_the_packs_code_page_is_named_and_raw_is_not_offered_for_it(tmp_path):
+    """An editor that opened `pvf get`'s text as Big5 saves Big5; the hint offered --raw, which stores that text
+    as the compiled script itself."""
+    archive = tmp_path / "Script.pvf"
+    synth_classic(archive, 60, seed=7)  # Windows code page 950 (tw)
+    path = _an_equ(archive)
+    text = runner.invoke(app, ["pvf", "get", str(archive), path]).output
+    edited = tmp_path / "item.equ"
+    edited.write_bytes((text + "\n[name2]\n\t`騎士長劍`\n").encode("cp950"))
+    res = runner.invoke(app, ["pvf", "set", str(archive), path, str(edited)])
+    assert res.exit_code == 2, res.output
+    assert "windows-950" in res.output and "save it with UTF-8" in res.output, res.output
+    assert "or pass --raw" not in res.output and "never compiled" in res.output, res.output

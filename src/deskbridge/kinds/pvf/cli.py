@@ -611,10 +611,26 @@ def _stage_input(ar: Any, path: str, data: bytes, raw: bool) -> None:
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
+        # An editor opening a text in the game's code page saves it back in that code page. --raw is no way out for
+        # such a file: it stores the bytes as the payload itself, i.e. script text where compiled tokens belong.
+        as_pack = False
+        if ar.encoding and ar.encoding.lower() not in ("utf-8", "utf8"):
+            try:
+                data.decode(ar.encoding)
+                as_pack = True
+            except (UnicodeDecodeError, LookupError):
+                pass
         raise BridgeError(
             ErrorCode.INVALID_ARGUMENT,
-            f"the new content of '{path}' is not UTF-8 text (byte {exc.start})",
-            "Save it as UTF-8 (what `pvf get` writes), or pass --raw to store the bytes as they are.",
+            f"the new content of '{path}' is not UTF-8 text (byte {exc.start})"
+            + (f"; it reads as {ar.encoding}, the pack's code page" if as_pack else ""),
+            (
+                f"Save it as UTF-8 (what `pvf get` writes): your editor kept {ar.encoding}; reopen the file as "
+                f"{ar.encoding} and save it with UTF-8 encoding, then retry."
+                if as_pack
+                else "Save it as UTF-8 (what `pvf get` writes), then retry."
+            )
+            + " --raw is only for the payload bytes `pvf get --raw` wrote (stored as they are, never compiled).",
             data={"path": path, "position": exc.start},
         ) from None
     ar.stage_text(path, text)
