@@ -304,3 +304,22 @@ def test_a_text_saved_in_the_packs_code_page_is_named_and_raw_is_not_offered_for
     assert res.exit_code == 2, res.output
     assert "windows-950" in res.output and "save it with UTF-8" in res.output, res.output
     assert "or pass --raw" not in res.output and "never compiled" in res.output, res.output
+
+
+def test_ctrl_c_during_pack_says_what_is_on_disk(classic, tmp_path, monkeypatch):
+    # It ended silently with 130: was Script.new.pvf half written, or the old one still there?
+    import deskbridge.kinds.pvf.tree as tree
+
+    folder = tmp_path / "tree"
+    assert runner.invoke(app, ["pvf", "extract", str(classic), "-o", str(folder)]).exit_code == 0
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(tree, "pack_tree", interrupted)
+    out = tmp_path / "Script.new.pvf"
+    res = runner.invoke(app, ["pvf", "pack", str(folder), "-o", str(out)])
+    assert res.exit_code == 130 and "interrupted: nothing was written" in res.output, res.output
+    out.write_bytes(classic.read_bytes())
+    res = runner.invoke(app, ["pvf", "pack", str(folder), "-o", str(out), "--force"])
+    assert res.exit_code == 130 and f"interrupted: {out} is unchanged" in res.output, res.output

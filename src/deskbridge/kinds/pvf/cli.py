@@ -469,18 +469,34 @@ def pack(
     OUT must not exist unless --force. Names that differ only in case are refused; scripts with string
     links need n_string.lst. Example: `deskbridge pvf pack tree/ -o Script.new.pvf --like Script.pvf`.
     """
+    from deskbridge.core.files import file_identity
     from deskbridge.kinds.pvf.tree import pack_tree
 
-    with _errors(), _progress("pack", quiet) as progress:
-        summary = pack_tree(
-            directory,
-            out,
-            like=like,
-            encoding=opts.encoding,
-            keys=opts.material(),
-            force=force,
-            progress=progress,
-        )
+    before = None
+    try:
+        with _errors():
+            before = file_identity(out) if out.is_file() else None
+        with _errors(), _progress("pack", quiet) as progress:
+            summary = pack_tree(
+                directory,
+                out,
+                like=like,
+                encoding=opts.encoding,
+                keys=opts.material(),
+                force=force,
+                progress=progress,
+            )
+    except KeyboardInterrupt:
+        # It ended silently with 130. OUT is published whole or not at all (a --force replace is atomic too).
+        if before is None and not out.exists():
+            _say(f"interrupted: nothing was written ({out} does not exist)", err=True)
+            raise typer.Exit(130) from None
+        if before is None:
+            _say(
+                f"interrupted: {out} was already written whole (the interrupt came after the write)", err=True
+            )
+            raise typer.Exit(130) from None
+        _interrupted(out, before, saving=True)
     for w in summary.get("warnings", []):
         _say(f"warning: {w}", err=True)
     _say(f"packed {summary['files']} files into {out} ({summary['family']}, {summary['encoding']})")
