@@ -260,6 +260,10 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
     async def archive_open(call: CallContext, args: OpenArgs) -> dict[str, Any]:
         path = _absolute(args.path, "path")
         assert path is not None
+        from deskbridge.kinds.pvf.transfer import refuse_secret
+
+        # An open reads the file's first bytes and names them in its error: never a credential or our own secrets.
+        refuse_secret(path, svc.protected_dirs, "opened")
         options = open_options(args)
         await asyncio.to_thread(
             svc.precheck,

@@ -50,7 +50,9 @@ class PvfWorkspace:
         self.initial = path
         self.options = dict(services.options)
         self.service = PvfService(services.events, services.dirs.cache, services.dirs.data)
-        self.service.protected_dirs = [services.dirs.config]
+        # the token lives in the config folder; the runtime folder's server records hold the UI secret, with which
+        # an agent that read one could answer its own approval requests in place of the person
+        self.service.protected_dirs = [services.dirs.config, services.dirs.run]
         self.open_task: str | None = None
         self.autosaver = Autosaver(self.service)
 
