@@ -262,6 +262,24 @@ class SecurityMiddleware:
                     [(b"www-authenticate", b'Bearer realm="deskbridge"')],
                 )
                 return
+        elif path.startswith("/api/") and _header(scope, b"sec-fetch-site") not in (
+            None,
+            "same-origin",
+            "none",
+        ):
+            # A page on another loopback port is same-site: the strict cookie goes along with its <img> or
+            # <script src> (no Origin header on such a GET). `/api/events` fetched that way made the broker believe
+            # a person was watching (the agent's approvals waited for no one, 2 min each) and registered an editor
+            # every save must ask. Browsers say where a request comes from (Fetch Metadata, w3c/webappsec-fetch-
+            # metadata); our own pages are same-origin, non-browser clients send no such header.
+            await _reject(
+                send,
+                403,
+                "CROSS_SITE",
+                "a request from another site or port was refused",
+                "Only pages served by this deskbridge may call /api (open the UI with `deskbridge open`).",
+            )
+            return
         elif path.startswith("/api/") and not self.policy.ui_authorised(scope):
             await _reject(
                 send,
