@@ -438,6 +438,17 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
         svc.precheck("save_as", epoch=None, workspace_id=args.workspaceId, revision=args.expectedRevision)
         return f"write a copy with {unsaved()} to {args.path}" + (" (replacing it)" if args.overwrite else "")
 
+    def discard_summary(args: OpenArgs | CloseArgs) -> str | None:
+        """An open or close with dirtyPolicy 'discard' over unsaved changes drops them for good (the recovery file
+        goes too): the person may have made them, so it is asked like an edit. Anything else asks nothing."""
+        ws = eng.workspace
+        if args.dirtyPolicy != "discard" or ws is None or not ws.dirty:
+            return None
+        keys = ws.dirty_keys()
+        shown = ", ".join(keys[:5]) + (f" and {len(keys) - 5} more" if len(keys) > 5 else "")
+        then = f"open {args.path}" if isinstance(args, OpenArgs) else "close the archive"
+        return f"throw away the unsaved changes to {len(keys)} file(s) ({shown}), then {then}"
+
     def export_summary(args: ExportExecuteArgs) -> str:
         plan = eng.get_plan(
             args.exportPlanId, PlanKind.EXPORT
@@ -550,6 +561,8 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
             OpenArgs,
             archive_open,
             destructive=True,
+            operation="discard",
+            approval_summary=discard_summary,
         ),
         ToolSpec(
             "pvf_archive_close",
@@ -558,6 +571,8 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
             CloseArgs,
             archive_close,
             destructive=True,
+            operation="discard",
+            approval_summary=discard_summary,
         ),
         ToolSpec(
             "pvf_archive_save",

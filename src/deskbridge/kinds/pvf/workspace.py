@@ -32,10 +32,17 @@ from deskbridge.kinds.pvf.tools import pvf_tools
 
 STATIC_DIR = Path(__file__).parent / "static"
 
-APPROVAL_DEFAULTS: dict[str, bool] = {"edit": True, "export": True, "save": False, "save_as": False}
+APPROVAL_DEFAULTS: dict[str, bool] = {
+    "edit": True,
+    "export": True,
+    "discard": True,
+    "save": False,
+    "save_as": False,
+}
 """Which of the pvf tools' approval operations (`ToolSpec.operation`) ask an MCP client's person when the
-`approval_rules` setting says nothing, as for markdown: committing a plan's changes (`edit`) and writing an
-export outside the archive (`export`) ask; saving what was already approved does not (`save`, `save_as`;
+`approval_rules` setting says nothing, as for markdown: committing a plan's changes (`edit`), writing an
+export outside the archive (`export`) and throwing away unsaved changes with an open or close (`discard`: they
+may be the person's own) ask; saving what was already approved does not (`save`, `save_as`;
 `deskbridge config set approval_rules.save true` makes it ask). `require_approval false` turns all off."""
 
 

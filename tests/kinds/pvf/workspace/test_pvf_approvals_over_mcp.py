@@ -172,3 +172,44 @@ async def test_the_browser_is_the_person_and_is_not_asked(archive: Path) -> None
             )
         assert done.status_code == 200, done.text
         assert done.json()["revision"] == rev + 1
+
+
+async def test_throwing_away_unsaved_changes_with_an_open_or_close_asks_first(
+    archive: Path, tmp_path: Path
+) -> None:
+    """pvf_archive_close (or _open) with dirtyPolicy 'discard' dropped the unsaved changes — the person's own
+    applied edits among them — and their recovery file, with no one asked."""
+    seen: list[str] = []
+
+    async def only_edits(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        seen.append(params.message)
+        return types.ElicitResult(action="accept", content={"approve": "pvf_plan_apply" in params.message})
+
+    other = tmp_path / "other.pvf"
+    other.write_bytes(archive.read_bytes())
+    async with serve(archive, approvals=True, mode="legacy", elicitation_callback=only_edits) as a:
+        ws, rev, plan_id, keys = await edit_plan(a)
+        await a.call("pvf_plan_apply", {"planId": plan_id, "changeKeys": keys, "expectedRevision": rev})
+        info = await a.call("pvf_workspace_info", {})
+        assert info["sourceDirty"]
+        asked = len(seen)
+        await a.fail(
+            "pvf_archive_close",
+            {"workspaceId": ws, "expectedRevision": info["revision"], "dirtyPolicy": "reject"},
+            "UNSAVED_CHANGES",
+        )
+        assert len(seen) == asked  # nothing to throw away without 'discard': nobody is asked
+        for tool, extra in (
+            ("pvf_archive_close", {}),
+            ("pvf_archive_open", {"path": str(other)}),
+        ):
+            args = {
+                "workspaceId": ws,
+                "expectedRevision": info["revision"],
+                "dirtyPolicy": "discard",
+                **extra,
+            }
+            await a.fail(tool, args, "APPROVAL_DECLINED")
+            assert "throw away the unsaved changes to" in seen[-1] and tool in seen[-1], seen[-1]
+        after = await a.call("pvf_workspace_info", {})
+        assert after["workspaceId"] == ws and after["sourceDirty"] and after["revision"] == info["revision"]
