@@ -449,6 +449,16 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
         then = f"open {args.path}" if isinstance(args, OpenArgs) else "close the archive"
         return f"throw away the unsaved changes to {len(keys)} file(s) ({shown}), then {then}"
 
+    def recovery_discard_summary(args: RecoveryDiscardArgs) -> str | None:
+        """Deleting the recovery file loses what a crash left unsaved, maybe the person's work: asked like a
+        discard. With no recovery file on offer the call changes nothing and asks nothing."""
+        from deskbridge.kinds.pvf import recovery
+
+        offered = recovery.summary(svc.recovery)
+        if offered is None:
+            return None
+        return f"delete the recovered unsaved changes to {offered['files']} file(s) left by a crash, for good"
+
     def export_summary(args: ExportExecuteArgs) -> str:
         plan = eng.get_plan(
             args.exportPlanId, PlanKind.EXPORT
@@ -472,6 +482,8 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
             recovery_discard,
             destructive=True,
             idempotent=True,
+            operation="discard",
+            approval_summary=recovery_discard_summary,
         ),
         ToolSpec(
             "pvf_import_prepare",

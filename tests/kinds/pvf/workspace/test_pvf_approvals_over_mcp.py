@@ -213,3 +213,28 @@ async def test_throwing_away_unsaved_changes_with_an_open_or_close_asks_first(
             assert "throw away the unsaved changes to" in seen[-1] and tool in seen[-1], seen[-1]
         after = await a.call("pvf_workspace_info", {})
         assert after["workspaceId"] == ws and after["sourceDirty"] and after["revision"] == info["revision"]
+
+
+async def test_forgetting_the_recovery_file_asks_first(archive: Path) -> None:
+    """pvf_recovery_discard deleted what a crash had left unsaved with no one asked."""
+    import asyncio
+
+    from deskbridge.kinds.pvf import recovery
+
+    async with serve(archive) as a:  # approvals off: the edit that the crash leaves unsaved
+        info = await a.ready()
+        path = await a.first_script(info["workspaceId"])
+        await a.edit(info["workspaceId"], info["revision"], path, "\n[crash]\n`survives`\n")
+        rec = recovery.recovery_path(a.srv.app.workspace.service.data_dir, archive)  # type: ignore[union-attr]
+        for _ in range(100):
+            if rec.exists():
+                break
+            await asyncio.sleep(0.05)
+        assert rec.exists()
+    seen: list[str] = []
+    async with serve(archive, approvals=True, mode="legacy", elicitation_callback=answer(False, seen)) as a:
+        info = await a.ready()
+        assert info["recovery"]["available"] is True
+        await a.fail("pvf_recovery_discard", {"workspaceId": info["workspaceId"]}, "APPROVAL_DECLINED")
+        assert seen and "recovered unsaved changes" in seen[-1], seen
+        assert rec.exists() and (await a.call("pvf_workspace_info", {}))["recovery"]["available"] is True
