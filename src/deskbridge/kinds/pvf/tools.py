@@ -433,10 +433,14 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
         svc.precheck("save", epoch=None, workspace_id=args.workspaceId, revision=args.expectedRevision)
         return f"write {unsaved()} to the archive {svc.info().get('sourcePath')}"
 
-    def save_as_summary(args: SaveAsArgs) -> str:
+    def save_as_summary(args: SaveAsArgs) -> str | None:
+        """Asked when the copy replaces an existing file (`overwrite`: any file the caller names, not only an
+        archive — an agent replaced a text file with archive bytes unasked); a copy to a new path asks nothing."""
         _absolute(args.path, "path")
         svc.precheck("save_as", epoch=None, workspace_id=args.workspaceId, revision=args.expectedRevision)
-        return f"write a copy with {unsaved()} to {args.path}" + (" (replacing it)" if args.overwrite else "")
+        if not args.overwrite:
+            return None
+        return f"replace the existing file {args.path} with a copy of the archive ({unsaved()})"
 
     def discard_summary(args: OpenArgs | CloseArgs) -> str | None:
         """An open or close with dirtyPolicy 'discard' over unsaved changes drops them for good (the recovery file
@@ -602,7 +606,7 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
             "Write a copy to another file." + task_note,
             SaveAsArgs,
             archive_save_as,
-            operation="save_as",
+            operation="overwrite",
             approval_summary=save_as_summary,
         ),
         ToolSpec(

@@ -36,13 +36,14 @@ APPROVAL_DEFAULTS: dict[str, bool] = {
     "edit": True,
     "export": True,
     "discard": True,
+    "overwrite": True,
     "save": False,
-    "save_as": False,
 }
 """Which of the pvf tools' approval operations (`ToolSpec.operation`) ask an MCP client's person when the
 `approval_rules` setting says nothing, as for markdown: committing a plan's changes (`edit`), writing an
-export outside the archive (`export`) and throwing away unsaved changes with an open or close (`discard`: they
-may be the person's own) ask; saving what was already approved does not (`save`, `save_as`;
+export outside the archive (`export`), throwing away unsaved changes with an open or close (`discard`: they
+may be the person's own) and a save-as that replaces an existing file (`overwrite`, as the markdown editor's
+save-as) ask; saving what was already approved does not (`save`; a save-as to a new file asks nothing;
 `deskbridge config set approval_rules.save true` makes it ask). `require_approval false` turns all off."""
 
 

@@ -238,3 +238,33 @@ async def test_forgetting_the_recovery_file_asks_first(archive: Path) -> None:
         await a.fail("pvf_recovery_discard", {"workspaceId": info["workspaceId"]}, "APPROVAL_DECLINED")
         assert seen and "recovered unsaved changes" in seen[-1], seen
         assert rec.exists() and (await a.call("pvf_workspace_info", {}))["recovery"]["available"] is True
+
+
+async def test_a_save_as_that_replaces_an_existing_file_asks_first(archive: Path, tmp_path: Path) -> None:
+    """With the identity from TARGET_EXISTS, pvf_archive_save_as overwrite replaced any file an agent named
+    (a person's notes.txt became archive bytes) with no one asked; a copy to a new path still asks nothing."""
+    seen: list[str] = []
+    notes = tmp_path / "notes.txt"
+    notes.write_text("precious\n", "utf-8")
+    async with serve(archive, approvals=True, mode="legacy", elicitation_callback=answer(False, seen)) as a:
+        info = await a.ready()
+        ws, rev = info["workspaceId"], info["revision"]
+        exists = await a.fail(
+            "pvf_archive_save_as",
+            {"workspaceId": ws, "expectedRevision": rev, "path": str(notes)},
+            "TARGET_EXISTS",
+        )
+        assert not seen
+        args = {
+            "workspaceId": ws,
+            "expectedRevision": rev,
+            "path": str(notes),
+            "overwrite": True,
+            "targetIdentity": exists["data"]["identity"],
+        }
+        await a.fail("pvf_archive_save_as", args, "APPROVAL_DECLINED")
+        assert len(seen) == 1 and "replace the existing file" in seen[0] and str(notes) in seen[0], seen
+        assert notes.read_text("utf-8") == "precious\n"
+        copy = tmp_path / "copy.pvf"
+        await a.call("pvf_archive_save_as", {"workspaceId": ws, "expectedRevision": rev, "path": str(copy)})
+        assert copy.exists() and len(seen) == 1
