@@ -445,6 +445,13 @@ def claim_for_command(target: Path | str) -> WorkspaceLock:
     lock = WorkspaceLock(target, "cli")
     try:
         lock.acquire()
+    except OSError as exc:  # the state folder cannot be written: say so instead of a traceback
+        raise BridgeError(
+            ErrorCode.ACCESS_DENIED,
+            f"cannot take the lock of {str(target)!r} in {locks_dir()}: {exc.strerror or exc}; nothing was written",
+            "Fix the permissions of that folder (or point DESKBRIDGE_HOME elsewhere), or write a copy with "
+            "-o NEW.pvf.",
+        ) from None
     except LockHeld as held:
         holder = held.holder
         pid = holder.get("pid")

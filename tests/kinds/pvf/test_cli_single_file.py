@@ -323,3 +323,20 @@ def test_ctrl_c_during_pack_says_what_is_on_disk(classic, tmp_path, monkeypatch)
     out.write_bytes(classic.read_bytes())
     res = runner.invoke(app, ["pvf", "pack", str(folder), "-o", str(out), "--force"])
     assert res.exit_code == 130 and f"interrupted: {out} is unchanged" in res.output, res.output
+
+
+def test_set_with_an_unwritable_state_folder_says_so_without_a_traceback(classic, tmp_path, monkeypatch):
+    before = classic.read_bytes()
+    path = _an_equ(classic)
+    text_file = tmp_path / "item.equ"
+    assert runner.invoke(app, ["pvf", "get", str(classic), path, "-o", str(text_file)]).exit_code == 0
+    text_file.write_text(text_file.read_text(encoding="utf-8") + "\n[price]\n\t5\n", encoding="utf-8")
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("x", "utf-8")
+    monkeypatch.setenv("DESKBRIDGE_HOME", str(blocker))  # its state/ folder cannot be made
+    res = runner.invoke(app, ["pvf", "set", str(classic), path, str(text_file)])
+    assert res.exit_code == 2 and "cannot take the lock" in res.output and "-o NEW.pvf" in res.output, (
+        res.output
+    )
+    assert res.exception is None or isinstance(res.exception, SystemExit)
+    assert classic.read_bytes() == before
