@@ -151,3 +151,35 @@ def test_an_agents_change_is_approved_in_the_open_pvf_page(browser, tmp_path: Pa
                 assert outcome.structured_content["code"] == "APPROVAL_DECLINED"  # type: ignore[attr-defined]
                 call("pvf_plan_discard", {"planId": plan["planId"]})
             page.wait_for_selector("#approvals .approval", state="detached")
+
+
+def test_a_plan_pending_before_the_page_opened_is_listed_with_its_own_kind(new_page, tmp_path: Path) -> None:
+    """The page took the workspace's pending plan for a script plan: an agent's edit plan made before the page
+    opened was listed as "script" and shown as a script plan."""
+    archive = tmp_path / "Script.pvf"
+    synth(archive, family="classic", files=200, seed=4)
+    with ServerThread(archive) as served, served.client() as call:
+        info = call("pvf_workspace_info", {}).structured_content
+        ws, rev = info["workspaceId"], info["revision"]
+        path = call("pvf_search", {"workspaceId": ws, "query": ".equ", "limit": 1}).structured_content[
+            "hits"
+        ][0]["path"]
+        text = call("pvf_read_file", {"workspaceId": ws, "path": path}).structured_content["text"]
+        plan = call(
+            "pvf_edit_prepare",
+            {
+                "workspaceId": ws,
+                "expectedRevision": rev,
+                "edits": [{"path": path, "text": text + "\n[t]\n1\n"}],
+            },
+        ).structured_content
+        page = new_page(viewport={"width": 1200, "height": 800})
+        page.goto(served.srv.login_url())
+        page.wait_for_selector("body[data-ready='1']")
+        page.wait_for_selector("#plans .show-plan")
+        assert page.text_content("#plans").startswith("edit"), page.text_content("#plans")
+        page.click("#plans .show-plan")
+        page.wait_for_selector("#plan:not([hidden]) .pick")
+        assert "· edit" in page.text_content("#plan-title"), page.text_content("#plan-title")
+        assert plan["planId"] == page.get_attribute("#plan", "data-plan-id")
+        assert not page.errors, page.errors

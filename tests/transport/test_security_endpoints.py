@@ -102,7 +102,9 @@ def test_a_real_server_proves_itself_and_tells_a_stranger_nothing_else(folder: P
         url, token = st.srv.base_url, st.srv.app.token
         challenge = secrets.token_hex(32)
         answer = httpx2.get(url + endpoints.HEALTH_PATH, headers={HEALTH_CHALLENGE_HEADER: challenge})
-        assert answer.status_code == 200 and answer.json() == {"proof": health_proof(token, challenge)}
+        assert answer.status_code == 200 and answer.json() == {
+            "proof": health_proof(token, challenge, st.srv.port)
+        }
         # No challenge, no token: still 401; a malformed challenge is refused; the Host check still applies.
         assert httpx2.get(url + endpoints.HEALTH_PATH).status_code == 401
         bad = httpx2.get(url + endpoints.HEALTH_PATH, headers={HEALTH_CHALLENGE_HEADER: "x" * 40})
@@ -128,3 +130,55 @@ def test_a_real_server_proves_itself_and_tells_a_stranger_nothing_else(folder: P
         assert load_or_create_token() == token
         found = endpoints.find_live(folder)
         assert found is not None and found.url == url
+
+
+def test_a_program_on_a_stale_port_cannot_pass_the_challenge_on_to_another_live_server(folder: Path) -> None:
+    """Every `serve` of one user holds the same token. A program on the port of a killed one used to forward the
+    challenge to another live `serve` (which answers it without credentials), return that proof, and then
+    receive the bearer token."""
+    seen: list[dict[str, str]] = []
+    with ServerThread(folder, kind="probe") as live:
+        assert live.srv is not None
+        real = live.srv.base_url
+
+        class Relay(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                seen.append(dict(self.headers))
+                challenge = self.headers.get(HEALTH_CHALLENGE_HEADER)
+                if challenge is not None:
+                    body = httpx2.get(
+                        real + endpoints.HEALTH_PATH, headers={HEALTH_CHALLENGE_HEADER: challenge}
+                    ).content
+                else:
+                    body = json.dumps({"ok": True, "projectDir": str(folder.resolve()), "pid": 1}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        relay = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Relay)
+        thread = threading.Thread(target=relay.serve_forever, daemon=True)
+        thread.start()
+        try:
+            stale = endpoints.Endpoint(
+                url=f"http://127.0.0.1:{relay.server_address[1]}",
+                token_file=str(deskbridge_dirs().token_file),
+                pid=os.getpid(),
+                kind="probe",
+                project_dir=str(folder.resolve()),
+                started=0,
+            )
+            endpoints._write_json(endpoints.endpoint_path(folder), stale.to_json())
+            assert not endpoints.proves_token(stale)
+            found = endpoints.find_live(folder)
+            assert found is None or found.url == real
+        finally:
+            relay.shutdown()
+            relay.server_close()
+    assert seen, "the relay was not even asked"
+    token = load_or_create_token()
+    assert token not in json.dumps(seen) and not any("authorization" in {k.lower() for k in h} for h in seen)

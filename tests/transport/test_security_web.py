@@ -155,6 +155,28 @@ async def test_a_stray_login_parameter_never_replaces_the_session(folder: Path) 
         assert (await fresh.get(srv.base_url + "/api/status")).status_code == 401
 
 
+async def test_a_same_site_page_cannot_use_the_cookie_even_for_a_get(folder: Path) -> None:
+    """A page on another loopback port is same-site, so the strict cookie rides along with its `<img
+    src=".../api/events?editor=x">` (no Origin on such a GET): the broker then believed a person was watching and
+    sent the agent's approvals to no one, and the draft barrier had an editor to ask before every save.
+    The headers are the ones Chromium sent for such an <img>, <script>, <audio> and no-cors fetch (captured:
+    `Sec-Fetch-Site: same-site`, `Sec-Fetch-Mode: no-cors`, the cookie, no Origin); Chromium's opaque-response
+    blocking then drops the stream, other browsers and a page that fires requests in a loop keep it attached."""
+    async with running_server(folder, kind="probe") as srv, httpx2.AsyncClient() as http:
+        await http.get(srv.login_url())  # the person's browser session
+        for site in ("same-site", "cross-site"):
+            for path in ("/api/events?editor=evil", "/api/status", "/api/approvals"):
+                r = await http.get(
+                    srv.base_url + path, headers={"Sec-Fetch-Site": site, "Sec-Fetch-Mode": "no-cors"}
+                )
+                assert r.status_code == 403 and r.json()["error"]["code"] == "CROSS_SITE", (site, path)
+        assert not srv.app.approvals.ui_attached
+        # the page's own requests (same-origin) and clients that send no Fetch Metadata still work
+        ok = await http.get(srv.base_url + "/api/status", headers={"Sec-Fetch-Site": "same-origin"})
+        assert ok.status_code == 200
+        assert (await http.get(srv.base_url + "/api/status")).status_code == 200
+
+
 async def test_the_ui_cookie_cannot_read_the_mcp_token_silently(folder: Path) -> None:
     async with running_server(folder, kind="probe") as srv, httpx2.AsyncClient() as http:
         await http.get(srv.login_url())  # a browser session (the cookie), as a stolen cookie would be

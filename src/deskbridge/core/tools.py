@@ -339,9 +339,11 @@ def tool_for_role(role: str, tool: str, names: list[str]) -> str | None:
     prefix = tool.split("_", 1)[0] + "_"
     own = [n for n in names if n.startswith(prefix)]
     for suffix in _ROLE_PATTERNS.get(role, ()):
-        for name in own:
-            if name.endswith(suffix):
-                return name
+        # The shortest name with the suffix is the kind's general tool: `pvf_search`, not the more special
+        # `pvf_annotation_search` registered before it (which once answered a missing path of pvf_read_file).
+        found = [name for name in own if name.endswith(suffix)]
+        if found:
+            return min(found, key=len)
     return None
 
 

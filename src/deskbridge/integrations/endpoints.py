@@ -208,6 +208,7 @@ def proves_token(endpoint: Endpoint, timeout: float = HEALTH_TIMEOUT_S) -> bool:
     — would get the bearer token with the first request."""
     import hmac
     import secrets
+    from urllib.parse import urlsplit
 
     import httpx2
 
@@ -218,6 +219,9 @@ def proves_token(endpoint: Endpoint, timeout: float = HEALTH_TIMEOUT_S) -> bool:
         return False
     challenge = secrets.token_hex(32)
     try:
+        # the proof names the port the server listens on: a program on this port that passes the challenge
+        # on to another live `serve` of ours gets that server's port in the answer, not this one
+        port = urlsplit(endpoint.url).port or 80
         answer = httpx2.get(
             endpoint.url + HEALTH_PATH, headers={HEALTH_CHALLENGE_HEADER: challenge}, timeout=timeout
         )
@@ -225,7 +229,7 @@ def proves_token(endpoint: Endpoint, timeout: float = HEALTH_TIMEOUT_S) -> bool:
     except Exception:
         return False
     return isinstance(given, str) and hmac.compare_digest(
-        given.encode("ascii", "replace"), health_proof(token, challenge).encode("ascii")
+        given.encode("ascii", "replace"), health_proof(token, challenge, port).encode("ascii")
     )
 
 
@@ -397,6 +401,12 @@ def claim_workspace(project: Path | str) -> WorkspaceLock:
         lock.acquire()
     except LockHeld as held:
         holder = held.holder
+        if holder.get("owner") == "cli":  # `claim_for_command`: a `pvf set` / `add` / `rm` of a few seconds
+            raise BridgeError(
+                ErrorCode.NOT_READY,
+                f"a deskbridge command (pid {holder.get('pid')}) is writing {str(project)!r} right now",
+                hint="Run `deskbridge serve` again when it has ended.",
+            ) from None
         if holder.get("owner") != "mcp":
             # Name where that server is (its published endpoint), so the person can go there straight away.
             there = next((e for e in candidate_endpoints(project) if e.pid == holder.get("pid")), None)
@@ -421,6 +431,49 @@ def claim_workspace(project: Path | str) -> WorkspaceLock:
                 "`deskbridge serve` again.",
             ) from None
         lock.acquire()
+    return lock
+
+
+def claim_for_command(target: Path | str) -> WorkspaceLock:
+    """The workspace lock of `target` for one command that writes it in place (`pvf set` / `add` / `rm`), released
+    by the caller when it is done. Refused (`ACCESS_DENIED`, nothing read or written) while a `serve` or an MCP
+    client's `deskbridge mcp` has `target` open — that session would not see the change, and its next save would
+    be refused — or while another such command writes it: two at once could both pass the check that the file
+    is still the one they read, right before the rename, and the first one's change would be lost."""
+    from deskbridge.core.errors import BridgeError, ErrorCode
+
+    lock = WorkspaceLock(target, "cli")
+    try:
+        lock.acquire()
+    except OSError as exc:  # the state folder cannot be written: say so instead of a traceback
+        raise BridgeError(
+            ErrorCode.ACCESS_DENIED,
+            f"cannot take the lock of {str(target)!r} in {locks_dir()}: {exc.strerror or exc}; nothing was written",
+            "Fix the permissions of that folder (or point DESKBRIDGE_HOME elsewhere), or write a copy with "
+            "-o NEW.pvf.",
+        ) from None
+    except LockHeld as held:
+        holder = held.holder
+        pid = holder.get("pid")
+        owner = holder.get("owner")
+        if owner == "cli":
+            message = (
+                f"another deskbridge command (pid {pid}) is writing {str(target)!r}; nothing was written"
+            )
+            hint = "Wait for it to end, then run this command again: it applies your change to the archive as it is then."
+        else:
+            there = next((e for e in candidate_endpoints(target) if e.pid == pid), None)
+            who = "deskbridge serve" if owner == "serve" else "an MCP client's `deskbridge mcp`"
+            where = f" at {there.url}" if there is not None else ""
+            message = (
+                f"{str(target)!r} is open in {who} (pid {pid}){where}; a change written here would not be seen "
+                "there and that session's next save would be refused; nothing was written"
+            )
+            hint = (
+                "Make the change in that session (its web UI: `deskbridge open`; or its MCP tools), or save "
+                "and stop it first; or write a copy with -o NEW.pvf."
+            )
+        raise BridgeError(ErrorCode.ACCESS_DENIED, message, hint, data={"holder": holder}) from None
     return lock
 
 

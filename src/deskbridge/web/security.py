@@ -49,13 +49,16 @@ HEALTH_CHALLENGE_HEADER: Final = "x-deskbridge-challenge"
 HEALTH_CHALLENGE_CHARS: Final = frozenset("0123456789abcdef")
 
 
-def health_proof(token: str, challenge: str) -> str:
-    """What only a holder of the MCP token can answer to `challenge`: HMAC-SHA256(token, label + challenge).
+def health_proof(token: str, challenge: str, port: int) -> str:
+    """What only a holder of the MCP token can answer to `challenge` on `port`:
+    HMAC-SHA256(token, label + port + challenge).
 
     `deskbridge mcp --project` checks it before it sends the token anywhere: the port in an endpoint file left by a
     server that crashed (or a reboot, after which its pid belongs to another process) may be held by another local
-    user's program, which would otherwise receive `Authorization: Bearer <token>` with the first health check."""
-    message = b"deskbridge-health-v1\0" + challenge.encode("ascii")
+    user's program, which would otherwise receive `Authorization: Bearer <token>` with the first health check.
+    The port is part of the proof because every `serve` of this user holds the same token: without it, that program
+    could pass the challenge on to another live `serve` (no credentials needed) and hand its answer back."""
+    message = b"deskbridge-health-v2\0" + str(port).encode("ascii") + b"\0" + challenge.encode("ascii")
     return hmac.new(token.encode("utf-8"), message, hashlib.sha256).hexdigest()
 
 
@@ -259,6 +262,24 @@ class SecurityMiddleware:
                     [(b"www-authenticate", b'Bearer realm="deskbridge"')],
                 )
                 return
+        elif path.startswith("/api/") and _header(scope, b"sec-fetch-site") not in (
+            None,
+            "same-origin",
+            "none",
+        ):
+            # A page on another loopback port is same-site: the strict cookie goes along with its <img> or
+            # <script src> (no Origin header on such a GET). `/api/events` fetched that way made the broker believe
+            # a person was watching (the agent's approvals waited for no one, 2 min each) and registered an editor
+            # every save must ask. Browsers say where a request comes from (Fetch Metadata, w3c/webappsec-fetch-
+            # metadata); our own pages are same-origin, non-browser clients send no such header.
+            await _reject(
+                send,
+                403,
+                "CROSS_SITE",
+                "a request from another site or port was refused",
+                "Only pages served by this deskbridge may call /api (open the UI with `deskbridge open`).",
+            )
+            return
         elif path.startswith("/api/") and not self.policy.ui_authorised(scope):
             await _reject(
                 send,
@@ -281,7 +302,9 @@ class SecurityMiddleware:
                 "Send a fresh random challenge (`secrets.token_hex(32)`).",
             )
             return
-        body = json.dumps({"proof": health_proof(self.policy.mcp_token, challenge)}).encode()
+        body = json.dumps(
+            {"proof": health_proof(self.policy.mcp_token, challenge, self.policy.port)}
+        ).encode()
         headers = [
             (b"content-type", b"application/json"),
             (b"content-length", str(len(body)).encode()),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 
 import pytest
 from typer.testing import CliRunner
@@ -111,3 +112,29 @@ def test_a_missing_archive_says_to_check_its_path(tmp_path):
     assert res.exit_code == 2
     assert "no archive file" in res.output and "Check the path of the .pvf file" in res.output, res.output
     assert "list or search" not in res.output
+
+
+def test_names_with_terminal_escapes_are_printed_escaped(small, tmp_path):
+    """A hostile archive's file name `ESC ] 0 ; … BEL` retitled the terminal when `pvf ls` printed it (other
+    sequences clear it or write the clipboard)."""
+    evil = "npc/evil\x1b]0;pwned\x07\x1b[2j.npc"
+    ar = open_archive(small)
+    ar.stage(evil, b"")
+    hostile = tmp_path / "hostile.pvf"
+    ar.save_copy(hostile)
+    ar.close()
+    listing = runner.invoke(app, ["pvf", "ls", str(hostile), "npc/"])
+    assert listing.exit_code == 0, listing.output
+    assert not {"\x1b", "\x07"} & set(listing.output)
+    assert "npc/evil\\x1b]0;pwned\\x07\\x1b[2j.npc" in listing.output
+    missing = runner.invoke(app, ["pvf", "cat", str(hostile), "npc/evil\x1b[2J"])
+    assert missing.exit_code == 2 and "\x1b" not in missing.output, missing.output
+    # the JSON listing keeps the real name (JSON escapes control characters itself)
+    assert evil.lower() in {
+        r["path"] for r in json.loads(runner.invoke(app, ["pvf", "ls", str(hostile), "--json"]).output)
+    }
+    # and the history of a change to it (`pvf log`)
+    removed = runner.invoke(app, ["pvf", "rm", str(hostile), evil])
+    assert removed.exit_code == 0 and "\x1b" not in removed.output, removed.output
+    log = runner.invoke(app, ["pvf", "log", str(hostile)])
+    assert "delete" in log.output and "\x1b" not in log.output, log.output

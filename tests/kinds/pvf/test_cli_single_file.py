@@ -224,3 +224,119 @@ def test_set_of_the_same_content_writes_nothing_and_keeps_the_backup(classic, tm
     assert "nothing changed" in res.output and "nothing was written" in res.output
     assert classic.read_bytes() == changed
     assert (tmp_path / "Script.pvf.bak").read_bytes() == before
+
+
+def _hold_the_lock(archive, owner):
+    """Another process holding `archive`'s workspace lock as `owner` (serve, mcp or another cli command)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from deskbridge.integrations.endpoints import WorkspaceLock; "
+        f"WorkspaceLock(sys.argv[1], {owner!r}).acquire(); print('held', flush=True); sys.stdin.read()"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, str(archive)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout.readline().strip() == "held"
+    return proc
+
+
+@pytest.mark.parametrize(
+    ("owner", "said"),
+    [
+        ("serve", "open in deskbridge serve"),
+        ("mcp", "`deskbridge mcp`"),
+        ("cli", "another deskbridge command"),
+    ],
+)
+def test_set_refuses_an_archive_a_session_or_another_command_holds(classic, tmp_path, owner, said):
+    """`pvf set` used to write an archive that `serve` had open (that session kept showing the old files and its
+    next save was refused), and two `pvf set` at once could both pass the identity check before the rename."""
+    before = classic.read_bytes()
+    path = _an_equ(classic)
+    text_file = tmp_path / "item.equ"
+    assert runner.invoke(app, ["pvf", "get", str(classic), path, "-o", str(text_file)]).exit_code == 0
+    text_file.write_text(text_file.read_text(encoding="utf-8") + "\n[price]\n\t777\n", encoding="utf-8")
+    holder = _hold_the_lock(classic, owner)
+    try:
+        res = runner.invoke(app, ["pvf", "set", str(classic), path, str(text_file)])
+        assert res.exit_code == 2, res.output
+        assert said in res.output and "nothing was written" in res.output, res.output
+        assert classic.read_bytes() == before and not classic.with_name("Script.pvf.bak").exists()
+        # a copy with -o does not touch the archive, so it is not refused
+        copy = tmp_path / "copy.pvf"
+        assert (
+            runner.invoke(app, ["pvf", "set", str(classic), path, str(text_file), "-o", str(copy)]).exit_code
+            == 0
+        )
+    finally:
+        holder.communicate("")
+    res = runner.invoke(app, ["pvf", "set", str(classic), path, str(text_file)])
+    assert res.exit_code == 0, res.output
+    assert "[price]\n\t777" in open_archive(classic).read_text(path)
+    # and this command let go of the lock: a serve could now take the archive
+    _hold_the_lock(classic, "serve").communicate("")
+
+
+def test_serve_started_while_a_command_writes_says_so(classic):
+    from deskbridge.integrations.endpoints import claim_workspace
+
+    holder = _hold_the_lock(classic, "cli")
+    try:
+        with pytest.raises(BridgeError) as refused:
+            claim_workspace(classic)
+        assert refused.value.code is ErrorCode.NOT_READY and "is writing" in refused.value.message
+    finally:
+        holder.communicate("")
+
+
+def test_a_text_saved_in_the_packs_code_page_is_named_and_raw_is_not_offered_for_it(tmp_path):
+    """An editor that opened `pvf get`'s text as Big5 saves Big5; the hint offered --raw, which stores that text
+    as the compiled script itself."""
+    archive = tmp_path / "Script.pvf"
+    synth_classic(archive, 60, seed=7)  # Windows code page 950 (tw)
+    path = _an_equ(archive)
+    text = runner.invoke(app, ["pvf", "get", str(archive), path]).output
+    edited = tmp_path / "item.equ"
+    edited.write_bytes((text + "\n[name2]\n\t`騎士長劍`\n").encode("cp950"))
+    res = runner.invoke(app, ["pvf", "set", str(archive), path, str(edited)])
+    assert res.exit_code == 2, res.output
+    assert "windows-950" in res.output and "save it with UTF-8" in res.output, res.output
+    assert "or pass --raw" not in res.output and "never compiled" in res.output, res.output
+
+
+def test_ctrl_c_during_pack_says_what_is_on_disk(classic, tmp_path, monkeypatch):
+    # It ended silently with 130: was Script.new.pvf half written, or the old one still there?
+    import deskbridge.kinds.pvf.tree as tree
+
+    folder = tmp_path / "tree"
+    assert runner.invoke(app, ["pvf", "extract", str(classic), "-o", str(folder)]).exit_code == 0
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(tree, "pack_tree", interrupted)
+    out = tmp_path / "Script.new.pvf"
+    res = runner.invoke(app, ["pvf", "pack", str(folder), "-o", str(out)])
+    assert res.exit_code == 130 and "interrupted: nothing was written" in res.output, res.output
+    out.write_bytes(classic.read_bytes())
+    res = runner.invoke(app, ["pvf", "pack", str(folder), "-o", str(out), "--force"])
+    assert res.exit_code == 130 and f"interrupted: {out} is unchanged" in res.output, res.output
+
+
+def test_set_with_an_unwritable_state_folder_says_so_without_a_traceback(classic, tmp_path, monkeypatch):
+    before = classic.read_bytes()
+    path = _an_equ(classic)
+    text_file = tmp_path / "item.equ"
+    assert runner.invoke(app, ["pvf", "get", str(classic), path, "-o", str(text_file)]).exit_code == 0
+    text_file.write_text(text_file.read_text(encoding="utf-8") + "\n[price]\n\t5\n", encoding="utf-8")
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("x", "utf-8")
+    monkeypatch.setenv("DESKBRIDGE_HOME", str(blocker))  # its state/ folder cannot be made
+    res = runner.invoke(app, ["pvf", "set", str(classic), path, str(text_file)])
+    assert res.exit_code == 2 and "cannot take the lock" in res.output and "-o NEW.pvf" in res.output, (
+        res.output
+    )
+    assert res.exception is None or isinstance(res.exception, SystemExit)
+    assert classic.read_bytes() == before

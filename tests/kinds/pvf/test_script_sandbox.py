@@ -156,6 +156,13 @@ async def test_memory_bomb_is_ended(archive: Path, tmp_path: Path) -> None:
     assert "keep less in memory" in res["error"]["hint"], res["error"]  # not "checks its syntax"
 
 
+async def test_a_runaway_recursion_is_told_to_become_a_loop(archive: Path, tmp_path: Path) -> None:
+    # Its hint said to keep less in memory and log less, which does nothing for `function f() { f(); }`.
+    res = await attack(archive, tmp_path, "function f(n) { return f(n + 1) + 1; } f(0);")
+    assert res["state"] == "failed" and res["error"]["code"] == "LIMIT_EXCEEDED", res
+    assert "call stack" in res["error"]["message"] and "recursion into a loop" in res["error"]["hint"], res
+
+
 async def test_log_flood_is_stopped(archive: Path, tmp_path: Path) -> None:
     # Many lines (a lower line cap than the default 100,000, to keep the test short) …
     res = await attack(

@@ -101,15 +101,32 @@ KEY_OPTIONS_HELP = (
 """How the CLI takes key material; shown with every KEY_REQUIRED error."""
 
 
+def _printable(text: str) -> str:
+    """`text` with control characters (C0, DEL, C1) spelled as escapes, keeping newlines and tabs. An archive may
+    name a file anything: `ESC ] 0 ; … BEL` in a path printed raw retitles the terminal, other sequences clear it
+    or (OSC 52) write the clipboard."""
+    import unicodedata
+
+    def shown(c: str) -> str:
+        if c in "\n\t" or unicodedata.category(c) != "Cc":
+            return c
+        return f"\\x{ord(c):02x}"  # every Cc character is below U+0100
+
+    return text if text.isprintable() else "".join(shown(c) for c in text)
+
+
+def _say(text: str, err: bool = False) -> None:
+    """`typer.echo` for what the commands say about an archive (names, messages); never for a file's content."""
+    typer.echo(_printable(text), err=err)
+
+
 def _fail(exc: BridgeError) -> None:
-    typer.echo(f"error: {exc.code}: {exc.message}", err=True)
+    _say(f"error: {exc.code}: {exc.message}", err=True)
     if exc.code == ErrorCode.KEY_REQUIRED:
         # The library's hint speaks of key material in general; here the user needs the option names.
-        typer.echo(
-            f"help: this archive needs key material from the game client: {KEY_OPTIONS_HELP}", err=True
-        )
+        _say(f"help: this archive needs key material from the game client: {KEY_OPTIONS_HELP}", err=True)
     elif exc.hint:
-        typer.echo(f"help: {exc.hint}", err=True)
+        _say(f"help: {exc.hint}", err=True)
     raise typer.Exit(2)
 
 
@@ -322,13 +339,13 @@ def info(
     for key, value in data.items():
         if key == "warnings":
             for w in value:
-                typer.echo(f"warning: {w['code']}: {w['message']}")
+                _say(f"warning: {w['code']}: {w['message']}")
         elif isinstance(value, dict):
-            typer.echo(f"{key}:")
+            _say(f"{key}:")
             for k, v in value.items():
-                typer.echo(f"  {k}: {v}")
+                _say(f"  {k}: {v}")
         else:
-            typer.echo(f"{key}: {value}")
+            _say(f"{key}: {value}")
 
 
 @read_command("ls")
@@ -348,9 +365,9 @@ def ls_cmd(
         typer.echo(json.dumps([r.to_dict() for r in rows], ensure_ascii=False))
         return
     for r in rows:
-        typer.echo(f"{r.size:>10}  {r.path}")
+        _say(f"{r.size:>10}  {r.path}")
     if not rows and prefix:  # said on stderr: an empty listing looked like an empty archive
-        typer.echo(
+        _say(
             f"no file in {archive} starts with '{prefix}' (any case); `deskbridge pvf ls {archive}` lists all",
             err=True,
         )
@@ -414,27 +431,23 @@ def extract(
             if existed
             else f"nothing was written ({out} was not created)"
         )
-        typer.echo(f"interrupted: {state}", err=True)
+        _say(f"interrupted: {state}", err=True)
         raise typer.Exit(130) from None
     for w in summary["warnings"]:
-        typer.echo(f"warning: {w['code']}: {w['message']}", err=True)
+        _say(f"warning: {w['code']}: {w['message']}", err=True)
     fallbacks = summary["fallbacks"]
     for f in fallbacks[:20]:
-        typer.echo(f"raw: {f['path']}: {f['reason']}", err=True)
+        _say(f"raw: {f['path']}: {f['reason']}", err=True)
     if len(fallbacks) > 20:
-        typer.echo(f"raw: … and {len(fallbacks) - 20} more", err=True)
-    typer.echo(
-        f"extracted {summary['files']} files to {out} ({summary['text']} as text, {summary['raw']} raw)"
-    )
+        _say(f"raw: … and {len(fallbacks) - 20} more", err=True)
+    _say(f"extracted {summary['files']} files to {out} ({summary['text']} as text, {summary['raw']} raw)")
     if summary["script_fallbacks"]:
-        typer.echo(
+        _say(
             f"error: {summary['script_fallbacks']} scripts could not be converted to text and were written "
             "raw (listed above)",
             err=True,
         )
-        typer.echo(
-            "help: check the pack encoding (-e) or run `deskbridge pvf verify` on the archive", err=True
-        )
+        _say("help: check the pack encoding (-e) or run `deskbridge pvf verify` on the archive", err=True)
         raise typer.Exit(1)
 
 
@@ -456,21 +469,37 @@ def pack(
     OUT must not exist unless --force. Names that differ only in case are refused; scripts with string
     links need n_string.lst. Example: `deskbridge pvf pack tree/ -o Script.new.pvf --like Script.pvf`.
     """
+    from deskbridge.core.files import file_identity
     from deskbridge.kinds.pvf.tree import pack_tree
 
-    with _errors(), _progress("pack", quiet) as progress:
-        summary = pack_tree(
-            directory,
-            out,
-            like=like,
-            encoding=opts.encoding,
-            keys=opts.material(),
-            force=force,
-            progress=progress,
-        )
+    before = None
+    try:
+        with _errors():
+            before = file_identity(out) if out.is_file() else None
+        with _errors(), _progress("pack", quiet) as progress:
+            summary = pack_tree(
+                directory,
+                out,
+                like=like,
+                encoding=opts.encoding,
+                keys=opts.material(),
+                force=force,
+                progress=progress,
+            )
+    except KeyboardInterrupt:
+        # It ended silently with 130. OUT is published whole or not at all (a --force replace is atomic too).
+        if before is None and not out.exists():
+            _say(f"interrupted: nothing was written ({out} does not exist)", err=True)
+            raise typer.Exit(130) from None
+        if before is None:
+            _say(
+                f"interrupted: {out} was already written whole (the interrupt came after the write)", err=True
+            )
+            raise typer.Exit(130) from None
+        _interrupted(out, before, saving=True)
     for w in summary.get("warnings", []):
-        typer.echo(f"warning: {w}", err=True)
-    typer.echo(f"packed {summary['files']} files into {out} ({summary['family']}, {summary['encoding']})")
+        _say(f"warning: {w}", err=True)
+    _say(f"packed {summary['files']} files into {out} ({summary['family']}, {summary['encoding']})")
 
 
 @read_command()
@@ -495,23 +524,23 @@ def verify(
     if json_out:
         typer.echo(json.dumps(report, ensure_ascii=False, indent=2))
     else:
-        typer.echo(
+        _say(
             f"files {report['files']}, scripts {report['scripts']}, text {report['text']}, "
             f"binary {report['binary']}"
         )
         for kind in ("unreadable", "checksum", "duplicates", "conversion", "roundtrip", "textFallback"):
             for p in report[kind][:20]:
-                typer.echo(f"{kind}: {p}")
+                _say(f"{kind}: {p}")
             if len(report[kind]) > 20:
-                typer.echo(f"{kind}: … and {len(report[kind]) - 20} more")
+                _say(f"{kind}: … and {len(report[kind]) - 20} more")
         for w in report["warnings"]:
-            typer.echo(f"warning: {w['code']}: {w['message']}")
+            _say(f"warning: {w['code']}: {w['message']}")
         for line in report["links"][:20]:
-            typer.echo(f"warning: link: {line}")
+            _say(f"warning: link: {line}")
         if len(report["links"]) > 20:
-            typer.echo(f"warning: link: … and {len(report['links']) - 20} more")
+            _say(f"warning: link: … and {len(report['links']) - 20} more")
         counts = ", ".join(f"{len(report[k])} {k}" for k in VERIFY_PROBLEMS if report[k])
-        typer.echo(f"verify: {report['problems']} problems ({counts})" if counts else "verify: no problems")
+        _say(f"verify: {report['problems']} problems ({counts})" if counts else "verify: no problems")
     if report["problems"]:
         raise typer.Exit(1)
 
@@ -557,10 +586,10 @@ def synth(
                 progress=progress,
                 annotated=annotated,
             )
-    typer.echo(f"wrote {out} ({family}, {n} files, seed {seed})")
+    _say(f"wrote {out} ({family}, {n} files, seed {seed})")
     key_file = Path(f"{out}.keys.json")
     if variant == "paged" and key_file.exists():
-        typer.echo(f"wrote synthetic test page keys to {key_file} (open with --keys {key_file})")
+        _say(f"wrote synthetic test page keys to {key_file} (open with --keys {key_file})")
 
 
 BackupOpt = Annotated[
@@ -598,10 +627,26 @@ def _stage_input(ar: Any, path: str, data: bytes, raw: bool) -> None:
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
+        # An editor opening a text in the game's code page saves it back in that code page. --raw is no way out for
+        # such a file: it stores the bytes as the payload itself, i.e. script text where compiled tokens belong.
+        as_pack = False
+        if ar.encoding and ar.encoding.lower() not in ("utf-8", "utf8"):
+            try:
+                data.decode(ar.encoding)
+                as_pack = True
+            except (UnicodeDecodeError, LookupError):
+                pass
         raise BridgeError(
             ErrorCode.INVALID_ARGUMENT,
-            f"the new content of '{path}' is not UTF-8 text (byte {exc.start})",
-            "Save it as UTF-8 (what `pvf get` writes), or pass --raw to store the bytes as they are.",
+            f"the new content of '{path}' is not UTF-8 text (byte {exc.start})"
+            + (f"; it reads as {ar.encoding}, the pack's code page" if as_pack else ""),
+            (
+                f"Save it as UTF-8 (what `pvf get` writes): your editor kept {ar.encoding}; reopen the file as "
+                f"{ar.encoding} and save it with UTF-8 encoding, then retry."
+                if as_pack
+                else "Save it as UTF-8 (what `pvf get` writes), then retry."
+            )
+            + " --raw is only for the payload bytes `pvf get --raw` wrote (stored as they are, never compiled).",
             data={"path": path, "position": exc.start},
         ) from None
     ar.stage_text(path, text)
@@ -641,14 +686,18 @@ def _edit(
     nothing is written; the written temp file is verified first; `--backup` keeps ARCHIVE.bak.
     """
     from deskbridge.core.files import file_identity
+    from deskbridge.integrations.endpoints import claim_for_command
     from deskbridge.kinds.pvf.tree import refuse_existing
 
     identity = None
     saving = False
+    lock = None
     try:
         with _errors():
             material = opts.material()
             data = _read_input(source) if source is not None else None
+            if opts.out is None:
+                lock = claim_for_command(archive)
             identity = file_identity(archive) if opts.out is None else None
             ar = _open(archive, opts.encoding, material)
             try:
@@ -656,7 +705,7 @@ def _edit(
                 if opts.out is None and not ar.staged():
                     # The same content (e.g. `pvf get` then `pvf set` unedited): writing would only replace
                     # ARCHIVE.bak, the one copy of the archive before the last real change, with this same one.
-                    typer.echo(f"nothing changed: {archive} already holds that content; nothing was written")
+                    _say(f"nothing changed: {archive} already holds that content; nothing was written")
                     return
                 if opts.out is not None:
                     if not opts.force:
@@ -675,9 +724,12 @@ def _edit(
                 ar.close()
     except KeyboardInterrupt:
         _interrupted(archive, identity, saving)  # with -o the archive itself is never written
+    finally:
+        if lock is not None:
+            lock.release()
     done = ", ".join(report.changed) or "nothing"
     extra = f"; backup {report.backup}" if report.backup else ""
-    typer.echo(f"wrote {report.target} ({done}; {report.verified} verified{extra})")
+    _say(f"wrote {report.target} ({done}; {report.verified} verified{extra})")
     if commit:
         _record_history(archive, commit)
 
@@ -700,7 +752,7 @@ def _interrupted(target: Path, identity: Any, saving: bool) -> NoReturn:
         False: "already replaced by the new one (the interrupt came after the write)",
         None: "in an unknown state",
     }[same]
-    typer.echo(f"interrupted: {target} is {state}", err=True)
+    _say(f"interrupted: {target} is {state}", err=True)
     raise typer.Exit(130)
 
 
@@ -716,7 +768,7 @@ def _record_history(archive: Path, commit: dict[str, tuple[str, bytes | None, by
             commit, caller="cli", revision=0
         )
     except (BridgeError, OSError) as exc:
-        typer.echo(f"warning: the change is saved but not recorded in the history: {exc}", err=True)
+        _say(f"warning: the change is saved but not recorded in the history: {exc}", err=True)
 
 
 def _put(archive: Path, path: str, source: str, raw: bool, opts: WriteOptions, *, replace: bool) -> None:
@@ -777,7 +829,7 @@ def get(
         from deskbridge.core.files import atomic_write
 
         atomic_write(out, data)
-    typer.echo(f"wrote {out} ({len(data)} bytes)", err=True)
+    _say(f"wrote {out} ({len(data)} bytes)", err=True)
 
 
 @write_command("set")

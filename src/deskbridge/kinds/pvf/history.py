@@ -147,12 +147,13 @@ def log_command(
     json_out: bool = typer.Option(False, "--json", help="One JSON object per commit."),
 ) -> None:
     """List the version history of ARCHIVE: every save through deskbridge, newest last."""
+    from deskbridge.kinds.pvf.cli import _say  # local: the cli module registers this command
     from deskbridge.settings import deskbridge_dirs
 
     journal = Journal(deskbridge_dirs().data, archive.expanduser().resolve())
     commits = journal.list()
     if not commits:
-        typer.echo(f"no history for {archive}")
+        _say(f"no history for {archive}")
         return
     for c in commits:
         if json_out:
@@ -163,6 +164,6 @@ def log_command(
             f"{c['seq']:>4} {c['id']} {when} {c['source']:<3} rev {c['revision']} {len(c['files'])} file(s)"
         )
         for f in c["files"][:20]:
-            typer.echo(f"       {f['action']:<6} {f['path']}")
+            _say(f"       {f['action']:<6} {f['path']}")  # a path from the archive: escapes spelled out
         if len(c["files"]) > 20:
             typer.echo(f"       … {len(c['files']) - 20} more")

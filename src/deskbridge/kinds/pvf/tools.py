@@ -260,6 +260,10 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
     async def archive_open(call: CallContext, args: OpenArgs) -> dict[str, Any]:
         path = _absolute(args.path, "path")
         assert path is not None
+        from deskbridge.kinds.pvf.transfer import refuse_secret
+
+        # An open reads the file's first bytes and names them in its error: never a credential or our own secrets.
+        refuse_secret(path, svc.protected_dirs, "opened")
         options = open_options(args)
         await asyncio.to_thread(
             svc.precheck,
@@ -429,10 +433,35 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
         svc.precheck("save", epoch=None, workspace_id=args.workspaceId, revision=args.expectedRevision)
         return f"write {unsaved()} to the archive {svc.info().get('sourcePath')}"
 
-    def save_as_summary(args: SaveAsArgs) -> str:
+    def save_as_summary(args: SaveAsArgs) -> str | None:
+        """Asked when the copy replaces an existing file (`overwrite`: any file the caller names, not only an
+        archive — an agent replaced a text file with archive bytes unasked); a copy to a new path asks nothing."""
         _absolute(args.path, "path")
         svc.precheck("save_as", epoch=None, workspace_id=args.workspaceId, revision=args.expectedRevision)
-        return f"write a copy with {unsaved()} to {args.path}" + (" (replacing it)" if args.overwrite else "")
+        if not args.overwrite:
+            return None
+        return f"replace the existing file {args.path} with a copy of the archive ({unsaved()})"
+
+    def discard_summary(args: OpenArgs | CloseArgs) -> str | None:
+        """An open or close with dirtyPolicy 'discard' over unsaved changes drops them for good (the recovery file
+        goes too): the person may have made them, so it is asked like an edit. Anything else asks nothing."""
+        ws = eng.workspace
+        if args.dirtyPolicy != "discard" or ws is None or not ws.dirty:
+            return None
+        keys = ws.dirty_keys()
+        shown = ", ".join(keys[:5]) + (f" and {len(keys) - 5} more" if len(keys) > 5 else "")
+        then = f"open {args.path}" if isinstance(args, OpenArgs) else "close the archive"
+        return f"throw away the unsaved changes to {len(keys)} file(s) ({shown}), then {then}"
+
+    def recovery_discard_summary(args: RecoveryDiscardArgs) -> str | None:
+        """Deleting the recovery file loses what a crash left unsaved, maybe the person's work: asked like a
+        discard. With no recovery file on offer the call changes nothing and asks nothing."""
+        from deskbridge.kinds.pvf import recovery
+
+        offered = recovery.summary(svc.recovery)
+        if offered is None:
+            return None
+        return f"delete the recovered unsaved changes to {offered['files']} file(s) left by a crash, for good"
 
     def export_summary(args: ExportExecuteArgs) -> str:
         plan = eng.get_plan(
@@ -457,6 +486,8 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
             recovery_discard,
             destructive=True,
             idempotent=True,
+            operation="discard",
+            approval_summary=recovery_discard_summary,
         ),
         ToolSpec(
             "pvf_import_prepare",
@@ -546,6 +577,8 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
             OpenArgs,
             archive_open,
             destructive=True,
+            operation="discard",
+            approval_summary=discard_summary,
         ),
         ToolSpec(
             "pvf_archive_close",
@@ -554,6 +587,8 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
             CloseArgs,
             archive_close,
             destructive=True,
+            operation="discard",
+            approval_summary=discard_summary,
         ),
         ToolSpec(
             "pvf_archive_save",
@@ -571,7 +606,7 @@ def pvf_tools(svc: PvfService) -> list[ToolSpec]:
             "Write a copy to another file." + task_note,
             SaveAsArgs,
             archive_save_as,
-            operation="save_as",
+            operation="overwrite",
             approval_summary=save_as_summary,
         ),
         ToolSpec(

@@ -143,7 +143,9 @@ SECRET_HOME_DIRS = (
 would hand them to the agent)."""
 
 
-def refuse_secret(path: Path, protected: list[Path]) -> None:
+def refuse_secret(path: Path, protected: list[Path], done: str = "imported") -> None:
+    """ACCESS_DENIED when `path` (links followed) lies in a credential folder or in one of `protected`
+    (deskbridge's own config and runtime folders); `done` says what is refused (imported, opened)."""
     real = Path(os.path.realpath(path))
     home = Path(os.path.realpath(Path.home()))
     roots = [home / d for d in SECRET_HOME_DIRS] + [Path(os.path.realpath(p)) for p in protected]
@@ -151,8 +153,8 @@ def refuse_secret(path: Path, protected: list[Path]) -> None:
         if real == root or root in real.parents:
             raise BridgeError(
                 ErrorCode.ACCESS_DENIED,
-                f"'{path}' is in a folder of credentials ({root.name}); it is never imported",
-                "Import only game data files; credentials and deskbridge's own settings are refused.",
+                f"'{path}' is in a folder of credentials ({root.name}); it is never {done}",
+                f"Give a game data file; credentials and deskbridge's own settings are never {done}.",
             )
 
 

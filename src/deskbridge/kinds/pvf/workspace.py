@@ -32,10 +32,18 @@ from deskbridge.kinds.pvf.tools import pvf_tools
 
 STATIC_DIR = Path(__file__).parent / "static"
 
-APPROVAL_DEFAULTS: dict[str, bool] = {"edit": True, "export": True, "save": False, "save_as": False}
+APPROVAL_DEFAULTS: dict[str, bool] = {
+    "edit": True,
+    "export": True,
+    "discard": True,
+    "overwrite": True,
+    "save": False,
+}
 """Which of the pvf tools' approval operations (`ToolSpec.operation`) ask an MCP client's person when the
-`approval_rules` setting says nothing, as for markdown: committing a plan's changes (`edit`) and writing an
-export outside the archive (`export`) ask; saving what was already approved does not (`save`, `save_as`;
+`approval_rules` setting says nothing, as for markdown: committing a plan's changes (`edit`), writing an
+export outside the archive (`export`), throwing away unsaved changes with an open or close (`discard`: they
+may be the person's own) and a save-as that replaces an existing file (`overwrite`, as the markdown editor's
+save-as) ask; saving what was already approved does not (`save`; a save-as to a new file asks nothing;
 `deskbridge config set approval_rules.save true` makes it ask). `require_approval false` turns all off."""
 
 
@@ -50,7 +58,9 @@ class PvfWorkspace:
         self.initial = path
         self.options = dict(services.options)
         self.service = PvfService(services.events, services.dirs.cache, services.dirs.data)
-        self.service.protected_dirs = [services.dirs.config]
+        # the token lives in the config folder; the runtime folder's server records hold the UI secret, with which
+        # an agent that read one could answer its own approval requests in place of the person
+        self.service.protected_dirs = [services.dirs.config, services.dirs.run]
         self.open_task: str | None = None
         self.autosaver = Autosaver(self.service)
 

@@ -172,3 +172,99 @@ async def test_the_browser_is_the_person_and_is_not_asked(archive: Path) -> None
             )
         assert done.status_code == 200, done.text
         assert done.json()["revision"] == rev + 1
+
+
+async def test_throwing_away_unsaved_changes_with_an_open_or_close_asks_first(
+    archive: Path, tmp_path: Path
+) -> None:
+    """pvf_archive_close (or _open) with dirtyPolicy 'discard' dropped the unsaved changes — the person's own
+    applied edits among them — and their recovery file, with no one asked."""
+    seen: list[str] = []
+
+    async def only_edits(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        seen.append(params.message)
+        return types.ElicitResult(action="accept", content={"approve": "pvf_plan_apply" in params.message})
+
+    other = tmp_path / "other.pvf"
+    other.write_bytes(archive.read_bytes())
+    async with serve(archive, approvals=True, mode="legacy", elicitation_callback=only_edits) as a:
+        ws, rev, plan_id, keys = await edit_plan(a)
+        await a.call("pvf_plan_apply", {"planId": plan_id, "changeKeys": keys, "expectedRevision": rev})
+        info = await a.call("pvf_workspace_info", {})
+        assert info["sourceDirty"]
+        asked = len(seen)
+        await a.fail(
+            "pvf_archive_close",
+            {"workspaceId": ws, "expectedRevision": info["revision"], "dirtyPolicy": "reject"},
+            "UNSAVED_CHANGES",
+        )
+        assert len(seen) == asked  # nothing to throw away without 'discard': nobody is asked
+        for tool, extra in (
+            ("pvf_archive_close", {}),
+            ("pvf_archive_open", {"path": str(other)}),
+        ):
+            args = {
+                "workspaceId": ws,
+                "expectedRevision": info["revision"],
+                "dirtyPolicy": "discard",
+                **extra,
+            }
+            await a.fail(tool, args, "APPROVAL_DECLINED")
+            assert "throw away the unsaved changes to" in seen[-1] and tool in seen[-1], seen[-1]
+        after = await a.call("pvf_workspace_info", {})
+        assert after["workspaceId"] == ws and after["sourceDirty"] and after["revision"] == info["revision"]
+
+
+async def test_forgetting_the_recovery_file_asks_first(archive: Path) -> None:
+    """pvf_recovery_discard deleted what a crash had left unsaved with no one asked."""
+    import asyncio
+
+    from deskbridge.kinds.pvf import recovery
+
+    async with serve(archive) as a:  # approvals off: the edit that the crash leaves unsaved
+        info = await a.ready()
+        path = await a.first_script(info["workspaceId"])
+        await a.edit(info["workspaceId"], info["revision"], path, "\n[crash]\n`survives`\n")
+        rec = recovery.recovery_path(a.srv.app.workspace.service.data_dir, archive)  # type: ignore[union-attr]
+        for _ in range(100):
+            if rec.exists():
+                break
+            await asyncio.sleep(0.05)
+        assert rec.exists()
+    seen: list[str] = []
+    async with serve(archive, approvals=True, mode="legacy", elicitation_callback=answer(False, seen)) as a:
+        info = await a.ready()
+        assert info["recovery"]["available"] is True
+        await a.fail("pvf_recovery_discard", {"workspaceId": info["workspaceId"]}, "APPROVAL_DECLINED")
+        assert seen and "recovered unsaved changes" in seen[-1], seen
+        assert rec.exists() and (await a.call("pvf_workspace_info", {}))["recovery"]["available"] is True
+
+
+async def test_a_save_as_that_replaces_an_existing_file_asks_first(archive: Path, tmp_path: Path) -> None:
+    """With the identity from TARGET_EXISTS, pvf_archive_save_as overwrite replaced any file an agent named
+    (a person's notes.txt became archive bytes) with no one asked; a copy to a new path still asks nothing."""
+    seen: list[str] = []
+    notes = tmp_path / "notes.txt"
+    notes.write_text("precious\n", "utf-8")
+    async with serve(archive, approvals=True, mode="legacy", elicitation_callback=answer(False, seen)) as a:
+        info = await a.ready()
+        ws, rev = info["workspaceId"], info["revision"]
+        exists = await a.fail(
+            "pvf_archive_save_as",
+            {"workspaceId": ws, "expectedRevision": rev, "path": str(notes)},
+            "TARGET_EXISTS",
+        )
+        assert not seen
+        args = {
+            "workspaceId": ws,
+            "expectedRevision": rev,
+            "path": str(notes),
+            "overwrite": True,
+            "targetIdentity": exists["data"]["identity"],
+        }
+        await a.fail("pvf_archive_save_as", args, "APPROVAL_DECLINED")
+        assert len(seen) == 1 and "replace the existing file" in seen[0] and str(notes) in seen[0], seen
+        assert notes.read_text("utf-8") == "precious\n"
+        copy = tmp_path / "copy.pvf"
+        await a.call("pvf_archive_save_as", {"workspaceId": ws, "expectedRevision": rev, "path": str(copy)})
+        assert copy.exists() and len(seen) == 1

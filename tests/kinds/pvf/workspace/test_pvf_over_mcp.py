@@ -439,7 +439,9 @@ async def test_read_list_and_case_insensitive_paths(archive: Path) -> None:
         await a.fail(
             "pvf_read_file", {"workspaceId": ws, "path": path, "expectedRevision": rev + 1}, "STALE_WORKSPACE"
         )
-        await a.fail("pvf_read_file", {"workspaceId": ws, "path": "no/such.equ"}, "NOT_FOUND")
+        missing = await a.fail("pvf_read_file", {"workspaceId": ws, "path": "no/such.equ"}, "NOT_FOUND")
+        # the next step is the archive's own search, not the annotation search (which knows no paths)
+        assert "call pvf_search " in missing["hint"] and "annotation" not in missing["hint"], missing
         binary = await a.call("pvf_read_file", {"workspaceId": ws, "path": "n_string.lst"})
         assert binary["kind"] in ("text", "binary")
         # listing: root, then a folder page by page

@@ -578,3 +578,42 @@ async def test_leaving_out_a_dependency_needs_its_warning_acknowledged(archive: 
             },
         )
         assert done["files"] == 1 and not (Path(done["outputPath"]) / "merge").exists()
+
+
+@pytest.mark.security
+async def test_neither_import_nor_open_reads_the_server_record_or_a_credential(
+    archive: Path, tmp_path: Path, deskbridge_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server record in the runtime folder holds the UI secret: an agent that imported it (one approval of an
+    innocent-looking binary add) could read it back and from then on answer its own approval requests.
+    pvf_archive_open read any file and named its first 16 bytes in the error (~/.ssh keys, the token)."""
+    from deskbridge.settings import deskbridge_dirs
+
+    run = deskbridge_dirs().run
+    run.mkdir(parents=True, exist_ok=True)
+    record = run / "server-1.json"
+    record.write_text('{"uiSecret": "SECRET-OF-THE-UI"}', "utf-8")
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("PRIVATE KEY", "utf-8")
+    monkeypatch.setenv("HOME", str(home))
+    async with serve(archive) as a:
+        info = await a.ready()
+        args = {"workspaceId": info["workspaceId"], "expectedRevision": info["revision"], "mode": "raw"}
+        for source in (record, run):
+            err = await a.fail("pvf_import_prepare", {**args, "sourcePaths": [str(source)]}, "ACCESS_DENIED")
+            assert "SECRET" not in str(err)
+        for target in (record, home / ".ssh" / "id_ed25519", deskbridge_home / "config" / "token"):
+            err = await a.fail(
+                "pvf_archive_open",
+                {
+                    "path": str(target),
+                    "expectedWorkspaceEpoch": info["workspaceEpoch"],
+                    "workspaceId": info["workspaceId"],
+                    "expectedRevision": info["revision"],
+                },
+                "ACCESS_DENIED",
+            )
+            assert "never opened" in err["message"] and "first bytes" not in str(err), err
+        after = await a.call("pvf_workspace_info", {})
+        assert after["workspaceId"] == info["workspaceId"] and after["sourcePath"] == str(archive)

@@ -400,7 +400,11 @@ class ScriptRuns:
                     # A sandbox limit (memory, log size) is not a mistake pvf_script_validate could find: the
                     # hint says what to change instead of pointing at a syntax check that passes.
                     hint = (
-                        "The run hit the sandbox limit named in the message: keep less in memory, log less "
+                        # QuickJS's stack limit (worker.py): memory advice would not help a runaway recursion
+                        "The script recursed too deeply for the sandbox's stack: turn the recursion into a "
+                        "loop (or give it an end); the workspace is unchanged."
+                        if code == "LIMIT_EXCEEDED" and "call stack" in message
+                        else "The run hit the sandbox limit named in the message: keep less in memory, log less "
                         "(a summary, not every file), or narrow the glob to one folder at a time; the "
                         "workspace is unchanged."
                         if code == "LIMIT_EXCEEDED"

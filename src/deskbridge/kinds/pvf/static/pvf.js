@@ -399,7 +399,8 @@ async function notePendingPlan(planId, kind) {
   if (!planId || state.plans.has(planId)) return;
   try {
     const page = await planTool(kind, "preview", planId, { limit: 1 });
-    if (page.state === "pending") state.plans.set(planId, { planId, kind, owner: page.plan?.owner || "", changeCount: page.total });
+    // the preview names the plan's kind; `kind` is only the caller's guess (workspace info says no more than the id)
+    if (page.state === "pending") state.plans.set(planId, { planId, kind: page.kind || kind, owner: page.plan?.owner || "", changeCount: page.total });
     renderPlans();
   } catch (e) { /* gone meanwhile */ }
 }
