@@ -51,3 +51,54 @@ async def test_read_edit_approve_and_save_over_http(tmp_path: Path) -> None:
         saved = await client.call_tool("md_save_current_document", {})
         assert not saved.is_error
     assert "- [ ] Design\n" in (notes / "README.md").read_text(encoding="utf-8")
+
+
+async def test_opening_an_open_document_in_another_encoding_reads_it_again_or_says_why_not(
+    tmp_path: Path,
+) -> None:
+    """A wrong guess (GB18030 bytes read as latin-1, which decodes anything) must be correctable: asking again
+    with the right encoding reads the file again, never returns the mojibake as if it were GB18030."""
+    from deskbridge.settings import Settings, save_settings
+
+    save_settings(Settings(require_approval=False))
+    (tmp_path / "notes.md").write_text("# Notes\n", encoding="utf-8")
+    (tmp_path / "gbk.md").write_bytes("# 中文笔记\n\n你好世界\n".encode("gb18030"))
+    async with running_server(tmp_path) as srv, srv.client() as client:
+        refused = await client.call_tool("md_open_document", {"path": "gbk.md"})
+        assert refused.is_error and refused.structured_content["code"] == "ENCODING_MISMATCH"
+        assert "encodingName" in refused.structured_content["hint"]
+        assert "gb18030" in refused.structured_content["hint"]
+
+        wrong = await client.call_tool("md_open_document", {"path": "gbk.md", "encodingName": "latin-1"})
+        assert not wrong.is_error and wrong.structured_content["encoding"] == "latin-1"
+
+        unknown = await client.call_tool("md_open_document", {"path": "gbk.md", "encodingName": "ebcdic"})
+        assert unknown.is_error and unknown.structured_content["code"] == "INVALID_ARGUMENT"
+        assert "gb18030" in unknown.structured_content["message"]
+
+        right = await client.call_tool("md_open_document", {"path": "gbk.md", "encodingName": "GB18030"})
+        assert not right.is_error, right.structured_content
+        assert right.structured_content["encoding"] == "gb18030"
+        doc = await client.call_tool("md_get_current_document", {})
+        assert doc.structured_content["markdown"] == "# 中文笔记\n\n你好世界\n"
+        assert doc.structured_content["encoding"] == "gb18030"
+
+        # Not valid in the one asked for: refused, and the document stays as it was.
+        bad = await client.call_tool("md_open_document", {"path": "gbk.md", "encodingName": "utf-8"})
+        assert bad.is_error and bad.structured_content["code"] == "ENCODING_MISMATCH"
+        doc = await client.call_tool("md_get_current_document", {})
+        assert doc.structured_content["markdown"] == "# 中文笔记\n\n你好世界\n"
+
+        # With unsaved changes it is not read again (that would replace them), and says so.
+        rev = doc.structured_content["revision"]
+        edit = await client.call_tool(
+            "md_replace_text", {"oldText": "你好", "newText": "再见", "expectedRevision": rev}
+        )
+        assert not edit.is_error, edit.structured_content
+        dirty = await client.call_tool("md_open_document", {"path": "gbk.md", "encodingName": "big5"})
+        assert dirty.is_error and dirty.structured_content["code"] == "UNSAVED_CHANGES"
+        doc = await client.call_tool("md_get_current_document", {})
+        assert doc.structured_content["markdown"] == "# 中文笔记\n\n再见世界\n"
+        saved = await client.call_tool("md_save_current_document", {})
+        assert not saved.is_error, saved.structured_content
+    assert (tmp_path / "gbk.md").read_bytes() == "# 中文笔记\n\n再见世界\n".encode("gb18030")
