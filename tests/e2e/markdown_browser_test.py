@@ -729,3 +729,66 @@ def test_the_approval_dialog_names_rename_and_delete(editor, tool, args, title):
     with pytest.raises(Exception, match="APPROVAL_DECLINED"):
         future.result(10)
     assert (bench.root / "ideas.md").is_file()
+
+
+def _dispatch_at_end(page, text: str, times: int = 1) -> None:
+    """`times` transactions inserting `text` at the end, as a keystroke or a paste makes (one update each)."""
+    page.evaluate(
+        """([text, times]) => { const v = window.deskbridge.view;
+             for (let i = 0; i < times; i++) v.dispatch({changes: {from: v.state.doc.length, insert: text},
+                                                         userEvent: times > 1 ? 'input.type' : 'input.paste'}); }""",
+        [text, times],
+    )
+
+
+def test_typing_done_while_the_server_was_unreachable_all_arrives_once_it_answers(editor):
+    """Over a thousand keystrokes held in the tab (more than one push may carry) are sent in several pushes."""
+    bench, page = editor
+    page.route("**/push", lambda route: route.abort())
+    _dispatch_at_end(page, "x", times=1500)
+    page.wait_for_function("() => window.deskbridge.sync.pending() === 1500")
+    page.unroute("**/push")
+    wait_synced(page, bench, timeout=20000)
+    assert server_text(bench) == harness.SAMPLE + "x" * 1500
+    page.keyboard.press("Control+s")
+    page.wait_for_selector("#st-dirty.clean")
+    assert (bench.root / "notes.md").read_text("utf-8") == harness.SAMPLE + "x" * 1500
+
+
+def test_a_paste_larger_than_the_general_request_limit_reaches_the_server_and_is_saved(editor):
+    """9 MB of Chinese text in UTF-8 (3 bytes a character): over the 8 MiB body limit of the other routes."""
+    bench, page = editor
+    pasted = ("汉字测试内容" * 50 + "\n") * 10_000
+    _dispatch_at_end(page, pasted)
+    wait_synced(page, bench, timeout=60000)
+    assert page.evaluate("document.querySelector('#error-banner').hidden")
+    page.keyboard.press("Control+s")
+    page.wait_for_selector("#st-dirty.clean", timeout=30000)
+    assert (bench.root / "notes.md").read_text("utf-8") == harness.SAMPLE + pasted
+
+
+def test_closing_a_tab_that_still_holds_unsynced_typing_asks_first(editor):
+    bench, page = editor
+    asked: list[str] = []
+
+    def answer(dialog):
+        asked.append(dialog.type)
+        dialog.dismiss()  # stay on the page
+
+    page.on("dialog", answer)
+    page.route("**/push", lambda route: route.abort())
+    type_at_end(page, " not sent yet")  # a real key press: browsers ask only on a page the person used
+    page.wait_for_function("() => window.deskbridge.sync.pending() > 0")
+    page.close(run_before_unload=True)
+    for _ in range(100):  # Playwright's sync API delivers the dialog event while it is called
+        if asked:
+            break
+        page.wait_for_timeout(50)
+    assert asked == ["beforeunload"], "closing the tab did not ask"
+    assert not page.is_closed()
+    page.unroute("**/push")
+    wait_synced(page, bench)
+    assert server_text(bench).endswith(" not sent yet")
+    with page.expect_event("close", timeout=10000):  # nothing is only here any more: it closes unasked
+        page.close(run_before_unload=True)
+    assert asked == ["beforeunload"]

@@ -40,6 +40,15 @@ const app = {
 };
 window.deskbridge = app; // for people debugging in the console, and for the browser tests
 
+// Keystrokes the server has not accepted yet live only in this tab (everything it has accepted, saved or not, the
+// server keeps): closing or reloading the tab then would lose them without a word, so ask the browser to confirm.
+window.addEventListener('beforeunload', (event) => {
+  if (app.sync && !app.sync.closed && app.sync.pending() > 0) {
+    event.preventDefault();
+    event.returnValue = ''; // Chromium before 119 asks only when returnValue is set
+  }
+});
+
 const $ = (sel) => document.querySelector(sel);
 function debounce(fn, ms) {
   let timer = null;
@@ -300,7 +309,8 @@ async function loadDocument(docId) {
   app.sync = new DocSync(app.view, docId, {
     onChange: () => { refreshPreviewSoon(); },
     onSynced: () => { if (app.sync && app.sync.version() !== app.previewVersion) refreshPreviewSoon(); renderDirty(); },
-    onError: (err) => showError(err),
+    // A change too large for the server (LIMIT_EXCEEDED, 413) can never be sent: say what the person can do.
+    onError: (err) => showError(err.status === 413 ? new Error(t('syncTooLarge')) : err),
     onResync: async () => { toast(t('resynced'), 'warn'); await loadDocument(docId); },
     onGone: () => documentGone(),
   });

@@ -26,6 +26,7 @@ from deskbridge.core.paths import resolve_path
 from deskbridge.core.tools import CallContext
 from deskbridge.kinds.http import error_response, json_body
 from deskbridge.kinds.markdown.approvals import NEEDS_APPROVAL_BY_DEFAULT
+from deskbridge.kinds.markdown.collab import INSERT_MAX_CHARS
 from deskbridge.kinds.markdown.editor_commands import requests_of
 from deskbridge.kinds.markdown.export import FORMATS, RICH_TARGETS, export_bytes, export_gate, rich_html
 from deskbridge.kinds.markdown.service import UI
@@ -33,6 +34,12 @@ from deskbridge.kinds.markdown.ui_state import UiState
 
 STATIC_DIR: Final = Path(__file__).parent / "static"
 """The built editor (index.html, app.js, app.css, fonts); `KindWorkspace.static_dir()` returns this."""
+
+PUSH_BODY_MAX_BYTES: Final = 4 * INSERT_MAX_CHARS
+"""Bytes of one collab push at most: room for one update inserting as much as the collab authority takes
+(`INSERT_MAX_CHARS`, at most 4 UTF-8 bytes each), so a large paste is not refused by the transport's general 8 MiB
+body limit before the rule that is meant for it — it could then never reach the server, and its save was refused
+until the tab was closed and the paste lost."""
 
 PULL_WAIT_MAX_S: Final = 25.0
 """Seconds one pull request waits for news (the contract's long-poll limit; below common proxy timeouts)."""
@@ -167,7 +174,7 @@ def markdown_routes(
 
     # -- collab ------------------------------------------------------------------------------------------
     async def push(request: Request) -> Any:
-        body = await json_body(request)
+        body = await json_body(request, max_bytes=PUSH_BODY_MAX_BYTES)
         version = _int_arg(body.get("version"), "version")
         updates = body.get("updates")
         if not isinstance(updates, list):
