@@ -792,3 +792,34 @@ def test_closing_a_tab_that_still_holds_unsynced_typing_asks_first(editor):
     with page.expect_event("close", timeout=10000):  # nothing is only here any more: it closes unasked
         page.close(run_before_unload=True)
     assert asked == ["beforeunload"]
+
+
+def test_a_file_that_is_not_utf8_opens_in_the_encoding_the_person_names_and_saves_in_it(editor):
+    """A GB18030 note (common for Chinese writers) was refused with "reopen it with another encoding" and no way
+    to do so in the editor; now the editor asks which encoding it has, and File → Reopen with encoding… fixes a
+    wrong guess. The file's bytes change only when the person saves, and stay GB18030."""
+    bench, page = editor
+    original = "# 中文笔记\n\n你好世界\n".encode("gb18030")
+    (bench.root / "gbk.md").write_bytes(original)
+    answers = ["latin-1", "gb18030"]  # a wrong guess first (latin-1 reads any bytes), then the right one
+    asked: list[str] = []
+
+    def answer(dialog):
+        asked.append(dialog.message)
+        dialog.accept(answers.pop(0))
+
+    page.on("dialog", answer)
+    page.evaluate("window.deskbridge.openFile('gbk.md')")
+    page.wait_for_function("() => window.deskbridge.doc && window.deskbridge.doc.path === 'gbk.md'")
+    assert "gbk.md" in asked[0] and "gb18030" in asked[0]
+    assert "笔记" not in editor_text(page)  # the wrong guess shows mojibake
+    page.click("#menu-file .menu-button")
+    page.click("#menu-file [data-action=reopen-encoding]")
+    page.wait_for_function("() => window.deskbridge.view.state.doc.toString().includes('你好世界')")
+    assert len(asked) == 2 and (bench.root / "gbk.md").read_bytes() == original
+    assert editor_text(page) == "# 中文笔记\n\n你好世界\n"
+    type_at_end(page, "再见")
+    wait_synced(page, bench)
+    page.keyboard.press("Control+s")
+    page.wait_for_selector("#st-dirty.clean")
+    assert (bench.root / "gbk.md").read_bytes() == "# 中文笔记\n\n你好世界\n再见".encode("gb18030")

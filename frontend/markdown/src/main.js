@@ -94,6 +94,7 @@ function build() {
       { id: 'open', label: 'openFile', action: () => openPanel('openFile', app) },
       { id: 'recent', label: 'file.recent', action: () => recentPanel(app, openFile) },
       { id: 'close', label: 'file.close', action: () => closeDocument(app) },
+      { id: 'reopen-encoding', label: 'file.reopenEncoding', action: () => reopenWithEncoding(app.doc?.path) },
       { sep: true },
       { id: 'export-html', label: 'export.html', action: () => exportDocument(app, 'html') },
       { id: 'export-pdf', label: 'export.pdf', action: () => exportDocument(app, 'pdf') },
@@ -619,15 +620,33 @@ function renderFiles() {
   }
 }
 
-export async function openFile(path) {
+// The encoding most files that are not UTF-8 have for a person reading this UI language (a first guess only).
+const LEGACY_ENCODING = { 'zh-CN': 'gb18030', 'zh-Hant': 'big5', 'ja-JP': 'shift_jis' };
+
+export async function openFile(path, encoding) {
   try {
-    const opened = await api.open(path);
+    const opened = await api.open(path, encoding);
     await loadDocument(opened.docId);
   } catch (err) {
+    // Not valid in the encoding tried (nothing was read or changed): ask the person which one the file has,
+    // instead of only saying "reopen it with another encoding" with no way to do so here.
+    if (err.code === 'ENCODING_MISMATCH') { await reopenWithEncoding(path, err); return; }
     showError(err);
   }
 }
 app.openFile = openFile;
+
+/** File → Reopen with encoding… (and after an ENCODING_MISMATCH): read `path` again in the encoding the person
+ * names; the server refuses it while the open document has unsaved changes. */
+async function reopenWithEncoding(path, err) {
+  if (!path) return;
+  const supported = err?.body?.error?.data?.supported
+    || ['utf-8', 'utf-16', 'gb18030', 'big5', 'shift_jis', 'latin-1'];
+  const question = err ? t('file.notUtf8', { name: path, list: supported.join(', ') })
+    : t('file.pickEncoding', { name: path, list: supported.join(', ') });
+  const choice = prompt(question, LEGACY_ENCODING[app.ui.cultureName] || (err ? 'latin-1' : app.doc?.encoding || 'utf-8'));
+  if (choice && choice.trim()) await openFile(path, choice.trim());
+}
 
 // -------------------------------------------------------------------------------------------- status bar
 

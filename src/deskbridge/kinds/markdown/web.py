@@ -167,7 +167,11 @@ def markdown_routes(
 
     async def open_doc(request: Request) -> Any:
         body = await json_body(request)
-        return await tool("md_open_document", {"path": _str_arg(body, "path")})
+        arguments = {"path": _str_arg(body, "path")}
+        encoding = _str_arg(body, "encoding", required=False, max_len=32)
+        if encoding:  # the person named the file's encoding after an ENCODING_MISMATCH
+            arguments["encodingName"] = encoding
+        return await tool("md_open_document", arguments)
 
     async def get_doc(request: Request) -> Any:
         return service.read(request.path_params["doc_id"])
