@@ -284,10 +284,18 @@ class Documents:
                     "to write the editor's text there again, or save it elsewhere with "
                     "md_save_current_document_as."
                 )
+            elif not is_ai(ctx):
+                # The person's own save (Ctrl+S): tell them, not an agent, what to do.
+                hint = (
+                    "Choose Reload from disk or Keep my version in the bar above the editor, then save again."
+                )
             elif doc.dirty:
+                # The choice is the person's; without an editor open (stdio) nobody may make it, so the agent's
+                # text also has a way out that overwrites nothing.
                 hint = (
                     "Ask the person to reload or keep their text in the editor (the banner above it), "
-                    "then call md_save_current_document again."
+                    "then call md_save_current_document again; or write this text to a new file with "
+                    "md_save_current_document_as."
                 )
             else:
                 hint = (
