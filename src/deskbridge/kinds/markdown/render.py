@@ -50,6 +50,11 @@ def front_matter_table(yaml_text: str) -> str:
     try:
         import yaml
 
+        # An alias (`*name`) repeats what its anchor holds: nine aliases nested seven deep are 4.7 million values,
+        # whose text in the table ran to hundreds of megabytes from a front matter of a few hundred bytes (the
+        # "billion laughs" of YAML 1.2 §3.2.2.2 aliases). Such a block is shown as written, never expanded.
+        if any(isinstance(event, yaml.AliasEvent) for event in yaml.parse(yaml_text, Loader=yaml.SafeLoader)):
+            return f'<pre class="front-matter"><code>{html.escape(yaml_text)}</code></pre>\n'
         data = yaml.safe_load(yaml_text) if yaml_text.strip() else {}
     except Exception as exc:  # any YAML error: show the raw block, never fail the render
         reason = html.escape(str(exc).splitlines()[0] if str(exc) else "invalid YAML")
