@@ -102,3 +102,37 @@ async def test_opening_an_open_document_in_another_encoding_reads_it_again_or_sa
         saved = await client.call_tool("md_save_current_document", {})
         assert not saved.is_error, saved.structured_content
     assert (tmp_path / "gbk.md").read_bytes() == "# 中文笔记\n\n再见世界\n".encode("gb18030")
+
+
+@pytest.mark.parametrize(
+    "mode", ["legacy", "auto"]
+)  # a live elicitation request / the 2026 InputRequiredResult
+@pytest.mark.parametrize("answer", ["false", "no", 1, None])
+async def test_only_a_boolean_yes_through_the_client_approves_an_edit(
+    tmp_path: Path, answer: object, mode: str
+) -> None:
+    """The approval form asks for a boolean; a client that sent "false" as text had the edit applied."""
+    import mcp_types as types
+
+    from deskbridge.settings import Settings, save_settings
+
+    save_settings(Settings(require_approval=True))
+    (tmp_path / "notes.md").write_text("# Notes\n\nalpha beta\n", encoding="utf-8")
+    seen: list[str] = []
+
+    async def person(context: object, params: types.ElicitRequestParams) -> types.ElicitResult:
+        seen.append(params.message)
+        return types.ElicitResult(action="accept", content={"approve": answer})
+
+    async with (
+        running_server(tmp_path / "notes.md") as srv,
+        srv.client(mode=mode, elicitation_callback=person) as client,
+    ):
+        rev = (await client.call_tool("md_get_current_document", {})).structured_content["revision"]
+        edit = await client.call_tool(
+            "md_replace_text", {"oldText": "alpha", "newText": "ALPHA", "expectedRevision": rev}
+        )
+        assert seen, "the person was not asked"
+        assert edit.is_error and edit.structured_content["code"] == "APPROVAL_DECLINED"
+        doc = await client.call_tool("md_get_current_document", {})
+        assert doc.structured_content["markdown"] == "# Notes\n\nalpha beta\n"
