@@ -119,10 +119,27 @@ Invoke = Callable[[str, dict[str, Any], CallContext], Awaitable[dict[str, Any]]]
 """`App.invoke`: run one tool call as the platform does for MCP (validation, approval, one audit record)."""
 
 
-def _guarded(handler: Callable[[Request], Awaitable[Any]]) -> Endpoint:
-    """Turn a handler returning a dict (or a Response) into an endpoint; BridgeErrors become JSON errors."""
+def _guarded(
+    handler: Callable[[Request], Awaitable[Any]], destinations: tuple[str, ...] = ("empty",)
+) -> Endpoint:
+    """Turn a handler returning a dict (or a Response) into an endpoint; BridgeErrors become JSON errors.
+
+    A browser request is answered only for the `destinations` (Fetch Metadata `Sec-Fetch-Dest`,
+    w3c.github.io/webappsec-fetch-metadata) the route is for: the editor's own fetches (`empty`), and `image` for a
+    document's pictures. A document's `<img src="http://127.0.0.1:PORT/api/markdown/docs/d1/pull">`, loaded with the
+    session cookie once remote images are allowed, held one of the browser's few connections to this server for
+    25 s per image on every preview refresh, starving the editor's own pushes."""
 
     async def endpoint(request: Request) -> Response:
+        dest = request.headers.get("sec-fetch-dest")
+        if dest is not None and dest not in destinations:
+            return error_response(
+                BridgeError(
+                    ErrorCode.ACCESS_DENIED,
+                    f"this route answers the editor itself, not an {dest!r} element of a page",
+                    hint="Nothing to do: a document's image, frame or link cannot call it; the editor does.",
+                )
+            )
         try:
             result = await handler(request)
         except BridgeError as error:
@@ -355,8 +372,13 @@ def markdown_routes(
         taken = requests_of(service).answer(request.path_params["request_id"], body)
         return {"ok": True, "taken": taken}
 
-    def r(path: str, handler: Callable[[Request], Awaitable[Any]], method: str = "GET") -> Route:
-        return Route(path, _guarded(handler), methods=[method])
+    def r(
+        path: str,
+        handler: Callable[[Request], Awaitable[Any]],
+        method: str = "GET",
+        destinations: tuple[str, ...] = ("empty",),
+    ) -> Route:
+        return Route(path, _guarded(handler, destinations), methods=[method])
 
     return [
         r("/docs", list_docs),
@@ -366,7 +388,7 @@ def markdown_routes(
         r("/docs/{doc_id}/push", push, "POST"),
         r("/docs/{doc_id}/pull", pull),
         r("/docs/{doc_id}/preview", preview),
-        r("/docs/{doc_id}/asset/{path:path}", asset),
+        r("/docs/{doc_id}/asset/{path:path}", asset, destinations=("empty", "image", "document")),
         r("/docs/{doc_id}/selection", selection, "POST"),
         r("/docs/{doc_id}/save", save, "POST"),
         r("/docs/{doc_id}/external", external, "POST"),
