@@ -823,3 +823,21 @@ def test_a_file_that_is_not_utf8_opens_in_the_encoding_the_person_names_and_save
     page.keyboard.press("Control+s")
     page.wait_for_selector("#st-dirty.clean")
     assert (bench.root / "gbk.md").read_bytes() == "# 中文笔记\n\n你好世界\n再见".encode("gb18030")
+
+
+def test_opening_another_file_while_typing_cannot_reach_the_server_keeps_the_typing(editor):
+    """Switching documents waited 2 s for the last keystrokes, then threw away whatever had not arrived."""
+    bench, page = editor
+    page.route("**/push", lambda route: route.abort())
+    type_at_end(page, "\nwritten offline")
+    page.wait_for_function("() => window.deskbridge.sync.pending() > 0")
+    page.evaluate("window.deskbridge.openFile('ideas.md')")
+    assert page.evaluate("window.deskbridge.doc.fileName") == "notes.md"
+    assert editor_text(page).endswith("\nwritten offline")
+    assert "not reached the server" in page.inner_text("#error-text")
+    assert bench.service.read()["fileName"] == "notes.md"  # what MCP tools act on is still what is on screen
+    page.unroute("**/push")
+    wait_synced(page, bench)
+    assert server_text(bench) == harness.SAMPLE + "\nwritten offline"
+    page.evaluate("window.deskbridge.openFile('ideas.md')")
+    page.wait_for_function("() => window.deskbridge.doc.fileName === 'ideas.md'")

@@ -292,8 +292,12 @@ function applyUi(next) {
 
 async function loadDocument(docId) {
   app.loadingDocId = docId;
-  // Leaving a document: let its last keystrokes reach the server first, so switching never drops typing.
-  if (app.sync && !app.sync.closed && app.docId !== docId) await app.sync.flush(2000);
+  // Leaving a document: let its last keystrokes reach the server first, so switching never drops typing — and
+  // while some still have not (the server is slow or cannot be reached), stay: switching would throw them away.
+  if (app.sync && !app.sync.closed && app.docId !== docId && await app.sync.flush(2000)) {
+    app.loadingDocId = null;
+    throw new Error(t('notSynced'));
+  }
   const doc = await api.doc(docId).finally(() => { app.loadingDocId = null; });
   reportedDrafts = false;
   app.sync?.close();
@@ -625,6 +629,8 @@ const LEGACY_ENCODING = { 'zh-CN': 'gb18030', 'zh-Hant': 'big5', 'ja-JP': 'shift
 
 export async function openFile(path, encoding) {
   try {
+    // Refused before the server is asked, so the document it calls current stays the one on screen.
+    if (app.sync && !app.sync.closed && await app.sync.flush(2000)) throw new Error(t('notSynced'));
     const opened = await api.open(path, encoding);
     await loadDocument(opened.docId);
   } catch (err) {
