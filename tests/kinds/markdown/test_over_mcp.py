@@ -136,3 +136,33 @@ async def test_only_a_boolean_yes_through_the_client_approves_an_edit(
         assert edit.is_error and edit.structured_content["code"] == "APPROVAL_DECLINED"
         doc = await client.call_tool("md_get_current_document", {})
         assert doc.structured_content["markdown"] == "# Notes\n\nalpha beta\n"
+
+
+async def test_an_agents_crlf_text_is_written_with_the_files_own_line_breaks(tmp_path: Path) -> None:
+    """An agent on Windows sends '\r\n': it stayed in the text and a CRLF file got '\r\r\n' lines on save."""
+    from deskbridge.settings import Settings, save_settings
+
+    save_settings(Settings(require_approval=False))
+    (tmp_path / "notes.md").write_bytes(b"# Notes\r\n\r\nalpha\r\n")
+    async with running_server(tmp_path / "notes.md") as srv, srv.client() as client:
+
+        async def edit(tool: str, arguments: dict) -> None:
+            rev = (await client.call_tool("md_get_current_document", {})).structured_content["revision"]
+            done = await client.call_tool(tool, {**arguments, "expectedRevision": rev})
+            assert not done.is_error, done.structured_content
+
+        await edit("md_replace_text", {"oldText": "alpha", "newText": "one\r\ntwo"})
+        await edit("md_insert_text", {"text": "top\r\n", "offset": 0})
+        await edit("md_patch_section", {"headingPath": "Notes", "operation": "append", "content": "end\r\n"})
+        text = (await client.call_tool("md_get_current_document", {})).structured_content["markdown"]
+        at = text.index("one")
+        await edit(
+            "md_apply_text_edit",
+            {"startOffset": at, "length": 7, "expectedText": "one\r\ntwo", "replacement": "1\r\n2"},
+        )
+        text = (await client.call_tool("md_get_current_document", {})).structured_content["markdown"]
+        assert "\r" not in text
+        assert not (await client.call_tool("md_save_current_document", {})).is_error
+    data = (tmp_path / "notes.md").read_bytes()
+    assert b"\r\r" not in data and data.count(b"\n") == data.count(b"\r\n")
+    assert data.startswith(b"top\r\n# Notes\r\n") and b"1\r\n2\r\n" in data and b"end\r\n" in data
