@@ -841,3 +841,29 @@ def test_opening_another_file_while_typing_cannot_reach_the_server_keeps_the_typ
     assert server_text(bench) == harness.SAMPLE + "\nwritten offline"
     page.evaluate("window.deskbridge.openFile('ideas.md')")
     page.wait_for_function("() => window.deskbridge.doc.fileName === 'ideas.md'")
+
+
+def test_reload_from_disk_over_unsaved_changes_asks_first(editor):
+    """The reload replaces the editor's text and is no undo step: one click threw unsaved work away."""
+    bench, page = editor
+    asked: list[str] = []
+    answers = [False, True]  # first "Cancel", then "OK"
+
+    def answer(dialog):
+        asked.append(dialog.message)
+        (dialog.accept if answers.pop(0) else dialog.dismiss)()
+
+    page.on("dialog", answer)
+    type_at_end(page, "\nmy unsaved paragraph")
+    wait_synced(page, bench)
+    (bench.root / "notes.md").write_text("# Rewritten on disk\n", encoding="utf-8")
+    bench.call(_check_external(bench))
+    page.wait_for_selector("#external-banner", state="visible")
+    page.click("#external-reload")
+    page.wait_for_timeout(300)
+    assert len(asked) == 1 and "notes.md" in asked[0] and "cannot be undone" in asked[0]
+    assert editor_text(page).endswith("\nmy unsaved paragraph")  # Cancel: nothing changed
+    assert page.is_visible("#external-banner")
+    page.click("#external-reload")
+    page.wait_for_function("() => window.deskbridge.view.state.doc.toString() === '# Rewritten on disk\\n'")
+    assert len(asked) == 2

@@ -388,6 +388,10 @@ async function saveDocument() {
 }
 
 async function resolveExternal(action) {
+  // Reloading replaces the editor's text with the file's, and a reload is no undo step: with unsaved changes
+  // (or typing still on its way) one click on the wrong button threw the person's work away.
+  const unsaved = app.serverDirty || (app.sync && app.sync.pending() > 0);
+  if (action === 'reload' && unsaved && !confirm(t('confirmReload', { name: app.doc?.fileName || '' }))) return;
   try {
     await api.external(app.docId, action);
     $('#external-banner').hidden = true;
