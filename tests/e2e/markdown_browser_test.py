@@ -729,3 +729,141 @@ def test_the_approval_dialog_names_rename_and_delete(editor, tool, args, title):
     with pytest.raises(Exception, match="APPROVAL_DECLINED"):
         future.result(10)
     assert (bench.root / "ideas.md").is_file()
+
+
+def _dispatch_at_end(page, text: str, times: int = 1) -> None:
+    """`times` transactions inserting `text` at the end, as a keystroke or a paste makes (one update each)."""
+    page.evaluate(
+        """([text, times]) => { const v = window.deskbridge.view;
+             for (let i = 0; i < times; i++) v.dispatch({changes: {from: v.state.doc.length, insert: text},
+                                                         userEvent: times > 1 ? 'input.type' : 'input.paste'}); }""",
+        [text, times],
+    )
+
+
+def test_typing_done_while_the_server_was_unreachable_all_arrives_once_it_answers(editor):
+    """Over a thousand keystrokes held in the tab (more than one push may carry) are sent in several pushes."""
+    bench, page = editor
+    page.route("**/push", lambda route: route.abort())
+    _dispatch_at_end(page, "x", times=1500)
+    page.wait_for_function("() => window.deskbridge.sync.pending() === 1500")
+    page.unroute("**/push")
+    wait_synced(page, bench, timeout=20000)
+    assert server_text(bench) == harness.SAMPLE + "x" * 1500
+    page.keyboard.press("Control+s")
+    page.wait_for_selector("#st-dirty.clean")
+    assert (bench.root / "notes.md").read_text("utf-8") == harness.SAMPLE + "x" * 1500
+
+
+def test_a_paste_larger_than_the_general_request_limit_reaches_the_server_and_is_saved(editor):
+    """9 MB of Chinese text in UTF-8 (3 bytes a character): over the 8 MiB body limit of the other routes."""
+    bench, page = editor
+    pasted = ("汉字测试内容" * 50 + "\n") * 10_000
+    _dispatch_at_end(page, pasted)
+    wait_synced(page, bench, timeout=60000)
+    assert page.evaluate("document.querySelector('#error-banner').hidden")
+    page.keyboard.press("Control+s")
+    page.wait_for_selector("#st-dirty.clean", timeout=30000)
+    assert (bench.root / "notes.md").read_text("utf-8") == harness.SAMPLE + pasted
+
+
+def test_closing_a_tab_that_still_holds_unsynced_typing_asks_first(editor):
+    bench, page = editor
+    asked: list[str] = []
+
+    def answer(dialog):
+        asked.append(dialog.type)
+        dialog.dismiss()  # stay on the page
+
+    page.on("dialog", answer)
+    page.route("**/push", lambda route: route.abort())
+    type_at_end(page, " not sent yet")  # a real key press: browsers ask only on a page the person used
+    page.wait_for_function("() => window.deskbridge.sync.pending() > 0")
+    page.close(run_before_unload=True)
+    for _ in range(100):  # Playwright's sync API delivers the dialog event while it is called
+        if asked:
+            break
+        page.wait_for_timeout(50)
+    assert asked == ["beforeunload"], "closing the tab did not ask"
+    assert not page.is_closed()
+    page.unroute("**/push")
+    wait_synced(page, bench)
+    assert server_text(bench).endswith(" not sent yet")
+    with page.expect_event("close", timeout=10000):  # nothing is only here any more: it closes unasked
+        page.close(run_before_unload=True)
+    assert asked == ["beforeunload"]
+
+
+def test_a_file_that_is_not_utf8_opens_in_the_encoding_the_person_names_and_saves_in_it(editor):
+    """A GB18030 note (common for Chinese writers) was refused with "reopen it with another encoding" and no way
+    to do so in the editor; now the editor asks which encoding it has, and File → Reopen with encoding… fixes a
+    wrong guess. The file's bytes change only when the person saves, and stay GB18030."""
+    bench, page = editor
+    original = "# 中文笔记\n\n你好世界\n".encode("gb18030")
+    (bench.root / "gbk.md").write_bytes(original)
+    answers = ["latin-1", "gb18030"]  # a wrong guess first (latin-1 reads any bytes), then the right one
+    asked: list[str] = []
+
+    def answer(dialog):
+        asked.append(dialog.message)
+        dialog.accept(answers.pop(0))
+
+    page.on("dialog", answer)
+    page.evaluate("window.deskbridge.openFile('gbk.md')")
+    page.wait_for_function("() => window.deskbridge.doc && window.deskbridge.doc.path === 'gbk.md'")
+    assert "gbk.md" in asked[0] and "gb18030" in asked[0]
+    assert "笔记" not in editor_text(page)  # the wrong guess shows mojibake
+    page.click("#menu-file .menu-button")
+    page.click("#menu-file [data-action=reopen-encoding]")
+    page.wait_for_function("() => window.deskbridge.view.state.doc.toString().includes('你好世界')")
+    assert len(asked) == 2 and (bench.root / "gbk.md").read_bytes() == original
+    assert editor_text(page) == "# 中文笔记\n\n你好世界\n"
+    type_at_end(page, "再见")
+    wait_synced(page, bench)
+    page.keyboard.press("Control+s")
+    page.wait_for_selector("#st-dirty.clean")
+    assert (bench.root / "gbk.md").read_bytes() == "# 中文笔记\n\n你好世界\n再见".encode("gb18030")
+
+
+def test_opening_another_file_while_typing_cannot_reach_the_server_keeps_the_typing(editor):
+    """Switching documents waited 2 s for the last keystrokes, then threw away whatever had not arrived."""
+    bench, page = editor
+    page.route("**/push", lambda route: route.abort())
+    type_at_end(page, "\nwritten offline")
+    page.wait_for_function("() => window.deskbridge.sync.pending() > 0")
+    page.evaluate("window.deskbridge.openFile('ideas.md')")
+    assert page.evaluate("window.deskbridge.doc.fileName") == "notes.md"
+    assert editor_text(page).endswith("\nwritten offline")
+    assert "not reached the server" in page.inner_text("#error-text")
+    assert bench.service.read()["fileName"] == "notes.md"  # what MCP tools act on is still what is on screen
+    page.unroute("**/push")
+    wait_synced(page, bench)
+    assert server_text(bench) == harness.SAMPLE + "\nwritten offline"
+    page.evaluate("window.deskbridge.openFile('ideas.md')")
+    page.wait_for_function("() => window.deskbridge.doc.fileName === 'ideas.md'")
+
+
+def test_reload_from_disk_over_unsaved_changes_asks_first(editor):
+    """The reload replaces the editor's text and is no undo step: one click threw unsaved work away."""
+    bench, page = editor
+    asked: list[str] = []
+    answers = [False, True]  # first "Cancel", then "OK"
+
+    def answer(dialog):
+        asked.append(dialog.message)
+        (dialog.accept if answers.pop(0) else dialog.dismiss)()
+
+    page.on("dialog", answer)
+    type_at_end(page, "\nmy unsaved paragraph")
+    wait_synced(page, bench)
+    (bench.root / "notes.md").write_text("# Rewritten on disk\n", encoding="utf-8")
+    bench.call(_check_external(bench))
+    page.wait_for_selector("#external-banner", state="visible")
+    page.click("#external-reload")
+    page.wait_for_timeout(300)
+    assert len(asked) == 1 and "notes.md" in asked[0] and "cannot be undone" in asked[0]
+    assert editor_text(page).endswith("\nmy unsaved paragraph")  # Cancel: nothing changed
+    assert page.is_visible("#external-banner")
+    page.click("#external-reload")
+    page.wait_for_function("() => window.deskbridge.view.state.doc.toString() === '# Rewritten on disk\\n'")
+    assert len(asked) == 2

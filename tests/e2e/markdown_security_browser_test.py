@@ -294,3 +294,37 @@ def test_bold_twice_is_off_and_a_table_goes_beside_the_selection(browser, tmp_pa
         assert text.startswith("# T\n\nword here\n\n| Column | Column |"), text  # the selection stays
         page.context.close()
     assert errors == []
+
+
+@pytest.mark.security
+def test_an_image_of_deskbridges_own_event_stream_cannot_hold_the_persons_saves(browser, tmp_path):
+    """A document someone sent points its images at deskbridge's event stream as a phantom editor; once the
+    person loads remote images, that image registered an editor that never answers, and every save then failed
+    (UI_NOT_READY). Only the editor's EventSource may open the stream."""
+    bench = harness.make_bench(tmp_path / "notes", require_approval=False)
+    errors: list[str] = []
+    with harness.serving(bench):
+        hostile = (
+            f"# Sent to me\n\n![a](http://127.0.0.1:{bench.srv.port}/api/events?editor=phantom)\n\n"
+            f'<img src="http://localhost:{bench.srv.port}/api/events?editor=phantom2">\n'
+        )
+        (bench.root / "sent.md").write_text(hostile, encoding="utf-8")
+        page = _open(browser, bench, errors)
+        client_id = page.evaluate("window.deskbridge.clientId")
+        page.evaluate("window.deskbridge.openFile('sent.md')")
+        page.wait_for_function("() => window.deskbridge.preview?.textContent.includes('Sent to me')")
+        bench.call(_set_ui(bench, {"allowRemoteImages": True}))  # View → Load remote images
+        page.wait_for_function("() => window.deskbridge.ui.allowRemoteImages === true")
+        page.wait_for_function(
+            "() => window.deskbridge.preview?.querySelectorAll('img').length === 2"
+            " && !window.deskbridge.preview.querySelector('.remote-image-blocked')"
+        )
+        page.wait_for_timeout(1000)  # time for the images' requests to reach the server
+        assert bench.service.drafts.clients() == [client_id]
+        page.click(".cm-line >> nth=0", position={"x": 5, "y": 5})
+        page.keyboard.type("Read. ")
+        page.keyboard.press("Control+s")
+        page.wait_for_selector("#st-dirty.clean", timeout=10000)
+        assert (bench.root / "sent.md").read_text("utf-8").startswith("Read. # Sent to me")
+        page.context.close()
+    assert errors == []

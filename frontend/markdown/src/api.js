@@ -47,7 +47,8 @@ export const api = {
   // documents and files
   docs: () => get(`${MD}/docs`),
   files: () => get(`${MD}/files`),
-  open: (path) => post(`${MD}/open`, { path }),
+  /** Open a document; `encoding` (optional) when it is not UTF-8 (the server names the ones it reads). */
+  open: (path, encoding) => post(`${MD}/open`, encoding ? { path, encoding } : { path }),
   doc: (id) => get(`${MD}/docs/${e(id)}`),
   // collab (@codemirror/collab authority; positions in UTF-16 units)
   push: (id, version, updates) => post(`${MD}/docs/${e(id)}/push`, { version, updates }),

@@ -101,6 +101,28 @@ function receiveAiUpdate(state, update, id) {
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
+// One push carries at most this many updates (the server's collab.py PUSH_MAX_UPDATES): after a time offline a
+// tab holds one update per keystroke, and sending them all at once was refused again and again, so they never
+// arrived. The rest follow in the next pushes (the server confirms updates in order, so a prefix is a valid push).
+const PUSH_MAX_UPDATES = 1000;
+// And about this many bytes of JSON (estimated at 3 bytes a UTF-16 unit, the most UTF-8 needs), well under the
+// server's request limit; one larger update still goes alone (the push route takes one as large as a document).
+const PUSH_BATCH_MAX_BYTES = 2 * 1024 * 1024;
+
+/** The first updates of `updates` that fit in one push (at least one), as wire objects. */
+export function pushBatch(updates) {
+  const batch = [];
+  let bytes = 0;
+  for (const u of updates) {
+    const wire = { clientID: u.clientID, changes: u.changes.toJSON() };
+    const size = 3 * JSON.stringify(wire).length;
+    if (batch.length && (batch.length >= PUSH_MAX_UPDATES || bytes + size > PUSH_BATCH_MAX_BYTES)) break;
+    batch.push(wire);
+    bytes += size;
+  }
+  return batch;
+}
+
 /** Extensions for a document opened at `version`, with this tab's `clientID`. */
 export function collabExtensions(version, clientID) {
   return [collab({ startVersion: version, clientID }), aiMarks, aiSteps];
@@ -145,7 +167,7 @@ export class DocSync {
     this.pushing = true;
     const version = getSyncedVersion(this.view.state);
     try {
-      const result = await api.push(this.docId, version, updates.map((u) => ({ clientID: u.clientID, changes: u.changes.toJSON() })));
+      const result = await api.push(this.docId, version, pushBatch(updates));
       // Our updates come back through the pull loop, which confirms them; it may already have (the pull can
       // answer before the push does), so wait only when the server's version is still ahead of ours.
       this.awaitingPull = getSyncedVersion(this.view.state) < result.version;

@@ -40,6 +40,15 @@ const app = {
 };
 window.deskbridge = app; // for people debugging in the console, and for the browser tests
 
+// Keystrokes the server has not accepted yet live only in this tab (everything it has accepted, saved or not, the
+// server keeps): closing or reloading the tab then would lose them without a word, so ask the browser to confirm.
+window.addEventListener('beforeunload', (event) => {
+  if (app.sync && !app.sync.closed && app.sync.pending() > 0) {
+    event.preventDefault();
+    event.returnValue = ''; // Chromium before 119 asks only when returnValue is set
+  }
+});
+
 const $ = (sel) => document.querySelector(sel);
 function debounce(fn, ms) {
   let timer = null;
@@ -85,6 +94,7 @@ function build() {
       { id: 'open', label: 'openFile', action: () => openPanel('openFile', app) },
       { id: 'recent', label: 'file.recent', action: () => recentPanel(app, openFile) },
       { id: 'close', label: 'file.close', action: () => closeDocument(app) },
+      { id: 'reopen-encoding', label: 'file.reopenEncoding', action: () => reopenWithEncoding(app.doc?.path) },
       { sep: true },
       { id: 'export-html', label: 'export.html', action: () => exportDocument(app, 'html') },
       { id: 'export-pdf', label: 'export.pdf', action: () => exportDocument(app, 'pdf') },
@@ -282,8 +292,12 @@ function applyUi(next) {
 
 async function loadDocument(docId) {
   app.loadingDocId = docId;
-  // Leaving a document: let its last keystrokes reach the server first, so switching never drops typing.
-  if (app.sync && !app.sync.closed && app.docId !== docId) await app.sync.flush(2000);
+  // Leaving a document: let its last keystrokes reach the server first, so switching never drops typing — and
+  // while some still have not (the server is slow or cannot be reached), stay: switching would throw them away.
+  if (app.sync && !app.sync.closed && app.docId !== docId && await app.sync.flush(2000)) {
+    app.loadingDocId = null;
+    throw new Error(t('notSynced'));
+  }
   const doc = await api.doc(docId).finally(() => { app.loadingDocId = null; });
   reportedDrafts = false;
   app.sync?.close();
@@ -300,7 +314,8 @@ async function loadDocument(docId) {
   app.sync = new DocSync(app.view, docId, {
     onChange: () => { refreshPreviewSoon(); },
     onSynced: () => { if (app.sync && app.sync.version() !== app.previewVersion) refreshPreviewSoon(); renderDirty(); },
-    onError: (err) => showError(err),
+    // A change too large for the server (LIMIT_EXCEEDED, 413) can never be sent: say what the person can do.
+    onError: (err) => showError(err.status === 413 ? new Error(t('syncTooLarge')) : err),
     onResync: async () => { toast(t('resynced'), 'warn'); await loadDocument(docId); },
     onGone: () => documentGone(),
   });
@@ -373,6 +388,10 @@ async function saveDocument() {
 }
 
 async function resolveExternal(action) {
+  // Reloading replaces the editor's text with the file's, and a reload is no undo step: with unsaved changes
+  // (or typing still on its way) one click on the wrong button threw the person's work away.
+  const unsaved = app.serverDirty || (app.sync && app.sync.pending() > 0);
+  if (action === 'reload' && unsaved && !confirm(t('confirmReload', { name: app.doc?.fileName || '' }))) return;
   try {
     await api.external(app.docId, action);
     $('#external-banner').hidden = true;
@@ -609,15 +628,35 @@ function renderFiles() {
   }
 }
 
-export async function openFile(path) {
+// The encoding most files that are not UTF-8 have for a person reading this UI language (a first guess only).
+const LEGACY_ENCODING = { 'zh-CN': 'gb18030', 'zh-Hant': 'big5', 'ja-JP': 'shift_jis' };
+
+export async function openFile(path, encoding) {
   try {
-    const opened = await api.open(path);
+    // Refused before the server is asked, so the document it calls current stays the one on screen.
+    if (app.sync && !app.sync.closed && await app.sync.flush(2000)) throw new Error(t('notSynced'));
+    const opened = await api.open(path, encoding);
     await loadDocument(opened.docId);
   } catch (err) {
+    // Not valid in the encoding tried (nothing was read or changed): ask the person which one the file has,
+    // instead of only saying "reopen it with another encoding" with no way to do so here.
+    if (err.code === 'ENCODING_MISMATCH') { await reopenWithEncoding(path, err); return; }
     showError(err);
   }
 }
 app.openFile = openFile;
+
+/** File → Reopen with encoding… (and after an ENCODING_MISMATCH): read `path` again in the encoding the person
+ * names; the server refuses it while the open document has unsaved changes. */
+async function reopenWithEncoding(path, err) {
+  if (!path) return;
+  const supported = err?.body?.error?.data?.supported
+    || ['utf-8', 'utf-16', 'gb18030', 'big5', 'shift_jis', 'latin-1'];
+  const question = err ? t('file.notUtf8', { name: path, list: supported.join(', ') })
+    : t('file.pickEncoding', { name: path, list: supported.join(', ') });
+  const choice = prompt(question, LEGACY_ENCODING[app.ui.cultureName] || (err ? 'latin-1' : app.doc?.encoding || 'utf-8'));
+  if (choice && choice.trim()) await openFile(path, choice.trim());
+}
 
 // -------------------------------------------------------------------------------------------- status bar
 

@@ -33,18 +33,18 @@ def error_response(error: BridgeError) -> JSONResponse:
     return JSONResponse({"error": error.to_dict()}, status_code=ERROR_STATUS.get(error.code, 409))
 
 
-async def json_body(request: Request) -> dict[str, Any]:
-    """The body as a JSON object (`{}` when empty); too large, not JSON or not an object is INVALID_ARGUMENT /
-    LIMIT_EXCEEDED."""
+async def json_body(request: Request, *, max_bytes: int = BODY_MAX_BYTES) -> dict[str, Any]:
+    """The body as a JSON object (`{}` when empty); too large (over `max_bytes`), not JSON or not an object is
+    INVALID_ARGUMENT / LIMIT_EXCEEDED."""
     declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > BODY_MAX_BYTES:
-        raise _too_large()
+    if declared.isdigit() and int(declared) > max_bytes:
+        raise _too_large(max_bytes)
     parts: list[bytes] = []
     size = 0
     async for chunk in request.stream():  # never more than the limit in memory, whatever the client sends
         size += len(chunk)
-        if size > BODY_MAX_BYTES:
-            raise _too_large()
+        if size > max_bytes:
+            raise _too_large(max_bytes)
         parts.append(chunk)
     raw = b"".join(parts)
     if not raw:
@@ -58,10 +58,10 @@ async def json_body(request: Request) -> dict[str, Any]:
     return body
 
 
-def _too_large() -> BridgeError:
+def _too_large(limit: int) -> BridgeError:
     return BridgeError(
         ErrorCode.LIMIT_EXCEEDED,
-        f"the request body is over the {BODY_MAX_BYTES:,}-byte ({BODY_MAX_BYTES // limits.MIB} MiB) limit",
+        f"the request body is over the {limit:,}-byte ({limit // limits.MIB} MiB) limit",
         hint="Send less in one request.",
-        data={"limit": BODY_MAX_BYTES},
+        data={"limit": limit},
     )

@@ -196,7 +196,9 @@ APPROVE_SCHEMA: dict[str, Any] = {
 
 
 def _approved(result: types.ElicitResult) -> bool:
-    return result.action == "accept" and bool((result.content or {}).get("approve"))
+    # Only the boolean `true` the schema asks for is a yes: a client that sent its form field as the text
+    # "false" or "no" had the change applied, since any non-empty string is truthy.
+    return result.action == "accept" and (result.content or {}).get("approve") is True
 
 
 def _elicitor(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams):

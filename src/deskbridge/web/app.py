@@ -184,6 +184,19 @@ def api_routes(app: App, policy: SecurityPolicy | None = None) -> list[BaseRoute
         return JSONResponse({"ok": True})
 
     async def events(request: Request) -> Response:
+        # Only the editor's own EventSource (a fetch: `Sec-Fetch-Dest: empty`, Fetch Metadata, w3c.github.io/
+        # webappsec-fetch-metadata) may open the stream. A document's `<img src="http://127.0.0.1:PORT/api/events
+        # ?editor=x">`, loaded with the session's cookie once the person lets remote images load, registered a
+        # phantom editor that never answers the draft barrier: every save then failed with UI_NOT_READY.
+        dest = request.headers.get("sec-fetch-dest")
+        if dest is not None and dest != "empty":
+            return error_response(
+                BridgeError(
+                    ErrorCode.ACCESS_DENIED,
+                    f"the event stream is opened by the editor itself, not by an {dest!r} element",
+                    hint="Nothing to do: a document's image or frame cannot open it; the editor page does.",
+                )
+            )
         raw_editor = request.query_params.get("editor")
         try:
             editor = None if raw_editor is None else _editor_id(raw_editor)

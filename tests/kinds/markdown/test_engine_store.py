@@ -15,6 +15,7 @@ import pytest
 
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.files import file_identity
+from deskbridge.core.tools import CallContext
 from deskbridge.kinds.markdown.collab import Edit
 from deskbridge.kinds.markdown.service import MarkdownService
 from deskbridge.kinds.markdown.store import MarkdownStore
@@ -135,8 +136,26 @@ async def test_a_touched_file_is_saved_a_replaced_one_is_not(folder):
     (folder / "a.md").write_text("theirs\n", encoding="utf-8")
     with pytest.raises(BridgeError) as err:
         await svc.save(a)
-    assert err.value.code is ErrorCode.SOURCE_CHANGED and "md_save_current_document" in err.value.hint
+    assert err.value.code is ErrorCode.SOURCE_CHANGED
     assert (folder / "a.md").read_text("utf-8") == "theirs\n" and svc.get(a).external_change
+
+
+async def test_a_refused_save_tells_the_person_and_the_agent_each_what_they_can_do(folder):
+    """The person's Ctrl+S was told to "ask the person … then call md_save_current_document"; an agent without
+    an editor (stdio) was told only to ask a person nobody could reach, though save-as loses nothing."""
+    svc, a, _b = _service(folder)
+    await _type(svc, a, "mine ")
+    (folder / "a.md").write_text("theirs\n", encoding="utf-8")
+    with pytest.raises(BridgeError) as err:
+        await svc.save(a)  # the editor's own save (caller ui)
+    assert err.value.code is ErrorCode.SOURCE_CHANGED
+    assert "Reload from disk" in err.value.hint and "md_" not in err.value.hint
+    with pytest.raises(BridgeError) as err:
+        await svc.save(a, ctx=CallContext(caller="mcp:agent", client_name="agent"))
+    assert err.value.code is ErrorCode.SOURCE_CHANGED and "md_save_current_document_as" in err.value.hint
+    out = await svc.save_as(a, "mine.md")
+    assert out["dirty"] is False and (folder / "mine.md").read_text("utf-8").startswith("mine # A")
+    assert (folder / "a.md").read_text("utf-8") == "theirs\n"
 
 
 async def test_save_as_moves_the_document_to_its_new_file_and_refuses_silent_overwrites(folder):

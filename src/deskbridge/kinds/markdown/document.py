@@ -35,29 +35,36 @@ class DecodedFile:
     bom: bool
 
 
+def check_encoding(encoding: str) -> str:
+    """The document encoding `encoding` names ('utf-8-sig' is 'utf-8': the byte-order mark is kept apart);
+    INVALID_ARGUMENT, listing the supported ones, for any other name."""
+    enc = encoding.lower()
+    if enc not in SUPPORTED_ENCODINGS:
+        raise BridgeError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"encoding '{encoding}' is not supported (use one of {', '.join(SUPPORTED_ENCODINGS)})",
+            data={"supported": list(SUPPORTED_ENCODINGS)},
+        )
+    return "utf-8" if enc == "utf-8-sig" else enc
+
+
 def decode_file(data: bytes, encoding: str | None = None) -> DecodedFile:
     """Decode file bytes to '\\n'-separated text, detecting BOM and line endings; typed error on bad bytes."""
     bom = data.startswith(b"\xef\xbb\xbf")
     if encoding is None and data[:2] in (b"\xff\xfe", b"\xfe\xff"):
         encoding = "utf-16"  # a UTF-16 byte-order mark says it all (the codec reads and writes the mark)
-    enc = (encoding or "utf-8").lower()
-    if enc not in SUPPORTED_ENCODINGS:
-        raise BridgeError(
-            ErrorCode.INVALID_ARGUMENT,
-            f"encoding '{encoding}' is not supported (use one of {', '.join(SUPPORTED_ENCODINGS)})",
-        )
-    if enc in ("utf-8", "utf-8-sig"):
-        enc = "utf-8"
-        payload = data[3:] if bom else data
-    else:
-        payload = data
+    enc = check_encoding(encoding or "utf-8")
+    payload = data[3:] if enc == "utf-8" and bom else data
     try:
         text = payload.decode(enc)
     except UnicodeDecodeError as exc:
+        others = ", ".join(e for e in SUPPORTED_ENCODINGS if e not in (enc, "utf-8-sig"))
         raise BridgeError(
             ErrorCode.ENCODING_MISMATCH,
-            f"the file is not valid {enc} (byte {exc.start}); reopen it with another encoding",
-            data={"encoding": enc, "byteOffset": exc.start},
+            f"the file is not valid {enc} (byte {exc.start}); nothing was changed",
+            hint=f"Open it again with its real encoding (md_open_document with encodingName: one of {others}; "
+            "gb18030 for Simplified Chinese, big5 for Traditional, shift_jis for Japanese).",
+            data={"encoding": enc, "byteOffset": exc.start, "supported": list(SUPPORTED_ENCODINGS)},
         ) from None
     crlf = text.count("\r\n")
     lf = text.count("\n") - crlf

@@ -31,7 +31,7 @@ from deskbridge.kinds.markdown import diskio
 from deskbridge.kinds.markdown.approvals import Approvals, unified_diff
 from deskbridge.kinds.markdown.callers import UI, is_ai
 from deskbridge.kinds.markdown.collab import Edit
-from deskbridge.kinds.markdown.document import DocumentKey, MarkdownDocument
+from deskbridge.kinds.markdown.document import DocumentKey, MarkdownDocument, check_encoding
 from deskbridge.kinds.markdown.outline import Heading
 from deskbridge.kinds.markdown.render import PreviewRenderer
 from deskbridge.kinds.markdown.scope import Workspace
@@ -216,8 +216,22 @@ class Documents:
                 # approval switched off (or not asked) must not widen the scope silently
                 self.workspace.resolve(raw_path, must_exist=True, check_scope=True)
             target = self.workspace.resolve(raw_path, must_exist=True, check_scope=False)
-        if self.find_open(target) is None:
+        if encoding is not None:
+            encoding = check_encoding(encoding)  # refused before anything is read, open or not
+        already = self.find_open(target)
+        if already is None:
             self.check_room()
+        elif encoding is not None and encoding != already.encoding and already.dirty:
+            # Reading it again in another encoding would replace the unsaved text; the open one would
+            # otherwise come back unchanged, as if the file were in the encoding that was asked for.
+            raise BridgeError(
+                ErrorCode.UNSAVED_CHANGES,
+                f"'{already.name}' is open as {already.encoding} with unsaved changes; it was not read "
+                f"again as {encoding}",
+                hint="Save or close it first (md_save_current_document, or ask the person), then call "
+                "md_open_document with this encodingName again.",
+                data={"docId": already.doc_id, "encoding": already.encoding},
+            )
         # The core's per-key open: admitted per document (NOT_READY while this file's document is being
         # saved or closed), read and hashed in a worker thread, its identity recorded once by the engine.
         info = await self.engine.open_key(
@@ -228,6 +242,11 @@ class Documents:
             caller=ctx.caller,
         )
         doc = self._opened(info)
+        if not info["opened"] and encoding is not None and encoding != doc.encoding and not doc.dirty:
+            # Open already in another encoding (a wrong guess read it as mojibake): read the file again in
+            # the one asked for, which is refused, changing nothing, when the bytes are not valid in it.
+            await self.reload_from_disk(doc.doc_id, encoding=encoding)
+            return self.describe(doc)
         change = doc.external_change
         if not info["opened"] and change is not None and not change.get("deleted") and not doc.dirty:
             # Opening it again asks for the file, and nothing here is unsaved: take the file's new text. Without
@@ -265,10 +284,18 @@ class Documents:
                     "to write the editor's text there again, or save it elsewhere with "
                     "md_save_current_document_as."
                 )
+            elif not is_ai(ctx):
+                # The person's own save (Ctrl+S): tell them, not an agent, what to do.
+                hint = (
+                    "Choose Reload from disk or Keep my version in the bar above the editor, then save again."
+                )
             elif doc.dirty:
+                # The choice is the person's; without an editor open (stdio) nobody may make it, so the agent's
+                # text also has a way out that overwrites nothing.
                 hint = (
                     "Ask the person to reload or keep their text in the editor (the banner above it), "
-                    "then call md_save_current_document again."
+                    "then call md_save_current_document again; or write this text to a new file with "
+                    "md_save_current_document_as."
                 )
             else:
                 hint = (
@@ -490,13 +517,16 @@ class Documents:
             return await self.reload_from_disk(doc.doc_id)
         return await self.keep_local(doc.doc_id)
 
-    async def reload_from_disk(self, doc_id: str) -> dict[str, Any]:
-        """Take the file's new content (the person chose "reload"): one update replacing the whole text."""
+    async def reload_from_disk(self, doc_id: str, *, encoding: str | None = None) -> dict[str, Any]:
+        """Take the file's new content (the person chose "reload"): one update replacing the whole text.
+        `encoding` reads it in another encoding than the document's, which it then has."""
         doc = self.get(doc_id)
         if doc.path is None:
             raise BridgeError(ErrorCode.SAVE_AS_REQUIRED, "this document has no file to reload from")
         # Reading, decoding and hashing the file happens in a worker thread (a 12 MB file takes a while).
-        fresh, identity = await asyncio.to_thread(MarkdownDocument.load, doc.doc_id, doc.path, doc.encoding)
+        fresh, identity = await asyncio.to_thread(
+            MarkdownDocument.load, doc.doc_id, doc.path, encoding or doc.encoding
+        )
         with doc.collab.lock:  # the reload's update and the revision it is noted at belong together
             text = doc.text
             if fresh.text != text:
@@ -504,7 +534,7 @@ class Documents:
             revision = self._key(doc).workspace.revision
         if fresh.text != text:
             self._announce(doc, "disk")
-        doc.newline, doc.bom = fresh.newline, fresh.bom
+        doc.newline, doc.bom, doc.encoding = fresh.newline, fresh.bom, fresh.encoding
         doc.external_change = None
         self._record_identity(doc, identity, saved_at=revision)
         self.publish("doc", {"type": "reloaded", **self.describe(doc)})

@@ -27,7 +27,7 @@ from deskbridge.core import files
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.policy import ApprovalText
 from deskbridge.core.tools import CallContext
-from deskbridge.kinds.markdown.render import EXPORT, render_html
+from deskbridge.kinds.markdown.render import EXPORT, render_html, yaml_has_aliases
 from deskbridge.kinds.markdown.sanitize import safe_url
 
 if TYPE_CHECKING:
@@ -383,8 +383,37 @@ def _reference_docx(pypandoc: Any, accent: str, folder: Path) -> Path | None:
     return out
 
 
+# pandoc's `yaml_metadata_block` reads a YAML block anywhere in the document: a `---` line at the start or after a
+# blank line, not followed by a blank line, up to a `---` or `...` line (pandoc manual, "Extension:
+# yaml_metadata_block").
+_PANDOC_YAML_BLOCK: Final = re.compile(
+    r"(?:\A|\n\n)---[ \t]*\n(?![ \t]*\n)(.*?)\n(?:---|\.\.\.)[ \t]*(?=\n|\Z)", re.S
+)
+
+
+def _refuse_yaml_aliases(text: str) -> None:
+    """INVALID_ARGUMENT when a YAML block pandoc would read uses aliases: pandoc expands them (a few hundred bytes
+    of nested aliases took it minutes and gigabytes), where the preview and HTML show such a block as written."""
+    for block in _PANDOC_YAML_BLOCK.finditer(text):
+        try:
+            aliased = yaml_has_aliases(block.group(1))
+        except Exception:  # not YAML: pandoc does not read it as metadata either
+            continue
+        if aliased:
+            line = text.count("\n", 0, block.start(1))
+            raise BridgeError(
+                ErrorCode.INVALID_ARGUMENT,
+                f"the YAML block at line {line} uses aliases (*name), which the Word export does not expand; "
+                "nothing was exported",
+                hint="Write the values out in place of the aliases, or export HTML or PDF, which show the "
+                "block as written.",
+                data={"line": line},
+            )
+
+
 def export_docx(text: str, *, base_dir: Path | None = None, typography: str | None = None) -> bytes:
     """Word via pandoc (the `pypandoc-binary` wheel ships pandoc): tables, footnotes, math as Word equations."""
+    _refuse_yaml_aliases(text)
     try:
         import pypandoc
     except ImportError:

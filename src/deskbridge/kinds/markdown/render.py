@@ -45,11 +45,22 @@ def neutralize_raw_html(fragment: str) -> str:
     return sanitize_html(fragment)
 
 
+def yaml_has_aliases(yaml_text: str) -> bool:
+    """True when the YAML uses an alias (`*name`), which repeats what its anchor holds: nine aliases nested seven
+    deep are 4.7 million values, whose text ran to hundreds of megabytes from a few hundred bytes (the "billion
+    laughs" of YAML 1.2 §3.2.2.2 aliases). Raises yaml's error for text that is not YAML."""
+    import yaml
+
+    return any(isinstance(event, yaml.AliasEvent) for event in yaml.parse(yaml_text, Loader=yaml.SafeLoader))
+
+
 def front_matter_table(yaml_text: str) -> str:
     """Front matter as an HTML table (key, value); unparsable YAML is shown as-is with a warning class."""
     try:
         import yaml
 
+        if yaml_has_aliases(yaml_text):  # shown as written, never expanded
+            return f'<pre class="front-matter"><code>{html.escape(yaml_text)}</code></pre>\n'
         data = yaml.safe_load(yaml_text) if yaml_text.strip() else {}
     except Exception as exc:  # any YAML error: show the raw block, never fail the render
         reason = html.escape(str(exc).splitlines()[0] if str(exc) else "invalid YAML")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, Literal
 
-from pydantic import Field, PrivateAttr
+from pydantic import Field, PrivateAttr, field_validator
 
 from deskbridge.core import limits
 from deskbridge.core.audit import set_audit_target
@@ -137,6 +137,15 @@ class EditArgs(ToolArgs):
     """Arguments of an edit tool; `_plan` carries the edit its approval prepared to the handler (edit_tools.py)."""
 
     _plan: Any = PrivateAttr(default=None)
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _lf_line_breaks(cls, value: Any) -> Any:
+        # The document's text has '\n' line breaks only (its file's own come back on save): a '\r\n' an agent
+        # sent stayed in the text and was written as '\r\r\n', and its oldText/expectedText never matched.
+        if isinstance(value, str) and "\r" in value:
+            return value.replace("\r\n", "\n").replace("\r", "\n")
+        return value
 
 
 class ReplaceDocumentArgs(EditArgs):

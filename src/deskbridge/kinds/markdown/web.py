@@ -26,6 +26,7 @@ from deskbridge.core.paths import resolve_path
 from deskbridge.core.tools import CallContext
 from deskbridge.kinds.http import error_response, json_body
 from deskbridge.kinds.markdown.approvals import NEEDS_APPROVAL_BY_DEFAULT
+from deskbridge.kinds.markdown.collab import INSERT_MAX_CHARS
 from deskbridge.kinds.markdown.editor_commands import requests_of
 from deskbridge.kinds.markdown.export import FORMATS, RICH_TARGETS, export_bytes, export_gate, rich_html
 from deskbridge.kinds.markdown.service import UI
@@ -33,6 +34,12 @@ from deskbridge.kinds.markdown.ui_state import UiState
 
 STATIC_DIR: Final = Path(__file__).parent / "static"
 """The built editor (index.html, app.js, app.css, fonts); `KindWorkspace.static_dir()` returns this."""
+
+PUSH_BODY_MAX_BYTES: Final = 4 * INSERT_MAX_CHARS
+"""Bytes of one collab push at most: room for one update inserting as much as the collab authority takes
+(`INSERT_MAX_CHARS`, at most 4 UTF-8 bytes each), so a large paste is not refused by the transport's general 8 MiB
+body limit before the rule that is meant for it — it could then never reach the server, and its save was refused
+until the tab was closed and the paste lost."""
 
 PULL_WAIT_MAX_S: Final = 25.0
 """Seconds one pull request waits for news (the contract's long-poll limit; below common proxy timeouts)."""
@@ -112,10 +119,27 @@ Invoke = Callable[[str, dict[str, Any], CallContext], Awaitable[dict[str, Any]]]
 """`App.invoke`: run one tool call as the platform does for MCP (validation, approval, one audit record)."""
 
 
-def _guarded(handler: Callable[[Request], Awaitable[Any]]) -> Endpoint:
-    """Turn a handler returning a dict (or a Response) into an endpoint; BridgeErrors become JSON errors."""
+def _guarded(
+    handler: Callable[[Request], Awaitable[Any]], destinations: tuple[str, ...] = ("empty",)
+) -> Endpoint:
+    """Turn a handler returning a dict (or a Response) into an endpoint; BridgeErrors become JSON errors.
+
+    A browser request is answered only for the `destinations` (Fetch Metadata `Sec-Fetch-Dest`,
+    w3c.github.io/webappsec-fetch-metadata) the route is for: the editor's own fetches (`empty`), and `image` for a
+    document's pictures. A document's `<img src="http://127.0.0.1:PORT/api/markdown/docs/d1/pull">`, loaded with the
+    session cookie once remote images are allowed, held one of the browser's few connections to this server for
+    25 s per image on every preview refresh, starving the editor's own pushes."""
 
     async def endpoint(request: Request) -> Response:
+        dest = request.headers.get("sec-fetch-dest")
+        if dest is not None and dest not in destinations:
+            return error_response(
+                BridgeError(
+                    ErrorCode.ACCESS_DENIED,
+                    f"this route answers the editor itself, not an {dest!r} element of a page",
+                    hint="Nothing to do: a document's image, frame or link cannot call it; the editor does.",
+                )
+            )
         try:
             result = await handler(request)
         except BridgeError as error:
@@ -160,14 +184,18 @@ def markdown_routes(
 
     async def open_doc(request: Request) -> Any:
         body = await json_body(request)
-        return await tool("md_open_document", {"path": _str_arg(body, "path")})
+        arguments = {"path": _str_arg(body, "path")}
+        encoding = _str_arg(body, "encoding", required=False, max_len=32)
+        if encoding:  # the person named the file's encoding after an ENCODING_MISMATCH
+            arguments["encodingName"] = encoding
+        return await tool("md_open_document", arguments)
 
     async def get_doc(request: Request) -> Any:
         return service.read(request.path_params["doc_id"])
 
     # -- collab ------------------------------------------------------------------------------------------
     async def push(request: Request) -> Any:
-        body = await json_body(request)
+        body = await json_body(request, max_bytes=PUSH_BODY_MAX_BYTES)
         version = _int_arg(body.get("version"), "version")
         updates = body.get("updates")
         if not isinstance(updates, list):
@@ -344,8 +372,13 @@ def markdown_routes(
         taken = requests_of(service).answer(request.path_params["request_id"], body)
         return {"ok": True, "taken": taken}
 
-    def r(path: str, handler: Callable[[Request], Awaitable[Any]], method: str = "GET") -> Route:
-        return Route(path, _guarded(handler), methods=[method])
+    def r(
+        path: str,
+        handler: Callable[[Request], Awaitable[Any]],
+        method: str = "GET",
+        destinations: tuple[str, ...] = ("empty",),
+    ) -> Route:
+        return Route(path, _guarded(handler, destinations), methods=[method])
 
     return [
         r("/docs", list_docs),
@@ -355,7 +388,7 @@ def markdown_routes(
         r("/docs/{doc_id}/push", push, "POST"),
         r("/docs/{doc_id}/pull", pull),
         r("/docs/{doc_id}/preview", preview),
-        r("/docs/{doc_id}/asset/{path:path}", asset),
+        r("/docs/{doc_id}/asset/{path:path}", asset, destinations=("empty", "image", "document")),
         r("/docs/{doc_id}/selection", selection, "POST"),
         r("/docs/{doc_id}/save", save, "POST"),
         r("/docs/{doc_id}/external", external, "POST"),

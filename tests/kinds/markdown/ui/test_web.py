@@ -325,3 +325,23 @@ async def test_the_settings_panel_learns_the_default_approval_rules(http):
     body = (await http.get(f"{MD}/approval-rules")).json()
     assert body["defaults"]["edit"] is True and body["defaults"]["save"] is False
     assert body["enabled"] is False  # the bench starts with approvals off
+
+
+async def test_a_documents_image_or_link_gets_nothing_from_the_editors_routes_but_its_pictures(http, bench):
+    """Requests a browser makes for an element of a page (Fetch Metadata `Sec-Fetch-Dest`) are refused, so a
+    document's `<img src=…/pull>` cannot hold the browser's connections to this server (25 s each) nor read or
+    start anything; the editor's own fetches (`empty`) and the document's pictures (`image`) are answered."""
+    (bench.root / "pic.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"0" * 16)
+    doc = await open_doc(http)
+    base = f"{MD}/docs/{doc['docId']}"
+    for dest in ("image", "iframe", "document", "script", "style"):
+        pulled = await http.get(f"{base}/pull", params={"version": 0}, headers={"sec-fetch-dest": dest})
+        assert pulled.status_code == 403 and pulled.json()["error"]["code"] == "ACCESS_DENIED", dest
+        assert (await http.get(f"{base}/preview", headers={"sec-fetch-dest": dest})).status_code == 403
+    own = await http.get(
+        f"{base}/pull", params={"version": 0, "wait": 0}, headers={"sec-fetch-dest": "empty"}
+    )
+    assert own.status_code == 200
+    for dest in ("image", "empty", "document"):
+        pic = await http.get(f"{base}/asset/pic.png", headers={"sec-fetch-dest": dest})
+        assert pic.status_code == 200 and pic.headers["content-type"] == "image/png", dest
