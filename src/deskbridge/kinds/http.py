@@ -33,6 +33,26 @@ def error_response(error: BridgeError) -> JSONResponse:
     return JSONResponse({"error": error.to_dict()}, status_code=ERROR_STATUS.get(error.code, 409))
 
 
+def foreign_destination(request: Request, allowed: tuple[str, ...] = ("empty",)) -> JSONResponse | None:
+    """The refusal of a browser request made for an element of a page (Fetch Metadata `Sec-Fetch-Dest`,
+    w3c.github.io/webappsec-fetch-metadata) that the route is not for, else None.
+
+    Our own pages call the API with fetch and EventSource (`empty`). A document's `<img src="http://127.0.0.1:PORT/
+    api/...">` in the markdown preview is same-origin and carries the session cookie, so only the destination tells
+    it apart: such images registered phantom editors (every save then failed with UI_NOT_READY) and held the
+    browser's few connections to the server. Clients that are not browsers send no such header."""
+    dest = request.headers.get("sec-fetch-dest")
+    if dest is None or dest in allowed:
+        return None
+    return error_response(
+        BridgeError(
+            ErrorCode.ACCESS_DENIED,
+            f"this route answers deskbridge's own page, not an {dest!r} element of a page",
+            hint="Nothing to do: a document's image, frame or link cannot call it; the page itself does.",
+        )
+    )
+
+
 async def json_body(request: Request, *, max_bytes: int = BODY_MAX_BYTES) -> dict[str, Any]:
     """The body as a JSON object (`{}` when empty); too large (over `max_bytes`), not JSON or not an object is
     INVALID_ARGUMENT / LIMIT_EXCEEDED."""

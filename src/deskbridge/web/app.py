@@ -36,7 +36,7 @@ from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.tools import CallContext
 from deskbridge.integrations.endpoints import HEALTH_PATH, PROJECT_HEADER
 from deskbridge.integrations.web import integration_routes
-from deskbridge.kinds.http import error_response, json_body
+from deskbridge.kinds.http import error_response, foreign_destination, json_body
 from deskbridge.mcp.event_store import RETRY_MS, BoundedEventStore
 from deskbridge.mcp.server import build_mcp_server
 from deskbridge.web.mcp_transport import BoundedSessionManager, RequestSizeGuard
@@ -184,19 +184,11 @@ def api_routes(app: App, policy: SecurityPolicy | None = None) -> list[BaseRoute
         return JSONResponse({"ok": True})
 
     async def events(request: Request) -> Response:
-        # Only the editor's own EventSource (a fetch: `Sec-Fetch-Dest: empty`, Fetch Metadata, w3c.github.io/
-        # webappsec-fetch-metadata) may open the stream. A document's `<img src="http://127.0.0.1:PORT/api/events
-        # ?editor=x">`, loaded with the session's cookie once the person lets remote images load, registered a
-        # phantom editor that never answers the draft barrier: every save then failed with UI_NOT_READY.
-        dest = request.headers.get("sec-fetch-dest")
-        if dest is not None and dest != "empty":
-            return error_response(
-                BridgeError(
-                    ErrorCode.ACCESS_DENIED,
-                    f"the event stream is opened by the editor itself, not by an {dest!r} element",
-                    hint="Nothing to do: a document's image or frame cannot open it; the editor page does.",
-                )
-            )
+        # Only the page's own EventSource may open the stream: a document's `<img src=".../api/events?editor=x">`
+        # registered a phantom editor that never answers the draft barrier (`foreign_destination`).
+        refused = foreign_destination(request)
+        if refused is not None:
+            return refused
         raw_editor = request.query_params.get("editor")
         try:
             editor = None if raw_editor is None else _editor_id(raw_editor)

@@ -24,7 +24,7 @@ from starlette.routing import Route
 from deskbridge.core.errors import BridgeError, ErrorCode, internal
 from deskbridge.core.paths import resolve_path
 from deskbridge.core.tools import CallContext
-from deskbridge.kinds.http import error_response, json_body
+from deskbridge.kinds.http import error_response, foreign_destination, json_body
 from deskbridge.kinds.markdown.approvals import NEEDS_APPROVAL_BY_DEFAULT
 from deskbridge.kinds.markdown.collab import INSERT_MAX_CHARS
 from deskbridge.kinds.markdown.editor_commands import requests_of
@@ -131,15 +131,9 @@ def _guarded(
     25 s per image on every preview refresh, starving the editor's own pushes."""
 
     async def endpoint(request: Request) -> Response:
-        dest = request.headers.get("sec-fetch-dest")
-        if dest is not None and dest not in destinations:
-            return error_response(
-                BridgeError(
-                    ErrorCode.ACCESS_DENIED,
-                    f"this route answers the editor itself, not an {dest!r} element of a page",
-                    hint="Nothing to do: a document's image, frame or link cannot call it; the editor does.",
-                )
-            )
+        refused = foreign_destination(request, destinations)
+        if refused is not None:
+            return refused
         try:
             result = await handler(request)
         except BridgeError as error:
