@@ -156,6 +156,14 @@ async def test_cancel_only_own_run_and_limits(archive: Path) -> None:
         await a.fail(
             "pvf_script_run", {"workspaceId": ws, "expectedRevision": rev, "source": "1"}, "TASK_BUSY"
         )
+        # Once the sandbox is up, the progress line says the script runs (it read "starting the sandbox" for
+        # the whole run of a script that never calls progress()).
+        for _ in range(600):
+            st = await a.call("pvf_script_status", {"taskId": started["taskId"]})
+            if st["progress"]["message"] != "starting the sandbox":
+                break
+            await asyncio.sleep(0.05)
+        assert st["state"] == "running" and st["progress"]["message"] == "running the script", st
         async with a.srv.client(client_info=Implementation(name="another-agent", version="1")) as other:
             res = await other.call_tool("pvf_script_cancel", {"taskId": started["taskId"]})
             assert res.is_error and res.structured_content["code"] == "ACCESS_DENIED"

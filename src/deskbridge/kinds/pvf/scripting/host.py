@@ -506,6 +506,9 @@ class Host:
         ctx.set("__docsLive", self.docs_live)
         ctx.eval(PRELUDE)
         ctx.set("__src", job["source"])
+        # The run's progress line said "starting the sandbox" until the script's own progress() (most never
+        # call it) or its end: say that it runs now.
+        self.pipe.send({"t": "progress", "done": 0.0, "total": None, "message": "running the script"})
         t0 = time.perf_counter()
         try:
             # Compiled as a function body so a top-level `return` ends the script and `this` is undefined.
