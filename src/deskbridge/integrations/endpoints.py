@@ -25,6 +25,8 @@ from typing import Any, Final
 
 import platformdirs
 
+from deskbridge.core.folders import private_dir
+
 HEALTH_TIMEOUT_S: Final = 1.5
 """How long a health check may take before the server counts as not live (seconds)."""
 TAKEOVER_WAIT_S: Final = 10.0
@@ -40,6 +42,15 @@ def state_dir() -> Path:
     if home:
         return Path(home).expanduser() / "state"
     return Path(platformdirs.user_state_dir("deskbridge", appauthor=False))
+
+
+def private_state_dir(path: Path) -> Path:
+    """Create `path` — the state folder or a folder in it — owner-only, and the state folder with it
+    (`core.folders.private_dir`): the names in there tell which projects a person works on (an endpoint or lock
+    file is named after its project, an unsaved document after itself) and the files hold secrets or text."""
+    state = state_dir()
+    private_dir(state)
+    return state if path == state else private_dir(path)
 
 
 def project_key(project: Path) -> str:
@@ -82,7 +93,7 @@ def pid_alive(pid: int) -> bool:
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
     """Owner-only, atomic (temp file + rename in the same folder)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_state_dir(path.parent)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -304,7 +315,7 @@ class WorkspaceLock:
         return data
 
     def acquire(self) -> None:
-        locks_dir().mkdir(parents=True, exist_ok=True)
+        private_state_dir(locks_dir())
         body = json.dumps(
             {"pid": os.getpid(), "owner": self.owner, "projectDir": str(self.project), "started": time.time()}
         )

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.integrations import jsonedit
-from deskbridge.integrations.endpoints import normalise, state_dir
+from deskbridge.integrations.endpoints import normalise, private_state_dir, state_dir
 from deskbridge.integrations.hosts import Host, Scope, host
 from deskbridge.integrations.launcher import write_launcher
 
@@ -48,7 +48,7 @@ def _save_record(entries: list[dict[str, Any]]) -> None:
     from deskbridge.core.files import atomic_write
 
     path = record_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_state_dir(path.parent)
     data = json.dumps({"entries": entries}, indent=1, ensure_ascii=False).encode("utf-8")
     atomic_write(path, data, mode=0o600)
 
@@ -102,7 +102,7 @@ def _back_up(plan: Plan) -> Path:
     from deskbridge.core.files import publish_new
 
     data = _read(plan.file).encode("utf-8")
-    backups_dir().mkdir(parents=True, exist_ok=True)
+    private_state_dir(backups_dir())
     stamp = time.strftime("%Y%m%d-%H%M%S")
     base = f"{plan.host.name}-{plan.scope}-{stamp}"
     for n in range(1, 1000):

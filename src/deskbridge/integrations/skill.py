@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from deskbridge import __version__
 from deskbridge.core.errors import BridgeError, ErrorCode
-from deskbridge.integrations.endpoints import state_dir
+from deskbridge.integrations.endpoints import private_state_dir, state_dir
 from deskbridge.integrations.skill_text import REFERENCES, SKILL_MD
 
 SKILL_NAME: Final = "deskbridge"
@@ -94,7 +94,7 @@ def installs() -> list[dict[str, Any]]:
 
 def _save(rows: list[dict[str, Any]]) -> None:
     path = record_file()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_state_dir(path.parent)
     tmp = path.with_name(f".skills.{os.getpid()}.tmp")
     tmp.write_text(json.dumps({"installs": rows}, indent=1), "utf-8")
     os.replace(tmp, path)

@@ -18,7 +18,7 @@ from starlette.routing import BaseRoute, Route
 
 from deskbridge.core.audit import Approval
 from deskbridge.core.errors import BridgeError, ErrorCode
-from deskbridge.integrations.endpoints import state_dir
+from deskbridge.integrations.endpoints import private_state_dir, state_dir
 from deskbridge.integrations.hosts import HOST_TABLE
 from deskbridge.kinds.http import error_response, json_body
 
@@ -41,7 +41,7 @@ def onboarding_state() -> dict[str, Any]:
 def save_onboarding(**changes: Any) -> dict[str, Any]:
     data = {**onboarding_state(), **changes}
     path = onboarding_file()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_state_dir(path.parent)
     tmp = path.with_name(f".onboarding.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(data), "utf-8")
     os.replace(tmp, path)

@@ -40,6 +40,7 @@ from deskbridge.integrations.endpoints import (
     covers,
     find_live,
     normalise,
+    private_state_dir,
     proves_token,
     state_dir,
 )
@@ -680,7 +681,7 @@ def keep_unsaved(workspace: Any) -> list[Path]:
         doc = service.read(row["docId"])
         name = Path(str(row.get("fileName") or "untitled.md")).name
         target = state_dir() / "unsaved" / f"{stamp}-{os.getpid()}-{row['docId']}-{name}"
-        target.parent.mkdir(parents=True, exist_ok=True)
+        private_state_dir(target.parent)
         publish_new(target, str(doc["text"]).encode("utf-8"), mode=0o600)
         kept.append(target)
         logger.warning(
