@@ -1,5 +1,5 @@
 """`python -m deskbridge` is the `deskbridge` command."""
 
-from deskbridge.cli import main
+from deskbridge._entry import main
 
 main()

@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -400,3 +401,34 @@ def test_serve_of_the_empty_pvf_workspace_says_so_in_its_banner() -> None:
     banner = next(line for line in stderr.splitlines() if " serving " in line)
     assert "an empty pvf workspace" in banner and "pvf_archive_open" in banner, banner
     assert not banner.rstrip().endswith(" ."), banner
+
+
+_CTRL_C_WHILE_LOADING = """
+import sys
+import tomllib
+
+class CtrlC:
+    def find_spec(self, name, path=None, target=None):
+        if name == "deskbridge.cli":
+            raise KeyboardInterrupt
+        return None
+
+sys.meta_path.insert(0, CtrlC())
+sys.argv = ["deskbridge", "version"]
+import runpy
+runpy.run_module("deskbridge", run_name="__main__")
+"""
+
+
+def test_ctrl_c_while_the_command_loads_ends_it_quietly_with_130() -> None:
+    # A Ctrl-C in the first ~0.3 s (the CLI's imports) printed a Python traceback (found by QA). The import of
+    # deskbridge.cli is interrupted here on purpose, as a real Ctrl-C at that moment does.
+    done = subprocess.run(
+        [sys.executable, "-c", _CTRL_C_WHILE_LOADING], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 130, done
+    assert "Traceback" not in done.stderr, done.stderr
+    scripts = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text("utf-8"))["project"][
+        "scripts"
+    ]
+    assert scripts["deskbridge"] == "deskbridge._entry:main"  # the installed command takes the same way in
