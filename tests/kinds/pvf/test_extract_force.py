@@ -47,6 +47,9 @@ def test_force_extract_does_not_write_through_a_planted_folder_link(small, tmp_p
     assert result.exit_code == 2, result.output
     assert "ACCESS_DENIED" in result.output
     assert list(outside.rglob("*")) == []
+    # It says what is on disk: part of the tree, marked incomplete (it said "nothing was written").
+    assert "nothing was written" not in result.output and "incomplete" in result.output, result.output
+    assert json.loads((folder / tree.MANIFEST).read_text())["incomplete"] is True
 
 
 @pytest.mark.security

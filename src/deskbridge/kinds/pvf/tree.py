@@ -156,7 +156,18 @@ def extract_tree(
             atomic_write(target, content, root=root, durable=False)
 
         write(root / MANIFEST, json.dumps({"version": 1, "incomplete": True}).encode("utf-8"))
-        result.update(_extract_into(ar, root, raw=raw, progress=progress, write=write))
+        try:
+            result.update(_extract_into(ar, root, raw=raw, progress=progress, write=write))
+        except BridgeError as exc:
+            # The refused write wrote nothing, but the files before it were written over: say what is on disk
+            # (the message said "nothing was written" of a folder holding part of the tree).
+            raise BridgeError(
+                exc.code,
+                f"{exc.message.removesuffix('; nothing was written')}: the extraction stopped there; {out} "
+                "holds the files written before it, and its manifest marks the tree incomplete (pack refuses it)",
+                f"{exc.hint} Then run the same extract again to finish it.",
+                {**exc.data, "diskTouched": True, "originalIntact": False},
+            ) from None
     return result
 
 
