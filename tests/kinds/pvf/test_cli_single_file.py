@@ -340,3 +340,33 @@ def test_set_with_an_unwritable_state_folder_says_so_without_a_traceback(classic
     )
     assert res.exception is None or isinstance(res.exception, SystemExit)
     assert classic.read_bytes() == before
+
+
+@pytest.mark.parametrize("command", ["set", "pack"])
+def test_force_over_an_archive_a_session_holds_is_refused(classic, tmp_path, command):
+    """`pvf set -o X --force` and `pvf pack -o X --force` replaced an archive X that a serve had open, taking no
+    lock (found by QA): that session kept the old files and its next save was refused."""
+    served = tmp_path / "served.pvf"
+    served.write_bytes(classic.read_bytes())
+    before = served.read_bytes()
+    path = _an_equ(classic)
+    text_file = tmp_path / "item.equ"
+    assert runner.invoke(app, ["pvf", "get", str(classic), path, "-o", str(text_file)]).exit_code == 0
+    text_file.write_text(text_file.read_text(encoding="utf-8") + "\n[price]\n\t778\n", encoding="utf-8")
+    if command == "set":
+        args = ["pvf", "set", str(classic), path, str(text_file), "-o", str(served), "--force"]
+    else:
+        tree_dir = tmp_path / "tree"
+        assert runner.invoke(app, ["pvf", "extract", str(classic), "-o", str(tree_dir), "-q"]).exit_code == 0
+        args = ["pvf", "pack", str(tree_dir), "-o", str(served), "--force", "-q"]
+    holder = _hold_the_lock(served, "serve")
+    try:
+        res = runner.invoke(app, args)
+        assert res.exit_code == 2, res.output
+        assert "open in deskbridge serve" in res.output and "nothing was written" in res.output, res.output
+        assert served.read_bytes() == before
+    finally:
+        holder.communicate("")
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    _hold_the_lock(served, "serve").communicate("")  # and the command let go of the lock

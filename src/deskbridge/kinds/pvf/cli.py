@@ -470,12 +470,18 @@ def pack(
     links need n_string.lst. Example: `deskbridge pvf pack tree/ -o Script.new.pvf --like Script.pvf`.
     """
     from deskbridge.core.files import file_identity
+    from deskbridge.integrations.endpoints import claim_for_command
     from deskbridge.kinds.pvf.tree import pack_tree
 
     before = None
+    lock = None
     try:
         with _errors():
             before = file_identity(out) if out.is_file() else None
+            if before is not None and force:
+                # Replacing an archive a serve or an MCP client has open would leave that session on the old
+                # bytes (its next save refused), as `pvf set` in place would: refused the same way.
+                lock = claim_for_command(out)
         with _errors(), _progress("pack", quiet) as progress:
             summary = pack_tree(
                 directory,
@@ -497,6 +503,9 @@ def pack(
             )
             raise typer.Exit(130) from None
         _interrupted(out, before, saving=True)
+    finally:
+        if lock is not None:
+            lock.release()
     for w in summary.get("warnings", []):
         _say(f"warning: {w}", err=True)
     _say(f"packed {summary['files']} files into {out} ({summary['family']}, {summary['encoding']})")
@@ -698,6 +707,8 @@ def _edit(
             data = _read_input(source) if source is not None else None
             if opts.out is None:
                 lock = claim_for_command(archive)
+            elif opts.out.is_file():
+                lock = claim_for_command(opts.out)  # --force over an archive a session may have open
             identity = file_identity(archive) if opts.out is None else None
             ar = _open(archive, opts.encoding, material)
             try:
