@@ -402,6 +402,11 @@ def published(endpoint: Endpoint) -> Iterator[Publication]:
             signal.signal(signal.SIGTERM, previous)
 
 
+def _holder_endpoint(project: Path | str, holder: dict[str, Any]) -> Endpoint | None:
+    """The published endpoint of the `serve` holding `project`'s lock, to name where the person can go instead."""
+    return next((e for e in candidate_endpoints(project) if e.pid == holder.get("pid")), None)
+
+
 def claim_workspace(project: Path | str) -> WorkspaceLock:
     """The workspace lock `serve` holds while it runs, taken before the workspace is read: taken over from an
     in-process bridge when that bridge has nothing unsaved. Raises `BridgeError` when it cannot be had."""
@@ -420,7 +425,7 @@ def claim_workspace(project: Path | str) -> WorkspaceLock:
             ) from None
         if holder.get("owner") != "mcp":
             # Name where that server is (its published endpoint), so the person can go there straight away.
-            there = next((e for e in candidate_endpoints(project) if e.pid == holder.get("pid")), None)
+            there = _holder_endpoint(project, holder)
             where = f" at {there.url}" if there is not None else ""
             raise BridgeError(
                 ErrorCode.ACCESS_DENIED,
@@ -473,7 +478,7 @@ def claim_for_command(target: Path | str) -> WorkspaceLock:
             )
             hint = "Wait for it to end, then run this command again: it applies your change to the archive as it is then."
         else:
-            there = next((e for e in candidate_endpoints(target) if e.pid == pid), None)
+            there = _holder_endpoint(target, holder)
             who = "deskbridge serve" if owner == "serve" else "an MCP client's `deskbridge mcp`"
             where = f" at {there.url}" if there is not None else ""
             message = (
