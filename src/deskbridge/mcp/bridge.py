@@ -642,19 +642,23 @@ class LocalBackend:
             self.lock.release()
 
 
+def _dirty_documents(service: Any) -> list[dict[str, Any]]:
+    """The rows of `service.list_open()` (a document kind's service) with unsaved changes; none without one."""
+    list_open = getattr(service, "list_open", None)
+    if not callable(list_open):
+        return []
+    rows = (doc if isinstance(doc, dict) else getattr(doc, "__dict__", {}) for doc in list_open())
+    return [row for row in rows if row.get("dirty")]
+
+
 def unsaved_documents(workspace: Any) -> list[str]:
     """Names of documents with unsaved changes in an in-process workspace (empty when none, or unknown)."""
     if workspace is None:
         return []
-    service = getattr(workspace, "service", None)
-    list_open = getattr(service, "list_open", None)
     names: list[str] = []
-    if callable(list_open):
-        with contextlib.suppress(Exception):
-            for doc in list_open():
-                row = doc if isinstance(doc, dict) else getattr(doc, "__dict__", {})
-                if row.get("dirty"):
-                    names.append(str(row.get("path") or row.get("docId") or "a document"))
+    with contextlib.suppress(Exception):
+        for row in _dirty_documents(getattr(workspace, "service", None)):
+            names.append(str(row.get("path") or row.get("docId") or "a document"))
     with contextlib.suppress(Exception):
         if workspace.status().get("dirty"):
             names.append(str(workspace.path))
@@ -671,13 +675,11 @@ def keep_unsaved(workspace: Any) -> list[Path]:
     from deskbridge.core.files import publish_new
 
     service = getattr(workspace, "service", None)
-    if not callable(getattr(service, "list_open", None)) or not callable(getattr(service, "read", None)):
+    if not callable(getattr(service, "read", None)):
         return []
     kept: list[Path] = []
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    for row in service.list_open():
-        if not row.get("dirty"):
-            continue
+    for row in _dirty_documents(service):
         doc = service.read(row["docId"])
         name = Path(str(row.get("fileName") or "untitled.md")).name
         target = state_dir() / "unsaved" / f"{stamp}-{os.getpid()}-{row['docId']}-{name}"
