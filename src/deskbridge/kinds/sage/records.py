@@ -869,6 +869,8 @@ ANSI mode hits, and BAB stops at (XML 1.0 §4.3.3: without a declaration or BOM 
 
 def _parse_errors(parser: etree.XMLParser, rec: FileRecords, data: bytes = b"") -> None:
     errors = [e for e in parser.error_log if e.level >= etree.ErrorLevels.ERROR]
+    if not errors:
+        return  # most files: no need to read their declaration
     utf8 = data[:2] not in (b"\xff\xfe", b"\xfe\xff") and _declared(data) in (None, "utf-8")
     for e in errors[:PARSE_ERRORS_MAX]:
         message = e.message.strip()
