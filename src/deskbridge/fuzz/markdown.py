@@ -22,6 +22,7 @@ from deskbridge.kinds.markdown.collab import (
 )
 from deskbridge.kinds.markdown.document import decode_file, encode_text
 from deskbridge.kinds.markdown.edits import replace_text_edits, resolve_range
+from deskbridge.kinds.markdown.line_endings import with_endings
 from deskbridge.kinds.markdown.offsets import OffsetMap, utf16_len
 from deskbridge.kinds.markdown.outline import front_matter_span, outline
 from deskbridge.kinds.markdown.render import front_matter_table, render_html
@@ -169,6 +170,9 @@ def fuzz_file_bytes(data: bytes) -> None:
         assert "\r" not in decoded.text
         with contextlib.suppress(BridgeError):
             encode_text(decoded.text, decoded.encoding, decoded.newline, decoded.bom)
+        if decoded.mixed is not None and enc == "utf-8":  # each line's own ending: the very same bytes
+            text, _ = with_endings(decoded.text, decoded.mixed, decoded.newline)
+            assert encode_text(text, enc, "\n", decoded.bom) == data
 
 
 def fuzz_front_matter(data: bytes) -> None:

@@ -260,3 +260,36 @@ def test_utf16_and_bom_files_round_trip(tmp_path):
         run(svc.apply_edits(doc["docId"], [Edit(0, 1, "")], base_version=1))
         run(svc.save(doc["docId"]))
         assert (tmp_path / name).read_bytes() == before
+
+
+def test_save_keeps_each_lines_own_ending_in_a_file_of_mixed_endings(tmp_path):
+    # Two CRLF lines, then LF ones (a file pasted together from two systems): the majority is LF, yet the
+    # untouched CRLF lines must come back as CRLF, an edited line keeps its ending and a new line takes its
+    # neighbour's.
+    (tmp_path / "mixed.md").write_bytes(b"# Title\r\nfrom windows\r\n\nalpha\nbeta\ngamma\n")
+    svc = MarkdownService(tmp_path / "mixed.md", approval_settings={"enabled": False})
+    text = svc.read()["text"]
+    assert text == "# Title\nfrom windows\n\nalpha\nbeta\ngamma\n"
+    windows, beta = text.index("windows"), text.index("beta")
+    edits = [Edit(windows, windows + 7, "windows\nand more"), Edit(beta, beta + 4, "BETA")]
+    run(svc.apply_edits(None, edits, tool="t", base_version=0, summary=""))
+    run(svc.save())
+    saved = b"# Title\r\nfrom windows\r\nand more\r\n\nalpha\nBETA\ngamma\n"
+    assert (tmp_path / "mixed.md").read_bytes() == saved
+    # the next save starts from what is on disk now: a line added at the end takes the LF of its neighbour
+    end = len(svc.read()["text"])
+    run(
+        svc.apply_edits(
+            None, [Edit(end, end, "delta\n")], tool="t", base_version=svc.read()["version"], summary=""
+        )
+    )
+    run(svc.save())
+    assert (tmp_path / "mixed.md").read_bytes() == saved + b"delta\n"
+
+
+def test_a_line_inserted_at_the_top_of_a_mixed_file_takes_the_ending_of_the_line_below(tmp_path):
+    (tmp_path / "mixed.md").write_bytes(b"one\r\ntwo\nthree\nfour")
+    svc = MarkdownService(tmp_path / "mixed.md", approval_settings={"enabled": False})
+    run(svc.apply_edits(None, [Edit(0, 0, "zero\n")], tool="t", base_version=0, summary=""))
+    run(svc.save())
+    assert (tmp_path / "mixed.md").read_bytes() == b"zero\r\none\r\ntwo\nthree\nfour"

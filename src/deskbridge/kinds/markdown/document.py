@@ -1,7 +1,8 @@
 """One open Markdown document: its collab text, where it lives on disk, how to write it back, and selection.
 
 The text inside is always '\\n'-separated (CodeMirror normalizes line breaks the same way); the original line
-ending, byte-order mark and encoding are remembered so a save writes the file back in the style it came in.
+ending, byte-order mark and encoding are remembered so a save writes the file back in the style it came in
+(a file whose lines end in more than one way keeps each line's own ending: line_endings.py).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from deskbridge.core import files
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.files import FileIdentity
 from deskbridge.kinds.markdown.collab import UPDATE_LOG_MAX, CollabDocument, map_position
+from deskbridge.kinds.markdown.line_endings import MixedEndings, mixed_endings
 
 if TYPE_CHECKING:
     from deskbridge.core.engine import Engine
@@ -32,7 +34,10 @@ class DecodedFile:
     text: str
     encoding: str
     newline: str
+    """The majority line ending (LF when there are none)."""
     bom: bool
+    mixed: MixedEndings | None = None
+    """Each line's own ending when they are not all alike."""
 
 
 def check_encoding(encoding: str) -> str:
@@ -70,9 +75,12 @@ def decode_file(data: bytes, encoding: str | None = None) -> DecodedFile:
     lf = text.count("\n") - crlf
     cr_only = text.count("\r") - crlf
     newline = "\r\n" if crlf > lf and crlf >= cr_only else ("\r" if cr_only > lf + crlf else "\n")
+    mixed = None
     if "\r" in text:
-        text = text.replace("\r\n", "\n").replace("\r", "\n")
-    return DecodedFile(text, enc, newline, bom)
+        raw, text = text, text.replace("\r\n", "\n").replace("\r", "\n")
+        if (crlf > 0) + (lf > 0) + (cr_only > 0) > 1:
+            mixed = mixed_endings(raw, text)
+    return DecodedFile(text, enc, newline, bom, mixed)
 
 
 def encode_text(text: str, encoding: str, newline: str, bom: bool) -> bytes:
@@ -128,6 +136,8 @@ class MarkdownDocument:
     encoding: str = "utf-8"
     newline: str = "\n"
     bom: bool = False
+    mixed_endings: MixedEndings | None = None
+    """Each line's ending in the file as last read or saved, when they are not all alike (line_endings.py)."""
     opened_at: float = field(default_factory=time.time)
     selection: Selection | None = None
     external_change: dict[str, Any] | None = None
@@ -150,6 +160,7 @@ class MarkdownDocument:
             encoding=decoded.encoding,
             newline=decoded.newline,
             bom=decoded.bom,
+            mixed_endings=decoded.mixed,
         )
 
     @classmethod

@@ -535,6 +535,7 @@ class Documents:
         if fresh.text != text:
             self._announce(doc, "disk")
         doc.newline, doc.bom, doc.encoding = fresh.newline, fresh.bom, fresh.encoding
+        doc.mixed_endings = fresh.mixed_endings
         doc.external_change = None
         self._record_identity(doc, identity, saved_at=revision)
         self.publish("doc", {"type": "reloaded", **self.describe(doc)})

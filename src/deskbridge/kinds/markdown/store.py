@@ -9,7 +9,8 @@ What is the core's and what is ours:
   and the one identity record per key (`Workspace.key_identities`);
 * this module says *how*: where a document's file is (`key_path`), the value to write taken right after
   the barrier (`snapshot_key`: the collab text, after every editor got its typing in), its bytes in the
-  file's own encoding, line endings and BOM (`serialize_key`), and where a saved-as document lives now.
+  file's own encoding, line endings (each line's own in a file of mixed endings) and BOM (`serialize_key`),
+  and where a saved-as document lives now.
 
 Keys are document ids rather than relative paths: a document may be untitled (no path yet), outside the
 folder (opened with the person's approval) or saved as another file — its id stays, its file changes.
@@ -27,6 +28,10 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.workspace import Workspace
 from deskbridge.kinds.markdown.document import DocumentKey, MarkdownDocument, encode_text
+from deskbridge.kinds.markdown.line_endings import MixedEndings, with_endings
+
+Snapshot = tuple[str, int, str, str, bool, MixedEndings | None]
+"""What `snapshot_key` takes of a document: text, version, encoding, majority line ending, BOM, mixed endings."""
 
 if TYPE_CHECKING:
     from deskbridge.kinds.markdown.documents import Documents
@@ -72,16 +77,22 @@ class MarkdownStore:
         doc = self._doc(keys[0])
         return {"docId": doc.doc_id, "docRevision": doc.revision}
 
-    def snapshot_key(self, workspace: Workspace, key: str) -> tuple[str, int, str, str, bool]:
+    def snapshot_key(self, workspace: Workspace, key: str) -> Snapshot:
         """After the barrier: the text to save (every editor has pushed its typing by now) and its version."""
         doc = self._doc(key)
         text, version = doc.collab.snapshot()
-        return text, version, doc.encoding, doc.newline, doc.bom
+        return text, version, doc.encoding, doc.newline, doc.bom, doc.mixed_endings
 
-    def serialize_key(
-        self, workspace: Workspace, key: str, out: BinaryIO, snapshot: tuple[str, int, str, str, bool]
-    ) -> None:
-        text, _version, encoding, newline, bom = snapshot
+    def serialize_key(self, workspace: Workspace, key: str, out: BinaryIO, snapshot: Snapshot) -> None:
+        text, _version, encoding, newline, bom, mixed = snapshot
+        if mixed is not None:
+            text, written = with_endings(text, mixed, newline)
+            newline = "\n"  # every line carries its own ending now
+            doc = self.service.docs.get(key)
+            if doc is not None and doc.mixed_endings is mixed:  # not reloaded meanwhile
+                # The next save matches its lines against these (a failed write leaves the old file, whose
+                # untouched lines these endings still describe).
+                doc.mixed_endings = written
         out.write(encode_text(text, encoding, newline, bom))
 
     def find_key(self, workspace: Workspace, path: Path) -> str | None:
