@@ -867,3 +867,37 @@ def test_reload_from_disk_over_unsaved_changes_asks_first(editor):
     page.click("#external-reload")
     page.wait_for_function("() => window.deskbridge.view.state.doc.toString() === '# Rewritten on disk\\n'")
     assert len(asked) == 2
+
+
+def test_typing_not_yet_sent_survives_a_forced_resync(editor):
+    """A tab further behind than the server's update log (20,000 updates; 2 here) must load the document again:
+    the person's unsynced typing was dropped with only a toast; now it is applied again on the fresh text and
+    sent."""
+    bench, page = editor
+    doc = bench.service.get(None)
+    doc.collab._log_max = 2  # the server keeps 2 updates: three AI edits put the tab out of its reach
+    page.route("**/push", lambda route: route.abort())
+    page.route("**/pull*", lambda route: route.abort())
+    bench.call(bench.ai_edit("Field notes", "Field notes, first AI edit"))  # the pull in flight brings it
+    page.wait_for_function("() => window.deskbridge.view.state.doc.toString().includes('first AI edit')")
+    type_at_end(page, "\nwritten while out of reach")
+    page.wait_for_function("() => window.deskbridge.sync.pending() > 0")
+    for find, replacement in (
+        ("Euler:", "Euler's identity:"),
+        ("## Tasks", "## Tasks to do"),
+        ("dusk", "dawn"),
+    ):
+        bench.call(bench.ai_edit(find, replacement))
+    page.unroute("**/pull*")
+    page.unroute("**/push")
+    page.wait_for_function(
+        "() => window.deskbridge.view.state.doc.toString().includes('dawn')"
+        " && window.deskbridge.view.state.doc.toString().endsWith('written while out of reach')",
+        timeout=10000,
+    )
+    wait_synced(page, bench, timeout=10000)
+    text = server_text(bench)
+    assert text.endswith("| dawn | calm |\n\nwritten while out of reach")
+    for ai in ("first AI edit", "Euler's identity:", "## Tasks to do"):
+        assert ai in text
+    assert "applied again" in page.inner_text("#toasts")

@@ -123,6 +123,27 @@ export function pushBatch(updates) {
   return batch;
 }
 
+/**
+ * The person's unsynced changes `{base, changes}` (see DocSync.unsynced) as a change set for `doc`, the document
+ * as the server has it after a resync, and whether the server changed text they touch. The server's changes
+ * since `base` are not in its update log any more (that is why it asked for a resync), so they are taken as one
+ * replacement of the span between the longest common head and tail of `base` and `doc`; the person's changes
+ * are mapped over it (ChangeSet.map: what they typed is kept — typing inside that span lands at its edge).
+ */
+export function rebaseUnsynced({ base, changes }, doc) {
+  const a = base.toString();
+  const b = doc.toString();
+  const max = Math.min(a.length, b.length);
+  let head = 0;
+  while (head < max && a.charCodeAt(head) === b.charCodeAt(head)) head += 1;
+  let tail = 0;
+  while (tail < max - head && a.charCodeAt(a.length - 1 - tail) === b.charCodeAt(b.length - 1 - tail)) tail += 1;
+  const from = head;
+  const to = a.length - tail;
+  const server = ChangeSet.of(from === to && b.length === a.length ? [] : [{ from, to, insert: b.slice(head, b.length - tail) }], a.length);
+  return { changes: changes.map(server), conflict: from < to || b.length !== a.length ? Boolean(changes.touchesRange(from, to)) : false };
+}
+
 /** Extensions for a document opened at `version`, with this tab's `clientID`. */
 export function collabExtensions(version, clientID) {
   return [collab({ startVersion: version, clientID }), aiMarks, aiSteps];
@@ -142,6 +163,9 @@ export class DocSync {
     this.onResync = onResync || (() => {});
     this.onSynced = onSynced || (() => {});
     this.onGone = onGone || (() => {});
+    // The document as the server had it at the synced version: what the unsynced changes apply to (kept so
+    // they can be carried over a resync, see `unsynced`). Text is a persistent tree: updates share its nodes.
+    this.base = view.state.doc;
     this.pullLoop();
   }
 
@@ -157,6 +181,14 @@ export class DocSync {
 
   version() {
     return getSyncedVersion(this.view.state);
+  }
+
+  /** The local changes not yet accepted, as `{base, changes}` (one change set over `base`), or null. */
+  unsynced() {
+    const updates = sendableUpdates(this.view.state);
+    if (!updates.length) return null;
+    const changes = updates.map((u) => u.changes).reduce((all, next) => all.compose(next));
+    return { base: this.base, changes };
   }
 
   /** Call on every local document change. */
@@ -223,6 +255,7 @@ export class DocSync {
   receive(wire) {
     if (!wire.length) return;
     const updates = wire.map((u) => ({ clientID: u.clientID, changes: ChangeSet.fromJSON(u.changes) }));
+    for (const u of updates) this.base = u.changes.apply(this.base);
     let remote = false;
     for (let i = 0; i < updates.length;) {
       if (isAi(updates[i].clientID)) {

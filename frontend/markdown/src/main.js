@@ -7,7 +7,7 @@ import { EditorView } from '@codemirror/view';
 import { Transaction } from '@codemirror/state';
 import { openSearchPanel, closeSearchPanel } from '@codemirror/search';
 import { api } from './api.js';
-import { DocSync, aiStep, expectEcho } from './collab.js';
+import { DocSync, aiStep, expectEcho, rebaseUnsynced } from './collab.js';
 import { createState, setLineNumbers, setPhrases, outlineOf, countText } from './editor.js';
 import { runEditorCommand, prepareCommand } from './commands.js';
 import { offerConnect } from './onboarding.js';
@@ -290,7 +290,7 @@ function applyUi(next) {
 
 // ------------------------------------------------------------------------------------------------ document
 
-async function loadDocument(docId) {
+async function loadDocument(docId, { keepUnsynced = false } = {}) {
   app.loadingDocId = docId;
   // Leaving a document: let its last keystrokes reach the server first, so switching never drops typing — and
   // while some still have not (the server is slow or cannot be reached), stay: switching would throw them away.
@@ -299,6 +299,8 @@ async function loadDocument(docId) {
     throw new Error(t('notSynced'));
   }
   const doc = await api.doc(docId).finally(() => { app.loadingDocId = null; });
+  // Taken now, after the wait: typing during the load is unsynced too (see resync).
+  const unsynced = keepUnsynced && app.docId === docId ? app.sync?.unsynced() : null;
   reportedDrafts = false;
   app.sync?.close();
   app.docId = docId;
@@ -316,7 +318,7 @@ async function loadDocument(docId) {
     onSynced: () => { if (app.sync && app.sync.version() !== app.previewVersion) refreshPreviewSoon(); renderDirty(); },
     // A change too large for the server (LIMIT_EXCEEDED, 413) can never be sent: say what the person can do.
     onError: (err) => showError(err.status === 413 ? new Error(t('syncTooLarge')) : err),
-    onResync: async () => { toast(t('resynced'), 'warn'); await loadDocument(docId); },
+    onResync: () => resync(docId),
     onGone: () => documentGone(),
   });
   const url = new URL(location.href);
@@ -330,6 +332,27 @@ async function loadDocument(docId) {
   renderStats();
   refreshPreview(true);
   renderFiles();
+  return unsynced;
+}
+
+/**
+ * The server no longer has the updates since this tab's version (it keeps the last 20,000: collab.py
+ * UPDATE_LOG_MAX), so the tab loads the document again — and carries the person's unsynced typing over: it is
+ * applied again on the fresh text (rebaseUnsynced) as a local change, which the sync loop then sends. It was
+ * dropped with only a toast before.
+ */
+async function resync(docId) {
+  let kept;
+  try {
+    kept = await loadDocument(docId, { keepUnsynced: true });
+  } catch (err) {
+    showError(err); // the old text, typing included, stays on screen
+    return;
+  }
+  if (!kept) { toast(t('resynced'), 'warn'); return; }
+  const { changes, conflict } = rebaseUnsynced(kept, app.view.state.doc);
+  app.view.dispatch({ changes, userEvent: 'input.resync', scrollIntoView: true });
+  toast(t(conflict ? 'resyncedKeptConflict' : 'resyncedKept'), 'warn', conflict ? 12000 : 6000);
 }
 
 function onUpdate(update) {
