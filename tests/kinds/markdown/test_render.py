@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from deskbridge.kinds.markdown import render
 from deskbridge.kinds.markdown.render import PREVIEW, PreviewRenderer, render_html
+from deskbridge.kinds.markdown.wide_tables import TABLE_COLUMNS_MAX
 
 
 def test_front_matter_is_kept_and_shown_as_a_table():
@@ -98,3 +99,37 @@ def test_incremental_preview_equals_a_full_render(front_matter, lines):
         assert renderer.render(edited) == render_html(edited, PREVIEW)
     finally:
         render.CHUNKED_FROM_CHARS = old
+
+
+def _table(columns: int, rows: int = 2) -> str:
+    head = "|" + "|".join(f"c{i}" for i in range(columns)) + "|\n"
+    delimiter = "|" + "|".join("-" for _ in range(columns)) + "|\n"
+    body = "".join("|" + "|".join(f"r{r}" for _ in range(columns)) + "|\n" for r in range(rows))
+    return head + delimiter + body
+
+
+def test_a_table_at_the_column_limit_is_laid_out():
+    html = render_html(_table(TABLE_COLUMNS_MAX))
+    assert html.count("<th>") == TABLE_COLUMNS_MAX and html.count("<td") == 2 * TABLE_COLUMNS_MAX
+    assert "wide-table" not in html
+
+
+def test_a_table_wider_than_the_limit_is_shown_as_its_text_with_a_note():
+    """One line of 20,000 columns took seconds to render and more than ten to show in the preview: past the
+    limit the HTML is the escaped source and a note, as big as the source whatever the column count."""
+    for columns in (TABLE_COLUMNS_MAX + 1, 20_000):
+        source = _table(columns) + "| <b>x</b> |" * 2 + "\n"
+        text = "# Wide\n\n" + source + "\nAfter the table.\n"
+        html = render_html(text, PREVIEW)
+        assert "<table" not in html and "<td" not in html and "<th" not in html
+        assert f"This table has {columns:,} columns" in html
+        assert '<div class="wide-table" data-source-line="3">' in html
+        assert html.count("<pre>") == 1 and "| &lt;b&gt;x&lt;/b&gt; |" in html  # the last row, escaped
+        assert "<p data-source-line=" in html and "After the table." in html  # the table ends where it did
+        assert len(html) < len(text) + 1000
+
+
+def test_a_wide_looking_block_that_is_not_a_table_stays_a_paragraph():
+    # header and delimiter rows of different widths are no table (GFM §4.10), however wide
+    text = "a | b\n" + "|" + "-|" * (TABLE_COLUMNS_MAX + 5) + "\n"
+    assert render_html(text).startswith("<p>") and "wide-table" not in render_html(text)

@@ -31,6 +31,7 @@ from deskbridge.kinds.markdown.highlight import highlight
 from deskbridge.kinds.markdown.offsets import OffsetMap
 from deskbridge.kinds.markdown.outline import front_matter_span, outline
 from deskbridge.kinds.markdown.sanitize import hold_remote_images, sanitize_html
+from deskbridge.kinds.markdown.wide_tables import wide_tables
 
 RENDER_MAX_CHARS: Final = 16 * 1024 * 1024
 """Characters of Markdown rendered at most (bigger documents are cut and marked)."""
@@ -114,6 +115,7 @@ def parser(options: RenderOptions = RenderOptions()) -> MarkdownIt:
     if options.gfm:
         md.use(gfm_plugin)
         gfm_spec_rules(md)
+        wide_tables(md)  # past TABLE_COLUMNS_MAX columns a table is shown as text (wide_tables.py)
     if options.extras:
         md.use(front_matter_plugin)
         md.add_render_rule("front_matter", _render_front_matter)
