@@ -901,3 +901,21 @@ def test_typing_not_yet_sent_survives_a_forced_resync(editor):
     for ai in ("first AI edit", "Euler's identity:", "## Tasks to do"):
         assert ai in text
     assert "applied again" in page.inner_text("#toasts")
+
+
+def test_the_error_banner_goes_once_the_failing_request_succeeds_and_can_be_dismissed(editor):
+    """The banner stayed up for 8 s after the problem was gone: now the next success of the request that failed
+    (here: sending typing while the server cannot be reached) clears it, and × dismisses any banner."""
+    bench, page = editor
+    page.route("**/push", lambda route: route.abort())
+    type_at_end(page, "\nsent later")
+    page.wait_for_selector("#error-banner:not([hidden])")
+    page.unroute("**/push")
+    wait_synced(page, bench)
+    # the next push retries within ~1.2 s; well before the old 8 s timer the banner must be gone
+    page.wait_for_selector("#error-banner", state="hidden", timeout=4000)
+    assert server_text(bench).endswith("\nsent later")
+    page.evaluate("window.deskbridge.showError(new Error('something the person must read'))")
+    page.wait_for_selector("#error-banner:not([hidden])")
+    page.click("#error-close")
+    assert page.is_hidden("#error-banner")

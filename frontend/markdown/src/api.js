@@ -22,20 +22,36 @@ export class ApiError extends Error {
   }
 }
 
+const succeeded = new Set();
+/**
+ * Call `fn(route)` after every request that succeeds; `route` is `"METHOD /path"` (no query), the same string a
+ * failed request's error carries as `err.route` (and `err.unreachable` when the server could not be reached at
+ * all) — so the page can take an error down once what failed works again.
+ */
+export function onRequestOk(fn) { succeeded.add(fn); }
+
 async function request(method, url, body, { signal, raw, intent } = {}) {
   const headers = {};
   if (intent) headers['x-deskbridge-request'] = intent; // web.py REQUEST_HEADER: costly work only from the editor
   if (SECRET) headers['x-deskbridge-ui'] = SECRET;
   if (body !== undefined) headers['content-type'] = 'application/json';
-  const res = await fetch(url, {
-    method, headers, signal, credentials: 'same-origin',
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  if (raw && res.ok) return res;
+  const route = `${method} ${new URL(url, location.href).pathname}`;
+  let res;
+  try {
+    res = await fetch(url, {
+      method, headers, signal, credentials: 'same-origin',
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+  } catch (err) {
+    if (err && typeof err === 'object' && err.name !== 'AbortError') Object.assign(err, { route, unreachable: true });
+    throw err;
+  }
+  if (raw && res.ok) { succeeded.forEach((fn) => fn(route)); return res; }
   const text = await res.text();
   let data = null;
   try { data = text ? JSON.parse(text) : null; } catch { data = null; }
-  if (!res.ok) throw new ApiError(res.status, data);
+  if (!res.ok) throw Object.assign(new ApiError(res.status, data), { route });
+  succeeded.forEach((fn) => fn(route));
   return data;
 }
 

@@ -6,7 +6,7 @@ import './styles/typography.css';
 import { EditorView } from '@codemirror/view';
 import { Transaction } from '@codemirror/state';
 import { openSearchPanel, closeSearchPanel } from '@codemirror/search';
-import { api } from './api.js';
+import { api, onRequestOk } from './api.js';
 import { DocSync, aiStep, expectEcho, rebaseUnsynced } from './collab.js';
 import { createState, setLineNumbers, setPhrases, outlineOf, countText } from './editor.js';
 import { runEditorCommand, prepareCommand } from './commands.js';
@@ -187,7 +187,8 @@ function build() {
       h('span#external-text', { i18n: 'externalChange' }),
       h('button#external-reload', { type: 'button', i18n: 'reload', onclick: () => resolveExternal('reload') }),
       h('button#external-keep', { type: 'button', i18n: 'keepMine', onclick: () => resolveExternal('keep') })),
-    h('div#error-banner.banner.error', { hidden: true, role: 'alert' }, h('span#error-text')));
+    h('div#error-banner.banner.error', { hidden: true, role: 'alert' }, h('span#error-text'),
+      h('button#error-close.banner-close', { type: 'button', i18nTitle: 'close', onclick: () => hideError() }, '×')));
 
   const sidebar = h('aside#sidebar.sidebar', {},
     h('div.tabs', { role: 'tablist' },
@@ -906,14 +907,29 @@ function reportDrafts(pending) {
 
 // -------------------------------------------------------------------------------------------------- errors
 
+/**
+ * The error banner. It goes when the person closes it (×), after 8 s, or — for an error of a request — as soon
+ * as that request succeeds again (any request, when the server could not be reached at all): it stayed up for
+ * 8 s after the problem was gone before.
+ */
+let shownError = null;
 function showError(err) {
   const message = err && err.message ? err.message : String(err);
   $('#error-text').textContent = message;
   $('#error-banner').hidden = false;
+  shownError = { route: err?.route ?? null, unreachable: Boolean(err?.unreachable) };
   clearTimeout(showError.timer);
   showError.timer = setTimeout(hideError, 8000);
 }
-function hideError() { const el = $('#error-banner'); if (el) el.hidden = true; }
+function hideError() {
+  shownError = null;
+  clearTimeout(showError.timer);
+  const el = $('#error-banner');
+  if (el) el.hidden = true;
+}
+onRequestOk((route) => {
+  if (shownError && (shownError.unreachable || (shownError.route && shownError.route === route))) hideError();
+});
 app.showError = showError;
 
 // ------------------------------------------------------------------------------------------------- panels
