@@ -284,13 +284,15 @@ def test_config_set_reaches_a_running_server_or_says_it_needs_a_restart(
     assert "no deskbridge server is running" in gone.stderr
 
 
-def _stdio_exchange(tmp_path: Path, lines: list[str], answers: int) -> list[dict]:
-    """Raw JSON-RPC lines to `deskbridge mcp` over its stdin; the first `answers` reply lines, parsed."""
+def _stdio_exchange(tmp_path: Path, lines: list[str], answers: int, *, bridge: bool = False) -> list[dict]:
+    """Raw JSON-RPC lines to `deskbridge mcp` over its stdin (`bridge`: `mcp --project`, what client configs
+    run); the first `answers` reply lines, parsed."""
     import json
 
     (tmp_path / "a.txt").write_text("raw stdio", "utf-8")
+    target = ["--project", str(tmp_path)] if bridge else [str(tmp_path)]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "deskbridge", "mcp", str(tmp_path), "--kind", "probe"],
+        [sys.executable, "-m", "deskbridge", "mcp", *target, "--kind", "probe"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -317,8 +319,8 @@ META = (
 
 
 def test_stdio_chooses_the_era_from_the_first_request_and_keeps_what_came_before(tmp_path: Path) -> None:
-    # Modern: junk and a notification before the first request are kept or skipped as the SDK does; the request
-    # is answered, and a later initialize on this connection is refused as from the other era.
+    # Modern: junk before the first request is answered (-32700) and a notification kept as the SDK does; the
+    # request is answered, and a later initialize on this connection is refused as from the other era.
     replies = _stdio_exchange(
         tmp_path,
         [
@@ -330,9 +332,10 @@ def test_stdio_chooses_the_era_from_the_first_request_and_keeps_what_came_before
             '{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":"2025-11-25",'
             '"capabilities":{},"clientInfo":{"name":"t","version":"1"}}}',
         ],
-        answers=2,
+        answers=3,
     )
     by_id = {r["id"]: r for r in replies}
+    assert by_id[None]["error"]["code"] == -32700
     assert by_id[1]["result"]["structuredContent"]["text"] == "raw stdio"
     assert by_id[1]["result"]["resultType"] == "complete"
     assert "error" in by_id[2]
@@ -432,3 +435,71 @@ def test_ctrl_c_while_the_command_loads_ends_it_quietly_with_130() -> None:
         "scripts"
     ]
     assert scripts["deskbridge"] == "deskbridge._entry:main"  # the installed command takes the same way in
+
+
+@pytest.mark.parametrize("bridge", [False, True], ids=["in-process", "bridge"])
+def test_a_line_that_is_no_json_rpc_message_is_answered_and_the_session_goes_on(
+    tmp_path: Path, bridge: bool
+) -> None:
+    """JSON-RPC 2.0 §5.1: not JSON → -32700 with id null; JSON that is no request, notification or response →
+    -32600 (with the line's own id when it has one). Such lines got no answer at all."""
+    replies = _stdio_exchange(
+        tmp_path,
+        [
+            "this is not json",
+            '{"jsonrpc":"2.0","id":7,"method":',
+            '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",'
+            '"capabilities":{},"clientInfo":{"name":"t","version":"1"}}}',
+            '{"jsonrpc":"2.0","method":"notifications/initialized"}',
+            "[1, 2]",
+            '{"hello":"world"}',
+            '{"jsonrpc":"1.0","id":"x","method":"ping"}',
+            '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"probe_read_file",'
+            '"arguments":{"path":"a.txt"}}}',
+        ],
+        answers=7,
+        bridge=bridge,
+    )
+    errors = [r for r in replies if r.get("id") not in (1, 2)]
+    assert [(r["id"], r["error"]["code"]) for r in errors] == [
+        (None, -32700),
+        (None, -32700),
+        (None, -32600),
+        (None, -32600),
+        ("x", -32600),
+    ]
+    assert all(r["jsonrpc"] == "2.0" and r["error"]["message"] for r in errors)
+    by_id = {r["id"]: r for r in replies if r.get("id") in (1, 2)}
+    assert by_id[1]["result"]["protocolVersion"] == "2025-11-25"
+    assert by_id[2]["result"]["structuredContent"]["text"] == "raw stdio"  # the session went on
+
+
+def test_unreadable_lines_are_answered_over_the_sdks_transport_too(tmp_path: Path) -> None:
+    # stdin a file, not a pipe: the SDK's stdio transport reads it (as on Windows), and the answers are the same
+    import json
+
+    (tmp_path / "a.txt").write_text("raw stdio", "utf-8")
+    given = tmp_path / "stdin.jsonl"
+    given.write_text(
+        "not json\n"
+        '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",'
+        '"capabilities":{},"clientInfo":{"name":"t","version":"1"}}}\n'
+        '{"jsonrpc":"2.0","method":"notifications/initialized"}\n'
+        '{"hello":"world"}\n'
+        '{"jsonrpc":"2.0","id":2,"method":"ping"}\n',
+        "utf-8",
+    )
+    with given.open("rb") as stdin:
+        done = subprocess.run(
+            [sys.executable, "-m", "deskbridge", "mcp", str(tmp_path), "--kind", "probe"],
+            stdin=stdin,
+            capture_output=True,
+            timeout=60,
+            env=dict(os.environ),
+        )
+    replies = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+    assert [(r["id"], r["error"]["code"]) for r in replies if "error" in r] == [
+        (None, -32700),
+        (None, -32600),
+    ]
+    assert {r["id"] for r in replies if "result" in r} == {1, 2}

@@ -8,7 +8,12 @@ read over stdio ~1.7x slower than the Node reference server (MCP-LAT). Here stdi
 the same event loop, and the streams handed to the SDK read and write those pipes directly: no reader or writer
 task and no memory stream of our own between the pipe and the SDK's dispatcher (each hop is a task switch and
 several event-loop turns per message). fds 0 and 1 are diverted exactly as the SDK does (stray prints cannot
-corrupt the stream); where the streams are not pipes (a file, Windows) the SDK's transport is used unchanged.
+corrupt the stream); where the streams are not pipes (a file, Windows) the SDK's transport is used.
+
+A line that is no JSON-RPC message is answered, as JSON-RPC 2.0 §5.1 says (https://www.jsonrpc.org/specification):
+not JSON → `-32700 Parse error`, JSON that is not a request, notification or response → `-32600 Invalid Request`,
+with `"id": null` unless the line has an id of its own; then the next line is read. The SDK only logged such a
+line, so a client that sent one waited for an answer that never came.
 """
 
 from __future__ import annotations
@@ -16,11 +21,12 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import json
 import logging
 import os
 import stat
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, Final
 
@@ -39,6 +45,80 @@ PRE_REQUEST_FRAMES: Final = 8
 """Frames kept from before the client's first request (the SDK's `_PRE_REQUEST_REPLAY_LIMIT`)."""
 
 
+Answer = Callable[[SessionMessage], Awaitable[None]]
+"""Sends the reply to a line that is no message (see `unreadable_reply`)."""
+
+
+def unreadable_reply(line: bytes | None, exc: Exception) -> SessionMessage:
+    """The JSON-RPC 2.0 error answering `line`, which did not parse as a message (`exc` says why). `line` is None
+    where it is not known: a line over LINE_MAX_BYTES (asyncio's ValueError), or one the SDK's own transport
+    read (its pydantic ValidationError says whether it was JSON)."""
+    document: Any = None
+    if line is None:
+        validated = hasattr(exc, "errors")
+        parse = not validated or _is_json_error(exc)
+        too_long = not validated
+    else:
+        too_long = False
+        try:
+            document, parse = json.loads(line), False
+        except ValueError:  # UnicodeDecodeError included
+            parse = True
+    if too_long:
+        message = f"Parse error: the message line is longer than {LINE_MAX_BYTES // (1024 * 1024)} MiB"
+    elif parse:
+        message = "Parse error: the line is not JSON"
+    else:
+        message = "Invalid Request: the line is not a JSON-RPC 2.0 request, notification or response"
+    request_id = document.get("id") if isinstance(document, dict) else None
+    if parse or isinstance(request_id, bool) or not isinstance(request_id, int | str):
+        request_id = None  # §5: null when the id could not be detected
+    error = types.ErrorData(code=types.PARSE_ERROR if parse else types.INVALID_REQUEST, message=message)
+    return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
+
+
+def _is_json_error(exc: Exception) -> bool:
+    """Whether a pydantic ValidationError from `validate_json` says the input was not JSON at all."""
+    try:
+        return any(e.get("type") == "json_invalid" for e in exc.errors())  # type: ignore[attr-defined]
+    except Exception:
+        return False
+
+
+class _Answering:
+    """A read stream of SessionMessages (the SDK's transport's) whose unreadable lines are answered through
+    `answer` (`unreadable_reply`) instead of being handed on."""
+
+    def __init__(self, stream: Any, answer: Answer) -> None:
+        self._stream = stream
+        self._answer = answer
+
+    async def receive(self) -> SessionMessage:
+        while True:
+            item = await self._stream.receive()
+            if not isinstance(item, Exception):
+                return item
+            await self._answer(unreadable_reply(None, item))
+
+    def __aiter__(self) -> _Answering:
+        return self
+
+    async def __anext__(self) -> SessionMessage:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    async def __aenter__(self) -> _Answering:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
 def _pipe_like(fd: int) -> bool:
     try:
         mode = os.fstat(fd).st_mode
@@ -51,11 +131,13 @@ class _PipeReader:
     """The SDK's `ReadStream` of SessionMessages, read straight from stdin's pipe on the caller's task.
 
     No reader task and no memory stream in between: the SDK's own relay task awaits `receive()`, which parses the
-    next line. A line that is not JSON-RPC is yielded as the exception (as the SDK's `stdio_server` does).
+    next line. A line that is not JSON-RPC is answered through `answer` (`unreadable_reply`) and skipped; without
+    `answer` it is yielded as the exception (as the SDK's `stdio_server` does).
     """
 
-    def __init__(self, reader: asyncio.StreamReader) -> None:
+    def __init__(self, reader: asyncio.StreamReader, answer: Answer | None = None) -> None:
         self._reader = reader
+        self._answer = answer
         self._closed = False
         self._replay: collections.deque[SessionMessage | Exception] = collections.deque()
         self._ended = False
@@ -89,18 +171,23 @@ class _PipeReader:
         while True:
             if self._closed:
                 raise anyio.ClosedResourceError
+            line: bytes | None
             try:
                 line = await self._reader.readline()
             except ValueError as exc:  # a line over LINE_MAX_BYTES: asyncio drops it, the next one is read
-                return exc
-            if not line:
-                raise anyio.EndOfStream
-            if not line.strip():
-                continue
-            try:
-                return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
-            except Exception as exc:
-                return exc
+                line, error = None, exc
+            else:
+                if not line:
+                    raise anyio.EndOfStream
+                if not line.strip():
+                    continue
+                try:
+                    return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+                except Exception as exc:
+                    error = exc
+            if self._answer is None:
+                return error
+            await self._answer(unreadable_reply(line, error))
 
     def __aiter__(self) -> _PipeReader:
         return self
@@ -158,8 +245,8 @@ class _PipeWriter:
 async def fast_stdio() -> AsyncIterator[tuple[Any, Any]]:
     """(read stream, write stream) of SessionMessages over this process's stdin and stdout."""
     if sys.platform == "win32" or not (_pipe_like(0) and _pipe_like(1)):
-        async with stdio_server() as streams:
-            yield streams
+        async with stdio_server() as (read_stream, write_stream):
+            yield _Answering(read_stream, write_stream.send), write_stream
         return
     from mcp.server.stdio import _claim_fd, _open_stdin_diversion, _open_stdout_diversion
 
@@ -172,8 +259,9 @@ async def fast_stdio() -> AsyncIterator[tuple[Any, Any]]:
         asyncio.streams.FlowControlMixin, stdout_file
     )
     writer = asyncio.StreamWriter(write_transport, write_protocol, None, loop)
+    pipe_writer = _PipeWriter(writer)
     try:
-        yield _PipeReader(reader), _PipeWriter(writer)
+        yield _PipeReader(reader, pipe_writer.send), pipe_writer
     finally:
         read_transport.close()
         with contextlib.suppress(Exception):
