@@ -268,3 +268,53 @@ def test_envelope_is_found_at_the_start_of_a_cut_body() -> None:
     assert peek_envelope(body[:80]) == {"id": 7, "method": "tools/call", "toolName": "x"}
     reordered = b'{"params": {"arguments": {"id": 1, "method": "no"}, "name": "t"}, "method": "tools/call", "id": "r"}'
     assert peek_envelope(reordered) == {"id": "r", "method": "tools/call", "toolName": "t"}
+
+
+async def test_a_refused_request_without_a_session_id_opens_no_session(folder: Path, monkeypatch) -> None:
+    """The SDK admitted a session for every request without a session id before looking at it: a `tools/list`
+    refused with 400 was a session while it ran — at the cap it ended someone's idle session to make room —
+    and its refusal named that session. Now only an initialize is admitted."""
+    monkeypatch.setattr(limits, "MCP_SESSIONS_MAX", 8)  # read when the server is built
+    async with running_server(folder, kind="probe") as srv:
+        manager = srv.web.state.session_manager
+        ids = await _abandon_sessions(srv, 8)  # at the cap
+        admitted: list[Any] = []
+        admit = manager._admit_session
+
+        def counting(requestor: Any) -> Any:
+            transport = admit(requestor)
+            admitted.append(transport)
+            return transport
+
+        monkeypatch.setattr(manager, "_admit_session", counting)
+        headers = {**srv.auth_headers(), **ACCEPT, "Mcp-Protocol-Version": "2025-11-25"}
+        async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
+            refused = [
+                await http.post(srv.mcp_url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+                await http.post(srv.mcp_url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}),
+                await http.post(
+                    srv.mcp_url, content=b"{not json", headers={"Content-Type": "application/json"}
+                ),
+                await http.get(srv.mcp_url),
+                await http.delete(srv.mcp_url),
+            ]
+            for r in refused:
+                assert r.status_code == 400, r.text
+                assert "mcp-session-id" not in r.headers
+                assert r.json()["error"]["code"] in (-32600, -32700)
+            assert refused[0].json()["error"]["message"] == "Bad Request: Missing session ID"
+            assert admitted == [] and manager.evicted == 0 and manager.open_sessions == 8
+            ping = {"jsonrpc": "2.0", "id": 99, "method": "ping"}
+            for sid in ids:  # every session that was open is still there
+                assert (
+                    await http.post(srv.mcp_url, json=ping, headers={"Mcp-Session-Id": sid})
+                ).status_code == 200
+            # an initialize refused by the SDK (the client accepts no type it answers in) names no session and
+            # ends no one's
+            refused_init = await http.post(srv.mcp_url, json=init(), headers={"Accept": "text/html"})
+            assert refused_init.status_code == 406 and "mcp-session-id" not in refused_init.headers
+            assert manager.evicted == 0 and manager.open_sessions == 8
+            # and a real initialize still opens one, the least recently used session making room
+            opened = await http.post(srv.mcp_url, json=init())
+            assert opened.status_code == 200 and opened.headers["mcp-session-id"] in manager._server_instances
+            assert manager.evicted == 1 and manager.open_sessions == 8

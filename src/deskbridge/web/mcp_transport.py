@@ -3,8 +3,13 @@
 * `BoundedSessionManager` — the SDK refuses every new session with 503 once `max_sessions` are open, and an
   abandoned session lives for its idle timeout (30 min by default), so a client that opens sessions and walks
   away locks everyone else out. Here the cap is `MCP_SESSIONS_MAX` and, at the cap, the least recently used
-  session that has no request in flight is ended to make room; sessions idle for `MCP_SESSION_IDLE_TIMEOUT_S`
-  end by themselves.
+  session that has no request in flight is ended to make room (once the new session's initialize succeeded, so a
+  refused one ends no one's session); sessions idle for `MCP_SESSION_IDLE_TIMEOUT_S` end by themselves.
+* Only an initialize request opens a session. The SDK admitted a session for every request without a session id
+  before looking at it — a `tools/list` without one was refused with 400 but was a session while it ran (at the
+  cap it ended someone's idle session to make room) and its refusal named that session's id. Here a request
+  without a session id that is not an initialize is refused (400, the SDK's own answer) before any session is
+  admitted, and a refused initialize names no session.
 * `RequestSizeGuard` — one limit, `REQUEST_BODY_MAX_BYTES`, for every MCP request: the same number the tool
   schemas advertise as their largest `maxLength`. The SDK answers a bigger body with a bare 413, which clients
   report as a transport failure the model cannot read; here an oversize `tools/call` gets an ordinary `isError`
@@ -56,7 +61,10 @@ class BoundedSessionManager(StreamableHTTPSessionManager):
 
     async def _handle_stateful_request(self, scope: Scope, receive: Receive, send: Send) -> None:
         session_id = _header(scope, MCP_SESSION_ID_HEADER.lower().encode())
-        if session_id is None or session_id not in self._server_instances:
+        if session_id is None:
+            await self._open_session(scope, receive, send)
+            return
+        if session_id not in self._server_instances:
             await super()._handle_stateful_request(scope, receive, send)
             return
         self._last_used[session_id] = time.monotonic()
@@ -70,19 +78,85 @@ class BoundedSessionManager(StreamableHTTPSessionManager):
             if session_id in self._server_instances:
                 self._last_used[session_id] = time.monotonic()
 
+    async def _open_session(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A request without a session id: an initialize goes on to the SDK, which admits a session for it;
+        anything else is refused here, admitting none (module docstring)."""
+        body = b""
+        if scope.get("method") == "POST":
+            while True:
+                message = await receive()
+                if message["type"] != "http.request":
+                    return  # the client went away
+                body += message.get("body", b"")
+                if not message.get("more_body", False):
+                    break
+        try:
+            document = json.loads(body) if body else None
+        except ValueError:
+            await _json(send, 400, _rpc_error(-32700, "Parse error: the request body is not JSON"))
+            return
+        if not (isinstance(document, dict) and document.get("method") == "initialize" and "id" in document):
+            # The SDK's answer to a request without a session id that is not an initialize.
+            await _json(send, 400, _rpc_error(-32600, "Bad Request: Missing session ID"))
+            return
+        replay: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]
+
+        async def replayed() -> Message:
+            return replay.pop() if replay else await receive()
+
+        async def no_session_named_when_refused(message: Message) -> None:
+            # The SDK names the session it admitted even in a refusal, and then discards that session.
+            if message["type"] == "http.response.start" and message["status"] >= 400:
+                header = MCP_SESSION_ID_HEADER.lower().encode()
+                message = {
+                    **message,
+                    "headers": [(k, v) for k, v in message.get("headers", []) if k != header],
+                }
+            await send(message)
+
+        await super()._handle_stateful_request(scope, replayed, no_session_named_when_refused)
+
     def _admit_session(self, requestor: Any) -> Any:
-        # Called by the SDK under its session-creation lock, so eviction and admission cannot interleave.
-        if self.max_sessions is not None and len(self._server_instances) >= self.max_sessions:
-            self._evict_least_recently_used()
-        transport = super()._admit_session(requestor)
+        # Called by the SDK under its session-creation lock. At the cap, a session is admitted one over it while
+        # its initialize runs when an idle session could make room; that one is ended only once the initialize
+        # succeeded (`_serve_opening_request`): a refused initialize ends no one's session.
+        cap = self.max_sessions
+        over = cap is not None and len(self._server_instances) >= cap and bool(self._idle_sessions())
+        if over:
+            assert cap is not None
+            self.max_sessions = len(self._server_instances) + 1
+        try:
+            transport = super()._admit_session(requestor)
+        finally:
+            self.max_sessions = cap
         if transport is not None and transport.mcp_session_id is not None:
             self._last_used[transport.mcp_session_id] = time.monotonic()
         return transport
 
-    def _evict_least_recently_used(self) -> None:
-        idle = [sid for sid in self._server_instances if not self._in_flight.get(sid)]
+    async def _serve_opening_request(
+        self, http_transport: Any, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        opened = http_transport.mcp_session_id
+
+        async def making_room(message: Message) -> None:
+            # The initialize succeeded: room is made before the client can see the new session (no await
+            # between the count and the eviction, so no admission interleaves).
+            cap = self.max_sessions
+            succeeded = message["type"] == "http.response.start" and message["status"] < 400
+            over = cap is not None and opened in self._server_instances and len(self._server_instances) > cap
+            if succeeded and over:
+                self._evict_least_recently_used(keep=opened)
+            await send(message)
+
+        await super()._serve_opening_request(http_transport, scope, receive, making_room)
+
+    def _idle_sessions(self, keep: str | None = None) -> list[str]:
+        return [sid for sid in self._server_instances if not self._in_flight.get(sid) and sid != keep]
+
+    def _evict_least_recently_used(self, keep: str | None = None) -> None:
+        idle = self._idle_sessions(keep)
         if not idle:
-            return  # every session is serving a request right now: the SDK answers 503 for the new one
+            return  # every session is serving a request right now
         victim = min(idle, key=lambda sid: self._last_used.get(sid, 0.0))
         transport = self._server_instances.pop(victim)
         self._session_owners.pop(victim, None)
@@ -101,6 +175,10 @@ async def _terminate(transport: Any) -> None:
     with anyio.CancelScope(shield=True):
         if not transport.is_terminated:
             await transport.terminate()
+
+
+def _rpc_error(code: int, message: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
