@@ -121,6 +121,30 @@ def test_codex_toml_keeps_comments_and_other_tables(home: Path, project: Path) -
 
 
 @pytest.mark.parametrize(
+    "original",
+    [
+        '[mcp_servers.other]\ncommand = "o"\n[profiles.x]\nmodel = "y"\n',
+        'model = "o4"\n\n[mcp_servers.other]\ncommand = "o"\n\n[profiles.x]\nmodel = "y"\n',
+        'model = "o4"\r\n[mcp_servers.other]\r\ncommand = "o"\r\n[profiles.x]\r\nmodel = "y"\r\n',
+    ],
+    ids=["no-blank-lines", "blank-lines", "crlf"],
+)
+def test_codex_remove_takes_out_exactly_what_setup_put_between_two_tables(
+    home: Path, project: Path, original: str
+) -> None:
+    """Our table goes after the person's last `[mcp_servers.*]`, before their next table; tomlkit puts a blank
+    line before it that it leaves behind when the table is deleted, so `--remove` left an extra blank line."""
+    config = home / ".codex/config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_bytes(original.encode())
+    assert setup("codex", "--project", str(project)).returncode == 0
+    assert entries(config, "codex")["deskbridge"]["args"] == ["--project", str(project.resolve())]
+    removed = setup("codex", "--remove")
+    assert removed.returncode == 0, removed.stderr
+    assert config.read_bytes() == original.encode()
+
+
+@pytest.mark.parametrize(
     ("original", "said"),
     [
         ('mcp_servers = { other = { command = "npx" } }\nmodel = "o3"\n', None),

@@ -172,8 +172,34 @@ def _with_entry(h: Host, text: str, name: str, entry: dict[str, Any]) -> str:
         for key, value in entry.items():
             table[key] = value
         servers[name] = table
-        return tomlkit.dumps(doc)
+        return _table_in_the_files_style(h, text, tomlkit.dumps(doc), name, entry)
     return jsonedit.set_member(text, h.container, name, entry)
+
+
+def _table_in_the_files_style(h: Host, text: str, added: str, name: str, entry: dict[str, Any]) -> str:
+    """`added` (tomlkit's `text` with our new table) with the table set apart as the file sets its tables apart.
+
+    Put between the person's last `[mcp_servers.*]` and their next table, tomlkit's table took the blank line
+    after the table before it (or put one there when there was none) and had none after it: the same file came
+    out of two different ones, and `--remove` could not tell which one to give back (it left an extra blank
+    line). Here it comes right after the table before it (and that table's blank line, if it had one) and has a
+    blank line after it only when that table had one, so deleting its lines gives the file back."""
+    import tomlkit
+
+    block = tomlkit.dumps({h.container: {name: entry}})
+    at = added.find(block)
+    if at < 0 or added.find(block, at + 1) >= 0:
+        return added  # an inline table, or a table we cannot place: tomlkit's text as it is
+    before, after = added[:at], added[at + len(block) :]
+    if before + after == text:
+        found = before
+    elif before.endswith("\n\n") and before[:-1] + after == text:
+        found = before[:-1]  # the blank line tomlkit put before us
+    else:
+        return added
+    if not after.strip() or not found.endswith("\n"):
+        return added  # at the end of the file: tomlkit's blank line before ours is taken out with it
+    return found + block + ("\n" if found.endswith("\n\n") else "") + after
 
 
 def _without_entry(h: Host, text: str, name: str, drop_container: bool) -> str:
