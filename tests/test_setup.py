@@ -254,6 +254,48 @@ def test_claude_desktop_paths_per_platform(home: Path, monkeypatch: pytest.Monke
     assert h.config_path("user", home) == home / ".config/Claude/claude_desktop_config.json"
 
 
+@pytest.mark.parametrize(
+    ("name", "folder"), [("vscode", "Code"), ("vscode-insiders", "Code - Insiders"), ("vscodium", "VSCodium")]
+)
+def test_vs_code_insiders_and_vscodium_have_their_own_user_folder_on_every_platform(
+    home: Path, monkeypatch: pytest.MonkeyPatch, name: str, folder: str
+) -> None:
+    """`setup vscode` knew only VS Code's stable folder: Insiders reads `Code - Insiders` and VSCodium
+    `VSCodium` (each documents it); the workspace file is `.vscode/mcp.json` for all three."""
+    h = hosts.host(name)
+    monkeypatch.setattr(sys, "platform", "darwin")
+    assert h.config_path("user", home) == home / "Library/Application Support" / folder / "User/mcp.json"
+    monkeypatch.setattr(sys, "platform", "win32")
+    monkeypatch.setenv("APPDATA", str(home / "AppData/Roaming"))
+    assert h.config_path("user", home) == home / "AppData/Roaming" / folder / "User/mcp.json"
+    monkeypatch.setattr(sys, "platform", "linux")
+    assert h.config_path("user", home) == home / ".config" / folder / "User/mcp.json"
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "xdg"))
+    assert h.config_path("user", home) == home / "xdg" / folder / "User/mcp.json"
+    assert h.config_path("project", home / "notes") == home / "notes/.vscode/mcp.json"
+    assert h.container == "servers" and h.format == "jsonc" and h.http
+
+
+@pytest.mark.parametrize(
+    ("name", "folder"), [("vscode-insiders", "Code - Insiders"), ("vscodium", "VSCodium")]
+)
+def test_setup_writes_vs_code_insiders_and_vscodium_entries_and_removes_them(
+    home: Path, project: Path, name: str, folder: str
+) -> None:
+    config = home / ".config" / folder / "User" / "mcp.json"
+    added = setup(name, "--project", str(project))
+    assert added.returncode == 0, added.stderr
+    entry = entries(config, "vscode")["deskbridge"]
+    assert entry["type"] == "stdio" and entry["args"][-2:] == ["--project", str(project.resolve())]
+    assert not (home / ".config/Code").exists()  # stable VS Code's file is not touched
+    http = setup(name, "--project", str(project), "--http")
+    assert http.returncode == 0 and entries(config, "vscode")["deskbridge"]["headers"] == {
+        "Authorization": "Bearer ${env:DESKBRIDGE_TOKEN}"
+    }
+    assert setup(name, "--remove").returncode == 0
+    assert "deskbridge" not in jsonedit._loads_jsonc(config.read_text("utf-8")).get("servers", {})
+
+
 def test_claude_desktop_on_windows_is_set_up_in_the_msix_package_folder_it_reads(
     home: Path, project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -143,6 +143,8 @@ async def test_the_web_ui_previews_then_writes_only_on_a_click(home: Path, notes
             "claude-code",
             "cursor",
             "vscode",
+            "vscode-insiders",
+            "vscodium",
             "codex",
         }
         plan = (await http.post("/api/integrations/setup/plan", json={"host": "cursor"})).json()

@@ -312,7 +312,12 @@ ProjectOpt = Annotated[
 
 @app.command()
 def setup(
-    host: Annotated[str, typer.Argument(help="claude-desktop, claude-code, cursor, vscode or codex.")],
+    host: Annotated[
+        str,
+        typer.Argument(
+            help="claude-desktop, claude-code, cursor, vscode, vscode-insiders, vscodium or codex."
+        ),
+    ],
     project: ProjectOpt = None,
     scope: Annotated[
         str, typer.Option(help="user (your home config) or project (a file in the workspace folder).")
@@ -341,7 +346,8 @@ def setup(
     --dry-run`, `deskbridge setup codex --remove`.
 
     Files (user scope; project scope in parentheses): claude-code ~/.claude.json (.mcp.json), cursor
-    ~/.cursor/mcp.json (.cursor/mcp.json), vscode the user profile's mcp.json (.vscode/mcp.json), codex
+    ~/.cursor/mcp.json (.cursor/mcp.json), vscode the user profile's mcp.json (.vscode/mcp.json; vscode-insiders
+    and vscodium the same in their own user folders), codex
     ~/.codex/config.toml, claude-desktop claude_desktop_config.json. Then restart the client as the message
     says; `deskbridge doctor HOST` checks the result.
     """

@@ -3,7 +3,8 @@
 Sources (research/mcp.md §4.5): Claude Desktop `claude_desktop_config.json` (`mcpServers`, stdio only); Claude
 Code `~/.claude.json` and the project's `.mcp.json` (`mcpServers`); Cursor `~/.cursor/mcp.json` and
 `.cursor/mcp.json` (`mcpServers`); VS Code's user-profile `mcp.json` and `.vscode/mcp.json` (`servers`, with
-`type`; JSON with comments); Codex `~/.codex/config.toml` (`[mcp_servers.<name>]`, tokens only from the
+`type`; JSON with comments), the same for VS Code Insiders and VSCodium in their own user folders (`VSCODE_FOLDERS`);
+Codex `~/.codex/config.toml` (`[mcp_servers.<name>]`, tokens only from the
 environment). A bearer token is never written into a config file: HTTP entries name `DESKBRIDGE_TOKEN`.
 """
 
@@ -19,7 +20,14 @@ Scope = Literal["user", "project"]
 Format = Literal["json", "jsonc", "toml"]
 
 TOKEN_ENV: Final = "DESKBRIDGE_TOKEN"
-HOSTS: Final = ("claude-desktop", "claude-code", "cursor", "vscode", "codex")
+HOSTS: Final = ("claude-desktop", "claude-code", "cursor", "vscode", "vscode-insiders", "vscodium", "codex")
+
+VSCODE_FOLDERS: Final = {"vscode": "Code", "vscode-insiders": "Code - Insiders", "vscodium": "VSCodium"}
+"""The user-data folder of each VS Code build, under Application Support (macOS), %APPDATA% (Windows) or
+$XDG_CONFIG_HOME (Linux); its `User/mcp.json` holds the user's servers. VS Code documents `Code` ("Settings file
+locations", https://code.visualstudio.com/docs/configure/settings), Insiders is the same with `Code - Insiders`,
+and VSCodium documents `VSCodium` ("Migrating from Visual Studio Code to VSCodium", https://github.com/VSCodium/
+vscodium/blob/master/docs/index.md). All three read a workspace's `.vscode/mcp.json`."""
 
 
 def _home() -> Path:
@@ -98,9 +106,9 @@ class Host:
             return _home() / ".claude.json" if scope == "user" else project_dir / ".mcp.json"
         if self.name == "cursor":
             return (_home() if scope == "user" else project_dir) / ".cursor" / "mcp.json"
-        if self.name == "vscode":
+        if self.name in VSCODE_FOLDERS:
             return (
-                _platform_app_dir("Code") / "User" / "mcp.json"
+                _platform_app_dir(VSCODE_FOLDERS[self.name]) / "User" / "mcp.json"
                 if scope == "user"
                 else project_dir / ".vscode" / "mcp.json"
             )
@@ -114,7 +122,7 @@ class Host:
         entry: dict[str, Any] = {"command": command, "args": [*before, "--project", str(project)]}
         if env:
             entry["env"] = env
-        if self.name in ("vscode", "claude-code"):
+        if self.name in VSCODE_FOLDERS or self.name == "claude-code":
             entry = {"type": "stdio", **entry}
         if self.name == "codex":
             entry["startup_timeout_sec"] = 20  # the first start may index; Codex's default is 10 s
@@ -125,12 +133,10 @@ class Host:
             raise ValueError(f"{self.title} cannot reach an HTTP server from its config; use the stdio form")
         if self.name == "codex":
             return {"url": url, "bearer_token_env_var": TOKEN_ENV}
-        ref = {
-            "claude-code": f"${{{TOKEN_ENV}}}",
-            "cursor": f"${{env:{TOKEN_ENV}}}",
-            "vscode": f"${{env:{TOKEN_ENV}}}",
-        }
-        return {"type": "http", "url": url, "headers": {"Authorization": f"Bearer {ref[self.name]}"}}
+        ref = (
+            f"${{{TOKEN_ENV}}}" if self.name == "claude-code" else f"${{env:{TOKEN_ENV}}}"
+        )  # Cursor, VS Code
+        return {"type": "http", "url": url, "headers": {"Authorization": f"Bearer {ref}"}}
 
 
 HOST_TABLE: Final[dict[str, Host]] = {
@@ -169,6 +175,24 @@ HOST_TABLE: Final[dict[str, Host]] = {
         ("user", "project"),
         True,
         "Run “MCP: List Servers” in VS Code and start deskbridge.",
+    ),
+    "vscode-insiders": Host(
+        "vscode-insiders",
+        "VS Code Insiders",
+        "servers",
+        "jsonc",
+        ("user", "project"),
+        True,
+        "Run “MCP: List Servers” in VS Code Insiders and start deskbridge.",
+    ),
+    "vscodium": Host(
+        "vscodium",
+        "VSCodium",
+        "servers",
+        "jsonc",
+        ("user", "project"),
+        True,
+        "Run “MCP: List Servers” in VSCodium and start deskbridge.",
     ),
     "codex": Host(
         "codex",

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Final
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.integrations import jsonedit
 from deskbridge.integrations.endpoints import normalise, private_state_dir, state_dir
-from deskbridge.integrations.hosts import Host, Scope, host
+from deskbridge.integrations.hosts import VSCODE_FOLDERS, Host, Scope, host
 from deskbridge.integrations.launcher import write_launcher
 
 if TYPE_CHECKING:
@@ -352,11 +352,11 @@ def plan_setup(
             "Give the host the token in its environment: `export DESKBRIDGE_TOKEN=$(deskbridge token show)` "
             "before starting it; the token itself is never written into a config file."
         )
-        if h.name == "vscode":
+        if h.name in VSCODE_FOLDERS:
             plan.notes.append(
-                "VS Code may send `${env:DESKBRIDGE_TOKEN}` in a header as written, not the token (microsoft/vscode "
-                "issue #336232): if it is refused (401), use the stdio form, `deskbridge setup vscode` without "
-                "--http, which reaches a running `deskbridge serve` too."
+                f"{h.title} may send `${{env:DESKBRIDGE_TOKEN}}` in a header as written, not the token "
+                "(microsoft/vscode issue #336232): if it is refused (401), use the stdio form, "
+                f"`deskbridge setup {h.name}` without --http, which reaches a running `deskbridge serve` too."
             )
     return plan
 
