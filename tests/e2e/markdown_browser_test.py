@@ -919,3 +919,36 @@ def test_the_error_banner_goes_once_the_failing_request_succeeds_and_can_be_dism
     page.wait_for_selector("#error-banner:not([hidden])")
     page.click("#error-close")
     assert page.is_hidden("#error-banner")
+
+
+def test_typing_inside_text_the_server_changed_during_a_forced_resync_is_kept_and_flagged(editor):
+    bench, page = editor
+    bench.service.get(None).collab._log_max = 2
+    page.route("**/push", lambda route: route.abort())
+    page.route("**/pull*", lambda route: route.abort())
+    bench.call(bench.ai_edit("Field notes", "Field notes, first AI edit"))
+    page.wait_for_function("() => window.deskbridge.view.state.doc.toString().includes('first AI edit')")
+    # the person types between the agent's next edits: the server's changes since the tab's version are one
+    # span (from "Euler:" to "dusk"), so the typing cannot be placed for sure: it is kept, and the toast says so
+    page.evaluate(
+        "(() => { const v = window.deskbridge.view; const at = v.state.doc.toString().indexOf('write the editor');"
+        " v.dispatch({changes: {from: at, insert: 'TYPED'}}); })()"
+    )
+    page.wait_for_function("() => window.deskbridge.sync.pending() > 0")
+    for find, replacement in (
+        ("Euler:", "Euler's identity:"),
+        ("## Tasks", "## Tasks to do"),
+        ("dusk", "dawn"),
+    ):
+        bench.call(bench.ai_edit(find, replacement))
+    page.unroute("**/pull*")
+    page.unroute("**/push")
+    page.wait_for_function(
+        "() => window.deskbridge.view.state.doc.toString().includes('dawn')", timeout=10000
+    )
+    wait_synced(page, bench, timeout=10000)
+    text = server_text(bench)
+    assert (
+        text.count("TYPED") == 1 and "## Tasks to do" in text and "| dawn" in text
+    )  # kept, at the span's edge
+    assert "check it" in page.inner_text("#toasts")
