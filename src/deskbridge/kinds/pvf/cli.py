@@ -411,7 +411,9 @@ def extract(
 
     OUT must be new or empty (a second archive extracted over a first would pack as a mix of both) unless
     --force. Files that have a text form but were written raw are named with the reason; when scripts
-    are among them the exit status is 1 (the tree still packs back to the same bytes).
+    are among them the exit status is 1 (the tree still packs back to the same bytes). An archive naming a
+    file with a control character (\\x01, a newline …), `..` or a drive is refused before anything is
+    written (never escaped: the tree would pack back under other names).
     """
     from deskbridge.kinds.pvf.tree import extract_tree
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import unicodedata
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -30,16 +31,36 @@ VERIFY_PROBLEMS = ("unreadable", "checksum", "structural", "duplicates", "conver
 """The `verify_archive` lists that make `pvf verify` exit non-zero (each entry is one problem)."""
 
 
+def _control_escaped(text: str) -> str:
+    """`text` with each control character written as an escape (`\\x01`, `\\n`): a name shown in a message
+    must not move the terminal's cursor or colour it (ESC), nor break the line it is printed on."""
+    return "".join(repr(ch)[1:-1] if unicodedata.category(ch) == "Cc" else ch for ch in text)
+
+
 def safe_parts(path: str) -> list[str]:
     """The components an archive path is written under on disk (extract, export); refuses traversal, absolute,
-    drive and empty components: a hostile archive's `../../x` must never land outside the output folder."""
+    drive and empty components: a hostile archive's `../../x` must never land outside the output folder.
+
+    A component holding a control character (U+0000–U+001F, U+007F–U+009F: `\\x01`, a newline …) is refused
+    too, never written nor escaped: such a name breaks every listing and script that reads the tree (a newline
+    splits one file into two lines of `find` or `ls`), Windows cannot hold one at all, and an escaped name
+    would pack back as another archive path than the one extracted."""
     parts = path.replace("\\", "/").split("/")
     if not path or any(p in ("", ".", "..") or ":" in p or "\0" in p for p in parts):
         raise BridgeError(
             ErrorCode.ACCESS_DENIED,
-            f"archive path '{path}' cannot be extracted safely",
+            f"archive path '{_control_escaped(path)}' cannot be extracted safely",
             "The archive names a file outside the output folder (`..`, a drive or an empty part): leave it out "
             "(scopes), or delete it from the archive (pvf_edit_prepare with delete) and add it under a proper name.",
+            data={"path": path},
+        )
+    if any(unicodedata.category(ch) == "Cc" for ch in path):
+        raise BridgeError(
+            ErrorCode.ACCESS_DENIED,
+            f"archive path '{_control_escaped(path)}' holds a control character, which deskbridge refuses to "
+            "write as a file name; nothing was written",
+            "Delete it from the archive and add it back under a name without control characters (`deskbridge "
+            "pvf rm` and `pvf add`, or pvf_edit_prepare in a workspace), or leave it out of an export (scopes).",
             data={"path": path},
         )
     return parts
@@ -122,6 +143,8 @@ def extract_tree(
     by name) but was written raw, with the reason; `script_fallbacks` counts the scripts among them.
     """
     out = Path(out)
+    for path in ar.paths():  # a name that cannot be written is refused before anything is (`safe_parts`)
+        safe_parts(path)
     fresh = _ensure_empty_target(out, force)
     result: dict[str, Any] = {}
 
