@@ -251,3 +251,32 @@ async def test_an_include_naming_a_folder_says_it_names_that_folder(
         content = resolved.structured_content
         assert content["resolved"] is None and content["folder"] == sdk_folder
         assert "names a folder" in content["hint"] and sdk_folder in content["hint"]
+
+
+async def test_a_mod_folder_moved_away_while_served_says_the_folder_is_gone(
+    shared_data: Path, tmp_path: Path
+) -> None:
+    """QA: moving the whole mod folder away while `deskbridge serve` had it open was reported as "an include
+    or a file was probably lost in the last save"; the status now says the project folder is gone, where it
+    was, and what to do."""
+    import asyncio
+    import shutil
+
+    sage = shared_data / "sage"
+    mod = tmp_path / "mods" / "RA3Afterdash"
+    shutil.copytree(sage / "mods" / "RA3Afterdash", mod)
+    options = {"sdk": str(sage / "ra3-sdk")}
+    async with running_server(mod, options=options) as srv, srv.client() as client:
+        ready = await client.call_tool("sage_find_asset", {"id": "AlliedScoutInfantry", "waitForIndex": True})
+        assert not ready.is_error and ready.structured_content["total"] > 0
+        mod.rename(tmp_path / "mods" / "Moved")
+        status: dict = {}
+        for _ in range(300):  # the watcher's batch, then a rebuild
+            status = (await client.call_tool("sage_get_status", {})).structured_content["index"]
+            if status["state"] == "degraded":
+                break
+            await asyncio.sleep(0.1)
+        assert status["state"] == "degraded", status
+        [why] = status["degraded"]
+        assert f"the project folder {mod} is gone" in why and "last save" not in why
+        assert "put the folder back" in why and "deskbridge serve" in why
