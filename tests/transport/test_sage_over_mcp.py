@@ -280,3 +280,26 @@ async def test_a_mod_folder_moved_away_while_served_says_the_folder_is_gone(
         [why] = status["degraded"]
         assert f"the project folder {mod} is gone" in why and "last save" not in why
         assert "put the folder back" in why and "deskbridge serve" in why
+
+
+async def test_get_status_takes_freshness_like_every_index_backed_tool(shared_data: Path) -> None:
+    """QA: `sage_get_status {"freshness": "final"}` was refused ("takes no arguments") though every other
+    sage tool takes it. It is accepted with the same meaning: `final` reports once the index is final."""
+    sage = shared_data / "sage"
+    options = {"sdk": str(sage / "ra3-sdk")}
+    async with running_server(sage / "mods" / "RA3Afterdash", options=options) as srv, srv.client() as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        assert "freshness" in tools["sage_get_status"].input_schema["properties"]
+        final = await client.call_tool("sage_get_status", {"freshness": "final"})
+        assert not final.is_error, final.structured_content
+        index = final.structured_content["index"]
+        assert index["complete"] is True and index["stale"] is False and index["state"] == "ready"
+        assert final.structured_content["stats"]["assetCount"] > 0
+        newest = await client.call_tool("sage_get_status", {"freshness": "newest"})
+        assert not newest.is_error and newest.structured_content["index"]["state"] == "ready"
+        strict = await client.call_tool("sage_get_status", {"freshness": "strict"})
+        assert not strict.is_error, strict.structured_content
+        wrong = await client.call_tool("sage_get_status", {"freshness": "soon"})
+        assert wrong.is_error and wrong.structured_content["code"] == "INVALID_ARGUMENT"
+        guide = await client.call_tool("sage_get_usage_guide", {})
+        assert "`sage_get_status` takes it too" in guide.structured_content["guide"]
