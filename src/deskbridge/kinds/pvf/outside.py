@@ -51,17 +51,17 @@ class OutsideChanges:
         self.engine = engine
         self.reopen = reopen
         self._lock = asyncio.Lock()
-        self._conflict: tuple[Workspace, tuple[int, ...] | None, dict[str, Any]] | None = None
-        """(workspace, the stat of the file that differs, the notice) while a change is unresolved."""
+        self._conflict: _Conflict | None = None
+        """The unresolved change of the open workspace's file, if any."""
         self._reloaded: dict[str, dict[str, Any]] = {}
         """Old workspaceId → the notice of the reload that replaced it (for calls that waited for it)."""
 
     def current(self) -> dict[str, Any] | None:
         """The unresolved conflict of the open workspace, if any (what `pvf_workspace_info` reports)."""
         conflict = self._conflict
-        if conflict is None or conflict[0] is not self.engine.workspace:
+        if conflict is None or conflict.ws is not self.engine.workspace:
             return None
-        return conflict[2]
+        return conflict.notice()
 
     async def notice(self, tool: str) -> dict[str, Any] | None:
         """Check the archive on disk for the call of `tool`; the notice its answer carries, or None."""
@@ -77,9 +77,9 @@ class OutsideChanges:
             self._conflict = None
             return None
         conflict = self._conflict
-        known_changed = conflict is not None and conflict[0] is ws and conflict[1] == seen_stat
+        known_changed = conflict is not None and conflict.ws is ws and conflict.stat == seen_stat
         if known_changed and ws.dirty:
-            return conflict[2]  # type: ignore[index]  # the same outside file as before: no hashing again
+            return conflict.notice()  # type: ignore[union-attr]  # the same outside file: no hashing again
         async with self._lock:
             if ws is not eng.workspace:  # reloaded while this call waited
                 return self._reloaded.get(ws.id)
@@ -107,16 +107,42 @@ class OutsideChanges:
                     notice = _reloaded(path, gone, ws.id, reopened)
                     self._reloaded = {ws.id: notice}
                     return notice
-            notice = _conflict(path, gone, ws, refused)
-            if conflict is None or conflict[0] is not ws:
+            fresh = conflict is None or conflict.ws is not ws
+            self._conflict = _Conflict(
+                ws,
+                seen_stat,
+                gone,
+                refused,
+                time.time() if fresh else conflict.detected_at,  # type: ignore[union-attr]
+            )
+            notice = self._conflict.notice()
+            if fresh:
                 eng.bus.publish("workspace", {"event": "external-change", "workspaceId": ws.id, **notice})
-            self._conflict = (ws, seen_stat, notice)
             return notice
 
     def _record_identity(self, ws: Workspace, known: Any, identity: Any) -> None:
         with self.engine.lock:
             if ws.source_identity is known:
                 ws.source_identity = identity
+
+
+class _Conflict:
+    """A change on disk the workspace could not take in (unsaved changes, or a refused reload)."""
+
+    def __init__(
+        self,
+        ws: Workspace,
+        stat: tuple[int, ...] | None,
+        gone: bool,
+        refused: BridgeError | None,
+        detected_at: float,
+    ) -> None:
+        self.ws, self.stat, self.gone, self.refused, self.detected_at = ws, stat, gone, refused, detected_at
+
+    def notice(self) -> dict[str, Any]:
+        """The notice as of now (the count of unsaved files changes as the caller goes on editing)."""
+        assert self.ws.source_path is not None
+        return _conflict(self.ws.source_path, self.gone, self.ws, self.refused, self.detected_at)
 
 
 def _what(path: Path, gone: bool) -> str:
@@ -139,7 +165,9 @@ def _reloaded(path: Path, gone: bool, old_id: str, opened: dict[str, Any]) -> di
     }
 
 
-def _conflict(path: Path, gone: bool, ws: Workspace, refused: BridgeError | None) -> dict[str, Any]:
+def _conflict(
+    path: Path, gone: bool, ws: Workspace, refused: BridgeError | None, detected_at: float
+) -> dict[str, Any]:
     changed = len(ws.overlay)
     if ws.dirty:
         state = (
@@ -167,7 +195,7 @@ def _conflict(path: Path, gone: bool, ws: Workspace, refused: BridgeError | None
         "reloaded": False,
         "unsavedFiles": changed,
         "deleted": gone,
-        "detectedAt": time.time(),
+        "detectedAt": detected_at,
         "message": f"{_what(path, gone)}; {state}",
         "hint": keep + take,
     }

@@ -107,3 +107,31 @@ async def test_a_touched_archive_is_not_a_change(archive: Path) -> None:
         assert "externalChange" not in listing
         info = await a.call("pvf_workspace_info", {})
         assert info["workspaceId"] == ws and info["externalChange"] is None
+
+
+async def test_a_reload_the_engine_refuses_is_said_and_tried_again(archive: Path) -> None:
+    """Nothing unsaved, but a plan is waiting: reopening is refused as for pvf_archive_open (PLAN_PENDING), so
+    the answers say why it was not reloaded; once the plan is gone the next call reloads."""
+    async with serve(archive) as a:
+        info = await a.ready()
+        ws = info["workspaceId"]
+        path = await a.first_script(ws)
+        text = (await a.call("pvf_read_file", {"workspaceId": ws, "path": path}))["text"]
+        plan = await a.call(
+            "pvf_edit_prepare",
+            {
+                "workspaceId": ws,
+                "expectedRevision": info["revision"],
+                "edits": [{"path": path, "text": text + "\n[mine]\n`plan`\n"}],
+            },
+        )
+        replace_from_outside(archive, path, text + "\n[outside]\n`theirs`\n")
+        listing = await a.call("pvf_list_dir", {"workspaceId": ws, "path": ""})
+        change = listing["externalChange"]
+        assert change["reloaded"] is False and change["unsavedFiles"] == 0
+        assert "could not be reloaded" in change["message"] and "plan" in change["message"]
+        await a.call("pvf_plan_discard", {"planId": plan["planId"]})
+        err = await a.fail("pvf_read_file", {"workspaceId": ws, "path": path}, "STALE_WORKSPACE")
+        new_ws = err["data"]["externalChange"]["workspaceId"]
+        after = await a.call("pvf_read_file", {"workspaceId": new_ws, "path": path})
+        assert "theirs" in after["text"]
