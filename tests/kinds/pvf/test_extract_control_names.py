@@ -34,14 +34,20 @@ def _crafted(small, tmp_path, name):
 
 
 @pytest.mark.security
-@pytest.mark.parametrize("name", ["etc/bad\x01name.txt", "etc/two\nlines.txt", "etc/\x1b[31mred.txt"])
-def test_extract_refuses_a_file_name_with_a_control_character(small, tmp_path, name):
+@pytest.mark.parametrize(
+    ("name", "shown"),
+    [
+        ("etc/bad\x01name.txt", "etc/bad\\x01name.txt"),
+        ("etc/two\nlines.txt", "etc/two\\x0alines.txt"),
+        ("etc/\x1b[31mred.txt", "etc/\\x1b[31mred.txt"),
+    ],
+)
+def test_extract_refuses_a_file_name_with_a_control_character(small, tmp_path, name, shown):
     crafted = _crafted(small, tmp_path, name)
     out = tmp_path / "tree"
     res = runner.invoke(app, ["pvf", "extract", str(crafted), "-o", str(out), "-q"])
     assert res.exit_code != 0
     assert "holds a control character" in res.output and "nothing was written" in res.output
-    shown = name.encode("unicode_escape").decode("ascii")
     assert shown in res.output and name not in res.output  # escaped, never printed raw
     assert not out.exists()
 

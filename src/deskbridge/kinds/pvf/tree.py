@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import stat
-import unicodedata
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.files import atomic_write, make_dirs, publish_directory, read_regular_file
 from deskbridge.kinds.pvf.archive import open_archive
 from deskbridge.kinds.pvf.archive.base import TEXT_SUFFIXES, Progress, norm_path
-from deskbridge.kinds.pvf.paths import case_duplicates, refuse_case_duplicates
+from deskbridge.kinds.pvf.paths import case_duplicates, escaped_controls, has_control, refuse_case_duplicates
 from deskbridge.kinds.pvf.strings.encodings import DEFAULT_ENCODING, cannot_encode, resolve_encoding
 
 MANIFEST = ".deskbridge-pvf.json"
@@ -29,12 +28,6 @@ TREE_FILE_MAX_BYTES = 256 * 1024 * 1024
 MODE_SCRIPT, MODE_TEXT, MODE_RAW, MODE_TABLE = "script", "text", "raw", "stringtable"
 VERIFY_PROBLEMS = ("unreadable", "checksum", "structural", "duplicates", "conversion", "roundtrip")
 """The `verify_archive` lists that make `pvf verify` exit non-zero (each entry is one problem)."""
-
-
-def _control_escaped(text: str) -> str:
-    """`text` with each control character written as an escape (`\\x01`, `\\n`): a name shown in a message
-    must not move the terminal's cursor or colour it (ESC), nor break the line it is printed on."""
-    return "".join(repr(ch)[1:-1] if unicodedata.category(ch) == "Cc" else ch for ch in text)
 
 
 def safe_parts(path: str) -> list[str]:
@@ -49,15 +42,15 @@ def safe_parts(path: str) -> list[str]:
     if not path or any(p in ("", ".", "..") or ":" in p or "\0" in p for p in parts):
         raise BridgeError(
             ErrorCode.ACCESS_DENIED,
-            f"archive path '{_control_escaped(path)}' cannot be extracted safely",
+            f"archive path '{escaped_controls(path)}' cannot be extracted safely",
             "The archive names a file outside the output folder (`..`, a drive or an empty part): leave it out "
             "(scopes), or delete it from the archive (pvf_edit_prepare with delete) and add it under a proper name.",
             data={"path": path},
         )
-    if any(unicodedata.category(ch) == "Cc" for ch in path):
+    if has_control(path):
         raise BridgeError(
             ErrorCode.ACCESS_DENIED,
-            f"archive path '{_control_escaped(path)}' holds a control character, which deskbridge refuses to "
+            f"archive path '{escaped_controls(path)}' holds a control character, which deskbridge refuses to "
             "write as a file name; nothing was written",
             "Delete it from the archive and add it back under a name without control characters (`deskbridge "
             "pvf rm` and `pvf add`, or pvf_edit_prepare in a workspace), or leave it out of an export (scopes).",
