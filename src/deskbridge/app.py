@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import logging
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -36,6 +37,8 @@ from deskbridge.settings import (
     load_settings,
     private_dir,
 )
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from deskbridge.core.audit import AuditLog
@@ -216,6 +219,7 @@ class App:
         started = time.perf_counter()
         spec = self.find_tool(name)
         outcome = "ok"
+        notice: dict[str, Any] | None = None
         LAST_APPROVAL.set(None)
         AUDIT_TARGET.set(None)
         try:
@@ -236,6 +240,7 @@ class App:
                     if status
                     else "Call tools/list to see the tools of the open workspace.",
                 )
+            notice = await self._outside_change(name)
             try:
                 args = spec.args.model_validate(arguments)
             except ValidationError as exc:
@@ -261,6 +266,8 @@ class App:
             if approval is not None and isinstance(result, dict) and "approval" not in result:
                 # Which path approved (browser / client elicitation) travels with the result, as in the audit.
                 result = {**result, "approval": approval.to_dict()}
+            if notice is not None and isinstance(result, dict) and result.get("externalChange") is None:
+                result = {**result, "externalChange": notice}
             text = encode_result(result)
             size = len(text)
             if size > RESPONSE_MAX_BYTES:
@@ -272,6 +279,8 @@ class App:
             return result, text
         except BridgeError as error:
             outcome = str(error.code)
+            if notice is not None:
+                error.data.setdefault("externalChange", notice)
             names = [s.name for s in self.tool_specs()]
             if error.hint == DEFAULT_HINTS[error.code]:  # the raise site did not say what to do next: name it
                 error.hint = next_step_hint(str(error.code), name, names) or error.hint
@@ -299,6 +308,18 @@ class App:
                 duration_ms=(time.perf_counter() - started) * 1000,
                 arg_names=arguments.keys(),
             )
+
+    async def _outside_change(self, tool: str) -> dict[str, Any] | None:
+        """The open workspace's answer to "has another program changed what is open on disk?", asked before
+        every tool call (`KindWorkspace.outside_change`); a failing check never fails the call."""
+        check = getattr(self.workspace, "outside_change", None)
+        if check is None:
+            return None
+        try:
+            return await check(tool)
+        except Exception:
+            log.exception("checking the workspace's files for outside changes failed")
+            return None
 
     async def _approved_run(self, spec: ToolSpec, name: str, call: CallContext, args: Any) -> dict[str, Any]:
         """Ask the person first when the tool declares an approval operation and the rules want it (inside the

@@ -183,3 +183,64 @@ def test_a_plan_pending_before_the_page_opened_is_listed_with_its_own_kind(new_p
         assert "· edit" in page.text_content("#plan-title"), page.text_content("#plan-title")
         assert plan["planId"] == page.get_attribute("#plan", "data-plan-id")
         assert not page.errors, page.errors
+
+
+def test_the_page_shows_an_archive_replaced_on_disk_under_unsaved_changes(new_page, tmp_path: Path) -> None:
+    """QA: another program replacing the open archive went unseen until a save said SOURCE_CHANGED. With
+    unsaved changes the page now shows the conflict and the person's ways out as soon as any call notices it;
+    once it is settled by opening the file again with "discard", the banner goes."""
+    import os
+    import shutil
+
+    archive = tmp_path / "Script.pvf"
+    synth(archive, family="classic", files=200, seed=4)
+    with ServerThread(archive) as served, served.client() as call:
+        # the agent's edit and discarding open are the person's to approve in the page: not what this tests
+        served.srv.app.update_settings({"require_approval": False})
+        page = new_page(viewport={"width": 1200, "height": 800})
+        page.goto(served.srv.login_url())
+        page.wait_for_selector("body[data-ready='1']")
+        info = call("pvf_workspace_info", {}).structured_content
+        ws, rev = info["workspaceId"], info["revision"]
+        path = call("pvf_search", {"workspaceId": ws, "query": ".equ", "limit": 1}).structured_content[
+            "hits"
+        ][0]["path"]
+        text = call("pvf_read_file", {"workspaceId": ws, "path": path}).structured_content["text"]
+        plan = call(
+            "pvf_edit_prepare",
+            {
+                "workspaceId": ws,
+                "expectedRevision": rev,
+                "edits": [{"path": path, "text": text + "\n[t]\n1\n"}],
+            },
+        ).structured_content
+        keys = [
+            i["changeKey"]
+            for i in call("pvf_plan_preview", {"planId": plan["planId"]}).structured_content["items"]
+        ]
+        rev = call(
+            "pvf_plan_apply", {"planId": plan["planId"], "changeKeys": keys, "expectedRevision": rev}
+        ).structured_content["revision"]
+        page.wait_for_selector("#dirty:not([hidden])")
+        assert page.is_hidden("#outside-banner")
+
+        other = tmp_path / "other-tool.pvf"
+        shutil.copyfile(archive, other)
+        ar = open_archive(other)
+        ar.stage_text(path, "[outside]\n`theirs`\n")
+        ar.save()
+        ar.close()
+        os.replace(other, archive)
+        noticed = call("pvf_list_dir", {"workspaceId": ws, "path": ""}).structured_content
+        assert noticed["externalChange"]["reloaded"] is False
+        page.wait_for_selector("#outside-banner:not([hidden])")
+        banner = page.text_content("#outside-banner")
+        assert str(archive) in banner and "Save a copy" in banner and "discard" in banner
+
+        reopened = call(
+            "pvf_archive_open",
+            {"path": str(archive), "workspaceId": ws, "expectedRevision": rev, "dirtyPolicy": "discard"},
+        ).structured_content
+        assert reopened["state"] == "succeeded", reopened
+        page.wait_for_selector("#outside-banner", state="hidden")
+        assert not page.errors, page.errors

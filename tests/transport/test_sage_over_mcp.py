@@ -198,3 +198,108 @@ async def test_the_whole_tool_set_on_kanes_wrath_over_http(shared_data: Path) ->
     assert eff["removed"][0]["id"] == "ModuleTag_LaserState"
     assert got["sage_find_define"]["items"][0]["value"] == "1500"
     assert got["sage_get_status"]["index"]["state"] == "ready"
+
+
+async def test_an_include_naming_a_folder_says_it_names_that_folder(
+    shared_data: Path, tmp_path: Path
+) -> None:
+    """QA: `<Include source="DATA:GlobalData"/>` (a folder of EA's SageXml) and `<xi:include href="Units"/>`
+    (a folder of the mod) said only "does not resolve to a file"; they name the folder now, and
+    sage_resolve_include says so too. A folder outside the mod and SDK is still only 'outside'."""
+    sage = shared_data / "sage"
+    mod = tmp_path / "mods" / "FolderMod"
+    (mod / "Data" / "Units").mkdir(parents=True)
+    (mod / "Data" / "Units" / "Tank.xml").write_text(
+        '<?xml version="1.0" encoding="utf-8"?>\n<AssetDeclaration xmlns="uri:ea.com:eala:asset"/>\n'
+    )
+    (mod / "Data" / "Mod.xml").write_text(
+        '<?xml version="1.0" encoding="utf-8"?>\n'
+        '<AssetDeclaration xmlns="uri:ea.com:eala:asset" xmlns:xi="http://www.w3.org/2001/XInclude">\n'
+        "  <Includes>\n"
+        '    <Include type="all" source="DATA:GlobalData"/>\n'
+        '    <Include type="all" source="units\\"/>\n'
+        '    <Include type="all" source="/etc"/>\n'
+        '    <Include type="all" source="Units/Missing.xml"/>\n'
+        "  </Includes>\n"
+        '  <GameObject id="Carrier"><xi:include href="Units"/></GameObject>\n'
+        "</AssetDeclaration>\n"
+    )
+    options = {"sdk": str(sage / "ra3-sdk")}
+    async with running_server(mod, options=options) as srv, srv.client() as client:
+        found = await client.call_tool(
+            "sage_list_diagnostics", {"code": "include-not-found", "waitForIndex": True}
+        )
+        assert not found.is_error, found.structured_content
+        messages = sorted(d["message"] for d in found.structured_content["items"])
+        sdk_folder = str((sage / "ra3-sdk" / "SageXml" / "GlobalData").resolve())
+        assert messages == [
+            f"all include 'DATA:GlobalData' names a folder ({sdk_folder}), not a file: an include reads one "
+            "XML file; name a file in that folder",
+            "all include 'Units/Missing.xml' does not resolve to a file",
+            "all include 'units\\\\' names a folder (Data/Units), not a file: an include reads one XML file; "
+            "name a file in that folder",
+            "xi:include include 'Units' names a folder (Data/Units), not a file: an include reads one XML "
+            "file; name a file in that folder",
+        ]
+        outside = await client.call_tool("sage_list_diagnostics", {"code": "include-outside-roots"})
+        assert [d["message"] for d in outside.structured_content["items"]] == [
+            "all include '/etc' leads outside the mod and SDK folders; it was not read"
+        ]
+        resolved = await client.call_tool(
+            "sage_resolve_include", {"source": "DATA:GlobalData", "from": "Data/Mod.xml"}
+        )
+        content = resolved.structured_content
+        assert content["resolved"] is None and content["folder"] == sdk_folder
+        assert "names a folder" in content["hint"] and sdk_folder in content["hint"]
+
+
+async def test_a_mod_folder_moved_away_while_served_says_the_folder_is_gone(
+    shared_data: Path, tmp_path: Path
+) -> None:
+    """QA: moving the whole mod folder away while `deskbridge serve` had it open was reported as "an include
+    or a file was probably lost in the last save"; the status now says the project folder is gone, where it
+    was, and what to do."""
+    import asyncio
+    import shutil
+
+    sage = shared_data / "sage"
+    mod = tmp_path / "mods" / "RA3Afterdash"
+    shutil.copytree(sage / "mods" / "RA3Afterdash", mod)
+    options = {"sdk": str(sage / "ra3-sdk")}
+    async with running_server(mod, options=options) as srv, srv.client() as client:
+        ready = await client.call_tool("sage_find_asset", {"id": "AlliedScoutInfantry", "waitForIndex": True})
+        assert not ready.is_error and ready.structured_content["total"] > 0
+        mod.rename(tmp_path / "mods" / "Moved")
+        status: dict = {}
+        for _ in range(300):  # the watcher's batch, then a rebuild
+            status = (await client.call_tool("sage_get_status", {})).structured_content["index"]
+            if status["state"] == "degraded":
+                break
+            await asyncio.sleep(0.1)
+        assert status["state"] == "degraded", status
+        [why] = status["degraded"]
+        assert f"the project folder {mod} is gone" in why and "last save" not in why
+        assert "put the folder back" in why and "deskbridge serve" in why
+
+
+async def test_get_status_takes_freshness_like_every_index_backed_tool(shared_data: Path) -> None:
+    """QA: `sage_get_status {"freshness": "final"}` was refused ("takes no arguments") though every other
+    sage tool takes it. It is accepted with the same meaning: `final` reports once the index is final."""
+    sage = shared_data / "sage"
+    options = {"sdk": str(sage / "ra3-sdk")}
+    async with running_server(sage / "mods" / "RA3Afterdash", options=options) as srv, srv.client() as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        assert "freshness" in tools["sage_get_status"].input_schema["properties"]
+        final = await client.call_tool("sage_get_status", {"freshness": "final"})
+        assert not final.is_error, final.structured_content
+        index = final.structured_content["index"]
+        assert index["complete"] is True and index["stale"] is False and index["state"] == "ready"
+        assert final.structured_content["stats"]["assetCount"] > 0
+        newest = await client.call_tool("sage_get_status", {"freshness": "newest"})
+        assert not newest.is_error and newest.structured_content["index"]["state"] == "ready"
+        strict = await client.call_tool("sage_get_status", {"freshness": "strict"})
+        assert not strict.is_error, strict.structured_content
+        wrong = await client.call_tool("sage_get_status", {"freshness": "soon"})
+        assert wrong.is_error and wrong.structured_content["code"] == "INVALID_ARGUMENT"
+        guide = await client.call_tool("sage_get_usage_guide", {})
+        assert "`sage_get_status` takes it too" in guide.structured_content["guide"]

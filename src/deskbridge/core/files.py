@@ -427,6 +427,18 @@ def file_identity(path: Path | str) -> FileIdentity:
     return FileIdentity(st2.st_dev, st2.st_ino, st2.st_size, st2.st_mtime_ns, digest)
 
 
+def stat_matches(st: os.stat_result, known: FileIdentity) -> bool:
+    """True when the stat `st` is of the file `known` was taken of, by the cheap fields (device, inode, size,
+    mtime): no hashing. A file another program replaced (`os.replace`: a new inode) or wrote (size, mtime)
+    differs; a `touch` differs too, which only a content comparison can tell from a change."""
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) == (
+        known.device,
+        known.inode,
+        known.size,
+        known.mtime_ns,
+    )
+
+
 def current_identity(path: Path | str) -> FileIdentity | None:
     """Identity of `path`, or None when nothing is there."""
     try:

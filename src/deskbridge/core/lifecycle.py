@@ -32,7 +32,7 @@ import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple, Protocol, TypeVar
 
 from deskbridge.core import files, limits
 from deskbridge.core.errors import BridgeError, ErrorCode
@@ -456,12 +456,7 @@ class Lifecycle:
                 now: os.stat_result | None = target.stat()
             except FileNotFoundError:
                 now = None
-            if now is None or (now.st_dev, now.st_ino, now.st_size, now.st_mtime_ns) != (
-                identity.device,
-                identity.inode,
-                identity.size,
-                identity.mtime_ns,
-            ):
+            if now is None or not files.stat_matches(now, identity):
                 closer = getattr(source, "close", None)
                 if callable(closer):
                     closer()
@@ -1149,34 +1144,53 @@ def stale_open(engine: Engine) -> BridgeError:
     )
 
 
-def same_content_identity(path: Path, known: FileIdentity | None) -> FileIdentity | None:
-    """The identity a write to `path` may expect when we last knew it as `known`: `known` itself, or the
-    file's identity now when only its metadata changed (a `touch`, a backup tool re-writing the same bytes:
-    same size and content digest). A content change keeps `known`, so the write is refused as changed.
+class OutsideChange(NamedTuple):
+    """What `outside_change` found at a path we last knew as `known`."""
 
-    Content-aware on purpose: a writer's editor, sync client or backup tool bumps mtimes without changing a
-    byte, and refusing that save as `SOURCE_CHANGED` would ask the person about a change that is not one.
-    Only when the cheap stat differs is the file hashed.
-    """
-    if known is None:
-        return None
+    changed: bool
+    """The content on disk is not what we know (another program wrote, replaced or removed the file)."""
+    gone: bool
+    """Nothing is there any more (renamed or deleted)."""
+    identity: FileIdentity | None
+    """When not `changed`: the identity to record, `known` itself or, after a `touch`, the file's new one."""
+
+
+def outside_change(path: Path, known: FileIdentity | None) -> OutsideChange:
+    """Whether another program changed the file at `path` since we knew it as `known` (None: no file then).
+
+    One stat when nothing changed (cheap enough for every request); the file is hashed only when the stat
+    differs and the size does not. Content-aware on purpose: a writer's editor, sync client or backup tool
+    bumps mtimes without changing a byte, and calling that a change would ask the person about a change that
+    is not one. The one rule of the saves (`same_content_identity`) and of the kinds that watch their files
+    for outside changes (markdown's documents, the pvf archive)."""
     try:
         st = path.stat()
+    except FileNotFoundError:
+        return OutsideChange(known is not None, True, None)
     except OSError:
-        return known
-    if (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) == (
-        known.device,
-        known.inode,
-        known.size,
-        known.mtime_ns,
-    ):
-        return known
+        return OutsideChange(False, False, known)  # unreadable now: not evidence of a change
+    if known is None:
+        return OutsideChange(True, False, None)
+    if files.stat_matches(st, known):
+        return OutsideChange(False, False, known)
     if st.st_size != known.size:
-        return known
+        return OutsideChange(True, False, None)
     now = files.current_identity(path)
-    if now is not None and now.scheme == known.scheme and now.sha256 == known.sha256:
-        return now
-    return known
+    if now is None:
+        return OutsideChange(True, True, None)
+    if now.scheme == known.scheme and now.sha256 == known.sha256:
+        return OutsideChange(False, False, now)
+    return OutsideChange(True, False, None)
+
+
+def same_content_identity(path: Path, known: FileIdentity | None) -> FileIdentity | None:
+    """The identity a write to `path` may expect when we last knew it as `known`: `known` itself, or the
+    file's identity now when only its metadata changed (`outside_change`). A content change keeps `known`,
+    so the write is refused as changed."""
+    if known is None:
+        return None
+    seen = outside_change(path, known)
+    return known if seen.changed or seen.identity is None else seen.identity
 
 
 def _event_view(result: dict[str, Any]) -> dict[str, Any]:

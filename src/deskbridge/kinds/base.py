@@ -45,7 +45,10 @@ class KindWorkspace(Protocol):
 
     Optional members the platform looks for: `resources() -> list[ResourceSpec]` (MCP resources, served by
     `mcp/server.py` from the App's one registry) and `approval_defaults: dict[str, bool]` (which of its tools'
-    approval operations ask when the `approval_rules` setting says nothing; see `ToolSpec.operation`).
+    approval operations ask when the `approval_rules` setting says nothing; see `ToolSpec.operation`), and
+    `async outside_change(tool) -> dict | None` (asked by `App.invoke` before every tool call: has another
+    program changed what is open on disk? A notice returned travels with the answer as `externalChange`, in
+    the result or the error's data; `core.lifecycle.outside_change` is the one rule for telling).
     `KindWorkspaceBase` below has the defaults of the members a kind may not need."""
 
     kind: str

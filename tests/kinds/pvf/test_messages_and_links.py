@@ -118,7 +118,7 @@ def test_extract_with_the_wrong_encoding_warns(tw, tmp_path):
     assert "warning: ENCODING_MISMATCH" in res.output and "look like windows-950" in res.output
 
 
-@pytest.mark.parametrize("encoding", ["tw", "cn", "kr", "jp", "utf8"])
+@pytest.mark.parametrize("encoding", ["tw", "cn", "kr", "jp", "gb18030", "utf8"])
 def test_synth_writes_text_each_encoding_can_hold(encoding, tmp_path):
     path = tmp_path / f"{encoding}.pvf"
     res = runner.invoke(app, ["pvf", "synth", "-e", encoding, "--files", "120", "-o", str(path)])

@@ -85,6 +85,29 @@ def test_detection_picks_the_pack_encoding(words, codec):
     assert detect_encoding([w.encode(codec) for w in words]).encoding == codec
 
 
+GB18030_ONLY = ["𠮷祥之剑", "㛃的护身符", "䲜鱼药水", "㐀字卷轴"]
+"""Simplified game text with characters GBK lacks: GB18030 writes each as a 4-byte sequence (𠮷 = 95 34 B2 35)."""
+
+
+def test_detection_picks_gb18030_when_the_bytes_need_its_4_byte_sequences():
+    words = ["骑士团的制式长剑，坚固耐用。", "生命药水", "哥布林", "恢复少量HP。"]
+    raw = [w.encode("gb18030") for w in words + GB18030_ONLY]
+    detection = detect_encoding(raw)
+    assert detection.encoding == "gb18030" and detection.confident
+    assert [r.decode(detection.encoding) for r in raw] == words + GB18030_ONLY
+    # the same text with one such string in a thousand still needs gb18030: windows-936 cannot read it
+    many = [w.encode("gb18030") for w in words * 250] + [GB18030_ONLY[0].encode("gb18030")]
+    assert detect_encoding(many).encoding == "gb18030"
+
+
+def test_text_gbk_holds_stays_windows_936():
+    """GB18030 reads every GBK byte pair alike, so text without 4-byte sequences is windows-936 (which also has
+    0x80 = €, which GB18030 does not)."""
+    words = ["骑士团的制式长剑，坚固耐用。", "生命药水", "哥布林", "价格：100€"]
+    detection = detect_encoding([w.encode("windows-936") for w in words])
+    assert detection.encoding == "windows-936"
+
+
 def test_encoding_names():
     assert [resolve_encoding(n) for n in ("TW", "cn", "kr", "JP", "utf8", "big5")] == [
         "windows-950",

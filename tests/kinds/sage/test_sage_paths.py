@@ -205,3 +205,19 @@ def test_changed_directories_sees_added_names_and_ignores_edited_files(tmp_path)
     assert tree.changed_directories(suffixes) == []
     (tmp_path / "Units" / "Plane.xml").write_text("<a/>")
     assert tree.changed_directories(suffixes) == [str(tmp_path / "Units")]
+
+
+def test_resolve_folder_finds_what_resolve_finds_for_a_file_but_a_folder(sage_data):
+    """The folder-aware variant of the resolver takes the same aliases, search order and case folding, on
+    EA's RA3 SDK; it answers only folders, and `resolve` still answers only files."""
+    from deskbridge.kinds.sage.paths import Scope
+
+    search = default_search_paths(sage_data.mod, sage_data.sdk)
+    resolver = PathResolver(search, scope=Scope([sage_data.mod, sage_data.sdk]))
+    mod_xml = str(sage_data.mod / "Data" / "Mod.xml")
+    sdk_xml = sage_data.sdk / "SageXml"
+    assert resolver.resolve("DATA:globaldata", mod_xml) is None
+    assert resolver.resolve_folder("DATA:globaldata", mod_xml) == str(sdk_xml / "GlobalData")
+    assert resolver.resolve_folder("DATA:GlobalData\\Armor.xml", mod_xml) is None  # a file, not a folder
+    assert resolver.resolve_folder("data:nothing-here", mod_xml) is None
+    assert resolver.resolve_folder("/etc", mod_xml) is None  # outside the scope: not named

@@ -275,8 +275,8 @@ class Documents:
                 raise
             path = doc.path
             now = await asyncio.to_thread(diskio.identity_of, path)
-            self._mark_external(doc, now)
             gone = now is None
+            self._mark_external(doc, gone=gone)
             if gone:
                 # Renamed or deleted: "changed" sent the person to a Reload that has nothing to read.
                 hint = (
@@ -449,13 +449,12 @@ class Documents:
             if doc.path is None or doc.external_change is not None:
                 continue
             known = doc.identity
-            if diskio.quick_unchanged(doc.path, known):
+            seen = diskio.outside_change(doc.path, known)
+            if not seen.changed:
+                if seen.identity is not known:
+                    self._record_identity(doc, seen.identity)  # touched, same bytes: not a change
                 continue
-            now = diskio.identity_of(doc.path)
-            if diskio.same_content(now, known):
-                self._record_identity(doc, now)  # touched, same bytes: not a change
-                continue
-            self._mark_external(doc, now)
+            self._mark_external(doc, gone=seen.gone)
             changed.append(doc.doc_id)
         return changed
 
@@ -482,11 +481,11 @@ class Documents:
             if saved_at is not None:
                 key.workspace.mark_keys_saved([key.key], saved_at)
 
-    def _mark_external(self, doc: MarkdownDocument, now: FileIdentity | None) -> None:
-        doc.external_change = {"detectedAt": time.time(), "deleted": now is None}
+    def _mark_external(self, doc: MarkdownDocument, *, gone: bool) -> None:
+        doc.external_change = {"detectedAt": time.time(), "deleted": gone}
         self.publish(
             "doc",
-            {"type": "external-change", "docId": doc.doc_id, "dirty": doc.dirty, "deleted": now is None},
+            {"type": "external-change", "docId": doc.doc_id, "dirty": doc.dirty, "deleted": gone},
         )
 
     async def resolve_external(

@@ -102,17 +102,11 @@ KEY_OPTIONS_HELP = (
 
 
 def _printable(text: str) -> str:
-    """`text` with control characters (C0, DEL, C1) spelled as escapes, keeping newlines and tabs. An archive may
-    name a file anything: `ESC ] 0 ; … BEL` in a path printed raw retitles the terminal, other sequences clear it
-    or (OSC 52) write the clipboard."""
-    import unicodedata
+    """`text` with control characters spelled as escapes (`kinds.pvf.paths.escaped_controls`), keeping newlines
+    and tabs: what the commands say about an archive may name its files, and a file may be named anything."""
+    from deskbridge.kinds.pvf.paths import escaped_controls
 
-    def shown(c: str) -> str:
-        if c in "\n\t" or unicodedata.category(c) != "Cc":
-            return c
-        return f"\\x{ord(c):02x}"  # every Cc character is below U+0100
-
-    return text if text.isprintable() else "".join(shown(c) for c in text)
+    return escaped_controls(text, keep="\n\t")
 
 
 def _say(text: str, err: bool = False) -> None:
@@ -411,7 +405,9 @@ def extract(
 
     OUT must be new or empty (a second archive extracted over a first would pack as a mix of both) unless
     --force. Files that have a text form but were written raw are named with the reason; when scripts
-    are among them the exit status is 1 (the tree still packs back to the same bytes).
+    are among them the exit status is 1 (the tree still packs back to the same bytes). An archive naming a
+    file with a control character (\\x01, a newline …), `..` or a drive is refused before anything is
+    written (never escaped: the tree would pack back under other names).
     """
     from deskbridge.kinds.pvf.tree import extract_tree
 

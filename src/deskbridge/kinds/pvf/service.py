@@ -31,6 +31,7 @@ from deskbridge.core.workspace import DELETED, Workspace
 from deskbridge.kinds.pvf import recovery
 from deskbridge.kinds.pvf.archive.base import norm_path
 from deskbridge.kinds.pvf.history import Journal
+from deskbridge.kinds.pvf.outside import OutsideChanges
 from deskbridge.kinds.pvf.search import (
     SHORT_QUERY_SCAN_MAX,
     ContentIndex,
@@ -103,6 +104,8 @@ class PvfService:
         self._apply_holders: dict[str, dict[str, Any]] = {}
         self.caller = "ui"
         """The caller of the running lifecycle operation (they are exclusive), for history records."""
+        self.outside = OutsideChanges(self.engine, self._reopen)
+        """Another program replacing the open archive, noticed on every tool call (kinds/pvf/outside.py)."""
 
     # ------------------------------------------------------------------------------------------- helpers
 
@@ -149,6 +152,8 @@ class PvfService:
             if self.index is not None and archive is not None
             else None,
             "recovery": recovery.summary(self.recovery) if archive is not None else None,
+            # another program changed the archive on disk and the unsaved changes here are based on the old one
+            "externalChange": self.outside.current() if archive is not None else None,
             "runningTasks": running,
             "capabilitiesVersion": CAPABILITIES_VERSION,
         }
@@ -273,6 +278,12 @@ class PvfService:
         self._on_opened(info["workspaceId"])
         info.update(self._opened_view())
         return info
+
+    async def _reopen(self, path: Path, options: dict[str, Any], workspace_id: str) -> dict[str, Any]:
+        """Open `path` again over the clean workspace `workspace_id` (the archive changed on disk)."""
+        return await self.open_archive(
+            path, caller="system", options=options, workspace_id=workspace_id, dirty_policy="reject"
+        )
 
     def _opened_view(self) -> dict[str, Any]:
         with self.engine.lock:

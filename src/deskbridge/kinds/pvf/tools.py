@@ -75,7 +75,9 @@ class SearchArgs(Ident):
 
 
 class KeyOptions(PvfArgs):
-    encoding: str | None = Field(None, description="Classic: tw, cn, kr, jp or utf8; omit to detect.")
+    encoding: str | None = Field(
+        None, description="Classic: tw, cn, kr, jp, gb18030 or utf8; omit to detect."
+    )
     keyFile: str | None = Field(None, description="nkpi: key file (JSON), absolute.")
     skDat: str | None = Field(None, description="nkpi: the client's sk.dat, absolute.")
     rsaModulus: str | None = Field(None, description="With skDat: RSA modulus, hex.")

@@ -19,7 +19,7 @@ from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.files import atomic_write, make_dirs, publish_directory, read_regular_file
 from deskbridge.kinds.pvf.archive import open_archive
 from deskbridge.kinds.pvf.archive.base import TEXT_SUFFIXES, Progress, norm_path
-from deskbridge.kinds.pvf.paths import case_duplicates, refuse_case_duplicates
+from deskbridge.kinds.pvf.paths import case_duplicates, escaped_controls, has_control, refuse_case_duplicates
 from deskbridge.kinds.pvf.strings.encodings import DEFAULT_ENCODING, cannot_encode, resolve_encoding
 
 MANIFEST = ".deskbridge-pvf.json"
@@ -32,14 +32,28 @@ VERIFY_PROBLEMS = ("unreadable", "checksum", "structural", "duplicates", "conver
 
 def safe_parts(path: str) -> list[str]:
     """The components an archive path is written under on disk (extract, export); refuses traversal, absolute,
-    drive and empty components: a hostile archive's `../../x` must never land outside the output folder."""
+    drive and empty components: a hostile archive's `../../x` must never land outside the output folder.
+
+    A component holding a control character (U+0000–U+001F, U+007F–U+009F: `\\x01`, a newline …) is refused
+    too, never written nor escaped: such a name breaks every listing and script that reads the tree (a newline
+    splits one file into two lines of `find` or `ls`), Windows cannot hold one at all, and an escaped name
+    would pack back as another archive path than the one extracted."""
     parts = path.replace("\\", "/").split("/")
     if not path or any(p in ("", ".", "..") or ":" in p or "\0" in p for p in parts):
         raise BridgeError(
             ErrorCode.ACCESS_DENIED,
-            f"archive path '{path}' cannot be extracted safely",
+            f"archive path '{escaped_controls(path)}' cannot be extracted safely",
             "The archive names a file outside the output folder (`..`, a drive or an empty part): leave it out "
             "(scopes), or delete it from the archive (pvf_edit_prepare with delete) and add it under a proper name.",
+            data={"path": path},
+        )
+    if has_control(path):
+        raise BridgeError(
+            ErrorCode.ACCESS_DENIED,
+            f"archive path '{escaped_controls(path)}' holds a control character, which deskbridge refuses to "
+            "write as a file name; nothing was written",
+            "Delete it from the archive and add it back under a name without control characters (`deskbridge "
+            "pvf rm` and `pvf add`, or pvf_edit_prepare in a workspace), or leave it out of an export (scopes).",
             data={"path": path},
         )
     return parts
@@ -122,6 +136,8 @@ def extract_tree(
     by name) but was written raw, with the reason; `script_fallbacks` counts the scripts among them.
     """
     out = Path(out)
+    for path in ar.paths():  # a name that cannot be written is refused before anything is (`safe_parts`)
+        safe_parts(path)
     fresh = _ensure_empty_target(out, force)
     result: dict[str, Any] = {}
 

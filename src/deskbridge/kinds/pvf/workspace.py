@@ -118,6 +118,11 @@ class PvfWorkspace:
             with contextlib.suppress(Exception):
                 await asyncio.to_thread(self.service.index.close)
 
+    async def outside_change(self, tool: str) -> dict[str, Any] | None:
+        """The platform's check before every tool call (`KindWorkspace`): has another program replaced the
+        archive? Reloads it when nothing is unsaved; the notice the answer carries (kinds/pvf/outside.py)."""
+        return await self.service.outside.notice(tool)
+
     def status(self) -> dict[str, Any]:
         info = self.service.info()
         return {
@@ -128,6 +133,7 @@ class PvfWorkspace:
             "revision": info["revision"],
             "sourceDirty": info["sourceDirty"],
             "openTask": self.open_task,
+            "externalChange": info["externalChange"],
         }
 
 

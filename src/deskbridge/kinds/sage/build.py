@@ -26,6 +26,7 @@ from deskbridge.kinds.sage.model import (
     Diagnostic,
     IncludeEdge,
     SageIndex,
+    display_path,
 )
 from deskbridge.kinds.sage.paths import OUTSIDE, CaseFoldTree, PathResolver
 from deskbridge.kinds.sage.project import is_sdk
@@ -118,6 +119,10 @@ class IndexBuilder:
         self.last_file_count = 0
         self.babproj_refs: list[tuple[str, str]] = []
         self.read_errors: list[tuple[str, str]] = []
+
+    def display(self, path: str) -> str:
+        """`path` as the index shows it (`SageIndex.display`): `Data/…` inside the project, else absolute."""
+        return display_path(self.project, path)
 
     def _read_babproj(self, entries: dict[str, str]) -> None:
         """Streams and reference manifests declared by the project's `*.babproj`, mapped onto this machine."""
@@ -464,12 +469,16 @@ class _Walk:
             elif target is None and self.b.sdk is None and _has_alias(source):
                 self.suppressed += 1  # one `sdk-not-configured` says it all (research/sage.md §1.4)
             elif target is None:
+                folder = self.b.resolver.resolve_folder(source, path)
                 self.diag(
                     path,
                     line,
                     "include-not-found",
                     "warning",
-                    f"{kind} include {source!r} does not resolve to a file",
+                    f"{kind} include {source!r} names a folder ({self.b.display(folder)}), not a file: an "
+                    "include reads one XML file; name a file in that folder"
+                    if folder is not None
+                    else f"{kind} include {source!r} does not resolve to a file",
                 )
         if target is None:
             return None

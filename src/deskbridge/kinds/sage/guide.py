@@ -42,7 +42,8 @@ attribute or element content names which asset type). Ids compare case-insensiti
 - Every answer has an `index` block: `stale: true` means files changed and the re-index is not done;
   `complete: false` means art files are still being scanned. `freshness`: `newest` (default) answers at
   once; `final` waits (up to 30 s) for the final index — use it right after you edit a file; `strict` also
-  refuses with `INDEX_STALE` when the files still differ from the index.
+  refuses with `INDEX_STALE` when the files still differ from the index. `sage_get_status` takes it too
+  (`final`: report once the index is final).
 - A file that no stream includes is indexed with `origin: inactive`: `sage_find_asset` shows it with a
   warning (edits to it have no effect in game); it never counts as a live definition or reference.
 - `sage_get_asset_references` and `sage_get_definition` show values as written; only

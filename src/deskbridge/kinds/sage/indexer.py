@@ -205,7 +205,16 @@ class ProjectIndexer:
             )
         count = int(index.stats.get("assetCount", 0))
         base = self._baseline.get(index.phase)
-        if base and count * 2 < base:
+        if not os.path.isdir(self.project):
+            # The whole mod folder was moved, renamed or deleted while served: no save lost anything, and
+            # the watcher, which followed the folder it was given, will not see it come back.
+            reasons.append(
+                f"the project folder {self.project} is gone (moved, renamed or deleted while deskbridge had "
+                f"it open), so this build found none of its files ({count} assets): put the folder back and "
+                "restart deskbridge serve, or serve the mod from where it is now (deskbridge serve <its new "
+                "path>)"
+            )
+        elif base and count * 2 < base:
             reasons.append(
                 f"this build has {count} assets, {base - count} fewer than the last good one ({base}): "
                 "an include or a file was probably lost in the last save"

@@ -33,6 +33,17 @@ Owner = tuple[str, str, str | None, tuple[str, int] | None]
 """(type, id, fragment file or None, include site (file, line) or None) of an asset holding a reference."""
 
 
+def display_path(project: Path, path: str) -> str:
+    """How a path shows to the modder: below `project` as a `Data/…` relative path, else absolute."""
+    if not path:
+        return ""
+    root = str(project)
+    if path.startswith(root + os.sep):
+        # Project files print as `Data/…` on every platform, as the snapshot schema promises.
+        return path[len(root) + 1 :].replace(os.sep, "/")
+    return path
+
+
 def _asset_index_at(rec: FileRecords, line: int) -> int:
     """Index of the asset whose definition contains `line` (the last one starting at or before it)."""
     best = -1
@@ -350,13 +361,7 @@ class SageIndex(Record):
     # --- helpers shared by queries ----------------------------------------------------------------
     def display(self, path: str) -> str:
         """Project files as `Data/…` relative paths, everything else as an absolute path."""
-        if not path:
-            return ""
-        root = str(self.project)
-        if path.startswith(root + os.sep):
-            # Project files print as `Data/…` on every platform, as the snapshot schema promises.
-            return path[len(root) + 1 :].replace(os.sep, "/")
-        return path
+        return display_path(self.project, path)
 
     def real_path(self, shown: str) -> str:
         """Inverse of `display` (accepts relative-to-project and absolute paths, backslashes and any letter

@@ -117,14 +117,19 @@ class CaseFoldTree:
 
     def find(self, base: str, parts: Iterable[str]) -> str | None:
         """The real path of `base/parts…` matched case-insensitively, or None. `base` itself must exist."""
-        return self._find(base, parts, False)
+        return self._find(base, parts, None)
 
     def find_file(self, base: str, parts: Iterable[str]) -> str | None:
         """`find`, when what it finds is a file (`is_file`): the listing the last part was found in says
         so, without splitting the path and looking it up again (~12 k lookups per cold build)."""
         return self._find(base, parts, True)
 
-    def _find(self, base: str, parts: Iterable[str], file: bool) -> str | None:
+    def find_folder(self, base: str, parts: Iterable[str]) -> str | None:
+        """`find`, when what it finds is a folder (the listing says so, as for `find_file`)."""
+        return self._find(base, parts, False)
+
+    def _find(self, base: str, parts: Iterable[str], file: bool | None) -> str | None:
+        """`file` True: only a file; False: only a folder; None: either."""
         current = base
         last: dict[str, tuple[str, bool]] | None = None
         """The listing the last part was found in (None when the last part was not looked up)."""
@@ -146,12 +151,14 @@ class CaseFoldTree:
             name = hit[0]
             current = _join(current, name)
             last = listing
-        if not file:
+        if file is None:
             return current
         if last is None:
-            return current if self.is_file(current) else None
+            if file:
+                return current if self.is_file(current) else None
+            return current if self.listing(current) is not None else None
         found = last.get(name)  # as `is_file` looks it up: by the real name
-        return current if found is not None and not found[1] else None
+        return current if found is not None and found[1] is not file else None
 
     def is_file(self, path: str) -> bool:
         parent, name = os.path.split(path)
@@ -416,17 +423,31 @@ class PathResolver:
             bases = [base_dir if r == "*" else r for r in self.search.for_alias(alias)]
         return any(not self.scope.contains(os.path.join(b, rel)) for b in bases if b)
 
-    def _resolve(self, source: str, base_dir: str, exclude: str | None = None) -> str | None:
+    def resolve_folder(self, source: str, from_file: str | None) -> str | None:
+        """The folder `source` names when written in `from_file`, found as `resolve` finds a file (the same
+        search paths, aliases and case folding), or None: for telling a modder whose include found no file
+        that it names a folder (`<Include source="DATA:Units"/>`). A folder outside the scope is None, like
+        a file there. Asked only for includes that found nothing, so not remembered."""
+        base_dir = os.path.dirname(from_file) if from_file else ""
+        found = self._resolve(source.strip(), base_dir, folder=True)
+        if found is not None and self.scope is not None and not self.scope.contains(found):
+            return None
+        return found
+
+    def _resolve(
+        self, source: str, base_dir: str, exclude: str | None = None, *, folder: bool = False
+    ) -> str | None:
+        """The file `source` names (`folder`: the folder), by BAB's rules (the module docstring)."""
         if not source:
             return None
         alias, sep, rest = source.partition(":")
         if sep and len(alias) == 1 and alias.isalpha():
             # A drive letter (`C:\\…`): treat as rooted, as BAB does for rooted paths.
-            return self._find_rooted(source)
+            return self._find_rooted(source, folder)
         if not sep:
             if source.startswith(("/", "\\")):
-                return self._find_rooted(source)
-            return self._find_in(base_dir, split_source(source)) if base_dir else None
+                return self._find_rooted(source, folder)
+            return self._find_in(base_dir, split_source(source), folder) if base_dir else None
         alias = alias.strip().casefold()
         if alias not in ALIASES or ":" in rest:
             return None  # BAB: unknown alias / more than one colon are illegal paths
@@ -438,21 +459,21 @@ class PathResolver:
             # The ART two-letter rule: `ART:AUTank_SKN.w3x` lives in `<art>/AU/AUTank_SKN.w3x`.
             parts = [parts[0][:2], parts[0]]
         for root in roots:
-            hit = self._find_in(base_dir if root == "*" else root, parts)
+            hit = self._find_in(base_dir if root == "*" else root, parts, folder)
             if hit and hit != exclude:
                 return hit
         return None
 
-    def _find_in(self, base: str, parts: list[str]) -> str | None:
+    def _find_in(self, base: str, parts: list[str], folder: bool = False) -> str | None:
         if not base:
             return None
-        return self.tree.find_file(base, parts)
+        return self.tree.find_folder(base, parts) if folder else self.tree.find_file(base, parts)
 
-    def _find_rooted(self, source: str) -> str | None:
+    def _find_rooted(self, source: str, folder: bool = False) -> str | None:
         """Absolute paths (rare in mod XML): as-is when they exist here, else matched case-insensitively."""
-        if os.path.isabs(source) and os.path.isfile(source):
+        if os.path.isabs(source) and (os.path.isdir(source) if folder else os.path.isfile(source)):
             return os.path.normpath(source)
         parts = split_source(source)
         if parts and parts[0].endswith(":"):
             return None  # a drive of another machine
-        return self._find_in("/", [p for p in parts if p])
+        return self._find_in("/", [p for p in parts if p], folder)

@@ -375,6 +375,12 @@ def resolve_include(
     if target:
         out["active"] = bool(index.streams_of(target))
         out["streams"] = index.streams_of(target)
+    elif (folder := resolver.resolve_folder(source, base)) is not None:
+        out["folder"] = index.display(folder)
+        out["hint"] = (
+            f"{source!r} names a folder ({out['folder']}), not a file: an include reads one XML file. Name a "
+            "file in that folder, then call sage_resolve_include again."
+        )
     else:
         out["hint"] = (
             "Nothing matches in the search paths (case-insensitive). Check the path, or the SDK "

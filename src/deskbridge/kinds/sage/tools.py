@@ -64,6 +64,12 @@ class StatusArgs(NoArgs):
     model_config = ConfigDict(json_schema_extra=_compact)
 
 
+class GetStatusArgs(Consistency):
+    """`sage_get_status` takes `freshness` as every index-backed tool does (QA: an agent passing the
+    `final` it uses everywhere else was refused with "takes no arguments"): `newest` reports at once,
+    `final` after the final index, `strict` refuses with INDEX_STALE when the files differ from it."""
+
+
 class FindAssetArgs(Paged):
     id: str = Field(description="Asset id (case-insensitive).")
     type: str | None = Field(None, description="Asset type, exact case (GameObject, WeaponTemplate…).")
@@ -145,7 +151,11 @@ def sage_tools(service: SageService) -> list[ToolSpec]:
     async def idx(args: Consistency) -> Any:
         return await service.usable_index(*args.consistency())
 
-    async def get_status(ctx: CallContext, args: StatusArgs) -> dict[str, Any]:
+    async def get_status(ctx: CallContext, args: GetStatusArgs) -> dict[str, Any]:
+        wait, _timeout, allow_stale = args.consistency()
+        if wait or not allow_stale:
+            # Only when asked: `newest` must report even without a usable index (building, error).
+            await idx(args)
         body: dict[str, Any] = {
             "sdk": str(service.sdk) if service.sdk else None,
             "searchPaths": {
@@ -238,7 +248,7 @@ def sage_tools(service: SageService) -> list[ToolSpec]:
             "Index status",
             "Index state (building, ready_xml, ready, stale, error), project and SDK, counts per asset "
             "type and diagnostic code. Call first when unsure the workspace is a SAGE mod.",
-            StatusArgs,
+            GetStatusArgs,
             get_status,
         ),
         spec(

@@ -54,6 +54,13 @@ async function refreshInfo() {
   $("dirty").hidden = !info.sourceDirty;
   for (const id of ["save-btn", "saveas-btn", "import-btn", "export-btn"]) $(id).disabled = !info.open;
   $("edit-btn").disabled = !info.open || !state.file;
+  // Another program replaced the archive while these changes were unsaved (kinds/pvf/outside.py): say so, and
+  // the person's ways out with this page's buttons (the notice's own hint names the tools, for agents).
+  const outside = info.externalChange;
+  $("outside-banner").hidden = !outside;
+  $("outside-banner").textContent = outside
+    ? `${outside.message}. Save a copy… keeps this workspace's content; Open… with the same path and "discard" takes the file on disk.`
+    : "";
   document.dispatchEvent(new CustomEvent("pvf-info"));
   return info;
 }
@@ -86,7 +93,8 @@ async function loadMore() {
     state.cursor = page.nextCursor;
     showError(null);
   } catch (e) {
-    if (e.code === "STALE_WORKSPACE") { resetList(); state.loading = false; return loadMore(); }
+    // another archive is open (or the file was reloaded after another program changed it): the current one
+    if (e.code === "STALE_WORKSPACE") { resetList(); state.loading = false; await refreshInfo().catch(() => {}); return loadMore(); }
     showError(e);
   } finally {
     state.loading = false;

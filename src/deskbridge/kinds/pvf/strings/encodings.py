@@ -35,6 +35,12 @@ WINDOWS_936 = "windows-936"
 Windows defines (unicode.org `VENDORS/MICSFT/WINDOWS/CP936.TXT`, `0x80 0x20AC`; Python's `gbk` refuses
 both ways). GBK's other Windows points (0xA1A4 = U+00B7, 0xA1AA = U+2014) are already Python's."""
 
+GB18030 = "gb18030"
+"""GB 18030, the superset of GBK that mainland Chinese packs use for characters GBK lacks (CJK extensions A
+and B, e.g. 㐀 U+3400 = 81 39 EE 39, 𠮷 U+20BB7 = 95 34 B2 35): four-byte sequences `[81-FE][30-39][81-FE]
+[30-39]` (GB 18030-2005 §6), which no two-byte code page here can start (their trail bytes are ≥ 0x40).
+It reads every GBK byte pair as GBK does, so it is chosen only for bytes that need it (`detect_encoding`)."""
+
 PATH_ENCODING = "cp949"
 DEFAULT_ENCODING = WINDOWS_950
 
@@ -51,7 +57,7 @@ ALIASES: dict[str, str] = {
     "cp936": WINDOWS_936,
     "936": WINDOWS_936,
     "windows-936": WINDOWS_936,
-    "gb18030": "gb18030",
+    "gb18030": GB18030,
     "kr": "cp949",
     "euc-kr": "cp949",
     "euckr": "cp949",
@@ -71,6 +77,27 @@ CANDIDATES: tuple[str, ...] = (WINDOWS_950, WINDOWS_936, "cp949", "cp932", "utf-
 tables for the characters they can write (`tests/kinds/pvf/test_code_pages.py` checks the points where the
 national standards and Windows differ); 950 and 936 need codecs of their own (`WINDOWS_950`,
 `WINDOWS_936`)."""
+
+
+_FOUR_BYTE_GB = re.compile(rb"[\x81-\xfe][\x30-\x39][\x81-\xfe][\x30-\x39]")
+
+
+def _needs_gb18030(raw: bytes) -> bool:
+    """True when `raw` holds a GB18030 four-byte sequence that windows-936 cannot read, and reads as GB18030."""
+    if _FOUR_BYTE_GB.search(raw) is None:
+        return False
+    text = raw.rstrip(b"\0")
+    try:
+        text.decode(WINDOWS_936)
+    except UnicodeDecodeError:
+        pass
+    else:
+        return False
+    try:
+        text.decode(GB18030)
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _eten_950() -> str:
@@ -345,7 +372,7 @@ def _char_score(ch: str, codec: str) -> float:
         return (1.0 if _in_block(ch, WINDOWS_950, 0xA440, 0xC67E) else 0.0) + (
             1.0 if ch in _COMMON_HANT else 0.0
         )
-    if codec == WINDOWS_936:
+    if codec in (WINDOWS_936, GB18030):
         return (1.0 if _in_block(ch, "gb2312", 0xB0A1, 0xD7FE, 0xA1) else 0.0) + (
             1.0 if ch in _COMMON_HANS else 0.0
         )
@@ -369,6 +396,9 @@ def detect_encoding(strings: Iterable[bytes], *, limit: int = 2000) -> Detection
 
     Only strings with bytes >= 0x80 count (ASCII reads the same everywhere); at most `limit` of them.
     With no such string the default (Windows code page 950) is returned, marked not confident.
+    GB18030 is a candidate only when a string needs its four-byte sequences (`_needs_gb18030`): it reads
+    every GBK pair alike, so it scores as windows-936 does plus the strings 936 cannot read, and its choice
+    over 936 is certain (936 fails those strings), so confidence is judged against the others.
     """
     samples: list[bytes] = []
     for s in strings:
@@ -378,8 +408,9 @@ def detect_encoding(strings: Iterable[bytes], *, limit: int = 2000) -> Detection
                 break
     if not samples:
         return Detection(DEFAULT_ENCODING, dict.fromkeys(CANDIDATES, 0.0), False)
+    candidates = CANDIDATES + ((GB18030,) if any(_needs_gb18030(s) for s in samples) else ())
     scores: dict[str, float] = {}
-    for codec in CANDIDATES:
+    for codec in candidates:
         total = 0.0
         chars = 0
         for raw in samples:
@@ -393,8 +424,9 @@ def detect_encoding(strings: Iterable[bytes], *, limit: int = 2000) -> Detection
                     total += _char_score(ch, codec)
                     chars += 1
         scores[codec] = total / max(1, len(samples))
-    ranked = sorted(CANDIDATES, key=lambda c: (-scores[c], CANDIDATES.index(c)))
-    best, second = ranked[0], ranked[1]
+    ranked = sorted(candidates, key=lambda c: (-scores[c], candidates.index(c)))
+    best = ranked[0]
+    second = next(c for c in ranked[1:] if not (best == GB18030 and c == WINDOWS_936))
     confident = scores[best] > 0 and scores[best] >= 1.15 * max(scores[second], 0.0) + 0.1
     return Detection(best, scores, confident)
 

@@ -14,7 +14,7 @@ from deskbridge.kinds.pvf.archive.base import Progress
 from deskbridge.kinds.pvf.archive.classic import build_classic
 from deskbridge.kinds.pvf.archive.classic_text import NUT_ENCODING
 from deskbridge.kinds.pvf.script import classic_codec
-from deskbridge.kinds.pvf.strings.encodings import WINDOWS_950, resolve_encoding
+from deskbridge.kinds.pvf.strings.encodings import GB18030, WINDOWS_950, resolve_encoding
 from deskbridge.kinds.pvf.strings.stringtable import StringTable
 from deskbridge.kinds.pvf.synth.content import generate_content
 
@@ -55,7 +55,7 @@ def classic_payloads(
 def language_for(encoding: str) -> str:
     """Filler language a pack encoding can hold (`synth/content.py` LANGUAGES)."""
     enc = resolve_encoding(encoding)
-    return {WINDOWS_950: "hant", "cp949": "ko", "cp932": "ja"}.get(enc, "hans")
+    return {WINDOWS_950: "hant", "cp949": "ko", "cp932": "ja", GB18030: "hans-gb18030"}.get(enc, "hans")
 
 
 def synth_classic(

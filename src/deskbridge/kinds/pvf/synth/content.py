@@ -122,14 +122,19 @@ GAME_JP = [
     "天空の城",
     "グランの森",
 ]
+GB18030_ONLY = "㐀㛃䲜𠮷"
+"""Simplified-Chinese characters GBK (code page 936) lacks and GB 18030 writes as four-byte sequences (CJK
+extension A: 㐀 U+3400, 㛃 U+36C3, 䲜 U+4C9C; extension B: 𠮷 U+20BB7): a gb18030 pack's text needs them."""
 LANGUAGES: dict[str, tuple[str, list[str]]] = {
     "hant": (HANT, GAME_HANT),
     "hans": (HANS, GAME_HANS),
+    "hans-gb18030": (HANS + GB18030_ONLY * 8, [*GAME_HANS, "𠮷祥之剑", "䲜鱼药水", "㛃的护身符"]),
     "ko": (HANGUL, GAME_KR),
     "ja": (KANA_KANJI, GAME_JP),
 }
 """Filler text per language: each set is text its pack's code page can hold (Traditional Chinese for 950,
-Simplified for 936/gb18030/UTF-8, Hangul for 949, kana and kanji for 932)."""
+Simplified for 936/UTF-8, Simplified with characters only GB 18030 holds for gb18030, Hangul for 949, kana and
+kanji for 932)."""
 
 # folder: (extension, share of the files, sub-folders, registry name)
 FOLDERS: dict[str, tuple[str, float, list[str], str]] = {
@@ -303,7 +308,7 @@ def generate_content(
     language: str | None = None,
 ) -> Iterator[LogicalFile]:
     """Yield `files - 1` logical files (the family writer adds its own string table as the last one).
-    `language` ("hant", "hans", "ko", "ja") picks the filler text; default by `traditional`."""
+    `language` ("hant", "hans", "hans-gb18030", "ko", "ja") picks the filler text; default by `traditional`."""
     rng = random.Random(seed)
     words = _Words(rng, language or ("hant" if traditional else "hans"))
     counts = plan_counts(files)
