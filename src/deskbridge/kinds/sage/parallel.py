@@ -41,7 +41,6 @@ from deskbridge.kinds.sage.records import (
     PendingRecords,
     begin_records,
     finish_records,
-    scan_links,
     shallow_scan,
 )
 from deskbridge.kinds.sage.schema import SchemaModel
@@ -62,8 +61,6 @@ index is ready sooner (the locator is ~15 % of a file's extraction, spread over 
 are located per file when a query first reads them — on one core, from the files read again: on RA3Afterdash
 the first `find_references` after a cold build (or after a warm start from the cache such a build saved)
 then takes ~0.65 s instead of ~0.19 s (load 5), once: the located rows are saved with the cache."""
-SCAN_STEP = 8
-"""Files the parent reads for their includes (`records.scan_links`) between looks at the workers' answers."""
 HELD_TREES_MAX_BYTES = 32 * 1024 * 1024
 """Source bytes of the parsed trees one worker keeps while it waits for the model (a tree takes several
 times its source); files beyond it keep only their bytes and are parsed again once the model is there."""
@@ -202,28 +199,6 @@ def _read(path: str) -> tuple[os.stat_result, bytes] | None:
         return st, read_regular_file(path, max_bytes=FILE_MAX_BYTES)
     except BridgeError:
         return None
-
-
-def _read_hint(path: str) -> bytes | None:
-    """The bytes of a regular file for `records.scan_links`, or None (a link, not a regular file, too large,
-    unreadable): the hint is then simply not there, and the worker's `_read` and the store report the file
-    as they always do. Leaner than `_read` (one open and one read, no lstat, no cap loop: ~6 vs ~14 ms for
-    a cold build's ~1,150 files) because nothing here is reported: `O_NOFOLLOW` refuses a link, `O_NONBLOCK`
-    keeps a FIFO's open from blocking, and the descriptor is checked to be a regular file."""
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
-    try:
-        fd = os.open(path, flags)
-    except OSError:
-        return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > FILE_MAX_BYTES:
-            return None
-        return os.read(fd, st.st_size)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
 
 
 def _result(st: os.stat_result, sha: str, rec: FileRecords) -> Result:
@@ -414,14 +389,7 @@ def prefetch(
     """Parse every file reachable from `entries` (and then the files `later` names) in worker processes,
     putting the records in `store`. `links(path, records)` gives the files a parsed file leads to. The model
     is `loaded` when the caller has it already, else `loader()` runs in a process of its own and the parent
-    hands the result to `adopt`. Returns the files parsed.
-
-    The parent does not wait for a worker to parse a file before it hands on the files it includes: it
-    reads each file it wants and follows the includes `records.scan_links` finds in the bytes (a few µs a
-    file), so the workers have a full queue at once instead of one include level per round trip (breadth
-    first through the graph, each level waiting for the parse of the one before). The workers' parse stays
-    the authority: when a file's real includes differ from its scan, the parent follows the real ones, and
-    the files that only a wrong scan led to are dropped from the store at the end (`_unreachable`)."""
+    hands the result to `adopt`. Returns the files parsed."""
     mark("prefetch")
     reap()  # a build that failed before reaping its workers
     _lxml.load()
@@ -443,15 +411,6 @@ def prefetch(
     seen: set[str] = set()
     queue: list[tuple[str, bool]] = []
     parsed: set[str] = set()
-    to_scan: deque[str] = deque()
-    hints: dict[str, tuple[tuple[list[tuple[str, str]], list[str]], list[str]]] = {}
-    """Path → (what `scan_links` read, the files followed from it)."""
-    targets: dict[str, list[str]] = {}
-    """Path → the files its real records lead to, once a worker answered for it."""
-    roots: list[str] = []
-    """`entries` and `later`'s files: where `_unreachable` starts."""
-    misled: list[bool] = []
-    """Not empty once a scan named a file its real records do not."""
     alive = {conn: proc for conn, proc in workers}
     outstanding = dict.fromkeys(alive, 0)
     queued = dict.fromkeys(alive, 0)
@@ -470,36 +429,6 @@ def prefetch(
             return
         seen.add(path)
         queue.append((path, art))
-        if not art:
-            to_scan.append(path)
-
-    def scan(path: str) -> None:
-        if path in targets:
-            return  # a worker answered first: its real includes were followed
-        data = _read_hint(path)
-        hint = scan_links(data) if data is not None else None
-        if hint is None:
-            return  # followed when the worker answers
-        rec = FileRecords(
-            includes=[(k, s, 0) for k, s in hint[0]], xincludes=[(h, "", 0, False) for h in hint[1]]
-        )
-        found = list(links(path, rec))
-        hints[path] = (hint, found)
-        for target in found:
-            want(target)
-
-    def follow(path: str, rec: FileRecords) -> None:
-        """The real records of `path` are in: follow them unless its scan said the same."""
-        got = hints.get(path)
-        if got is not None:
-            hint, found = got
-            if hint[0] == [(k, s) for k, s, _l in rec.includes] and hint[1] == [x[0] for x in rec.xincludes]:
-                targets[path] = found
-                return
-            misled.append(True)
-        found = targets[path] = list(links(path, rec))
-        for target in found:
-            want(target)
 
     def send_model(blob: bytes) -> None:
         for conn in list(alive):
@@ -546,18 +475,16 @@ def prefetch(
         send_model(model_blob)
     try:
         for e in entries:
-            roots.append(e)
             want(e)
         extra_done = False
         while True:
             dispatch()
-            if not any(outstanding.values()) and not queue and not to_scan:
+            if not any(outstanding.values()) and not queue:
                 if not extra_done:
                     mark("discovered")
                     extra_done = True
                     _load_writer()
                     for p in later():
-                        roots.append(p)
                         want(p)
                     continue
                 if (model_blob is not None and not awaiting_full) or not alive:
@@ -567,15 +494,7 @@ def prefetch(
                 waiting.append(schema_conn)
             if digest_wait is not None:
                 waiting.append(digest_wait[0])
-            if to_scan:
-                # Read ahead while the workers parse; look at their answers between steps without waiting.
-                for _ in range(SCAN_STEP):
-                    if to_scan:
-                        scan(to_scan.popleft())
-                ready = select.select(waiting, [], [], 0)[0]
-            else:
-                ready = wait(waiting)
-            for conn in ready:
+            for conn in wait(waiting):
                 if digest_wait is not None and conn is digest_wait[0]:
                     # Read as soon as it is sent: its cache bytes are more than a pipe holds, so the schema
                     # process would otherwise wait, alive, until the end of the build to hand them over and
@@ -620,17 +539,14 @@ def prefetch(
                         sizes[1] += 1
                         held[conn] += payload[2]
                         rec = FileRecords(includes=payload[0], xincludes=payload[1])
-                    follow(path, rec)
+                    for target in links(path, rec):
+                        want(target)
         if schema_conn is not None:
             # Every worker died: the parent still wants the model.
             _blob, got = _take_model(schema_conn, loader, adopt)
             if got is not None and not got.digest:
                 digest_wait = (schema_conn, got)
             schema_conn = None
-        if misled:
-            for path in _unreachable(roots, targets, parsed):
-                store.drop_parsed(path)
-                parsed.discard(path)
         mark("all-parsed")
     finally:
         for conn, pid in workers:
@@ -646,18 +562,6 @@ def prefetch(
             _join(schema_proc)
         mark("joined")
     return parsed
-
-
-def _unreachable(roots: list[str], targets: dict[str, list[str]], parsed: set[str]) -> list[str]:
-    """The parsed files no real include leads to from `roots`: parsed only because a scan was wrong."""
-    reached = set(roots)
-    stack = list(roots)
-    while stack:
-        for target in targets.get(stack.pop(), ()):
-            if target not in reached:
-                reached.add(target)
-                stack.append(target)
-    return [p for p in parsed if p not in reached]
 
 
 def _load_writer() -> None:

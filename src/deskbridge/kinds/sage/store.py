@@ -164,13 +164,6 @@ class RecordStore:
         self.dirty = True
         return rec
 
-    def drop_parsed(self, path: str) -> None:
-        """Undo `put_parsed`: a cold build's worker parsed a file that no include leads to after all
-        (`parallel.prefetch` followed a wrong scan of the bytes); the store keeps only what the walk reads."""
-        if self._entries.pop(path, None) is not None:
-            self._trusted.discard(path)
-            self.parsed -= 1
-
     def changed_on_disk(self, paths: Iterable[str]) -> list[str]:
         """The files among `paths` whose size, mtime or ctime differ from what was read (one stat each)."""
         out = []
