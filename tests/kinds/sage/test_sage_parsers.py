@@ -439,3 +439,35 @@ def test_windows_1252_bytes_in_a_utf_8_file_say_what_to_do():
     [err] = [d for d in rec.diagnostics if d[0] == "parse-error"]
     assert err[2] == 2 and "not UTF-8" in err[3] and 'encoding="windows-1252"' in err[3]
     assert [a[1] for a in rec.assets] == ["A"]  # what follows is still indexed
+
+
+def test_each_model_types_the_references_with_its_own_tables():
+    """The typed walk keeps per-type tables made from the model it walks with (`records._plans`); the same
+    document extracted with one model, another where the same element means something else, and the first
+    again gives each model's own references."""
+    from deskbridge.kinds.sage.schema import SchemaModel
+
+    doc = (
+        b'<AssetDeclaration xmlns="uri:ea.com:eala:asset">'
+        b'<Unit id="U" Weapon="W1"><Turret Weapon="W2"><!-- c --><Barrel Weapon="W3"/></Turret></Unit>'
+        b"</AssetDeclaration>"
+    )
+
+    def model(barrel: bool) -> SchemaModel:
+        children = {"UnitType": {"Turret": "TurretType"}, "TurretType": {"Barrel": "BarrelType"}}
+        refs = {"UnitType": {"Weapon": ("WeaponTemplate", False)}}
+        refs["BarrelType" if barrel else "TurretType"] = {"Weapon": ("WeaponTemplate", False)}
+        return SchemaModel(
+            asset_types={"Unit": "UnitType"},
+            children=children,
+            attr_refs=refs,
+            with_refs={"UnitType", "TurretType", "BarrelType"},
+        )
+
+    def targets(m: SchemaModel) -> list[tuple[str, str, str]]:
+        return sorted((r[2], r[7], r[8]) for r in extract_records(doc, m).refs)
+
+    turret, barrel = model(False), model(True)
+    assert targets(turret) == [("W1", "Unit", ""), ("W2", "Turret", "Unit")]
+    assert targets(barrel) == [("W1", "Unit", ""), ("W3", "Barrel", "Turret")]
+    assert targets(turret) == [("W1", "Unit", ""), ("W2", "Turret", "Unit")]
