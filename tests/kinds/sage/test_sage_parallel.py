@@ -227,3 +227,37 @@ def test_a_large_model_and_a_large_answer_crossing_in_the_pipes_do_not_deadlock(
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
         conn.close()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="F_SETPIPE_SZ is Linux's")
+def test_the_model_goes_to_a_busy_worker_in_one_write() -> None:
+    """The pipes to a child hold `PIPE_BYTES` (a model of ~250 KB, a large answer): the parent's write
+    returns while the child is still busy, instead of waiting for it to read each 64 KiB (this test timed
+    out before the pipes were widened)."""
+    import signal
+
+    gate_r, gate_w = os.pipe()
+
+    def busy(conn: parallel.Channel) -> None:
+        os.read(gate_r, 1)  # busy until the parent has written
+        conn.send_bytes(len(conn.recv_bytes()).to_bytes(8, "little"))
+
+    def too_long(*_args: Any) -> None:
+        raise TimeoutError("the write waited for the busy child to read")
+
+    pid, conn = parallel._fork(busy)
+    previous = signal.signal(signal.SIGALRM, too_long)
+    signal.alarm(10)
+    try:
+        conn.send_bytes(b"m" * (parallel.PIPE_BYTES - 4096))
+        signal.alarm(0)
+        os.write(gate_w, b"x")
+        assert int.from_bytes(conn.recv_bytes(), "little") == parallel.PIPE_BYTES - 4096
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+        conn.close()  # a child left reading half a message sees EOF and leaves
+        os.write(gate_w, b"x")
+        parallel._join(pid)
+        os.close(gate_r)
+        os.close(gate_w)
