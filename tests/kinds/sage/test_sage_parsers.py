@@ -246,14 +246,25 @@ def test_multiline_start_tags_open_on_the_same_line_in_utf8_and_utf16():
         assert rec.assets == [("GameObjectX", "Y", 11), ("GameObject", "A", 12)]
 
 
-def test_lines_beyond_65535_are_the_real_lines():
+@pytest.mark.parametrize(
+    "filler",
+    [
+        '  <GameObject id="F{0}" Side="x"/>\n',  # 2.5 MB: its newlines are counted before the parse
+        '<GameObject id="F{0}"/>\n',  # 1.8 MB: parsed without blank nodes, then again with them
+    ],
+)
+def test_lines_beyond_65535_are_the_real_lines(filler):
     """libxml2 keeps an element's line in 16 bits and, past 65,535, finds it in the text node next to it:
-    the parser must keep whitespace-only text (KW's FXParticleSystem.xml has assets past line 80,000)."""
-    filler = '  <GameObject id="F{0}" Side="x"/>\n'
+    the parser must keep whitespace-only text (KW's FXParticleSystem.xml has assets past line 80,000),
+    in a text large enough for its newlines to be counted first and in one below
+    `BLANKS_COUNTED_FROM_BYTES`, whose parse without them reaches that line."""
+    from deskbridge.kinds.sage import records
+
     head = '<?xml version="1.0"?>\n<AssetDeclaration xmlns="uri:ea.com:eala:asset">\n'
     body = "".join(filler.format(i) for i in range(70_000))
     tail = '  <GameObject id="Far"\n    inheritFrom="F1" Upgrades="F2">\n  </GameObject>\n'
     data = (head + body + tail + "</AssetDeclaration>\n").encode()
+    assert (len(data) >= records.BLANKS_COUNTED_FROM_BYTES) == filler.startswith(" ")
     far_line = 2 + 70_000 + 1
     located = extract_records(data, fuzz._MODEL)
     unlocated = finish_records(begin_records(data), fuzz._MODEL, locate=False)

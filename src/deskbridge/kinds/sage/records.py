@@ -253,6 +253,23 @@ are the same either way â€” no record reads a whitespace-only text or any tail â
 fewer nodes: 1,301 -> 1,225 M instructions and 25.0 k -> 20.0 k page faults parsing RA3Afterdash's files."""
 
 
+BLANKS_COUNTED_FROM_BYTES = 2 * 1024 * 1024
+"""Texts this large have their newlines counted before the parse (KW's FXParticleSystem.xml: 2.4 MB, 84,789
+lines): a smaller one reaching `BLANKS_DROPPED_BELOW_LINES` lines averages under 35 bytes a line (EA's
+largest RA3 files: 27-32 bytes a line, under 27,000 lines), so its second parse stays rare."""
+
+
+def _reaches(root: Any, lines: int) -> bool:
+    """Whether the last node of a document parsed without blank text nodes is on line `lines` or later (or
+    its line is not known): every element before it is on a line no later (libxml2 numbers them in
+    document order), so below that the blank nodes change nothing."""
+    last = root
+    while len(last):
+        last = last[-1]
+    line = last.sourceline
+    return line is None or line >= lines
+
+
 def xml_parser(blank: bool = True) -> etree.XMLParser:
     """This thread's parser of mod XML (records, effective assets): recovering, no entities, DTDs or network;
     `blank=False` drops blank text nodes (only for texts of fewer than `BLANKS_DROPPED_BELOW_LINES` lines)."""
@@ -637,14 +654,23 @@ def begin_records(data: bytes) -> PendingRecords:
     if len(data) > FILE_MAX_BYTES:
         rec.diagnostics.append(("parse-error", "error", 0, f"file is larger than {FILE_MAX_BYTES} bytes"))
         return PendingRecords(rec)
-    # A text of fewer bytes than that many lines cannot have them: the count (~8 instructions a byte) is
-    # skipped for ~70 % of a cold build's bytes.
-    parser = xml_parser(
-        blank=len(data) >= BLANKS_DROPPED_BELOW_LINES and data.count(b"\n") >= BLANKS_DROPPED_BELOW_LINES
+    lines = BLANKS_DROPPED_BELOW_LINES
+    # A text of fewer bytes than that many lines cannot have them. One below `BLANKS_COUNTED_FROM_BYTES` is
+    # parsed without its blank nodes and, in the rare case it reaches that line after all, again with them
+    # (`_reaches`): no count of its newlines (~8 instructions a byte, 27 M of a cold RA3 build).
+    blank: bool | None = (
+        False
+        if len(data) < lines
+        else (data.count(b"\n") >= lines if len(data) >= BLANKS_COUNTED_FROM_BYTES else None)
     )
+    parser = xml_parser(blank=bool(blank))
     try:
         # `isspace` stops at the first other byte (strip would copy the whole text to test it).
-        root = etree.fromstring(_without_asset_ns(data), parser) if data and not data.isspace() else None
+        text = _without_asset_ns(data) if data and not data.isspace() else None
+        root = etree.fromstring(text, parser) if text is not None else None
+        if blank is None and root is not None and _reaches(root, lines):
+            parser = xml_parser(blank=True)
+            root = etree.fromstring(text, parser)
     except etree.XMLSyntaxError as exc:  # recover=True still raises when nothing at all is usable
         root = None
         rec.diagnostics.append(("parse-error", "error", exc.lineno or 0, str(exc.msg or exc)))
