@@ -261,3 +261,37 @@ def test_the_model_goes_to_a_busy_worker_in_one_write() -> None:
         parallel._join(pid)
         os.close(gate_r)
         os.close(gate_w)
+
+
+_DEAD = r"""
+import json, os, sys
+from deskbridge.kinds.sage import parallel
+if sys.argv[3] == "dead":
+    parallel._worker_main = lambda conn: os._exit(1)  # every worker dies before it answers anything
+from deskbridge.kinds.sage.indexer import ProjectIndexer
+service = ProjectIndexer(sys.argv[1], sys.argv[2])
+index = service.open_sync()
+stats = {k: v for k, v in index.stats.items() if not k.endswith("Ms") and k != "resolveCalls"}
+print(json.dumps({"stats": stats, "diagnostics": len(index.diagnostics), "saved": service.save_cache()}))
+"""
+
+
+@pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="needs fork")
+def test_a_cold_build_whose_workers_all_die_is_parsed_by_the_walk(sage_data: Any, tmp_path: Path) -> None:
+    """With every worker gone and files still queued, `prefetch` waited on no pipe at all, forever (this
+    test timed out before); the walk now parses those files itself, as one core does."""
+
+    def cold(mode: str, workers: int) -> dict:
+        env = {**os.environ, "DESKBRIDGE_HOME": str(tmp_path / mode), parallel.WORKERS_ENV: str(workers)}
+        out = subprocess.run(
+            [sys.executable, "-c", _DEAD, str(sage_data.mod), str(sage_data.sdk), mode],
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    one, dead = cold("one", 0), cold("dead", 2)
+    assert dead == one and one["stats"]["parsedFiles"] > 1000

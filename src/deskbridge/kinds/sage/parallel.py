@@ -500,7 +500,8 @@ def prefetch(
         extra_done = False
         while True:
             dispatch()
-            if not any(outstanding.values()) and not queue:
+            # With no worker left the queue cannot drain: the walk parses what is still in it.
+            if not alive or (not any(outstanding.values()) and not queue):
                 if not extra_done:
                     mark("discovered")
                     extra_done = True
