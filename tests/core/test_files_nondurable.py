@@ -67,3 +67,24 @@ def test_non_durable_new_files_are_published_once_and_made_durable_by_one_sync(t
         assert len(synced) == 1 and calls == []  # one syncfs for all of them
     assert sorted(p.name for p in tmp_path.iterdir()) == [f"blob{i}" for i in range(5)]
     assert (tmp_path / "blob3").read_bytes() == b"xxx"
+
+
+def test_writing_a_file_loads_no_module_only_rare_paths_need(tmp_path):
+    """`secrets` (hmac, hashlib, random), `shutil` (bz2, lzma) and `platform` were imported by every process
+    that loaded `core.files` (~7 ms of a cold SAGE build's parent, which writes its caches): a new file and a
+    replaced one, durable or not, need none of them."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from deskbridge.core.files import atomic_write\n"
+        f"atomic_write({str(tmp_path / 'a')!r}, b'1', durable=False)\n"
+        f"atomic_write({str(tmp_path / 'a')!r}, b'2', durable=False)\n"
+        f"atomic_write({str(tmp_path / 'b')!r}, b'3')\n"
+        "print(','.join(m for m in ('secrets', 'shutil', 'platform', 'hmac', 'random') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
+    assert (tmp_path / "a").read_bytes() == b"2" and (tmp_path / "b").read_bytes() == b"3"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(files.TEMP_PREFIX)]

@@ -32,9 +32,6 @@ import errno
 import functools
 import itertools
 import os
-import platform
-import secrets
-import shutil
 import stat
 import sys
 import threading
@@ -477,7 +474,9 @@ def fsync_dir(directory: Path | str | int) -> None:
 
 def _temp_basename(name: str) -> str:
     # Keep the name short enough for 255-byte components whatever the target's name is.
-    return f"{TEMP_PREFIX}{name[:80]}-{secrets.token_hex(6)}"
+    # `os.urandom` is what `secrets.token_hex` reads; importing `secrets` (hmac, hashlib, random) was ~4 ms of
+    # every process that writes a file (a cold SAGE build writes its caches).
+    return f"{TEMP_PREFIX}{name[:80]}-{os.urandom(6).hex()}"
 
 
 def _temp_name(target: Path) -> Path:
@@ -633,6 +632,8 @@ class _Dir:
             os.mkdir(name, mode, dir_fd=self.fd)
 
     def rmtree(self, name: str) -> None:
+        import shutil  # rarely needed: not loaded (with bz2, lzma) by every process that writes a file
+
         if self.fd is None:
             shutil.rmtree(self.path / name, ignore_errors=True)
         else:
@@ -1046,6 +1047,8 @@ def _native_noreplace(
         if fn is not None:
             res = fn(at_src, os.fsencode(src), at_dst, os.fsencode(dst), _RENAME_NOREPLACE)
         else:
+            import platform  # only without glibc's renameat2
+
             nr = _SYS_RENAMEAT2.get(platform.machine().lower())
             if nr is None:
                 return False

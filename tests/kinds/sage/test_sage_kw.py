@@ -4,6 +4,7 @@ a mod in WrathEd's layout (`Data/Static.xml`, no `Data/Mod.xml`). Nothing here i
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -157,6 +158,10 @@ def test_kw_mod_weapons_fragments_and_inactive_drafts(kw_mod):
 def test_the_cli_index_reports_both_phases_on_a_cold_run(tmp_path):
     """Issue 12 item 6: `deskbridge index` printed only the art phase's parsed count on a cold run."""
     env = {"DESKBRIDGE_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    if "PYTHONDONTWRITEBYTECODE" in os.environ:
+        # Kept: without it this run wrote `.pyc` files into the source tree, and SAGE-COLD's figures then
+        # changed by the compile time depending on whether this test had run since the last edit.
+        env["PYTHONDONTWRITEBYTECODE"] = os.environ["PYTHONDONTWRITEBYTECODE"]
     out = subprocess.run(
         [sys.executable, "-m", "deskbridge", "index", str(KW_MOD), "--sdk", str(kw_sdk())],
         capture_output=True,

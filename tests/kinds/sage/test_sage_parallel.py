@@ -227,3 +227,71 @@ def test_a_large_model_and_a_large_answer_crossing_in_the_pipes_do_not_deadlock(
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
         conn.close()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="F_SETPIPE_SZ is Linux's")
+def test_the_model_goes_to_a_busy_worker_in_one_write() -> None:
+    """The pipes to a child hold `PIPE_BYTES` (a model of ~250 KB, a large answer): the parent's write
+    returns while the child is still busy, instead of waiting for it to read each 64 KiB (this test timed
+    out before the pipes were widened)."""
+    import signal
+
+    gate_r, gate_w = os.pipe()
+
+    def busy(conn: parallel.Channel) -> None:
+        os.read(gate_r, 1)  # busy until the parent has written
+        conn.send_bytes(len(conn.recv_bytes()).to_bytes(8, "little"))
+
+    def too_long(*_args: Any) -> None:
+        raise TimeoutError("the write waited for the busy child to read")
+
+    pid, conn = parallel._fork(busy)
+    previous = signal.signal(signal.SIGALRM, too_long)
+    signal.alarm(10)
+    try:
+        conn.send_bytes(b"m" * (parallel.PIPE_BYTES - 4096))
+        signal.alarm(0)
+        os.write(gate_w, b"x")
+        assert int.from_bytes(conn.recv_bytes(), "little") == parallel.PIPE_BYTES - 4096
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+        conn.close()  # a child left reading half a message sees EOF and leaves
+        os.write(gate_w, b"x")
+        parallel._join(pid)
+        os.close(gate_r)
+        os.close(gate_w)
+
+
+_DEAD = r"""
+import json, os, sys
+from deskbridge.kinds.sage import parallel
+if sys.argv[3] == "dead":
+    parallel._worker_main = lambda conn: os._exit(1)  # every worker dies before it answers anything
+from deskbridge.kinds.sage.indexer import ProjectIndexer
+service = ProjectIndexer(sys.argv[1], sys.argv[2])
+index = service.open_sync()
+stats = {k: v for k, v in index.stats.items() if not k.endswith("Ms") and k != "resolveCalls"}
+print(json.dumps({"stats": stats, "diagnostics": len(index.diagnostics), "saved": service.save_cache()}))
+"""
+
+
+@pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="needs fork")
+def test_a_cold_build_whose_workers_all_die_is_parsed_by_the_walk(sage_data: Any, tmp_path: Path) -> None:
+    """With every worker gone and files still queued, `prefetch` waited on no pipe at all, forever (this
+    test timed out before); the walk now parses those files itself, as one core does."""
+
+    def cold(mode: str, workers: int) -> dict:
+        env = {**os.environ, "DESKBRIDGE_HOME": str(tmp_path / mode), parallel.WORKERS_ENV: str(workers)}
+        out = subprocess.run(
+            [sys.executable, "-c", _DEAD, str(sage_data.mod), str(sage_data.sdk), mode],
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    one, dead = cold("one", 0), cold("dead", 2)
+    assert dead == one and one["stats"]["parsedFiles"] > 1000

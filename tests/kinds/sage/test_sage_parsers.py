@@ -246,14 +246,25 @@ def test_multiline_start_tags_open_on_the_same_line_in_utf8_and_utf16():
         assert rec.assets == [("GameObjectX", "Y", 11), ("GameObject", "A", 12)]
 
 
-def test_lines_beyond_65535_are_the_real_lines():
+@pytest.mark.parametrize(
+    "filler",
+    [
+        '  <GameObject id="F{0}" Side="x"/>\n',  # 2.5 MB: its newlines are counted before the parse
+        '<GameObject id="F{0}"/>\n',  # 1.8 MB: parsed without blank nodes, then again with them
+    ],
+)
+def test_lines_beyond_65535_are_the_real_lines(filler):
     """libxml2 keeps an element's line in 16 bits and, past 65,535, finds it in the text node next to it:
-    the parser must keep whitespace-only text (KW's FXParticleSystem.xml has assets past line 80,000)."""
-    filler = '  <GameObject id="F{0}" Side="x"/>\n'
+    the parser must keep whitespace-only text (KW's FXParticleSystem.xml has assets past line 80,000),
+    in a text large enough for its newlines to be counted first and in one below
+    `BLANKS_COUNTED_FROM_BYTES`, whose parse without them reaches that line."""
+    from deskbridge.kinds.sage import records
+
     head = '<?xml version="1.0"?>\n<AssetDeclaration xmlns="uri:ea.com:eala:asset">\n'
     body = "".join(filler.format(i) for i in range(70_000))
     tail = '  <GameObject id="Far"\n    inheritFrom="F1" Upgrades="F2">\n  </GameObject>\n'
     data = (head + body + tail + "</AssetDeclaration>\n").encode()
+    assert (len(data) >= records.BLANKS_COUNTED_FROM_BYTES) == filler.startswith(" ")
     far_line = 2 + 70_000 + 1
     located = extract_records(data, fuzz._MODEL)
     unlocated = finish_records(begin_records(data), fuzz._MODEL, locate=False)
@@ -439,3 +450,35 @@ def test_windows_1252_bytes_in_a_utf_8_file_say_what_to_do():
     [err] = [d for d in rec.diagnostics if d[0] == "parse-error"]
     assert err[2] == 2 and "not UTF-8" in err[3] and 'encoding="windows-1252"' in err[3]
     assert [a[1] for a in rec.assets] == ["A"]  # what follows is still indexed
+
+
+def test_each_model_types_the_references_with_its_own_tables():
+    """The typed walk keeps per-type tables made from the model it walks with (`records._plans`); the same
+    document extracted with one model, another where the same element means something else, and the first
+    again gives each model's own references."""
+    from deskbridge.kinds.sage.schema import SchemaModel
+
+    doc = (
+        b'<AssetDeclaration xmlns="uri:ea.com:eala:asset">'
+        b'<Unit id="U" Weapon="W1"><Turret Weapon="W2"><!-- c --><Barrel Weapon="W3"/></Turret></Unit>'
+        b"</AssetDeclaration>"
+    )
+
+    def model(barrel: bool) -> SchemaModel:
+        children = {"UnitType": {"Turret": "TurretType"}, "TurretType": {"Barrel": "BarrelType"}}
+        refs = {"UnitType": {"Weapon": ("WeaponTemplate", False)}}
+        refs["BarrelType" if barrel else "TurretType"] = {"Weapon": ("WeaponTemplate", False)}
+        return SchemaModel(
+            asset_types={"Unit": "UnitType"},
+            children=children,
+            attr_refs=refs,
+            with_refs={"UnitType", "TurretType", "BarrelType"},
+        )
+
+    def targets(m: SchemaModel) -> list[tuple[str, str, str]]:
+        return sorted((r[2], r[7], r[8]) for r in extract_records(doc, m).refs)
+
+    turret, barrel = model(False), model(True)
+    assert targets(turret) == [("W1", "Unit", ""), ("W2", "Turret", "Unit")]
+    assert targets(barrel) == [("W1", "Unit", ""), ("W3", "Barrel", "Turret")]
+    assert targets(turret) == [("W1", "Unit", ""), ("W2", "Turret", "Unit")]

@@ -142,6 +142,25 @@ def wait(channels: list[Any]) -> list[Any]:
     return select.select(channels, [], [])[0]
 
 
+PIPE_BYTES = 1 << 20
+"""Buffer asked for each pipe to a child (Linux's default ceiling for an unprivileged process,
+`/proc/sys/fs/pipe-max-size`; pipe(7))."""
+
+
+def _widen(fd: int) -> None:
+    """Give the pipe `PIPE_BYTES` of buffer instead of 64 KiB (Linux's `F_SETPIPE_SZ`, pipe(7)): the
+    model (~250 KB) then goes to each worker in one write, and a worker's answer in one, instead of the
+    writer waiting for the reader to take each 64 KiB — the parent blocked in those writes for 16-40 ms
+    of a cold build, handing no files out meanwhile, while a busy worker's inbox thread waited for the
+    GIL between reads. Elsewhere (or refused) the pipe keeps its size: only the waits come back."""
+    try:
+        import fcntl
+
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+    except (ImportError, AttributeError, OSError):
+        pass
+
+
 def _fork(target: Callable[..., None], *args: Any, close: Iterable[Channel] = ()) -> tuple[int, Channel]:
     """Run `target(channel, *args)` in a forked child; returns its pid and the parent's channel to it.
 
@@ -149,6 +168,8 @@ def _fork(target: Callable[..., None], *args: Any, close: Iterable[Channel] = ()
     parent goes, and leaves with `os._exit` whatever happens: it never returns into the parent's code."""
     down_r, down_w = os.pipe()
     up_r, up_w = os.pipe()
+    _widen(down_w)
+    _widen(up_w)
     for stream in (sys.stdout, sys.stderr):  # what is buffered would be written twice
         with contextlib.suppress(Exception):
             stream.flush()
@@ -479,7 +500,8 @@ def prefetch(
         extra_done = False
         while True:
             dispatch()
-            if not any(outstanding.values()) and not queue:
+            # With no worker left the queue cannot drain: the walk parses what is still in it.
+            if not alive or (not any(outstanding.values()) and not queue):
                 if not extra_done:
                     mark("discovered")
                     extra_done = True

@@ -253,6 +253,23 @@ are the same either way — no record reads a whitespace-only text or any tail �
 fewer nodes: 1,301 -> 1,225 M instructions and 25.0 k -> 20.0 k page faults parsing RA3Afterdash's files."""
 
 
+BLANKS_COUNTED_FROM_BYTES = 2 * 1024 * 1024
+"""Texts this large have their newlines counted before the parse (KW's FXParticleSystem.xml: 2.4 MB, 84,789
+lines): a smaller one reaching `BLANKS_DROPPED_BELOW_LINES` lines averages under 35 bytes a line (EA's
+largest RA3 files: 27-32 bytes a line, under 27,000 lines), so its second parse stays rare."""
+
+
+def _reaches(root: Any, lines: int) -> bool:
+    """Whether the last node of a document parsed without blank text nodes is on line `lines` or later (or
+    its line is not known): every element before it is on a line no later (libxml2 numbers them in
+    document order), so below that the blank nodes change nothing."""
+    last = root
+    while len(last):
+        last = last[-1]
+    line = last.sourceline
+    return line is None or line >= lines
+
+
 def xml_parser(blank: bool = True) -> etree.XMLParser:
     """This thread's parser of mod XML (records, effective assets): recovering, no entities, DTDs or network;
     `blank=False` drops blank text nodes (only for texts of fewer than `BLANKS_DROPPED_BELOW_LINES` lines)."""
@@ -637,14 +654,23 @@ def begin_records(data: bytes) -> PendingRecords:
     if len(data) > FILE_MAX_BYTES:
         rec.diagnostics.append(("parse-error", "error", 0, f"file is larger than {FILE_MAX_BYTES} bytes"))
         return PendingRecords(rec)
-    # A text of fewer bytes than that many lines cannot have them: the count (~8 instructions a byte) is
-    # skipped for ~70 % of a cold build's bytes.
-    parser = xml_parser(
-        blank=len(data) >= BLANKS_DROPPED_BELOW_LINES and data.count(b"\n") >= BLANKS_DROPPED_BELOW_LINES
+    lines = BLANKS_DROPPED_BELOW_LINES
+    # A text of fewer bytes than that many lines cannot have them. One below `BLANKS_COUNTED_FROM_BYTES` is
+    # parsed without its blank nodes and, in the rare case it reaches that line after all, again with them
+    # (`_reaches`): no count of its newlines (~8 instructions a byte, 27 M of a cold RA3 build).
+    blank: bool | None = (
+        False
+        if len(data) < lines
+        else (data.count(b"\n") >= lines if len(data) >= BLANKS_COUNTED_FROM_BYTES else None)
     )
+    parser = xml_parser(blank=bool(blank))
     try:
         # `isspace` stops at the first other byte (strip would copy the whole text to test it).
-        root = etree.fromstring(_without_asset_ns(data), parser) if data and not data.isspace() else None
+        text = _without_asset_ns(data) if data and not data.isspace() else None
+        root = etree.fromstring(text, parser) if text is not None else None
+        if blank is None and root is not None and _reaches(root, lines):
+            parser = xml_parser(blank=True)
+            root = etree.fromstring(text, parser)
     except etree.XMLSyntaxError as exc:  # recover=True still raises when nothing at all is usable
         root = None
         rec.diagnostics.append(("parse-error", "error", exc.lineno or 0, str(exc.msg or exc)))
@@ -898,6 +924,61 @@ def _xincludes(root: etree._Element, rec: FileRecords, locator: _Locator) -> Non
         )
 
 
+_SKIP: Any = False
+"""A child `_walk` does not descend into (its plan's entry for the child's tag)."""
+_PLANS: tuple[Any, dict[Any, Any]] = (None, {})
+"""(the model the plans were made for, {type key or None → plan}): one model at a time (a process holds
+one), checked by identity; replaced whole, so a thread never sees one model's plans under another."""
+
+
+def _plans(model: SchemaModel) -> dict[Any, Any]:
+    """The plans of `model`'s types (`_plan`), made as the walks meet them."""
+    global _PLANS
+    cached = _PLANS
+    if cached[0] is model:
+        return cached[1]
+    _PLANS = (model, {})
+    return _PLANS[1]
+
+
+def _plan(plans: dict[Any, Any], model: SchemaModel, t: str | None) -> tuple[Any, Any, dict[Any, Any]]:
+    """What `_walk` does at an element of type `t` (None: a type the model does not know): (attribute
+    checks as (name, target type, is list) or None, the text's reference spec or None, {child tag → (its
+    type or None or `_SKIP`, its local name)} filled as tags are met). Made once per type and model: the
+    walk then looks up one table per element and one entry per child, where it read `attr_refs`,
+    `content_refs` and `children` for each element and, for each child, its local name, then its type
+    under the parent, then its global meaning and whether that can hold a reference."""
+    if t is None:
+        attrs, content = None, None
+    else:
+        specs = model.attr_refs.get(t)
+        attrs = tuple((a, sys.intern(r), li) for a, (r, li) in specs.items()) if specs else None
+        content = model.content_refs.get(t)
+    plan = plans[t] = (attrs, content, {})
+    return plan
+
+
+def _child_entry(model: SchemaModel, t: str | None, ctag: Any) -> tuple[Any, str]:
+    """The plan entry of a child with tag `ctag` under an element of type `t`: its type under the parent,
+    else the name's global type when its subtree can hold a reference; None (look below it anyway) for
+    an element the model does not know; `_SKIP` for comments, PIs, entities, `xi:include`s and the
+    children that cannot hold a reference."""
+    if ctag.__class__ is not str:
+        return _SKIP, ""
+    cname = _LOCAL.get(ctag) or _local(ctag)
+    kids = model.children.get(t) if t is not None else None
+    ct = kids.get(cname) if kids else None
+    if ct is None:
+        ct = model.fallback.get(cname)
+        if ct is None:
+            return (_SKIP if ctag == XI_INCLUDE else None), cname
+        if ct not in model.with_refs:
+            return _SKIP, cname
+    elif not ct:
+        return _SKIP, cname  # declared here, and nothing below it can reference anything
+    return ct, cname
+
+
 def _walk(
     top: etree._Element,
     top_type: str | None,
@@ -909,83 +990,65 @@ def _walk(
 ) -> None:
     """Typed references below one asset: each element's type comes from its parent's type (the same name
     means different things under different parents), falling back to the name's global meaning."""
-    children_of = model.children
-    attr_refs = model.attr_refs
-    content_refs = model.content_refs
-    with_refs = model.with_refs
-    fallback = model.fallback
     refs = rec.ref_data
-    local = _LOCAL
     unlocated = locator is None
-    intern = sys.intern
+    plans = _plans(model)
     # Each entry carries the element's local name, found when its parent looked at it: `el.tag` builds a
     # new `{namespace}name` string on every read, so it is read once per element.
     stack: list[tuple[etree._Element, str | None, str, str]] = [
-        (top, top_type, top_parent, local.get(top.tag) or _local(top.tag))
+        (top, top_type, top_parent, _LOCAL.get(top.tag) or _local(top.tag))
     ]
     pop, push = stack.pop, stack.append
     while stack:
         el, t, parent, name = pop()
-        if t is not None:
-            specs = attr_refs.get(t)
-            if specs:
-                get = el.get
-                for attr, (ref_type, is_list) in specs.items():
-                    value = get(attr)
-                    if value:
-                        if (
-                            unlocated
-                            and not is_list
-                            and value[0] not in "$= \t\r\n"
-                            and value[-1] not in "] \t\r\n"
-                            and ":" not in value
-                        ):
-                            # `_emit`'s UNLOCATED row for the common case (`_split_ref`'s first test),
-                            # without the call: 2 of 3 rows of a cold build.
-                            refs.append(
-                                (
-                                    index,
-                                    intern(ref_type),
-                                    value,
-                                    el.sourceline or 0,
-                                    value,
-                                    None,
-                                    "attribute",
-                                    name,
-                                    parent,
-                                    attr,
-                                )
+        attrs, content, entries = plans.get(t) or _plan(plans, model, t)
+        if attrs is not None:
+            get = el.get
+            for attr, ref_type, is_list in attrs:
+                value = get(attr)
+                if value:
+                    if (
+                        unlocated
+                        and not is_list
+                        and value[0] not in "$= \t\r\n"
+                        and value[-1] not in "] \t\r\n"
+                        and ":" not in value
+                    ):
+                        # `_emit`'s UNLOCATED row for the common case (`_split_ref`'s first test),
+                        # without the call: 2 of 3 rows of a cold build.
+                        refs.append(
+                            (
+                                index,
+                                ref_type,
+                                value,
+                                el.sourceline or 0,
+                                value,
+                                None,
+                                "attribute",
+                                name,
+                                parent,
+                                attr,
                             )
-                        else:
-                            _emit(refs, locator, index, el, name, parent, attr, value, ref_type, is_list)
-            spec = content_refs.get(t)
-            if spec is not None:
-                text = el.text
-                if text and text.strip():
-                    _emit(refs, locator, index, el, name, parent, "", text, spec[0], spec[1])
+                        )
+                    else:
+                        _emit(refs, locator, index, el, name, parent, attr, value, ref_type, is_list)
+        if content is not None:
+            text = el.text
+            if text and text.strip():
+                _emit(refs, locator, index, el, name, parent, "", text, content[0], content[1])
         if not len(el):
             continue  # a leaf (most elements the walk reaches): no list to build
-        kids = children_of.get(t) if t is not None else None
         # `el[:]` is a list made in one C call (no iterator object, no tag matcher per element: fewer
         # instructions for the walk than `iterchildren(tag=Element)`, cachegrind on RA3Afterdash); it also
-        # holds comments, PIs and entity references, whose tag is not a string.
+        # holds comments, PIs and entity references, which the plan skips by their tag.
         for child in el[:]:
             ctag = child.tag
-            if ctag.__class__ is not str:
-                continue
-            cname = local.get(ctag) or _local(ctag)
-            ct = kids.get(cname) if kids else None
-            if ct is None:
-                ct = fallback.get(cname)
-                if ct is None:
-                    if ctag != XI_INCLUDE:
-                        push((child, None, name, cname))  # unknown element: look below it anyway
-                    continue
-                if ct not in with_refs:
-                    continue
-            elif not ct:
-                continue  # declared here, and nothing below it can reference anything
-            push((child, ct, name, cname))
+            entry = entries.get(ctag)
+            if entry is None:
+                entry = entries[ctag] = _child_entry(model, t, ctag)
+            ct = entry[0]
+            if ct is not _SKIP:
+                push((child, ct, name, entry[1]))
 
 
 def _emit(
