@@ -60,27 +60,33 @@ async def test_sync_work_runs_in_a_thread():
 async def test_progress_never_goes_backwards():
     tm = TaskManager(EventBus())
 
+    seen = []
+
     async def work(h):
         h.progress(5, 10)
         h.progress(2, 10, "late report")
+        seen.append(tm.status(h.task_id)["progress"])  # while running: a succeeded task reads complete
 
     t = tm.start(work, owner="ui", label="p")
     await tm.wait(t.id, 2)
-    assert tm.status(t.id)["progress"] == {"done": 5.0, "total": 10.0, "message": "late report"}
+    assert seen == [{"done": 5.0, "total": 10.0, "message": "late report"}]
 
 
 async def test_a_new_phase_restarts_progress_from_its_own_count():
     # A script run scans (140 of 150 files), then compiles its 20 changes: the compile's progress is its own.
     tm = TaskManager(EventBus())
 
+    seen = []
+
     async def work(h):
         h.progress(140, 150, "scanning")
         h.progress(0, 20, "compiling changes", restart=True)
         h.progress(5, 20)
+        seen.append(tm.status(h.task_id)["progress"])
 
     t = tm.start(work, owner="ui", label="p")
     await tm.wait(t.id, 2)
-    assert tm.status(t.id)["progress"] == {"done": 5.0, "total": 20.0, "message": "compiling changes"}
+    assert seen == [{"done": 5.0, "total": 20.0, "message": "compiling changes"}]
 
 
 async def test_status_answers_while_another_thread_holds_the_engine_lock():
@@ -441,3 +447,25 @@ async def test_a_task_outliving_a_reopen_cannot_write_into_the_new_workspace():
     assert eng.tasks.status(task.id)["error"]["code"] == "STALE_WORKSPACE"
     with pytest.raises(BridgeError):
         eng.read(second["workspaceId"], "index")
+
+
+async def test_a_succeeded_task_reads_complete_whatever_its_last_report_said():
+    # A script run succeeded while its status still read 199 of 200: the work's last report came before its
+    # last file, and a poller took the task for one still busy. Failed and cancelled tasks keep their count
+    # (test_a_failed_or_cancelled_task_says_so_in_its_progress_line).
+    tm = TaskManager(EventBus())
+
+    async def almost(h):
+        h.progress(199, 200, "scanning")
+
+    async def counted_only(h):
+        h.progress(37, None, "reading")
+
+    async def silent(_h):
+        return None
+
+    tasks = [tm.start(w, owner="ui", label=w.__name__) for w in (almost, counted_only, silent)]
+    for t in tasks:
+        await tm.wait(t.id, 2)
+    done_total = [(p["done"], p["total"]) for p in (tm.status(t.id)["progress"] for t in tasks)]
+    assert done_total == [(200.0, 200.0), (37.0, 37.0), (1.0, 1.0)]

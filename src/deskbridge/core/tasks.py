@@ -12,8 +12,9 @@ Ownership: only the owner (the caller that started it) or the UI may cancel a ta
 same critical section as admission — is enforced by the `admit` hook the `Engine` passes in.
 
 Progress and state changes are published on the event bus, topic `task`, so the UI and MCP progress
-notifications follow along. Finished tasks stay queryable for `TASK_HISTORY_TTL_S`, at most
-`TASK_HISTORY_MAX` of them.
+notifications follow along. A succeeded task's progress reads complete (done = total) whatever the work last
+reported; a failed or cancelled one keeps what it reached. Finished tasks stay queryable for
+`TASK_HISTORY_TTL_S`, at most `TASK_HISTORY_MAX` of them.
 
 Thread-safety: `TaskHandle` methods may be called from worker threads (each task has a `threading.Lock`);
 `TaskManager.start` runs on the event loop or, after `bind_loop`, from any thread; queries and `cancel` may
@@ -356,7 +357,13 @@ class TaskManager:
                 task.state = state
                 task.result = result
                 task.error = error
-                if state is not TaskState.SUCCEEDED:
+                if state is TaskState.SUCCEEDED:
+                    # The work's last report may come before its last step (199 of 200) or never: a poller
+                    # must read a succeeded task as complete. Without a known total the count is its own
+                    # total, and a task that reported nothing reads 1 of 1 (0 of 0 is no fraction).
+                    task.total = max(task.total or 0.0, task.done) or 1.0
+                    task.done = task.total
+                else:
                     # The last progress line was written while the work still went on ("starting the
                     # sandbox", "scanning 140 of 150"): a person or an agent polling it must not read a failed
                     # or cancelled task as still busy there.
