@@ -481,3 +481,37 @@ async def test_a_failing_script_reports_its_line_and_the_host_error_code(
         assert (
             res["error"]["data"]["scriptError"] == "SCRIPT_ERROR" and "TypeError" in res["error"]["message"]
         )
+
+
+async def test_a_promise_rejection_nobody_handles_fails_the_run_like_a_throw(
+    archive: Path, tmp_path: Path
+) -> None:
+    # An un-awaited async function that threw, or a Promise.reject never caught, ended the run "succeeded":
+    # its changes went into a plan as if the script had done all its work.
+    async with session(archive, tmp_path / "cache") as s:
+        res = await s.run("async function main() {\n  await null;\n  pvf.lst('nope.lst');\n}\nmain();\n")
+        assert res["state"] == "failed" and res["error"]["code"] == "NOT_FOUND", res
+        assert res["error"]["data"]["line"] == 3 and "in promise" in res["error"]["message"]
+        res = await s.run("const a = 1;\nPromise.reject(new Error('no price table'));\n")
+        assert res["state"] == "failed" and "no price table" in res["error"]["message"], res
+        assert res["error"]["data"]["line"] == 2 and res["error"]["data"]["scriptError"] == "SCRIPT_ERROR"
+        res = await s.run("new Promise((_, reject) => reject('a plain string'));\n")
+        assert res["state"] == "failed" and "a plain string" in res["error"]["message"], res
+
+
+async def test_a_rejection_handled_later_or_awaited_does_not_fail_the_run(
+    archive: Path, tmp_path: Path
+) -> None:
+    source = """
+    const late = Promise.reject(new Error("late"));
+    async function main() {
+      try { await Promise.reject(new Error("awaited")); } catch (e) { pvf.log("caught " + e.message); }
+      await null;
+      late.catch((e) => pvf.log("caught " + e.message));
+    }
+    main();
+    """
+    async with session(archive, tmp_path / "cache") as s:
+        res = await s.run(source)
+        assert res["state"] == "succeeded", res
+        assert res["logs"] == ["caught awaited", "caught late"]

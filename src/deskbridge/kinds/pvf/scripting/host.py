@@ -32,6 +32,7 @@ from deskbridge.kinds.pvf.paths import check_archive_path
 from deskbridge.kinds.pvf.script import classic_codec
 from deskbridge.kinds.pvf.script.text import Kind, int_token, lex, string_token
 from deskbridge.kinds.pvf.scripting import lazy, lazy_nkpi, model
+from deskbridge.kinds.pvf.scripting.rejections import RejectionTracker, outermost_frame
 from deskbridge.kinds.pvf.scripting.worker import (
     CHANGE_FRAME_MAX,
     LOG_MAX_BYTES,
@@ -500,6 +501,8 @@ class Host:
         gc.freeze()
         gen0, gen1, _gen2 = gc.get_threshold()
         gc.set_threshold(gen0, gen1, 100)
+        # Before the prelude and the script: they must not see the tracker's probe (rejections.py).
+        rejected = RejectionTracker.install(ctx)
         ctx.add_callable("__host", self.bridge)
         ctx.add_callable("__hostp", self.fast)
         ctx.set("__nonce", self.nonce)
@@ -516,29 +519,46 @@ class Host:
             while ctx.execute_pending_job():
                 if self.fatal is not None:
                     break
+            # Once no job is left, a rejected promise with no handler can never get one: its error is the
+            # run's, as a throw's would be.
+            unhandled = rejected.first_unhandled() if rejected is not None and self.fatal is None else None
         except Exception as exc:
             if self.fatal is not None:
                 raise self.fatal from None
-            d = js_error(exc, line_offset=2)
-            msg = d["message"]
-            code = "SCRIPT_ERROR"
-            if "out of memory" in msg:
-                code = "LIMIT_EXCEEDED"
-                msg = f"the script ran out of memory ({int(job['js_mem_bytes']) >> 20} MiB engine limit)"
-            elif "stack" in msg.lower() and "exceeded" in msg.lower():
-                code = "LIMIT_EXCEEDED"
-            m = _CODE.match(msg)
-            if m:
-                code = m.group(1)
-            elif msg.startswith("SyntaxError"):
-                code = "SCRIPT_SYNTAX"
-            self.flush_logs(force=True)
-            raise ScriptError(code, msg, **{k: v for k, v in d.items() if k != "message"}) from None
+            raise self._script_error(js_error(exc, line_offset=2)) from None
+        finally:
+            if rejected is not None:
+                rejected.uninstall()
+        if unhandled is not None:
+            d = js_error(Exception(unhandled), line_offset=2)
+            if "line" not in d:
+                d.update(outermost_frame(unhandled, line_offset=2))
+            raise self._script_error(d, in_promise=True)
         if self.fatal is not None:
             raise self.fatal
         self.timings["script"] = time.perf_counter() - t0
         self.flush_logs(force=True)
         self.finish()
+
+    def _script_error(self, d: dict[str, Any], in_promise: bool = False) -> ScriptError:
+        """The run's error for a JavaScript error the script did not catch (`js_error`'s description):
+        a host error keeps its code, a syntax error or a limit says so."""
+        msg = d["message"]
+        code = "SCRIPT_ERROR"
+        if "out of memory" in msg:
+            code = "LIMIT_EXCEEDED"
+            msg = f"the script ran out of memory ({int(self.job['js_mem_bytes']) >> 20} MiB engine limit)"
+        elif "stack" in msg.lower() and "exceeded" in msg.lower():
+            code = "LIMIT_EXCEEDED"
+        m = _CODE.match(msg)
+        if m:
+            code = m.group(1)
+        elif msg.startswith("SyntaxError"):
+            code = "SCRIPT_SYNTAX"
+        if in_promise:  # the wording browsers use for an unhandled rejection
+            msg = f"Uncaught (in promise) {msg}"
+        self.flush_logs(force=True)
+        return ScriptError(code, msg, **{k: v for k, v in d.items() if k != "message"})
 
     # ------------------------------------------------------------------------------------------ results
 
