@@ -4,6 +4,9 @@ Runs through the worker: `test_script_api.py::test_a_promise_rejection_nobody_ha
 
 from __future__ import annotations
 
+import ctypes
+import sys
+
 import pytest
 import quickjs
 
@@ -66,3 +69,10 @@ def test_a_rejection_in_a_job_is_placed_at_the_script_function_resumed() -> None
     stack = "Error: NOT_FOUND: no file\n    at call (<input>:58:19)\n    at lst (<input>:301:7)\n    at main (<input>:5:7)\n"
     assert outermost_frame(stack, line_offset=2) == {"line": 3, "column": 7}
     assert outermost_frame("a plain string", line_offset=2) == {}
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the kernel is asked on Linux only")
+def test_a_pointer_is_asked_of_the_kernel_before_it_is_read() -> None:
+    mapped = ctypes.create_string_buffer(64)
+    assert rejections._readable(ctypes.addressof(mapped))
+    assert not rejections._readable(8) and not rejections._readable(0x7FFF_FFFF_0000_0000)

@@ -11,15 +11,17 @@ That needs the `JSRuntime*` and `JSContext*` of a `quickjs.Context`, which live 
 struct (quickjs-ng's Python binding, `module.c`: `RuntimeData {PyObject_HEAD; JSRuntime *runtime;
 JSContext *context; …}`, 80 bytes on a 64-bit build; its `quickjs.Object` is `{PyObject_HEAD; RuntimeData
 *runtime_data; JSValue object}`, 40 bytes). Nothing is written unless every check of that layout agrees —
-sizes, an object's pointer back to its context, `JS_GetRuntime(context) == runtime` — and a probe rejection
-comes back through the tracker with the value it was given. Otherwise (another binding version, a 32-bit
-build where a `JSValue` is NaN-boxed, a platform whose extension exports no symbols, no executable memory
-for the callback) `RejectionTracker.install` returns None and the run goes on without it, as before.
+sizes, an object's pointer back to its context, both pointers readable, `JS_GetRuntime(context) == runtime`
+— and a probe rejection comes back through the tracker with the value it was given. Otherwise (another
+binding version, a 32-bit build where a `JSValue` is NaN-boxed, a platform whose extension exports no
+symbols, no executable memory for the callback) `RejectionTracker.install` returns None and the run goes on
+without it, as before.
 """
 
 from __future__ import annotations
 
 import ctypes
+import os
 import re
 import secrets
 import sys
@@ -71,6 +73,32 @@ def _pointer_at(address: int) -> int:
     return ctypes.c_void_p.from_address(address).value or 0
 
 
+class _IoVec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+
+
+def _readable(address: int, size: int = 64) -> bool:
+    """Whether `size` bytes at `address` can be read, asked of the kernel instead of read (a wrong pointer
+    would kill the worker): `process_vm_readv` on our own process answers EFAULT for an unmapped address
+    (man 2 process_vm_readv). Elsewhere than Linux the layout checks alone decide."""
+    if not sys.platform.startswith("linux"):
+        return True
+    libc = ctypes.CDLL(None, use_errno=True)
+    read = libc.process_vm_readv
+    read.restype = ctypes.c_ssize_t
+    read.argtypes = [
+        ctypes.c_int,
+        ctypes.c_void_p,
+        ctypes.c_ulong,
+        ctypes.c_void_p,
+        ctypes.c_ulong,
+        ctypes.c_ulong,
+    ]
+    buf = ctypes.create_string_buffer(size)
+    local, remote = _IoVec(ctypes.addressof(buf), size), _IoVec(address, size)
+    return read(os.getpid(), ctypes.byref(local), 1, ctypes.byref(remote), 1, 0) == size
+
+
 class RejectionTracker:
     """The promises of one context rejected with no handler yet, in the order they were rejected."""
 
@@ -106,6 +134,8 @@ class RejectionTracker:
             return None
         runtime, context = _pointer_at(id(ctx) + _RUNTIME_AT), _pointer_at(id(ctx) + _CONTEXT_AT)
         if not runtime or not context or runtime == context or (runtime | context) % 8:
+            return None
+        if not (_readable(runtime) and _readable(context)):
             return None
         lib = _library(_quickjs)
         if lib.JS_GetRuntime(context) != runtime:
