@@ -703,10 +703,8 @@ def run_bridge(project: Path, *, kind: str | None = None, options: dict[str, Any
         async with fast_stdio() as (from_client, to_client), anyio.create_task_group() as tg:
             bridge = Bridge(project, kind=kind, options=dict(options or {}), to_client=to_client, tg=tg)
             try:
+                # Only messages come out: fast_stdio answers a line that is none itself (JSON-RPC §5.1).
                 async for item in from_client:
-                    if isinstance(item, Exception):
-                        logger.warning("unreadable message from the client: %s", item)
-                        continue
                     msg = item.message.model_dump(by_alias=True, exclude_unset=True, mode="json")
                     await bridge.from_client(msg)
                 with anyio.move_on_after(EOF_GRACE_S):  # stdin closed: answer what was asked first
