@@ -869,18 +869,17 @@ def test_reload_from_disk_over_unsaved_changes_asks_first(editor):
     assert len(asked) == 2
 
 
-def test_typing_not_yet_sent_survives_a_forced_resync(editor):
-    """A tab further behind than the server's update log (20,000 updates; 2 here) must load the document again:
-    the person's unsynced typing was dropped with only a toast; now it is applied again on the fresh text and
-    sent."""
-    bench, page = editor
-    doc = bench.service.get(None)
-    doc.collab._log_max = 2  # the server keeps 2 updates: three AI edits put the tab out of its reach
+def _force_a_resync(bench, page, type_while_out_of_reach) -> None:
+    """Leave the tab further behind than the server's update log (20,000 updates; 2 here) with the person's
+    typing unsent: while the tab cannot push or pull, an AI edit arrives, the person types
+    (`type_while_out_of_reach(page)`), and three more AI edits land; then the network comes back and the tab
+    must load the document again."""
+    bench.service.get(None).collab._log_max = 2  # three AI edits put the tab out of the log's reach
     page.route("**/push", lambda route: route.abort())
     page.route("**/pull*", lambda route: route.abort())
     bench.call(bench.ai_edit("Field notes", "Field notes, first AI edit"))  # the pull in flight brings it
     page.wait_for_function("() => window.deskbridge.view.state.doc.toString().includes('first AI edit')")
-    type_at_end(page, "\nwritten while out of reach")
+    type_while_out_of_reach(page)
     page.wait_for_function("() => window.deskbridge.sync.pending() > 0")
     for find, replacement in (
         ("Euler:", "Euler's identity:"),
@@ -890,6 +889,13 @@ def test_typing_not_yet_sent_survives_a_forced_resync(editor):
         bench.call(bench.ai_edit(find, replacement))
     page.unroute("**/pull*")
     page.unroute("**/push")
+
+
+def test_typing_not_yet_sent_survives_a_forced_resync(editor):
+    """After a forced resync the person's unsynced typing was dropped with only a toast; now it is applied
+    again on the fresh text and sent."""
+    bench, page = editor
+    _force_a_resync(bench, page, lambda page: type_at_end(page, "\nwritten while out of reach"))
     page.wait_for_function(
         "() => window.deskbridge.view.state.doc.toString().includes('dawn')"
         " && window.deskbridge.view.state.doc.toString().endsWith('written while out of reach')",
@@ -923,26 +929,17 @@ def test_the_error_banner_goes_once_the_failing_request_succeeds_and_can_be_dism
 
 def test_typing_inside_text_the_server_changed_during_a_forced_resync_is_kept_and_flagged(editor):
     bench, page = editor
-    bench.service.get(None).collab._log_max = 2
-    page.route("**/push", lambda route: route.abort())
-    page.route("**/pull*", lambda route: route.abort())
-    bench.call(bench.ai_edit("Field notes", "Field notes, first AI edit"))
-    page.wait_for_function("() => window.deskbridge.view.state.doc.toString().includes('first AI edit')")
     # the person types between the agent's next edits: the server's changes since the tab's version are one
     # span (from "Euler:" to "dusk"), so the typing cannot be placed for sure: it is kept, and the toast says so
-    page.evaluate(
-        "(() => { const v = window.deskbridge.view; const at = v.state.doc.toString().indexOf('write the editor');"
-        " v.dispatch({changes: {from: at, insert: 'TYPED'}}); })()"
+    _force_a_resync(
+        bench,
+        page,
+        lambda page: page.evaluate(
+            "(() => { const v = window.deskbridge.view;"
+            " const at = v.state.doc.toString().indexOf('write the editor');"
+            " v.dispatch({changes: {from: at, insert: 'TYPED'}}); })()"
+        ),
     )
-    page.wait_for_function("() => window.deskbridge.sync.pending() > 0")
-    for find, replacement in (
-        ("Euler:", "Euler's identity:"),
-        ("## Tasks", "## Tasks to do"),
-        ("dusk", "dawn"),
-    ):
-        bench.call(bench.ai_edit(find, replacement))
-    page.unroute("**/pull*")
-    page.unroute("**/push")
     page.wait_for_function(
         "() => window.deskbridge.view.state.doc.toString().includes('dawn')", timeout=10000
     )

@@ -18,6 +18,23 @@ from deskbridge.testing import ServerThread
 pytestmark = pytest.mark.browser
 
 
+def _an_equ_file(call) -> tuple[str, int, str, str]:
+    """What an agent starts from: the workspace's id and revision, and the path and text of an .equ file."""
+    info = call("pvf_workspace_info", {}).structured_content
+    ws, rev = info["workspaceId"], info["revision"]
+    hits = call("pvf_search", {"workspaceId": ws, "query": ".equ", "limit": 1}).structured_content
+    path = hits["hits"][0]["path"]
+    return ws, rev, path, call("pvf_read_file", {"workspaceId": ws, "path": path}).structured_content["text"]
+
+
+def _plan_a_new_section(call, ws: str, rev: int, path: str, text: str) -> dict:
+    """An agent's edit plan that adds a section `[t]` at the end of `path`."""
+    edits = [{"path": path, "text": text + "\n[t]\n1\n"}]
+    return call(
+        "pvf_edit_prepare", {"workspaceId": ws, "expectedRevision": rev, "edits": edits}
+    ).structured_content
+
+
 @pytest.mark.parametrize("family", ["classic", "nkpi"])
 def test_browse_search_edit_save_in_the_browser(new_page, tmp_path: Path, family: str) -> None:
     archive = tmp_path / "Script.pvf"
@@ -101,21 +118,10 @@ def test_an_agents_change_is_approved_in_the_open_pvf_page(browser, tmp_path: Pa
         page = browser.new_context(viewport={"width": 1200, "height": 800}).new_page()
         page.goto(served.srv.login_url())
         page.wait_for_selector("body[data-ready='1']")
-        info = call("pvf_workspace_info", {}).structured_content
-        ws, rev = info["workspaceId"], info["revision"]
-        hits = call("pvf_search", {"workspaceId": ws, "query": ".equ", "limit": 1}).structured_content
-        path = hits["hits"][0]["path"]
-        text = call("pvf_read_file", {"workspaceId": ws, "path": path}).structured_content["text"]
+        ws, rev, path, text = _an_equ_file(call)
         results: dict[str, object] = {}
         for approve in (False, True):
-            plan = call(
-                "pvf_edit_prepare",
-                {
-                    "workspaceId": ws,
-                    "expectedRevision": rev,
-                    "edits": [{"path": path, "text": text + "\n[t]\n1\n"}],
-                },
-            ).structured_content
+            plan = _plan_a_new_section(call, ws, rev, path, text)
             keys = [
                 i["changeKey"]
                 for i in call("pvf_plan_preview", {"planId": plan["planId"]}).structured_content["items"]
@@ -159,20 +165,8 @@ def test_a_plan_pending_before_the_page_opened_is_listed_with_its_own_kind(new_p
     archive = tmp_path / "Script.pvf"
     synth(archive, family="classic", files=200, seed=4)
     with ServerThread(archive) as served, served.client() as call:
-        info = call("pvf_workspace_info", {}).structured_content
-        ws, rev = info["workspaceId"], info["revision"]
-        path = call("pvf_search", {"workspaceId": ws, "query": ".equ", "limit": 1}).structured_content[
-            "hits"
-        ][0]["path"]
-        text = call("pvf_read_file", {"workspaceId": ws, "path": path}).structured_content["text"]
-        plan = call(
-            "pvf_edit_prepare",
-            {
-                "workspaceId": ws,
-                "expectedRevision": rev,
-                "edits": [{"path": path, "text": text + "\n[t]\n1\n"}],
-            },
-        ).structured_content
+        ws, rev, path, text = _an_equ_file(call)
+        plan = _plan_a_new_section(call, ws, rev, path, text)
         page = new_page(viewport={"width": 1200, "height": 800})
         page.goto(served.srv.login_url())
         page.wait_for_selector("body[data-ready='1']")
@@ -200,20 +194,8 @@ def test_the_page_shows_an_archive_replaced_on_disk_under_unsaved_changes(new_pa
         page = new_page(viewport={"width": 1200, "height": 800})
         page.goto(served.srv.login_url())
         page.wait_for_selector("body[data-ready='1']")
-        info = call("pvf_workspace_info", {}).structured_content
-        ws, rev = info["workspaceId"], info["revision"]
-        path = call("pvf_search", {"workspaceId": ws, "query": ".equ", "limit": 1}).structured_content[
-            "hits"
-        ][0]["path"]
-        text = call("pvf_read_file", {"workspaceId": ws, "path": path}).structured_content["text"]
-        plan = call(
-            "pvf_edit_prepare",
-            {
-                "workspaceId": ws,
-                "expectedRevision": rev,
-                "edits": [{"path": path, "text": text + "\n[t]\n1\n"}],
-            },
-        ).structured_content
+        ws, rev, path, text = _an_equ_file(call)
+        plan = _plan_a_new_section(call, ws, rev, path, text)
         keys = [
             i["changeKey"]
             for i in call("pvf_plan_preview", {"planId": plan["planId"]}).structured_content["items"]
