@@ -1,5 +1,6 @@
-"""Fixtures of the PVF tests that serve a workspace or run scripts: synthetic archives of both families (and a
-paged nkpi one), made once per session; `archive` is a fresh copy per test, once per family."""
+"""Fixtures of the PVF tests that serve a workspace, run scripts or run `deskbridge pvf`: synthetic archives of
+both families (and a paged nkpi one), made once per session; `archive` is a fresh copy per test, once per family;
+`small_classic` is the archive the command tests read."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from deskbridge.kinds.pvf.synth import synth
+from deskbridge.kinds.pvf.synth.classic import synth_classic
 from deskbridge.kinds.pvf.synth.nkpi import synth_nkpi
 
 FAMILIES = ["classic", "nkpi"]
@@ -31,6 +33,15 @@ def archives(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     synth_nkpi(paged, 60, 5, "paged")
     out["paged"] = paged
     return out
+
+
+@pytest.fixture(scope="session")
+def small_classic(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A classic archive of 120 files for the `deskbridge pvf` command tests, made once: read only (a test that
+    needs it changed writes a copy)."""
+    path = tmp_path_factory.mktemp("pvf-cli") / "small.pvf"
+    synth_classic(path, 120, seed=5)
+    return path
 
 
 @pytest.fixture(params=FAMILIES)

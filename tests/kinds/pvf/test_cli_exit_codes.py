@@ -5,22 +5,13 @@ from __future__ import annotations
 import io
 import json
 
-import pytest
 from typer.testing import CliRunner
 
 from deskbridge.cli import app
 from deskbridge.kinds.pvf.archive import open_archive
 from deskbridge.kinds.pvf.archive.classic import build_classic
-from deskbridge.kinds.pvf.synth.classic import synth_classic
 
 runner = CliRunner()
-
-
-@pytest.fixture(scope="module")
-def small(tmp_path_factory):
-    path = tmp_path_factory.mktemp("exit") / "small.pvf"
-    synth_classic(path, 120, seed=5)
-    return path
 
 
 def _flip(path, offset, into):
@@ -30,10 +21,10 @@ def _flip(path, offset, into):
     return into
 
 
-def test_verify_exits_1_on_a_checksum_failure_and_names_the_file(small, tmp_path):
-    ar = open_archive(small)
+def test_verify_exits_1_on_a_checksum_failure_and_names_the_file(small_classic, tmp_path):
+    ar = open_archive(small_classic)
     at = ar.header.data_start + ar.file_info("stringtable.bin").extra["offset"] + 6
-    bad = _flip(small, at, tmp_path / "bad.pvf")
+    bad = _flip(small_classic, at, tmp_path / "bad.pvf")
     res = runner.invoke(app, ["pvf", "verify", str(bad)])
     assert res.exit_code == 1, res.output
     assert (
@@ -41,10 +32,12 @@ def test_verify_exits_1_on_a_checksum_failure_and_names_the_file(small, tmp_path
     )
 
 
-def test_verify_exits_1_on_a_tree_checksum_mismatch(small, tmp_path):
-    ar = open_archive(small)
+def test_verify_exits_1_on_a_tree_checksum_mismatch(small_classic, tmp_path):
+    ar = open_archive(small_classic)
     tree_at = ar.header.data_start - ar.header.tree_len
-    bad = _flip(small, tree_at + 12, tmp_path / "tree.pvf")  # inside the first path: parses, crc differs
+    bad = _flip(
+        small_classic, tree_at + 12, tmp_path / "tree.pvf"
+    )  # inside the first path: parses, crc differs
     res = runner.invoke(app, ["pvf", "verify", str(bad)])
     assert res.exit_code == 1, res.output
     assert "structural" in res.output and "tree checksum" in res.output
@@ -65,30 +58,30 @@ def test_verify_and_extract_report_a_script_that_does_not_convert(tmp_path):
     assert (tmp_path / "tree" / "bad.equ").read_bytes() == b"\xb0\xd0\x02\x01\x00"
 
 
-def test_verify_of_an_undamaged_archive_exits_0(small):
-    res = runner.invoke(app, ["pvf", "verify", str(small)])
+def test_verify_of_an_undamaged_archive_exits_0(small_classic):
+    res = runner.invoke(app, ["pvf", "verify", str(small_classic)])
     assert res.exit_code == 0 and "verify: no problems" in res.output, res.output
 
 
-def test_extract_refuses_a_non_empty_folder_unless_forced(small, tmp_path):
+def test_extract_refuses_a_non_empty_folder_unless_forced(small_classic, tmp_path):
     target = tmp_path / "tree"
     target.mkdir()
     (target / "notes.txt").write_text("mine")
-    res = runner.invoke(app, ["pvf", "extract", str(small), "-o", str(target)])
+    res = runner.invoke(app, ["pvf", "extract", str(small_classic), "-o", str(target)])
     assert res.exit_code == 2 and "TARGET_EXISTS" in res.output and "--force" in res.output
     assert sorted(p.name for p in target.iterdir()) == ["notes.txt"]
-    res = runner.invoke(app, ["pvf", "extract", str(small), "-o", str(target), "--force"])
+    res = runner.invoke(app, ["pvf", "extract", str(small_classic), "-o", str(target), "--force"])
     assert res.exit_code == 0, res.output
     assert (target / "notes.txt").read_text() == "mine" and (target / "stringtable.bin").exists()
     empty = tmp_path / "empty"
     empty.mkdir()
-    assert runner.invoke(app, ["pvf", "extract", str(small), "-o", str(empty)]).exit_code == 0
+    assert runner.invoke(app, ["pvf", "extract", str(small_classic), "-o", str(empty)]).exit_code == 0
     assert (empty / "n_string.lst").exists()
 
 
-def test_pack_refuses_a_tree_whose_links_lost_n_string_lst(small, tmp_path):
+def test_pack_refuses_a_tree_whose_links_lost_n_string_lst(small_classic, tmp_path):
     tree = tmp_path / "tree"
-    assert runner.invoke(app, ["pvf", "extract", str(small), "-o", str(tree)]).exit_code == 0
+    assert runner.invoke(app, ["pvf", "extract", str(small_classic), "-o", str(tree)]).exit_code == 0
     (tree / "n_string.lst").unlink()
     out = tmp_path / "out.pvf"
     res = runner.invoke(app, ["pvf", "pack", str(tree), "-o", str(out)])
@@ -97,9 +90,9 @@ def test_pack_refuses_a_tree_whose_links_lost_n_string_lst(small, tmp_path):
     assert not out.exists()
 
 
-def test_pack_warns_when_n_string_lst_points_at_a_missing_str_file(small, tmp_path):
+def test_pack_warns_when_n_string_lst_points_at_a_missing_str_file(small_classic, tmp_path):
     tree = tmp_path / "tree"
-    assert runner.invoke(app, ["pvf", "extract", str(small), "-o", str(tree)]).exit_code == 0
+    assert runner.invoke(app, ["pvf", "extract", str(small_classic), "-o", str(tree)]).exit_code == 0
     (tree / "equipment" / "equipment.chn.str").unlink()  # table 0, used by every .equ name link
     res = runner.invoke(app, ["pvf", "pack", str(tree), "-o", str(tmp_path / "out.pvf")])
     assert res.exit_code == 0, res.output
@@ -114,11 +107,11 @@ def test_a_missing_archive_says_to_check_its_path(tmp_path):
     assert "list or search" not in res.output
 
 
-def test_names_with_terminal_escapes_are_printed_escaped(small, tmp_path):
+def test_names_with_terminal_escapes_are_printed_escaped(small_classic, tmp_path):
     """A hostile archive's file name `ESC ] 0 ; … BEL` retitled the terminal when `pvf ls` printed it (other
     sequences clear it or write the clipboard)."""
     evil = "npc/evil\x1b]0;pwned\x07\x1b[2j.npc"
-    ar = open_archive(small)
+    ar = open_archive(small_classic)
     ar.stage(evil, b"")
     hostile = tmp_path / "hostile.pvf"
     ar.save_copy(hostile)

@@ -10,21 +10,13 @@ from typer.testing import CliRunner
 
 from deskbridge.cli import app
 from deskbridge.kinds.pvf.archive import open_archive
-from deskbridge.kinds.pvf.synth.classic import synth_classic
 
 runner = CliRunner()
 
 
-@pytest.fixture(scope="module")
-def small(tmp_path_factory):
-    path = tmp_path_factory.mktemp("ctl") / "small.pvf"
-    synth_classic(path, 120, seed=5)
-    return path
-
-
-def _crafted(small, tmp_path, name):
+def _crafted(small_classic, tmp_path, name):
     path = tmp_path / "crafted.pvf"
-    shutil.copyfile(small, path)
+    shutil.copyfile(small_classic, path)
     ar = open_archive(path)
     ar.stage(name, b"hello\n")
     ar.save()
@@ -42,8 +34,8 @@ def _crafted(small, tmp_path, name):
         ("etc/\x1b[31mred.txt", "etc/\\x1b[31mred.txt"),
     ],
 )
-def test_extract_refuses_a_file_name_with_a_control_character(small, tmp_path, name, shown):
-    crafted = _crafted(small, tmp_path, name)
+def test_extract_refuses_a_file_name_with_a_control_character(small_classic, tmp_path, name, shown):
+    crafted = _crafted(small_classic, tmp_path, name)
     out = tmp_path / "tree"
     res = runner.invoke(app, ["pvf", "extract", str(crafted), "-o", str(out), "-q"])
     assert res.exit_code != 0
@@ -53,8 +45,8 @@ def test_extract_refuses_a_file_name_with_a_control_character(small, tmp_path, n
 
 
 @pytest.mark.security
-def test_extract_over_a_folder_refuses_before_writing_anything(small, tmp_path):
-    crafted = _crafted(small, tmp_path, "equipment/a\x01b.equ")
+def test_extract_over_a_folder_refuses_before_writing_anything(small_classic, tmp_path):
+    crafted = _crafted(small_classic, tmp_path, "equipment/a\x01b.equ")
     out = tmp_path / "tree"
     out.mkdir()
     (out / "notes.txt").write_text("mine\n")

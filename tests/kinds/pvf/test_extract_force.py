@@ -17,16 +17,8 @@ from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.files import make_dirs
 from deskbridge.kinds.pvf import tree
 from deskbridge.kinds.pvf.archive import open_archive
-from deskbridge.kinds.pvf.synth.classic import synth_classic
 
 runner = CliRunner()
-
-
-@pytest.fixture(scope="module")
-def small(tmp_path_factory):
-    path = tmp_path_factory.mktemp("force") / "small.pvf"
-    synth_classic(path, 120, seed=5)
-    return path
 
 
 def _existing(tmp_path):
@@ -37,13 +29,13 @@ def _existing(tmp_path):
 
 
 @pytest.mark.security
-def test_force_extract_does_not_write_through_a_planted_folder_link(small, tmp_path):
+def test_force_extract_does_not_write_through_a_planted_folder_link(small_classic, tmp_path):
     outside = tmp_path / "outside"
     outside.mkdir()
     folder = _existing(tmp_path)
-    top = sorted({p.split("/")[0] for p in open_archive(small).paths() if "/" in p})[0]
+    top = sorted({p.split("/")[0] for p in open_archive(small_classic).paths() if "/" in p})[0]
     (folder / top).symlink_to(outside, target_is_directory=True)
-    result = runner.invoke(app, ["pvf", "extract", str(small), "-o", str(folder), "--force", "-q"])
+    result = runner.invoke(app, ["pvf", "extract", str(small_classic), "-o", str(folder), "--force", "-q"])
     assert result.exit_code == 2, result.output
     assert "ACCESS_DENIED" in result.output
     assert list(outside.rglob("*")) == []
@@ -53,12 +45,12 @@ def test_force_extract_does_not_write_through_a_planted_folder_link(small, tmp_p
 
 
 @pytest.mark.security
-def test_force_extract_does_not_write_through_a_planted_file_link(small, tmp_path):
+def test_force_extract_does_not_write_through_a_planted_file_link(small_classic, tmp_path):
     secret = tmp_path / "secret"
     secret.write_text("keep me\n")
     folder = _existing(tmp_path)
     (folder / "n_string.lst").symlink_to(secret)
-    result = runner.invoke(app, ["pvf", "extract", str(small), "-o", str(folder), "--force", "-q"])
+    result = runner.invoke(app, ["pvf", "extract", str(small_classic), "-o", str(folder), "--force", "-q"])
     assert result.exit_code == 2, result.output
     assert secret.read_text() == "keep me\n"
 
@@ -92,10 +84,10 @@ def _interrupt_after_first_file(monkeypatch):
     monkeypatch.setattr(tree, "extract_tree", stopping)
 
 
-def test_interrupted_force_extract_is_marked_and_pack_refuses_it(small, tmp_path, monkeypatch):
+def test_interrupted_force_extract_is_marked_and_pack_refuses_it(small_classic, tmp_path, monkeypatch):
     folder = _existing(tmp_path)
     _interrupt_after_first_file(monkeypatch)
-    result = runner.invoke(app, ["pvf", "extract", str(small), "-o", str(folder), "--force", "-q"])
+    result = runner.invoke(app, ["pvf", "extract", str(small_classic), "-o", str(folder), "--force", "-q"])
     assert result.exit_code == 130, result.output
     assert "partial extraction" in result.output
     assert json.loads((folder / tree.MANIFEST).read_text())["incomplete"] is True
@@ -105,33 +97,35 @@ def test_interrupted_force_extract_is_marked_and_pack_refuses_it(small, tmp_path
     assert not (tmp_path / "out.pvf").exists()
     # finishing the extraction clears the mark, and the tree packs back to the same bytes
     monkeypatch.undo()
-    again = runner.invoke(app, ["pvf", "extract", str(small), "-o", str(folder), "--force", "-q"])
+    again = runner.invoke(app, ["pvf", "extract", str(small_classic), "-o", str(folder), "--force", "-q"])
     assert again.exit_code == 0, again.output
     (folder / "notes.txt").unlink()
     packed = runner.invoke(
-        app, ["pvf", "pack", str(folder), "-o", str(tmp_path / "out.pvf"), "--like", str(small)]
+        app, ["pvf", "pack", str(folder), "-o", str(tmp_path / "out.pvf"), "--like", str(small_classic)]
     )
     assert packed.exit_code == 0, packed.output
-    assert (tmp_path / "out.pvf").read_bytes() == small.read_bytes()
+    assert (tmp_path / "out.pvf").read_bytes() == small_classic.read_bytes()
 
 
-def test_interrupted_fresh_extract_leaves_nothing(small, tmp_path, monkeypatch):
+def test_interrupted_fresh_extract_leaves_nothing(small_classic, tmp_path, monkeypatch):
     _interrupt_after_first_file(monkeypatch)
     target = tmp_path / "new"
-    result = runner.invoke(app, ["pvf", "extract", str(small), "-o", str(target), "-q"])
+    result = runner.invoke(app, ["pvf", "extract", str(small_classic), "-o", str(target), "-q"])
     assert result.exit_code == 130, result.output
     assert "nothing was written" in result.output
     assert not target.exists()
     assert [p.name for p in tmp_path.iterdir()] == []
 
 
-def test_interrupted_extract_into_an_empty_folder_leaves_that_folder_as_it_was(small, tmp_path, monkeypatch):
+def test_interrupted_extract_into_an_empty_folder_leaves_that_folder_as_it_was(
+    small_classic, tmp_path, monkeypatch
+):
     # The empty folder is taken away so the whole tree can appear in its place; a Ctrl-C removed it for good.
     _interrupt_after_first_file(monkeypatch)
     target = tmp_path / "mine"
     target.mkdir(mode=0o750)
     os.chmod(target, 0o750)
-    result = runner.invoke(app, ["pvf", "extract", str(small), "-o", str(target), "-q"])
+    result = runner.invoke(app, ["pvf", "extract", str(small_classic), "-o", str(target), "-q"])
     assert result.exit_code == 130, result.output
     assert "nothing was written" in result.output and "still the empty folder" in result.output
     assert target.is_dir() and list(target.iterdir()) == []
@@ -141,9 +135,9 @@ def test_interrupted_extract_into_an_empty_folder_leaves_that_folder_as_it_was(s
 
 @pytest.mark.security
 @pytest.mark.parametrize("kind", ["file", "folder"])
-def test_pack_refuses_a_link_in_the_tree(small, tmp_path, kind):
+def test_pack_refuses_a_link_in_the_tree(small_classic, tmp_path, kind):
     folder = tmp_path / "tree"
-    assert runner.invoke(app, ["pvf", "extract", str(small), "-o", str(folder), "-q"]).exit_code == 0
+    assert runner.invoke(app, ["pvf", "extract", str(small_classic), "-o", str(folder), "-q"]).exit_code == 0
     secret = tmp_path / "secret"
     if kind == "file":
         secret.write_text("TOPSECRET\n")
@@ -153,7 +147,7 @@ def test_pack_refuses_a_link_in_the_tree(small, tmp_path, kind):
         (secret / "sub" / "x.txt").write_text("TOPSECRET\n")
         (folder / "linked").symlink_to(secret, target_is_directory=True)
     out = tmp_path / "out.pvf"
-    result = runner.invoke(app, ["pvf", "pack", str(folder), "-o", str(out), "--like", str(small)])
+    result = runner.invoke(app, ["pvf", "pack", str(folder), "-o", str(out), "--like", str(small_classic)])
     assert result.exit_code == 2, result.output
     assert "symbolic link" in result.output
     assert not out.exists()
@@ -161,9 +155,9 @@ def test_pack_refuses_a_link_in_the_tree(small, tmp_path, kind):
 
 @pytest.mark.security
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX FIFOs")
-def test_pack_refuses_a_fifo_in_the_tree_instead_of_hanging(small, tmp_path):
+def test_pack_refuses_a_fifo_in_the_tree_instead_of_hanging(small_classic, tmp_path):
     folder = tmp_path / "tree"
-    assert runner.invoke(app, ["pvf", "extract", str(small), "-o", str(folder), "-q"]).exit_code == 0
+    assert runner.invoke(app, ["pvf", "extract", str(small_classic), "-o", str(folder), "-q"]).exit_code == 0
     os.mkfifo(folder / "equipment.lst.fifo")
     out = tmp_path / "out.pvf"
     cmd = [
@@ -176,7 +170,7 @@ def test_pack_refuses_a_fifo_in_the_tree_instead_of_hanging(small, tmp_path):
         "-o",
         str(out),
         "--like",
-        str(small),
+        str(small_classic),
     ]
     done = subprocess.run(
         cmd, capture_output=True, text=True, timeout=120
