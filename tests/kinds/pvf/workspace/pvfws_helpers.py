@@ -57,6 +57,19 @@ class Agent:
         )
         return await self.script_done(started["taskId"])
 
+    async def execute_export(self, plan: dict[str, Any], output_parent: Path, **args: Any) -> dict[str, Any]:
+        """`pvf_export_execute` of a prepared export plan into `output_parent`, every warning it has
+        acknowledged; `args`: the call's other arguments (`outputName`, `selectedEntryKeys` …)."""
+        return await self.call(
+            "pvf_export_execute",
+            {
+                "exportPlanId": plan["exportPlanId"],
+                "outputParent": str(output_parent),
+                "acknowledgedWarningIds": [w["warningId"] for w in plan["warnings"]],
+                **args,
+            },
+        )
+
     async def first_script(self, ws: str) -> str:
         hits = await self.call("pvf_search", {"workspaceId": ws, "query": ".equ", "limit": 1})
         return hits["hits"][0]["path"]

@@ -255,15 +255,7 @@ async def test_export_direct_mod_and_stale(archive: Path, tmp_path: Path, family
                 "includeDependencies": True,
             },
         )
-        warnings = [w["warningId"] for w in plan["warnings"]]
-        done = await a.call(
-            "pvf_export_execute",
-            {
-                "exportPlanId": plan["exportPlanId"],
-                "outputParent": str(out),
-                "acknowledgedWarningIds": warnings,
-            },
-        )
+        done = await a.execute_export(plan, out)
         pkg = out / "mymod-2.0"
         assert done["outputPath"] == str(pkg)
         pack = json.loads((pkg / "pack.json").read_text("utf-8"))
@@ -294,15 +286,7 @@ async def test_export_direct_mod_and_stale(archive: Path, tmp_path: Path, family
                 "modId": "com.example.cnmod",
             },
         )
-        warnings = [w["warningId"] for w in plan["warnings"]]
-        done = await a.call(
-            "pvf_export_execute",
-            {
-                "exportPlanId": plan["exportPlanId"],
-                "outputParent": str(out),
-                "acknowledgedWarningIds": warnings,
-            },
-        )
+        done = await a.execute_export(plan, out)
         with zipfile.ZipFile(done["outputPath"]) as z:
             manifest = json.loads(z.read("mod.json"))
             assert manifest["modId"] == "com.example.cnmod" and manifest["version"] == "1.0"
@@ -343,16 +327,7 @@ async def test_export_skips_deletes_refuses_empty_and_skips_tables_without_basel
         plan = await a.call(
             "pvf_export_prepare", {"workspaceId": ws, "expectedRevision": rev, "source": "memory"}
         )
-        warnings = [w["warningId"] for w in plan["warnings"]]
-        done = await a.call(
-            "pvf_export_execute",
-            {
-                "exportPlanId": plan["exportPlanId"],
-                "outputParent": str(out),
-                "outputName": "before",
-                "acknowledgedWarningIds": warnings,
-            },
-        )
+        done = await a.execute_export(plan, out, outputName="before")
         assert (Path(done["outputPath"]) / path).exists()
         # a selection holding a .lst has no baseline: skipped with a warning, never written whole
         lists = (await a.call("pvf_list_registries", {"workspaceId": ws}))["registries"]
@@ -406,15 +381,7 @@ async def test_history_records_saves_and_feeds_commit_exports(
                 "name": "fromcommit",
             },
         )
-        warnings = [w["warningId"] for w in plan["warnings"]]
-        done = await a.call(
-            "pvf_export_execute",
-            {
-                "exportPlanId": plan["exportPlanId"],
-                "outputParent": str(out),
-                "acknowledgedWarningIds": warnings,
-            },
-        )
+        done = await a.execute_export(plan, out)
         assert "first save" in (Path(done["outputPath"]) / "pvf" / path).read_text("utf-8")
         work = await a.call(
             "pvf_export_prepare",
