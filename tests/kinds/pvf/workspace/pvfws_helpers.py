@@ -74,9 +74,10 @@ class Agent:
         hits = await self.call("pvf_search", {"workspaceId": ws, "query": ".equ", "limit": 1})
         return hits["hits"][0]["path"]
 
-    async def edit(self, ws: str, rev: int, path: str, append: str) -> dict[str, Any]:
+    async def prepare_append(self, ws: str, rev: int, path: str, append: str) -> dict[str, Any]:
+        """The edit plan (`pvf_edit_prepare`) that adds `append` at the end of `path`'s text."""
         read = await self.call("pvf_read_file", {"workspaceId": ws, "path": path})
-        plan = await self.call(
+        return await self.call(
             "pvf_edit_prepare",
             {
                 "workspaceId": ws,
@@ -84,6 +85,10 @@ class Agent:
                 "edits": [{"path": path, "text": read["text"] + append}],
             },
         )
+
+    async def edit(self, ws: str, rev: int, path: str, append: str) -> dict[str, Any]:
+        """`prepare_append`, then the plan applied whole (`pvf_plan_apply`)."""
+        plan = await self.prepare_append(ws, rev, path, append)
         preview = await self.call("pvf_plan_preview", {"planId": plan["planId"]})
         keys = [i["changeKey"] for i in preview["items"]]
         return await self.call(

@@ -182,15 +182,7 @@ async def test_task_busy_and_plan_pending_block_lifecycle(archive: Path) -> None
         release.set()
         await svc.engine.tasks.wait(task.id, 5)
         path = await a.first_script(ws)
-        read = await a.call("pvf_read_file", {"workspaceId": ws, "path": path})
-        plan = await a.call(
-            "pvf_edit_prepare",
-            {
-                "workspaceId": ws,
-                "expectedRevision": rev,
-                "edits": [{"path": path, "text": read["text"] + "\n[t]\n1\n"}],
-            },
-        )
+        plan = await a.prepare_append(ws, rev, path, "\n[t]\n1\n")
         for tool in ("pvf_archive_save", "pvf_archive_close"):
             err = await a.fail(tool, {"workspaceId": ws, "expectedRevision": rev}, "PLAN_PENDING")
             assert err["data"]["planId"] == plan["planId"]
@@ -736,15 +728,7 @@ async def test_the_ui_sees_and_applies_an_agents_plan(archive: Path) -> None:
         info = await a.ready()
         ws, rev = info["workspaceId"], info["revision"]
         path = await a.first_script(ws)
-        read = await a.call("pvf_read_file", {"workspaceId": ws, "path": path})
-        plan = await a.call(
-            "pvf_edit_prepare",
-            {
-                "workspaceId": ws,
-                "expectedRevision": rev,
-                "edits": [{"path": path, "text": read["text"] + "\n[u]\n1\n"}],
-            },
-        )
+        plan = await a.prepare_append(ws, rev, path, "\n[u]\n1\n")
         assert (await a.call("pvf_workspace_info", {}))["pendingPlan"] == plan["planId"]
         keys = [
             i["changeKey"] for i in (await a.call("pvf_plan_preview", {"planId": plan["planId"]}))["items"]

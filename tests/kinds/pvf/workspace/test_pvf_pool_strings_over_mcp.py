@@ -26,15 +26,7 @@ async def test_a_discarded_plan_leaves_no_string_in_the_saved_pools(archives, tm
         info = await a.ready()
         ws, rev = info["workspaceId"], info["revision"]
         path = await a.first_script(ws)
-        read = await a.call("pvf_read_file", {"workspaceId": ws, "path": path})
-        plan = await a.call(
-            "pvf_edit_prepare",
-            {
-                "workspaceId": ws,
-                "expectedRevision": rev,
-                "edits": [{"path": path, "text": read["text"] + "\n[g]\n`被丢弃的计划 discarded plan`\n"}],
-            },
-        )
+        plan = await a.prepare_append(ws, rev, path, "\n[g]\n`被丢弃的计划 discarded plan`\n")
         await a.call("pvf_edit_discard", {"planId": plan["planId"]})
         applied = await a.edit(ws, rev, path, "\n[g]\n`应用的计划 applied plan`\n")
         saved = await a.call("pvf_archive_save", {"workspaceId": ws, "expectedRevision": applied["revision"]})
