@@ -188,16 +188,11 @@ def test_the_check_catches_damage(copy, tmp_path, damage, compared):
     assert err.value.code == "INTERNAL" and message in err.value.message
 
 
-@pytest.mark.parametrize("damage", sorted(TREE_DAMAGE))
-def test_a_written_tree_that_breaks_the_layout_is_caught_by_the_field_checks(copy, tmp_path, damage):
-    """The field checks run on the tree the writer wrote: a writer bug that puts a damaged tree on disk
-    (read back exactly as written) is still refused, with the same message as when read back damaged."""
+def _refusal_when_written(bad_data: bytes, layout: PatchedLayout, tmp_path: Path) -> BridgeError:
+    """What `verify_patched` says of `bad_data` on disk when the writer's layout records its tree as the one
+    written (so it is read back exactly as written, and only the field checks can refuse it)."""
     import dataclasses
 
-    ar, _ = _edited(copy)
-    data, layout = _written(ar, tmp_path / "out.pvf")
-    make, message = DAMAGE[damage]
-    bad_data = make(data, layout, ar)
     at, tree_len, crc, _count = _tree_at(bad_data)
     bad = tmp_path / "bad.pvf"
     bad.write_bytes(bad_data)
@@ -209,7 +204,19 @@ def test_a_written_tree_that_breaks_the_layout_is_caught_by_the_field_checks(cop
     )
     with pytest.raises(BridgeError) as err:
         verify_patched(bad, layout)
-    assert err.value.code == "INTERNAL" and message in err.value.message
+    return err.value
+
+
+@pytest.mark.parametrize("damage", sorted(TREE_DAMAGE))
+def test_a_written_tree_that_breaks_the_layout_is_caught_by_the_field_checks(copy, tmp_path, damage):
+    """The field checks run on the tree the writer wrote: a writer bug that puts a damaged tree on disk
+    (read back exactly as written) is still refused, with the same message as when read back damaged."""
+    ar, _ = _edited(copy)
+    data, layout = _written(ar, tmp_path / "out.pvf")
+    make, message = DAMAGE[damage]
+    bad_data = make(data, layout, ar)
+    err = _refusal_when_written(bad_data, layout, tmp_path)
+    assert err.code == "INTERNAL" and message in err.message
 
 
 BOUNDARY_BYTES = {
@@ -225,24 +232,12 @@ BOUNDARY_BYTES = {
 def test_only_the_twelve_tail_bytes_of_an_entry_may_differ(copy, tmp_path, where):
     """Only `dataLen, checksum, relOffset` of each entry may differ from the source tree: the bytes either
     side of a tail — the last path byte, the next entry's name hash — are still compared."""
-    import dataclasses
-
     ar, _ = _edited(copy)
     data, layout = _written(ar, tmp_path / "out.pvf")
     pos = BOUNDARY_BYTES[where](layout)
     bad_data = _with_tree(data, lambda t: t.__setitem__(pos, t[pos] ^ 0x01))
-    at, tree_len, crc, _count = _tree_at(bad_data)
-    bad = tmp_path / "bad.pvf"
-    bad.write_bytes(bad_data)
-    layout = dataclasses.replace(
-        layout,
-        written_tree=bad_data[at : at + tree_len],
-        written_plain=cc.decrypt(bad_data[at : at + tree_len], crc),
-        tree_checksum=crc,
-    )
-    with pytest.raises(BridgeError) as err:
-        verify_patched(bad, layout)
-    assert "a path, path length or name hash in the tree differs from the source" in err.value.message
+    err = _refusal_when_written(bad_data, layout, tmp_path)
+    assert "a path, path length or name hash in the tree differs from the source" in err.message
 
 
 def test_a_writer_that_damages_the_output_is_caught_before_the_rename(copy, monkeypatch):
