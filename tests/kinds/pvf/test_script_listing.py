@@ -9,6 +9,7 @@ import json
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -18,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from script_harness import session
 
 from deskbridge.kinds.pvf.scripting.host import Host, _plain_keys
+from deskbridge.kinds.pvf.scripting.runner import ScriptLimits
 from deskbridge.kinds.pvf.scripting.worker import ScriptError
 from deskbridge.kinds.pvf.synth import synth
 
@@ -41,6 +43,20 @@ def test_keys_checked_in_bulk_are_ones_the_path_check_accepts(keys: list[str]) -
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+async def _logged_by(source: str, tmp_path: Path, seed: int, limits: ScriptLimits | None = None) -> Any:
+    """Run `source` over a 200-file classic archive made with `seed`: what its last log line says (JSON); its
+    plan is discarded."""
+    src = tmp_path / "src.pvf"
+    synth(src, family="classic", files=200, seed=seed)
+    path = tmp_path / "Script.pvf"
+    shutil.copyfile(src, path)
+    async with session(path, tmp_path / "cache", limits) as s:
+        res = await s.run(source)
+        assert res["state"] == "succeeded", res
+        s.discard(res)
+    return json.loads(res["logs"][-1])
 
 
 FORGED = r"""
@@ -69,15 +85,7 @@ pvf.log(JSON.stringify(out));
 @pytest.mark.anyio
 @pytest.mark.security
 async def test_a_forged_or_stale_position_reads_what_the_path_names(tmp_path: Path) -> None:
-    src = tmp_path / "src.pvf"
-    synth(src, family="classic", files=200, seed=3)
-    path = tmp_path / "Script.pvf"
-    shutil.copyfile(src, path)
-    async with session(path, tmp_path / "cache") as s:
-        res = await s.run(FORGED)
-        assert res["state"] == "succeeded", res
-        out = json.loads(res["logs"][-1])
-        s.discard(res)
+    out = await _logged_by(FORGED, tmp_path, seed=3)
     assert out["real"] and out["other"] and out["real"] != out["other"]
     assert out["forged"] == out["real"] == out["stale"]
     assert out["outside"] == "INVALID_ARGUMENT"
@@ -113,17 +121,7 @@ pvf.log(JSON.stringify(out));
 async def test_the_no_such_section_hint_holds_until_the_document_changes(tmp_path: Path) -> None:
     """`file.parse` tells the prelude when the new document has no tag of the name last asked for; the
     prelude answers `sections(name)` itself only while the document is unchanged and still live."""
-    from deskbridge.kinds.pvf.scripting.runner import ScriptLimits
-
-    src = tmp_path / "src.pvf"
-    synth(src, family="classic", files=200, seed=4)
-    path = tmp_path / "Script.pvf"
-    shutil.copyfile(src, path)
-    async with session(path, tmp_path / "cache", ScriptLimits(docs_live=4)) as s:
-        res = await s.run(HINTED)
-        assert res["state"] == "succeeded", res
-        out = json.loads(res["logs"][-1])
-        s.discard(res)
+    out = await _logged_by(HINTED, tmp_path, seed=4, limits=ScriptLimits(docs_live=4))
     assert out == {
         "asked": 0,
         "hinted": True,
@@ -158,15 +156,7 @@ pvf.log(JSON.stringify(out));
 async def test_a_document_answered_without_being_built_reads_the_file_as_parsed(tmp_path: Path) -> None:
     """A parse the batch prefilter answers "no such section" for builds no document; the host builds it from
     the stored payload when the script first uses it, even after the run wrote the file."""
-    src = tmp_path / "src.pvf"
-    synth(src, family="classic", files=200, seed=5)
-    path = tmp_path / "Script.pvf"
-    shutil.copyfile(src, path)
-    async with session(path, tmp_path / "cache") as s:
-        res = await s.run(PENDING)
-        assert res["state"] == "succeeded", res
-        out = json.loads(res["logs"][-1])
-        s.discard(res)
+    out = await _logged_by(PENDING, tmp_path, seed=5)
     assert out["before"] and out["hinted"] is True
     assert out["built"] == out["before"] and out["now"] == "rewritten"
     assert out["warned"] == 0 and out["forged"] == "INVALID_ARGUMENT"
@@ -207,17 +197,7 @@ async def test_first_values_the_sections_answer_brought_hold_only_while_nothing_
 ) -> None:
     """`doc.sections(name)` brings each section's first number, so `getValue(0)` asks the host nothing;
     a set (primitive or JSON) by any object, a delete and the document's eviction each end that answer."""
-    from deskbridge.kinds.pvf.scripting.runner import ScriptLimits
-
-    src = tmp_path / "src.pvf"
-    synth(src, family="classic", files=200, seed=6)
-    path = tmp_path / "Script.pvf"
-    shutil.copyfile(src, path)
-    async with session(path, tmp_path / "cache", ScriptLimits(docs_live=4)) as s:
-        res = await s.run(FIRST_VALUES)
-        assert res["state"] == "succeeded", res
-        out = json.loads(res["logs"][-1])
-        s.discard(res)
+    out = await _logged_by(FIRST_VALUES, tmp_path, seed=6, limits=ScriptLimits(docs_live=4))
     assert out == {
         "same": True,
         "afterSet": True,
