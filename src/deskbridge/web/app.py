@@ -36,7 +36,7 @@ from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.tools import CallContext
 from deskbridge.integrations.endpoints import HEALTH_PATH, PROJECT_HEADER
 from deskbridge.integrations.web import integration_routes
-from deskbridge.kinds.http import error_response, foreign_destination, json_body
+from deskbridge.kinds.http import error_response, json_body
 from deskbridge.mcp.event_store import RETRY_MS, BoundedEventStore
 from deskbridge.mcp.server import build_mcp_server
 from deskbridge.web.mcp_transport import BoundedSessionManager, RequestSizeGuard
@@ -184,11 +184,9 @@ def api_routes(app: App, policy: SecurityPolicy | None = None) -> list[BaseRoute
         return JSONResponse({"ok": True})
 
     async def events(request: Request) -> Response:
-        # Only the page's own EventSource may open the stream: a document's `<img src=".../api/events?editor=x">`
-        # registered a phantom editor that never answers the draft barrier (`foreign_destination`).
-        refused = foreign_destination(request)
-        if refused is not None:
-            return refused
+        # Only the page's own EventSource reaches here: a document's `<img src=".../api/events?editor=x">`, which
+        # registered a phantom editor that never answers the draft barrier, is refused by the platform's
+        # middleware (web/security.py `fetch_metadata_refusal`).
         raw_editor = request.query_params.get("editor")
         try:
             editor = None if raw_editor is None else _editor_id(raw_editor)
@@ -377,7 +375,7 @@ def build_web_app(
         routes=routes,
         lifespan=lifespan,
         middleware=[
-            Middleware(SecurityMiddleware, policy=policy),
+            Middleware(SecurityMiddleware, policy=policy, routes=routes),
             Middleware(EndOnShutdown, signal=shutdown),
         ],
     )

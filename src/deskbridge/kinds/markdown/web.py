@@ -24,7 +24,7 @@ from starlette.routing import Route
 from deskbridge.core.errors import BridgeError, ErrorCode, internal
 from deskbridge.core.paths import resolve_path
 from deskbridge.core.tools import CallContext
-from deskbridge.kinds.http import error_response, foreign_destination, json_body
+from deskbridge.kinds.http import ElementRoute, error_response, json_body
 from deskbridge.kinds.markdown.approvals import NEEDS_APPROVAL_BY_DEFAULT
 from deskbridge.kinds.markdown.collab import INSERT_MAX_CHARS
 from deskbridge.kinds.markdown.editor_commands import requests_of
@@ -119,21 +119,14 @@ Invoke = Callable[[str, dict[str, Any], CallContext], Awaitable[dict[str, Any]]]
 """`App.invoke`: run one tool call as the platform does for MCP (validation, approval, one audit record)."""
 
 
-def _guarded(
-    handler: Callable[[Request], Awaitable[Any]], destinations: tuple[str, ...] = ("empty",)
-) -> Endpoint:
+def _guarded(handler: Callable[[Request], Awaitable[Any]]) -> Endpoint:
     """Turn a handler returning a dict (or a Response) into an endpoint; BridgeErrors become JSON errors.
 
-    A browser request is answered only for the `destinations` (Fetch Metadata `Sec-Fetch-Dest`,
-    w3c.github.io/webappsec-fetch-metadata) the route is for: the editor's own fetches (`empty`), and `image` for a
-    document's pictures. A document's `<img src="http://127.0.0.1:PORT/api/markdown/docs/d1/pull">`, loaded with the
-    session cookie once remote images are allowed, held one of the browser's few connections to this server for
-    25 s per image on every preview refresh, starving the editor's own pushes."""
+    Which browser requests reach it at all (the editor's own fetches; `image` for a document's pictures) is the
+    platform middleware's rule (web/security.py `fetch_metadata_refusal`), with the routes below that serve
+    elements marked as `ElementRoute`s."""
 
     async def endpoint(request: Request) -> Response:
-        refused = foreign_destination(request, destinations)
-        if refused is not None:
-            return refused
         try:
             result = await handler(request)
         except BridgeError as error:
@@ -370,9 +363,11 @@ def markdown_routes(
         path: str,
         handler: Callable[[Request], Awaitable[Any]],
         method: str = "GET",
-        destinations: tuple[str, ...] = ("empty",),
+        serves_elements: tuple[str, ...] = (),
     ) -> Route:
-        return Route(path, _guarded(handler, destinations), methods=[method])
+        if serves_elements:
+            return ElementRoute(path, _guarded(handler), serves_elements=serves_elements, methods=[method])
+        return Route(path, _guarded(handler), methods=[method])
 
     return [
         r("/docs", list_docs),
@@ -382,7 +377,8 @@ def markdown_routes(
         r("/docs/{doc_id}/push", push, "POST"),
         r("/docs/{doc_id}/pull", pull),
         r("/docs/{doc_id}/preview", preview),
-        r("/docs/{doc_id}/asset/{path:path}", asset, destinations=("empty", "image", "document")),
+        # a document's pictures: the preview's <img src>
+        r("/docs/{doc_id}/asset/{path:path}", asset, serves_elements=("image",)),
         r("/docs/{doc_id}/selection", selection, "POST"),
         r("/docs/{doc_id}/save", save, "POST"),
         r("/docs/{doc_id}/external", external, "POST"),
