@@ -21,6 +21,9 @@ from deskbridge.core.errors import BridgeError, ErrorCode
 BODY_MAX_BYTES: Final = limits.REQUEST_BODY_MAX_BYTES
 """Bytes of one JSON request body at most: the same limit as an MCP request (core.limits)."""
 
+ARG_SHOWN_MAX_CHARS: Final = 40
+"""Characters of a refused argument an error message repeats at most (a 5,000-digit `?limit=` is not echoed)."""
+
 ERROR_STATUS: Final[dict[ErrorCode, int]] = {
     ErrorCode.NOT_FOUND: 404,
     ErrorCode.INVALID_ARGUMENT: 400,
@@ -53,6 +56,28 @@ class ElementRoute(Route):
     ) -> None:
         super().__init__(path, endpoint, methods=methods)
         self.serves_elements = frozenset(serves_elements)
+
+
+def int_arg(value: Any, name: str, *, minimum: int = 0, maximum: int | None = None) -> int:
+    """`value` (a query parameter's text or a JSON body's number) as an int within [minimum, maximum], else
+    INVALID_ARGUMENT saying which whole numbers are valid."""
+    valid = (
+        f"a whole number ≥ {minimum:,}"
+        if maximum is None
+        else f"a whole number from {minimum:,} to {maximum:,}"
+    )
+    shown = (
+        repr(value) if len(repr(value)) <= ARG_SHOWN_MAX_CHARS else f"{repr(value)[:ARG_SHOWN_MAX_CHARS]}…"
+    )
+    if isinstance(value, bool):
+        raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"{name} must be {valid}, got {shown}")
+    try:
+        number = int(value)  # over 4,300 digits is a ValueError too (sys.get_int_max_str_digits)
+    except (TypeError, ValueError):
+        raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"{name} must be {valid}, got {shown}") from None
+    if number < minimum or (maximum is not None and number > maximum):
+        raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"{name} must be {valid}, got {shown}")
+    return number
 
 
 async def json_body(request: Request, *, max_bytes: int = BODY_MAX_BYTES) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from starlette.routing import Route
 from deskbridge.core.errors import BridgeError, ErrorCode, internal
 from deskbridge.core.paths import resolve_path
 from deskbridge.core.tools import CallContext
-from deskbridge.kinds.http import ElementRoute, error_response, json_body
+from deskbridge.kinds.http import ElementRoute, error_response, int_arg, json_body
 from deskbridge.kinds.markdown.approvals import NEEDS_APPROVAL_BY_DEFAULT
 from deskbridge.kinds.markdown.collab import INSERT_MAX_CHARS
 from deskbridge.kinds.markdown.editor_commands import requests_of
@@ -77,18 +77,6 @@ EXPORT_FORMATS: Final = {
     "docx": ("Word", "application/vnd.openxmlformats-officedocument.wordprocessingml.document"),
 }
 """The browser's format names → export.py's format names and the download's media type."""
-
-
-def _int_arg(value: Any, name: str, *, minimum: int = 0) -> int:
-    if isinstance(value, bool):
-        raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"{name} must be an integer")
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"{name} must be an integer, got {value!r}") from None
-    if number < minimum:
-        raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"{name} must be ≥ {minimum}, got {number}")
-    return number
 
 
 def _str_arg(body: dict[str, Any], name: str, *, required: bool = True, max_len: int = 4096) -> str | None:
@@ -164,7 +152,7 @@ def markdown_routes(
         return {"docs": service.list_open(), "current": service.current_id}
 
     async def list_files(request: Request) -> Any:
-        limit = min(_int_arg(request.query_params.get("limit", FILES_MAX), "limit", minimum=1), FILES_MAX)
+        limit = min(int_arg(request.query_params.get("limit", FILES_MAX), "limit", minimum=1), FILES_MAX)
         paths = await anyio.to_thread.run_sync(lambda: service.workspace.iter_documents(limit + 1))
         files = [{"path": service.workspace.relative(p), "name": p.name} for p in paths[:limit]]
         return {"files": files, "truncated": len(paths) > limit}
@@ -183,7 +171,7 @@ def markdown_routes(
     # -- collab ------------------------------------------------------------------------------------------
     async def push(request: Request) -> Any:
         body = await json_body(request, max_bytes=PUSH_BODY_MAX_BYTES)
-        version = _int_arg(body.get("version"), "version")
+        version = int_arg(body.get("version"), "version")
         updates = body.get("updates")
         if not isinstance(updates, list):
             raise BridgeError(ErrorCode.INVALID_ARGUMENT, "updates must be a list of {clientID, changes}")
@@ -194,7 +182,7 @@ def markdown_routes(
         return result
 
     async def pull(request: Request) -> Any:
-        version = _int_arg(request.query_params.get("version"), "version")
+        version = int_arg(request.query_params.get("version"), "version")
         try:
             wait = float(request.query_params.get("wait", PULL_WAIT_MAX_S))
         except ValueError:
@@ -208,8 +196,8 @@ def markdown_routes(
         service.get(doc_id)  # NOT_FOUND before any work
         first = request.query_params.get("from")
         last = request.query_params.get("to")
-        start = None if first is None else _int_arg(first, "from", minimum=1)
-        end = None if last is None else _int_arg(last, "to", minimum=start or 1)
+        start = None if first is None else int_arg(first, "from", minimum=1)
+        end = None if last is None else int_arg(last, "to", minimum=start or 1)
         # Off the event loop, one render at a time (views.py decides: whole document or a window of lines).
         async with render_lock:
             return await anyio.to_thread.run_sync(service.preview, doc_id, start, end)
@@ -256,14 +244,14 @@ def markdown_routes(
 
     async def selection(request: Request) -> Any:
         body = await json_body(request)
-        anchor = _int_arg(body.get("anchor"), "anchor")
-        head = _int_arg(body.get("head", anchor), "head")
+        anchor = int_arg(body.get("anchor"), "anchor")
+        head = int_arg(body.get("head", anchor), "head")
         version = body.get("version")
         service.report_selection(
             request.path_params["doc_id"],
             anchor,
             head,
-            None if version is None else _int_arg(version, "version"),
+            None if version is None else int_arg(version, "version"),
         )
         return {"ok": True}
 
