@@ -117,3 +117,19 @@ def test_the_ctrl_c_warning_names_unsaved_documents_escaped(capsys: pytest.Captu
     warning = capsys.readouterr().err
     assert f"notes{SHOWN}.md" in warning and "Ctrl+C again" in warning
     assert not RAW_CONTROLS & set(warning)
+
+
+def test_the_bridge_names_kept_unsaved_documents_escaped(caplog: pytest.LogCaptureFixture) -> None:
+    """`deskbridge mcp` names on stderr the documents it kept when the client left: file names, maybe a terminal."""
+    from types import SimpleNamespace
+
+    from deskbridge.mcp.bridge import keep_unsaved
+
+    name = f"notes{HOSTILE}.md"
+    row = {"docId": "d1", "dirty": True, "fileName": name, "absolutePath": f"/notes/{name}"}
+    service = SimpleNamespace(list_open=lambda: [row], read=lambda doc_id: {"text": "unsaved"})
+    with caplog.at_level("WARNING", logger="deskbridge"):
+        (kept,) = keep_unsaved(SimpleNamespace(service=service))
+    assert kept.read_text("utf-8") == "unsaved"
+    (message,) = [r.getMessage() for r in caplog.records if "unsaved text is kept" in r.getMessage()]
+    assert f"/notes/notes{SHOWN}.md" in message and not RAW_CONTROLS & set(message)
