@@ -605,3 +605,71 @@ def test_vscode_http_form_says_the_stdio_form_is_the_way_out_of_an_unexpanded_to
     said = " ".join(result.stderr.split())
     assert "336232" in said and "without --http" in said
     assert "336232" not in " ".join(setup("cursor", "--http", "--project", str(project)).stderr.split())
+
+
+@pytest.mark.security
+def test_a_project_config_that_is_a_link_out_of_the_project_is_never_written_through(
+    home: Path, project: Path, tmp_path: Path
+) -> None:
+    """A cloned repository can carry `.mcp.json -> ~/.claude.json` (merged, and the person's whole client config,
+    other servers' keys included, landed in the project) or `.cursor -> /elsewhere` (written out there)."""
+    secret = home / ".claude.json"
+    secret.write_text('{"mcpServers": {}, "apiKey": "s3cret"}\n', "utf-8")
+    bashrc = home / ".bashrc"
+    bashrc.write_text("export PATH=$PATH:~/bin\n", "utf-8")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    planted = {
+        "claude-code": (project / ".mcp.json", secret),
+        "vscode": (project / ".vscode" / "mcp.json", bashrc),
+        "cursor": (project / ".cursor", elsewhere),  # a link to a folder
+    }
+    for host, (link, target) in planted.items():
+        link.parent.mkdir(exist_ok=True)
+        link.symlink_to(target)
+        for extra in ((), ("--dry-run",)):
+            refused = setup(host, "--project", str(project), "--scope", "project", *extra)
+            assert refused.returncode == 2 and "Traceback" not in refused.stderr, (host, refused.stderr)
+            shown = " ".join(refused.stderr.split())  # rich wraps long lines
+            assert "leads out of the project folder" in shown and link.name in shown, (host, shown)
+            assert "nothing was changed" in shown, shown
+        assert link.is_symlink() and link.resolve() == target.resolve(), host
+    assert secret.read_text("utf-8") == '{"mcpServers": {}, "apiKey": "s3cret"}\n'
+    assert bashrc.read_text("utf-8") == "export PATH=$PATH:~/bin\n"
+    assert list(elsewhere.iterdir()) == []
+
+
+@pytest.mark.security
+def test_a_project_config_that_is_a_pipe_or_a_dangling_link_is_refused_naming_it(
+    home: Path, project: Path, tmp_path: Path
+) -> None:
+    (project / ".vscode").mkdir()
+    fifo = project / ".vscode" / "mcp.json"
+    os.mkfifo(fifo)
+    refused = setup("vscode", "--project", str(project), "--scope", "project")
+    shown = " ".join(refused.stderr.split())
+    assert refused.returncode == 2 and "is not a regular file" in shown and str(fifo) in shown, shown
+    assert "move it away" in shown.lower() and "nothing was changed" in shown, shown
+    dangling = project / ".mcp.json"
+    dangling.symlink_to(tmp_path / "home" / ".config" / "autostart.json")  # nothing there yet
+    refused = setup("claude-code", "--project", str(project), "--scope", "project")
+    assert refused.returncode == 2 and "leads out of the project folder" in " ".join(refused.stderr.split())
+    assert not (tmp_path / "home" / ".config" / "autostart.json").exists()
+
+
+def test_a_project_config_linked_to_a_file_inside_the_project_is_edited_in_place(
+    home: Path, project: Path
+) -> None:
+    shared = project / "config" / "mcp.json"
+    shared.parent.mkdir()
+    shared.write_text('{"mcpServers": {"other": {"command": "x"}}}\n', "utf-8")
+    (project / ".mcp.json").symlink_to(Path("config") / "mcp.json")
+    done = setup("claude-code", "--project", str(project), "--scope", "project")
+    assert done.returncode == 0, done.stderr
+    assert (
+        project / ".mcp.json"
+    ).is_symlink()  # the link stays; the file it names inside the project changed
+    assert set(entries(shared, "claude-code")) == {"other", "deskbridge"}
+    removed = setup("claude-code", "--project", str(project), "--scope", "project", "--remove")
+    assert removed.returncode == 0, removed.stderr
+    assert set(entries(shared, "claude-code")) == {"other"} and (project / ".mcp.json").is_symlink()

@@ -114,6 +114,63 @@ def test_targets(home: Path, tmp_path: Path) -> None:
     assert cli("skill", "install", "--target", "nonsense").returncode == 2
 
 
+@pytest.mark.security
+def test_a_project_skills_folder_that_links_out_of_the_project_is_never_written_through(
+    home: Path, tmp_path: Path
+) -> None:
+    """A cloned repository can carry `.agents -> ~/.config/autostart` or `.claude/skills -> /elsewhere`:
+    `skill install --target project` (or `--target .claude/skills` run inside it) wrote the skill out there."""
+    project = tmp_path / "proj"
+    project.mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (project / ".agents").symlink_to(elsewhere)
+    (project / ".claude").mkdir()
+    (project / ".claude" / "skills").symlink_to(elsewhere)
+    for target in ("project", ".claude/skills", "./.claude/skills"):
+        refused = cli("skill", "install", "--target", target, "--project", str(project), cwd=project)
+        shown = " ".join(refused.stderr.split())  # rich wraps long lines
+        assert refused.returncode == 2 and "Traceback" not in shown, (target, shown)
+        assert "leads out of the project folder" in shown and "nothing was changed" in shown, (target, shown)
+    assert list(elsewhere.rglob("*")) == [] and skill.installs() == []
+
+
+@pytest.mark.security
+def test_a_pipe_or_a_link_out_among_the_skill_files_is_refused_and_nothing_is_written(
+    home: Path, tmp_path: Path
+) -> None:
+    project = tmp_path / "proj"
+    folder = project / ".agents" / "skills" / "deskbridge"
+    (folder / "references").mkdir(parents=True)
+    os.mkfifo(folder / "references" / "pvf.md")  # reading it for its marker blocked the install forever
+    refused = cli("skill", "install", "--target", "project", "--project", str(project))
+    shown = " ".join(refused.stderr.split())
+    assert refused.returncode == 2 and "is not a regular file" in shown and "pvf.md" in shown, shown
+    assert not (folder / "SKILL.md").exists()  # all files are checked before the first is written
+    (folder / "references" / "pvf.md").unlink()
+    victim = tmp_path / "victim.md"
+    victim.write_text("mine\n", "utf-8")
+    (folder / "SKILL.md").symlink_to(victim)
+    refused = cli("skill", "install", "--target", "project", "--project", str(project))
+    assert refused.returncode == 2 and "leads out of the project folder" in " ".join(refused.stderr.split())
+    assert victim.read_text("utf-8") == "mine\n" and (folder / "SKILL.md").is_symlink()
+    assert sorted(p.name for p in folder.rglob("*")) == ["SKILL.md", "references"]
+
+
+def test_the_skill_is_written_without_a_guessable_temp_file(home: Path, tmp_path: Path) -> None:
+    # The temp file was `.SKILL.md.<pid>.tmp`, written with write_text: a link planted under that name (the pid
+    # is easy to guess) was followed, and the skill's text written wherever it pointed.
+    project = tmp_path / "proj"
+    folder = project / ".agents" / "skills" / "deskbridge"
+    folder.mkdir(parents=True)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("mine\n", "utf-8")
+    (folder / f".SKILL.md.{os.getpid()}.tmp").symlink_to(victim)
+    result = skill.install("project", project_dir=project)
+    assert "SKILL.md" in result["written"] and skill.file_state(folder / "SKILL.md") == "managed"
+    assert victim.read_text("utf-8") == "mine\n"
+
+
 @pytest.fixture
 def notes(tmp_path: Path) -> Path:
     folder = tmp_path / "notes"

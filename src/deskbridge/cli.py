@@ -15,6 +15,7 @@ from rich.console import Console
 
 from deskbridge import __version__
 from deskbridge.core.errors import BridgeError
+from deskbridge.core.terminal import controls_escaped_in_json, printable
 from deskbridge.kinds.pvf.cli import app as pvf_app
 from deskbridge.kinds.sage.cli import app as sage_app
 from deskbridge.kinds.sage.cli import index_command, snapshot_command
@@ -48,10 +49,17 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)  # never cut a link 
 out = Console(highlight=False)
 
 
+def _shown(value: object) -> str:
+    """A value from data (a path, a name, a message naming them) put into a line that rich prints as markup:
+    control characters spelled out and markup escaped (`core.terminal.printable`), so `[bold]` or `ESC ] 0 ;` in
+    a folder's name prints as written, and an unbalanced `[/x]` no longer makes rich raise instead."""
+    return printable(str(value), markup=True)
+
+
 def fail(error: BridgeError) -> typer.Exit:
     """Print a business error the way ruff and uv do (`error:` then `help:`) and exit 2."""
-    err.print(f"[bold red]error:[/] {error.message}")
-    err.print(f"[bold cyan]help:[/] {error.hint}")
+    err.print(f"[bold red]error:[/] {_shown(error.message)}")
+    err.print(f"[bold cyan]help:[/] {_shown(error.hint)}")
     return typer.Exit(2)
 
 
@@ -154,7 +162,7 @@ def _serving(workspace: Any) -> str:
             if workspace.kind == "pvf"
             else f"an empty {workspace.kind} workspace"
         )
-    return f"{workspace.kind} {workspace.path}"
+    return f"{workspace.kind} {_shown(workspace.path)}"
 
 
 def _serve(
@@ -209,10 +217,10 @@ def _serve(
         page = write_login_page(application.dirs, port, f"{local}/?k={codes.issue()}")
         err.print(f"  web UI:       {base}/  — one-time link (valid {ttl} s): {local}/?k={codes.issue()}")
         err.print(
-            f"                later: `deskbridge open` (a new link in your browser), or open {page.as_uri()}"
+            f"                later: `deskbridge open` (a new link in your browser), or open {_shown(page.as_uri())}"
         )
         err.print(
-            f"  MCP endpoint: {base}/mcp  (token in {application.dirs.token_file}; `deskbridge token show`)"
+            f"  MCP endpoint: {base}/mcp  (token in {_shown(application.dirs.token_file)}; `deskbridge token show`)"
         )
         err.print("  client config (Claude Code / Cursor / Claude Desktop):")
         err.print(http_snippet("claude-code", f"{base}/mcp", "<token: deskbridge token show>"), markup=False)
@@ -263,7 +271,7 @@ def open_ui(
             return
         page = write_login_page(dirs, port_used, url)
         webbrowser.open(page.as_uri())
-        err.print(f"opened {page.as_uri()} (a one-time link to http://127.0.0.1:{port_used}/)")
+        err.print(f"opened {_shown(page.as_uri())} (a one-time link to http://127.0.0.1:{port_used}/)")
     except BridgeError as error:
         raise fail(error) from error
 
@@ -369,17 +377,21 @@ def setup(
     except BridgeError as error:
         raise fail(error) from error
     if print_only:
-        out.print(plan.snippet(), markup=False, end="")
-        err.print(f"(for {plan.file})")
+        # JSON or TOML to paste: DEL and C1 in a path as `\u00XX` escapes, the same value in both formats.
+        out.print(controls_escaped_in_json(plan.snippet()), markup=False, end="")
+        err.print(f"(for {_shown(plan.file)})")
         return
     for note in plan.notes:
-        err.print(f"[bold yellow]note:[/] {note}")
+        err.print(f"[bold yellow]note:[/] {_shown(note)}")
     if dry_run:
-        out.print(plan.diff() or f"{plan.file}: nothing to change ({plan.action})", markup=False, end="")
+        # A config's comments say anything (a cloned project's): shown spelled out. CRLF lines read as lines.
+        diff = plan.diff().replace("\r\n", "\n") or f"{plan.file}: nothing to change ({plan.action})"
+        out.print(printable(diff), markup=False, end="", soft_wrap=True)
         return
     if not plan.changes:
         err.print(
-            f"{plan.host.title}: {plan.file} already {'has' if plan.entry else 'lacks'} {name!r}; nothing changed."
+            f"{plan.host.title}: {_shown(plan.file)} already {'has' if plan.entry else 'lacks'} "
+            f"{_shown(repr(name))}; nothing changed."
         )
         return
     try:
@@ -387,7 +399,10 @@ def setup(
     except BridgeError as error:
         raise fail(error) from error
     verb = "removed from" if remove else "added to" if plan.action == "add" else "updated in"
-    err.print(f"{plan.host.title}: {name!r} {verb} {plan.file}" + (f" (backup: {backup})" if backup else ""))
+    err.print(
+        f"{plan.host.title}: {_shown(repr(name))} {verb} {_shown(plan.file)}"
+        + (f" (backup: {_shown(backup)})" if backup else "")
+    )
     if not remove:
         err.print(f"next: {plan.host.restart}")
 
@@ -407,11 +422,11 @@ def doctor(
     bad = 0
     for check in checks:
         mark = {"ok": "[green]ok[/]  ", "warn": "[yellow]warn[/]", "fix": "[red]fix[/] "}[check.status]
-        out.print(f"{mark} {check.name:<10} {check.detail}", highlight=False, soft_wrap=True)
+        out.print(f"{mark} {check.name:<10} {_shown(check.detail)}", highlight=False, soft_wrap=True)
         if check.status == "fix":
             bad += 1
         if check.help and check.status != "ok":
-            out.print(f"     [cyan]help:[/] {check.help}", highlight=False, soft_wrap=True)
+            out.print(f"     [cyan]help:[/] {_shown(check.help)}", highlight=False, soft_wrap=True)
     if bad:
         raise typer.Exit(1)
 
@@ -427,9 +442,9 @@ TargetOpt = Annotated[
 
 
 def _report_skill(result: dict[str, Any]) -> None:
-    err.print(f"{result['path']}: wrote {len(result['written'])} file(s)")
+    err.print(f"{_shown(result['path'])}: wrote {len(result['written'])} file(s)")
     for kept in result["kept"]:
-        err.print(f"  kept {kept['file']} ({kept['why']})")
+        err.print(f"  kept {_shown(kept['file'])} ({kept['why']})")
 
 
 @skill_app.command("install")
@@ -469,9 +484,9 @@ def skill_uninstall(
 
     try:
         for result in uninstall(target, project_dir=(project or Path.cwd()).expanduser().resolve()):
-            err.print(f"{result['path']}: removed {len(result['removed'])} file(s)")
+            err.print(f"{_shown(result['path'])}: removed {len(result['removed'])} file(s)")
             for rel in result["kept"]:
-                err.print(f"  kept {rel} (edited by you, or not ours)")
+                err.print(f"  kept {_shown(rel)} (edited by you, or not ours)")
     except BridgeError as error:
         raise fail(error) from error
 
@@ -496,10 +511,12 @@ def bundle(
     from deskbridge.integrations.bundle import write_bundle
 
     path = write_bundle(out)
-    err.print(f"bundle: {path} ({path.stat().st_size // 1024} KiB); open it with Claude Desktop to install")
+    err.print(
+        f"bundle: {_shown(path)} ({path.stat().st_size // 1024} KiB); open it with Claude Desktop to install"
+    )
     if server_json is not None:
         server_json.write_text(json.dumps(registry_entry(), indent=2) + "\n", "utf-8")
-        err.print(f"registry entry: {server_json}")
+        err.print(f"registry entry: {_shown(server_json)}")
 
 
 @app.command()
@@ -518,7 +535,7 @@ def demo(
 
     try:
         target, kind = make_demo_workspace(which)
-        err.print(f"sample workspace: {target}")
+        err.print(f"sample workspace: {_shown(target)}")
         if exit_after is not None:
             _serve_briefly(target, kind, port, exit_after)
             return
@@ -576,7 +593,7 @@ def config_show() -> None:
     except BridgeError as error:
         raise fail(error) from error
     out.print(json.dumps(settings.model_dump(by_alias=True), indent=2), markup=False)
-    err.print(f"file: {deskbridge_dirs().settings_file}")
+    err.print(f"file: {_shown(deskbridge_dirs().settings_file)}")
 
 
 @config_app.command("set")
@@ -603,18 +620,20 @@ def config_set(
         path = save_settings(settings, dirs)
     except BridgeError as error:
         raise fail(error) from error
-    err.print(f"saved {key} in {path}")
+    err.print(f"saved {_shown(key)} in {_shown(path)}")
     # A running server keeps its own copy of the settings: hand the new ones over, and say plainly what a
     # restart is still needed for (the port it is bound to, the audit file, the sage workspace's options).
     running = apply_to_running(dirs, settings.model_dump(by_alias=True))
     needs_restart = key.split(".")[0] in RESTART_SETTINGS
     for port, problem in running:
         if problem is not None:
-            err.print(f"the running server on port {port} did not take it: {problem}; restart it to apply")
+            err.print(
+                f"the running server on port {port} did not take it: {_shown(problem)}; restart it to apply"
+            )
         elif needs_restart:
             err.print(
-                f"the running server on port {port} keeps using the old {key.split('.')[0]} until it restarts "
-                "(stop it and run `deskbridge serve` again)"
+                f"the running server on port {port} keeps using the old {_shown(key.split('.')[0])} until it "
+                "restarts (stop it and run `deskbridge serve` again)"
             )
         else:
             err.print(f"applied to the running server on port {port}")

@@ -192,6 +192,23 @@ async def test_settings_api_validates_and_applies_in_place(folder: Path) -> None
         assert live.require_approval is False  # the object every kind holds, not a copy
 
 
+async def test_an_audit_limit_that_is_not_a_count_is_400_saying_what_is(folder: Path) -> None:
+    # `?limit=abc`, a negative count and a number too long to read were a 500 with no explanation.
+    async with running_server(folder, kind="probe") as srv, httpx2.AsyncClient() as http:
+        for limit in ("abc", "-5", "0", "1.5", "9" * 5000, "1001", "100000"):
+            r = await http.get(srv.base_url + "/api/audit", params={"limit": limit}, headers=srv.ui_headers())
+            assert r.status_code == 400, (limit, r.status_code)
+            error = r.json()["error"]
+            assert error["code"] == "INVALID_ARGUMENT" and "from 1 to 1,000" in error["message"], limit
+            assert len(error["message"]) < 200  # a 5,000-digit value is not echoed whole
+        for limit, kept in (("1", 1), ("1000", 1000)):
+            r = await http.get(srv.base_url + "/api/audit", params={"limit": limit}, headers=srv.ui_headers())
+            assert r.status_code == 200 and len(r.json()["records"]) <= kept
+        for default in ({}, {"limit": ""}):  # no limit: the newest 100
+            r = await http.get(srv.base_url + "/api/audit", params=default, headers=srv.ui_headers())
+            assert r.status_code == 200, default
+
+
 async def test_the_browser_calls_the_same_tools_as_caller_ui(folder: Path) -> None:
     async with running_server(folder, kind="probe") as srv, httpx2.AsyncClient() as http:
         r = await http.post(

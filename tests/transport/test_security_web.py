@@ -172,7 +172,8 @@ async def test_a_same_site_page_cannot_use_the_cookie_even_for_a_get(folder: Pat
                 assert r.status_code == 403 and r.json()["error"]["code"] == "CROSS_SITE", (site, path)
         assert not srv.app.approvals.ui_attached
         # the page's own requests (same-origin) and clients that send no Fetch Metadata still work
-        ok = await http.get(srv.base_url + "/api/status", headers={"Sec-Fetch-Site": "same-origin"})
+        own = {"Sec-Fetch-Site": "same-origin", "Sec-Fetch-Mode": "cors", "Sec-Fetch-Dest": "empty"}
+        ok = await http.get(srv.base_url + "/api/status", headers=own)
         assert ok.status_code == 200
         assert (await http.get(srv.base_url + "/api/status")).status_code == 200
 

@@ -21,6 +21,7 @@ from deskbridge.integrations import jsonedit
 from deskbridge.integrations.endpoints import normalise, private_state_dir, state_dir
 from deskbridge.integrations.hosts import VSCODE_FOLDERS, Host, Scope, host
 from deskbridge.integrations.launcher import write_launcher
+from deskbridge.integrations.project_files import file_inside
 
 if TYPE_CHECKING:
     from deskbridge.core.files import FileIdentity
@@ -244,6 +245,9 @@ class Plan:
     created_container: bool = False
     identity: FileIdentity | None = None
     """The file as it was read (None: there was none); `apply` refuses to write over anything else."""
+    folder: Path | None = None
+    """The project folder a project-scope config must stay inside (integrations/project_files.py); None for a
+    user config, which is the person's own file wherever their links put it (a dotfiles repository)."""
 
     @property
     def changes(self) -> bool:
@@ -318,6 +322,7 @@ def plan_setup(
             str(exc),
             hint="`deskbridge setup --help` lists the hosts, scopes and forms.",
         ) from exc
+    folder = _checked_folder(file, scope, project)
     old, identity = _read_config(file)
     try:
         existing = current_entry(h, old, name)
@@ -335,7 +340,7 @@ def plan_setup(
             hint=f"Pick another name with `--name {name}-2`, or remove that entry yourself; nothing was changed.",
         )
     if existing == entry:
-        return Plan(h, scope, file, name, old, old, entry, "unchanged")
+        return Plan(h, scope, file, name, old, old, entry, "unchanged", folder=folder)
     try:
         new = _with_entry(h, old, name, entry)
     except jsonedit.JsonEditError as exc:
@@ -346,6 +351,7 @@ def plan_setup(
         ) from exc
     plan = Plan(h, scope, file, name, old, new, entry, "update" if existing is not None else "add")
     plan.identity = identity
+    plan.folder = folder
     plan.created_container = _container_missing(h, old)
     if http_url:
         plan.notes.append(
@@ -378,6 +384,7 @@ def plan_remove(host_name: str, project: Path, *, scope: Scope = "user", name: s
         file = h.config_path(scope, project_folder(project))
     except ValueError as exc:
         raise BridgeError(ErrorCode.INVALID_ARGUMENT, str(exc)) from exc
+    folder = _checked_folder(file, scope, project)
     old, identity = _read_config(file)
     ours = recorded(file, name)
     try:
@@ -398,15 +405,25 @@ def plan_remove(host_name: str, project: Path, *, scope: Scope = "user", name: s
         plan.notes.append(f"{name!r} in {file} was changed since deskbridge added it; it was left alone.")
         return plan
     new = _without_entry(h, old, name, bool(ours.get("createdContainer")))
-    plan = Plan(h, scope, file, name, old, new, None, "remove")
+    plan = Plan(h, scope, file, name, old, new, None, "remove", folder=folder)
     plan.identity = identity
     return plan
+
+
+def _checked_folder(file: Path, scope: Scope, project: Path) -> Path | None:
+    """For a project-scope config: the project folder, once `file` is known to be a real file inside it (or
+    nothing yet), before anything is read through it. None for a user config."""
+    if scope != "project":
+        return None
+    folder = project_folder(project)
+    file_inside(file, folder)
+    return folder
 
 
 def apply(plan: Plan) -> Path | None:
     """Make the change: back the file up, write it atomically (keeping its permissions), update the record.
     Returns the backup's path (None when the file did not exist or nothing changed)."""
-    from deskbridge.core.files import atomic_write, publish_new
+    from deskbridge.core.files import atomic_write, make_dirs, publish_new
 
     entries = [e for e in _load_record() if not (e["file"] == str(plan.file) and e["name"] == plan.name)]
     backup = None
@@ -418,15 +435,20 @@ def apply(plan: Plan) -> Path | None:
                 hint="Make it writable (`chmod u+w`, or untick Read-only in its Properties) and run `deskbridge "
                 "setup` again, or add the entry by hand (`deskbridge setup --print`); nothing was changed.",
             )
+        # Checked again: the web UI applies a plan some time after it showed it.
+        target = plan.file if plan.folder is None else file_inside(plan.file, plan.folder)
         if plan.file.exists():
             backup = _back_up(plan)
-        plan.file.parent.mkdir(parents=True, exist_ok=True)
+        if plan.folder is None:
+            plan.file.parent.mkdir(parents=True, exist_ok=True)
+        else:  # `.vscode/` made inside the project, never through a link planted meanwhile
+            make_dirs(target.parent, root=target.confined_root)
         data = plan.new_text.encode("utf-8")
         try:
             if plan.identity is None:
-                publish_new(plan.file, data, new_file_mode=0o600)
+                publish_new(target, data, new_file_mode=0o600)
             else:
-                atomic_write(plan.file, data, expected_identity=plan.identity)
+                atomic_write(target, data, expected_identity=plan.identity)
         except BridgeError as exc:
             if exc.code not in (ErrorCode.SOURCE_CHANGED, ErrorCode.TARGET_EXISTS):
                 raise

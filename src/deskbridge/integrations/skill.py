@@ -18,6 +18,7 @@ from typing import Any, Final
 from deskbridge import __version__
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.integrations.endpoints import private_state_dir, state_dir
+from deskbridge.integrations.project_files import file_inside
 from deskbridge.integrations.skill_text import REFERENCES, SKILL_MD
 
 SKILL_NAME: Final = "deskbridge"
@@ -36,13 +37,20 @@ def _with_marker(text: str) -> str:
     return f"{text}\n<!-- managed by deskbridge {__version__} sha256:{digest} {note} -->\n"
 
 
+SKILL_FILE_MAX_BYTES: Final = 1024 * 1024
+"""Bytes of an installed skill file read back at most (ours are a few KiB; a bigger one is the person's)."""
+
+
 def file_state(path: Path) -> str:
-    """`missing`, `managed` (ours, unchanged), `edited` (ours, changed by the person) or `foreign`."""
+    """`missing`, `managed` (ours, unchanged), `edited` (ours, changed by the person) or `foreign` (theirs, or
+    not a regular file: a FIFO named like ours blocked a plain read forever)."""
+    from deskbridge.core.reading import read_regular_file
+
     try:
-        text = path.read_text("utf-8")
-    except FileNotFoundError:
-        return "missing"
-    except (OSError, UnicodeDecodeError):
+        text = read_regular_file(path, max_bytes=SKILL_FILE_MAX_BYTES).decode("utf-8")
+    except BridgeError as exc:
+        return "missing" if exc.code == ErrorCode.NOT_FOUND else "foreign"
+    except UnicodeDecodeError:
         return "foreign"
     matches = list(MARKER.finditer(text))
     if not matches:
@@ -60,8 +68,7 @@ def target_dir(target: str, project_dir: Path | None = None) -> Path:
     if target == "claude":
         return home / ".claude" / "skills" / SKILL_NAME
     if target == "project":
-        base = project_dir or Path.cwd()
-        return (base if base.is_dir() else base.parent) / ".agents" / "skills" / SKILL_NAME
+        return _project_folder(project_dir) / ".agents" / "skills" / SKILL_NAME
     path = Path(target).expanduser()
     if (
         not path.is_absolute()
@@ -74,7 +81,25 @@ def target_dir(target: str, project_dir: Path | None = None) -> Path:
             f"unknown skill target {target!r}",
             hint="Use agents, claude, project, or a folder path (./skills, ~/my-skills).",
         )
-    return path.resolve() / SKILL_NAME
+    # As named, not resolved: where a link on the way leads is checked by the install (`confining_folder`).
+    return Path(os.path.abspath(path)) / SKILL_NAME
+
+
+def _project_folder(project_dir: Path | None) -> Path:
+    base = project_dir or Path.cwd()
+    return base if base.is_dir() else base.parent
+
+
+def confining_folder(target: str, project_dir: Path | None = None) -> Path | None:
+    """The folder an install into `target` must stay inside (integrations/project_files.py): the project for
+    `project`, the current folder for a PATH below it (`.claude/skills` in a cloned repository); None for the
+    person's own folders (~/.agents, ~/.claude, a PATH elsewhere), which may be links of their own making."""
+    if target == "project":
+        return _project_folder(project_dir)
+    if target in TARGETS or Path(target).expanduser().is_absolute():
+        return None
+    here = Path.cwd()
+    return here if target_dir(target, project_dir).is_relative_to(here) else None
 
 
 # -- the install record -------------------------------------------------------------------------------------
@@ -103,10 +128,15 @@ def _save(rows: list[dict[str, Any]]) -> None:
 # -- operations -----------------------------------------------------------------------------------------------
 
 
-def install_into(folder: Path, target: str) -> dict[str, Any]:
+def install_into(folder: Path, target: str, *, root: Path | None = None) -> dict[str, Any]:
+    """Write the skill's files into `folder` (those the person edited or made stay as they are). With `root`,
+    every file must be a regular file inside it, or nothing is written (see `confining_folder`)."""
+    from deskbridge.core.files import atomic_write, make_dirs
+
+    places = {rel: folder / rel if root is None else file_inside(folder / rel, root) for rel in skill_files()}
     written, kept = [], []
     for rel, text in skill_files().items():
-        path = folder / rel
+        path = places[rel]
         state = file_state(path)
         if state in ("edited", "foreign"):
             kept.append(
@@ -116,19 +146,24 @@ def install_into(folder: Path, target: str) -> dict[str, Any]:
         content = _with_marker(text)
         if state == "managed" and path.read_text("utf-8") == content:
             continue
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(content, "utf-8")
-        os.replace(tmp, path)
+        if root is None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        else:  # made inside `root`, never through a link planted meanwhile
+            make_dirs(path.parent, root=Path(os.path.realpath(root)))
+        # A fresh random temp name, never followed if something is there (the old `.SKILL.md.<pid>.tmp` was).
+        atomic_write(path, content.encode("utf-8"))
         written.append(rel)
     rows = [r for r in installs() if r["path"] != str(folder)]
-    rows.append({"path": str(folder), "target": target, "version": __version__})
+    row: dict[str, Any] = {"path": str(folder), "target": target, "version": __version__}
+    if root is not None:
+        row["root"] = str(root)
+    rows.append(row)
     _save(rows)
     return {"path": str(folder), "target": target, "written": written, "kept": kept}
 
 
 def install(target: str = "agents", *, project_dir: Path | None = None) -> dict[str, Any]:
-    return install_into(target_dir(target, project_dir), target)
+    return install_into(target_dir(target, project_dir), target, root=confining_folder(target, project_dir))
 
 
 def sync() -> list[dict[str, Any]]:
@@ -137,7 +172,8 @@ def sync() -> list[dict[str, Any]]:
     for row in installs():
         folder = Path(row["path"])
         if folder.is_dir():
-            out.append(install_into(folder, row.get("target", str(folder))))
+            root = Path(row["root"]) if row.get("root") else None
+            out.append(install_into(folder, row.get("target", str(folder)), root=root))
     return out
 
 

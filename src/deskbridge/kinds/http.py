@@ -1,22 +1,28 @@
 """JSON request and response shapes shared by every web route: the platform's API and each kind's own routes.
 
 A business error is `{"error": {code, message, hint, data?}}` with the HTTP status its code maps to (conflicts —
-stale, busy, pending — are 409); a request body is one JSON object of bounded size.
+stale, busy, pending — are 409); a request body is one JSON object of bounded size; a route that an element of the
+page loads is an `ElementRoute`.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable
 from typing import Any, Final
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse
+from starlette.routing import Route
 
 from deskbridge.core import limits
 from deskbridge.core.errors import BridgeError, ErrorCode
 
 BODY_MAX_BYTES: Final = limits.REQUEST_BODY_MAX_BYTES
 """Bytes of one JSON request body at most: the same limit as an MCP request (core.limits)."""
+
+ARG_SHOWN_MAX_CHARS: Final = 40
+"""Characters of a refused argument an error message repeats at most (a 5,000-digit `?limit=` is not echoed)."""
 
 ERROR_STATUS: Final[dict[ErrorCode, int]] = {
     ErrorCode.NOT_FOUND: 404,
@@ -33,24 +39,45 @@ def error_response(error: BridgeError) -> JSONResponse:
     return JSONResponse({"error": error.to_dict()}, status_code=ERROR_STATUS.get(error.code, 409))
 
 
-def foreign_destination(request: Request, allowed: tuple[str, ...] = ("empty",)) -> JSONResponse | None:
-    """The refusal of a browser request made for an element of a page (Fetch Metadata `Sec-Fetch-Dest`,
-    w3c.github.io/webappsec-fetch-metadata) that the route is not for, else None.
+class ElementRoute(Route):
+    """A route that an element of deskbridge's own page loads (`<img src>`), not only the page's fetches.
 
-    Our own pages call the API with fetch and EventSource (`empty`). A document's `<img src="http://127.0.0.1:PORT/
-    api/...">` in the markdown preview is same-origin and carries the session cookie, so only the destination tells
-    it apart: such images registered phantom editors (every save then failed with UI_NOT_READY) and held the
-    browser's few connections to the server. Clients that are not browsers send no such header."""
-    dest = request.headers.get("sec-fetch-dest")
-    if dest is None or dest in allowed:
-        return None
-    return error_response(
-        BridgeError(
-            ErrorCode.ACCESS_DENIED,
-            f"this route answers deskbridge's own page, not an {dest!r} element of a page",
-            hint="Nothing to do: a document's image, frame or link cannot call it; the page itself does.",
-        )
+    `serves_elements` names the Fetch Metadata destinations (`Sec-Fetch-Dest`, w3c.github.io/webappsec-fetch-
+    metadata) it answers besides `empty`; the platform's middleware (web/security.py) refuses every other one, for
+    every /api route, in one place."""
+
+    def __init__(
+        self,
+        path: str,
+        endpoint: Callable[..., Any],
+        *,
+        serves_elements: Iterable[str],
+        methods: list[str] | None = None,
+    ) -> None:
+        super().__init__(path, endpoint, methods=methods)
+        self.serves_elements = frozenset(serves_elements)
+
+
+def int_arg(value: Any, name: str, *, minimum: int = 0, maximum: int | None = None) -> int:
+    """`value` (a query parameter's text or a JSON body's number) as an int within [minimum, maximum], else
+    INVALID_ARGUMENT saying which whole numbers are valid."""
+    valid = (
+        f"a whole number ≥ {minimum:,}"
+        if maximum is None
+        else f"a whole number from {minimum:,} to {maximum:,}"
     )
+    shown = (
+        repr(value) if len(repr(value)) <= ARG_SHOWN_MAX_CHARS else f"{repr(value)[:ARG_SHOWN_MAX_CHARS]}…"
+    )
+    if isinstance(value, bool):
+        raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"{name} must be {valid}, got {shown}")
+    try:
+        number = int(value)  # over 4,300 digits is a ValueError too (sys.get_int_max_str_digits)
+    except (TypeError, ValueError):
+        raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"{name} must be {valid}, got {shown}") from None
+    if number < minimum or (maximum is not None and number > maximum):
+        raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"{name} must be {valid}, got {shown}")
+    return number
 
 
 async def json_body(request: Request, *, max_bytes: int = BODY_MAX_BYTES) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from mcp.shared.inbound import NAME_BEARING_METHODS, encode_header_value
 from mcp.shared.message import SessionMessage
 
 from deskbridge.core.errors import BridgeError, ErrorCode
+from deskbridge.core.terminal import printable
 from deskbridge.integrations.endpoints import (
     PROJECT_HEADER,
     Endpoint,
@@ -686,10 +687,10 @@ def keep_unsaved(workspace: Any) -> list[Path]:
         private_state_dir(target.parent)
         publish_new(target, str(doc["text"]).encode("utf-8"), mode=0o600)
         kept.append(target)
-        logger.warning(
+        logger.warning(  # on stderr, maybe a terminal: a document's name may hold anything
             "the client closed the session before %s was saved: its unsaved text is kept in %s",
-            row.get("absolutePath") or name,
-            target,
+            printable(str(row.get("absolutePath") or name)),
+            printable(str(target)),
         )
     return kept
 

@@ -11,7 +11,7 @@ import json
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import quote
 
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
@@ -36,7 +36,7 @@ from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.tools import CallContext
 from deskbridge.integrations.endpoints import HEALTH_PATH, PROJECT_HEADER
 from deskbridge.integrations.web import integration_routes
-from deskbridge.kinds.http import error_response, foreign_destination, json_body
+from deskbridge.kinds.http import error_response, int_arg, json_body
 from deskbridge.mcp.event_store import RETRY_MS, BoundedEventStore
 from deskbridge.mcp.server import build_mcp_server
 from deskbridge.web.mcp_transport import BoundedSessionManager, RequestSizeGuard
@@ -47,6 +47,9 @@ if TYPE_CHECKING:
     from deskbridge.app import App
 
 STATIC_DIR = Path(__file__).parent / "static"
+
+AUDIT_PAGE_DEFAULT: Final = 100
+"""Audit records `GET /api/audit` returns without `?limit=` (the newest; at most `limits.AUDIT_MEMORY_MAX`)."""
 
 
 def api_routes(app: App, policy: SecurityPolicy | None = None) -> list[BaseRoute]:
@@ -144,7 +147,15 @@ def api_routes(app: App, policy: SecurityPolicy | None = None) -> list[BaseRoute
         return JSONResponse({"ok": True})
 
     async def audit(request: Request) -> Response:
-        limit = min(int(request.query_params.get("limit", "100") or 100), 1000)
+        try:
+            limit = int_arg(
+                request.query_params.get("limit") or AUDIT_PAGE_DEFAULT,
+                "limit",
+                minimum=1,
+                maximum=limits.AUDIT_MEMORY_MAX,
+            )
+        except BridgeError as error:
+            return error_response(error)
         return JSONResponse({"records": [record.to_dict() for record in app.audit.recent(limit)]})
 
     def _barrier() -> Any:
@@ -184,11 +195,9 @@ def api_routes(app: App, policy: SecurityPolicy | None = None) -> list[BaseRoute
         return JSONResponse({"ok": True})
 
     async def events(request: Request) -> Response:
-        # Only the page's own EventSource may open the stream: a document's `<img src=".../api/events?editor=x">`
-        # registered a phantom editor that never answers the draft barrier (`foreign_destination`).
-        refused = foreign_destination(request)
-        if refused is not None:
-            return refused
+        # Only the page's own EventSource reaches here: a document's `<img src=".../api/events?editor=x">`, which
+        # registered a phantom editor that never answers the draft barrier, is refused by the platform's
+        # middleware (web/security.py `fetch_metadata_refusal`).
         raw_editor = request.query_params.get("editor")
         try:
             editor = None if raw_editor is None else _editor_id(raw_editor)
@@ -377,7 +386,7 @@ def build_web_app(
         routes=routes,
         lifespan=lifespan,
         middleware=[
-            Middleware(SecurityMiddleware, policy=policy),
+            Middleware(SecurityMiddleware, policy=policy, routes=routes),
             Middleware(EndOnShutdown, signal=shutdown),
         ],
     )

@@ -5,6 +5,11 @@ and the SDK: bad Host 421, bad Origin 403, missing or wrong credentials 401. The
 response, rejections included, with `Content-Security-Policy: frame-ancestors 'none'` and `X-Frame-Options: DENY`,
 so no page (another loopback port included) can frame the UI and trick a click on an approval.
 
+/api answers deskbridge's own pages and clients that are not browsers, nothing else (`fetch_metadata_refusal`):
+a browser says what a request is for (Fetch Metadata, w3c.github.io/webappsec-fetch-metadata), and only the page's
+fetch and EventSource (`Sec-Fetch-Dest: empty`), a request with no Fetch Metadata at all (curl, the MCP bridge) and
+the destinations a route declares it serves (`kinds.http.ElementRoute`: the markdown pictures, `image`) get through.
+
 The browser's way in (docs/security.md): `serve` hands the browser a one-time login code (`LoginCodes`, valid
 `LOGIN_CODE_TTL_S`, single use) in an owner-only file; `GET /?k=CODE` exchanges it for the per-launch UI secret in
 a strict HttpOnly cookie. The UI secret itself never appears on a command line or in a URL, and only a valid code
@@ -20,11 +25,12 @@ import json
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from http.cookies import SimpleCookie
 from typing import Final
 
+from starlette.routing import BaseRoute, Match, Mount
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from deskbridge.core import limits
@@ -42,6 +48,13 @@ FRAME_DENY_HEADERS: Final = (
     (b"referrer-policy", b"no-referrer"),
 )
 """Sent on every response. A route's own Content-Security-Policy is kept beside ours (browsers enforce both)."""
+
+
+FETCH_METADATA_HEADERS: Final = (b"sec-fetch-site", b"sec-fetch-mode", b"sec-fetch-dest", b"sec-fetch-user")
+"""The request headers of Fetch Metadata; a browser that sends one sends `Sec-Fetch-Dest` with it."""
+
+OWN_FETCH_DESTINATION: Final = "empty"
+"""`Sec-Fetch-Dest` of fetch(), XMLHttpRequest and EventSource: how deskbridge's own pages call /api."""
 
 
 HEALTH_CHALLENGE_HEADER: Final = "x-deskbridge-challenge"
@@ -192,6 +205,48 @@ async def _reject(
     await send({"type": "http.response.body", "body": body})
 
 
+def served_destinations(routes: Sequence[BaseRoute], scope: Scope) -> frozenset[str]:
+    """The `Sec-Fetch-Dest` values, besides `empty`, that the route answering `scope` serves (an `ElementRoute`'s
+    `serves_elements`; none for any other route). Matches as Starlette's router does: the first full match, else
+    the first partial one (the right path, another method), descending into mounts."""
+    partial: BaseRoute | None = None
+    partial_scope: Scope = {}
+    for route in routes:
+        match, child = route.matches(scope)
+        if match is Match.FULL:
+            return _destinations_of(route, {**scope, **child})
+        if match is Match.PARTIAL and partial is None:
+            partial, partial_scope = route, {**scope, **child}
+    return frozenset() if partial is None else _destinations_of(partial, partial_scope)
+
+
+def _destinations_of(route: BaseRoute, scope: Scope) -> frozenset[str]:
+    if isinstance(route, Mount):
+        return served_destinations(route.routes, scope)
+    return frozenset(getattr(route, "serves_elements", ()))
+
+
+def fetch_metadata_refusal(scope: Scope, routes: Sequence[BaseRoute]) -> str | None:
+    """Why a request to /api is not the page's own call, or None when it may be answered.
+
+    A document shown in the markdown preview is same-origin: its `<img src="/api/events?editor=x">` carries the
+    session cookie and no Origin, and registered a phantom editor that every save then waited for; its `<img>` of
+    a long-polling route held one of the browser's few connections for 25 s. Only the destination tells such a
+    request apart from the page's fetch, so the rule is here, once, for every route, not in each handler."""
+    dest = _header(scope, b"sec-fetch-dest")
+    if dest == OWN_FETCH_DESTINATION:
+        return None
+    if dest is None:
+        if not any(_header(scope, name) is not None for name in FETCH_METADATA_HEADERS):
+            return None  # not a browser: curl, the MCP bridge, a script
+        return "a browser request that does not say what it is for (no Sec-Fetch-Dest) was refused"
+    if dest in served_destinations(routes, scope):
+        return None
+    return (
+        f"/api answers deskbridge's own page, not an element of a page: Sec-Fetch-Dest {dest!r} was refused"
+    )
+
+
 def ui_secret_from(scope: Scope) -> str | None:
     """The UI secret a browser request carries: our header, or the cookie set when the launch URL was opened."""
     header = _header(scope, UI_HEADER.encode())
@@ -210,11 +265,14 @@ def ui_secret_from(scope: Scope) -> str | None:
 
 
 class SecurityMiddleware:
-    """Host/Origin on every request; bearer token on /mcp; UI secret on /api."""
+    """Host/Origin on every request; bearer token on /mcp; Fetch Metadata and the UI secret on /api.
 
-    def __init__(self, app: ASGIApp, policy: SecurityPolicy) -> None:
+    `routes` are the app's routes, for the destinations a route serves besides the page's own fetches."""
+
+    def __init__(self, app: ASGIApp, policy: SecurityPolicy, routes: Sequence[BaseRoute] = ()) -> None:
         self.app = app
         self.policy = policy
+        self.routes = routes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -278,6 +336,16 @@ class SecurityMiddleware:
                 "CROSS_SITE",
                 "a request from another site or port was refused",
                 "Only pages served by this deskbridge may call /api (open the UI with `deskbridge open`).",
+            )
+            return
+        elif path.startswith("/api/") and (refusal := fetch_metadata_refusal(scope, self.routes)) is not None:
+            await _reject(
+                send,
+                403,
+                "ACCESS_DENIED",
+                refusal,
+                "Nothing to do when a document's image, frame, object or link made this request: deskbridge's "
+                "pages call /api with fetch(). Clients that are not browsers send no Sec-Fetch-* headers.",
             )
             return
         elif path.startswith("/api/") and not self.policy.ui_authorised(scope):

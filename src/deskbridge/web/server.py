@@ -37,6 +37,7 @@ import uvicorn
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from deskbridge.core import limits
+from deskbridge.core.terminal import printable
 
 logger = logging.getLogger(__name__)
 
@@ -322,7 +323,10 @@ class BridgeServer(uvicorn.Server):
             self._exit(sig, frame)
             return
         self._warned_at = time.monotonic()
-        shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+        # Document names are file names, which may hold anything: control characters are spelled out.
+        shown = ", ".join(printable(n) for n in names[:5]) + (
+            f" and {len(names) - 5} more" if len(names) > 5 else ""
+        )
         print(
             f"\ndeskbridge: unsaved changes in {shown}. Save them in the browser (Ctrl+S), or press Ctrl+C again "
             f"within {CONFIRM_EXIT_S:g} s to stop and lose them.",

@@ -6,6 +6,7 @@ import gzip
 import json
 from pathlib import Path
 
+import pytest
 import typer
 from typer.testing import CliRunner
 
@@ -87,3 +88,33 @@ def test_index_says_the_state_and_how_to_see_the_problems_it_counts(minimod):
         app, ["diagnostics", "-p", str(minimod.mod), "--sdk", str(minimod.sdk), "--origin", "project"]
     )
     assert json.loads(listed.output)["items"][0]["file"] == "Data/Mod.xml"
+
+
+@pytest.mark.security
+def test_json_answers_spell_del_and_c1_controls_as_escapes(minimod):
+    """A mod's XML may name an asset with C1 controls (U+009B is CSI on terminals that take 8-bit controls) and
+    DEL, which `ensure_ascii=False` printed raw; they come out as JSON escapes, the rest stays readable."""
+    base = minimod.mod / "Data/Base/Base.xml"
+    evil = '<GameObject id="Evil&#x9b;2J&#x7f;&#x85;中"/>'
+    minimod.write(
+        "Data/Base/Base.xml", base.read_text("utf-8").replace("<GameObject", evil + "<GameObject", 1)
+    )
+    where = ["-p", str(minimod.mod), "--sdk", str(minimod.sdk)]
+    out = runner.invoke(app, ["list-assets", "GameObject", "--prefix", "Evil", *where])
+    assert out.exit_code == 0, out.output
+    assert not {"\x9b", "\x7f", "\x85"} & set(out.output), out.output
+    assert "Evil\\u009b2J\\u007f\\u0085中" in out.output
+    assert [i["id"] for i in json.loads(out.output)["items"]] == ["Evil\x9b2J\x7f\x85中"]
+
+
+@pytest.mark.security
+def test_errors_and_the_index_summary_print_names_with_escapes_spelled_out(minimod, tmp_path):
+    where = ["-p", str(minimod.mod), "--sdk", str(minimod.sdk)]
+    out = runner.invoke(app, ["definition", "GameObject", "Nope\x1b]0;pwned\x07\x9b", *where])
+    assert out.exit_code == 1 and "Nope\\x1b]0;pwned\\x07\\x9b" in out.output, out.output
+    assert not {"\x1b", "\x07", "\x9b"} & set(out.output)
+    hostile = tmp_path / "Mods" / "Evil\x1b[2J\x85"
+    minimod.mod.rename(hostile)
+    out = runner.invoke(app, ["index", str(hostile), "--sdk", str(minimod.sdk)])
+    assert out.exit_code == 0, out.output
+    assert "Evil\\x1b[2J\\x85" in out.output and not {"\x1b", "\x85"} & set(out.output), out.output

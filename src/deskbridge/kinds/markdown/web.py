@@ -24,7 +24,7 @@ from starlette.routing import Route
 from deskbridge.core.errors import BridgeError, ErrorCode, internal
 from deskbridge.core.paths import resolve_path
 from deskbridge.core.tools import CallContext
-from deskbridge.kinds.http import error_response, foreign_destination, json_body
+from deskbridge.kinds.http import ElementRoute, error_response, int_arg, json_body
 from deskbridge.kinds.markdown.approvals import NEEDS_APPROVAL_BY_DEFAULT
 from deskbridge.kinds.markdown.collab import INSERT_MAX_CHARS
 from deskbridge.kinds.markdown.editor_commands import requests_of
@@ -79,18 +79,6 @@ EXPORT_FORMATS: Final = {
 """The browser's format names → export.py's format names and the download's media type."""
 
 
-def _int_arg(value: Any, name: str, *, minimum: int = 0) -> int:
-    if isinstance(value, bool):
-        raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"{name} must be an integer")
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"{name} must be an integer, got {value!r}") from None
-    if number < minimum:
-        raise BridgeError(ErrorCode.INVALID_ARGUMENT, f"{name} must be ≥ {minimum}, got {number}")
-    return number
-
-
 def _str_arg(body: dict[str, Any], name: str, *, required: bool = True, max_len: int = 4096) -> str | None:
     value = body.get(name)
     if value is None and not required:
@@ -119,21 +107,14 @@ Invoke = Callable[[str, dict[str, Any], CallContext], Awaitable[dict[str, Any]]]
 """`App.invoke`: run one tool call as the platform does for MCP (validation, approval, one audit record)."""
 
 
-def _guarded(
-    handler: Callable[[Request], Awaitable[Any]], destinations: tuple[str, ...] = ("empty",)
-) -> Endpoint:
+def _guarded(handler: Callable[[Request], Awaitable[Any]]) -> Endpoint:
     """Turn a handler returning a dict (or a Response) into an endpoint; BridgeErrors become JSON errors.
 
-    A browser request is answered only for the `destinations` (Fetch Metadata `Sec-Fetch-Dest`,
-    w3c.github.io/webappsec-fetch-metadata) the route is for: the editor's own fetches (`empty`), and `image` for a
-    document's pictures. A document's `<img src="http://127.0.0.1:PORT/api/markdown/docs/d1/pull">`, loaded with the
-    session cookie once remote images are allowed, held one of the browser's few connections to this server for
-    25 s per image on every preview refresh, starving the editor's own pushes."""
+    Which browser requests reach it at all (the editor's own fetches; `image` for a document's pictures) is the
+    platform middleware's rule (web/security.py `fetch_metadata_refusal`), with the routes below that serve
+    elements marked as `ElementRoute`s."""
 
     async def endpoint(request: Request) -> Response:
-        refused = foreign_destination(request, destinations)
-        if refused is not None:
-            return refused
         try:
             result = await handler(request)
         except BridgeError as error:
@@ -171,7 +152,7 @@ def markdown_routes(
         return {"docs": service.list_open(), "current": service.current_id}
 
     async def list_files(request: Request) -> Any:
-        limit = min(_int_arg(request.query_params.get("limit", FILES_MAX), "limit", minimum=1), FILES_MAX)
+        limit = min(int_arg(request.query_params.get("limit", FILES_MAX), "limit", minimum=1), FILES_MAX)
         paths = await anyio.to_thread.run_sync(lambda: service.workspace.iter_documents(limit + 1))
         files = [{"path": service.workspace.relative(p), "name": p.name} for p in paths[:limit]]
         return {"files": files, "truncated": len(paths) > limit}
@@ -190,7 +171,7 @@ def markdown_routes(
     # -- collab ------------------------------------------------------------------------------------------
     async def push(request: Request) -> Any:
         body = await json_body(request, max_bytes=PUSH_BODY_MAX_BYTES)
-        version = _int_arg(body.get("version"), "version")
+        version = int_arg(body.get("version"), "version")
         updates = body.get("updates")
         if not isinstance(updates, list):
             raise BridgeError(ErrorCode.INVALID_ARGUMENT, "updates must be a list of {clientID, changes}")
@@ -201,7 +182,7 @@ def markdown_routes(
         return result
 
     async def pull(request: Request) -> Any:
-        version = _int_arg(request.query_params.get("version"), "version")
+        version = int_arg(request.query_params.get("version"), "version")
         try:
             wait = float(request.query_params.get("wait", PULL_WAIT_MAX_S))
         except ValueError:
@@ -215,8 +196,8 @@ def markdown_routes(
         service.get(doc_id)  # NOT_FOUND before any work
         first = request.query_params.get("from")
         last = request.query_params.get("to")
-        start = None if first is None else _int_arg(first, "from", minimum=1)
-        end = None if last is None else _int_arg(last, "to", minimum=start or 1)
+        start = None if first is None else int_arg(first, "from", minimum=1)
+        end = None if last is None else int_arg(last, "to", minimum=start or 1)
         # Off the event loop, one render at a time (views.py decides: whole document or a window of lines).
         async with render_lock:
             return await anyio.to_thread.run_sync(service.preview, doc_id, start, end)
@@ -263,14 +244,14 @@ def markdown_routes(
 
     async def selection(request: Request) -> Any:
         body = await json_body(request)
-        anchor = _int_arg(body.get("anchor"), "anchor")
-        head = _int_arg(body.get("head", anchor), "head")
+        anchor = int_arg(body.get("anchor"), "anchor")
+        head = int_arg(body.get("head", anchor), "head")
         version = body.get("version")
         service.report_selection(
             request.path_params["doc_id"],
             anchor,
             head,
-            None if version is None else _int_arg(version, "version"),
+            None if version is None else int_arg(version, "version"),
         )
         return {"ok": True}
 
@@ -370,9 +351,11 @@ def markdown_routes(
         path: str,
         handler: Callable[[Request], Awaitable[Any]],
         method: str = "GET",
-        destinations: tuple[str, ...] = ("empty",),
+        serves_elements: tuple[str, ...] = (),
     ) -> Route:
-        return Route(path, _guarded(handler, destinations), methods=[method])
+        if serves_elements:
+            return ElementRoute(path, _guarded(handler), serves_elements=serves_elements, methods=[method])
+        return Route(path, _guarded(handler), methods=[method])
 
     return [
         r("/docs", list_docs),
@@ -382,7 +365,8 @@ def markdown_routes(
         r("/docs/{doc_id}/push", push, "POST"),
         r("/docs/{doc_id}/pull", pull),
         r("/docs/{doc_id}/preview", preview),
-        r("/docs/{doc_id}/asset/{path:path}", asset, destinations=("empty", "image", "document")),
+        # a document's pictures: the preview's <img src>
+        r("/docs/{doc_id}/asset/{path:path}", asset, serves_elements=("image",)),
         r("/docs/{doc_id}/selection", selection, "POST"),
         r("/docs/{doc_id}/save", save, "POST"),
         r("/docs/{doc_id}/external", external, "POST"),

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -15,6 +14,7 @@ from typing import Annotated, Any, Final, NoReturn
 import typer
 
 from deskbridge.core.errors import BridgeError, ErrorCode
+from deskbridge.core.terminal import json_text, printable
 from deskbridge.kinds.pvf.history import log_command
 
 HELP = """DNF Script.pvf archives: info, ls, cat, get, set, add, rm, extract, pack, verify, synth, log.
@@ -101,17 +101,10 @@ KEY_OPTIONS_HELP = (
 """How the CLI takes key material; shown with every KEY_REQUIRED error."""
 
 
-def _printable(text: str) -> str:
-    """`text` with control characters spelled as escapes (`kinds.pvf.paths.escaped_controls`), keeping newlines
-    and tabs: what the commands say about an archive may name its files, and a file may be named anything."""
-    from deskbridge.kinds.pvf.paths import escaped_controls
-
-    return escaped_controls(text, keep="\n\t")
-
-
 def _say(text: str, err: bool = False) -> None:
-    """`typer.echo` for what the commands say about an archive (names, messages); never for a file's content."""
-    typer.echo(_printable(text), err=err)
+    """`typer.echo` for what the commands say about an archive (names, messages), control characters spelled out
+    (`core.terminal.printable`: a file may be named anything); never for a file's content."""
+    typer.echo(printable(text), err=err)
 
 
 def _fail(exc: BridgeError) -> None:
@@ -328,7 +321,7 @@ def info(
         ar = opts.open(archive)
         data = archive_info(ar)
     if json_out:
-        typer.echo(json.dumps(data, ensure_ascii=False, indent=2))
+        typer.echo(json_text(data, indent=2))
         return
     for key, value in data.items():
         if key == "warnings":
@@ -356,7 +349,7 @@ def ls_cmd(
         want = prefix.replace("\\", "/").lower()
         rows = [ar.file_info(p) for p in ar.paths() if p.lower().startswith(want)]
     if json_out:
-        typer.echo(json.dumps([r.to_dict() for r in rows], ensure_ascii=False))
+        typer.echo(json_text([r.to_dict() for r in rows]))
         return
     for r in rows:
         _say(f"{r.size:>10}  {r.path}")
@@ -527,7 +520,7 @@ def verify(
         ar = opts.open(archive)
         report = verify_archive(ar, progress=progress)
     if json_out:
-        typer.echo(json.dumps(report, ensure_ascii=False, indent=2))
+        typer.echo(json_text(report, indent=2))
     else:
         _say(
             f"files {report['files']}, scripts {report['scripts']}, text {report['text']}, "

@@ -26,6 +26,7 @@ import typer
 
 from deskbridge.core import files
 from deskbridge.core.errors import BridgeError, ErrorCode
+from deskbridge.core.terminal import json_text
 from deskbridge.settings import private_dir
 
 BLOB_MAX_BYTES = 256 * 1024 * 1024
@@ -157,7 +158,7 @@ def log_command(
         return
     for c in commits:
         if json_out:
-            typer.echo(json.dumps(c, ensure_ascii=False))
+            typer.echo(json_text(c))
             continue
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(c["time"]))
         typer.echo(

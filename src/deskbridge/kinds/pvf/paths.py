@@ -6,8 +6,8 @@ A stored name with upper case is therefore unreachable from string links and `.l
 pvfUtility, and two names that differ only in case make an ambiguous archive (each tool reads a different
 file for the same path). So every path deskbridge stores or looks up goes through
 `normalize_archive_path`, and a set of new names is checked with `refuse_case_duplicates` before it is
-written (pack, import, stage of several files). `escaped_controls` is how a name is shown where it may hold
-control characters (messages, the terminal).
+written (pack, import, stage of several files). A name that may hold control characters is shown with
+`core.terminal.escaped_controls` (messages) or `printable` (the terminal).
 """
 
 from __future__ import annotations
@@ -33,18 +33,6 @@ _WIN_RESERVED = {
 def has_control(text: str) -> bool:
     """True when `text` holds a control character (Unicode category Cc: C0, DEL, C1)."""
     return not text.isprintable() and any(unicodedata.category(c) == "Cc" for c in text)
-
-
-def escaped_controls(text: str, keep: str = "") -> str:
-    """`text` with each control character (C0, DEL, C1) but those in `keep` spelled as an escape (`\\x01`,
-    `\\x0a`). An archive may name a file anything: `ESC ] 0 ; … BEL` in a path printed raw retitles the
-    terminal, other sequences clear it or (OSC 52) write the clipboard, and a newline splits one name in two."""
-    if text.isprintable():
-        return text
-    return "".join(
-        c if c in keep or unicodedata.category(c) != "Cc" else f"\\x{ord(c):02x}"  # every Cc is below U+0100
-        for c in text
-    )
 
 
 def check_archive_path(path: str) -> str:

@@ -16,6 +16,7 @@ from typing import Annotated, Any
 import typer
 
 from deskbridge.core.errors import BridgeError
+from deskbridge.core.terminal import json_text, printable
 from deskbridge.kinds.sage import forward, queries
 from deskbridge.kinds.sage.guide import USAGE_GUIDE
 from deskbridge.kinds.sage.indexer import ProjectIndexer
@@ -35,9 +36,15 @@ CursorOpt = Annotated[str | None, typer.Option("--cursor", help="nextCursor from
 LimitOpt = Annotated[int | None, typer.Option("--limit", help="Items per page (default 100, max 1000).")]
 
 
+def _say(text: str) -> None:
+    """`typer.echo` for what the commands say about a mod: its names (files, ids, streams) may hold anything, so
+    control characters are spelled out (`core.terminal.printable`)."""
+    typer.echo(printable(text))
+
+
 def _fail(exc: BridgeError) -> None:
-    typer.echo(f"error: {exc.message}", err=True)
-    typer.echo(f"help: {exc.hint.replace('{tool}', 'the same command')}", err=True)
+    typer.echo(printable(f"error: {exc.message}"), err=True)
+    typer.echo(printable(f"help: {exc.hint.replace('{tool}', 'the same command')}"), err=True)
     raise typer.Exit(1)
 
 
@@ -58,7 +65,7 @@ def _run(project: Path, sdk: Path | None, ask: Callable[[ProjectIndexer, SageInd
     except BridgeError as exc:
         _fail(exc)
         return
-    json.dump(body, sys.stdout, indent=1, ensure_ascii=False)
+    sys.stdout.write(json_text(body, indent=1))  # a mod's ids as written, DEL and C1 as JSON escapes
     sys.stdout.write("\n")
 
 
@@ -82,26 +89,24 @@ def index_command(
         return
     s = index.stats
     status = service.status()
-    typer.echo(f"project  {service.project}")
-    typer.echo(f"state    {status['state']}" + "".join(f"\n  {why}" for why in status.get("degraded", ())))
-    typer.echo(f"sdk      {service.sdk or '(none)'}")
-    typer.echo(f"streams  {', '.join(index.streams) or '(none)'}")
-    typer.echo(
+    _say(f"project  {service.project}")
+    _say(f"state    {status['state']}" + "".join(f"\n  {why}" for why in status.get("degraded", ())))
+    _say(f"sdk      {service.sdk or '(none)'}")
+    _say(f"streams  {', '.join(index.streams) or '(none)'}")
+    _say(
         f"files    {s.get('indexedFiles')} ({s.get('parsedFiles')} parsed, "
         f"{s.get('recordsCacheHits')} from cache) in {s.get('openMs')} ms"
     )
-    typer.echo(
+    _say(
         f"assets   {s.get('assetCount')}   references {s.get('referenceCount')}   "
         f"defines {s.get('defineCount')}"
     )
     for code, n in sorted(counts.items()):
-        typer.echo(f"  {code:32} {n}")
+        _say(f"  {code:32} {n}")
     if counts:
         # With the SDK this run used: without it the listed diagnostics would be another index's.
         with_sdk = f" --sdk {_quoted(service.sdk)}" if sdk is not None and service.sdk else ""
-        typer.echo(
-            f"details  deskbridge sage diagnostics -p {_quoted(service.project)}{with_sdk} --origin project"
-        )
+        _say(f"details  deskbridge sage diagnostics -p {_quoted(service.project)}{with_sdk} --origin project")
 
 
 def _quoted(path: Path) -> str:
@@ -120,7 +125,7 @@ def snapshot_command(
     except BridgeError as exc:
         _fail(exc)
         return
-    typer.echo(str(path))
+    _say(str(path))
 
 
 app.command("index")(index_command)

@@ -342,6 +342,8 @@ async def test_a_documents_image_or_link_gets_nothing_from_the_editors_routes_bu
         f"{base}/pull", params={"version": 0, "wait": 0}, headers={"sec-fetch-dest": "empty"}
     )
     assert own.status_code == 200
-    for dest in ("image", "empty", "document"):
+    for dest in ("image", "empty"):
         pic = await http.get(f"{base}/asset/pic.png", headers={"sec-fetch-dest": dest})
         assert pic.status_code == 200 and pic.headers["content-type"] == "image/png", dest
+    for dest in ("document", "iframe", "object", "embed"):  # a picture is never a page (an SVG could be one)
+        assert (await http.get(f"{base}/asset/pic.png", headers={"sec-fetch-dest": dest})).status_code == 403
