@@ -30,6 +30,8 @@ WATCH_DEBOUNCE_MS = 300
 WAIT_TIMEOUT_DEFAULT_S = 30.0
 WAIT_TIMEOUT_MAX_S = 300.0
 WATCHED_SUFFIXES = (".xml", ".w3x", ".manifest", ".xsd", ".babproj")
+ROOT_POLL_S = 0.5
+"""How often the watcher looks for a watched folder that went away, and waits after it came back."""
 STOP_WAIT_S = 10.0
 """How long `stop()` waits for a running build before giving up on saving the cache."""
 
@@ -175,17 +177,40 @@ class SageService(ProjectIndexer):
         from watchfiles import awatch  # imported here: the CLI's one-shot commands never watch
 
         roots = [str(self.project)] + ([str(self.sdk)] if self.sdk else [])
-        assert self._watch_stop is not None
+        stop = self._watch_stop
+        assert stop is not None
         try:
-            async for changes in awatch(
-                *roots, stop_event=self._watch_stop, debounce=WATCH_DEBOUNCE_MS, recursive=True
-            ):
-                await self.changed(path for _change, path in changes)
+            while not stop.is_set():
+                if not await self._roots_back(roots, stop):
+                    return
+                async for changes in awatch(
+                    *roots, stop_event=stop, debounce=WATCH_DEBOUNCE_MS, recursive=True
+                ):
+                    await self.changed(path for _change, path in changes)
+                    if not all(os.path.isdir(r) for r in roots):
+                        # The folder itself went (deleted, renamed, replaced by a restore or a checkout): the
+                        # kernel keeps watching the old inode, which reports files of the moved folder under the
+                        # old name, or nothing at all. Watch the path again once it is back.
+                        break
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # e.g. the inotify watch limit: keep answering, say live updates stopped
             log.exception("sage: watcher stopped")
             self.watch_error = f"{type(exc).__name__}: {exc}"
+
+    async def _roots_back(self, roots: list[str], stop: asyncio.Event) -> bool:
+        """Wait until every watched folder exists (at once when they do); a folder that came back after it was
+        gone may hold anything, so the project is indexed in full again. False when the watch was stopped."""
+        if all(os.path.isdir(r) for r in roots):
+            return True
+        while not all(os.path.isdir(r) for r in roots):
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), ROOT_POLL_S)
+            if stop.is_set():
+                return False
+        await asyncio.sleep(ROOT_POLL_S)  # a copy or checkout that brings it back takes a moment to finish
+        await self.rebuild()
+        return True
 
     def _schedule_snapshot(self) -> None:
         if self._snapshot_task is not None:
