@@ -56,6 +56,7 @@ class SageService(ProjectIndexer):
         self._watch_stop: asyncio.Event | None = None
         self._build_task: asyncio.Task[None] | None = None
         self._snapshot_task: asyncio.Task[None] | None = None
+        self._rebuild_task: asyncio.Task[SageIndex | None] | None = None
         self.watch_error: str | None = None
 
     # --- async lifecycle --------------------------------------------------------------------------
@@ -70,7 +71,7 @@ class SageService(ProjectIndexer):
         """Stop watching, then write the snapshot and the cache once more (best effort)."""
         if self._watch_stop is not None:
             self._watch_stop.set()
-        for task in (self._watch_task, self._snapshot_task):
+        for task in (self._watch_task, self._snapshot_task, self._rebuild_task):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -179,38 +180,30 @@ class SageService(ProjectIndexer):
         roots = [str(self.project)] + ([str(self.sdk)] if self.sdk else [])
         stop = self._watch_stop
         assert stop is not None
+        watched: list[tuple[int, int] | None] | None = None
         try:
             while not stop.is_set():
-                if not await self._roots_back(roots, stop):
+                if not await _folders_present(roots, stop):
                     return
-                async for changes in awatch(
-                    *roots, stop_event=stop, debounce=WATCH_DEBOUNCE_MS, recursive=True
-                ):
+                came_back = watched is not None and _folder_ids(roots) != watched
+                watched = _folder_ids(roots)
+                seen = awatch(*roots, stop_event=stop, debounce=WATCH_DEBOUNCE_MS, recursive=True)
+                if came_back:
+                    # A folder that came back (or another in its place) may hold anything: index it in full. The
+                    # task first runs once the new watch exists, so a file written during the build is reported.
+                    self._rebuild_task = asyncio.create_task(self.rebuild())
+                async for changes in seen:
                     await self.changed(path for _change, path in changes)
-                    if not all(os.path.isdir(r) for r in roots):
+                    if _folder_ids(roots) != watched:
                         # The folder itself went (deleted, renamed, replaced by a restore or a checkout): the
-                        # kernel keeps watching the old inode, which reports files of the moved folder under the
-                        # old name, or nothing at all. Watch the path again once it is back.
+                        # kernel keeps watching the old inode, which then reports the moved folder's files under
+                        # the old name, or nothing at all. Watch the path anew.
                         break
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # e.g. the inotify watch limit: keep answering, say live updates stopped
             log.exception("sage: watcher stopped")
             self.watch_error = f"{type(exc).__name__}: {exc}"
-
-    async def _roots_back(self, roots: list[str], stop: asyncio.Event) -> bool:
-        """Wait until every watched folder exists (at once when they do); a folder that came back after it was
-        gone may hold anything, so the project is indexed in full again. False when the watch was stopped."""
-        if all(os.path.isdir(r) for r in roots):
-            return True
-        while not all(os.path.isdir(r) for r in roots):
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), ROOT_POLL_S)
-            if stop.is_set():
-                return False
-        await asyncio.sleep(ROOT_POLL_S)  # a copy or checkout that brings it back takes a moment to finish
-        await self.rebuild()
-        return True
 
     def _schedule_snapshot(self) -> None:
         if self._snapshot_task is not None:
@@ -299,3 +292,29 @@ class SageService(ProjectIndexer):
                 return
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._final.wait(), 0.5)
+
+
+def _folder_ids(folders: list[str]) -> list[tuple[int, int] | None]:
+    """Which folders these paths name now (device, inode), None for one that is gone."""
+    ids: list[tuple[int, int] | None] = []
+    for folder in folders:
+        try:
+            st = os.stat(folder)
+        except OSError:
+            ids.append(None)
+            continue
+        ids.append((st.st_dev, st.st_ino))
+    return ids
+
+
+async def _folders_present(folders: list[str], stop: asyncio.Event) -> bool:
+    """Wait until every folder exists (at once when they do); False when `stop` is set first."""
+    if all(os.path.isdir(f) for f in folders):
+        return True
+    while not all(os.path.isdir(f) for f in folders):
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), ROOT_POLL_S)
+        if stop.is_set():
+            return False
+    await asyncio.sleep(ROOT_POLL_S)  # a copy or checkout that brings it back takes a moment to finish
+    return True
