@@ -245,7 +245,9 @@ class App:
                 args = spec.args.model_validate(arguments)
             except ValidationError as exc:
                 raise BridgeError(
-                    ErrorCode.INVALID_ARGUMENT, _validation_message(exc), hint=schema_hint(spec)
+                    ErrorCode.INVALID_ARGUMENT,
+                    _validation_message(exc),
+                    hint=schema_hint(spec, (str(e["loc"][0]) for e in exc.errors() if e["loc"])),
                 ) from exc
             try:
                 request_id = getattr(args, "requestId", None)

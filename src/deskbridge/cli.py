@@ -179,7 +179,7 @@ def _serve(
     from deskbridge.integrations.endpoints import announced, claim_workspace
     from deskbridge.integrations.snippets import http_snippet
     from deskbridge.web.app import build_web_app
-    from deskbridge.web.launch import ServerRecord, write_login_page
+    from deskbridge.web.launch import ServerRecord, remove_login_page, write_login_page
     from deskbridge.web.security import is_loopback
     from deskbridge.web.server import BridgeServer, server_config
 
@@ -243,6 +243,7 @@ def _serve(
             server.run(sockets=[sock])
     finally:
         record.remove()
+        remove_login_page(application.dirs, port)
         if lock is not None:
             lock.release()
 

@@ -221,6 +221,8 @@ def test_ctrl_c_ends_open_event_streams_and_long_polls_promptly(
     # Without ending them, uvicorn waits out its grace period and then cancels the open requests with a traceback
     # ("timeout graceful shutdown exceeded"); with it they end at once and nothing is logged.
     assert "Traceback" not in rest and "ERROR" not in rest, rest
+    # nothing of this server is left in the runtime folder: its record, and the login page `serve` wrote
+    assert not [p.name for p in (deskbridge_home / "run").rglob("*") if p.suffix in (".html", ".json")]
 
 
 def test_config_set_reaches_a_running_server_or_says_it_needs_a_restart(

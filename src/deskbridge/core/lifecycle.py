@@ -103,6 +103,10 @@ class Store(Protocol):
 #       save side by side and commits go on meanwhile; `serialize_key` writes the `snapshot` taken after
 #       the draft barrier, never the value at write time. `key_path` None: the key has no file yet
 #       (`SAVE_AS_REQUIRED`; `save_key_as` gives it one).
+#   key_written(workspace, key) -> None
+#       a per-key save or save-as committed `key` to its file (under `Engine.lock`, keep it short): state that
+#       describes what is on disk moves on only now, never when `serialize_key` ran (the write may still fail
+#       and leave the old file). Markdown: the line endings the next save matches its lines against.
 #   barrier_scope(workspace, keys) -> dict
 #       extra fields for the `prepare` event of a per-key save or save-as (markdown: the `docId` its
 #       editors compare with the document they show), beside `keys`.
@@ -859,6 +863,12 @@ class Lifecycle:
             self.engine.bus.publish("workspace", {"event": "key-closed", **info})
             return info
 
+    def _key_written(self, ws: Workspace, key: str) -> None:
+        """The store's `key_written` hook, once the key's file is on disk (under `Engine.lock`)."""
+        hook = getattr(self.store, "key_written", None)
+        if hook is not None:
+            hook(ws, key)
+
     async def _save_keys(
         self, op_id: str, ws: Workspace, wanted: Sequence[str], *, asked: bool = False
     ) -> dict[str, Any]:
@@ -914,6 +924,7 @@ class Lifecycle:
                 with eng.lock:
                     ws.key_identities[key] = written.identity
                     ws.mark_keys_saved([key], revision)
+                    self._key_written(ws, key)
                 done[key] = written
             return done
 
@@ -999,6 +1010,7 @@ class Lifecycle:
                     rebind_key(ws, key, dest)
                     ws.key_identities[key] = written.identity
                     ws.mark_keys_saved([key], revision)
+                    self._key_written(ws, key)
                 return written
 
             written = await run_uninterruptible(write)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 import functools
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -359,11 +359,18 @@ def next_step_hint(code: str, tool: str, names: list[str]) -> str | None:
     return template.format(role=target, tool=tool)
 
 
-def schema_hint(spec: ToolSpec) -> str:
-    """For arguments that do not validate: the tool's own argument names, so the model can fix the call."""
+def schema_hint(spec: ToolSpec, failed: Iterable[str] = ()) -> str:
+    """For arguments that do not validate: the tool's own argument names, so the model can fix the call, and
+    what the schema says of each argument that failed (where to get a value, what to call instead)."""
     schema = spec.input_schema(shared=True)
-    names = list(schema.get("properties", {}))
+    properties = schema.get("properties", {})
+    names = list(properties)
     required = schema.get("required", [])
     takes = f"it takes {', '.join(names)}" if names else "it takes no arguments"
     needs = f" (required: {', '.join(required)})" if required else ""
-    return f"Call {spec.name} again with valid arguments: {takes}{needs}."
+    notes = [
+        f" {name}: {desc.rstrip('.')}."
+        for name in dict.fromkeys(failed)
+        if isinstance(desc := properties.get(name, {}).get("description"), str) and desc
+    ]
+    return f"Call {spec.name} again with valid arguments: {takes}{needs}.{''.join(notes)}"

@@ -57,6 +57,13 @@ run <code>deskbridge open</code> in a terminal for a fresh one.</p>
     return path
 
 
+def remove_login_page(dirs: Dirs, port: int) -> None:
+    """When the server on `port` stops, its login page goes too: the code in it is spent or expired, and the
+    next server on that port writes its own."""
+    with contextlib.suppress(OSError):
+        login_page_path(dirs, port).unlink()
+
+
 @dataclass
 class ServerRecord:
     """The owner-only file that lets `deskbridge open` reach this running server."""

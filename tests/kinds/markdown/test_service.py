@@ -293,3 +293,28 @@ def test_a_line_inserted_at_the_top_of_a_mixed_file_takes_the_ending_of_the_line
     run(svc.apply_edits(None, [Edit(0, 0, "zero\n")], tool="t", base_version=0, summary=""))
     run(svc.save())
     assert (tmp_path / "mixed.md").read_bytes() == b"zero\r\none\r\ntwo\nthree\nfour"
+
+
+def test_a_failed_save_leaves_the_line_endings_of_the_file_on_disk(tmp_path, monkeypatch):
+    """The endings the next save matches against moved on when the text was serialised, before the write: after
+    a failed write, undoing the edit and saving again lost the CRLF the file on disk still had."""
+    import io
+
+    from deskbridge.core import files
+
+    (tmp_path / "mixed.md").write_bytes(b"a\r\nb\nc\n")
+    svc = MarkdownService(tmp_path / "mixed.md", approval_settings={"enabled": False})
+    run(svc.apply_edits(None, [Edit(0, 2, "")], tool="t", base_version=0, summary=""))  # drop line "a"
+
+    def disk_full(path, data, **kwargs):
+        data(io.BytesIO())  # serialised, then the write fails
+        raise OSError(28, "No space left on device")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(files, "atomic_write", disk_full)
+        with pytest.raises((BridgeError, OSError)):
+            run(svc.save())
+    assert (tmp_path / "mixed.md").read_bytes() == b"a\r\nb\nc\n"
+    run(svc.apply_edits(None, [Edit(0, 0, "a\n")], tool="t", base_version=svc.read()["version"], summary=""))
+    run(svc.save())
+    assert (tmp_path / "mixed.md").read_bytes() == b"a\r\nb\nc\n"

@@ -127,3 +127,34 @@ def test_verify_flags_an_archive_that_already_holds_case_variants(tmp_path):
     res = runner.invoke(app, ["pvf", "verify", str(path)])
     assert res.exit_code == 1, res.output
     assert "duplicates: 'monster/whitebear.cre' and 'monster/WhiteBear.cre'" in res.output
+
+
+@pytest.mark.parametrize(
+    "name", ["x/new\nbear.cre", "x/\x1b]0;owned\x07.cre", "x/bear\x7f.cre", "x/bear\x85.cre"]
+)
+@pytest.mark.parametrize("family", ["classic", "nkpi"])
+def test_stage_refuses_a_new_name_with_a_control_character(tmp_path, name, family):
+    """The library is the last line: a newline splits `.lst` registries, ESC drives the terminal of whoever
+    lists the archive, and DEL / C1 are invisible. The message shows the name escaped, never raw."""
+    from deskbridge.kinds.pvf.synth.nkpi import synth_nkpi
+
+    src = tmp_path / "a.pvf"
+    synth_classic(src, 30, seed=2) if family == "classic" else synth_nkpi(src, 40, 3, "legacy")
+    ar = open_archive(src)
+    with pytest.raises(BridgeError) as err:
+        ar.stage(name, SCRIPT)
+    assert err.value.code == ErrorCode.INVALID_ARGUMENT
+    assert "control character" in err.value.message
+    assert not any(c in err.value.message + err.value.data["path"] for c in "\n\x1b\x07\x7f\x85")
+    assert not ar.staged()
+
+
+def test_check_archive_path_refuses_del_and_c1_as_well_as_c0():
+    from deskbridge.kinds.pvf.paths import check_archive_path
+
+    for bad in ("a/b\x01.equ", "a/b\x7f.equ", "a/b\x9b.equ"):
+        with pytest.raises(BridgeError):
+            check_archive_path(bad)
+    assert (
+        check_archive_path("a/b\u00a0c.equ") == "a/b\u00a0c.equ"
+    )  # NO-BREAK SPACE is a character, not a control

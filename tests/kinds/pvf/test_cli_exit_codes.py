@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 
+from hostile import with_names
 from typer.testing import CliRunner
 
 from deskbridge.cli import app
@@ -111,11 +112,7 @@ def test_names_with_terminal_escapes_are_printed_escaped(small_classic, tmp_path
     """A hostile archive's file name `ESC ] 0 ; … BEL` retitled the terminal when `pvf ls` printed it (other
     sequences clear it or write the clipboard)."""
     evil = "npc/evil\x1b]0;pwned\x07\x1b[2j.npc"
-    ar = open_archive(small_classic)
-    ar.stage(evil, b"")
-    hostile = tmp_path / "hostile.pvf"
-    ar.save_copy(hostile)
-    ar.close()
+    hostile = with_names(small_classic, tmp_path / "hostile.pvf", {evil: b""})
     listing = runner.invoke(app, ["pvf", "ls", str(hostile), "npc/"])
     assert listing.exit_code == 0, listing.output
     assert not {"\x1b", "\x07"} & set(listing.output)

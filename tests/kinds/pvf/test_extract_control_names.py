@@ -3,9 +3,8 @@ anything is written, the name shown escaped; never written to disk, into a new f
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
+from hostile import with_names
 from typer.testing import CliRunner
 
 from deskbridge.cli import app
@@ -15,12 +14,7 @@ runner = CliRunner()
 
 
 def _crafted(small_classic, tmp_path, name):
-    path = tmp_path / "crafted.pvf"
-    shutil.copyfile(small_classic, path)
-    ar = open_archive(path)
-    ar.stage(name, b"hello\n")
-    ar.save()
-    ar.close()
+    path = with_names(small_classic, tmp_path / "crafted.pvf", {name: b"hello\n"})
     assert name in open_archive(path).paths()
     return path
 

@@ -515,3 +515,25 @@ async def test_a_rejection_handled_later_or_awaited_does_not_fail_the_run(
         res = await s.run(source)
         assert res["state"] == "succeeded", res
         assert res["logs"] == ["caught awaited", "caught late"]
+
+
+async def test_a_value_json_cannot_carry_is_named_as_the_script_wrote_it(
+    archive: Path, tmp_path: Path
+) -> None:
+    """`set(NaN)` said "None is not a PVF value": NaN, ±Infinity and undefined cross to the host as JSON
+    null, and the message named Python's None, which the script never wrote."""
+    source = r"""
+    const out = {};
+    const f = pvf.glob("equipment/**/*.equ")[0];
+    const d = f.parse();
+    for (const [name, v] of [["nan", NaN], ["inf", Infinity], ["null", null], ["undef", undefined]]) {
+      try { d.set("price", v); out[name] = "accepted"; } catch (e) { out[name] = e.code + ": " + e.message; }
+    }
+    pvf.log(JSON.stringify(out));
+    """
+    async with session(archive, tmp_path / "cache") as s:
+        got = logged(await s.run(source))
+    for name in ("nan", "inf", "null", "undef"):
+        assert got[name].startswith("INVALID_ARGUMENT"), got
+        assert "None" not in got[name], got
+        assert "null, undefined, NaN or Infinity" in got[name], got

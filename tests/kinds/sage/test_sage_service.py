@@ -413,3 +413,38 @@ def test_a_renamed_folder_reported_by_the_watcher_is_reindexed(minimod):
         await service.stop()
 
     asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("gone_s", [0.0, 1.0])
+def test_the_watcher_follows_a_mod_folder_that_was_moved_away_and_restored(minimod, deskbridge_home, gone_s):
+    """A restore from a backup or a branch checkout replaces the whole folder: the watch on the old folder saw
+    nothing after that (or the moved folder's files under the old name), and the index stayed stale for good."""
+
+    async def wait_for(service: SageService, asset: str) -> None:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            index = service.index
+            if index is not None and queries.find_asset(index, asset)["total"]:
+                return
+            await asyncio.sleep(0.1)
+        pytest.fail(f"the watcher never indexed {asset}")
+
+    async def scenario() -> None:
+        service = SageService(minimod.mod, minimod.sdk, snapshot_quiet_s=600)
+        await service.start(watch=True)
+        await service.usable_index(wait_for_index=True, timeout_s=30)
+        await asyncio.sleep(0.3)
+        backup = minimod.mod.with_name("MiniMod.bak")
+        minimod.mod.rename(backup)
+        await asyncio.sleep(gone_s)  # 0: back before the watcher has even seen it go
+        shutil.copytree(backup, minimod.mod)  # the restore, with one asset renamed
+        tank = minimod.mod / "Data/Units/Tank.xml"
+        tank.write_text(tank.read_text().replace('id="TankGunVet"', 'id="TankGunRestored"'))
+        await wait_for(service, "TankGunRestored")
+        (backup / "Data/Units/Tank.xml").write_text("<broken")  # the moved-away copy is no longer watched
+        tank.write_text(tank.read_text().replace('id="TankGunRestored"', 'id="TankGunEditedAfter"'))
+        await wait_for(service, "TankGunEditedAfter")
+        assert service.status()["watching"] is True
+        await service.stop()
+
+    asyncio.run(scenario())

@@ -56,6 +56,8 @@ class MarkdownStore:
 
     def __init__(self, service: Documents) -> None:
         self.service = service
+        self._endings_written: dict[str, tuple[MixedEndings, MixedEndings]] = {}
+        """Per document: the line endings it had and those its last serialised text has, until written."""
 
     def load(self, path: Path | None) -> DocumentSource:
         return DocumentSource(self.service.docs)
@@ -88,12 +90,18 @@ class MarkdownStore:
         if mixed is not None:
             text, written = with_endings(text, mixed, newline)
             newline = "\n"  # every line carries its own ending now
-            doc = self.service.docs.get(key)
-            if doc is not None and doc.mixed_endings is mixed:  # not reloaded meanwhile
-                # The next save matches its lines against these (a failed write leaves the old file, whose
-                # untouched lines these endings still describe).
-                doc.mixed_endings = written
+            self._endings_written[key] = (mixed, written)  # they describe the file once `key_written` says so
         out.write(encode_text(text, encoding, newline, bom))
+
+    def key_written(self, workspace: Workspace, key: str) -> None:
+        """The file now holds what `serialize_key` wrote: the next save matches its lines against these endings
+        (a failed write left the old file, which the old endings still describe)."""
+        endings = self._endings_written.pop(key, None)
+        doc = self.service.docs.get(key)
+        if (
+            endings is not None and doc is not None and doc.mixed_endings is endings[0]
+        ):  # not reloaded meanwhile
+            doc.mixed_endings = endings[1]
 
     def find_key(self, workspace: Workspace, path: Path) -> str | None:
         """The open document whose file is `path` (one document per file)."""

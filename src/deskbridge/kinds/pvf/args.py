@@ -67,7 +67,13 @@ def limit(default: int, most: int) -> Any:
 
 
 def wait_seconds() -> Any:
-    return Field(2.0, ge=0, le=60, description="Seconds to wait for the result.")
+    return Field(
+        2.0,
+        ge=0,
+        le=60,
+        description="Seconds to wait for the result, 0–60; work still running then goes on: follow the "
+        "returned taskId with pvf_task_status.",
+    )
 
 
 def plan_id(prepare: str) -> Any:

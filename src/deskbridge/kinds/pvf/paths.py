@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from deskbridge.core.errors import BridgeError, ErrorCode
 
 # Characters and names Windows cannot hold in a file name: an archive extracted there must unpack.
-BAD_NAME = re.compile(r'[<>:"|?*\x00-\x1f\\]')
+BAD_NAME = re.compile(r'[<>:"|?*\x00-\x1f\x7f-\x9f\\]')  # and every control character (C0, DEL, C1)
 _WIN_RESERVED = {
     "con",
     "prn",

@@ -55,7 +55,7 @@ class ApplyArgs(PvfArgs):
     changeKeys: list[str] = Field(
         min_length=1,
         validation_alias=AliasChoices("changeKeys", "selectedKeys"),
-        description="From the preview.",
+        description="At least one key from pvf_plan_preview; to drop the whole plan, call pvf_plan_discard.",
     )
     overwriteKeys: list[str] = Field(
         default_factory=list, description="Import: the selected keys that replace files."

@@ -1,12 +1,18 @@
 """Crash recovery of unsaved PVF changes: the overlay is autosaved to a recovery file, offered on the next open.
 
 The file (`<data>/pvf-recovery/<sha256 of the archive's real path>.json`, written with `core.files.atomic_write`)
-holds the archive's content hash at open, the revision and every changed file (base64; `null` for a deletion).
-It is written a moment after each commit (`AUTOSAVE_DELAY_S`, so a burst of edits is one write), removed after
-a save that leaves nothing unsaved and after a close that discarded the changes. On the next open of the same
-unchanged archive `pvf_workspace_info` shows `recovery`, and `pvf_recovery_prepare` turns it into an edit plan
-(preview, then apply — never a silent write); `pvf_recovery_discard` forgets it. A recovery file for another
-version of the archive (its hash differs) is not offered: its changes were made against different content.
+holds the archive's content hash at open, the revision and every changed file exactly as the session holds it
+(base64 of the payload; `null` for a deletion), the grown `stringtable.bin` of a classic archive among them, and
+the strings an nkpi archive's name pools gained (`poolTail`): the payloads name strings by index or offset, and
+the same base archive plus the same table or pool tail gives them the same meaning again. Copying bytes makes
+the snapshot quick (5,000 changed files of classic-200k: ≈ 50 ms, where decompiling them to text took 3–5 s,
+seconds in which a crash or a kill during a save lost everything since the last snapshot). It is written a
+moment after each commit (`AUTOSAVE_DELAY_S`, so a burst of edits is one write), removed after a save that
+leaves nothing unsaved and after a close that discarded the changes. On the next open of the same unchanged
+archive `pvf_workspace_info` shows `recovery`, and `pvf_recovery_prepare` turns it into an edit plan (preview,
+then apply — never a silent write) before anything else changed in that session; `pvf_recovery_discard` forgets
+it. A recovery file for another version of the archive (its hash differs) is not offered: its changes were made
+against different content. Files of version 1 (decompiled text, written by earlier releases) are still read.
 """
 
 from __future__ import annotations
@@ -26,7 +32,8 @@ from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.workspace import DELETED, Workspace
 from deskbridge.kinds.pvf.store import STRINGTABLE
 
-AUTOSAVE_DELAY_S = 1.0
+AUTOSAVE_DELAY_S = 0.3
+"""Seconds after a commit before the snapshot: a burst of commits becomes one write."""
 RECOVERY_MAX_BYTES = 512 * 1024 * 1024
 
 
@@ -35,46 +42,53 @@ def recovery_path(data_dir: Path, archive: Path) -> Path:
     return data_dir / "pvf-recovery" / (hashlib.sha256(real.encode("utf-8")).hexdigest()[:32] + ".json")
 
 
-SNAPSHOT_BATCH = 128
-"""Files turned into recovery entries per hold of the engine lock (see `Autosaver.flush`)."""
+VERSION = 2
 
 
 def snapshot(ws: Workspace, base_sha256: str) -> bytes:
     """The recovery file's bytes for the current overlay (call under `Engine.lock`)."""
-    return document(ws, [entry(ws, key, value) for key, value in ws.overlay.items()], base_sha256)
+    return document(taken(ws), base_sha256)
 
 
-def entry(ws: Workspace, key: str, value: Any) -> dict[str, Any] | None:
-    """One changed file's recovery entry (None: not kept), under `Engine.lock`."""
-    name = ws.names.get(key) or key
-    src = ws.source
-    archive = getattr(src, "archive", None)
-    if archive is not None and key not in ws.names:
-        with contextlib.suppress(BridgeError):
-            name = archive.file_info(key).path
-    if value is DELETED:
-        return {"path": name, "data": None}
-    if name.lower() == STRINGTABLE:
-        return None  # derived: the recovered scripts compile their new strings into the table again
-    # Text where the file has one: payloads refer to string-table / pool entries that exist only in the
-    # session that made them, so the text is what survives a restart (compiled again on recovery).
-    text = None
-    if archive is not None:
-        with contextlib.suppress(BridgeError):
-            text = archive.read_text(name)
-    if text is not None:
-        return {"path": name, "text": text}
-    return {"path": name, "data": base64.b64encode(value).decode()}
-
-
-def document(ws: Workspace, entries: list[dict[str, Any] | None], base_sha256: str) -> bytes:
-    doc = {
-        "version": 1,
+def taken(ws: Workspace) -> dict[str, Any]:
+    """What a snapshot needs, taken under `Engine.lock` in one short hold: references to the overlay's payloads
+    (immutable bytes) and names, the nkpi pool tail and the revision; `document` encodes it without the lock."""
+    archive = getattr(ws.source, "archive", None)
+    names = {}
+    for key in ws.overlay:
+        name = ws.names.get(key)
+        if name is None and archive is not None:
+            with contextlib.suppress(BridgeError):
+                name = archive.file_info(key).path
+        names[key] = name or key
+    pools = getattr(archive, "pools", None) if archive is not None and archive.family == "nkpi" else None
+    return {
         "archive": str(ws.source_path),
-        "baseSha256": base_sha256,
         "revision": ws.revision,
+        "items": list(ws.overlay.items()),
+        "names": names,
+        "poolTail": pools.appended_raw() if pools is not None else None,
+    }
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def document(state: dict[str, Any], base_sha256: str) -> bytes:
+    files_ = [
+        {"path": state["names"][key], "data": None if value is DELETED else _b64(value)}
+        for key, value in state["items"]
+    ]
+    tail = state["poolTail"]
+    doc = {
+        "version": VERSION,
+        "archive": state["archive"],
+        "baseSha256": base_sha256,
+        "revision": state["revision"],
         "time": time.time(),
-        "files": [e for e in entries if e is not None],
+        "files": files_,
+        "poolTail": None if tail is None or not (tail[0] or tail[1]) else [_b64(tail[0]), _b64(tail[1])],
     }
     return json.dumps(doc).encode("utf-8")
 
@@ -137,53 +151,26 @@ class Autosaver:
                     await asyncio.to_thread(self.flush)
 
     def flush(self) -> None:
-        """Write (or remove) the recovery file for the open workspace's current overlay.
-
-        The entries are decompiled `SNAPSHOT_BATCH` files per hold of the engine lock, not all in one: after
-        applying a big plan (12,081 files of classic-200k, 13,147 of nkpi-1m) the one hold took 8.6 s / ≈ 21 s,
-        and every other call that needs the lock — pvf_workspace_info, a save's admission on the event loop,
-        the UI — waited that long. A commit in between starts the snapshot again (its entries may predate it);
-        after a few such restarts it is taken in one hold, as before.
-        """
+        """Write (or remove) the recovery file for the open workspace's current overlay. The engine lock is held
+        only to take references (`taken`); encoding and writing happen without it, so no caller waits."""
         svc = self.svc
-        lock = svc.engine.lock
-        for attempt in range(4):
-            with lock:
-                ws = svc.engine.workspace
-                if ws is None or ws.source_path is None or ws.source_identity is None:
-                    return
-                path = ws.source_path
-                if not ws.overlay or not ws.dirty:
-                    data = None
-                    break
-                if attempt == 3:
-                    data = snapshot(ws, ws.source_identity.sha256)
-                    break
-                revision = ws.revision
-                items = list(ws.overlay.items())
-            entries: list[dict[str, Any] | None] = []
-            for at in range(0, len(items), SNAPSHOT_BATCH):
-                if at:
-                    time.sleep(0.002)  # a caller waiting for the lock gets it now (the lock is not fair)
-                with lock:
-                    if svc.engine.workspace is not ws or ws.revision != revision:
-                        break
-                    entries += [entry(ws, key, value) for key, value in items[at : at + SNAPSHOT_BATCH]]
-            with lock:
-                if len(entries) == len(items) and svc.engine.workspace is ws and ws.revision == revision:
-                    assert ws.source_identity is not None
-                    data = document(ws, entries, ws.source_identity.sha256)
-                    break
-        target = recovery_path(svc.data_dir, path)
-        if data is None:
+        with svc.engine.lock:
+            ws = svc.engine.workspace
+            if ws is None or ws.source_path is None or ws.source_identity is None:
+                return
+            path = ws.source_path
+            state = taken(ws) if ws.overlay and ws.dirty else None
+            base = ws.source_identity.sha256
+        if state is None:
             remove(svc.data_dir, path)
             return
+        target = recovery_path(svc.data_dir, path)
         target.parent.mkdir(parents=True, exist_ok=True)
-        files.atomic_write(target, data, new_file_mode=0o600)
+        files.atomic_write(target, document(state, base), new_file_mode=0o600)
 
 
 def plan_edits(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    """The recovery file's changes as raw edits for `PvfService.edit_prepare`."""
+    """The recovery file's changes as raw edits for `PvfService.edit_prepare` (version 1: text where kept)."""
     edits = []
     for f in doc["files"]:
         if f.get("text") is not None:
@@ -195,3 +182,36 @@ def plan_edits(doc: dict[str, Any]) -> list[dict[str, Any]]:
     if not edits:
         raise BridgeError(ErrorCode.NOT_FOUND, "the recovery file holds no changes")
     return edits
+
+
+def restore_context(doc: dict[str, Any], ws: Workspace) -> None:
+    """Before a version-2 recovery becomes a plan (under `Engine.lock`): its payloads name strings by the index
+    or offset they had in the crashed session. The classic string table comes back among its files, and an
+    nkpi archive's pools get the tail they had grown — unless this session grew strings of its own, which
+    took those numbers for other strings (then the person recovers in a fresh session)."""
+    if doc.get("version", 1) < 2:
+        return
+    archive = ws.source.archive  # type: ignore[attr-defined]
+    tail = doc.get("poolTail")
+    want = (base64.b64decode(tail[0]), base64.b64decode(tail[1])) if tail else (b"", b"")
+    pools = getattr(archive, "pools", None) if archive.family == "nkpi" else None
+    grown = pools.appended_raw() if pools is not None else (b"", b"")
+    recovered_table = next((f for f in doc["files"] if f["path"].lower() == STRINGTABLE), None)
+    own_table = ws.overlay.get(STRINGTABLE)
+    table_taken = (
+        recovered_table is not None
+        and own_table is not None
+        and (recovered_table.get("data") is None or base64.b64decode(recovered_table["data"]) != own_table)
+    )
+    pools_taken = (want[0] or want[1]) and (grown[0] or grown[1]) and grown != want
+    if table_taken or pools_taken:
+        raise BridgeError(
+            ErrorCode.UNSAVED_CHANGES,
+            "the recovered files name new strings as the crashed session numbered them, and this session has "
+            "added strings of its own since the archive was opened",
+            "Close the archive discarding this session's changes (pvf_archive_close with dirtyPolicy "
+            "'discard'), open it again, and call pvf_recovery_prepare before adding strings.",
+        )
+    if pools is not None and (want[0] or want[1]) and grown != want:
+        pools.append_raw(*want)
+        pools.dirty = True  # the recovered payloads use these strings: the next save writes them

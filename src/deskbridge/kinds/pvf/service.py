@@ -975,6 +975,7 @@ class PvfService:
         with self.engine.lock:
             ws = self._ws(workspace_id, revision)
             edits = [e for e in recovery.plan_edits(doc) if not e.get("delete") or ws.exists(e["path"])]
+            recovery.restore_context(doc, ws)
         plan = self.edit_prepare(caller, workspace_id, revision, edits)
         plan["summary"]["recovery"] = recovery.summary(doc)
         return plan

@@ -30,6 +30,8 @@ WATCH_DEBOUNCE_MS = 300
 WAIT_TIMEOUT_DEFAULT_S = 30.0
 WAIT_TIMEOUT_MAX_S = 300.0
 WATCHED_SUFFIXES = (".xml", ".w3x", ".manifest", ".xsd", ".babproj")
+ROOT_POLL_S = 0.5
+"""How often the watcher looks for a watched folder that went away, and waits after it came back."""
 STOP_WAIT_S = 10.0
 """How long `stop()` waits for a running build before giving up on saving the cache."""
 
@@ -54,6 +56,7 @@ class SageService(ProjectIndexer):
         self._watch_stop: asyncio.Event | None = None
         self._build_task: asyncio.Task[None] | None = None
         self._snapshot_task: asyncio.Task[None] | None = None
+        self._rebuild_task: asyncio.Task[SageIndex | None] | None = None
         self.watch_error: str | None = None
 
     # --- async lifecycle --------------------------------------------------------------------------
@@ -68,7 +71,7 @@ class SageService(ProjectIndexer):
         """Stop watching, then write the snapshot and the cache once more (best effort)."""
         if self._watch_stop is not None:
             self._watch_stop.set()
-        for task in (self._watch_task, self._snapshot_task):
+        for task in (self._watch_task, self._snapshot_task, self._rebuild_task):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -175,12 +178,27 @@ class SageService(ProjectIndexer):
         from watchfiles import awatch  # imported here: the CLI's one-shot commands never watch
 
         roots = [str(self.project)] + ([str(self.sdk)] if self.sdk else [])
-        assert self._watch_stop is not None
+        stop = self._watch_stop
+        assert stop is not None
+        watched: list[tuple[int, int] | None] | None = None
         try:
-            async for changes in awatch(
-                *roots, stop_event=self._watch_stop, debounce=WATCH_DEBOUNCE_MS, recursive=True
-            ):
-                await self.changed(path for _change, path in changes)
+            while not stop.is_set():
+                if not await _folders_present(roots, stop):
+                    return
+                came_back = watched is not None and _folder_ids(roots) != watched
+                watched = _folder_ids(roots)
+                seen = awatch(*roots, stop_event=stop, debounce=WATCH_DEBOUNCE_MS, recursive=True)
+                if came_back:
+                    # A folder that came back (or another in its place) may hold anything: index it in full. The
+                    # task first runs once the new watch exists, so a file written during the build is reported.
+                    self._rebuild_task = asyncio.create_task(self.rebuild())
+                async for changes in seen:
+                    await self.changed(path for _change, path in changes)
+                    if _folder_ids(roots) != watched:
+                        # The folder itself went (deleted, renamed, replaced by a restore or a checkout): the
+                        # kernel keeps watching the old inode, which then reports the moved folder's files under
+                        # the old name, or nothing at all. Watch the path anew.
+                        break
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # e.g. the inotify watch limit: keep answering, say live updates stopped
@@ -274,3 +292,29 @@ class SageService(ProjectIndexer):
                 return
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._final.wait(), 0.5)
+
+
+def _folder_ids(folders: list[str]) -> list[tuple[int, int] | None]:
+    """Which folders these paths name now (device, inode), None for one that is gone."""
+    ids: list[tuple[int, int] | None] = []
+    for folder in folders:
+        try:
+            st = os.stat(folder)
+        except OSError:
+            ids.append(None)
+            continue
+        ids.append((st.st_dev, st.st_ino))
+    return ids
+
+
+async def _folders_present(folders: list[str], stop: asyncio.Event) -> bool:
+    """Wait until every folder exists (at once when they do); False when `stop` is set first."""
+    if all(os.path.isdir(f) for f in folders):
+        return True
+    while not all(os.path.isdir(f) for f in folders):
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), ROOT_POLL_S)
+        if stop.is_set():
+            return False
+    await asyncio.sleep(ROOT_POLL_S)  # a copy or checkout that brings it back takes a moment to finish
+    return True

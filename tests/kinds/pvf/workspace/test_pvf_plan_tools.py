@@ -52,6 +52,11 @@ async def test_one_plan_flow_serves_every_kind_and_the_old_names_stay_callable(
             "INVALID_ARGUMENT",
         )
         assert "pvf_plan_apply" in err["hint"]
+        # no key at all: the hint says what to call instead of an apply of nothing
+        empty = await a.fail(
+            "pvf_plan_apply", {"planId": plan["planId"], "changeKeys": []}, "INVALID_ARGUMENT"
+        )
+        assert "changeKeys" in empty["message"] and "pvf_plan_discard" in empty["hint"], empty
         done = await a.call(
             "pvf_plan_apply", {"planId": plan["planId"], "changeKeys": every, "expectedRevision": rev}
         )

@@ -34,7 +34,12 @@ from typing import Any, BinaryIO, Protocol, runtime_checkable
 
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.files import FileIdentity, atomic_write, remove_stale_temps
-from deskbridge.kinds.pvf.paths import normalize_archive_path, refuse_case_duplicates
+from deskbridge.core.terminal import escaped_controls
+from deskbridge.kinds.pvf.paths import (
+    has_control,
+    normalize_archive_path,
+    refuse_case_duplicates,
+)
 
 Progress = Callable[[int, int], None]
 """`progress(done, total)` callback for long work (CLI progress bars); units are chosen by the caller."""
@@ -276,7 +281,7 @@ class ArchiveBase(ABC):
                     self._overlay.pop(key, None)  # staging the original bytes back is no change at all
                     return
         if data is not None and key not in self._overlay_names and key not in self._original_keys():
-            _refuse_dot_components(path, key)
+            _refuse_bad_new_name(path, key)
         self._overlay[key] = None if data is None else bytes(data)
         # a new file is stored under its normalised (lower-case) name, as pvfUtility writes it: a stored
         # upper-case name would be unreachable from string links and registries in other tools
@@ -509,10 +514,19 @@ STALE_TEMP_AGE_S = 3600.0
 """A `.deskbridge-tmp-*` file next to an archive untouched this long is left over from a killed save."""
 
 
-def _refuse_dot_components(path: str, key: str) -> None:
+def _refuse_bad_new_name(path: str, key: str) -> None:
     """The last line for a new file's name, whoever stages it (CLI, edits, imports, scripts): no empty, `.` or
-    `..` component. Such an entry is meaningless to the game, and a tool that extracts the archive would write
-    it outside its folder. (Names already in an archive are kept as they are: they are only read.)"""
+    `..` component and no control character. Such an entry is meaningless to the game, a tool that extracts
+    the archive would write it outside its folder, and a control character in a name (a newline, ESC) splits
+    `.lst` registries and drives the terminal of whoever lists the archive. (Names already in an archive are
+    kept as they are: they are only read.)"""
+    if has_control(key):
+        raise BridgeError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"'{escaped_controls(path)}' is not a valid archive path (it holds a control character)",
+            "Use printable characters only in file names.",
+            data={"path": escaped_controls(path)},
+        )
     padded = f"/{key}/"
     if "/../" in padded or "/./" in padded or "//" in padded:
         raise BridgeError(

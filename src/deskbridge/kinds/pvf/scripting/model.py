@@ -106,8 +106,14 @@ def _int(value: Any) -> int:
 def from_json(value: Any, old: Token | None = None) -> Token:
     """A script value → token. A bare number takes the slot's type (int stays int, float stays float); a
     bare string over a string link is refused (links are never flattened silently)."""
-    if isinstance(value, bool) or value is None:
-        raise _bad(f"{value!r} is not a PVF value", "Use a number, a string or a typed value object.")
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        # NaN, ±Infinity and undefined reach the host as JSON null: name what the script wrote, not Python's None
+        raise _bad(
+            "null, undefined, NaN or Infinity is not a PVF value",
+            "Use a finite number, a string or a typed value object (pvf_script_help topic 'types').",
+        )
+    if isinstance(value, bool):
+        raise _bad(f"{str(value).lower()} is not a PVF value", "Use 1 or 0 for a flag, or a string.")
     if isinstance(value, int | float):
         if old is not None and old.kind is Kind.FLOAT:
             return float_token(float_bits(float(value)))
