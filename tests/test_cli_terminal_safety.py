@@ -10,13 +10,16 @@ shows them escaped (`core.terminal.printable`), and JSON output spells DEL and C
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+sys.path.insert(0, str(Path(__file__).parent / "kinds" / "pvf"))
+from hostile import with_names
+
 from deskbridge.cli import app
-from deskbridge.kinds.pvf.archive import open_archive
 from deskbridge.kinds.pvf.synth.classic import synth_classic
 
 pytestmark = pytest.mark.security
@@ -89,11 +92,8 @@ def test_pvf_json_output_spells_del_as_an_escape(tmp_path: Path) -> None:
     are CP949, which has none, so the SAGE test below shows those)."""
     archive = tmp_path / "hostile.pvf"
     synth_classic(tmp_path / "small.pvf", 20, seed=3)
-    ar = open_archive(tmp_path / "small.pvf")
     name = "npc/evil\x1b[2j\x7f中文.npc"
-    ar.stage(name, b"")
-    ar.save_copy(archive)
-    ar.close()
+    with_names(tmp_path / "small.pvf", archive, {name: b""})  # as another tool could write it
     listing = runner.invoke(app, ["pvf", "ls", str(archive), "npc/evil", "--json"])
     assert listing.exit_code == 0, listing.output
     assert not RAW_CONTROLS & set(listing.output)
