@@ -544,3 +544,63 @@ def test_a_writer_failing_after_big_writes_leaves_no_temp_and_no_worker(tmp_path
         atomic_write(target, writer)
     assert target.read_bytes() == b"orig" and leftovers(tmp_path) == []
     assert not [t for t in threading.enumerate() if t.name == "deskbridge-hash"]
+
+
+class _RecordingSyncRange:
+    """Stands in for libc's `sync_file_range`: records each (offset, length, flags), returns `result`."""
+
+    def __init__(self, result=0):
+        self.calls = []
+        self.result = result
+
+    def __call__(self, fd, offset, length, flags):
+        os.fstat(fd)  # a real, open descriptor
+        self.calls.append((offset, length, flags))
+        return self.result
+
+
+def _write_in_pieces(f, source, pieces):
+    step = 1024 * 1024
+    with open(source, "rb") as src:
+        for k in range(pieces):
+            if k % 2:
+                f.write(os.urandom(step))
+            else:
+                assert f.copy_range(src.fileno(), k * step, step) == step
+
+
+def test_a_streamed_write_hands_each_step_to_the_disk_as_it_goes(tmp_path, monkeypatch):
+    source = tmp_path / "source.bin"
+    source.write_bytes(os.urandom(8 * 1024 * 1024))
+    fake = _RecordingSyncRange()
+    monkeypatch.setattr(files, "_sync_file_range", lambda: fake)
+    r = atomic_write(tmp_path / "out.bin", lambda f: _write_in_pieces(f, source, 8))
+    step = 1024 * 1024
+    # Every written step once, in order, from where the last one ended: nothing submitted twice or skipped.
+    assert fake.calls == [(k * step, step, files._SYNC_FILE_RANGE_WRITE) for k in range(8)]
+    assert r.identity == file_identity(tmp_path / "out.bin")
+
+
+@pytest.mark.parametrize("why", ["stalls", "fails"])
+def test_early_writeback_stops_at_the_first_call_that_stalls_or_fails(tmp_path, monkeypatch, why):
+    source = tmp_path / "source.bin"
+    source.write_bytes(os.urandom(8 * 1024 * 1024))
+    fake = _RecordingSyncRange(result=-1 if why == "fails" else 0)
+    monkeypatch.setattr(files, "_sync_file_range", lambda: fake)
+    if why == "stalls":
+        monkeypatch.setattr(files._EarlyWriteback, "STALL_S", -1.0)  # every call took "too long"
+    r = atomic_write(tmp_path / "out.bin", lambda f: _write_in_pieces(f, source, 8))
+    assert len(fake.calls) == 1  # the rest was left to the fsync
+    assert r.identity == file_identity(tmp_path / "out.bin")
+    assert (tmp_path / "out.bin").stat().st_size == 8 * 1024 * 1024
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="sync_file_range(2) is Linux's")
+def test_linux_offers_sync_file_range_through_libc(tmp_path):
+    fn = files._sync_file_range()
+    assert fn is not None
+    with open(tmp_path / "a.bin", "wb") as fh:
+        fh.write(b"x" * 10000)
+        fh.flush()
+        assert fn(fh.fileno(), 0, 10000, files._SYNC_FILE_RANGE_WRITE) == 0
+        assert fn(-1, 0, 0, files._SYNC_FILE_RANGE_WRITE) == -1  # EBADF: the call reached the kernel
