@@ -214,6 +214,20 @@ def test_edit_fast_path_writes_exactly_what_the_general_writer_writes(copy, monk
     assert on_disk.read_bytes() == b"x" + general.getvalue()
 
 
+def test_edit_fast_path_counts_every_written_block_in_its_progress(copy):
+    import io
+
+    ar = open_archive(copy)
+    paths = ar.paths()
+    for p in (paths[3], paths[100], paths[-1]):
+        ar.stage(p, ar.read(p) + b"x")
+    seen: list[tuple[int, int]] = []
+    ar._write(io.BytesIO(), lambda done, total: seen.append((done, total)))
+    assert ar._patched_layout is not None  # the edit-only path wrote it
+    # After the k-th changed block, k of 3 are written: it used to say one fewer, and never reached 3 of 3.
+    assert seen == [(1, 3), (2, 3), (3, 3)]
+
+
 _records = st.lists(
     st.one_of(
         st.tuples(st.sampled_from([2, 3, 4, 9]), st.integers(0, 0xFFFFFFFF)),
