@@ -31,6 +31,7 @@ import ctypes
 import errno
 import functools
 import itertools
+import mmap
 import os
 import stat
 import sys
@@ -812,6 +813,45 @@ class _EarlyWriteback:
         self._call = None
 
 
+class _ShiftedCopy:
+    """Copies a file range to another offset within a page than it had, through one reused buffer placed
+    half a page from both: `copy_file_range` copies such a range page by page at the shift, and a shift of a
+    few bytes (a PVF edit that adds a string moves every later block by that much) ran at less than half
+    its speed here — 155 ms of CPU for 205 MB at 4–16 bytes, 95 at 100 bytes, 69 unshifted (Linux 6.18,
+    x86-64; a memory copy whose destination sits just past its source within a page is known to be slow
+    on x86, Intel's optimization manual on 4 KiB aliasing). Reading into a buffer half a page from the
+    source and writing it on, half a page from the destination, took 75 ms at any shift.
+    """
+
+    PAGE = 4096
+    STEP = 1 << 20
+    """Bytes per read and write (1 MiB: stays in the CPU's cache between the two)."""
+
+    def __init__(self) -> None:
+        self._map = mmap.mmap(-1, self.STEP + self.PAGE)  # page-aligned, unlike a bytearray
+        self._view = memoryview(self._map)
+
+    def copy(self, source_fd: int, fd: int, length: int, offset: int, *, shift: int) -> int:
+        """Like `os.copy_file_range(source_fd, fd, length, offset)` onto `fd`'s position, which is `shift`
+        bytes past `offset` within a page; returns the bytes copied (0 at the source's end)."""
+        at = (offset + (shift + self.PAGE) // 2) % self.PAGE  # half a page from both ends of the copy
+        done = 0
+        while done < length:
+            buf = self._view[at : at + min(self.STEP, length - done)]
+            n = _pread_into(source_fd, buf, offset + done)
+            if n <= 0:
+                break
+            _write_all(fd, buf[:n])
+            done += n
+        return done
+
+
+def _write_all(fd: int, view: memoryview) -> None:
+    """Write all of `view` at `fd`'s position."""
+    while view:
+        view = view[os.write(fd, view) :]
+
+
 class _HashingFile:
     """The temp file as a writer sees it: what is written and copied is recorded for the identity hash.
 
@@ -830,6 +870,7 @@ class _HashingFile:
         self._hasher: _Hasher | None = _Hasher(f.fileno())
         self._pos = 0
         self.writeback = _EarlyWriteback(f.fileno())
+        self._shifted: _ShiftedCopy | None = None
 
     def write(self, data: Any) -> int:
         n = self._f.write(data)
@@ -842,12 +883,14 @@ class _HashingFile:
         return n
 
     def copy_range(self, source_fd: int, offset: int, length: int) -> int:
-        """Append `length` bytes of `source_fd` from `offset` without passing them through Python.
+        """Append `length` bytes of `source_fd` from `offset` without building Python objects of them: in
+        the kernel (`os.copy_file_range`) when they keep their place within a page, else through one reused
+        buffer (`_ShiftedCopy`).
 
         Returns how many bytes were appended: fewer than `length` at the source's end, or when the
-        platform or file system refuses the kernel copy (then the caller writes the rest with `write`).
+        platform or file system refuses the copy (then the caller writes the rest with `write`).
         """
-        if not hasattr(os, "copy_file_range") or length <= 0:
+        if length <= 0:
             return 0
         f = self._f
         f.flush()
@@ -860,9 +903,16 @@ class _HashingFile:
             with contextlib.suppress(OSError):
                 st = os.fstat(source_fd)
                 source = _CHUNKS.get(_cache_key(st))
+        shift = (pos - offset) % _ShiftedCopy.PAGE
+        if shift or not hasattr(os, "copy_file_range"):
+            if self._shifted is None:
+                self._shifted = _ShiftedCopy()
+            copy = functools.partial(self._shifted.copy, shift=shift)
+        else:
+            copy = os.copy_file_range
         try:
             while done < length:
-                n = os.copy_file_range(source_fd, fd, min(self.COPY_CHUNK, length - done), offset + done)
+                n = copy(source_fd, fd, min(self.COPY_CHUNK, length - done), offset + done)
                 if n <= 0:
                     break  # end of the source file
                 if self._hasher is not None:
