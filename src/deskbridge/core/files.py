@@ -818,9 +818,10 @@ class _ShiftedCopy:
     half a page from both: `copy_file_range` copies such a range page by page at the shift, and a shift of a
     few bytes (a PVF edit that adds a string moves every later block by that much) ran at less than half
     its speed here — 155 ms of CPU for 205 MB at 4–16 bytes, 95 at 100 bytes, 69 unshifted (Linux 6.18,
-    x86-64; a memory copy whose destination sits just past its source within a page is known to be slow
-    on x86, Intel's optimization manual on 4 KiB aliasing). Reading into a buffer half a page from the
-    source and writing it on, half a page from the destination, took 75 ms at any shift.
+    x86-64; measured, not explained by the kernel: a likely cause is the CPU's "4K aliasing", a copy whose
+    stores land a few bytes past its loads within a page, stackoverflow.com/questions/57137074). Reading
+    into a buffer half a page from the source and writing it on, half a page from the destination, took
+    75 ms at any shift.
     """
 
     PAGE = 4096
