@@ -4,7 +4,8 @@ Archives are generated once under `.bench-data/` (git-ignored) with the project'
 Prints a table and writes `bench/results/pvf_format.json`. `--quick` uses the `small` preset only;
 `--roundtrip-sample N` limits the classic-200k round trip to N scripts (default: every file); `--only open`
 (or read/save/roundtrip) re-measures just those parts and keeps the other sections of the result file, each
-section stamped with when it was measured.
+section stamped with when it was measured; `--only save --save-rows sbs id` measures just those PVF-SAVE rows
+(`SAVE_ROWS`), as each row takes a while.
 
 PVF-OPEN follows TARGETS.md ("open → every path listable and any file readable"): the median of `--runs`
 fresh processes, each opening the archive, listing every path and reading a randomly chosen file by path,
@@ -479,6 +480,8 @@ def bench_nkpi(parts: set[str], runs: int) -> dict[str, Any] | None:
 
 
 PARTS = ("open", "read", "save", "roundtrip")
+SAVE_ROWS = ("sbs", "nostr", "edit", "cold", "id")
+"""The PVF-SAVE rows `--save-rows` picks from: `1c sbs`, `1c nostr`, `1 edit` (with `no-op`), `1c cold`, `1c+id`."""
 
 
 def _rows(results: dict[str, Any]) -> list[tuple[str, str, str, bool | None]]:
@@ -657,6 +660,13 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=5, help="fresh-process runs per PVF-OPEN measurement")
     parser.add_argument("--save-runs", type=int, default=3, help="runs of each PVF-SAVE measurement (median)")
     parser.add_argument(
+        "--save-rows",
+        nargs="+",
+        choices=SAVE_ROWS,
+        default=list(SAVE_ROWS),
+        help="with save: measure only these PVF-SAVE rows (each takes a while); the others are kept",
+    )
+    parser.add_argument(
         "--open-4m", action="store_true", help="PVF-OPEN-4M: open the 110US-scale nkpi-4m (4.3 M files)"
     )
     args = parser.parse_args()
@@ -665,7 +675,7 @@ def main() -> int:
     path = ensure(name, "classic", files)
     out_file = RESULTS / "pvf_format.json"
     results: dict[str, Any] = {}
-    if parts != set(PARTS) and out_file.exists():
+    if (parts != set(PARTS) or set(args.save_rows) != set(SAVE_ROWS)) and out_file.exists():
         results = json.loads(out_file.read_text("utf-8"))  # keep what this run does not measure
         if results.get("archive") != name:
             results = {}
@@ -675,15 +685,20 @@ def main() -> int:
         results["open"] = {**bench_open(path, runs=args.runs), **stamp}
     if "read" in parts:
         results["read"] = {**bench_read(path), **stamp}
-    if "save" in parts:
+    rows = set(args.save_rows) if "save" in parts else set()
+    if "sbs" in rows:
         results["save_side_by_side"] = {**bench_save_side_by_side(path, runs=max(5, args.save_runs)), **stamp}
+    if "nostr" in rows:
         results["save_side_by_side_no_string"] = {
             **bench_save_side_by_side(path, runs=max(5, args.save_runs), new_string=False),
             **stamp,
         }
+    if "edit" in rows:
         results["save"] = {**bench_save(path, runs=args.save_runs), **stamp}
+    if "cold" in rows:
         with one_core():
             results["save_one_core"] = {**bench_save(path, runs=args.save_runs), **stamp}
+    if "id" in rows:
         results["save_one_core_identity_known"] = {**bench_save_identity(path, runs=args.save_runs), **stamp}
     if "roundtrip" in parts:
         results["roundtrip"] = {**bench_roundtrip(path, args.roundtrip_sample or None), **stamp}

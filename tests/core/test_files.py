@@ -544,3 +544,98 @@ def test_a_writer_failing_after_big_writes_leaves_no_temp_and_no_worker(tmp_path
         atomic_write(target, writer)
     assert target.read_bytes() == b"orig" and leftovers(tmp_path) == []
     assert not [t for t in threading.enumerate() if t.name == "deskbridge-hash"]
+
+
+class _RecordingSyncRange:
+    """Stands in for libc's `sync_file_range`: records each (offset, length, flags), returns `result`."""
+
+    def __init__(self, result=0):
+        self.calls = []
+        self.result = result
+
+    def __call__(self, fd, offset, length, flags):
+        os.fstat(fd)  # a real, open descriptor
+        self.calls.append((offset, length, flags))
+        return self.result
+
+
+def _write_in_pieces(f, source, pieces):
+    step = 1024 * 1024
+    with open(source, "rb") as src:
+        for k in range(pieces):
+            if k % 2:
+                f.write(os.urandom(step))
+            else:
+                assert f.copy_range(src.fileno(), k * step, step) == step
+
+
+def test_a_streamed_write_hands_each_step_to_the_disk_as_it_goes(tmp_path, monkeypatch):
+    source = tmp_path / "source.bin"
+    source.write_bytes(os.urandom(8 * 1024 * 1024))
+    fake = _RecordingSyncRange()
+    monkeypatch.setattr(files, "_sync_file_range", lambda: fake)
+    r = atomic_write(tmp_path / "out.bin", lambda f: _write_in_pieces(f, source, 8))
+    step = 1024 * 1024
+    # Every written step once, in order, from where the last one ended: nothing submitted twice or skipped.
+    assert fake.calls == [(k * step, step, files._SYNC_FILE_RANGE_WRITE) for k in range(8)]
+    assert r.identity == file_identity(tmp_path / "out.bin")
+
+
+@pytest.mark.parametrize("why", ["stalls", "fails"])
+def test_early_writeback_stops_at_the_first_call_that_stalls_or_fails(tmp_path, monkeypatch, why):
+    source = tmp_path / "source.bin"
+    source.write_bytes(os.urandom(8 * 1024 * 1024))
+    fake = _RecordingSyncRange(result=-1 if why == "fails" else 0)
+    monkeypatch.setattr(files, "_sync_file_range", lambda: fake)
+    if why == "stalls":
+        monkeypatch.setattr(files._EarlyWriteback, "STALL_S", -1.0)  # every call took "too long"
+    r = atomic_write(tmp_path / "out.bin", lambda f: _write_in_pieces(f, source, 8))
+    assert len(fake.calls) == 1  # the rest was left to the fsync
+    assert r.identity == file_identity(tmp_path / "out.bin")
+    assert (tmp_path / "out.bin").stat().st_size == 8 * 1024 * 1024
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="sync_file_range(2) is Linux's")
+def test_linux_offers_sync_file_range_through_libc(tmp_path):
+    fn = files._sync_file_range()
+    assert fn is not None
+    with open(tmp_path / "a.bin", "wb") as fh:
+        fh.write(b"x" * 10000)
+        fh.flush()
+        assert fn(fh.fileno(), 0, 10000, files._SYNC_FILE_RANGE_WRITE) == 0
+        assert fn(-1, 0, 0, files._SYNC_FILE_RANGE_WRITE) == -1  # EBADF: the call reached the kernel
+
+
+@pytest.mark.parametrize("shift", [1, 8, 2048, 4095])
+def test_a_copy_shifted_within_a_page_goes_through_one_buffer_and_copies_exactly(
+    tmp_path, monkeypatch, shift
+):
+    # copy_file_range copies a range shifted by a few bytes within a page at under half its speed (a PVF edit
+    # that adds a string shifts every later block so): such a range is read into a buffer and written on.
+    source = tmp_path / "source.bin"
+    source.write_bytes(os.urandom(3 * 4096 + 777))
+    kernel = []
+    if hasattr(os, "copy_file_range"):
+        real = os.copy_file_range
+        monkeypatch.setattr(os, "copy_file_range", lambda *a: kernel.append(a) or real(*a))
+    monkeypatch.setattr(files._ShiftedCopy, "STEP", 4096)  # several steps and a short last one
+
+    def writer(f):
+        f.write(b"h" * shift)
+        with open(source, "rb") as src:
+            assert f.copy_range(src.fileno(), 0, 2 * 4096 + 5) == 2 * 4096 + 5
+            assert f.copy_range(src.fileno(), 3 * 4096, 10_000) == 777  # the source ends
+            f.write(b"-")
+            at = shift + 2 * 4096 + 5 + 777 + 1
+            assert f.copy_range(src.fileno(), at - 2 * 4096, 500) == 500  # unshifted: in the kernel
+
+    r = atomic_write(tmp_path / "out.bin", writer)
+    data = source.read_bytes()
+    unshifted = shift + 5 + 777 + 1
+    expected = (
+        b"h" * shift + data[: 2 * 4096 + 5] + data[3 * 4096 :] + b"-" + data[unshifted : unshifted + 500]
+    )
+    assert (tmp_path / "out.bin").read_bytes() == expected
+    assert r.identity == file_identity(tmp_path / "out.bin")
+    if hasattr(os, "copy_file_range"):
+        assert len(kernel) == 1  # only the copy that kept its place within a page

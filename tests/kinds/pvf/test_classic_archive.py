@@ -23,6 +23,14 @@ def small(tmp_path_factory) -> Path:
     return path
 
 
+@pytest.fixture(scope="module")
+def medium(tmp_path_factory) -> Path:
+    """3 MB: kernel copies longer than a copy buffer's step, several identity chunks."""
+    path = tmp_path_factory.mktemp("pvf") / "medium.pvf"
+    synth_classic(path, 3000, seed=7)
+    return path
+
+
 @pytest.fixture
 def copy(small, tmp_path) -> Path:
     target = tmp_path / "Script.pvf"
@@ -212,6 +220,40 @@ def test_edit_fast_path_writes_exactly_what_the_general_writer_writes(copy, monk
     ar._write(general, None)
     assert fast.getvalue() == general.getvalue()
     assert on_disk.read_bytes() == b"x" + general.getvalue()
+
+
+def test_edit_fast_path_counts_every_written_block_in_its_progress(copy):
+    import io
+
+    ar = open_archive(copy)
+    paths = ar.paths()
+    for p in (paths[3], paths[100], paths[-1]):
+        ar.stage(p, ar.read(p) + b"x")
+    seen: list[tuple[int, int]] = []
+    ar._write(io.BytesIO(), lambda done, total: seen.append((done, total)))
+    assert ar._patched_layout is not None  # the edit-only path wrote it
+    # After the k-th changed block, k of 3 are written: it used to say one fewer, and never reached 3 of 3.
+    assert seen == [(1, 3), (2, 3), (3, 3)]
+
+
+@pytest.mark.parametrize("growth", [b"", b"abcd", b"x" * 8, b"y" * 2052])
+def test_an_edit_save_reports_the_identity_a_full_hash_of_the_written_file_gives(medium, tmp_path, growth):
+    # The save's identity digest reuses the source's chunk digests for the blocks it copies, also when an
+    # edit moved them by a few bytes (copied through a buffer) or by none (copied in the kernel).
+    from deskbridge.core import files
+
+    copy = tmp_path / "Script.pvf"
+    copy.write_bytes(medium.read_bytes())
+    files.file_identity(copy)  # as a workspace does on open: the source's chunks are known
+    ar = open_archive(copy)
+    first = ar.paths()[2]
+    ar.stage(first, ar.read(first) + growth)
+    out = tmp_path / "out.pvf"
+    ar.save_copy(out)
+    written = ar._last_written
+    files._CHUNKS._items.clear()  # what a new process, knowing nothing, computes from the bytes
+    assert written is not None and written == files.file_identity(out)
+    assert written.sha256 == files.content_digest(out.read_bytes())
 
 
 _records = st.lists(

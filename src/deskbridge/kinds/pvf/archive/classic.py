@@ -638,7 +638,7 @@ class ClassicArchive(ArchiveBase):
         out.write(cipher)
         fd = self._fh.fileno() if self._fh is not None else None
         start = 0
-        for done, i in enumerate(sorted(blocks)):
+        for done, i in enumerate(sorted(blocks), start=1):  # `done` blocks written once this one is
             _copy(out, self._buf, h.data_start + int(rels[start]), int(rels[i] - rels[start]), fd)
             out.write(blocks[i][2].result())
             start = i + 1
