@@ -394,17 +394,20 @@ class PathResolver:
         A file never includes itself: WrathEd's `Data/Static.xml` writes `DATA:static.xml` for the game's
         static stream, which the mod's own Data folder would otherwise shadow; the next match is taken."""
         self.calls += 1
-        if from_file:
-            # Every include of a file asks with the same `from_file` (~5 k calls on a warm start).
-            base_dir = self._dirnames.get(from_file)
-            if base_dir is None:
-                base_dir = self._dirnames[from_file] = os.path.dirname(from_file)
-        else:
-            base_dir = ""
+        base_dir = self._base_dir(from_file)
         found = self._checked(source, base_dir, None)
         if found is not None and found == from_file:
             found = self._checked(source, base_dir, from_file)
         return found
+
+    def _base_dir(self, from_file: str | None) -> str:
+        if not from_file:
+            return ""
+        # Every include of a file asks with the same `from_file` (~5 k calls on a warm start).
+        base_dir = self._dirnames.get(from_file)
+        if base_dir is None:
+            base_dir = self._dirnames[from_file] = os.path.dirname(from_file)
+        return base_dir
 
     def _base_free(self, source: str) -> bool:
         """True when what `source` names does not depend on the including file's folder: a rooted path
@@ -478,7 +481,7 @@ class PathResolver:
         search paths, aliases and case folding), or None: for telling a modder whose include found no file
         that it names a folder (`<Include source="DATA:Units"/>`). A folder outside the scope is None, like
         a file there. Asked only for includes that found nothing, so not remembered."""
-        base_dir = os.path.dirname(from_file) if from_file else ""
+        base_dir = self._base_dir(from_file)
         src = source.strip()
         found = self._folders.get((src, "" if self._base_free(source) else base_dir), UNKNOWN_FOLDER)
         if found is UNKNOWN_FOLDER:
