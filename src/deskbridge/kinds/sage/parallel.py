@@ -526,7 +526,8 @@ def prefetch(
                 if not extra_done:
                     mark("discovered")
                     extra_done = True
-                    _load_writer()
+                    if not late:  # else once the late workers are forked: nothing loaded before a fork
+                        _load_writer()
                     for p in later():
                         want(p)
                     continue
@@ -563,6 +564,8 @@ def prefetch(
                             alive[ours] = pid
                             outstanding[ours] = queued[ours] = held[ours] = 0
                     late = 0
+                    if extra_done:
+                        _load_writer()
                     continue
                 try:
                     kind, items, pending = marshal.loads(conn.recv_bytes())

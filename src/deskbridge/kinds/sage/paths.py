@@ -480,7 +480,8 @@ class PathResolver:
         """The folder `source` names when written in `from_file`, found as `resolve` finds a file (the same
         search paths, aliases and case folding), or None: for telling a modder whose include found no file
         that it names a folder (`<Include source="DATA:Units"/>`). A folder outside the scope is None, like
-        a file there. Asked only for includes that found nothing, so not remembered."""
+        a file there. Asked only for includes that found nothing: answered from the search that found nothing
+        when it could tell (`_checked`), else searched, and not remembered."""
         base_dir = self._base_dir(from_file)
         src = source.strip()
         found = self._folders.get((src, "" if self._base_free(source) else base_dir), UNKNOWN_FOLDER)
