@@ -27,7 +27,6 @@ deletes them (call it when opening a workspace).
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import functools
 import itertools
@@ -40,7 +39,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from blake3 import blake3 as _blake3
 
@@ -48,6 +47,9 @@ from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.reading import (
     read_regular_file as read_regular_file,
 )  # in a module of its own: see there
+
+if TYPE_CHECKING:
+    import ctypes
 
 TEMP_PREFIX = ".deskbridge-tmp-"
 """Name prefix of every temporary file or directory we create next to a target."""
@@ -1146,6 +1148,10 @@ def _raise_errno(err: int, src: Path, dst: Path) -> None:
 
 @functools.cache
 def _libc() -> ctypes.CDLL:
+    # ctypes (~8 ms to import) is loaded by the no-overwrite renames only: a replacing or new-file write
+    # (every cache write of a cold SAGE build) never needs it.
+    import ctypes
+
     return ctypes.CDLL(None, use_errno=True)
 
 
@@ -1157,6 +1163,8 @@ def _native_noreplace(
     With `src_dir_fd`/`dst_dir_fd` the names are relative to those directory descriptors (renameat2 /
     renameatx_np), as every write path of this module uses them.
     """
+    import ctypes  # see `_libc`
+
     at_src = _AT_FDCWD if src_dir_fd is None else src_dir_fd
     at_dst = _AT_FDCWD if dst_dir_fd is None else dst_dir_fd
     if sys.platform.startswith("linux"):

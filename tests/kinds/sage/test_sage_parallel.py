@@ -295,3 +295,48 @@ def test_a_cold_build_whose_workers_all_die_is_parsed_by_the_walk(sage_data: Any
 
     one, dead = cold("one", 0), cold("dead", 2)
     assert dead == one and one["stats"]["parsedFiles"] > 1000
+
+
+@pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="needs fork")
+def test_the_second_worker_is_forked_once_the_model_is_here_and_parses_its_share(
+    sage_data: Any, tmp_path: Path
+) -> None:
+    """While the model compiles, its process and one worker have the two cores; the second worker is
+    forked with the model in hand and extracts files as it parses them (the records are the same:
+    `test_cold_build_on_every_core_equals_one_core` builds this way)."""
+    env = {
+        **os.environ,
+        "DESKBRIDGE_HOME": str(tmp_path),
+        parallel.WORKERS_ENV: "2",
+        "DESKBRIDGE_SAGE_TRACE": "1",
+    }
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _CHILD,
+            str(sage_data.mod),
+            str(sage_data.sdk),
+            str(parallel.HELD_TREES_MAX_BYTES),
+        ],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    events: list[tuple[float, str, str, str]] = []  # (clock, pid, role, event)
+    for line in out.stderr.splitlines():
+        if line.startswith("sage-trace "):
+            _tag, pid, who, clock, _cpu, event = line.split(" ", 5)
+            events.append((float(clock), pid, who, event))
+    received = next(t for t, _p, who, ev in events if who == "parent" and ev == "model-received")
+    starts = {pid: t for t, pid, who, ev in events if who == "worker" and ev == "start"}
+    assert len(starts) == 2
+    first, second = sorted(starts, key=starts.__getitem__)
+    assert starts[first] < received <= starts[second]
+    batches = [pid for _t, pid, _w, ev in events if ev.startswith("batch-start")]
+    assert batches.count(second) >= 10, batches.count(second)
+    adopted = {pid for _t, pid, _w, ev in events if ev == "model-adopted"}
+    assert adopted == {first}  # the second one never waited for the model
+    assert json.loads(out.stdout.strip().splitlines()[-1])["stats"]["parsedFiles"] > 1000

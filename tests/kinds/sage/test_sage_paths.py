@@ -221,3 +221,65 @@ def test_resolve_folder_finds_what_resolve_finds_for_a_file_but_a_folder(sage_da
     assert resolver.resolve_folder("DATA:GlobalData\\Armor.xml", mod_xml) is None  # a file, not a folder
     assert resolver.resolve_folder("data:nothing-here", mod_xml) is None
     assert resolver.resolve_folder("/etc", mod_xml) is None  # outside the scope: not named
+
+
+def test_an_include_that_found_no_file_tells_its_folder_without_searching_again(tmp_path, monkeypatch):
+    """`resolve_folder` after a `resolve` that found nothing answers from that search (every include that
+    found no file is asked it, on a cold build's serial tail), and answers what a search of its own finds:
+    the first search path holding a folder of that name, even behind a file that excludes itself."""
+    sdk, mod = tmp_path / "sdk", tmp_path / "mod"
+    touch(sdk / "Units" / "Tank" / "Tank.xml")
+    touch(mod / "Data" / "Units" / "Plane" / "Plane.xml")
+    touch(mod / "Data" / "Self.xml")
+    touch(sdk / "Self.xml" / "inside.xml")  # a folder named like the file that includes itself
+    search = SearchPaths(data=[str(mod / "Data"), str(sdk)])
+    asked = [
+        ("DATA:units/tank", str(mod / "Data" / "Mod.xml")),  # a folder in the second search path
+        ("DATA:Units", str(mod / "Data" / "Mod.xml")),  # in both: the first one's
+        ("DATA:nothing", str(mod / "Data" / "Mod.xml")),
+        ("DATA:Self.xml", str(mod / "Data" / "Self.xml")),  # excludes itself; a folder further on
+        ("Units/Plane", str(mod / "Data" / "Mod.xml")),  # relative to the including file
+        ("Units/..", str(mod / "Data" / "Mod.xml")),  # a path that ends climbing: searched again
+    ]
+    fresh = PathResolver(search)
+    expected = [fresh.resolve_folder(source, where) for source, where in asked]
+    assert expected[:4] == [
+        str(sdk / "Units" / "Tank"),
+        str(mod / "Data" / "Units"),
+        None,
+        str(sdk / "Self.xml"),
+    ]
+    resolver = PathResolver(search)
+    for source, where in asked:
+        assert resolver.resolve(source, where) is None
+    searched: list[str] = []
+    real = resolver.tree.find_folder
+
+    def find_folder(base, parts):
+        searched.append("/".join(parts))
+        return real(base, parts)
+
+    monkeypatch.setattr(resolver.tree, "find_folder", find_folder)
+    assert [resolver.resolve_folder(source, where) for source, where in asked] == expected
+    assert searched == ["Units/.."]
+    resolver.invalidate()  # answers are forgotten with the files' answers
+    assert resolver.resolve_folder("DATA:nothing", str(mod / "Data" / "Mod.xml")) is None
+    assert searched[1:] == ["nothing", "nothing"]
+
+
+def test_an_alias_include_is_answered_once_for_every_folder_that_writes_it(tmp_path):
+    """`DATA:`/`ART:` sources name the same file from any including folder (no search path is `*`), so
+    the second folder asking is answered from the first one's search; a relative source, or an alias
+    whose search paths hold `*`, is still searched per folder."""
+    touch(tmp_path / "Data" / "Armor.xml")
+    touch(tmp_path / "Data" / "Units" / "Armor.xml")
+    a, b = str(tmp_path / "Data" / "Mod.xml"), str(tmp_path / "Data" / "Units" / "Tank.xml")
+    resolver = PathResolver(SearchPaths(data=[str(tmp_path / "Data")]))
+    assert resolver.resolve("DATA:Armor.xml", a) == resolver.resolve("DATA:Armor.xml", b)
+    assert resolver.memo_hits == 1
+    assert resolver.resolve("Armor.xml", a) != resolver.resolve("Armor.xml", b)
+    assert resolver.memo_hits == 1
+    starred = PathResolver(SearchPaths(data=["*", str(tmp_path / "Data")]))
+    assert starred.resolve("DATA:Armor.xml", b) == str(tmp_path / "Data" / "Units" / "Armor.xml")
+    assert starred.resolve("DATA:Armor.xml", a) == str(tmp_path / "Data" / "Armor.xml")
+    assert starred.memo_hits == 0

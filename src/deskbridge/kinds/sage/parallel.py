@@ -6,9 +6,10 @@ in Python and so bound to one core by the GIL. Before the real walk, `prefetch` 
 walk will follow and hands every file to a worker; the walk then finds every record in the store.
 
 Only the typed walk needs the compiled model (`records.finish_records`); parsing and reading includes do not
-(`records.begin_records`). So the model compiles in a process of its own while the workers parse: each worker
-answers a file's includes at once (the parent needs nothing else to go on discovering) and keeps the parsed
-tree until the model arrives, then extracts its references. Only used from a single-threaded process (the
+(`records.begin_records`). So the model compiles in a process of its own while a worker parses: it answers
+a file's includes at once (the parent needs nothing else to go on discovering) and keeps the parsed tree
+until the model arrives, then extracts its references; the other workers are forked once the model is there
+and extract each file as they parse it (`LATE_WORKERS`). Only used from a single-threaded process (the
 CLI, a benchmark): forking a process with other threads running is unsafe; the server's first build simply
 parses in its thread. Whatever goes wrong in a child (it dies, the model fails to compile there) only means
 the parent's walk parses those files itself.
@@ -61,6 +62,17 @@ index is ready sooner (the locator is ~15 % of a file's extraction, spread over 
 are located per file when a query first reads them — on one core, from the files read again: on RA3Afterdash
 the first `find_references` after a cold build (or after a warm start from the cache such a build saved)
 then takes ~0.65 s instead of ~0.19 s (load 5), once: the located rows are saved with the cache."""
+LATE_WORKERS = 1
+"""Workers forked only once the model has arrived (when it is compiled in a process of its own). Forked
+with the others, three processes shared two cores while the model compiled: it arrived later (~270 ms
+from the start instead of ~170), both workers held more parsed trees by then, and only the worker holding
+a tree can finish it, so one of them went on alone at the end (~70 ms). Forked late, the worker starts
+with the model in hand and extracts each file as it parses it, and the parent hands it the files the
+other one cannot take while it finishes its trees."""
+HELD_SHARE = 0.4
+"""What finishing a held tree costs, as a share of parsing and finishing a file of the same size (the typed
+walk after the parse: ~185 of ~430 ms of CPU over RA3Afterdash's files): how `prefetch` weighs the bytes a
+worker holds against the files sent to it."""
 HELD_TREES_MAX_BYTES = 32 * 1024 * 1024
 """Source bytes of the parsed trees one worker keeps while it waits for the model (a tree takes several
 times its source); files beyond it keep only their bytes and are parsed again once the model is there."""
@@ -222,6 +234,10 @@ def _read(path: str) -> tuple[os.stat_result, bytes] | None:
         return None
 
 
+_NO_MODEL: Any = object()
+"""A worker forked before the model arrived (it comes by message, `_Worker.adopt`)."""
+
+
 def _result(st: os.stat_result, sha: str, rec: FileRecords) -> Result:
     head, blob = rec.to_cache()
     return st.st_size, st.st_mtime_ns, st.st_ctime_ns, sha, head, blob
@@ -230,10 +246,10 @@ def _result(st: os.stat_result, sha: str, rec: FileRecords) -> Result:
 class _Worker:
     """One forked parser: the loop behind `_worker_main`."""
 
-    def __init__(self, conn: Channel) -> None:
+    def __init__(self, conn: Channel, model: Any = _NO_MODEL) -> None:
         self.conn = conn
-        self.model: SchemaModel | None = None
-        self.has_model = False
+        self.model: SchemaModel | None = None if model is _NO_MODEL else model
+        self.has_model = model is not _NO_MODEL
         self.held: deque[tuple[str, os.stat_result, str, PendingRecords | None, bytes, int]] = deque()
         """(path, stat, sha1, parsed tree or None, bytes when no tree is kept, bytes counted in `held_bytes`)."""
         self.held_bytes = 0
@@ -344,13 +360,14 @@ class _Worker:
                 os._exit(0)
 
 
-def _worker_main(conn: Channel) -> None:
+def _worker_main(conn: Channel, model: Any = _NO_MODEL) -> None:
     """A worker's answers are all sent (`Channel.send_bytes` returns once its bytes are written), and it has
     no files, buffers or finalisers of its own, so it leaves at once (`_fork`'s `os._exit`): no freeing of
-    trees and records, no interpreter teardown."""
+    trees and records, no interpreter teardown. `model`: the parent's, when it forked this worker after
+    the model arrived (`prefetch`)."""
     role("worker")
     mark("start")
-    _Worker(conn).run()
+    _Worker(conn, model).run()
 
 
 def _compile_main(conn: Channel, loader: Callable[[], SchemaModel | None]) -> None:
@@ -415,7 +432,9 @@ def prefetch(
     reap()  # a build that failed before reaping its workers
     _lxml.load()
     workers: list[tuple[Channel, int]] = []
-    for _ in range(worker_count()):
+    # While the model compiles, its process takes a core: one worker fewer until then (`LATE_WORKERS`).
+    late = min(LATE_WORKERS, worker_count() - 1) if loaded is None else 0
+    for _ in range(worker_count() - late):
         pid, ours = _fork(_worker_main, close=[c for c, _p in workers])
         workers.append((ours, pid))
     schema_conn: Channel | None = None
@@ -465,15 +484,17 @@ def prefetch(
         outstanding.pop(conn, None)
         awaiting_full.discard(conn)
 
-    def ahead(conn: Channel) -> tuple[bool, float]:
+    def ahead(conn: Channel) -> float:
         mean = sizes[0] / sizes[1] if sizes[1] else 0.0
-        return outstanding[conn] >= 2, held[conn] + queued[conn] * mean
+        return held[conn] * HELD_SHARE + queued[conn] * mean
 
     def dispatch() -> None:
         # Small batches keep every worker busy without one message per file; each goes to the worker with
-        # the least work ahead of it — the bytes it holds to finish and the files sent — at most two
-        # batches ahead. Fewer batches waiting alone (the old rule) let the worker that answered faster
-        # hold more trees, which it then had to finish alone while the other one idled.
+        # the least work ahead of it — what finishing the trees it holds costs, and the files sent — at
+        # most two batches ahead; when that worker has two, the batch waits for it. Given to another one
+        # instead (the old rule), it went to the worker still finishing its held trees, which held the
+        # new ones too and then finished them alone while the other one idled. Fewer batches waiting (the
+        # rule before) let the worker that answered faster hold more trees, with the same end.
         n = max(len(alive), 1)
         while queue and alive:
             conn = min(alive, key=ahead)
@@ -505,7 +526,8 @@ def prefetch(
                 if not extra_done:
                     mark("discovered")
                     extra_done = True
-                    _load_writer()
+                    if not late:  # else once the late workers are forked: nothing loaded before a fork
+                        _load_writer()
                     for p in later():
                         want(p)
                     continue
@@ -531,6 +553,19 @@ def prefetch(
                         digest_wait = (schema_conn, got)  # sent early: its digest follows
                     schema_conn = None
                     send_model(model_blob)
+                    if alive:  # (with none left, the walk parses the rest: no worker joins them)
+                        for _ in range(late):
+                            # Forked with the model in hand: it parses and extracts each file at once.
+                            others = [c for c, _p in workers]
+                            if digest_wait is not None:
+                                others.append(digest_wait[0])
+                            pid, ours = _fork(_worker_main, got, close=others)
+                            workers.append((ours, pid))
+                            alive[ours] = pid
+                            outstanding[ours] = queued[ours] = held[ours] = 0
+                    late = 0
+                    if extra_done:
+                        _load_writer()
                     continue
                 try:
                     kind, items, pending = marshal.loads(conn.recv_bytes())
