@@ -766,6 +766,8 @@ def _sync_file_range() -> Callable[[int, int, int, int], int] | None:
     """libc's `sync_file_range(2)` (Linux only; Python's `os` does not offer it), or None."""
     if not sys.platform.startswith("linux"):
         return None
+    import ctypes  # see `_libc`
+
     fn = getattr(_libc(), "sync_file_range", None)
     if fn is None:
         return None
