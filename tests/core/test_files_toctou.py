@@ -40,13 +40,22 @@ def swapping(folder: Path, outside: Path) -> Iterator[list[int]]:
 
     def run() -> None:
         while not stop.is_set():
-            with contextlib.suppress(OSError):
+            try:
                 os.rename(folder, moved)
                 os.symlink(outside, folder)
                 time.sleep(0.0002)
                 os.unlink(folder)
                 os.rename(moved, folder)
                 swaps[0] += 1
+            except OSError:
+                # A step failed half way (the code under attack raced us): put the real folder back, or every
+                # later round fails at its first step and the folder stays away for the rest of the test.
+                with contextlib.suppress(OSError):
+                    if folder.is_symlink():
+                        folder.unlink()
+                with contextlib.suppress(OSError):
+                    if moved.exists() and not folder.exists():
+                        moved.rename(folder)
             time.sleep(0.0002)
 
     thread = threading.Thread(target=run, daemon=True)
