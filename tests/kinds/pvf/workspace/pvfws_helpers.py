@@ -86,6 +86,15 @@ class Agent:
             },
         )
 
+    async def recover(self, ws: str, rev: int) -> dict[str, Any]:
+        """`pvf_recovery_prepare` on revision `rev`, then every change of its plan applied; the apply's result."""
+        plan = await self.call("pvf_recovery_prepare", {"workspaceId": ws, "expectedRevision": rev})
+        page = await self.call("pvf_plan_preview", {"planId": plan["planId"], "limit": 200})
+        keys = [i["changeKey"] for i in page["items"]]
+        return await self.call(
+            "pvf_plan_apply", {"planId": plan["planId"], "changeKeys": keys, "expectedRevision": rev}
+        )
+
     async def edit(self, ws: str, rev: int, path: str, append: str) -> dict[str, Any]:
         """`prepare_append`, then the plan applied whole (`pvf_plan_apply`)."""
         plan = await self.prepare_append(ws, rev, path, append)

@@ -92,13 +92,6 @@ async def test_a_kill_during_the_save_after_a_big_plan_loses_nothing(archive: Pa
             assert info["recovery"]["available"] is True, (
                 json.loads(rec.read_bytes()) if rec.exists() else None
             )
-            plan = await a.call("pvf_recovery_prepare", {"workspaceId": ws, "expectedRevision": rev})
-            keys = [
-                i["changeKey"]
-                for i in (await a.call("pvf_plan_preview", {"planId": plan["planId"], "limit": 200}))["items"]
-            ]
-            await a.call(
-                "pvf_plan_apply", {"planId": plan["planId"], "changeKeys": keys, "expectedRevision": rev}
-            )
+            await a.recover(ws, rev)
         for path, text in texts.items():
             assert (await a.call("pvf_read_file", {"workspaceId": ws, "path": path}))["text"] == text, path

@@ -52,13 +52,7 @@ async def test_recovered_files_read_exactly_as_before_the_crash(archive: Path) -
         info = await a.ready()
         ws, rev = info["workspaceId"], info["revision"]
         assert info["recovery"]["available"] is True
-        plan = await a.call("pvf_recovery_prepare", {"workspaceId": ws, "expectedRevision": rev})
-        keys = [
-            i["changeKey"] for i in (await a.call("pvf_plan_preview", {"planId": plan["planId"]}))["items"]
-        ]
-        done = await a.call(
-            "pvf_plan_apply", {"planId": plan["planId"], "changeKeys": keys, "expectedRevision": rev}
-        )
+        done = await a.recover(ws, rev)
         for path, text in texts.items():
             assert (await a.call("pvf_read_file", {"workspaceId": ws, "path": path}))["text"] == text, path
         await a.call(
@@ -115,13 +109,7 @@ async def test_a_recovery_file_of_the_text_form_is_still_offered_and_applied(arc
         info = await a.ready()
         ws, rev = info["workspaceId"], info["revision"]
         assert info["recovery"]["available"] is True
-        plan = await a.call("pvf_recovery_prepare", {"workspaceId": ws, "expectedRevision": rev})
-        keys = [
-            i["changeKey"] for i in (await a.call("pvf_plan_preview", {"planId": plan["planId"]}))["items"]
-        ]
-        await a.call(
-            "pvf_plan_apply", {"planId": plan["planId"], "changeKeys": keys, "expectedRevision": rev}
-        )
+        await a.recover(ws, rev)
         assert (
             "from version one" in (await a.call("pvf_read_file", {"workspaceId": ws, "path": path}))["text"]
         )
@@ -139,14 +127,7 @@ async def test_recovery_after_changes_that_add_no_string_goes_ahead(archive: Pat
             if h["path"] not in texts
         )
         done = await a.edit(ws, info["revision"], other, "\n[name]\n\t7\n")  # a tag the archive has
-        plan = await a.call("pvf_recovery_prepare", {"workspaceId": ws, "expectedRevision": done["revision"]})
-        keys = [
-            i["changeKey"] for i in (await a.call("pvf_plan_preview", {"planId": plan["planId"]}))["items"]
-        ]
-        await a.call(
-            "pvf_plan_apply",
-            {"planId": plan["planId"], "changeKeys": keys, "expectedRevision": done["revision"]},
-        )
+        await a.recover(ws, done["revision"])
         for path, text in texts.items():
             assert (await a.call("pvf_read_file", {"workspaceId": ws, "path": path}))["text"] == text, path
         assert "\t7\n" in (await a.call("pvf_read_file", {"workspaceId": ws, "path": other}))["text"]
