@@ -293,7 +293,7 @@ def test_setup_writes_vs_code_insiders_and_vscodium_entries_and_removes_them(
         "Authorization": "Bearer ${env:DESKBRIDGE_TOKEN}"
     }
     assert setup(name, "--remove").returncode == 0
-    assert "deskbridge" not in jsonedit._loads_jsonc(config.read_text("utf-8")).get("servers", {})
+    assert not config.exists()  # setup created it, and the removal leaves nothing in it
 
 
 def test_claude_desktop_on_windows_is_set_up_in_the_msix_package_folder_it_reads(
@@ -673,3 +673,24 @@ def test_a_project_config_linked_to_a_file_inside_the_project_is_edited_in_place
     removed = setup("claude-code", "--project", str(project), "--scope", "project", "--remove")
     assert removed.returncode == 0, removed.stderr
     assert set(entries(shared, "claude-code")) == {"other"} and (project / ".mcp.json").is_symlink()
+
+
+@pytest.mark.parametrize("name", ["codex", "cursor"])
+def test_remove_deletes_a_config_file_setup_created_and_leaves_one_it_found(
+    home: Path, project: Path, name: str
+) -> None:
+    """A config file that setup created was left behind empty (codex) or as `{}` after `--remove`: the person's
+    folder was not as it had been. A file that existed before keeps its own settings."""
+    config = home / (".codex/config.toml" if name == "codex" else ".cursor/mcp.json")
+    assert not config.exists()
+    assert setup(name, "--project", str(project)).returncode == 0
+    assert config.exists()
+    assert setup(name, "--project", str(project), "--http").returncode == 0  # an update keeps "created"
+    removed = setup(name, "--remove")
+    assert removed.returncode == 0, removed.stderr
+    assert not config.exists()
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text("" if name == "codex" else "{}\n", "utf-8")  # the person's own, empty file
+    assert setup(name, "--project", str(project)).returncode == 0
+    assert setup(name, "--remove").returncode == 0
+    assert config.exists()

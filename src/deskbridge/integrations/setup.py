@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 import stat
 import time
 from dataclasses import dataclass, field
@@ -245,6 +246,8 @@ class Plan:
     created_container: bool = False
     identity: FileIdentity | None = None
     """The file as it was read (None: there was none); `apply` refuses to write over anything else."""
+    delete_file: bool = False
+    """A removal that leaves nothing in a file deskbridge setup created: the file goes, as it was before."""
     folder: Path | None = None
     """The project folder a project-scope config must stay inside (integrations/project_files.py); None for a
     user config, which is the person's own file wherever their links put it (a dotfiles repository)."""
@@ -406,6 +409,7 @@ def plan_remove(host_name: str, project: Path, *, scope: Scope = "user", name: s
         return plan
     new = _without_entry(h, old, name, bool(ours.get("createdContainer")))
     plan = Plan(h, scope, file, name, old, new, None, "remove", folder=folder)
+    plan.delete_file = bool(ours.get("createdFile")) and _holds_nothing(h, new)
     plan.identity = identity
     return plan
 
@@ -420,10 +424,22 @@ def _checked_folder(file: Path, scope: Scope, project: Path) -> Path | None:
     return folder
 
 
+def _holds_nothing(h: Host, text: str) -> bool:
+    """Whether a config's text holds no setting at all (blank, or an empty JSON object)."""
+    if not text.strip():
+        return True
+    if h.format == "toml":
+        return False
+    try:
+        return jsonedit._loads_jsonc(text) == {}
+    except ValueError:
+        return False
+
+
 def apply(plan: Plan) -> Path | None:
     """Make the change: back the file up, write it atomically (keeping its permissions), update the record.
     Returns the backup's path (None when the file did not exist or nothing changed)."""
-    from deskbridge.core.files import atomic_write, make_dirs, publish_new
+    from deskbridge.core.files import atomic_write, current_identity, make_dirs, publish_new
 
     entries = [e for e in _load_record() if not (e["file"] == str(plan.file) and e["name"] == plan.name)]
     backup = None
@@ -445,7 +461,11 @@ def apply(plan: Plan) -> Path | None:
             make_dirs(target.parent, root=target.confined_root)
         data = plan.new_text.encode("utf-8")
         try:
-            if plan.identity is None:
+            if plan.delete_file:
+                if current_identity(target) != plan.identity:
+                    raise BridgeError(ErrorCode.SOURCE_CHANGED, f"{plan.file} changed")
+                os.unlink(target)
+            elif plan.identity is None:
                 publish_new(target, data, new_file_mode=0o600)
             else:
                 atomic_write(target, data, expected_identity=plan.identity)
@@ -469,6 +489,8 @@ def apply(plan: Plan) -> Path | None:
                 "entry": plan.entry,
                 "createdContainer": plan.created_container
                 or bool(previous and previous.get("createdContainer")),
+                "createdFile": (plan.identity is None and plan.changes)
+                or bool(previous and previous.get("createdFile")),
                 "added": time.time(),
                 "backup": str(backup) if backup else None,
             }
