@@ -45,11 +45,6 @@ def recovery_path(data_dir: Path, archive: Path) -> Path:
 VERSION = 2
 
 
-def snapshot(ws: Workspace, base_sha256: str) -> bytes:
-    """The recovery file's bytes for the current overlay (call under `Engine.lock`)."""
-    return document(taken(ws), base_sha256)
-
-
 def taken(ws: Workspace) -> dict[str, Any]:
     """What a snapshot needs, taken under `Engine.lock` in one short hold: references to the overlay's payloads
     (immutable bytes) and names, the nkpi pool tail and the revision; `document` encodes it without the lock."""
@@ -213,5 +208,4 @@ def restore_context(doc: dict[str, Any], ws: Workspace) -> None:
             "'discard'), open it again, and call pvf_recovery_prepare before adding strings.",
         )
     if pools is not None and (want[0] or want[1]) and grown != want:
-        pools.append_raw(*want)
-        pools.dirty = True  # the recovered payloads use these strings: the next save writes them
+        pools.adopt_tail(*want)

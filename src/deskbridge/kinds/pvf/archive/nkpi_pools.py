@@ -438,6 +438,13 @@ class StringPools:
         self._w += w
         self._lookup_a = self._lookup_w = None  # rebuilt on demand by index_all / scanned by find
 
+    def adopt_tail(self, a: bytes, w: bytes) -> None:
+        """`append_raw`, for strings this session's archive is to keep: the recovered payloads of a crashed
+        session name them, so the next save writes the pools with them."""
+        self.append_raw(a, w)
+        if a or w:
+            self.dirty = True
+
     def _added_from(self) -> tuple[int, int]:
         """Where the added strings start in sTrA and sTrW (bytes). A previously empty sTrW gained the empty
         string at offset 1 before its first string (`add`): that is structure, not an added string."""
