@@ -1376,9 +1376,7 @@ def _copy_at(d: _Dir, src: str, dst: str) -> None:
         )
         try:
             while chunk := os.read(src_fd, _HASH_CHUNK):
-                view = memoryview(chunk)
-                while view:
-                    view = view[os.write(dst_fd, view) :]
+                _write_all(dst_fd, memoryview(chunk))
             if hasattr(os, "fchmod"):
                 os.fchmod(dst_fd, stat.S_IMODE(st.st_mode))
             with contextlib.suppress(OSError, NotImplementedError):
