@@ -185,8 +185,9 @@ class SageService(ProjectIndexer):
             while not stop.is_set():
                 if not await _folders_present(roots, stop):
                     return
-                came_back = watched is not None and _folder_ids(roots) != watched
-                watched = _folder_ids(roots)
+                now = _folder_ids(roots)
+                came_back = watched is not None and now != watched
+                watched = now
                 seen = awatch(*roots, stop_event=stop, debounce=WATCH_DEBOUNCE_MS, recursive=True)
                 if came_back:
                     # A folder that came back (or another in its place) may hold anything: index it in full. The
