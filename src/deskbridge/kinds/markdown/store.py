@@ -98,9 +98,8 @@ class MarkdownStore:
         (a failed write left the old file, which the old endings still describe)."""
         endings = self._endings_written.pop(key, None)
         doc = self.service.docs.get(key)
-        if (
-            endings is not None and doc is not None and doc.mixed_endings is endings[0]
-        ):  # not reloaded meanwhile
+        # (a document reloaded meanwhile has endings of its own, read from the file)
+        if endings is not None and doc is not None and doc.mixed_endings is endings[0]:
             doc.mixed_endings = endings[1]
 
     def find_key(self, workspace: Workspace, path: Path) -> str | None:
@@ -128,6 +127,7 @@ class MarkdownStore:
         """The document is no longer open (called under `Engine.lock`)."""
         doc = self.service.docs.pop(key)
         doc.collab.on_update = None
+        self._endings_written.pop(key, None)  # a failed save's endings, never written
 
     def rebind_key(self, workspace: Workspace, key: str, path: Path) -> None:
         """After a save-as: the document lives in the new file (later saves go there)."""
