@@ -23,6 +23,11 @@ _RAW_IN_JSON: Final = re.compile("[\x7f-\x9f]")
 """What `json.dumps(..., ensure_ascii=False)` leaves raw among the control characters: DEL and C1 (it escapes C0)."""
 
 
+def has_control(text: str) -> bool:
+    """True when `text` holds a control character (Unicode category Cc: C0, DEL, C1)."""
+    return not text.isprintable() and any(unicodedata.category(c) == "Cc" for c in text)
+
+
 def escaped_controls(text: str, keep: str = "") -> str:
     """`text` with each control character (Unicode category Cc: C0, DEL, C1) but those in `keep` spelled as an
     escape (`\\x01`, `\\x0a`). With the ESC of an escape sequence spelled out, the rest of it is plain text."""

@@ -7,13 +7,12 @@ pvfUtility, and two names that differ only in case make an ambiguous archive (ea
 file for the same path). So every path deskbridge stores or looks up goes through
 `normalize_archive_path`, and a set of new names is checked with `refuse_case_duplicates` before it is
 written (pack, import, stage of several files). A name that may hold control characters is shown with
-`core.terminal.escaped_controls` (messages) or `printable` (the terminal).
+`core.terminal.escaped_controls` (messages) or `printable` (the terminal), and found with `has_control`.
 """
 
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Iterable
 
 from deskbridge.core.errors import BridgeError, ErrorCode
@@ -28,11 +27,6 @@ _WIN_RESERVED = {
     *(f"com{i}" for i in range(1, 10)),
     *(f"lpt{i}" for i in range(1, 10)),
 }
-
-
-def has_control(text: str) -> bool:
-    """True when `text` holds a control character (Unicode category Cc: C0, DEL, C1)."""
-    return not text.isprintable() and any(unicodedata.category(c) == "Cc" for c in text)
 
 
 def check_archive_path(path: str) -> str:

@@ -17,10 +17,10 @@ from typing import Any
 
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.files import atomic_write, make_dirs, publish_directory, read_regular_file
-from deskbridge.core.terminal import escaped_controls
+from deskbridge.core.terminal import escaped_controls, has_control
 from deskbridge.kinds.pvf.archive import open_archive
 from deskbridge.kinds.pvf.archive.base import TEXT_SUFFIXES, Progress, norm_path
-from deskbridge.kinds.pvf.paths import case_duplicates, has_control, refuse_case_duplicates
+from deskbridge.kinds.pvf.paths import case_duplicates, refuse_case_duplicates
 from deskbridge.kinds.pvf.strings.encodings import DEFAULT_ENCODING, cannot_encode, resolve_encoding
 
 MANIFEST = ".deskbridge-pvf.json"

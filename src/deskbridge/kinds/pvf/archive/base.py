@@ -34,12 +34,8 @@ from typing import Any, BinaryIO, Protocol, runtime_checkable
 
 from deskbridge.core.errors import BridgeError, ErrorCode
 from deskbridge.core.files import FileIdentity, atomic_write, remove_stale_temps
-from deskbridge.core.terminal import escaped_controls
-from deskbridge.kinds.pvf.paths import (
-    has_control,
-    normalize_archive_path,
-    refuse_case_duplicates,
-)
+from deskbridge.core.terminal import escaped_controls, has_control
+from deskbridge.kinds.pvf.paths import normalize_archive_path, refuse_case_duplicates
 
 Progress = Callable[[int, int], None]
 """`progress(done, total)` callback for long work (CLI progress bars); units are chosen by the caller."""
