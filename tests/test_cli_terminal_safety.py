@@ -38,16 +38,6 @@ def shown(output: str) -> str:
     return " ".join(output.split())  # rich wraps long lines
 
 
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "home"
-    home.mkdir()
-    for var in ("HOME", "USERPROFILE"):
-        monkeypatch.setenv(var, str(home))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
-    return home
-
-
 def test_an_error_naming_a_hostile_path_prints_it_literally(home: Path, tmp_path: Path) -> None:
     missing = tmp_path / HOSTILE
     result = runner.invoke(app, ["setup", "cursor", "--project", str(missing)])

@@ -15,17 +15,6 @@ from deskbridge.integrations import hosts, jsonedit
 
 
 @pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "home"
-    home.mkdir()
-    for var in ("HOME", "USERPROFILE"):
-        monkeypatch.setenv(var, str(home))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
-    monkeypatch.delenv("CODEX_HOME", raising=False)
-    return home
-
-
-@pytest.fixture
 def project(tmp_path: Path) -> Path:
     notes = tmp_path / "notes"
     notes.mkdir()
