@@ -38,7 +38,7 @@ pvf.log("raised", n, "of", files.length);
 async def opened(a: Agent) -> dict[str, Any]:
     """The archive is open (scripts do not need the content index)."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + 240
+    deadline = loop.time() + 90  # under pytest-timeout's 300 s, so a hang fails with this message
     while loop.time() < deadline:
         info = await a.call("pvf_workspace_info", {})
         if info["open"] and info["lifecycle"] is None:

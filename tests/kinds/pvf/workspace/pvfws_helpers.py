@@ -41,7 +41,9 @@ class Agent:
     async def script_done(self, task_id: str) -> dict[str, Any]:
         """Poll `pvf_script_status` until the run `task_id` has ended; its last status."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + 240  # a hang guard, generous: the test machine may be shared
+        # A hang guard: generous for a shared machine, yet under pytest-timeout's 300 s, so a hang
+        # fails with this message rather than with the timeout's bare traceback.
+        deadline = loop.time() + 90
         while True:
             st = await self.call("pvf_script_status", {"taskId": task_id})
             if st["state"] in ("succeeded", "failed", "cancelled"):
