@@ -378,7 +378,7 @@ def setup(
     except BridgeError as error:
         raise fail(error) from error
     if print_only:
-        # JSON or TOML to paste: DEL and C1 in a path as `\u00XX` escapes, the same value in both formats.
+        # JSON or TOML to paste: DEL, C1 and bidi controls in a path as `\uXXXX` escapes, the same value in both.
         out.print(controls_escaped_in_json(plan.snippet()), markup=False, end="")
         err.print(f"(for {_shown(plan.file)})")
         return

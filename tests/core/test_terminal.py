@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from rich.console import Console
 
-from deskbridge.core.terminal import escaped_controls, json_text, printable
+from deskbridge.core.terminal import BIDI_CONTROLS, escaped_controls, json_text, printable
 
 
 def rendered(markup: str) -> str:
@@ -30,6 +30,13 @@ def rendered(markup: str) -> str:
         ("nel\x85del\x7f", "nel\\x85del\\x7f"),
         ("cr\rover", "cr\\x0dover"),  # a carriage return would let the rest overwrite what came before
         ("lines\nand\ttabs", "lines\nand\ttabs"),  # layout the CLI itself prints
+        # Bidi controls reorder what follows (Trojan Source): "report\u202excod.exe" shows as "reportexe.docx"
+        ("report\u202excod.exe", "report\\u202excod.exe"),
+        ("a\u2066b\u2069c\u200fd\u061c", "a\\u2066b\\u2069c\\u200fd\\u061c"),
+        (
+            "zero\u200bwidth joiner\u200d",
+            "zero\u200bwidth joiner\u200d",
+        ),  # format characters that reorder nothing stay
     ],
 )
 def test_control_characters_are_spelled_out_but_layout_stays(name: str, shown: str) -> None:
@@ -55,7 +62,13 @@ def test_escaped_controls_keeps_what_it_is_asked_to_keep() -> None:
 @given(
     st.recursive(st.text() | st.integers(), lambda kids: st.lists(kids) | st.dictionaries(st.text(), kids))
 )
-def test_json_text_is_the_same_json_with_no_raw_del_or_c1(value: object) -> None:
+def test_json_text_is_the_same_json_with_no_raw_del_c1_or_bidi_control(value: object) -> None:
     text = json_text(value, indent=1)
     assert json.loads(text) == value
-    assert not any(0x7F <= ord(c) <= 0x9F or (ord(c) < 0x20 and c != "\n") for c in text)
+    assert not any(
+        0x7F <= ord(c) <= 0x9F or (ord(c) < 0x20 and c != "\n") or c in BIDI_CONTROLS for c in text
+    )
+
+
+def test_json_text_spells_a_bidi_override() -> None:
+    assert json_text(["report\u202excod.exe"]) == '["report\\u202excod.exe"]'
