@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -160,6 +161,25 @@ def test_the_skill_is_written_without_a_guessable_temp_file(home: Path, tmp_path
     result = skill.install("project", project_dir=project)
     assert "SKILL.md" in result["written"] and skill.file_state(folder / "SKILL.md") == "managed"
     assert victim.read_text("utf-8") == "mine\n"
+
+
+def test_uninstall_of_a_project_install_removes_nothing_through_a_link_planted_since(
+    home: Path, tmp_path: Path
+) -> None:
+    # uninstall trusted the recorded folder: with its `references` folder swapped for a link to another install,
+    # it deleted that install's (unedited, so "managed") files out there.
+    project = tmp_path / "proj"
+    project.mkdir()
+    skill.install("project", project_dir=project)
+    other = skill.install_into(tmp_path / "elsewhere", "elsewhere")["path"]
+    folder = project / ".agents" / "skills" / "deskbridge"
+    shutil.rmtree(folder / "references")
+    (folder / "references").symlink_to(Path(other) / "references")
+    outside = sorted(p.name for p in (Path(other) / "references").iterdir())
+    [result] = skill.uninstall("project", project_dir=project)
+    assert sorted(p.name for p in (Path(other) / "references").iterdir()) == outside
+    assert "SKILL.md" in result["removed"] and all(rel.startswith("references/") for rel in result["kept"])
+    assert result["kept"] and (folder / "references").is_symlink()
 
 
 @pytest.fixture

@@ -186,9 +186,14 @@ def uninstall(target: str | None = None, *, project_dir: Path | None = None) -> 
             keep.append(row)
             continue
         folder = Path(row["path"])
+        root = Path(row["root"]) if row.get("root") else None
         removed, kept = [], []
         for rel in skill_files():
-            path = folder / rel
+            try:  # a project install: only inside the project, as installed (a link planted since is not followed)
+                path = folder / rel if root is None else file_inside(folder / rel, root)
+            except BridgeError:
+                kept.append(rel)
+                continue
             state = file_state(path)
             if state == "managed":
                 path.unlink()
