@@ -7,8 +7,8 @@ or (OSC 52) write the clipboard, U+009B (C1 CSI) starts a sequence on terminals 
 §5.3, ecma-international.org/publications-and-standards/standards/ecma-48), and a newline splits one name in
 two. A bidi control (U+202E RIGHT-TO-LEFT OVERRIDE and its kin, Unicode UAX #9 §2, unicode.org/reports/tr9)
 reorders what follows it, so `report\u202excod.exe` shows as `reportexe.docx` (Trojan Source, CVE-2021-42574,
-trojansource.codes); those are spelled out too. Printed through rich, `[bold]` in a name turns into style and an unbalanced `[/x]` makes rich raise instead
-of printing the message at all.
+trojansource.codes); those are spelled out too. Printed through rich, `[bold]` in a name turns into style and an
+unbalanced `[/x]` makes rich raise instead of printing the message at all.
 """
 
 from __future__ import annotations
