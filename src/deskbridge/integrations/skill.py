@@ -125,7 +125,18 @@ def _save(rows: list[dict[str, Any]]) -> None:
     os.replace(tmp, path)
 
 
+def _recorded_root(row: dict[str, Any]) -> Path | None:
+    """The project folder a recorded install is confined to, or None for a folder of the person's own choosing."""
+    return Path(row["root"]) if row.get("root") else None
+
+
 # -- operations -----------------------------------------------------------------------------------------------
+
+
+def _place(folder: Path, rel: str, root: Path | None) -> Path:
+    """Where the skill file `rel` of the install in `folder` is: with `root`, the real path inside it, never through
+    a link leading out (`file_inside` raises ACCESS_DENIED then)."""
+    return folder / rel if root is None else file_inside(folder / rel, root)
 
 
 def install_into(folder: Path, target: str, *, root: Path | None = None) -> dict[str, Any]:
@@ -133,7 +144,7 @@ def install_into(folder: Path, target: str, *, root: Path | None = None) -> dict
     every file must be a regular file inside it, or nothing is written (see `confining_folder`)."""
     from deskbridge.core.files import atomic_write, make_dirs
 
-    places = {rel: folder / rel if root is None else file_inside(folder / rel, root) for rel in skill_files()}
+    places = {rel: _place(folder, rel, root) for rel in skill_files()}
     written, kept = [], []
     for rel, text in skill_files().items():
         path = places[rel]
@@ -172,8 +183,7 @@ def sync() -> list[dict[str, Any]]:
     for row in installs():
         folder = Path(row["path"])
         if folder.is_dir():
-            root = Path(row["root"]) if row.get("root") else None
-            out.append(install_into(folder, row.get("target", str(folder)), root=root))
+            out.append(install_into(folder, row.get("target", str(folder)), root=_recorded_root(row)))
     return out
 
 
@@ -186,11 +196,11 @@ def uninstall(target: str | None = None, *, project_dir: Path | None = None) -> 
             keep.append(row)
             continue
         folder = Path(row["path"])
-        root = Path(row["root"]) if row.get("root") else None
+        root = _recorded_root(row)
         removed, kept = [], []
         for rel in skill_files():
             try:  # a project install: only inside the project, as installed (a link planted since is not followed)
-                path = folder / rel if root is None else file_inside(folder / rel, root)
+                path = _place(folder, rel, root)
             except BridgeError:
                 kept.append(rel)
                 continue
